@@ -1,0 +1,22 @@
+//===- HTPDialect.h - The htp dialect ---------------------------*- C++ -*-===//
+//
+// Declares the htp dialect (generated from HTPOps.td) and the names of the
+// attributes it puts on function arguments.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HTP_DIALECT_HTPDIALECT_H
+#define HTP_DIALECT_HTPDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "dialect/HTPOpsDialect.h.inc"
+
+namespace mlir::htp {
+/// Marks a function argument as a parameter; the value is its timm name.
+inline constexpr llvm::StringLiteral kParamAttrName = "htp.param";
+/// Names a data-input argument (optional; "arg<N>" otherwise).
+inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
+} // namespace mlir::htp
+
+#endif // HTP_DIALECT_HTPDIALECT_H

@@ -1,0 +1,156 @@
+//===- HTPOps.td - The htp dialect and its ops ---------------*- tablegen -*-===//
+//
+// The htp dialect describes transformer blocks as value-semantics ops on
+// static f32 tensors: the unit the tensor-parallel and balancing passes reason
+// about is an op (a linear layer, an attention block), not a loop nest.
+// Verifiers reject every shape that does not fit, naming the dims.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HTP_OPS_TD
+#define HTP_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def HTP_Dialect : Dialect {
+  let name = "htp";
+  let summary = "Transformer blocks for heterogeneous tensor parallelism";
+  let description = [{
+    Value-semantics ops on static f32 tensors describing transformer blocks
+    (ViT first). Function arguments that are parameters carry
+    `{htp.param = "blocks.0.attn.qkv.weight"}` (timm's names) so checkpoints
+    bind without renaming; data inputs may carry `{htp.input = "x"}`.
+  }];
+  let cppNamespace = "::mlir::htp";
+  let hasRegionArgAttrVerify = 1;
+}
+
+/// Every htp tensor is a ranked, statically shaped f32 tensor.
+def HTP_Tensor : StaticShapeTensorOf<[F32]>;
+
+class HTP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<HTP_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+  let hasVerifier = 1;
+}
+
+def HTP_LinearOp : HTP_Op<"linear"> {
+  let summary = "y = x·wᵀ + b over the last dim (PyTorch nn.Linear layout)";
+  let description = [{
+    `weight` is `[out_features, in_features]`; `bias`, when present, is
+    `[out_features]`. The input may have any rank ≥ 1; its last dim must be
+    `in_features`, and the result replaces it with `out_features`.
+
+    ```mlir
+    %y = htp.linear %x, %w, %b : (tensor<8x197x768xf32>, tensor<3072x768xf32>,
+                                  tensor<3072xf32>) -> tensor<8x197x3072xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight,
+                       Optional<HTP_Tensor>:$bias);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_AttentionOp : HTP_Op<"attention"> {
+  let summary = "multi-head self-attention with fused qkv (timm layout)";
+  let description = [{
+    `input` is `[batch, tokens, dim]`. `qkv_weight` is
+    `[3·num_heads·head_dim, dim]`: the q rows, then the k rows, then the v rows,
+    each block ordered by head; `qkv_bias` is `[3·num_heads·head_dim]`;
+    `proj_weight` is `[dim, num_heads·head_dim]`; `proj_bias` is `[dim]`.
+    `head_dim` is implied by the qkv weight. After tensor-parallel splitting
+    `num_heads` counts the heads this rank holds.
+
+    ```mlir
+    %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 12 : i64}
+        : (tensor<8x197x768xf32>, tensor<2304x768xf32>, tensor<2304xf32>,
+           tensor<768x768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight,
+                       HTP_Tensor:$qkv_bias, HTP_Tensor:$proj_weight,
+                       HTP_Tensor:$proj_bias,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight `,` $proj_bias
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Channels per head, as implied by the qkv weight.
+    int64_t getHeadDim();
+  }];
+}
+
+def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
+  let summary = "layer normalisation over the last dim";
+  let description = [{
+    `y = (x - mean) / sqrt(var + epsilon) · weight + bias`, with the biased
+    variance as in PyTorch; `weight` and `bias` are `[dim]`.
+
+    ```mlir
+    %y = htp.layer_norm %x, %g, %b {epsilon = 1.0e-06 : f32}
+        : (tensor<8x197x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$bias,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_GeluOp : HTP_Op<"gelu", [SameOperandsAndResultType]> {
+  let summary = "GELU, exact (erf) or tanh-approximated";
+  let description = [{
+    `approximate` is `"none"` (the default, `x·Φ(x)` with erf) or `"tanh"`,
+    as in PyTorch's `nn.GELU(approximate=...)`.
+
+    ```mlir
+    %y = htp.gelu %x {approximate = "tanh"} : tensor<8x197x3072xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
+  let summary = "elementwise sum of two tensors of one shape (the residual)";
+  let description = [{
+    No broadcasting: both operands and the result have the same type.
+
+    ```mlir
+    %y = htp.add %a, %b : tensor<8x197x768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$lhs, HTP_Tensor:$rhs);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "sum over the tensor-parallel group";
+  let description = [{
+    Produced by the tensor-parallel pass after each row-parallel linear: every
+    rank contributes its partial sum and receives the total. `group` names the
+    communicator (`"tp"` by default).
+
+    ```mlir
+    %y = htp.all_reduce %partial {group = "tp"} : tensor<8x197x768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"tp\"">:$group);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+#endif // HTP_OPS_TD

@@ -1,0 +1,41 @@
+# lit configuration of the HTP suites: dialect/, passes/, e2e/.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+
+config.name = "HTP"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.htp_binary_dir, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "CMakeLists.txt", "ref",
+                   "runtime", "planner", "kernels", "executor", "Inputs"]
+
+tools = os.path.join(config.htp_binary_dir, "tools")
+config.substitutions.append(("%htp-opt", os.path.join(tools, "htp-opt", "htp-opt")))
+config.substitutions.append(("%htp-run", os.path.join(tools, "htp-run", "htp-run")))
+config.substitutions.append(("%htp-compile", os.path.join(tools, "htp-compile", "htp-compile")))
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%gen-vit", os.path.join(config.htp_source_dir, "examples", "gen_vit.py")))
+config.substitutions.append(("%check-e2e", os.path.join(config.htp_source_dir, "test", "ref", "check_e2e.py")))
+config.substitutions.append(("%examples", os.path.join(config.htp_source_dir, "examples")))
+config.substitutions.append(("%inputs", os.path.join(config.htp_source_dir, "test", "Inputs")))
+config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "FileCheck")))
+config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not")))
+
+# FileCheck and not by their plain names too.
+config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.environment.get("PATH", "")])
+# One BLAS thread: tests share two cores with the rest of the suite.
+config.environment["OPENBLAS_NUM_THREADS"] = "1"
+
+def has_gpu():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20)
+        return out.returncode == 0 and b"GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+if config.have_cuda_build and has_gpu():
+    config.available_features.add("cuda-gpu")

@@ -1,0 +1,227 @@
+//===- Compiler.cpp - Parse, lower, JIT or emit an htp block --------------===//
+//
+// This file implements the compiler half of htp-run (DESIGN §7): the JIT
+// behind the C vtable of tools/htp-run/entry.h, and the object emitter that
+// htp-compile uses. Everything upstream of the LLVM dialect is the same
+// htp-pipeline that htp-opt runs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/compiler/Compiler.h"
+
+#include "dialect/HTPDialect.h"
+#include "passes/Passes.h"
+#include "tools/htp-run/entry.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <cstring>
+
+using namespace mlir;
+
+std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
+  DialectRegistry registry;
+  registry.insert<htp::HTPDialect, func::FuncDialect, LLVM::LLVMDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
+
+OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
+                                       std::string &entry, std::string &errors) {
+  llvm::raw_string_ostream errorStream(errors);
+  std::string openError;
+  auto file = openInputFile(path, &openError);
+  if (!file) {
+    errorStream << "cannot open '" << path << "': " << openError << "\n";
+    return nullptr;
+  }
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errorStream);
+
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return nullptr;
+
+  SmallVector<StringRef> publicNames;
+  for (auto func : module->getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isDeclaration())
+      publicNames.push_back(func.getSymName());
+  if (entry.empty()) {
+    if (publicNames.size() != 1) {
+      errorStream << path << ": " << (publicNames.empty() ? "no public function to run"
+                                                           : "several public functions (")
+                  << llvm::join(publicNames, ", ")
+                  << (publicNames.empty() ? "" : "); choose one with --entry") << "\n";
+      return nullptr;
+    }
+    entry = publicNames.front().str();
+  } else if (!llvm::is_contained(publicNames, entry)) {
+    errorStream << path << ": unknown entry '" << entry << "'; the file defines: "
+                << (publicNames.empty() ? "(no public functions)" : llvm::join(publicNames, ", "))
+                << "\n";
+    return nullptr;
+  }
+
+  PassManager pm(&context);
+  htp::buildHTPPipeline(pm);
+  if (failed(pm.run(*module)))
+    return nullptr;
+  return module;
+}
+
+/// A target machine for this host, position independent so the object can go
+/// into a shared library.
+static std::unique_ptr<llvm::TargetMachine> makeHostTargetMachine(std::string &errors) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder) {
+    errors += llvm::toString(builder.takeError()) + "\n";
+    return nullptr;
+  }
+  builder->setRelocationModel(llvm::Reloc::PIC_);
+  builder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto machine = builder->createTargetMachine();
+  if (!machine) {
+    errors += llvm::toString(machine.takeError()) + "\n";
+    return nullptr;
+  }
+  return std::move(*machine);
+}
+
+bool htp::emitObjectFile(ModuleOp module, const std::string &objectPath, std::string &errors) {
+  std::unique_ptr<llvm::TargetMachine> machine = makeHostTargetMachine(errors);
+  if (!machine)
+    return false;
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule) {
+    errors += "translation to LLVM IR failed\n";
+    return false;
+  }
+  llvmModule->setDataLayout(machine->createDataLayout());
+  llvmModule->setTargetTriple(machine->getTargetTriple());
+  if (llvm::Error error = makeOptimizingTransformer(3, 0, machine.get())(llvmModule.get())) {
+    errors += llvm::toString(std::move(error)) + "\n";
+    return false;
+  }
+  std::error_code code;
+  llvm::ToolOutputFile output(objectPath, code, llvm::sys::fs::OF_None);
+  if (code) {
+    errors += "cannot write '" + objectPath + "': " + code.message() + "\n";
+    return false;
+  }
+  llvm::legacy::PassManager codegen;
+  if (machine->addPassesToEmitFile(codegen, output.os(), nullptr,
+                                   llvm::CodeGenFileType::ObjectFile)) {
+    errors += "the host target cannot emit object files\n";
+    return false;
+  }
+  codegen.run(*llvmModule);
+  output.keep();
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The JIT, behind the executor's C vtable
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What a JIT-loaded entry keeps alive: the engine owns the code.
+struct JITEntry {
+  std::unique_ptr<MLIRContext> context;
+  std::unique_ptr<ExecutionEngine> engine;
+};
+} // namespace
+
+static void copyError(const std::string &message, char *err, size_t errSize) {
+  if (!err || errSize == 0)
+    return;
+  std::string text = message;
+  while (!text.empty() && text.back() == '\n')
+    text.pop_back();
+  std::strncpy(err, text.c_str(), errSize - 1);
+  err[errSize - 1] = '\0';
+}
+
+static int jitLoad(const char *path, const char *entry, const htp_compile_options *options,
+                   htp_compiled *out, char *err, size_t errSize) {
+  std::string errors;
+  if (options && options->tp > 1) {
+    copyError("tensor-parallel compilation (--tp > 1) is not implemented yet", err, errSize);
+    return 1;
+  }
+  auto jit = std::make_unique<JITEntry>();
+  jit->context = htp::makeCompilerContext();
+  std::string entryName = entry ? entry : "";
+  OwningOpRef<ModuleOp> module = htp::compileFile(*jit->context, path, entryName, errors);
+  if (!module) {
+    copyError(errors, err, errSize);
+    return 1;
+  }
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = makeOptimizingTransformer(3, 0, nullptr);
+  engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
+  auto engine = ExecutionEngine::create(*module, engineOptions);
+  if (!engine) {
+    copyError("JIT failed: " + llvm::toString(engine.takeError()), err, errSize);
+    return 1;
+  }
+  jit->engine = std::move(*engine);
+  jit->engine->initialize();
+
+  auto function = jit->engine->lookup(entryName);
+  auto signature = jit->engine->lookup(entryName + HTP_SIG_SUFFIX);
+  if (!function || !signature) {
+    std::string message = "JIT lookup of '" + entryName + "' failed";
+    if (!function)
+      message += ": " + llvm::toString(function.takeError());
+    if (!signature)
+      message += ": " + llvm::toString(signature.takeError());
+    copyError(message, err, errSize);
+    return 1;
+  }
+  out->fn = reinterpret_cast<htp_entry_fn>(*function);
+  out->signature = static_cast<const char *>(*signature);
+  out->handle = jit.release();
+  return 0;
+}
+
+static void jitUnload(htp_compiled *compiled) {
+  if (!compiled)
+    return;
+  delete static_cast<JITEntry *>(compiled->handle);
+  compiled->handle = nullptr;
+  compiled->fn = nullptr;
+  compiled->signature = nullptr;
+}
+
+extern "C" const htp_compiler *htp_jit_compiler(void) {
+  static const htp_compiler jit = {jitLoad, jitUnload};
+  return &jit;
+}

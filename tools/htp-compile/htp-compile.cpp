@@ -1,0 +1,84 @@
+//===- htp-compile.cpp - Ahead-of-time compile an htp block to a .so ------===//
+//
+// The same pipeline as htp-run's JIT, but through the host target machine
+// into a shared object that `htp-run block.so` (built with or without MLIR)
+// loads with dlopen. This is how a compiled block reaches a machine that has
+// no MLIR, such as a GPU box (DESIGN §7).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/compiler/Compiler.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<block.mlir>"), cl::Required);
+static cl::opt<std::string> outputPath("o", cl::desc("Output: a shared object (.so), or an "
+                                                     "object file (.o) with --emit=obj"),
+                                       cl::value_desc("file"), cl::Required);
+static cl::opt<std::string> entryName("entry",
+                                      cl::desc("Entry function (default: the only public one)"),
+                                      cl::value_desc("name"));
+static cl::opt<std::string> emitKind("emit", cl::desc("What to write: so (default) or obj"),
+                                     cl::init("so"));
+static cl::opt<std::string> linker("cc", cl::desc("C compiler used to link the shared object"),
+                                   cl::init("cc"));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "htp-compile: compile an htp block ahead of time\n\n"
+                              "  htp-compile block.mlir -o block.so && htp-run block.so\n");
+  if (emitKind != "so" && emitKind != "obj") {
+    llvm::errs() << "htp-compile: error: --emit must be 'so' or 'obj', got '" << emitKind << "'\n";
+    return 2;
+  }
+
+  auto context = htp::makeCompilerContext();
+  std::string entry = entryName, errors;
+  auto module = htp::compileFile(*context, inputPath, entry, errors);
+  if (!module) {
+    llvm::errs() << errors;
+    return 1;
+  }
+
+  std::string objectPath = outputPath;
+  if (emitKind == "so") {
+    llvm::SmallString<128> temporary;
+    if (std::error_code code = llvm::sys::fs::createTemporaryFile("htp-block", "o", temporary)) {
+      llvm::errs() << "htp-compile: error: cannot create a temporary file: " << code.message()
+                   << "\n";
+      return 1;
+    }
+    objectPath = temporary.str().str();
+  }
+  if (!htp::emitObjectFile(*module, objectPath, errors)) {
+    llvm::errs() << "htp-compile: error: " << errors;
+    return 1;
+  }
+  if (emitKind == "obj")
+    return 0;
+
+  // The kernel and runtime symbols stay undefined: htp-run provides them.
+  auto cc = llvm::sys::findProgramByName(linker);
+  if (!cc) {
+    llvm::errs() << "htp-compile: error: cannot find the C compiler '" << linker
+                 << "' to link the shared object (use --emit=obj, or --cc)\n";
+    return 1;
+  }
+  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", outputPath, objectPath};
+  std::string message;
+  int status = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
+  llvm::sys::fs::remove(objectPath);
+  if (status != 0) {
+    llvm::errs() << "htp-compile: error: linking '" << outputPath << "' failed"
+                 << (message.empty() ? "" : ": " + message) << "\n";
+    return 1;
+  }
+  return 0;
+}
