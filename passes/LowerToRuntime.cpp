@@ -110,7 +110,7 @@ private:
 
   LLVM::LLVMFuncOp entry;
   Value buffersArg;
-  llvm::DenseMap<int64_t, Value> loadedBuffers;
+  SmallVector<Value> loadedBuffers; ///< buffers[i], loaded once on entry
   Value workspacePtr;
 };
 
@@ -194,20 +194,7 @@ Value EntryLowering::constantI64(int64_t value) {
   return LLVM::ConstantOp::create(builder, func.getLoc(), i64Type, value);
 }
 
-Value EntryLowering::bufferPointer(int64_t index) {
-  auto it = loadedBuffers.find(index);
-  if (it != loadedBuffers.end())
-    return it->second;
-  // Buffer pointers are loaded once, in the entry block, before any call.
-  OpBuilder::InsertionGuard guard(builder);
-  builder.setInsertionPointToStart(&entry.getBody().front());
-  Location loc = func.getLoc();
-  Value slot = LLVM::GEPOp::create(builder, loc, ptrType, ptrType, buffersArg,
-                                   ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(index)});
-  Value pointer = LLVM::LoadOp::create(builder, loc, ptrType, slot, /*alignment=*/8);
-  loadedBuffers[index] = pointer;
-  return pointer;
-}
+Value EntryLowering::bufferPointer(int64_t index) { return loadedBuffers[index]; }
 
 Value EntryLowering::pointerOf(Value tensor) {
   Placement where = placement.lookup(tensor);
@@ -365,7 +352,13 @@ LogicalResult EntryLowering::run() {
   Block *block = entry.addEntryBlock(builder);
   buffersArg = block->getArgument(1);
   builder.setInsertionPointToEnd(block);
-  workspacePtr = bufferPointer(numArgs + numResults);
+  for (int32_t index = 0, end = numArgs + numResults + 1; index < end; ++index) {
+    Value slot = LLVM::GEPOp::create(builder, func.getLoc(), ptrType, ptrType, buffersArg,
+                                     ArrayRef<LLVM::GEPArg>{index});
+    loadedBuffers.push_back(
+        LLVM::LoadOp::create(builder, func.getLoc(), ptrType, slot, /*alignment=*/8));
+  }
+  workspacePtr = loadedBuffers.back();
 
   Block &body = func.getBody().front();
   for (Operation &op : body.without_terminator())

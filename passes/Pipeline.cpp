@@ -17,6 +17,7 @@ void htp::buildHTPPipeline(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(htp::createHTPLowerToRuntime());
+  pm.addPass(createCSEPass()); // the lowering materialises each constant where used
 }
 
 void htp::registerHTPPassesAndPipeline() {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what HTP needs (idempotent: only missing packages are installed),
+# then configures and builds. Re-running it is cheap.
+#
+#   scripts/setup.sh            # build/ with MLIR (dialect, passes, JIT, tests)
+#   BUILD_DIR=... CMAKE_ARGS="..." scripts/setup.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools  # MLIR/LLVM 22
+  libopenblas-dev                                        # GEMMs (cblas_sgemm)
+  libcmocka-dev                                          # C unit tests
+  libopenmpi-dev openmpi-bin                             # the mpi backend
+  python3 python3-numpy                                  # the NumPy reference
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+# shellcheck disable=SC2086
+cmake -S . -B "$BUILD_DIR" -G Ninja \
+  -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
+  -DHTP_PYTHON=/usr/bin/python3 ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,74 @@
+// RUN: %htp-opt %s -split-input-file --htp-lower-to-runtime -cse | FileCheck %s
+
+// A returned op result is computed in place in the result buffer
+// (buffers[3]); a missing bias is passed as null; the signature names the
+// arguments, the workspace and the GEMM FLOPs (2*rows*in*out = 2*3*12*7).
+// CHECK-LABEL: llvm.func @htp_cpu_linear_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
+// CHECK-LABEL: llvm.func @linear(
+// CHECK-SAME: %{{.*}}: !llvm.ptr, %[[BUFS:.*]]: !llvm.ptr) -> i32
+// CHECK: %[[X_SLOT:.*]] = llvm.getelementptr %[[BUFS]][0]
+// CHECK: %[[X:.*]] = llvm.load %[[X_SLOT]]
+// CHECK: %[[W_SLOT:.*]] = llvm.getelementptr %[[BUFS]][1]
+// CHECK: %[[W:.*]] = llvm.load %[[W_SLOT]]
+// CHECK: %[[Y_SLOT:.*]] = llvm.getelementptr %[[BUFS]][2]
+// CHECK: %[[Y:.*]] = llvm.load %[[Y_SLOT]]
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: llvm.call @htp_cpu_linear_f32(%[[X]], %[[W]], %[[NULL]], %[[Y]], %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK-NOT: memcpy
+// CHECK: llvm.return
+// CHECK: llvm.mlir.global external constant @linear__htp_sig("htp-entry 1\0Aentry linear\0Aarg 0 input x f32 2 3 12\0Aarg 1 param head.weight f32 2 7 12\0Aresult 0 result0 f32 2 3 7\0Aworkspace 64\0Aflops 504\0Aend\0A\00")
+// CHECK: llvm.mlir.global external constant @htp_default_entry("linear\00")
+func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
+                  %w: tensor<7x12xf32> {htp.param = "head.weight"}) -> tensor<3x7xf32> {
+  %y = htp.linear %x, %w : (tensor<3x12xf32>, tensor<7x12xf32>) -> tensor<3x7xf32>
+  return %y : tensor<3x7xf32>
+}
+
+// -----
+
+// Workspace slots are reused once a value is dead: in a chain of four GELUs
+// (64-byte slots): %a takes offset 0 and %b offset 64; %c reuses %a's slot; %d goes straight into the result buffer. Unnamed inputs are
+// "arg<N>".
+// CHECK-LABEL: llvm.func @chain(
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[Y:.*]] = llvm.load
+// CHECK: %[[WS:.*]] = llvm.load
+// CHECK: %[[OFF0:.*]] = llvm.mlir.constant(0 : i64)
+// CHECK: %[[A:.*]] = llvm.getelementptr %[[WS]][%[[OFF0]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: llvm.call @htp_cpu_gelu_f32(%[[X]], %[[A]]
+// CHECK: %[[OFF64:.*]] = llvm.mlir.constant(64 : i64)
+// CHECK: %[[B:.*]] = llvm.getelementptr %[[WS]][%[[OFF64]]] : (!llvm.ptr, i64) -> !llvm.ptr, i8
+// CHECK: llvm.call @htp_cpu_gelu_f32(%[[A]], %[[B]]
+// CHECK: llvm.call @htp_cpu_gelu_f32(%[[B]], %[[A]]
+// CHECK: llvm.call @htp_cpu_gelu_f32(%[[A]], %[[Y]]
+// CHECK: @chain__htp_sig("htp-entry 1\0Aentry chain\0Aarg 0 input arg0 f32 1 16\0Aresult 0 result0 f32 1 16\0Aworkspace 128\0Aflops 0\0Aend\0A\00")
+func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
+  %a = htp.gelu %x : tensor<16xf32>
+  %b = htp.gelu %a : tensor<16xf32>
+  %c = htp.gelu %b : tensor<16xf32>
+  %d = htp.gelu %c : tensor<16xf32>
+  return %d : tensor<16xf32>
+}
+
+// -----
+
+// A returned argument, and a value returned twice, are copied into their
+// result buffers; with two entries there is no default entry.
+// CHECK-LABEL: llvm.func @passthrough(
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[R0:.*]] = llvm.load
+// CHECK: %[[R1:.*]] = llvm.load
+// CHECK: %[[R2:.*]] = llvm.load
+// CHECK: llvm.call @htp_cpu_add_f32(%[[X]], %[[X]], %[[R0]]
+// CHECK: "llvm.intr.memcpy"(%[[R1]], %[[X]]
+// CHECK: "llvm.intr.memcpy"(%[[R2]], %[[R0]]
+// CHECK-LABEL: llvm.func @other(
+// CHECK-NOT: @htp_default_entry
+func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %s = htp.add %x, %x : tensor<4xf32>
+  return %s, %x, %s : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %g = htp.gelu %x {approximate = "tanh"} : tensor<4xf32>
+  return %g : tensor<4xf32>
+}
