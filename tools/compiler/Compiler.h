@@ -16,7 +16,7 @@
 
 #include <string>
 
-namespace htp {
+namespace mlir::htp {
 
 /// Makes a context with every dialect and translation the pipeline needs.
 std::unique_ptr<mlir::MLIRContext> makeCompilerContext();
@@ -32,6 +32,6 @@ mlir::OwningOpRef<mlir::ModuleOp> compileFile(mlir::MLIRContext &context, const 
 /// position-independent object file for the host to `objectPath`.
 bool emitObjectFile(mlir::ModuleOp module, const std::string &objectPath, std::string &errors);
 
-} // namespace htp
+} // namespace mlir::htp
 
 #endif // HTP_TOOLS_COMPILER_H

@@ -39,9 +39,9 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  auto context = htp::makeCompilerContext();
+  auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
-  auto module = htp::compileFile(*context, inputPath, entry, errors);
+  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors);
   if (!module) {
     llvm::errs() << errors;
     return 1;
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
     }
     objectPath = temporary.str().str();
   }
-  if (!htp::emitObjectFile(*module, objectPath, errors)) {
+  if (!mlir::htp::emitObjectFile(*module, objectPath, errors)) {
     llvm::errs() << "htp-compile: error: " << errors;
     return 1;
   }
