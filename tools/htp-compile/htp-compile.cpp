@@ -17,20 +17,23 @@
 
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<block.mlir>"), cl::Required);
+static cl::OptionCategory htpCategory("htp-compile options");
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<block.mlir>"), cl::cat(htpCategory), cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output: a shared object (.so), or an "
                                                      "object file (.o) with --emit=obj"),
-                                       cl::value_desc("file"), cl::Required);
+                                       cl::value_desc("file"), cl::Required, cl::cat(htpCategory));
 static cl::opt<std::string> entryName("entry",
                                       cl::desc("Entry function (default: the only public one)"),
-                                      cl::value_desc("name"));
+                                      cl::value_desc("name"), cl::cat(htpCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("What to write: so (default) or obj"),
-                                     cl::init("so"));
+                                     cl::init("so"), cl::cat(htpCategory));
 static cl::opt<std::string> linker("cc", cl::desc("C compiler used to link the shared object"),
-                                   cl::init("cc"));
+                                   cl::init("cc"), cl::cat(htpCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(htpCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "htp-compile: compile an htp block ahead of time\n\n"
                               "  htp-compile block.mlir -o block.so && htp-run block.so\n");
