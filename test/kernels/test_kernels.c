@@ -1,0 +1,204 @@
+/*===- test/kernels/test_kernels.c - CPU kernels vs naive references -----===*
+ *
+ * Each kernel is compared with a direct double-precision loop that follows
+ * the formula in kernels/htp_kernels.h; the tolerance is relative to the
+ * largest reference magnitude. Shapes are odd on purpose (no power of two).
+ *===----------------------------------------------------------------------===*/
+#include "kernels/htp_kernels.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float uniform(float lo, float hi) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
+}
+static float *random_floats(int64_t n, float lo, float hi) {
+  float *data = malloc((size_t)n * sizeof(float));
+  assert_non_null(data);
+  for (int64_t i = 0; i < n; ++i)
+    data[i] = uniform(lo, hi);
+  return data;
+}
+
+/* max |got - want| / max(|want|, floor); prints the first mismatch. */
+static double relative_error(const float *got, const double *want, int64_t n) {
+  double max_ref = 1e-30, max_diff = 0.0;
+  int64_t worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    max_ref = fmax(max_ref, fabs(want[i]));
+    double diff = fabs((double)got[i] - want[i]);
+    if (!(diff <= max_diff)) { /* also catches NaN */
+      max_diff = isnan(diff) ? INFINITY : diff;
+      worst = i;
+    }
+  }
+  double error = max_diff / max_ref;
+  if (error > 1e-5)
+    fprintf(stderr, "  worst at %lld: got %g want %g\n", (long long)worst, got[worst], want[worst]);
+  return error;
+}
+
+static void reference_linear(const float *x, const float *w, const float *b, double *y,
+                             int64_t rows, int64_t in, int64_t out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b ? b[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i)
+        acc += (double)x[r * in + i] * w[o * in + i];
+      y[r * out + o] = acc;
+    }
+}
+
+static void test_linear(void **state) {
+  (void)state;
+  const int64_t rows = 37, in = 29, out = 53;
+  float *x = random_floats(rows * in, -1, 1), *w = random_floats(out * in, -1, 1),
+        *b = random_floats(out, -1, 1), *y = random_floats(rows * out, 5, 6);
+  double *want = malloc(sizeof(double) * rows * out);
+  for (int with_bias = 0; with_bias < 2; ++with_bias) {
+    htp_cpu_linear_f32(x, w, with_bias ? b : NULL, y, rows, in, out);
+    reference_linear(x, w, with_bias ? b : NULL, want, rows, in, out);
+    assert_true(relative_error(y, want, rows * out) < 1e-5);
+  }
+  free(x); free(w); free(b); free(y); free(want);
+}
+
+static void test_layer_norm(void **state) {
+  (void)state;
+  const int64_t rows = 11, dim = 97;
+  /* A large common offset: a one-pass E[x²]-E[x]² in f32 would lose it all. */
+  float *x = random_floats(rows * dim, 1000, 1001), *g = random_floats(dim, 0.5, 1.5),
+        *b = random_floats(dim, -1, 1), *y = malloc(sizeof(float) * rows * dim);
+  double *want = malloc(sizeof(double) * rows * dim);
+  const float eps = 1e-6f;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
+    mean /= dim;
+    for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+    var /= dim;
+    for (int64_t i = 0; i < dim; ++i)
+      want[r * dim + i] = (x[r * dim + i] - mean) / sqrt(var + eps) * g[i] + b[i];
+  }
+  htp_cpu_layer_norm_f32(x, g, b, y, rows, dim, eps);
+  assert_true(relative_error(y, want, rows * dim) < 1e-4);
+  free(x); free(g); free(b); free(y); free(want);
+}
+
+static void test_gelu_and_add(void **state) {
+  (void)state;
+  const int64_t n = 1001;
+  float *x = random_floats(n, -6, 6), *y = malloc(sizeof(float) * n), *z = random_floats(n, -1, 1);
+  double *want = malloc(sizeof(double) * n);
+  for (int64_t i = 0; i < n; ++i) want[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+  htp_cpu_gelu_f32(x, y, n, 0);
+  assert_true(relative_error(y, want, n) < 1e-6);
+  for (int64_t i = 0; i < n; ++i) {
+    double v = x[i];
+    want[i] = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+  }
+  htp_cpu_gelu_f32(x, y, n, 1);
+  assert_true(relative_error(y, want, n) < 1e-6);
+  htp_cpu_gelu_f32(x, x, n, 1); /* in place is allowed */
+  assert_true(relative_error(x, want, n) < 1e-6);
+  for (int64_t i = 0; i < n; ++i) want[i] = (double)x[i] + z[i];
+  htp_cpu_add_f32(x, z, x, n); /* in place, y == a */
+  assert_true(relative_error(x, want, n) < 1e-6);
+  free(x); free(y); free(z); free(want);
+}
+
+/* Attention straight from the definition, in double. */
+static void reference_attention(const float *x, const float *wqkv, const float *bqkv,
+                                const float *wproj, const float *bproj, double *y,
+                                int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
+                                int64_t head_dim) {
+  int64_t inner = heads * head_dim, rows = batch * tokens;
+  double *qkv = malloc(sizeof(double) * rows * 3 * inner);
+  double *ctx = calloc((size_t)(rows * inner), sizeof(double));
+  double *p = malloc(sizeof(double) * tokens);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < 3 * inner; ++o) {
+      double acc = bqkv[o];
+      for (int64_t i = 0; i < dim; ++i) acc += (double)x[r * dim + i] * wqkv[o * dim + i];
+      qkv[r * 3 * inner + o] = acc;
+    }
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t t = 0; t < tokens; ++t) {
+        const double *q = qkv + (b * tokens + t) * 3 * inner + h * head_dim;
+        double max = -INFINITY, sum = 0;
+        for (int64_t s = 0; s < tokens; ++s) {
+          const double *k = qkv + (b * tokens + s) * 3 * inner + inner + h * head_dim;
+          double dot = 0;
+          for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * k[d];
+          p[s] = dot / sqrt((double)head_dim);
+          max = fmax(max, p[s]);
+        }
+        for (int64_t s = 0; s < tokens; ++s) sum += (p[s] = exp(p[s] - max));
+        for (int64_t s = 0; s < tokens; ++s) {
+          const double *v = qkv + (b * tokens + s) * 3 * inner + 2 * inner + h * head_dim;
+          for (int64_t d = 0; d < head_dim; ++d)
+            ctx[(b * tokens + t) * inner + h * head_dim + d] += p[s] / sum * v[d];
+        }
+      }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < dim; ++o) {
+      double acc = bproj[o];
+      for (int64_t i = 0; i < inner; ++i) acc += ctx[r * inner + i] * wproj[o * inner + i];
+      y[r * dim + o] = acc;
+    }
+  free(qkv); free(ctx); free(p);
+}
+
+static void check_attention(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
+                            int64_t head_dim, float weight_scale) {
+  int64_t inner = heads * head_dim, rows = batch * tokens;
+  float *x = random_floats(rows * dim, -1, 1);
+  float *wqkv = random_floats(3 * inner * dim, -weight_scale, weight_scale);
+  float *bqkv = random_floats(3 * inner, -0.1f, 0.1f);
+  float *wproj = random_floats(dim * inner, -0.2f, 0.2f), *bproj = random_floats(dim, -0.1f, 0.1f);
+  float *y = malloc(sizeof(float) * rows * dim);
+  float *scratch =
+      malloc(sizeof(float) * htp_cpu_attention_scratch_floats(batch, tokens, dim, heads, head_dim));
+  double *want = malloc(sizeof(double) * rows * dim);
+  htp_cpu_attention_f32(x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens, dim, heads,
+                        head_dim);
+  reference_attention(x, wqkv, bqkv, wproj, bproj, want, batch, tokens, dim, heads, head_dim);
+  assert_true(relative_error(y, want, rows * dim) < 1e-4);
+  free(x); free(wqkv); free(bqkv); free(wproj); free(bproj); free(y); free(scratch); free(want);
+}
+
+static void test_attention(void **state) {
+  (void)state;
+  check_attention(2, 7, 15, 3, 5, 0.3f);
+  check_attention(1, 13, 24, 2, 12, 0.3f);
+  /* A tensor-parallel shard: 2 of 4 heads, so inner (10) != model dim (20). */
+  check_attention(3, 5, 20, 2, 5, 0.3f);
+}
+
+/* Scores of several hundred: exp without the max subtraction overflows. */
+static void test_attention_large_scores(void **state) {
+  (void)state;
+  check_attention(1, 9, 16, 2, 8, 8.0f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_linear),
+      cmocka_unit_test(test_layer_norm),
+      cmocka_unit_test(test_gelu_and_add),
+      cmocka_unit_test(test_attention),
+      cmocka_unit_test(test_attention_large_scores),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
