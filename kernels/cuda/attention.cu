@@ -1,0 +1,92 @@
+/*===- kernels/cuda/attention.cu - Multi-head self-attention, timm layout -===*
+ *
+ * The CPU twin's algorithm with the per-head loop folded into cuBLAS strided
+ * batched GEMMs: for each image, the scores of all heads come from one call
+ * (head h's q and k start h·head_dim floats apart in the qkv rows), then one
+ * softmax launch over heads·tokens rows, then one batched p·v that writes each
+ * head's columns of the context. Scratch layout, in floats:
+ *   [qkv: rows * 3 * inner][context: rows * inner][scores: heads * tokens²]
+ *===----------------------------------------------------------------------===*/
+#include "kernels/cuda/kernels_internal.h"
+
+#include <math.h>
+
+constexpr int kThreads = 256;
+
+/* Max (is_max) or sum over the block; every thread gets the result. */
+__device__ float block_reduce(float value, bool is_max, float *shared) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    float other = __shfl_xor_sync(0xffffffffu, value, offset);
+    value = is_max ? fmaxf(value, other) : value + other;
+  }
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0)
+    shared[warp] = value;
+  __syncthreads();
+  float total = shared[0];
+  for (int i = 1; i < (int)blockDim.x / 32; ++i)
+    total = is_max ? fmaxf(total, shared[i]) : total + shared[i];
+  return total;
+}
+
+/* Numerically stable softmax of one row per block, in place. */
+__global__ void softmax_rows_kernel(float *scores, int64_t cols) {
+  __shared__ float shared[kThreads / 32];
+  float *row = scores + blockIdx.x * cols;
+  float max = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    max = fmaxf(max, row[c]);
+  max = block_reduce(max, true, shared);
+  float sum = 0.0f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float e = __expf(row[c] - max);
+    row[c] = e;
+    sum += e;
+  }
+  float inv = 1.0f / block_reduce(sum, false, shared);
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    row[c] *= inv;
+}
+
+extern "C" int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens,
+                                                     int64_t model_dim, int64_t num_heads,
+                                                     int64_t head_dim) {
+  (void)model_dim;
+  int64_t rows = batch * tokens, inner = num_heads * head_dim;
+  return rows * 3 * inner + rows * inner + num_heads * tokens * tokens;
+}
+
+extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
+                                      const float *wqkv, const float *bqkv, const float *wproj,
+                                      const float *bproj, float *y, float *scratch, int64_t batch,
+                                      int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                      int64_t head_dim) {
+  int64_t rows = batch * tokens, inner = num_heads * head_dim, qkv_stride = 3 * inner;
+  float *qkv = scratch;
+  float *context = qkv + rows * qkv_stride;
+  float *scores = context + rows * inner;
+  float scale = 1.0f / sqrtf((float)head_dim), one = 1.0f, zero = 0.0f;
+  int t = (int)tokens, hd = (int)head_dim, ld = (int)qkv_stride;
+
+  if (htp_cuda_linear_f32(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
+    return 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float *block = qkv + b * tokens * qkv_stride;
+    /* Row-major scores[t, t] = q·kᵀ is column-major scoresᵀ = k·qᵀ. */
+    HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
+                                  kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, &scale,
+                                  block + inner, ld, head_dim, block, ld, head_dim, &zero, scores,
+                                  t, tokens * tokens, (int)num_heads));
+    softmax_rows_kernel<<<(unsigned)(num_heads * tokens), kThreads, 0, kernels->stream>>>(scores,
+                                                                                        tokens);
+    HTP_CUDA_CHECK_LAUNCH(kernels);
+    /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ. */
+    HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
+                                  kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, &one,
+                                  block + 2 * inner, ld, head_dim, scores, t, tokens * tokens,
+                                  &zero, context + b * tokens * inner, (int)inner, head_dim,
+                                  (int)num_heads));
+  }
+  return htp_cuda_linear_f32(kernels, context, wproj, bproj, y, rows, inner, model_dim);
+}

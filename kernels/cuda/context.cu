@@ -1,0 +1,58 @@
+/*===- kernels/cuda/context.cu - Device, stream and cuBLAS handle --------===*/
+#include "kernels/cuda/kernels_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail) {
+  snprintf(kernels->error, sizeof kernels->error, "%s: %s", what, detail);
+  return 1;
+}
+
+extern "C" int htp_cuda_kernels_create(int device, htp_cuda_kernels **out, char *err,
+                                       int err_size) {
+  *out = NULL;
+  htp_cuda_kernels *kernels = (htp_cuda_kernels *)calloc(1, sizeof *kernels);
+  if (!kernels) {
+    if (err) snprintf(err, (size_t)err_size, "out of memory");
+    return 1;
+  }
+  kernels->device = device;
+  int failed = 0;
+  cudaError_t status = cudaSetDevice(device);
+  if (status == cudaSuccess)
+    status = cudaStreamCreateWithFlags(&kernels->stream, cudaStreamNonBlocking);
+  if (status != cudaSuccess) {
+    if (err) snprintf(err, (size_t)err_size, "CUDA device %d: %s", device, cudaGetErrorString(status));
+    failed = 1;
+  } else if (cublasCreate(&kernels->blas) != CUBLAS_STATUS_SUCCESS ||
+             cublasSetStream(kernels->blas, kernels->stream) != CUBLAS_STATUS_SUCCESS) {
+    if (err) snprintf(err, (size_t)err_size, "cuBLAS initialisation failed on device %d", device);
+    failed = 1;
+  }
+  if (failed) {
+    htp_cuda_kernels_destroy(kernels);
+    return 1;
+  }
+  *out = kernels;
+  return 0;
+}
+
+extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
+  if (!kernels)
+    return;
+  if (kernels->blas)
+    cublasDestroy(kernels->blas);
+  if (kernels->stream)
+    cudaStreamDestroy(kernels->stream);
+  free(kernels);
+}
+
+extern "C" int htp_cuda_kernels_sync(htp_cuda_kernels *kernels) {
+  HTP_CUDA_CHECK(kernels, cudaStreamSynchronize(kernels->stream));
+  return 0;
+}
+
+extern "C" const char *htp_cuda_kernels_error(const htp_cuda_kernels *kernels) {
+  return kernels ? kernels->error : "no CUDA kernels object";
+}

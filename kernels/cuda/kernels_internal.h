@@ -1,0 +1,41 @@
+/*===- kernels/cuda/kernels_internal.h - State and checks of the CUDA twins ===*/
+#ifndef HTP_KERNELS_CUDA_INTERNAL_H
+#define HTP_KERNELS_CUDA_INTERNAL_H
+
+#include "kernels/htp_kernels_cuda.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+struct htp_cuda_kernels {
+  int device;
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  char error[256];
+};
+
+/* Records a failure on `kernels` and returns non-zero; 0 for success. */
+int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail);
+
+#define HTP_CUDA_CHECK(kernels, call)                                                    \
+  do {                                                                                  \
+    cudaError_t status_ = (call);                                                       \
+    if (status_ != cudaSuccess)                                                         \
+      return htp_cuda_fail((kernels), #call, cudaGetErrorString(status_));              \
+  } while (0)
+
+#define HTP_CUBLAS_CHECK(kernels, call)                                                  \
+  do {                                                                                  \
+    cublasStatus_t status_ = (call);                                                    \
+    if (status_ != CUBLAS_STATUS_SUCCESS)                                               \
+      return htp_cuda_fail((kernels), #call, cublasGetStatusString(status_));           \
+  } while (0)
+
+/* A launch leaves no status of its own: ask for the last error. */
+#define HTP_CUDA_CHECK_LAUNCH(kernels) HTP_CUDA_CHECK(kernels, cudaGetLastError())
+
+static inline unsigned htp_cuda_blocks(int64_t n, int threads) {
+  return (unsigned)((n + threads - 1) / threads);
+}
+
+#endif /* HTP_KERNELS_CUDA_INTERNAL_H */
