@@ -1,0 +1,125 @@
+/*===- runtime/comm_internal.h - worlds, contexts and the backend vtable ---===*
+ *
+ * Private to libhtprt. The runtime core (ctx.c) checks arguments, keeps the
+ * per-context error message and the world's failure state, then calls one of
+ * the backends (comm_local.c, comm_mpi.c, comm_nccl.c) through
+ * htp__backend_ops. Backends only move bytes and wait against deadlines; they
+ * report failures through htp__ctx_error / htp__world_fail.
+ *
+ * Deadlines are absolute htp_now() seconds (CLOCK_MONOTONIC).
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_COMM_INTERNAL_H
+#define HTP_COMM_INTERNAL_H
+
+#include "runtime/htp.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <time.h>
+
+#define HTP__MESSAGE_SIZE 256
+
+#if defined(__GNUC__)
+#define HTP__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define HTP__HIDDEN __attribute__((visibility("hidden")))
+#else
+#define HTP__PRINTF(fmt, args)
+#define HTP__HIDDEN
+#endif
+
+typedef struct htp__backend_ops {
+  const char *name;
+  /* Sets world->size and world->process_rank, allocates world->backend. May
+   * write why it failed into message. */
+  htp_result (*world_init)(htp_world *world, char *message, size_t message_size);
+  void (*world_destroy)(htp_world *world);
+  htp_result (*ctx_init)(htp_ctx *ctx);
+  void (*ctx_destroy)(htp_ctx *ctx);
+  /* Collectives: arguments are already checked by the core. */
+  htp_result (*allreduce_sum_f32)(htp_ctx *ctx, const float *send, float *recv, size_t count,
+                                  double deadline);
+  htp_result (*allgather)(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
+                          double deadline);
+  htp_result (*broadcast)(htp_ctx *ctx, void *buffer, size_t bytes, int root, double deadline);
+  htp_result (*send)(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
+                     double deadline);
+  htp_result (*recv)(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
+                     double deadline);
+  htp_result (*barrier)(htp_ctx *ctx, double deadline);
+  /* Called once, right after the world was marked failed: wake local waiters,
+   * tell remote peers. Must not block. ctx may be NULL (no calling rank). */
+  void (*notify_failure)(htp_world *world, htp_ctx *ctx);
+  /* Block until the world fails or the deadline passes (fault injection's
+   * delay and hang). Returns HTP_OK at the deadline, else the failure. */
+  htp_result (*wait_failure)(htp_ctx *ctx, double deadline);
+} htp__backend_ops;
+
+struct htp_world {
+  htp_config config;
+  const htp__backend_ops *ops;
+  int size;
+  int process_rank; /* -1 for local */
+
+  pthread_mutex_t lock;       /* guards everything below except fail_code */
+  unsigned char *rank_taken;  /* [size]: a context exists for the rank */
+  char message[HTP__MESSAGE_SIZE];
+  htp_fault *faults;
+  int fault_count, fault_capacity;
+
+  /* 0 while healthy; else the htp_result that failed it. */
+  atomic_int fail_code;
+  atomic_int fail_origin; /* rank that failed it; -1: every rank saw it */
+  char fail_message[HTP__MESSAGE_SIZE];
+
+  void *backend;
+};
+
+struct htp_ctx {
+  htp_world *world;
+  int rank;
+  int device;        /* CUDA device of the rank, -1 on CPU */
+  void *cuda_stream; /* cudaStream_t of the rank (nccl), NULL otherwise */
+  char last_error[HTP__MESSAGE_SIZE];
+  void *backend;
+};
+
+/* Records the message on ctx and returns code (convenient in return). */
+HTP__HIDDEN htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...)
+    HTP__PRINTF(3, 4);
+/* Marks the world failed (the first failure wins) and calls notify_failure.
+ * origin is the rank that failed it, or -1 when every rank sees the same
+ * failure (a count mismatch). */
+HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
+                                 const char *format, ...) HTP__PRINTF(5, 6);
+/* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a
+ * failure that started on another rank is HTP_ERR_REMOTE; HTP_OK if healthy. */
+HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
+/* A failure found by a backend on ctx: fails the world and records the
+ * message on ctx. Returns code. */
+HTP__HIDDEN htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *format, ...)
+    HTP__PRINTF(3, 4);
+/* Returns the failure as seen by ctx with a message, or HTP_OK. */
+HTP__HIDDEN htp_result htp__check_failed(htp_ctx *ctx, const char *what);
+
+/* Absolute CLOCK_MONOTONIC time for pthread_cond_timedwait. */
+HTP__HIDDEN struct timespec htp__timespec(double seconds);
+/* Sleeps min(seconds, deadline - now); never negative. */
+HTP__HIDDEN void htp__sleep(double seconds);
+
+HTP__HIDDEN extern const htp__backend_ops htp__local_ops;
+#ifdef HTP_HAVE_MPI
+HTP__HIDDEN extern const htp__backend_ops htp__mpi_ops;
+#endif
+#ifdef HTP_HAVE_NCCL
+HTP__HIDDEN extern const htp__backend_ops htp__nccl_ops;
+#endif
+
+/* Helpers for nested worlds: the nccl backend bootstraps its unique id over a
+ * local or MPI world of its own. */
+HTP__HIDDEN htp_result htp__world_create_backend(const htp_config *config,
+                                                 const htp__backend_ops *ops, htp_world **world,
+                                                 char *message, size_t message_size);
+
+#endif /* HTP_COMM_INTERNAL_H */

@@ -1,0 +1,398 @@
+/*===- runtime/comm_local.c - the local backend: ranks are threads --------===*
+ *
+ * Every rank is a thread of this process and they share one htp_world. All
+ * waits go through one mutex and one condition variable that runs on
+ * CLOCK_MONOTONIC, each wait with the call's deadline; a failure of the world
+ * broadcasts the condition so that every waiter (including a rank hung by
+ * fault injection) wakes up.
+ *
+ * A collective is two rendezvous: each rank publishes its arguments and
+ * arrives (the last arrival checks that they agree), then every rank works
+ * straight on the others' buffers, then a second rendezvous says every rank
+ * is done with them. The all-reduce splits the output into one chunk per
+ * rank; each rank sums its chunk in rank order 0..size-1 into a small tile
+ * and copies the tile into every rank's recv. Each element is thus the same
+ * left-to-right sum whatever the chunking, so results are bitwise
+ * reproducible and equal on every rank, and recv == send works (a rank reads
+ * a tile of the inputs before anything writes it).
+ *
+ * send/recv is a rendezvous with no copy in between: send queues a message
+ * that points at its buffer in the receiver's inbox and waits; recv takes the
+ * first message of that peer and tag, copies it outside the lock, and marks
+ * it done.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/comm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum local_op { OP_ALLREDUCE = 1, OP_ALLGATHER, OP_BROADCAST, OP_BARRIER };
+
+static const char *op_name(int op) {
+  switch (op) {
+  case OP_ALLREDUCE: return "htp_allreduce_sum_f32";
+  case OP_ALLGATHER: return "htp_allgather";
+  case OP_BROADCAST: return "htp_broadcast";
+  case OP_BARRIER: return "htp_barrier";
+  }
+  return "?";
+}
+
+typedef struct local_slot {
+  int op;
+  size_t count; /* elements or bytes */
+  int root;
+  const void *send;
+  void *recv;
+} local_slot;
+
+enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
+
+typedef struct local_message {
+  struct local_message *next;
+  int source, tag, state;
+  const void *buffer;
+  size_t bytes;
+  htp_result status;
+} local_message;
+
+typedef struct local_world {
+  pthread_mutex_t lock;
+  pthread_cond_t wake;
+  int size;
+  int arrived;
+  unsigned long long generation;
+  /* Verdict of the last rendezvous that checked arguments (set by the last
+   * arrival, read by each rank before it can arrive again). */
+  int mismatch;
+  char mismatch_message[HTP__MESSAGE_SIZE];
+  local_slot *slots;       /* [size] */
+  local_message **inboxes; /* [size]: FIFO of messages to that rank */
+} local_world;
+
+static local_world *state_of(htp_world *world) { return (local_world *)world->backend; }
+
+static int failed(htp_world *world) { return atomic_load(&world->fail_code) != HTP_OK; }
+
+/* ===== World ============================================================= */
+
+static htp_result local_world_init(htp_world *world, char *message, size_t message_size) {
+  (void)message, (void)message_size;
+  local_world *state = calloc(1, sizeof *state);
+  if (!state) return HTP_ERR_NOMEM;
+  int size = world->config.world_size;
+  state->size = size;
+  state->slots = calloc((size_t)size, sizeof *state->slots);
+  state->inboxes = calloc((size_t)size, sizeof *state->inboxes);
+  pthread_condattr_t attributes;
+  int ok = state->slots && state->inboxes;
+  if (ok && pthread_condattr_init(&attributes) == 0) {
+    ok = pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC) == 0 &&
+         pthread_cond_init(&state->wake, &attributes) == 0;
+    pthread_condattr_destroy(&attributes);
+    if (ok && pthread_mutex_init(&state->lock, NULL) != 0) {
+      pthread_cond_destroy(&state->wake);
+      ok = 0;
+    }
+  } else {
+    ok = 0;
+  }
+  if (!ok) {
+    free(state->slots);
+    free(state->inboxes);
+    free(state);
+    return HTP_ERR_NOMEM;
+  }
+  world->size = size;
+  world->process_rank = -1;
+  world->backend = state;
+  return HTP_OK;
+}
+
+static void local_world_destroy(htp_world *world) {
+  local_world *state = state_of(world);
+  if (!state) return;
+  pthread_cond_destroy(&state->wake);
+  pthread_mutex_destroy(&state->lock);
+  free(state->slots);
+  free(state->inboxes);
+  free(state);
+  world->backend = NULL;
+}
+
+static void local_notify_failure(htp_world *world, htp_ctx *ctx) {
+  (void)ctx;
+  local_world *state = state_of(world);
+  pthread_mutex_lock(&state->lock);
+  pthread_cond_broadcast(&state->wake);
+  pthread_mutex_unlock(&state->lock);
+}
+
+/* Waits on the world's condition until the deadline; the lock is held.
+ * Returns 0 when woken (maybe spuriously), ETIMEDOUT at the deadline. */
+static int wait_until(local_world *state, double deadline) {
+  struct timespec when = htp__timespec(deadline);
+  return pthread_cond_timedwait(&state->wake, &state->lock, &when);
+}
+
+/* ===== Rendezvous ======================================================= */
+
+static int same_arguments(const local_slot *a, const local_slot *b) {
+  return a->op == b->op && a->count == b->count && a->root == b->root;
+}
+
+static void check_slots(local_world *state) {
+  state->mismatch = 0;
+  for (int rank = 1; rank < state->size; ++rank) {
+    const local_slot *first = &state->slots[0], *slot = &state->slots[rank];
+    if (same_arguments(first, slot)) continue;
+    state->mismatch = 1;
+    if (first->op != slot->op)
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "collective mismatch: rank 0 called %s, rank %d called %s", op_name(first->op),
+               rank, op_name(slot->op));
+    else if (first->count != slot->count)
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: count mismatch: rank 0 passed %zu, rank %d passed %zu", op_name(first->op),
+               first->count, rank, slot->count);
+    else
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: root mismatch: rank 0 passed %d, rank %d passed %d", op_name(first->op),
+               first->root, rank, slot->root);
+    return;
+  }
+}
+
+/* Arrives at the world's barrier and waits for every rank. With check set,
+ * the last arrival compares the published slots. */
+static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const char *what) {
+  local_world *state = state_of(ctx->world);
+  pthread_mutex_lock(&state->lock);
+  if (failed(ctx->world)) {
+    pthread_mutex_unlock(&state->lock);
+    return htp__check_failed(ctx, what);
+  }
+  unsigned long long generation = state->generation;
+  if (++state->arrived == state->size) {
+    if (check) check_slots(state);
+    state->arrived = 0;
+    state->generation++;
+    pthread_cond_broadcast(&state->wake);
+  } else {
+    while (state->generation == generation && !failed(ctx->world)) {
+      if (wait_until(state, deadline) == ETIMEDOUT && state->generation == generation &&
+          !failed(ctx->world)) {
+        pthread_mutex_unlock(&state->lock);
+        return htp__fail(ctx, HTP_ERR_TIMEOUT, "%s: rank %d waited %.3g s for its peers",
+                         what, ctx->rank, ctx->world->config.timeout_s);
+      }
+    }
+    if (state->generation == generation) { /* failed while waiting */
+      pthread_mutex_unlock(&state->lock);
+      return htp__check_failed(ctx, what);
+    }
+  }
+  if (check && state->mismatch) {
+    char message[HTP__MESSAGE_SIZE];
+    memcpy(message, state->mismatch_message, sizeof message);
+    pthread_mutex_unlock(&state->lock);
+    htp__world_fail(ctx->world, ctx, HTP_ERR_INVALID, -1, "%s", message);
+    return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", message);
+  }
+  pthread_mutex_unlock(&state->lock);
+  return HTP_OK;
+}
+
+static htp_result publish(htp_ctx *ctx, int op, size_t count, int root, const void *send,
+                          void *recv, double deadline) {
+  local_world *state = state_of(ctx->world);
+  local_slot *slot = &state->slots[ctx->rank];
+  slot->op = op;
+  slot->count = count;
+  slot->root = root;
+  slot->send = send;
+  slot->recv = recv;
+  return rendezvous(ctx, deadline, 1, op_name(op));
+}
+
+/* ===== Collectives ====================================================== */
+
+enum { TILE = 1024, ALIGN_FLOATS = 16 };
+
+static htp_result local_allreduce(htp_ctx *ctx, const float *send, float *recv, size_t count,
+                                  double deadline) {
+  htp_result rc = publish(ctx, OP_ALLREDUCE, count, 0, send, recv, deadline);
+  if (rc != HTP_OK) return rc;
+  local_world *state = state_of(ctx->world);
+  int size = state->size;
+  /* Chunks are whole cache lines so that no two ranks write one line. */
+  size_t chunk = (count + (size_t)size - 1) / (size_t)size;
+  chunk = (chunk + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+  size_t begin = chunk * (size_t)ctx->rank;
+  size_t end = begin + chunk < count ? begin + chunk : count;
+  float tile[TILE];
+  for (size_t start = begin; start < end; start += TILE) {
+    size_t n = end - start < TILE ? end - start : TILE;
+    const float *first = (const float *)state->slots[0].send + start;
+    for (size_t i = 0; i < n; ++i) tile[i] = first[i];
+    for (int rank = 1; rank < size; ++rank) {
+      const float *input = (const float *)state->slots[rank].send + start;
+      for (size_t i = 0; i < n; ++i) tile[i] += input[i];
+    }
+    for (int rank = 0; rank < size; ++rank)
+      memcpy((float *)state->slots[rank].recv + start, tile, n * sizeof(float));
+  }
+  return rendezvous(ctx, deadline, 0, "htp_allreduce_sum_f32");
+}
+
+static htp_result local_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
+                                  double deadline) {
+  htp_result rc = publish(ctx, OP_ALLGATHER, bytes, 0, send, recv, deadline);
+  if (rc != HTP_OK) return rc;
+  local_world *state = state_of(ctx->world);
+  if (bytes > 0) {
+    for (int rank = 0; rank < state->size; ++rank) {
+      char *target = (char *)recv + (size_t)rank * bytes;
+      /* In place (send == recv + rank * bytes) needs no copy. */
+      if (target != state->slots[rank].send) memcpy(target, state->slots[rank].send, bytes);
+    }
+  }
+  return rendezvous(ctx, deadline, 0, "htp_allgather");
+}
+
+static htp_result local_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root,
+                                  double deadline) {
+  htp_result rc = publish(ctx, OP_BROADCAST, bytes, root, buffer, buffer, deadline);
+  if (rc != HTP_OK) return rc;
+  local_world *state = state_of(ctx->world);
+  if (ctx->rank != root && bytes > 0) memcpy(buffer, state->slots[root].send, bytes);
+  return rendezvous(ctx, deadline, 0, "htp_broadcast");
+}
+
+static htp_result local_barrier(htp_ctx *ctx, double deadline) {
+  return publish(ctx, OP_BARRIER, 0, 0, NULL, NULL, deadline);
+}
+
+/* ===== Point to point =================================================== */
+
+static void unlink_message(local_message **inbox, local_message *message) {
+  for (local_message **link = inbox; *link; link = &(*link)->next) {
+    if (*link == message) {
+      *link = message->next;
+      return;
+    }
+  }
+}
+
+static htp_result local_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
+                             double deadline) {
+  local_world *state = state_of(ctx->world);
+  local_message message = {NULL, ctx->rank, tag, MSG_POSTED, buffer, bytes, HTP_OK};
+  pthread_mutex_lock(&state->lock);
+  if (failed(ctx->world)) {
+    pthread_mutex_unlock(&state->lock);
+    return htp__check_failed(ctx, "htp_send");
+  }
+  local_message **tail = &state->inboxes[peer];
+  while (*tail) tail = &(*tail)->next;
+  *tail = &message;
+  pthread_cond_broadcast(&state->wake);
+  int timed_out = 0;
+  while (message.state != MSG_DONE) {
+    /* A claimed message is being copied by the receiver: that copy ends
+     * whatever happens, and the buffer must outlive it. */
+    if (message.state == MSG_POSTED && (failed(ctx->world) || timed_out)) break;
+    if (wait_until(state, timed_out ? htp_now() + 0.001 : deadline) == ETIMEDOUT) timed_out = 1;
+  }
+  if (message.state == MSG_POSTED) unlink_message(&state->inboxes[peer], &message);
+  pthread_mutex_unlock(&state->lock);
+  if (message.state == MSG_DONE) {
+    if (message.status == HTP_OK) return HTP_OK;
+    return htp__ctx_error(ctx, message.status,
+                          "htp_send: rank %d received %zu bytes with tag %d, not %zu", peer,
+                          bytes, tag, message.bytes);
+  }
+  if (timed_out && !failed(ctx->world))
+    return htp__fail(ctx, HTP_ERR_TIMEOUT,
+                     "htp_send: rank %d did not receive tag %d from rank %d within %.3g s", peer,
+                     tag, ctx->rank, ctx->world->config.timeout_s);
+  return htp__check_failed(ctx, "htp_send");
+}
+
+static htp_result local_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
+                             double deadline) {
+  local_world *state = state_of(ctx->world);
+  pthread_mutex_lock(&state->lock);
+  local_message *found = NULL;
+  for (;;) {
+    if (failed(ctx->world)) {
+      pthread_mutex_unlock(&state->lock);
+      return htp__check_failed(ctx, "htp_recv");
+    }
+    for (local_message *message = state->inboxes[ctx->rank]; message; message = message->next)
+      if (message->source == peer && message->tag == tag && message->state == MSG_POSTED) {
+        found = message;
+        break;
+      }
+    if (found) break;
+    if (wait_until(state, deadline) == ETIMEDOUT) {
+      pthread_mutex_unlock(&state->lock);
+      return htp__fail(ctx, HTP_ERR_TIMEOUT,
+                       "htp_recv: rank %d sent nothing with tag %d to rank %d within %.3g s",
+                       peer, tag, ctx->rank, ctx->world->config.timeout_s);
+    }
+  }
+  unlink_message(&state->inboxes[ctx->rank], found);
+  if (found->bytes != bytes) {
+    size_t sent = found->bytes;
+    found->status = HTP_ERR_INVALID;
+    found->bytes = bytes; /* tells the sender what was expected */
+    found->state = MSG_DONE;
+    pthread_cond_broadcast(&state->wake);
+    pthread_mutex_unlock(&state->lock);
+    htp__world_fail(ctx->world, ctx, HTP_ERR_INVALID, -1,
+                    "send/recv size mismatch: rank %d sent %zu bytes, rank %d expected %zu",
+                    peer, sent, ctx->rank, bytes);
+    return htp__ctx_error(ctx, HTP_ERR_INVALID,
+                          "htp_recv: rank %d sent %zu bytes with tag %d, not %zu", peer, sent,
+                          tag, bytes);
+  }
+  found->state = MSG_CLAIMED;
+  pthread_mutex_unlock(&state->lock);
+  if (bytes > 0) memcpy(buffer, found->buffer, bytes);
+  pthread_mutex_lock(&state->lock);
+  found->state = MSG_DONE;
+  pthread_cond_broadcast(&state->wake);
+  pthread_mutex_unlock(&state->lock);
+  return HTP_OK;
+}
+
+/* ===== Faults =========================================================== */
+
+static htp_result local_wait_failure(htp_ctx *ctx, double deadline) {
+  local_world *state = state_of(ctx->world);
+  pthread_mutex_lock(&state->lock);
+  while (!failed(ctx->world) && htp_now() < deadline) wait_until(state, deadline);
+  pthread_mutex_unlock(&state->lock);
+  return htp__world_failure_for(ctx->world, ctx->rank);
+}
+
+const htp__backend_ops htp__local_ops = {
+    .name = "local",
+    .world_init = local_world_init,
+    .world_destroy = local_world_destroy,
+    .ctx_init = NULL,
+    .ctx_destroy = NULL,
+    .allreduce_sum_f32 = local_allreduce,
+    .allgather = local_allgather,
+    .broadcast = local_broadcast,
+    .send = local_send,
+    .recv = local_recv,
+    .barrier = local_barrier,
+    .notify_failure = local_notify_failure,
+    .wait_failure = local_wait_failure,
+};

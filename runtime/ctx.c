@@ -1,0 +1,436 @@
+/*===- runtime/ctx.c - worlds, contexts, errors, argument checks ----------===*
+ *
+ * The backend-independent half of the runtime core: result strings, world
+ * and context lifecycles, the per-context error message, the world's failure
+ * state, and the public collectives, which check their arguments and the
+ * world's health here before handing over to the backend vtable with a
+ * deadline.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/comm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ===== Results and time ================================================= */
+
+const char *htp_strerror(htp_result result) {
+  switch (result) {
+  case HTP_OK: return "success";
+  case HTP_ERR_INVALID: return "invalid argument";
+  case HTP_ERR_NOMEM: return "out of memory";
+  case HTP_ERR_TIMEOUT: return "deadline passed (a peer hung or is too slow)";
+  case HTP_ERR_REMOTE: return "a peer failed or aborted";
+  case HTP_ERR_SYSTEM: return "system error (OS, MPI, CUDA or NCCL)";
+  case HTP_ERR_UNSUPPORTED: return "unsupported (not built in)";
+  case HTP_ERR_INTERNAL: return "internal error";
+  case HTP_RESULT_COUNT: break;
+  }
+  return "unknown result code";
+}
+
+double htp_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct timespec htp__timespec(double seconds) {
+  struct timespec ts;
+  if (seconds < 0) seconds = 0;
+  if (seconds > 4e9) seconds = 4e9;
+  ts.tv_sec = (time_t)seconds;
+  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec += 1;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+void htp__sleep(double seconds) {
+  if (!(seconds > 0)) return;
+  struct timespec ts = htp__timespec(seconds);
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* ===== Errors ============================================================ */
+
+static void format_message(char *buffer, const char *format, va_list args) {
+  vsnprintf(buffer, HTP__MESSAGE_SIZE, format, args);
+}
+
+htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...) {
+  if (ctx) {
+    va_list args;
+    va_start(args, format);
+    format_message(ctx->last_error, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+static void world_message(htp_world *world, const char *format, ...) HTP__PRINTF(2, 3);
+static void world_message(htp_world *world, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  pthread_mutex_lock(&world->lock);
+  format_message(world->message, format, args);
+  pthread_mutex_unlock(&world->lock);
+  va_end(args);
+}
+
+static void world_fail_v(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
+                         const char *format, va_list args) {
+  if (code == HTP_OK) code = HTP_ERR_REMOTE;
+  int healthy = 0;
+  pthread_mutex_lock(&world->lock);
+  if (atomic_load(&world->fail_code) == HTP_OK) {
+    format_message(world->fail_message, format, args);
+    atomic_store(&world->fail_origin, origin);
+    /* Published last: a reader that sees the code sees origin and message. */
+    atomic_store(&world->fail_code, (int)code);
+    healthy = 1;
+  }
+  pthread_mutex_unlock(&world->lock);
+  if (healthy && world->ops && world->ops->notify_failure) world->ops->notify_failure(world, ctx);
+}
+
+void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
+                     const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  world_fail_v(world, ctx, code, origin, format, args);
+  va_end(args);
+}
+
+htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  format_message(ctx->last_error, format, args);
+  va_end(args);
+  htp__world_fail(ctx->world, ctx, code, ctx->rank, "rank %d: %s", ctx->rank, ctx->last_error);
+  return code;
+}
+
+htp_result htp__world_failure_for(const htp_world *world, int rank) {
+  int code = atomic_load(&((htp_world *)world)->fail_code);
+  if (code == HTP_OK) return HTP_OK;
+  if (code == HTP_ERR_TIMEOUT) return HTP_ERR_TIMEOUT;
+  int origin = atomic_load(&((htp_world *)world)->fail_origin);
+  if (origin == -1 || origin == rank) return (htp_result)code;
+  return HTP_ERR_REMOTE;
+}
+
+htp_result htp__check_failed(htp_ctx *ctx, const char *what) {
+  htp_result code = htp__world_failure_for(ctx->world, ctx->rank);
+  if (code == HTP_OK) return HTP_OK;
+  char reason[HTP__MESSAGE_SIZE];
+  pthread_mutex_lock(&ctx->world->lock);
+  memcpy(reason, ctx->world->fail_message, sizeof reason);
+  pthread_mutex_unlock(&ctx->world->lock);
+  return htp__ctx_error(ctx, code, "%s: the world has failed (%s)", what, reason);
+}
+
+/* ===== Worlds ============================================================ */
+
+static htp_result check_config(const htp_config *config, char *message, size_t message_size) {
+#define REJECT(...)                                                                            \
+  do {                                                                                         \
+    if (message && message_size) snprintf(message, message_size, __VA_ARGS__);               \
+    return HTP_ERR_INVALID;                                                                    \
+  } while (0)
+  if (!config) REJECT("htp_world_create: config is NULL");
+  if (config->magic != HTP_CONFIG_MAGIC)
+    REJECT("htp_world_create: config.magic is 0x%08x, not HTP_CONFIG_MAGIC (start from "
+           "HTP_CONFIG_INITIALIZER)",
+           (unsigned)config->magic);
+  if (config->backend != HTP_BACKEND_LOCAL && config->backend != HTP_BACKEND_MPI &&
+      config->backend != HTP_BACKEND_NCCL)
+    REJECT("htp_world_create: unknown backend %d", (int)config->backend);
+  if (config->backend == HTP_BACKEND_LOCAL && config->world_size < 1)
+    REJECT("htp_world_create: world_size is %d; the local backend needs >= 1",
+           config->world_size);
+  if (config->world_size < 0)
+    REJECT("htp_world_create: world_size is %d; use >= 1, or 0 for the size of MPI",
+           config->world_size);
+  if (!(config->timeout_s > 0) || config->timeout_s > 1e7)
+    REJECT("htp_world_create: timeout_s is %g; it must be in (0, 1e7] seconds",
+           config->timeout_s);
+  return HTP_OK;
+#undef REJECT
+}
+
+htp_result htp__world_create_backend(const htp_config *config, const htp__backend_ops *ops,
+                                     htp_world **world_out, char *message, size_t message_size) {
+  htp_world *world = calloc(1, sizeof *world);
+  if (!world) return HTP_ERR_NOMEM;
+  world->config = *config;
+  world->ops = ops;
+  world->process_rank = -1;
+  atomic_init(&world->fail_code, HTP_OK);
+  atomic_init(&world->fail_origin, -1);
+  if (pthread_mutex_init(&world->lock, NULL) != 0) {
+    free(world);
+    return HTP_ERR_SYSTEM;
+  }
+  char local_message[HTP__MESSAGE_SIZE] = "";
+  htp_result rc = ops->world_init(world, local_message, sizeof local_message);
+  if (rc == HTP_OK) {
+    world->rank_taken = calloc((size_t)world->size, 1);
+    if (!world->rank_taken) {
+      ops->world_destroy(world);
+      rc = HTP_ERR_NOMEM;
+      snprintf(local_message, sizeof local_message, "htp_world_create: out of memory");
+    }
+  }
+  if (rc != HTP_OK) {
+    if (message && message_size) snprintf(message, message_size, "%s", local_message);
+    pthread_mutex_destroy(&world->lock);
+    free(world);
+    return rc;
+  }
+  *world_out = world;
+  return HTP_OK;
+}
+
+htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
+                                    char *message, size_t message_size) {
+  if (message && message_size) message[0] = '\0';
+  if (!world) {
+    if (message && message_size) snprintf(message, message_size, "htp_world_create: world is NULL");
+    return HTP_ERR_INVALID;
+  }
+  *world = NULL;
+  htp_result rc = check_config(config, message, message_size);
+  if (rc != HTP_OK) return rc;
+  const htp__backend_ops *ops = NULL;
+  switch (config->backend) {
+  case HTP_BACKEND_LOCAL: ops = &htp__local_ops; break;
+  case HTP_BACKEND_MPI:
+#ifdef HTP_HAVE_MPI
+    ops = &htp__mpi_ops;
+#endif
+    break;
+  case HTP_BACKEND_NCCL:
+#ifdef HTP_HAVE_NCCL
+    ops = &htp__nccl_ops;
+#endif
+    break;
+  }
+  if (!ops) {
+    if (message && message_size)
+      snprintf(message, message_size, "htp_world_create: the %s backend was not built in",
+               config->backend == HTP_BACKEND_MPI ? "mpi" : "nccl");
+    return HTP_ERR_UNSUPPORTED;
+  }
+  return htp__world_create_backend(config, ops, world, message, message_size);
+}
+
+htp_result htp_world_create(const htp_config *config, htp_world **world) {
+  return htp_world_create_verbose(config, world, NULL, 0);
+}
+
+int htp_backend_available(htp_backend backend) {
+  switch (backend) {
+  case HTP_BACKEND_LOCAL: return 1;
+  case HTP_BACKEND_MPI:
+#ifdef HTP_HAVE_MPI
+    return 1;
+#else
+    return 0;
+#endif
+  case HTP_BACKEND_NCCL:
+#ifdef HTP_HAVE_NCCL
+    return 1;
+#else
+    return 0;
+#endif
+  }
+  return 0;
+}
+
+void htp_world_destroy(htp_world *world) {
+  if (!world) return;
+  world->ops->world_destroy(world);
+  pthread_mutex_destroy(&world->lock);
+  free(world->rank_taken);
+  free(world->faults);
+  free(world);
+}
+
+int htp_world_size(const htp_world *world) { return world ? world->size : 0; }
+
+int htp_world_process_rank(const htp_world *world) { return world ? world->process_rank : -1; }
+
+htp_backend htp_world_backend(const htp_world *world) {
+  return world ? world->config.backend : HTP_BACKEND_LOCAL;
+}
+
+htp_result htp_world_status(const htp_world *world) {
+  if (!world) return HTP_ERR_INVALID;
+  return (htp_result)atomic_load(&((htp_world *)world)->fail_code);
+}
+
+const char *htp_world_last_error(const htp_world *world) {
+  if (!world) return "world is NULL";
+  return world->message;
+}
+
+/* ===== Contexts ========================================================== */
+
+htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
+  if (!world) return HTP_ERR_INVALID;
+  if (!ctx_out) {
+    world_message(world, "htp_ctx_create: ctx is NULL");
+    return HTP_ERR_INVALID;
+  }
+  *ctx_out = NULL;
+  if (rank < 0 || rank >= world->size) {
+    world_message(world, "htp_ctx_create: rank %d is out of range [0, %d)", rank, world->size);
+    return HTP_ERR_INVALID;
+  }
+  if (world->process_rank >= 0 && rank != world->process_rank) {
+    world_message(world, "htp_ctx_create: rank %d is not this process's rank %d", rank,
+                  world->process_rank);
+    return HTP_ERR_INVALID;
+  }
+  pthread_mutex_lock(&world->lock);
+  int taken = world->rank_taken[rank];
+  if (!taken) world->rank_taken[rank] = 1;
+  pthread_mutex_unlock(&world->lock);
+  if (taken) {
+    world_message(world, "htp_ctx_create: rank %d already has a context", rank);
+    return HTP_ERR_INVALID;
+  }
+  htp_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!ctx) {
+    pthread_mutex_lock(&world->lock);
+    world->rank_taken[rank] = 0;
+    pthread_mutex_unlock(&world->lock);
+    world_message(world, "htp_ctx_create: out of memory");
+    return HTP_ERR_NOMEM;
+  }
+  ctx->world = world;
+  ctx->rank = rank;
+  ctx->device = -1;
+  htp_result rc = world->ops->ctx_init ? world->ops->ctx_init(ctx) : HTP_OK;
+  if (rc != HTP_OK) {
+    world_message(world, "htp_ctx_create: rank %d: %s", rank, ctx->last_error);
+    pthread_mutex_lock(&world->lock);
+    world->rank_taken[rank] = 0;
+    pthread_mutex_unlock(&world->lock);
+    free(ctx);
+    return rc;
+  }
+  *ctx_out = ctx;
+  return HTP_OK;
+}
+
+void htp_ctx_destroy(htp_ctx *ctx) {
+  if (!ctx) return;
+  htp_world *world = ctx->world;
+  if (world->ops->ctx_destroy) world->ops->ctx_destroy(ctx);
+  pthread_mutex_lock(&world->lock);
+  world->rank_taken[ctx->rank] = 0;
+  pthread_mutex_unlock(&world->lock);
+  free(ctx);
+}
+
+int htp_ctx_rank(const htp_ctx *ctx) { return ctx ? ctx->rank : -1; }
+int htp_ctx_size(const htp_ctx *ctx) { return ctx ? ctx->world->size : 0; }
+int htp_ctx_device(const htp_ctx *ctx) { return ctx ? ctx->device : -1; }
+void *htp_ctx_cuda_stream(const htp_ctx *ctx) { return ctx ? ctx->cuda_stream : NULL; }
+htp_world *htp_ctx_world(const htp_ctx *ctx) { return ctx ? ctx->world : NULL; }
+
+const char *htp_last_error(const htp_ctx *ctx) {
+  if (!ctx) return "ctx is NULL";
+  return ctx->last_error;
+}
+
+/* ===== Collectives and transfers ======================================== */
+
+/* Every entry point: a NULL ctx has nowhere to put a message; a failed world
+ * fails fast; bad arguments fail the world too (so that the peers, already
+ * waiting in the same collective, learn it at once instead of at the
+ * deadline). */
+#define ENTER(ctx, what)                                                                       \
+  do {                                                                                         \
+    if (!(ctx)) return HTP_ERR_INVALID;                                                        \
+    htp_result entered_ = htp__check_failed((ctx), (what));                                    \
+    if (entered_ != HTP_OK) return entered_;                                                   \
+  } while (0)
+
+#define INVALID_IF(ctx, condition, ...)                                                        \
+  do {                                                                                         \
+    if (condition) return htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__);                      \
+  } while (0)
+
+static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->config.timeout_s; }
+
+htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
+  ENTER(ctx, "htp_allreduce_sum_f32");
+  INVALID_IF(ctx, count > 0 && (!send || !recv),
+             "htp_allreduce_sum_f32: send (%p) or recv (%p) is NULL with count %zu",
+             (const void *)send, (void *)recv, count);
+  INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2,
+             "htp_allreduce_sum_f32: count %zu is too large", count);
+  return ctx->world->ops->allreduce_sum_f32(ctx, send, recv, count, deadline_of(ctx));
+}
+
+htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
+  ENTER(ctx, "htp_allgather");
+  INVALID_IF(ctx, bytes > 0 && (!send || !recv),
+             "htp_allgather: send (%p) or recv (%p) is NULL with bytes %zu", send, recv, bytes);
+  INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
+             "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
+  return ctx->world->ops->allgather(ctx, send, recv, bytes, deadline_of(ctx));
+}
+
+htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
+  ENTER(ctx, "htp_broadcast");
+  INVALID_IF(ctx, bytes > 0 && !buffer, "htp_broadcast: buffer is NULL with bytes %zu", bytes);
+  INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
+             "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
+  return ctx->world->ops->broadcast(ctx, buffer, bytes, root, deadline_of(ctx));
+}
+
+static htp_result check_peer(htp_ctx *ctx, const char *what, const void *buffer, size_t bytes,
+                             int peer, int tag) {
+  INVALID_IF(ctx, bytes > 0 && !buffer, "%s: buffer is NULL with bytes %zu", what, bytes);
+  INVALID_IF(ctx, peer < 0 || peer >= ctx->world->size, "%s: peer %d is out of range [0, %d)",
+             what, peer, ctx->world->size);
+  INVALID_IF(ctx, peer == ctx->rank, "%s: peer %d is the calling rank itself", what, peer);
+  INVALID_IF(ctx, tag < 0, "%s: tag %d is negative", what, tag);
+  return HTP_OK;
+}
+
+htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
+  ENTER(ctx, "htp_send");
+  htp_result rc = check_peer(ctx, "htp_send", buffer, bytes, peer, tag);
+  if (rc != HTP_OK) return rc;
+  return ctx->world->ops->send(ctx, buffer, bytes, peer, tag, deadline_of(ctx));
+}
+
+htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
+  ENTER(ctx, "htp_recv");
+  htp_result rc = check_peer(ctx, "htp_recv", buffer, bytes, peer, tag);
+  if (rc != HTP_OK) return rc;
+  return ctx->world->ops->recv(ctx, buffer, bytes, peer, tag, deadline_of(ctx));
+}
+
+htp_result htp_barrier(htp_ctx *ctx) {
+  ENTER(ctx, "htp_barrier");
+  return ctx->world->ops->barrier(ctx, deadline_of(ctx));
+}
+
+void htp_abort(htp_ctx *ctx, htp_result reason) {
+  if (!ctx) return;
+  if (reason == HTP_OK || (int)reason < 0 || reason >= HTP_RESULT_COUNT) reason = HTP_ERR_REMOTE;
+  htp__world_fail(ctx->world, ctx, reason, ctx->rank, "rank %d aborted (%s)", ctx->rank,
+                  htp_strerror(reason));
+}

@@ -1,0 +1,837 @@
+/*===- test/runtime/local_test.c - the local backend and the runtime core --===*
+ *
+ * Ranks are threads. Collectives are checked against closed forms (rank r
+ * contributes r + 1), the all-reduce against a serial rank-order sum bit for
+ * bit, transfers with memcmp; then every error case, and fault injection:
+ * a hung rank becomes HTP_ERR_TIMEOUT on its peers within the deadline, a
+ * dead one HTP_ERR_REMOTE, and every thread ends (joinable under ASan).
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/htp.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* ===== Harness: one thread per rank ===================================== */
+
+enum { MAX_RANKS = 8 };
+
+typedef struct rank_run rank_run;
+typedef htp_result (*rank_body)(htp_ctx *ctx, void *user);
+
+struct rank_run {
+  htp_world *world;
+  int rank;
+  rank_body body;
+  void *user;
+  htp_result result;
+  char message[256];
+  double seconds; /* how long the body took */
+};
+
+static void *rank_thread(void *argument) {
+  rank_run *run = argument;
+  htp_ctx *ctx = NULL;
+  run->result = htp_ctx_create(run->world, run->rank, &ctx);
+  if (run->result != HTP_OK) {
+    snprintf(run->message, sizeof run->message, "ctx_create: %s",
+             htp_world_last_error(run->world));
+    return NULL;
+  }
+  double start = htp_now();
+  run->result = run->body(ctx, run->user);
+  run->seconds = htp_now() - start;
+  snprintf(run->message, sizeof run->message, "%s", htp_last_error(ctx));
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static htp_world *make_world(int size, double timeout) {
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.world_size = size;
+  config.timeout_s = timeout;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  return world;
+}
+
+/* Runs body on every rank of world; results land in runs[0..size). */
+static void run_ranks(htp_world *world, rank_body body, void *user, rank_run *runs) {
+  int size = htp_world_size(world);
+  pthread_t threads[MAX_RANKS];
+  assert_true(size <= MAX_RANKS);
+  for (int rank = 0; rank < size; ++rank) {
+    runs[rank] = (rank_run){world, rank, body, user, HTP_ERR_INTERNAL, "", 0};
+    assert_int_equal(pthread_create(&threads[rank], NULL, rank_thread, &runs[rank]), 0);
+  }
+  for (int rank = 0; rank < size; ++rank) pthread_join(threads[rank], NULL);
+}
+
+static void expect_all_ok(const rank_run *runs, int size) {
+  for (int rank = 0; rank < size; ++rank)
+    if (runs[rank].result != HTP_OK)
+      fail_msg("rank %d: %s: %s", rank, htp_strerror(runs[rank].result), runs[rank].message);
+}
+
+static void expect_result(const rank_run *run, htp_result expected) {
+  if (run->result != expected)
+    fail_msg("rank %d: got %s (%s), expected %s", run->rank, htp_strerror(run->result),
+             run->message, htp_strerror(expected));
+}
+
+/* Checks inside a rank: a failed check prints where and returns
+ * HTP_ERR_INTERNAL, which the main thread reports. */
+#define RANK_CHECK(ctx, condition)                                                             \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
+      fprintf(stderr, "rank %d: check failed at line %d: %s\n", htp_ctx_rank(ctx), __LINE__,  \
+              #condition);                                                                     \
+      return HTP_ERR_INTERNAL;                                                                 \
+    }                                                                                          \
+  } while (0)
+
+#define RANK_CALL(call)                                                                        \
+  do {                                                                                         \
+    htp_result call_rc_ = (call);                                                              \
+    if (call_rc_ != HTP_OK) return call_rc_;                                                   \
+  } while (0)
+
+/* ===== 1. Results, configs, contexts ==================================== */
+
+static void test_strerror(void **state) {
+  (void)state;
+  for (int code = 0; code < HTP_RESULT_COUNT; ++code) {
+    const char *text = htp_strerror((htp_result)code);
+    assert_non_null(text);
+    assert_true(strlen(text) > 0);
+    for (int other = 0; other < code; ++other)
+      assert_string_not_equal(text, htp_strerror((htp_result)other));
+  }
+  assert_non_null(htp_strerror(HTP_RESULT_COUNT));
+  assert_non_null(htp_strerror((htp_result)-3));
+  double a = htp_now(), b = htp_now();
+  assert_true(b >= a);
+  assert_true(htp_backend_available(HTP_BACKEND_LOCAL));
+}
+
+static void expect_config_rejected(htp_config config, htp_result expected, const char *needle) {
+  htp_world *world = (htp_world *)&config; /* must be reset to NULL */
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  assert_int_equal(rc, expected);
+  assert_null(world);
+  if (!strstr(message, needle)) fail_msg("message \"%s\" lacks \"%s\"", message, needle);
+}
+
+static void test_config_errors(void **state) {
+  (void)state;
+  htp_config good = HTP_CONFIG_INITIALIZER;
+  htp_config config = good;
+  config.magic = 0;
+  expect_config_rejected(config, HTP_ERR_INVALID, "magic");
+  config = good;
+  config.world_size = 0;
+  expect_config_rejected(config, HTP_ERR_INVALID, "world_size");
+  config.world_size = -2;
+  expect_config_rejected(config, HTP_ERR_INVALID, "world_size");
+  config = good;
+  config.timeout_s = 0;
+  expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s");
+  config.timeout_s = -1;
+  expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s");
+  config = good;
+  config.backend = (htp_backend)42;
+  expect_config_rejected(config, HTP_ERR_INVALID, "backend");
+  if (!htp_backend_available(HTP_BACKEND_MPI)) {
+    config = good;
+    config.backend = HTP_BACKEND_MPI;
+    expect_config_rejected(config, HTP_ERR_UNSUPPORTED, "not built");
+  }
+  htp_world *world = NULL;
+  char message[256];
+  assert_int_equal(htp_world_create_verbose(NULL, &world, message, sizeof message),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(message, "NULL"));
+  assert_int_equal(htp_world_create(&good, NULL), HTP_ERR_INVALID);
+  htp_world_destroy(NULL);
+  htp_ctx_destroy(NULL);
+  assert_string_equal(htp_last_error(NULL), "ctx is NULL");
+}
+
+static void test_ctx_errors(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 1.0);
+  assert_int_equal(htp_world_size(world), 2);
+  assert_int_equal(htp_world_process_rank(world), -1);
+  assert_int_equal(htp_world_backend(world), HTP_BACKEND_LOCAL);
+  assert_int_equal(htp_world_status(world), HTP_OK);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 2, &ctx), HTP_ERR_INVALID);
+  assert_null(ctx);
+  assert_non_null(strstr(htp_world_last_error(world), "out of range"));
+  assert_int_equal(htp_ctx_create(world, -1, &ctx), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_create(world, 0, NULL), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_create(NULL, 0, &ctx), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_create(world, 1, &ctx), HTP_OK);
+  assert_int_equal(htp_ctx_rank(ctx), 1);
+  assert_int_equal(htp_ctx_size(ctx), 2);
+  assert_int_equal(htp_ctx_device(ctx), -1);
+  assert_null(htp_ctx_cuda_stream(ctx));
+  assert_ptr_equal(htp_ctx_world(ctx), world);
+  assert_string_equal(htp_last_error(ctx), "");
+  htp_ctx *twin = NULL;
+  assert_int_equal(htp_ctx_create(world, 1, &twin), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_world_last_error(world), "already"));
+  htp_ctx_destroy(ctx);
+  assert_int_equal(htp_ctx_create(world, 1, &ctx), HTP_OK); /* free again */
+  htp_ctx_destroy(ctx);
+  /* NULL ctx: INVALID, nowhere to write. */
+  assert_int_equal(htp_barrier(NULL), HTP_ERR_INVALID);
+  assert_int_equal(htp_allreduce_sum_f32(NULL, NULL, NULL, 0), HTP_ERR_INVALID);
+  assert_int_equal(htp_fault_point(NULL, 0), HTP_ERR_INVALID);
+  htp_abort(NULL, HTP_ERR_REMOTE);
+  htp_world_destroy(world);
+}
+
+/* ===== 2. Collectives against closed forms ============================== */
+
+typedef struct sizes {
+  size_t count;
+  int in_place;
+} sizes;
+
+/* Rank r contributes (r + 1) * (i % 7 + 1): the sum is exact in floats. */
+static htp_result body_allreduce_closed_form(htp_ctx *ctx, void *user) {
+  const sizes *shape = user;
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  size_t count = shape->count;
+  float *send = malloc((count + 1) * sizeof(float));
+  float *recv = shape->in_place ? send : malloc((count + 1) * sizeof(float));
+  RANK_CHECK(ctx, send && recv);
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    for (size_t i = 0; i < count; ++i) send[i] = (float)((rank + 1) * (int)(i % 7 + 1));
+    htp_result rc = htp_allreduce_sum_f32(ctx, send, recv, count);
+    if (rc != HTP_OK) {
+      free(send);
+      if (recv != send) free(recv);
+      return rc;
+    }
+    float total = (float)(size * (size + 1) / 2);
+    for (size_t i = 0; i < count; ++i)
+      if (recv[i] != total * (float)(i % 7 + 1)) {
+        fprintf(stderr, "rank %d: recv[%zu] = %g, expected %g\n", rank, i, recv[i],
+                total * (float)(i % 7 + 1));
+        free(send);
+        if (recv != send) free(recv);
+        return HTP_ERR_INTERNAL;
+      }
+  }
+  free(send);
+  if (recv != send) free(recv);
+  return HTP_OK;
+}
+
+static void test_allreduce_closed_form(void **state) {
+  (void)state;
+  const int world_sizes[] = {1, 2, 3, 4, 7};
+  const size_t counts[] = {0, 1, 5, 16, 17, 1000, 100003};
+  for (size_t w = 0; w < sizeof world_sizes / sizeof *world_sizes; ++w) {
+    htp_world *world = make_world(world_sizes[w], 10.0);
+    for (size_t c = 0; c < sizeof counts / sizeof *counts; ++c)
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        sizes shape = {counts[c], in_place};
+        rank_run runs[MAX_RANKS];
+        run_ranks(world, body_allreduce_closed_form, &shape, runs);
+        expect_all_ok(runs, world_sizes[w]);
+      }
+    htp_world_destroy(world);
+  }
+}
+
+/* Random data: every rank's result equals the serial left-to-right sum bit
+ * for bit, on every rank and in every repetition. */
+enum { REPRO_COUNT = 50021, REPRO_RANKS = 5 };
+
+static float repro_value(int rank, size_t i) {
+  uint32_t x = (uint32_t)(i * 2654435761u) ^ (uint32_t)(rank * 40503u + 17u);
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  x ^= x >> 15;
+  return ((float)(x % 2000003u) / 1000.0f - 1000.0f) * (rank % 2 ? 1e-3f : 1.0f);
+}
+
+typedef struct repro {
+  float *results[REPRO_RANKS][2];
+} repro;
+
+static htp_result body_repro(htp_ctx *ctx, void *user) {
+  repro *data = user;
+  int rank = htp_ctx_rank(ctx);
+  float *send = malloc(REPRO_COUNT * sizeof(float));
+  RANK_CHECK(ctx, send);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    for (size_t i = 0; i < REPRO_COUNT; ++i) send[i] = repro_value(rank, i);
+    float *recv = data->results[rank][repeat];
+    htp_result rc = htp_allreduce_sum_f32(ctx, send, recv, REPRO_COUNT);
+    if (rc != HTP_OK) {
+      free(send);
+      return rc;
+    }
+  }
+  free(send);
+  return HTP_OK;
+}
+
+static void test_allreduce_reproducible(void **state) {
+  (void)state;
+  float *expected = malloc(REPRO_COUNT * sizeof(float));
+  assert_non_null(expected);
+  for (size_t i = 0; i < REPRO_COUNT; ++i) {
+    float sum = repro_value(0, i);
+    for (int rank = 1; rank < REPRO_RANKS; ++rank) sum += repro_value(rank, i);
+    expected[i] = sum;
+  }
+  for (int world_run = 0; world_run < 2; ++world_run) {
+    repro data;
+    for (int rank = 0; rank < REPRO_RANKS; ++rank)
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        data.results[rank][repeat] = malloc(REPRO_COUNT * sizeof(float));
+        assert_non_null(data.results[rank][repeat]);
+      }
+    htp_world *world = make_world(REPRO_RANKS, 10.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_repro, &data, runs);
+    expect_all_ok(runs, REPRO_RANKS);
+    htp_world_destroy(world);
+    for (int rank = 0; rank < REPRO_RANKS; ++rank)
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        assert_memory_equal(data.results[rank][repeat], expected, REPRO_COUNT * sizeof(float));
+        free(data.results[rank][repeat]);
+      }
+  }
+  free(expected);
+}
+
+typedef struct gather_shape {
+  size_t bytes;
+  int in_place;
+} gather_shape;
+
+static htp_result body_allgather(htp_ctx *ctx, void *user) {
+  const gather_shape *shape = user;
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  size_t bytes = shape->bytes;
+  unsigned char *recv = malloc((size_t)size * bytes + 1);
+  unsigned char *mine = malloc(bytes + 1);
+  RANK_CHECK(ctx, recv && mine);
+  memset(recv, 0xee, (size_t)size * bytes);
+  unsigned char *send = shape->in_place ? recv + (size_t)rank * bytes : mine;
+  for (size_t i = 0; i < bytes; ++i) send[i] = (unsigned char)(rank * 31 + i);
+  htp_result rc = htp_allgather(ctx, send, recv, bytes);
+  for (int from = 0; rc == HTP_OK && from < size; ++from)
+    for (size_t i = 0; i < bytes; ++i)
+      if (recv[(size_t)from * bytes + i] != (unsigned char)(from * 31 + i)) rc = HTP_ERR_INTERNAL;
+  free(recv);
+  free(mine);
+  return rc;
+}
+
+static void test_allgather(void **state) {
+  (void)state;
+  const size_t byte_counts[] = {0, 1, 3, 4096, 100001};
+  for (int size = 1; size <= 4; ++size) {
+    htp_world *world = make_world(size, 10.0);
+    for (size_t b = 0; b < sizeof byte_counts / sizeof *byte_counts; ++b)
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        gather_shape shape = {byte_counts[b], in_place};
+        rank_run runs[MAX_RANKS];
+        run_ranks(world, body_allgather, &shape, runs);
+        expect_all_ok(runs, size);
+      }
+    htp_world_destroy(world);
+  }
+}
+
+static htp_result body_broadcast_and_barrier(htp_ctx *ctx, void *user) {
+  (void)user;
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  enum { BYTES = 10007 };
+  unsigned char *buffer = malloc(BYTES);
+  RANK_CHECK(ctx, buffer);
+  htp_result rc = HTP_OK;
+  for (int root = 0; rc == HTP_OK && root < size; ++root) {
+    for (size_t i = 0; i < BYTES; ++i) buffer[i] = (unsigned char)(rank == root ? root + i : 0xff);
+    rc = htp_broadcast(ctx, buffer, BYTES, root);
+    for (size_t i = 0; rc == HTP_OK && i < BYTES; ++i)
+      if (buffer[i] != (unsigned char)(root + i)) rc = HTP_ERR_INTERNAL;
+    if (rc == HTP_OK) rc = htp_barrier(ctx);
+  }
+  if (rc == HTP_OK) rc = htp_broadcast(ctx, NULL, 0, size - 1);
+  free(buffer);
+  return rc;
+}
+
+static void test_broadcast_and_barrier(void **state) {
+  (void)state;
+  for (int size = 1; size <= 5; ++size) {
+    htp_world *world = make_world(size, 10.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_broadcast_and_barrier, NULL, runs);
+    expect_all_ok(runs, size);
+    htp_world_destroy(world);
+  }
+}
+
+/* Ring: each rank sends to rank + 1 and receives from rank - 1, on two tags;
+ * even ranks send first, odd ranks receive first (send blocks). */
+static htp_result body_ring(htp_ctx *ctx, void *user) {
+  (void)user;
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+  enum { BYTES = 65536 + 3 };
+  unsigned char *out = malloc(BYTES), *in = malloc(BYTES), *expected = malloc(BYTES);
+  RANK_CHECK(ctx, out && in && expected);
+  htp_result rc = HTP_OK;
+  for (int tag = 0; rc == HTP_OK && tag < 2; ++tag) {
+    for (size_t i = 0; i < BYTES; ++i) {
+      out[i] = (unsigned char)(rank * 7 + tag * 3 + i);
+      expected[i] = (unsigned char)(previous * 7 + tag * 3 + i);
+    }
+    if (rank % 2 == 0) {
+      rc = htp_send(ctx, out, BYTES, next, tag);
+      if (rc == HTP_OK) rc = htp_recv(ctx, in, BYTES, previous, tag);
+    } else {
+      rc = htp_recv(ctx, in, BYTES, previous, tag);
+      if (rc == HTP_OK) rc = htp_send(ctx, out, BYTES, next, tag);
+    }
+    if (rc == HTP_OK && memcmp(in, expected, BYTES) != 0) rc = HTP_ERR_INTERNAL;
+  }
+  free(out);
+  free(in);
+  free(expected);
+  return rc;
+}
+
+static void test_send_recv_ring(void **state) {
+  (void)state;
+  const int world_sizes[] = {2, 4}; /* even, so that the ring does not deadlock */
+  for (size_t w = 0; w < 2; ++w) {
+    htp_world *world = make_world(world_sizes[w], 10.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_ring, NULL, runs);
+    expect_all_ok(runs, world_sizes[w]);
+    htp_world_destroy(world);
+  }
+}
+
+/* Several worlds at once, each in its own set of threads. */
+typedef struct world_job {
+  htp_world *world;
+  rank_run runs[MAX_RANKS];
+} world_job;
+
+static htp_result body_many_allreduces(htp_ctx *ctx, void *user) {
+  (void)user;
+  sizes shape = {4099, 0};
+  for (int i = 0; i < 20; ++i) RANK_CALL(body_allreduce_closed_form(ctx, &shape));
+  return htp_barrier(ctx);
+}
+
+static void *world_job_thread(void *argument) {
+  world_job *job = argument;
+  run_ranks(job->world, body_many_allreduces, NULL, job->runs);
+  return NULL;
+}
+
+static void test_concurrent_worlds(void **state) {
+  (void)state;
+  enum { WORLDS = 3 };
+  world_job jobs[WORLDS];
+  pthread_t threads[WORLDS];
+  for (int w = 0; w < WORLDS; ++w) {
+    jobs[w].world = make_world(w + 2, 10.0);
+    assert_int_equal(pthread_create(&threads[w], NULL, world_job_thread, &jobs[w]), 0);
+  }
+  for (int w = 0; w < WORLDS; ++w) pthread_join(threads[w], NULL);
+  for (int w = 0; w < WORLDS; ++w) {
+    expect_all_ok(jobs[w].runs, w + 2);
+    htp_world_destroy(jobs[w].world);
+  }
+}
+
+/* ===== 3. Bad arguments ================================================= */
+
+/* The rank given in `culprit` makes a bad call; the others make the good
+ * one. The culprit gets INVALID with a message, the others REMOTE (or
+ * INVALID when they can see the mismatch themselves). */
+typedef htp_result (*bad_call)(htp_ctx *ctx, int culprit);
+
+typedef struct bad_case {
+  const char *name;
+  bad_call call;
+  int culprit;
+  const char *needle;        /* in the culprit's message */
+  htp_result others_expected; /* what the other ranks get */
+} bad_case;
+
+static htp_result bad_null_send(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4};
+  return htp_allreduce_sum_f32(ctx, htp_ctx_rank(ctx) == culprit ? NULL : data, data, 4);
+}
+static htp_result bad_count_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4};
+  return htp_allreduce_sum_f32(ctx, data, data, htp_ctx_rank(ctx) == culprit ? 3 : 4);
+}
+static htp_result bad_op_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4};
+  if (htp_ctx_rank(ctx) == culprit) return htp_barrier(ctx);
+  return htp_allreduce_sum_f32(ctx, data, data, 4);
+}
+static htp_result bad_root(htp_ctx *ctx, int culprit) {
+  char data[8] = "abcdefg";
+  return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? 9 : 0);
+}
+static htp_result bad_negative_root(htp_ctx *ctx, int culprit) {
+  char data[8] = "abcdefg";
+  return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? -1 : 0);
+}
+static htp_result bad_root_mismatch(htp_ctx *ctx, int culprit) {
+  char data[8] = "abcdefg";
+  return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? 1 : 0);
+}
+static htp_result bad_gather_null(htp_ctx *ctx, int culprit) {
+  char send[4] = "abc", recv[64];
+  return htp_allgather(ctx, send, htp_ctx_rank(ctx) == culprit ? NULL : recv, sizeof send);
+}
+static htp_result bad_send_self(htp_ctx *ctx, int culprit) {
+  char data[4] = "abc";
+  if (htp_ctx_rank(ctx) == culprit) return htp_send(ctx, data, sizeof data, culprit, 0);
+  return htp_barrier(ctx);
+}
+static htp_result bad_send_out_of_range(htp_ctx *ctx, int culprit) {
+  char data[4] = "abc";
+  if (htp_ctx_rank(ctx) == culprit) return htp_send(ctx, data, sizeof data, 3, 0);
+  return htp_barrier(ctx);
+}
+static htp_result bad_recv_negative_peer(htp_ctx *ctx, int culprit) {
+  char data[4] = "abc";
+  if (htp_ctx_rank(ctx) == culprit) return htp_recv(ctx, data, sizeof data, -1, 0);
+  return htp_barrier(ctx);
+}
+static htp_result bad_negative_tag(htp_ctx *ctx, int culprit) {
+  char data[4] = "abc";
+  if (htp_ctx_rank(ctx) == culprit) return htp_recv(ctx, data, sizeof data, 1 - culprit, -5);
+  return htp_barrier(ctx);
+}
+static htp_result bad_size_mismatch(htp_ctx *ctx, int culprit) {
+  char data[8] = "abcdefg";
+  if (htp_ctx_rank(ctx) == culprit) return htp_recv(ctx, data, 4, 1 - culprit, 0);
+  return htp_send(ctx, data, sizeof data, culprit, 0);
+}
+
+static htp_result body_bad(htp_ctx *ctx, void *user) {
+  const bad_case *bad = user;
+  double start = htp_now();
+  htp_result rc = bad->call(ctx, bad->culprit);
+  if (htp_now() - start > 1.0) {
+    fprintf(stderr, "%s: rank %d waited for the deadline\n", bad->name, htp_ctx_rank(ctx));
+    return HTP_ERR_INTERNAL;
+  }
+  if (rc == HTP_OK) return rc;
+  /* Later calls fail fast with the same verdict. */
+  htp_result again = htp_barrier(ctx);
+  if (again != rc && !(rc == HTP_ERR_INVALID && again == HTP_ERR_INVALID)) {
+    fprintf(stderr, "%s: rank %d: %s then %s\n", bad->name, htp_ctx_rank(ctx),
+            htp_strerror(rc), htp_strerror(again));
+    return HTP_ERR_INTERNAL;
+  }
+  return rc;
+}
+
+static void test_bad_arguments(void **state) {
+  (void)state;
+  const bad_case cases[] = {
+      {"null send", bad_null_send, 1, "NULL", HTP_ERR_REMOTE},
+      {"count mismatch", bad_count_mismatch, 1, "count mismatch", HTP_ERR_INVALID},
+      {"op mismatch", bad_op_mismatch, 0, "mismatch", HTP_ERR_INVALID},
+      {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
+      {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
+      {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
+      {"allgather null recv", bad_gather_null, 0, "NULL", HTP_ERR_REMOTE},
+      {"send to self", bad_send_self, 1, "calling rank itself", HTP_ERR_REMOTE},
+      {"send out of range", bad_send_out_of_range, 0, "peer 3 is out of range",
+       HTP_ERR_REMOTE},
+      {"recv negative peer", bad_recv_negative_peer, 1, "peer -1", HTP_ERR_REMOTE},
+      {"negative tag", bad_negative_tag, 0, "tag -5", HTP_ERR_REMOTE},
+      {"send/recv size mismatch", bad_size_mismatch, 0, "sent 8 bytes", HTP_ERR_INVALID},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    const bad_case *bad = &cases[c];
+    htp_world *world = make_world(2, 2.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_bad, (void *)bad, runs);
+    for (int rank = 0; rank < 2; ++rank) {
+      htp_result expected = rank == bad->culprit ? HTP_ERR_INVALID : bad->others_expected;
+      if (runs[rank].result != expected)
+        fail_msg("%s: rank %d got %s (%s), expected %s", bad->name, rank,
+                 htp_strerror(runs[rank].result), runs[rank].message, htp_strerror(expected));
+    }
+    if (!strstr(runs[bad->culprit].message, bad->needle))
+      fail_msg("%s: message \"%s\" lacks \"%s\"", bad->name, runs[bad->culprit].message,
+               bad->needle);
+    assert_int_not_equal(htp_world_status(world), HTP_OK);
+    htp_world_destroy(world);
+  }
+}
+
+/* ===== 4. Faults and deadlines ========================================== */
+
+enum { FAULT_ITERATIONS = 6 };
+static const double SHORT_DEADLINE = 0.5;
+
+/* An iteration: fault point, then an all-reduce of (rank + 1). */
+static htp_result body_iterations(htp_ctx *ctx, void *user) {
+  (void)user;
+  int size = htp_ctx_size(ctx);
+  float value[3];
+  for (int64_t iteration = 0; iteration < FAULT_ITERATIONS; ++iteration) {
+    RANK_CALL(htp_fault_point(ctx, iteration));
+    for (int i = 0; i < 3; ++i) value[i] = (float)(htp_ctx_rank(ctx) + 1);
+    RANK_CALL(htp_allreduce_sum_f32(ctx, value, value, 3));
+    RANK_CHECK(ctx, value[2] == (float)(size * (size + 1) / 2));
+  }
+  return HTP_OK;
+}
+
+static void test_fault_hang_times_out(void **state) {
+  (void)state;
+  htp_world *world = make_world(3, SHORT_DEADLINE);
+  htp_fault hang = {HTP_FAULT_HANG, 1, 2, 0};
+  assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
+  rank_run runs[MAX_RANKS];
+  double start = htp_now();
+  run_ranks(world, body_iterations, NULL, runs);
+  double elapsed = htp_now() - start;
+  expect_result(&runs[0], HTP_ERR_TIMEOUT);
+  expect_result(&runs[2], HTP_ERR_TIMEOUT);
+  expect_result(&runs[1], HTP_ERR_REMOTE); /* released by the failure */
+  assert_non_null(strstr(runs[0].message, "waited"));
+  assert_non_null(strstr(runs[1].message, "hung"));
+  /* Within the deadline (plus scheduling slack), not at the hang's cap. */
+  if (elapsed > SHORT_DEADLINE + 1.0) fail_msg("took %.3f s", elapsed);
+  assert_int_equal(htp_world_status(world), HTP_ERR_TIMEOUT);
+  htp_world_destroy(world);
+}
+
+static void test_fault_die_is_remote(void **state) {
+  (void)state;
+  htp_world *world = make_world(4, 5.0); /* long: a dead rank must not need it */
+  htp_fault die = {HTP_FAULT_DIE, 2, 3, 0};
+  assert_int_equal(htp_world_add_fault(world, &die), HTP_OK);
+  rank_run runs[MAX_RANKS];
+  double start = htp_now();
+  run_ranks(world, body_iterations, NULL, runs);
+  double elapsed = htp_now() - start;
+  for (int rank = 0; rank < 4; ++rank) expect_result(&runs[rank], HTP_ERR_REMOTE);
+  assert_non_null(strstr(runs[2].message, "died at iteration 3"));
+  assert_non_null(strstr(runs[0].message, "rank 2 aborted"));
+  if (elapsed > 2.0) fail_msg("took %.3f s", elapsed);
+  htp_world_destroy(world);
+}
+
+static void test_fault_delay(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 5.0);
+  htp_fault delay = {HTP_FAULT_DELAY, 0, 4, 0.05};
+  assert_int_equal(htp_world_add_fault(world, &delay), HTP_OK);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, body_iterations, NULL, runs);
+  expect_all_ok(runs, 2);
+  /* Iterations 4 and 5 are delayed: both ranks wait for rank 0. */
+  assert_true(runs[1].seconds >= 0.09);
+  htp_world_destroy(world);
+}
+
+/* A delay longer than the deadline is a straggler too slow to wait for. */
+static void test_fault_long_delay_times_out(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, SHORT_DEADLINE);
+  htp_fault delay = {HTP_FAULT_DELAY, 1, 1, 3.0};
+  assert_int_equal(htp_world_add_fault(world, &delay), HTP_OK);
+  rank_run runs[MAX_RANKS];
+  double start = htp_now();
+  run_ranks(world, body_iterations, NULL, runs);
+  expect_result(&runs[0], HTP_ERR_TIMEOUT);
+  expect_result(&runs[1], HTP_ERR_TIMEOUT); /* its delay ended with the failure */
+  if (htp_now() - start > SHORT_DEADLINE + 1.0) fail_msg("took %.3f s", htp_now() - start);
+  htp_world_destroy(world);
+}
+
+/* Send and recv time out too; a hung rank is released by htp_abort from
+ * another thread. */
+static htp_result body_recv_from_hung(htp_ctx *ctx, void *user) {
+  (void)user;
+  char data[16];
+  if (htp_ctx_rank(ctx) == 1) return htp_fault_point(ctx, 0);
+  return htp_recv(ctx, data, sizeof data, 1, 7);
+}
+
+static htp_result body_send_to_hung(htp_ctx *ctx, void *user) {
+  (void)user;
+  char data[16] = "payload";
+  if (htp_ctx_rank(ctx) == 1) return htp_fault_point(ctx, 0);
+  return htp_send(ctx, data, sizeof data, 1, 7);
+}
+
+static void test_transfer_timeouts(void **state) {
+  (void)state;
+  rank_body bodies[2] = {body_recv_from_hung, body_send_to_hung};
+  for (int b = 0; b < 2; ++b) {
+    htp_world *world = make_world(2, SHORT_DEADLINE);
+    htp_fault hang = {HTP_FAULT_HANG, 1, 0, 0};
+    assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, bodies[b], NULL, runs);
+    expect_result(&runs[0], HTP_ERR_TIMEOUT);
+    expect_result(&runs[1], HTP_ERR_REMOTE);
+    assert_true(runs[0].seconds >= SHORT_DEADLINE * 0.9);
+    assert_true(runs[0].seconds < SHORT_DEADLINE + 1.0);
+    htp_world_destroy(world);
+  }
+}
+
+typedef struct abort_job {
+  htp_world *world;
+  htp_ctx *ctx;
+  htp_result result;
+  double seconds;
+} abort_job;
+
+static void *hang_thread(void *argument) {
+  abort_job *job = argument;
+  double start = htp_now();
+  job->result = htp_fault_point(job->ctx, 5);
+  job->seconds = htp_now() - start;
+  return NULL;
+}
+
+static void test_abort_releases_hang(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 30.0); /* the hang would last 300 s */
+  htp_fault hang = {HTP_FAULT_HANG, 0, 0, 0};
+  assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
+  abort_job job = {world, NULL, HTP_ERR_INTERNAL, 0};
+  htp_ctx *other = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &job.ctx), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 1, &other), HTP_OK);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, hang_thread, &job), 0);
+  struct timespec pause = {0, 100 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  htp_abort(other, HTP_ERR_SYSTEM);
+  htp_abort(other, HTP_ERR_TIMEOUT); /* twice: the first failure wins */
+  pthread_join(thread, NULL);
+  assert_int_equal(job.result, HTP_ERR_REMOTE);
+  assert_true(job.seconds < 5.0);
+  /* The aborting rank sees its own reason; the other one REMOTE. */
+  assert_int_equal(htp_barrier(other), HTP_ERR_SYSTEM);
+  assert_int_equal(htp_barrier(job.ctx), HTP_ERR_REMOTE);
+  assert_non_null(strstr(htp_last_error(job.ctx), "rank 1 aborted"));
+  assert_int_equal(htp_world_status(world), HTP_ERR_SYSTEM);
+  htp_ctx_destroy(job.ctx);
+  htp_ctx_destroy(other);
+  htp_world_destroy(world);
+}
+
+/* A hang with a cap and no peer to notice it fails the world by itself. */
+static void test_hang_cap(void **state) {
+  (void)state;
+  htp_world *world = make_world(1, 5.0);
+  htp_fault hang = {HTP_FAULT_HANG, 0, 1, 0.2};
+  assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  assert_int_equal(htp_fault_point(ctx, 0), HTP_OK);
+  double start = htp_now();
+  assert_int_equal(htp_fault_point(ctx, 1), HTP_ERR_TIMEOUT);
+  assert_true(htp_now() - start >= 0.19);
+  assert_int_equal(htp_barrier(ctx), HTP_ERR_TIMEOUT);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+static void test_fault_errors(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 1.0);
+  const htp_fault bad[] = {
+      {HTP_FAULT_NONE, 0, 0, 0},   {(htp_fault_kind)9, 0, 0, 0}, {HTP_FAULT_HANG, 2, 0, 0},
+      {HTP_FAULT_DIE, -1, 0, 0},   {HTP_FAULT_DIE, 0, -1, 0},    {HTP_FAULT_DELAY, 0, 0, 0},
+      {HTP_FAULT_DELAY, 0, 0, -1},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    assert_int_equal(htp_world_add_fault(world, &bad[i]), HTP_ERR_INVALID);
+    assert_non_null(strstr(htp_world_last_error(world), "htp_world_add_fault"));
+  }
+  assert_int_equal(htp_world_add_fault(world, NULL), HTP_ERR_INVALID);
+  assert_int_equal(htp_world_add_fault(NULL, &bad[0]), HTP_ERR_INVALID);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  assert_int_equal(htp_fault_point(ctx, -1), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "negative"));
+  assert_int_equal(htp_fault_point(ctx, 0), HTP_OK); /* no fault registered */
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+/* A rank that never creates its context: the others time out. */
+static void test_missing_rank_times_out(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 0.3);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  double start = htp_now();
+  assert_int_equal(htp_barrier(ctx), HTP_ERR_TIMEOUT);
+  double elapsed = htp_now() - start;
+  assert_true(elapsed >= 0.29 && elapsed < 1.5);
+  assert_non_null(strstr(htp_last_error(ctx), "waited"));
+  start = htp_now();
+  assert_int_equal(htp_barrier(ctx), HTP_ERR_TIMEOUT); /* fails fast now */
+  assert_true(htp_now() - start < 0.1);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_strerror),
+      cmocka_unit_test(test_config_errors),
+      cmocka_unit_test(test_ctx_errors),
+      cmocka_unit_test(test_allreduce_closed_form),
+      cmocka_unit_test(test_allreduce_reproducible),
+      cmocka_unit_test(test_allgather),
+      cmocka_unit_test(test_broadcast_and_barrier),
+      cmocka_unit_test(test_send_recv_ring),
+      cmocka_unit_test(test_concurrent_worlds),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_fault_hang_times_out),
+      cmocka_unit_test(test_fault_die_is_remote),
+      cmocka_unit_test(test_fault_delay),
+      cmocka_unit_test(test_fault_long_delay_times_out),
+      cmocka_unit_test(test_transfer_timeouts),
+      cmocka_unit_test(test_abort_releases_hang),
+      cmocka_unit_test(test_hang_cap),
+      cmocka_unit_test(test_fault_errors),
+      cmocka_unit_test(test_missing_rank_times_out),
+  };
+  return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
+}
