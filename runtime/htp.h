@@ -233,7 +233,319 @@ htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration);
 /* Monotonic seconds (CLOCK_MONOTONIC), for timing compute. Thread safe. */
 double htp_now(void);
 
-/* ===== PLANNING region begin (detection, SEMI planning, unit tables) ===== */
+/* ===== PLANNING region begin (detection, SEMI planning, unit tables) ===== *
+ *
+ * The work-unit model (DESIGN §4): a block has num_layers layers and each
+ * layer two column->row pairs, attention (units = heads) and MLP (units =
+ * neurons or fixed groups of neurons). Pair p = 2 * layer + kind. Under
+ * Megatron TP every rank owns the same number of units of each pair kind, a
+ * contiguous range: rank r owns global units [r * u, (r + 1) * u); "local
+ * unit i" of rank r is global unit r * u + i.
+ *
+ * Every rank runs its own planner with the same config. Once per iteration
+ * the ranks all-gather their compute seconds (htp_balancer_step does it),
+ * every planner smooths the same numbers the same way and computes the SAME
+ * plan: no coordinator, no plan broadcast. The planner is pure C on doubles
+ * in rank order (no rank-local input, no reduction whose order depends on
+ * the rank), so two planners fed the same history produce bitwise-identical
+ * plans (htp_plan_equal). All memory is allocated at create; observing and
+ * planning allocate nothing.
+ *
+ * Detection. speed sample of rank r = work_r / seconds_r, where work_r is the
+ * cost of the units the current plan gave r (kept + migrated in, weighted by
+ * unit cost), so a rank that pruned or handed off units is not mistaken for
+ * a fast one. Samples are smoothed by an EWMA (alpha) and divided by the
+ * fastest smoothed speed: relative speeds are in (0, 1], the fastest rank is
+ * 1. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
+ * iterations below enter_threshold; a straggler becomes healthy after as
+ * many consecutive iterations at or above exit_threshold.
+ *
+ * Planning. Replans when the straggler set changes or a straggler still
+ * below exit_threshold moved by more than replan_delta (relative speed)
+ * since the current plan was made;
+ * otherwise the plan (and its cached migrated weights) stays. The plan is
+ * computed from relative speeds s_r, work normalised so each rank owns 1:
+ *   - healthy ranks H keep their units; T0 = 1 / min over H of s_r is the
+ *     time they need.
+ *   - each straggler's resize deficit is g_r = 1 - s_r * T0 (the fraction of
+ *     its units it must shed to finish in T0). SEMI sorts stragglers by g_r
+ *     (largest first, ties by rank id); those with g_r > resize_limit
+ *     migrate, the rest resize. RESIZE: all resize; MIGRATE: all migrate.
+ *   - the target time T is the smallest T >= T0 at which the healthy ranks'
+ *     spare capacity, sum over H of max(0, T s_h - 1), covers what the
+ *     migrators must shed, sum over M of max(0, 1 - T s_m). Target work per
+ *     rank is then T s_r (proportional to speed); a straggler's excess is
+ *     gamma_r = max(0, 1 - T s_r) of its units, capped at max_gamma.
+ *   - in units of a pair kind with u units per rank: a resizer prunes
+ *     round(gamma u) (accuracy costs; never more than asked); a migrator
+ *     hands off ceil(gamma u) units and helper h can absorb
+ *     ceil((T s_h - 1) u): a unit's rounding costs less on a fast helper
+ *     than on the slow migrator. What the helpers cannot absorb stays on
+ *     the mildest migrators (computed, not pruned). Handed-off
+ *     units are spread over helpers in proportion to spare capacity (largest
+ *     remainder, ties by rank id), then matched migrator (deficit order) to
+ *     helper (rank order) into flows.
+ * Invariants, checked by htp_plan_check: every unit is computed exactly once
+ * (by its owner or one helper) or pruned on its owner; policies NONE and
+ * MIGRATE prune nothing; NONE and RESIZE move nothing; no rank receives more
+ * than it can absorb; a rank never both sends and receives; stragglers never
+ * receive.
+ */
+#include <stdio.h> /* FILE, for the trace */
+
+typedef enum htp_policy {
+  HTP_POLICY_NONE = 0,    /* detect and trace only */
+  HTP_POLICY_RESIZE = 1,  /* stragglers prune gamma of their units (approximate) */
+  HTP_POLICY_MIGRATE = 2, /* stragglers hand gamma of their units to helpers (exact) */
+  HTP_POLICY_SEMI = 3     /* worst stragglers migrate, mild ones resize (default) */
+} htp_policy;
+
+typedef enum htp_pair_kind {
+  HTP_PAIR_ATTENTION = 0, /* units are heads */
+  HTP_PAIR_MLP = 1,       /* units are neurons or groups of neurons */
+  HTP_PAIR_KINDS = 2
+} htp_pair_kind;
+
+/* What the plan asks of a rank. */
+typedef enum htp_action {
+  HTP_ACTION_KEEP = 0,    /* healthy, computes its own units only */
+  HTP_ACTION_RESIZE = 1,  /* prunes plan->pruned units */
+  HTP_ACTION_MIGRATE = 2, /* hands plan->sent units to helpers */
+  HTP_ACTION_HELP = 3     /* healthy and computes migrated-in units */
+} htp_action;
+
+/* Returns "none", "resize", "migrate", "semi" (or "?"); htp_policy_parse
+ * returns HTP_ERR_INVALID for an unknown name. */
+const char *htp_policy_name(htp_policy policy);
+htp_result htp_policy_parse(const char *name, htp_policy *policy);
+const char *htp_action_name(htp_action action);
+
+#define HTP_PLANNER_CONFIG_MAGIC 0x48545050u /* "HTPP" */
+/* New fields go at the end only. A config not started from
+ * HTP_PLANNER_CONFIG_INITIALIZER is rejected (magic). Defaults in brackets. */
+typedef struct htp_planner_config {
+  uint32_t magic;
+  int world_size;         /* ranks, >= 1 [1] */
+  int num_layers;         /* pairs = 2 * num_layers, >= 1 [1] */
+  int units_per_rank[HTP_PAIR_KINDS]; /* heads / MLP units per rank, >= 1 [1, 1] */
+  double unit_cost[HTP_PAIR_KINDS];   /* relative cost of one unit, > 0 [1, 1] */
+  htp_policy policy;      /* [HTP_POLICY_SEMI] */
+  double ewma_alpha;      /* weight of the newest sample, (0, 1] [0.3] */
+  double enter_threshold; /* straggler when relative speed < this [0.90] */
+  double exit_threshold;  /* healthy again when >= this; >= enter [0.95] */
+  int hysteresis_iters;   /* consecutive iterations to switch state, >= 1 [3] */
+  double resize_limit;    /* SEMI: deficit above this migrates [0.25] */
+  double replan_delta;    /* replan when a straggler's speed moved more [0.05] */
+  double max_gamma;       /* cap on gamma, (0, 1] [0.95] */
+} htp_planner_config;
+#define HTP_PLANNER_CONFIG_INITIALIZER                                                   \
+  {HTP_PLANNER_CONFIG_MAGIC, 1, 1, {1, 1}, {1.0, 1.0}, HTP_POLICY_SEMI, 0.3, 0.90, 0.95, 3, \
+   0.25, 0.05, 0.95}
+
+/* One flow: `count` units of every pair of `kind` go from src to dst. */
+typedef struct htp_flow {
+  int32_t src, dst, count;
+} htp_flow;
+
+/* A plan: a read-only view into planner-owned arrays, valid until the
+ * planner's next observe/plan call or destroy. Per-rank arrays have
+ * world_size entries; per-kind-and-rank arrays are indexed
+ * [kind * world_size + rank] and hold counts for EVERY pair of that kind. */
+typedef struct htp_plan {
+  int64_t version;          /* 0 = initial (no balancing); +1 per replan */
+  htp_policy policy;
+  int world_size;
+  int num_layers;
+  int units_per_rank[HTP_PAIR_KINDS];
+  double target_time;       /* T (1 = a healthy rank's unbalanced time) */
+  const double *speed;      /* [world] relative speeds the plan used */
+  const uint8_t *straggler; /* [world] 1 for stragglers */
+  const uint8_t *action;    /* [world] htp_action */
+  const double *gamma;      /* [world] fraction shed (stragglers), else 0 */
+  const int32_t *pruned;    /* [kind][world] units pruned per pair */
+  const int32_t *sent;      /* [kind][world] units handed off per pair */
+  const int32_t *received;  /* [kind][world] units taken in per pair */
+  const int32_t *absorb;    /* [kind][world] most units the rank may take in */
+  int num_flows[HTP_PAIR_KINDS];
+  const htp_flow *flows[HTP_PAIR_KINDS]; /* sorted by (src deficit order, dst) */
+} htp_plan;
+
+typedef struct htp_planner htp_planner;
+
+/* Copies the config. Returns HTP_ERR_INVALID (htp_planner_config_check says
+ * why) or HTP_ERR_NOMEM; *planner is NULL on failure. */
+htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner);
+void htp_planner_destroy(htp_planner *planner);
+/* HTP_OK if the config is valid, else HTP_ERR_INVALID and why (may be NULL). */
+htp_result htp_planner_config_check(const htp_planner_config *config, char *why,
+                                    size_t why_size);
+/* Message of the planner's last failure ("" if none). */
+const char *htp_planner_last_error(const htp_planner *planner);
+const htp_planner_config *htp_planner_config_of(const htp_planner *planner);
+
+/* Feeds one iteration: seconds[r] = rank r's compute seconds (all ranks, rank
+ * order, each > 0 and finite). Updates the detector and replans if needed;
+ * *replanned (may be NULL) says whether the plan changed. Allocates nothing.
+ * Not thread-safe on one planner; distinct planners are independent. */
+htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned);
+/* Plans directly from relative speeds (world entries in (0, 1], e.g. from a
+ * cost model) and straggler flags (NULL: speed < enter_threshold), bypassing
+ * the detector and hysteresis. Always makes a new plan version. */
+htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
+                                   const uint8_t *stragglers);
+/* The current plan (never NULL). */
+const htp_plan *htp_planner_plan(const htp_planner *planner);
+/* Smoothed relative speeds of the detector ([world], valid like a plan). */
+const double *htp_planner_speeds(const htp_planner *planner);
+int64_t htp_planner_iteration(const htp_planner *planner);
+
+/* Checks the plan invariants above. HTP_OK, or HTP_ERR_INTERNAL and the first
+ * violation in why (may be NULL). O(world + flows). */
+htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size);
+/* 1 when the two plans have the same content, bit for bit (every array). */
+int htp_plan_equal(const htp_plan *a, const htp_plan *b);
+/* Work of rank r under the plan, in units of cost (kept + received). */
+double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank);
+
+/* Trace: one JSON line per rank per iteration, written by htp_balancer_step:
+ * {"iter","rank","seconds","site_seconds":[attention,mlp],"speed","plan",
+ *  "replanned","policy","target_time","action","gamma","pruned","sent",
+ *  "received","moved_bytes","stragglers":[{"rank","speed","gamma","action"}]}
+ * The stream stays owned by the caller; NULL turns the trace off. Each line
+ * is written with one locked fwrite, so ranks may share a stream. */
+void htp_planner_set_trace(htp_planner *planner, FILE *stream);
+/* Bytes of migrated weights received by this rank at the last plan change;
+ * htp_migration_apply reports it here for the trace (may stay 0). */
+void htp_planner_note_moved_bytes(htp_planner *planner, uint64_t bytes);
+
+/* The per-iteration step for compiled code and htp-run: all-gathers this
+ * rank's compute seconds (and its per-site seconds, attention and MLP;
+ * site_seconds may be NULL) with htp_allgather, feeds the planner, writes
+ * the trace line, and returns the current plan in *plan. Collective: every
+ * rank calls it once per iteration with its own planner (same config).
+ * Errors of the collective are returned as is (the ctx's last error). */
+htp_result htp_balancer_step(htp_planner *planner, htp_ctx *ctx, double compute_seconds,
+                             const double *site_seconds, const htp_plan **plan);
+
+/* ----- Unit tables -------------------------------------------------------
+ * For one rank, per pair <layer, kind>: which local units it keeps, prunes
+ * and hands off (and to whom), and which units of other ranks it computes.
+ * The COUNTS come from the plan (same on every rank); WHICH units is the
+ * owner's choice:
+ *   - HTP_SELECT_RANDOM: a fixed seeded permutation per (seed, rank, pair);
+ *     the first gamma u units of it are shed. Every rank can compute any
+ *     owner's choice, so migrated-in unit ids are known locally.
+ *   - HTP_SELECT_IMPORTANCE: the caller feeds a score per local unit
+ *     (htp_unit_table_set_scores); least important shed first (ties: lower
+ *     index). Other ranks cannot know the choice: in_unit is -1 until the
+ *     migration transfer (htp_migration_apply) delivers the ids.
+ * Shed sets are nested as gamma grows (prefix of one order), so a plan
+ * change moves as few units as it can. */
+typedef enum htp_select {
+  HTP_SELECT_RANDOM = 0,
+  HTP_SELECT_IMPORTANCE = 1
+} htp_select;
+
+typedef struct htp_unit_table htp_unit_table;
+
+/* The sets of one pair on one rank; arrays owned by the table, valid until
+ * its next update or destroy. Local unit indices are in [0, units). */
+typedef struct htp_unit_sets {
+  int units;                /* units this rank owns in the pair */
+  int num_kept;
+  const int32_t *kept;      /* ascending */
+  int num_pruned;
+  const int32_t *pruned;    /* ascending */
+  int num_out;
+  const int32_t *out_unit;  /* handed off: local unit ... */
+  const int32_t *out_dst;   /* ... and its helper; grouped by flow order */
+  int num_in;
+  const int32_t *in_src;    /* migrated in: owner rank ... */
+  const int32_t *in_unit;   /* ... and owner's local unit (-1: not known yet) */
+} htp_unit_sets;
+
+htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
+                                 htp_select selection, uint64_t seed,
+                                 htp_unit_table **table);
+void htp_unit_table_destroy(htp_unit_table *table);
+/* scores[units_per_rank of the pair's kind]: importance of each local unit
+ * (copied). Takes effect at the next update. HTP_ERR_INVALID for a table
+ * built with HTP_SELECT_RANDOM or a bad pair. */
+htp_result htp_unit_table_set_scores(htp_unit_table *table, int pair, const float *scores);
+/* Recomputes every pair's sets for the plan (a plan from a planner with the
+ * same config). Allocates nothing. */
+htp_result htp_unit_table_update(htp_unit_table *table, const htp_plan *plan);
+htp_result htp_unit_table_get(const htp_unit_table *table, int pair, htp_unit_sets *sets);
+/* Sets the owner's local unit of migrated-in entry i of pair (used by the
+ * migration transfer for HTP_SELECT_IMPORTANCE). */
+htp_result htp_unit_table_set_in_unit(htp_unit_table *table, int pair, int index, int unit);
+
+/* ----- Imputation ----------------------------------------------------------
+ * A pair's unit activations: `rows` rows (tokens), row r starting at
+ * act + r * row_stride floats; unit i occupies floats
+ * [i * unit_width, (i + 1) * unit_width) of each row (heads' outputs side by
+ * side, or MLP hidden neurons with unit_width = group size). */
+typedef enum htp_impute {
+  HTP_IMPUTE_ZERO = 0,    /* pruned units read 0 (default) */
+  HTP_IMPUTE_SAME = 1,    /* last stored value of the unit (0 if none yet) */
+  HTP_IMPUTE_AVERAGE = 2  /* per row, the mean of the kept units' vectors */
+} htp_impute;
+
+const char *htp_impute_name(htp_impute impute);
+htp_result htp_impute_parse(const char *name, htp_impute *impute);
+
+/* State for HTP_IMPUTE_SAME: the last kept value of every unit of every pair.
+ * Buffers are allocated on the first store of a pair (rows * units *
+ * unit_width floats); a later call with another shape re-allocates. */
+typedef struct htp_imputer htp_imputer;
+htp_result htp_imputer_create(int num_pairs, htp_imputer **imputer);
+void htp_imputer_destroy(htp_imputer *imputer);
+/* Remembers the kept units' values of pair (after computing them). */
+htp_result htp_imputer_store(htp_imputer *imputer, int pair, const float *act, size_t rows,
+                             size_t row_stride, int units, size_t unit_width,
+                             const htp_unit_sets *sets);
+/* Fills the pruned units of act in place. imputer may be NULL for ZERO and
+ * AVERAGE; SAME with no stored value for the shape writes zeros. AVERAGE
+ * with no kept unit writes zeros. */
+htp_result htp_impute_fill(const htp_imputer *imputer, int pair, htp_impute impute, float *act,
+                           size_t rows, size_t row_stride, int units, size_t unit_width,
+                           const htp_unit_sets *sets);
+
+/* ----- Migration transfers -------------------------------------------------
+ * A migrated unit's weights go to its helper once per plan change and stay
+ * cached on the helper while the plan keeps the unit there; units the new
+ * plan no longer gives a helper are dropped from its cache. Transfers use
+ * htp_send/htp_recv in one global order (kind, flow, layer), so they cannot
+ * deadlock: every rank calls htp_migration_apply after every replan (or every
+ * iteration: an unchanged plan version costs nothing). */
+typedef struct htp_migration htp_migration;
+/* Writes the weights of this rank's local unit `unit` of pair into dst
+ * (bytes_per_unit[kind] bytes). Returns 0 on success. */
+typedef int (*htp_unit_pack_fn)(void *user, int pair, int unit, void *dst);
+
+/* bytes_per_unit[kind] > 0: size of one unit's weights (e.g. attention head:
+ * 4 * head_dim * d floats plus biases, MLP unit: 2 * width * d floats plus
+ * bias). */
+htp_result htp_migration_create(const htp_planner_config *config, int rank,
+                                const size_t bytes_per_unit[HTP_PAIR_KINDS],
+                                htp_migration **migration);
+void htp_migration_destroy(htp_migration *migration);
+/* Collective over the ranks in the plan's flows: sends the weights of units
+ * this rank hands off that its helper does not hold yet (pack), receives
+ * those it helps with, drops what the plan no longer needs, and fills the
+ * table's in_unit ids. No-op when plan->version was already applied. */
+htp_result htp_migration_apply(htp_migration *migration, htp_ctx *ctx, const htp_plan *plan,
+                               htp_unit_table *table, htp_unit_pack_fn pack, void *user);
+/* Cached weights of owner src's local unit of pair, or NULL. Valid until
+ * the next apply or destroy. */
+const void *htp_migration_weights(const htp_migration *migration, int pair, int src, int unit);
+/* Bytes received / sent by this rank at the last apply and in total. */
+uint64_t htp_migration_last_bytes_received(const htp_migration *migration);
+uint64_t htp_migration_last_bytes_sent(const htp_migration *migration);
+uint64_t htp_migration_total_bytes(const htp_migration *migration);
+/* Number of units currently cached on this rank (all pairs). */
+int htp_migration_cached_units(const htp_migration *migration);
+
 /* ===== PLANNING region end ===== */
 
 #ifdef __cplusplus

@@ -1,0 +1,600 @@
+/*===- runtime/plan.c - the planner: SEMI / resize / migrate plans --------===*
+ *
+ * Turns relative speeds and a straggler set into a plan (htp.h explains the
+ * rules): which stragglers resize or migrate, the target time T, gamma per
+ * straggler, and per pair kind the pruned / handed-off / taken-in unit
+ * counts and the flows between ranks. Everything runs in rank order on
+ * planner-owned arrays, so every rank gets the same plan bit for bit and a
+ * plan allocates nothing. htp_plan_check states the invariants in code.
+ *===----------------------------------------------------------------------===*/
+#include "runtime/planner_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+htp_result htp__planner_error(htp_planner *planner, htp_result code, const char *format, ...) {
+  if (planner) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(planner->message, sizeof planner->message, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+const char *htp_policy_name(htp_policy policy) {
+  switch (policy) {
+  case HTP_POLICY_NONE: return "none";
+  case HTP_POLICY_RESIZE: return "resize";
+  case HTP_POLICY_MIGRATE: return "migrate";
+  case HTP_POLICY_SEMI: return "semi";
+  }
+  return "?";
+}
+
+htp_result htp_policy_parse(const char *name, htp_policy *policy) {
+  static const htp_policy all[] = {HTP_POLICY_NONE, HTP_POLICY_RESIZE, HTP_POLICY_MIGRATE,
+                                   HTP_POLICY_SEMI};
+  if (!name || !policy) return HTP_ERR_INVALID;
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    if (strcmp(name, htp_policy_name(all[i])) == 0) {
+      *policy = all[i];
+      return HTP_OK;
+    }
+  return HTP_ERR_INVALID;
+}
+
+const char *htp_action_name(htp_action action) {
+  switch (action) {
+  case HTP_ACTION_KEEP: return "keep";
+  case HTP_ACTION_RESIZE: return "resize";
+  case HTP_ACTION_MIGRATE: return "migrate";
+  case HTP_ACTION_HELP: return "help";
+  }
+  return "?";
+}
+
+static htp_result config_error(char *why, size_t why_size, const char *message) {
+  if (why && why_size) snprintf(why, why_size, "%s", message);
+  return HTP_ERR_INVALID;
+}
+
+htp_result htp_planner_config_check(const htp_planner_config *c, char *why, size_t why_size) {
+  if (!c) return config_error(why, why_size, "config is NULL");
+  if (c->magic != HTP_PLANNER_CONFIG_MAGIC)
+    return config_error(why, why_size, "config not started from HTP_PLANNER_CONFIG_INITIALIZER");
+  if (c->world_size < 1 || c->world_size > (1 << 20))
+    return config_error(why, why_size, "world_size must be in [1, 2^20]");
+  if (c->num_layers < 1 || c->num_layers > (1 << 16))
+    return config_error(why, why_size, "num_layers must be in [1, 65536]");
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    if (c->units_per_rank[k] < 1 || c->units_per_rank[k] > (1 << 20))
+      return config_error(why, why_size, "units_per_rank must be in [1, 2^20]");
+    if (!(c->unit_cost[k] > 0.0) || !isfinite(c->unit_cost[k]))
+      return config_error(why, why_size, "unit_cost must be finite and > 0");
+  }
+  if (c->policy < HTP_POLICY_NONE || c->policy > HTP_POLICY_SEMI)
+    return config_error(why, why_size, "unknown policy");
+  if (!(c->ewma_alpha > 0.0 && c->ewma_alpha <= 1.0))
+    return config_error(why, why_size, "ewma_alpha must be in (0, 1]");
+  if (!(c->enter_threshold > 0.0 && c->enter_threshold <= 1.0))
+    return config_error(why, why_size, "enter_threshold must be in (0, 1]");
+  if (!(c->exit_threshold >= c->enter_threshold && c->exit_threshold <= 1.0))
+    return config_error(why, why_size, "exit_threshold must be in [enter_threshold, 1]");
+  if (c->hysteresis_iters < 1) return config_error(why, why_size, "hysteresis_iters must be >= 1");
+  if (!(c->resize_limit >= 0.0 && c->resize_limit <= 1.0))
+    return config_error(why, why_size, "resize_limit must be in [0, 1]");
+  if (!(c->replan_delta >= 0.0) || !isfinite(c->replan_delta))
+    return config_error(why, why_size, "replan_delta must be finite and >= 0");
+  if (!(c->max_gamma > 0.0 && c->max_gamma <= 1.0))
+    return config_error(why, why_size, "max_gamma must be in (0, 1]");
+  if (why && why_size) why[0] = '\0';
+  return HTP_OK;
+}
+
+/* Points the public plan view at the storage and writes the initial plan:
+ * nobody balances, every speed 1. */
+static void plan_reset(htp_planner *planner) {
+  const int n = planner->config.world_size;
+  htp__plan_storage *s = &planner->storage;
+  htp_plan *plan = &planner->plan;
+  memset(plan, 0, sizeof *plan);
+  plan->policy = planner->config.policy;
+  plan->world_size = n;
+  plan->num_layers = planner->config.num_layers;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    plan->units_per_rank[k] = planner->config.units_per_rank[k];
+    plan->flows[k] = s->flows[k];
+  }
+  plan->target_time = 1.0;
+  plan->speed = s->speed;
+  plan->straggler = s->straggler;
+  plan->action = s->action;
+  plan->gamma = s->gamma;
+  plan->pruned = s->pruned;
+  plan->sent = s->sent;
+  plan->received = s->received;
+  plan->absorb = s->absorb;
+  for (int r = 0; r < n; ++r) s->speed[r] = 1.0;
+}
+
+htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
+  if (!planner_out) return HTP_ERR_INVALID;
+  *planner_out = NULL;
+  if (htp_planner_config_check(config, NULL, 0) != HTP_OK) return HTP_ERR_INVALID;
+  htp_planner *planner = calloc(1, sizeof *planner);
+  if (!planner) return HTP_ERR_NOMEM;
+  planner->config = *config;
+  const size_t n = (size_t)config->world_size, kn = n * HTP_PAIR_KINDS;
+  htp__plan_storage *s = &planner->storage;
+  s->speed = calloc(n, sizeof(double));
+  s->gamma = calloc(n, sizeof(double));
+  s->straggler = calloc(n, 1);
+  s->action = calloc(n, 1);
+  s->pruned = calloc(kn, sizeof(int32_t));
+  s->sent = calloc(kn, sizeof(int32_t));
+  s->received = calloc(kn, sizeof(int32_t));
+  s->absorb = calloc(kn, sizeof(int32_t));
+  int ok = s->speed && s->gamma && s->straggler && s->action && s->pruned && s->sent &&
+           s->received && s->absorb;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    s->flows[k] = calloc(n, sizeof(htp_flow));
+    ok = ok && s->flows[k];
+  }
+  planner->order = calloc(n, sizeof(int32_t));
+  planner->helpers = calloc(n, sizeof(int32_t));
+  planner->spare = calloc(n, sizeof(double));
+  planner->keys = calloc(n, sizeof(htp__rank_key));
+  planner->need = calloc(n, sizeof(int32_t));
+  planner->last_seconds = calloc(n, sizeof(double));
+  planner->last_sites = calloc(kn, sizeof(double));
+  planner->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof(double));
+  ok = ok && planner->order && planner->helpers && planner->spare && planner->keys &&
+       planner->need && planner->last_seconds && planner->last_sites &&
+       planner->gather;
+  if (!ok || htp__detector_init(&planner->detector, config->world_size) != 0) {
+    htp_planner_destroy(planner);
+    return HTP_ERR_NOMEM;
+  }
+  plan_reset(planner);
+  *planner_out = planner;
+  return HTP_OK;
+}
+
+void htp_planner_destroy(htp_planner *planner) {
+  if (!planner) return;
+  htp__plan_storage *s = &planner->storage;
+  free(s->speed);
+  free(s->gamma);
+  free(s->straggler);
+  free(s->action);
+  free(s->pruned);
+  free(s->sent);
+  free(s->received);
+  free(s->absorb);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(s->flows[k]);
+  free(planner->order);
+  free(planner->helpers);
+  free(planner->spare);
+  free(planner->keys);
+  free(planner->need);
+  free(planner->last_seconds);
+  free(planner->last_sites);
+  free(planner->gather);
+  htp__detector_free(&planner->detector);
+  free(planner);
+}
+
+const char *htp_planner_last_error(const htp_planner *planner) {
+  return planner ? planner->message : "planner is NULL";
+}
+const htp_planner_config *htp_planner_config_of(const htp_planner *planner) {
+  return planner ? &planner->config : NULL;
+}
+const htp_plan *htp_planner_plan(const htp_planner *planner) {
+  return planner ? &planner->plan : NULL;
+}
+const double *htp_planner_speeds(const htp_planner *planner) {
+  return planner ? planner->detector.relative : NULL;
+}
+int64_t htp_planner_iteration(const htp_planner *planner) {
+  return planner ? planner->iteration : -1;
+}
+
+double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank) {
+  const int n = plan->world_size;
+  double work = 0.0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    int i = k * n + rank;
+    int units = plan->units_per_rank[k] - plan->pruned[i] - plan->sent[i] + plan->received[i];
+    work += (double)units * config->unit_cost[k];
+  }
+  return work * (double)plan->num_layers;
+}
+
+/* ---- planning ----------------------------------------------------------- */
+
+/* Largest key first; equal keys by rank id, so the order is total and the
+ * same on every rank whatever qsort's algorithm (qsort has no context, so
+ * the key travels with the rank). */
+typedef htp__rank_key deficit_key;
+
+static int by_deficit(const void *a, const void *b) {
+  const deficit_key *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int32_t round_units(double x) { return (int32_t)floor(x + 0.5); }
+/* Whole units covering x; the slack absorbs bisection and product error. */
+static int32_t ceil_units(double x) { return (int32_t)ceil(x - 1e-9); }
+
+/* Spare capacity of the healthy ranks minus what the migrators must shed at
+ * target time T (work of a rank normalised to 1). Increasing in T. */
+static double balance(const htp_planner *planner, double T, const double *speeds,
+                      int num_helpers, int num_migrators) {
+  double sum = 0.0;
+  for (int i = 0; i < num_helpers; ++i) {
+    double spare = T * speeds[planner->helpers[i]] - 1.0;
+    if (spare > 0.0) sum += spare;
+  }
+  for (int i = 0; i < num_migrators; ++i) {
+    double excess = 1.0 - T * speeds[planner->order[i]];
+    if (excess > 0.0) sum -= excess;
+  }
+  return sum;
+}
+
+void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t *stragglers) {
+  const htp_planner_config *c = &planner->config;
+  const int n = c->world_size;
+  htp__plan_storage *s = &planner->storage;
+  htp_plan *plan = &planner->plan;
+  const size_t kn = (size_t)n * HTP_PAIR_KINDS;
+
+  memcpy(s->speed, speeds, (size_t)n * sizeof(double));
+  memcpy(s->straggler, stragglers, (size_t)n);
+  memset(s->gamma, 0, (size_t)n * sizeof(double));
+  memset(s->action, HTP_ACTION_KEEP, (size_t)n);
+  memset(s->pruned, 0, kn * sizeof(int32_t));
+  memset(s->sent, 0, kn * sizeof(int32_t));
+  memset(s->received, 0, kn * sizeof(int32_t));
+  memset(s->absorb, 0, kn * sizeof(int32_t));
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    memset(s->flows[k], 0, (size_t)n * sizeof(htp_flow));
+    plan->num_flows[k] = 0;
+  }
+  plan->version++;
+
+  /* Healthy ranks (helpers) in rank order; their slowest sets T0. */
+  int num_helpers = 0;
+  double slowest_all = 1.0, slowest_healthy = 1.0;
+  for (int r = 0; r < n; ++r) {
+    if (speeds[r] < slowest_all) slowest_all = speeds[r];
+    if (!stragglers[r]) {
+      planner->helpers[num_helpers++] = r;
+      if (speeds[r] < slowest_healthy) slowest_healthy = speeds[r];
+    }
+  }
+  if (c->policy == HTP_POLICY_NONE || num_helpers == 0 || num_helpers == n) {
+    plan->target_time = 1.0 / slowest_all;
+    return;
+  }
+  const double T0 = 1.0 / slowest_healthy;
+
+  /* Stragglers sorted by resize deficit; SEMI splits them at resize_limit. */
+  deficit_key *keys = planner->keys;
+  int num_stragglers = 0;
+  for (int r = 0; r < n; ++r)
+    if (stragglers[r]) {
+      double deficit = 1.0 - speeds[r] * T0;
+      keys[num_stragglers].key = deficit > 0.0 ? deficit : 0.0;
+      keys[num_stragglers].rank = r;
+      num_stragglers++;
+    }
+  qsort(keys, (size_t)num_stragglers, sizeof(deficit_key), by_deficit);
+  int num_migrators = 0;
+  for (int i = 0; i < num_stragglers; ++i) {
+    int r = keys[i].rank;
+    int migrate = c->policy == HTP_POLICY_MIGRATE ||
+                  (c->policy == HTP_POLICY_SEMI && keys[i].key > c->resize_limit);
+    s->action[r] = migrate ? HTP_ACTION_MIGRATE : HTP_ACTION_RESIZE;
+  }
+  /* Migrators first in deficit order, then resizers in deficit order. */
+  for (int i = 0; i < num_stragglers; ++i)
+    if (s->action[keys[i].rank] == HTP_ACTION_MIGRATE) planner->order[num_migrators++] = keys[i].rank;
+  int num_resizers = 0;
+  for (int i = 0; i < num_stragglers; ++i)
+    if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
+      planner->order[num_migrators + num_resizers++] = keys[i].rank;
+
+  /* Target time: the smallest T >= T0 whose spare covers the migrators. */
+  double T = T0;
+  if (num_migrators > 0 && balance(planner, T0, speeds, num_helpers, num_migrators) < 0.0) {
+    double slowest_migrator = 1.0;
+    for (int i = 0; i < num_migrators; ++i)
+      if (speeds[planner->order[i]] < slowest_migrator) slowest_migrator = speeds[planner->order[i]];
+    double lo = T0, hi = 1.0 / slowest_migrator;
+    for (int step = 0; step < 100 && hi - lo > 1e-12 * hi; ++step) {
+      double mid = 0.5 * (lo + hi);
+      if (balance(planner, mid, speeds, num_helpers, num_migrators) >= 0.0) hi = mid;
+      else lo = mid;
+    }
+    T = hi;
+  }
+  plan->target_time = T;
+  for (int i = 0; i < num_stragglers; ++i) {
+    int r = planner->order[i];
+    double gamma = 1.0 - T * speeds[r];
+    gamma = gamma < 0.0 ? 0.0 : gamma;
+    s->gamma[r] = gamma > c->max_gamma ? c->max_gamma : gamma;
+  }
+
+  /* Per kind: whole units. */
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    const int u = c->units_per_rank[k];
+    int32_t *pruned = s->pruned + (size_t)k * n, *sent = s->sent + (size_t)k * n;
+    int32_t *received = s->received + (size_t)k * n, *absorb = s->absorb + (size_t)k * n;
+    for (int i = num_migrators; i < num_stragglers; ++i) {
+      int r = planner->order[i];
+      int32_t units = round_units(s->gamma[r] * u);
+      pruned[r] = units > u ? u : units;
+    }
+    int64_t total_need = 0, total_absorb = 0;
+    for (int i = 0; i < num_migrators; ++i) {
+      int r = planner->order[i];
+      int32_t units = ceil_units(s->gamma[r] * u);
+      planner->need[i] = units > u ? u : units;
+      total_need += planner->need[i];
+    }
+    if (total_need == 0) continue;
+    double spare_sum = 0.0;
+    for (int i = 0; i < num_helpers; ++i) {
+      int h = planner->helpers[i];
+      double spare = T * speeds[h] - 1.0;
+      planner->spare[i] = spare > 0.0 ? spare : 0.0;
+      absorb[h] = ceil_units(planner->spare[i] * u);
+      spare_sum += planner->spare[i];
+      total_absorb += absorb[h];
+    }
+    /* Rounding can leave less room than the migrators need: the mildest
+     * migrators keep (and compute) what does not fit. */
+    int64_t placed = total_need < total_absorb ? total_need : total_absorb;
+    for (int i = num_migrators - 1; i >= 0 && total_need > placed; --i) {
+      int64_t cut = total_need - placed;
+      if (cut > planner->need[i]) cut = planner->need[i];
+      planner->need[i] -= (int32_t)cut;
+      total_need -= cut;
+    }
+    if (placed == 0) continue;
+    /* Quotas in proportion to spare capacity, largest remainder. */
+    int64_t given = 0;
+    deficit_key *rest = keys; /* reuse: key = remainder, rank = helper */
+    int num_rest = 0;
+    for (int i = 0; i < num_helpers; ++i) {
+      int h = planner->helpers[i];
+      double exact = spare_sum > 0.0 ? (double)placed * planner->spare[i] / spare_sum : 0.0;
+      int32_t quota = (int32_t)floor(exact);
+      if (quota > absorb[h]) quota = absorb[h];
+      received[h] = quota;
+      given += quota;
+      if (quota < absorb[h]) {
+        rest[num_rest].key = exact - floor(exact);
+        rest[num_rest].rank = h;
+        num_rest++;
+      }
+    }
+    qsort(rest, (size_t)num_rest, sizeof(deficit_key), by_deficit);
+    while (given < placed) {
+      for (int i = 0; i < num_rest && given < placed; ++i) {
+        int h = rest[i].rank;
+        if (received[h] < absorb[h]) {
+          received[h]++;
+          given++;
+        }
+      }
+    }
+    /* Flows: migrators in deficit order against helpers in rank order. */
+    htp_flow *flows = s->flows[k];
+    int num_flows = 0, hi = 0;
+    int32_t left_at_helper = num_helpers > 0 ? received[planner->helpers[0]] : 0;
+    for (int i = 0; i < num_migrators; ++i) {
+      int m = planner->order[i];
+      int32_t left = planner->need[i];
+      sent[m] = left;
+      while (left > 0) {
+        while (left_at_helper == 0) left_at_helper = received[planner->helpers[++hi]];
+        int32_t count = left < left_at_helper ? left : left_at_helper;
+        flows[num_flows++] = (htp_flow){m, planner->helpers[hi], count};
+        left -= count;
+        left_at_helper -= count;
+      }
+    }
+    plan->num_flows[k] = num_flows;
+  }
+  for (int i = 0; i < num_helpers; ++i) {
+    int h = planner->helpers[i];
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      if (s->received[(size_t)k * n + h] > 0) s->action[h] = HTP_ACTION_HELP;
+  }
+}
+
+htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
+                                   const uint8_t *stragglers) {
+  if (!planner) return HTP_ERR_INVALID;
+  if (!speeds) return htp__planner_error(planner, HTP_ERR_INVALID, "speeds is NULL");
+  const int n = planner->config.world_size;
+  for (int r = 0; r < n; ++r)
+    if (!(speeds[r] > 0.0 && speeds[r] <= 1.0))
+      return htp__planner_error(planner, HTP_ERR_INVALID,
+                                "speed of rank %d is %g, not in (0, 1]", r, speeds[r]);
+  uint8_t *flags = planner->detector.straggler;
+  if (stragglers) {
+    for (int r = 0; r < n; ++r) flags[r] = stragglers[r] ? 1 : 0;
+  } else {
+    for (int r = 0; r < n; ++r) flags[r] = speeds[r] < planner->config.enter_threshold;
+  }
+  memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
+  htp__plan_compute(planner, speeds, flags);
+  return HTP_OK;
+}
+
+htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned) {
+  if (replanned) *replanned = 0;
+  if (!planner) return HTP_ERR_INVALID;
+  if (!seconds) return htp__planner_error(planner, HTP_ERR_INVALID, "seconds is NULL");
+  const int n = planner->config.world_size;
+  for (int r = 0; r < n; ++r)
+    if (!(seconds[r] > 0.0) || !isfinite(seconds[r]))
+      return htp__planner_error(planner, HTP_ERR_INVALID,
+                                "compute seconds of rank %d is %g, not finite and > 0", r,
+                                seconds[r]);
+  /* Work each rank did under the current plan; spare holds it (scratch). */
+  double *work = planner->spare;
+  for (int r = 0; r < n; ++r) work[r] = htp_plan_rank_work(&planner->plan, &planner->config, r);
+  if (seconds != planner->last_seconds)
+    memcpy(planner->last_seconds, seconds, (size_t)n * sizeof(double));
+  htp__detector *d = &planner->detector;
+  int changed = htp__detector_update(d, &planner->config, work, seconds);
+  planner->iteration++;
+  /* A straggler whose speed drifted replans too, as long as it still looks
+   * slow (a recovering one waits for the hysteresis); healthy ranks' drift
+   * does not (they are within the thresholds by definition). */
+  for (int r = 0; r < n && !changed; ++r)
+    if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
+        fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
+      changed = 1;
+  planner->replanned_last = changed;
+  if (changed) htp__plan_compute(planner, d->relative, d->straggler);
+  if (replanned) *replanned = changed;
+  return HTP_OK;
+}
+
+/* ---- invariants --------------------------------------------------------- */
+
+static htp_result violation(char *why, size_t why_size, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static htp_result violation(char *why, size_t why_size, const char *format, ...) {
+  if (why && why_size) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(why, why_size, format, args);
+    va_end(args);
+  }
+  return HTP_ERR_INTERNAL;
+}
+
+htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
+  if (!plan) return violation(why, why_size, "plan is NULL");
+  const int n = plan->world_size;
+  for (int r = 0; r < n; ++r) {
+    if (!(plan->gamma[r] >= 0.0 && plan->gamma[r] <= 1.0))
+      return violation(why, why_size, "rank %d: gamma %g not in [0, 1]", r, plan->gamma[r]);
+    if (!plan->straggler[r] && plan->gamma[r] != 0.0)
+      return violation(why, why_size, "rank %d: healthy but gamma %g", r, plan->gamma[r]);
+    if (plan->action[r] > HTP_ACTION_HELP)
+      return violation(why, why_size, "rank %d: unknown action %d", r, plan->action[r]);
+  }
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    const int u = plan->units_per_rank[k];
+    const int32_t *pruned = plan->pruned + (size_t)k * n, *sent = plan->sent + (size_t)k * n;
+    const int32_t *received = plan->received + (size_t)k * n;
+    const int32_t *absorb = plan->absorb + (size_t)k * n;
+    int64_t total_sent = 0, total_received = 0, computed = 0, total_pruned = 0;
+    for (int r = 0; r < n; ++r) {
+      if (pruned[r] < 0 || sent[r] < 0 || received[r] < 0)
+        return violation(why, why_size, "kind %d rank %d: negative count", k, r);
+      if (pruned[r] + sent[r] > u)
+        return violation(why, why_size, "kind %d rank %d: prunes %d and sends %d of %d units", k,
+                         r, pruned[r], sent[r], u);
+      if (received[r] > absorb[r])
+        return violation(why, why_size, "kind %d rank %d: receives %d but can absorb %d", k, r,
+                         received[r], absorb[r]);
+      if (received[r] > 0 && sent[r] > 0)
+        return violation(why, why_size, "kind %d rank %d: both sends and receives", k, r);
+      if (received[r] > 0 && plan->straggler[r])
+        return violation(why, why_size, "kind %d rank %d: a straggler receives", k, r);
+      if (pruned[r] > 0 && (plan->policy == HTP_POLICY_MIGRATE || plan->policy == HTP_POLICY_NONE))
+        return violation(why, why_size, "kind %d rank %d: policy %s prunes", k, r,
+                         htp_policy_name(plan->policy));
+      if (sent[r] > 0 && (plan->policy == HTP_POLICY_RESIZE || plan->policy == HTP_POLICY_NONE))
+        return violation(why, why_size, "kind %d rank %d: policy %s moves units", k, r,
+                         htp_policy_name(plan->policy));
+      if (pruned[r] > 0 && plan->action[r] != HTP_ACTION_RESIZE)
+        return violation(why, why_size, "kind %d rank %d: prunes but action %s", k, r,
+                         htp_action_name(plan->action[r]));
+      if (sent[r] > 0 && plan->action[r] != HTP_ACTION_MIGRATE)
+        return violation(why, why_size, "kind %d rank %d: sends but action %s", k, r,
+                         htp_action_name(plan->action[r]));
+      total_sent += sent[r];
+      total_received += received[r];
+      total_pruned += pruned[r];
+      computed += u - pruned[r] - sent[r] + received[r];
+    }
+    if (total_sent != total_received)
+      return violation(why, why_size, "kind %d: %lld units sent, %lld received", k,
+                       (long long)total_sent, (long long)total_received);
+    /* Every unit computed once or pruned on its owner. */
+    if (computed + total_pruned != (int64_t)n * u)
+      return violation(why, why_size, "kind %d: %lld computed + %lld pruned != %lld units", k,
+                       (long long)computed, (long long)total_pruned, (long long)n * u);
+    /* The flows carry exactly the sent / received counts. */
+    int64_t flow_total = 0;
+    for (int f = 0; f < plan->num_flows[k]; ++f) {
+      const htp_flow *flow = &plan->flows[k][f];
+      if (flow->src < 0 || flow->src >= n || flow->dst < 0 || flow->dst >= n ||
+          flow->src == flow->dst || flow->count <= 0)
+        return violation(why, why_size, "kind %d flow %d: bad (%d -> %d, %d)", k, f, flow->src,
+                         flow->dst, flow->count);
+      flow_total += flow->count;
+    }
+    if (flow_total != total_sent)
+      return violation(why, why_size, "kind %d: flows carry %lld units, plan sends %lld", k,
+                       (long long)flow_total, (long long)total_sent);
+    int64_t *out = calloc((size_t)n * 2, sizeof(int64_t));
+    if (!out) return violation(why, why_size, "out of memory while checking");
+    int64_t *in = out + n;
+    for (int f = 0; f < plan->num_flows[k]; ++f) {
+      out[plan->flows[k][f].src] += plan->flows[k][f].count;
+      in[plan->flows[k][f].dst] += plan->flows[k][f].count;
+    }
+    for (int r = 0; r < n; ++r)
+      if (out[r] != sent[r] || in[r] != received[r]) {
+        htp_result result = violation(why, why_size,
+                                      "kind %d rank %d: flows say %lld out %lld in, plan %d/%d",
+                                      k, r, (long long)out[r], (long long)in[r], sent[r],
+                                      received[r]);
+        free(out);
+        return result;
+      }
+    free(out);
+  }
+  if (why && why_size) why[0] = '\0';
+  return HTP_OK;
+}
+
+int htp_plan_equal(const htp_plan *a, const htp_plan *b) {
+  if (a->version != b->version || a->policy != b->policy || a->world_size != b->world_size ||
+      a->num_layers != b->num_layers ||
+      memcmp(&a->target_time, &b->target_time, sizeof(double)) != 0)
+    return 0;
+  const size_t n = (size_t)a->world_size, kn = n * HTP_PAIR_KINDS;
+  if (memcmp(a->units_per_rank, b->units_per_rank, sizeof a->units_per_rank) ||
+      memcmp(a->speed, b->speed, n * sizeof(double)) ||
+      memcmp(a->gamma, b->gamma, n * sizeof(double)) || memcmp(a->straggler, b->straggler, n) ||
+      memcmp(a->action, b->action, n) || memcmp(a->pruned, b->pruned, kn * sizeof(int32_t)) ||
+      memcmp(a->sent, b->sent, kn * sizeof(int32_t)) ||
+      memcmp(a->received, b->received, kn * sizeof(int32_t)) ||
+      memcmp(a->absorb, b->absorb, kn * sizeof(int32_t)))
+    return 0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    if (a->num_flows[k] != b->num_flows[k] ||
+        memcmp(a->flows[k], b->flows[k], (size_t)a->num_flows[k] * sizeof(htp_flow)))
+      return 0;
+  return 1;
+}

@@ -1,0 +1,408 @@
+/*===- test/planner/test_plan.c - detector, planner, invariants -----------===*
+ *
+ * Numbered cases: closed-form plans for each policy, the invariant checker
+ * catching broken plans, hysteresis, and determinism (planners fed the same
+ * history from different allocations agree bit for bit, for many ranks and
+ * random timings).
+ *===----------------------------------------------------------------------===*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/htp.h"
+
+/* cmocka 1.1 has no assert_double_equal. */
+#define assert_near(a, b, eps)                                                           \
+  do {                                                                                   \
+    double a_ = (a), b_ = (b);                                                           \
+    if (!(a_ - b_ <= (eps) && b_ - a_ <= (eps))) fail_msg("%.17g != %.17g", a_, b_);    \
+  } while (0)
+
+static htp_planner_config make_config(int world, htp_policy policy, int heads, int mlp) {
+  htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
+  c.world_size = world;
+  c.num_layers = 2;
+  c.units_per_rank[HTP_PAIR_ATTENTION] = heads;
+  c.units_per_rank[HTP_PAIR_MLP] = mlp;
+  c.policy = policy;
+  return c;
+}
+
+static htp_planner *make(const htp_planner_config *c) {
+  htp_planner *p = NULL;
+  assert_int_equal(htp_planner_create(c, &p), HTP_OK);
+  assert_non_null(p);
+  return p;
+}
+
+static void assert_valid(const htp_plan *plan) {
+  char why[256];
+  htp_result r = htp_plan_check(plan, why, sizeof why);
+  if (r != HTP_OK) fail_msg("plan check: %s", why);
+}
+
+static double uniform(uint64_t *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(*state >> 11) / 9007199254740992.0;
+}
+
+/* 1: bad configs are rejected with a reason. */
+static void test_01_config(void **unused) {
+  (void)unused;
+  char why[128];
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 8);
+  assert_int_equal(htp_planner_config_check(&c, why, sizeof why), HTP_OK);
+  htp_planner_config bad = c;
+  bad.magic = 0;
+  assert_int_equal(htp_planner_config_check(&bad, why, sizeof why), HTP_ERR_INVALID);
+  assert_non_null(strstr(why, "INITIALIZER"));
+  bad = c;
+  bad.exit_threshold = 0.5; /* below enter */
+  assert_int_equal(htp_planner_config_check(&bad, why, sizeof why), HTP_ERR_INVALID);
+  bad = c;
+  bad.units_per_rank[1] = 0;
+  htp_planner *p = (htp_planner *)&bad; /* must be overwritten with NULL */
+  assert_int_equal(htp_planner_create(&bad, &p), HTP_ERR_INVALID);
+  assert_null(p);
+  htp_planner_destroy(NULL);
+  p = make(&c);
+  double speeds[4] = {1, 1, 0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_planner_last_error(p), "rank 2"));
+  double seconds[4] = {1, 1, -1, 1};
+  assert_int_equal(htp_planner_observe(p, seconds, NULL), HTP_ERR_INVALID);
+  htp_policy policy;
+  assert_int_equal(htp_policy_parse("semi", &policy), HTP_OK);
+  assert_int_equal(policy, HTP_POLICY_SEMI);
+  assert_int_equal(htp_policy_parse("fast", &policy), HTP_ERR_INVALID);
+  htp_planner_destroy(p);
+}
+
+/* 2: resize with one straggler at half speed prunes half its units. */
+static void test_02_resize(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_RESIZE, 4, 64);
+  htp_planner *p = make(&c);
+  double speeds[4] = {1, 1, 0.5, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_int_equal(plan->version, 1);
+  assert_true(plan->target_time == 1.0);
+  assert_true(plan->gamma[2] == 0.5);
+  assert_int_equal(plan->action[2], HTP_ACTION_RESIZE);
+  assert_int_equal(plan->pruned[0 * 4 + 2], 2);
+  assert_int_equal(plan->pruned[1 * 4 + 2], 32);
+  for (int r = 0; r < 4; ++r) {
+    assert_int_equal(plan->sent[r], 0);
+    assert_int_equal(plan->received[4 + r], 0);
+  }
+  assert_int_equal(plan->num_flows[0] + plan->num_flows[1], 0);
+  htp_planner_destroy(p);
+}
+
+/* 3: migrate: target time from spare capacity (closed form), nothing pruned,
+ * helpers share the excess in proportion to spare capacity. */
+static void test_03_migrate(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(8, HTP_POLICY_MIGRATE, 8, 700);
+  htp_planner *p = make(&c);
+  double speeds[8] = {1, 1, 1, 1, 1, 1, 1, 0.25};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  /* 7 (T - 1) = 1 - T / 4  =>  T = 8 / 7.25 */
+  assert_near(plan->target_time, 8.0 / 7.25, 1e-9);
+  assert_near(plan->gamma[7], 1.0 - plan->target_time / 4, 1e-9);
+  int sent = plan->sent[8 + 7];
+  assert_int_equal(sent, (int)ceil(plan->gamma[7] * 700));
+  for (int r = 0; r < 7; ++r) {
+    assert_int_equal(plan->action[r], HTP_ACTION_HELP);
+    /* equal spare: equal shares up to one unit */
+    assert_in_range(plan->received[8 + r], sent / 7, sent / 7 + 1);
+  }
+  for (int i = 0; i < 16; ++i) assert_int_equal(plan->pruned[i], 0);
+  assert_int_equal(plan->action[7], HTP_ACTION_MIGRATE);
+  htp_planner_destroy(p);
+}
+
+/* 4: SEMI splits stragglers at the resize limit: a mild one resizes, a bad
+ * one migrates, and the resizer prunes less than it would alone. */
+static void test_04_semi(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(8, HTP_POLICY_SEMI, 16, 512);
+  htp_planner *p = make(&c);
+  double speeds[8] = {1, 0.8, 1, 1, 0.3, 1, 1, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_int_equal(plan->action[1], HTP_ACTION_RESIZE);
+  assert_int_equal(plan->action[4], HTP_ACTION_MIGRATE);
+  assert_true(plan->target_time > 1.0);
+  assert_true(plan->gamma[1] < 0.2 && plan->gamma[1] > 0.0);
+  assert_int_equal(plan->sent[8 + 1], 0);
+  assert_int_equal(plan->pruned[8 + 4], 0);
+  assert_true(plan->pruned[8 + 1] > 0);
+  assert_true(plan->sent[8 + 4] > 0);
+  /* the resizer does not help */
+  assert_int_equal(plan->received[8 + 1], 0);
+  /* Max time of any rank is about T (rounding: one unit). */
+  for (int r = 0; r < 8; ++r) {
+    double work = htp_plan_rank_work(plan, &c, r) / (2.0 * (16 + 512));
+    assert_true(work / speeds[r] <= plan->target_time + 2.0 / 16 / speeds[r]);
+  }
+  htp_planner_destroy(p);
+}
+
+/* 5: the checker catches each kind of broken plan. */
+static void test_05_checker_fails(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(6, HTP_POLICY_SEMI, 8, 64);
+  htp_planner *p = make(&c);
+  double speeds[6] = {1, 0.2, 1, 0.85, 1, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  char why[256];
+  int32_t *received = (int32_t *)plan->received; /* break it on purpose */
+  int32_t *absorb = (int32_t *)plan->absorb;
+  int helper = -1;
+  for (int r = 0; r < 6; ++r)
+    if (received[6 + r] > 0) helper = r;
+  assert_true(helper >= 0);
+  received[6 + helper]++; /* a unit computed twice */
+  absorb[6 + helper]++;
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  received[6 + helper]--;
+  absorb[6 + helper]--;
+  absorb[6 + helper] = received[6 + helper] - 1; /* over capacity */
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  assert_non_null(strstr(why, "absorb"));
+  absorb[6 + helper] = received[6 + helper];
+  assert_valid(plan);
+  int32_t *pruned = (int32_t *)plan->pruned;
+  pruned[6 + 1] = 1; /* the migrator prunes: action mismatch */
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  pruned[6 + 1] = 0;
+  htp_flow *flows = (htp_flow *)plan->flows[1];
+  flows[0].dst = flows[0].src; /* a flow to itself */
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  htp_planner_destroy(p);
+
+  /* a migrate-policy plan that prunes */
+  c.policy = HTP_POLICY_MIGRATE;
+  p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  plan = htp_planner_plan(p);
+  assert_valid(plan);
+  ((uint8_t *)plan->action)[3] = HTP_ACTION_RESIZE;
+  ((int32_t *)plan->pruned)[3] = 1;
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  assert_non_null(strstr(why, "migrate prunes"));
+  htp_planner_destroy(p);
+}
+
+/* 6: random speeds, worlds and policies: every plan passes the checker;
+ * migrate prunes nothing, resize moves nothing. */
+static void test_06_random_invariants(void **unused) {
+  (void)unused;
+  uint64_t rng = 42;
+  static double speeds[1024];
+  for (int trial = 0; trial < 400; ++trial) {
+    int world = 2 + (int)(uniform(&rng) * 300);
+    htp_policy policy = (htp_policy)(trial % 4);
+    htp_planner_config c =
+        make_config(world, policy, 1 + (int)(uniform(&rng) * 16), 1 + (int)(uniform(&rng) * 300));
+    c.resize_limit = uniform(&rng) * 0.5;
+    htp_planner *p = make(&c);
+    int stragglers = (int)(uniform(&rng) * world);
+    for (int r = 0; r < world; ++r) speeds[r] = 0.9 + 0.1 * uniform(&rng);
+    speeds[(int)(uniform(&rng) * world)] = 1.0;
+    for (int i = 0; i < stragglers; ++i) {
+      int r = (int)(uniform(&rng) * world);
+      if (speeds[r] < 1.0) speeds[r] = 0.1 + 0.8 * uniform(&rng);
+    }
+    assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+    const htp_plan *plan = htp_planner_plan(p);
+    assert_valid(plan);
+    for (int i = 0; i < 2 * world; ++i) {
+      if (policy == HTP_POLICY_MIGRATE || policy == HTP_POLICY_NONE)
+        assert_int_equal(plan->pruned[i], 0);
+      if (policy == HTP_POLICY_RESIZE || policy == HTP_POLICY_NONE)
+        assert_int_equal(plan->sent[i], 0);
+    }
+    htp_planner_destroy(p);
+  }
+}
+
+/* 7: hysteresis and EWMA: a rank slowed 2x becomes a straggler only after
+ * hysteresis_iters iterations, stays one through a short recovery, and
+ * leaves after a long one. */
+static void test_07_hysteresis(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 64);
+  c.ewma_alpha = 1.0; /* no smoothing: the thresholds alone */
+  htp_planner *p = make(&c);
+  double seconds[4];
+  int replanned = 0;
+  for (int it = 0; it < 2; ++it) {
+    for (int r = 0; r < 4; ++r) seconds[r] = r == 1 ? 2.0 : 1.0;
+    assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+    assert_false(replanned);
+    assert_false(htp_planner_plan(p)->straggler[1]);
+  }
+  assert_near(htp_planner_speeds(p)[1], 0.5, 1e-12);
+  assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+  assert_true(replanned);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_true(plan->straggler[1]);
+  assert_int_equal(plan->action[1], HTP_ACTION_MIGRATE);
+  assert_valid(plan);
+  /* The rank, now doing less work at the same speed, still measures 0.5. */
+  double work1 = htp_plan_rank_work(plan, &c, 1), work0 = htp_plan_rank_work(plan, &c, 0);
+  for (int it = 0; it < 4; ++it) {
+    for (int r = 0; r < 4; ++r)
+      seconds[r] = htp_plan_rank_work(plan, &c, r) / (r == 1 ? 0.5 : 1.0);
+    assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+    if (replanned) fail_msg("replanned at %d: speed %.17g plan %.17g", it, htp_planner_speeds(p)[1], plan->speed[1]);
+  }
+  assert_near(htp_planner_speeds(p)[1], 0.5, 1e-12);
+  /* Recovers for two iterations: not enough. */
+  for (int it = 0; it < 2; ++it) {
+    seconds[0] = seconds[2] = seconds[3] = work0;
+    seconds[1] = work1;
+    assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+    assert_false(replanned);
+  }
+  seconds[1] = work1 / 0.5; /* a blip back */
+  assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+  assert_false(replanned);
+  for (int it = 0; it < 3; ++it) {
+    seconds[1] = work1;
+    assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+    assert_int_equal(replanned, it == 2);
+  }
+  assert_false(htp_planner_plan(p)->straggler[1]);
+  assert_int_equal(htp_planner_plan(p)->sent[4 + 1], 0);
+  htp_planner_destroy(p);
+
+  /* EWMA closed form: speeds 1 then 0.5 with alpha 0.3 -> 0.85. */
+  c = make_config(2, HTP_POLICY_SEMI, 1, 1);
+  p = make(&c);
+  double s1[2] = {4.0, 4.0}, s2[2] = {4.0, 8.0};
+  assert_int_equal(htp_planner_observe(p, s1, NULL), HTP_OK);
+  assert_int_equal(htp_planner_observe(p, s2, NULL), HTP_OK);
+  assert_near(htp_planner_speeds(p)[1], 0.85, 1e-12);
+  htp_planner_destroy(p);
+}
+
+/* 8: determinism: 4 "ranks" each with their own planner (allocated at
+ * different times, interleaved with other allocations) fed the same
+ * random timings for 512 ranks produce bitwise-identical plans at every
+ * iteration; the plans change (the test is not vacuous). */
+static void test_08_identical_plans(void **unused) {
+  (void)unused;
+  enum { WORLD = 512, COPIES = 4, ITERS = 60 };
+  htp_planner_config c = make_config(WORLD, HTP_POLICY_SEMI, 12, 96);
+  htp_planner *planners[COPIES];
+  void *junk[COPIES];
+  for (int i = 0; i < COPIES; ++i) {
+    junk[i] = malloc(1000 * (size_t)(i + 1));
+    planners[i] = make(&c);
+  }
+  static double slow[WORLD], seconds[WORLD];
+  uint64_t rng = 7;
+  for (int r = 0; r < WORLD; ++r) slow[r] = 1.0;
+  int64_t versions = 0;
+  int saw_migrate = 0, saw_resize = 0;
+  for (int it = 0; it < ITERS; ++it) {
+    if (it % 15 == 0)
+      for (int i = 0; i < 8; ++i) slow[(int)(uniform(&rng) * WORLD)] = 1.0 + 7.0 * uniform(&rng);
+    const htp_plan *plan0 = htp_planner_plan(planners[0]);
+    for (int r = 0; r < WORLD; ++r)
+      seconds[r] = htp_plan_rank_work(plan0, &c, r) * slow[r] * (1.0 + 0.05 * uniform(&rng));
+    for (int i = 0; i < COPIES; ++i)
+      assert_int_equal(htp_planner_observe(planners[i], seconds, NULL), HTP_OK);
+    for (int i = 1; i < COPIES; ++i)
+      assert_true(htp_plan_equal(htp_planner_plan(planners[0]), htp_planner_plan(planners[i])));
+    assert_valid(htp_planner_plan(planners[0]));
+    versions = htp_planner_plan(planners[0])->version;
+    for (int r = 0; r < WORLD; ++r) {
+      saw_migrate |= htp_planner_plan(planners[0])->action[r] == HTP_ACTION_MIGRATE;
+      saw_resize |= htp_planner_plan(planners[0])->action[r] == HTP_ACTION_RESIZE;
+    }
+  }
+  assert_true(versions >= 2);
+  assert_true(saw_migrate && saw_resize);
+  /* A planner that replays the same history later gives the same plan. */
+  htp_planner_plan_speeds(planners[1], htp_planner_speeds(planners[0]), htp_planner_plan(planners[0])->straggler);
+  htp_planner_plan_speeds(planners[2], htp_planner_speeds(planners[0]), htp_planner_plan(planners[0])->straggler);
+  assert_true(htp_plan_equal(htp_planner_plan(planners[1]), htp_planner_plan(planners[2])));
+  /* ...and a different history differs (plan_equal can say no). */
+  assert_false(htp_plan_equal(htp_planner_plan(planners[0]), htp_planner_plan(planners[1])));
+  for (int i = 0; i < COPIES; ++i) {
+    htp_planner_destroy(planners[i]);
+    free(junk[i]);
+  }
+}
+
+/* 9: 4096 ranks, 4 stragglers at 8x, SEMI: valid, and every rank finishes
+ * within T plus one unit of rounding. */
+static void test_09_large(void **unused) {
+  (void)unused;
+  enum { WORLD = 4096 };
+  htp_planner_config c = make_config(WORLD, HTP_POLICY_SEMI, 16, 256);
+  htp_planner *p = make(&c);
+  static double speeds[WORLD];
+  for (int r = 0; r < WORLD; ++r) speeds[r] = 1.0;
+  speeds[5] = speeds[1000] = speeds[2049] = speeds[4095] = 0.125;
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  double per_rank = 2.0 * (16 + 256);
+  for (int r = 0; r < WORLD; ++r) {
+    double t = htp_plan_rank_work(plan, &c, r) / per_rank / speeds[r];
+    assert_true(t <= plan->target_time + 2.0 / 16 / speeds[r]);
+  }
+  assert_int_equal(plan->action[5], HTP_ACTION_MIGRATE);
+  htp_planner_destroy(p);
+}
+
+/* 10: max_gamma caps what a straggler sheds; policy none keeps everything. */
+static void test_10_cap_and_none(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_RESIZE, 10, 10);
+  c.max_gamma = 0.5;
+  htp_planner *p = make(&c);
+  double speeds[2] = {1.0, 0.1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  assert_true(htp_planner_plan(p)->gamma[1] == 0.5);
+  assert_int_equal(htp_planner_plan(p)->pruned[1], 5);
+  assert_valid(htp_planner_plan(p));
+  htp_planner_destroy(p);
+  c.policy = HTP_POLICY_NONE;
+  p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  assert_true(htp_planner_plan(p)->straggler[1]);
+  assert_int_equal(htp_planner_plan(p)->action[1], HTP_ACTION_KEEP);
+  assert_near(htp_planner_plan(p)->target_time, 10.0, 1e-12);
+  assert_valid(htp_planner_plan(p));
+  htp_planner_destroy(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
+      cmocka_unit_test(test_03_migrate),         cmocka_unit_test(test_04_semi),
+      cmocka_unit_test(test_05_checker_fails),   cmocka_unit_test(test_06_random_invariants),
+      cmocka_unit_test(test_07_hysteresis),      cmocka_unit_test(test_08_identical_plans),
+      cmocka_unit_test(test_09_large),           cmocka_unit_test(test_10_cap_and_none),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
