@@ -1,0 +1,159 @@
+/*===- tools/htp-run/data.c - Bind inputs and parameters of a block -----===*
+ *
+ * This file implements data.h. The generator is splitmix64 (to seed) and
+ * xoshiro256** with Box-Muller for normals: small, portable and identical on
+ * every machine, so the same seed gives the same data everywhere.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/data.h"
+
+#include "tools/htp-run/errors.h"
+#include "tools/htp-run/npy.h"
+#include "tools/htp-run/safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct rng {
+  uint64_t state[4];
+} rng;
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(rng *r) {
+  uint64_t *s = r->state;
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+/* Uniform in (0, 1]: never 0, so log() is finite. */
+static double next_unit(rng *r) { return ((next_u64(r) >> 11) + 1) * (1.0 / 9007199254740992.0); }
+
+void htp_fill_random(const htp_sig_tensor *tensor, int index, uint64_t seed, float *out) {
+  const char *name = tensor->name;
+  size_t length = strlen(name);
+  int is_norm = tensor->role == HTP_SIG_PARAM && strstr(name, "norm") != NULL;
+  if (is_norm && length >= 7 && strcmp(name + length - 7, ".weight") == 0) {
+    for (int64_t i = 0; i < tensor->count; i++)
+      out[i] = 1.0f;
+    return;
+  }
+  if (is_norm && length >= 5 && strcmp(name + length - 5, ".bias") == 0) {
+    memset(out, 0, tensor->bytes);
+    return;
+  }
+  double std = tensor->role == HTP_SIG_INPUT ? 1.0 : 0.02;
+  uint64_t mix = seed ^ (UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(index + 1));
+  rng r;
+  for (int i = 0; i < 4; i++)
+    r.state[i] = splitmix64(&mix);
+  for (int64_t i = 0; i < tensor->count; i += 2) {
+    double radius = sqrt(-2.0 * log(next_unit(&r))), angle = 6.283185307179586 * next_unit(&r);
+    out[i] = (float)(std * radius * cos(angle));
+    if (i + 1 < tensor->count)
+      out[i + 1] = (float)(std * radius * sin(angle));
+  }
+}
+
+static int same_shape(int rank_a, const int64_t *dims_a, int rank_b, const int64_t *dims_b) {
+  if (rank_a != rank_b)
+    return 0;
+  for (int d = 0; d < rank_a; d++)
+    if (dims_a[d] != dims_b[d])
+      return 0;
+  return 1;
+}
+
+int htp_bind_weights(const char *path, const htp_signature *sig, void *const *buffers, char *err,
+                     size_t err_size) {
+  char reason[512];
+  htp_safetensors st;
+  if (htp_safetensors_open(path, &st, reason, sizeof reason))
+    return htp_set_error(err, err_size, "%s: %s", path, reason);
+
+  int status = 0, missing = 0;
+  const char *first_missing = NULL;
+  char shape[128];
+  for (int i = 0; i < sig->num_args && !status; i++) {
+    const htp_sig_tensor *param = &sig->args[i];
+    if (param->role != HTP_SIG_PARAM)
+      continue;
+    const htp_st_tensor *tensor = htp_safetensors_find(&st, param->name);
+    if (!tensor) {
+      if (!missing++)
+        first_missing = param->name;
+      continue;
+    }
+    if (!same_shape(tensor->rank, tensor->dims, param->rank, param->dims)) {
+      char expected[128];
+      htp_format_shape(shape, sizeof shape, tensor->rank, tensor->dims);
+      htp_format_shape(expected, sizeof expected, param->rank, param->dims);
+      status = htp_set_error(err, err_size, "%s: tensor '%s' has shape %s but the block expects %s",
+                             path, param->name, shape, expected);
+      break;
+    }
+    if (htp_safetensors_read_f32(&st, tensor, buffers[i], reason, sizeof reason))
+      status = htp_set_error(err, err_size, "%s: %s", path, reason);
+  }
+  if (!status && missing) {
+    for (int i = 0; i < sig->num_args; i++)
+      if (sig->args[i].name == first_missing)
+        htp_format_shape(shape, sizeof shape, sig->args[i].rank, sig->args[i].dims);
+    if (missing > 1)
+      status = htp_set_error(err, err_size,
+                             "%s: missing tensor '%s' (a parameter of shape %s), and %d more "
+                             "parameters", path, first_missing, shape, missing - 1);
+    else
+      status = htp_set_error(err, err_size, "%s: missing tensor '%s' (a parameter of shape %s)",
+                             path, first_missing, shape);
+  }
+  if (!status) {
+    int unused = 0;
+    const char *first_unused = NULL;
+    for (int t = 0; t < st.count; t++) {
+      int used = 0;
+      for (int i = 0; i < sig->num_args && !used; i++)
+        used = sig->args[i].role == HTP_SIG_PARAM && strcmp(sig->args[i].name, st.tensors[t].name) == 0;
+      if (!used && !unused++)
+        first_unused = st.tensors[t].name;
+    }
+    if (unused)
+      fprintf(stderr, "htp-run: warning: %s: %d tensor%s not used by the block, e.g. '%s'\n",
+              path, unused, unused == 1 ? " is" : "s are", first_unused);
+  }
+  htp_safetensors_close(&st);
+  return status;
+}
+
+int htp_bind_input(const char *path, const htp_sig_tensor *tensor, float *out, char *err,
+                   size_t err_size) {
+  char reason[512];
+  htp_array array;
+  if (htp_npy_read(path, &array, reason, sizeof reason))
+    return htp_set_error(err, err_size, "%s: %s", path, reason);
+  int status = 0;
+  if (!same_shape(array.rank, array.dims, tensor->rank, tensor->dims)) {
+    char shape[128], expected[128];
+    htp_format_shape(shape, sizeof shape, array.rank, array.dims);
+    htp_format_shape(expected, sizeof expected, tensor->rank, tensor->dims);
+    status = htp_set_error(err, err_size, "%s: array of shape %s, but input '%s' has shape %s",
+                           path, shape, tensor->name, expected);
+  } else {
+    memcpy(out, array.data, tensor->bytes);
+  }
+  htp_array_free(&array);
+  return status;
+}

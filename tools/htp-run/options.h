@@ -1,0 +1,46 @@
+/*===- tools/htp-run/options.h - htp-run's command line ------------------===*
+ *
+ * Parses htp-run's flags (DESIGN §7) into htp_run_options and prints the
+ * --help text; the one place that lists the flags and their defaults.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_OPTIONS_H
+#define HTP_RUN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum { HTP_RUN_MAX_FILES = 64 };
+
+typedef enum htp_report_kind { HTP_REPORT_TABLE, HTP_REPORT_JSON } htp_report_kind;
+
+typedef struct htp_run_options {
+  const char *path;              /* FILE.mlir or FILE.so */
+  const char *entry;             /* NULL: the default entry */
+  long iters, warmup;
+  uint64_t seed;
+  const char *weights;
+  const char *inputs[HTP_RUN_MAX_FILES];
+  int num_inputs;
+  const char *outputs[HTP_RUN_MAX_FILES];
+  int num_outputs;
+  htp_report_kind report;
+  long tp;
+  const char *backend, *device, *policy;
+  const char *slow, *trace;      /* NULL when not given */
+  int check;
+  int help;
+} htp_run_options;
+
+/* Parses argv into *options (which it initialises with the defaults).
+ * Returns 0, or non-zero with a usage error in err. */
+int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
+                          size_t err_size);
+
+/* Returns non-zero with a message in err for a request this build parses
+ * but cannot carry out yet (--tp > 1, other backends, CUDA, policies, ...). */
+int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
+
+void htp_run_print_help(FILE *stream);
+
+#endif /* HTP_RUN_OPTIONS_H */

@@ -1,0 +1,57 @@
+/*===- tools/htp-run/safetensors.h - Read Hugging Face safetensors files ===*
+ *
+ * The format: an 8-byte little-endian header length N, N bytes of JSON
+ *   {"NAME": {"dtype": "F32", "shape": [d0, ...], "data_offsets": [b, e]},
+ *    ..., "__metadata__": {"key": "value", ...}}
+ * (padded with blanks), then the data; offsets are relative to the data.
+ * Parsing checks everything before any tensor is read: the header length
+ * against the file size, the JSON, each dtype, that each tensor's byte range
+ * is inside the data and exactly prod(shape) * dtype size long, and that no
+ * two ranges overlap. A file that passes cannot make a reader go out of
+ * bounds.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_SAFETENSORS_H
+#define HTP_RUN_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { HTP_ST_MAX_RANK = 8 };
+
+typedef struct htp_st_tensor {
+  char *name;
+  char dtype[8];        /* as in the file: F32, F16, BF16, F64, I64, ... */
+  int rank;
+  int64_t dims[HTP_ST_MAX_RANK];
+  uint64_t begin, end;  /* byte range, relative to the data section */
+} htp_st_tensor;
+
+typedef struct htp_safetensors {
+  const unsigned char *bytes;  /* the whole file */
+  size_t size;
+  size_t data_offset;          /* 8 + header length */
+  int count;
+  htp_st_tensor *tensors;      /* in file order */
+  void *mapping;               /* non-NULL when bytes is an mmap this reader owns */
+} htp_safetensors;
+
+/* Maps and parses the file at path. On failure returns non-zero, leaves *st
+ * empty (safe to close) and writes a message (without the path) to err. */
+int htp_safetensors_open(const char *path, htp_safetensors *st, char *err, size_t err_size);
+
+/* Parses bytes[0, size), which must outlive *st (not copied). */
+int htp_safetensors_parse(const unsigned char *bytes, size_t size, htp_safetensors *st, char *err,
+                          size_t err_size);
+
+/* The tensor called name, or NULL. */
+const htp_st_tensor *htp_safetensors_find(const htp_safetensors *st, const char *name);
+
+/* Copies a tensor into out (prod(shape) floats), converting F16, BF16 and F64
+ * to f32; other dtypes are an error naming the tensor. */
+int htp_safetensors_read_f32(const htp_safetensors *st, const htp_st_tensor *tensor, float *out,
+                             char *err, size_t err_size);
+
+/* Frees everything; accepts an empty or failed *st. */
+void htp_safetensors_close(htp_safetensors *st);
+
+#endif /* HTP_RUN_SAFETENSORS_H */

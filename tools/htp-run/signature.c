@@ -1,0 +1,241 @@
+/*===- tools/htp-run/signature.c - Parse an entry point's __htp_sig text ===*
+ *
+ * This file implements signature.h: a line-by-line reader of the records
+ * that passes/LowerToRuntime.cpp writes.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/signature.h"
+
+#include "tools/htp-run/errors.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_FIELDS = 6 + HTP_SIG_MAX_RANK + 2 };
+
+/* Splits line (modified in place) at single spaces. Returns the field count,
+ * or -1 for more fields than fit, an empty field or a stray blank; fields[0]
+ * is set whenever the line is not empty. */
+static int split_fields(char *line, char **fields) {
+  int count = 0, malformed = 0;
+  if (*line == '\0')
+    return 0;
+  for (char *field = line;;) {
+    if (count == MAX_FIELDS)
+      return -1;
+    fields[count++] = field;
+    char *space = strchr(field, ' ');
+    if (!space)
+      break;
+    *space = '\0';
+    malformed |= *field == '\0';
+    field = space + 1;
+  }
+  return (malformed || fields[count - 1][0] == '\0') ? -1 : count;
+}
+
+/* A decimal integer in [min, max], the whole field. */
+static int parse_int(const char *field, int64_t min, int64_t max, int64_t *out) {
+  const char *p = field;
+  int negative = 0;
+  if (*p == '-') {
+    negative = 1;
+    p++;
+  }
+  if (*p < '0' || *p > '9')
+    return 1;
+  int64_t value = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (value > (INT64_MAX - 9) / 10)
+      return 1;
+    value = value * 10 + (*p - '0');
+  }
+  if (*p != '\0')
+    return 1;
+  if (negative)
+    value = -value;
+  if (value < min || value > max)
+    return 1;
+  *out = value;
+  return 0;
+}
+
+static char *copy_string(const char *text) {
+  size_t length = strlen(text);
+  char *copy = malloc(length + 1);
+  if (copy)
+    memcpy(copy, text, length + 1);
+  return copy;
+}
+
+/* Reads "NAME DTYPE RANK D0 ..." from fields into tensor. */
+static int parse_tensor(char **fields, int count, htp_sig_tensor *tensor, int line, char *err,
+                        size_t err_size) {
+  if (count < 3)
+    return htp_set_error(err, err_size, "signature line %d: expected NAME DTYPE RANK DIMS...",
+                         line);
+  if (strcmp(fields[1], "f32") != 0)
+    return htp_set_error(err, err_size, "signature line %d: tensor '%s' has dtype '%s'; only f32 "
+                         "is supported", line, fields[0], fields[1]);
+  int64_t rank;
+  if (parse_int(fields[2], 0, HTP_SIG_MAX_RANK, &rank))
+    return htp_set_error(err, err_size, "signature line %d: bad rank '%s' (0 to %d)", line,
+                         fields[2], HTP_SIG_MAX_RANK);
+  if (count != 3 + rank)
+    return htp_set_error(err, err_size, "signature line %d: rank %lld but %d dims", line,
+                         (long long)rank, count - 3);
+  tensor->rank = (int)rank;
+  tensor->count = 1;
+  for (int d = 0; d < rank; d++) {
+    int64_t dim;
+    if (parse_int(fields[3 + d], 0, INT64_MAX, &dim))
+      return htp_set_error(err, err_size, "signature line %d: bad dim '%s'", line, fields[3 + d]);
+    if (dim != 0 && tensor->count > (int64_t)(SIZE_MAX / 2 / sizeof(float)) / dim)
+      return htp_set_error(err, err_size, "signature line %d: tensor '%s' is too large", line,
+                           fields[0]);
+    tensor->dims[d] = dim;
+    tensor->count *= dim;
+  }
+  tensor->bytes = (size_t)tensor->count * sizeof(float);
+  tensor->name = copy_string(fields[0]);
+  if (!tensor->name)
+    return htp_set_error(err, err_size, "out of memory");
+  return 0;
+}
+
+/* Appends a zeroed tensor to *array. */
+static htp_sig_tensor *append(htp_sig_tensor **array, int *count) {
+  htp_sig_tensor *grown = realloc(*array, (size_t)(*count + 1) * sizeof **array);
+  if (!grown)
+    return NULL;
+  *array = grown;
+  memset(&grown[*count], 0, sizeof **array);
+  return &grown[(*count)++];
+}
+
+static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_size) {
+  char *fields[MAX_FIELDS];
+  int line = 0, have_workspace = 0, ended = 0;
+  char *next = text;
+  while (next && !ended) {
+    char *current = next;
+    char *newline = strchr(current, '\n');
+    next = newline ? newline + 1 : NULL;
+    if (newline)
+      *newline = '\0';
+    line++;
+    if (line == 1) {
+      if (strcmp(current, "htp-entry 1") != 0)
+        return htp_set_error(err, err_size, "signature line 1: expected 'htp-entry 1', found "
+                             "'%.40s' (an htp-compile from another version?)", current);
+      continue;
+    }
+    int count = split_fields(current, fields);
+    if (count == 0)
+      continue;
+    const char *kind = fields[0];
+    int known = strcmp(kind, "end") == 0 || strcmp(kind, "entry") == 0 ||
+                strcmp(kind, "arg") == 0 || strcmp(kind, "result") == 0 ||
+                strcmp(kind, "workspace") == 0 || strcmp(kind, "flops") == 0 ||
+                strcmp(kind, "tp") == 0;
+    if (!known)
+      continue; /* unknown record kinds are skipped (entry.h) */
+    if (count < 0)
+      return htp_set_error(err, err_size, "signature line %d: malformed '%s' record", line, kind);
+    int64_t value;
+    if (strcmp(kind, "end") == 0) {
+      ended = 1;
+    } else if (strcmp(kind, "entry") == 0) {
+      if (count != 2 || sig->entry)
+        return htp_set_error(err, err_size, "signature line %d: bad or repeated 'entry'", line);
+      if (!(sig->entry = copy_string(fields[1])))
+        return htp_set_error(err, err_size, "out of memory");
+    } else if (strcmp(kind, "arg") == 0 || strcmp(kind, "result") == 0) {
+      int is_arg = kind[0] == 'a';
+      int expected = is_arg ? sig->num_args : sig->num_results;
+      if (count < 2 || parse_int(fields[1], 0, INT32_MAX, &value) || value != expected)
+        return htp_set_error(err, err_size, "signature line %d: %s index '%s', expected %d",
+                             line, kind, count < 2 ? "" : fields[1], expected);
+      htp_sig_role role = HTP_SIG_RESULT;
+      int first = 2;
+      if (is_arg) {
+        if (sig->num_results > 0)
+          return htp_set_error(err, err_size, "signature line %d: 'arg' after 'result'", line);
+        if (count < 3 || (strcmp(fields[2], "input") != 0 && strcmp(fields[2], "param") != 0))
+          return htp_set_error(err, err_size, "signature line %d: arg kind must be 'input' or "
+                               "'param'", line);
+        role = fields[2][0] == 'i' ? HTP_SIG_INPUT : HTP_SIG_PARAM;
+        first = 3;
+      }
+      htp_sig_tensor *tensor = is_arg ? append(&sig->args, &sig->num_args)
+                                      : append(&sig->results, &sig->num_results);
+      if (!tensor)
+        return htp_set_error(err, err_size, "out of memory");
+      tensor->role = role;
+      if (parse_tensor(fields + first, count - first, tensor, line, err, err_size))
+        return 1;
+    } else if (strcmp(kind, "workspace") == 0) {
+      if (count != 2 || parse_int(fields[1], 0, INT64_MAX, &value) ||
+          (uint64_t)value > SIZE_MAX / 2)
+        return htp_set_error(err, err_size, "signature line %d: bad workspace size", line);
+      sig->workspace_bytes = (size_t)value;
+      have_workspace = 1;
+    } else if (strcmp(kind, "flops") == 0) {
+      if (count != 2 || parse_int(fields[1], 0, INT64_MAX, &value))
+        return htp_set_error(err, err_size, "signature line %d: bad flops count", line);
+      sig->flops = value;
+    } else if (strcmp(kind, "tp") == 0) {
+      if (count != 2 || parse_int(fields[1], 1, 1 << 20, &value))
+        return htp_set_error(err, err_size, "signature line %d: bad tp", line);
+      sig->tp = (int)value;
+    }
+  }
+  if (line == 0)
+    return htp_set_error(err, err_size, "empty signature");
+  if (!ended)
+    return htp_set_error(err, err_size, "signature has no 'end' record (truncated?)");
+  if (!sig->entry)
+    return htp_set_error(err, err_size, "signature has no 'entry' record");
+  if (!have_workspace)
+    return htp_set_error(err, err_size, "signature has no 'workspace' record");
+  if (sig->num_results == 0)
+    return htp_set_error(err, err_size, "signature declares no results");
+  return 0;
+}
+
+int htp_signature_parse(const char *text, htp_signature *sig, char *err, size_t err_size) {
+  memset(sig, 0, sizeof *sig);
+  sig->tp = 1;
+  if (!text)
+    return htp_set_error(err, err_size, "no signature");
+  char *copy = copy_string(text);
+  if (!copy)
+    return htp_set_error(err, err_size, "out of memory");
+  int status = parse_lines(copy, sig, err, err_size);
+  free(copy);
+  if (status)
+    htp_signature_free(sig);
+  return status;
+}
+
+void htp_signature_free(htp_signature *sig) {
+  if (!sig)
+    return;
+  for (int i = 0; i < sig->num_args; i++)
+    free(sig->args[i].name);
+  for (int i = 0; i < sig->num_results; i++)
+    free(sig->results[i].name);
+  free(sig->args);
+  free(sig->results);
+  free(sig->entry);
+  memset(sig, 0, sizeof *sig);
+  sig->tp = 1;
+}
+
+void htp_format_shape(char *out, size_t size, int rank, const int64_t *dims) {
+  size_t length = (size_t)snprintf(out, size, "[");
+  for (int d = 0; d < rank && length < size; d++)
+    length += (size_t)snprintf(out + length, size - length, "%s%lld", d ? ", " : "",
+                               (long long)dims[d]);
+  if (length < size)
+    snprintf(out + length, size - length, "]");
+}

@@ -1,0 +1,48 @@
+/*===- tools/htp-run/signature.h - Parse an entry point's __htp_sig text ===*
+ *
+ * The text format is defined in tools/htp-run/entry.h. Parsing is strict
+ * about what the executor relies on (records in order, indices dense from 0,
+ * non-negative dims, sizes that fit in memory, "end" present) and ignores
+ * unknown record kinds, so later issues can add records.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_SIGNATURE_H
+#define HTP_RUN_SIGNATURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { HTP_SIG_MAX_RANK = 8 };
+
+typedef enum htp_sig_role { HTP_SIG_INPUT, HTP_SIG_PARAM, HTP_SIG_RESULT } htp_sig_role;
+
+typedef struct htp_sig_tensor {
+  htp_sig_role role;
+  char *name;
+  int rank;
+  int64_t dims[HTP_SIG_MAX_RANK];
+  int64_t count;  /* prod(dims) */
+  size_t bytes;   /* count * sizeof(float) */
+} htp_sig_tensor;
+
+typedef struct htp_signature {
+  char *entry;
+  int num_args;
+  htp_sig_tensor *args;     /* inputs and params, in buffer order */
+  int num_results;
+  htp_sig_tensor *results;
+  size_t workspace_bytes;
+  int64_t flops;            /* per call; 0 when the record is absent */
+  int tp;                   /* 1 when the record is absent */
+} htp_signature;
+
+/* Parses text into *sig. On failure returns non-zero, leaves *sig empty and
+ * writes a message naming the line to err. */
+int htp_signature_parse(const char *text, htp_signature *sig, char *err, size_t err_size);
+
+/* Frees what parse allocated; accepts an empty *sig. */
+void htp_signature_free(htp_signature *sig);
+
+/* Writes "[2, 5, 12]" into out. */
+void htp_format_shape(char *out, size_t size, int rank, const int64_t *dims);
+
+#endif /* HTP_RUN_SIGNATURE_H */

@@ -1,0 +1,19 @@
+/*===- tools/htp-run/so_loader.h - Load an htp-compile shared object -----===*
+ *
+ * The ahead-of-time twin of the JIT: the same htp_compiler vtable
+ * (tools/htp-run/entry.h), backed by dlopen. The shared object leaves the
+ * kernel symbols undefined; they resolve against htp-run itself, which
+ * exports them.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_SO_LOADER_H
+#define HTP_RUN_SO_LOADER_H
+
+#include "tools/htp-run/entry.h"
+
+/* Loads a shared object written by htp-compile. ENTRY NULL picks the entry
+ * named by the object's `htp_default_entry` string (present when the module
+ * had exactly one public function). options->tp is not looked at: the
+ * signature says what the object was compiled for. */
+const htp_compiler *htp_so_loader(void);
+
+#endif /* HTP_RUN_SO_LOADER_H */
