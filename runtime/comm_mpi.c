@@ -1,0 +1,431 @@
+/*===- runtime/comm_mpi.c - the mpi backend: one process per rank ---------===*
+ *
+ * Every call is non-blocking MPI polled with MPI_Test against the deadline,
+ * so a hung peer becomes HTP_ERR_TIMEOUT instead of a hang. Each world
+ * works on two duplicates of MPI_COMM_WORLD: `comm` for the data and
+ * `notice_comm` for failure notices. Every process keeps one receive posted
+ * on notice_comm; when a world fails on one process (deadline, abort, bad
+ * argument), it sends {code, origin} to every peer, and their polling loops
+ * see it: that is how HTP_ERR_REMOTE and HTP_ERR_TIMEOUT reach the other
+ * ranks, and how a rank hung by fault injection is released.
+ *
+ * A collective cannot be cancelled, so one that timed out may still write
+ * its buffer later: collectives therefore run on a staging buffer owned by
+ * the world, copied in and out (one extra copy each way), and a staging
+ * buffer left behind by a failed collective is never reused. The sum is
+ * MPI_Iallreduce: NOT guaranteed in rank order or bitwise reproducible (that
+ * depends on Open MPI's algorithm choice).
+ *
+ * htp_world_destroy is collective: it first waits (up to the deadline) for
+ * every process to reach it; then MPI_Finalize is safe. If some process
+ * never comes, a world that initialized MPI calls MPI_Abort(MPI_COMM_WORLD,
+ * 1) rather than hang in MPI_Finalize; a world that did not leaves MPI to
+ * the application.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/comm_internal.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { NOTICE_TAG = 1 };
+
+typedef struct mpi_world {
+  MPI_Comm comm;
+  MPI_Comm notice_comm;
+  int owns_mpi; /* htp called MPI_Init_thread and must finalize */
+  int tag_upper_bound;
+  int notice_in[2];
+  MPI_Request notice_request;
+  int notice_out[2];
+  MPI_Request *notice_sends; /* [size] */
+  void *staging;
+  size_t staging_size;
+  /* Staging buffers of failed collectives, which MPI may still write: freed
+   * only after MPI_Finalize. */
+  void **abandoned;
+  int abandoned_count;
+} mpi_world;
+
+static mpi_world *state_of(htp_world *world) { return (mpi_world *)world->backend; }
+
+static int failed(htp_world *world) { return atomic_load(&world->fail_code) != HTP_OK; }
+
+static const char *mpi_message(int code, char *buffer) {
+  int length = 0;
+  if (MPI_Error_string(code, buffer, &length) != MPI_SUCCESS)
+    snprintf(buffer, MPI_MAX_ERROR_STRING, "MPI error %d", code);
+  return buffer;
+}
+
+#define MPI_CALL(ctx, call)                                                                    \
+  do {                                                                                         \
+    int mpi_rc_ = (call);                                                                      \
+    if (mpi_rc_ != MPI_SUCCESS) {                                                              \
+      char mpi_text_[MPI_MAX_ERROR_STRING];                                                    \
+      return htp__fail((ctx), HTP_ERR_SYSTEM, "%s failed: %s", #call,                          \
+                       mpi_message(mpi_rc_, mpi_text_));                                       \
+    }                                                                                          \
+  } while (0)
+
+/* ===== Failure notices ================================================== */
+
+/* Looks for a failure notice from a peer; fails the world when one came. */
+static void poll_notice(htp_world *world, htp_ctx *ctx) {
+  mpi_world *state = state_of(world);
+  if (state->notice_request == MPI_REQUEST_NULL) return;
+  int arrived = 0;
+  MPI_Status status;
+  if (MPI_Test(&state->notice_request, &arrived, &status) != MPI_SUCCESS || !arrived) return;
+  int code = state->notice_in[0], origin = state->notice_in[1];
+  if (code <= HTP_OK || code >= HTP_RESULT_COUNT) code = HTP_ERR_REMOTE;
+  htp__world_fail(world, ctx, (htp_result)code, origin, "rank %d reported: %s", status.MPI_SOURCE,
+                  htp_strerror((htp_result)code));
+}
+
+static void mpi_notify_failure(htp_world *world, htp_ctx *ctx) {
+  (void)ctx;
+  mpi_world *state = state_of(world);
+  state->notice_out[0] = atomic_load(&world->fail_code);
+  state->notice_out[1] = atomic_load(&world->fail_origin);
+  for (int peer = 0; peer < world->size; ++peer) {
+    if (peer == world->process_rank || state->notice_sends[peer] != MPI_REQUEST_NULL) continue;
+    MPI_Isend(state->notice_out, 2, MPI_INT, peer, NOTICE_TAG, state->notice_comm,
+              &state->notice_sends[peer]);
+  }
+}
+
+/* ===== Waiting ========================================================== */
+
+/* Polls request until it completes, the world fails or the deadline passes.
+ * Spins briefly, then sleeps in growing steps (ranks may share cores). */
+static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *status,
+                               double deadline, const char *what) {
+  htp_world *world = ctx->world;
+  double pause = 2e-6;
+  for (int round = 0;; ++round) {
+    int done = 0;
+    MPI_Status local_status;
+    int rc = MPI_Test(request, &done, status ? status : &local_status);
+    if (rc != MPI_SUCCESS) {
+      /* A message longer than the receive buffer is the caller's mistake. */
+      char text[MPI_MAX_ERROR_STRING];
+      int error_class = 0;
+      MPI_Error_class(rc, &error_class);
+      return htp__fail(ctx, error_class == MPI_ERR_TRUNCATE ? HTP_ERR_INVALID : HTP_ERR_SYSTEM,
+                       "%s: %s", what, mpi_message(rc, text));
+    }
+    if (done) return HTP_OK;
+    poll_notice(world, ctx);
+    if (failed(world)) return htp__check_failed(ctx, what);
+    if (htp_now() > deadline)
+      return htp__fail(ctx, HTP_ERR_TIMEOUT, "%s: rank %d waited %.3g s for its peers", what,
+                       ctx->rank, world->config.timeout_s);
+    if (round < 64) {
+      sched_yield();
+    } else {
+      htp__sleep(pause);
+      if (pause < 1e-3) pause *= 2;
+    }
+  }
+}
+
+/* ===== World ============================================================ */
+
+static htp_result mpi_world_init(htp_world *world, char *message, size_t message_size) {
+  int initialized = 0, finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) {
+    snprintf(message, message_size, "htp_world_create: MPI was already finalized");
+    return HTP_ERR_SYSTEM;
+  }
+  mpi_world *state = calloc(1, sizeof *state);
+  if (!state) return HTP_ERR_NOMEM;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      snprintf(message, message_size, "htp_world_create: MPI_Init_thread failed");
+      free(state);
+      return HTP_ERR_SYSTEM;
+    }
+    state->owns_mpi = 1;
+  }
+  int size = 0, rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (world->config.world_size != 0 && world->config.world_size != size) {
+    snprintf(message, message_size,
+             "htp_world_create: world_size is %d but MPI has %d processes (use 0)",
+             world->config.world_size, size);
+    if (state->owns_mpi) MPI_Finalize();
+    free(state);
+    return HTP_ERR_INVALID;
+  }
+  state->notice_sends = malloc((size_t)size * sizeof *state->notice_sends);
+  if (!state->notice_sends || MPI_Comm_dup(MPI_COMM_WORLD, &state->comm) != MPI_SUCCESS ||
+      MPI_Comm_dup(MPI_COMM_WORLD, &state->notice_comm) != MPI_SUCCESS) {
+    snprintf(message, message_size, "htp_world_create: MPI_Comm_dup failed");
+    if (state->owns_mpi) MPI_Finalize();
+    free(state->notice_sends);
+    free(state);
+    return HTP_ERR_SYSTEM;
+  }
+  for (int peer = 0; peer < size; ++peer) state->notice_sends[peer] = MPI_REQUEST_NULL;
+  MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(state->notice_comm, MPI_ERRORS_RETURN);
+  int *upper_bound = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &upper_bound, &flag);
+  state->tag_upper_bound = flag && upper_bound ? *upper_bound : 32767;
+  MPI_Irecv(state->notice_in, 2, MPI_INT, MPI_ANY_SOURCE, NOTICE_TAG, state->notice_comm,
+            &state->notice_request);
+  world->size = size;
+  world->process_rank = rank;
+  world->backend = state;
+  return HTP_OK;
+}
+
+static void mpi_world_destroy(htp_world *world) {
+  mpi_world *state = state_of(world);
+  if (!state) return;
+  /* Every process meets here (or the deadline passes) before anything
+   * collective is torn down: after a failure the processes may disagree on
+   * whether the world failed, so destroy always meets, healthy or not. */
+  int everyone_came = 0;
+  MPI_Request request;
+  if (MPI_Ibarrier(state->notice_comm, &request) == MPI_SUCCESS) {
+    double deadline = htp_now() + world->config.timeout_s;
+    for (int round = 0; htp_now() < deadline; ++round) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) {
+        everyone_came = 1;
+        break;
+      }
+      if (round < 64) sched_yield();
+      else htp__sleep(1e-3);
+    }
+  }
+  if (!everyone_came && state->owns_mpi) {
+    fprintf(stderr, "htp: rank %d: a peer never reached htp_world_destroy of the failed world; "
+                    "calling MPI_Abort\n",
+            world->process_rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (state->notice_request != MPI_REQUEST_NULL) {
+    MPI_Cancel(&state->notice_request);
+    MPI_Wait(&state->notice_request, MPI_STATUS_IGNORE);
+  }
+  int sends_pending = 0;
+  for (int peer = 0; peer < world->size; ++peer) {
+    if (state->notice_sends[peer] == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    MPI_Test(&state->notice_sends[peer], &done, MPI_STATUS_IGNORE);
+    if (!done) sends_pending = 1;
+  }
+  int owns_mpi = state->owns_mpi;
+  MPI_Comm_free(&state->comm);
+  MPI_Comm_free(&state->notice_comm);
+  int finalized = owns_mpi && everyone_came;
+  if (finalized) MPI_Finalize();
+  /* After MPI_Finalize nothing can write the buffers; without it, a pending
+   * operation still might, so they are left allocated. */
+  if (finalized || (state->abandoned_count == 0 && !sends_pending)) {
+    for (int i = 0; i < state->abandoned_count; ++i) free(state->abandoned[i]);
+    free(state->abandoned);
+    free(state->staging);
+    free(state->notice_sends);
+    free(state);
+  }
+  world->backend = NULL;
+}
+
+/* ===== Collectives ====================================================== */
+
+static void *staging(htp_ctx *ctx, size_t bytes) {
+  mpi_world *state = state_of(ctx->world);
+  if (bytes <= state->staging_size && state->staging) return state->staging;
+  void *buffer = malloc(bytes ? bytes : 1);
+  if (!buffer) return NULL;
+  free(state->staging);
+  state->staging = buffer;
+  state->staging_size = bytes;
+  return buffer;
+}
+
+/* Waits for a collective on the staging buffer; a failure abandons it. */
+static htp_result wait_collective(htp_ctx *ctx, MPI_Request *request, double deadline,
+                                  const char *what) {
+  htp_result rc = wait_request(ctx, request, NULL, deadline, what);
+  if (rc != HTP_OK) {
+    mpi_world *state = state_of(ctx->world);
+    void **abandoned =
+        realloc(state->abandoned, (size_t)(state->abandoned_count + 1) * sizeof *abandoned);
+    if (abandoned) { /* else leaked: still never reused */
+      state->abandoned = abandoned;
+      state->abandoned[state->abandoned_count++] = state->staging;
+    }
+    state->staging = NULL;
+    state->staging_size = 0;
+  }
+  return rc;
+}
+
+enum { MAX_CHUNK = INT_MAX / 8 };
+
+static htp_result mpi_allreduce(htp_ctx *ctx, const float *send, float *recv, size_t count,
+                                double deadline) {
+  mpi_world *state = state_of(ctx->world);
+  float *buffer = staging(ctx, count * sizeof(float));
+  if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_allreduce_sum_f32: out of memory");
+  if (count) memcpy(buffer, send, count * sizeof(float));
+  size_t done = 0;
+  do {
+    size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
+    MPI_Request request;
+    MPI_CALL(ctx, MPI_Iallreduce(MPI_IN_PLACE, buffer + done, (int)n, MPI_FLOAT, MPI_SUM,
+                                 state->comm, &request));
+    htp_result rc = wait_collective(ctx, &request, deadline, "htp_allreduce_sum_f32");
+    if (rc != HTP_OK) return rc;
+    done += n;
+  } while (done < count);
+  if (count) memcpy(recv, buffer, count * sizeof(float));
+  return HTP_OK;
+}
+
+static htp_result mpi_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
+                                double deadline) {
+  mpi_world *state = state_of(ctx->world);
+  size_t total = bytes * (size_t)ctx->world->size;
+  if (bytes > (size_t)MAX_CHUNK)
+    return htp__fail(ctx, HTP_ERR_UNSUPPORTED,
+                     "htp_allgather: %zu bytes per rank is more than the mpi backend's %d",
+                     bytes, MAX_CHUNK);
+  char *buffer = staging(ctx, total);
+  if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_allgather: out of memory");
+  if (bytes) memcpy(buffer + (size_t)ctx->rank * bytes, send, bytes);
+  MPI_Request request;
+  MPI_CALL(ctx, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, (int)bytes, MPI_BYTE,
+                               state->comm, &request));
+  htp_result rc = wait_collective(ctx, &request, deadline, "htp_allgather");
+  if (rc != HTP_OK) return rc;
+  if (total) memcpy(recv, buffer, total);
+  return HTP_OK;
+}
+
+static htp_result mpi_broadcast(htp_ctx *ctx, void *user_buffer, size_t bytes, int root,
+                                double deadline) {
+  mpi_world *state = state_of(ctx->world);
+  char *buffer = staging(ctx, bytes);
+  if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_broadcast: out of memory");
+  if (ctx->rank == root && bytes) memcpy(buffer, user_buffer, bytes);
+  size_t done = 0;
+  do {
+    size_t n = bytes - done < MAX_CHUNK ? bytes - done : MAX_CHUNK;
+    MPI_Request request;
+    MPI_CALL(ctx, MPI_Ibcast(buffer + done, (int)n, MPI_BYTE, root, state->comm, &request));
+    htp_result rc = wait_collective(ctx, &request, deadline, "htp_broadcast");
+    if (rc != HTP_OK) return rc;
+    done += n;
+  } while (done < bytes);
+  if (ctx->rank != root && bytes) memcpy(user_buffer, buffer, bytes);
+  return HTP_OK;
+}
+
+static htp_result mpi_barrier(htp_ctx *ctx, double deadline) {
+  MPI_Request request;
+  MPI_CALL(ctx, MPI_Ibarrier(state_of(ctx->world)->comm, &request));
+  return wait_request(ctx, &request, NULL, deadline, "htp_barrier");
+}
+
+/* ===== Point to point =================================================== */
+
+/* After a failed wait: a cancelled request no longer touches the buffer. */
+static void cancel_request(MPI_Request *request) {
+  if (*request == MPI_REQUEST_NULL) return;
+  MPI_Cancel(request);
+  int done = 0;
+  for (int round = 0; round < 1000 && !done; ++round) {
+    MPI_Test(request, &done, MPI_STATUS_IGNORE);
+    if (!done) htp__sleep(1e-4);
+  }
+}
+
+static htp_result check_tag(htp_ctx *ctx, int tag, const char *what) {
+  int upper = state_of(ctx->world)->tag_upper_bound;
+  if (tag > upper)
+    return htp__fail(ctx, HTP_ERR_INVALID, "%s: tag %d is above MPI_TAG_UB (%d)", what, tag,
+                     upper);
+  return HTP_OK;
+}
+
+/* Issend: completes when the receive has matched, as htp_send promises. */
+static htp_result mpi_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
+                           double deadline) {
+  htp_result rc = check_tag(ctx, tag, "htp_send");
+  if (rc != HTP_OK) return rc;
+  if (bytes > (size_t)INT_MAX)
+    return htp__fail(ctx, HTP_ERR_UNSUPPORTED, "htp_send: %zu bytes is more than INT_MAX", bytes);
+  MPI_Request request;
+  MPI_CALL(ctx, MPI_Issend(buffer, (int)bytes, MPI_BYTE, peer, tag, state_of(ctx->world)->comm,
+                           &request));
+  rc = wait_request(ctx, &request, NULL, deadline, "htp_send");
+  if (rc != HTP_OK) cancel_request(&request);
+  return rc;
+}
+
+static htp_result mpi_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
+                           double deadline) {
+  htp_result rc = check_tag(ctx, tag, "htp_recv");
+  if (rc != HTP_OK) return rc;
+  if (bytes > (size_t)INT_MAX)
+    return htp__fail(ctx, HTP_ERR_UNSUPPORTED, "htp_recv: %zu bytes is more than INT_MAX", bytes);
+  MPI_Request request;
+  MPI_Status status;
+  MPI_CALL(ctx, MPI_Irecv(buffer, (int)bytes, MPI_BYTE, peer, tag, state_of(ctx->world)->comm,
+                          &request));
+  rc = wait_request(ctx, &request, &status, deadline, "htp_recv");
+  if (rc != HTP_OK) {
+    cancel_request(&request);
+    return rc;
+  }
+  int received = 0;
+  MPI_Get_count(&status, MPI_BYTE, &received);
+  if ((size_t)received != bytes)
+    return htp__fail(ctx, HTP_ERR_INVALID, "htp_recv: rank %d sent %d bytes with tag %d, not %zu",
+                     peer, received, tag, bytes);
+  return HTP_OK;
+}
+
+/* ===== Faults =========================================================== */
+
+static htp_result mpi_wait_failure(htp_ctx *ctx, double deadline) {
+  htp_world *world = ctx->world;
+  while (!failed(world) && htp_now() < deadline) {
+    poll_notice(world, ctx);
+    double left = deadline - htp_now();
+    htp__sleep(left < 1e-3 ? left : 1e-3);
+  }
+  return htp__world_failure_for(world, ctx->rank);
+}
+
+const htp__backend_ops htp__mpi_ops = {
+    .name = "mpi",
+    .world_init = mpi_world_init,
+    .world_destroy = mpi_world_destroy,
+    .ctx_init = NULL,
+    .ctx_destroy = NULL,
+    .allreduce_sum_f32 = mpi_allreduce,
+    .allgather = mpi_allgather,
+    .broadcast = mpi_broadcast,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .barrier = mpi_barrier,
+    .notify_failure = mpi_notify_failure,
+    .wait_failure = mpi_wait_failure,
+};

@@ -1,0 +1,277 @@
+/*===- test/runtime/mpi_test.c - the mpi backend, under mpirun ------------===*
+ *
+ * Run as `mpirun -np N runtime_mpi_test SCENARIO`; every process runs the
+ * scenario's cmocka group and exits with its failure count, so mpirun fails
+ * when any rank does.
+ *   collectives  the application initializes MPI; closed forms for every
+ *                collective, a ring of send/recv with memcmp, two worlds at
+ *                once, bad arguments, a size mismatch (in worlds of their own)
+ *   hang         htp initializes MPI; rank 1 hangs at iteration 2: the others
+ *                get HTP_ERR_TIMEOUT within the deadline, rank 1 is released
+ *                (HTP_ERR_REMOTE), and htp_world_destroy ends cleanly
+ *   die          rank N-1 dies at iteration 1: the others get HTP_ERR_REMOTE
+ *                long before the deadline
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+
+#include "runtime/htp.h"
+
+#include <mpi.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static htp_world *make_world(double timeout) {
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_MPI;
+  config.world_size = 0;
+  config.timeout_s = timeout;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  return world;
+}
+
+static htp_ctx *make_ctx(htp_world *world) {
+  htp_ctx *ctx = NULL;
+  htp_result rc = htp_ctx_create(world, htp_world_process_rank(world), &ctx);
+  if (rc != HTP_OK) fail_msg("htp_ctx_create: %s", htp_world_last_error(world));
+  return ctx;
+}
+
+#define EXPECT_OK(ctx, call)                                                                   \
+  do {                                                                                         \
+    htp_result rc_ = (call);                                                                   \
+    if (rc_ != HTP_OK)                                                                         \
+      fail_msg("rank %d: %s: %s: %s", htp_ctx_rank(ctx), #call, htp_strerror(rc_),            \
+               htp_last_error(ctx));                                                           \
+  } while (0)
+
+/* ===== collectives ====================================================== */
+
+static void check_collectives(htp_ctx *ctx) {
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  const size_t counts[] = {0, 1, 17, 100003};
+  for (size_t c = 0; c < 4; ++c) {
+    size_t count = counts[c];
+    float *send = malloc((count + 1) * sizeof(float)), *recv = malloc((count + 1) * sizeof(float));
+    assert_non_null(send);
+    assert_non_null(recv);
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      for (size_t i = 0; i < count; ++i) send[i] = (float)((rank + 1) * (int)(i % 5 + 1));
+      float *out = in_place ? send : recv;
+      EXPECT_OK(ctx, htp_allreduce_sum_f32(ctx, send, out, count));
+      for (size_t i = 0; i < count; ++i)
+        assert_true(out[i] == (float)(size * (size + 1) / 2 * (int)(i % 5 + 1)));
+    }
+    free(send);
+    free(recv);
+  }
+  enum { BYTES = 4099 };
+  unsigned char mine[BYTES], *all = malloc((size_t)size * BYTES);
+  assert_non_null(all);
+  for (size_t i = 0; i < BYTES; ++i) mine[i] = (unsigned char)(rank * 13 + i);
+  EXPECT_OK(ctx, htp_allgather(ctx, mine, all, BYTES));
+  for (int from = 0; from < size; ++from)
+    for (size_t i = 0; i < BYTES; ++i)
+      assert_int_equal(all[(size_t)from * BYTES + i], (unsigned char)(from * 13 + i));
+  free(all);
+  for (int root = 0; root < size; ++root) {
+    unsigned char buffer[BYTES];
+    for (size_t i = 0; i < BYTES; ++i) buffer[i] = rank == root ? (unsigned char)(root + i) : 0;
+    EXPECT_OK(ctx, htp_broadcast(ctx, buffer, BYTES, root));
+    for (size_t i = 0; i < BYTES; ++i) assert_int_equal(buffer[i], (unsigned char)(root + i));
+    EXPECT_OK(ctx, htp_barrier(ctx));
+  }
+}
+
+static void check_ring(htp_ctx *ctx) {
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  int next = (rank + 1) % size, previous = (rank + size - 1) % size;
+  enum { BYTES = 200003 };
+  unsigned char *out = malloc(BYTES), *in = malloc(BYTES), *expected = malloc(BYTES);
+  assert_true(out && in && expected);
+  for (int tag = 0; tag < 2; ++tag) {
+    for (size_t i = 0; i < BYTES; ++i) {
+      out[i] = (unsigned char)(rank * 7 + tag + i);
+      expected[i] = (unsigned char)(previous * 7 + tag + i);
+    }
+    if (rank % 2 == 0) {
+      EXPECT_OK(ctx, htp_send(ctx, out, BYTES, next, tag));
+      EXPECT_OK(ctx, htp_recv(ctx, in, BYTES, previous, tag));
+    } else {
+      EXPECT_OK(ctx, htp_recv(ctx, in, BYTES, previous, tag));
+      EXPECT_OK(ctx, htp_send(ctx, out, BYTES, next, tag));
+    }
+    assert_memory_equal(in, expected, BYTES);
+  }
+  free(out);
+  free(in);
+  free(expected);
+}
+
+static void test_collectives(void **state) {
+  (void)state;
+  htp_world *world = make_world(10.0);
+  assert_int_equal(htp_world_backend(world), HTP_BACKEND_MPI);
+  htp_ctx *ctx = make_ctx(world);
+  check_collectives(ctx);
+  if (htp_ctx_size(ctx) > 1) check_ring(ctx);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+/* Two worlds at once: their traffic does not mix. */
+static void test_two_worlds(void **state) {
+  (void)state;
+  htp_world *first = make_world(10.0), *second = make_world(10.0);
+  htp_ctx *a = make_ctx(first), *b = make_ctx(second);
+  int size = htp_ctx_size(a);
+  float x[3] = {1, 1, 1}, y[3] = {2, 2, 2};
+  EXPECT_OK(a, htp_allreduce_sum_f32(a, x, x, 3));
+  EXPECT_OK(b, htp_allreduce_sum_f32(b, y, y, 3));
+  assert_true(x[0] == (float)size && y[2] == (float)(2 * size));
+  htp_ctx_destroy(a);
+  htp_ctx_destroy(b);
+  htp_world_destroy(second);
+  htp_world_destroy(first);
+}
+
+static void test_bad_arguments(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_MPI;
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  config.world_size = size + 1;
+  htp_world *world = NULL;
+  char message[256];
+  assert_int_equal(htp_world_create_verbose(&config, &world, message, sizeof message),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(message, "MPI has"));
+
+  world = make_world(2.0);
+  htp_ctx *ctx = NULL;
+  int rank = htp_world_process_rank(world);
+  assert_int_equal(htp_ctx_create(world, (rank + 1) % size, &ctx), size > 1 ? HTP_ERR_INVALID
+                                                                          : HTP_OK);
+  htp_ctx_destroy(ctx);
+  ctx = make_ctx(world);
+  char data[8] = "abcdefg";
+  /* Each rank tries a different bad call; all are INVALID locally. */
+  htp_result rc = HTP_OK;
+  switch (rank % 3) {
+  case 0: rc = htp_send(ctx, data, sizeof data, rank, 0); break;
+  case 1: rc = htp_broadcast(ctx, data, sizeof data, size); break;
+  case 2: rc = htp_allreduce_sum_f32(ctx, NULL, (float *)data, 2); break;
+  }
+  /* A peer's bad call may have failed the world first: then REMOTE. */
+  if (rc == HTP_ERR_INVALID) assert_true(strlen(htp_last_error(ctx)) > 0);
+  else assert_int_equal(rc, HTP_ERR_REMOTE);
+  assert_int_not_equal(htp_barrier(ctx), HTP_OK);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world); /* failed: meets the peers, then frees */
+}
+
+static void test_size_mismatch(void **state) {
+  (void)state;
+  htp_world *world = make_world(2.0);
+  htp_ctx *ctx = make_ctx(world);
+  int rank = htp_ctx_rank(ctx);
+  char data[16] = "0123456789abcde";
+  if (htp_ctx_size(ctx) >= 2 && rank < 2) {
+    htp_result rc = rank == 0 ? htp_send(ctx, data, 16, 1, 3) : htp_recv(ctx, data, 8, 0, 3);
+    if (rank == 1) {
+      assert_int_equal(rc, HTP_ERR_INVALID);
+      assert_true(strlen(htp_last_error(ctx)) > 0);
+    }
+  }
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+/* ===== faults =========================================================== */
+
+enum { ITERATIONS = 5 };
+
+static htp_result iterate(htp_ctx *ctx) {
+  for (int64_t iteration = 0; iteration < ITERATIONS; ++iteration) {
+    htp_result rc = htp_fault_point(ctx, iteration);
+    if (rc != HTP_OK) return rc;
+    float value = 1;
+    rc = htp_allreduce_sum_f32(ctx, &value, &value, 1);
+    if (rc != HTP_OK) return rc;
+    if (value != (float)htp_ctx_size(ctx)) return HTP_ERR_INTERNAL;
+  }
+  return HTP_OK;
+}
+
+static void test_hang(void **state) {
+  (void)state;
+  htp_world *world = make_world(0.5);
+  htp_fault hang = {HTP_FAULT_HANG, 1, 2, 0};
+  assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
+  htp_ctx *ctx = make_ctx(world);
+  double start = htp_now();
+  htp_result rc = iterate(ctx);
+  double elapsed = htp_now() - start;
+  int rank = htp_ctx_rank(ctx);
+  fprintf(stderr, "rank %d: %s after %.3f s: %s\n", rank, htp_strerror(rc), elapsed,
+          htp_last_error(ctx));
+  assert_int_equal(rc, rank == 1 ? HTP_ERR_REMOTE : HTP_ERR_TIMEOUT);
+  assert_true(elapsed < 0.5 + 1.5);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+static void test_die(void **state) {
+  (void)state;
+  htp_world *world = make_world(5.0);
+  int size = htp_world_size(world);
+  htp_fault die = {HTP_FAULT_DIE, size - 1, 1, 0};
+  assert_int_equal(htp_world_add_fault(world, &die), HTP_OK);
+  htp_ctx *ctx = make_ctx(world);
+  double start = htp_now();
+  htp_result rc = iterate(ctx);
+  double elapsed = htp_now() - start;
+  fprintf(stderr, "rank %d: %s after %.3f s: %s\n", htp_ctx_rank(ctx), htp_strerror(rc), elapsed,
+          htp_last_error(ctx));
+  assert_int_equal(rc, HTP_ERR_REMOTE);
+  assert_true(elapsed < 2.0);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
+int main(int argc, char **argv) {
+  const char *scenario = argc > 1 ? argv[1] : "collectives";
+  if (strcmp(scenario, "collectives") == 0) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_collectives),
+        cmocka_unit_test(test_two_worlds),
+        cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_size_mismatch),
+    };
+    int failures = cmocka_run_group_tests_name("runtime.mpi", tests, NULL, NULL);
+    MPI_Finalize();
+    return failures;
+  }
+  /* htp initializes and finalizes MPI itself. */
+  if (strcmp(scenario, "hang") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hang)};
+    return cmocka_run_group_tests_name("runtime.mpi.hang", tests, NULL, NULL);
+  }
+  if (strcmp(scenario, "die") == 0) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_die)};
+    return cmocka_run_group_tests_name("runtime.mpi.die", tests, NULL, NULL);
+  }
+  fprintf(stderr, "usage: %s collectives|hang|die\n", argv[0]);
+  return 2;
+}
