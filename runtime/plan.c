@@ -231,20 +231,31 @@ static int32_t round_units(double x) { return (int32_t)floor(x + 0.5); }
 /* Whole units covering x; the slack absorbs bisection and product error. */
 static int32_t ceil_units(double x) { return (int32_t)ceil(x - 1e-9); }
 
-/* Spare capacity of the healthy ranks minus what the migrators must shed at
- * target time T (work of a rank normalised to 1). Increasing in T. */
-static double balance(const htp_planner *planner, double T, const double *speeds,
-                      int num_helpers, int num_migrators) {
-  double sum = 0.0;
-  for (int i = 0; i < num_helpers; ++i) {
-    double spare = T * speeds[planner->helpers[i]] - 1.0;
-    if (spare > 0.0) sum += spare;
+/* Moves the `count` largest keys (by_deficit order) to the front of keys,
+ * in no particular order among themselves: quickselect with a pivot chosen
+ * by position, so the same input gives the same output on every rank (and
+ * the key order is total, so the chosen SET is unique anyway). O(n). */
+static void select_largest(htp__rank_key *keys, int n, int count) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi && count > lo && count <= hi) {
+    htp__rank_key pivot = keys[lo + (hi - lo) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (by_deficit(&keys[i], &pivot) < 0) ++i;
+      while (by_deficit(&keys[j], &pivot) > 0) --j;
+      if (i <= j) {
+        htp__rank_key t = keys[i];
+        keys[i] = keys[j];
+        keys[j] = t;
+        ++i;
+        --j;
+      }
+    }
+    /* [lo, j] before the pivot, [i, hi] after it, (j, i) equal to it. */
+    if (count <= j) hi = j;
+    else if (count >= i) lo = i;
+    else return;
   }
-  for (int i = 0; i < num_migrators; ++i) {
-    double excess = 1.0 - T * speeds[planner->order[i]];
-    if (excess > 0.0) sum -= excess;
-  }
-  return sum;
 }
 
 void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t *stragglers) {
@@ -310,19 +321,25 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
       planner->order[num_migrators + num_resizers++] = keys[i].rank;
 
-  /* Target time: the smallest T >= T0 whose spare covers the migrators. */
+  /* Target time: the smallest T >= T0 at which the helpers' spare covers
+   * what the migrators must shed. At T >= T0 every helper has spare
+   * T s_h - 1 >= 0, so with the shedding migrators M' the balance
+   * T sum_H s - |H| = sum_M' (1 - T s_m) is linear:
+   * T = (|H| + |M'|) / (sum_H s + sum_M' s). A migrator with T s_m >= 1
+   * sheds nothing: drop the mildest and solve again (rarely needed). */
   double T = T0;
-  if (num_migrators > 0 && balance(planner, T0, speeds, num_helpers, num_migrators) < 0.0) {
-    double slowest_migrator = 1.0;
-    for (int i = 0; i < num_migrators; ++i)
-      if (speeds[planner->order[i]] < slowest_migrator) slowest_migrator = speeds[planner->order[i]];
-    double lo = T0, hi = 1.0 / slowest_migrator;
-    for (int step = 0; step < 100 && hi - lo > 1e-12 * hi; ++step) {
-      double mid = 0.5 * (lo + hi);
-      if (balance(planner, mid, speeds, num_helpers, num_migrators) >= 0.0) hi = mid;
-      else lo = mid;
+  if (num_migrators > 0) {
+    double helper_speed = 0.0;
+    for (int i = 0; i < num_helpers; ++i) helper_speed += speeds[planner->helpers[i]];
+    for (int shedding = num_migrators; shedding > 0; --shedding) {
+      double sum = helper_speed;
+      for (int i = 0; i < shedding; ++i) sum += speeds[planner->order[i]];
+      double t = (double)(num_helpers + shedding) / sum;
+      if (t * speeds[planner->order[shedding - 1]] < 1.0) {
+        T = t > T0 ? t : T0;
+        break;
+      }
     }
-    T = hi;
   }
   plan->target_time = T;
   for (int i = 0; i < num_stragglers; ++i) {
@@ -386,7 +403,9 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
         num_rest++;
       }
     }
-    qsort(rest, (size_t)num_rest, sizeof(deficit_key), by_deficit);
+    /* The largest remainders get one more unit each (usually one pass). */
+    int64_t left = placed - given;
+    select_largest(rest, num_rest, left < num_rest ? (int)left : num_rest);
     while (given < placed) {
       for (int i = 0; i < num_rest && given < placed; ++i) {
         int h = rest[i].rank;

@@ -1,0 +1,322 @@
+/*===- tools/htp-sim/htp-sim.c - the planner driven by a cost model -------===*
+ *
+ * Runs libhtprt's detector and planner (the same code ranks run) on
+ * simulated timings: N ranks, chi of them slowed down, and reports for each
+ * policy the simulated iteration time over the ideal time, the fraction of
+ * work pruned (what resize pays in accuracy), the weights moved, and the
+ * planner's own wall time per iteration. See --help for the cost model.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "runtime/htp.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *usage =
+    "usage: htp-sim [options]\n"
+    "\n"
+    "Drives libhtprt's real detector and planner (htp_planner_observe) with\n"
+    "simulated compute times and prints one row per (ranks, stragglers,\n"
+    "slowdown, policy).\n"
+    "\n"
+    "Cost model (per iteration):\n"
+    "  Every layer has an attention pair and an MLP pair; each pair ends in\n"
+    "  an all-reduce, so each pair takes the time of its slowest rank:\n"
+    "    pair time = max over ranks r of (kept + migrated-in units) * unit cost\n"
+    "                / speed_r\n"
+    "    iteration = layers * (attention pair time + MLP pair time)\n"
+    "              + weight transfer, in the iteration after a replan:\n"
+    "                max over ranks of bytes sent or received / bandwidth\n"
+    "  ideal       = layers * total work of all ranks / sum of speeds\n"
+    "                (perfect balance, nothing pruned, free transfers).\n"
+    "  All-reduce time is the same for every policy and is left out of both,\n"
+    "  which makes the ratio stricter, not looser. Speeds: 1 for healthy\n"
+    "  ranks, 1/slowdown for stragglers, each times (1 + noise * u), u\n"
+    "  uniform in [-1, 1] drawn per rank per iteration. The planner sees each\n"
+    "  rank's own compute time (its work / its speed), as htp_balancer_step\n"
+    "  would gather it; detection takes hysteresis_iters (3) iterations.\n"
+    "  resize removes pruned units from the work (so it looks fast) and the\n"
+    "  'pruned%' column reports the fraction of all work it skipped: the\n"
+    "  accuracy it pays. migrate and semi report 'moved' (MiB per replan).\n"
+    "\n"
+    "Columns: time/ideal over the steady iterations (after --warmup) and over\n"
+    "the whole run (detection and transfers included); pruned%; moved MiB;\n"
+    "replans; planner wall time per iteration, mean and max (microseconds,\n"
+    "one rank's htp_planner_observe: detector + plan when it replans; the max\n"
+    "includes whatever the OS did meanwhile); replan_us: median wall time of\n"
+    "21 forced replans (htp_planner_plan_speeds) at the final speeds.\n"
+    "\n"
+    "Options (defaults in brackets):\n"
+    "  --ranks LIST          comma list of world sizes [8,64,512,4096]\n"
+    "  --stragglers LIST     comma list of straggler counts chi [1,2,4]\n"
+    "  --slowdowns LIST      comma list of slowdown factors [1.5,2,4,8]\n"
+    "  --policies LIST       none,resize,migrate,semi [all four]\n"
+    "  --iters K             iterations per row [200]\n"
+    "  --warmup K            iterations left out of the steady ratio [20]\n"
+    "  --noise X             relative speed noise [0.02]\n"
+    "  --layers L            layers [80]\n"
+    "  --heads-per-rank H    attention units per rank [8]\n"
+    "  --mlp-units-per-rank M  MLP units (64-neuron groups) per rank [56]\n"
+    "  --head-cost C         cost of one head relative to one MLP unit [4.5]\n"
+    "  --unit-seconds S      seconds one MLP unit takes on a healthy rank\n"
+    "                        (per layer per iteration) [4.3e-5]\n"
+    "  --head-bytes B        weight bytes of one head [8388608]\n"
+    "  --mlp-unit-bytes B    weight bytes of one MLP unit [2097152]\n"
+    "  --bandwidth B         bytes/s of a rank's link for transfers [2.5e10]\n"
+    "  --resize-limit X      SEMI resize limit [0.25]\n"
+    "  --seed N              placement of stragglers and noise [1]\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "The defaults describe a LLaMA-2-70B-like layer at tp = 8: 64 heads of\n"
+    "dim 128 (8 per rank), d = 8192, MLP 28672 neurons in groups of 64 (56\n"
+    "per rank), bf16 weights. Ranks beyond 8 keep the same per-rank shape.\n"
+    "Exit status: 0, or 2 for a bad option.\n";
+
+typedef struct options {
+  int ranks[32], num_ranks;
+  int stragglers[32], num_stragglers;
+  double slowdowns[32];
+  int num_slowdowns;
+  htp_policy policies[4];
+  int num_policies;
+  int iters, warmup, layers, heads, mlp_units;
+  double noise, head_cost, unit_seconds, head_bytes, mlp_unit_bytes, bandwidth, resize_limit;
+  unsigned long long seed;
+} options;
+
+static int parse_ints(const char *text, int *out, int max) {
+  int n = 0;
+  char *copy = strdup(text), *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+    char *end;
+    long v = strtol(tok, &end, 10);
+    if (*end || v < 1 || v > 1 << 20) { free(copy); return -1; }
+    out[n++] = (int)v;
+  }
+  free(copy);
+  return n > 0 ? n : -1;
+}
+
+static int parse_doubles(const char *text, double *out, int max) {
+  int n = 0;
+  char *copy = strdup(text), *save = NULL;
+  for (char *tok = strtok_r(copy, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+    char *end;
+    double v = strtod(tok, &end);
+    if (*end || !(v >= 1.0) || !isfinite(v)) { free(copy); return -1; }
+    out[n++] = v;
+  }
+  free(copy);
+  return n > 0 ? n : -1;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double uniform(unsigned long long *state) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(*state >> 11) / 9007199254740992.0;
+}
+
+typedef struct row {
+  double steady_ratio, run_ratio, pruned_fraction, moved_mib, plan_us_mean, plan_us_max;
+  double replan_us; /* median of forced replans at the final speeds */
+  int replans;
+} row;
+
+static int simulate(const options *o, int world, int chi, double slowdown, htp_policy policy,
+                    row *out) {
+  htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
+  c.world_size = world;
+  c.num_layers = o->layers;
+  c.units_per_rank[HTP_PAIR_ATTENTION] = o->heads;
+  c.units_per_rank[HTP_PAIR_MLP] = o->mlp_units;
+  c.unit_cost[HTP_PAIR_ATTENTION] = o->head_cost;
+  c.unit_cost[HTP_PAIR_MLP] = 1.0;
+  c.policy = policy;
+  c.resize_limit = o->resize_limit;
+  htp_planner *planner = NULL;
+  if (htp_planner_create(&c, &planner) != HTP_OK) return -1;
+  double *base = malloc((size_t)world * sizeof(double));
+  double *speed = malloc((size_t)world * sizeof(double));
+  double *seconds = malloc((size_t)world * sizeof(double));
+  double *moved = calloc((size_t)world, sizeof(double));
+  unsigned long long rng = o->seed * 0x9E3779B97F4A7C15ull + (unsigned long long)world;
+  for (int r = 0; r < world; ++r) base[r] = 1.0;
+  for (int placed = 0; placed < chi && placed < world;) {
+    int r = (int)(uniform(&rng) * world);
+    if (base[r] == 1.0) { base[r] = 1.0 / slowdown; placed++; }
+  }
+  const double bytes[HTP_PAIR_KINDS] = {o->head_bytes, o->mlp_unit_bytes};
+  const double cost[HTP_PAIR_KINDS] = {o->head_cost, 1.0};
+  const double per_rank_work = o->heads * o->head_cost + o->mlp_units;
+  double total_time = 0, total_ideal = 0, steady_time = 0, steady_ideal = 0;
+  double pruned_work = 0, all_work = 0, moved_total = 0, plan_sum = 0, plan_max = 0;
+  int replans = 0;
+  double transfer_due = 0; /* seconds of weight transfer charged to the next iteration */
+  for (int it = 0; it < o->iters; ++it) {
+    const htp_plan *plan = htp_planner_plan(planner);
+    double sum_speed = 0;
+    for (int r = 0; r < world; ++r) {
+      speed[r] = base[r] * (1.0 + o->noise * (2.0 * uniform(&rng) - 1.0));
+      sum_speed += speed[r];
+    }
+    double iteration = 0;
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+      double slowest = 0;
+      for (int r = 0; r < world; ++r) {
+        int i = k * world + r;
+        int units = o->heads * (k == 0) + o->mlp_units * (k == 1);
+        units += plan->received[i] - plan->pruned[i] - plan->sent[i];
+        double t = units * cost[k] / speed[r];
+        if (t > slowest) slowest = t;
+        pruned_work += o->layers * plan->pruned[i] * cost[k];
+      }
+      iteration += slowest;
+    }
+    all_work += o->layers * per_rank_work * world;
+    iteration = iteration * o->layers * o->unit_seconds + transfer_due;
+    double ideal = o->layers * per_rank_work * world / sum_speed * o->unit_seconds;
+    total_time += iteration;
+    total_ideal += ideal;
+    if (it >= o->warmup) { steady_time += iteration; steady_ideal += ideal; }
+    for (int r = 0; r < world; ++r)
+      seconds[r] = htp_plan_rank_work(plan, &c, r) / speed[r] * o->unit_seconds;
+    int replanned = 0;
+    double t0 = now_seconds();
+    if (htp_planner_observe(planner, seconds, &replanned) != HTP_OK) return -1;
+    double spent = now_seconds() - t0;
+    plan_sum += spent;
+    if (spent > plan_max) plan_max = spent;
+    transfer_due = 0;
+    if (replanned) {
+      replans++;
+      plan = htp_planner_plan(planner);
+      char why[256];
+      if (htp_plan_check(plan, why, sizeof why) != HTP_OK) {
+        fprintf(stderr, "htp-sim: invalid plan: %s\n", why);
+        return -1;
+      }
+      /* Weights of every unit that moves (all layers); a rank's link
+       * carries what it sends or receives. Caching across plans is not
+       * credited here: every replan re-sends (an upper bound). */
+      memset(moved, 0, (size_t)world * sizeof(double));
+      for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+        for (int f = 0; f < plan->num_flows[k]; ++f) {
+          double b = plan->flows[k][f].count * bytes[k] * o->layers;
+          moved[plan->flows[k][f].src] += b;
+          moved[plan->flows[k][f].dst] += b;
+          moved_total += b;
+        }
+      double busiest = 0;
+      for (int r = 0; r < world; ++r) busiest = moved[r] > busiest ? moved[r] : busiest;
+      transfer_due = busiest / o->bandwidth;
+    }
+  }
+  out->steady_ratio = steady_time / steady_ideal;
+  out->run_ratio = total_time / total_ideal;
+  out->pruned_fraction = pruned_work / all_work;
+  out->moved_mib = replans ? moved_total / replans / 1048576.0 : 0;
+  out->plan_us_mean = plan_sum / o->iters * 1e6;
+  out->plan_us_max = plan_max * 1e6;
+  out->replans = replans;
+  /* The cost of one replan alone, without the machine's noise: median of
+   * 21 forced replans from the detector's final speeds and stragglers. */
+  double samples[21];
+  memcpy(speed, htp_planner_speeds(planner), (size_t)world * sizeof(double));
+  uint8_t *flags = malloc((size_t)world);
+  memcpy(flags, htp_planner_plan(planner)->straggler, (size_t)world);
+  for (int i = 0; i < 21; ++i) {
+    double t0 = now_seconds();
+    htp_planner_plan_speeds(planner, speed, flags);
+    samples[i] = now_seconds() - t0;
+  }
+  for (int i = 1; i < 21; ++i)
+    for (int j = i; j > 0 && samples[j - 1] > samples[j]; --j) {
+      double t = samples[j];
+      samples[j] = samples[j - 1];
+      samples[j - 1] = t;
+    }
+  out->replan_us = samples[10] * 1e6;
+  free(flags);
+  htp_planner_destroy(planner);
+  free(base);
+  free(speed);
+  free(seconds);
+  free(moved);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  options o = {.ranks = {8, 64, 512, 4096}, .num_ranks = 4, .stragglers = {1, 2, 4},
+               .num_stragglers = 3, .slowdowns = {1.5, 2, 4, 8}, .num_slowdowns = 4,
+               .policies = {HTP_POLICY_NONE, HTP_POLICY_RESIZE, HTP_POLICY_MIGRATE, HTP_POLICY_SEMI},
+               .num_policies = 4, .iters = 200, .warmup = 20, .layers = 80, .heads = 8,
+               .mlp_units = 56, .noise = 0.02, .head_cost = 4.5, .unit_seconds = 4.3e-5,
+               .head_bytes = 8388608, .mlp_unit_bytes = 2097152, .bandwidth = 2.5e10,
+               .resize_limit = 0.25, .seed = 1};
+  for (int i = 1; i < argc; ++i) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+    if (i + 1 >= argc) { fprintf(stderr, "htp-sim: %s needs a value or is unknown (see --help)\n", a); return 2; }
+    const char *v = argv[++i];
+    char *end = NULL;
+    int bad = 0;
+    if (!strcmp(a, "--ranks")) bad = (o.num_ranks = parse_ints(v, o.ranks, 32)) < 0;
+    else if (!strcmp(a, "--stragglers")) bad = (o.num_stragglers = parse_ints(v, o.stragglers, 32)) < 0;
+    else if (!strcmp(a, "--slowdowns")) bad = (o.num_slowdowns = parse_doubles(v, o.slowdowns, 32)) < 0;
+    else if (!strcmp(a, "--policies")) {
+      char *copy = strdup(v), *save = NULL;
+      o.num_policies = 0;
+      for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (o.num_policies >= 4 || htp_policy_parse(t, &o.policies[o.num_policies++]) != HTP_OK) bad = 1;
+      free(copy);
+      bad |= o.num_policies == 0;
+    } else if (!strcmp(a, "--iters")) { o.iters = (int)strtol(v, &end, 10); bad = *end || o.iters < 1; }
+    else if (!strcmp(a, "--warmup")) { o.warmup = (int)strtol(v, &end, 10); bad = *end || o.warmup < 0; }
+    else if (!strcmp(a, "--layers")) { o.layers = (int)strtol(v, &end, 10); bad = *end || o.layers < 1; }
+    else if (!strcmp(a, "--heads-per-rank")) { o.heads = (int)strtol(v, &end, 10); bad = *end || o.heads < 1; }
+    else if (!strcmp(a, "--mlp-units-per-rank")) { o.mlp_units = (int)strtol(v, &end, 10); bad = *end || o.mlp_units < 1; }
+    else if (!strcmp(a, "--seed")) { o.seed = strtoull(v, &end, 10); bad = *end != 0; }
+    else {
+      double x = strtod(v, &end);
+      bad = *end || !isfinite(x) || x < 0;
+      if (!strcmp(a, "--noise")) { o.noise = x; bad |= x >= 1; }
+      else if (!strcmp(a, "--head-cost")) { o.head_cost = x; bad |= x <= 0; }
+      else if (!strcmp(a, "--unit-seconds")) { o.unit_seconds = x; bad |= x <= 0; }
+      else if (!strcmp(a, "--head-bytes")) o.head_bytes = x;
+      else if (!strcmp(a, "--mlp-unit-bytes")) o.mlp_unit_bytes = x;
+      else if (!strcmp(a, "--bandwidth")) { o.bandwidth = x; bad |= x <= 0; }
+      else if (!strcmp(a, "--resize-limit")) { o.resize_limit = x; bad |= x > 1; }
+      else { fprintf(stderr, "htp-sim: unknown option %s (see --help)\n", a); return 2; }
+    }
+    if (bad) { fprintf(stderr, "htp-sim: bad value '%s' for %s\n", v, a); return 2; }
+  }
+  if (o.warmup >= o.iters) { fprintf(stderr, "htp-sim: --warmup must be < --iters\n"); return 2; }
+  printf("%6s %4s %8s %8s %12s %10s %8s %10s %7s %10s %11s %10s\n", "ranks", "chi",
+         "slowdown", "policy", "steady/ideal", "run/ideal", "pruned%", "moved_MiB", "replans",
+         "plan_us", "plan_us_max", "replan_us");
+  for (int a = 0; a < o.num_ranks; ++a)
+    for (int b = 0; b < o.num_stragglers; ++b)
+      for (int s = 0; s < o.num_slowdowns; ++s)
+        for (int p = 0; p < o.num_policies; ++p) {
+          row r;
+          if (o.stragglers[b] >= o.ranks[a]) continue;
+          if (simulate(&o, o.ranks[a], o.stragglers[b], o.slowdowns[s], o.policies[p], &r) != 0) {
+            fprintf(stderr, "htp-sim: simulation failed\n");
+            return 1;
+          }
+          printf("%6d %4d %8.2f %8s %12.4f %10.4f %8.2f %10.1f %7d %10.1f %11.1f %10.1f\n",
+                 o.ranks[a], o.stragglers[b], o.slowdowns[s], htp_policy_name(o.policies[p]),
+                 r.steady_ratio, r.run_ratio, 100 * r.pruned_fraction, r.moved_mib, r.replans,
+                 r.plan_us_mean, r.plan_us_max, r.replan_us);
+          fflush(stdout);
+        }
+  return 0;
+}
