@@ -1,0 +1,237 @@
+/*===- test/planner/test_migrate.c - transfers and the step over threads -===*
+ *
+ * Ranks are threads of one local world. Migration: each unit's weights are a
+ * pattern of (owner, pair, unit); after every plan change each helper's
+ * cache must hold exactly the units the plan gives it, byte for byte
+ * (memcmp and a checksum), no unit lost or held twice, and an unchanged
+ * assignment moves no bytes. Step: htp_balancer_step gathers, every rank
+ * gets the same plan, and writes one trace line per iteration.
+ *===----------------------------------------------------------------------===*/
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/htp.h"
+
+enum { WORLD = 4, LAYERS = 2, HEADS = 4, MLP = 16 };
+static const size_t BYTES[2] = {96, 40};
+
+static unsigned char pattern(int owner, int pair, int unit, size_t i) {
+  return (unsigned char)(owner * 31 + pair * 7 + unit * 13 + i * 5 + 1);
+}
+
+static int pack(void *user, int pair, int unit, void *dst) {
+  int owner = *(int *)user;
+  for (size_t i = 0; i < BYTES[pair & 1]; ++i) ((unsigned char *)dst)[i] = pattern(owner, pair, unit, i);
+  return 0;
+}
+
+static htp_planner_config make_config(void) {
+  htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
+  c.world_size = WORLD;
+  c.num_layers = LAYERS;
+  c.units_per_rank[0] = HEADS;
+  c.units_per_rank[1] = MLP;
+  c.policy = HTP_POLICY_MIGRATE;
+  return c;
+}
+
+/* Shared between the rank threads (each writes its own row). */
+static int held[WORLD][2 * LAYERS][WORLD][MLP];    /* [holder][pair][owner][unit] computed */
+static uint64_t received_bytes[WORLD][8];
+static int failures;
+
+typedef struct rank_run {
+  htp_world *world;
+  int rank;
+  htp_select selection;
+} rank_run;
+
+#define CHECK(cond)                                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      fprintf(stderr, "rank %d: %s:%d: %s\n", run->rank, __FILE__, __LINE__, #cond);   \
+      __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);                               \
+      goto done;                                                                         \
+    }                                                                                    \
+  } while (0)
+
+static void record(const rank_run *run, htp_unit_table *table, const htp_migration *m, int phase) {
+  (void)phase;
+  memset(held[run->rank], 0, sizeof held[run->rank]);
+  for (int p = 0; p < 2 * LAYERS; ++p) {
+    htp_unit_sets s;
+    htp_unit_table_get(table, p, &s);
+    for (int i = 0; i < s.num_kept; ++i) held[run->rank][p][run->rank][s.kept[i]]++;
+    for (int i = 0; i < s.num_in; ++i) {
+      const unsigned char *w = htp_migration_weights(m, p, s.in_src[i], s.in_unit[i]);
+      int exact = w != NULL;
+      for (size_t b = 0; w && b < BYTES[p & 1]; ++b)
+        exact &= w[b] == pattern(s.in_src[i], p, s.in_unit[i], b);
+      if (exact) held[run->rank][p][s.in_src[i]][s.in_unit[i]]++;
+    }
+  }
+}
+
+static void *rank_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_planner *planner = NULL;
+  htp_unit_table *table = NULL;
+  htp_migration *m = NULL;
+  htp_planner_config c = make_config();
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
+  CHECK(htp_unit_table_create(&c, run->rank, run->selection, 11, &table) == HTP_OK);
+  if (run->selection == HTP_SELECT_IMPORTANCE) {
+    float scores[MLP];
+    for (int p = 0; p < 2 * LAYERS; ++p) {
+      for (int i = 0; i < MLP; ++i) scores[i] = (float)((i * 5 + run->rank + p) % MLP);
+      CHECK(htp_unit_table_set_scores(table, p, scores) == HTP_OK);
+    }
+  }
+  CHECK(htp_migration_create(&c, run->rank, BYTES, &m) == HTP_OK);
+  const double phases[4][WORLD] = {
+      {1, 1, 1, 0.3}, {1, 1, 1, 0.3}, {1, 0.4, 1, 0.25}, {1, 1, 1, 1}};
+  for (int phase = 0; phase < 4; ++phase) {
+    CHECK(htp_planner_plan_speeds(planner, phases[phase], NULL) == HTP_OK);
+    CHECK(htp_plan_check(htp_planner_plan(planner), NULL, 0) == HTP_OK);
+    CHECK(htp_migration_apply(m, ctx, htp_planner_plan(planner), table, pack, &run->rank) == HTP_OK);
+    /* applying the same version again moves nothing */
+    CHECK(htp_migration_apply(m, ctx, htp_planner_plan(planner), table, pack, &run->rank) == HTP_OK);
+    CHECK(htp_migration_last_bytes_received(m) == 0);
+    CHECK(htp_barrier(ctx) == HTP_OK);
+    htp_unit_sets s;
+    int in_total = 0;
+    for (int p = 0; p < 2 * LAYERS; ++p) {
+      CHECK(htp_unit_table_get(table, p, &s) == HTP_OK);
+      in_total += s.num_in;
+    }
+    CHECK(htp_migration_cached_units(m) == in_total);
+    record(run, table, m, phase);
+    received_bytes[run->rank][phase] = htp_migration_total_bytes(m);
+    CHECK(htp_barrier(ctx) == HTP_OK); /* main checks between phases via the arrays */
+    if (run->rank == 0) {
+      /* every unit of every owner computed exactly once (no pruning here) */
+      for (int p = 0; p < 2 * LAYERS; ++p)
+        for (int owner = 0; owner < WORLD; ++owner)
+          for (int u = 0; u < (p & 1 ? MLP : HEADS); ++u) {
+            int count = 0;
+            for (int h = 0; h < WORLD; ++h) count += held[h][p][owner][u];
+            if (count != 1) {
+              fprintf(stderr, "phase %d pair %d owner %d unit %d held %d times\n", phase, p,
+                      owner, u, count);
+              __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
+            }
+          }
+    }
+    CHECK(htp_barrier(ctx) == HTP_OK);
+  }
+  /* phase 1 repeats phase 0's flows under a new version: nothing re-sent */
+  CHECK(received_bytes[run->rank][1] == received_bytes[run->rank][0]);
+  CHECK(htp_migration_cached_units(m) == 0); /* phase 3: nobody migrates */
+done:
+  htp_migration_destroy(m);
+  htp_unit_table_destroy(table);
+  htp_planner_destroy(planner);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void run_world(htp_select selection, void *(*body)(void *)) {
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.world_size = WORLD;
+  config.timeout_s = 10.0;
+  htp_world *world = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  pthread_t threads[WORLD];
+  rank_run runs[WORLD];
+  failures = 0;
+  for (int r = 0; r < WORLD; ++r) {
+    runs[r] = (rank_run){world, r, selection};
+    assert_int_equal(pthread_create(&threads[r], NULL, body, &runs[r]), 0);
+  }
+  for (int r = 0; r < WORLD; ++r) pthread_join(threads[r], NULL);
+  htp_world_destroy(world);
+  assert_int_equal(failures, 0);
+}
+
+/* 1: random selection: ids known on both sides, transfers exact. */
+static void test_01_migration_random(void **unused) {
+  (void)unused;
+  run_world(HTP_SELECT_RANDOM, rank_main);
+}
+
+/* 2: importance selection: helpers learn the ids from the transfer. */
+static void test_02_migration_importance(void **unused) {
+  (void)unused;
+  run_world(HTP_SELECT_IMPORTANCE, rank_main);
+}
+
+/* 3: the step: every rank gets the same plan; one trace line per rank per
+ * iteration; rank 3 is slowed 3x and becomes a migrating straggler. */
+static char trace_text[1 << 16];
+static FILE *trace_stream;
+static htp_planner *step_planners[WORLD];
+
+static void *step_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_planner *planner = NULL;
+  htp_planner_config c = make_config();
+  c.policy = HTP_POLICY_SEMI;
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
+  step_planners[run->rank] = planner;
+  htp_planner_set_trace(planner, trace_stream);
+  const htp_plan *plan = NULL;
+  for (int it = 0; it < 8; ++it) {
+    double work = htp_plan_rank_work(htp_planner_plan(planner), &c, run->rank);
+    double seconds = work * (run->rank == 3 ? 3e-3 : 1e-3);
+    double sites[2] = {seconds / 3, 2 * seconds / 3};
+    CHECK(htp_balancer_step(planner, ctx, seconds, sites, &plan) == HTP_OK);
+    CHECK(plan == htp_planner_plan(planner));
+  }
+  CHECK(plan->straggler[3] && plan->action[3] == HTP_ACTION_MIGRATE);
+  CHECK(htp_balancer_step(planner, ctx, -1.0, NULL, &plan) == HTP_ERR_INVALID);
+  CHECK(strstr(htp_last_error(ctx), "compute_seconds") != NULL);
+  CHECK(htp_barrier(ctx) == HTP_OK);
+done:
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_03_step_and_trace(void **unused) {
+  (void)unused;
+  memset(trace_text, 0, sizeof trace_text);
+  trace_stream = fmemopen(trace_text, sizeof trace_text - 1, "w");
+  assert_non_null(trace_stream);
+  run_world(HTP_SELECT_RANDOM, step_main);
+  fclose(trace_stream);
+  for (int r = 1; r < WORLD; ++r)
+    assert_true(htp_plan_equal(htp_planner_plan(step_planners[0]), htp_planner_plan(step_planners[r])));
+  int lines = 0;
+  for (char *at = trace_text; (at = strchr(at, '\n')); ++at) lines++;
+  assert_int_equal(lines, 8 * WORLD);
+  assert_non_null(strstr(trace_text, "{\"iter\":7,\"rank\":3,"));
+  assert_non_null(strstr(trace_text, "\"action\":\"migrate\""));
+  assert_non_null(strstr(trace_text, "\"stragglers\":[{\"rank\":3,"));
+  assert_non_null(strstr(trace_text, "\"replanned\":true"));
+  for (int r = 0; r < WORLD; ++r) htp_planner_destroy(step_planners[r]);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_01_migration_random),
+      cmocka_unit_test(test_02_migration_importance),
+      cmocka_unit_test(test_03_step_and_trace),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
