@@ -1,0 +1,122 @@
+/*===- test/executor/test_options.c - htp-run command line tests ---------===*
+ *
+ * Defaults, both value spellings, range checks, and the refusal of flags
+ * whose features are not implemented yet.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/options.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define ARGS(...) ((char *[]){"htp-run", __VA_ARGS__, NULL})
+#define COUNT(...) ((int)(sizeof((char *[]){"htp-run", __VA_ARGS__}) / sizeof(char *)))
+#define PARSE(options, err, ...)                                                                  \
+  htp_run_parse_options(COUNT(__VA_ARGS__), ARGS(__VA_ARGS__), options, err, sizeof err)
+
+static void test_defaults(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(PARSE(&options, err, "block.mlir"), 0);
+  assert_string_equal(options.path, "block.mlir");
+  assert_null(options.entry);
+  assert_int_equal(options.iters, 10);
+  assert_int_equal(options.warmup, 1);
+  assert_int_equal(options.seed, 0);
+  assert_int_equal(options.tp, 1);
+  assert_string_equal(options.backend, "local");
+  assert_string_equal(options.device, "cpu");
+  assert_string_equal(options.policy, "none");
+  assert_int_equal(options.report, HTP_REPORT_TABLE);
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+}
+
+static void test_values(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(PARSE(&options, err, "--iters=5", "--warmup", "0", "--seed", "18446744073709551615",
+                         "--entry", "f", "--report=json", "--input", "a.npy", "--input=b.npy",
+                         "--output", "y.npy", "--weights", "w.safetensors", "--", "-odd-name.so"),
+                   0);
+  assert_int_equal(options.iters, 5);
+  assert_int_equal(options.warmup, 0);
+  assert_true(options.seed == UINT64_MAX);
+  assert_string_equal(options.entry, "f");
+  assert_int_equal(options.report, HTP_REPORT_JSON);
+  assert_int_equal(options.num_inputs, 2);
+  assert_string_equal(options.inputs[1], "b.npy");
+  assert_int_equal(options.num_outputs, 1);
+  assert_string_equal(options.weights, "w.safetensors");
+  assert_string_equal(options.path, "-odd-name.so");
+  assert_int_equal(PARSE(&options, err, "--help"), 0);
+  assert_true(options.help);
+}
+
+static void expect_usage_error(int argc, char **argv, const char *expected) {
+  htp_run_options options;
+  char err[256] = "";
+  int status = htp_run_parse_options(argc, argv, &options, err, sizeof err);
+  if (status == 0 || strstr(err, expected) == NULL)
+    fail_msg("expected failure containing \"%s\", got status %d \"%s\"", expected, status, err);
+}
+
+#define EXPECT_USAGE_ERROR(expected, ...) expect_usage_error(COUNT(__VA_ARGS__), ARGS(__VA_ARGS__), expected)
+
+static void test_usage_errors(void **state) {
+  (void)state;
+  EXPECT_USAGE_ERROR("no input file", "--iters", "3");
+  EXPECT_USAGE_ERROR("more than one file", "a.mlir", "b.mlir");
+  EXPECT_USAGE_ERROR("unknown option '--bogus'", "a.mlir", "--bogus");
+  EXPECT_USAGE_ERROR("unknown option '--bogus'", "a.mlir", "--bogus=1");
+  EXPECT_USAGE_ERROR("--iters needs a value", "a.mlir", "--iters");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '0'", "a.mlir", "--iters", "0");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '3x'", "a.mlir", "--iters", "3x");
+  EXPECT_USAGE_ERROR("--iters expects", "a.mlir", "--iters", "99999999999999999999999");
+  EXPECT_USAGE_ERROR("--warmup expects an integer >= 0", "a.mlir", "--warmup", "-1");
+  EXPECT_USAGE_ERROR("--seed expects a non-negative integer", "a.mlir", "--seed", "-3");
+  EXPECT_USAGE_ERROR("--tp expects an integer >= 1", "a.mlir", "--tp", "0");
+  EXPECT_USAGE_ERROR("--report expects table|json, got 'xml'", "a.mlir", "--report", "xml");
+  EXPECT_USAGE_ERROR("--backend expects local|mpi|nccl", "a.mlir", "--backend", "gloo");
+  EXPECT_USAGE_ERROR("--device expects cpu|cuda", "a.mlir", "--device", "tpu");
+  EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi", "a.mlir", "--policy", "all");
+  EXPECT_USAGE_ERROR("--entry needs a function name", "a.mlir", "--entry", "");
+}
+
+static void expect_not_implemented(int argc, char **argv, const char *expected) {
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(htp_run_parse_options(argc, argv, &options, err, sizeof err), 0);
+  int status = htp_run_check_implemented(&options, err, sizeof err);
+  if (status == 0 || strstr(err, expected) == NULL)
+    fail_msg("expected failure containing \"%s\", got status %d \"%s\"", expected, status, err);
+}
+
+#define EXPECT_NOT_IMPLEMENTED(expected, ...)                                                     \
+  expect_not_implemented(COUNT(__VA_ARGS__), ARGS(__VA_ARGS__), expected)
+
+static void test_not_implemented(void **state) {
+  (void)state;
+  EXPECT_NOT_IMPLEMENTED("--tp 2: tensor-parallel execution is not implemented yet", "a.mlir", "--tp", "2");
+  EXPECT_NOT_IMPLEMENTED("--backend mpi is not implemented yet", "a.mlir", "--backend", "mpi");
+  EXPECT_NOT_IMPLEMENTED("--device cuda is not implemented yet", "a.mlir", "--device", "cuda");
+  EXPECT_NOT_IMPLEMENTED("--policy resize is not implemented yet", "a.mlir", "--policy", "resize");
+  EXPECT_NOT_IMPLEMENTED("--slow is not implemented yet", "a.mlir", "--slow", "0:2");
+  EXPECT_NOT_IMPLEMENTED("--trace is not implemented yet", "a.mlir", "--trace", "t.jsonl");
+  EXPECT_NOT_IMPLEMENTED("--check is not implemented yet", "a.mlir", "--check");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_defaults),
+      cmocka_unit_test(test_values),
+      cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_not_implemented),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
