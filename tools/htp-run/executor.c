@@ -36,8 +36,13 @@ static const char *result_name(int32_t code) {
   return "unknown error code";
 }
 
+/* Prints an error; control characters that came from a corrupt file's
+ * names are shown as '?' rather than sent to the terminal. */
 static int fail(const char *message) {
-  fprintf(stderr, "htp-run: error: %s\n", message);
+  fputs("htp-run: error: ", stderr);
+  for (const unsigned char *p = (const unsigned char *)message; *p; p++)
+    fputc((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p, stderr);
+  fputc('\n', stderr);
   return EXIT_ERROR;
 }
 
