@@ -174,9 +174,9 @@ const char *htp_last_error(const htp_ctx *ctx);
  * pointers for local/mpi, device pointers for nccl. */
 
 /* recv[i] = sum over ranks of send[i], count floats. recv may equal send (in
- * place); otherwise they must not overlap. The sum is taken in rank order
- * (local, nccl-over-threads uses NCCL's own order), so local results are
- * bitwise reproducible; see the backend notes for mpi. */
+ * place); otherwise they must not overlap. local: the sum is taken in rank
+ * order, so results are bitwise reproducible and equal on every rank; mpi and
+ * nccl use their library's order (see the backend notes). */
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); otherwise no overlap. */

@@ -628,7 +628,7 @@ static void test_fault_hang_times_out(void **state) {
   assert_non_null(strstr(runs[0].message, "waited"));
   assert_non_null(strstr(runs[1].message, "hung"));
   /* Within the deadline (plus scheduling slack), not at the hang's cap. */
-  if (elapsed > SHORT_DEADLINE + 1.0) fail_msg("took %.3f s", elapsed);
+  if (elapsed > SHORT_DEADLINE + 2.0) fail_msg("took %.3f s", elapsed);
   assert_int_equal(htp_world_status(world), HTP_ERR_TIMEOUT);
   htp_world_destroy(world);
 }
@@ -673,7 +673,7 @@ static void test_fault_long_delay_times_out(void **state) {
   run_ranks(world, body_iterations, NULL, runs);
   expect_result(&runs[0], HTP_ERR_TIMEOUT);
   expect_result(&runs[1], HTP_ERR_TIMEOUT); /* its delay ended with the failure */
-  if (htp_now() - start > SHORT_DEADLINE + 1.0) fail_msg("took %.3f s", htp_now() - start);
+  if (htp_now() - start > SHORT_DEADLINE + 2.0) fail_msg("took %.3f s", htp_now() - start);
   htp_world_destroy(world);
 }
 
@@ -705,7 +705,7 @@ static void test_transfer_timeouts(void **state) {
     expect_result(&runs[0], HTP_ERR_TIMEOUT);
     expect_result(&runs[1], HTP_ERR_REMOTE);
     assert_true(runs[0].seconds >= SHORT_DEADLINE * 0.9);
-    assert_true(runs[0].seconds < SHORT_DEADLINE + 1.0);
+    assert_true(runs[0].seconds < SHORT_DEADLINE + 2.0);
     htp_world_destroy(world);
   }
 }

@@ -218,6 +218,9 @@ static void test_hang(void **state) {
   htp_fault hang = {HTP_FAULT_HANG, 1, 2, 0};
   assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
   htp_ctx *ctx = make_ctx(world);
+  /* Processes start at different times (more so under load): time from
+   * when all are here. */
+  EXPECT_OK(ctx, htp_barrier(ctx));
   double start = htp_now();
   htp_result rc = iterate(ctx);
   double elapsed = htp_now() - start;
@@ -237,6 +240,9 @@ static void test_die(void **state) {
   htp_fault die = {HTP_FAULT_DIE, size - 1, 1, 0};
   assert_int_equal(htp_world_add_fault(world, &die), HTP_OK);
   htp_ctx *ctx = make_ctx(world);
+  /* Processes start at different times (more so under load): time from
+   * when all are here. */
+  EXPECT_OK(ctx, htp_barrier(ctx));
   double start = htp_now();
   htp_result rc = iterate(ctx);
   double elapsed = htp_now() - start;
