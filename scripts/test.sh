@@ -3,7 +3,8 @@
 #   1. ctest in build/ (lit suites for the dialect, passes and end to end,
 #      runtime / planner / kernel / executor unit tests, MPI runs);
 #   2. ctest in build-asan/: the C parts (MLIR off) under ASan + UBSan.
-# Ends with one line "tests: N passed, M failed" and exits non-zero if any failed.
+# Ends with one line "tests: N passed, M failed, K skipped" (skipped: GPU tests
+# on a machine without one) and exits non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
@@ -15,23 +16,24 @@ scripts/setup.sh || { echo "tests: 0 passed, 1 failed (build)"; exit 1; }
 BUILD_DIR=build-asan CMAKE_ARGS="-DHTP_ENABLE_MLIR=OFF -DHTP_SANITIZE=ON -DHTP_ENABLE_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug" \
   scripts/setup.sh || { echo "tests: 0 passed, 1 failed (sanitizer build)"; exit 1; }
 
-passed=0; failed=0
+passed=0; failed=0; skipped=0
 run_ctest() {
   local dir=$1 log
   log=$(mktemp)
   echo "== ctest in $dir"
   ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" 2>&1 | tee "$log"
   # "100% tests passed, 0 tests failed out of 37"
-  local summary total bad
+  local summary total bad skip
+  skip=$(grep -cE "^[[:space:]]*[0-9]+ - .*\(Skipped\)$" "$log")
   summary=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -1)
   if [ -z "$summary" ]; then failed=$((failed + 1)); rm -f "$log"; return; fi
   bad=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
   total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$summary")
-  passed=$((passed + total - bad)); failed=$((failed + bad))
+  passed=$((passed + total - bad - skip)); failed=$((failed + bad)); skipped=$((skipped + skip))
   rm -f "$log"
 }
 run_ctest build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
 
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
