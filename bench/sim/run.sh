@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The simulator table of bench/RESULTS.md ("Simulator (issue 3)"):
 #   bench/sim/run.sh [BUILD_DIR] [extra htp-sim options]
-# Builds htp-sim in BUILD_DIR (default build-plan), runs the default sweep
+# Builds htp-sim in BUILD_DIR (default build, the README's build folder), runs the default sweep
 # (8..4096 ranks, chi 1/2/4, slowdowns 1.5-8, four policies) and prints
 # the table plus the two headline checks of issue 3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=${1:-build-plan}
+build=${1:-build}
 shift || true
 if [ ! -d "$build" ]; then
   cmake -S . -B "$build" -G Ninja -DHTP_ENABLE_MLIR=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
