@@ -24,6 +24,8 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <limits>
+
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPLOWERTORUNTIME
 #include "passes/Passes.h.inc"
@@ -137,6 +139,19 @@ LogicalResult EntryLowering::checkSupported() {
     return op.emitOpError("is not supported by --htp-lower-to-runtime (only htp ops and "
                           "func.return may appear in an htp entry point)");
   }
+  // BLAS takes its dims and leading dims as int: a larger GEMM dim would wrap.
+  constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
+  for (Operation &op : func.getBody().front().without_terminator())
+    for (Value value : llvm::concat<Value>(op.getOperands(), op.getResults())) {
+      auto type = cast<RankedTensorType>(value.getType());
+      if (type.getRank() == 0)
+        continue;
+      int64_t rows = type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
+      if (rows > kMaxGemmDim || type.getShape().back() > kMaxGemmDim)
+        return op.emitOpError() << "operand or result of type " << type
+                                << " has a matrix dim above 2^31-1, which the CPU kernels "
+                                   "(BLAS int dims) cannot take";
+    }
   return success();
 }
 

@@ -33,3 +33,12 @@ func.func @no_result(%x: tensor<4xf32>) {
 
 // expected-error @+1 {{external functions are not supported in htp modules}}
 func.func private @external(%x: tensor<4xf32>) -> tensor<4xf32>
+
+// -----
+
+// A GEMM dim that does not fit BLAS's int would wrap silently in the kernels.
+func.func @huge_rows(%x: tensor<3000000000x1xf32>) -> tensor<3000000000x1xf32> {
+  // expected-error @+1 {{has a matrix dim above 2^31-1}}
+  %y = htp.gelu %x {approximate = "none"} : tensor<3000000000x1xf32>
+  return %y : tensor<3000000000x1xf32>
+}
