@@ -17,6 +17,10 @@ namespace mlir::htp {
 inline constexpr llvm::StringLiteral kParamAttrName = "htp.param";
 /// Names a data-input argument (optional; "arg<N>" otherwise).
 inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
+/// On a sharded function argument: {dim, parts, layout}, see HTPOps.td.
+inline constexpr llvm::StringLiteral kShardAttrName = "htp.shard";
+/// On a function split by --htp-tensor-parallel: the number of ranks.
+inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
 } // namespace mlir::htp
 
 #endif // HTP_DIALECT_HTPDIALECT_H

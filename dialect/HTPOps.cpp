@@ -96,7 +96,8 @@ LogicalResult AttentionOp::verify() {
   if (proj.getRank() != 2 || proj.getDimSize(0) != dim || proj.getDimSize(1) != inner)
     return emitOpError() << "proj weight must be [" << dim << ", " << inner
                          << "] ([dim, num_heads*head_dim]), got [" << shapeString(proj) << "]";
-  if (failed(verifyVector(*this, "proj bias", getProjBias(), dim, "the input's dim")))
+  if (getProjBias() &&
+      failed(verifyVector(*this, "proj bias", getProjBias(), dim, "the input's dim")))
     return failure();
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
@@ -105,7 +106,7 @@ LogicalResult AttentionOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
-// LayerNormOp, GeluOp, AddOp, AllReduceOp
+// LayerNormOp, GeluOp, AddOp, BiasAddOp, AllReduceOp
 //===----------------------------------------------------------------------===//
 
 LogicalResult LayerNormOp::verify() {
@@ -132,6 +133,13 @@ LogicalResult GeluOp::verify() {
 }
 
 LogicalResult AddOp::verify() { return success(); }
+
+LogicalResult BiasAddOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  return verifyVector(*this, "bias", getBias(), input.getShape().back(), "the input's last dim");
+}
 
 LogicalResult AllReduceOp::verify() {
   if (getGroup().empty())

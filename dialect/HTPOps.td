@@ -23,9 +23,16 @@ def HTP_Dialect : Dialect {
     (ViT first). Function arguments that are parameters carry
     `{htp.param = "blocks.0.attn.qkv.weight"}` (timm's names) so checkpoints
     bind without renaming; data inputs may carry `{htp.input = "x"}`.
+
+    After `--htp-tensor-parallel` the function carries `htp.tp = N : i64`
+    and each sharded argument
+    `htp.shard = {dim = D : i64, parts = N : i64, layout = "blocks" | "qkv"}`:
+    the global parameter's dim D is N times the argument's, and rank r holds
+    slice r of it (`"qkv"`: slice r of each of the q, k and v blocks).
   }];
   let cppNamespace = "::mlir::htp";
   let hasRegionArgAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
 }
 
 /// Every htp tensor is a ranked, statically shaped f32 tensor.
@@ -62,9 +69,11 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
     `input` is `[batch, tokens, dim]`. `qkv_weight` is
     `[3·num_heads·head_dim, dim]`: the q rows, then the k rows, then the v rows,
     each block ordered by head; `qkv_bias` is `[3·num_heads·head_dim]`;
-    `proj_weight` is `[dim, num_heads·head_dim]`; `proj_bias` is `[dim]`.
-    `head_dim` is implied by the qkv weight. After tensor-parallel splitting
-    `num_heads` counts the heads this rank holds.
+    `proj_weight` is `[dim, num_heads·head_dim]`; `proj_bias`, when present,
+    is `[dim]`. `head_dim` is implied by the qkv weight. After
+    tensor-parallel splitting `num_heads` counts the heads this rank holds,
+    the projection has no bias (the result is this rank's partial sum) and
+    the bias is added after the `htp.all_reduce`.
 
     ```mlir
     %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 12 : i64}
@@ -74,11 +83,11 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
   }];
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight,
                        HTP_Tensor:$qkv_bias, HTP_Tensor:$proj_weight,
-                       HTP_Tensor:$proj_bias,
+                       Optional<HTP_Tensor>:$proj_bias,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
-    $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight `,` $proj_bias
+    $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight (`,` $proj_bias^)?
     attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
@@ -134,6 +143,22 @@ def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
   let arguments = (ins HTP_Tensor:$lhs, HTP_Tensor:$rhs);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def HTP_BiasAddOp : HTP_Op<"bias_add", [AllTypesMatch<["input", "result"]>]> {
+  let summary = "adds a [dim] bias to every row of a tensor";
+  let description = [{
+    `bias` is 1-D and matches the input's last dim. The tensor-parallel pass
+    puts it after an `htp.all_reduce`, so a row-parallel layer's bias is
+    added once, not once per rank.
+
+    ```mlir
+    %y = htp.bias_add %x, %b : tensor<8x197x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$bias);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
 }
 
 def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {

@@ -35,6 +35,10 @@ void htp_cpu_gelu_f32(const float *x, float *y, int64_t n, int32_t tanh_approx);
 /* y = a + b over n elements. y may equal a or b. */
 void htp_cpu_add_f32(const float *a, const float *b, float *y, int64_t n);
 
+/* y[r, c] = x[r, c] + bias[c] for rows × cols. y may equal x. */
+void htp_cpu_bias_add_f32(const float *x, const float *bias, float *y, int64_t rows,
+                          int64_t cols);
+
 /* Multi-head self-attention with fused qkv, timm layout, on a (possibly
  * tensor-parallel) subset of heads:
  *   x     [batch, tokens, model_dim]

@@ -40,6 +40,8 @@ int htp_cuda_gelu_f32(htp_cuda_kernels *kernels, const float *x, float *y, int64
                       int32_t tanh_approx);
 int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b, float *y,
                      int64_t n);
+int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias, float *y,
+                          int64_t rows, int64_t cols);
 /* Scratch differs from the CPU twin's: all heads' scores of one image are
  * computed by one batched GEMM. */
 int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens, int64_t model_dim,

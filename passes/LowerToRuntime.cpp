@@ -94,8 +94,12 @@ private:
   void planBuffers();
   Value bufferPointer(int64_t index);
   Value pointerOf(Value tensor);
+  Value optionalPointerOf(Value tensor);
   Value constantI64(int64_t value);
+  LLVM::LLVMFuncOp declareFunction(StringRef name, Type result, ArrayRef<Value> args);
   void callKernel(StringRef name, ArrayRef<Value> args);
+  Value callRuntime(StringRef name, ArrayRef<Value> args);
+  void returnIfFailed(Value status);
   LogicalResult lowerOp(Operation *op);
   std::string signatureText();
 
@@ -111,7 +115,8 @@ private:
   int64_t gemmFlops = 0;
 
   LLVM::LLVMFuncOp entry;
-  Value buffersArg;
+  Value rtContext, buffersArg;
+  Block *failureBlock = nullptr; ///< returns its i32 argument
   SmallVector<Value> loadedBuffers; ///< buffers[i], loaded once on entry
   Value workspacePtr;
 };
@@ -219,16 +224,53 @@ Value EntryLowering::pointerOf(Value tensor) {
                              ArrayRef<LLVM::GEPArg>{constantI64(where.index)});
 }
 
-void EntryLowering::callKernel(StringRef name, ArrayRef<Value> args) {
-  auto kernel = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
-  if (!kernel) {
+/// A null pointer for an absent optional operand (a missing bias).
+Value EntryLowering::optionalPointerOf(Value tensor) {
+  if (tensor)
+    return pointerOf(tensor);
+  return LLVM::ZeroOp::create(builder, func.getLoc(), ptrType).getResult();
+}
+
+LLVM::LLVMFuncOp EntryLowering::declareFunction(StringRef name, Type result,
+                                                ArrayRef<Value> args) {
+  auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
+  if (!function) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointToStart(module.getBody());
-    auto type = LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(module.getContext()),
-                                            llvm::to_vector(ValueRange(args).getTypes()));
-    kernel = LLVM::LLVMFuncOp::create(builder, module.getLoc(), name, type);
+    auto type = LLVM::LLVMFunctionType::get(result, llvm::to_vector(ValueRange(args).getTypes()));
+    function = LLVM::LLVMFuncOp::create(builder, module.getLoc(), name, type);
   }
+  return function;
+}
+
+void EntryLowering::callKernel(StringRef name, ArrayRef<Value> args) {
+  auto kernel = declareFunction(name, LLVM::LLVMVoidType::get(module.getContext()), args);
   LLVM::CallOp::create(builder, func.getLoc(), kernel, args);
+}
+
+/// Calls a libhtprt function that returns an htp_result (i32).
+Value EntryLowering::callRuntime(StringRef name, ArrayRef<Value> args) {
+  auto function = declareFunction(name, i32Type, args);
+  return LLVM::CallOp::create(builder, func.getLoc(), function, args).getResult();
+}
+
+/// Branches to the shared failure exit when `status` is not HTP_OK, and
+/// continues in a new block otherwise.
+void EntryLowering::returnIfFailed(Value status) {
+  Location loc = func.getLoc();
+  Region &body = entry.getBody();
+  if (!failureBlock) {
+    OpBuilder::InsertionGuard guard(builder);
+    failureBlock = builder.createBlock(&body, body.end(), {i32Type}, {loc});
+    LLVM::ReturnOp::create(builder, loc, ValueRange{failureBlock->getArgument(0)});
+  }
+  Value failed = LLVM::ICmpOp::create(builder, loc, LLVM::ICmpPredicate::ne, status,
+                                      LLVM::ConstantOp::create(builder, loc, i32Type, 0));
+  Block *next = new Block();
+  body.getBlocks().insert(Region::iterator(failureBlock), next);
+  LLVM::CondBrOp::create(builder, loc, failed, failureBlock, ValueRange{status}, next,
+                         ValueRange{});
+  builder.setInsertionPointToEnd(next);
 }
 
 /// Product of all dims but the last: the rows an op applies its last-dim
@@ -244,10 +286,9 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
         auto input = cast<RankedTensorType>(linear.getInput().getType());
         auto weight = cast<RankedTensorType>(linear.getWeight().getType());
         int64_t rows = leadingRows(input), in = weight.getDimSize(1), out = weight.getDimSize(0);
-        Value bias = linear.getBias() ? pointerOf(linear.getBias())
-                                      : LLVM::ZeroOp::create(builder, loc, ptrType).getResult();
         callKernel("htp_cpu_linear_f32",
-                   {pointerOf(linear.getInput()), pointerOf(linear.getWeight()), bias,
+                   {pointerOf(linear.getInput()), pointerOf(linear.getWeight()),
+                    optionalPointerOf(linear.getBias()),
                     pointerOf(linear.getResult()), constantI64(rows), constantI64(in),
                     constantI64(out)});
         gemmFlops += 2 * rows * in * out;
@@ -264,7 +305,8 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
         callKernel("htp_cpu_attention_f32",
                    {pointerOf(attention.getInput()), pointerOf(attention.getQkvWeight()),
                     pointerOf(attention.getQkvBias()), pointerOf(attention.getProjWeight()),
-                    pointerOf(attention.getProjBias()), pointerOf(attention.getResult()), scratch,
+                    optionalPointerOf(attention.getProjBias()), pointerOf(attention.getResult()),
+                    scratch,
                     constantI64(batch), constantI64(tokens), constantI64(dim), constantI64(heads),
                     constantI64(headDim)});
         int64_t rows = batch * tokens;
@@ -298,9 +340,23 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
                     constantI64(add.getType().getNumElements())});
         return success();
       })
+      .Case([&](BiasAddOp biasAdd) {
+        auto input = cast<RankedTensorType>(biasAdd.getInput().getType());
+        callKernel("htp_cpu_bias_add_f32",
+                   {pointerOf(biasAdd.getInput()), pointerOf(biasAdd.getBias()),
+                    pointerOf(biasAdd.getResult()), constantI64(leadingRows(input)),
+                    constantI64(input.getShape().back())});
+        return success();
+      })
       .Case([&](AllReduceOp reduce) {
-        return reduce.emitOpError(
-            "has no CPU lowering yet: tensor-parallel execution is not implemented");
+        // htp_result htp_allreduce_sum_f32(htp_ctx *, const float *, float *, size_t):
+        // a failure (a peer hung or died) is returned from the entry at once.
+        Value status = callRuntime(
+            "htp_allreduce_sum_f32",
+            {rtContext, pointerOf(reduce.getInput()), pointerOf(reduce.getResult()),
+             constantI64(reduce.getType().getNumElements())});
+        returnIfFailed(status);
+        return success();
       })
       .Default([&](Operation *other) {
         return other->emitOpError("has no lowering in --htp-lower-to-runtime");
@@ -338,7 +394,15 @@ std::string EntryLowering::signatureText() {
     appendDims(os, func.getResultTypes()[index]);
     os << '\n';
   }
-  os << "workspace " << workspaceBytes << "\nflops " << gemmFlops << "\nend\n";
+  os << "workspace " << workspaceBytes << "\nflops " << gemmFlops << '\n';
+  if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
+    os << "tp " << tp.getInt() << '\n';
+  for (unsigned index = 0; index < numArgs; ++index)
+    if (auto shard = func.getArgAttrOfType<DictionaryAttr>(index, kShardAttrName))
+      os << "shard " << index << ' ' << shard.getAs<IntegerAttr>("dim").getInt() << ' '
+         << shard.getAs<IntegerAttr>("parts").getInt() << ' '
+         << shard.getAs<StringAttr>("layout").getValue() << '\n';
+  os << "end\n";
   return text;
 }
 
@@ -365,6 +429,7 @@ LogicalResult EntryLowering::run() {
   std::string name = func.getSymName().str();
   entry = LLVM::LLVMFuncOp::create(builder, func.getLoc(), name + ".htp_lowering", entryType);
   Block *block = entry.addEntryBlock(builder);
+  rtContext = block->getArgument(0);
   buffersArg = block->getArgument(1);
   builder.setInsertionPointToEnd(block);
   for (int32_t index = 0, end = numArgs + numResults + 1; index < end; ++index) {

@@ -9,6 +9,7 @@
 
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
 
 namespace mlir::htp {
 
@@ -18,9 +19,16 @@ namespace mlir::htp {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// Options of the named pipeline (`--htp-pipeline=tp=4`).
+struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("Tensor-parallel ranks to split for (1: unsharded)"),
+                     llvm::cl::init(1)};
+};
+
 /// Adds the whole chain (htp on tensors → LLVM dialect) to `pm`: what
 /// `htp-opt --htp-pipeline`, the JIT and htp-compile all run.
-void buildHTPPipeline(OpPassManager &pm);
+void buildHTPPipeline(OpPassManager &pm, const HTPPipelineOptions &options = {});
 
 /// Registers every htp pass and the `htp-pipeline` pipeline.
 void registerHTPPassesAndPipeline();

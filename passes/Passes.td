@@ -10,6 +10,37 @@
 
 include "mlir/Pass/PassBase.td"
 
+def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
+  let summary = "Split attention heads and MLP neurons over tp ranks (Megatron)";
+  let description = [{
+    Rewrites a function on full shapes into the program ONE rank runs when
+    the block is split over `tp` ranks, as in Megatron-LM:
+
+    - `htp.attention` keeps `num_heads / tp` heads: its qkv weight and bias
+      become this rank's rows of each of the q, k and v blocks (layout
+      "qkv"), its proj weight this rank's columns (layout "blocks", dim 1).
+      The projection then yields a partial sum: it loses its bias, and
+      `htp.all_reduce` + `htp.bias_add` follow.
+    - A column→row pair of `htp.linear`s (the second reads the first through
+      `htp.gelu` ops only, each value used once: the MLP) keeps
+      `out_features / tp` neurons: the first linear's weight rows and bias
+      (dim 0), the second's weight columns (dim 1); the second's bias moves
+      after an `htp.all_reduce`.
+    - Every other op (layer norms, residual adds, linears outside a pair)
+      is replicated: each rank computes it whole.
+
+    Sharded arguments get their local type and
+    `htp.shard = {dim, parts, layout}`; the function gets `htp.tp`. Heads or
+    neurons not divisible by `tp`, and a parameter used both by a split op
+    and elsewhere, are errors. `tp = 1` leaves the function unchanged.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"1",
+           "Number of tensor-parallel ranks (>= 1)">
+  ];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
 def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower htp functions to LLVM-dialect entry points that call the CPU kernels";
   let description = [{

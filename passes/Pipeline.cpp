@@ -1,19 +1,25 @@
 //===- Pipeline.cpp - The htp-pipeline named pipeline ---------------------===//
 //
 // One name for the whole chain, so users need not know the pass order
-// (DESIGN §1). Later stages (tensor-parallel split, balance hooks) slot in
+// (DESIGN §1): `--htp-pipeline=tp=4`. Later stages (balance hooks) slot in
 // before the lowering.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 
-void htp::buildHTPPipeline(OpPassManager &pm) {
+void htp::buildHTPPipeline(OpPassManager &pm, const HTPPipelineOptions &options) {
+  if (options.tp > 1) {
+    HTPTensorParallelOptions split;
+    split.tp = options.tp;
+    pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
+  }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(htp::createHTPLowerToRuntime());
@@ -22,8 +28,11 @@ void htp::buildHTPPipeline(OpPassManager &pm) {
 
 void htp::registerHTPPassesAndPipeline() {
   registerHTPPasses();
-  PassPipelineRegistration<>("htp-pipeline",
-                             "Run the whole htp chain: htp ops on tensors to LLVM-dialect "
-                             "entry points (see --htp-lower-to-runtime)",
-                             [](OpPassManager &pm) { buildHTPPipeline(pm); });
+  PassPipelineRegistration<HTPPipelineOptions>(
+      "htp-pipeline",
+      "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel, when tp > 1), "
+      "then htp ops on tensors to LLVM-dialect entry points (--htp-lower-to-runtime)",
+      [](OpPassManager &pm, const HTPPipelineOptions &options) {
+        buildHTPPipeline(pm, options);
+      });
 }

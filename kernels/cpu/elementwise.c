@@ -1,4 +1,4 @@
-/*===- kernels/cpu/elementwise.c - GELU and the residual add -------------===*/
+/*===- kernels/cpu/elementwise.c - GELU, residual add, bias add ----------===*/
 #include "kernels/htp_kernels.h"
 
 #include <math.h>
@@ -20,4 +20,11 @@ void htp_cpu_gelu_f32(const float *x, float *y, int64_t n, int32_t tanh_approx) 
 void htp_cpu_add_f32(const float *a, const float *b, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = a[i] + b[i];
+}
+
+void htp_cpu_bias_add_f32(const float *x, const float *bias, float *y, int64_t rows,
+                          int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      y[r * cols + c] = x[r * cols + c] + bias[c];
 }

@@ -1,4 +1,4 @@
-/*===- kernels/cuda/elementwise.cu - GELU and the residual add -----------===*/
+/*===- kernels/cuda/elementwise.cu - GELU, residual add, bias add --------===*/
 #include "kernels/cuda/kernels_internal.h"
 
 __global__ void gelu_kernel(const float *x, float *y, int64_t n, int32_t tanh_approx) {
@@ -18,6 +18,13 @@ __global__ void add_kernel(const float *a, const float *b, float *y, int64_t n) 
     y[i] = a[i] + b[i];
 }
 
+__global__ void bias_add_kernel(const float *x, const float *bias, float *y, int64_t rows,
+                                int64_t cols) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < rows * cols)
+    y[i] = x[i] + bias[i % cols];
+}
+
 extern "C" int htp_cuda_gelu_f32(htp_cuda_kernels *kernels, const float *x, float *y, int64_t n,
                                  int32_t tanh_approx) {
   gelu_kernel<<<htp_cuda_blocks(n, 256), 256, 0, kernels->stream>>>(x, y, n, tanh_approx);
@@ -28,6 +35,14 @@ extern "C" int htp_cuda_gelu_f32(htp_cuda_kernels *kernels, const float *x, floa
 extern "C" int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b,
                                 float *y, int64_t n) {
   add_kernel<<<htp_cuda_blocks(n, 256), 256, 0, kernels->stream>>>(a, b, y, n);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+extern "C" int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias,
+                                     float *y, int64_t rows, int64_t cols) {
+  bias_add_kernel<<<htp_cuda_blocks(rows * cols, 256), 256, 0, kernels->stream>>>(x, bias, y, rows,
+                                                                                  cols);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }

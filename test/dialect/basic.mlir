@@ -54,3 +54,20 @@ func.func @norm_gelu_add_reduce(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: te
   %5 = htp.all_reduce %4 : tensor<4x12xf32>
   return %5 : tensor<4x12xf32>
 }
+
+// After the tensor-parallel split: a projection without bias, the bias added
+// after the all-reduce, and the shard / tp attributes.
+// CHECK-LABEL: func.func @split_forms(
+// CHECK-SAME: htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}
+// CHECK-SAME: attributes {htp.tp = 2 : i64}
+func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: tensor<18xf32>,
+                       %wp: tensor<12x6xf32> {htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}},
+                       %bp: tensor<12xf32>) -> tensor<2x5x12xf32> attributes {htp.tp = 2 : i64} {
+  // CHECK: htp.attention %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^ ]*}} {num_heads = 2 : i64} : (tensor<2x5x12xf32>, tensor<18x12xf32>, tensor<18xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
+  %p = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 2 : i64}
+      : (tensor<2x5x12xf32>, tensor<18x12xf32>, tensor<18xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
+  %s = htp.all_reduce %p : tensor<2x5x12xf32>
+  // CHECK: htp.bias_add %{{.*}}, %{{.*}} : tensor<2x5x12xf32>, tensor<12xf32>
+  %y = htp.bias_add %s, %bp : tensor<2x5x12xf32>, tensor<12xf32>
+  return %y : tensor<2x5x12xf32>
+}

@@ -192,8 +192,44 @@ func.func @param_not_string(%x: tensor<4xf32> {htp.param = 3 : i64}) -> tensor<4
 
 // -----
 
-// expected-error @+1 {{unknown htp argument attribute 'htp.weight' on argument #0}}
+// expected-error @+1 {{unknown htp argument attribute 'htp.weight' on argument #0 (expected 'htp.param', 'htp.input' or 'htp.shard')}}
 func.func @unknown_arg_attr(%x: tensor<4xf32> {htp.weight = "w"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{bias must be [12] (the input's last dim), got [5]}}
+  %y = htp.bias_add %x, %b : tensor<2x5x12xf32>, tensor<5xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0 must be {dim = D : i64, parts = N : i64, layout = "blocks" or "qkv"} with D >= 0 and N >= 1, got {dim = 1 : i64, layout = "qkv", parts = 2 : i64}}}
+func.func @shard_qkv_dim(%w: tensor<4x6xf32> {htp.shard = {dim = 1 : i64, layout = "qkv", parts = 2 : i64}}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0 must be}}
+func.func @shard_parts(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 0 : i64}}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.tp' must be a positive integer, got 0 : i64}}
+func.func @tp_zero(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 0 : i64} {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown htp attribute 'htp.ranks' (expected 'htp.tp' on a function)}}
+func.func @unknown_func_attr(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.ranks = 2 : i64} {
   return %x : tensor<4xf32>
 }
 

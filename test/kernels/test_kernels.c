@@ -114,6 +114,10 @@ static void test_gelu_and_add(void **state) {
   for (int64_t i = 0; i < n; ++i) want[i] = (double)x[i] + z[i];
   htp_cpu_add_f32(x, z, x, n); /* in place, y == a */
   assert_true(relative_error(x, want, n) < 1e-6);
+  /* 77 rows of 13: the bias repeats every row. */
+  for (int64_t i = 0; i < 77 * 13; ++i) want[i] = (double)x[i] + z[i % 13];
+  htp_cpu_bias_add_f32(x, z, y, 77, 13);
+  assert_true(relative_error(y, want, 77 * 13) < 1e-6);
   free(x); free(y); free(z); free(want);
 }
 

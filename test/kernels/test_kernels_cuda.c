@@ -101,6 +101,10 @@ int main(void) {
   CHECK_CALL(htp_cuda_kernels_sync(kernels));
   htp_cpu_add_f32(x, x, want, rows * dim);
   compare("add", dy, want, rows * dim, 0);
+  CHECK_CALL(htp_cuda_bias_add_f32(kernels, dx, db, dy, rows, mlp < dim ? mlp : dim));
+  CHECK_CALL(htp_cuda_kernels_sync(kernels));
+  htp_cpu_bias_add_f32(x, b, want, rows, mlp < dim ? mlp : dim);
+  compare("bias_add", dy, want, rows * (mlp < dim ? mlp : dim), 0);
 
   float *wqkv = host_random(3 * inner * dim, -0.3f, 0.3f), *bqkv = host_random(3 * inner, -0.1f, 0.1f);
   float *wproj = host_random(dim * inner, -0.2f, 0.2f), *bproj = host_random(dim, -0.1f, 0.1f);

@@ -9,14 +9,6 @@ func.func @foreign_op(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @all_reduce(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'htp.all_reduce' op has no CPU lowering yet: tensor-parallel execution is not implemented}}
-  %y = htp.all_reduce %x : tensor<4xf32>
-  return %y : tensor<4xf32>
-}
-
-// -----
-
 // expected-error @+1 {{argument #0 has type 'tensor<?xf32>'; htp entry points take static f32 tensors only}}
 func.func @dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
   return %x : tensor<?xf32>

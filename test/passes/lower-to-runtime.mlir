@@ -72,3 +72,30 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
   %g = htp.gelu %x {approximate = "tanh"} : tensor<4xf32>
   return %g : tensor<4xf32>
 }
+
+// -----
+
+// A split block: the all-reduce calls libhtprt on the rank's context
+// (argument 0) and returns its status at once when it fails; the bias is
+// added after it; the signature records tp and each shard.
+// CHECK-LABEL: llvm.func @htp_allreduce_sum_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK-LABEL: llvm.func @split(
+// CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
+// CHECK: llvm.call @htp_cpu_linear_f32(
+// CHECK: %[[STATUS:.*]] = llvm.call @htp_allreduce_sum_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
+// CHECK: %[[FAILED:.*]] = llvm.icmp "ne" %[[STATUS]], %{{.*}} : i32
+// CHECK: llvm.cond_br %[[FAILED]], ^[[FAIL:bb[0-9]+]](%[[STATUS]] : i32), ^[[NEXT:bb[0-9]+]]
+// CHECK: ^[[NEXT]]:
+// CHECK: llvm.call @htp_cpu_bias_add_f32(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> ()
+// CHECK: llvm.return %{{.*}} : i32
+// CHECK: ^[[FAIL]](%[[CODE:.*]]: i32):
+// CHECK-NEXT: llvm.return %[[CODE]] : i32
+// CHECK: @split__htp_sig("{{.*}}flops 480\0Atp 2\0Ashard 1 1 2 blocks\0Aend\0A\00")
+func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
+                 %w: tensor<8x10xf32> {htp.param = "fc2.weight", htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}},
+                 %b: tensor<8xf32> {htp.param = "fc2.bias"}) -> tensor<3x8xf32> attributes {htp.tp = 2 : i64} {
+  %p = htp.linear %x, %w : (tensor<3x10xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  %s = htp.all_reduce %p : tensor<3x8xf32>
+  %y = htp.bias_add %s, %b : tensor<3x8xf32>, tensor<8xf32>
+  return %y : tensor<3x8xf32>
+}

@@ -49,7 +49,7 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
 }
 
 OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
-                                       std::string &entry, std::string &errors) {
+                                       std::string &entry, std::string &errors, int64_t tp) {
   llvm::raw_string_ostream errorStream(errors);
   std::string openError;
   auto file = openInputFile(path, &openError);
@@ -85,8 +85,14 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
     return nullptr;
   }
 
+  if (tp < 1) {
+    errorStream << "tp must be >= 1, got " << tp << "\n";
+    return nullptr;
+  }
   PassManager pm(&context);
-  htp::buildHTPPipeline(pm);
+  htp::HTPPipelineOptions options;
+  options.tp = tp;
+  htp::buildHTPPipeline(pm, options);
   if (failed(pm.run(*module)))
     return nullptr;
   return module;
@@ -170,14 +176,11 @@ static void copyError(const std::string &message, char *err, size_t errSize) {
 static int jitLoad(const char *path, const char *entry, const htp_compile_options *options,
                    htp_compiled *out, char *err, size_t errSize) {
   std::string errors;
-  if (options && options->tp > 1) {
-    copyError("tensor-parallel compilation (--tp > 1) is not implemented yet", err, errSize);
-    return 1;
-  }
   auto jit = std::make_unique<JITEntry>();
   jit->context = htp::makeCompilerContext();
   std::string entryName = entry ? entry : "";
-  OwningOpRef<ModuleOp> module = htp::compileFile(*jit->context, path, entryName, errors);
+  OwningOpRef<ModuleOp> module =
+      htp::compileFile(*jit->context, path, entryName, errors, options ? options->tp : 1);
   if (!module) {
     copyError(errors, err, errSize);
     return 1;

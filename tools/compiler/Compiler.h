@@ -21,12 +21,14 @@ namespace mlir::htp {
 /// Makes a context with every dialect and translation the pipeline needs.
 std::unique_ptr<mlir::MLIRContext> makeCompilerContext();
 
-/// Parses `path` and lowers it to the LLVM dialect. Checks that `entry` (if
-/// non-empty) is a public function of the file, or else picks the only one
-/// and stores its name in `entry`. On failure returns null and appends every
-/// diagnostic, with file:line:col, to `errors`.
+/// Parses `path` and lowers it to the LLVM dialect, split over `tp` ranks
+/// when tp > 1. Checks that `entry` (if non-empty) is a public function of
+/// the file, or else picks the only one and stores its name in `entry`. On
+/// failure returns null and appends every diagnostic, with file:line:col, to
+/// `errors`.
 mlir::OwningOpRef<mlir::ModuleOp> compileFile(mlir::MLIRContext &context, const std::string &path,
-                                              std::string &entry, std::string &errors);
+                                              std::string &entry, std::string &errors,
+                                              int64_t tp = 1);
 
 /// Translates a lowered module to LLVM IR, optimises it (-O3) and writes a
 /// position-independent object file for the host to `objectPath`.

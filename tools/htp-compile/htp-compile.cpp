@@ -26,6 +26,10 @@ static cl::opt<std::string> outputPath("o", cl::desc("Output: a shared object (.
 static cl::opt<std::string> entryName("entry",
                                       cl::desc("Entry function (default: the only public one)"),
                                       cl::value_desc("name"), cl::cat(htpCategory));
+static cl::opt<int64_t> tensorParallel("tp",
+                                       cl::desc("Split the block over N tensor-parallel ranks "
+                                                "(default 1: unsharded)"),
+                                       cl::value_desc("N"), cl::init(1), cl::cat(htpCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("What to write: so (default) or obj"),
                                      cl::init("so"), cl::cat(htpCategory));
 static cl::opt<std::string> linker("cc", cl::desc("C compiler used to link the shared object"),
@@ -44,7 +48,7 @@ int main(int argc, char **argv) {
 
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
-  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors);
+  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel);
   if (!module) {
     llvm::errs() << errors;
     return 1;

@@ -26,9 +26,25 @@
  *       workspace BYTES
  *       flops N                                        (per call, for GFLOP/s)
  *       tp N                                           (optional; ranks the block was split for)
+ *       shard INDEX DIM PARTS LAYOUT                   (optional; argument INDEX is a shard)
  *       end
  *     DTYPE is f32 for now. Unknown record kinds must be ignored by readers
  *     (so later issues can add records), but "end" must be present.
+ *
+ *     Tensor parallelism (written by --htp-tensor-parallel, DESIGN §1). With
+ *     "tp N", N > 1, every rank runs the same entry on its own buffers and
+ *     rt_ctx must be that rank's htp_ctx (the block calls
+ *     htp_allreduce_sum_f32 on it). Arg records then give each rank's LOCAL
+ *     shape. An argument with a "shard" record is a slice of a global
+ *     parameter whose dim DIM is PARTS times larger (the global shape is the
+ *     local one with D_DIM * PARTS); rank r holds slice r:
+ *       LAYOUT "blocks": rows/columns [r * D_DIM, (r + 1) * D_DIM) of dim DIM;
+ *       LAYOUT "qkv":    DIM is 0 and the global dim is three equal blocks
+ *                        (q | k | v, each ordered by head); rank r holds, in
+ *                        order, slice r of each of the three blocks.
+ *     Arguments without a shard record (data inputs, layer norms, biases
+ *     added after an all-reduce, replicated linears) are the same on every
+ *     rank. Every result is complete and identical on every rank.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_RUN_ENTRY_H
 #define HTP_RUN_ENTRY_H

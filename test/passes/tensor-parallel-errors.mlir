@@ -1,0 +1,47 @@
+// RUN: %htp-opt %s -split-input-file --htp-tensor-parallel=tp=3 -verify-diagnostics
+// What cannot be split over tp ranks, one case each.
+
+func.func @heads(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                 %wproj: tensor<12x12xf32>, %bproj: tensor<12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{cannot be split over tp = 3: num_heads (4) is not divisible by tp}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 4 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @neurons(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor<8x20xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{cannot be split over tp = 3: out_features (20) of this column-parallel linear is not divisible by tp}}
+  %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+  %g = htp.gelu %h : tensor<3x20xf32>
+  %y = htp.linear %g, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @computed_weight(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                           %wproj: tensor<12x12xf32>, %bproj: tensor<12xf32>) -> tensor<2x5x12xf32> {
+  %w = htp.add %wqkv, %wqkv : tensor<36x12xf32>
+  // expected-error @+1 {{cannot be split over tp = 3: its qkv weight is computed, not a function argument (a parameter)}}
+  %y = htp.attention %x, %w, %bqkv, %wproj, %bproj {num_heads = 3 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @weight_used_whole(%x: tensor<3x8xf32>, %w1: tensor<21x8xf32> {htp.param = "fc1.weight"}, %w2: tensor<8x21xf32>) -> (tensor<3x8xf32>, tensor<21x8xf32>) {
+  %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<21x8xf32>) -> tensor<3x21xf32>
+  %g = htp.gelu %h : tensor<3x21xf32>
+  %y = htp.linear %g, %w2 : (tensor<3x21xf32>, tensor<8x21xf32>) -> tensor<3x8xf32>
+  // expected-error @+1 {{uses argument #1 ('fc1.weight') whole, but tp = 3 splits it for another op}}
+  %twice = htp.add %w1, %w1 : tensor<21x8xf32>
+  return %y, %twice : tensor<3x8xf32>, tensor<21x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{is already split (htp.tp = 3 : i64); run --htp-tensor-parallel once}}
+func.func @twice(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 3 : i64} {
+  return %x : tensor<4xf32>
+}
