@@ -55,6 +55,44 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
                            int64_t batch, int64_t tokens, int64_t model_dim,
                            int64_t num_heads, int64_t head_dim);
 
+/* ----- Work-unit kernels, for the balance hooks (DESIGN §4) ---------------
+ * A unit is one head of an attention pair, or one block of `width`
+ * consecutive neurons of an MLP pair. These compute a LISTED subset of a
+ * rank's units (unit ids in [0, units), any order, no repeats), so pruning
+ * or handing off a fraction of the units removes that fraction of the FLOPs.
+ * A unit handed to another rank arrives there as a one-unit shard in the
+ * same layout (num_heads = 1, or hidden_dim = width with unit 0). */
+
+/* context[:, h*head_dim, (h+1)*head_dim) = the attention output of head h
+ * (softmax(q kᵀ / sqrt(head_dim)) v) for every listed head; columns of
+ * other heads are left untouched. context is [batch * tokens, num_heads *
+ * head_dim]; wqkv/bqkv as htp_cpu_attention_f32 (num_heads heads). scratch
+ * holds batch * tokens * 3 * head_dim + tokens * tokens floats (one head's
+ * q, k, v and one image's scores; runtime/htp.h's
+ * htp_rt_attention_scratch_floats counts on exactly this). */
+void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float *bqkv,
+                                 float *context, float *scratch, int64_t batch, int64_t tokens,
+                                 int64_t model_dim, int64_t num_heads, int64_t head_dim,
+                                 const int32_t *heads, int64_t count);
+
+/* hidden[:, u*width, (u+1)*width) = GELU(x · w1[u*width .. (u+1)*width)ᵀ
+ * + b1[...]) for every listed unit u; other columns untouched. x is [rows,
+ * dim], w1 [hidden_dim, dim], b1 [hidden_dim] (may be NULL), hidden [rows,
+ * hidden_dim]; tanh_approx as htp_cpu_gelu_f32. */
+void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *b1,
+                                  float *hidden, int64_t rows, int64_t dim, int64_t hidden_dim,
+                                  int64_t width, const int32_t *units, int64_t count,
+                                  int32_t tanh_approx);
+
+/* y = (accumulate ? y : 0) + sum over listed units u of
+ *     a[:, u*width, (u+1)*width) · w[:, u*width, (u+1)*width)ᵀ
+ * with a [rows, in_features] and w [out_features, in_features]: a row-parallel
+ * linear (proj, fc2) over a subset of its input blocks. count 0 with
+ * accumulate 0 zeroes y. */
+void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t rows,
+                              int64_t in_features, int64_t out_features, int64_t width,
+                              const int32_t *units, int64_t count, int32_t accumulate);
+
 #ifdef __cplusplus
 }
 #endif

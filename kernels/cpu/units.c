@@ -1,0 +1,117 @@
+/*===- kernels/cpu/units.c - attention heads and MLP units, listed subsets --===*
+ *
+ * The kernels of the balance hooks (DESIGN §4): a rank computes only the
+ * work units the plan gives it, so pruning or handing off a fraction of the
+ * units removes that fraction of the FLOPs. Weights are never copied: every
+ * GEMM addresses its unit's rows or columns in place through the leading
+ * dimension. Runs of consecutive unit ids (the usual case: kept sets are
+ * ascending) are merged into one GEMM, so keeping every unit costs the same
+ * few large GEMMs as the plain kernels.
+ *===----------------------------------------------------------------------===*/
+#include "kernels/htp_kernels.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+/* Length of the run of consecutive ids starting at units[i]. */
+static int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
+  int64_t n = 1;
+  while (i + n < count && units[i + n] == units[i] + n) ++n;
+  return n;
+}
+
+/* Row-wise softmax in place, subtracting each row's max first (as attention.c). */
+static void softmax_rows(float *scores, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = scores + r * cols;
+    float max = row[0];
+    for (int64_t c = 1; c < cols; ++c) max = row[c] > max ? row[c] : max;
+    float sum = 0.0f;
+    for (int64_t c = 0; c < cols; ++c) {
+      row[c] = expf(row[c] - max);
+      sum += row[c];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t c = 0; c < cols; ++c) row[c] *= inv;
+  }
+}
+
+void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float *bqkv,
+                                 float *context, float *scratch, int64_t batch, int64_t tokens,
+                                 int64_t model_dim, int64_t num_heads, int64_t head_dim,
+                                 const int32_t *heads, int64_t count) {
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
+  float *qkv = scratch;                  /* [rows, q_h | k_h | v_h] */
+  float *scores = qkv + rows * stride;   /* [tokens, tokens] */
+  const float scale = 1.0f / sqrtf((float)head_dim);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t h = heads[i];
+    /* q, k and v of head h: three row blocks of wqkv, one GEMM each, side by
+     * side in qkv (ldc = 3 head_dim) on top of the broadcast biases. */
+    for (int64_t part = 0; part < 3; ++part) {
+      const int64_t first = part * inner + h * head_dim;
+      float *out = qkv + part * head_dim;
+      float beta = 0.0f;
+      if (bqkv) {
+        for (int64_t r = 0; r < rows; ++r)
+          memcpy(out + r * stride, bqkv + first, (size_t)head_dim * sizeof(float));
+        beta = 1.0f;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)head_dim,
+                  (int)model_dim, 1.0f, x, (int)model_dim, wqkv + first * model_dim,
+                  (int)model_dim, beta, out, (int)stride);
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *q = qkv + b * tokens * stride;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
+                  (int)head_dim, scale, q, (int)stride, q + head_dim, (int)stride, 0.0f, scores,
+                  (int)tokens);
+      softmax_rows(scores, tokens, tokens);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
+                  (int)tokens, 1.0f, scores, (int)tokens, q + 2 * head_dim, (int)stride, 0.0f,
+                  context + b * tokens * inner + h * head_dim, (int)inner);
+    }
+  }
+}
+
+void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *b1,
+                                  float *hidden, int64_t rows, int64_t dim, int64_t hidden_dim,
+                                  int64_t width, const int32_t *units, int64_t count,
+                                  int32_t tanh_approx) {
+  for (int64_t i = 0; i < count;) {
+    const int64_t run = run_length(units, i, count);
+    const int64_t first = (int64_t)units[i] * width, columns = run * width;
+    float *out = hidden + first;
+    float beta = 0.0f;
+    if (b1) {
+      for (int64_t r = 0; r < rows; ++r)
+        memcpy(out + r * hidden_dim, b1 + first, (size_t)columns * sizeof(float));
+      beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)columns, (int)dim, 1.0f,
+                x, (int)dim, w1 + first * dim, (int)dim, beta, out, (int)hidden_dim);
+    for (int64_t r = 0; r < rows; ++r)
+      htp_cpu_gelu_f32(out + r * hidden_dim, out + r * hidden_dim, columns, tanh_approx);
+    i += run;
+  }
+}
+
+void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t rows,
+                              int64_t in_features, int64_t out_features, int64_t width,
+                              const int32_t *units, int64_t count, int32_t accumulate) {
+  float beta = accumulate ? 1.0f : 0.0f;
+  if (count == 0 && !accumulate) {
+    memset(y, 0, (size_t)(rows * out_features) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < count;) {
+    const int64_t run = run_length(units, i, count);
+    const int64_t first = (int64_t)units[i] * width;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out_features,
+                (int)(run * width), 1.0f, a + first, (int)in_features, w + first,
+                (int)in_features, beta, y, (int)out_features);
+    beta = 1.0f;
+    i += run;
+  }
+}
