@@ -77,6 +77,35 @@ static void test_unknown_records_and_tp(void **state) {
   htp_signature_free(&sig);
 }
 
+/* The tensor-parallel records: each argument's shard, its global shape. */
+static void test_shards(void **state) {
+  (void)state;
+  const char *text = "htp-entry 1\nentry f\narg 0 input x f32 2 5 12\n"
+                     "arg 1 param blocks.0.attn.qkv.weight f32 2 18 12\n"
+                     "arg 2 param blocks.0.attn.proj.weight f32 2 12 6\n"
+                     "arg 3 param blocks.0.mlp.fc1.bias f32 1 10\n"
+                     "result 0 y f32 2 5 12\nworkspace 64\nflops 10\ntp 2\n"
+                     "shard 1 0 2 qkv\nshard 2 1 2 blocks\nshard 3 0 2 blocks\nend\n";
+  htp_signature sig;
+  char err[256] = "";
+  assert_int_equal(htp_signature_parse(text, &sig, err, sizeof err), 0);
+  assert_int_equal(sig.tp, 2);
+  assert_int_equal(sig.args[0].shard_layout, HTP_SHARD_NONE);
+  assert_int_equal(sig.args[1].shard_layout, HTP_SHARD_QKV);
+  assert_int_equal(sig.args[2].shard_layout, HTP_SHARD_BLOCKS);
+  assert_int_equal(sig.args[2].shard_dim, 1);
+  assert_int_equal(sig.args[2].shard_parts, 2);
+  int64_t dims[HTP_SIG_MAX_RANK];
+  htp_sig_global_dims(&sig.args[1], dims);
+  assert_true(dims[0] == 36 && dims[1] == 12);
+  htp_sig_global_dims(&sig.args[2], dims);
+  assert_true(dims[0] == 12 && dims[1] == 12);
+  htp_sig_global_dims(&sig.args[0], dims);
+  assert_true(dims[0] == 5 && dims[1] == 12);
+  assert_int_equal(sig.args[1].count, 18 * 12); /* count and bytes stay local */
+  htp_signature_free(&sig);
+}
+
 static void test_malformed(void **state) {
   (void)state;
   expect_failure(NULL, "no signature");
@@ -104,6 +133,18 @@ static void test_malformed(void **state) {
   expect_failure("htp-entry 1\nentry f\nworkspace -1\n", "bad workspace");
   expect_failure("htp-entry 1\nentry f\nflops lots\n", "bad flops");
   expect_failure("htp-entry 1\nentry f\ntp 0\n", "bad tp");
+#define SHARD_HEAD "htp-entry 1\nentry f\narg 0 param w f32 2 6 4\n"
+  expect_failure(SHARD_HEAD "shard 1 0 2 blocks\n", "shard of argument '1', but 1 arguments");
+  expect_failure(SHARD_HEAD "shard 0 2 2 blocks\n", "shard dim '2' of argument 0");
+  expect_failure(SHARD_HEAD "shard 0 0 0 blocks\n", "bad shard parts '0'");
+  expect_failure(SHARD_HEAD "shard 0 0 2 rows\n", "unknown shard layout 'rows'");
+  expect_failure(SHARD_HEAD "shard 0 1 2 qkv\n", "a qkv shard must be of dim 0");
+  expect_failure(SHARD_HEAD "shard 0 0 2 blocks\nshard 0 1 2 blocks\n", "two shard records");
+  expect_failure(SHARD_HEAD "shard 0 0 2\n", "expected 'shard INDEX DIM PARTS LAYOUT'");
+  expect_failure(SHARD_HEAD "result 0 y f32 1 4\nworkspace 64\ntp 3\nshard 0 0 2 blocks\nend\n",
+                 "split in 2 parts but the block is for tp 3");
+  expect_failure(SHARD_HEAD "result 0 y f32 1 4\nworkspace 64\nshard 0 0 2 blocks\nend\n",
+                 "split in 2 parts but the block is for tp 1");
   expect_failure("htp-entry 1\nentry f\narg 0 input x f32 8 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n",
                  "malformed 'arg'");
 }
@@ -124,6 +165,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid),
       cmocka_unit_test(test_unknown_records_and_tp),
+      cmocka_unit_test(test_shards),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_format_shape),
   };

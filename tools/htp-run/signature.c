@@ -112,6 +112,46 @@ static htp_sig_tensor *append(htp_sig_tensor **array, int *count) {
   return &grown[(*count)++];
 }
 
+/* "shard INDEX DIM PARTS LAYOUT": argument INDEX (declared above) is a slice. */
+static int parse_shard(char **fields, int count, htp_signature *sig, int line, char *err,
+                       size_t err_size) {
+  int64_t index, dim, parts;
+  if (count != 5)
+    return htp_set_error(err, err_size, "signature line %d: expected 'shard INDEX DIM PARTS "
+                         "LAYOUT'", line);
+  if (parse_int(fields[1], 0, INT32_MAX, &index) || index >= sig->num_args)
+    return htp_set_error(err, err_size, "signature line %d: shard of argument '%s', but %d "
+                         "arguments are declared before it", line, fields[1], sig->num_args);
+  htp_sig_tensor *arg = &sig->args[index];
+  if (arg->shard_layout != HTP_SHARD_NONE)
+    return htp_set_error(err, err_size, "signature line %d: argument %lld has two shard records",
+                         line, (long long)index);
+  if (parse_int(fields[2], 0, HTP_SIG_MAX_RANK - 1, &dim) || dim >= arg->rank)
+    return htp_set_error(err, err_size, "signature line %d: shard dim '%s' of argument %lld, "
+                         "which has rank %d", line, fields[2], (long long)index, arg->rank);
+  if (parse_int(fields[3], 1, 1 << 20, &parts))
+    return htp_set_error(err, err_size, "signature line %d: bad shard parts '%s'", line,
+                         fields[3]);
+  if (arg->dims[dim] != 0 && parts > INT64_MAX / 2 / arg->dims[dim])
+    return htp_set_error(err, err_size, "signature line %d: shard of argument %lld is too large",
+                         line, (long long)index);
+  if (strcmp(fields[4], "blocks") == 0) {
+    arg->shard_layout = HTP_SHARD_BLOCKS;
+  } else if (strcmp(fields[4], "qkv") == 0) {
+    if (dim != 0 || arg->dims[0] % 3 != 0)
+      return htp_set_error(err, err_size, "signature line %d: a qkv shard must be of dim 0 with "
+                           "a multiple of 3 rows (argument %lld: dim %lld, %lld rows)", line,
+                           (long long)index, (long long)dim, (long long)arg->dims[0]);
+    arg->shard_layout = HTP_SHARD_QKV;
+  } else {
+    return htp_set_error(err, err_size, "signature line %d: unknown shard layout '%s' (this "
+                         "htp-run knows blocks and qkv)", line, fields[4]);
+  }
+  arg->shard_dim = (int)dim;
+  arg->shard_parts = (int)parts;
+  return 0;
+}
+
 static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_size) {
   char *fields[MAX_FIELDS];
   int line = 0, have_workspace = 0, ended = 0;
@@ -136,7 +176,7 @@ static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_siz
     int known = strcmp(kind, "end") == 0 || strcmp(kind, "entry") == 0 ||
                 strcmp(kind, "arg") == 0 || strcmp(kind, "result") == 0 ||
                 strcmp(kind, "workspace") == 0 || strcmp(kind, "flops") == 0 ||
-                strcmp(kind, "tp") == 0;
+                strcmp(kind, "tp") == 0 || strcmp(kind, "shard") == 0;
     if (!known)
       continue; /* unknown record kinds are skipped (entry.h) */
     if (count < 0)
@@ -187,6 +227,9 @@ static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_siz
       if (count != 2 || parse_int(fields[1], 1, 1 << 20, &value))
         return htp_set_error(err, err_size, "signature line %d: bad tp", line);
       sig->tp = (int)value;
+    } else if (strcmp(kind, "shard") == 0) {
+      if (parse_shard(fields, count, sig, line, err, err_size))
+        return 1;
     }
   }
   if (line == 0)
@@ -199,6 +242,12 @@ static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_siz
     return htp_set_error(err, err_size, "signature has no 'workspace' record");
   if (sig->num_results == 0)
     return htp_set_error(err, err_size, "signature declares no results");
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *arg = &sig->args[i];
+    if (arg->shard_layout != HTP_SHARD_NONE && arg->shard_parts != sig->tp)
+      return htp_set_error(err, err_size, "signature: argument %d ('%s') is split in %d parts "
+                           "but the block is for tp %d", i, arg->name, arg->shard_parts, sig->tp);
+  }
   return 0;
 }
 
@@ -229,6 +278,13 @@ void htp_signature_free(htp_signature *sig) {
   free(sig->entry);
   memset(sig, 0, sizeof *sig);
   sig->tp = 1;
+}
+
+void htp_sig_global_dims(const htp_sig_tensor *tensor, int64_t *dims) {
+  for (int d = 0; d < tensor->rank; d++)
+    dims[d] = tensor->dims[d];
+  if (tensor->shard_layout != HTP_SHARD_NONE)
+    dims[tensor->shard_dim] *= tensor->shard_parts;
 }
 
 void htp_format_shape(char *out, size_t size, int rank, const int64_t *dims) {

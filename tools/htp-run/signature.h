@@ -15,6 +15,13 @@ enum { HTP_SIG_MAX_RANK = 8 };
 
 typedef enum htp_sig_role { HTP_SIG_INPUT, HTP_SIG_PARAM, HTP_SIG_RESULT } htp_sig_role;
 
+/* How a sharded argument is cut out of its global tensor (entry.h). */
+typedef enum htp_shard_layout {
+  HTP_SHARD_NONE = 0,   /* not sharded: the same on every rank */
+  HTP_SHARD_BLOCKS = 1, /* slice r of dim `dim` */
+  HTP_SHARD_QKV = 2     /* dim 0 is q | k | v; slice r of each of the three */
+} htp_shard_layout;
+
 typedef struct htp_sig_tensor {
   htp_sig_role role;
   char *name;
@@ -22,6 +29,9 @@ typedef struct htp_sig_tensor {
   int64_t dims[HTP_SIG_MAX_RANK];
   int64_t count;  /* prod(dims) */
   size_t bytes;   /* count * sizeof(float) */
+  /* From a "shard INDEX DIM PARTS LAYOUT" record; HTP_SHARD_NONE without. */
+  htp_shard_layout shard_layout;
+  int shard_dim, shard_parts;
 } htp_sig_tensor;
 
 typedef struct htp_signature {
@@ -41,6 +51,10 @@ int htp_signature_parse(const char *text, htp_signature *sig, char *err, size_t 
 
 /* Frees what parse allocated; accepts an empty *sig. */
 void htp_signature_free(htp_signature *sig);
+
+/* The global shape of an argument: its local dims with dims[shard_dim]
+ * times shard_parts (the local dims when it is not sharded). */
+void htp_sig_global_dims(const htp_sig_tensor *tensor, int64_t *dims);
 
 /* Writes "[2, 5, 12]" into out. */
 void htp_format_shape(char *out, size_t size, int rank, const int64_t *dims);

@@ -1,0 +1,174 @@
+/*===- test/executor/test_shard.c - Slicing global tensors for ranks -------===*
+ *
+ * htp_shard_slice against a naive element-by-element reference for every
+ * layout, rank and part; the parts of a tensor together hold every global
+ * element exactly once; bad requests are refused with a message.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/shard.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* Global element index of local element `flat` (row-major), by definition
+ * of the layouts in tools/htp-run/entry.h. */
+static int64_t reference_index(int rank, const int64_t *local_dims, int dim, int parts, int part,
+                               htp_shard_layout layout, int64_t flat) {
+  int64_t index[HTP_SIG_MAX_RANK], global_dims[HTP_SIG_MAX_RANK];
+  for (int d = rank - 1; d >= 0; d--) {
+    index[d] = flat % local_dims[d];
+    flat /= local_dims[d];
+    global_dims[d] = local_dims[d];
+  }
+  if (layout != HTP_SHARD_NONE)
+    global_dims[dim] *= parts;
+  if (layout == HTP_SHARD_BLOCKS) {
+    index[dim] += part * local_dims[dim];
+  } else if (layout == HTP_SHARD_QKV) {
+    int64_t per_block = local_dims[0] / 3;
+    int64_t block = index[0] / per_block, row = index[0] % per_block;
+    index[0] = block * per_block * parts + part * per_block + row;
+  }
+  int64_t global = 0;
+  for (int d = 0; d < rank; d++)
+    global = global * global_dims[d] + index[d];
+  return global;
+}
+
+/* Slices every part of a global tensor whose values are their own index
+ * and checks each element and that the parts cover the tensor once. */
+static void check_layout(int rank, const int64_t *local_dims, int dim, int parts,
+                         htp_shard_layout layout) {
+  int64_t local_count = 1;
+  for (int d = 0; d < rank; d++)
+    local_count *= local_dims[d];
+  int64_t global_count = local_count * (layout == HTP_SHARD_NONE ? 1 : parts);
+  float *global = malloc((size_t)global_count * sizeof *global);
+  float *local = malloc((size_t)(local_count ? local_count : 1) * sizeof *local);
+  int *seen = calloc((size_t)global_count + 1, sizeof *seen);
+  assert_non_null(global);
+  assert_non_null(local);
+  assert_non_null(seen);
+  for (int64_t i = 0; i < global_count; i++)
+    global[i] = (float)i; /* exact: the tests stay below 2^24 elements */
+  int count_parts = layout == HTP_SHARD_NONE ? 1 : parts;
+  for (int part = 0; part < count_parts; part++) {
+    char err[256] = "";
+    memset(local, 0xff, (size_t)local_count * sizeof *local);
+    assert_int_equal(htp_shard_slice(global, local, rank, local_dims, dim, parts, part, layout,
+                                     err, sizeof err), 0);
+    for (int64_t i = 0; i < local_count; i++) {
+      int64_t expected = reference_index(rank, local_dims, dim, parts, part, layout, i);
+      if (local[i] != (float)expected)
+        fail_msg("layout %d rank %d dim %d part %d/%d: local[%lld] = %g, expected global[%lld]",
+                 (int)layout, rank, dim, part, parts, (long long)i, (double)local[i],
+                 (long long)expected);
+      seen[expected]++;
+    }
+  }
+  for (int64_t i = 0; i < global_count; i++)
+    if (seen[i] != 1)
+      fail_msg("global element %lld taken %d times", (long long)i, seen[i]);
+  free(global);
+  free(local);
+  free(seen);
+}
+
+/* 1. Column-parallel weight (fc1: [out, in] split on out). */
+static void test_blocks_rows(void **state) {
+  (void)state;
+  for (int parts = 1; parts <= 4; parts++) {
+    int64_t dims[2] = {5, 7};
+    check_layout(2, dims, 0, parts, HTP_SHARD_BLOCKS);
+  }
+}
+
+/* 2. Row-parallel weight (proj, fc2: [out, in] split on in). */
+static void test_blocks_columns(void **state) {
+  (void)state;
+  for (int parts = 1; parts <= 4; parts++) {
+    int64_t dims[2] = {6, 5};
+    check_layout(2, dims, 1, parts, HTP_SHARD_BLOCKS);
+  }
+}
+
+/* 3. Biases (rank 1) and a middle dim of a rank-3 tensor. */
+static void test_blocks_other_ranks(void **state) {
+  (void)state;
+  int64_t bias[1] = {10};
+  check_layout(1, bias, 0, 3, HTP_SHARD_BLOCKS);
+  int64_t cube[3] = {2, 3, 4};
+  check_layout(3, cube, 1, 3, HTP_SHARD_BLOCKS);
+  check_layout(3, cube, 2, 2, HTP_SHARD_BLOCKS);
+  check_layout(3, cube, 0, 4, HTP_SHARD_BLOCKS);
+}
+
+/* 4. The fused qkv weight and bias: slice r of each of q, k and v. */
+static void test_qkv(void **state) {
+  (void)state;
+  for (int parts = 1; parts <= 4; parts++) {
+    int64_t weight[2] = {3 * 2, 5}; /* 2 rows of each of q, k, v per rank */
+    check_layout(2, weight, 0, parts, HTP_SHARD_QKV);
+    int64_t bias[1] = {3 * 3};
+    check_layout(1, bias, 0, parts, HTP_SHARD_QKV);
+  }
+}
+
+/* 5. A concrete qkv case written out: 2 ranks, heads of 1 row. */
+static void test_qkv_explicit(void **state) {
+  (void)state;
+  /* global rows: q0 q1 k0 k1 v0 v1 (values 0..5); rank 1 takes q1 k1 v1. */
+  const float global[6] = {0, 1, 2, 3, 4, 5};
+  float local[3] = {-1, -1, -1};
+  int64_t dims[1] = {3};
+  char err[128];
+  assert_int_equal(htp_shard_slice(global, local, 1, dims, 0, 2, 1, HTP_SHARD_QKV, err,
+                                   sizeof err), 0);
+  assert_true(local[0] == 1 && local[1] == 3 && local[2] == 5);
+}
+
+/* 6. Not sharded: a copy. */
+static void test_none(void **state) {
+  (void)state;
+  int64_t dims[2] = {3, 4};
+  check_layout(2, dims, 0, 3, HTP_SHARD_NONE);
+}
+
+static void expect_refused(int rank, const int64_t *dims, int dim, int parts, int part,
+                           htp_shard_layout layout, const char *expected) {
+  float global[64] = {0}, local[64];
+  char err[256] = "";
+  if (htp_shard_slice(global, local, rank, dims, dim, parts, part, layout, err, sizeof err) == 0 ||
+      !strstr(err, expected))
+    fail_msg("expected a refusal containing \"%s\", got \"%s\"", expected, err);
+}
+
+/* 7. Bad requests. */
+static void test_refused(void **state) {
+  (void)state;
+  int64_t dims[2] = {3, 4};
+  expect_refused(2, dims, 2, 2, 0, HTP_SHARD_BLOCKS, "dim 2 of a rank-2 tensor");
+  expect_refused(2, dims, -1, 2, 0, HTP_SHARD_BLOCKS, "dim -1");
+  expect_refused(2, dims, 0, 2, 2, HTP_SHARD_BLOCKS, "part 2 of 2");
+  expect_refused(2, dims, 0, 0, 0, HTP_SHARD_BLOCKS, "part 0 of 0");
+  expect_refused(2, dims, 1, 2, 0, HTP_SHARD_QKV, "qkv slice must be of dim 0");
+  int64_t not_three[1] = {4};
+  expect_refused(1, not_three, 0, 2, 0, HTP_SHARD_QKV, "4 rows");
+  expect_refused(9, dims, 0, 2, 0, HTP_SHARD_BLOCKS, "rank 9");
+  expect_refused(2, dims, 0, 2, 0, (htp_shard_layout)7, "unknown layout");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
+      cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
+      cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),
+      cmocka_unit_test(test_refused),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,33 @@
+/*===- tools/htp-run/shard.h - Cut a rank's slice out of a global tensor ---===*
+ *
+ * A tensor-parallel block (entry.h, "shard" records) takes on rank r a slice
+ * of each split parameter; htp-run holds the parameters at their global
+ * shapes (what a timm checkpoint has) and gives each rank its slice. This is
+ * the one place that knows the layouts; pure C, no allocation.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_SHARD_H
+#define HTP_RUN_SHARD_H
+
+#include "tools/htp-run/signature.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copies part `part` of `parts` of the row-major tensor `global` into
+ * `local`. local_dims (rank entries) is the slice's shape; the global shape
+ * is local_dims with local_dims[dim] * parts.
+ *   HTP_SHARD_BLOCKS: local = global[..., part * L : (part + 1) * L, ...] on
+ *                     dim `dim` (L = local_dims[dim]);
+ *   HTP_SHARD_QKV:    dim must be 0 and L = local_dims[0] a multiple of 3;
+ *                     global dim 0 is three blocks q | k | v of parts * L / 3
+ *                     rows each, and local is slice `part` (L / 3 rows) of each
+ *                     block, in order q, k, v;
+ *   HTP_SHARD_NONE:   local is a copy of global (parts is ignored).
+ * Returns 0, or non-zero with a message in err for a bad request (rank out
+ * of [0, HTP_SIG_MAX_RANK], dim out of range, part not in [0, parts),
+ * a qkv slice that is not of dim 0 or not three equal blocks). */
+int htp_shard_slice(const float *global, float *local, int rank, const int64_t *local_dims,
+                    int dim, int parts, int part, htp_shard_layout layout, char *err,
+                    size_t err_size);
+
+#endif /* HTP_RUN_SHARD_H */
