@@ -102,6 +102,47 @@ LogicalResult AttentionOp::verify() {
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";
+  if (getPair()) {
+    if (*getPair() % 2 != 0)
+      return emitOpError() << "pair must be even (2 * layer) for attention, got " << *getPair();
+    if (getProjBias())
+      return emitOpError("a balanced attention (with a pair) yields a partial sum: its proj "
+                         "bias must follow the all-reduce, not be an operand");
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MLPOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MLPOp::verify() {
+  RankedTensorType input = tensorOf(getInput()), fc1 = tensorOf(getFc1Weight()),
+                   fc2 = tensorOf(getFc2Weight());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  int64_t dim = input.getShape().back();
+  if (fc1.getRank() != 2 || fc1.getDimSize(1) != dim)
+    return emitOpError() << "fc1 weight must be [hidden, " << dim << "], got ["
+                         << shapeString(fc1) << "]";
+  int64_t hidden = fc1.getDimSize(0);
+  if (fc2.getRank() != 2 || fc2.getDimSize(0) != dim || fc2.getDimSize(1) != hidden)
+    return emitOpError() << "fc2 weight must be [" << dim << ", " << hidden << "], got ["
+                         << shapeString(fc2) << "]";
+  if (getFc1Bias() &&
+      failed(verifyVector(*this, "fc1 bias", getFc1Bias(), hidden, "rows of the fc1 weight")))
+    return failure();
+  if (hidden % getUnitWidth() != 0)
+    return emitOpError() << "hidden width (" << hidden << ") must be a multiple of unit_width ("
+                         << getUnitWidth() << ")";
+  if (getPair() % 2 != 1)
+    return emitOpError() << "pair must be odd (2 * layer + 1) for an MLP, got " << getPair();
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError() << "approximate must be \"none\" or \"tanh\", got \""
+                         << getApproximate() << "\"";
+  if (getResult().getType() != input)
+    return emitOpError() << "result must have the input's shape [" << shapeString(input)
+                         << "], got [" << shapeString(getResult().getType()) << "]";
   return success();
 }
 

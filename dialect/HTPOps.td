@@ -73,7 +73,9 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
     is `[dim]`. `head_dim` is implied by the qkv weight. After
     tensor-parallel splitting `num_heads` counts the heads this rank holds,
     the projection has no bias (the result is this rank's partial sum) and
-    the bias is added after the `htp.all_reduce`.
+    the bias is added after the `htp.all_reduce`. `pair`, set by
+    `--htp-balance-hooks` (and then without proj bias), numbers the
+    attention pair (2 · layer) whose heads the runtime may prune or migrate.
 
     ```mlir
     %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 12 : i64}
@@ -84,7 +86,8 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight,
                        HTP_Tensor:$qkv_bias, HTP_Tensor:$proj_weight,
                        Optional<HTP_Tensor>:$proj_bias,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pair);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight (`,` $proj_bias^)?
@@ -143,6 +146,35 @@ def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
   let arguments = (ins HTP_Tensor:$lhs, HTP_Tensor:$rhs);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def HTP_MLPOp : HTP_Op<"mlp"> {
+  let summary = "a rank's share of an MLP pair: fc2(GELU(fc1(x))) without fc2's bias";
+  let description = [{
+    The column→row pair of a split MLP as one op, made by
+    `--htp-balance-hooks` so that the runtime can work on its units: blocks
+    of `unit_width` hidden neurons (fc1 rows and the fc2 columns that read
+    them). `fc1_weight` is `[hidden, dim]`, `fc1_bias` `[hidden]`,
+    `fc2_weight` `[dim, hidden]`; the result is `[..., dim]`, this rank's
+    partial sum (the all-reduce and fc2's bias follow). `pair` is
+    2 · layer + 1.
+
+    ```mlir
+    %p = htp.mlp %x, %w1, %w2 fc1_bias(%b1) {pair = 1 : i64, unit_width = 64 : i64}
+        : (tensor<8x197x768xf32>, tensor<768x768xf32>, tensor<768x768xf32>, tensor<768xf32>)
+        -> tensor<8x197x768xf32>
+    ```
+  }];
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$fc1_weight, HTP_Tensor:$fc2_weight,
+                       Optional<HTP_Tensor>:$fc1_bias,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$unit_width,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$pair);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $fc1_weight `,` $fc2_weight (`fc1_bias` `(` $fc1_bias^ `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def HTP_BiasAddOp : HTP_Op<"bias_add", [AllTypesMatch<["input", "result"]>]> {

@@ -16,6 +16,7 @@
 
 #include "dialect/HTPOps.h"
 #include "kernels/htp_kernels.h"
+#include "runtime/htp.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -39,6 +40,12 @@ namespace {
 constexpr int64_t kAlignment = 64;
 
 int64_t alignUp(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+/// Product of all dims but the last: the rows an op applies its last-dim
+/// transform to.
+int64_t leadingRows(RankedTensorType type) {
+  return type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
+}
 
 int64_t byteSize(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
@@ -79,6 +86,26 @@ private:
   int64_t highWater = 0;
 };
 
+/// What the signature's "balance" record says: the shape of the work units
+/// of the pairs the balance hooks marked (all layers alike, checked there).
+struct BalanceSummary {
+  int64_t layers = 0, modelDim = 0, heads = 0, headDim = 0, headFlops = 0;
+  int64_t mlpUnits = 0, mlpUnitWidth = 0, mlpUnitFlops = 0;
+
+  void noteAttention(AttentionOp attention, int64_t flopsPerHead) {
+    ++layers;
+    modelDim = cast<RankedTensorType>(attention.getInput().getType()).getShape().back();
+    heads = attention.getNumHeads();
+    headDim = attention.getHeadDim();
+    headFlops = flopsPerHead;
+  }
+  void noteMLP(MLPOp mlp, int64_t units, int64_t flopsPerUnit) {
+    mlpUnits = units;
+    mlpUnitWidth = mlp.getUnitWidth();
+    mlpUnitFlops = flopsPerUnit;
+  }
+};
+
 /// Lowers one htp function; owns the builder state for it.
 class EntryLowering {
 public:
@@ -96,6 +123,7 @@ private:
   Value pointerOf(Value tensor);
   Value optionalPointerOf(Value tensor);
   Value constantI64(int64_t value);
+  Value constantI32(int64_t value);
   LLVM::LLVMFuncOp declareFunction(StringRef name, Type result, ArrayRef<Value> args);
   void callKernel(StringRef name, ArrayRef<Value> args);
   Value callRuntime(StringRef name, ArrayRef<Value> args);
@@ -113,6 +141,7 @@ private:
   llvm::DenseMap<Operation *, int64_t> scratchOffset; ///< per-op kernel scratch
   int64_t workspaceBytes = 0;
   int64_t gemmFlops = 0;
+  BalanceSummary balance;
 
   LLVM::LLVMFuncOp entry;
   Value rtContext, buffersArg;
@@ -160,6 +189,25 @@ LogicalResult EntryLowering::checkSupported() {
   return success();
 }
 
+/// Floats of kernel scratch `op` needs in the workspace while it runs (0:
+/// none). One place for the formulas: the kernels' and the hooks' headers.
+static int64_t scratchFloats(Operation *op) {
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    auto input = cast<RankedTensorType>(attention.getInput().getType());
+    int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1);
+    if (attention.getPair())
+      return htp_rt_attention_scratch_floats(batch, tokens, attention.getNumHeads(),
+                                             attention.getHeadDim());
+    return htp_cpu_attention_scratch_floats(batch, tokens, input.getDimSize(2),
+                                            attention.getNumHeads(), attention.getHeadDim());
+  }
+  if (auto mlp = dyn_cast<MLPOp>(op)) {
+    auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
+    return htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
+  }
+  return 0;
+}
+
 void EntryLowering::planBuffers() {
   Block &body = func.getBody().front();
   numArgs = func.getNumArguments();
@@ -185,11 +233,7 @@ void EntryLowering::planBuffers() {
     for (Value result : op.getResults())
       if (!placement.count(result))
         placement[result] = {Placement::Workspace, allocator.allocate(byteSize(result))};
-    if (auto attention = dyn_cast<AttentionOp>(op)) {
-      auto input = cast<RankedTensorType>(attention.getInput().getType());
-      int64_t floats = htp_cpu_attention_scratch_floats(
-          input.getDimSize(0), input.getDimSize(1), input.getDimSize(2),
-          attention.getNumHeads(), attention.getHeadDim());
+    if (int64_t floats = scratchFloats(&op)) {
       int64_t offset = allocator.allocate(floats * static_cast<int64_t>(sizeof(float)));
       scratchOffset[&op] = offset;
       allocator.release(offset);
@@ -212,6 +256,10 @@ void EntryLowering::planBuffers() {
 
 Value EntryLowering::constantI64(int64_t value) {
   return LLVM::ConstantOp::create(builder, func.getLoc(), i64Type, value);
+}
+
+Value EntryLowering::constantI32(int64_t value) {
+  return LLVM::ConstantOp::create(builder, func.getLoc(), i32Type, value);
 }
 
 Value EntryLowering::bufferPointer(int64_t index) { return loadedBuffers[index]; }
@@ -273,11 +321,6 @@ void EntryLowering::returnIfFailed(Value status) {
   builder.setInsertionPointToEnd(next);
 }
 
-/// Product of all dims but the last: the rows an op applies its last-dim
-/// transform to.
-static int64_t leadingRows(RankedTensorType type) {
-  return type.getNumElements() / type.getShape().back();
-}
 
 LogicalResult EntryLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
@@ -302,13 +345,27 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
         Value scratch =
             LLVM::GEPOp::create(builder, loc, ptrType, builder.getI8Type(), workspacePtr,
                                 ArrayRef<LLVM::GEPArg>{constantI64(scratchOffset.lookup(op))});
-        callKernel("htp_cpu_attention_f32",
-                   {pointerOf(attention.getInput()), pointerOf(attention.getQkvWeight()),
-                    pointerOf(attention.getQkvBias()), pointerOf(attention.getProjWeight()),
-                    optionalPointerOf(attention.getProjBias()), pointerOf(attention.getResult()),
-                    scratch,
-                    constantI64(batch), constantI64(tokens), constantI64(dim), constantI64(heads),
-                    constantI64(headDim)});
+        if (std::optional<uint64_t> pair = attention.getPair()) {
+          // The balance hook: the heads the plan gives this rank (runtime/htp.h).
+          Value status = callRuntime(
+              "htp_rt_attention_f32",
+              {rtContext, constantI32(*pair), pointerOf(attention.getInput()),
+               pointerOf(attention.getQkvWeight()), pointerOf(attention.getQkvBias()),
+               pointerOf(attention.getProjWeight()), pointerOf(attention.getResult()), scratch,
+               constantI64(batch), constantI64(tokens), constantI64(dim), constantI64(heads),
+               constantI64(headDim)});
+          returnIfFailed(status);
+          balance.noteAttention(attention, 2 * batch * tokens * (3 * dim * headDim + headDim * dim) +
+                                               4 * batch * tokens * tokens * headDim);
+        } else {
+          callKernel("htp_cpu_attention_f32",
+                     {pointerOf(attention.getInput()), pointerOf(attention.getQkvWeight()),
+                      pointerOf(attention.getQkvBias()), pointerOf(attention.getProjWeight()),
+                      optionalPointerOf(attention.getProjBias()),
+                      pointerOf(attention.getResult()), scratch, constantI64(batch),
+                      constantI64(tokens), constantI64(dim), constantI64(heads),
+                      constantI64(headDim)});
+        }
         int64_t rows = batch * tokens;
         gemmFlops += 2 * rows * dim * 3 * inner;                    // qkv
         gemmFlops += 2 * 2 * batch * heads * tokens * tokens * headDim; // q·kᵀ and p·v
@@ -338,6 +395,25 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
         callKernel("htp_cpu_add_f32",
                    {pointerOf(add.getLhs()), pointerOf(add.getRhs()), pointerOf(add.getResult()),
                     constantI64(add.getType().getNumElements())});
+        return success();
+      })
+      .Case([&](MLPOp mlp) {
+        int64_t rows = leadingRows(mlp.getType()), dim = mlp.getType().getShape().back();
+        int64_t hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
+        int64_t width = mlp.getUnitWidth();
+        Value scratch =
+            LLVM::GEPOp::create(builder, loc, ptrType, builder.getI8Type(), workspacePtr,
+                                ArrayRef<LLVM::GEPArg>{constantI64(scratchOffset.lookup(op))});
+        Value status = callRuntime(
+            "htp_rt_mlp_f32",
+            {rtContext, constantI32(mlp.getPair()), pointerOf(mlp.getInput()),
+             pointerOf(mlp.getFc1Weight()), optionalPointerOf(mlp.getFc1Bias()),
+             pointerOf(mlp.getFc2Weight()), pointerOf(mlp.getResult()), scratch,
+             constantI64(rows), constantI64(dim), constantI64(hidden), constantI64(width),
+             constantI32(mlp.getApproximate() == "tanh" ? 1 : 0)});
+        returnIfFailed(status);
+        gemmFlops += 2 * 2 * rows * dim * hidden;
+        balance.noteMLP(mlp, hidden / width, 2 * 2 * rows * dim * width);
         return success();
       })
       .Case([&](BiasAddOp biasAdd) {
@@ -397,6 +473,10 @@ std::string EntryLowering::signatureText() {
   os << "workspace " << workspaceBytes << "\nflops " << gemmFlops << '\n';
   if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
     os << "tp " << tp.getInt() << '\n';
+  if (balance.layers)
+    os << "balance " << balance.layers << ' ' << balance.modelDim << ' ' << balance.heads << ' '
+       << balance.headDim << ' ' << balance.headFlops << ' ' << balance.mlpUnits << ' '
+       << balance.mlpUnitWidth << ' ' << balance.mlpUnitFlops << '\n';
   for (unsigned index = 0; index < numArgs; ++index)
     if (auto shard = func.getArgAttrOfType<DictionaryAttr>(index, kShardAttrName))
       os << "shard " << index << ' ' << shard.getAs<IntegerAttr>("dim").getInt() << ' '

@@ -24,6 +24,10 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("Tensor-parallel ranks to split for (1: unsharded)"),
                      llvm::cl::init(1)};
+  Option<bool> hooks{*this, "hooks",
+                     llvm::cl::desc("With tp > 1, add the balance hooks (--htp-balance-hooks) so "
+                                    "the runtime can prune or migrate work units"),
+                     llvm::cl::init(true)};
 };
 
 /// Adds the whole chain (htp on tensors → LLVM dialect) to `pm`: what

@@ -41,6 +41,30 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
 
+def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
+  let summary = "Let the runtime prune or migrate the work units of a split block";
+  let description = [{
+    Runs after `--htp-tensor-parallel` on functions it split (`htp.tp`):
+    numbers each layer's attention (pair 2·layer) and MLP pair (2·layer + 1)
+    in program order, marks the attention with its `pair`, and fuses each
+    MLP column→GELU→row chain into one `htp.mlp` whose units are blocks of
+    `unit_width` hidden neurons. The lowering turns both into calls of the
+    runtime's hooks (`htp_rt_attention_f32`, `htp_rt_mlp_f32`), which compute
+    the units the current plan gives the rank (DESIGN §4).
+
+    The planner takes one unit count per kind, so every layer must have one
+    attention and one MLP pair of the same shapes; anything else is an error
+    naming what differs. `mlp-unit-width = 0` picks the smallest divisor of
+    the rank's hidden width that is at least min(64, hidden / 8): about 8 or
+    more units per rank, each a GEMM of at least a few dozen columns.
+  }];
+  let options = [
+    Option<"mlpUnitWidth", "mlp-unit-width", "int64_t", /*default=*/"0",
+           "Hidden neurons per MLP unit (0: automatic)">
+  ];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
 def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower htp functions to LLVM-dialect entry points that call the CPU kernels";
   let description = [{

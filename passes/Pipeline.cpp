@@ -1,8 +1,8 @@
 //===- Pipeline.cpp - The htp-pipeline named pipeline ---------------------===//
 //
 // One name for the whole chain, so users need not know the pass order
-// (DESIGN §1): `--htp-pipeline=tp=4`. Later stages (balance hooks) slot in
-// before the lowering.
+// (DESIGN §1): `--htp-pipeline=tp=4` splits over 4 ranks and adds the
+// balance hooks (`hooks=false` leaves them out).
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +19,8 @@ void htp::buildHTPPipeline(OpPassManager &pm, const HTPPipelineOptions &options)
     HTPTensorParallelOptions split;
     split.tp = options.tp;
     pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
+    if (options.hooks)
+      pm.addNestedPass<func::FuncOp>(htp::createHTPBalanceHooks());
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -30,8 +32,9 @@ void htp::registerHTPPassesAndPipeline() {
   registerHTPPasses();
   PassPipelineRegistration<HTPPipelineOptions>(
       "htp-pipeline",
-      "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel, when tp > 1), "
-      "then htp ops on tensors to LLVM-dialect entry points (--htp-lower-to-runtime)",
+      "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel) and add the "
+      "balance hooks (--htp-balance-hooks) when tp > 1, then htp ops on tensors to "
+      "LLVM-dialect entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {
         buildHTPPipeline(pm, options);
       });

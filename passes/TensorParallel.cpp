@@ -134,7 +134,8 @@ LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
   auto local = AttentionOp::create(builder, attention.getLoc(), attention.getType(),
                                    attention.getInput(), attention.getQkvWeight(),
                                    attention.getQkvBias(), attention.getProjWeight(),
-                                   /*proj_bias=*/Value(), builder.getI64IntegerAttr(heads / tp));
+                                   /*proj_bias=*/Value(), builder.getI64IntegerAttr(heads / tp),
+                                   /*pair=*/IntegerAttr());
   allowShardedUses(local, {1, 2, 3});
   attention.getResult().replaceAllUsesWith(reduceAndAddBias(local, local.getResult(), bias));
   attention.erase();

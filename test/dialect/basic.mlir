@@ -71,3 +71,13 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
   %y = htp.bias_add %s, %bp : tensor<2x5x12xf32>, tensor<12xf32>
   return %y : tensor<2x5x12xf32>
 }
+
+// The fused MLP pair the balance hooks make (fc1 bias optional).
+// CHECK-LABEL: func.func @mlp_pair(
+func.func @mlp_pair(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %b1: tensor<10xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) {approximate = "tanh", pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
+  %y = htp.mlp %x, %w1, %w2 fc1_bias(%b1) {approximate = "tanh", pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
+  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} {pair = 3 : i64, unit_width = 2 : i64}
+  %z = htp.mlp %y, %w1, %w2 {pair = 3 : i64, unit_width = 2 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %z : tensor<3x8xf32>
+}

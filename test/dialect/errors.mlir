@@ -240,3 +240,43 @@ func.func @malformed(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = htp.gelu %x
   return %y : tensor<4xf32>
 }
+
+// -----
+
+func.func @attention_pair_with_bias(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %bp: tensor<12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{a balanced attention (with a pair) yields a partial sum: its proj bias must follow the all-reduce, not be an operand}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp, %bp {num_heads = 3 : i64, pair = 0 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @attention_odd_pair(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{pair must be even (2 * layer) for attention, got 1}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64, pair = 1 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @mlp_fc2(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x12xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{fc2 weight must be [8, 10], got [8x12]}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x12xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @mlp_unit_width(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{hidden width (10) must be a multiple of unit_width (4)}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 4 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @mlp_even_pair(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{pair must be odd (2 * layer + 1) for an MLP, got 2}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 2 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}

@@ -27,6 +27,8 @@
  *       flops N                                        (per call, for GFLOP/s)
  *       tp N                                           (optional; ranks the block was split for)
  *       shard INDEX DIM PARTS LAYOUT                   (optional; argument INDEX is a shard)
+ *       balance LAYERS DIM HEADS HEAD_DIM HEAD_FLOPS MLP_UNITS MLP_WIDTH MLP_UNIT_FLOPS
+ *                                                      (optional; the block has balance hooks)
  *       end
  *     DTYPE is f32 for now. Unknown record kinds must be ignored by readers
  *     (so later issues can add records), but "end" must be present.
@@ -45,6 +47,14 @@
  *     Arguments without a shard record (data inputs, layer norms, biases
  *     added after an all-reduce, replicated linears) are the same on every
  *     rank. Every result is complete and identical on every rank.
+ *
+ *     Balance hooks (written by --htp-balance-hooks). A "balance" record says
+ *     the block calls the runtime's hooks (runtime/htp.h: htp_rt_attention_f32,
+ *     htp_rt_mlp_f32) for its LAYERS attention and MLP pairs: per rank, HEADS
+ *     heads of HEAD_DIM channels (HEAD_FLOPS per head per call) and MLP_UNITS
+ *     units of MLP_WIDTH neurons (MLP_UNIT_FLOPS each), in a block of width
+ *     DIM. That is the htp_balancer_config the executor attaches to each
+ *     rank's context; with none attached the hooks compute every unit.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_RUN_ENTRY_H
 #define HTP_RUN_ENTRY_H

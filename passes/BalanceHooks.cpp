@@ -1,0 +1,147 @@
+//===- BalanceHooks.cpp - Hand a split block's work units to the runtime --===//
+//
+// This file implements the htp-balance-hooks pass, which prepares a block
+// that htp-tensor-parallel split for run-time balancing (DESIGN §4): each
+// layer's attention gets its pair number, and each MLP column→GELU→row
+// chain becomes one htp.mlp over units of `unit_width` neurons. The lowering
+// turns both into runtime hooks that compute only the units the current
+// SEMI plan gives the rank: kept, imputed, or migrated in from a straggler.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialect/HTPDialect.h"
+#include "dialect/HTPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::htp {
+#define GEN_PASS_DEF_HTPBALANCEHOOKS
+#include "passes/Passes.h.inc"
+} // namespace mlir::htp
+
+using namespace mlir;
+using namespace mlir::htp;
+
+namespace {
+
+/// A split MLP: fc1 (column-parallel) → one GELU → fc2 (row-parallel, no
+/// bias: its bias follows the all-reduce).
+struct MLPChain {
+  LinearOp fc1;
+  GeluOp gelu;
+  LinearOp fc2;
+};
+
+/// True when `value` is a rank's partial sum: its one use is an all-reduce.
+bool feedsAllReduce(Value value) {
+  return value.hasOneUse() && isa<AllReduceOp>(*value.getUsers().begin());
+}
+
+/// Matches the chain the tensor-parallel pass leaves for an MLP pair.
+std::optional<MLPChain> matchMLP(LinearOp fc2) {
+  if (fc2.getBias() || !feedsAllReduce(fc2.getResult()) || !fc2.getInput().hasOneUse())
+    return std::nullopt;
+  auto gelu = fc2.getInput().getDefiningOp<GeluOp>();
+  if (!gelu || !gelu.getInput().hasOneUse())
+    return std::nullopt;
+  auto fc1 = gelu.getInput().getDefiningOp<LinearOp>();
+  if (!fc1)
+    return std::nullopt;
+  return MLPChain{fc1, gelu, fc2};
+}
+
+/// The smallest divisor of `hidden` that is at least min(64, hidden / 8).
+int64_t automaticUnitWidth(int64_t hidden) {
+  int64_t floor = std::max<int64_t>(1, std::min<int64_t>(64, hidden / 8));
+  for (int64_t width = floor; width < hidden; ++width)
+    if (hidden % width == 0)
+      return width;
+  return hidden;
+}
+
+int64_t dimOf(Value value, unsigned dim) {
+  return cast<RankedTensorType>(value.getType()).getDimSize(dim);
+}
+
+struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
+  using HTPBalanceHooksBase::HTPBalanceHooksBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (func.isDeclaration() || !func->hasAttr(kTPAttrName))
+      return; // only split functions have units to balance
+    if (mlpUnitWidth < 0) {
+      func.emitError() << "--htp-balance-hooks: mlp-unit-width must be >= 0, got "
+                       << mlpUnitWidth;
+      return signalPassFailure();
+    }
+
+    SmallVector<AttentionOp> attentions;
+    SmallVector<MLPChain> mlps;
+    for (Operation &op : func.getBody().front()) {
+      if (auto attention = dyn_cast<AttentionOp>(op);
+          attention && !attention.getProjBias() && feedsAllReduce(attention.getResult()))
+        attentions.push_back(attention);
+      if (auto linear = dyn_cast<LinearOp>(op))
+        if (std::optional<MLPChain> chain = matchMLP(linear))
+          mlps.push_back(*chain);
+    }
+    if (failed(checkUniform(func, attentions, mlps)))
+      return signalPassFailure();
+
+    OpBuilder builder(func.getContext());
+    for (auto [layer, attention] : llvm::enumerate(attentions))
+      attention.setPairAttr(builder.getI64IntegerAttr(2 * layer));
+    for (auto [layer, chain] : llvm::enumerate(mlps)) {
+      int64_t hidden = dimOf(chain.fc1.getWeight(), 0);
+      int64_t width = mlpUnitWidth ? mlpUnitWidth : automaticUnitWidth(hidden);
+      if (hidden % width != 0) {
+        chain.fc1.emitOpError() << "hidden width (" << hidden
+                                << ") is not a multiple of mlp-unit-width (" << width << ")";
+        return signalPassFailure();
+      }
+      builder.setInsertionPoint(chain.fc2);
+      auto fused = MLPOp::create(builder, chain.fc2.getLoc(), chain.fc2.getType(),
+                                 chain.fc1.getInput(), chain.fc1.getWeight(),
+                                 chain.fc2.getWeight(), chain.fc1.getBias(),
+                                 chain.gelu.getApproximateAttr(), builder.getI64IntegerAttr(width),
+                                 builder.getI64IntegerAttr(2 * layer + 1));
+      chain.fc2.getResult().replaceAllUsesWith(fused.getResult());
+      chain.fc2.erase();
+      chain.gelu.erase();
+      chain.fc1.erase();
+    }
+  }
+
+  /// The planner takes one unit count per kind: every layer must have one
+  /// attention and one MLP pair, all of the same shapes.
+  LogicalResult checkUniform(func::FuncOp func, MutableArrayRef<AttentionOp> attentions,
+                             MutableArrayRef<MLPChain> mlps) {
+    if (attentions.empty() || attentions.size() != mlps.size())
+      return func.emitError() << "--htp-balance-hooks needs each layer to have one split "
+                                 "attention and one split MLP pair; found "
+                              << attentions.size() << " attention(s) and " << mlps.size()
+                              << " MLP pair(s)";
+    for (AttentionOp attention : attentions.drop_front())
+      if (attention.getNumHeads() != attentions.front().getNumHeads() ||
+          attention.getHeadDim() != attentions.front().getHeadDim())
+        return attention.emitOpError()
+               << "has " << attention.getNumHeads() << " heads of " << attention.getHeadDim()
+               << " channels per rank, but the first layer has "
+               << attentions.front().getNumHeads() << " of " << attentions.front().getHeadDim()
+               << "; --htp-balance-hooks needs every layer alike";
+    int64_t hidden = dimOf(mlps.front().fc1.getWeight(), 0);
+    for (MLPChain &chain : mlps.drop_front())
+      if (dimOf(chain.fc1.getWeight(), 0) != hidden)
+        return chain.fc1.emitOpError()
+               << "has " << dimOf(chain.fc1.getWeight(), 0)
+               << " hidden neurons per rank, but the first layer has " << hidden
+               << "; --htp-balance-hooks needs every layer alike";
+    return success();
+  }
+};
+
+} // namespace
