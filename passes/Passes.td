@@ -77,7 +77,11 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     static shapes, so every intermediate gets a 64-byte aligned slot in the
     workspace, reused once the value is dead (first-fit over live intervals),
     and values that are returned are computed in place in the caller's result
-    buffer. Each op becomes a call to its kernel in `kernels/htp_kernels.h`.
+    buffer. Each op becomes a call to its kernel in `kernels/htp_kernels.h`;
+    `htp.all_reduce` and the ops the balance hooks marked (`htp.attention`
+    with a `pair`, `htp.mlp`) call libhtprt (`runtime/htp.h`) with the
+    rank's context `%rt_ctx`, and a failing status (a peer hung or died) is
+    returned from the entry point at once.
     The pass also emits `@F__htp_sig`, the text signature the executor reads
     (argument names and shapes, workspace bytes, GEMM FLOPs), and
     `@htp_default_entry` when the module has exactly one entry.
