@@ -102,13 +102,66 @@ static void expect_not_implemented(int argc, char **argv, const char *expected) 
 
 static void test_not_implemented(void **state) {
   (void)state;
-  EXPECT_NOT_IMPLEMENTED("--tp 2: tensor-parallel execution is not implemented yet", "a.mlir", "--tp", "2");
-  EXPECT_NOT_IMPLEMENTED("--backend mpi is not implemented yet", "a.mlir", "--backend", "mpi");
+  EXPECT_NOT_IMPLEMENTED("--backend nccl is not implemented yet", "a.mlir", "--backend", "nccl");
   EXPECT_NOT_IMPLEMENTED("--device cuda is not implemented yet", "a.mlir", "--device", "cuda");
-  EXPECT_NOT_IMPLEMENTED("--policy resize is not implemented yet", "a.mlir", "--policy", "resize");
-  EXPECT_NOT_IMPLEMENTED("--slow is not implemented yet", "a.mlir", "--slow", "0:2");
-  EXPECT_NOT_IMPLEMENTED("--trace is not implemented yet", "a.mlir", "--trace", "t.jsonl");
-  EXPECT_NOT_IMPLEMENTED("--check is not implemented yet", "a.mlir", "--check");
+  EXPECT_NOT_IMPLEMENTED("--policy resize is not implemented yet: needs the balance hooks "
+                         "(--htp-balance-hooks)", "a.mlir", "--policy", "resize");
+  EXPECT_NOT_IMPLEMENTED("--policy semi is not implemented yet", "a.mlir", "--policy", "semi");
+  EXPECT_NOT_IMPLEMENTED("--policy migrate is not implemented yet", "a.mlir", "--policy",
+                         "migrate");
+  EXPECT_NOT_IMPLEMENTED("--slow 2:...: rank 2 is not in [0, 2)", "a.mlir", "--tp", "2", "--slow",
+                         "2:3");
+  EXPECT_NOT_IMPLEMENTED("--fault: rank 5 is not in [0, 4)", "a.mlir", "--tp", "4", "--fault",
+                         "die:5@0");
+}
+
+/* What this build runs: tp, mpi, detection, trace, check, injections. */
+static void test_implemented(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "3", "--backend", "mpi", "--trace",
+                         "t.jsonl", "--check", "--slow", "1:2.5@4", "--slow=2:3",
+                         "--fault", "hang:1@2", "--fault", "die:0@0", "--fault",
+                         "delay=0.5:2@7", "--fault", "delay:1@1", "--timeout", "2.5"), 0);
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  assert_int_equal(options.tp, 3);
+  assert_true(options.tp_given);
+  assert_true(options.timeout_s == 2.5);
+  assert_int_equal(options.num_slows, 2);
+  assert_int_equal(options.slows[0].rank, 1);
+  assert_true(options.slows[0].factor == 2.5);
+  assert_int_equal(options.slows[0].from_iteration, 4);
+  assert_int_equal(options.slows[1].from_iteration, 0);
+  assert_int_equal(options.num_faults, 4);
+  assert_int_equal(options.faults[0].kind, HTP_RUN_FAULT_HANG);
+  assert_int_equal(options.faults[0].rank, 1);
+  assert_int_equal(options.faults[0].iteration, 2);
+  assert_int_equal(options.faults[1].kind, HTP_RUN_FAULT_DIE);
+  assert_int_equal(options.faults[2].kind, HTP_RUN_FAULT_DELAY);
+  assert_true(options.faults[2].seconds == 0.5);
+  assert_int_equal(options.faults[2].iteration, 7);
+  assert_true(options.faults[3].seconds == 1.0);
+  assert_int_equal(PARSE(&options, err, "a.mlir"), 0);
+  assert_false(options.tp_given);
+  assert_true(options.timeout_s == 60.0);
+}
+
+static void test_injection_errors(void **state) {
+  (void)state;
+  EXPECT_USAGE_ERROR("--slow expects RANK:FACTOR[@ITERATION]", "a.mlir", "--slow", "1");
+  EXPECT_USAGE_ERROR("--slow expects", "a.mlir", "--slow", "1:0.5");
+  EXPECT_USAGE_ERROR("--slow expects", "a.mlir", "--slow", "-1:2");
+  EXPECT_USAGE_ERROR("--slow expects", "a.mlir", "--slow", "1:2@");
+  EXPECT_USAGE_ERROR("--slow expects", "a.mlir", "--slow", "1:2@3x");
+  EXPECT_USAGE_ERROR("--slow expects", "a.mlir", "--slow", "1:nan");
+  EXPECT_USAGE_ERROR("--fault expects hang:RANK@ITERATION", "a.mlir", "--fault", "hang:1");
+  EXPECT_USAGE_ERROR("--fault expects", "a.mlir", "--fault", "explode:1@2");
+  EXPECT_USAGE_ERROR("--fault expects", "a.mlir", "--fault", "delay=0:1@2");
+  EXPECT_USAGE_ERROR("--fault expects", "a.mlir", "--fault", "die:1@-2");
+  EXPECT_USAGE_ERROR("--fault expects", "a.mlir", "--fault", "die:99999999999999999999@2");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "0");
+  EXPECT_USAGE_ERROR("--timeout expects", "a.mlir", "--timeout", "1s");
 }
 
 int main(void) {
@@ -117,6 +170,8 @@ int main(void) {
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_usage_errors),
       cmocka_unit_test(test_not_implemented),
+      cmocka_unit_test(test_implemented),
+      cmocka_unit_test(test_injection_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,8 +3,9 @@
  * This file implements htp_run_main (tools/htp-run/entry.h): parse the
  * command line, get an entry point from the JIT or from a shared object,
  * read its signature, bind data, run warm-up and timed iterations, write the
- * outputs and report. Only unsharded blocks on the CPU for now: the flags of
- * later issues are parsed and refused (options.c).
+ * outputs and report. Parameters are held at their global shapes and each
+ * rank gets its slice (shard.h); the ranks run in ranks.c. Flags of later
+ * issues are parsed and refused (options.c).
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/entry.h"
@@ -13,6 +14,8 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/options.h"
+#include "tools/htp-run/ranks.h"
+#include "tools/htp-run/shard.h"
 #include "tools/htp-run/signature.h"
 #include "tools/htp-run/so_loader.h"
 
@@ -25,31 +28,28 @@
 
 enum { EXIT_ERROR = 1, EXIT_USAGE = 2, TABLE_ROWS = 20 };
 
-/* Names of the htp_result codes (runtime/htp.h), kept here so that the
- * executor does not link the runtime only for error text. */
-static const char *result_name(int32_t code) {
-  static const char *const names[] = {"HTP_OK",          "HTP_ERR_INVALID", "HTP_ERR_NOMEM",
-                                      "HTP_ERR_TIMEOUT", "HTP_ERR_REMOTE",  "HTP_ERR_SYSTEM",
-                                      "HTP_ERR_UNSUPPORTED", "HTP_ERR_INTERNAL"};
-  if (code >= 0 && code < (int32_t)(sizeof names / sizeof names[0]))
-    return names[code];
-  return "unknown error code";
-}
+/* --check: max |y_tp - y_1| / max |y_1| above this fails the run. */
+static const double CHECK_TOLERANCE = 1e-4;
 
-/* Prints an error; control characters that came from a corrupt file's
- * names are shown as '?' rather than sent to the terminal. */
+/* Under mpi the errors every process meets alike (bad flags, files, ...)
+ * are printed by rank 0 only; each prints its own rank's failure. */
+static int errors_muted;
+
+/* Prints an error in one write, so that processes under mpirun do not
+ * interleave; control characters that came from a corrupt file's names are
+ * shown as '?' rather than sent to the terminal. */
 static int fail(const char *message) {
-  fputs("htp-run: error: ", stderr);
-  for (const unsigned char *p = (const unsigned char *)message; *p; p++)
-    fputc((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p, stderr);
-  fputc('\n', stderr);
+  if (errors_muted)
+    return EXIT_ERROR;
+  char line[20000];
+  size_t used = (size_t)snprintf(line, sizeof line, "htp-run: error: ");
+  for (const unsigned char *p = (const unsigned char *)message; *p && used + 2 < sizeof line; p++)
+    line[used++] = (char)((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p);
+  line[used++] = '\n';
+  line[used] = '\0';
+  fputs(line, stderr);
+  fflush(stderr);
   return EXIT_ERROR;
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
 static int compare_double(const void *a, const void *b) {
@@ -100,8 +100,10 @@ static void json_tensors(FILE *out, const htp_sig_tensor *tensors, int count, in
     first = 0;
     json_string(out, tensors[i].name);
     fputs(", \"shape\": [", out);
+    int64_t dims[HTP_SIG_MAX_RANK]; /* global: what the user's files hold */
+    htp_sig_global_dims(&tensors[i], dims);
     for (int d = 0; d < tensors[i].rank; d++)
-      fprintf(out, "%s%lld", d ? ", " : "", (long long)tensors[i].dims[d]);
+      fprintf(out, "%s%lld", d ? ", " : "", (long long)dims[d]);
     fputs("]}", out);
   }
   fputc(']', out);
@@ -136,17 +138,293 @@ static timing summarise(const double *times, long count, int64_t flops) {
   return t;
 }
 
-static void report_json(const htp_run_options *options, const htp_signature *sig,
-                        const double *times, timing t) {
+
+/* Everything a run owns, released in one place. */
+typedef struct run_state {
+  const htp_compiler *loader;
+  htp_compiled compiled;
+  htp_signature sig;
+  const htp_compiler *check_loader;  /* --check: the tp-1 build of the block */
+  htp_compiled check_compiled;
+  htp_signature check_sig;
+  int tp;
+  int process_rank;                  /* mpi: this process's rank; local: -1 */
+  float **global;                    /* [num_args] arguments at their global shapes */
+  void ***buffers;                   /* [tp][num_buffers]; NULL for other processes' ranks */
+  int num_buffers;
+  htp_ranks *ranks;
+  htp_rank_outcome outcome;
+  double *times;                     /* [iters] iteration ms */
+  double *rank_compute_ms;           /* [tp] median compute ms */
+  double *check_errors;              /* [num_results] or NULL */
+} run_state;
+
+static void free_buffers(void **buffers, int count) {
+  if (!buffers)
+    return;
+  for (int i = 0; i < count; i++)
+    free(buffers[i]);
+  free(buffers);
+}
+
+static void release(run_state *state) {
+  if (state->buffers)
+    for (int r = 0; r < state->tp; r++)
+      free_buffers(state->buffers[r], state->num_buffers);
+  free(state->buffers);
+  if (state->global)
+    for (int i = 0; i < state->sig.num_args; i++)
+      free(state->global[i]);
+  free(state->global);
+  free(state->times);
+  free(state->rank_compute_ms);
+  free(state->check_errors);
+  htp_rank_outcome_free(&state->outcome);
+  htp_signature_free(&state->sig);
+  htp_signature_free(&state->check_sig);
+  if (state->loader && state->compiled.handle)
+    state->loader->unload(&state->compiled);
+  if (state->check_loader && state->check_compiled.handle)
+    state->check_loader->unload(&state->check_compiled);
+  /* Last: under mpi a failed world ends the process (MPI_Abort). */
+  htp_ranks_close(state->ranks);
+}
+
+/* An argument at its global shape: the same tensor with the shard undone. */
+static htp_sig_tensor global_tensor(const htp_sig_tensor *local) {
+  htp_sig_tensor global = *local;
+  htp_sig_global_dims(local, global.dims);
+  global.count = 1;
+  for (int d = 0; d < global.rank; d++)
+    global.count *= global.dims[d];
+  global.bytes = (size_t)global.count * sizeof(float);
+  global.shard_layout = HTP_SHARD_NONE;
+  return global;
+}
+
+/* Fills state->global: random data, --input files, --weights, all at the
+ * global shapes (so errors name the shapes the user's files have). */
+static int bind_global_data(const htp_run_options *options, run_state *state, char *err,
+                            size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  htp_signature global_sig = *sig;
+  global_sig.args = calloc((size_t)sig->num_args + 1, sizeof *global_sig.args);
+  state->global = calloc((size_t)sig->num_args + 1, sizeof *state->global);
+  if (!global_sig.args || !state->global) {
+    free(global_sig.args);
+    return htp_set_error(err, err_size, "out of memory");
+  }
+  int status = 0;
+  for (int i = 0, input = 0; i < sig->num_args && !status; i++) {
+    const htp_sig_tensor *arg = &global_sig.args[i];
+    global_sig.args[i] = global_tensor(&sig->args[i]);
+    if (!(state->global[i] = aligned_buffer(arg->bytes))) {
+      status = htp_set_error(err, err_size, "out of memory allocating %zu bytes for argument '%s'",
+                             arg->bytes, arg->name);
+    } else if (arg->role == HTP_SIG_INPUT && options->num_inputs) {
+      status = htp_bind_input(options->inputs[input++], arg, state->global[i], err, err_size);
+    } else if (arg->role == HTP_SIG_INPUT || !options->weights) {
+      htp_fill_random(arg, i, options->seed, state->global[i]);
+    }
+  }
+  if (!status && options->weights)
+    status = htp_bind_weights(options->weights, &global_sig, (void *const *)state->global, err,
+                              err_size);
+  free(global_sig.args);
+  return status;
+}
+
+/* Rank r's buffers: its slices of the arguments, its results, its workspace. */
+static int make_rank_buffers(run_state *state, int rank, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  void **buffers = calloc((size_t)state->num_buffers, sizeof *buffers);
+  if (!buffers)
+    return htp_set_error(err, err_size, "out of memory");
+  state->buffers[rank] = buffers;
+  for (int i = 0; i < state->num_buffers; i++) {
+    size_t bytes = i < sig->num_args               ? sig->args[i].bytes
+                   : i < state->num_buffers - 1 ? sig->results[i - sig->num_args].bytes
+                                                : sig->workspace_bytes;
+    if (!(buffers[i] = aligned_buffer(bytes)))
+      return htp_set_error(err, err_size, "out of memory allocating %zu bytes for buffer %d of "
+                           "rank %d", bytes, i, rank);
+    if (i < sig->num_args) {
+      const htp_sig_tensor *arg = &sig->args[i];
+      if (htp_shard_slice(state->global[i], buffers[i], arg->rank, arg->dims, arg->shard_dim,
+                          arg->shard_parts, rank, arg->shard_layout, err, err_size))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+static int ends_with(const char *text, const char *suffix) {
+  size_t length = strlen(text), suffix_length = strlen(suffix);
+  return length >= suffix_length && strcmp(text + length - suffix_length, suffix) == 0;
+}
+
+/* The first "num_heads = N" in a .mlir file, or 0. */
+static long heads_in_file(const char *path) {
+  FILE *file = fopen(path, "r");
+  if (!file)
+    return 0;
+  char line[4096];
+  long heads = 0;
+  while (!heads && fgets(line, sizeof line, file)) {
+    const char *at = strstr(line, "num_heads = ");
+    if (at)
+      heads = strtol(at + strlen("num_heads = "), NULL, 10);
+  }
+  fclose(file);
+  return heads > 0 ? heads : 0;
+}
+
+/* The planner's view of the block (--help, "Detection"). */
+static htp_planner_config planner_config(const run_state *state, const char *path, int shared) {
+  htp_planner_config config = HTP_PLANNER_CONFIG_INITIALIZER;
+  config.world_size = state->tp;
+  config.policy = HTP_POLICY_NONE;
+  int layers = 0;
+  long neurons = 0;
+  for (int i = 0; i < state->sig.num_args; i++) {
+    const htp_sig_tensor *arg = &state->sig.args[i];
+    if (arg->role != HTP_SIG_PARAM || arg->rank < 1)
+      continue;
+    layers += ends_with(arg->name, "attn.qkv.weight");
+    if (!neurons && ends_with(arg->name, "mlp.fc1.weight"))
+      neurons = (long)arg->dims[0];
+  }
+  long heads = shared ? 0 : heads_in_file(path);
+  config.num_layers = layers > 0 ? layers : 1;
+  config.units_per_rank[HTP_PAIR_ATTENTION] =
+      heads >= state->tp && heads % state->tp == 0 ? (int)(heads / state->tp) : 1;
+  long mlp_units = neurons < 64 ? neurons : (neurons + 32) / 64;
+  config.units_per_rank[HTP_PAIR_MLP] = mlp_units > 0 ? (int)mlp_units : 1;
+  return config;
+}
+
+static double median_of(double *values, long count) {
+  qsort(values, (size_t)count, sizeof *values, compare_double);
+  return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+}
+
+/* Iteration times (the last rank's finish) and each rank's median compute. */
+static int summarise_ranks(const htp_run_options *options, run_state *state) {
+  long iters = options->iters;
+  state->times = calloc((size_t)iters, sizeof *state->times);
+  state->rank_compute_ms = calloc((size_t)state->tp, sizeof *state->rank_compute_ms);
+  double *column = calloc((size_t)iters, sizeof *column);
+  if (!state->times || !state->rank_compute_ms || !column) {
+    free(column);
+    return 1;
+  }
+  for (int r = 0; r < state->tp; r++)
+    for (long i = 0; i < iters; i++) {
+      double elapsed = state->outcome.elapsed_s[r * iters + i] * 1e3;
+      if (elapsed > state->times[i])
+        state->times[i] = elapsed;
+    }
+  for (int r = 0; r < state->tp; r++) {
+    for (long i = 0; i < iters; i++)
+      column[i] = state->outcome.compute_s[r * iters + i] * 1e3;
+    state->rank_compute_ms[r] = median_of(column, iters);
+  }
+  free(column);
+  return 0;
+}
+
+/* --check: the tp-1 build of the block on the same global data; the error
+ * of rank 0's results against it. */
+static int run_check(const htp_run_options *options, const htp_compiler *jit, run_state *state,
+                     char *err, size_t err_size) {
+  htp_compile_options compile = {1, NULL};
+  if (jit->load(options->path, options->entry, &compile, &state->check_compiled, err, err_size))
+    return 1;
+  state->check_loader = jit;
+  char reason[1024];
+  const htp_signature *sig = &state->sig, *one = &state->check_sig;
+  if (htp_signature_parse(state->check_compiled.signature, &state->check_sig, reason,
+                          sizeof reason))
+    return htp_set_error(err, err_size, "--check: %s at tp 1: bad entry signature: %s",
+                         options->path, reason);
+  if (one->tp != 1 || one->num_results != sig->num_results)
+    return htp_set_error(err, err_size, "--check: the tp-1 build of %s has tp %d and %d "
+                         "results, the tp-%d build %d results", options->path, one->tp,
+                         one->num_results, state->tp, sig->num_results);
+  int count = one->num_args + one->num_results + 1;
+  void **buffers = calloc((size_t)count, sizeof *buffers);
+  if (!buffers)
+    return htp_set_error(err, err_size, "out of memory");
+  int status = 0;
+  for (int i = 0; i < count && !status; i++) {
+    size_t bytes = i < one->num_args ? one->args[i].bytes
+                   : i < count - 1  ? one->results[i - one->num_args].bytes
+                                    : one->workspace_bytes;
+    if (!(buffers[i] = aligned_buffer(bytes))) {
+      status = htp_set_error(err, err_size, "out of memory");
+      break;
+    }
+    if (i >= one->num_args)
+      continue;
+    /* The same tensor of the split block, by name and global shape. */
+    const htp_sig_tensor *arg = &one->args[i];
+    int found = -1;
+    for (int j = 0; j < sig->num_args && found < 0; j++) {
+      htp_sig_tensor global = global_tensor(&sig->args[j]);
+      if (strcmp(global.name, arg->name) == 0 && global.count == arg->count)
+        found = j;
+    }
+    if (found < 0)
+      status = htp_set_error(err, err_size, "--check: argument '%s' of the tp-1 build has no "
+                             "counterpart of the same size in the tp-%d build", arg->name,
+                             state->tp);
+    else
+      memcpy(buffers[i], state->global[found], arg->bytes);
+  }
+  if (!status) {
+    int32_t code = state->check_compiled.fn(NULL, buffers);
+    if (code != 0)
+      status = htp_set_error(err, err_size, "--check: the tp-1 block returned %d (%s)", (int)code,
+                             htp_strerror((htp_result)code));
+  }
+  if (!status && !(state->check_errors = calloc((size_t)sig->num_results, sizeof(double))))
+    status = htp_set_error(err, err_size, "out of memory");
+  for (int r = 0; r < sig->num_results && !status; r++) {
+    const float *reference = buffers[one->num_args + r];
+    const float *split = state->buffers[0][sig->num_args + r];
+    if (one->results[r].count != sig->results[r].count) {
+      status = htp_set_error(err, err_size, "--check: result %d has %lld values at tp 1 and "
+                             "%lld at tp %d", r, (long long)one->results[r].count,
+                             (long long)sig->results[r].count, state->tp);
+      break;
+    }
+    double largest = 0, difference = 0;
+    for (int64_t k = 0; k < sig->results[r].count; k++) {
+      double a = fabs((double)reference[k]), d = fabs((double)split[k] - (double)reference[k]);
+      if (!(a <= largest))
+        largest = a;
+      if (!(d <= difference))
+        difference = d; /* NaN propagates */
+    }
+    state->check_errors[r] = largest > 0 ? difference / largest : difference;
+  }
+  free_buffers(buffers, count);
+  return status;
+}
+
+static void report_json(const htp_run_options *options, const run_state *state, timing t) {
+  const htp_signature *sig = &state->sig;
   FILE *out = stdout;
   fputs("{\"entry\": ", out);
   json_string(out, sig->entry);
   fputs(", \"file\": ", out);
   json_string(out, options->path);
-  fprintf(out, ", \"iters\": %ld, \"warmup\": %ld, \"seed\": %llu, \"tp\": %ld, ",
-          options->iters, options->warmup, (unsigned long long)options->seed, options->tp);
-  fprintf(out, "\"backend\": \"%s\", \"device\": \"%s\", \"policy\": \"%s\", \"flops\": %lld",
-          options->backend, options->device, options->policy, (long long)sig->flops);
+  fprintf(out, ", \"iters\": %ld, \"warmup\": %ld, \"seed\": %llu, \"tp\": %d, ", options->iters,
+          options->warmup, (unsigned long long)options->seed, state->tp);
+  fprintf(out, "\"backend\": \"%s\", \"device\": \"%s\", \"policy\": \"%s\", \"flops\": %lld, "
+          "\"block_flops\": %lld",
+          options->backend, options->device, options->policy, (long long)sig->flops,
+          (long long)sig->flops * state->tp);
   fputs(", \"median_ms\": ", out);
   json_number(out, t.median);
   fputs(", \"min_ms\": ", out);
@@ -161,9 +439,41 @@ static void report_json(const htp_run_options *options, const htp_signature *sig
   for (long i = 0; i < options->iters; i++) {
     if (i)
       fputs(", ", out);
-    json_number(out, times[i]);
+    json_number(out, state->times[i]);
   }
-  fputs("], \"inputs\": ", out);
+  fputs("], \"rank_compute_ms\": [", out);
+  for (int r = 0; r < state->tp; r++) {
+    if (r)
+      fputs(", ", out);
+    json_number(out, state->rank_compute_ms[r]);
+  }
+  fputs("], \"stragglers\": [", out);
+  for (int r = 0, first = 1; r < state->tp; r++) {
+    if (state->outcome.straggler_from[r] < 0)
+      continue;
+    fprintf(out, "%s{\"rank\": %d, \"speed\": ", first ? "" : ", ", r);
+    json_number(out, state->outcome.straggler_speed[r]);
+    fprintf(out, ", \"from_iteration\": %ld, \"until_iteration\": %ld}",
+            state->outcome.straggler_from[r], state->outcome.straggler_until[r]);
+    first = 0;
+  }
+  fputs("], \"check\": ", out);
+  if (state->check_errors) {
+    fprintf(out, "{\"tolerance\": %g, \"results\": [", CHECK_TOLERANCE);
+    int pass = 1;
+    for (int r = 0; r < sig->num_results; r++) {
+      fputs(r ? ", {\"name\": " : "{\"name\": ", out);
+      json_string(out, sig->results[r].name);
+      fputs(", \"error\": ", out);
+      json_number(out, state->check_errors[r]);
+      fputc('}', out);
+      pass &= state->check_errors[r] <= CHECK_TOLERANCE;
+    }
+    fprintf(out, "], \"pass\": %s}", pass ? "true" : "false");
+  } else {
+    fputs("null", out);
+  }
+  fputs(", \"inputs\": ", out);
   json_tensors(out, sig->args, sig->num_args, HTP_SIG_INPUT);
   fputs(", \"params\": ", out);
   json_tensors(out, sig->args, sig->num_args, HTP_SIG_PARAM);
@@ -172,36 +482,59 @@ static void report_json(const htp_run_options *options, const htp_signature *sig
   fprintf(out, ", \"workspace_bytes\": %zu}\n", sig->workspace_bytes);
 }
 
-static void report_table(const htp_run_options *options, const htp_signature *sig,
-                         const double *times, timing t) {
+static void report_table(const htp_run_options *options, const run_state *state, timing t) {
+  const htp_signature *sig = &state->sig;
   char shape[128];
   size_t param_bytes = 0;
   int params = 0;
+  int64_t block_flops = sig->flops * state->tp;
   printf("%s (%s)\n", sig->entry, options->path);
   for (int i = 0; i < sig->num_args; i++) {
-    if (sig->args[i].role == HTP_SIG_PARAM) {
+    htp_sig_tensor global = global_tensor(&sig->args[i]);
+    if (global.role == HTP_SIG_PARAM) {
       params++;
-      param_bytes += sig->args[i].bytes;
+      param_bytes += global.bytes;
       continue;
     }
-    htp_format_shape(shape, sizeof shape, sig->args[i].rank, sig->args[i].dims);
-    printf("  input  %s %s\n", sig->args[i].name, shape);
+    htp_format_shape(shape, sizeof shape, global.rank, global.dims);
+    printf("  input  %s %s\n", global.name, shape);
   }
-  printf("  params %d tensors, %.3f MB\n", params, (double)param_bytes / 1e6);
+  printf("  params %d tensors, %.3f MB (whole block)\n", params, (double)param_bytes / 1e6);
   for (int i = 0; i < sig->num_results; i++) {
     htp_format_shape(shape, sizeof shape, sig->results[i].rank, sig->results[i].dims);
     printf("  output %s %s\n", sig->results[i].name, shape);
   }
-  printf("  tp %ld, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
-         "%.4g GFLOP per call\n",
-         options->tp, options->backend, options->device, options->policy, options->warmup,
-         options->iters, (double)sig->flops / 1e9);
+  printf("  tp %d, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
+         "%.4g GFLOP per block (%.4g per rank)\n",
+         state->tp, options->backend, options->device, options->policy, options->warmup,
+         options->iters, (double)block_flops / 1e9, (double)sig->flops / 1e9);
   printf("  %6s %12s %10s\n", "iter", "ms", "GFLOP/s");
   for (long i = 0; i < options->iters && i < TABLE_ROWS; i++)
-    printf("  %6ld %12.4f %10.2f\n", i + 1, times[i],
-           times[i] > 0 ? (double)sig->flops / (times[i] * 1e6) : 0.0);
+    printf("  %6ld %12.4f %10.2f\n", options->warmup + i, state->times[i],
+           state->times[i] > 0 ? (double)block_flops / (state->times[i] * 1e6) : 0.0);
   if (options->iters > TABLE_ROWS)
     printf("  ... %ld more iterations\n", options->iters - TABLE_ROWS);
+  if (state->tp > 1) {
+    printf("  rank compute, median ms:");
+    for (int r = 0; r < state->tp; r++)
+      printf(" %d: %.4f%s", r, state->rank_compute_ms[r], r + 1 < state->tp ? "," : "\n");
+  }
+  int any = 0;
+  for (int r = 0; r < state->tp; r++) {
+    if (state->outcome.straggler_from[r] < 0)
+      continue;
+    printf("%s rank %d (relative speed %.2f) from iteration %ld", any ? "," : "stragglers detected:",
+           r, state->outcome.straggler_speed[r], state->outcome.straggler_from[r]);
+    if (state->outcome.straggler_until[r] < options->warmup + options->iters - 1)
+      printf(" until iteration %ld", state->outcome.straggler_until[r]);
+    any = 1;
+  }
+  printf(any ? "\n" : "stragglers detected: none\n");
+  if (state->check_errors)
+    for (int r = 0; r < sig->num_results; r++)
+      printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g): %s\n",
+             sig->results[r].name, state->tp, state->check_errors[r], CHECK_TOLERANCE,
+             state->check_errors[r] <= CHECK_TOLERANCE ? "ok" : "FAILED");
   printf("median %.4f ms, min %.4f ms, mean %.4f ms, max %.4f ms, %.2f GFLOP/s at the median\n",
          t.median, t.min, t.mean, t.max, t.gflops);
 }
@@ -216,29 +549,38 @@ static void check_finite(const htp_sig_tensor *result, const float *data) {
             (long long)bad);
 }
 
-/* Everything a run owns, released in one place. */
-typedef struct run_state {
-  const htp_compiler *loader;
-  htp_compiled compiled;
-  htp_signature sig;
-  void **buffers;
-  int num_buffers;
-  double *times;
-} run_state;
-
-static void release(run_state *state) {
-  if (state->buffers)
-    for (int i = 0; i < state->num_buffers; i++)
-      free(state->buffers[i]);
-  free(state->buffers);
-  free(state->times);
-  htp_signature_free(&state->sig);
-  if (state->loader && state->compiled.handle)
-    state->loader->unload(&state->compiled);
+/* Resolves the tp: .mlir is compiled for the requested one; a .so's
+ * signature decides and a --tp that differs is an error. */
+static int check_tp(const htp_run_options *options, int shared, long requested, run_state *state,
+                    char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  if (!shared && sig->tp != requested)
+    return htp_set_error(err, err_size, "%s: compiled for tp %ld, the block says tp %d (the "
+                         "compiler did not split it as asked)", options->path, requested, sig->tp);
+  if (shared && options->tp_given && sig->tp != options->tp)
+    return htp_set_error(err, err_size, "--tp %ld disagrees with %s, which was compiled for tp "
+                         "%d (htp-compile --tp %d); leave --tp out or recompile",
+                         options->tp, options->path, sig->tp, sig->tp);
+  if (state->ranks && htp_ranks_size(state->ranks) != sig->tp)
+    return htp_set_error(err, err_size, "%s is for tp %d but mpirun started %d processes "
+                         "(mpirun -np %d)", options->path, sig->tp,
+                         htp_ranks_size(state->ranks), sig->tp);
+  state->tp = sig->tp;
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
+                           options->slow, options->slows[i].rank, state->tp, state->tp);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
+                           options->faults[i].rank, state->tp, state->tp);
+  return 0;
 }
 
 static int run(const htp_run_options *options, const htp_compiler *jit, run_state *state) {
   char err[16384];
+  const int mpi = strcmp(options->backend, "mpi") == 0;
+  state->process_rank = -1;
   int shared = is_shared_object(options->path, err, sizeof err);
   if (shared < 0)
     return fail(err);
@@ -249,8 +591,28 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
                   options->path);
     return fail(err);
   }
+  if (shared && options->check) {
+    htp_set_error(err, sizeof err, "--check needs the JIT (it compiles the block again at tp 1); "
+                  "%s is a shared object: run --check on the .mlir", options->path);
+    return fail(err);
+  }
+  long requested = options->tp;
+  if (mpi) {
+    /* The world first: its size is the tp, and only rank 0 reports. */
+    if (htp_ranks_open(&state->ranks, HTP_BACKEND_MPI, 0, options->timeout_s, err, sizeof err))
+      return fail(err);
+    state->process_rank = htp_ranks_process_rank(state->ranks);
+    errors_muted = state->process_rank != 0;
+    int size = htp_ranks_size(state->ranks);
+    if (options->tp_given && options->tp != size) {
+      htp_set_error(err, sizeof err, "--tp %ld but mpirun started %d processes: they must be "
+                    "equal (mpirun -np %ld)", options->tp, size, options->tp);
+      return fail(err);
+    }
+    requested = size;
+  }
   state->loader = shared ? htp_so_loader() : jit;
-  htp_compile_options compile = {(int)options->tp, NULL};
+  htp_compile_options compile = {(int)requested, NULL};
   if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
                           sizeof err)) {
     state->loader = NULL;
@@ -263,11 +625,8 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
     return fail(err);
   }
   const htp_signature *sig = &state->sig;
-  if (sig->tp > 1) {
-    htp_set_error(err, sizeof err, "%s: the block was split for tp %d; tensor-parallel execution "
-                  "is not implemented yet", options->path, sig->tp);
+  if (check_tp(options, shared, requested, state, err, sizeof err))
     return fail(err);
-  }
 
   int num_inputs = 0;
   for (int i = 0; i < sig->num_args; i++)
@@ -285,67 +644,91 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
     return fail(err);
   }
 
-  /* buffers[]: arguments, results, workspace (entry.h). */
+  if (bind_global_data(options, state, err, sizeof err))
+    return fail(err);
+  /* buffers[r][]: arguments, results, workspace (entry.h). */
   state->num_buffers = sig->num_args + sig->num_results + 1;
-  state->buffers = calloc((size_t)state->num_buffers, sizeof *state->buffers);
-  state->times = calloc((size_t)options->iters, sizeof *state->times);
-  if (!state->buffers || !state->times)
+  state->buffers = calloc((size_t)state->tp, sizeof *state->buffers);
+  if (!state->buffers)
     return fail("out of memory");
-  for (int i = 0; i < state->num_buffers; i++) {
-    size_t bytes = i < sig->num_args      ? sig->args[i].bytes
-                   : i < state->num_buffers - 1 ? sig->results[i - sig->num_args].bytes
-                                               : sig->workspace_bytes;
-    if (!(state->buffers[i] = aligned_buffer(bytes))) {
-      htp_set_error(err, sizeof err, "out of memory allocating %zu bytes for buffer %d", bytes, i);
+  for (int r = 0; r < state->tp; r++)
+    if ((!mpi || r == state->process_rank) && make_rank_buffers(state, r, err, sizeof err))
       return fail(err);
-    }
-  }
 
-  for (int i = 0, input = 0; i < sig->num_args; i++) {
-    const htp_sig_tensor *arg = &sig->args[i];
-    if (arg->role == HTP_SIG_INPUT && options->num_inputs) {
-      if (htp_bind_input(options->inputs[input++], arg, state->buffers[i], err, sizeof err))
-        return fail(err);
-    } else if (arg->role == HTP_SIG_INPUT || !options->weights) {
-      htp_fill_random(arg, i, options->seed, state->buffers[i]);
-    }
-  }
-  if (options->weights &&
-      htp_bind_weights(options->weights, sig, state->buffers, err, sizeof err))
+  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
+                             err, sizeof err))
+    return fail(err);
+  if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
     return fail(err);
 
-  for (long i = -options->warmup; i < options->iters; i++) {
-    double start = now_ms();
-    int32_t code = state->compiled.fn(NULL, state->buffers);
-    double elapsed = now_ms() - start;
-    if (code != 0) {
-      htp_set_error(err, sizeof err, "%s returned %d (%s) in %s iteration %ld", sig->entry,
-                    (int)code, result_name(code), i < 0 ? "warm-up" : "timed",
-                    i < 0 ? i + options->warmup + 1 : i + 1);
+  htp_rank_job job;
+  memset(&job, 0, sizeof job);
+  job.fn = state->compiled.fn;
+  job.buffers = (void *const *const *)state->buffers;
+  job.warmup = options->warmup;
+  job.iters = options->iters;
+  job.slows = options->slows;
+  job.num_slows = options->num_slows;
+  job.faults = options->faults;
+  job.num_faults = options->num_faults;
+  job.planner = planner_config(state, options->path, shared);
+  job.trace_path = options->trace;
+  errors_muted = 0; /* from here on, each process reports its own rank */
+  int failed = htp_ranks_run(state->ranks, &job, &state->outcome, err, sizeof err);
+  if (mpi && state->process_rank != 0)
+    errors_muted = 1; /* after the run only rank 0 works */
+  if (failed) {
+    errors_muted = 0;
+    if (!state->outcome.failed)
       return fail(err);
+    fail(state->outcome.message);
+    /* The other ranks' failures, which followed from it. */
+    for (char *line = state->outcome.notes, *end; *line; line = end + 1) {
+      if (!(end = strchr(line, '\n')))
+        break;
+      fprintf(stderr, "htp-run: note: then %.*s\n", (int)(end - line), line);
     }
-    if (i >= 0)
-      state->times[i] = elapsed;
+    return EXIT_ERROR;
   }
+  if (mpi && state->process_rank != 0)
+    return 0; /* rank 0 reports and writes the outputs */
 
+  void **results = state->buffers[0] + sig->num_args;
   for (int r = 0; r < sig->num_results; r++)
-    check_finite(&sig->results[r], state->buffers[sig->num_args + r]);
+    check_finite(&sig->results[r], results[r]);
+  for (int rank = 1; rank < state->tp && !mpi; rank++)
+    for (int r = 0; r < sig->num_results; r++)
+      if (memcmp(results[r], state->buffers[rank][sig->num_args + r], sig->results[r].bytes))
+        fprintf(stderr, "htp-run: warning: result '%s' of rank %d differs from rank 0's\n",
+                sig->results[r].name, rank);
   for (int r = 0; r < options->num_outputs; r++) {
     const htp_sig_tensor *result = &sig->results[r];
-    if (htp_npy_write(options->outputs[r], result->rank, result->dims,
-                      state->buffers[sig->num_args + r], reason, sizeof reason)) {
+    if (htp_npy_write(options->outputs[r], result->rank, result->dims, results[r], reason,
+                      sizeof reason)) {
       htp_set_error(err, sizeof err, "%s: %s", options->outputs[r], reason);
       return fail(err);
     }
   }
+  if (options->check && run_check(options, jit, state, err, sizeof err))
+    return fail(err);
 
-  timing t = summarise(state->times, options->iters, sig->flops);
+  if (summarise_ranks(options, state))
+    return fail("out of memory");
+  timing t = summarise(state->times, options->iters, sig->flops * state->tp);
   if (options->report == HTP_REPORT_JSON)
-    report_json(options, sig, state->times, t);
+    report_json(options, state, t);
   else
-    report_table(options, sig, state->times, t);
+    report_table(options, state, t);
   if (fflush(stdout) != 0)
     return fail("cannot write the report to stdout");
+  if (state->check_errors)
+    for (int r = 0; r < sig->num_results; r++)
+      if (!(state->check_errors[r] <= CHECK_TOLERANCE)) {
+        htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
+                      "%.3e (relative), above the tolerance %g", sig->results[r].name,
+                      state->check_errors[r], CHECK_TOLERANCE);
+        return fail(err);
+      }
   return 0;
 }
 

@@ -18,8 +18,8 @@ void htp_run_print_help(FILE *stream) {
       "usage: htp-run FILE.mlir|FILE.so [options]\n"
       "\n"
       "Runs an htp block: compiles FILE.mlir with the JIT (or loads FILE.so written by\n"
-      "htp-compile), binds its parameters and inputs, runs it, times every iteration\n"
-      "and reports. This build runs unsharded blocks (--tp 1) on the CPU.\n"
+      "htp-compile), binds its parameters and inputs, runs it on --tp ranks, times every\n"
+      "iteration and reports. CPU only.\n"
       "\n"
       "options:\n"
       "  --entry F             entry function (default: the only public function; for a\n"
@@ -28,50 +28,85 @@ void htp_run_print_help(FILE *stream) {
       "  --warmup W            untimed iterations before them, W >= 0 (default 1)\n"
       "  --seed S              seed of the random data (default 0)\n"
       "  --weights W.safetensors\n"
-      "                        bind parameters by their htp.param names (timm names).\n"
-      "                        Every parameter must be in the file with its exact shape;\n"
-      "                        F32, F16, BF16 and F64 tensors are read (converted to\n"
-      "                        f32); tensors the block does not use are skipped with a\n"
-      "                        warning (a full checkpoint also holds patch_embed, ...)\n"
+      "                        bind parameters by their htp.param names (timm names), at\n"
+      "                        their GLOBAL (unsplit) shapes whatever --tp is; each rank\n"
+      "                        gets its slice. Every parameter must be in the file with\n"
+      "                        its exact shape; F32, F16, BF16 and F64 tensors are read\n"
+      "                        (converted to f32); tensors the block does not use are\n"
+      "                        skipped with a warning (a full checkpoint also holds\n"
+      "                        patch_embed, ...)\n"
       "  --input X.npy         data input ('<f4' or '<f8', C order, exactly the input's\n"
       "                        shape); give it once per data input, in argument order\n"
-      "  --output Y.npy        write a result of the last iteration ('<f4'); give it once\n"
-      "                        per result to save, in result order\n"
+      "  --output Y.npy        write a result of the last iteration ('<f4'; rank 0's,\n"
+      "                        every rank has the whole result); give it once per result\n"
+      "                        to save, in result order\n"
       "  --report table|json   table (default): the iterations and a summary line;\n"
       "                        json: exactly one JSON object on stdout (entry, file,\n"
       "                        iters, warmup, seed, tp, backend, device, policy, flops,\n"
-      "                        median_ms, min_ms, mean_ms, max_ms, gflops, times_ms,\n"
-      "                        inputs, params, outputs with their shapes)\n"
-      "  --tp N                tensor-parallel ranks (default 1; N > 1 is not\n"
-      "                        implemented yet)\n"
+      "                        block_flops, median_ms, min_ms, mean_ms, max_ms, gflops,\n"
+      "                        times_ms, rank_compute_ms, stragglers, check, inputs,\n"
+      "                        params, outputs with their shapes)\n"
+      "  --tp N                tensor-parallel ranks (default 1). A .mlir is compiled\n"
+      "                        split for N ranks (--htp-tensor-parallel); a .so runs at\n"
+      "                        the tp it was compiled for (htp-compile --tp N), and a\n"
+      "                        --tp that differs is an error\n"
       "  --backend local|mpi|nccl\n"
-      "                        collectives backend (default local; libhtprt has mpi\n"
-      "                        and nccl, but htp-run uses them only with --tp > 1,\n"
-      "                        which is not implemented yet)\n"
+      "                        collectives backend (default local: one thread per rank\n"
+      "                        in this process). mpi: one process per rank under\n"
+      "                        mpirun (mpirun -np N htp-run ... --backend mpi); --tp,\n"
+      "                        when given, must equal N; rank 0 reports and writes the\n"
+      "                        outputs. nccl is not implemented yet\n"
       "  --device cpu|cuda     where to run (default cpu; cuda is not implemented yet)\n"
       "  --policy none|resize|migrate|semi\n"
-      "                        straggler policy (default none; the others are not\n"
-      "                        implemented yet)\n"
-      "  --slow R:F            slow rank R down by a factor F (not implemented yet)\n"
-      "  --trace T.jsonl       write a JSON-lines trace (not implemented yet)\n"
-      "  --check               also run unsharded and report the max error (not\n"
-      "                        implemented yet)\n"
+      "                        straggler policy (default none: detect and trace only).\n"
+      "                        resize, migrate and semi are not implemented yet: they\n"
+      "                        need the balance hooks (--htp-balance-hooks)\n"
+      "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
+      "                        (default 0): after each of its calls the rank sleeps\n"
+      "                        (F - 1) times the call's measured time. Repeatable\n"
+      "  --fault KIND:R@K      inject a runtime fault on rank R at iteration K, for tests\n"
+      "                        and experiments: hang (stops answering), die (fails), or\n"
+      "                        delay=S (sleeps S seconds every iteration from K on).\n"
+      "                        Peers see a timeout or a remote failure and htp-run exits\n"
+      "                        with an error. Repeatable\n"
+      "  --timeout S           deadline of every collective in seconds (default 60): a\n"
+      "                        rank that waits longer for a peer fails the run\n"
+      "  --trace T.jsonl       write the planner's trace: one JSON line per rank per\n"
+      "                        iteration (warm-up included; \"iter\" counts from 0)\n"
+      "  --check               (.mlir only) also compile and run the block unsplit (tp 1)\n"
+      "                        on the same data and report max |y_tp - y_1| / max |y_1|\n"
+      "                        per result; exit 1 if above 1e-4\n"
       "  -h, --help            print this help\n"
       "\n"
       "data defaults (without --weights / --input): seeded random data, each tensor\n"
-      "drawn from its own stream of (--seed, argument index), so a .so and the JIT see\n"
-      "the same numbers whatever --iters is:\n"
+      "drawn at its global shape from its own stream of (--seed, argument index), so a\n"
+      "a .so, the JIT and every --tp see the same numbers whatever --iters is:\n"
       "  data inputs                        N(0, 1)\n"
       "  parameters named *norm*.weight     1 (layer-norm scale)\n"
       "  parameters named *norm*.bias       0\n"
       "  all other parameters               N(0, 0.02^2) (timm's init std for weights;\n"
       "                                     biases get it too, so they are exercised)\n"
       "\n"
-      "Per-iteration time is wall clock (CLOCK_MONOTONIC) around one call; GFLOP/s\n"
-      "counts the matrix products the compiler reports in the block's signature,\n"
-      "at the median time.\n"
+      "Timing. Iterations are numbered from 0, warm-up ones first (so --slow and\n"
+      "--fault iterations, the table and the trace use the same numbers). In each\n"
+      "iteration the ranks meet at a barrier, then each calls the block; the\n"
+      "iteration's time runs from the barrier to the last rank's finish (wall clock,\n"
+      "CLOCK_MONOTONIC). A rank's compute time is its own call's wall time (which\n"
+      "includes waiting in the block's all-reduces), times F for a --slow rank.\n"
+      "GFLOP/s counts the matrix products of the WHOLE block: the signature's flops\n"
+      "(one rank's share after the split) times tp, over the iteration time (at the\n"
+      "median in the summary).\n"
       "\n"
-      "exit status: 0 success, 1 error, 2 bad command line.\n",
+      "Detection. After every iteration the ranks all-gather their compute times into\n"
+      "the runtime's planner (htp_balancer_step: EWMA, threshold and hysteresis, see\n"
+      "runtime/htp.h), configured with one layer per attention op (parameters named\n"
+      "*attn.qkv.weight), attention units = heads per rank (num_heads / tp, read from\n"
+      "the .mlir; 1 for a .so, whose signature does not carry it) and MLP units = the\n"
+      "fc1 neurons per rank in groups of 64 (rounded; one unit per neuron when fewer\n"
+      "than 64). The table names the ranks it detected as stragglers.\n"
+      "\n"
+      "exit status: 0 success, 1 error (a failed rank, a --check above tolerance),\n"
+      "2 bad command line.\n",
       stream);
 }
 
@@ -100,6 +135,89 @@ static int one_of(const char *flag, const char *value, const char *const *choice
   return htp_set_error(err, err_size, "%s expects %s, got '%s'", flag, list, value);
 }
 
+/* A non-negative int at *text, advancing it; no sign, no overflow. */
+static int take_count(const char **text, long max, long *out) {
+  const char *p = *text;
+  long value = 0;
+  if (*p < '0' || *p > '9')
+    return 1;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (value > (max - (*p - '0')) / 10)
+      return 1;
+    value = value * 10 + (*p - '0');
+  }
+  *text = p;
+  *out = value;
+  return 0;
+}
+
+/* "R:F[@K]". */
+static int parse_slow(const char *value, htp_run_slow *slow, char *err, size_t err_size) {
+  const char *p = value;
+  long rank, from = 0;
+  char *end;
+  if (take_count(&p, 1 << 20, &rank) || *p != ':')
+    goto bad;
+  errno = 0;
+  double factor = strtod(p + 1, &end);
+  if (errno || end == p + 1 || !(factor >= 1.0) || factor > 1e6)
+    goto bad;
+  p = end;
+  if (*p == '@') {
+    p++;
+    if (take_count(&p, 1L << 40, &from))
+      goto bad;
+  }
+  if (*p != '\0')
+    goto bad;
+  slow->rank = (int)rank;
+  slow->factor = factor;
+  slow->from_iteration = from;
+  return 0;
+bad:
+  return htp_set_error(err, err_size, "--slow expects RANK:FACTOR[@ITERATION] with FACTOR in "
+                       "[1, 1e6], e.g. 1:3 or 2:1.5@10, got '%s'", value);
+}
+
+/* "hang:R@K", "die:R@K", "delay[=S]:R@K". */
+static int parse_fault(const char *value, htp_run_fault *fault, char *err, size_t err_size) {
+  const char *p = value;
+  long rank, iteration;
+  memset(fault, 0, sizeof *fault);
+  if (strncmp(p, "hang:", 5) == 0) {
+    fault->kind = HTP_RUN_FAULT_HANG;
+    p += 5;
+  } else if (strncmp(p, "die:", 4) == 0) {
+    fault->kind = HTP_RUN_FAULT_DIE;
+    p += 4;
+  } else if (strncmp(p, "delay", 5) == 0) {
+    fault->kind = HTP_RUN_FAULT_DELAY;
+    fault->seconds = 1.0;
+    p += 5;
+    if (*p == '=') {
+      char *end;
+      errno = 0;
+      fault->seconds = strtod(p + 1, &end);
+      if (errno || end == p + 1 || !(fault->seconds > 0) || fault->seconds > 1e7)
+        goto bad;
+      p = end;
+    }
+    if (*p++ != ':')
+      goto bad;
+  } else {
+    goto bad;
+  }
+  if (take_count(&p, 1 << 20, &rank) || *p++ != '@' || take_count(&p, 1L << 40, &iteration) ||
+      *p != '\0')
+    goto bad;
+  fault->rank = (int)rank;
+  fault->iteration = iteration;
+  return 0;
+bad:
+  return htp_set_error(err, err_size, "--fault expects hang:RANK@ITERATION, die:RANK@ITERATION "
+                       "or delay[=SECONDS]:RANK@ITERATION, got '%s'", value);
+}
+
 int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
                           size_t err_size) {
   static const char *const reports[] = {"table", "json", NULL};
@@ -109,7 +227,8 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   static const char *const valued[] = {"--entry",  "--iters",  "--warmup", "--seed",
                                        "--weights", "--input", "--output", "--report",
                                        "--tp",     "--backend", "--device", "--policy",
-                                       "--slow",   "--trace",  NULL};
+                                       "--slow",   "--trace",  "--fault",  "--timeout",
+                                       NULL};
   memset(options, 0, sizeof *options);
   options->iters = 10;
   options->warmup = 1;
@@ -118,6 +237,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->device = "cpu";
   options->policy = "none";
   options->report = HTP_REPORT_TABLE;
+  options->timeout_s = 60.0;
 
   int only_positional = 0;
   for (int i = 1; i < argc; i++) {
@@ -198,6 +318,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
       if (parse_long(flag, value, 1, &number, err, err_size))
         return 1;
       options->tp = number;
+      options->tp_given = 1;
     } else if (strcmp(flag, "--backend") == 0) {
       if (one_of(flag, value, backends, err, err_size))
         return 1;
@@ -211,7 +332,26 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
         return 1;
       options->policy = value;
     } else if (strcmp(flag, "--slow") == 0) {
+      if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
+        return htp_set_error(err, err_size, "too many --slow flags");
+      if (parse_slow(value, &options->slows[options->num_slows], err, err_size))
+        return 1;
+      options->num_slows++;
       options->slow = value;
+    } else if (strcmp(flag, "--fault") == 0) {
+      if (options->num_faults == HTP_RUN_MAX_INJECTIONS)
+        return htp_set_error(err, err_size, "too many --fault flags");
+      if (parse_fault(value, &options->faults[options->num_faults], err, err_size))
+        return 1;
+      options->num_faults++;
+    } else if (strcmp(flag, "--timeout") == 0) {
+      char *end;
+      errno = 0;
+      double seconds = strtod(value, &end);
+      if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
+        return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'",
+                             value);
+      options->timeout_s = seconds;
     } else if (strcmp(flag, "--trace") == 0) {
       options->trace = value;
     }
@@ -222,23 +362,24 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
 }
 
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size) {
-  if (options->tp > 1)
-    return htp_set_error(err, err_size, "--tp %ld: tensor-parallel execution is not implemented "
-                         "yet (only --tp 1)", options->tp);
-  if (strcmp(options->backend, "local") != 0)
-    return htp_set_error(err, err_size, "--backend %s is not implemented yet (only local)",
-                         options->backend);
+  if (strcmp(options->backend, "nccl") == 0)
+    return htp_set_error(err, err_size, "--backend nccl is not implemented yet (local and mpi "
+                         "are)");
   if (strcmp(options->device, "cpu") != 0)
     return htp_set_error(err, err_size, "--device %s is not implemented yet (only cpu)",
                          options->device);
   if (strcmp(options->policy, "none") != 0)
-    return htp_set_error(err, err_size, "--policy %s is not implemented yet (only none)",
-                         options->policy);
-  if (options->slow)
-    return htp_set_error(err, err_size, "--slow is not implemented yet");
-  if (options->trace)
-    return htp_set_error(err, err_size, "--trace is not implemented yet");
-  if (options->check)
-    return htp_set_error(err, err_size, "--check is not implemented yet");
+    return htp_set_error(err, err_size, "--policy %s is not implemented yet: needs the balance "
+                         "hooks (--htp-balance-hooks); --policy none detects and traces "
+                         "stragglers", options->policy);
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].rank >= options->tp && options->tp_given)
+      return htp_set_error(err, err_size, "--slow %d:...: rank %d is not in [0, %ld) (--tp %ld)",
+                           options->slows[i].rank, options->slows[i].rank, options->tp,
+                           options->tp);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].rank >= options->tp && options->tp_given)
+      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %ld) (--tp %ld)",
+                           options->faults[i].rank, options->tp, options->tp);
   return 0;
 }

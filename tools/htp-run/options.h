@@ -10,7 +10,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { HTP_RUN_MAX_FILES = 64 };
+enum { HTP_RUN_MAX_FILES = 64, HTP_RUN_MAX_INJECTIONS = 16 };
+
+/* --slow R:F[@K]: rank R's compute stretched by factor F from iteration K. */
+typedef struct htp_run_slow {
+  int rank;
+  double factor;
+  long from_iteration;
+} htp_run_slow;
+
+/* --fault KIND:R@K: an htp_fault (runtime/htp.h) of kind delay|hang|die. */
+typedef enum htp_run_fault_kind { HTP_RUN_FAULT_DELAY, HTP_RUN_FAULT_HANG, HTP_RUN_FAULT_DIE } htp_run_fault_kind;
+typedef struct htp_run_fault {
+  htp_run_fault_kind kind;
+  int rank;
+  long iteration;
+  double seconds; /* delay: --fault delay=S:R@K, default 1 s; hang/die: 0 */
+} htp_run_fault;
 
 typedef enum htp_report_kind { HTP_REPORT_TABLE, HTP_REPORT_JSON } htp_report_kind;
 
@@ -26,9 +42,15 @@ typedef struct htp_run_options {
   int num_outputs;
   htp_report_kind report;
   long tp;
+  int tp_given;                  /* --tp was on the command line */
   const char *backend, *device, *policy;
-  const char *slow, *trace;      /* NULL when not given */
+  const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
+  double timeout_s;              /* deadline of every collective */
+  htp_run_slow slows[HTP_RUN_MAX_INJECTIONS];
+  int num_slows;
+  htp_run_fault faults[HTP_RUN_MAX_INJECTIONS];
+  int num_faults;
   int help;
 } htp_run_options;
 
@@ -38,7 +60,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
                           size_t err_size);
 
 /* Returns non-zero with a message in err for a request this build parses
- * but cannot carry out yet (--tp > 1, other backends, CUDA, policies, ...). */
+ * but cannot carry out yet (nccl, CUDA, the balancing policies, ...). */
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
 void htp_run_print_help(FILE *stream);

@@ -1,0 +1,376 @@
+/*===- tools/htp-run/ranks.c - Run an entry point on the ranks of a world --===*
+ *
+ * This file implements ranks.h. Each rank records its own failure (the step,
+ * the iteration, the result and htp_last_error) with the time it noticed.
+ * One is reported as the cause, the others as its consequences: an injected
+ * death first, then a deadline that passed (a hung rank times its peers out,
+ * then is released by their abort), then the earliest. Any failure aborts
+ * the world, so no rank waits for a dead peer longer than the deadline.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "tools/htp-run/ranks.h"
+
+#include "tools/htp-run/errors.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct htp_ranks {
+  htp_world *world;
+  htp_backend backend;
+};
+
+/* One rank's state while it runs. */
+typedef struct rank_state {
+  htp_ranks *ranks;
+  const htp_rank_job *job;
+  htp_rank_outcome *outcome;
+  FILE *trace; /* local: shared by the ranks; mpi: this process's stream */
+  int rank;
+  int failed;
+  int priority; /* 0 injected death, 1 deadline passed, 2 other */
+  double failed_at;
+  char message[HTP_RANKS_MESSAGE];
+} rank_state;
+
+int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double timeout_s,
+                   char *err, size_t err_size) {
+  *out = NULL;
+  if (!htp_backend_available(backend))
+    return htp_set_error(err, err_size, "this htp-run was built without the %s backend",
+                         backend == HTP_BACKEND_MPI ? "mpi" : "requested");
+  htp_ranks *ranks = calloc(1, sizeof *ranks);
+  if (!ranks)
+    return htp_set_error(err, err_size, "out of memory");
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = backend;
+  config.world_size = world_size;
+  config.timeout_s = timeout_s;
+  char message[512];
+  htp_result result = htp_world_create_verbose(&config, &ranks->world, message, sizeof message);
+  if (result != HTP_OK) {
+    free(ranks);
+    return htp_set_error(err, err_size, "cannot create the %s world: %s: %s",
+                         backend == HTP_BACKEND_MPI ? "mpi" : "local", htp_strerror(result),
+                         message);
+  }
+  ranks->backend = backend;
+  *out = ranks;
+  return 0;
+}
+
+int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int count, char *err,
+                         size_t err_size) {
+  static const htp_fault_kind kinds[] = {HTP_FAULT_DELAY, HTP_FAULT_HANG, HTP_FAULT_DIE};
+  for (int i = 0; i < count; i++) {
+    htp_fault fault = {kinds[faults[i].kind], faults[i].rank, faults[i].iteration,
+                       faults[i].seconds};
+    if (htp_world_add_fault(ranks->world, &fault) != HTP_OK)
+      return htp_set_error(err, err_size, "--fault: %s", htp_world_last_error(ranks->world));
+  }
+  return 0;
+}
+
+int htp_ranks_size(const htp_ranks *ranks) { return htp_world_size(ranks->world); }
+
+int htp_ranks_process_rank(const htp_ranks *ranks) {
+  return ranks->backend == HTP_BACKEND_MPI ? htp_world_process_rank(ranks->world) : -1;
+}
+
+void htp_ranks_close(htp_ranks *ranks) {
+  if (!ranks)
+    return;
+  htp_world_destroy(ranks->world);
+  free(ranks);
+}
+
+static void sleep_seconds(double seconds) {
+  if (!(seconds > 0))
+    return;
+  struct timespec t = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+  }
+}
+
+/* The --slow factor of rank at iteration (1 when none applies). */
+static double slow_factor(const htp_rank_job *job, int rank, long iteration) {
+  double factor = 1.0;
+  for (int i = 0; i < job->num_slows; i++)
+    if (job->slows[i].rank == rank && iteration >= job->slows[i].from_iteration)
+      factor = job->slows[i].factor;
+  return factor;
+}
+
+/* Records this rank's failure and aborts the world so its peers stop
+ * waiting. ctx may be NULL (context creation failed). */
+static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const char *step,
+                        long iteration, const char *detail) {
+  state->failed = 1;
+  state->failed_at = htp_now();
+  state->priority = code == HTP_ERR_TIMEOUT ? 1 : 2;
+  for (int i = 0; i < state->job->num_faults; i++) {
+    const htp_run_fault *fault = &state->job->faults[i];
+    if (fault->kind == HTP_RUN_FAULT_DIE && fault->rank == state->rank &&
+        fault->iteration == iteration && strcmp(step, "the fault point") == 0)
+      state->priority = 0;
+  }
+  char where[96] = "";
+  if (iteration >= 0)
+    snprintf(where, sizeof where, " at iteration %ld", iteration);
+  snprintf(state->message, sizeof state->message, "rank %d: %s%s failed: %s (%s): %s",
+           state->rank, step, where, htp_strerror((htp_result)code),
+           code >= 0 && code < HTP_RESULT_COUNT ? "" : "not an htp_result",
+           detail && *detail ? detail : "(no message)");
+  /* "(%s)" above is empty for a known code: tidy it away. */
+  char *empty = strstr(state->message, " ()");
+  if (empty)
+    memmove(empty, empty + 3, strlen(empty + 3) + 1);
+  if (ctx)
+    htp_abort(ctx, code == HTP_ERR_TIMEOUT ? HTP_ERR_TIMEOUT : HTP_ERR_REMOTE);
+}
+
+/* Under mpi every process appends its own lines to the one trace file, which
+ * rank 0 truncates first; a line (< 8 KiB, runtime/trace.c) goes out in one
+ * write(2) of a line-buffered stream opened for appending. */
+static int open_mpi_trace(rank_state *state, htp_ctx *ctx) {
+  const char *path = state->job->trace_path;
+  if (state->rank == 0) {
+    FILE *file = fopen(path, "w");
+    if (!file || fclose(file) != 0) {
+      rank_failed(state, ctx, HTP_ERR_SYSTEM, "opening the trace", -1, strerror(errno));
+      return 1;
+    }
+  }
+  htp_result result = htp_barrier(ctx);
+  if (result != HTP_OK) {
+    rank_failed(state, ctx, result, "the barrier before the trace", -1, htp_last_error(ctx));
+    return 1;
+  }
+  state->trace = fopen(path, "a");
+  if (!state->trace || setvbuf(state->trace, NULL, _IOLBF, 1 << 16) != 0) {
+    rank_failed(state, ctx, HTP_ERR_SYSTEM, "opening the trace", -1, strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
+/* Notes which ranks the (shared) plan flags as stragglers. */
+static void note_stragglers(rank_state *state, const htp_plan *plan, const htp_planner *planner,
+                            long iteration) {
+  htp_rank_outcome *outcome = state->outcome;
+  const double *speeds = htp_planner_speeds(planner);
+  for (int r = 0; r < plan->world_size; r++) {
+    if (!plan->straggler[r])
+      continue;
+    if (outcome->straggler_from[r] < 0)
+      outcome->straggler_from[r] = iteration;
+    outcome->straggler_until[r] = iteration;
+    outcome->straggler_speed[r] = speeds[r];
+  }
+}
+
+static void run_rank(rank_state *state) {
+  const htp_rank_job *job = state->job;
+  htp_rank_outcome *outcome = state->outcome;
+  htp_world *world = state->ranks->world;
+  const int mpi = state->ranks->backend == HTP_BACKEND_MPI;
+  htp_ctx *ctx = NULL;
+  htp_planner *planner = NULL;
+  htp_result result = htp_ctx_create(world, state->rank, &ctx);
+  if (result != HTP_OK) {
+    rank_failed(state, NULL, result, "creating its context", -1, htp_world_last_error(world));
+    return;
+  }
+  result = htp_planner_create(&job->planner, &planner);
+  if (result != HTP_OK) {
+    char why[256];
+    htp_planner_config_check(&job->planner, why, sizeof why);
+    rank_failed(state, ctx, result, "creating its planner", -1, why);
+    goto done;
+  }
+  if (mpi && job->trace_path && open_mpi_trace(state, ctx))
+    goto done;
+  htp_planner_set_trace(planner, state->trace);
+
+  void *const *buffers = job->buffers[state->rank];
+  const long total = job->warmup + job->iters;
+  for (long iteration = 0; iteration < total; iteration++) {
+    if ((result = htp_barrier(ctx)) != HTP_OK) {
+      rank_failed(state, ctx, result, "the barrier", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    double start = htp_now();
+    if ((result = htp_fault_point(ctx, iteration)) != HTP_OK) {
+      rank_failed(state, ctx, result, "the fault point", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    double call_start = htp_now();
+    int32_t code = job->fn(ctx, buffers);
+    double compute = htp_now() - call_start;
+    if (code != 0) {
+      rank_failed(state, ctx, code, "the block", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    double factor = slow_factor(job, state->rank, iteration);
+    if (factor > 1.0) {
+      sleep_seconds((factor - 1.0) * compute);
+      compute *= factor;
+    }
+    double finish = htp_now();
+    if (iteration >= job->warmup) {
+      long i = (long)state->rank * job->iters + (iteration - job->warmup);
+      outcome->compute_s[i] = compute;
+      outcome->elapsed_s[i] = finish - start;
+    }
+    const htp_plan *plan = NULL;
+    /* The planner needs a positive time; a block too small for the clock
+     * still gets one. */
+    result = htp_balancer_step(planner, ctx, compute > 0 ? compute : 1e-9, NULL, &plan);
+    if (result != HTP_OK) {
+      rank_failed(state, ctx, result, "the balancer step", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    if (state->rank == 0)
+      note_stragglers(state, plan, planner, iteration);
+  }
+
+  if (mpi) {
+    /* Rank 0 reports: it needs every rank's timings. */
+    size_t bytes = (size_t)job->iters * sizeof(double);
+    double *mine = malloc(2 * bytes);
+    if (!mine) {
+      rank_failed(state, ctx, HTP_ERR_NOMEM, "gathering the timings", -1, "out of memory");
+      goto done;
+    }
+    memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
+    memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
+    double *all = malloc(2 * bytes * (size_t)htp_ctx_size(ctx));
+    if (all && (result = htp_allgather(ctx, mine, all, 2 * bytes)) == HTP_OK) {
+      for (int r = 0; r < htp_ctx_size(ctx); r++) {
+        memcpy(outcome->compute_s + (size_t)r * job->iters, all + 2 * (size_t)r * job->iters,
+               bytes);
+        memcpy(outcome->elapsed_s + (size_t)r * job->iters,
+               all + (2 * (size_t)r + 1) * job->iters, bytes);
+      }
+    } else {
+      rank_failed(state, ctx, all ? result : HTP_ERR_NOMEM, "gathering the timings", -1,
+                  all ? htp_last_error(ctx) : "out of memory");
+    }
+    free(all);
+    free(mine);
+  }
+done:
+  if (mpi && state->trace) {
+    fclose(state->trace);
+    state->trace = NULL;
+  }
+  htp_planner_destroy(planner);
+  htp_ctx_destroy(ctx);
+}
+
+static void *rank_thread(void *arg) {
+  run_rank(arg);
+  return NULL;
+}
+
+void htp_rank_outcome_free(htp_rank_outcome *outcome) {
+  free(outcome->compute_s);
+  free(outcome->elapsed_s);
+  free(outcome->straggler_from);
+  free(outcome->straggler_until);
+  free(outcome->straggler_speed);
+  outcome->compute_s = outcome->elapsed_s = outcome->straggler_speed = NULL;
+  outcome->straggler_from = outcome->straggler_until = NULL;
+}
+
+int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
+                  char *err, size_t err_size) {
+  const int size = htp_world_size(ranks->world);
+  const int mpi = ranks->backend == HTP_BACKEND_MPI;
+  memset(outcome, 0, sizeof *outcome);
+  if (job->planner.world_size != size)
+    return htp_set_error(err, err_size, "planner for %d ranks, world of %d", job->planner.world_size,
+                         size);
+  size_t cells = (size_t)size * (size_t)job->iters;
+  outcome->compute_s = calloc(cells, sizeof(double));
+  outcome->elapsed_s = calloc(cells, sizeof(double));
+  outcome->straggler_from = malloc((size_t)size * sizeof(long));
+  outcome->straggler_until = malloc((size_t)size * sizeof(long));
+  outcome->straggler_speed = calloc((size_t)size, sizeof(double));
+  int local_ranks = mpi ? 1 : size;
+  rank_state *states = calloc((size_t)local_ranks, sizeof *states);
+  pthread_t *threads = calloc((size_t)local_ranks, sizeof *threads);
+  if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
+      !outcome->straggler_until || !outcome->straggler_speed || !states || !threads) {
+    free(states);
+    free(threads);
+    htp_rank_outcome_free(outcome);
+    return htp_set_error(err, err_size, "out of memory");
+  }
+  for (int r = 0; r < size; r++)
+    outcome->straggler_from[r] = outcome->straggler_until[r] = -1;
+
+  FILE *trace = NULL;
+  if (!mpi && job->trace_path && !(trace = fopen(job->trace_path, "w"))) {
+    free(states);
+    free(threads);
+    htp_rank_outcome_free(outcome);
+    return htp_set_error(err, err_size, "%s: cannot create: %s", job->trace_path,
+                         strerror(errno));
+  }
+  for (int i = 0; i < local_ranks; i++) {
+    states[i].ranks = ranks;
+    states[i].job = job;
+    states[i].outcome = outcome;
+    states[i].trace = trace;
+    states[i].rank = mpi ? htp_world_process_rank(ranks->world) : i;
+  }
+  if (mpi) {
+    run_rank(&states[0]);
+  } else {
+    int started = 0;
+    for (; started < size; started++)
+      if (pthread_create(&threads[started], NULL, rank_thread, &states[started]) != 0)
+        break;
+    if (started < size) {
+      /* The started ranks wait for the missing ones until the deadline. */
+      snprintf(states[started].message, sizeof states[started].message,
+               "rank %d: cannot start its thread", started);
+      states[started].failed = 1;
+      states[started].priority = 0;
+      states[started].failed_at = 0;
+    }
+    for (int i = 0; i < started; i++)
+      pthread_join(threads[i], NULL);
+  }
+  if (trace && fclose(trace) != 0 && !outcome->failed) {
+    snprintf(outcome->message, sizeof outcome->message, "%s: cannot write the trace",
+             job->trace_path);
+    outcome->failed = 1;
+  }
+
+  /* The earliest failure is the cause; the rest are noted. */
+  int first = -1;
+  for (int i = 0; i < local_ranks; i++)
+    if (states[i].failed &&
+        (first < 0 || states[i].priority < states[first].priority ||
+         (states[i].priority == states[first].priority &&
+          states[i].failed_at < states[first].failed_at)))
+      first = i;
+  if (first >= 0) {
+    outcome->failed = 1;
+    snprintf(outcome->message, sizeof outcome->message, "%s", states[first].message);
+    size_t used = 0;
+    for (int i = 0; i < local_ranks; i++)
+      if (i != first && states[i].failed && used < sizeof outcome->notes)
+        used += (size_t)snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s\n",
+                                 states[i].message);
+  }
+  free(states);
+  free(threads);
+  return outcome->failed;
+}

@@ -1,0 +1,78 @@
+/*===- tools/htp-run/ranks.h - Run an entry point on the ranks of a world --===*
+ *
+ * The multi-rank half of the executor: a libhtprt world (local: one thread
+ * per rank in this process; mpi: this process is one rank), each rank with
+ * its htp_ctx as the entry's rt_ctx. Every iteration: a barrier, the fault
+ * point, the call (timed), the --slow stretch, then htp_balancer_step (the
+ * planner's detection and trace). Failures of any rank end the run within
+ * the deadline and are reported with the rank, the step and the runtime's
+ * message; every thread is joined.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_RANKS_H
+#define HTP_RUN_RANKS_H
+
+#include "runtime/htp.h"
+#include "tools/htp-run/entry.h"
+#include "tools/htp-run/options.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct htp_ranks htp_ranks;
+
+/* What to run. buffers[r] is rank r's buffer array (entry.h order) for the
+ * local backend; with mpi only buffers[process rank] is used. */
+typedef struct htp_rank_job {
+  htp_entry_fn fn;
+  void *const *const *buffers;
+  long warmup, iters;
+  const htp_run_slow *slows;
+  int num_slows;
+  const htp_run_fault *faults; /* those registered, to tell an injected death */
+  int num_faults;
+  htp_planner_config planner; /* world_size must be the world's size */
+  const char *trace_path;     /* NULL: no trace */
+} htp_rank_job;
+
+enum { HTP_RANKS_MESSAGE = 2048 };
+
+/* What came back. Timing arrays are [rank * iters + i] for timed iteration i
+ * (all ranks, also under mpi: they are gathered). */
+typedef struct htp_rank_outcome {
+  double *compute_s;  /* the rank's call (stretched by --slow), seconds */
+  double *elapsed_s;  /* from the iteration's barrier to the rank's finish */
+  /* Straggler detection as seen by rank 0's planner: per rank, the first and
+   * last iteration it was flagged (-1: never) and its relative speed at the
+   * last flagged iteration. */
+  long *straggler_from, *straggler_until;
+  double *straggler_speed;
+  int failed;                          /* a rank failed (this process's ranks) */
+  char message[HTP_RANKS_MESSAGE];     /* the first failure, "rank R: ..." */
+  char notes[HTP_RANKS_MESSAGE];       /* the other ranks' failures, one per line */
+} htp_rank_outcome;
+
+/* Creates the world. backend local: world_size ranks; mpi: world_size 0, the
+ * size comes from mpirun. Faults are registered here. Returns 0, or non-zero
+ * with err. */
+int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, double timeout_s,
+                   char *err, size_t err_size);
+int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int count, char *err,
+                         size_t err_size);
+int htp_ranks_size(const htp_ranks *ranks);
+/* This process's rank under mpi, -1 for local. */
+int htp_ranks_process_rank(const htp_ranks *ranks);
+
+/* Runs the job on every rank of this process and waits for all of them.
+ * Returns 0 on success; non-zero when a rank failed (outcome->message) or
+ * the run could not start (err). outcome's arrays are allocated here; free
+ * them with htp_rank_outcome_free. */
+int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
+                  char *err, size_t err_size);
+void htp_rank_outcome_free(htp_rank_outcome *outcome);
+
+/* Destroys the world. Under mpi a failed world ends the whole job with
+ * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */
+void htp_ranks_close(htp_ranks *ranks);
+
+#endif /* HTP_RUN_RANKS_H */
