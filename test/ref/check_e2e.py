@@ -3,8 +3,9 @@
 
 Generates a block with examples/gen_vit.py, writes random weights as a
 safetensors file (by hand: struct + json, no safetensors package) and a
-random input .npy, runs `htp-run --weights --input --output`, and compares
-the output with the float64 reference:
+random input .npy, runs `htp-run --weights --input --output` (with --tp N
+ranks: the weights stay global timm tensors, htp-run gives each rank its
+slice), and compares the output with the float64 reference:
 
     max |y - ref| / max |ref| <= 1e-4      -> prints PASS, exit 0
     otherwise (or any failure)             -> prints FAIL and why, exit 1
@@ -83,6 +84,7 @@ def main():
     parser.add_argument("--gelu", choices=["none", "tanh"], default="none")
     parser.add_argument("--eps", type=float, default=1e-6)
     parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (htp-run --tp)")
     a = parser.parse_args()
 
     os.makedirs(a.workdir, exist_ok=True)
@@ -103,7 +105,8 @@ def main():
     np.save(input_path, x)
 
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
-                          "--output", output_path, "--iters", "1", "--warmup", "0"],
+                          "--output", output_path, "--iters", "1", "--warmup", "0",
+                          "--tp", str(a.tp)],
                          capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL: htp-run exited with {run.returncode}\n{run.stderr}")
@@ -118,7 +121,7 @@ def main():
     verdict = "PASS" if np.isfinite(error) and error <= TOLERANCE else "FAIL"
     print(f"{verdict}: max |y - ref| / max |ref| = {error:.3e} (tolerance {TOLERANCE:g}), "
           f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
-          f"batch={a.batch} gelu={a.gelu} eps={a.eps:g}")
+          f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}")
     return 0 if verdict == "PASS" else 1
 
 
