@@ -83,6 +83,8 @@ struct htp_ctx {
   void *cuda_stream; /* cudaStream_t of the rank (nccl), NULL otherwise */
   char last_error[HTP__MESSAGE_SIZE];
   void *backend;
+  double comm_seconds; /* inside collectives and transfers (htp_ctx_comm_seconds) */
+  void *balancer;      /* htp_balancer attached by balance.c, or NULL */
 };
 
 /* Records the message on ctx and returns code (convenient in return). */

@@ -372,6 +372,18 @@ const char *htp_last_error(const htp_ctx *ctx) {
 
 static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->config.timeout_s; }
 
+/* Hands over to the backend and adds the time spent there (waiting for
+ * peers included) to the context's communication seconds. */
+#define BACKEND_CALL(ctx, call)                                                                \
+  do {                                                                                         \
+    double started_ = htp_now();                                                               \
+    htp_result called_ = (call);                                                               \
+    (ctx)->comm_seconds += htp_now() - started_;                                               \
+    return called_;                                                                            \
+  } while (0)
+
+double htp_ctx_comm_seconds(const htp_ctx *ctx) { return ctx ? ctx->comm_seconds : 0.0; }
+
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
   ENTER(ctx, "htp_allreduce_sum_f32");
   INVALID_IF(ctx, count > 0 && (!send || !recv),
@@ -379,7 +391,7 @@ htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, s
              (const void *)send, (void *)recv, count);
   INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2,
              "htp_allreduce_sum_f32: count %zu is too large", count);
-  return ctx->world->ops->allreduce_sum_f32(ctx, send, recv, count, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->allreduce_sum_f32(ctx, send, recv, count, deadline_of(ctx)));
 }
 
 htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
@@ -388,7 +400,7 @@ htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t byte
              "htp_allgather: send (%p) or recv (%p) is NULL with bytes %zu", send, recv, bytes);
   INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
              "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
-  return ctx->world->ops->allgather(ctx, send, recv, bytes, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->allgather(ctx, send, recv, bytes, deadline_of(ctx)));
 }
 
 htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
@@ -396,7 +408,7 @@ htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
   INVALID_IF(ctx, bytes > 0 && !buffer, "htp_broadcast: buffer is NULL with bytes %zu", bytes);
   INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
              "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
-  return ctx->world->ops->broadcast(ctx, buffer, bytes, root, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->broadcast(ctx, buffer, bytes, root, deadline_of(ctx)));
 }
 
 static htp_result check_peer(htp_ctx *ctx, const char *what, const void *buffer, size_t bytes,
@@ -413,19 +425,19 @@ htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, in
   ENTER(ctx, "htp_send");
   htp_result rc = check_peer(ctx, "htp_send", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
-  return ctx->world->ops->send(ctx, buffer, bytes, peer, tag, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->send(ctx, buffer, bytes, peer, tag, deadline_of(ctx)));
 }
 
 htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
   ENTER(ctx, "htp_recv");
   htp_result rc = check_peer(ctx, "htp_recv", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
-  return ctx->world->ops->recv(ctx, buffer, bytes, peer, tag, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->recv(ctx, buffer, bytes, peer, tag, deadline_of(ctx)));
 }
 
 htp_result htp_barrier(htp_ctx *ctx) {
   ENTER(ctx, "htp_barrier");
-  return ctx->world->ops->barrier(ctx, deadline_of(ctx));
+  BACKEND_CALL(ctx, ctx->world->ops->barrier(ctx, deadline_of(ctx)));
 }
 
 void htp_abort(htp_ctx *ctx, htp_result reason) {
