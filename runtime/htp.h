@@ -546,6 +546,128 @@ uint64_t htp_migration_total_bytes(const htp_migration *migration);
 /* Number of units currently cached on this rank (all pairs). */
 int htp_migration_cached_units(const htp_migration *migration);
 
+/* ===== Balance hooks: what compiled blocks call ========================= *
+ *
+ * --htp-balance-hooks marks each split attention and MLP pair of a block
+ * with its pair number (2 * layer + kind); the lowering then calls the hooks
+ * below instead of the plain kernels. A hook computes the rank's share of
+ * the pair as the current plan says (DESIGN §4): the units it keeps, the
+ * pruned units imputed (zero: skipped; same / average: filled in and
+ * projected), nothing for the units handed off, plus the units of other
+ * ranks it helps with, from the migrated weights it caches. It writes the
+ * rank's partial sum of the pair's output (no bias), which the block's
+ * all-reduce then completes. With no balancer attached to the context every
+ * unit is kept: the plain split block.
+ *
+ * The balancer owns the rank's planner, unit table, imputer and migration
+ * cache. Weights must stay in the same buffers across iterations: the hooks
+ * remember where each pair's weights are, and the migration packs a unit
+ * from there when it hands the unit off. */
+typedef struct htp_balancer htp_balancer;
+
+#define HTP_BALANCER_CONFIG_MAGIC 0x48545042u /* "HTPB" */
+/* New fields go at the end only; start from HTP_BALANCER_CONFIG_INITIALIZER. */
+typedef struct htp_balancer_config {
+  uint32_t magic;
+  htp_planner_config planner; /* world_size = the context's size; num_layers, units_per_rank
+                               * (heads per rank, MLP units per rank), unit_cost, policy */
+  htp_select selection;       /* [HTP_SELECT_RANDOM] */
+  uint64_t seed;              /* of the random selection [0] */
+  htp_impute impute;          /* [HTP_IMPUTE_ZERO] */
+  int64_t model_dim;          /* d: the block's width */
+  int64_t head_dim;           /* channels per head */
+  int64_t mlp_unit_width;     /* neurons per MLP unit */
+} htp_balancer_config;
+#define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
+  {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
+   HTP_IMPUTE_ZERO, 0, 0, 0}
+
+/* Creates the rank's balancer and attaches it to ctx (one per context), so
+ * the hooks of compiled code find it. config is copied; its
+ * planner.world_size must be the context's world size. Every rank creates
+ * one with the same config (the plans must agree). Errors: HTP_ERR_INVALID
+ * (ctx NULL: no message; bad config, or ctx already has a balancer: message
+ * in htp_last_error(ctx)), HTP_ERR_NOMEM. Not collective. */
+htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
+                               htp_balancer **balancer);
+/* Detaches from the context and frees; NULL is fine. Destroy the balancer
+ * BEFORE its context (it reads the context to detach). */
+void htp_balancer_destroy(htp_balancer *balancer);
+/* The balancer attached to ctx, or NULL. */
+htp_balancer *htp_ctx_balancer(const htp_ctx *ctx);
+/* The balancer's planner (for htp_planner_set_trace, htp_planner_speeds). */
+htp_planner *htp_balancer_planner(htp_balancer *balancer);
+/* Once per iteration, after the block ran, on every rank: htp_balancer_step
+ * with this rank's compute seconds (and the per-site seconds the hooks
+ * measured since the last call, then reset), then, when the plan version
+ * changed, the unit table and the migration transfers for the new plan
+ * (weights packed from where the hooks last saw them). compute_seconds
+ * (> 0, finite) should exclude time spent waiting for peers: the
+ * iteration's time minus the growth of htp_ctx_comm_seconds. Collective.
+ * *plan (may be NULL) receives the plan in force for the next iteration.
+ * Errors: those of htp_balancer_step; a failed transfer (e.g. a plan that
+ * migrates a pair whose hook never ran: nothing to pack) fails the world,
+ * so the peers return HTP_ERR_REMOTE at once rather than at their deadline.
+ * Limitation: with HTP_SELECT_IMPORTANCE the balancer has no way yet to
+ * receive scores, so units are shed in index order. */
+htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
+                                      const htp_plan **plan);
+
+/* The hooks. Shapes and layouts as htp_cpu_attention_f32 (without proj
+ * bias) and as an MLP pair (fc1 [hidden, dim] + bias, GELU, fc2 [dim,
+ * hidden], no fc2 bias); y receives the partial sum (overwritten, not
+ * accumulated; it must not alias an input). bqkv / b1 may be NULL (no
+ * bias). scratch holds htp_rt_attention_scratch_floats(...) or
+ * htp_rt_mlp_scratch_floats(...) floats (static inline below: the compiler
+ * sizes the block's workspace with them). ctx may be NULL, or have no
+ * balancer: every unit is computed (for the MLP, hidden_dim need only be a
+ * multiple of unit_width). With a balancer, pair must be in [0, 2 *
+ * num_layers), even for attention and odd for MLP, and the shapes must be
+ * the config's: num_heads == units_per_rank[HTP_PAIR_ATTENTION], head_dim,
+ * model_dim; unit_width == mlp_unit_width and hidden_dim ==
+ * units_per_rank[HTP_PAIR_MLP] * unit_width. The hook records where the
+ * pair's weights are (for packing handed-off units later), so pass the same
+ * buffers every iteration. It adds its wall time to the balancer's site
+ * seconds. Not collective: no hook talks to other ranks.
+ * Return HTP_OK, or HTP_ERR_INVALID with htp_last_error(ctx) (NULL
+ * buffers, sizes < 1 or beyond BLAS's int, a pair out of range or of the
+ * other kind, shapes that disagree with the balancer's config), or
+ * HTP_ERR_INTERNAL (a migrated-in unit's weights are not cached). A failing
+ * hook also fails the world, as the collectives do with bad arguments: this
+ * rank will not reach the block's all-reduce, and its peers should learn
+ * it at once. Without ctx only HTP_ERR_INVALID, and no message. */
+
+/* Scratch of htp_rt_attention_f32: the heads' context [rows, num_heads *
+ * head_dim], one migrated head's context [rows, head_dim], then the head
+ * kernel's own scratch (kernels/htp_kernels.h: rows * 3 * head_dim +
+ * tokens * tokens). */
+static inline int64_t htp_rt_attention_scratch_floats(int64_t batch, int64_t tokens,
+                                                      int64_t num_heads, int64_t head_dim) {
+  int64_t rows = batch * tokens;
+  return rows * num_heads * head_dim + rows * head_dim + rows * 3 * head_dim + tokens * tokens;
+}
+/* Scratch of htp_rt_mlp_f32: the hidden activation [rows, hidden_dim] and
+ * one migrated unit's [rows, unit_width]. */
+static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim,
+                                                int64_t unit_width) {
+  return rows * hidden_dim + rows * unit_width;
+}
+
+htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
+                                const float *bqkv, const float *wproj, float *y, float *scratch,
+                                int64_t batch, int64_t tokens, int64_t model_dim,
+                                int64_t num_heads, int64_t head_dim);
+htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
+                          const float *b1, const float *w2, float *y, float *scratch,
+                          int64_t rows, int64_t model_dim, int64_t hidden_dim,
+                          int64_t unit_width, int32_t tanh_approx);
+
+/* Seconds this context spent inside collectives and transfers (waiting for
+ * peers included) since it was created. A rank's compute time is its call
+ * time minus the growth of this: otherwise every rank would look as slow
+ * as the slowest, which it waits for in the all-reduce. */
+double htp_ctx_comm_seconds(const htp_ctx *ctx);
+
 /* ===== PLANNING region end ===== */
 
 #ifdef __cplusplus

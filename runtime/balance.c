@@ -1,0 +1,431 @@
+/*===- runtime/balance.c - the balance hooks: a rank computes its plan's units ===*
+ *
+ * The run-time half of heterogeneous tensor parallelism (DESIGN §4). The
+ * balancer ties together what the planner region provides for one rank:
+ * planner (how many units), unit table (which ones), imputer (values of
+ * pruned units) and migration cache (weights of units computed for others).
+ * The hooks that compiled blocks call in place of the plain attention and
+ * MLP kernels ask the table which units to compute, compute those with the
+ * work-unit kernels (kernels/cpu/units.c), impute the pruned ones, and add
+ * the migrated-in units from the cached one-unit shards. No hook talks to
+ * other ranks: the block's own all-reduce completes the sum, and the
+ * migration transfers happen once per plan change, in
+ * htp_balancer_end_iteration.
+ *
+ * One-unit shards, as the pack function writes them and the hooks read them:
+ *   attention head h: wqkv_1 [3 * head_dim, d] (q_h | k_h | v_h rows),
+ *                     bqkv_1 [3 * head_dim], wproj_1 [d, head_dim] (proj
+ *                     columns of head h);
+ *   MLP unit u:       w1_u [width, d], b1_u [width], w2_u [d, width] (fc2
+ *                     columns of the unit).
+ * A missing bias travels as zeros.
+ *===----------------------------------------------------------------------===*/
+#include "runtime/balance_internal.h"
+#include "runtime/comm_internal.h"
+
+#include "kernels/htp_kernels.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where a pair's weights live (registered by its hook on every call). */
+typedef struct registered_pair {
+  const float *first;  /* wqkv or w1 */
+  const float *bias;   /* bqkv or b1 (may be NULL) */
+  const float *second; /* wproj or w2 */
+  int seen;
+} registered_pair;
+
+struct htp_balancer {
+  htp_ctx *ctx;
+  htp_balancer_config config;
+  int num_pairs;
+  htp_planner *planner;
+  htp_unit_table *table;
+  htp_imputer *imputer;   /* NULL for HTP_IMPUTE_ZERO */
+  htp_migration *migration;
+  registered_pair *pairs; /* [num_pairs] */
+  int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
+  double site_seconds[HTP_PAIR_KINDS];
+  int64_t applied_version;
+};
+
+static int64_t head_floats(const htp_balancer_config *c) {
+  return 3 * c->head_dim * c->model_dim + 3 * c->head_dim + c->model_dim * c->head_dim;
+}
+static int64_t mlp_unit_floats(const htp_balancer_config *c) {
+  return 2 * c->mlp_unit_width * c->model_dim + c->mlp_unit_width;
+}
+
+/* ===== Lifecycle ========================================================= */
+
+static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
+#define REJECT(...) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: " __VA_ARGS__)
+  if (!c) REJECT("config is NULL");
+  if (c->magic != HTP_BALANCER_CONFIG_MAGIC)
+    REJECT("config.magic is 0x%08x, not HTP_BALANCER_CONFIG_MAGIC (start from "
+           "HTP_BALANCER_CONFIG_INITIALIZER)",
+           (unsigned)c->magic);
+  char why[HTP__MESSAGE_SIZE - 64];
+  if (htp_planner_config_check(&c->planner, why, sizeof why) != HTP_OK)
+    REJECT("config.planner: %s", why);
+  if (c->planner.world_size != htp_ctx_size(ctx))
+    REJECT("config.planner.world_size is %d, the context's world has %d ranks",
+           c->planner.world_size, htp_ctx_size(ctx));
+  if (c->selection != HTP_SELECT_RANDOM && c->selection != HTP_SELECT_IMPORTANCE)
+    REJECT("unknown selection %d", (int)c->selection);
+  if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
+    REJECT("unknown impute %d", (int)c->impute);
+  /* Every GEMM dimension must fit BLAS's int. */
+  const int64_t limit = INT_MAX / 4;
+  if (c->model_dim < 1 || c->model_dim > limit) REJECT("model_dim %lld is out of range [1, %lld]",
+                                                      (long long)c->model_dim, (long long)limit);
+  if (c->head_dim < 1 || c->head_dim > limit / c->planner.units_per_rank[HTP_PAIR_ATTENTION])
+    REJECT("head_dim %lld is out of range (heads per rank %d)", (long long)c->head_dim,
+           c->planner.units_per_rank[HTP_PAIR_ATTENTION]);
+  if (c->mlp_unit_width < 1 || c->mlp_unit_width > limit / c->planner.units_per_rank[HTP_PAIR_MLP])
+    REJECT("mlp_unit_width %lld is out of range (MLP units per rank %d)",
+           (long long)c->mlp_unit_width, c->planner.units_per_rank[HTP_PAIR_MLP]);
+  if (head_floats(c) > limit || mlp_unit_floats(c) > limit)
+    REJECT("one unit's weights are too large (%lld / %lld floats)", (long long)head_floats(c),
+           (long long)mlp_unit_floats(c));
+  return HTP_OK;
+#undef REJECT
+}
+
+htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
+                               htp_balancer **out) {
+  if (!ctx) return HTP_ERR_INVALID;
+  if (!out) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: balancer is NULL");
+  *out = NULL;
+  htp_result r = check_config(ctx, config);
+  if (r != HTP_OK) return r;
+  if (ctx->balancer)
+    return htp__ctx_error(ctx, HTP_ERR_INVALID,
+                          "htp_balancer_create: rank %d already has a balancer", ctx->rank);
+  htp_balancer *b = calloc(1, sizeof *b);
+  if (!b) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "htp_balancer_create: out of memory");
+  b->ctx = ctx;
+  b->config = *config;
+  b->num_pairs = 2 * config->planner.num_layers;
+  b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */
+  const int max_units = config->planner.units_per_rank[0] > config->planner.units_per_rank[1]
+                            ? config->planner.units_per_rank[0]
+                            : config->planner.units_per_rank[1];
+  const size_t bytes[HTP_PAIR_KINDS] = {(size_t)head_floats(config) * sizeof(float),
+                                        (size_t)mlp_unit_floats(config) * sizeof(float)};
+  b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
+  b->listed = calloc((size_t)max_units, sizeof *b->listed);
+  r = b->pairs && b->listed ? HTP_OK : HTP_ERR_NOMEM;
+  if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
+  if (r == HTP_OK)
+    r = htp_unit_table_create(&config->planner, ctx->rank, config->selection, config->seed,
+                              &b->table);
+  if (r == HTP_OK && config->impute != HTP_IMPUTE_ZERO)
+    r = htp_imputer_create(b->num_pairs, &b->imputer);
+  if (r == HTP_OK) r = htp_migration_create(&config->planner, ctx->rank, bytes, &b->migration);
+  if (r != HTP_OK) {
+    b->ctx = NULL; /* not attached yet */
+    htp_balancer_destroy(b);
+    return htp__ctx_error(ctx, r, "htp_balancer_create: %s",
+                          r == HTP_ERR_NOMEM ? "out of memory" : "planner objects rejected the config");
+  }
+  ctx->balancer = b;
+  *out = b;
+  return HTP_OK;
+}
+
+void htp_balancer_destroy(htp_balancer *b) {
+  if (!b) return;
+  if (b->ctx && b->ctx->balancer == b) b->ctx->balancer = NULL;
+  htp_migration_destroy(b->migration);
+  htp_imputer_destroy(b->imputer);
+  htp_unit_table_destroy(b->table);
+  htp_planner_destroy(b->planner);
+  free(b->pairs);
+  free(b->listed);
+  free(b);
+}
+
+htp_balancer *htp_ctx_balancer(const htp_ctx *ctx) { return ctx ? ctx->balancer : NULL; }
+htp_planner *htp_balancer_planner(htp_balancer *b) { return b ? b->planner : NULL; }
+htp_unit_table *htp__balancer_table(htp_balancer *b) { return b ? b->table : NULL; }
+htp_migration *htp__balancer_migration(htp_balancer *b) { return b ? b->migration : NULL; }
+
+/* ===== Migration: packing one unit from the registered weights ========== */
+
+static int pack_unit(void *user, int pair, int unit, void *dst) {
+  const htp_balancer *b = user;
+  const htp_balancer_config *c = &b->config;
+  if (pair < 0 || pair >= b->num_pairs || !b->pairs[pair].seen) return -1;
+  const registered_pair *w = &b->pairs[pair];
+  const int64_t d = c->model_dim;
+  float *out = dst;
+  if ((pair & 1) == HTP_PAIR_ATTENTION) {
+    const int64_t heads = c->planner.units_per_rank[HTP_PAIR_ATTENTION], hd = c->head_dim;
+    const int64_t inner = heads * hd;
+    if (unit < 0 || unit >= heads) return -1;
+    for (int64_t part = 0; part < 3; ++part) /* q_h, k_h, v_h rows */
+      memcpy(out + part * hd * d, w->first + (part * inner + unit * hd) * d,
+             (size_t)(hd * d) * sizeof(float));
+    out += 3 * hd * d;
+    for (int64_t part = 0; part < 3; ++part) {
+      if (w->bias) memcpy(out + part * hd, w->bias + part * inner + unit * hd, (size_t)hd * sizeof(float));
+      else memset(out + part * hd, 0, (size_t)hd * sizeof(float));
+    }
+    out += 3 * hd;
+    for (int64_t o = 0; o < d; ++o) /* proj columns of head h */
+      memcpy(out + o * hd, w->second + o * inner + unit * hd, (size_t)hd * sizeof(float));
+  } else {
+    const int64_t width = c->mlp_unit_width;
+    const int64_t hidden = c->planner.units_per_rank[HTP_PAIR_MLP] * width;
+    if (unit < 0 || unit >= c->planner.units_per_rank[HTP_PAIR_MLP]) return -1;
+    memcpy(out, w->first + unit * width * d, (size_t)(width * d) * sizeof(float));
+    out += width * d;
+    if (w->bias) memcpy(out, w->bias + unit * width, (size_t)width * sizeof(float));
+    else memset(out, 0, (size_t)width * sizeof(float));
+    out += width;
+    for (int64_t o = 0; o < d; ++o) /* fc2 columns of the unit */
+      memcpy(out + o * width, w->second + o * hidden + unit * width, (size_t)width * sizeof(float));
+  }
+  return 0;
+}
+
+/* ===== Per iteration ===================================================== */
+
+/* A failure in the balancer's transfers leaves peers inside theirs: fail the
+ * world so that they return at once instead of at their deadline. */
+static htp_result fail_world(htp_ctx *ctx, htp_result r) {
+  if (r == HTP_OK || htp_world_status(ctx->world) != HTP_OK) return r;
+  char reason[HTP__MESSAGE_SIZE];
+  memcpy(reason, ctx->last_error, sizeof reason);
+  return htp__fail(ctx, r, "%s", reason);
+}
+
+htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
+  if (!b || !plan) return HTP_ERR_INVALID;
+  if (plan->version == b->applied_version) return HTP_OK;
+  /* htp_migration_apply updates the unit table for the new version and
+   * then fills in the migrated-in unit ids; updating the table again on an
+   * unchanged version would forget ids only the transfer knows (importance
+   * selection), so the table changes only here, with the version. */
+  htp_result r = htp_migration_apply(b->migration, b->ctx, plan, b->table, pack_unit, b);
+  if (r != HTP_OK) return fail_world(b->ctx, r);
+  htp_planner_note_moved_bytes(b->planner, htp_migration_last_bytes_received(b->migration));
+  b->applied_version = plan->version;
+  return HTP_OK;
+}
+
+htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
+                                      const htp_plan **plan_out) {
+  if (plan_out) *plan_out = NULL;
+  if (!b) return HTP_ERR_INVALID;
+  const htp_plan *plan = NULL;
+  double sites[HTP_PAIR_KINDS];
+  memcpy(sites, b->site_seconds, sizeof sites);
+  memset(b->site_seconds, 0, sizeof b->site_seconds);
+  htp_result r = htp_balancer_step(b->planner, b->ctx, compute_seconds, sites, &plan);
+  if (r != HTP_OK) return r;
+  r = htp__balancer_apply(b, plan);
+  if (r != HTP_OK) return r;
+  if (plan_out) *plan_out = plan;
+  return HTP_OK;
+}
+
+/* ===== The hooks ========================================================= */
+
+/* Argument errors of a hook. The peers of this rank are (or soon will be)
+ * in the block's all-reduce, which this rank will not reach: fail the world,
+ * as the collectives do with bad arguments. */
+#define HOOK_INVALID(ctx, condition, ...)                                                      \
+  do {                                                                                         \
+    if (condition) return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID; \
+  } while (0)
+
+/* kept plus pruned units in ascending order (both lists are ascending). */
+static int merge_units(const htp_unit_sets *s, int32_t *out) {
+  int i = 0, j = 0, n = 0;
+  while (i < s->num_kept || j < s->num_pruned) {
+    if (j == s->num_pruned || (i < s->num_kept && s->kept[i] < s->pruned[j])) out[n++] = s->kept[i++];
+    else out[n++] = s->pruned[j++];
+  }
+  return n;
+}
+
+/* Checks pair, kind and shape against the balancer, registers the weights,
+ * and returns the pair's unit sets. */
+static htp_result begin_pair(htp_balancer *b, const char *what, int32_t pair, int kind,
+                             const float *first, const float *bias, const float *second,
+                             htp_unit_sets *sets) {
+  htp_ctx *ctx = b->ctx;
+  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
+               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)", what,
+               (int)pair, b->num_pairs);
+  HOOK_INVALID(ctx, (pair & 1) != kind, "%s: pair %d is %s pair (pairs of this hook are %s)",
+               what, (int)pair, kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
+               kind == HTP_PAIR_ATTENTION ? "even" : "odd");
+  b->pairs[pair] = (registered_pair){first, bias, second, 1};
+  htp_result r = htp_unit_table_get(b->table, pair, sets);
+  if (r != HTP_OK) return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", what, (int)pair);
+  return HTP_OK;
+}
+
+htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
+                                const float *bqkv, const float *wproj, float *y, float *scratch,
+                                int64_t batch, int64_t tokens, int64_t model_dim,
+                                int64_t num_heads, int64_t head_dim) {
+  static const char what[] = "htp_rt_attention_f32";
+  const double started = htp_now();
+  HOOK_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
+               "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
+  HOOK_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
+               "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim "
+               "%lld must all be >= 1",
+               what, (int)pair, (long long)batch, (long long)tokens, (long long)model_dim,
+               (long long)num_heads, (long long)head_dim);
+  HOOK_INVALID(ctx,
+               batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
+                   num_heads > INT_MAX / 3 / head_dim,
+               "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim;
+  float *context = scratch;                   /* [rows, inner] */
+  float *migrated = context + rows * inner;   /* [rows, head_dim] */
+  float *head_scratch = migrated + rows * head_dim;
+  htp_balancer *b = ctx ? ctx->balancer : NULL;
+
+  if (!b) { /* the plain split block: every head */
+    for (int32_t h = 0; h < num_heads; ++h)
+      htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, head_scratch, batch, tokens, model_dim,
+                                  num_heads, head_dim, &h, 1);
+    htp_cpu_linear_f32(context, wproj, NULL, y, rows, inner, model_dim);
+    return HTP_OK;
+  }
+
+  const htp_balancer_config *c = &b->config;
+  HOOK_INVALID(ctx,
+               num_heads != c->planner.units_per_rank[HTP_PAIR_ATTENTION] ||
+                   head_dim != c->head_dim || model_dim != c->model_dim,
+               "%s: pair %d: num_heads %lld, head_dim %lld, model_dim %lld disagree with the "
+               "balancer's %d, %lld, %lld",
+               what, (int)pair, (long long)num_heads, (long long)head_dim, (long long)model_dim,
+               c->planner.units_per_rank[HTP_PAIR_ATTENTION], (long long)c->head_dim,
+               (long long)c->model_dim);
+  htp_unit_sets s;
+  htp_result r = begin_pair(b, what, pair, HTP_PAIR_ATTENTION, wqkv, bqkv, wproj, &s);
+  if (r != HTP_OK) return r;
+
+  htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, head_scratch, batch, tokens, model_dim,
+                              num_heads, head_dim, s.kept, s.num_kept);
+  const int32_t *projected = s.kept;
+  int num_projected = s.num_kept;
+  if (c->impute != HTP_IMPUTE_ZERO) {
+    if (c->impute == HTP_IMPUTE_SAME)
+      r = htp_imputer_store(b->imputer, pair, context, (size_t)rows, (size_t)inner, s.units,
+                            (size_t)head_dim, &s);
+    if (r == HTP_OK)
+      r = htp_impute_fill(b->imputer, pair, c->impute, context, (size_t)rows, (size_t)inner,
+                          s.units, (size_t)head_dim, &s);
+    if (r != HTP_OK) return htp__fail(ctx, r, "%s: pair %d: imputation failed", what, (int)pair);
+    num_projected = merge_units(&s, b->listed);
+    projected = b->listed;
+  }
+  htp_cpu_linear_units_f32(context, wproj, y, rows, inner, model_dim, head_dim, projected,
+                           num_projected, 0);
+
+  const int32_t zero = 0;
+  for (int i = 0; i < s.num_in; ++i) {
+    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
+    if (!shard)
+      return htp__fail(ctx, HTP_ERR_INTERNAL,
+                       "%s: pair %d: the weights of rank %d's head %d are not cached here", what,
+                       (int)pair, (int)s.in_src[i], (int)s.in_unit[i]);
+    const float *wqkv_1 = shard, *bqkv_1 = shard + 3 * head_dim * model_dim;
+    const float *wproj_1 = bqkv_1 + 3 * head_dim;
+    htp_cpu_attention_heads_f32(x, wqkv_1, bqkv_1, migrated, head_scratch, batch, tokens,
+                                model_dim, 1, head_dim, &zero, 1);
+    htp_cpu_linear_units_f32(migrated, wproj_1, y, rows, head_dim, model_dim, head_dim, &zero, 1, 1);
+  }
+  b->site_seconds[HTP_PAIR_ATTENTION] += htp_now() - started;
+  return HTP_OK;
+}
+
+htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
+                          const float *b1, const float *w2, float *y, float *scratch,
+                          int64_t rows, int64_t model_dim, int64_t hidden_dim,
+                          int64_t unit_width, int32_t tanh_approx) {
+  static const char what[] = "htp_rt_mlp_f32";
+  const double started = htp_now();
+  HOOK_INVALID(ctx, !x || !w1 || !w2 || !y || !scratch,
+               "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
+  HOOK_INVALID(ctx, rows < 1 || model_dim < 1 || hidden_dim < 1 || unit_width < 1,
+               "%s: pair %d: rows %lld, model_dim %lld, hidden_dim %lld, unit_width %lld must "
+               "all be >= 1",
+               what, (int)pair, (long long)rows, (long long)model_dim, (long long)hidden_dim,
+               (long long)unit_width);
+  HOOK_INVALID(ctx, hidden_dim % unit_width != 0,
+               "%s: pair %d: hidden_dim %lld is not a multiple of unit_width %lld", what,
+               (int)pair, (long long)hidden_dim, (long long)unit_width);
+  HOOK_INVALID(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
+               "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
+  float *hidden = scratch;                   /* [rows, hidden_dim] */
+  float *migrated = hidden + rows * hidden_dim; /* [rows, unit_width] */
+  htp_balancer *b = ctx ? ctx->balancer : NULL;
+  const int32_t zero = 0;
+
+  if (!b) { /* every neuron, as one unit */
+    htp_cpu_mlp_hidden_units_f32(x, w1, b1, hidden, rows, model_dim, hidden_dim, hidden_dim,
+                                 &zero, 1, tanh_approx);
+    htp_cpu_linear_units_f32(hidden, w2, y, rows, hidden_dim, model_dim, hidden_dim, &zero, 1, 0);
+    return HTP_OK;
+  }
+
+  const htp_balancer_config *c = &b->config;
+  const int units = c->planner.units_per_rank[HTP_PAIR_MLP];
+  HOOK_INVALID(ctx,
+               unit_width != c->mlp_unit_width || hidden_dim != units * c->mlp_unit_width ||
+                   model_dim != c->model_dim,
+               "%s: pair %d: hidden_dim %lld, unit_width %lld, model_dim %lld disagree with the "
+               "balancer's %lld (%d units of %lld), %lld, %lld",
+               what, (int)pair, (long long)hidden_dim, (long long)unit_width,
+               (long long)model_dim, (long long)(units * c->mlp_unit_width), units,
+               (long long)c->mlp_unit_width, (long long)c->mlp_unit_width,
+               (long long)c->model_dim);
+  htp_unit_sets s;
+  htp_result r = begin_pair(b, what, pair, HTP_PAIR_MLP, w1, b1, w2, &s);
+  if (r != HTP_OK) return r;
+
+  htp_cpu_mlp_hidden_units_f32(x, w1, b1, hidden, rows, model_dim, hidden_dim, unit_width,
+                               s.kept, s.num_kept, tanh_approx);
+  const int32_t *projected = s.kept;
+  int num_projected = s.num_kept;
+  if (c->impute != HTP_IMPUTE_ZERO) {
+    if (c->impute == HTP_IMPUTE_SAME)
+      r = htp_imputer_store(b->imputer, pair, hidden, (size_t)rows, (size_t)hidden_dim, units,
+                            (size_t)unit_width, &s);
+    if (r == HTP_OK)
+      r = htp_impute_fill(b->imputer, pair, c->impute, hidden, (size_t)rows,
+                          (size_t)hidden_dim, units, (size_t)unit_width, &s);
+    if (r != HTP_OK) return htp__fail(ctx, r, "%s: pair %d: imputation failed", what, (int)pair);
+    num_projected = merge_units(&s, b->listed);
+    projected = b->listed;
+  }
+  htp_cpu_linear_units_f32(hidden, w2, y, rows, hidden_dim, model_dim, unit_width, projected,
+                           num_projected, 0);
+
+  for (int i = 0; i < s.num_in; ++i) {
+    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
+    if (!shard)
+      return htp__fail(ctx, HTP_ERR_INTERNAL,
+                       "%s: pair %d: the weights of rank %d's MLP unit %d are not cached here",
+                       what, (int)pair, (int)s.in_src[i], (int)s.in_unit[i]);
+    const float *w1_u = shard, *b1_u = shard + unit_width * model_dim;
+    const float *w2_u = b1_u + unit_width;
+    htp_cpu_mlp_hidden_units_f32(x, w1_u, b1_u, migrated, rows, model_dim, unit_width,
+                                 unit_width, &zero, 1, tanh_approx);
+    htp_cpu_linear_units_f32(migrated, w2_u, y, rows, unit_width, model_dim, unit_width, &zero,
+                             1, 1);
+  }
+  b->site_seconds[HTP_PAIR_MLP] += htp_now() - started;
+  return HTP_OK;
+}
