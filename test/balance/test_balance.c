@@ -357,7 +357,12 @@ static void run_world(int tp, void *(*body)(void *), const htp_fault *fault) {
 /* Runs the scenario and compares every pair's all-reduced output with the
  * reference without the recorded pruned units. Returns the largest error
  * against the FULL reference (all units). */
-static double run_and_check(const scenario *sc) {
+static double run_and_check_imputed(const scenario *sc, int imputed_exactly);
+static double run_and_check(const scenario *sc) { return run_and_check_imputed(sc, 0); }
+
+/* imputed_exactly: the pruned units' values are imputed exactly (SAME with
+ * an unchanged input), so the reference is the full one. */
+static double run_and_check_imputed(const scenario *sc, int imputed_exactly) {
   model *m = malloc(sizeof *m);
   assert_non_null(m);
   model_init(m, sc->tp, 0x9e3779b97f4a7c15ull + (uint64_t)sc->tp);
@@ -369,8 +374,9 @@ static double run_and_check(const scenario *sc) {
   double full_error = 0;
   for (int p = 0; p < 2 * LAYERS; ++p) {
     const int l = p / 2;
-    if (p % 2 == 0) reference_attention(m, l, rec.pruned[p], want);
-    else reference_mlp(m, l, rec.pruned[p], want);
+    const uint8_t *excluded = imputed_exactly ? NULL : rec.pruned[p];
+    if (p % 2 == 0) reference_attention(m, l, excluded, want);
+    else reference_mlp(m, l, excluded, want);
     double error = relative_error(rec.out[p], want, ROWS * DIM);
     if (error > 1e-5) fprintf(stderr, "pair %d: error %g vs the reference of kept units\n", p, error);
     assert_true(error <= 1e-5);
@@ -473,7 +479,19 @@ static void test_05_semi(void **unused) {
   assert_true(rec.bytes[3] > 0);
 }
 
-/* 6: SAME and AVERAGE imputation run (values are approximate by design):
+/* 6: RESIZE with SAME imputation: the first iteration kept every unit and
+ * stored its values; the input does not change, so the pruned units'
+ * imputed values are their true values and the output is the FULL block. */
+static void test_06_resize_same(void **unused) {
+  (void)unused;
+  for (int tp = 2; tp <= 3; ++tp) {
+    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_SAME, {1, 0.5, 1, 1}};
+    assert_true(run_and_check_imputed(&sc, 1) <= 1e-5);
+    assert_true(total_pruned() > 0);
+  }
+}
+
+/* 6b: SAME and AVERAGE imputation run (values are approximate by design):
  * the pruned heads are projected, so the output differs from zero-imputation
  * but stays finite; covered here only for crashes and sanity. */
 static void test_06_impute_average(void **unused) {
@@ -660,6 +678,7 @@ int main(void) {
       cmocka_unit_test(test_03_migrate_detected),
       cmocka_unit_test(test_04_resize_zero),
       cmocka_unit_test(test_05_semi),
+      cmocka_unit_test(test_06_resize_same),
       cmocka_unit_test(test_06_impute_average),
       cmocka_unit_test(test_07_bad_arguments),
       cmocka_unit_test(test_08_migrate_before_registration),
