@@ -15,20 +15,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static float uniform(float lo, float hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
-}
-static float *random_floats(int64_t n, float lo, float hi) {
-  float *data = malloc((size_t)n * sizeof(float));
-  assert_non_null(data);
-  for (int64_t i = 0; i < n; ++i)
-    data[i] = uniform(lo, hi);
-  return data;
-}
+#include "test/kernels/test_data.h"
 
 /* max |got - want| / max(|want|, floor); prints the first mismatch. */
 static double relative_error(const float *got, const double *want, int64_t n) {

@@ -18,19 +18,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static float uniform(float lo, float hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
-}
-static float *random_floats(int64_t n, float lo, float hi) {
-  float *data = malloc((size_t)n * sizeof(float));
-  assert_non_null(data);
-  for (int64_t i = 0; i < n; ++i) data[i] = uniform(lo, hi);
-  return data;
-}
+#include "test/kernels/test_data.h"
 
 /* max |got - want| / max |want|; prints the worst mismatch when above tol. */
 static double relative_error(const float *got, const double *want, int64_t n, double tol) {
