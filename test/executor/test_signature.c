@@ -106,6 +106,39 @@ static void test_shards(void **state) {
   htp_signature_free(&sig);
 }
 
+/* The balance hooks' record: the units per rank that the balancer gets. */
+static void test_balance(void **state) {
+  (void)state;
+  const char *text = "htp-entry 1\nentry f\narg 0 input x f32 1 4\nresult 0 y f32 1 4\n"
+                     "workspace 64\ntp 2\nbalance 2 48 2 12 90720 8 6 20736\nend\n";
+  htp_signature sig;
+  char err[256] = "";
+  assert_int_equal(htp_signature_parse(text, &sig, err, sizeof err), 0);
+  assert_true(sig.balance.present);
+  assert_int_equal(sig.balance.layers, 2);
+  assert_int_equal(sig.balance.model_dim, 48);
+  assert_int_equal(sig.balance.heads, 2);
+  assert_int_equal(sig.balance.head_dim, 12);
+  assert_int_equal(sig.balance.head_flops, 90720);
+  assert_int_equal(sig.balance.mlp_units, 8);
+  assert_int_equal(sig.balance.mlp_unit_width, 6);
+  assert_int_equal(sig.balance.mlp_unit_flops, 20736);
+  htp_signature_free(&sig);
+  assert_int_equal(htp_signature_parse(valid, &sig, err, sizeof err), 0);
+  assert_false(sig.balance.present); /* no record: no units to balance */
+  htp_signature_free(&sig);
+#define BALANCE_HEAD "htp-entry 1\nentry f\n"
+  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 8 6\n", "expected 'balance LAYERS DIM");
+  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 8 6 20736 1\n", "expected 'balance");
+  expect_failure(BALANCE_HEAD "balance 0 48 2 12 90720 8 6 20736\n", "balance LAYERS '0'");
+  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 -8 6 20736\n", "balance MLP_UNITS '-8'");
+  expect_failure(BALANCE_HEAD "balance 2 48 99999999999 12 1 8 6 1\n", "balance HEADS");
+  expect_failure(BALANCE_HEAD "balance 2 48 2 12 0 8 6 20736\n", "balance HEAD_FLOPS '0'");
+  expect_failure(BALANCE_HEAD "balance 2 48 2 12 9 8 6 9\nbalance 2 48 2 12 9 8 6 9\n",
+                 "line 4: a second 'balance' record");
+  expect_failure(BALANCE_HEAD "balance  2 48 2 12 9 8 6 9\n", "line 3: malformed 'balance'");
+}
+
 static void test_malformed(void **state) {
   (void)state;
   expect_failure(NULL, "no signature");
@@ -166,6 +199,7 @@ int main(void) {
       cmocka_unit_test(test_valid),
       cmocka_unit_test(test_unknown_records_and_tp),
       cmocka_unit_test(test_shards),
+      cmocka_unit_test(test_balance),
       cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_format_shape),
   };

@@ -152,6 +152,36 @@ static int parse_shard(char **fields, int count, htp_signature *sig, int line, c
   return 0;
 }
 
+/* "balance LAYERS DIM HEADS HEAD_DIM HEAD_FLOPS MLP_UNITS MLP_WIDTH
+ * MLP_UNIT_FLOPS": every count >= 1; unit counts fit the planner's int. */
+static int parse_balance(char **fields, int count, htp_signature *sig, int line, char *err,
+                         size_t err_size) {
+  static const char *const names[] = {"LAYERS",     "DIM",       "HEADS",     "HEAD_DIM",
+                                      "HEAD_FLOPS", "MLP_UNITS", "MLP_WIDTH", "MLP_UNIT_FLOPS"};
+  static const int64_t limits[] = {1 << 20, INT32_MAX, 1 << 20, INT32_MAX,
+                                   INT64_MAX, 1 << 24,  INT32_MAX, INT64_MAX};
+  int64_t value[8];
+  if (count != 9)
+    return htp_set_error(err, err_size, "signature line %d: expected 'balance LAYERS DIM HEADS "
+                         "HEAD_DIM HEAD_FLOPS MLP_UNITS MLP_WIDTH MLP_UNIT_FLOPS'", line);
+  if (sig->balance.present)
+    return htp_set_error(err, err_size, "signature line %d: a second 'balance' record", line);
+  for (int i = 0; i < 8; i++)
+    if (parse_int(fields[1 + i], 1, limits[i], &value[i]))
+      return htp_set_error(err, err_size, "signature line %d: balance %s '%s' is not an integer "
+                           "in [1, %lld]", line, names[i], fields[1 + i], (long long)limits[i]);
+  sig->balance.present = 1;
+  sig->balance.layers = (int)value[0];
+  sig->balance.model_dim = value[1];
+  sig->balance.heads = (int)value[2];
+  sig->balance.head_dim = value[3];
+  sig->balance.head_flops = value[4];
+  sig->balance.mlp_units = (int)value[5];
+  sig->balance.mlp_unit_width = value[6];
+  sig->balance.mlp_unit_flops = value[7];
+  return 0;
+}
+
 static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_size) {
   char *fields[MAX_FIELDS];
   int line = 0, have_workspace = 0, ended = 0;
@@ -176,7 +206,8 @@ static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_siz
     int known = strcmp(kind, "end") == 0 || strcmp(kind, "entry") == 0 ||
                 strcmp(kind, "arg") == 0 || strcmp(kind, "result") == 0 ||
                 strcmp(kind, "workspace") == 0 || strcmp(kind, "flops") == 0 ||
-                strcmp(kind, "tp") == 0 || strcmp(kind, "shard") == 0;
+                strcmp(kind, "tp") == 0 || strcmp(kind, "shard") == 0 ||
+                strcmp(kind, "balance") == 0;
     if (!known)
       continue; /* unknown record kinds are skipped (entry.h) */
     if (count < 0)
@@ -229,6 +260,9 @@ static int parse_lines(char *text, htp_signature *sig, char *err, size_t err_siz
       sig->tp = (int)value;
     } else if (strcmp(kind, "shard") == 0) {
       if (parse_shard(fields, count, sig, line, err, err_size))
+        return 1;
+    } else if (strcmp(kind, "balance") == 0) {
+      if (parse_balance(fields, count, sig, line, err, err_size))
         return 1;
     }
   }

@@ -34,6 +34,22 @@ typedef struct htp_sig_tensor {
   int shard_dim, shard_parts;
 } htp_sig_tensor;
 
+/* From a "balance LAYERS DIM HEADS HEAD_DIM HEAD_FLOPS MLP_UNITS MLP_WIDTH
+ * MLP_UNIT_FLOPS" record (entry.h): the work units the block's balance hooks
+ * split each layer into, per rank. present is 0 without the record (tp 1,
+ * or a block compiled without hooks): it has no units to balance. */
+typedef struct htp_sig_balance {
+  int present;
+  int layers;                 /* attention + MLP pairs */
+  int64_t model_dim;
+  int heads;                  /* per rank */
+  int64_t head_dim;
+  int64_t head_flops;         /* per head per call */
+  int mlp_units;              /* per rank */
+  int64_t mlp_unit_width;     /* neurons per unit */
+  int64_t mlp_unit_flops;     /* per unit per call */
+} htp_sig_balance;
+
 typedef struct htp_signature {
   char *entry;
   int num_args;
@@ -43,6 +59,7 @@ typedef struct htp_signature {
   size_t workspace_bytes;
   int64_t flops;            /* per call; 0 when the record is absent */
   int tp;                   /* 1 when the record is absent */
+  htp_sig_balance balance;  /* balance.present == 0 when the record is absent */
 } htp_signature;
 
 /* Parses text into *sig. On failure returns non-zero, leaves *sig empty and
