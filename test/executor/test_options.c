@@ -1,7 +1,7 @@
 /*===- test/executor/test_options.c - htp-run command line tests ---------===*
  *
  * Defaults, both value spellings, range checks, and the refusal of flags
- * whose features are not implemented yet.
+ * whose features are not implemented yet (the balancing policies are).
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/options.h"
 
@@ -32,6 +32,7 @@ static void test_defaults(void **state) {
   assert_string_equal(options.backend, "local");
   assert_string_equal(options.device, "cpu");
   assert_string_equal(options.policy, "none");
+  assert_string_equal(options.impute, "zero");
   assert_int_equal(options.report, HTP_REPORT_TABLE);
   assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
 }
@@ -85,6 +86,7 @@ static void test_usage_errors(void **state) {
   EXPECT_USAGE_ERROR("--backend expects local|mpi|nccl", "a.mlir", "--backend", "gloo");
   EXPECT_USAGE_ERROR("--device expects cpu|cuda", "a.mlir", "--device", "tpu");
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi", "a.mlir", "--policy", "all");
+  EXPECT_USAGE_ERROR("--impute expects zero|same|average", "a.mlir", "--impute", "mean");
   EXPECT_USAGE_ERROR("--entry needs a function name", "a.mlir", "--entry", "");
 }
 
@@ -104,11 +106,6 @@ static void test_not_implemented(void **state) {
   (void)state;
   EXPECT_NOT_IMPLEMENTED("--backend nccl is not implemented yet", "a.mlir", "--backend", "nccl");
   EXPECT_NOT_IMPLEMENTED("--device cuda is not implemented yet", "a.mlir", "--device", "cuda");
-  EXPECT_NOT_IMPLEMENTED("--policy resize is not implemented yet: needs the balance hooks "
-                         "(--htp-balance-hooks)", "a.mlir", "--policy", "resize");
-  EXPECT_NOT_IMPLEMENTED("--policy semi is not implemented yet", "a.mlir", "--policy", "semi");
-  EXPECT_NOT_IMPLEMENTED("--policy migrate is not implemented yet", "a.mlir", "--policy",
-                         "migrate");
   EXPECT_NOT_IMPLEMENTED("--slow 2:...: rank 2 is not in [0, 2)", "a.mlir", "--tp", "2", "--slow",
                          "2:3");
   EXPECT_NOT_IMPLEMENTED("--fault: rank 5 is not in [0, 4)", "a.mlir", "--tp", "4", "--fault",
@@ -145,6 +142,16 @@ static void test_implemented(void **state) {
   assert_int_equal(PARSE(&options, err, "a.mlir"), 0);
   assert_false(options.tp_given);
   assert_true(options.timeout_s == 60.0);
+  /* The policies parse everywhere; whether a block can take one is the
+   * executor's check (it needs the block's balance record). */
+  static char *policies[] = {"none", "resize", "migrate", "semi"};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "2", "--policy", policies[i],
+                           "--impute=average"), 0);
+    assert_string_equal(options.policy, policies[i]);
+    assert_string_equal(options.impute, "average");
+    assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  }
 }
 
 static void test_injection_errors(void **state) {

@@ -157,6 +157,7 @@ typedef struct run_state {
   double *times;                     /* [iters] iteration ms */
   double *rank_compute_ms;           /* [tp] median compute ms */
   double *check_errors;              /* [num_results] or NULL */
+  int balance;                       /* each rank has an htp_balancer */
 } run_state;
 
 static void free_buffers(void **buffers, int count) {
@@ -258,49 +259,60 @@ static int make_rank_buffers(run_state *state, int rank, char *err, size_t err_s
   return 0;
 }
 
-static int ends_with(const char *text, const char *suffix) {
-  size_t length = strlen(text), suffix_length = strlen(suffix);
-  return length >= suffix_length && strcmp(text + length - suffix_length, suffix) == 0;
+/* Bytes of one unit's weights as the migration moves them (runtime/balance.c:
+ * a head's qkv rows, qkv bias and proj columns; an MLP unit's fc1 rows, fc1
+ * bias and fc2 columns). */
+static int64_t unit_bytes(const htp_sig_balance *balance, int kind) {
+  const int64_t d = balance->model_dim;
+  if (kind == HTP_PAIR_ATTENTION)
+    return 4 * (4 * balance->head_dim * d + 3 * balance->head_dim);
+  return 4 * (2 * balance->mlp_unit_width * d + balance->mlp_unit_width);
 }
 
-/* The first "num_heads = N" in a .mlir file, or 0. */
-static long heads_in_file(const char *path) {
-  FILE *file = fopen(path, "r");
-  if (!file)
+/* The planner's view of the block. With a balance record, the balancer's
+ * config from it (units per rank, relative unit costs from their FLOPs);
+ * without, one layer of one unit per kind: detection only. */
+static int balance_config(const htp_run_options *options, const run_state *state,
+                          htp_rank_job *job, char *err, size_t err_size) {
+  const htp_sig_balance *balance = &state->sig.balance;
+  htp_policy policy = HTP_POLICY_NONE;
+  htp_impute impute = HTP_IMPUTE_ZERO;
+  if (htp_policy_parse(options->policy, &policy) != HTP_OK ||
+      htp_impute_parse(options->impute, &impute) != HTP_OK)
+    return htp_set_error(err, err_size, "unknown --policy '%s' or --impute '%s'",
+                         options->policy, options->impute);
+  htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
+  planner.world_size = state->tp;
+  planner.policy = HTP_POLICY_NONE;
+  if (!balance->present) {
+    if (policy != HTP_POLICY_NONE)
+      return htp_set_error(err, err_size, "--policy %s needs a block split with balance hooks "
+                           "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
+                           "to resize or migrate: run it with --tp > 1, or with --policy none",
+                           options->policy, options->path, state->tp);
+    job->balance = 0;
+    job->planner = planner;
     return 0;
-  char line[4096];
-  long heads = 0;
-  while (!heads && fgets(line, sizeof line, file)) {
-    const char *at = strstr(line, "num_heads = ");
-    if (at)
-      heads = strtol(at + strlen("num_heads = "), NULL, 10);
   }
-  fclose(file);
-  return heads > 0 ? heads : 0;
-}
-
-/* The planner's view of the block (--help, "Detection"). */
-static htp_planner_config planner_config(const run_state *state, const char *path, int shared) {
-  htp_planner_config config = HTP_PLANNER_CONFIG_INITIALIZER;
-  config.world_size = state->tp;
-  config.policy = HTP_POLICY_NONE;
-  int layers = 0;
-  long neurons = 0;
-  for (int i = 0; i < state->sig.num_args; i++) {
-    const htp_sig_tensor *arg = &state->sig.args[i];
-    if (arg->role != HTP_SIG_PARAM || arg->rank < 1)
-      continue;
-    layers += ends_with(arg->name, "attn.qkv.weight");
-    if (!neurons && ends_with(arg->name, "mlp.fc1.weight"))
-      neurons = (long)arg->dims[0];
-  }
-  long heads = shared ? 0 : heads_in_file(path);
-  config.num_layers = layers > 0 ? layers : 1;
-  config.units_per_rank[HTP_PAIR_ATTENTION] =
-      heads >= state->tp && heads % state->tp == 0 ? (int)(heads / state->tp) : 1;
-  long mlp_units = neurons < 64 ? neurons : (neurons + 32) / 64;
-  config.units_per_rank[HTP_PAIR_MLP] = mlp_units > 0 ? (int)mlp_units : 1;
-  return config;
+  planner.num_layers = balance->layers;
+  planner.units_per_rank[HTP_PAIR_ATTENTION] = balance->heads;
+  planner.units_per_rank[HTP_PAIR_MLP] = balance->mlp_units;
+  /* Relative: a head costs 1. */
+  planner.unit_cost[HTP_PAIR_ATTENTION] = 1.0;
+  planner.unit_cost[HTP_PAIR_MLP] = (double)balance->mlp_unit_flops / (double)balance->head_flops;
+  planner.policy = policy;
+  htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
+  config.planner = planner;
+  config.selection = HTP_SELECT_RANDOM;
+  config.seed = options->seed;
+  config.impute = impute;
+  config.model_dim = balance->model_dim;
+  config.head_dim = balance->head_dim;
+  config.mlp_unit_width = balance->mlp_unit_width;
+  job->balance = 1;
+  job->balancer = config;
+  job->planner = planner;
+  return 0;
 }
 
 static double median_of(double *values, long count) {
@@ -412,6 +424,89 @@ static int run_check(const htp_run_options *options, const htp_compiler *jit, ru
   return status;
 }
 
+/* Units (all ranks and layers) that the plan of the last timed iteration
+ * pruned: when there are some, the output is approximate by design. */
+static int64_t pruned_units(const run_state *state) {
+  if (!state->balance)
+    return 0;
+  int64_t units = 0;
+  for (int k = 0; k < HTP_PAIR_KINDS * state->tp; k++)
+    units += state->outcome.last_plan.pruned[k];
+  return units * state->sig.balance.layers;
+}
+
+/* --check fails above tolerance unless the last iteration pruned units. */
+static int check_failed(const run_state *state, int result) {
+  return !(state->check_errors[result] <= CHECK_TOLERANCE) && pruned_units(state) == 0;
+}
+
+/* "r1 migrate gamma=0.50, r0 help" for timed iteration i ("-" when every
+ * rank keeps its units). */
+static void format_actions(char *out, size_t size, const run_state *state, long i) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int r = 0; r < state->tp && used < size; r++) {
+    htp_action action = (htp_action)state->outcome.plan_action[(size_t)i * state->tp + r];
+    if (action == HTP_ACTION_KEEP)
+      continue;
+    double gamma = state->outcome.plan_gamma[(size_t)i * state->tp + r];
+    used += (size_t)snprintf(out + used, size - used, "%sr%d %s", used ? ", " : "", r,
+                             htp_action_name(action));
+    if (gamma > 0 && used < size)
+      used += (size_t)snprintf(out + used, size - used, " gamma=%.2f", gamma);
+  }
+  if (!out[0])
+    snprintf(out, size, "-");
+}
+
+/* Weights the plans placed on helpers over the run (see ranks.h). */
+static int64_t handoff_bytes(const run_state *state) {
+  return state->outcome.handoff_units[HTP_PAIR_ATTENTION] *
+             unit_bytes(&state->sig.balance, HTP_PAIR_ATTENTION) +
+         state->outcome.handoff_units[HTP_PAIR_MLP] * unit_bytes(&state->sig.balance, HTP_PAIR_MLP);
+}
+
+static void json_pair(FILE *out, const char *name, const int32_t *counts, int world, int rank) {
+  fprintf(out, ", \"%s\": [%d, %d]", name, (int)counts[HTP_PAIR_ATTENTION * world + rank],
+          (int)counts[HTP_PAIR_MLP * world + rank]);
+}
+
+/* "balance" (the units) and "plan" (the last iteration's plan, the plan
+ * changes, the weights handed off) of the JSON report. */
+static void report_json_plan(FILE *out, const htp_run_options *options, const run_state *state) {
+  const htp_sig_balance *balance = &state->sig.balance;
+  if (!state->balance) {
+    fputs(", \"balance\": null, \"plan\": null", out);
+    return;
+  }
+  fprintf(out, ", \"balance\": {\"layers\": %d, \"model_dim\": %lld, \"heads_per_rank\": %d, "
+          "\"head_dim\": %lld, \"mlp_units_per_rank\": %d, \"mlp_unit_width\": %lld, "
+          "\"head_bytes\": %lld, \"mlp_unit_bytes\": %lld, \"impute\": \"%s\"}",
+          balance->layers, (long long)balance->model_dim, balance->heads,
+          (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
+          (long long)unit_bytes(balance, HTP_PAIR_ATTENTION),
+          (long long)unit_bytes(balance, HTP_PAIR_MLP), options->impute);
+  const htp_plan_record *plan = &state->outcome.last_plan;
+  fprintf(out, ", \"plan\": {\"version\": %lld, \"ranks\": [", (long long)plan->version);
+  for (int r = 0; r < state->tp; r++) {
+    fprintf(out, "%s{\"rank\": %d, \"action\": \"%s\", \"gamma\": ", r ? ", " : "", r,
+            htp_action_name((htp_action)plan->action[r]));
+    json_number(out, plan->gamma[r]);
+    json_pair(out, "pruned", plan->pruned, state->tp, r);
+    json_pair(out, "sent", plan->sent, state->tp, r);
+    json_pair(out, "received", plan->received, state->tp, r);
+    fputc('}', out);
+  }
+  fprintf(out, "], \"pruned_units\": %lld, \"changes\": %ld, \"handoff_units\": [%lld, %lld], "
+          "\"handoff_bytes\": %lld, \"versions\": [",
+          (long long)pruned_units(state), state->outcome.plan_changes,
+          (long long)state->outcome.handoff_units[HTP_PAIR_ATTENTION],
+          (long long)state->outcome.handoff_units[HTP_PAIR_MLP], (long long)handoff_bytes(state));
+  for (long i = 0; i < options->iters; i++)
+    fprintf(out, "%s%lld", i ? ", " : "", (long long)state->outcome.plan_version[i]);
+  fputs("]}", out);
+}
+
 static void report_json(const htp_run_options *options, const run_state *state, timing t) {
   const htp_signature *sig = &state->sig;
   FILE *out = stdout;
@@ -460,19 +555,23 @@ static void report_json(const htp_run_options *options, const run_state *state, 
   fputs("], \"check\": ", out);
   if (state->check_errors) {
     fprintf(out, "{\"tolerance\": %g, \"results\": [", CHECK_TOLERANCE);
-    int pass = 1;
+    int pass = 1, within = 1;
     for (int r = 0; r < sig->num_results; r++) {
       fputs(r ? ", {\"name\": " : "{\"name\": ", out);
       json_string(out, sig->results[r].name);
       fputs(", \"error\": ", out);
       json_number(out, state->check_errors[r]);
       fputc('}', out);
-      pass &= state->check_errors[r] <= CHECK_TOLERANCE;
+      within &= state->check_errors[r] <= CHECK_TOLERANCE;
+      pass &= !check_failed(state, r);
     }
-    fprintf(out, "], \"pass\": %s}", pass ? "true" : "false");
+    fprintf(out, "], \"within_tolerance\": %s, \"approximate\": %s, \"pass\": %s}",
+            within ? "true" : "false", pruned_units(state) ? "true" : "false",
+            pass ? "true" : "false");
   } else {
     fputs("null", out);
   }
+  report_json_plan(out, options, state);
   fputs(", \"inputs\": ", out);
   json_tensors(out, sig->args, sig->num_args, HTP_SIG_INPUT);
   fputs(", \"params\": ", out);
@@ -480,6 +579,48 @@ static void report_json(const htp_run_options *options, const run_state *state, 
   fputs(", \"outputs\": ", out);
   json_tensors(out, sig->results, sig->num_results, -1);
   fprintf(out, ", \"workspace_bytes\": %zu}\n", sig->workspace_bytes);
+}
+
+/* The table's plan lines: the last iteration's plan, per rank, and what
+ * the plans handed off over the run. */
+static void report_table_plan(const htp_run_options *options, const run_state *state) {
+  const htp_plan_record *plan = &state->outcome.last_plan;
+  const htp_sig_balance *balance = &state->sig.balance;
+  const int world = state->tp;
+  printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons); policy "
+         "%s, impute %s\n", balance->layers, balance->heads, (long long)balance->head_dim,
+         balance->mlp_units, (long long)balance->mlp_unit_width, options->policy,
+         options->impute);
+  printf("plan of the last iteration: version %lld", (long long)plan->version);
+  int any = 0;
+  for (int r = 0; r < world; r++) {
+    htp_action action = (htp_action)plan->action[r];
+    if (action == HTP_ACTION_KEEP)
+      continue;
+    const int32_t *counts = action == HTP_ACTION_RESIZE    ? plan->pruned
+                            : action == HTP_ACTION_MIGRATE ? plan->sent
+                                                           : plan->received;
+    const char *verb = action == HTP_ACTION_RESIZE    ? "prunes"
+                       : action == HTP_ACTION_MIGRATE ? "sends"
+                                                      : "receives";
+    printf("%s rank %d %s", any ? "," : ":", r, htp_action_name(action));
+    if (plan->gamma[r] > 0)
+      printf(" (gamma %.2f)", plan->gamma[r]);
+    printf(" %s %d heads + %d MLP units per layer", verb,
+           (int)counts[HTP_PAIR_ATTENTION * world + r], (int)counts[HTP_PAIR_MLP * world + r]);
+    /* A semi straggler may do both. */
+    if (action == HTP_ACTION_MIGRATE &&
+        plan->pruned[HTP_PAIR_ATTENTION * world + r] + plan->pruned[HTP_PAIR_MLP * world + r])
+      printf(" and prunes %d + %d", (int)plan->pruned[HTP_PAIR_ATTENTION * world + r],
+             (int)plan->pruned[HTP_PAIR_MLP * world + r]);
+    any = 1;
+  }
+  printf(any ? "\n" : ": every rank keeps its units\n");
+  printf("plan changes: %ld; units handed to helpers by them: %lld heads + %lld MLP units, %.3f MB "
+         "of weights (at most what migrated: helpers keep what they already hold)\n",
+         state->outcome.plan_changes,
+         (long long)state->outcome.handoff_units[HTP_PAIR_ATTENTION],
+         (long long)state->outcome.handoff_units[HTP_PAIR_MLP], (double)handoff_bytes(state) / 1e6);
 }
 
 static void report_table(const htp_run_options *options, const run_state *state, timing t) {
@@ -508,10 +649,20 @@ static void report_table(const htp_run_options *options, const run_state *state,
          "%.4g GFLOP per block (%.4g per rank)\n",
          state->tp, options->backend, options->device, options->policy, options->warmup,
          options->iters, (double)block_flops / 1e9, (double)sig->flops / 1e9);
-  printf("  %6s %12s %10s\n", "iter", "ms", "GFLOP/s");
-  for (long i = 0; i < options->iters && i < TABLE_ROWS; i++)
-    printf("  %6ld %12.4f %10.2f\n", options->warmup + i, state->times[i],
+  if (state->balance)
+    printf("  %6s %12s %10s %5s  %s\n", "iter", "ms", "GFLOP/s", "plan", "actions");
+  else
+    printf("  %6s %12s %10s\n", "iter", "ms", "GFLOP/s");
+  for (long i = 0; i < options->iters && i < TABLE_ROWS; i++) {
+    printf("  %6ld %12.4f %10.2f", options->warmup + i, state->times[i],
            state->times[i] > 0 ? (double)block_flops / (state->times[i] * 1e6) : 0.0);
+    if (state->balance) {
+      char actions[512];
+      format_actions(actions, sizeof actions, state, i);
+      printf(" %5lld  %s", (long long)state->outcome.plan_version[i], actions);
+    }
+    putchar('\n');
+  }
   if (options->iters > TABLE_ROWS)
     printf("  ... %ld more iterations\n", options->iters - TABLE_ROWS);
   if (state->tp > 1) {
@@ -530,11 +681,18 @@ static void report_table(const htp_run_options *options, const run_state *state,
     any = 1;
   }
   printf(any ? "\n" : "stragglers detected: none\n");
+  if (state->balance)
+    report_table_plan(options, state);
+  char pruned_note[96];
+  snprintf(pruned_note, sizeof pruned_note, "%s pruned units", options->policy);
   if (state->check_errors)
     for (int r = 0; r < sig->num_results; r++)
-      printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g): %s\n",
+      printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g): %s%s\n",
              sig->results[r].name, state->tp, state->check_errors[r], CHECK_TOLERANCE,
-             state->check_errors[r] <= CHECK_TOLERANCE ? "ok" : "FAILED");
+             pruned_units(state)                               ? "approximate: policy "
+             : state->check_errors[r] <= CHECK_TOLERANCE ? "ok"
+                                                              : "FAILED",
+             pruned_units(state) ? pruned_note : "");
   printf("median %.4f ms, min %.4f ms, mean %.4f ms, max %.4f ms, %.2f GFLOP/s at the median\n",
          t.median, t.min, t.mean, t.max, t.gflops);
 }
@@ -627,6 +785,11 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
   const htp_signature *sig = &state->sig;
   if (check_tp(options, shared, requested, state, err, sizeof err))
     return fail(err);
+  htp_rank_job job;
+  memset(&job, 0, sizeof job);
+  if (balance_config(options, state, &job, err, sizeof err))
+    return fail(err);
+  state->balance = job.balance;
 
   int num_inputs = 0;
   for (int i = 0; i < sig->num_args; i++)
@@ -661,8 +824,6 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
   if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
     return fail(err);
 
-  htp_rank_job job;
-  memset(&job, 0, sizeof job);
   job.fn = state->compiled.fn;
   job.buffers = (void *const *const *)state->buffers;
   job.warmup = options->warmup;
@@ -671,7 +832,6 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
   job.num_slows = options->num_slows;
   job.faults = options->faults;
   job.num_faults = options->num_faults;
-  job.planner = planner_config(state, options->path, shared);
   job.trace_path = options->trace;
   errors_muted = 0; /* from here on, each process reports its own rank */
   int failed = htp_ranks_run(state->ranks, &job, &state->outcome, err, sizeof err);
@@ -723,7 +883,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, run_stat
     return fail("cannot write the report to stdout");
   if (state->check_errors)
     for (int r = 0; r < sig->num_results; r++)
-      if (!(state->check_errors[r] <= CHECK_TOLERANCE)) {
+      if (check_failed(state, r)) {
         htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
                       "%.3e (relative), above the tolerance %g", sig->results[r].name,
                       state->check_errors[r], CHECK_TOLERANCE);

@@ -44,8 +44,8 @@ void htp_run_print_help(FILE *stream) {
       "                        json: exactly one JSON object on stdout (entry, file,\n"
       "                        iters, warmup, seed, tp, backend, device, policy, flops,\n"
       "                        block_flops, median_ms, min_ms, mean_ms, max_ms, gflops,\n"
-      "                        times_ms, rank_compute_ms, stragglers, check, inputs,\n"
-      "                        params, outputs with their shapes)\n"
+      "                        times_ms, rank_compute_ms, stragglers, check, balance,\n"
+      "                        plan, inputs, params, outputs with their shapes)\n"
       "  --tp N                tensor-parallel ranks (default 1). A .mlir is compiled\n"
       "                        split for N ranks (--htp-tensor-parallel); a .so runs at\n"
       "                        the tp it was compiled for (htp-compile --tp N), and a\n"
@@ -58,12 +58,28 @@ void htp_run_print_help(FILE *stream) {
       "                        outputs. nccl is not implemented yet\n"
       "  --device cpu|cuda     where to run (default cpu; cuda is not implemented yet)\n"
       "  --policy none|resize|migrate|semi\n"
-      "                        straggler policy (default none: detect and trace only).\n"
-      "                        resize, migrate and semi are not implemented yet: they\n"
-      "                        need the balance hooks (--htp-balance-hooks)\n"
+      "                        what the ranks do about stragglers (see Balancing):\n"
+      "                          none     detect and trace only (default)\n"
+      "                          resize   a straggler skips (prunes) a fraction gamma\n"
+      "                                   of its work units, imputed (--impute):\n"
+      "                                   approximate\n"
+      "                          migrate  a straggler hands gamma of its units to\n"
+      "                                   fast ranks, which compute them: exact\n"
+      "                          semi     the worst stragglers migrate, mild ones\n"
+      "                                   resize (deficit above the planner's\n"
+      "                                   resize_limit, 0.25, migrates)\n"
+      "                        resize, migrate and semi need a block with balance hooks:\n"
+      "                        a .mlir run with --tp > 1 (or a .so from htp-compile\n"
+      "                        --tp > 1)\n"
+      "  --impute zero|same|average\n"
+      "                        values of pruned units (resize, semi): zero (default),\n"
+      "                        same (the unit's last computed value), average (per\n"
+      "                        token, the mean of the kept units)\n"
       "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
       "                        (default 0): after each of its calls the rank sleeps\n"
-      "                        (F - 1) times the call's measured time. Repeatable\n"
+      "                        (F - 1) times the call's compute time (see Timing), so\n"
+      "                        it stays F times slower at whatever work the plan gives\n"
+      "                        it. Repeatable (one factor per rank; the last applies)\n"
       "  --fault KIND:R@K      inject a runtime fault on rank R at iteration K, for tests\n"
       "                        and experiments: hang (stops answering), die (fails), or\n"
       "                        delay=S (sleeps S seconds every iteration from K on).\n"
@@ -91,19 +107,30 @@ void htp_run_print_help(FILE *stream) {
       "--fault iterations, the table and the trace use the same numbers). In each\n"
       "iteration the ranks meet at a barrier, then each calls the block; the\n"
       "iteration's time runs from the barrier to the last rank's finish (wall clock,\n"
-      "CLOCK_MONOTONIC). A rank's compute time is its own call's wall time (which\n"
-      "includes waiting in the block's all-reduces), times F for a --slow rank.\n"
+      "CLOCK_MONOTONIC). A rank's compute time is its own call's wall time minus the\n"
+      "time it spent in collectives (htp_ctx_comm_seconds: waiting for peers in the\n"
+      "block's all-reduces is not its work), times F for a --slow rank.\n"
       "GFLOP/s counts the matrix products of the WHOLE block: the signature's flops\n"
       "(one rank's share after the split) times tp, over the iteration time (at the\n"
       "median in the summary).\n"
       "\n"
       "Detection. After every iteration the ranks all-gather their compute times into\n"
-      "the runtime's planner (htp_balancer_step: EWMA, threshold and hysteresis, see\n"
-      "runtime/htp.h), configured with one layer per attention op (parameters named\n"
-      "*attn.qkv.weight), attention units = heads per rank (num_heads / tp, read from\n"
-      "the .mlir; 1 for a .so, whose signature does not carry it) and MLP units = the\n"
-      "fc1 neurons per rank in groups of 64 (rounded; one unit per neuron when fewer\n"
-      "than 64). The table names the ranks it detected as stragglers.\n"
+      "the runtime's planner (EWMA, threshold 0.90 of the fastest to become a\n"
+      "straggler, 0.95 to recover, 3 iterations of hysteresis: runtime/htp.h). The\n"
+      "table names the ranks it detected as stragglers.\n"
+      "\n"
+      "Balancing. A block split with --tp > 1 calls the runtime's balance hooks and its\n"
+      "signature has a 'balance' record: per rank, its layers' attention heads and MLP\n"
+      "units (groups of fc1/fc2 neurons) and their FLOPs. Each rank then gets an\n"
+      "htp_balancer with that config (--policy, --impute, random unit selection seeded\n"
+      "with --seed), and htp_balancer_end_iteration replaces the plain step: detection,\n"
+      "the plan (the same on every rank), the migration of handed-off units' weights\n"
+      "(once per plan change) and the trace. The table shows the plan each iteration ran\n"
+      "under (version; ranks that resize, migrate or help, with gamma) and the last plan's\n"
+      "units; --check fails above tolerance for none and migrate only (resize and semi\n"
+      "prune: the error is reported, marked approximate). A block without the record\n"
+      "(tp 1, or compiled without hooks) has no units to balance: only --policy none\n"
+      "runs, with a planner of one layer and one unit per kind, for detection.\n"
       "\n"
       "exit status: 0 success, 1 error (a failed rank, a --check above tolerance),\n"
       "2 bad command line.\n",
@@ -224,11 +251,12 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   static const char *const backends[] = {"local", "mpi", "nccl", NULL};
   static const char *const devices[] = {"cpu", "cuda", NULL};
   static const char *const policies[] = {"none", "resize", "migrate", "semi", NULL};
+  static const char *const imputes[] = {"zero", "same", "average", NULL};
   static const char *const valued[] = {"--entry",  "--iters",  "--warmup", "--seed",
                                        "--weights", "--input", "--output", "--report",
                                        "--tp",     "--backend", "--device", "--policy",
                                        "--slow",   "--trace",  "--fault",  "--timeout",
-                                       NULL};
+                                       "--impute", NULL};
   memset(options, 0, sizeof *options);
   options->iters = 10;
   options->warmup = 1;
@@ -236,6 +264,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->backend = "local";
   options->device = "cpu";
   options->policy = "none";
+  options->impute = "zero";
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
 
@@ -331,6 +360,10 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
       if (one_of(flag, value, policies, err, err_size))
         return 1;
       options->policy = value;
+    } else if (strcmp(flag, "--impute") == 0) {
+      if (one_of(flag, value, imputes, err, err_size))
+        return 1;
+      options->impute = value;
     } else if (strcmp(flag, "--slow") == 0) {
       if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
         return htp_set_error(err, err_size, "too many --slow flags");
@@ -368,10 +401,6 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
   if (strcmp(options->device, "cpu") != 0)
     return htp_set_error(err, err_size, "--device %s is not implemented yet (only cpu)",
                          options->device);
-  if (strcmp(options->policy, "none") != 0)
-    return htp_set_error(err, err_size, "--policy %s is not implemented yet: needs the balance "
-                         "hooks (--htp-balance-hooks); --policy none detects and traces "
-                         "stragglers", options->policy);
   for (int i = 0; i < options->num_slows; i++)
     if (options->slows[i].rank >= options->tp && options->tp_given)
       return htp_set_error(err, err_size, "--slow %d:...: rank %d is not in [0, %ld) (--tp %ld)",

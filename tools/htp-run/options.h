@@ -44,6 +44,7 @@ typedef struct htp_run_options {
   long tp;
   int tp_given;                  /* --tp was on the command line */
   const char *backend, *device, *policy;
+  const char *impute;            /* zero|same|average: values of pruned units */
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
   double timeout_s;              /* deadline of every collective */
@@ -60,7 +61,8 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
                           size_t err_size);
 
 /* Returns non-zero with a message in err for a request this build parses
- * but cannot carry out yet (nccl, CUDA, the balancing policies, ...). */
+ * but cannot carry out yet (nccl, CUDA, ...). Whether a block can take a
+ * balancing policy depends on its signature: the executor checks that. */
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
 void htp_run_print_help(FILE *stream);

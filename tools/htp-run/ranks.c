@@ -173,24 +173,62 @@ static void note_stragglers(rank_state *state, const htp_plan *plan, const htp_p
   }
 }
 
+/* Copies what the report needs of plan into record (sized for world). */
+static void record_plan(htp_plan_record *record, const htp_plan *plan) {
+  const int world = plan->world_size;
+  record->version = plan->version;
+  memcpy(record->action, plan->action, (size_t)world * sizeof *record->action);
+  memcpy(record->gamma, plan->gamma, (size_t)world * sizeof *record->gamma);
+  memcpy(record->pruned, plan->pruned, (size_t)(HTP_PAIR_KINDS * world) * sizeof(int32_t));
+  memcpy(record->sent, plan->sent, (size_t)(HTP_PAIR_KINDS * world) * sizeof(int32_t));
+  memcpy(record->received, plan->received, (size_t)(HTP_PAIR_KINDS * world) * sizeof(int32_t));
+}
+
+/* Rank 0's bookkeeping of a plan returned by the step: a new version counts
+ * as a change, and the units it places on helpers as handed off. */
+static void note_plan_change(rank_state *state, const htp_plan *plan, int64_t *version) {
+  if (plan->version == *version)
+    return;
+  *version = plan->version;
+  htp_rank_outcome *outcome = state->outcome;
+  outcome->plan_changes++;
+  for (int kind = 0; kind < HTP_PAIR_KINDS; kind++)
+    for (int r = 0; r < plan->world_size; r++)
+      outcome->handoff_units[kind] +=
+          (int64_t)plan->received[kind * plan->world_size + r] * plan->num_layers;
+}
+
 static void run_rank(rank_state *state) {
   const htp_rank_job *job = state->job;
   htp_rank_outcome *outcome = state->outcome;
   htp_world *world = state->ranks->world;
   const int mpi = state->ranks->backend == HTP_BACKEND_MPI;
   htp_ctx *ctx = NULL;
+  htp_planner *own_planner = NULL; /* without hooks: detection only */
+  htp_balancer *balancer = NULL;
   htp_planner *planner = NULL;
   htp_result result = htp_ctx_create(world, state->rank, &ctx);
   if (result != HTP_OK) {
     rank_failed(state, NULL, result, "creating its context", -1, htp_world_last_error(world));
     return;
   }
-  result = htp_planner_create(&job->planner, &planner);
-  if (result != HTP_OK) {
-    char why[256];
-    htp_planner_config_check(&job->planner, why, sizeof why);
-    rank_failed(state, ctx, result, "creating its planner", -1, why);
-    goto done;
+  if (job->balance) {
+    /* Before the first call: the hooks find it on the context. */
+    result = htp_balancer_create(ctx, &job->balancer, &balancer);
+    if (result != HTP_OK) {
+      rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
+      goto done;
+    }
+    planner = htp_balancer_planner(balancer);
+  } else {
+    result = htp_planner_create(&job->planner, &own_planner);
+    if (result != HTP_OK) {
+      char why[256];
+      htp_planner_config_check(&job->planner, why, sizeof why);
+      rank_failed(state, ctx, result, "creating its planner", -1, why);
+      goto done;
+    }
+    planner = own_planner;
   }
   if (mpi && job->trace_path && open_mpi_trace(state, ctx))
     goto done;
@@ -198,6 +236,12 @@ static void run_rank(rank_state *state) {
 
   void *const *buffers = job->buffers[state->rank];
   const long total = job->warmup + job->iters;
+  const int world_size = htp_ctx_size(ctx);
+  /* The plan in force for the next call; rank 0 keeps a copy for the report. */
+  const htp_plan *plan = htp_planner_plan(planner);
+  int64_t version = plan->version;
+  if (state->rank == 0)
+    record_plan(&outcome->last_plan, plan);
   for (long iteration = 0; iteration < total; iteration++) {
     if ((result = htp_barrier(ctx)) != HTP_OK) {
       rank_failed(state, ctx, result, "the barrier", iteration, htp_last_error(ctx));
@@ -208,13 +252,18 @@ static void run_rank(rank_state *state) {
       rank_failed(state, ctx, result, "the fault point", iteration, htp_last_error(ctx));
       goto done;
     }
+    double comm_before = htp_ctx_comm_seconds(ctx);
     double call_start = htp_now();
     int32_t code = job->fn(ctx, buffers);
-    double compute = htp_now() - call_start;
+    double wall = htp_now() - call_start;
     if (code != 0) {
       rank_failed(state, ctx, code, "the block", iteration, htp_last_error(ctx));
       goto done;
     }
+    /* Waiting for peers in the block's all-reduces is not this rank's work. */
+    double compute = wall - (htp_ctx_comm_seconds(ctx) - comm_before);
+    if (compute < 0)
+      compute = 0;
     double factor = slow_factor(job, state->rank, iteration);
     if (factor > 1.0) {
       sleep_seconds((factor - 1.0) * compute);
@@ -222,20 +271,42 @@ static void run_rank(rank_state *state) {
     }
     double finish = htp_now();
     if (iteration >= job->warmup) {
-      long i = (long)state->rank * job->iters + (iteration - job->warmup);
+      long timed = iteration - job->warmup;
+      long i = (long)state->rank * job->iters + timed;
       outcome->compute_s[i] = compute;
       outcome->elapsed_s[i] = finish - start;
+      if (state->rank == 0) {
+        /* The plan this call ran under (the copy made when it arrived). */
+        outcome->plan_version[timed] = outcome->last_plan.version;
+        memcpy(outcome->plan_action + (size_t)timed * world_size, outcome->last_plan.action,
+               (size_t)world_size);
+        memcpy(outcome->plan_gamma + (size_t)timed * world_size, outcome->last_plan.gamma,
+               (size_t)world_size * sizeof(double));
+      }
     }
-    const htp_plan *plan = NULL;
     /* The planner needs a positive time; a block too small for the clock
      * still gets one. */
-    result = htp_balancer_step(planner, ctx, compute > 0 ? compute : 1e-9, NULL, &plan);
-    if (result != HTP_OK) {
-      rank_failed(state, ctx, result, "the balancer step", iteration, htp_last_error(ctx));
-      goto done;
+    double seconds = compute > 0 ? compute : 1e-9;
+    if (balancer) {
+      result = htp_balancer_end_iteration(balancer, seconds, &plan);
+      if (result != HTP_OK) {
+        rank_failed(state, ctx, result, "the balancer's end of iteration", iteration,
+                    htp_last_error(ctx));
+        goto done;
+      }
+    } else {
+      result = htp_balancer_step(planner, ctx, seconds, NULL, &plan);
+      if (result != HTP_OK) {
+        rank_failed(state, ctx, result, "the balancer step", iteration, htp_last_error(ctx));
+        goto done;
+      }
     }
-    if (state->rank == 0)
+    if (state->rank == 0) {
       note_stragglers(state, plan, planner, iteration);
+      note_plan_change(state, plan, &version);
+      if (iteration + 1 < total)
+        record_plan(&outcome->last_plan, plan);
+    }
   }
 
   if (mpi) {
@@ -268,7 +339,8 @@ done:
     fclose(state->trace);
     state->trace = NULL;
   }
-  htp_planner_destroy(planner);
+  htp_balancer_destroy(balancer); /* before its context */
+  htp_planner_destroy(own_planner);
   htp_ctx_destroy(ctx);
 }
 
@@ -283,8 +355,21 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   free(outcome->straggler_from);
   free(outcome->straggler_until);
   free(outcome->straggler_speed);
+  free(outcome->plan_version);
+  free(outcome->plan_action);
+  free(outcome->plan_gamma);
+  htp_plan_record *last = &outcome->last_plan;
+  free(last->action);
+  free(last->gamma);
+  free(last->pruned);
+  free(last->sent);
+  free(last->received);
+  memset(last, 0, sizeof *last);
   outcome->compute_s = outcome->elapsed_s = outcome->straggler_speed = NULL;
   outcome->straggler_from = outcome->straggler_until = NULL;
+  outcome->plan_version = NULL;
+  outcome->plan_action = NULL;
+  outcome->plan_gamma = NULL;
 }
 
 int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
@@ -292,20 +377,31 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   const int size = htp_world_size(ranks->world);
   const int mpi = ranks->backend == HTP_BACKEND_MPI;
   memset(outcome, 0, sizeof *outcome);
-  if (job->planner.world_size != size)
-    return htp_set_error(err, err_size, "planner for %d ranks, world of %d", job->planner.world_size,
-                         size);
+  int planned = job->balance ? job->balancer.planner.world_size : job->planner.world_size;
+  if (planned != size)
+    return htp_set_error(err, err_size, "planner for %d ranks, world of %d", planned, size);
   size_t cells = (size_t)size * (size_t)job->iters;
   outcome->compute_s = calloc(cells, sizeof(double));
   outcome->elapsed_s = calloc(cells, sizeof(double));
   outcome->straggler_from = malloc((size_t)size * sizeof(long));
   outcome->straggler_until = malloc((size_t)size * sizeof(long));
   outcome->straggler_speed = calloc((size_t)size, sizeof(double));
+  outcome->plan_version = calloc((size_t)job->iters, sizeof(int64_t));
+  outcome->plan_action = calloc(cells, 1);
+  outcome->plan_gamma = calloc(cells, sizeof(double));
+  htp_plan_record *last = &outcome->last_plan;
+  last->action = calloc((size_t)size, 1);
+  last->gamma = calloc((size_t)size, sizeof(double));
+  last->pruned = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
+  last->sent = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
+  last->received = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
   int local_ranks = mpi ? 1 : size;
   rank_state *states = calloc((size_t)local_ranks, sizeof *states);
   pthread_t *threads = calloc((size_t)local_ranks, sizeof *threads);
   if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
-      !outcome->straggler_until || !outcome->straggler_speed || !states || !threads) {
+      !outcome->straggler_until || !outcome->straggler_speed || !outcome->plan_version ||
+      !outcome->plan_action || !outcome->plan_gamma || !last->action || !last->gamma ||
+      !last->pruned || !last->sent || !last->received || !states || !threads) {
     free(states);
     free(threads);
     htp_rank_outcome_free(outcome);

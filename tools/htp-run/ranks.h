@@ -2,9 +2,12 @@
  *
  * The multi-rank half of the executor: a libhtprt world (local: one thread
  * per rank in this process; mpi: this process is one rank), each rank with
- * its htp_ctx as the entry's rt_ctx. Every iteration: a barrier, the fault
- * point, the call (timed), the --slow stretch, then htp_balancer_step (the
- * planner's detection and trace). Failures of any rank end the run within
+ * its htp_ctx as the entry's rt_ctx. A block with balance hooks gets an
+ * htp_balancer on each rank's context before its first call. Every
+ * iteration: a barrier, the fault point, the call (timed; the growth of
+ * htp_ctx_comm_seconds during it is not compute), the --slow stretch of the
+ * compute, then htp_balancer_end_iteration (detection, plan, migration,
+ * trace), or htp_balancer_step for a block without hooks. Failures of any rank end the run within
  * the deadline and are reported with the rank, the step and the runtime's
  * message; every thread is joined.
  *===----------------------------------------------------------------------===*/
@@ -31,22 +34,49 @@ typedef struct htp_rank_job {
   int num_slows;
   const htp_run_fault *faults; /* those registered, to tell an injected death */
   int num_faults;
-  htp_planner_config planner; /* world_size must be the world's size */
+  /* balance 0: a block without hooks; detection only, with this planner.
+   * balance 1: every rank attaches an htp_balancer of this config (its
+   * planner.world_size must be the world's size). */
+  int balance;
+  htp_planner_config planner;
+  htp_balancer_config balancer;
   const char *trace_path;     /* NULL: no trace */
 } htp_rank_job;
+
+/* A copy of an htp_plan's per-rank content (plans are views that the next
+ * planner step invalidates). Arrays: [world] and [kind * world + rank]. */
+typedef struct htp_plan_record {
+  int64_t version;
+  uint8_t *action;   /* htp_action */
+  double *gamma;
+  int32_t *pruned, *sent, *received; /* units per pair of the kind */
+} htp_plan_record;
 
 enum { HTP_RANKS_MESSAGE = 2048 };
 
 /* What came back. Timing arrays are [rank * iters + i] for timed iteration i
  * (all ranks, also under mpi: they are gathered). */
 typedef struct htp_rank_outcome {
-  double *compute_s;  /* the rank's call (stretched by --slow), seconds */
+  double *compute_s;  /* the rank's call minus its time in collectives,
+                       * stretched by --slow; seconds */
   double *elapsed_s;  /* from the iteration's barrier to the rank's finish */
   /* Straggler detection as seen by rank 0's planner: per rank, the first and
    * last iteration it was flagged (-1: never) and its relative speed at the
    * last flagged iteration. */
   long *straggler_from, *straggler_until;
   double *straggler_speed;
+  /* The plan each timed iteration ran under (rank 0's; every rank computes
+   * the same): plan_version[i], plan_action[i * world + r] (htp_action),
+   * plan_gamma[i * world + r]; last_plan: the whole plan of the last one.
+   * plan_changes counts new plan versions over the whole run (warm-up
+   * included); handoff_units sums, over those changes, the units (all
+   * layers) each new plan placed on helpers. */
+  int64_t *plan_version;
+  uint8_t *plan_action;
+  double *plan_gamma;
+  htp_plan_record last_plan;
+  long plan_changes;
+  int64_t handoff_units[2];
   int failed;                          /* a rank failed (this process's ranks) */
   char message[HTP_RANKS_MESSAGE];     /* the first failure, "rank R: ..." */
   char notes[HTP_RANKS_MESSAGE];       /* the other ranks' failures, one per line */
