@@ -7,7 +7,8 @@ fake_tp_block.c computes, split over tp ranks, y = x W1^T W2^T + b2 and
 q = the global qkv bias; this checks the slices each rank got (blocks on
 dim 0 and 1, qkv), the --tp/.so mismatch error, hung and dead ranks (a clear
 error within the deadline, no hang), --slow detection in the table and the
-trace, and the mpi backend when mpirun is there. Prints PASS or FAIL lines;
+trace, the refusal of balancing policies (the fake blocks have no balance
+hooks), and the mpi backend when mpirun is there. Prints PASS or FAIL lines;
 exit 1 on any FAIL.
 """
 import json
@@ -103,6 +104,16 @@ def main():
         last = [l for l in lines if l["iter"] == 12]
         check(len(last) == 3 and all(1 in [s["rank"] for s in l["stragglers"]] for l in last),
               "trace: rank 1 is the straggler at the end", str(last))
+        check(report["plan"] is None and report["balance"] is None,
+              "a block without a balance record reports no plan", r.stdout)
+
+    # A split block compiled without balance hooks (no 'balance' record) has
+    # no units to balance: the policies are refused, none runs.
+    for policy in ("resize", "migrate", "semi"):
+        r, _ = run([htp_run, so[2], "--policy", policy, "--iters", "2"])
+        check(r.returncode == 1 and f"htp-run: error: --policy {policy} needs a block split with "
+              "balance hooks (--tp > 1)" in r.stderr and "has no 'balance' record" in r.stderr,
+              f"--policy {policy} on a tp-2 block without hooks is refused", r.stderr)
 
     mpirun = shutil.which("mpirun")
     if mpirun:

@@ -85,6 +85,10 @@ def main():
     parser.add_argument("--eps", type=float, default=1e-6)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (htp-run --tp)")
+    parser.add_argument("--extra", default="",
+                        help="more htp-run arguments, one string split at blanks, e.g. "
+                             "\"--policy migrate --slow 1:4 --iters 8\" (later ones win: "
+                             "--iters here replaces the default 1)")
     a = parser.parse_args()
 
     os.makedirs(a.workdir, exist_ok=True)
@@ -106,7 +110,7 @@ def main():
 
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
                           "--output", output_path, "--iters", "1", "--warmup", "0",
-                          "--tp", str(a.tp)],
+                          "--tp", str(a.tp)] + a.extra.split(),
                          capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL: htp-run exited with {run.returncode}\n{run.stderr}")
@@ -121,7 +125,8 @@ def main():
     verdict = "PASS" if np.isfinite(error) and error <= TOLERANCE else "FAIL"
     print(f"{verdict}: max |y - ref| / max |ref| = {error:.3e} (tolerance {TOLERANCE:g}), "
           f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
-          f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}")
+          f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}"
+          + (f" extra='{a.extra}'" if a.extra else ""))
     return 0 if verdict == "PASS" else 1
 
 
