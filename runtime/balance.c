@@ -20,14 +20,18 @@
  *                     columns of the unit).
  * A missing bias travels as zeros.
  *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+
 #include "runtime/balance_internal.h"
 #include "runtime/comm_internal.h"
 
 #include "kernels/htp_kernels.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Where a pair's weights live (registered by its hook on every call). */
 typedef struct registered_pair {
@@ -48,6 +52,8 @@ struct htp_balancer {
   registered_pair *pairs; /* [num_pairs] */
   int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
   double site_seconds[HTP_PAIR_KINDS];
+  double slowdown;        /* >= 1: the hooks stretch their time by this */
+  double owed_seconds;    /* slowdown not slept yet (end_iteration sleeps it) */
   int64_t applied_version;
 };
 
@@ -110,6 +116,7 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   b->config = *config;
   b->num_pairs = 2 * config->planner.num_layers;
   b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */
+  b->slowdown = 1.0;
   const int max_units = config->planner.units_per_rank[0] > config->planner.units_per_rank[1]
                             ? config->planner.units_per_rank[0]
                             : config->planner.units_per_rank[1];
@@ -217,6 +224,39 @@ htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   return HTP_OK;
 }
 
+htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
+  if (!b) return HTP_ERR_INVALID;
+  if (!(factor >= 1.0 && factor <= 1e6))
+    return htp__fail(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_slowdown: factor %g not in [1, 1e6]",
+                     factor);
+  b->slowdown = factor;
+  return HTP_OK;
+}
+
+/* Ends a hook's timing. The emulated slowdown books factor times the hook's
+ * time, so a rank that sheds units sheds slowed time too, as a slower device
+ * would; the extra is slept once per iteration (end_iteration, before the
+ * ranks exchange timings) because sleeps of a few microseconds per hook
+ * would overshoot by the timer's granularity. */
+static void finish_site(htp_balancer *b, int kind, double started) {
+  double elapsed = htp_now() - started;
+  b->owed_seconds += (b->slowdown - 1.0) * elapsed;
+  b->site_seconds[kind] += b->slowdown * elapsed;
+}
+
+static void sleep_owed(htp_balancer *b) {
+  double extra = b->owed_seconds;
+  b->owed_seconds = 0.0;
+  if (extra <= 0.0) return;
+  struct timespec pause = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
+  }
+}
+
+double htp_balancer_hook_seconds(const htp_balancer *b) {
+  return b ? b->site_seconds[HTP_PAIR_ATTENTION] + b->site_seconds[HTP_PAIR_MLP] : 0.0;
+}
+
 htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
                                       const htp_plan **plan_out) {
   if (plan_out) *plan_out = NULL;
@@ -225,6 +265,7 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
   double sites[HTP_PAIR_KINDS];
   memcpy(sites, b->site_seconds, sizeof sites);
   memset(b->site_seconds, 0, sizeof b->site_seconds);
+  sleep_owed(b);
   htp_result r = htp_balancer_step(b->planner, b->ctx, compute_seconds, sites, &plan);
   if (r != HTP_OK) return r;
   r = htp__balancer_apply(b, plan);
@@ -346,7 +387,7 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                                 model_dim, 1, head_dim, &zero, 1);
     htp_cpu_linear_units_f32(migrated, wproj_1, y, rows, head_dim, model_dim, head_dim, &zero, 1, 1);
   }
-  b->site_seconds[HTP_PAIR_ATTENTION] += htp_now() - started;
+  finish_site(b, HTP_PAIR_ATTENTION, started);
   return HTP_OK;
 }
 
@@ -426,6 +467,6 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
     htp_cpu_linear_units_f32(migrated, w2_u, y, rows, unit_width, model_dim, unit_width, &zero,
                              1, 1);
   }
-  b->site_seconds[HTP_PAIR_MLP] += htp_now() - started;
+  finish_site(b, HTP_PAIR_MLP, started);
   return HTP_OK;
 }

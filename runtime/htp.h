@@ -308,7 +308,8 @@ typedef enum htp_pair_kind {
 
 /* What the plan asks of a rank. */
 typedef enum htp_action {
-  HTP_ACTION_KEEP = 0,    /* healthy, computes its own units only */
+  HTP_ACTION_KEEP = 0,    /* computes its own units only (healthy, or a straggler whose
+                           * gamma rounds to no whole unit) */
   HTP_ACTION_RESIZE = 1,  /* prunes plan->pruned units */
   HTP_ACTION_MIGRATE = 2, /* hands plan->sent units to helpers */
   HTP_ACTION_HELP = 3     /* healthy and computes migrated-in units */
@@ -597,13 +598,25 @@ void htp_balancer_destroy(htp_balancer *balancer);
 htp_balancer *htp_ctx_balancer(const htp_ctx *ctx);
 /* The balancer's planner (for htp_planner_set_trace, htp_planner_speeds). */
 htp_planner *htp_balancer_planner(htp_balancer *balancer);
+/* Emulates a slower device for experiments and tests (htp-run --slow):
+ * from now on the hooks' time counts factor times (htp_balancer_hook_seconds
+ * and the per-site seconds), and end_iteration sleeps the extra (factor - 1
+ * times the hooks' time) before the ranks exchange timings, so shedding
+ * units sheds slowed time too. factor in [1, 1e6]; 1 turns it off. */
+htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double factor);
+/* Seconds this rank spent in the hooks since the last end_iteration: the
+ * work the plan moves. The best compute_seconds to pass below: the block's
+ * other ops (layer norms, residuals) do not shrink when units are shed, and
+ * counting them would make a balanced straggler look slower per unit. */
+double htp_balancer_hook_seconds(const htp_balancer *balancer);
 /* Once per iteration, after the block ran, on every rank: htp_balancer_step
  * with this rank's compute seconds (and the per-site seconds the hooks
  * measured since the last call, then reset), then, when the plan version
  * changed, the unit table and the migration transfers for the new plan
  * (weights packed from where the hooks last saw them). compute_seconds
- * (> 0, finite) should exclude time spent waiting for peers: the
- * iteration's time minus the growth of htp_ctx_comm_seconds. Collective.
+ * (> 0, finite) should exclude time spent waiting for peers: the hooks'
+ * seconds (above), or the iteration's time minus the growth of
+ * htp_ctx_comm_seconds. Collective.
  * *plan (may be NULL) receives the plan in force for the next iteration.
  * Errors: those of htp_balancer_step; a failed transfer (e.g. a plan that
  * migrates a pair whose hook never ran: nothing to pack) fails the world,

@@ -438,6 +438,15 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       if (s->received[(size_t)k * n + h] > 0) s->action[h] = HTP_ACTION_HELP;
   }
+  /* A straggler whose share rounds to no whole unit (or whose units found no
+   * room) keeps them all: say so, rather than "resize" with nothing pruned. */
+  for (int i = 0; i < num_stragglers; ++i) {
+    int r = planner->order[i];
+    int32_t shed = 0;
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      shed += s->pruned[(size_t)k * n + r] + s->sent[(size_t)k * n + r];
+    if (shed == 0) s->action[r] = HTP_ACTION_KEEP;
+  }
 }
 
 htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,

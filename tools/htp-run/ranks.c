@@ -252,6 +252,12 @@ static void run_rank(rank_state *state) {
       rank_failed(state, ctx, result, "the fault point", iteration, htp_last_error(ctx));
       goto done;
     }
+    if (balancer &&
+        (result = htp_balancer_set_slowdown(balancer, slow_factor(job, state->rank, iteration))) !=
+            HTP_OK) {
+      rank_failed(state, ctx, result, "the slowdown", iteration, htp_last_error(ctx));
+      goto done;
+    }
     double comm_before = htp_ctx_comm_seconds(ctx);
     double call_start = htp_now();
     int32_t code = job->fn(ctx, buffers);
@@ -264,8 +270,11 @@ static void run_rank(rank_state *state) {
     double compute = wall - (htp_ctx_comm_seconds(ctx) - comm_before);
     if (compute < 0)
       compute = 0;
+    /* --slow: with hooks the balancer stretches the unit work itself (set
+     * before the call, below), so shedding units sheds slowed time; without
+     * hooks the whole call is stretched here. */
     double factor = slow_factor(job, state->rank, iteration);
-    if (factor > 1.0) {
+    if (factor > 1.0 && !balancer) {
       sleep_seconds((factor - 1.0) * compute);
       compute *= factor;
     }
@@ -288,6 +297,10 @@ static void run_rank(rank_state *state) {
      * still gets one. */
     double seconds = compute > 0 ? compute : 1e-9;
     if (balancer) {
+      /* The planner compares the work it can move: the hooks' time. */
+      double hooked = htp_balancer_hook_seconds(balancer);
+      if (hooked > 0)
+        seconds = hooked;
       result = htp_balancer_end_iteration(balancer, seconds, &plan);
       if (result != HTP_OK) {
         rank_failed(state, ctx, result, "the balancer's end of iteration", iteration,
