@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # The main job: set up, then run the example ViT-B/16 block (d=768, 12 heads,
-# MLP 3072, 197 tokens, batch 8) through htp-run on the CPU. Extra arguments
-# go to htp-run (e.g. --iters 10 --report json).
+# MLP 3072, 197 tokens, batch 8) through htp-run on the CPU:
+#   1. unsharded, on one rank;
+#   2. split over 4 ranks (threads) with rank 2 made 3x slower, under the
+#      SEMI policy: the runtime detects the straggler and hands its work
+#      units to the fast ranks; --check compares with the unsharded block.
+# Extra arguments go to the second run (e.g. --policy migrate --trace t.jsonl).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-exec build/tools/htp-run/htp-run examples/vit_b16_block.mlir --iters 5 "$@"
+run=build/tools/htp-run/htp-run
+echo "== 1 rank"
+"$run" examples/vit_b16_block.mlir --iters 5
+echo
+echo "== 4 ranks, rank 2 three times slower, policy semi"
+exec "$run" examples/vit_b16_block.mlir --tp 4 --slow 2:3 --policy semi --iters 12 --check "$@"

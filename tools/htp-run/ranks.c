@@ -278,12 +278,10 @@ static void run_rank(rank_state *state) {
       sleep_seconds((factor - 1.0) * compute);
       compute *= factor;
     }
-    double finish = htp_now();
     if (iteration >= job->warmup) {
       long timed = iteration - job->warmup;
       long i = (long)state->rank * job->iters + timed;
       outcome->compute_s[i] = compute;
-      outcome->elapsed_s[i] = finish - start;
       if (state->rank == 0) {
         /* The plan this call ran under (the copy made when it arrived). */
         outcome->plan_version[timed] = outcome->last_plan.version;
@@ -314,6 +312,12 @@ static void run_rank(rank_state *state) {
         goto done;
       }
     }
+    /* The iteration ends after the balancing step: its exchange of timings,
+     * a --slow rank's slept extra and any migration transfer are part of
+     * what the iteration costs. */
+    if (iteration >= job->warmup)
+      outcome->elapsed_s[(long)state->rank * job->iters + iteration - job->warmup] =
+          htp_now() - start;
     if (state->rank == 0) {
       note_stragglers(state, plan, planner, iteration);
       note_plan_change(state, plan, &version);
