@@ -53,7 +53,6 @@ struct htp_balancer {
   int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
   double site_seconds[HTP_PAIR_KINDS];
   double slowdown;        /* >= 1: the hooks stretch their time by this */
-  double owed_seconds;    /* slowdown not slept yet (end_iteration sleeps it) */
   int64_t applied_version;
 };
 
@@ -233,24 +232,30 @@ htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
   return HTP_OK;
 }
 
-/* Ends a hook's timing. The emulated slowdown books factor times the hook's
- * time, so a rank that sheds units sheds slowed time too, as a slower device
- * would; the extra is slept once per iteration (end_iteration, before the
- * ranks exchange timings) because sleeps of a few microseconds per hook
- * would overshoot by the timer's granularity. */
-static void finish_site(htp_balancer *b, int kind, double started) {
-  double elapsed = htp_now() - started;
-  b->owed_seconds += (b->slowdown - 1.0) * elapsed;
-  b->site_seconds[kind] += b->slowdown * elapsed;
-}
-
-static void sleep_owed(htp_balancer *b) {
-  double extra = b->owed_seconds;
-  b->owed_seconds = 0.0;
-  if (extra <= 0.0) return;
-  struct timespec pause = {(time_t)extra, (long)((extra - (double)(time_t)extra) * 1e9)};
+/* Waits `seconds`: spinning below 200 us, where a sleep would overshoot by
+ * the timer's granularity, sleeping above. */
+static void wait_seconds(double seconds) {
+  if (seconds <= 0.0) return;
+  if (seconds < 2e-4) {
+    double until = htp_now() + seconds;
+    while (htp_now() < until) {
+    }
+    return;
+  }
+  struct timespec pause = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
   while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
   }
+}
+
+/* Ends a hook's timing. The emulated slowdown waits (factor - 1) times the
+ * hook's time right here, before the block's all-reduce, as a slower device
+ * would be late to it; a rank that sheds units sheds slowed time too. The
+ * hook books factor times its compute, so detection sees the factor exactly
+ * even where the wait overshoots. */
+static void finish_site(htp_balancer *b, int kind, double started) {
+  double elapsed = htp_now() - started;
+  wait_seconds((b->slowdown - 1.0) * elapsed);
+  b->site_seconds[kind] += b->slowdown * elapsed;
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -265,7 +270,6 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
   double sites[HTP_PAIR_KINDS];
   memcpy(sites, b->site_seconds, sizeof sites);
   memset(b->site_seconds, 0, sizeof b->site_seconds);
-  sleep_owed(b);
   htp_result r = htp_balancer_step(b->planner, b->ctx, compute_seconds, sites, &plan);
   if (r != HTP_OK) return r;
   r = htp__balancer_apply(b, plan);

@@ -599,10 +599,11 @@ htp_balancer *htp_ctx_balancer(const htp_ctx *ctx);
 /* The balancer's planner (for htp_planner_set_trace, htp_planner_speeds). */
 htp_planner *htp_balancer_planner(htp_balancer *balancer);
 /* Emulates a slower device for experiments and tests (htp-run --slow):
- * from now on the hooks' time counts factor times (htp_balancer_hook_seconds
- * and the per-site seconds), and end_iteration sleeps the extra (factor - 1
- * times the hooks' time) before the ranks exchange timings, so shedding
- * units sheds slowed time too. factor in [1, 1e6]; 1 turns it off. */
+ * from now on each hook waits (factor - 1) times its own time before it
+ * returns (so the rank is late to the block's all-reduce, and shedding units
+ * sheds slowed time too) and books factor times its compute in
+ * htp_balancer_hook_seconds and the per-site seconds. factor in [1, 1e6];
+ * 1 turns it off. */
 htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double factor);
 /* Seconds this rank spent in the hooks since the last end_iteration: the
  * work the plan moves. The best compute_seconds to pass below: the block's
