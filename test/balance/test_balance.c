@@ -671,6 +671,68 @@ static void test_09_comm_seconds(void **unused) {
   assert_true(htp_ctx_comm_seconds(NULL) == 0.0);
 }
 
+/* ----- emulated slowdown -------------------------------------------------- */
+
+static double hooked_plain, hooked_slow, wall_plain, wall_slow;
+static htp_result bad_factor_result;
+static void *slowdown_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  shard *shards = malloc(sizeof(shard) * LAYERS);
+  float *scratch = malloc(sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH));
+  float(*out)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
+  CHECK(shards && scratch && out);
+  for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  scenario sc = {1, DRIVE_FORCED, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1}};
+  htp_balancer_config c = balancer_config(&sc);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  CHECK(htp_balancer_hook_seconds(b) == 0.0);
+  bad_factor_result = htp_balancer_set_slowdown(b, 0.5);
+  /* Many calls, so the timer's noise averages out; the best of three. */
+  hooked_plain = hooked_slow = wall_plain = wall_slow = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    for (int slow = 0; slow < 2; ++slow) {
+      CHECK(htp_balancer_set_slowdown(b, slow ? 4.0 : 1.0) == HTP_OK);
+      double started = htp_now();
+      for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+      double wall = htp_now() - started, hooked = htp_balancer_hook_seconds(b);
+      CHECK(htp_balancer_end_iteration(b, 1.0, NULL) == HTP_OK);
+      CHECK(htp_balancer_hook_seconds(b) == 0.0); /* reset by end_iteration */
+      double *best_hooked = slow ? &hooked_slow : &hooked_plain;
+      double *best_wall = slow ? &wall_slow : &wall_plain;
+      if (hooked < *best_hooked) *best_hooked = hooked;
+      if (wall < *best_wall) *best_wall = wall;
+    }
+  }
+done:
+  htp_balancer_destroy(b);
+  htp_ctx_destroy(ctx);
+  free(shards);
+  free(scratch);
+  free(out);
+  return NULL;
+}
+
+/* 10: htp_balancer_set_slowdown stretches the hooks (booked and waited) by
+ * the factor; a factor below 1 is refused. */
+static void test_10_slowdown(void **unused) {
+  (void)unused;
+  model *m = malloc(sizeof *m);
+  model_init(m, 1, 11);
+  the_model = m;
+  run_world(1, slowdown_main, NULL);
+  fprintf(stderr, "hooks: plain %.5f s, x4 %.5f s booked; wall %.5f s, %.5f s\n", hooked_plain,
+          hooked_slow, wall_plain, wall_slow);
+  assert_int_equal(bad_factor_result, HTP_ERR_INVALID);
+  assert_true(hooked_plain > 0.0);
+  assert_true(hooked_slow > 2.5 * hooked_plain && hooked_slow < 6.0 * hooked_plain);
+  assert_true(wall_slow > 2.5 * wall_plain);
+  model_free(m);
+  free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_plain_split),
@@ -683,6 +745,7 @@ int main(void) {
       cmocka_unit_test(test_07_bad_arguments),
       cmocka_unit_test(test_08_migrate_before_registration),
       cmocka_unit_test(test_09_comm_seconds),
+      cmocka_unit_test(test_10_slowdown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
