@@ -254,7 +254,10 @@ double htp_now(void);
  * Detection. speed sample of rank r = work_r / seconds_r, where work_r is the
  * cost of the units the current plan gave r (kept + migrated in, weighted by
  * unit cost), so a rank that pruned or handed off units is not mistaken for
- * a fast one. Samples are smoothed by an EWMA (alpha) and divided by the
+ * a fast one. (htp_balancer_step, when every rank measured its attention
+ * and MLP seconds, compares time per unit kind by kind instead, so unit
+ * costs that misjudge a head against an MLP unit do not skew the speeds.)
+ * Samples are smoothed by an EWMA (alpha) and divided by the
  * fastest smoothed speed: relative speeds are in (0, 1], the fastest rank is
  * 1. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
  * iterations below enter_threshold; a straggler becomes healthy after as

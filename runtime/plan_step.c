@@ -3,7 +3,8 @@
  * The per-iteration step compiled code and htp-run call: each rank
  * all-gathers a small fixed record (compute seconds, attention and MLP
  * seconds) with htp_allgather, then feeds its own planner the same numbers
- * in rank order, so every rank ends with the same plan.
+ * in rank order, so every rank ends with the same plan. When every rank
+ * measured both sites, the detector compares time per unit kind by kind.
  *===----------------------------------------------------------------------===*/
 #include "runtime/comm_internal.h"
 #include "runtime/planner_internal.h"
@@ -11,6 +12,46 @@
 #include <math.h>
 
 #define RECORD_DOUBLES (1 + HTP_PAIR_KINDS)
+
+/* Seconds to feed the detector when every rank measured its sites (the
+ * balance hooks' attention and MLP time): per kind, a rank's time per unit
+ * over the fastest rank's, averaged over its work. The configured unit costs
+ * (FLOPs) need not match how long a head and an MLP unit really take; with
+ * raw totals a straggler that sheds mostly the cheaper kind would look ever
+ * slower and shed ever more. Returns 0 (use the totals) when a site is
+ * missing or a rank computed nothing. Same numbers in rank order on every
+ * rank, so the same result everywhere. */
+static int site_normalized_seconds(const htp_planner *planner, double *out) {
+  const int n = planner->config.world_size;
+  const htp_plan *plan = &planner->plan;
+  double fastest[HTP_PAIR_KINDS];
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    fastest[k] = INFINITY;
+    for (int r = 0; r < n; ++r) {
+      int i = k * n + r;
+      int units = plan->units_per_rank[k] - plan->pruned[i] - plan->sent[i] + plan->received[i];
+      double site = planner->last_sites[(size_t)r * HTP_PAIR_KINDS + k];
+      if (!(site >= 0.0)) return 0;
+      if (units > 0 && site > 0.0 && site / units < fastest[k]) fastest[k] = site / units;
+    }
+  }
+  for (int r = 0; r < n; ++r) {
+    double work = 0.0, slowed = 0.0;
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+      int i = k * n + r;
+      int units = plan->units_per_rank[k] - plan->pruned[i] - plan->sent[i] + plan->received[i];
+      double site = planner->last_sites[(size_t)r * HTP_PAIR_KINDS + k];
+      if (units == 0) continue;
+      if (!(site > 0.0) || !isfinite(fastest[k])) return 0;
+      double w = (double)units * planner->config.unit_cost[k] * (double)plan->num_layers;
+      work += w;
+      slowed += w * (site / units) / fastest[k];
+    }
+    if (!(work > 0.0)) return 0;
+    out[r] = slowed; /* work / out[r] = 1 / (the rank's mean slowness) */
+  }
+  return 1;
+}
 
 htp_result htp_balancer_step(htp_planner *planner, htp_ctx *ctx, double compute_seconds,
                              const double *site_seconds, const htp_plan **plan) {
@@ -39,7 +80,9 @@ htp_result htp_balancer_step(htp_planner *planner, htp_ctx *ctx, double compute_
     for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       planner->last_sites[(size_t)r * HTP_PAIR_KINDS + k] = all[(size_t)r * RECORD_DOUBLES + 1 + k];
   }
-  result = htp_planner_observe(planner, planner->last_seconds, NULL);
+  double *normalized = planner->gather; /* free again: the record was copied out */
+  if (!site_normalized_seconds(planner, normalized)) normalized = planner->last_seconds;
+  result = htp_planner_observe(planner, normalized, NULL);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", planner->message);
   if (planner->trace)
