@@ -2,7 +2,8 @@
 """Straggler policies on the real executor: htp-run on tp ranks, one slowed.
 
 Runs, in one invocation, the same ViT block split over --tp ranks:
-  baseline   no straggler, policy none                 (time T0)
+  baseline   no straggler, policy none, before and after the others
+             (their mean is T0)
   none       rank 1 slowed --factor times, no balancing
   resize     the straggler prunes γ of its units (approximate)
   migrate    the straggler hands γ of its units to fast ranks (exact)
@@ -61,10 +62,8 @@ def main():
                         "--depth", str(args.depth), "--dim", str(args.dim), "--heads",
                         str(args.heads), "--mlp", str(args.mlp), "--tokens", str(args.tokens),
                         "--batch", str(args.batch), "-o", block], check=True)
-        base, _ = run(htp_run, block, args, [])
-        speeds = [1.0] * args.tp
-        speeds[1] = 1.0 / args.factor
-        ideal = base * args.tp / sum(speeds)
+        # The baseline before and after the policies: the machine drifts.
+        base_before, _ = run(htp_run, block, args, [])
         rows = []
         for policy in ["none", "resize", "migrate", "semi"]:
             steady, report = run(htp_run, block, args,
@@ -72,13 +71,19 @@ def main():
             check = report.get("check") or {}
             error = max((r["error"] for r in check.get("results", [])), default=None)
             rows.append((policy, steady, error))
+        base_after, _ = run(htp_run, block, args, [])
+    base = (base_before + base_after) / 2
+    speeds = [1.0] * args.tp
+    speeds[1] = 1.0 / args.factor
+    ideal = base * args.tp / sum(speeds)
 
     print(f"ViT block: depth {args.depth}, batch {args.batch}, tokens {args.tokens}, dim "
           f"{args.dim}, heads {args.heads}, mlp {args.mlp}; tp {args.tp}, rank 1 slowed "
           f"{args.factor}x; {args.iters} iterations, steady = median of the last "
           f"{args.iters - args.iters // 2}; OPENBLAS_NUM_THREADS="
           f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}\n")
-    print(f"baseline (no straggler) {base:.1f} ms; ideal with the straggler {ideal:.1f} ms\n")
+    print(f"baseline (no straggler) {base:.1f} ms (before {base_before:.1f}, after "
+          f"{base_after:.1f}); ideal with the straggler {ideal:.1f} ms\n")
     print("| policy | steady ms | / ideal | / baseline | --check max rel. error |")
     print("|---|---|---|---|---|")
     for policy, steady, error in rows:
