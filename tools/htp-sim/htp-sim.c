@@ -29,7 +29,9 @@ static const char *usage =
     "                / speed_r\n"
     "    iteration = layers * (attention pair time + MLP pair time)\n"
     "              + weight transfer, in the iteration after a replan:\n"
-    "                max over ranks of bytes sent or received / bandwidth\n"
+    "                max over ranks of bytes sent or received / bandwidth,\n"
+    "                counting only units a helper does not hold yet (the\n"
+    "                runtime caches migrated weights while a plan keeps them)\n"
     "  ideal       = layers * total work of all ranks / sum of speeds\n"
     "                (perfect balance, nothing pruned, free transfers).\n"
     "  All-reduce time is the same for every policy and is left out of both,\n"
@@ -40,7 +42,7 @@ static const char *usage =
     "  would gather it; detection takes hysteresis_iters (3) iterations.\n"
     "  resize removes pruned units from the work (so it looks fast) and the\n"
     "  'pruned%' column reports the fraction of all work it skipped: the\n"
-    "  accuracy it pays. migrate and semi report 'moved' (MiB per replan).\n"
+    "  accuracy it pays. migrate and semi report 'moved' (MiB per replan, mean).\n"
     "\n"
     "Columns: time/ideal over the steady iterations (after --warmup) and over\n"
     "the whole run (detection and transfers included); pruned%; moved MiB;\n"
@@ -130,6 +132,20 @@ typedef struct row {
   int replans;
 } row;
 
+/* Orders flows by (src, dst). */
+static int by_route(const void *a, const void *b) {
+  const htp_flow *x = a, *y = b;
+  if (x->src != y->src) return x->src < y->src ? -1 : 1;
+  return (x->dst > y->dst) - (x->dst < y->dst);
+}
+
+/* Units of the (src, dst) flow among `flows` (sorted by route), 0 if none. */
+static int cached_count(const htp_flow *flows, int count, int src, int dst) {
+  htp_flow key = {src, dst, 0};
+  const htp_flow *hit = bsearch(&key, flows, (size_t)count, sizeof *flows, by_route);
+  return hit ? hit->count : 0;
+}
+
 static int simulate(const options *o, int world, int chi, double slowdown, htp_policy policy,
                     row *out) {
   htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
@@ -147,6 +163,13 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
   double *speed = malloc((size_t)world * sizeof(double));
   double *seconds = malloc((size_t)world * sizeof(double));
   double *moved = calloc((size_t)world, sizeof(double));
+  /* The last plan's flows per kind, sorted by (src, dst): what helpers hold.
+   * A plan has at most one flow per (src, dst) pair and fewer than
+   * 2 * world flows per kind. */
+  htp_flow *held_flows[HTP_PAIR_KINDS];
+  int num_held[HTP_PAIR_KINDS] = {0, 0};
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    held_flows[k] = malloc((size_t)2 * world * sizeof(htp_flow));
   unsigned long long rng = o->seed * 0x9E3779B97F4A7C15ull + (unsigned long long)world;
   for (int r = 0; r < world; ++r) base[r] = 1.0;
   for (int placed = 0; placed < chi && placed < world;) {
@@ -204,16 +227,23 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
         return -1;
       }
       /* Weights of every unit that moves (all layers); a rank's link
-       * carries what it sends or receives. Caching across plans is not
-       * credited here: every replan re-sends (an upper bound). */
+       * carries what it sends or receives. Helpers keep what they hold
+       * (libhtprt's migration cache, nested unit sets): a flow only moves
+       * the units it has beyond the same (src, dst) flow of the last plan. */
       memset(moved, 0, (size_t)world * sizeof(double));
-      for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
         for (int f = 0; f < plan->num_flows[k]; ++f) {
-          double b = plan->flows[k][f].count * bytes[k] * o->layers;
-          moved[plan->flows[k][f].src] += b;
-          moved[plan->flows[k][f].dst] += b;
+          const htp_flow *flow = &plan->flows[k][f];
+          int held = cached_count(held_flows[k], num_held[k], flow->src, flow->dst);
+          double b = (flow->count > held ? flow->count - held : 0) * bytes[k] * o->layers;
+          moved[flow->src] += b;
+          moved[flow->dst] += b;
           moved_total += b;
         }
+        num_held[k] = plan->num_flows[k];
+        memcpy(held_flows[k], plan->flows[k], (size_t)num_held[k] * sizeof(htp_flow));
+        qsort(held_flows[k], (size_t)num_held[k], sizeof(htp_flow), by_route);
+      }
       double busiest = 0;
       for (int r = 0; r < world; ++r) busiest = moved[r] > busiest ? moved[r] : busiest;
       transfer_due = busiest / o->bandwidth;
@@ -250,6 +280,7 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
   free(speed);
   free(seconds);
   free(moved);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(held_flows[k]);
   return 0;
 }
 
