@@ -19,6 +19,23 @@
  *   MLP unit u:       w1_u [width, d], b1_u [width], w2_u [d, width] (fc2
  *                     columns of the unit).
  * A missing bias travels as zeros.
+ *
+ * Importance (config.selection == HTP_SELECT_IMPORTANCE, DESIGN §4: in
+ * inference a calibration statistic). Per local unit of each pair:
+ *   sample = mean over rows and the unit's columns of |activation| (the
+ *            head's context columns, the MLP unit's hidden columns after
+ *            GELU), taken in the one pass over the kept units' activations
+ *            the hook computed anyway,
+ *   score  = EWMA (alpha 0.3, the first sample taken as is) of sample x
+ *            ||output weights||_F (the head's proj columns, the unit's fc2
+ *            columns; computed once per pair, when its hook first sees the
+ *            weights or they move to other buffers).
+ * EWMA rather than a running max: a max never forgets one outlying batch,
+ * an EWMA follows the inputs while staying smooth. Units not computed in an
+ * iteration (pruned, handed off) keep their last score. Scores are pushed
+ * into the unit table only when a new plan version is applied, so the shed
+ * sets stay fixed between replans. They depend only on this rank's data (the
+ * owner decides; the migration transfer tells helpers the ids).
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -28,7 +45,9 @@
 #include "kernels/htp_kernels.h"
 
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -39,7 +58,11 @@ typedef struct registered_pair {
   const float *bias;   /* bqkv or b1 (may be NULL) */
   const float *second; /* wproj or w2 */
   int seen;
+  const float *normed; /* importance: `second` when norm[] was computed */
+  int scored;          /* importance: some unit has a score */
 } registered_pair;
+
+#define HTP__IMPORTANCE_ALPHA 0.3 /* weight of the newest importance sample */
 
 struct htp_balancer {
   htp_ctx *ctx;
@@ -51,6 +74,13 @@ struct htp_balancer {
   htp_migration *migration;
   registered_pair *pairs; /* [num_pairs] */
   int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
+  /* Importance (HTP_SELECT_IMPORTANCE only, else NULL), [num_pairs * max
+   * units], pair p's unit i at p * max_units + i: */
+  int max_units;
+  double *norm;           /* ||output weights of the unit||_F */
+  double *score;          /* EWMA of mean |activation| x norm */
+  uint8_t *observed;      /* the unit has had a sample */
+  float *pushed;          /* [max units]: scores handed to the unit table */
   double site_seconds[HTP_PAIR_KINDS];
   double slowdown;        /* >= 1: the hooks stretch their time by this */
   int64_t applied_version;
@@ -121,9 +151,18 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
                             : config->planner.units_per_rank[1];
   const size_t bytes[HTP_PAIR_KINDS] = {(size_t)head_floats(config) * sizeof(float),
                                         (size_t)mlp_unit_floats(config) * sizeof(float)};
+  b->max_units = max_units;
   b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
   b->listed = calloc((size_t)max_units, sizeof *b->listed);
   r = b->pairs && b->listed ? HTP_OK : HTP_ERR_NOMEM;
+  if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
+    const size_t n = (size_t)b->num_pairs * (size_t)max_units;
+    b->norm = calloc(n, sizeof *b->norm);
+    b->score = calloc(n, sizeof *b->score);
+    b->observed = calloc(n, sizeof *b->observed);
+    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
+    if (!b->norm || !b->score || !b->observed || !b->pushed) r = HTP_ERR_NOMEM;
+  }
   if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
   if (r == HTP_OK)
     r = htp_unit_table_create(&config->planner, ctx->rank, config->selection, config->seed,
@@ -151,6 +190,10 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp_planner_destroy(b->planner);
   free(b->pairs);
   free(b->listed);
+  free(b->norm);
+  free(b->score);
+  free(b->observed);
+  free(b->pushed);
   free(b);
 }
 
@@ -212,6 +255,19 @@ static htp_result fail_world(htp_ctx *ctx, htp_result r) {
 htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (!b || !plan) return HTP_ERR_INVALID;
   if (plan->version == b->applied_version) return HTP_OK;
+  /* Importance: the scores so far decide the new plan's shed sets (and
+   * only a new plan: the sets stay as they are between replans). */
+  if (b->score)
+    for (int p = 0; p < b->num_pairs; ++p) {
+      if (!b->pairs[p].scored) continue;
+      const int u = b->config.planner.units_per_rank[p & 1];
+      const double *score = b->score + (size_t)p * (size_t)b->max_units;
+      for (int i = 0; i < u; ++i) b->pushed[i] = (float)score[i];
+      htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
+      if (r != HTP_OK)
+        return fail_world(b->ctx, htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: the unit "
+                                                 "table refused the importance scores", p));
+    }
   /* htp_migration_apply updates the unit table for the new version and
    * then fills in the migrated-in unit ids; updating the table again on an
    * unchanged version would forget ids only the transfer knows (importance
@@ -298,6 +354,28 @@ static int merge_units(const htp_unit_sets *s, int32_t *out) {
   return n;
 }
 
+/* Importance: the Frobenius norm of each unit's output weights (proj
+ * columns of a head, fc2 columns of an MLP unit: `second` is [d, units *
+ * width]), once per pair and buffer. */
+static void importance_norms(htp_balancer *b, int32_t pair, int kind, const float *second) {
+  const htp_balancer_config *c = &b->config;
+  const int units = c->planner.units_per_rank[kind];
+  const int64_t width = kind == HTP_PAIR_ATTENTION ? c->head_dim : c->mlp_unit_width;
+  const int64_t stride = (int64_t)units * width, d = c->model_dim;
+  double *norm = b->norm + (size_t)pair * (size_t)b->max_units;
+  for (int i = 0; i < units; ++i) norm[i] = 0.0;
+  for (int64_t o = 0; o < d; ++o) {
+    const float *row = second + o * stride;
+    for (int i = 0; i < units; ++i)
+      for (int64_t j = 0; j < width; ++j) {
+        const double v = row[i * width + j];
+        norm[i] += v * v;
+      }
+  }
+  for (int i = 0; i < units; ++i) norm[i] = sqrt(norm[i]);
+  b->pairs[pair].normed = second;
+}
+
 /* Checks pair, kind and shape against the balancer, registers the weights,
  * and returns the pair's unit sets. */
 static htp_result begin_pair(htp_balancer *b, const char *what, int32_t pair, int kind,
@@ -310,10 +388,52 @@ static htp_result begin_pair(htp_balancer *b, const char *what, int32_t pair, in
   HOOK_INVALID(ctx, (pair & 1) != kind, "%s: pair %d is %s pair (pairs of this hook are %s)",
                what, (int)pair, kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
                kind == HTP_PAIR_ATTENTION ? "even" : "odd");
-  b->pairs[pair] = (registered_pair){first, bias, second, 1};
+  registered_pair *w = &b->pairs[pair];
+  w->first = first;
+  w->bias = bias;
+  w->second = second;
+  w->seen = 1;
+  if (b->norm && w->normed != second) importance_norms(b, pair, kind, second);
   htp_result r = htp_unit_table_get(b->table, pair, sets);
   if (r != HTP_OK) return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", what, (int)pair);
   return HTP_OK;
+}
+
+/* Importance: one sample per kept unit from the activation the hook just
+ * computed (act: rows x row_stride floats, unit i in columns [i * width,
+ * (i + 1) * width)), folded into the unit's EWMA: one pass over the kept
+ * columns, row by row, summed in double on the stack (kept units in chunks
+ * of 64). Pruned and handed-off units keep their last score. */
+static void importance_observe(htp_balancer *b, int32_t pair, const float *act, int64_t rows,
+                               int64_t row_stride, int64_t width, const htp_unit_sets *s) {
+  if (!b->score || s->num_kept == 0) return;
+  double sums[64];
+  const int chunk = (int)(sizeof sums / sizeof sums[0]);
+  const size_t base = (size_t)pair * (size_t)b->max_units;
+  for (int k0 = 0; k0 < s->num_kept; k0 += chunk) { /* kept units in chunks of 64 */
+    const int n = s->num_kept - k0 < chunk ? s->num_kept - k0 : chunk;
+    memset(sums, 0, sizeof sums);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = act + r * row_stride;
+      for (int k = 0; k < n; ++k) {
+        const float *a = row + (int64_t)s->kept[k0 + k] * width;
+        double acc = 0.0;
+        for (int64_t c = 0; c < width; ++c) acc += fabs((double)a[c]);
+        sums[k] += acc;
+      }
+    }
+    for (int k = 0; k < n; ++k) {
+      const size_t at = base + (size_t)s->kept[k0 + k];
+      double sample = sums[k] / ((double)rows * (double)width) * b->norm[at];
+      if (isnan(sample)) continue;            /* keep the last score */
+      if (sample > FLT_MAX) sample = FLT_MAX; /* scores stay finite floats */
+      b->score[at] = b->observed[at]
+                         ? b->score[at] + HTP__IMPORTANCE_ALPHA * (sample - b->score[at])
+                         : sample;
+      b->observed[at] = 1;
+    }
+  }
+  b->pairs[pair].scored = 1;
 }
 
 htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
@@ -362,6 +482,7 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
 
   htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, head_scratch, batch, tokens, model_dim,
                               num_heads, head_dim, s.kept, s.num_kept);
+  importance_observe(b, pair, context, rows, inner, head_dim, &s);
   const int32_t *projected = s.kept;
   int num_projected = s.num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {
@@ -442,6 +563,7 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
 
   htp_cpu_mlp_hidden_units_f32(x, w1, b1, hidden, rows, model_dim, hidden_dim, unit_width,
                                s.kept, s.num_kept, tanh_approx);
+  importance_observe(b, pair, hidden, rows, hidden_dim, unit_width, &s);
   const int32_t *projected = s.kept;
   int num_projected = s.num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {

@@ -575,7 +575,7 @@ typedef struct htp_balancer_config {
   uint32_t magic;
   htp_planner_config planner; /* world_size = the context's size; num_layers, units_per_rank
                                * (heads per rank, MLP units per rank), unit_cost, policy */
-  htp_select selection;       /* [HTP_SELECT_RANDOM] */
+  htp_select selection;       /* which units a rank sheds [HTP_SELECT_RANDOM]; see below */
   uint64_t seed;              /* of the random selection [0] */
   htp_impute impute;          /* [HTP_IMPUTE_ZERO] */
   int64_t model_dim;          /* d: the block's width */
@@ -585,6 +585,25 @@ typedef struct htp_balancer_config {
 #define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
    HTP_IMPUTE_ZERO, 0, 0, 0}
+/* selection:
+ *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
+ *     table (seed), independent of the data.
+ *   HTP_SELECT_IMPORTANCE: a calibration statistic (DESIGN §4), kept by the
+ *     hooks per local unit of each pair: score = EWMA (alpha 0.3; the first
+ *     sample as is) of mean |activation| x ||output weights||_F, where the
+ *     activation is the unit's columns of the head context / MLP hidden
+ *     activation (after GELU), averaged over rows and columns in one pass
+ *     over what the hook computed anyway, and the weights are the head's
+ *     proj columns / the unit's fc2 columns (norms computed once per pair,
+ *     when its hook first sees the buffer). Units not computed in an
+ *     iteration (pruned, handed off) keep their last score; migrated-in
+ *     units are scored by their owner only. The scores take effect at the
+ *     next plan change (htp_balancer_end_iteration / a new plan version),
+ *     never in between, so the shed sets stay stable between replans; the
+ *     lowest-scoring units are shed first (ties: lower index). Before any
+ *     hook ran, all scores are 0 (index order). Scores are deterministic
+ *     for a rank's data and need not agree across ranks: the owner
+ *     decides, and the migration transfer delivers the ids to helpers. */
 
 /* Creates the rank's balancer and attaches it to ctx (one per context), so
  * the hooks of compiled code find it. config is copied; its
@@ -625,8 +644,9 @@ double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * Errors: those of htp_balancer_step; a failed transfer (e.g. a plan that
  * migrates a pair whose hook never ran: nothing to pack) fails the world,
  * so the peers return HTP_ERR_REMOTE at once rather than at their deadline.
- * Limitation: with HTP_SELECT_IMPORTANCE the balancer has no way yet to
- * receive scores, so units are shed in index order. */
+ * With HTP_SELECT_IMPORTANCE the scores the hooks gathered (see
+ * htp_balancer_config.selection) are handed to the unit table here, when
+ * the plan version changed, before the table is recomputed. */
 htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
                                       const htp_plan **plan);
 

@@ -12,6 +12,9 @@
  *     units, and not the full one;
  *   - SEMI with a mild and a bad straggler: plan invariants, exact up to the
  *     pruned units;
+ *   - importance selection (one calibration iteration, then a forced or
+ *     detected plan): units with tiny output weights are shed first, RESIZE
+ *     prunes exactly them, MIGRATE stays exact (ids reach the helpers);
  *   - bad arguments, a plan that migrates before the block ran, and
  *     htp_ctx_comm_seconds with a delayed peer.
  *===----------------------------------------------------------------------===*/
@@ -82,6 +85,25 @@ static void model_init(model *m, int tp, uint64_t seed) {
     m->b1[l] = random_floats((size_t)tp * HIDDEN, 0.2f);
     m->w2[l] = random_floats((size_t)DIM * tp * HIDDEN, 0.3f);
   }
+}
+
+/* Units whose output weights the `damp` scenarios scale by 1e-3 (local ids,
+ * on every rank): heads 1 and 3 of 4, MLP units 0, 2 and 5 of 6. A rank
+ * at half speed resizes exactly that many (round(0.5 u)), so importance
+ * selection must prune exactly these. */
+static int damped_unit(int kind, int local) {
+  return kind == 0 ? (local == 1 || local == 3) : (local == 0 || local == 2 || local == 5);
+}
+
+static void model_damp(model *m) {
+  const int ginner = m->tp * INNER, ghidden = m->tp * HIDDEN;
+  for (int l = 0; l < LAYERS; ++l)
+    for (int o = 0; o < DIM; ++o) {
+      for (int i = 0; i < ginner; ++i)
+        if (damped_unit(0, (i / HEAD_DIM) % HEADS)) m->wproj[l][o * ginner + i] *= 1e-3f;
+      for (int n = 0; n < ghidden; ++n)
+        if (damped_unit(1, (n / WIDTH) % UNITS)) m->w2[l][o * ghidden + n] *= 1e-3f;
+    }
 }
 
 static void model_free(model *m) {
@@ -174,12 +196,16 @@ typedef struct scenario {
   htp_policy policy;
   htp_impute impute;
   double speeds[MAX_TP];
+  htp_select selection; /* [HTP_SELECT_RANDOM] */
+  int damp;             /* scale down some units' output weights (damped_unit) */
 } scenario;
 
 /* What the ranks record (each rank its own row; rank 0 the outputs). */
 typedef struct record {
   float out[2 * LAYERS][ROWS * DIM]; /* all-reduced, per pair */
   uint8_t pruned[2 * LAYERS][MAX_TP * UNITS]; /* global unit ids pruned */
+  uint8_t sent_units[2 * LAYERS][MAX_TP * UNITS]; /* global unit ids handed off */
+  int unknown_in[MAX_TP];                         /* migrated-in units with id -1 */
   int kept[MAX_TP][2 * LAYERS], sent[MAX_TP][2 * LAYERS], in[MAX_TP][2 * LAYERS];
   uint64_t bytes[MAX_TP];
   int plan_ok[MAX_TP];
@@ -261,6 +287,7 @@ static htp_balancer_config balancer_config(const scenario *sc) {
   c.planner.hysteresis_iters = 1;
   c.planner.ewma_alpha = 1.0;
   c.seed = 7;
+  c.selection = sc->selection;
   c.impute = sc->impute;
   c.model_dim = DIM;
   c.head_dim = HEAD_DIM;
@@ -323,6 +350,9 @@ static void *rank_main(void *arg) {
       rec.sent[run->rank][p] = s.num_out;
       rec.in[run->rank][p] = s.num_in;
       for (int i = 0; i < s.num_pruned; ++i) rec.pruned[p][run->rank * s.units + s.pruned[i]] = 1;
+      for (int i = 0; i < s.num_out; ++i)
+        rec.sent_units[p][run->rank * s.units + s.out_unit[i]] = 1;
+      for (int i = 0; i < s.num_in; ++i) rec.unknown_in[run->rank] += s.in_unit[i] < 0;
     }
   }
   if (run->rank == 0) memcpy(rec.out, out, sizeof rec.out);
@@ -370,6 +400,7 @@ static double run_and_check_imputed(const scenario *sc, int imputed_exactly) {
   model *m = malloc(sizeof *m);
   assert_non_null(m);
   model_init(m, sc->tp, 0x9e3779b97f4a7c15ull + (uint64_t)sc->tp);
+  if (sc->damp) model_damp(m);
   memset(&rec, 0, sizeof rec);
   the_model = m;
   the_scenario = sc;
@@ -407,7 +438,7 @@ static int total_pruned(void) {
 static void test_01_plain_split(void **unused) {
   (void)unused;
   for (int tp = 2; tp <= 4; ++tp) {
-    scenario sc = {tp, DRIVE_NONE, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1, 1, 1, 1}};
+    scenario sc = {tp, DRIVE_NONE, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1, 1, 1, 1}, HTP_SELECT_RANDOM, 0};
     assert_true(run_and_check(&sc) <= 1e-5);
   }
 }
@@ -417,7 +448,7 @@ static void test_01_plain_split(void **unused) {
 static void test_02_migrate_forced(void **unused) {
   (void)unused;
   for (int tp = 2; tp <= 4; ++tp) {
-    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4, 1, 1}};
+    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4, 1, 1}, HTP_SELECT_RANDOM, 0};
     assert_true(run_and_check(&sc) <= 1e-5);
     assert_int_equal(total_pruned(), 0);
     for (int p = 0; p < 2 * LAYERS; ++p) {
@@ -437,7 +468,7 @@ static void test_02_migrate_forced(void **unused) {
 static void test_03_migrate_detected(void **unused) {
   (void)unused;
   for (int tp = 3; tp <= 4; ++tp) {
-    scenario sc = {tp, DRIVE_DETECTED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 1, 0.4, 1}};
+    scenario sc = {tp, DRIVE_DETECTED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 1, 0.4, 1}, HTP_SELECT_RANDOM, 0};
     assert_true(run_and_check(&sc) <= 1e-5);
     assert_int_equal(rec.version[0], 1);
     assert_true(rec.sent[2][0] > 0 && rec.sent[2][1] > 0);
@@ -450,7 +481,7 @@ static void test_03_migrate_detected(void **unused) {
 static void test_04_resize_zero(void **unused) {
   (void)unused;
   for (int tp = 2; tp <= 4; ++tp) {
-    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_ZERO, {1, 0.5, 1, 1}};
+    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_ZERO, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0};
     double full_error = run_and_check(&sc);
     assert_true(total_pruned() > 0);
     assert_true(full_error > 1e-3);
@@ -467,7 +498,7 @@ static void test_04_resize_zero(void **unused) {
  * units, and both actions happened. */
 static void test_05_semi(void **unused) {
   (void)unused;
-  scenario sc = {4, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 0.78, 1, 0.7}};
+  scenario sc = {4, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 0.78, 1, 0.7}, HTP_SELECT_RANDOM, 0};
   run_and_check(&sc);
   for (int r = 0; r < 4; ++r) assert_true(rec.plan_ok[r]);
   int pruned_rank1 = 0, pruned_rank3 = 0;
@@ -489,7 +520,7 @@ static void test_05_semi(void **unused) {
 static void test_06_resize_same(void **unused) {
   (void)unused;
   for (int tp = 2; tp <= 3; ++tp) {
-    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_SAME, {1, 0.5, 1, 1}};
+    scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_SAME, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0};
     assert_true(run_and_check_imputed(&sc, 1) <= 1e-5);
     assert_true(total_pruned() > 0);
   }
@@ -500,7 +531,7 @@ static void test_06_resize_same(void **unused) {
  * but stays finite; covered here only for crashes and sanity. */
 static void test_06_impute_average(void **unused) {
   (void)unused;
-  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_AVERAGE, {1, 0.5, 1, 1}};
+  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_AVERAGE, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0};
   model *m = malloc(sizeof *m);
   model_init(m, 2, 5);
   memset(&rec, 0, sizeof rec);
@@ -520,6 +551,62 @@ static void test_06_impute_average(void **unused) {
   free(m);
 }
 
+/* 11: importance selection, RESIZE: one calibration iteration under the
+ * initial plan (every unit computed and scored), then a forced plan with
+ * rank 1 at half speed. The units with 1000x smaller output weights score
+ * lowest and are exactly the ones pruned (index order would prune heads
+ * 0, 1 and units 0, 1, 2); the error against the full block is no larger
+ * than with random selection on the same model. */
+static void test_11_importance_resize(void **unused) {
+  (void)unused;
+  for (int tp = 2; tp <= 3; ++tp) {
+    scenario random_sc = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_ZERO, {1, 0.5, 1, 1},
+                          HTP_SELECT_RANDOM, 1};
+    const double random_error = run_and_check(&random_sc);
+    scenario sc = random_sc;
+    sc.selection = HTP_SELECT_IMPORTANCE;
+    const double error = run_and_check(&sc);
+    for (int p = 0; p < 2 * LAYERS; ++p) {
+      const int u = p % 2 ? UNITS : HEADS;
+      for (int r = 0; r < tp; ++r)
+        for (int i = 0; i < u; ++i)
+          assert_int_equal(rec.pruned[p][r * u + i], r == 1 && damped_unit(p % 2, i));
+      assert_int_equal(rec.kept[1][p], u - (p % 2 ? 3 : 2));
+    }
+    assert_true(error <= random_error);
+    assert_true(error < 1e-2); /* only units with 1e-3 output weights pruned */
+    for (int r = 0; r < tp; ++r) assert_true(rec.plan_ok[r]);
+  }
+}
+
+/* 12: importance selection, MIGRATE: still exact (the helpers learn the
+ * handed-off ids from the transfer: none left at -1), and the straggler
+ * hands off its least important units first: no damped unit is kept while
+ * an undamped one is sent. Also detected through end_iteration. */
+static void test_12_importance_migrate(void **unused) {
+  (void)unused;
+  for (int tp = 2; tp <= 4; ++tp)
+    for (int how = DRIVE_FORCED; how <= DRIVE_DETECTED; ++how) {
+      scenario sc = {tp, (drive)how, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4, 1, 1},
+                     HTP_SELECT_IMPORTANCE, 1};
+      assert_true(run_and_check(&sc) <= 1e-5);
+      assert_int_equal(total_pruned(), 0);
+      for (int r = 0; r < tp; ++r) assert_int_equal(rec.unknown_in[r], 0);
+      assert_true(rec.bytes[1] > 0);
+      for (int p = 0; p < 2 * LAYERS; ++p) {
+        const int u = p % 2 ? UNITS : HEADS;
+        assert_true(rec.sent[1][p] > 0);
+        int damped_kept = 0, undamped_sent = 0;
+        for (int i = 0; i < u; ++i) {
+          const int sent = rec.sent_units[p][1 * u + i];
+          damped_kept += damped_unit(p % 2, i) && !sent;
+          undamped_sent += !damped_unit(p % 2, i) && sent;
+        }
+        assert_false(damped_kept > 0 && undamped_sent > 0);
+      }
+    }
+}
+
 /* ----- bad arguments ------------------------------------------------------ */
 
 static void *bad_arguments_main(void *arg) {
@@ -529,7 +616,7 @@ static void *bad_arguments_main(void *arg) {
   static shard s; /* one rank */
   float scratch[ATT_SCRATCH], y[ROWS * DIM];
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  scenario sc = {1, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1}};
+  scenario sc = {1, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1}, HTP_SELECT_RANDOM, 0};
   htp_balancer_config c = balancer_config(&sc);
   const float *x = the_model->x;
 
@@ -613,7 +700,7 @@ static void *unregistered_main(void *arg) {
   htp_ctx *ctx = NULL;
   htp_balancer *b = NULL;
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4}};
+  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4}, HTP_SELECT_RANDOM, 0};
   htp_balancer_config c = balancer_config(&sc);
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
   const double speeds[2] = {1, 0.4};
@@ -689,7 +776,7 @@ static void *slowdown_main(void *arg) {
   CHECK(shards && scratch && out);
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  scenario sc = {1, DRIVE_FORCED, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1}};
+  scenario sc = {1, DRIVE_FORCED, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1}, HTP_SELECT_RANDOM, 0};
   htp_balancer_config c = balancer_config(&sc);
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
   CHECK(htp_balancer_hook_seconds(b) == 0.0);
@@ -750,6 +837,8 @@ int main(void) {
       cmocka_unit_test(test_08_migrate_before_registration),
       cmocka_unit_test(test_09_comm_seconds),
       cmocka_unit_test(test_10_slowdown),
+      cmocka_unit_test(test_11_importance_resize),
+      cmocka_unit_test(test_12_importance_migrate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

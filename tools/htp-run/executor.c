@@ -284,7 +284,14 @@ static int balance_config(const htp_run_options *options, const run_state *state
   htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
   planner.world_size = state->tp;
   planner.policy = HTP_POLICY_NONE;
+  const htp_select selection =
+      strcmp(options->select, "importance") == 0 ? HTP_SELECT_IMPORTANCE : HTP_SELECT_RANDOM;
   if (!balance->present) {
+    if (selection != HTP_SELECT_RANDOM)
+      return htp_set_error(err, err_size, "--select %s needs a block split with balance hooks "
+                           "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
+                           "to select: run it with --tp > 1, or without --select",
+                           options->select, options->path, state->tp);
     if (policy != HTP_POLICY_NONE)
       return htp_set_error(err, err_size, "--policy %s needs a block split with balance hooks "
                            "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
@@ -303,7 +310,7 @@ static int balance_config(const htp_run_options *options, const run_state *state
   planner.policy = policy;
   htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
   config.planner = planner;
-  config.selection = HTP_SELECT_RANDOM;
+  config.selection = selection;
   config.seed = options->seed;
   config.impute = impute;
   config.model_dim = balance->model_dim;
@@ -481,11 +488,12 @@ static void report_json_plan(FILE *out, const htp_run_options *options, const ru
   }
   fprintf(out, ", \"balance\": {\"layers\": %d, \"model_dim\": %lld, \"heads_per_rank\": %d, "
           "\"head_dim\": %lld, \"mlp_units_per_rank\": %d, \"mlp_unit_width\": %lld, "
-          "\"head_bytes\": %lld, \"mlp_unit_bytes\": %lld, \"impute\": \"%s\"}",
+          "\"head_bytes\": %lld, \"mlp_unit_bytes\": %lld, \"impute\": \"%s\", "
+          "\"select\": \"%s\"}",
           balance->layers, (long long)balance->model_dim, balance->heads,
           (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
           (long long)unit_bytes(balance, HTP_PAIR_ATTENTION),
-          (long long)unit_bytes(balance, HTP_PAIR_MLP), options->impute);
+          (long long)unit_bytes(balance, HTP_PAIR_MLP), options->impute, options->select);
   const htp_plan_record *plan = &state->outcome.last_plan;
   fprintf(out, ", \"plan\": {\"version\": %lld, \"ranks\": [", (long long)plan->version);
   for (int r = 0; r < state->tp; r++) {
@@ -588,9 +596,9 @@ static void report_table_plan(const htp_run_options *options, const run_state *s
   const htp_sig_balance *balance = &state->sig.balance;
   const int world = state->tp;
   printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons); policy "
-         "%s, impute %s\n", balance->layers, balance->heads, (long long)balance->head_dim,
-         balance->mlp_units, (long long)balance->mlp_unit_width, options->policy,
-         options->impute);
+         "%s, impute %s, select %s\n", balance->layers, balance->heads,
+         (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
+         options->policy, options->impute, options->select);
   printf("plan of the last iteration: version %lld", (long long)plan->version);
   int any = 0;
   for (int r = 0; r < world; r++) {

@@ -75,6 +75,13 @@ void htp_run_print_help(FILE *stream) {
       "                        values of pruned units (resize, semi): zero (default),\n"
       "                        same (the unit's last computed value), average (per\n"
       "                        token, the mean of the kept units)\n"
+      "  --select random|importance\n"
+      "                        which units a straggler sheds (resize, migrate, semi):\n"
+      "                        random (default: a permutation seeded with --seed) or\n"
+      "                        importance (least important first: per unit, an EWMA of\n"
+      "                        mean |activation| x norm of its output weights, measured\n"
+      "                        in the iterations before the plan change). Needs a block\n"
+      "                        with balance hooks, as --policy does\n"
       "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
       "                        (default 0), so it stays F times slower at whatever work\n"
       "                        the plan gives it: in a block with balance hooks each\n"
@@ -127,8 +134,8 @@ void htp_run_print_help(FILE *stream) {
       "Balancing. A block split with --tp > 1 calls the runtime's balance hooks and its\n"
       "signature has a 'balance' record: per rank, its layers' attention heads and MLP\n"
       "units (groups of fc1/fc2 neurons) and their FLOPs. Each rank then gets an\n"
-      "htp_balancer with that config (--policy, --impute, random unit selection seeded\n"
-      "with --seed), and htp_balancer_end_iteration replaces the plain step: detection,\n"
+      "htp_balancer with that config (--policy, --impute, --select: random unit\n"
+      "selection seeded with --seed, or importance), and htp_balancer_end_iteration replaces the plain step: detection,\n"
       "the plan (the same on every rank), the migration of handed-off units' weights\n"
       "(once per plan change) and the trace. The table shows the plan each iteration ran\n"
       "under (version; ranks that resize, migrate or help, with gamma) and the last plan's\n"
@@ -257,11 +264,12 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   static const char *const devices[] = {"cpu", "cuda", NULL};
   static const char *const policies[] = {"none", "resize", "migrate", "semi", NULL};
   static const char *const imputes[] = {"zero", "same", "average", NULL};
+  static const char *const selections[] = {"random", "importance", NULL};
   static const char *const valued[] = {"--entry",  "--iters",  "--warmup", "--seed",
                                        "--weights", "--input", "--output", "--report",
                                        "--tp",     "--backend", "--device", "--policy",
                                        "--slow",   "--trace",  "--fault",  "--timeout",
-                                       "--impute", NULL};
+                                       "--impute", "--select", NULL};
   memset(options, 0, sizeof *options);
   options->iters = 10;
   options->warmup = 1;
@@ -270,6 +278,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->device = "cpu";
   options->policy = "none";
   options->impute = "zero";
+  options->select = "random";
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
 
@@ -369,6 +378,10 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
       if (one_of(flag, value, imputes, err, err_size))
         return 1;
       options->impute = value;
+    } else if (strcmp(flag, "--select") == 0) {
+      if (one_of(flag, value, selections, err, err_size))
+        return 1;
+      options->select = value;
     } else if (strcmp(flag, "--slow") == 0) {
       if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
         return htp_set_error(err, err_size, "too many --slow flags");

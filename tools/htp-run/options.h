@@ -45,6 +45,7 @@ typedef struct htp_run_options {
   int tp_given;                  /* --tp was on the command line */
   const char *backend, *device, *policy;
   const char *impute;            /* zero|same|average: values of pruned units */
+  const char *select;            /* random|importance: which units are shed */
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
   double timeout_s;              /* deadline of every collective */
