@@ -17,11 +17,10 @@
  * a context belongs to its rank's thread, except htp_abort, which any thread
  * may call. Nothing here blocks forever: every wait ends at its deadline.
  *
- * Two regions have two owners:
- *   - everything outside the PLANNING region: contexts, results, comm
- *     backends, deadlines, faults (runtime core);
- *   - the PLANNING region: detection, SEMI planning, unit tables, imputation,
- *     migration transfers, trace (planner).
+ * Sections, in order: results; worlds and contexts; collectives and
+ * transfers; fault injection; planning (detection, SEMI plans, unit tables,
+ * imputation, migration transfers, trace); balance hooks (what compiled
+ * blocks call).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_H
 #define HTP_H
