@@ -8,6 +8,7 @@
  * with rows = batch * tokens and inner = heads * head_dim.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
+#include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -19,8 +20,7 @@ int64_t htp_cpu_attention_scratch_floats(int64_t batch, int64_t tokens, int64_t 
   return rows * 3 * inner + rows * inner + tokens * tokens;
 }
 
-/* Row-wise softmax in place, subtracting each row's max first. */
-static void softmax_rows(float *scores, int64_t rows, int64_t cols) {
+void htp__softmax_rows(float *scores, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = scores + r * cols;
     float max = row[0];
@@ -57,7 +57,7 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
                   (int)head_dim, scale, q, (int)qkv_stride, k, (int)qkv_stride, 0.0f,
                   scores, (int)tokens);
-      softmax_rows(scores, tokens, tokens);
+      htp__softmax_rows(scores, tokens, tokens);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
                   (int)tokens, 1.0f, scores, (int)tokens, v, (int)qkv_stride, 0.0f,
                   context + b * tokens * inner + h * head_dim, (int)inner);

@@ -4,11 +4,15 @@
  * work units the plan gives it, so pruning or handing off a fraction of the
  * units removes that fraction of the FLOPs. Weights are never copied: every
  * GEMM addresses its unit's rows or columns in place through the leading
- * dimension. Runs of consecutive unit ids (the usual case: kept sets are
- * ascending) are merged into one GEMM, so keeping every unit costs the same
- * few large GEMMs as the plain kernels.
+ * dimension. For MLP units and the row-parallel linear, runs of consecutive
+ * unit ids (the usual case: kept sets are ascending) are merged into one
+ * GEMM, so keeping every unit costs the same few large GEMMs as the plain
+ * kernels. Attention goes head by head (its scores are per head anyway):
+ * three qkv GEMMs of head_dim columns per head, where the plain kernel does
+ * one for all heads.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
+#include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -19,22 +23,6 @@ static int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   int64_t n = 1;
   while (i + n < count && units[i + n] == units[i] + n) ++n;
   return n;
-}
-
-/* Row-wise softmax in place, subtracting each row's max first (as attention.c). */
-static void softmax_rows(float *scores, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float *row = scores + r * cols;
-    float max = row[0];
-    for (int64_t c = 1; c < cols; ++c) max = row[c] > max ? row[c] : max;
-    float sum = 0.0f;
-    for (int64_t c = 0; c < cols; ++c) {
-      row[c] = expf(row[c] - max);
-      sum += row[c];
-    }
-    float inv = 1.0f / sum;
-    for (int64_t c = 0; c < cols; ++c) row[c] *= inv;
-  }
 }
 
 void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float *bqkv,
@@ -67,7 +55,7 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
                   (int)head_dim, scale, q, (int)stride, q + head_dim, (int)stride, 0.0f, scores,
                   (int)tokens);
-      softmax_rows(scores, tokens, tokens);
+      htp__softmax_rows(scores, tokens, tokens);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
                   (int)tokens, 1.0f, scores, (int)tokens, q + 2 * head_dim, (int)stride, 0.0f,
                   context + b * tokens * inner + h * head_dim, (int)inner);
