@@ -121,14 +121,19 @@ typedef struct timing {
   double median, min, mean, max, gflops;
 } timing;
 
+/* Sorts values in place and returns their median. */
+static double median_of(double *values, long count) {
+  qsort(values, (size_t)count, sizeof *values, compare_double);
+  return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+}
+
 static timing summarise(const double *times, long count, int64_t flops) {
   double *sorted = malloc((size_t)count * sizeof *sorted);
   timing t = {0, 0, 0, 0, 0};
   if (!sorted)
     return t;
   memcpy(sorted, times, (size_t)count * sizeof *sorted);
-  qsort(sorted, (size_t)count, sizeof *sorted, compare_double);
-  t.median = count % 2 ? sorted[count / 2] : 0.5 * (sorted[count / 2 - 1] + sorted[count / 2]);
+  t.median = median_of(sorted, count);
   t.min = sorted[0];
   t.max = sorted[count - 1];
   for (long i = 0; i < count; i++)
@@ -320,11 +325,6 @@ static int balance_config(const htp_run_options *options, const run_state *state
   job->balancer = config;
   job->planner = planner;
   return 0;
-}
-
-static double median_of(double *values, long count) {
-  qsort(values, (size_t)count, sizeof *values, compare_double);
-  return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
 }
 
 /* Iteration times (the last rank's finish) and each rank's median compute. */
