@@ -449,6 +449,11 @@ typedef enum htp_select {
   HTP_SELECT_IMPORTANCE = 1
 } htp_select;
 
+/* Returns "random", "importance" (or "?"); htp_select_parse returns
+ * HTP_ERR_INVALID for an unknown name. */
+const char *htp_select_name(htp_select selection);
+htp_result htp_select_parse(const char *name, htp_select *selection);
+
 typedef struct htp_unit_table htp_unit_table;
 
 /* The sets of one pair on one rank; arrays owned by the table, valid until

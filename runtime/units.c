@@ -258,6 +258,24 @@ htp_result htp_unit_table_set_in_unit(htp_unit_table *t, int pair, int index, in
 
 /* ---- imputation ---------------------------------------------------------- */
 
+const char *htp_select_name(htp_select selection) {
+  switch (selection) {
+  case HTP_SELECT_RANDOM: return "random";
+  case HTP_SELECT_IMPORTANCE: return "importance";
+  }
+  return "?";
+}
+
+htp_result htp_select_parse(const char *name, htp_select *selection) {
+  if (!name || !selection) return HTP_ERR_INVALID;
+  for (int i = HTP_SELECT_RANDOM; i <= HTP_SELECT_IMPORTANCE; ++i)
+    if (strcmp(name, htp_select_name((htp_select)i)) == 0) {
+      *selection = (htp_select)i;
+      return HTP_OK;
+    }
+  return HTP_ERR_INVALID;
+}
+
 const char *htp_impute_name(htp_impute impute) {
   switch (impute) {
   case HTP_IMPUTE_ZERO: return "zero";

@@ -12,8 +12,11 @@ packages=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools  # MLIR/LLVM 22
   libopenblas-dev                                        # GEMMs (cblas_sgemm)
   libcmocka-dev                                          # C unit tests
+  libjansson-dev                                         # JSON: signatures, reports, traces, safetensors headers
   libopenmpi-dev openmpi-bin                             # the mpi backend
   python3 python3-numpy                                  # the NumPy reference
+  python3-matplotlib                                     # htp-plot: traces and policy comparisons as PNG
+  clang-22 libclang-rt-22-dev                            # libFuzzer targets (test/fuzz)
 )
 
 missing=()

@@ -31,8 +31,9 @@ static void test_defaults(void **state) {
   assert_int_equal(options.tp, 1);
   assert_string_equal(options.backend, "local");
   assert_string_equal(options.device, "cpu");
-  assert_string_equal(options.policy, "none");
-  assert_string_equal(options.impute, "zero");
+  assert_int_equal(options.policy, HTP_POLICY_NONE);
+  assert_int_equal(options.impute, HTP_IMPUTE_ZERO);
+  assert_int_equal(options.selection, HTP_SELECT_RANDOM);
   assert_int_equal(options.report, HTP_REPORT_TABLE);
   assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
 }
@@ -148,8 +149,8 @@ static void test_implemented(void **state) {
   for (int i = 0; i < 4; i++) {
     assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "2", "--policy", policies[i],
                            "--impute=average"), 0);
-    assert_string_equal(options.policy, policies[i]);
-    assert_string_equal(options.impute, "average");
+    assert_string_equal(htp_policy_name(options.policy), policies[i]);
+    assert_int_equal(options.impute, HTP_IMPUTE_AVERAGE);
     assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
   }
 }

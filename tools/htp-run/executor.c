@@ -280,28 +280,23 @@ static int64_t unit_bytes(const htp_sig_balance *balance, int kind) {
 static int balance_config(const htp_run_options *options, const run_state *state,
                           htp_rank_job *job, char *err, size_t err_size) {
   const htp_sig_balance *balance = &state->sig.balance;
-  htp_policy policy = HTP_POLICY_NONE;
-  htp_impute impute = HTP_IMPUTE_ZERO;
-  if (htp_policy_parse(options->policy, &policy) != HTP_OK ||
-      htp_impute_parse(options->impute, &impute) != HTP_OK)
-    return htp_set_error(err, err_size, "unknown --policy '%s' or --impute '%s'",
-                         options->policy, options->impute);
+  const htp_policy policy = options->policy;
+  const htp_impute impute = options->impute;
   htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
   planner.world_size = state->tp;
   planner.policy = HTP_POLICY_NONE;
-  const htp_select selection =
-      strcmp(options->select, "importance") == 0 ? HTP_SELECT_IMPORTANCE : HTP_SELECT_RANDOM;
+  const htp_select selection = options->selection;
   if (!balance->present) {
     if (selection != HTP_SELECT_RANDOM)
       return htp_set_error(err, err_size, "--select %s needs a block split with balance hooks "
                            "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
                            "to select: run it with --tp > 1, or without --select",
-                           options->select, options->path, state->tp);
+                           htp_select_name(options->selection), options->path, state->tp);
     if (policy != HTP_POLICY_NONE)
       return htp_set_error(err, err_size, "--policy %s needs a block split with balance hooks "
                            "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
                            "to resize or migrate: run it with --tp > 1, or with --policy none",
-                           options->policy, options->path, state->tp);
+                           htp_policy_name(options->policy), options->path, state->tp);
     job->balance = 0;
     job->planner = planner;
     return 0;
@@ -493,7 +488,7 @@ static void report_json_plan(FILE *out, const htp_run_options *options, const ru
           balance->layers, (long long)balance->model_dim, balance->heads,
           (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
           (long long)unit_bytes(balance, HTP_PAIR_ATTENTION),
-          (long long)unit_bytes(balance, HTP_PAIR_MLP), options->impute, options->select);
+          (long long)unit_bytes(balance, HTP_PAIR_MLP), htp_impute_name(options->impute), htp_select_name(options->selection));
   const htp_plan_record *plan = &state->outcome.last_plan;
   fprintf(out, ", \"plan\": {\"version\": %lld, \"ranks\": [", (long long)plan->version);
   for (int r = 0; r < state->tp; r++) {
@@ -526,7 +521,7 @@ static void report_json(const htp_run_options *options, const run_state *state, 
           options->warmup, (unsigned long long)options->seed, state->tp);
   fprintf(out, "\"backend\": \"%s\", \"device\": \"%s\", \"policy\": \"%s\", \"flops\": %lld, "
           "\"block_flops\": %lld",
-          options->backend, options->device, options->policy, (long long)sig->flops,
+          options->backend, options->device, htp_policy_name(options->policy), (long long)sig->flops,
           (long long)sig->flops * state->tp);
   fputs(", \"median_ms\": ", out);
   json_number(out, t.median);
@@ -598,7 +593,7 @@ static void report_table_plan(const htp_run_options *options, const run_state *s
   printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons); policy "
          "%s, impute %s, select %s\n", balance->layers, balance->heads,
          (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
-         options->policy, options->impute, options->select);
+         htp_policy_name(options->policy), htp_impute_name(options->impute), htp_select_name(options->selection));
   printf("plan of the last iteration: version %lld", (long long)plan->version);
   int any = 0;
   for (int r = 0; r < world; r++) {
@@ -655,7 +650,7 @@ static void report_table(const htp_run_options *options, const run_state *state,
   }
   printf("  tp %d, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
          "%.4g GFLOP per block (%.4g per rank)\n",
-         state->tp, options->backend, options->device, options->policy, options->warmup,
+         state->tp, options->backend, options->device, htp_policy_name(options->policy), options->warmup,
          options->iters, (double)block_flops / 1e9, (double)sig->flops / 1e9);
   if (state->balance)
     printf("  %6s %12s %10s %5s  %s\n", "iter", "ms", "GFLOP/s", "plan", "actions");
@@ -692,7 +687,7 @@ static void report_table(const htp_run_options *options, const run_state *state,
   if (state->balance)
     report_table_plan(options, state);
   char pruned_note[96];
-  snprintf(pruned_note, sizeof pruned_note, "%s pruned units", options->policy);
+  snprintf(pruned_note, sizeof pruned_note, "%s pruned units", htp_policy_name(options->policy));
   if (state->check_errors)
     for (int r = 0; r < sig->num_results; r++)
       printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g): %s%s\n",

@@ -276,9 +276,9 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->tp = 1;
   options->backend = "local";
   options->device = "cpu";
-  options->policy = "none";
-  options->impute = "zero";
-  options->select = "random";
+  options->policy = HTP_POLICY_NONE;
+  options->impute = HTP_IMPUTE_ZERO;
+  options->selection = HTP_SELECT_RANDOM;
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
 
@@ -373,15 +373,15 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     } else if (strcmp(flag, "--policy") == 0) {
       if (one_of(flag, value, policies, err, err_size))
         return 1;
-      options->policy = value;
+      htp_policy_parse(value, &options->policy);
     } else if (strcmp(flag, "--impute") == 0) {
       if (one_of(flag, value, imputes, err, err_size))
         return 1;
-      options->impute = value;
+      htp_impute_parse(value, &options->impute);
     } else if (strcmp(flag, "--select") == 0) {
       if (one_of(flag, value, selections, err, err_size))
         return 1;
-      options->select = value;
+      htp_select_parse(value, &options->selection);
     } else if (strcmp(flag, "--slow") == 0) {
       if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
         return htp_set_error(err, err_size, "too many --slow flags");

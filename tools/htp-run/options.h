@@ -6,6 +6,8 @@
 #ifndef HTP_RUN_OPTIONS_H
 #define HTP_RUN_OPTIONS_H
 
+#include "runtime/htp.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,9 +45,10 @@ typedef struct htp_run_options {
   htp_report_kind report;
   long tp;
   int tp_given;                  /* --tp was on the command line */
-  const char *backend, *device, *policy;
-  const char *impute;            /* zero|same|average: values of pruned units */
-  const char *select;            /* random|importance: which units are shed */
+  const char *backend, *device;
+  htp_policy policy;             /* what the ranks do about stragglers */
+  htp_impute impute;             /* values of pruned units */
+  htp_select selection;          /* which units are shed */
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
   double timeout_s;              /* deadline of every collective */

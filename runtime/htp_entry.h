@@ -1,0 +1,178 @@
+/*===- runtime/htp_entry.h - The entry ABI of compiled htp blocks ---------===*
+ *
+ * Public, next to runtime/htp.h. The seam between the compiler (htp-opt
+ * --htp-lower-to-runtime, htp-compile, the JIT in htp-run) and whoever runs
+ * a compiled block (htp-run, or a C program that embeds libhtprt). It says
+ * which symbols a compiled block exports, how to call its entry point, and
+ * what its signature holds; htp_signature_parse reads the signature, so an
+ * embedder never re-implements the format or the block's cost model.
+ *
+ * Symbols. For each function @NAME of the lowered module the compiler emits
+ *
+ *   int32_t "htp.entry.NAME"(void *rt_ctx, void *const *buffers);
+ *   const char "htp.sig.NAME"[];        the signature, NUL-terminated JSON
+ *   const char "htp.default_entry"[];   NAME, when the module has exactly
+ *                                       one public function
+ *
+ * The dots keep every generated symbol out of C's namespace: a block whose
+ * function is called @memcpy or @htp_allreduce_sum_f32 cannot replace a C
+ * library or runtime symbol, and no two functions' symbols can meet. Look
+ * them up with dlsym (or the JIT's lookup) by the full name, built with the
+ * prefixes below.
+ *
+ * Calling the entry. buffers[] holds, in order: one pointer per argument
+ * (data inputs and parameters, dense row-major, the LOCAL shapes of the
+ * signature), one per result (allocated by the caller, written by the
+ * block), and last a workspace of workspace_bytes (never NULL; 64-byte
+ * aligned). rt_ctx is the rank's htp_ctx (runtime/htp.h), or NULL for a
+ * block that calls no runtime function (tp 1 without balance hooks). The
+ * entry returns 0 (HTP_OK) or an htp_result error code; with tp > 1 a
+ * failure (a peer hung or died) is returned at once.
+ *
+ * Signature (JSON, format version 2). Unknown keys are ignored by readers,
+ * so later versions can add keys; a different "htp_entry" version is
+ * refused.
+ *
+ *   {"htp_entry": 2,
+ *    "entry": "NAME",
+ *    "args": [{"name": "x", "role": "input", "dtype": "f32",
+ *              "shape": [8, 197, 768]},
+ *             {"name": "blocks.0.attn.qkv.weight", "role": "param",
+ *              "dtype": "f32", "shape": [576, 768],
+ *              "shard": {"dim": 0, "parts": 4, "layout": "qkv"}}, ...],
+ *    "results": [{"name": "result0", "dtype": "f32", "shape": [8, 197, 768]}],
+ *    "workspace_bytes": 123456,
+ *    "flops": 123456789,                (matrix-product FLOPs per call, one rank)
+ *    "tp": 4,
+ *    "balance": {"layers": 1, "model_dim": 768, "heads": 3, "head_dim": 64,
+ *                "head_flops": ..., "mlp_units": 12, "mlp_unit_width": 64,
+ *                "mlp_unit_flops": ...}}          (only with balance hooks)
+ *
+ *   role is "input" (a data input, htp.input) or "param" (a parameter,
+ *   htp.param: timm's name). Shapes are each rank's LOCAL shapes. An
+ *   argument with "shard" is rank r's slice of a global tensor whose dim
+ *   `dim` is `parts` (= tp) times larger:
+ *     "blocks": rows/columns [r * d, (r + 1) * d) of dim `dim` (d = local size);
+ *     "qkv":    dim 0 of the global tensor is q | k | v, each ordered by head;
+ *               rank r holds slice r of each of the three, in that order.
+ *   Arguments without "shard" are the same on every rank; every result is
+ *   complete and identical on every rank.
+ *   "balance": the block calls the balance hooks (htp_rt_attention_f32,
+ *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
+ *   heads of `head_dim` channels (`head_flops` each per call) and
+ *   `mlp_units` units of `mlp_unit_width` neurons (`mlp_unit_flops` each),
+ *   in a block of width `model_dim`.
+ *
+ * Limits, checked by htp_signature_parse before anything is sized from the
+ * signature (an absurd claim is refused, never allocated): the constants
+ * below. Every dim is >= 1 (zero-sized tensors are rejected, here and by the
+ * dialect's verifiers). Names are 1 to HTP_ENTRY_MAX_NAME bytes of valid
+ * UTF-8 without control characters.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_ENTRY_H
+#define HTP_ENTRY_H
+
+#include "runtime/htp.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t (*htp_entry_fn)(void *rt_ctx, void *const *buffers);
+
+#define HTP_ENTRY_SYMBOL_PREFIX "htp.entry."
+#define HTP_SIGNATURE_SYMBOL_PREFIX "htp.sig."
+#define HTP_DEFAULT_ENTRY_SYMBOL "htp.default_entry"
+#define HTP_ENTRY_FORMAT_VERSION 2
+
+/* Limits of a signature (documented in the README). */
+enum {
+  HTP_ENTRY_MAX_RANK = 8,          /* dims per tensor */
+  HTP_ENTRY_MAX_TENSORS = 4096,    /* arguments, and results */
+  HTP_ENTRY_MAX_NAME = 4096,       /* bytes of a name */
+  HTP_ENTRY_MAX_TP = 1024,         /* ranks */
+  HTP_ENTRY_MAX_LAYERS = 1 << 20,  /* balance pairs */
+  HTP_ENTRY_MAX_UNITS = 1 << 24    /* heads or MLP units per rank */
+};
+#define HTP_ENTRY_MAX_DIM INT64_C(2147483647)            /* 2^31 - 1: BLAS's int */
+#define HTP_ENTRY_MAX_TENSOR_BYTES (INT64_C(1) << 40)    /* 1 TiB, global shape */
+#define HTP_ENTRY_MAX_WORKSPACE_BYTES (INT64_C(1) << 40)
+
+typedef enum htp_sig_role { HTP_SIG_INPUT, HTP_SIG_PARAM, HTP_SIG_RESULT } htp_sig_role;
+
+/* How a sharded argument is cut out of its global tensor (above). */
+typedef enum htp_shard_layout {
+  HTP_SHARD_NONE = 0,   /* not sharded: the same on every rank */
+  HTP_SHARD_BLOCKS = 1, /* slice r of dim shard_dim */
+  HTP_SHARD_QKV = 2     /* dim 0 is q | k | v; slice r of each of the three */
+} htp_shard_layout;
+
+typedef struct htp_sig_tensor {
+  htp_sig_role role;
+  char *name;                               /* NUL-terminated, validated */
+  int rank;                                 /* 0 to HTP_ENTRY_MAX_RANK */
+  int64_t dims[HTP_ENTRY_MAX_RANK];         /* local shape */
+  int64_t count;                            /* prod(dims) */
+  size_t bytes;                             /* count * sizeof(float) */
+  htp_shard_layout shard_layout;            /* HTP_SHARD_NONE without "shard" */
+  int shard_dim, shard_parts;
+  int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts */
+  int64_t global_count;
+  size_t global_bytes;
+} htp_sig_tensor;
+
+/* The "balance" object; present is 0 without it (no units to balance). */
+typedef struct htp_sig_balance {
+  int present;
+  int layers;
+  int64_t model_dim;
+  int heads;              /* per rank */
+  int64_t head_dim;
+  int64_t head_flops;     /* per head per call */
+  int mlp_units;          /* per rank */
+  int64_t mlp_unit_width; /* neurons per unit */
+  int64_t mlp_unit_flops; /* per unit per call */
+} htp_sig_balance;
+
+typedef struct htp_signature {
+  char *entry;
+  int num_args;
+  htp_sig_tensor *args;     /* inputs and params, in buffer order */
+  int num_results;
+  htp_sig_tensor *results;
+  size_t workspace_bytes;
+  int64_t flops;            /* per call, one rank; 0 when absent */
+  int tp;                   /* 1 when absent */
+  htp_sig_balance balance;
+} htp_signature;
+
+/* Parses and validates the JSON signature text (length bytes; a NUL inside
+ * is an error) into *sig, which the caller frees with htp_signature_free.
+ * Checks every field's type and range, the limits above, that shard parts
+ * equal tp, that a qkv shard is of dim 0 with a multiple of 3 rows, that
+ * every product (elements, bytes, global shapes, FLOPs) fits. Returns
+ * HTP_OK, or HTP_ERR_INVALID with a message naming the field (and the JSON
+ * line and column for a syntax error) in err; *sig is then empty.
+ * HTP_ERR_NOMEM. Thread safe. */
+htp_result htp_signature_parse(const char *text, size_t length, htp_signature *sig, char *err,
+                               size_t err_size);
+/* Frees what parse allocated and empties *sig; accepts an empty *sig. */
+void htp_signature_free(htp_signature *sig);
+
+/* What a balancer for this block needs from its signature: config->planner's
+ * world_size (tp), num_layers, units_per_rank and unit_cost (relative: a
+ * head costs 1, an MLP unit mlp_unit_flops / head_flops), and model_dim,
+ * head_dim, mlp_unit_width. Other fields (policy, selection, seed, impute)
+ * are left as the caller set them. HTP_ERR_INVALID when the block has no
+ * balance record. */
+htp_result htp_signature_balancer_config(const htp_signature *sig,
+                                         htp_balancer_config *config);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTP_ENTRY_H */
