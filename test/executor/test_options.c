@@ -1,7 +1,10 @@
 /*===- test/executor/test_options.c - htp-run command line tests ---------===*
  *
- * Defaults, both value spellings, range checks, and the refusal of flags
- * whose features are not implemented yet (the balancing policies are).
+ * Defaults, both value spellings, flags after the file, range checks, one
+ * case per class of usage error (unknown flag, missing value, bad and
+ * overflowing numbers, a single-valued flag repeated, enum names from the
+ * runtime's tables), and the refusal of flags whose features are not
+ * implemented yet (the balancing policies are).
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/options.h"
 
@@ -9,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -58,6 +62,28 @@ static void test_values(void **state) {
   assert_string_equal(options.path, "-odd-name.so");
   assert_int_equal(PARSE(&options, err, "--help"), 0);
   assert_true(options.help);
+  assert_int_equal(PARSE(&options, err, "-h"), 0);
+  assert_true(options.help);
+  /* Flags after the file (getopt_long permutes), a unique prefix, the limits. */
+  assert_int_equal(PARSE(&options, err, "block.so", "--it", "7", "--tp=1024", "--warmup",
+                         "10000000", "--select", "importance"), 0);
+  assert_string_equal(options.path, "block.so");
+  assert_int_equal(options.iters, 7);
+  assert_int_equal(options.tp, 1024);
+  assert_int_equal(options.warmup, 10000000);
+  assert_int_equal(options.selection, HTP_SELECT_IMPORTANCE);
+  /* "-" is a file name (stdin by convention), not a flag. */
+  assert_int_equal(PARSE(&options, err, "-"), 0);
+  assert_string_equal(options.path, "-");
+  /* A value that starts with '-' is still the value (then checked). */
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--entry", "-f"), 0);
+  assert_string_equal(options.entry, "-f");
+  /* Repeatable flags collect; switches may repeat. */
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--check", "--check", "--output", "y.npy",
+                         "--output=z.npy", "--fault", "die:0@1", "--fault", "hang:1@1"), 0);
+  assert_true(options.check);
+  assert_int_equal(options.num_outputs, 2);
+  assert_int_equal(options.num_faults, 2);
 }
 
 static void expect_usage_error(int argc, char **argv, const char *expected) {
@@ -89,6 +115,133 @@ static void test_usage_errors(void **state) {
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi", "a.mlir", "--policy", "all");
   EXPECT_USAGE_ERROR("--impute expects zero|same|average", "a.mlir", "--impute", "mean");
   EXPECT_USAGE_ERROR("--entry needs a function name", "a.mlir", "--entry", "");
+  EXPECT_USAGE_ERROR("--select expects random|importance, got 'best'", "a.mlir", "--select",
+                     "best");
+  EXPECT_USAGE_ERROR("--report expects table|json, got ''", "a.mlir", "--report=");
+}
+
+/* Unknown flags: long, short, abbreviated ambiguously, a switch given a value. */
+static void test_unknown_flags(void **state) {
+  (void)state;
+  EXPECT_USAGE_ERROR("unknown option '--bogus'", "--bogus", "a.mlir");
+  EXPECT_USAGE_ERROR("unknown option '-x'", "a.mlir", "-x");
+  EXPECT_USAGE_ERROR("unknown option '-i'", "a.mlir", "-i", "3");
+  EXPECT_USAGE_ERROR("unknown option '--itersx'", "a.mlir", "--itersx=3");
+  /* --t is --tp, --timeout or --trace: ambiguous. */
+  EXPECT_USAGE_ERROR("unknown option '--t'", "a.mlir", "--t", "3");
+  EXPECT_USAGE_ERROR("option '--check' takes no value", "a.mlir", "--check=yes");
+  /* A single dash is not a flag prefix. */
+  EXPECT_USAGE_ERROR("unknown option '-t'", "a.mlir", "-tp", "3");
+}
+
+/* Every valued flag at the end of the line, without its value. */
+static void test_missing_values(void **state) {
+  (void)state;
+  static char *flags[] = {"--entry", "--iters",  "--warmup", "--seed",   "--weights", "--input",
+                          "--output", "--report", "--tp",    "--backend", "--device", "--policy",
+                          "--impute", "--select", "--slow",  "--fault",  "--timeout", "--trace"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    char expected[64];
+    snprintf(expected, sizeof expected, "%s needs a value", flags[i]);
+    expect_usage_error(3, (char *[]){"htp-run", "a.mlir", flags[i], NULL}, expected);
+  }
+  EXPECT_USAGE_ERROR("--weights needs a file name", "a.mlir", "--weights=");
+  EXPECT_USAGE_ERROR("--input needs a file name", "a.mlir", "--input", "");
+  EXPECT_USAGE_ERROR("--output needs a file name", "a.mlir", "--output=");
+  EXPECT_USAGE_ERROR("--trace needs a file name", "a.mlir", "--trace", "");
+}
+
+/* Numbers: malformed, below the minimum, above the maximum, overflowing. */
+static void test_bad_numbers(void **state) {
+  (void)state;
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got ''", "a.mlir", "--iters=");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got ' 3'", "a.mlir", "--iters", " 3");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '3 '", "a.mlir", "--iters", "3 ");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '0x10'", "a.mlir", "--iters", "0x10");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '1e3'", "a.mlir", "--iters", "1e3");
+  EXPECT_USAGE_ERROR("--iters expects an integer <= 10000000, got '10000001'", "a.mlir",
+                     "--iters", "10000001");
+  EXPECT_USAGE_ERROR("--iters expects an integer <= 10000000, got '9223372036854775808'",
+                     "a.mlir", "--iters", "9223372036854775808");
+  EXPECT_USAGE_ERROR("--iters expects an integer >= 1, got '-9223372036854775809'", "a.mlir",
+                     "--iters", "-9223372036854775809");
+  EXPECT_USAGE_ERROR("--warmup expects an integer <= 10000000", "a.mlir", "--warmup",
+                     "99999999999999999999");
+  EXPECT_USAGE_ERROR("--tp expects an integer <= 1024, got '1025'", "a.mlir", "--tp", "1025");
+  EXPECT_USAGE_ERROR("--tp expects an integer <= 1024, got '1000000'", "a.mlir", "--tp",
+                     "1000000");
+  EXPECT_USAGE_ERROR("--seed expects a non-negative integer", "a.mlir", "--seed",
+                     "18446744073709551616");
+  EXPECT_USAGE_ERROR("--seed expects a non-negative integer", "a.mlir", "--seed", " 1");
+  EXPECT_USAGE_ERROR("--seed expects a non-negative integer", "a.mlir", "--seed", "+1");
+  EXPECT_USAGE_ERROR("--seed expects a non-negative integer", "a.mlir", "--seed", "");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "1e400");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "nan");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "inf");
+}
+
+/* A flag that takes one value, given twice, whatever the spelling. */
+static void test_repeated_flags(void **state) {
+  (void)state;
+  static char *flags[][2] = {
+      {"--iters", "3"},       {"--warmup", "0"},       {"--seed", "1"},       {"--entry", "f"},
+      {"--weights", "w"},     {"--report", "json"},    {"--tp", "2"},         {"--backend", "mpi"},
+      {"--device", "cpu"},    {"--policy", "migrate"}, {"--impute", "same"},  {"--select", "random"},
+      {"--timeout", "5"},     {"--trace", "t.jsonl"},
+  };
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    char expected[96];
+    snprintf(expected, sizeof expected, "%s given more than once", flags[i][0]);
+    /* The same value twice is still a repetition: the user meant one of them. */
+    expect_usage_error(6, (char *[]){"htp-run", flags[i][0], flags[i][1], "a.mlir", flags[i][0],
+                                     flags[i][1], NULL},
+                       expected);
+  }
+  EXPECT_USAGE_ERROR("--iters given more than once", "a.mlir", "--iters=3", "--iters", "4");
+  EXPECT_USAGE_ERROR("--iters given more than once", "a.mlir", "--iters=3", "--it=4");
+  EXPECT_USAGE_ERROR("--tp given more than once", "--tp", "2", "a.mlir", "--tp=2");
+}
+
+/* The names of the runtime's enums are the runtime's: every name its table
+ * gives parses to that value, and the error lists exactly those names. */
+static void test_enum_names_from_runtime(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "", flag[64];
+  for (int value = 0; strcmp(htp_policy_name((htp_policy)value), "?") != 0; value++) {
+    snprintf(flag, sizeof flag, "--policy=%s", htp_policy_name((htp_policy)value));
+    assert_int_equal(PARSE(&options, err, "a.mlir", flag), 0);
+    assert_int_equal(options.policy, value);
+  }
+  for (int value = 0; strcmp(htp_impute_name((htp_impute)value), "?") != 0; value++) {
+    snprintf(flag, sizeof flag, "--impute=%s", htp_impute_name((htp_impute)value));
+    assert_int_equal(PARSE(&options, err, "a.mlir", flag), 0);
+    assert_int_equal(options.impute, value);
+  }
+  for (int value = 0; strcmp(htp_select_name((htp_select)value), "?") != 0; value++) {
+    snprintf(flag, sizeof flag, "--select=%s", htp_select_name((htp_select)value));
+    assert_int_equal(PARSE(&options, err, "a.mlir", flag), 0);
+    assert_int_equal(options.selection, value);
+  }
+  EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi, got '?'", "a.mlir", "--policy",
+                     "?");
+  EXPECT_USAGE_ERROR("--impute expects zero|same|average, got 'ZERO'", "a.mlir", "--impute",
+                     "ZERO");
+}
+
+/* Too many of a repeatable flag. */
+static void test_too_many(void **state) {
+  (void)state;
+  char *argv[2 + 2 * (HTP_RUN_MAX_FILES + 1) + 1];
+  int argc = 0;
+  argv[argc++] = "htp-run";
+  argv[argc++] = "a.mlir";
+  for (int i = 0; i <= HTP_RUN_MAX_FILES; i++) {
+    argv[argc++] = "--input";
+    argv[argc++] = "x.npy";
+  }
+  argv[argc] = NULL;
+  expect_usage_error(argc, argv, "more than 64 --input flags");
 }
 
 static void expect_not_implemented(int argc, char **argv, const char *expected) {
@@ -177,6 +330,12 @@ int main(void) {
       cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_values),
       cmocka_unit_test(test_usage_errors),
+      cmocka_unit_test(test_unknown_flags),
+      cmocka_unit_test(test_missing_values),
+      cmocka_unit_test(test_bad_numbers),
+      cmocka_unit_test(test_repeated_flags),
+      cmocka_unit_test(test_enum_names_from_runtime),
+      cmocka_unit_test(test_too_many),
       cmocka_unit_test(test_not_implemented),
       cmocka_unit_test(test_implemented),
       cmocka_unit_test(test_injection_errors),

@@ -1,15 +1,23 @@
 /*===- tools/htp-run/options.c - htp-run's command line ------------------===*
  *
- * This file implements options.h. Flags take their value as the next
- * argument or after '=' (--iters=5). Values are checked here; whether this
- * build can act on them is htp_run_check_implemented's job, so that the
- * "not implemented yet" messages live in one place.
+ * This file implements options.h with getopt_long: flags take their value
+ * as the next argument or after '=' (--iters=5), may come before or after
+ * the file, and "--" ends them. Values are checked here; the names of the
+ * runtime's enums (policy, imputation, selection) come from the runtime's
+ * own tables (htp_policy_parse/_name, ...), never from a list kept here.
+ * Whether this build can act on a value is htp_run_check_implemented's job,
+ * so that the "not implemented yet" messages live in one place.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/options.h"
 
 #include "tools/htp-run/errors.h"
 
+#include "runtime/htp_entry.h"
+
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,12 +29,16 @@ void htp_run_print_help(FILE *stream) {
       "htp-compile), binds its parameters and inputs, runs it on --tp ranks, times every\n"
       "iteration and reports. CPU only.\n"
       "\n"
-      "options:\n"
+      "options (a value follows its flag or an '=': --iters 5, --iters=5; flags may\n"
+      "come before or after the file, long ones shortened to a unique prefix, and\n"
+      "'--' ends them. A flag that takes one value may be given once: only --input,\n"
+      "--output, --slow and --fault repeat):\n"
       "  --entry F             entry function (default: the only public function; for a\n"
       "                        .so, the entry htp-compile marked as the default)\n"
-      "  --iters K             timed iterations, K >= 1 (default 10)\n"
-      "  --warmup W            untimed iterations before them, W >= 0 (default 1)\n"
-      "  --seed S              seed of the random data (default 0)\n"
+      "  --iters K             timed iterations, 1 <= K <= 10^7 (default 10)\n"
+      "  --warmup W            untimed iterations before them, 0 <= W <= 10^7\n"
+      "                        (default 1)\n"
+      "  --seed S              seed of the random data, 0 <= S < 2^64 (default 0)\n"
       "  --weights W.safetensors\n"
       "                        bind parameters by their htp.param names (timm names), at\n"
       "                        their GLOBAL (unsplit) shapes whatever --tp is; each rank\n"
@@ -34,22 +46,26 @@ void htp_run_print_help(FILE *stream) {
       "                        its exact shape; F32, F16, BF16 and F64 tensors are read\n"
       "                        (converted to f32); tensors the block does not use are\n"
       "                        skipped with a warning (a full checkpoint also holds\n"
-      "                        patch_embed, ...)\n"
+      "                        patch_embed, ...). A regular file with a header of at\n"
+      "                        most 100 MB\n"
       "  --input X.npy         data input ('<f4' or '<f8', C order, exactly the input's\n"
-      "                        shape); give it once per data input, in argument order\n"
+      "                        shape; a regular file, not a pipe or device); give it\n"
+      "                        once per data input, in argument order\n"
       "  --output Y.npy        write a result of the last iteration ('<f4'; rank 0's,\n"
       "                        every rank has the whole result); give it once per result\n"
-      "                        to save, in result order\n"
+      "                        to save, in result order (a path that exists must be a\n"
+      "                        regular file)\n"
       "  --report table|json   table (default): the iterations and a summary line;\n"
       "                        json: exactly one JSON object on stdout (entry, file,\n"
       "                        iters, warmup, seed, tp, backend, device, policy, flops,\n"
       "                        block_flops, median_ms, min_ms, mean_ms, max_ms, gflops,\n"
       "                        times_ms, rank_compute_ms, stragglers, check, balance,\n"
       "                        plan, inputs, params, outputs with their shapes)\n"
-      "  --tp N                tensor-parallel ranks (default 1). A .mlir is compiled\n"
-      "                        split for N ranks (--htp-tensor-parallel); a .so runs at\n"
-      "                        the tp it was compiled for (htp-compile --tp N), and a\n"
-      "                        --tp that differs is an error\n"
+      "  --tp N                tensor-parallel ranks, 1 <= N <= 1024 (default 1). A\n"
+      "                        .mlir is compiled split for N ranks\n"
+      "                        (--htp-tensor-parallel); a .so runs at the tp it was\n"
+      "                        compiled for (htp-compile --tp N), and a --tp that\n"
+      "                        differs is an error\n"
       "  --backend local|mpi|nccl\n"
       "                        collectives backend (default local: one thread per rank\n"
       "                        in this process). mpi: one process per rank under\n"
@@ -149,16 +165,55 @@ void htp_run_print_help(FILE *stream) {
       stream);
 }
 
-static int parse_long(const char *flag, const char *text, long min, long *out, char *err,
-                      size_t err_size) {
-  char *end;
-  errno = 0;
-  long value = strtol(text, &end, 10);
-  if (errno || end == text || *end != '\0' || value < min)
-    return htp_set_error(err, err_size, "%s expects an integer >= %ld, got '%s'", flag, min, text);
-  *out = value;
-  return 0;
+/* The flags. Each has an id (getopt_long's val) and one bit in a "seen" mask,
+ * so a single-valued flag given twice is refused by name. */
+enum flag_id {
+  FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
+  FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
+  FLAG_SLOW, FLAG_FAULT, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP
+};
+
+static const struct option long_flags[] = {
+    {"entry", required_argument, NULL, FLAG_ENTRY},
+    {"iters", required_argument, NULL, FLAG_ITERS},
+    {"warmup", required_argument, NULL, FLAG_WARMUP},
+    {"seed", required_argument, NULL, FLAG_SEED},
+    {"weights", required_argument, NULL, FLAG_WEIGHTS},
+    {"input", required_argument, NULL, FLAG_INPUT},
+    {"output", required_argument, NULL, FLAG_OUTPUT},
+    {"report", required_argument, NULL, FLAG_REPORT},
+    {"tp", required_argument, NULL, FLAG_TP},
+    {"backend", required_argument, NULL, FLAG_BACKEND},
+    {"device", required_argument, NULL, FLAG_DEVICE},
+    {"policy", required_argument, NULL, FLAG_POLICY},
+    {"impute", required_argument, NULL, FLAG_IMPUTE},
+    {"select", required_argument, NULL, FLAG_SELECT},
+    {"slow", required_argument, NULL, FLAG_SLOW},
+    {"fault", required_argument, NULL, FLAG_FAULT},
+    {"timeout", required_argument, NULL, FLAG_TIMEOUT},
+    {"trace", required_argument, NULL, FLAG_TRACE},
+    {"check", no_argument, NULL, FLAG_CHECK},
+    {"help", no_argument, NULL, FLAG_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Flags that may be given more than once: lists, and switches (idempotent). */
+static int repeatable(int id) {
+  return id == FLAG_INPUT || id == FLAG_OUTPUT || id == FLAG_SLOW || id == FLAG_FAULT ||
+         id == FLAG_CHECK || id == FLAG_HELP || id == 'h';
 }
+
+static const char *flag_name(int id) {
+  for (const struct option *flag = long_flags; flag->name; flag++)
+    if (flag->val == id)
+      return flag->name;
+  return "?";
+}
+
+/* htp-run's own choices (not runtime enums): the report, backend, device. */
+static const char *const report_names[] = {"table", "json", NULL};
+static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
+static const char *const device_names[] = {"cpu", "cuda", NULL};
 
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
                   size_t err_size) {
@@ -171,7 +226,46 @@ static int one_of(const char *flag, const char *value, const char *const *choice
     if (choice[1])
       strncat(list, "|", sizeof list - strlen(list) - 1);
   }
-  return htp_set_error(err, err_size, "%s expects %s, got '%s'", flag, list, value);
+  return htp_set_error(err, err_size, "--%s expects %s, got '%s'", flag, list, value);
+}
+
+/* "none|resize|..." from a runtime name table: names of 0, 1, ... until the
+ * table answers "?", so the runtime stays the one list of the names. */
+typedef const char *(*enum_name_fn)(int value);
+static void enum_names(enum_name_fn name_of, char *list, size_t size) {
+  list[0] = '\0';
+  for (int value = 0; strcmp(name_of(value), "?") != 0; value++) {
+    if (value)
+      strncat(list, "|", size - strlen(list) - 1);
+    strncat(list, name_of(value), size - strlen(list) - 1);
+  }
+}
+static const char *policy_name_of(int value) { return htp_policy_name((htp_policy)value); }
+static const char *impute_name_of(int value) { return htp_impute_name((htp_impute)value); }
+static const char *select_name_of(int value) { return htp_select_name((htp_select)value); }
+
+static int bad_enum(const char *flag, enum_name_fn name_of, const char *value, char *err,
+                    size_t err_size) {
+  char list[128];
+  enum_names(name_of, list, sizeof list);
+  return htp_set_error(err, err_size, "--%s expects %s, got '%s'", flag, list, value);
+}
+
+/* A decimal integer in [min, max]: no blanks, no trailing text, no overflow. */
+static int parse_long(const char *flag, const char *text, long min, long max, long *out, char *err,
+                      size_t err_size) {
+  char *end;
+  errno = 0;
+  long value = strtol(text, &end, 10);
+  int malformed = end == text || *end != '\0' || isspace((unsigned char)text[0]);
+  if (malformed || (errno == ERANGE && value == LONG_MIN) || (!errno && value < min))
+    return htp_set_error(err, err_size, "--%s expects an integer >= %ld, got '%s'", flag, min,
+                         text);
+  if (errno || value > max)
+    return htp_set_error(err, err_size, "--%s expects an integer <= %ld, got '%s'", flag, max,
+                         text);
+  *out = value;
+  return 0;
 }
 
 /* A non-negative int at *text, advancing it; no sign, no overflow. */
@@ -257,19 +351,137 @@ bad:
                        "or delay[=SECONDS]:RANK@ITERATION, got '%s'", value);
 }
 
+/* A file name: anything but empty. */
+static int take_path(const char *flag, const char *value, const char **out, char *err,
+                     size_t err_size) {
+  if (!*value)
+    return htp_set_error(err, err_size, "--%s needs a file name", flag);
+  *out = value;
+  return 0;
+}
+
+/* Applies one flag and its value (NULL for a switch). */
+static int apply_flag(int id, const char *value, htp_run_options *options, char *err,
+                      size_t err_size) {
+  const char *flag = flag_name(id);
+  long number = 0;
+  switch (id) {
+  case FLAG_HELP:
+  case 'h':
+    options->help = 1;
+    return 0;
+  case FLAG_CHECK:
+    options->check = 1;
+    return 0;
+  case FLAG_ENTRY:
+    if (!*value)
+      return htp_set_error(err, err_size, "--entry needs a function name");
+    options->entry = value;
+    return 0;
+  case FLAG_ITERS:
+    return parse_long(flag, value, 1, HTP_RUN_MAX_ITERS, &options->iters, err, err_size);
+  case FLAG_WARMUP:
+    return parse_long(flag, value, 0, HTP_RUN_MAX_ITERS, &options->warmup, err, err_size);
+  case FLAG_SEED: {
+    char *end;
+    errno = 0;
+    unsigned long long seed = strtoull(value, &end, 10);
+    /* strtoull would take blanks and a '-' (negating): digits only. */
+    if (errno || end == value || *end != '\0' || !isdigit((unsigned char)value[0]))
+      return htp_set_error(err, err_size, "--seed expects a non-negative integer below 2^64, got '%s'",
+                           value);
+    options->seed = (uint64_t)seed;
+    return 0;
+  }
+  case FLAG_WEIGHTS:
+    return take_path(flag, value, &options->weights, err, err_size);
+  case FLAG_TRACE:
+    return take_path(flag, value, &options->trace, err, err_size);
+  case FLAG_INPUT:
+  case FLAG_OUTPUT: {
+    int *count = id == FLAG_INPUT ? &options->num_inputs : &options->num_outputs;
+    const char **paths = id == FLAG_INPUT ? options->inputs : options->outputs;
+    if (*count == HTP_RUN_MAX_FILES)
+      return htp_set_error(err, err_size, "more than %d --%s flags", HTP_RUN_MAX_FILES, flag);
+    if (take_path(flag, value, &paths[*count], err, err_size))
+      return 1;
+    (*count)++;
+    return 0;
+  }
+  case FLAG_REPORT:
+    if (one_of(flag, value, report_names, err, err_size))
+      return 1;
+    options->report = strcmp(value, "json") == 0 ? HTP_REPORT_JSON : HTP_REPORT_TABLE;
+    return 0;
+  case FLAG_TP:
+    if (parse_long(flag, value, 1, HTP_ENTRY_MAX_TP, &number, err, err_size))
+      return 1;
+    options->tp = number;
+    options->tp_given = 1;
+    return 0;
+  case FLAG_BACKEND:
+    if (one_of(flag, value, backend_names, err, err_size))
+      return 1;
+    options->backend = value;
+    return 0;
+  case FLAG_DEVICE:
+    if (one_of(flag, value, device_names, err, err_size))
+      return 1;
+    options->device = value;
+    return 0;
+  case FLAG_POLICY:
+    return htp_policy_parse(value, &options->policy) != HTP_OK
+               ? bad_enum(flag, policy_name_of, value, err, err_size)
+               : 0;
+  case FLAG_IMPUTE:
+    return htp_impute_parse(value, &options->impute) != HTP_OK
+               ? bad_enum(flag, impute_name_of, value, err, err_size)
+               : 0;
+  case FLAG_SELECT:
+    return htp_select_parse(value, &options->selection) != HTP_OK
+               ? bad_enum(flag, select_name_of, value, err, err_size)
+               : 0;
+  case FLAG_SLOW:
+    if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
+      return htp_set_error(err, err_size, "more than %d --slow flags", HTP_RUN_MAX_INJECTIONS);
+    if (parse_slow(value, &options->slows[options->num_slows], err, err_size))
+      return 1;
+    options->num_slows++;
+    options->slow = value;
+    return 0;
+  case FLAG_FAULT:
+    if (options->num_faults == HTP_RUN_MAX_INJECTIONS)
+      return htp_set_error(err, err_size, "more than %d --fault flags", HTP_RUN_MAX_INJECTIONS);
+    if (parse_fault(value, &options->faults[options->num_faults], err, err_size))
+      return 1;
+    options->num_faults++;
+    return 0;
+  case FLAG_TIMEOUT: {
+    char *end;
+    errno = 0;
+    double seconds = strtod(value, &end);
+    if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
+      return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'",
+                           value);
+    options->timeout_s = seconds;
+    return 0;
+  }
+  }
+  return htp_set_error(err, err_size, "internal error: flag %d has no handler", id);
+}
+
+/* "--name" of a word "--name=value" (for the messages), in buffer. */
+static const char *word_flag(const char *word, char *buffer, size_t size) {
+  size_t length = strcspn(word, "=");
+  if (length >= size)
+    length = size - 1;
+  memcpy(buffer, word, length);
+  buffer[length] = '\0';
+  return buffer;
+}
+
 int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
                           size_t err_size) {
-  static const char *const reports[] = {"table", "json", NULL};
-  static const char *const backends[] = {"local", "mpi", "nccl", NULL};
-  static const char *const devices[] = {"cpu", "cuda", NULL};
-  static const char *const policies[] = {"none", "resize", "migrate", "semi", NULL};
-  static const char *const imputes[] = {"zero", "same", "average", NULL};
-  static const char *const selections[] = {"random", "importance", NULL};
-  static const char *const valued[] = {"--entry",  "--iters",  "--warmup", "--seed",
-                                       "--weights", "--input", "--output", "--report",
-                                       "--tp",     "--backend", "--device", "--policy",
-                                       "--slow",   "--trace",  "--fault",  "--timeout",
-                                       "--impute", "--select", NULL};
   memset(options, 0, sizeof *options);
   options->iters = 10;
   options->warmup = 1;
@@ -282,130 +494,42 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
 
-  int only_positional = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (only_positional || arg[0] != '-' || arg[1] == '\0') {
-      if (options->path)
-        return htp_set_error(err, err_size, "more than one file given ('%s' and '%s')",
-                             options->path, arg);
-      options->path = arg;
-      continue;
+  /* getopt_long keeps its state in globals: optind = 0 restarts it (glibc),
+   * opterr = 0 keeps its own messages off stderr (ours say more), and the
+   * leading ':' makes a missing value ':' rather than '?'. */
+  optind = 0;
+  opterr = 0;
+  uint64_t seen = 0;
+  char word[64];
+  for (;;) {
+    int id = getopt_long(argc, argv, ":h", long_flags, NULL);
+    if (id == -1)
+      break;
+    if (id == '?') {
+      if (optopt && optopt < FLAG_ENTRY)
+        return htp_set_error(err, err_size, "unknown option '-%c'", optopt);
+      /* An unknown or ambiguous long option ("--c" is --check or ...?). */
+      const char *text = word_flag(argv[optind - 1], word, sizeof word);
+      if (optopt)
+        return htp_set_error(err, err_size, "option '%s' takes no value", text);
+      return htp_set_error(err, err_size, "unknown option '%s'", text);
     }
-    if (strcmp(arg, "--") == 0) {
-      only_positional = 1;
-      continue;
-    }
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-      options->help = 1;
-      continue;
-    }
-    if (strcmp(arg, "--check") == 0) {
-      options->check = 1;
-      continue;
-    }
-    /* A flag with a value: "--flag value" or "--flag=value". */
-    char flag[32];
-    const char *value = NULL;
-    const char *equals = strchr(arg, '=');
-    size_t flag_length = equals ? (size_t)(equals - arg) : strlen(arg);
-    if (flag_length >= sizeof flag)
-      return htp_set_error(err, err_size, "unknown option '%s'", arg);
-    memcpy(flag, arg, flag_length);
-    flag[flag_length] = '\0';
-    int known = 0;
-    for (const char *const *name = valued; *name; name++)
-      known |= strcmp(flag, *name) == 0;
-    if (!known)
-      return htp_set_error(err, err_size, "unknown option '%s'", flag);
-    if (equals) {
-      value = equals + 1;
-    } else {
-      if (i + 1 >= argc)
-        return htp_set_error(err, err_size, "%s needs a value", flag);
-      value = argv[++i];
-    }
-
-    long number = 0;
-    if (strcmp(flag, "--entry") == 0) {
-      if (!*value)
-        return htp_set_error(err, err_size, "--entry needs a function name");
-      options->entry = value;
-    } else if (strcmp(flag, "--iters") == 0) {
-      if (parse_long(flag, value, 1, &options->iters, err, err_size))
-        return 1;
-    } else if (strcmp(flag, "--warmup") == 0) {
-      if (parse_long(flag, value, 0, &options->warmup, err, err_size))
-        return 1;
-    } else if (strcmp(flag, "--seed") == 0) {
-      char *end;
-      errno = 0;
-      unsigned long long seed = strtoull(value, &end, 10);
-      if (errno || end == value || *end != '\0' || value[0] == '-')
-        return htp_set_error(err, err_size, "--seed expects a non-negative integer, got '%s'",
-                             value);
-      options->seed = (uint64_t)seed;
-    } else if (strcmp(flag, "--weights") == 0) {
-      options->weights = value;
-    } else if (strcmp(flag, "--input") == 0 || strcmp(flag, "--output") == 0) {
-      int is_input = flag[2] == 'i';
-      int *count = is_input ? &options->num_inputs : &options->num_outputs;
-      if (*count == HTP_RUN_MAX_FILES)
-        return htp_set_error(err, err_size, "too many %s flags", flag);
-      (is_input ? options->inputs : options->outputs)[(*count)++] = value;
-    } else if (strcmp(flag, "--report") == 0) {
-      if (one_of(flag, value, reports, err, err_size))
-        return 1;
-      options->report = strcmp(value, "json") == 0 ? HTP_REPORT_JSON : HTP_REPORT_TABLE;
-    } else if (strcmp(flag, "--tp") == 0) {
-      if (parse_long(flag, value, 1, &number, err, err_size))
-        return 1;
-      options->tp = number;
-      options->tp_given = 1;
-    } else if (strcmp(flag, "--backend") == 0) {
-      if (one_of(flag, value, backends, err, err_size))
-        return 1;
-      options->backend = value;
-    } else if (strcmp(flag, "--device") == 0) {
-      if (one_of(flag, value, devices, err, err_size))
-        return 1;
-      options->device = value;
-    } else if (strcmp(flag, "--policy") == 0) {
-      if (one_of(flag, value, policies, err, err_size))
-        return 1;
-      htp_policy_parse(value, &options->policy);
-    } else if (strcmp(flag, "--impute") == 0) {
-      if (one_of(flag, value, imputes, err, err_size))
-        return 1;
-      htp_impute_parse(value, &options->impute);
-    } else if (strcmp(flag, "--select") == 0) {
-      if (one_of(flag, value, selections, err, err_size))
-        return 1;
-      htp_select_parse(value, &options->selection);
-    } else if (strcmp(flag, "--slow") == 0) {
-      if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
-        return htp_set_error(err, err_size, "too many --slow flags");
-      if (parse_slow(value, &options->slows[options->num_slows], err, err_size))
-        return 1;
-      options->num_slows++;
-      options->slow = value;
-    } else if (strcmp(flag, "--fault") == 0) {
-      if (options->num_faults == HTP_RUN_MAX_INJECTIONS)
-        return htp_set_error(err, err_size, "too many --fault flags");
-      if (parse_fault(value, &options->faults[options->num_faults], err, err_size))
-        return 1;
-      options->num_faults++;
-    } else if (strcmp(flag, "--timeout") == 0) {
-      char *end;
-      errno = 0;
-      double seconds = strtod(value, &end);
-      if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
-        return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'",
-                             value);
-      options->timeout_s = seconds;
-    } else if (strcmp(flag, "--trace") == 0) {
-      options->trace = value;
-    }
+    if (id == ':')
+      return htp_set_error(err, err_size, "--%s needs a value", flag_name(optopt));
+    uint64_t bit = UINT64_C(1) << (id == 'h' ? FLAG_HELP - FLAG_ENTRY : id - FLAG_ENTRY);
+    if ((seen & bit) && !repeatable(id))
+      return htp_set_error(err, err_size, "--%s given more than once (it takes one value)",
+                           flag_name(id));
+    seen |= bit;
+    if (apply_flag(id, optarg, options, err, err_size))
+      return 1;
+  }
+  /* What is left: the file ("--" ends the flags, so it may start with '-'). */
+  for (int i = optind; i < argc; i++) {
+    if (options->path)
+      return htp_set_error(err, err_size, "more than one file given ('%s' and '%s')",
+                           options->path, argv[i]);
+    options->path = argv[i];
   }
   if (!options->help && !options->path)
     return htp_set_error(err, err_size, "no input file (FILE.mlir or FILE.so)");

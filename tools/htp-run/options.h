@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { HTP_RUN_MAX_FILES = 64, HTP_RUN_MAX_INJECTIONS = 16 };
+/* Limits of the command line. --iters and --warmup are bounded because the
+ * executor keeps a time per iteration and rank; --tp by HTP_ENTRY_MAX_TP. */
+enum { HTP_RUN_MAX_FILES = 64, HTP_RUN_MAX_INJECTIONS = 16, HTP_RUN_MAX_ITERS = 10000000 };
 
 /* --slow R:F[@K]: rank R's compute stretched by factor F from iteration K. */
 typedef struct htp_run_slow {
@@ -60,7 +62,9 @@ typedef struct htp_run_options {
 } htp_run_options;
 
 /* Parses argv into *options (which it initialises with the defaults).
- * Returns 0, or non-zero with a usage error in err. */
+ * Returns 0, or non-zero with a usage error in err: an unknown flag, a
+ * missing or bad value, a single-valued flag given twice. Uses getopt_long,
+ * so it is not thread safe and may permute argv (the flags first). */
 int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
                           size_t err_size);
 
