@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -181,6 +183,63 @@ static void test_read_missing_file(void **state) {
   assert_non_null(strstr(err, "cannot create"));
 }
 
+/* Only regular files are read or overwritten: a directory, a device that
+ * never ends and a FIFO with no writer are refused before any read. */
+static void test_non_regular_files(void **state) {
+  (void)state;
+  htp_array array;
+  char err[256], fifo[64];
+  assert_int_not_equal(htp_npy_read(".", &array, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a directory)");
+  assert_null(array.data);
+  assert_int_not_equal(htp_npy_read("/dev/zero", &array, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a character device)");
+  snprintf(fifo, sizeof fifo, "executor_npy_fifo_%ld", (long)getpid());
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_not_equal(htp_npy_read(fifo, &array, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a FIFO)");
+  /* Writing: a directory, a device, a FIFO are not overwritten. */
+  const float one = 1;
+  assert_int_not_equal(htp_npy_write(fifo, 0, NULL, &one, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a FIFO): refusing to write to it");
+  unlink(fifo);
+  assert_int_not_equal(htp_npy_write(".", 0, NULL, &one, err, sizeof err), 0);
+  assert_non_null(strstr(err, "(a directory)"));
+  assert_int_not_equal(htp_npy_write("/dev/null", 0, NULL, &one, err, sizeof err), 0);
+  assert_non_null(strstr(err, "(a character device)"));
+}
+
+/* An empty file is not an .npy file (and maps to nothing). */
+static void test_empty_file(void **state) {
+  (void)state;
+  const char *path = "executor_npy_empty.npy";
+  FILE *file = fopen(path, "wb");
+  assert_non_null(file);
+  fclose(file);
+  htp_array array;
+  char err[256];
+  assert_int_not_equal(htp_npy_read(path, &array, err, sizeof err), 0);
+  assert_non_null(strstr(err, "not a .npy file"));
+  remove(path);
+}
+
+/* A version 2 header claiming more than the limit is refused before its
+ * text is looked at, even when the bytes are there. */
+static void test_header_limit(void **state) {
+  (void)state;
+  size_t size = 12 + HTP_NPY_MAX_HEADER + 1;
+  unsigned char *bytes = calloc(size, 1);
+  memcpy(bytes, "\x93NUMPY\x02\x00", 8);
+  uint32_t length = HTP_NPY_MAX_HEADER + 1;
+  for (int i = 0; i < 4; i++)
+    bytes[8 + i] = (unsigned char)(length >> (8 * i));
+  expect_failure(bytes, size, ".npy header of 65537 bytes is over the 65536-byte limit");
+  /* 4 GiB claimed, 2 bytes present. */
+  memcpy(bytes + 8, "\xff\xff\xff\xff", 4);
+  expect_failure(bytes, 14, "over the 65536-byte limit");
+  free(bytes);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_write_read_round_trip),
@@ -192,6 +251,9 @@ int main(void) {
       cmocka_unit_test(test_wrong_dtype),
       cmocka_unit_test(test_truncated_data),
       cmocka_unit_test(test_read_missing_file),
+      cmocka_unit_test(test_non_regular_files),
+      cmocka_unit_test(test_empty_file),
+      cmocka_unit_test(test_header_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -160,40 +162,101 @@ static void test_header_length_past_end(void **state) {
 static void test_truncated_header(void **state) {
   (void)state;
   /* The file ends inside the JSON (the length says so too). */
-  expect_header_failure("{\"a\": {\"dtype\": \"F3", 0, "unterminated string");
-  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1", 0, "bad JSON");
+  expect_header_failure("{\"a\": {\"dtype\": \"F3", 0, "premature end of input");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1", 0, "bad JSON at line 1, column 34");
 }
 
 static void test_bad_json(void **state) {
   (void)state;
-  expect_header_failure("not json", 0, "bad safetensors header");
-  expect_header_failure("[]", 0, "expected '{'");
-  expect_header_failure("{\"a\" 1}", 0, "expected ':'");
+  expect_header_failure("not json", 0, "bad safetensors header: bad JSON");
+  expect_header_failure("[]", 0, "not a JSON object");
+  expect_header_failure("\"a\"", 0, "bad JSON");
+  expect_header_failure("{\"a\" 1}", 0, "':' expected");
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [0, 4]},}",
                         4, "bad JSON");
-  expect_header_failure("{} x", 0, "expected the end of the JSON text");
-  expect_header_failure("{\"a\\q\": {}}", 0, "unknown escape");
-  expect_header_failure("{\"a\\ud800\": {}}", 0, "low surrogate");
+  expect_header_failure("{} x", 0, "end of file expected");
+  expect_header_failure("{\"a\\q\": {}}", 0, "invalid escape");
+  expect_header_failure("{\"a\\ud800\": {}}", 0, "invalid Unicode");
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [-1], \"data_offsets\": [0, 4]}}",
-                        4, "non-negative integer");
+                        4, "tensor 'a': shape holds a negative number -1");
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1.5], \"data_offsets\": [0, 4]}}",
-                        4, "expected an integer");
+                        4, "tensor 'a': shape holds a non-integer");
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [99999999999999999999], "
-                        "\"data_offsets\": [0, 4]}}", 4, "integer too large");
+                        "\"data_offsets\": [0, 4]}}", 4, "too big integer");
   expect_header_failure("{\"__metadata__\": [1, 2]}", 0, "'__metadata__' is not an object");
-  expect_header_failure("{\"__metadata__\": {\"k\": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
-                        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
-                        "]]]]]]]]]]]]]]]]]]]]]]]]]]]}}", 0, "nesting too deep");
-  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
-                        "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
-                        8, "tensor 'a' appears twice");
   expect_header_failure("{\"a\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", 4, "lacks a dtype");
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [1], "
-                        "\"data_offsets\": [0, 4]}}", 4, "has 'dtype' twice");
+                        "\"data_offsets\": [0, 4]}}", 4, "duplicate object key near '\"dtype\"'");
+  expect_header_failure("{\"a\": {\"dtype\": 3, \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
+                        "tensor 'a': dtype is not a string");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": 1, \"data_offsets\": [0, 4]}}", 4,
+                        "tensor 'a': shape is not an array");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4, 8]}}",
+                        8, "tensor 'a': data_offsets is not [begin, end]");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, \"4\"]}}",
+                        4, "tensor 'a': data_offsets holds a non-integer");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, -4]}}",
+                        4, "data_offsets holds a negative number");
+  expect_header_failure("{\"a\": []}", 4, "tensor 'a' is not a JSON object");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1,1,1,1,1,1,1,1,1], "
+                        "\"data_offsets\": [0, 4]}}", 4, "more than 8 dims");
+  /* Strings: invalid UTF-8, and a NUL spelled \u0000 in a key. */
+  expect_header_failure("{\"\xff\": {}}", 0, "unable to decode byte 0xff");
+  expect_header_failure("{\"a\\u0000b\": {}}", 0, "NUL byte in object key");
   /* A NUL byte inside the header text. */
   image file = make_image("{\"a\": 1}", 0);
   file.bytes[10] = '\0';
   expect_failure(file, "bad JSON");
+}
+
+/* No key twice in any object: a tensor, a field of a tensor, the metadata,
+ * or a key inside the metadata (the file would mean two things). */
+static void test_duplicate_keys(void **state) {
+  (void)state;
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                        "\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}, "
+                        "\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+                        8, "duplicate object key near '\"a\"'");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], "
+                        "\"data_offsets\": [0, 4]}}", 4, "duplicate object key near '\"data_offsets\"'");
+  expect_header_failure("{\"__metadata__\": {}, \"__metadata__\": {}}", 0,
+                        "duplicate object key near '\"__metadata__\"'");
+  expect_header_failure("{\"__metadata__\": {\"k\": \"1\", \"k\": \"2\"}}", 0,
+                        "duplicate object key near '\"k\"'");
+  /* The same name spelled two ways is the same key. */
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                        "\"\\u0061\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+                        8, "duplicate object key");
+}
+
+/* Metadata maps strings to strings; deep nesting anywhere is refused by
+ * the parser's depth limit, not by running out of stack. */
+static void test_metadata_and_nesting(void **state) {
+  (void)state;
+  expect_header_failure("{\"__metadata__\": [1, 2]}", 0, "'__metadata__' is not an object");
+  expect_header_failure("{\"__metadata__\": {\"k\": 1}}", 0,
+                        "'__metadata__' value of 'k' is not a string");
+  expect_header_failure("{\"__metadata__\": {\"k\": [[[[]]]]}}", 0,
+                        "'__metadata__' value of 'k' is not a string");
+  enum { DEPTH = 100000 };
+  static const char *const prefixes[] = {"{\"__metadata__\": {\"k\": ", "{\"a\": {\"shape\": "};
+  char *deep = malloc(2 * DEPTH + 64);
+  for (int p = 0; p < 2; p++) {
+    size_t length = (size_t)sprintf(deep, "%s", prefixes[p]);
+    memset(deep + length, '[', DEPTH);
+    memset(deep + length + DEPTH, ']', DEPTH);
+    strcpy(deep + length + 2 * DEPTH, "}}");
+    expect_header_failure(deep, 0, "maximum parsing depth reached");
+  }
+  free(deep);
+  /* Metadata is allowed and skipped. */
+  image file = make_image("{\"__metadata__\": {\"format\": \"pt\", \"\": \"\"}}", 0);
+  htp_safetensors st;
+  char err[256] = "";
+  assert_int_equal(htp_safetensors_parse(file.bytes, file.size, &st, err, sizeof err), 0);
+  assert_int_equal(st.count, 0);
+  htp_safetensors_close(&st);
+  free(file.bytes);
 }
 
 static void test_offsets_out_of_range(void **state) {
@@ -238,6 +301,60 @@ static void test_open_missing_file(void **state) {
   htp_safetensors_close(NULL);
 }
 
+/* Only regular files are read: a directory, a device that never ends and a
+ * FIFO with no writer are refused at once, before any read (a FIFO would
+ * block, /dev/zero would be read until memory runs out). */
+static void test_open_non_regular(void **state) {
+  (void)state;
+  htp_safetensors st;
+  char err[256], fifo[64];
+  assert_int_not_equal(htp_safetensors_open(".", &st, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a directory)");
+  assert_int_not_equal(htp_safetensors_open("/dev/zero", &st, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a character device)");
+  snprintf(fifo, sizeof fifo, "executor_st_fifo_%ld", (long)getpid());
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_not_equal(htp_safetensors_open(fifo, &st, err, sizeof err), 0);
+  assert_string_equal(err, "not a regular file (a FIFO)");
+  unlink(fifo);
+  htp_safetensors_close(&st);
+}
+
+/* The file path: a valid file written to disk opens, an empty one is refused. */
+static void test_open_file(void **state) {
+  (void)state;
+  const char *path = "executor_st_open.safetensors";
+  image file = make_image("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4);
+  FILE *out = fopen(path, "wb");
+  assert_non_null(out);
+  assert_int_equal(fwrite(file.bytes, 1, file.size, out), file.size);
+  fclose(out);
+  htp_safetensors st;
+  char err[256] = "";
+  assert_int_equal(htp_safetensors_open(path, &st, err, sizeof err), 0);
+  assert_int_equal(st.count, 1);
+  float value;
+  assert_int_equal(htp_safetensors_read_f32(&st, &st.tensors[0], &value, err, sizeof err), 0);
+  assert_memory_equal(&value, file.bytes + file.size - 4, 4);
+  htp_safetensors_close(&st);
+  out = fopen(path, "wb");
+  fclose(out);
+  assert_int_not_equal(htp_safetensors_open(path, &st, err, sizeof err), 0);
+  assert_non_null(strstr(err, "0 bytes, shorter than the 8-byte header length"));
+  remove(path);
+  free(file.bytes);
+}
+
+/* The header length is checked against the limit before the JSON is read. */
+static void test_header_limit(void **state) {
+  (void)state;
+  size_t length = HTP_ST_MAX_HEADER + 1;
+  image file = {calloc(8 + length, 1), 8 + length};
+  for (int i = 0; i < 8; i++)
+    file.bytes[i] = (unsigned char)((uint64_t)length >> (8 * i));
+  expect_failure(file, "safetensors header of 100000001 bytes is over the 100 MB limit");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_round_trip),
@@ -247,11 +364,16 @@ int main(void) {
       cmocka_unit_test(test_header_length_past_end),
       cmocka_unit_test(test_truncated_header),
       cmocka_unit_test(test_bad_json),
+      cmocka_unit_test(test_duplicate_keys),
+      cmocka_unit_test(test_metadata_and_nesting),
       cmocka_unit_test(test_offsets_out_of_range),
       cmocka_unit_test(test_overlapping),
       cmocka_unit_test(test_wrong_byte_count),
       cmocka_unit_test(test_unsupported_dtype),
       cmocka_unit_test(test_open_missing_file),
+      cmocka_unit_test(test_open_non_regular),
+      cmocka_unit_test(test_open_file),
+      cmocka_unit_test(test_header_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

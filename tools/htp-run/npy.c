@@ -1,14 +1,18 @@
 /*===- tools/htp-run/npy.c - Read and write NumPy .npy files -----------===*
  *
  * This file implements npy.h. The header dict is parsed strictly: exactly
- * the three keys numpy writes, each once, quoted with ' or ".
+ * the three keys numpy writes, each once, quoted with ' or ". Files are
+ * mapped through file_map.h (regular files only) and parsed in memory by
+ * the same htp_npy_parse the fuzzer calls.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/npy.h"
 
 #include "tools/htp-run/convert.h"
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +121,9 @@ static int parse_npy(const unsigned char *bytes, size_t size, htp_array *out, ch
   } else {
     return htp_set_error(err, err_size, "unsupported .npy version %u.%u", major, bytes[7]);
   }
+  if (header_length > HTP_NPY_MAX_HEADER)
+    return htp_set_error(err, err_size, ".npy header of %zu bytes is over the %d-byte limit",
+                         header_length, HTP_NPY_MAX_HEADER);
   if (header_length > size - prefix)
     return htp_set_error(err, err_size,
                          "truncated .npy file: header of %zu bytes, only %zu bytes follow",
@@ -205,37 +212,18 @@ int htp_npy_parse(const unsigned char *bytes, size_t size, htp_array *out, char 
 
 int htp_npy_read(const char *path, htp_array *out, char *err, size_t err_size) {
   memset(out, 0, sizeof *out);
-  FILE *file = fopen(path, "rb");
-  if (!file)
-    return htp_set_error(err, err_size, "cannot open: %s", strerror(errno));
-  unsigned char *bytes = NULL;
-  size_t size = 0, capacity = 0;
-  for (;;) {
-    if (size == capacity) {
-      capacity = capacity ? capacity * 2 : 1 << 16;
-      unsigned char *grown = realloc(bytes, capacity);
-      if (!grown) {
-        free(bytes);
-        fclose(file);
-        return htp_set_error(err, err_size, "out of memory reading the file");
-      }
-      bytes = grown;
-    }
-    size_t got = fread(bytes + size, 1, capacity - size, file);
-    size += got;
-    if (got == 0)
-      break;
-  }
-  int failed = ferror(file);
-  fclose(file);
-  int status = failed ? htp_set_error(err, err_size, "read error")
-                      : htp_npy_parse(bytes, size, out, err, err_size);
-  free(bytes);
+  htp_file_map file;
+  if (htp_file_map_open(path, &file, err, err_size))
+    return 1;
+  int status = htp_npy_parse(file.bytes, file.size, out, err, err_size);
+  htp_file_map_close(&file);
   return status;
 }
 
 int htp_npy_write(const char *path, int rank, const int64_t *dims, const float *data, char *err,
                   size_t err_size) {
+  if (htp_check_writable_path(path, err, err_size))
+    return 1;
   char header[512];
   int length = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
   int64_t count = 1;

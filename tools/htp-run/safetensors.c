@@ -1,25 +1,23 @@
 /*===- tools/htp-run/safetensors.c - Read Hugging Face safetensors files ===*
  *
- * This file implements safetensors.h: mmap, header validation (see the
- * header for the list of checks) and conversion of float tensors to f32.
- * The header is limited to 100 MB, as in the reference implementation.
+ * This file implements safetensors.h: the file mapped through file_map.h
+ * (regular files only), the header read with jansson and validated (see the
+ * header for the list of checks), and float tensors converted to f32. The
+ * header is limited to 100 MB, as in the reference implementation.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/safetensors.h"
 
 #include "tools/htp-run/convert.h"
 #include "tools/htp-run/errors.h"
-#include "tools/htp-run/json.h"
+#include "tools/htp-run/file_map.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define HTP_ST_MAX_HEADER (100u * 1000u * 1000u)
 
 static const struct {
   const char *name;
@@ -45,84 +43,57 @@ static void free_tensors(htp_safetensors *st) {
   st->count = 0;
 }
 
-/* Reads {"dtype": ..., "shape": [...], "data_offsets": [b, e]} into tensor. */
-static int parse_tensor_info(htp_json *json, htp_st_tensor *tensor, char *err, size_t err_size) {
-  int have_dtype = 0, have_shape = 0, have_offsets = 0;
-  if (htp_json_expect(json, '{'))
-    return 1;
-  if (htp_json_peek(json) == '}')
-    return htp_set_error(err, err_size, "tensor '%s' has no dtype, shape or data_offsets",
-                         tensor->name);
-  for (;;) {
-    char *key = NULL;
-    if (htp_json_string(json, &key) || htp_json_expect(json, ':')) {
-      free(key);
-      return 1;
-    }
-    int status = 0;
-    if (strcmp(key, "dtype") == 0 && !have_dtype) {
-      char *dtype = NULL;
-      have_dtype = 1;
-      if (htp_json_string(json, &dtype)) {
-        status = 1;
-      } else if (dtype_size(dtype) == 0) {
-        status = htp_set_error(err, err_size, "tensor '%s' has unknown dtype '%.32s'",
-                               tensor->name, dtype);
-      } else {
-        snprintf(tensor->dtype, sizeof tensor->dtype, "%s", dtype);
-      }
-      free(dtype);
-    } else if (strcmp(key, "shape") == 0 && !have_shape) {
-      have_shape = 1;
-      status = htp_json_expect(json, '[');
-      if (!status && htp_json_peek(json) == ']') {
-        json->cursor++;
-      } else {
-        while (!status) {
-          uint64_t dim;
-          if (tensor->rank == HTP_ST_MAX_RANK) {
-            status = htp_set_error(err, err_size, "tensor '%s' has more than %d dims",
-                                   tensor->name, HTP_ST_MAX_RANK);
-            break;
-          }
-          status = htp_json_uint(json, &dim);
-          if (status)
-            break;
-          tensor->dims[tensor->rank++] = (int64_t)dim;
-          int c = htp_json_peek(json);
-          if (c == ']') {
-            json->cursor++;
-            break;
-          }
-          status = htp_json_expect(json, ',');
-        }
-      }
-    } else if (strcmp(key, "data_offsets") == 0 && !have_offsets) {
-      have_offsets = 1;
-      status = htp_json_expect(json, '[') || htp_json_uint(json, &tensor->begin) ||
-               htp_json_expect(json, ',') || htp_json_uint(json, &tensor->end) ||
-               htp_json_expect(json, ']');
-    } else if (strcmp(key, "dtype") == 0 || strcmp(key, "shape") == 0 ||
-               strcmp(key, "data_offsets") == 0) {
-      status = htp_set_error(err, err_size, "tensor '%s' has '%s' twice", tensor->name, key);
-    } else {
-      status = htp_json_skip_value(json);
-    }
-    free(key);
-    if (status)
-      return 1;
-    int c = htp_json_peek(json);
-    if (c == '}') {
-      json->cursor++;
-      break;
-    }
-    if (htp_json_expect(json, ','))
-      return 1;
-  }
-  if (!have_dtype || !have_shape || !have_offsets)
-    return htp_set_error(err, err_size, "tensor '%s' lacks %s", tensor->name,
-                         !have_dtype ? "a dtype" : !have_shape ? "a shape" : "data_offsets");
+/* A JSON integer in [0, 2^63), or non-zero with a message about what. */
+static int read_count(const json_t *value, const char *tensor, const char *what, uint64_t *out,
+                      char *err, size_t err_size) {
+  if (!json_is_integer(value))
+    return htp_set_error(err, err_size, "tensor '%s': %s holds a non-integer", tensor, what);
+  json_int_t number = json_integer_value(value);
+  if (number < 0)
+    return htp_set_error(err, err_size, "tensor '%s': %s holds a negative number %lld", tensor,
+                         what, (long long)number);
+  *out = (uint64_t)number;
   return 0;
+}
+
+/* Reads {"dtype": ..., "shape": [...], "data_offsets": [b, e]} into tensor;
+ * other keys are ignored, as the format allows. */
+static int parse_tensor_info(const json_t *info, htp_st_tensor *tensor, char *err,
+                             size_t err_size) {
+  if (!json_is_object(info))
+    return htp_set_error(err, err_size, "tensor '%s' is not a JSON object", tensor->name);
+  const json_t *dtype = json_object_get(info, "dtype");
+  const json_t *shape = json_object_get(info, "shape");
+  const json_t *offsets = json_object_get(info, "data_offsets");
+  if (!dtype || !shape || !offsets)
+    return htp_set_error(err, err_size, "tensor '%s' lacks %s", tensor->name,
+                         !dtype ? "a dtype" : !shape ? "a shape" : "data_offsets");
+  if (!json_is_string(dtype))
+    return htp_set_error(err, err_size, "tensor '%s': dtype is not a string", tensor->name);
+  if (dtype_size(json_string_value(dtype)) == 0)
+    return htp_set_error(err, err_size, "tensor '%s' has unknown dtype '%.32s'", tensor->name,
+                         json_string_value(dtype));
+  snprintf(tensor->dtype, sizeof tensor->dtype, "%s", json_string_value(dtype));
+
+  if (!json_is_array(shape))
+    return htp_set_error(err, err_size, "tensor '%s': shape is not an array", tensor->name);
+  if (json_array_size(shape) > HTP_ST_MAX_RANK)
+    return htp_set_error(err, err_size, "tensor '%s' has more than %d dims", tensor->name,
+                         HTP_ST_MAX_RANK);
+  for (size_t d = 0; d < json_array_size(shape); d++) {
+    uint64_t dim;
+    if (read_count(json_array_get(shape, d), tensor->name, "shape", &dim, err, err_size))
+      return 1;
+    tensor->dims[tensor->rank++] = (int64_t)dim;
+  }
+
+  if (!json_is_array(offsets) || json_array_size(offsets) != 2)
+    return htp_set_error(err, err_size, "tensor '%s': data_offsets is not [begin, end]",
+                         tensor->name);
+  return read_count(json_array_get(offsets, 0), tensor->name, "data_offsets", &tensor->begin,
+                    err, err_size) ||
+         read_count(json_array_get(offsets, 1), tensor->name, "data_offsets", &tensor->end, err,
+                    err_size);
 }
 
 static int compare_begin(const void *a, const void *b) {
@@ -174,6 +145,20 @@ static int check_ranges(htp_safetensors *st, char *err, size_t err_size) {
   return status;
 }
 
+/* The header's "__metadata__": a map of strings to strings (the format's
+ * rule; nothing else may hide there). */
+static int check_metadata(const json_t *metadata, char *err, size_t err_size) {
+  if (!json_is_object(metadata))
+    return htp_set_error(err, err_size, "'__metadata__' is not an object");
+  const char *key;
+  const json_t *value;
+  json_object_foreach((json_t *)metadata, key, value) {
+    if (!json_is_string(value))
+      return htp_set_error(err, err_size, "'__metadata__' value of '%.64s' is not a string", key);
+  }
+  return 0;
+}
+
 int htp_safetensors_parse(const unsigned char *bytes, size_t size, htp_safetensors *st, char *err,
                           size_t err_size) {
   memset(st, 0, sizeof *st);
@@ -193,112 +178,74 @@ int htp_safetensors_parse(const unsigned char *bytes, size_t size, htp_safetenso
   if (header_length < 2)
     return htp_set_error(err, err_size, "not a safetensors file: header of %llu bytes",
                          (unsigned long long)header_length);
+
+  /* jansson checks the syntax, UTF-8, nesting depth, and (with the flag)
+   * that no object repeats a key: a tensor, or a tensor's "dtype". A NUL
+   * byte in the text or a \u0000 in a string is an error without
+   * JSON_ALLOW_NUL. */
+  json_error_t json_error;
+  json_t *root = json_loadb((const char *)bytes + 8, (size_t)header_length,
+                            JSON_REJECT_DUPLICATES, &json_error);
+  if (!root)
+    return htp_set_error(err, err_size, "bad safetensors header: bad JSON at line %d, column %d: "
+                         "%s", json_error.line, json_error.column, json_error.text);
+  int status = 0;
+  if (!json_is_object(root)) {
+    status = htp_set_error(err, err_size, "bad safetensors header: not a JSON object");
+    goto done;
+  }
   st->bytes = bytes;
   st->size = size;
   st->data_offset = 8 + (size_t)header_length;
-
-  char json_err[256] = "";
-  htp_json json;
-  htp_json_init(&json, (const char *)bytes + 8, (size_t)header_length, json_err, sizeof json_err);
-  int capacity = 0, status = 0, have_metadata = 0;
-  if (htp_json_expect(&json, '{'))
-    goto json_failure;
-  if (htp_json_peek(&json) == '}') {
-    json.cursor++;
-  } else {
-    for (;;) {
-      char *name = NULL;
-      if (htp_json_string(&json, &name) || htp_json_expect(&json, ':')) {
-        free(name);
-        goto json_failure;
-      }
-      if (strcmp(name, "__metadata__") == 0) {
-        free(name);
-        if (have_metadata) {
-          status = htp_set_error(err, err_size, "'__metadata__' appears twice");
-          goto failure;
-        }
-        have_metadata = 1;
-        if (htp_json_peek(&json) != '{') {
-          status = htp_set_error(err, err_size, "'__metadata__' is not an object");
-          goto failure;
-        }
-        if (htp_json_skip_value(&json))
-          goto json_failure;
-      } else {
-        if (htp_safetensors_find(st, name)) {
-          status = htp_set_error(err, err_size, "tensor '%s' appears twice", name);
-          free(name);
-          goto failure;
-        }
-        if (st->count == capacity) {
-          int grown = capacity ? capacity * 2 : 16;
-          htp_st_tensor *tensors = realloc(st->tensors, (size_t)grown * sizeof *tensors);
-          if (!tensors) {
-            free(name);
-            status = htp_set_error(err, err_size, "out of memory");
-            goto failure;
-          }
-          st->tensors = tensors;
-          capacity = grown;
-        }
-        htp_st_tensor *tensor = &st->tensors[st->count++];
-        memset(tensor, 0, sizeof *tensor);
-        tensor->name = name;
-        json_err[0] = '\0';
-        if (parse_tensor_info(&json, tensor, json_err, sizeof json_err))
-          goto json_failure;
-      }
-      int c = htp_json_peek(&json);
-      if (c == '}') {
-        json.cursor++;
+  size_t entries = json_object_size(root);
+  if (entries > INT_MAX) {
+    status = htp_set_error(err, err_size, "bad safetensors header: too many tensors");
+    goto done;
+  }
+  st->tensors = calloc(entries ? entries : 1, sizeof *st->tensors);
+  if (!st->tensors) {
+    status = htp_set_error(err, err_size, "out of memory");
+    goto done;
+  }
+  const char *name;
+  json_t *info;
+  json_object_foreach(root, name, info) {
+    if (strcmp(name, "__metadata__") == 0) {
+      status = check_metadata(info, err, err_size);
+    } else {
+      htp_st_tensor *tensor = &st->tensors[st->count];
+      tensor->name = strdup(name);
+      if (!tensor->name) {
+        status = htp_set_error(err, err_size, "out of memory");
         break;
       }
-      if (htp_json_expect(&json, ','))
-        goto json_failure;
+      st->count++;
+      status = parse_tensor_info(info, tensor, err, err_size);
     }
+    if (status)
+      break;
   }
-  if (htp_json_finish(&json))
-    goto json_failure;
-  if (check_ranges(st, err, err_size)) {
-    status = 1;
-    goto failure;
+  if (!status)
+    status = check_ranges(st, err, err_size);
+done:
+  json_decref(root);
+  if (status) {
+    free_tensors(st);
+    memset(st, 0, sizeof *st);
   }
-  return 0;
-
-json_failure:
-  status = htp_set_error(err, err_size, "bad safetensors header: %s", json_err);
-failure:
-  free_tensors(st);
-  memset(st, 0, sizeof *st);
-  return status ? status : 1;
+  return status;
 }
 
 int htp_safetensors_open(const char *path, htp_safetensors *st, char *err, size_t err_size) {
   memset(st, 0, sizeof *st);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return htp_set_error(err, err_size, "cannot open: %s", strerror(errno));
-  struct stat info;
-  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    close(fd);
-    return htp_set_error(err, err_size, "not a regular file");
-  }
-  size_t size = (size_t)info.st_size;
-  if (size < 8) {
-    close(fd);
-    return htp_set_error(err, err_size, "not a safetensors file: %zu bytes, shorter than the "
-                         "8-byte header length", size);
-  }
-  void *mapping = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  close(fd);
-  if (mapping == MAP_FAILED)
-    return htp_set_error(err, err_size, "cannot map: %s", strerror(errno));
-  if (htp_safetensors_parse(mapping, size, st, err, err_size)) {
-    munmap(mapping, size);
+  htp_file_map file;
+  if (htp_file_map_open(path, &file, err, err_size))
+    return 1;
+  if (htp_safetensors_parse(file.bytes, file.size, st, err, err_size)) {
+    htp_file_map_close(&file);
     return 1;
   }
-  st->mapping = mapping;
+  st->mapping = file.mapping;
   return 0;
 }
 

@@ -5,10 +5,12 @@
  *    ..., "__metadata__": {"key": "value", ...}}
  * (padded with blanks), then the data; offsets are relative to the data.
  * Parsing checks everything before any tensor is read: the header length
- * against the file size, the JSON, each dtype, that each tensor's byte range
- * is inside the data and exactly prod(shape) * dtype size long, and that no
- * two ranges overlap. A file that passes cannot make a reader go out of
- * bounds.
+ * against the file size and the 100 MB limit (HTP_ST_MAX_HEADER, as the
+ * reference implementation), the JSON (jansson: syntax, UTF-8, nesting, no
+ * key twice in any object), that "__metadata__" maps strings to strings,
+ * each dtype, that each tensor's byte range is inside the data and exactly
+ * prod(shape) * dtype size long, and that no two ranges overlap. A file that
+ * passes cannot make a reader go out of bounds.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_RUN_SAFETENSORS_H
 #define HTP_RUN_SAFETENSORS_H
@@ -17,6 +19,7 @@
 #include <stdint.h>
 
 enum { HTP_ST_MAX_RANK = 8 };
+#define HTP_ST_MAX_HEADER (100u * 1000u * 1000u) /* bytes of JSON */
 
 typedef struct htp_st_tensor {
   char *name;
@@ -35,7 +38,8 @@ typedef struct htp_safetensors {
   void *mapping;               /* non-NULL when bytes is an mmap this reader owns */
 } htp_safetensors;
 
-/* Maps and parses the file at path. On failure returns non-zero, leaves *st
+/* Maps and parses the file at path, which must be a regular file (a
+ * directory, FIFO or device is refused before anything is read). On failure returns non-zero, leaves *st
  * empty (safe to close) and writes a message (without the path) to err. */
 int htp_safetensors_open(const char *path, htp_safetensors *st, char *err, size_t err_size);
 
