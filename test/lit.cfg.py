@@ -39,3 +39,8 @@ def has_gpu():
 
 if config.have_cuda_build and has_gpu():
     config.available_features.add("cuda-gpu")
+
+# htp-plot (a Python script, run from the source tree) needs matplotlib.
+config.substitutions.append(("%htp-plot", os.path.join(config.htp_source_dir, "tools", "htp-plot", "htp-plot")))
+if subprocess.run([config.python, "-c", "import matplotlib"], capture_output=True).returncode == 0:
+    config.available_features.add("matplotlib")
