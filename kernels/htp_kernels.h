@@ -93,6 +93,11 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
                               int64_t in_features, int64_t out_features, int64_t width,
                               const int32_t *units, int64_t count, int32_t accumulate);
 
+/* BLAS's thread count for the GEMMs of every kernel (process-wide; set it
+ * before ranks start). threads < 1 is ignored. */
+void htp_cpu_set_blas_threads(int threads);
+int htp_cpu_blas_threads(void);
+
 #ifdef __cplusplus
 }
 #endif

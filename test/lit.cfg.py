@@ -22,6 +22,9 @@ config.substitutions.append(("%gen-vit", os.path.join(config.htp_source_dir, "ex
 config.substitutions.append(("%check-e2e", os.path.join(config.htp_source_dir, "test", "ref", "check_e2e.py")))
 config.substitutions.append(("%examples", os.path.join(config.htp_source_dir, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.htp_source_dir, "test", "Inputs")))
+# Hand-written blocks built by test/executor (fake_tp_block.c): tp 2 and 3,
+# and blocks that claim more than a machine holds.
+config.substitutions.append(("%fake-blocks", os.path.join(config.htp_binary_dir, "test", "executor")))
 config.substitutions.append(("%FileCheck", os.path.join(config.llvm_tools_dir, "FileCheck")))
 config.substitutions.append(("%not", os.path.join(config.llvm_tools_dir, "not")))
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """htp-run's multi-rank path on hand-written tensor-parallel entries.
 
-usage: check_multi_rank.py HTP_RUN FAKE_TP2.so FAKE_TP3.so WORKDIR
+usage: check_multi_rank.py HTP_RUN FAKE_TP2.so FAKE_TP3.so WORKDIR HUGE_TP.so HUGE_WORKSPACE.so
 
 fake_tp_block.c computes, split over tp ranks, y = x W1^T W2^T + b2 and
 q = the global qkv bias; this checks the slices each rank got (blocks on
 dim 0 and 1, qkv), the --tp/.so mismatch error, hung and dead ranks (a clear
 error within the deadline, no hang), --slow detection in the table and the
 trace, the refusal of balancing policies (the fake blocks have no balance
-hooks), and the mpi backend when mpirun is there. Prints PASS or FAIL lines;
-exit 1 on any FAIL.
+hooks), the limits checked before anything is allocated (a block claiming tp
+10^6 or a 2^39-byte workspace, a FILE that is not a regular file, --backend
+mpi without a launcher), each rank's share of the cores for BLAS, and the
+mpi backend when mpirun is there. Prints PASS or FAIL lines; exit 1 on any
+FAIL.
 """
 import json
 import os
@@ -36,6 +39,45 @@ def run(args, timeout=30, env=None):
     start = time.monotonic()
     result = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     return result, time.monotonic() - start
+
+
+def check_limits(htp_run, huge_tp, huge_workspace, work):
+    """Absurd claims are refused fast, with a message, before allocation."""
+    r, seconds = run([htp_run, huge_tp, "--iters", "1"])
+    check(r.returncode == 1 and "\"tp\" is 1000000, not in [1, 1024]" in r.stderr and seconds < 5,
+          f"a .so claiming tp 10^6 is refused in {seconds:.1f} s", r.stderr)
+    r, seconds = run([htp_run, huge_workspace, "--iters", "1"])
+    check(r.returncode == 1 and "more than this machine's" in r.stderr and
+          "refused before allocating anything" in r.stderr and seconds < 5,
+          f"a .so claiming a 2^39-byte workspace is refused in {seconds:.1f} s", r.stderr)
+    for path in ("/dev/zero", work):
+        r, seconds = run([htp_run, path], timeout=10)
+        check(r.returncode == 1 and "is not a regular file" in r.stderr,
+              f"FILE {path} is refused as not a regular file", r.stderr)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
+                        "MV2_COMM_WORLD_SIZE")}
+    r, _ = run([htp_run, huge_tp, "--backend", "mpi"], env=env)
+    check(r.returncode == 1 and ("must be started by an MPI launcher" in r.stderr or
+                                 "not built" in r.stderr or "not available" in r.stderr),
+          "--backend mpi outside mpirun is an error", r.stderr)
+
+
+def check_blas_threads(htp_run, so):
+    """Without the user's setting each rank gets max(1, cores / tp) BLAS
+    threads; with it, BLAS is left alone."""
+    cores = len(os.sched_getaffinity(0))
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")}
+    for tp in (2, 3):
+        r, _ = run([htp_run, so[tp], "--iters", "1", "--report", "json"], env=clean)
+        got = json.loads(r.stdout)["blas_threads"] if r.returncode == 0 else None
+        check(got == max(1, cores // tp), f"tp {tp} on {cores} cores: {got} BLAS threads per rank",
+              r.stderr)
+    r, _ = run([htp_run, so[2], "--iters", "1", "--report", "json"],
+               env=dict(clean, OPENBLAS_NUM_THREADS="1"))
+    got = json.loads(r.stdout)["blas_threads"] if r.returncode == 0 else None
+    check(got == 1, f"OPENBLAS_NUM_THREADS=1 is respected ({got})", r.stderr)
 
 
 def main():
@@ -114,6 +156,9 @@ def main():
         check(r.returncode == 1 and f"htp-run: error: --policy {policy} needs a block split with "
               "balance hooks (--tp > 1)" in r.stderr and "has no 'balance' record" in r.stderr,
               f"--policy {policy} on a tp-2 block without hooks is refused", r.stderr)
+
+    check_limits(htp_run, sys.argv[5], sys.argv[6], work)
+    check_blas_threads(htp_run, so)
 
     mpirun = shutil.which("mpirun")
     if mpirun:

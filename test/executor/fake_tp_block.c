@@ -1,9 +1,11 @@
 /*===- test/executor/fake_tp_block.c - A hand-written tensor-parallel entry ===*
  *
  * An entry point as --htp-tensor-parallel + htp-compile would write it
- * (tools/htp-run/entry.h), for FAKE_TP ranks, so htp-run's multi-rank path
+ * (runtime/htp_entry.h), for FAKE_TP ranks, so htp-run's multi-rank path
  * (slicing, ranks, collectives, faults, timing) is tested without the
- * compiler. Per rank:
+ * compiler. Built with FAKE_TP 1000000 or a FAKE_WORKSPACE of 2^39 bytes it
+ * is a block that claims more than any machine holds: htp-run must refuse
+ * it before allocating. Per rank:
  *   h = x · w1ᵀ          w1 = fc1.weight, column-parallel (shard dim 0)
  *   y = allreduce(h · w2ᵀ) + b2     w2 = fc2.weight, row-parallel (shard dim 1)
  *   q = allreduce(qkv bias placed at its global rows)   (qkv layout)
@@ -16,28 +18,35 @@
 
 #define STR2(x) #x
 #define STR(x) STR2(x)
+#ifndef FAKE_WORKSPACE
+#define FAKE_WORKSPACE 256
+#endif
 
 enum { B = 4, D = 6, H = 5, Q = 2 }; /* H fc1 rows and Q rows of each of q|k|v per rank */
 
-const char fake_block__htp_sig[] =
-    "htp-entry 1\n"
-    "entry fake_block\n"
-    "arg 0 input x f32 2 4 6\n"
-    "arg 1 param blocks.0.mlp.fc1.weight f32 2 5 6\n"
-    "arg 2 param blocks.0.mlp.fc2.weight f32 2 6 5\n"
-    "arg 3 param blocks.0.mlp.fc2.bias f32 1 6\n"
-    "arg 4 param blocks.0.attn.qkv.bias f32 1 6\n"
-    "result 0 y f32 2 4 6\n"
-    "result 1 q f32 1 " STR(FAKE_QKV_ROWS) "\n"
-    "workspace 256\n"
-    "flops 480\n"
-    "tp " STR(FAKE_TP) "\n"
-    "shard 1 0 " STR(FAKE_TP) " blocks\n"
-    "shard 2 1 " STR(FAKE_TP) " blocks\n"
-    "shard 4 0 " STR(FAKE_TP) " qkv\n"
-    "end\n";
-const char htp_default_entry[] = "fake_block";
+/* The symbols of runtime/htp_entry.h: names with dots, given through asm
+ * labels as the compiler gives them. */
+#define SHARD(dim, layout) \
+  "\"shard\": {\"dim\": " #dim ", \"parts\": " STR(FAKE_TP) ", \"layout\": \"" layout "\"}"
+const char fake_block_signature[] __asm__("htp.sig.fake_block") =
+    "{\"htp_entry\": 2, \"entry\": \"fake_block\",\n"
+    " \"args\": [\n"
+    "  {\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4, 6]},\n"
+    "  {\"name\": \"blocks.0.mlp.fc1.weight\", \"role\": \"param\", \"dtype\": \"f32\",\n"
+    "   \"shape\": [5, 6], " SHARD(0, "blocks") "},\n"
+    "  {\"name\": \"blocks.0.mlp.fc2.weight\", \"role\": \"param\", \"dtype\": \"f32\",\n"
+    "   \"shape\": [6, 5], " SHARD(1, "blocks") "},\n"
+    "  {\"name\": \"blocks.0.mlp.fc2.bias\", \"role\": \"param\", \"dtype\": \"f32\",\n"
+    "   \"shape\": [6]},\n"
+    "  {\"name\": \"blocks.0.attn.qkv.bias\", \"role\": \"param\", \"dtype\": \"f32\",\n"
+    "   \"shape\": [6], " SHARD(0, "qkv") "}],\n"
+    " \"results\": [\n"
+    "  {\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4, 6]},\n"
+    "  {\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [" STR(FAKE_QKV_ROWS) "]}],\n"
+    " \"workspace_bytes\": " STR(FAKE_WORKSPACE) ", \"flops\": 480, \"tp\": " STR(FAKE_TP) "}";
+const char fake_default_entry[] __asm__("htp.default_entry") = "fake_block";
 
+int32_t fake_block(void *rt_ctx, void *const *buffers) __asm__("htp.entry.fake_block");
 int32_t fake_block(void *rt_ctx, void *const *buffers) {
   const float *x = buffers[0], *w1 = buffers[1], *w2 = buffers[2], *b2 = buffers[3],
               *qkv = buffers[4];

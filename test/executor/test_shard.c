@@ -2,8 +2,10 @@
  *
  * htp_shard_slice against a naive element-by-element reference for every
  * layout, rank and part; the parts of a tensor together hold every global
- * element exactly once; bad requests are refused with a message.
+ * element exactly once; bad requests are refused with a message. Also
+ * htp_format_shape, how htp-run prints the shapes.
  *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/shape.h"
 #include "tools/htp-run/shard.h"
 
 #include <setjmp.h>
@@ -16,10 +18,10 @@
 #include <cmocka.h>
 
 /* Global element index of local element `flat` (row-major), by definition
- * of the layouts in tools/htp-run/entry.h. */
+ * of the layouts in runtime/htp_entry.h. */
 static int64_t reference_index(int rank, const int64_t *local_dims, int dim, int parts, int part,
                                htp_shard_layout layout, int64_t flat) {
-  int64_t index[HTP_SIG_MAX_RANK], global_dims[HTP_SIG_MAX_RANK];
+  int64_t index[HTP_ENTRY_MAX_RANK], global_dims[HTP_ENTRY_MAX_RANK];
   for (int d = rank - 1; d >= 0; d--) {
     index[d] = flat % local_dims[d];
     flat /= local_dims[d];
@@ -163,12 +165,24 @@ static void test_refused(void **state) {
   expect_refused(2, dims, 0, 2, 0, (htp_shard_layout)7, "unknown layout");
 }
 
+static void test_format_shape(void **state) {
+  (void)state;
+  char out[64];
+  const int64_t dims[] = {2, 5, 12};
+  htp_format_shape(out, sizeof out, 3, dims);
+  assert_string_equal(out, "[2, 5, 12]");
+  htp_format_shape(out, sizeof out, 0, dims);
+  assert_string_equal(out, "[]");
+  htp_format_shape(out, 4, 3, dims); /* truncates, stays terminated */
+  assert_string_equal(out, "[2,");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
       cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
       cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),
-      cmocka_unit_test(test_refused),
+      cmocka_unit_test(test_refused),       cmocka_unit_test(test_format_shape),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,119 +1,207 @@
-/*===- test/executor/test_signature.c - __htp_sig parser tests -----------===*
+/*===- test/executor/test_signature.c - Entry signature reader tests ------===*
  *
- * The text LowerToRuntime writes parses into the shapes it describes;
- * unknown records are skipped; every malformed text is refused with the
- * line it is on.
+ * htp_signature_parse (runtime/htp_entry.h) on the JSON the compiler writes:
+ * valid signatures parse into the shapes, shards and balance units they
+ * describe (sizes checked against hand-computed values); every class of
+ * hostile or broken signature is refused with a message naming the field,
+ * and leaves the signature empty. htp_signature_balancer_config gives the
+ * balancer what the balance record says.
  *===----------------------------------------------------------------------===*/
-#include "tools/htp-run/signature.h"
+#include "runtime/htp_entry.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 static const char *const valid =
-    "htp-entry 1\n"
-    "entry small_block\n"
-    "arg 0 input x f32 3 2 5 12\n"
-    "arg 1 param blocks.0.norm1.weight f32 1 12\n"
-    "arg 2 param scalar f32 0\n"
-    "result 0 result0 f32 3 2 5 12\n"
-    "workspace 3072\n"
-    "flops 23520\n"
-    "end\n";
+    "{\"htp_entry\": 2, \"entry\": \"small_block\",\n"
+    " \"args\": [{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [2, 5, 12]},\n"
+    "          {\"name\": \"blocks.0.norm1.weight\", \"role\": \"param\", \"dtype\": \"f32\",\n"
+    "           \"shape\": [12]},\n"
+    "          {\"name\": \"scalar\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": []}],\n"
+    " \"results\": [{\"name\": \"result0\", \"dtype\": \"f32\", \"shape\": [2, 5, 12]}],\n"
+    " \"workspace_bytes\": 3072, \"flops\": 23520}";
 
-static void expect_failure(const char *text, const char *expected) {
+/* A signature with the given args, results and further top-level members. */
+static char *signature_with(const char *args, const char *results, const char *extra) {
+  const char *format = "{\"htp_entry\": 2, \"entry\": \"f\", \"args\": %s, \"results\": %s, "
+                       "\"workspace_bytes\": 64%s}";
+  size_t size = strlen(format) + strlen(args) + strlen(results) + strlen(extra) + 1;
+  char *text = malloc(size);
+  assert_non_null(text);
+  snprintf(text, size, format, args, results, extra);
+  return text;
+}
+
+#define RESULT_Y "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4]}]"
+#define ARG_X "[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4]}]"
+
+static htp_result parse(const char *text, htp_signature *sig, char *err, size_t err_size) {
+  return htp_signature_parse(text, text ? strlen(text) : 0, sig, err, err_size);
+}
+
+static void expect_refused_n(const char *text, size_t length, const char *expected) {
   htp_signature sig;
-  char err[256] = "";
-  int status = htp_signature_parse(text, &sig, err, sizeof err);
-  if (status == 0 || strstr(err, expected) == NULL)
-    fail_msg("expected failure containing \"%s\", got status %d \"%s\"", expected, status, err);
+  char err[512] = "";
+  htp_result status = htp_signature_parse(text, length, &sig, err, sizeof err);
+  if (status != HTP_ERR_INVALID || strstr(err, expected) == NULL)
+    fail_msg("expected refusal containing \"%s\", got status %d \"%s\" for %.300s", expected,
+             (int)status, err, text ? text : "(null)");
+  /* Refused: nothing is left allocated or half-filled. */
   assert_int_equal(sig.num_args, 0);
   assert_null(sig.args);
+  assert_int_equal(sig.num_results, 0);
+  assert_null(sig.results);
   assert_null(sig.entry);
+  assert_int_equal(sig.tp, 1);
+  assert_false(sig.balance.present);
+}
+
+static void expect_refused(const char *text, const char *expected) {
+  expect_refused_n(text, text ? strlen(text) : 0, expected);
+}
+
+/* The args/results variant: frees the built text. */
+static void expect_refused_with(const char *args, const char *results, const char *extra,
+                                const char *expected) {
+  char *text = signature_with(args, results, extra);
+  expect_refused(text, expected);
+  free(text);
+}
+
+static void expect_parsed_with(const char *args, const char *results, const char *extra,
+                               htp_signature *sig) {
+  char *text = signature_with(args, results, extra);
+  char err[512] = "";
+  if (parse(text, sig, err, sizeof err) != HTP_OK)
+    fail_msg("expected success, got \"%s\" for %s", err, text);
+  free(text);
 }
 
 static void test_valid(void **state) {
   (void)state;
   htp_signature sig;
   char err[256] = "";
-  assert_int_equal(htp_signature_parse(valid, &sig, err, sizeof err), 0);
+  assert_int_equal(parse(valid, &sig, err, sizeof err), HTP_OK);
+  assert_string_equal(err, "");
   assert_string_equal(sig.entry, "small_block");
   assert_int_equal(sig.num_args, 3);
   assert_int_equal(sig.args[0].role, HTP_SIG_INPUT);
   assert_string_equal(sig.args[0].name, "x");
   assert_int_equal(sig.args[0].rank, 3);
-  assert_int_equal(sig.args[0].dims[2], 12);
+  assert_true(sig.args[0].dims[0] == 2 && sig.args[0].dims[1] == 5 && sig.args[0].dims[2] == 12);
   assert_int_equal(sig.args[0].count, 120);
   assert_int_equal(sig.args[0].bytes, 480);
+  /* Not sharded: the global shape is the local one. */
+  assert_int_equal(sig.args[0].shard_layout, HTP_SHARD_NONE);
+  assert_int_equal(sig.args[0].global_dims[2], 12);
+  assert_int_equal(sig.args[0].global_count, 120);
+  assert_int_equal(sig.args[0].global_bytes, 480);
   assert_int_equal(sig.args[1].role, HTP_SIG_PARAM);
   assert_string_equal(sig.args[1].name, "blocks.0.norm1.weight");
   assert_int_equal(sig.args[2].rank, 0);
   assert_int_equal(sig.args[2].count, 1);
+  assert_int_equal(sig.args[2].bytes, 4);
   assert_int_equal(sig.num_results, 1);
   assert_int_equal(sig.results[0].role, HTP_SIG_RESULT);
+  assert_string_equal(sig.results[0].name, "result0");
   assert_int_equal(sig.workspace_bytes, 3072);
   assert_int_equal(sig.flops, 23520);
   assert_int_equal(sig.tp, 1);
+  assert_false(sig.balance.present);
   htp_signature_free(&sig);
+  assert_null(sig.args);
   htp_signature_free(&sig); /* idempotent */
   htp_signature_free(NULL);
 }
 
-static void test_unknown_records_and_tp(void **state) {
+/* Unknown keys are skipped (later versions add keys); tp and flops are
+ * optional; names may hold spaces and any printable UTF-8. */
+static void test_optional_and_names(void **state) {
   (void)state;
-  const char *text = "htp-entry 1\nentry f\nfuture record with  odd  spacing\n"
-                     "arg 0 input x f32 1 4\nresult 0 y f32 1 4\nunits 3 1 2 3\n"
-                     "workspace 64\ntp 4\nend\ntrailing text after end is ignored";
   htp_signature sig;
-  char err[256] = "";
-  assert_int_equal(htp_signature_parse(text, &sig, err, sizeof err), 0);
-  assert_int_equal(sig.tp, 4);
+  expect_parsed_with("[{\"name\": \"my input x\", \"role\": \"input\", \"dtype\": \"f32\", "
+                     "\"shape\": [1, 4], \"future\": {\"a\": [1]}}, "
+                     "{\"name\": \"bl\\u00f6cke \\u4e2d \\ud83d\\ude00\", \"role\": \"param\", "
+                     "\"dtype\": \"f32\", \"shape\": [4]}]",
+                     "[{\"name\": \"y y\", \"role\": \"result\", \"dtype\": \"f32\", "
+                     "\"shape\": [4]}]",
+                     ", \"units\": [3, 1], \"note\": \"x\"", &sig);
+  assert_int_equal(sig.tp, 1);
   assert_int_equal(sig.flops, 0);
+  assert_string_equal(sig.args[0].name, "my input x");
+  assert_string_equal(sig.args[1].name, "bl\xc3\xb6" "cke \xe4\xb8\xad \xf0\x9f\x98\x80");
+  assert_string_equal(sig.results[0].name, "y y");
   htp_signature_free(&sig);
+  /* No arguments at all is a valid block; "balance": null is no record. */
+  expect_parsed_with("[]", RESULT_Y, ", \"tp\": 4, \"balance\": null", &sig);
+  assert_int_equal(sig.num_args, 0);
+  assert_int_equal(sig.tp, 4);
+  assert_false(sig.balance.present);
+  htp_signature_free(&sig);
+  /* A name of exactly HTP_ENTRY_MAX_NAME bytes is accepted. */
+  char *name = malloc(HTP_ENTRY_MAX_NAME + 64);
+  assert_non_null(name);
+  int used = snprintf(name, 64, "[{\"name\": \"");
+  memset(name + used, 'n', HTP_ENTRY_MAX_NAME);
+  snprintf(name + used + HTP_ENTRY_MAX_NAME, 64, "\", \"dtype\": \"f32\", \"shape\": [4]}]");
+  expect_parsed_with("[]", name, "", &sig);
+  assert_int_equal(strlen(sig.results[0].name), HTP_ENTRY_MAX_NAME);
+  htp_signature_free(&sig);
+  /* One byte more is refused. */
+  memset(name + used, 'n', HTP_ENTRY_MAX_NAME + 1);
+  snprintf(name + used + HTP_ENTRY_MAX_NAME + 1, 63, "\", \"dtype\": \"f32\", \"shape\": [4]}]");
+  expect_refused_with("[]", name, "", "results[0]: name must be 1 to 4096 bytes");
+  free(name);
 }
 
-/* The tensor-parallel records: each argument's shard, its global shape. */
+/* Sharded arguments: layouts, and the global shapes computed for them. */
 static void test_shards(void **state) {
   (void)state;
-  const char *text = "htp-entry 1\nentry f\narg 0 input x f32 2 5 12\n"
-                     "arg 1 param blocks.0.attn.qkv.weight f32 2 18 12\n"
-                     "arg 2 param blocks.0.attn.proj.weight f32 2 12 6\n"
-                     "arg 3 param blocks.0.mlp.fc1.bias f32 1 10\n"
-                     "result 0 y f32 2 5 12\nworkspace 64\nflops 10\ntp 2\n"
-                     "shard 1 0 2 qkv\nshard 2 1 2 blocks\nshard 3 0 2 blocks\nend\n";
   htp_signature sig;
-  char err[256] = "";
-  assert_int_equal(htp_signature_parse(text, &sig, err, sizeof err), 0);
+  expect_parsed_with(
+      "[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [5, 12]},"
+      " {\"name\": \"blocks.0.attn.qkv.weight\", \"role\": \"param\", \"dtype\": \"f32\","
+      "  \"shape\": [18, 12], \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"qkv\"}},"
+      " {\"name\": \"blocks.0.attn.proj.weight\", \"role\": \"param\", \"dtype\": \"f32\","
+      "  \"shape\": [12, 6], \"shard\": {\"dim\": 1, \"parts\": 2, \"layout\": \"blocks\"}},"
+      " {\"name\": \"blocks.0.mlp.fc1.bias\", \"role\": \"param\", \"dtype\": \"f32\","
+      "  \"shape\": [10], \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}}]",
+      RESULT_Y, ", \"tp\": 2, \"flops\": 10", &sig);
   assert_int_equal(sig.tp, 2);
   assert_int_equal(sig.args[0].shard_layout, HTP_SHARD_NONE);
   assert_int_equal(sig.args[1].shard_layout, HTP_SHARD_QKV);
+  assert_int_equal(sig.args[1].shard_dim, 0);
+  assert_int_equal(sig.args[1].shard_parts, 2);
+  assert_true(sig.args[1].global_dims[0] == 36 && sig.args[1].global_dims[1] == 12);
+  assert_int_equal(sig.args[1].count, 18 * 12); /* count and bytes stay local */
+  assert_int_equal(sig.args[1].bytes, 18 * 12 * 4);
+  assert_int_equal(sig.args[1].global_count, 36 * 12);
+  assert_int_equal(sig.args[1].global_bytes, 36 * 12 * 4);
   assert_int_equal(sig.args[2].shard_layout, HTP_SHARD_BLOCKS);
   assert_int_equal(sig.args[2].shard_dim, 1);
-  assert_int_equal(sig.args[2].shard_parts, 2);
-  int64_t dims[HTP_SIG_MAX_RANK];
-  htp_sig_global_dims(&sig.args[1], dims);
-  assert_true(dims[0] == 36 && dims[1] == 12);
-  htp_sig_global_dims(&sig.args[2], dims);
-  assert_true(dims[0] == 12 && dims[1] == 12);
-  htp_sig_global_dims(&sig.args[0], dims);
-  assert_true(dims[0] == 5 && dims[1] == 12);
-  assert_int_equal(sig.args[1].count, 18 * 12); /* count and bytes stay local */
+  assert_true(sig.args[2].global_dims[0] == 12 && sig.args[2].global_dims[1] == 12);
+  assert_true(sig.args[3].global_dims[0] == 20 && sig.args[3].global_bytes == 80);
+  assert_true(sig.args[0].global_dims[0] == 5 && sig.args[0].global_count == 60);
   htp_signature_free(&sig);
 }
 
-/* The balance hooks' record: the units per rank that the balancer gets. */
+#define BALANCE                                                                              \
+  "\"layers\": 2, \"model_dim\": 48, \"heads\": 2, \"head_dim\": 12, \"head_flops\": 90720, " \
+  "\"mlp_units\": 8, \"mlp_unit_width\": 6"
+
+/* The balance record, and the balancer config made from it. */
 static void test_balance(void **state) {
   (void)state;
-  const char *text = "htp-entry 1\nentry f\narg 0 input x f32 1 4\nresult 0 y f32 1 4\n"
-                     "workspace 64\ntp 2\nbalance 2 48 2 12 90720 8 6 20736\nend\n";
   htp_signature sig;
-  char err[256] = "";
-  assert_int_equal(htp_signature_parse(text, &sig, err, sizeof err), 0);
+  expect_parsed_with(ARG_X, RESULT_Y,
+                     ", \"tp\": 3, \"balance\": {" BALANCE ", \"mlp_unit_flops\": 20736}", &sig);
   assert_true(sig.balance.present);
   assert_int_equal(sig.balance.layers, 2);
   assert_int_equal(sig.balance.model_dim, 48);
@@ -123,85 +211,283 @@ static void test_balance(void **state) {
   assert_int_equal(sig.balance.mlp_units, 8);
   assert_int_equal(sig.balance.mlp_unit_width, 6);
   assert_int_equal(sig.balance.mlp_unit_flops, 20736);
+  htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
+  config.seed = 77;
+  config.impute = HTP_IMPUTE_AVERAGE;
+  config.planner.policy = HTP_POLICY_MIGRATE;
+  assert_int_equal(htp_signature_balancer_config(&sig, &config), HTP_OK);
+  assert_int_equal(config.magic, HTP_BALANCER_CONFIG_MAGIC);
+  assert_int_equal(config.planner.world_size, 3);
+  assert_int_equal(config.planner.num_layers, 2);
+  assert_int_equal(config.planner.units_per_rank[HTP_PAIR_ATTENTION], 2);
+  assert_int_equal(config.planner.units_per_rank[HTP_PAIR_MLP], 8);
+  assert_true(config.planner.unit_cost[HTP_PAIR_ATTENTION] == 1.0);
+  assert_true(config.planner.unit_cost[HTP_PAIR_MLP] == 20736.0 / 90720.0);
+  assert_int_equal(config.model_dim, 48);
+  assert_int_equal(config.head_dim, 12);
+  assert_int_equal(config.mlp_unit_width, 6);
+  /* What the caller set stays. */
+  assert_int_equal(config.seed, 77);
+  assert_int_equal(config.impute, HTP_IMPUTE_AVERAGE);
+  assert_int_equal(config.planner.policy, HTP_POLICY_MIGRATE);
   htp_signature_free(&sig);
-  assert_int_equal(htp_signature_parse(valid, &sig, err, sizeof err), 0);
-  assert_false(sig.balance.present); /* no record: no units to balance */
+  /* No record: no units to balance. */
+  char err[256];
+  assert_int_equal(parse(valid, &sig, err, sizeof err), HTP_OK);
+  assert_false(sig.balance.present);
+  assert_int_equal(htp_signature_balancer_config(&sig, &config), HTP_ERR_INVALID);
+  assert_int_equal(htp_signature_balancer_config(NULL, &config), HTP_ERR_INVALID);
   htp_signature_free(&sig);
-#define BALANCE_HEAD "htp-entry 1\nentry f\n"
-  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 8 6\n", "expected 'balance LAYERS DIM");
-  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 8 6 20736 1\n", "expected 'balance");
-  expect_failure(BALANCE_HEAD "balance 0 48 2 12 90720 8 6 20736\n", "balance LAYERS '0'");
-  expect_failure(BALANCE_HEAD "balance 2 48 2 12 90720 -8 6 20736\n", "balance MLP_UNITS '-8'");
-  expect_failure(BALANCE_HEAD "balance 2 48 99999999999 12 1 8 6 1\n", "balance HEADS");
-  expect_failure(BALANCE_HEAD "balance 2 48 2 12 0 8 6 20736\n", "balance HEAD_FLOPS '0'");
-  expect_failure(BALANCE_HEAD "balance 2 48 2 12 9 8 6 9\nbalance 2 48 2 12 9 8 6 9\n",
-                 "line 4: a second 'balance' record");
-  expect_failure(BALANCE_HEAD "balance  2 48 2 12 9 8 6 9\n", "line 3: malformed 'balance'");
+
+  expect_refused_with(ARG_X, RESULT_Y, ", \"balance\": [1]", "\"balance\" must be an object");
+  expect_refused_with(ARG_X, RESULT_Y, ", \"balance\": {" BALANCE "}",
+                      "\"balance\" has no \"mlp_unit_flops\"");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {" BALANCE ", \"mlp_unit_flops\": 0}",
+                      "balance.mlp_unit_flops is 0, not in [1,");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {" BALANCE ", \"mlp_unit_flops\": \"9\"}",
+                      "balance.mlp_unit_flops must be an integer");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 99999999999, "
+                      "\"head_dim\": 12, \"head_flops\": 1, \"mlp_units\": 8, "
+                      "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
+                      "balance.heads is 99999999999, not in [1, 16777216]");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {\"layers\": -2, \"model_dim\": 48, \"heads\": 2, "
+                      "\"head_dim\": 12, \"head_flops\": 1, \"mlp_units\": 8, "
+                      "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
+                      "balance.layers is -2");
+  /* Products: heads x head_dim beyond a dim, one unit's weights beyond a tensor. */
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 16777216, "
+                      "\"head_dim\": 2147483647, \"head_flops\": 1, \"mlp_units\": 8, "
+                      "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
+                      "heads x head_dim");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      ", \"balance\": {\"layers\": 2, \"model_dim\": 2147483647, \"heads\": 1, "
+                      "\"head_dim\": 2147483647, \"head_flops\": 1, \"mlp_units\": 8, "
+                      "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
+                      "one unit's weights are larger");
 }
 
-static void test_malformed(void **state) {
+/* Text that is not JSON, or not one object, or has a NUL inside. */
+static void test_bad_json(void **state) {
   (void)state;
-  expect_failure(NULL, "no signature");
-  expect_failure("", "expected 'htp-entry 1'");
-  expect_failure("htp-entry 2\n", "expected 'htp-entry 1'");
-  expect_failure("htp-entry 1\nentry f\nresult 0 y f32 1 4\nworkspace 64\n", "no 'end' record");
-  expect_failure("htp-entry 1\nresult 0 y f32 1 4\nworkspace 64\nend\n", "no 'entry'");
-  expect_failure("htp-entry 1\nentry f\nresult 0 y f32 1 4\nend\n", "no 'workspace'");
-  expect_failure("htp-entry 1\nentry f\nworkspace 64\nend\n", "declares no results");
-  expect_failure("htp-entry 1\nentry f\nentry g\n", "line 3: bad or repeated 'entry'");
-  expect_failure("htp-entry 1\nentry f\narg 1 input x f32 1 4\n", "line 3: arg index '1', expected 0");
-  expect_failure("htp-entry 1\nentry f\narg 0 weight x f32 1 4\n", "line 3: arg kind");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f16 1 4\n", "dtype 'f16'; only f32");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 2 4\n", "rank 2 but 1 dims");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 9 1 1 1 1 1 1 1 1 1\n", "bad rank");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 1 -4\n", "bad dim '-4'");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 1 4x\n", "bad dim '4x'");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 3 4294967296 4294967296 4\n", "too large");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 1 99999999999999999999999\n", "bad dim");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x\n", "expected NAME DTYPE RANK");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32  1 4\n", "line 3: malformed 'arg'");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 1 4 \n", "line 3: malformed 'arg'");
-  expect_failure("htp-entry 1\nentry f\nresult 0 y f32 1 4\narg 0 input x f32 1 4\n",
-                 "'arg' after 'result'");
-  expect_failure("htp-entry 1\nentry f\nworkspace -1\n", "bad workspace");
-  expect_failure("htp-entry 1\nentry f\nflops lots\n", "bad flops");
-  expect_failure("htp-entry 1\nentry f\ntp 0\n", "bad tp");
-#define SHARD_HEAD "htp-entry 1\nentry f\narg 0 param w f32 2 6 4\n"
-  expect_failure(SHARD_HEAD "shard 1 0 2 blocks\n", "shard of argument '1', but 1 arguments");
-  expect_failure(SHARD_HEAD "shard 0 2 2 blocks\n", "shard dim '2' of argument 0");
-  expect_failure(SHARD_HEAD "shard 0 0 0 blocks\n", "bad shard parts '0'");
-  expect_failure(SHARD_HEAD "shard 0 0 2 rows\n", "unknown shard layout 'rows'");
-  expect_failure(SHARD_HEAD "shard 0 1 2 qkv\n", "a qkv shard must be of dim 0");
-  expect_failure(SHARD_HEAD "shard 0 0 2 blocks\nshard 0 1 2 blocks\n", "two shard records");
-  expect_failure(SHARD_HEAD "shard 0 0 2\n", "expected 'shard INDEX DIM PARTS LAYOUT'");
-  expect_failure(SHARD_HEAD "result 0 y f32 1 4\nworkspace 64\ntp 3\nshard 0 0 2 blocks\nend\n",
-                 "split in 2 parts but the block is for tp 3");
-  expect_failure(SHARD_HEAD "result 0 y f32 1 4\nworkspace 64\nshard 0 0 2 blocks\nend\n",
-                 "split in 2 parts but the block is for tp 1");
-  expect_failure("htp-entry 1\nentry f\narg 0 input x f32 8 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1\n",
-                 "malformed 'arg'");
+  expect_refused(NULL, "no signature");
+  expect_refused("", "not valid JSON (line 1, column 0)");
+  expect_refused("{\"htp_entry\": 2,\n \"entry\": }", "not valid JSON (line 2, column 11)");
+  expect_refused("{\"htp_entry\": 2", "not valid JSON");
+  expect_refused("{} trailing", "not valid JSON");
+  expect_refused("[]", "must be a JSON object");
+  expect_refused("7", "not valid JSON"); /* jansson reads objects and arrays only */
+  /* A NUL byte inside the text (the length says there is more). */
+  const char with_nul[] = "{\"htp_entry\": 2}\0{\"more\": 1}";
+  expect_refused_n(with_nul, sizeof with_nul - 1, "NUL byte at offset 16");
+  /* Invalid UTF-8 in the text itself (jansson checks while reading). */
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\xff\"}", "not valid JSON");
+  /* Integers beyond int64 are a JSON error, not a wrapped value. */
+  expect_refused_with(ARG_X, RESULT_Y, ", \"flops\": 99999999999999999999999", "not valid JSON");
 }
 
-static void test_format_shape(void **state) {
+static void test_version_and_keys(void **state) {
   (void)state;
-  char out[64];
-  const int64_t dims[] = {2, 5, 12};
-  htp_format_shape(out, sizeof out, 3, dims);
-  assert_string_equal(out, "[2, 5, 12]");
-  htp_format_shape(out, sizeof out, 0, dims);
-  assert_string_equal(out, "[]");
-  htp_format_shape(out, 4, 3, dims); /* truncates, stays terminated */
-  assert_int_equal(strlen(out), 3);
+  expect_refused("{\"entry\": \"f\"}", "the signature has no \"htp_entry\"");
+  expect_refused("{\"htp_entry\": 1, \"entry\": \"f\"}", "\"htp_entry\" is not 2");
+  expect_refused("{\"htp_entry\": \"2\", \"entry\": \"f\"}", "\"htp_entry\" is not 2");
+  expect_refused("{\"htp_entry\": 2.0, \"entry\": \"f\"}", "\"htp_entry\" is not 2");
+  expect_refused("{\"htp_entry\": 2}", "has no \"entry\"");
+  expect_refused("{\"htp_entry\": 2, \"entry\": 5}", "\"entry\" must be a string");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"results\": []}", "has no \"args\"");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": []}", "has no \"results\"");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y "}",
+                 "has no \"workspace_bytes\"");
+  /* Duplicate keys, at the top and inside a tensor. */
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"entry\": \"g\"}", "duplicate");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", "
+                      "\"shape\": [4], \"shape\": [4, 4]}]", RESULT_Y, "", "duplicate");
+  /* Wrong types of the lists and the scalars. */
+  expect_refused_with("{}", RESULT_Y, "", "\"args\" must be an array");
+  expect_refused_with("[]", "\"y\"", "", "\"results\" must be an array");
+  expect_refused_with("[]", "[]", "", "\"results\" has 0 entries");
+  expect_refused_with("[7]", RESULT_Y, "", "args[0] must be an object");
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": \"2\"", "\"tp\" must be an integer");
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": 2.5", "\"tp\" must be an integer");
+  expect_refused_with("[]", RESULT_Y, ", \"flops\": -1", "\"flops\" is -1");
+  /* flops x tp (the whole block's FLOPs) must fit. */
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": 4, \"flops\": 4611686018427387904",
+                      "\"flops\" is 4611686018427387904, not in [0, 2305843009213693951]");
+  /* Missing or wrong tensor fields. */
+  expect_refused_with("[{\"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4]}]", RESULT_Y, "",
+                      "args[0] has no \"name\"");
+  expect_refused_with("[{\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4]}]", RESULT_Y, "",
+                      "args[0] has no \"role\"");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"weight\", \"dtype\": \"f32\", "
+                      "\"shape\": [4]}]", RESULT_Y, "", "args[0]: role must be");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"shape\": [4]}]", RESULT_Y, "",
+                      "args[0] has no \"dtype\"");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f16\", "
+                      "\"shape\": [4]}]", RESULT_Y, "", "args[0]: dtype must be \"f32\"");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\"}]", RESULT_Y,
+                      "", "args[0] has no \"shape\"");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": \"4\"}]", "",
+                      "results[0]: shape must be an array");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [\"4\"]}]", "",
+                      "results[0]: shape[0] must be an integer");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4.0]}]", "",
+                      "results[0]: shape[0] must be an integer");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"role\": \"input\", \"dtype\": \"f32\", "
+                      "\"shape\": [4]}]", "", "a result's role, when given, must be");
+  expect_refused_with("[]", "[{\"name\": 3, \"dtype\": \"f32\", \"shape\": [4]}]", "",
+                      "results[0]: name must be a string");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"dtype\": \"f32\", "
+                      "\"shape\": [1, 1, 1, 1, 1, 1, 1, 1, 1]}]", "",
+                      "shape must be an array of at most 8 dims");
+}
+
+/* Dims: every one in [1, 2^31 - 1]; products checked. */
+static void test_dims_and_sizes(void **state) {
+  (void)state;
+#define ONE_RESULT(shape) "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": " shape "}]"
+  expect_refused_with("[]", ONE_RESULT("[4, 0]"), "", "results[0]: shape[1] is 0, not in [1,");
+  expect_refused_with("[]", ONE_RESULT("[-4]"), "", "shape[0] is -4");
+  expect_refused_with("[]", ONE_RESULT("[2147483648]"), "", "shape[0] is 2147483648");
+  expect_refused_with("[]", ONE_RESULT("[9223372036854775807]"), "",
+                      "shape[0] is 9223372036854775807");
+  expect_refused_with("[]", ONE_RESULT("[1e30]"), "", "shape[0] must be an integer");
+  /* Each dim fits, the product does not (it would wrap int64). */
+  expect_refused_with("[]", ONE_RESULT("[2147483647, 2147483647, 2147483647]"), "",
+                      "results[0] is larger than 1099511627776 bytes");
+  /* 2^38 bytes fits; 2^40 + 4 does not. */
+  htp_signature sig;
+  expect_parsed_with("[]", ONE_RESULT("[65536, 65536, 16]"), "", &sig);
+  assert_int_equal(sig.results[0].bytes, (size_t)1 << 38);
+  htp_signature_free(&sig);
+  expect_refused_with("[]", ONE_RESULT("[65536, 65536, 64, 2]"), "", "is larger than");
+  /* Workspace: negative, beyond the limit, huge. */
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y
+                 ", \"workspace_bytes\": -1}", "\"workspace_bytes\" is -1, not in [0, ");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y
+                 ", \"workspace_bytes\": 1099511627777}", "\"workspace_bytes\" is 1099511627777");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y
+                 ", \"workspace_bytes\": 9223372036854775807}", "\"workspace_bytes\" is");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y
+                 ", \"workspace_bytes\": 64.5}", "\"workspace_bytes\" must be an integer");
+}
+
+/* More tensors than the limit. */
+static void test_too_many_tensors(void **state) {
+  (void)state;
+  const char *one = "{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [1]},";
+  size_t count = HTP_ENTRY_MAX_TENSORS + 1, size = count * strlen(one) + 3;
+  char *list = malloc(size);
+  assert_non_null(list);
+  list[0] = '[';
+  for (size_t i = 0; i < count; i++)
+    memcpy(list + 1 + i * strlen(one), one, strlen(one));
+  list[size - 3] = ']'; /* over the last comma */
+  list[size - 2] = '\0';
+  expect_refused_with("[]", list, "", "\"results\" has 4097 entries, not 1 to 4096");
+  free(list);
+}
+
+#define SHARDED(shape, shard)                                                                \
+  "[{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": " shape           \
+  ", \"shard\": " shard "}]"
+
+static void test_tp_and_shards(void **state) {
+  (void)state;
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": 0", "\"tp\" is 0, not in [1, 1024]");
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": 1025", "\"tp\" is 1025");
+  expect_refused_with("[]", RESULT_Y, ", \"tp\": 1000000", "\"tp\" is 1000000");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 3", "args[0] is split in 2 parts but the block is for "
+                      "tp 3");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, "", "split in 2 parts but the block is for tp 1");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 0, \"layout\": \"blocks\"}"),
+                      RESULT_Y, "", "args[0]: shard parts is 0");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 2, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 2", "args[0]: shard dim is 2, not in [0, 1]");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": -1, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 2", "args[0]: shard dim is -1");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"rows\"}"),
+                      RESULT_Y, ", \"tp\": 2", "shard layout must be \"blocks\" or \"qkv\"");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": 1}"),
+                      RESULT_Y, ", \"tp\": 2", "shard layout must be");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 1, \"parts\": 2, \"layout\": \"qkv\"}"),
+                      RESULT_Y, ", \"tp\": 2", "a qkv shard must be of dim 0");
+  expect_refused_with(SHARDED("[4, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"qkv\"}"),
+                      RESULT_Y, ", \"tp\": 2", "multiple of 3 rows (dim 0, 4 rows)");
+  expect_refused_with(SHARDED("[6, 4]", "{\"dim\": 0, \"parts\": 2}"), RESULT_Y, ", \"tp\": 2",
+                      "args[0] has no \"layout\"");
+  expect_refused_with(SHARDED("[6, 4]", "[0, 2]"), RESULT_Y, ", \"tp\": 2",
+                      "\"shard\" must be an object");
+  expect_refused_with(SHARDED("[]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 2", "a scalar cannot be sharded");
+  expect_refused_with("[]", "[{\"name\": \"y\", \"dtype\": \"f32\", \"shape\": [4], \"shard\": "
+                      "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}}]", ", \"tp\": 2",
+                      "a result cannot be sharded");
+  /* The local shape fits, the global one does not. */
+  expect_refused_with(SHARDED("[2147483647]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 2", "the global dim 0 is larger than 2147483647");
+  expect_refused_with(SHARDED("[65536, 65536, 16]",
+                              "{\"dim\": 2, \"parts\": 8, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 8", "the global tensor is larger than");
+}
+
+/* Names: what could rewrite a line-based format, confuse a terminal or a
+ * safetensors lookup is refused. */
+static void test_names(void **state) {
+  (void)state;
+#define NAMED(name) "[{\"name\": \"" name "\", \"dtype\": \"f32\", \"shape\": [4]}]"
+  expect_refused_with("[]", NAMED(""), "", "results[0]: name must be 1 to 4096 bytes");
+  expect_refused_with("[]", NAMED("a\\u0001b"), "", "results[0]: name is not valid UTF-8 "
+                      "without control characters");
+  expect_refused_with("[]", NAMED("a\\tb"), "", "name is not valid UTF-8 without control");
+  expect_refused_with("[]", NAMED("a\\u007fb"), "", "name is not valid UTF-8 without control");
+  expect_refused_with("[]", NAMED("a\\u0085b"), "", "name is not valid UTF-8 without control");
+  /* A newline followed by what looked like a shape in the old text format. */
+  expect_refused_with("[]", NAMED("y f32 1 4\\nresult 1 z f32 1 99999"), "",
+                      "results[0]: name is not valid UTF-8 without control");
+  expect_refused_with("[]", NAMED("y\\r[4, 4]"), "", "name is not valid UTF-8 without control");
+  /* NUL inside a name: jansson refuses \u0000 unless asked not to. */
+  expect_refused_with("[]", NAMED("a\\u0000b"), "", "not valid JSON");
+  /* Raw invalid UTF-8 and an unpaired surrogate escape. */
+  expect_refused_with("[]", NAMED("a\xc3("), "", "not valid JSON");
+  expect_refused_with("[]", NAMED("a\xed\xa0\x80"), "", "not valid JSON");
+  expect_refused_with("[]", NAMED("a\\ud800b"), "", "not valid JSON");
+  /* The entry name follows the same rules. */
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"f\\ng\"}", "\"entry\" is not valid UTF-8");
+  expect_refused("{\"htp_entry\": 2, \"entry\": \"\"}", "\"entry\" must be 1 to 4096 bytes");
+  /* A bad name is not echoed into the message. */
+  htp_signature sig;
+  char err[512];
+  char *text = signature_with("[]", NAMED("evil\\u001b[2J"), "");
+  assert_int_equal(parse(text, &sig, err, sizeof err), HTP_ERR_INVALID);
+  assert_null(strstr(err, "evil"));
+  free(text);
+}
+
+/* The message buffer: truncated safely, or absent. */
+static void test_messages(void **state) {
+  (void)state;
+  htp_signature sig;
+  char err[8];
+  assert_int_equal(parse("[]", &sig, err, sizeof err), HTP_ERR_INVALID);
+  assert_int_equal(strlen(err), 7);
+  assert_int_equal(parse("[]", &sig, NULL, 0), HTP_ERR_INVALID);
+  assert_int_equal(htp_signature_parse(valid, strlen(valid), NULL, NULL, 0), HTP_ERR_INVALID);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_valid),
-      cmocka_unit_test(test_unknown_records_and_tp),
-      cmocka_unit_test(test_shards),
-      cmocka_unit_test(test_balance),
-      cmocka_unit_test(test_malformed),
-      cmocka_unit_test(test_format_shape),
+      cmocka_unit_test(test_valid),           cmocka_unit_test(test_optional_and_names),
+      cmocka_unit_test(test_shards),          cmocka_unit_test(test_balance),
+      cmocka_unit_test(test_bad_json),        cmocka_unit_test(test_version_and_keys),
+      cmocka_unit_test(test_dims_and_sizes),  cmocka_unit_test(test_too_many_tensors),
+      cmocka_unit_test(test_tp_and_shards),   cmocka_unit_test(test_names),
+      cmocka_unit_test(test_messages),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

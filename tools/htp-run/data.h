@@ -7,7 +7,7 @@
 #ifndef HTP_RUN_DATA_H
 #define HTP_RUN_DATA_H
 
-#include "tools/htp-run/signature.h"
+#include "tools/htp-run/shape.h"
 
 #include <stddef.h>
 #include <stdint.h>

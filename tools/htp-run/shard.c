@@ -21,8 +21,8 @@ static void copy_runs(const float *src, float *dst, int64_t count, int64_t run, 
 int htp_shard_slice(const float *global, float *local, int rank, const int64_t *local_dims,
                     int dim, int parts, int part, htp_shard_layout layout, char *err,
                     size_t err_size) {
-  if (rank < 0 || rank > HTP_SIG_MAX_RANK)
-    return htp_set_error(err, err_size, "shard: rank %d out of [0, %d]", rank, HTP_SIG_MAX_RANK);
+  if (rank < 0 || rank > HTP_ENTRY_MAX_RANK)
+    return htp_set_error(err, err_size, "shard: rank %d out of [0, %d]", rank, HTP_ENTRY_MAX_RANK);
   int64_t count = 1;
   for (int d = 0; d < rank; d++)
     count *= local_dims[d];

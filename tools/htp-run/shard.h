@@ -8,7 +8,7 @@
 #ifndef HTP_RUN_SHARD_H
 #define HTP_RUN_SHARD_H
 
-#include "tools/htp-run/signature.h"
+#include "tools/htp-run/shape.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@
  *                     block, in order q, k, v;
  *   HTP_SHARD_NONE:   local is a copy of global (parts is ignored).
  * Returns 0, or non-zero with a message in err for a bad request (rank out
- * of [0, HTP_SIG_MAX_RANK], dim out of range, part not in [0, parts),
+ * of [0, HTP_ENTRY_MAX_RANK], dim out of range, part not in [0, parts),
  * a qkv slice that is not of dim 0 or not three equal blocks). */
 int htp_shard_slice(const float *global, float *local, int rank, const int64_t *local_dims,
                     int dim, int parts, int part, htp_shard_layout layout, char *err,

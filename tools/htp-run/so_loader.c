@@ -3,7 +3,7 @@
  * This file implements so_loader.h with dlopen/dlsym.
  *===----------------------------------------------------------------------===*/
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* RTLD_* on glibc with -std=c11 */
+#define _GNU_SOURCE /* RTLD_* and strnlen on glibc with -std=c11 */
 #endif
 #include "tools/htp-run/so_loader.h"
 
@@ -35,28 +35,41 @@ static int so_load(const char *path, const char *entry, const htp_compile_option
                          reason ? reason : "unknown dlopen error");
   }
   if (!entry) {
-    const char *default_entry = dlsym(handle, "htp_default_entry");
+    const char *default_entry = dlsym(handle, HTP_DEFAULT_ENTRY_SYMBOL);
     if (!default_entry) {
       dlclose(handle);
       return htp_set_error(err, err_size,
                            "%s names no default entry (it has several entry points, or was not "
-                           "written by htp-compile); choose one with --entry", path);
+                           "written by this htp-compile); choose one with --entry", path);
     }
     entry = default_entry;
   }
-  size_t length = strlen(entry);
-  char *signature_name = malloc(length + sizeof HTP_SIG_SUFFIX);
-  if (!signature_name) {
+  /* The symbols are the prefixes followed by the entry's name (runtime/
+   * htp_entry.h), so no name can reach a C library or runtime symbol. */
+  size_t length = strnlen(entry, HTP_ENTRY_MAX_NAME + 1);
+  if (length == 0 || length > HTP_ENTRY_MAX_NAME) {
+    dlclose(handle);
+    return htp_set_error(err, err_size, "%s: the entry name must be 1 to %d bytes", path,
+                         HTP_ENTRY_MAX_NAME);
+  }
+  char *function_name = malloc(sizeof HTP_ENTRY_SYMBOL_PREFIX + length);
+  char *signature_name = malloc(sizeof HTP_SIGNATURE_SYMBOL_PREFIX + length);
+  if (!function_name || !signature_name) {
+    free(function_name);
+    free(signature_name);
     dlclose(handle);
     return htp_set_error(err, err_size, "out of memory");
   }
-  memcpy(signature_name, entry, length);
-  memcpy(signature_name + length, HTP_SIG_SUFFIX, sizeof HTP_SIG_SUFFIX);
-  void *function = dlsym(handle, entry);
+  memcpy(function_name, HTP_ENTRY_SYMBOL_PREFIX, sizeof HTP_ENTRY_SYMBOL_PREFIX - 1);
+  memcpy(function_name + sizeof HTP_ENTRY_SYMBOL_PREFIX - 1, entry, length + 1);
+  memcpy(signature_name, HTP_SIGNATURE_SYMBOL_PREFIX, sizeof HTP_SIGNATURE_SYMBOL_PREFIX - 1);
+  memcpy(signature_name + sizeof HTP_SIGNATURE_SYMBOL_PREFIX - 1, entry, length + 1);
+  void *function = dlsym(handle, function_name);
   const char *signature = dlsym(handle, signature_name);
+  free(function_name);
   free(signature_name);
   if (!function || !signature) {
-    htp_set_error(err, err_size, "%s: unknown entry '%s'%s", path, entry,
+    htp_set_error(err, err_size, "%s: unknown entry '%.200s'%s", path, entry,
                   function ? " (it has no signature; not written by htp-compile?)" : "");
     dlclose(handle);
     return 1;

@@ -10,9 +10,11 @@
 
 #include "tools/htp-run/entry.h"
 
-/* Loads a shared object written by htp-compile. ENTRY NULL picks the entry
- * named by the object's `htp_default_entry` string (present when the module
- * had exactly one public function). options->tp is not looked at: the
+/* Loads a shared object written by htp-compile: the symbols
+ * HTP_ENTRY_SYMBOL_PREFIX ENTRY and HTP_SIGNATURE_SYMBOL_PREFIX ENTRY
+ * (runtime/htp_entry.h). ENTRY NULL picks the entry named by the object's
+ * HTP_DEFAULT_ENTRY_SYMBOL string (present when the module had exactly one
+ * public function). options->tp is not looked at: the
  * signature says what the object was compiled for. */
 const htp_compiler *htp_so_loader(void);
 

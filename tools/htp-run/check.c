@@ -1,0 +1,107 @@
+/*===- tools/htp-run/check.c - htp-run --check ----------------------------===*
+ *
+ * This file implements the --check half of executor.h: the tp-1 build of
+ * the block runs on the same global data as the split one, and each result
+ * of rank 0 is compared with it (max |y_tp - y_1| / max |y_1|). A plan that
+ * pruned units makes the split output approximate by design: then the
+ * error is reported, not failed.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/executor.h"
+
+#include "tools/htp-run/errors.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Fills the tp-1 build's argument i from the split block's global data:
+ * the argument of the same name and global size. */
+static int bind_check_argument(const htp_run_state *state, const htp_sig_tensor *arg,
+                               void *buffer, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  for (int j = 0; j < sig->num_args; j++)
+    if (strcmp(sig->args[j].name, arg->name) == 0 && sig->args[j].global_count == arg->count) {
+      memcpy(buffer, state->global[j], arg->bytes);
+      return 0;
+    }
+  return htp_set_error(err, err_size, "--check: argument '%s' of the tp-1 build has no "
+                       "counterpart of the same size in the tp-%d build", arg->name, state->tp);
+}
+
+/* max |split - reference| / max |reference| (the absolute error when the
+ * reference is all zero); NaN propagates. */
+static double relative_error(const float *reference, const float *split, int64_t count) {
+  double largest = 0, difference = 0;
+  for (int64_t k = 0; k < count; k++) {
+    double a = fabs((double)reference[k]), d = fabs((double)split[k] - (double)reference[k]);
+    if (!(a <= largest))
+      largest = a;
+    if (!(d <= difference))
+      difference = d;
+  }
+  return largest > 0 ? difference / largest : difference;
+}
+
+int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
+                  htp_run_state *state, char *err, size_t err_size) {
+  htp_compile_options compile = {1, NULL};
+  if (jit->load(options->path, options->entry, &compile, &state->check_compiled, err, err_size))
+    return 1;
+  state->check_loader = jit;
+  char reason[1024];
+  const htp_signature *sig = &state->sig, *one = &state->check_sig;
+  const char *text = state->check_compiled.signature;
+  if (htp_signature_parse(text, text ? strlen(text) : 0, &state->check_sig, reason,
+                          sizeof reason) != HTP_OK)
+    return htp_set_error(err, err_size, "--check: %s at tp 1: bad entry signature: %s",
+                         options->path, reason);
+  if (one->tp != 1 || one->num_results != sig->num_results)
+    return htp_set_error(err, err_size, "--check: the tp-1 build of %s has tp %d and %d "
+                         "results, the tp-%d build %d results", options->path, one->tp,
+                         one->num_results, state->tp, sig->num_results);
+  for (int r = 0; r < sig->num_results; r++)
+    if (one->results[r].count != sig->results[r].count)
+      return htp_set_error(err, err_size, "--check: result %d has %lld values at tp 1 and "
+                           "%lld at tp %d", r, (long long)one->results[r].count,
+                           (long long)sig->results[r].count, state->tp);
+  int count = one->num_args + one->num_results + 1;
+  void **buffers = calloc((size_t)count, sizeof *buffers);
+  if (!buffers)
+    return htp_set_error(err, err_size, "out of memory");
+  int status = 0;
+  for (int i = 0; i < count && !status; i++) {
+    size_t bytes = i < one->num_args ? one->args[i].bytes
+                   : i < count - 1  ? one->results[i - one->num_args].bytes
+                                    : one->workspace_bytes;
+    if (!(buffers[i] = htp_aligned_buffer(bytes)))
+      status = htp_set_error(err, err_size, "out of memory");
+    else if (i < one->num_args)
+      status = bind_check_argument(state, &one->args[i], buffers[i], err, err_size);
+  }
+  if (!status) {
+    int32_t code = state->check_compiled.fn(NULL, buffers);
+    if (code != 0)
+      status = htp_set_error(err, err_size, "--check: the tp-1 block returned %d (%s)", (int)code,
+                             htp_strerror((htp_result)code));
+  }
+  if (!status && !(state->check_errors = calloc((size_t)sig->num_results, sizeof(double))))
+    status = htp_set_error(err, err_size, "out of memory");
+  for (int r = 0; r < sig->num_results && !status; r++)
+    state->check_errors[r] = relative_error(buffers[one->num_args + r],
+                                            state->buffers[0][sig->num_args + r],
+                                            sig->results[r].count);
+  htp_free_buffers(buffers, count);
+  return status;
+}
+
+int64_t htp_pruned_units(const htp_run_state *state) {
+  if (!state->balance)
+    return 0;
+  int64_t units = 0;
+  for (int k = 0; k < HTP_PAIR_KINDS * state->tp; k++)
+    units += state->outcome.last_plan.pruned[k];
+  return units * state->sig.balance.layers;
+}
+
+int htp_check_failed(const htp_run_state *state, int result) {
+  return !(state->check_errors[result] <= HTP_CHECK_TOLERANCE) && htp_pruned_units(state) == 0;
+}

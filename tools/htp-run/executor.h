@@ -1,0 +1,79 @@
+/*===- tools/htp-run/executor.h - What run, check and report share --------===*
+ *
+ * Private to the executor half of htp-run. run.c loads a block, binds its
+ * data, runs it on the ranks and owns an htp_run_state; check.c compares
+ * its results with the unsplit block (--check); report.c prints the table
+ * or the JSON report from it.
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_EXECUTOR_H
+#define HTP_RUN_EXECUTOR_H
+
+#include "runtime/htp_entry.h"
+#include "tools/htp-run/entry.h"
+#include "tools/htp-run/options.h"
+#include "tools/htp-run/ranks.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* --check: max |y_tp - y_1| / max |y_1| above this fails the run. */
+#define HTP_CHECK_TOLERANCE 1e-4
+
+/* Everything a run owns, released in one place (run.c). */
+typedef struct htp_run_state {
+  const htp_compiler *loader;
+  htp_compiled compiled;
+  htp_signature sig;
+  const htp_compiler *check_loader;  /* --check: the tp-1 build of the block */
+  htp_compiled check_compiled;
+  htp_signature check_sig;
+  int tp;
+  int process_rank;                  /* mpi: this process's rank; local: -1 */
+  float **global;                    /* [num_args] arguments at their global shapes */
+  void ***buffers;                   /* [tp][num_buffers]; NULL for other processes' ranks */
+  int num_buffers;
+  htp_ranks *ranks;
+  htp_rank_outcome outcome;
+  double *times;                     /* [iters] iteration ms */
+  double *rank_compute_ms;           /* [tp] median compute ms */
+  double *check_errors;              /* [num_results] or NULL */
+  int balance;                       /* each rank has an htp_balancer */
+  htp_balancer_config balancer;      /* its config, when balance */
+  int blas_threads;                  /* BLAS threads per rank (process) */
+  const char *blas_threads_from;     /* the user's variable that set them, or NULL */
+} htp_run_state;
+
+/* A 64-byte aligned buffer of at least bytes (one 64-byte line for 0). */
+static inline void *htp_aligned_buffer(size_t bytes) {
+  size_t size = (bytes + 63) / 64 * 64;
+  return aligned_alloc(64, size ? size : 64);
+}
+
+static inline void htp_free_buffers(void **buffers, int count) {
+  if (!buffers)
+    return;
+  for (int i = 0; i < count; i++)
+    free(buffers[i]);
+  free(buffers);
+}
+
+/* check.c. --check: runs the tp-1 build of the block (jit) on the same
+ * global data and sets state->check_errors. Returns 0, or non-zero with err. */
+int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
+                  htp_run_state *state, char *err, size_t err_size);
+/* Units (all ranks and layers) the plan of the last timed iteration pruned:
+ * when there are some, the output is approximate by design. */
+int64_t htp_pruned_units(const htp_run_state *state);
+/* Result `result` is above the tolerance with no units pruned. */
+int htp_check_failed(const htp_run_state *state, int result);
+
+/* report.c. Iteration times (the last rank's finish) and each rank's median
+ * compute, from the outcome; non-zero when out of memory. */
+int htp_summarise_ranks(const htp_run_options *options, htp_run_state *state);
+/* The table or the JSON report on stdout; non-zero (with err) when the
+ * report could not be built or written. */
+int htp_report(const htp_run_options *options, const htp_run_state *state, char *err,
+               size_t err_size);
+
+#endif /* HTP_RUN_EXECUTOR_H */

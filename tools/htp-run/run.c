@@ -1,0 +1,475 @@
+/*===- tools/htp-run/run.c - htp-run: load, bind, run ---------------------===*
+ *
+ * This file implements htp_run_main (tools/htp-run/entry.h): parse the
+ * command line, get an entry point from the JIT or from a shared object,
+ * read its signature (runtime/htp_entry.h), refuse what this machine cannot
+ * hold before anything is allocated, bind data, run warm-up and timed
+ * iterations on the ranks (ranks.c), write the outputs, then --check
+ * (check.c) and the report (report.c). Parameters are held at their global
+ * shapes and each rank gets its slice (shard.h).
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "tools/htp-run/executor.h"
+
+#include "kernels/htp_kernels.h"
+#include "tools/htp-run/data.h"
+#include "tools/htp-run/errors.h"
+#include "tools/htp-run/host.h"
+#include "tools/htp-run/npy.h"
+#include "tools/htp-run/shard.h"
+#include "tools/htp-run/so_loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { EXIT_ERROR = 1, EXIT_USAGE = 2 };
+
+/* Under mpi the errors every process meets alike (bad flags, files, ...)
+ * are printed by rank 0 only; each prints its own rank's failure. */
+static int errors_muted;
+
+/* Prints an error in one write, so that processes under mpirun do not
+ * interleave; control characters that came from a corrupt file's names are
+ * shown as '?' rather than sent to the terminal. */
+static int fail(const char *message) {
+  if (errors_muted)
+    return EXIT_ERROR;
+  char line[20000];
+  size_t used = (size_t)snprintf(line, sizeof line, "htp-run: error: ");
+  for (const unsigned char *p = (const unsigned char *)message; *p && used + 2 < sizeof line; p++)
+    line[used++] = (char)((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p);
+  line[used++] = '\n';
+  line[used] = '\0';
+  fputs(line, stderr);
+  fflush(stderr);
+  return EXIT_ERROR;
+}
+
+/* FILE must be a regular file (a directory, /dev/zero or a pipe is not a
+ * block). An ELF file is a shared object from htp-compile; anything else
+ * goes to the JIT. Returns 1 or 0, or -1 with err. */
+static int is_shared_object(const char *path, char *err, size_t err_size) {
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return -htp_set_error(err, err_size, "cannot open '%s': %s", path, strerror(errno));
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    return -htp_set_error(err, err_size, "'%s' is not a regular file (a directory, device or "
+                          "pipe?): htp-run runs a .mlir file or a shared object from htp-compile",
+                          path);
+  }
+  unsigned char magic[4] = {0};
+  ssize_t got = read(fd, magic, sizeof magic);
+  close(fd);
+  return got == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
+}
+
+/* Adds bytes, rounded up to the buffers' 64-byte alignment, to *total;
+ * 0 when the sum overflows. */
+static int add_buffer(uint64_t *total, uint64_t bytes) {
+  uint64_t rounded;
+  if (__builtin_add_overflow(bytes, 63, &rounded))
+    return 0;
+  return !__builtin_add_overflow(*total, rounded / 64 * 64, total);
+}
+
+/* Limits before allocation: the bytes htp-run is about to allocate (every
+ * argument at its global shape, and on each of this process's ranks its
+ * arguments, results and workspace) must fit in the machine's memory, so a
+ * block that claims an absurd tp, shape or workspace is refused here, not
+ * when allocation or the ranks run the machine out of memory. */
+static int check_memory(const htp_run_options *options, const htp_run_state *state,
+                        int local_ranks, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  uint64_t global = 0, rank = 0, total;
+  int ok = 1;
+  for (int i = 0; i < sig->num_args; i++)
+    ok &= add_buffer(&global, sig->args[i].global_bytes) & add_buffer(&rank, sig->args[i].bytes);
+  for (int i = 0; i < sig->num_results; i++)
+    ok &= add_buffer(&rank, sig->results[i].bytes);
+  ok &= add_buffer(&rank, sig->workspace_bytes);
+  ok &= !__builtin_mul_overflow(rank, (uint64_t)local_ranks, &total) &&
+        !__builtin_add_overflow(total, global, &total);
+  uint64_t memory = htp_host_memory_bytes();
+  if (!ok || (memory && total > memory))
+    return htp_set_error(err, err_size, "%s needs %.4g GB for its tensors (%d rank%s x %.4g GB "
+                         "of arguments, results and workspace, plus %.4g GB of global "
+                         "arguments), more than this machine's %.4g GB of memory: refused before "
+                         "allocating anything", options->path, ok ? (double)total / 1e9 : INFINITY,
+                         local_ranks, local_ranks == 1 ? "" : "s", (double)rank / 1e9,
+                         (double)global / 1e9, (double)memory / 1e9);
+  return 0;
+}
+
+static void release(htp_run_state *state) {
+  if (state->buffers)
+    for (int r = 0; r < state->tp; r++)
+      htp_free_buffers(state->buffers[r], state->num_buffers);
+  free(state->buffers);
+  if (state->global)
+    for (int i = 0; i < state->sig.num_args; i++)
+      free(state->global[i]);
+  free(state->global);
+  free(state->times);
+  free(state->rank_compute_ms);
+  free(state->check_errors);
+  htp_rank_outcome_free(&state->outcome);
+  htp_signature_free(&state->sig);
+  htp_signature_free(&state->check_sig);
+  if (state->loader && state->compiled.handle)
+    state->loader->unload(&state->compiled);
+  if (state->check_loader && state->check_compiled.handle)
+    state->check_loader->unload(&state->check_compiled);
+  /* Last: under mpi a failed world ends the process (MPI_Abort). */
+  htp_ranks_close(state->ranks);
+}
+
+/* Fills state->global: random data, --input files, --weights, all at the
+ * global shapes (so errors name the shapes the user's files have). The
+ * binders see each argument as an unsharded tensor of its global shape. */
+static int bind_global_data(const htp_run_options *options, htp_run_state *state, char *err,
+                            size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  htp_signature global_sig = *sig;
+  global_sig.args = calloc((size_t)sig->num_args + 1, sizeof *global_sig.args);
+  state->global = calloc((size_t)sig->num_args + 1, sizeof *state->global);
+  if (!global_sig.args || !state->global) {
+    free(global_sig.args);
+    return htp_set_error(err, err_size, "out of memory");
+  }
+  int status = 0;
+  for (int i = 0, input = 0; i < sig->num_args && !status; i++) {
+    htp_sig_tensor *arg = &global_sig.args[i];
+    *arg = sig->args[i];
+    memcpy(arg->dims, arg->global_dims, sizeof arg->dims);
+    arg->count = arg->global_count;
+    arg->bytes = arg->global_bytes;
+    arg->shard_layout = HTP_SHARD_NONE;
+    if (!(state->global[i] = htp_aligned_buffer(arg->bytes))) {
+      status = htp_set_error(err, err_size, "out of memory allocating %zu bytes for argument '%s'",
+                             arg->bytes, arg->name);
+    } else if (arg->role == HTP_SIG_INPUT && options->num_inputs) {
+      status = htp_bind_input(options->inputs[input++], arg, state->global[i], err, err_size);
+    } else if (arg->role == HTP_SIG_INPUT || !options->weights) {
+      htp_fill_random(arg, i, options->seed, state->global[i]);
+    }
+  }
+  if (!status && options->weights)
+    status = htp_bind_weights(options->weights, &global_sig, (void *const *)state->global, err,
+                              err_size);
+  free(global_sig.args);
+  return status;
+}
+
+/* Rank r's buffers: its slices of the arguments, its results, its workspace. */
+static int make_rank_buffers(htp_run_state *state, int rank, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  void **buffers = calloc((size_t)state->num_buffers, sizeof *buffers);
+  if (!buffers)
+    return htp_set_error(err, err_size, "out of memory");
+  state->buffers[rank] = buffers;
+  for (int i = 0; i < state->num_buffers; i++) {
+    size_t bytes = i < sig->num_args               ? sig->args[i].bytes
+                   : i < state->num_buffers - 1 ? sig->results[i - sig->num_args].bytes
+                                                : sig->workspace_bytes;
+    if (!(buffers[i] = htp_aligned_buffer(bytes)))
+      return htp_set_error(err, err_size, "out of memory allocating %zu bytes for buffer %d of "
+                           "rank %d", bytes, i, rank);
+    if (i < sig->num_args) {
+      const htp_sig_tensor *arg = &sig->args[i];
+      if (htp_shard_slice(state->global[i], buffers[i], arg->rank, arg->dims, arg->shard_dim,
+                          arg->shard_parts, rank, arg->shard_layout, err, err_size))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* The planner's view of the block. With a balance record, the runtime's
+ * balancer config from the signature; without, one layer of one unit per
+ * kind: detection only. */
+static int balance_config(const htp_run_options *options, htp_run_state *state,
+                          htp_rank_job *job, char *err, size_t err_size) {
+  htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
+  planner.world_size = state->tp;
+  planner.policy = HTP_POLICY_NONE;
+  if (!state->sig.balance.present) {
+    if (options->selection != HTP_SELECT_RANDOM)
+      return htp_set_error(err, err_size, "--select %s needs a block split with balance hooks "
+                           "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
+                           "to select: run it with --tp > 1, or without --select",
+                           htp_select_name(options->selection), options->path, state->tp);
+    if (options->policy != HTP_POLICY_NONE)
+      return htp_set_error(err, err_size, "--policy %s needs a block split with balance hooks "
+                           "(--tp > 1); %s (tp %d) has no 'balance' record, so it has no units "
+                           "to resize or migrate: run it with --tp > 1, or with --policy none",
+                           htp_policy_name(options->policy), options->path, state->tp);
+    job->balance = 0;
+    job->planner = planner;
+    return 0;
+  }
+  htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
+  config.planner.policy = options->policy;
+  config.selection = options->selection;
+  config.seed = options->seed;
+  config.impute = options->impute;
+  if (htp_signature_balancer_config(&state->sig, &config) != HTP_OK)
+    return htp_set_error(err, err_size, "%s: no balancer config from its signature",
+                         options->path);
+  state->balance = 1;
+  state->balancer = config;
+  job->balance = 1;
+  job->balancer = config;
+  job->planner = config.planner;
+  return 0;
+}
+
+/* Each rank's share of the cores for BLAS (all ranks of this host together
+ * use them once), unless the user set BLAS's thread count: then it stays. */
+static void choose_blas_threads(htp_run_state *state, int mpi) {
+  state->blas_threads_from = htp_host_blas_threads_variable();
+  if (!state->blas_threads_from) {
+    int on_host = mpi ? htp_host_mpi_local_size() : state->tp;
+    if (on_host < 1)
+      on_host = state->tp; /* a launcher that does not say: assume one host */
+    htp_cpu_set_blas_threads(htp_host_blas_share(htp_host_cores(), on_host));
+  }
+  state->blas_threads = htp_cpu_blas_threads();
+}
+
+/* Warns about NaN or inf in a result: a wrong block, or bad weights. */
+static void check_finite(const htp_sig_tensor *result, const float *data) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < result->count; i++)
+    bad += !isfinite(data[i]);
+  if (bad)
+    fprintf(stderr, "htp-run: warning: result '%s' holds %lld non-finite values\n", result->name,
+            (long long)bad);
+}
+
+/* Resolves the tp: .mlir is compiled for the requested one; a .so's
+ * signature decides and a --tp that differs is an error. */
+static int check_tp(const htp_run_options *options, int shared, long requested,
+                    htp_run_state *state, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  if (!shared && sig->tp != requested)
+    return htp_set_error(err, err_size, "%s: compiled for tp %ld, the block says tp %d (the "
+                         "compiler did not split it as asked)", options->path, requested, sig->tp);
+  if (shared && options->tp_given && sig->tp != options->tp)
+    return htp_set_error(err, err_size, "--tp %ld disagrees with %s, which was compiled for tp "
+                         "%d (htp-compile --tp %d); leave --tp out or recompile",
+                         options->tp, options->path, sig->tp, sig->tp);
+  if (state->ranks && htp_ranks_size(state->ranks) != sig->tp)
+    return htp_set_error(err, err_size, "%s is for tp %d but mpirun started %d processes "
+                         "(mpirun -np %d)", options->path, sig->tp,
+                         htp_ranks_size(state->ranks), sig->tp);
+  state->tp = sig->tp;
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
+                           options->slow, options->slows[i].rank, state->tp, state->tp);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
+                           options->faults[i].rank, state->tp, state->tp);
+  return 0;
+}
+
+/* The data inputs and outputs asked for match the block's. */
+static int check_files(const htp_run_options *options, const htp_signature *sig, char *err,
+                       size_t err_size) {
+  int num_inputs = 0;
+  for (int i = 0; i < sig->num_args; i++)
+    num_inputs += sig->args[i].role == HTP_SIG_INPUT;
+  if (options->num_inputs && options->num_inputs != num_inputs)
+    return htp_set_error(err, err_size, "%s takes %d data input%s but --input was given %d "
+                         "time%s", sig->entry, num_inputs, num_inputs == 1 ? "" : "s",
+                         options->num_inputs, options->num_inputs == 1 ? "" : "s");
+  if (options->num_outputs > sig->num_results)
+    return htp_set_error(err, err_size, "%s returns %d result%s but --output was given %d times",
+                         sig->entry, sig->num_results, sig->num_results == 1 ? "" : "s",
+                         options->num_outputs);
+  return 0;
+}
+
+/* Reports a failed run: the first failure, then the others that followed. */
+static int fail_run(const htp_run_state *state, const char *err) {
+  errors_muted = 0;
+  if (!state->outcome.failed)
+    return fail(err);
+  fail(state->outcome.message);
+  for (const char *line = state->outcome.notes, *end; *line; line = end + 1) {
+    if (!(end = strchr(line, '\n')))
+      break;
+    fprintf(stderr, "htp-run: note: then %.*s\n", (int)(end - line), line);
+  }
+  return EXIT_ERROR;
+}
+
+/* Rank 0's results: finite, the same on every local rank, written out. */
+static int finish_results(const htp_run_options *options, const htp_run_state *state, int mpi,
+                          char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  void **results = state->buffers[0] + sig->num_args;
+  for (int r = 0; r < sig->num_results; r++)
+    check_finite(&sig->results[r], results[r]);
+  for (int rank = 1; rank < state->tp && !mpi; rank++)
+    for (int r = 0; r < sig->num_results; r++)
+      if (memcmp(results[r], state->buffers[rank][sig->num_args + r], sig->results[r].bytes))
+        fprintf(stderr, "htp-run: warning: result '%s' of rank %d differs from rank 0's\n",
+                sig->results[r].name, rank);
+  char reason[1024];
+  for (int r = 0; r < options->num_outputs; r++) {
+    const htp_sig_tensor *result = &sig->results[r];
+    if (htp_npy_write(options->outputs[r], result->rank, result->dims, results[r], reason,
+                      sizeof reason))
+      return htp_set_error(err, err_size, "%s: %s", options->outputs[r], reason);
+  }
+  return 0;
+}
+
+static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
+  char err[16384];
+  const int mpi = strcmp(options->backend, "mpi") == 0;
+  state->process_rank = -1;
+  int shared = is_shared_object(options->path, err, sizeof err);
+  if (shared < 0)
+    return fail(err);
+  if (!shared && !jit) {
+    htp_set_error(err, sizeof err,
+                  "%s: this htp-run was built without MLIR, so it cannot compile .mlir files; "
+                  "compile with htp-compile elsewhere and run the .so",
+                  options->path);
+    return fail(err);
+  }
+  if (shared && options->check) {
+    htp_set_error(err, sizeof err, "--check needs the JIT (it compiles the block again at tp 1); "
+                  "%s is a shared object: run --check on the .mlir", options->path);
+    return fail(err);
+  }
+  long requested = options->tp;
+  if (mpi) {
+    /* Without a launcher MPI_Init would make a world of one, silently. */
+    if (!htp_host_mpi_launcher())
+      return fail("--backend mpi must be started by an MPI launcher, one process per rank "
+                  "(mpirun -np N htp-run ... --backend mpi); no launcher's environment was "
+                  "found (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, ...). For ranks in this "
+                  "process use --backend local");
+    /* The world first: its size is the tp, and only rank 0 reports. */
+    if (htp_ranks_open(&state->ranks, HTP_BACKEND_MPI, 0, options->timeout_s, err, sizeof err))
+      return fail(err);
+    state->process_rank = htp_ranks_process_rank(state->ranks);
+    errors_muted = state->process_rank != 0;
+    int size = htp_ranks_size(state->ranks);
+    if (options->tp_given && options->tp != size) {
+      htp_set_error(err, sizeof err, "--tp %ld but mpirun started %d processes: they must be "
+                    "equal (mpirun -np %ld)", options->tp, size, options->tp);
+      return fail(err);
+    }
+    requested = size;
+  }
+  state->loader = shared ? htp_so_loader() : jit;
+  htp_compile_options compile = {(int)requested, NULL};
+  if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
+                          sizeof err)) {
+    state->loader = NULL;
+    return fail(err);
+  }
+
+  char reason[1024];
+  const char *text = state->compiled.signature;
+  if (htp_signature_parse(text, text ? strlen(text) : 0, &state->sig, reason, sizeof reason) !=
+      HTP_OK) {
+    htp_set_error(err, sizeof err, "%s: bad entry signature: %s", options->path, reason);
+    return fail(err);
+  }
+  const htp_signature *sig = &state->sig;
+  htp_rank_job job;
+  memset(&job, 0, sizeof job);
+  if (check_tp(options, shared, requested, state, err, sizeof err) ||
+      balance_config(options, state, &job, err, sizeof err) ||
+      check_files(options, sig, err, sizeof err) ||
+      check_memory(options, state, mpi ? 1 : state->tp, err, sizeof err) ||
+      bind_global_data(options, state, err, sizeof err))
+    return fail(err);
+  /* buffers[r][]: arguments, results, workspace (runtime/htp_entry.h). */
+  state->num_buffers = sig->num_args + sig->num_results + 1;
+  state->buffers = calloc((size_t)state->tp, sizeof *state->buffers);
+  if (!state->buffers)
+    return fail("out of memory");
+  for (int r = 0; r < state->tp; r++)
+    if ((!mpi || r == state->process_rank) && make_rank_buffers(state, r, err, sizeof err))
+      return fail(err);
+
+  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
+                             err, sizeof err))
+    return fail(err);
+  if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
+    return fail(err);
+  choose_blas_threads(state, mpi);
+
+  job.fn = state->compiled.fn;
+  job.buffers = (void *const *const *)state->buffers;
+  job.warmup = options->warmup;
+  job.iters = options->iters;
+  job.slows = options->slows;
+  job.num_slows = options->num_slows;
+  job.faults = options->faults;
+  job.num_faults = options->num_faults;
+  job.trace_path = options->trace;
+  errors_muted = 0; /* from here on, each process reports its own rank */
+  int failed = htp_ranks_run(state->ranks, &job, &state->outcome, err, sizeof err);
+  if (mpi && state->process_rank != 0)
+    errors_muted = 1; /* after the run only rank 0 works */
+  if (failed)
+    return fail_run(state, err);
+  if (mpi && state->process_rank != 0)
+    return 0; /* rank 0 reports and writes the outputs */
+
+  if (finish_results(options, state, mpi, err, sizeof err))
+    return fail(err);
+  if (options->check && htp_run_check(options, jit, state, err, sizeof err))
+    return fail(err);
+  if (htp_summarise_ranks(options, state))
+    return fail("out of memory");
+  if (htp_report(options, state, err, sizeof err))
+    return fail(err);
+  if (fflush(stdout) != 0)
+    return fail("cannot write the report to stdout");
+  if (state->check_errors)
+    for (int r = 0; r < sig->num_results; r++)
+      if (htp_check_failed(state, r)) {
+        htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
+                      "%.3e (relative), above the tolerance %g", sig->results[r].name,
+                      state->check_errors[r], HTP_CHECK_TOLERANCE);
+        return fail(err);
+      }
+  return 0;
+}
+
+int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
+  htp_run_options options;
+  char err[1024];
+  if (htp_run_parse_options(argc, argv, &options, err, sizeof err)) {
+    fprintf(stderr, "htp-run: error: %s (see htp-run --help)\n", err);
+    return EXIT_USAGE;
+  }
+  if (options.help) {
+    htp_run_print_help(stdout);
+    return 0;
+  }
+  if (htp_run_check_implemented(&options, err, sizeof err))
+    return fail(err);
+  htp_run_state state;
+  memset(&state, 0, sizeof state);
+  int status = run(&options, jit, &state);
+  release(&state);
+  return status;
+}
