@@ -10,7 +10,10 @@
  * the migrated-in units from the cached one-unit shards. No hook talks to
  * other ranks: the block's own all-reduce completes the sum, and the
  * migration transfers happen once per plan change, in
- * htp_balancer_end_iteration.
+ * htp_balancer_end_iteration. Both hooks run one body (run_pair); what
+ * differs between a head and an MLP unit is a row of pair_ops: how many
+ * row blocks of the first weight a unit spans (q, k, v: 3; fc1: 1) and
+ * the kernel that computes listed units' activations.
  *
  * One-unit shards, as the pack function writes them and the hooks read them:
  *   attention head h: wqkv_1 [3 * head_dim, d] (q_h | k_h | v_h rows),
@@ -52,48 +55,89 @@
 #include <string.h>
 #include <time.h>
 
-/* Where a pair's weights live (registered by its hook on every call). */
-typedef struct registered_pair {
-  const float *first;  /* wqkv or w1 */
-  const float *bias;   /* bqkv or b1 (may be NULL) */
-  const float *second; /* wproj or w2 */
-  int seen;
-  const float *normed; /* importance: `second` when norm[] was computed */
-  int scored;          /* importance: some unit has a score */
-} registered_pair;
-
 #define HTP__IMPORTANCE_ALPHA 0.3 /* weight of the newest importance sample */
 
-struct htp_balancer {
-  htp_ctx *ctx;
-  htp_balancer_config config;
-  int num_pairs;
-  htp_planner *planner;
-  htp_unit_table *table;
-  htp_imputer *imputer;   /* NULL for HTP_IMPUTE_ZERO */
-  htp_migration *migration;
-  registered_pair *pairs; /* [num_pairs] */
-  int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
-  /* Importance (HTP_SELECT_IMPORTANCE only, else NULL), [num_pairs * max
-   * units], pair p's unit i at p * max_units + i: */
-  int max_units;
-  double *norm;           /* ||output weights of the unit||_F */
-  double *score;          /* EWMA of mean |activation| x norm */
-  uint8_t *observed;      /* the unit has had a sample */
-  float *pushed;          /* [max units]: scores handed to the unit table */
-  double site_seconds[HTP_PAIR_KINDS];
-  double slowdown;        /* >= 1: the hooks stretch their time by this */
-  int64_t applied_version;
+/* Columns of one unit's activation: a head's channels or an MLP unit's
+ * neurons. */
+static int64_t unit_width(const htp_balancer_config *c, htp_pair_kind kind) {
+  return kind == HTP_PAIR_ATTENTION ? c->head_dim : c->mlp_unit_width;
+}
+
+/* One hook call as both hooks describe it to the shared body. */
+typedef struct pair_call {
+  htp_pair_kind kind;
+  int32_t pair;
+  const float *x;
+  const float *first;    /* wqkv / w1: [parts * units * width, d] */
+  const float *bias;     /* bqkv / b1 (may be NULL) */
+  const float *second;   /* wproj / w2: [d, units * width] */
+  float *y;              /* [rows, d] partial sum */
+  float *act;            /* [rows, units * width]: this rank's units' activations */
+  float *migrated;       /* [rows, width]: one migrated unit's */
+  float *kernel_scratch; /* the head kernel's own scratch (attention) */
+  int64_t batch, tokens, rows, model_dim;
+  int64_t units, width;  /* this rank's share: units of width columns */
+  int32_t tanh_approx;   /* MLP: GELU's tanh approximation */
+} pair_call;
+
+/* out[:, unit columns] = activation of the listed units of a block of
+ * `units` units whose weights are first / bias; list NULL: every unit. */
+typedef void (*activate_fn)(const pair_call *call, const float *first, const float *bias,
+                            int64_t units, const int32_t *list, int64_t count, float *out);
+
+/* What differs between the kinds. */
+typedef struct pair_ops {
+  const char *hook;      /* the hook's name, for messages */
+  const char *unit;      /* what a unit is called, for messages */
+  int parts;             /* row blocks of `first` per unit: q, k, v = 3; fc1 = 1 */
+  activate_fn activate;
+} pair_ops;
+
+static void attention_activate(const pair_call *c, const float *wqkv, const float *bqkv,
+                               int64_t heads, const int32_t *list, int64_t count, float *out) {
+  if (list) {
+    htp_cpu_attention_heads_f32(c->x, wqkv, bqkv, out, c->kernel_scratch, c->batch, c->tokens,
+                                c->model_dim, heads, c->width, list, count);
+    return;
+  }
+  for (int32_t h = 0; h < heads; ++h) /* no list to hand: one head at a time */
+    htp_cpu_attention_heads_f32(c->x, wqkv, bqkv, out, c->kernel_scratch, c->batch, c->tokens,
+                                c->model_dim, heads, c->width, &h, 1);
+}
+
+static void mlp_activate(const pair_call *c, const float *w1, const float *b1, int64_t units,
+                         const int32_t *list, int64_t count, float *out) {
+  const int64_t hidden = units * c->width;
+  const int32_t everything = 0; /* every neuron as one unit: one GEMM */
+  if (list)
+    htp_cpu_mlp_hidden_units_f32(c->x, w1, b1, out, c->rows, c->model_dim, hidden, c->width,
+                                 list, count, c->tanh_approx);
+  else
+    htp_cpu_mlp_hidden_units_f32(c->x, w1, b1, out, c->rows, c->model_dim, hidden, hidden,
+                                 &everything, 1, c->tanh_approx);
+}
+
+static const pair_ops PAIR_OPS[HTP_PAIR_KINDS] = {
+    [HTP_PAIR_ATTENTION] = {"htp_rt_attention_f32", "head", 3, attention_activate},
+    [HTP_PAIR_MLP] = {"htp_rt_mlp_f32", "MLP unit", 1, mlp_activate},
 };
 
-static int64_t head_floats(const htp_balancer_config *c) {
-  return 3 * c->head_dim * c->model_dim + 3 * c->head_dim + c->model_dim * c->head_dim;
+/* Floats of one unit's shard: `parts` row blocks of first, as many bias
+ * blocks, and its columns of second. */
+static int64_t unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
+  const int64_t width = unit_width(c, kind), parts = PAIR_OPS[kind].parts;
+  return parts * width * c->model_dim + parts * width + c->model_dim * width;
 }
-static int64_t mlp_unit_floats(const htp_balancer_config *c) {
-  return 2 * c->mlp_unit_width * c->model_dim + c->mlp_unit_width;
+
+int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind) {
+  return config ? unit_floats(config, kind) * (int64_t)sizeof(float) : 0;
 }
 
 /* ===== Lifecycle ========================================================= */
+
+static int is_hookless(const htp_balancer_config *c) {
+  return c->model_dim == 0 && c->head_dim == 0 && c->mlp_unit_width == 0;
+}
 
 static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
 #define REJECT(...) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: " __VA_ARGS__)
@@ -112,6 +156,7 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
+  if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
   if (c->model_dim < 1 || c->model_dim > limit) REJECT("model_dim %lld is out of range [1, %lld]",
@@ -122,11 +167,42 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
   if (c->mlp_unit_width < 1 || c->mlp_unit_width > limit / c->planner.units_per_rank[HTP_PAIR_MLP])
     REJECT("mlp_unit_width %lld is out of range (MLP units per rank %d)",
            (long long)c->mlp_unit_width, c->planner.units_per_rank[HTP_PAIR_MLP]);
-  if (head_floats(c) > limit || mlp_unit_floats(c) > limit)
-    REJECT("one unit's weights are too large (%lld / %lld floats)", (long long)head_floats(c),
-           (long long)mlp_unit_floats(c));
+  if (unit_floats(c, HTP_PAIR_ATTENTION) > limit || unit_floats(c, HTP_PAIR_MLP) > limit)
+    REJECT("one unit's weights are too large (%lld / %lld floats)",
+           (long long)unit_floats(c, HTP_PAIR_ATTENTION), (long long)unit_floats(c, HTP_PAIR_MLP));
   return HTP_OK;
 #undef REJECT
+}
+
+/* The hook state: unit table, imputer, migration cache, registered pairs
+ * and the importance arrays. */
+static htp_result create_hook_state(htp_balancer *b) {
+  const htp_balancer_config *config = &b->config;
+  const int max_units = config->planner.units_per_rank[0] > config->planner.units_per_rank[1]
+                            ? config->planner.units_per_rank[0]
+                            : config->planner.units_per_rank[1];
+  const size_t bytes[HTP_PAIR_KINDS] = {
+      (size_t)unit_floats(config, HTP_PAIR_ATTENTION) * sizeof(float),
+      (size_t)unit_floats(config, HTP_PAIR_MLP) * sizeof(float)};
+  b->max_units = max_units;
+  b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
+  b->listed = calloc((size_t)max_units, sizeof *b->listed);
+  htp_result r = b->pairs && b->listed ? HTP_OK : HTP_ERR_NOMEM;
+  if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
+    const size_t n = (size_t)b->num_pairs * (size_t)max_units;
+    b->norm = calloc(n, sizeof *b->norm);
+    b->score = calloc(n, sizeof *b->score);
+    b->observed = calloc(n, sizeof *b->observed);
+    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
+    if (!b->norm || !b->score || !b->observed || !b->pushed) r = HTP_ERR_NOMEM;
+  }
+  const int rank = b->ctx->rank;
+  if (r == HTP_OK)
+    r = htp_unit_table_create(&config->planner, rank, config->selection, config->seed, &b->table);
+  if (r == HTP_OK && config->impute != HTP_IMPUTE_ZERO)
+    r = htp_imputer_create(b->num_pairs, &b->imputer);
+  if (r == HTP_OK) r = htp_migration_create(&config->planner, rank, bytes, &b->migration);
+  return r;
 }
 
 htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
@@ -143,33 +219,17 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   if (!b) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "htp_balancer_create: out of memory");
   b->ctx = ctx;
   b->config = *config;
-  b->num_pairs = 2 * config->planner.num_layers;
+  b->hookless = is_hookless(config);
+  b->num_pairs = htp_num_pairs(config->planner.num_layers);
   b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */
   b->slowdown = 1.0;
-  const int max_units = config->planner.units_per_rank[0] > config->planner.units_per_rank[1]
-                            ? config->planner.units_per_rank[0]
-                            : config->planner.units_per_rank[1];
-  const size_t bytes[HTP_PAIR_KINDS] = {(size_t)head_floats(config) * sizeof(float),
-                                        (size_t)mlp_unit_floats(config) * sizeof(float)};
-  b->max_units = max_units;
-  b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
-  b->listed = calloc((size_t)max_units, sizeof *b->listed);
-  r = b->pairs && b->listed ? HTP_OK : HTP_ERR_NOMEM;
-  if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
-    const size_t n = (size_t)b->num_pairs * (size_t)max_units;
-    b->norm = calloc(n, sizeof *b->norm);
-    b->score = calloc(n, sizeof *b->score);
-    b->observed = calloc(n, sizeof *b->observed);
-    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
-    if (!b->norm || !b->score || !b->observed || !b->pushed) r = HTP_ERR_NOMEM;
-  }
+  b->comm_at_last_line = htp_ctx_comm_seconds(ctx);
+  const size_t n = (size_t)config->planner.world_size;
+  b->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof *b->gather);
+  b->normalized = calloc(n, sizeof *b->normalized);
+  r = b->gather && b->normalized ? HTP_OK : HTP_ERR_NOMEM;
   if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
-  if (r == HTP_OK)
-    r = htp_unit_table_create(&config->planner, ctx->rank, config->selection, config->seed,
-                              &b->table);
-  if (r == HTP_OK && config->impute != HTP_IMPUTE_ZERO)
-    r = htp_imputer_create(b->num_pairs, &b->imputer);
-  if (r == HTP_OK) r = htp_migration_create(&config->planner, ctx->rank, bytes, &b->migration);
+  if (r == HTP_OK && !b->hookless) r = create_hook_state(b);
   if (r != HTP_OK) {
     b->ctx = NULL; /* not attached yet */
     htp_balancer_destroy(b);
@@ -194,6 +254,8 @@ void htp_balancer_destroy(htp_balancer *b) {
   free(b->score);
   free(b->observed);
   free(b->pushed);
+  free(b->gather);
+  free(b->normalized);
   free(b);
 }
 
@@ -204,40 +266,31 @@ htp_migration *htp__balancer_migration(htp_balancer *b) { return b ? b->migratio
 
 /* ===== Migration: packing one unit from the registered weights ========== */
 
+/* The shard layout at the top of this file, for either kind. */
 static int pack_unit(void *user, int pair, int unit, void *dst) {
   const htp_balancer *b = user;
   const htp_balancer_config *c = &b->config;
   if (pair < 0 || pair >= b->num_pairs || !b->pairs[pair].seen) return -1;
-  const registered_pair *w = &b->pairs[pair];
-  const int64_t d = c->model_dim;
+  const htp_pair_kind kind = htp_pair_kind_of(pair);
+  const int units = c->planner.units_per_rank[kind];
+  if (unit < 0 || unit >= units) return -1;
+  const htp__registered_pair *w = &b->pairs[pair];
+  const int64_t d = c->model_dim, width = unit_width(c, kind), inner = units * width;
+  const int64_t parts = PAIR_OPS[kind].parts;
   float *out = dst;
-  if ((pair & 1) == HTP_PAIR_ATTENTION) {
-    const int64_t heads = c->planner.units_per_rank[HTP_PAIR_ATTENTION], hd = c->head_dim;
-    const int64_t inner = heads * hd;
-    if (unit < 0 || unit >= heads) return -1;
-    for (int64_t part = 0; part < 3; ++part) /* q_h, k_h, v_h rows */
-      memcpy(out + part * hd * d, w->first + (part * inner + unit * hd) * d,
-             (size_t)(hd * d) * sizeof(float));
-    out += 3 * hd * d;
-    for (int64_t part = 0; part < 3; ++part) {
-      if (w->bias) memcpy(out + part * hd, w->bias + part * inner + unit * hd, (size_t)hd * sizeof(float));
-      else memset(out + part * hd, 0, (size_t)hd * sizeof(float));
-    }
-    out += 3 * hd;
-    for (int64_t o = 0; o < d; ++o) /* proj columns of head h */
-      memcpy(out + o * hd, w->second + o * inner + unit * hd, (size_t)hd * sizeof(float));
-  } else {
-    const int64_t width = c->mlp_unit_width;
-    const int64_t hidden = c->planner.units_per_rank[HTP_PAIR_MLP] * width;
-    if (unit < 0 || unit >= c->planner.units_per_rank[HTP_PAIR_MLP]) return -1;
-    memcpy(out, w->first + unit * width * d, (size_t)(width * d) * sizeof(float));
-    out += width * d;
-    if (w->bias) memcpy(out, w->bias + unit * width, (size_t)width * sizeof(float));
-    else memset(out, 0, (size_t)width * sizeof(float));
-    out += width;
-    for (int64_t o = 0; o < d; ++o) /* fc2 columns of the unit */
-      memcpy(out + o * width, w->second + o * hidden + unit * width, (size_t)width * sizeof(float));
+  for (int64_t part = 0; part < parts; ++part) /* the unit's rows of each block */
+    memcpy(out + part * width * d, w->first + (part * inner + unit * width) * d,
+           (size_t)(width * d) * sizeof(float));
+  out += parts * width * d;
+  for (int64_t part = 0; part < parts; ++part) {
+    if (w->bias)
+      memcpy(out + part * width, w->bias + part * inner + unit * width,
+             (size_t)width * sizeof(float));
+    else memset(out + part * width, 0, (size_t)width * sizeof(float));
   }
+  out += parts * width;
+  for (int64_t o = 0; o < d; ++o) /* the unit's columns of second */
+    memcpy(out + o * width, w->second + o * inner + unit * width, (size_t)width * sizeof(float));
   return 0;
 }
 
@@ -254,13 +307,13 @@ static htp_result fail_world(htp_ctx *ctx, htp_result r) {
 
 htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (!b || !plan) return HTP_ERR_INVALID;
-  if (plan->version == b->applied_version) return HTP_OK;
+  if (b->hookless || plan->version == b->applied_version) return HTP_OK;
   /* Importance: the scores so far decide the new plan's shed sets (and
    * only a new plan: the sets stay as they are between replans). */
   if (b->score)
     for (int p = 0; p < b->num_pairs; ++p) {
       if (!b->pairs[p].scored) continue;
-      const int u = b->config.planner.units_per_rank[p & 1];
+      const int u = b->config.planner.units_per_rank[htp_pair_kind_of(p)];
       const double *score = b->score + (size_t)p * (size_t)b->max_units;
       for (int i = 0; i < u; ++i) b->pushed[i] = (float)score[i];
       htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
@@ -274,7 +327,6 @@ htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
    * selection), so the table changes only here, with the version. */
   htp_result r = htp_migration_apply(b->migration, b->ctx, plan, b->table, pack_unit, b);
   if (r != HTP_OK) return fail_world(b->ctx, r);
-  htp_planner_note_moved_bytes(b->planner, htp_migration_last_bytes_received(b->migration));
   b->applied_version = plan->version;
   return HTP_OK;
 }
@@ -303,15 +355,19 @@ static void wait_seconds(double seconds) {
   }
 }
 
+void htp__balancer_add_site_seconds(htp_balancer *b, htp_pair_kind kind, double seconds) {
+  if (b && kind >= HTP_PAIR_ATTENTION && kind < HTP_PAIR_KINDS) b->site_seconds[kind] += seconds;
+}
+
 /* Ends a hook's timing. The emulated slowdown waits (factor - 1) times the
  * hook's time right here, before the block's all-reduce, as a slower device
  * would be late to it; a rank that sheds units sheds slowed time too. The
  * hook books factor times its compute, so detection sees the factor exactly
  * even where the wait overshoots. */
-static void finish_site(htp_balancer *b, int kind, double started) {
+static void finish_site(htp_balancer *b, htp_pair_kind kind, double started) {
   double elapsed = htp_now() - started;
   wait_seconds((b->slowdown - 1.0) * elapsed);
-  b->site_seconds[kind] += b->slowdown * elapsed;
+  htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -323,10 +379,7 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
   if (plan_out) *plan_out = NULL;
   if (!b) return HTP_ERR_INVALID;
   const htp_plan *plan = NULL;
-  double sites[HTP_PAIR_KINDS];
-  memcpy(sites, b->site_seconds, sizeof sites);
-  memset(b->site_seconds, 0, sizeof b->site_seconds);
-  htp_result r = htp_balancer_step(b->planner, b->ctx, compute_seconds, sites, &plan);
+  htp_result r = htp_balancer_step(b, compute_seconds, &plan);
   if (r != HTP_OK) return r;
   r = htp__balancer_apply(b, plan);
   if (r != HTP_OK) return r;
@@ -357,64 +410,38 @@ static int merge_units(const htp_unit_sets *s, int32_t *out) {
 /* Importance: the Frobenius norm of each unit's output weights (proj
  * columns of a head, fc2 columns of an MLP unit: `second` is [d, units *
  * width]), once per pair and buffer. */
-static void importance_norms(htp_balancer *b, int32_t pair, int kind, const float *second) {
-  const htp_balancer_config *c = &b->config;
-  const int units = c->planner.units_per_rank[kind];
-  const int64_t width = kind == HTP_PAIR_ATTENTION ? c->head_dim : c->mlp_unit_width;
-  const int64_t stride = (int64_t)units * width, d = c->model_dim;
-  double *norm = b->norm + (size_t)pair * (size_t)b->max_units;
-  for (int i = 0; i < units; ++i) norm[i] = 0.0;
-  for (int64_t o = 0; o < d; ++o) {
-    const float *row = second + o * stride;
-    for (int i = 0; i < units; ++i)
+static void importance_norms(htp_balancer *b, const pair_call *call) {
+  const int64_t units = call->units, width = call->width, stride = units * width;
+  double *norm = b->norm + (size_t)call->pair * (size_t)b->max_units;
+  for (int64_t i = 0; i < units; ++i) norm[i] = 0.0;
+  for (int64_t o = 0; o < call->model_dim; ++o) {
+    const float *row = call->second + o * stride;
+    for (int64_t i = 0; i < units; ++i)
       for (int64_t j = 0; j < width; ++j) {
         const double v = row[i * width + j];
         norm[i] += v * v;
       }
   }
-  for (int i = 0; i < units; ++i) norm[i] = sqrt(norm[i]);
-  b->pairs[pair].normed = second;
-}
-
-/* Checks pair, kind and shape against the balancer, registers the weights,
- * and returns the pair's unit sets. */
-static htp_result begin_pair(htp_balancer *b, const char *what, int32_t pair, int kind,
-                             const float *first, const float *bias, const float *second,
-                             htp_unit_sets *sets) {
-  htp_ctx *ctx = b->ctx;
-  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
-               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)", what,
-               (int)pair, b->num_pairs);
-  HOOK_INVALID(ctx, (pair & 1) != kind, "%s: pair %d is %s pair (pairs of this hook are %s)",
-               what, (int)pair, kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
-               kind == HTP_PAIR_ATTENTION ? "even" : "odd");
-  registered_pair *w = &b->pairs[pair];
-  w->first = first;
-  w->bias = bias;
-  w->second = second;
-  w->seen = 1;
-  if (b->norm && w->normed != second) importance_norms(b, pair, kind, second);
-  htp_result r = htp_unit_table_get(b->table, pair, sets);
-  if (r != HTP_OK) return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", what, (int)pair);
-  return HTP_OK;
+  for (int64_t i = 0; i < units; ++i) norm[i] = sqrt(norm[i]);
+  b->pairs[call->pair].normed = call->second;
 }
 
 /* Importance: one sample per kept unit from the activation the hook just
- * computed (act: rows x row_stride floats, unit i in columns [i * width,
- * (i + 1) * width)), folded into the unit's EWMA: one pass over the kept
- * columns, row by row, summed in double on the stack (kept units in chunks
- * of 64). Pruned and handed-off units keep their last score. */
-static void importance_observe(htp_balancer *b, int32_t pair, const float *act, int64_t rows,
-                               int64_t row_stride, int64_t width, const htp_unit_sets *s) {
+ * computed (call->act, unit i in columns [i * width, (i + 1) * width)),
+ * folded into the unit's EWMA: one pass over the kept columns, row by row,
+ * summed in double on the stack (kept units in chunks of 64). Pruned and
+ * handed-off units keep their last score. */
+static void importance_observe(htp_balancer *b, const pair_call *call, const htp_unit_sets *s) {
   if (!b->score || s->num_kept == 0) return;
+  const int64_t rows = call->rows, width = call->width, row_stride = call->units * width;
   double sums[64];
   const int chunk = (int)(sizeof sums / sizeof sums[0]);
-  const size_t base = (size_t)pair * (size_t)b->max_units;
-  for (int k0 = 0; k0 < s->num_kept; k0 += chunk) { /* kept units in chunks of 64 */
+  const size_t base = (size_t)call->pair * (size_t)b->max_units;
+  for (int k0 = 0; k0 < s->num_kept; k0 += chunk) {
     const int n = s->num_kept - k0 < chunk ? s->num_kept - k0 : chunk;
     memset(sums, 0, sizeof sums);
     for (int64_t r = 0; r < rows; ++r) {
-      const float *row = act + r * row_stride;
+      const float *row = call->act + r * row_stride;
       for (int k = 0; k < n; ++k) {
         const float *a = row + (int64_t)s->kept[k0 + k] * width;
         double acc = 0.0;
@@ -433,14 +460,97 @@ static void importance_observe(htp_balancer *b, int32_t pair, const float *act, 
       b->observed[at] = 1;
     }
   }
-  b->pairs[pair].scored = 1;
+  b->pairs[call->pair].scored = 1;
+}
+
+/* The body both hooks share, after each checked its own arguments: the
+ * plain split block without a (hooked) balancer; otherwise check the pair
+ * and shapes against the balancer, register the weights, compute the kept
+ * units, score them, impute the pruned ones, project, add the migrated-in
+ * units from their cached shards, and book the time (slowdown included). */
+static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) {
+  const pair_ops *ops = &PAIR_OPS[call->kind];
+  const int64_t inner = call->units * call->width;
+  const int32_t zero = 0;
+  htp_balancer *b = ctx ? ctx->balancer : NULL;
+  if (!b || b->hookless) { /* the plain split block: every unit, one projection */
+    ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
+    htp_cpu_linear_units_f32(call->act, call->second, call->y, call->rows, inner,
+                             call->model_dim, inner, &zero, 1, 0);
+    return HTP_OK;
+  }
+
+  const htp_balancer_config *c = &b->config;
+  const int32_t pair = call->pair;
+  const int config_units = c->planner.units_per_rank[call->kind];
+  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
+               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)",
+               ops->hook, (int)pair, b->num_pairs);
+  HOOK_INVALID(ctx, htp_pair_kind_of(pair) != call->kind,
+               "%s: pair %d is %s pair (pairs of this hook are %s)", ops->hook, (int)pair,
+               call->kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
+               call->kind == HTP_PAIR_ATTENTION ? "even" : "odd");
+  HOOK_INVALID(ctx,
+               call->units != config_units || call->width != unit_width(c, call->kind) ||
+                   call->model_dim != c->model_dim,
+               "%s: pair %d: %lld %ss of width %lld, model_dim %lld disagree with the "
+               "balancer's %d of %lld, %lld",
+               ops->hook, (int)pair, (long long)call->units, ops->unit, (long long)call->width,
+               (long long)call->model_dim, config_units, (long long)unit_width(c, call->kind),
+               (long long)c->model_dim);
+  htp__registered_pair *w = &b->pairs[pair];
+  w->first = call->first;
+  w->bias = call->bias;
+  w->second = call->second;
+  w->seen = 1;
+  if (b->norm && w->normed != call->second) importance_norms(b, call);
+  htp_unit_sets s;
+  if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
+    return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
+
+  ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept, call->act);
+  importance_observe(b, call, &s);
+  const int32_t *projected = s.kept;
+  int num_projected = s.num_kept;
+  if (c->impute != HTP_IMPUTE_ZERO) {
+    htp_result r = HTP_OK;
+    if (c->impute == HTP_IMPUTE_SAME)
+      r = htp_imputer_store(b->imputer, pair, call->act, (size_t)call->rows, (size_t)inner,
+                            s.units, (size_t)call->width, &s);
+    if (r == HTP_OK)
+      r = htp_impute_fill(b->imputer, pair, c->impute, call->act, (size_t)call->rows,
+                          (size_t)inner, s.units, (size_t)call->width, &s);
+    if (r != HTP_OK)
+      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)pair);
+    num_projected = merge_units(&s, b->listed);
+    projected = b->listed;
+  }
+  htp_cpu_linear_units_f32(call->act, call->second, call->y, call->rows, inner, call->model_dim,
+                           call->width, projected, num_projected, 0);
+
+  /* Migrated-in units: each from its one-unit shard (layout at the top). */
+  const int64_t parts = ops->parts, first_floats = parts * call->width * call->model_dim;
+  for (int i = 0; i < s.num_in; ++i) {
+    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
+    if (!shard)
+      return htp__fail(ctx, HTP_ERR_INTERNAL,
+                       "%s: pair %d: the weights of rank %d's %s %d are not cached here",
+                       ops->hook, (int)pair, (int)s.in_src[i], ops->unit, (int)s.in_unit[i]);
+    const float *first_1 = shard, *bias_1 = shard + first_floats;
+    const float *second_1 = bias_1 + parts * call->width;
+    ops->activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
+    htp_cpu_linear_units_f32(call->migrated, second_1, call->y, call->rows, call->width,
+                             call->model_dim, call->width, &zero, 1, 1);
+  }
+  finish_site(b, call->kind, started);
+  return HTP_OK;
 }
 
 htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
                                 const float *bqkv, const float *wproj, float *y, float *scratch,
                                 int64_t batch, int64_t tokens, int64_t model_dim,
                                 int64_t num_heads, int64_t head_dim) {
-  static const char what[] = "htp_rt_attention_f32";
+  const char *what = PAIR_OPS[HTP_PAIR_ATTENTION].hook;
   const double started = htp_now();
   HOOK_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
                "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
@@ -454,73 +564,22 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                    num_heads > INT_MAX / 3 / head_dim,
                "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
   const int64_t rows = batch * tokens, inner = num_heads * head_dim;
-  float *context = scratch;                   /* [rows, inner] */
-  float *migrated = context + rows * inner;   /* [rows, head_dim] */
-  float *head_scratch = migrated + rows * head_dim;
-  htp_balancer *b = ctx ? ctx->balancer : NULL;
-
-  if (!b) { /* the plain split block: every head */
-    for (int32_t h = 0; h < num_heads; ++h)
-      htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, head_scratch, batch, tokens, model_dim,
-                                  num_heads, head_dim, &h, 1);
-    htp_cpu_linear_f32(context, wproj, NULL, y, rows, inner, model_dim);
-    return HTP_OK;
-  }
-
-  const htp_balancer_config *c = &b->config;
-  HOOK_INVALID(ctx,
-               num_heads != c->planner.units_per_rank[HTP_PAIR_ATTENTION] ||
-                   head_dim != c->head_dim || model_dim != c->model_dim,
-               "%s: pair %d: num_heads %lld, head_dim %lld, model_dim %lld disagree with the "
-               "balancer's %d, %lld, %lld",
-               what, (int)pair, (long long)num_heads, (long long)head_dim, (long long)model_dim,
-               c->planner.units_per_rank[HTP_PAIR_ATTENTION], (long long)c->head_dim,
-               (long long)c->model_dim);
-  htp_unit_sets s;
-  htp_result r = begin_pair(b, what, pair, HTP_PAIR_ATTENTION, wqkv, bqkv, wproj, &s);
-  if (r != HTP_OK) return r;
-
-  htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, head_scratch, batch, tokens, model_dim,
-                              num_heads, head_dim, s.kept, s.num_kept);
-  importance_observe(b, pair, context, rows, inner, head_dim, &s);
-  const int32_t *projected = s.kept;
-  int num_projected = s.num_kept;
-  if (c->impute != HTP_IMPUTE_ZERO) {
-    if (c->impute == HTP_IMPUTE_SAME)
-      r = htp_imputer_store(b->imputer, pair, context, (size_t)rows, (size_t)inner, s.units,
-                            (size_t)head_dim, &s);
-    if (r == HTP_OK)
-      r = htp_impute_fill(b->imputer, pair, c->impute, context, (size_t)rows, (size_t)inner,
-                          s.units, (size_t)head_dim, &s);
-    if (r != HTP_OK) return htp__fail(ctx, r, "%s: pair %d: imputation failed", what, (int)pair);
-    num_projected = merge_units(&s, b->listed);
-    projected = b->listed;
-  }
-  htp_cpu_linear_units_f32(context, wproj, y, rows, inner, model_dim, head_dim, projected,
-                           num_projected, 0);
-
-  const int32_t zero = 0;
-  for (int i = 0; i < s.num_in; ++i) {
-    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
-    if (!shard)
-      return htp__fail(ctx, HTP_ERR_INTERNAL,
-                       "%s: pair %d: the weights of rank %d's head %d are not cached here", what,
-                       (int)pair, (int)s.in_src[i], (int)s.in_unit[i]);
-    const float *wqkv_1 = shard, *bqkv_1 = shard + 3 * head_dim * model_dim;
-    const float *wproj_1 = bqkv_1 + 3 * head_dim;
-    htp_cpu_attention_heads_f32(x, wqkv_1, bqkv_1, migrated, head_scratch, batch, tokens,
-                                model_dim, 1, head_dim, &zero, 1);
-    htp_cpu_linear_units_f32(migrated, wproj_1, y, rows, head_dim, model_dim, head_dim, &zero, 1, 1);
-  }
-  finish_site(b, HTP_PAIR_ATTENTION, started);
-  return HTP_OK;
+  /* scratch: context [rows, inner], one migrated head [rows, head_dim],
+   * then the head kernel's own (htp_rt_attention_scratch_floats). */
+  const pair_call call = {
+      .kind = HTP_PAIR_ATTENTION, .pair = pair, .x = x, .first = wqkv, .bias = bqkv,
+      .second = wproj, .y = y, .act = scratch, .migrated = scratch + rows * inner,
+      .kernel_scratch = scratch + rows * inner + rows * head_dim, .batch = batch,
+      .tokens = tokens, .rows = rows, .model_dim = model_dim, .units = num_heads,
+      .width = head_dim, .tanh_approx = 0};
+  return run_pair(ctx, &call, started);
 }
 
 htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx) {
-  static const char what[] = "htp_rt_mlp_f32";
+  const char *what = PAIR_OPS[HTP_PAIR_MLP].hook;
   const double started = htp_now();
   HOOK_INVALID(ctx, !x || !w1 || !w2 || !y || !scratch,
                "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
@@ -534,65 +593,11 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                (int)pair, (long long)hidden_dim, (long long)unit_width);
   HOOK_INVALID(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
                "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
-  float *hidden = scratch;                   /* [rows, hidden_dim] */
-  float *migrated = hidden + rows * hidden_dim; /* [rows, unit_width] */
-  htp_balancer *b = ctx ? ctx->balancer : NULL;
-  const int32_t zero = 0;
-
-  if (!b) { /* every neuron, as one unit */
-    htp_cpu_mlp_hidden_units_f32(x, w1, b1, hidden, rows, model_dim, hidden_dim, hidden_dim,
-                                 &zero, 1, tanh_approx);
-    htp_cpu_linear_units_f32(hidden, w2, y, rows, hidden_dim, model_dim, hidden_dim, &zero, 1, 0);
-    return HTP_OK;
-  }
-
-  const htp_balancer_config *c = &b->config;
-  const int units = c->planner.units_per_rank[HTP_PAIR_MLP];
-  HOOK_INVALID(ctx,
-               unit_width != c->mlp_unit_width || hidden_dim != units * c->mlp_unit_width ||
-                   model_dim != c->model_dim,
-               "%s: pair %d: hidden_dim %lld, unit_width %lld, model_dim %lld disagree with the "
-               "balancer's %lld (%d units of %lld), %lld, %lld",
-               what, (int)pair, (long long)hidden_dim, (long long)unit_width,
-               (long long)model_dim, (long long)(units * c->mlp_unit_width), units,
-               (long long)c->mlp_unit_width, (long long)c->mlp_unit_width,
-               (long long)c->model_dim);
-  htp_unit_sets s;
-  htp_result r = begin_pair(b, what, pair, HTP_PAIR_MLP, w1, b1, w2, &s);
-  if (r != HTP_OK) return r;
-
-  htp_cpu_mlp_hidden_units_f32(x, w1, b1, hidden, rows, model_dim, hidden_dim, unit_width,
-                               s.kept, s.num_kept, tanh_approx);
-  importance_observe(b, pair, hidden, rows, hidden_dim, unit_width, &s);
-  const int32_t *projected = s.kept;
-  int num_projected = s.num_kept;
-  if (c->impute != HTP_IMPUTE_ZERO) {
-    if (c->impute == HTP_IMPUTE_SAME)
-      r = htp_imputer_store(b->imputer, pair, hidden, (size_t)rows, (size_t)hidden_dim, units,
-                            (size_t)unit_width, &s);
-    if (r == HTP_OK)
-      r = htp_impute_fill(b->imputer, pair, c->impute, hidden, (size_t)rows,
-                          (size_t)hidden_dim, units, (size_t)unit_width, &s);
-    if (r != HTP_OK) return htp__fail(ctx, r, "%s: pair %d: imputation failed", what, (int)pair);
-    num_projected = merge_units(&s, b->listed);
-    projected = b->listed;
-  }
-  htp_cpu_linear_units_f32(hidden, w2, y, rows, hidden_dim, model_dim, unit_width, projected,
-                           num_projected, 0);
-
-  for (int i = 0; i < s.num_in; ++i) {
-    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
-    if (!shard)
-      return htp__fail(ctx, HTP_ERR_INTERNAL,
-                       "%s: pair %d: the weights of rank %d's MLP unit %d are not cached here",
-                       what, (int)pair, (int)s.in_src[i], (int)s.in_unit[i]);
-    const float *w1_u = shard, *b1_u = shard + unit_width * model_dim;
-    const float *w2_u = b1_u + unit_width;
-    htp_cpu_mlp_hidden_units_f32(x, w1_u, b1_u, migrated, rows, model_dim, unit_width,
-                                 unit_width, &zero, 1, tanh_approx);
-    htp_cpu_linear_units_f32(migrated, w2_u, y, rows, unit_width, model_dim, unit_width, &zero,
-                             1, 1);
-  }
-  finish_site(b, HTP_PAIR_MLP, started);
-  return HTP_OK;
+  /* scratch: hidden [rows, hidden_dim], one migrated unit [rows, unit_width]. */
+  const pair_call call = {
+      .kind = HTP_PAIR_MLP, .pair = pair, .x = x, .first = w1, .bias = b1, .second = w2,
+      .y = y, .act = scratch, .migrated = scratch + rows * hidden_dim, .kernel_scratch = NULL,
+      .batch = 1, .tokens = rows, .rows = rows, .model_dim = model_dim,
+      .units = hidden_dim / unit_width, .width = unit_width, .tanh_approx = tanh_approx};
+  return run_pair(ctx, &call, started);
 }

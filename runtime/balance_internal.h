@@ -1,7 +1,10 @@
-/*===- runtime/balance_internal.h - the balancer's private entry points ---===*
+/*===- runtime/balance_internal.h - the balancer's private state ----------===*
  *
- * Private to libhtprt and its tests. htp_balancer_end_iteration is "step,
- * then apply"; tests (and a future cost-model driver) force a plan with
+ * Private to libhtprt and its tests. The balancer (balance.c) owns the
+ * rank's planner and, unless it is hookless, the unit table, imputer and
+ * migration cache its hooks follow; plan_step.c runs its per-iteration
+ * step (gather, detect, plan) and trace.c writes its trace line.
+ * htp_balancer_end_iteration is "step, then apply"; tests force a plan with
  * htp_planner_plan_speeds on htp_balancer_planner() and then apply it here,
  * bypassing detection.
  *===----------------------------------------------------------------------===*/
@@ -9,13 +12,64 @@
 #define HTP_BALANCE_INTERNAL_H
 
 #include "runtime/htp.h"
+#include "runtime/units_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Where a pair's weights live (registered by its hook on every call). */
+typedef struct htp__registered_pair {
+  const float *first;  /* wqkv or w1 */
+  const float *bias;   /* bqkv or b1 (may be NULL) */
+  const float *second; /* wproj or w2 */
+  int seen;
+  const float *normed; /* importance: `second` when norm[] was computed */
+  int scored;          /* importance: some unit has a score */
+} htp__registered_pair;
+
+struct htp_balancer {
+  htp_ctx *ctx;
+  htp_balancer_config config;
+  int hookless;           /* no hook state: step and trace only */
+  int num_pairs;
+  htp_planner *planner;
+  htp_unit_table *table;  /* NULL when hookless */
+  htp_imputer *imputer;   /* NULL for HTP_IMPUTE_ZERO or hookless */
+  htp_migration *migration; /* NULL when hookless */
+  htp__registered_pair *pairs; /* [num_pairs] */
+  int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
+  /* Importance (HTP_SELECT_IMPORTANCE only, else NULL), [num_pairs * max
+   * units], pair p's unit i at p * max_units + i: */
+  int max_units;
+  double *norm;           /* ||output weights of the unit||_F */
+  double *score;          /* EWMA of mean |activation| x norm */
+  uint8_t *observed;      /* the unit has had a sample */
+  float *pushed;          /* [max units]: scores handed to the unit table */
+  double site_seconds[HTP_PAIR_KINDS]; /* hooks' seconds since the last step */
+  double slowdown;        /* >= 1: the hooks stretch their time by this */
+  int64_t applied_version;
+  /* The step and the trace: */
+  double *gather;         /* [world * (1 + kinds)] the step's all-gather */
+  double *normalized;     /* [world] seconds fed to the detector */
+  FILE *trace;
+  double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
+};
 
 /* Makes plan the one the hooks follow: the unit table and the migration
  * transfers for it (collective over the plan's flows, as
- * htp_migration_apply). A version already applied costs nothing. */
+ * htp_migration_apply). A version already applied costs nothing; a
+ * hookless balancer applies nothing. */
 htp_result htp__balancer_apply(htp_balancer *balancer, const htp_plan *plan);
-/* The balancer's unit table and migration cache (owned by the balancer). */
+/* The balancer's unit table and migration cache (NULL when hookless). */
 htp_unit_table *htp__balancer_table(htp_balancer *balancer);
 htp_migration *htp__balancer_migration(htp_balancer *balancer);
+/* Books seconds of hook work on a pair kind, as a hook does (tests). */
+void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, double seconds);
+
+/* trace.c: the line for this iteration, after the step fed the planner;
+ * replanned says whether this step changed the plan, sites is NULL when
+ * the sites were not measured. */
+void htp__trace_write(htp_balancer *balancer, double seconds, const double *sites,
+                      int replanned);
 
 #endif /* HTP_BALANCE_INTERNAL_H */

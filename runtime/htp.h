@@ -18,9 +18,14 @@
  * may call. Nothing here blocks forever: every wait ends at its deadline.
  *
  * Sections, in order: results; worlds and contexts; collectives and
- * transfers; fault injection; planning (detection, SEMI plans, unit tables,
- * imputation, migration transfers, trace); balance hooks (what compiled
- * blocks call).
+ * transfers; fault injection; planning (pairs and units, detection, SEMI
+ * plans, selection and imputation choices); balance hooks (the balancer, its
+ * per-iteration step and trace, and what compiled blocks call).
+ *
+ * Only what this header (and runtime/htp_entry.h) declares with HTP_API is
+ * exported from libhtprt; every other symbol is hidden
+ * (-fvisibility=hidden), so a shared build or an executable that exports
+ * libhtprt for JIT-compiled code exposes exactly this API.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_H
 #define HTP_H
@@ -30,6 +35,16 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Marks the exported API. libhtprt is compiled with -fvisibility=hidden;
+ * compiled blocks resolve htp_allreduce_sum_f32 and the balance hooks by
+ * name from the process (htp-run exports them), so those must stay
+ * default-visibility. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HTP_API __attribute__((visibility("default")))
+#else
+#define HTP_API
 #endif
 
 /* Result codes: 0 is success; every other value has a string (htp_strerror). */
@@ -47,7 +62,7 @@ typedef enum htp_result {
 
 /* A static string for every value (never NULL; "unknown result code" for a
  * value out of range). Thread safe. */
-const char *htp_strerror(htp_result result);
+HTP_API const char *htp_strerror(htp_result result);
 
 /* ===== Worlds and contexts ============================================= */
 
@@ -102,29 +117,29 @@ typedef struct htp_config {
  * mpi world_size different from MPI's), HTP_ERR_UNSUPPORTED (backend not
  * built in), HTP_ERR_SYSTEM (MPI/CUDA/NCCL failed), HTP_ERR_NOMEM. There is
  * no context yet to hold a message: htp_world_create_verbose writes it. */
-htp_result htp_world_create(const htp_config *config, htp_world **world);
+HTP_API htp_result htp_world_create(const htp_config *config, htp_world **world);
 /* htp_world_create that also writes why it failed into message (at most
  * message_size bytes, NUL-terminated; "" on success). message may be NULL. */
-htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
+HTP_API htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
                                     char *message, size_t message_size);
 /* 1 if the backend was built into this library, else 0. */
-int htp_backend_available(htp_backend backend);
+HTP_API int htp_backend_available(htp_backend backend);
 /* Destroy after every context of the world was destroyed (local: after the
  * rank threads were joined). Never blocks on a peer; see the mpi notes above
  * for what it does with a failed MPI world. */
-void htp_world_destroy(htp_world *world);
-int htp_world_size(const htp_world *world);
+HTP_API void htp_world_destroy(htp_world *world);
+HTP_API int htp_world_size(const htp_world *world);
 /* The calling process's rank for mpi (and nccl over MPI); -1 for local (and
  * nccl over threads). */
-int htp_world_process_rank(const htp_world *world);
-htp_backend htp_world_backend(const htp_world *world);
+HTP_API int htp_world_process_rank(const htp_world *world);
+HTP_API htp_backend htp_world_backend(const htp_world *world);
 /* HTP_OK while the world is healthy, else the result that failed it (as seen
  * by the rank that failed it). Thread safe. */
-htp_result htp_world_status(const htp_world *world);
+HTP_API htp_result htp_world_status(const htp_world *world);
 /* The message of the last failed world-level call (htp_ctx_create,
  * htp_world_add_fault) on this world; "" if none. Valid until the next such
  * call; not synchronized with concurrent failing calls. */
-const char *htp_world_last_error(const htp_world *world);
+HTP_API const char *htp_world_last_error(const htp_world *world);
 
 /* One context per rank. Local: call from the rank's own thread, rank in
  * [0, size); mpi/nccl: rank must be htp_world_process_rank() (nccl over
@@ -134,20 +149,20 @@ const char *htp_world_last_error(const htp_world *world);
  * HTP_ERR_INVALID for NULL pointers, a rank out of range, not this process's
  * rank, or a rank that already has a context; HTP_ERR_SYSTEM, HTP_ERR_TIMEOUT
  * (nccl communicator setup). */
-htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx);
+HTP_API htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx);
 /* Frees the context (NULL is fine); the rank may then get a new one. */
-void htp_ctx_destroy(htp_ctx *ctx);
-int htp_ctx_rank(const htp_ctx *ctx);
-int htp_ctx_size(const htp_ctx *ctx);
-htp_world *htp_ctx_world(const htp_ctx *ctx);
+HTP_API void htp_ctx_destroy(htp_ctx *ctx);
+HTP_API int htp_ctx_rank(const htp_ctx *ctx);
+HTP_API int htp_ctx_size(const htp_ctx *ctx);
+HTP_API htp_world *htp_ctx_world(const htp_ctx *ctx);
 /* CUDA device of the rank (nccl), -1 on CPU backends. */
-int htp_ctx_device(const htp_ctx *ctx);
+HTP_API int htp_ctx_device(const htp_ctx *ctx);
 /* The rank's cudaStream_t (nccl; the caller may enqueue compute on it), NULL
  * on CPU backends. Owned by the context. */
-void *htp_ctx_cuda_stream(const htp_ctx *ctx);
+HTP_API void *htp_ctx_cuda_stream(const htp_ctx *ctx);
 /* The message of the last failure on this context ("" if none; never NULL).
  * Successful calls keep it. Valid until the next call on ctx. */
-const char *htp_last_error(const htp_ctx *ctx);
+HTP_API const char *htp_last_error(const htp_ctx *ctx);
 
 /* ===== Collectives and transfers ======================================== *
  * Every rank calls each collective in the same order with the same count.
@@ -176,27 +191,27 @@ const char *htp_last_error(const htp_ctx *ctx);
  * place); otherwise they must not overlap. local: the sum is taken in rank
  * order, so results are bitwise reproducible and equal on every rank; mpi and
  * nccl use their library's order (see the backend notes). */
-htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count);
+HTP_API htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); otherwise no overlap. */
-htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
+HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
 /* Copies root's buffer into every other rank's buffer; root in [0, size),
  * the same on every rank. */
-htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root);
+HTP_API htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root);
 /* Point to point, for migration: send blocks until recv took the bytes (or
  * the deadline). tag (>= 0) separates concurrent streams between the same
  * pair; messages with the same peer and tag arrive in order. Sizes must
  * match (the local backend reports a mismatch as HTP_ERR_INVALID to both). */
-htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag);
-htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag);
-htp_result htp_barrier(htp_ctx *ctx);
+HTP_API htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag);
+HTP_API htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag);
+HTP_API htp_result htp_barrier(htp_ctx *ctx);
 /* Marks the world failed; every peer's pending and later waits return
  * HTP_ERR_REMOTE (this rank's later calls return reason; HTP_ERR_TIMEOUT as a
  * reason is reported as such everywhere; HTP_OK becomes HTP_ERR_REMOTE).
  * Safe to call from any thread, any rank, more than once (the first failure
  * wins). On mpi the peers are told by a message; on nccl the communicator is
  * aborted. */
-void htp_abort(htp_ctx *ctx, htp_result reason);
+HTP_API void htp_abort(htp_ctx *ctx, htp_result reason);
 
 /* ===== Fault injection (tests and experiments) ========================== */
 
@@ -222,17 +237,17 @@ typedef struct htp_fault {
  * applies. HTP_ERR_INVALID (message in htp_world_last_error) for a NULL
  * pointer, an unknown kind, a rank out of range, a negative iteration, a
  * delay without seconds. */
-htp_result htp_world_add_fault(htp_world *world, const htp_fault *fault);
+HTP_API htp_result htp_world_add_fault(htp_world *world, const htp_fault *fault);
 /* Called by the rank once per iteration: applies any fault due at
  * `iteration`. Returns HTP_ERR_REMOTE for a rank that was made to die or hang
  * and was released by an abort. A delay ends early, with the failure, if the
  * world fails meanwhile. Fails fast on a failed world. */
-htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration);
+HTP_API htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration);
 
 /* Monotonic seconds (CLOCK_MONOTONIC), for timing compute. Thread safe. */
-double htp_now(void);
+HTP_API double htp_now(void);
 
-/* ===== PLANNING region begin (detection, SEMI planning, unit tables) ===== *
+/* ===== PLANNING region begin (pairs and units, detection, SEMI plans) ==== *
  *
  * The work-unit model (DESIGN §4): a block has num_layers layers and each
  * layer two column->row pairs, attention (units = heads) and MLP (units =
@@ -247,7 +262,12 @@ double htp_now(void);
  * plan: no coordinator, no plan broadcast. The planner is pure C on doubles
  * in rank order (no rank-local input, no reduction whose order depends on
  * the rank), so two planners fed the same history produce bitwise-identical
- * plans (htp_plan_equal). All memory is allocated at create; observing and
+ * plans (htp_plan_equal). Inside, the planner is two parts: a stateful
+ * detector (the EWMA speeds and hysteresis below) and a pure planning step,
+ * a function of (config, relative speeds, straggler flags) alone, with no
+ * I/O, trace or collective (htp_planner_plan_speeds runs it on given
+ * speeds). Gathering the timings and writing the trace belong to the
+ * balancer (htp_balancer_step). All memory is allocated at create; observing and
  * planning allocate nothing.
  *
  * Detection. speed sample of rank r = work_r / seconds_r, where work_r is the
@@ -308,6 +328,16 @@ typedef enum htp_pair_kind {
   HTP_PAIR_KINDS = 2
 } htp_pair_kind;
 
+/* The pair encoding, in one place: pair = 2 * layer + kind. */
+static inline int htp_pair_of(int layer, htp_pair_kind kind) {
+  return HTP_PAIR_KINDS * layer + (int)kind;
+}
+static inline htp_pair_kind htp_pair_kind_of(int pair) {
+  return (htp_pair_kind)(pair % HTP_PAIR_KINDS);
+}
+static inline int htp_pair_layer(int pair) { return pair / HTP_PAIR_KINDS; }
+static inline int htp_num_pairs(int num_layers) { return HTP_PAIR_KINDS * num_layers; }
+
 /* What the plan asks of a rank. */
 typedef enum htp_action {
   HTP_ACTION_KEEP = 0,    /* computes its own units only (healthy, or a straggler whose
@@ -319,9 +349,9 @@ typedef enum htp_action {
 
 /* Returns "none", "resize", "migrate", "semi" (or "?"); htp_policy_parse
  * returns HTP_ERR_INVALID for an unknown name. */
-const char *htp_policy_name(htp_policy policy);
-htp_result htp_policy_parse(const char *name, htp_policy *policy);
-const char *htp_action_name(htp_action action);
+HTP_API const char *htp_policy_name(htp_policy policy);
+HTP_API htp_result htp_policy_parse(const char *name, htp_policy *policy);
+HTP_API const char *htp_action_name(htp_action action);
 
 #define HTP_PLANNER_CONFIG_MAGIC 0x48545050u /* "HTPP" */
 /* New fields go at the end only. A config not started from
@@ -377,73 +407,58 @@ typedef struct htp_planner htp_planner;
 
 /* Copies the config. Returns HTP_ERR_INVALID (htp_planner_config_check says
  * why) or HTP_ERR_NOMEM; *planner is NULL on failure. */
-htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner);
-void htp_planner_destroy(htp_planner *planner);
+HTP_API htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner);
+HTP_API void htp_planner_destroy(htp_planner *planner);
 /* HTP_OK if the config is valid, else HTP_ERR_INVALID and why (may be NULL). */
-htp_result htp_planner_config_check(const htp_planner_config *config, char *why,
+HTP_API htp_result htp_planner_config_check(const htp_planner_config *config, char *why,
                                     size_t why_size);
 /* Message of the planner's last failure ("" if none). */
-const char *htp_planner_last_error(const htp_planner *planner);
-const htp_planner_config *htp_planner_config_of(const htp_planner *planner);
+HTP_API const char *htp_planner_last_error(const htp_planner *planner);
+HTP_API const htp_planner_config *htp_planner_config_of(const htp_planner *planner);
 
 /* Feeds one iteration: seconds[r] = rank r's compute seconds (all ranks, rank
  * order, each > 0 and finite). Updates the detector and replans if needed;
  * *replanned (may be NULL) says whether the plan changed. Allocates nothing.
  * Not thread-safe on one planner; distinct planners are independent. */
-htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned);
+HTP_API htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned);
 /* Plans directly from relative speeds (world entries in (0, 1], e.g. from a
  * cost model) and straggler flags (NULL: speed < enter_threshold), bypassing
  * the detector and hysteresis. Always makes a new plan version. */
-htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
+HTP_API htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
                                    const uint8_t *stragglers);
 /* The current plan (never NULL). */
-const htp_plan *htp_planner_plan(const htp_planner *planner);
+HTP_API const htp_plan *htp_planner_plan(const htp_planner *planner);
 /* Smoothed relative speeds of the detector ([world], valid like a plan). */
-const double *htp_planner_speeds(const htp_planner *planner);
-int64_t htp_planner_iteration(const htp_planner *planner);
+HTP_API const double *htp_planner_speeds(const htp_planner *planner);
+HTP_API int64_t htp_planner_iteration(const htp_planner *planner);
 
 /* Checks the plan invariants above. HTP_OK, or HTP_ERR_INTERNAL and the first
  * violation in why (may be NULL). O(world + flows). */
-htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size);
+HTP_API htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size);
 /* 1 when the two plans have the same content, bit for bit (every array). */
-int htp_plan_equal(const htp_plan *a, const htp_plan *b);
-/* Work of rank r under the plan, in units of cost (kept + received). */
-double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank);
+HTP_API int htp_plan_equal(const htp_plan *a, const htp_plan *b);
+/* Units rank computes in EVERY pair of kind under the plan: its own units
+ * minus those pruned or handed off, plus those taken in. The one definition
+ * of "a rank's units": detection, the step, the hooks' bookkeeping and
+ * htp-sim all count with it. */
+static inline int32_t htp_plan_units(const htp_plan *plan, htp_pair_kind kind, int rank) {
+  const int i = (int)kind * plan->world_size + rank;
+  return plan->units_per_rank[kind] - plan->pruned[i] - plan->sent[i] + plan->received[i];
+}
+/* Work of rank r under the plan, in units of cost: the sum over kinds of
+ * htp_plan_units * unit_cost, times num_layers. */
+HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank);
 
-/* Trace: one JSON line per rank per iteration, written by htp_balancer_step:
- * {"iter","rank","seconds","site_seconds":[attention,mlp],"speed","plan",
- *  "replanned","policy","target_time","action","gamma","pruned","sent",
- *  "received","moved_bytes","stragglers":[{"rank","speed","gamma","action"}]}
- * The stream stays owned by the caller; NULL turns the trace off. Each line
- * is written with one locked fwrite, so ranks may share a stream. */
-void htp_planner_set_trace(htp_planner *planner, FILE *stream);
-/* Bytes of migrated weights received by this rank at the last plan change;
- * htp_migration_apply reports it here for the trace (may stay 0). */
-void htp_planner_note_moved_bytes(htp_planner *planner, uint64_t bytes);
-
-/* The per-iteration step for compiled code and htp-run: all-gathers this
- * rank's compute seconds (and its per-site seconds, attention and MLP;
- * site_seconds may be NULL) with htp_allgather, feeds the planner, writes
- * the trace line, and returns the current plan in *plan. Collective: every
- * rank calls it once per iteration with its own planner (same config).
- * Errors of the collective are returned as is (the ctx's last error). */
-htp_result htp_balancer_step(htp_planner *planner, htp_ctx *ctx, double compute_seconds,
-                             const double *site_seconds, const htp_plan **plan);
-
-/* ----- Unit tables -------------------------------------------------------
- * For one rank, per pair <layer, kind>: which local units it keeps, prunes
- * and hands off (and to whom), and which units of other ranks it computes.
- * The COUNTS come from the plan (same on every rank); WHICH units is the
- * owner's choice:
- *   - HTP_SELECT_RANDOM: a fixed seeded permutation per (seed, rank, pair);
- *     the first gamma u units of it are shed. Every rank can compute any
- *     owner's choice, so migrated-in unit ids are known locally.
- *   - HTP_SELECT_IMPORTANCE: the caller feeds a score per local unit
- *     (htp_unit_table_set_scores); least important shed first (ties: lower
- *     index). Other ranks cannot know the choice: in_unit is -1 until the
- *     migration transfer (htp_migration_apply) delivers the ids.
+/* ----- Selection and imputation (the balancer's choices) -----------------
+ * Which units a shedding rank gives up (htp_balancer_config.selection):
+ *   HTP_SELECT_RANDOM: a fixed seeded permutation per (seed, rank, pair);
+ *     the first gamma u units of it are shed.
+ *   HTP_SELECT_IMPORTANCE: least important first (ties: lower index); see
+ *     htp_balancer_config for the statistic.
  * Shed sets are nested as gamma grows (prefix of one order), so a plan
- * change moves as few units as it can. */
+ * change moves as few units as it can. The per-rank unit tables, the
+ * imputer and the migration cache that carry this out are private to
+ * libhtprt (runtime/units_internal.h): the balancer owns them. */
 typedef enum htp_select {
   HTP_SELECT_RANDOM = 0,
   HTP_SELECT_IMPORTANCE = 1
@@ -451,108 +466,18 @@ typedef enum htp_select {
 
 /* Returns "random", "importance" (or "?"); htp_select_parse returns
  * HTP_ERR_INVALID for an unknown name. */
-const char *htp_select_name(htp_select selection);
-htp_result htp_select_parse(const char *name, htp_select *selection);
+HTP_API const char *htp_select_name(htp_select selection);
+HTP_API htp_result htp_select_parse(const char *name, htp_select *selection);
 
-typedef struct htp_unit_table htp_unit_table;
-
-/* The sets of one pair on one rank; arrays owned by the table, valid until
- * its next update or destroy. Local unit indices are in [0, units). */
-typedef struct htp_unit_sets {
-  int units;                /* units this rank owns in the pair */
-  int num_kept;
-  const int32_t *kept;      /* ascending */
-  int num_pruned;
-  const int32_t *pruned;    /* ascending */
-  int num_out;
-  const int32_t *out_unit;  /* handed off: local unit ... */
-  const int32_t *out_dst;   /* ... and its helper; grouped by flow order */
-  int num_in;
-  const int32_t *in_src;    /* migrated in: owner rank ... */
-  const int32_t *in_unit;   /* ... and owner's local unit (-1: not known yet) */
-} htp_unit_sets;
-
-htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
-                                 htp_select selection, uint64_t seed,
-                                 htp_unit_table **table);
-void htp_unit_table_destroy(htp_unit_table *table);
-/* scores[units_per_rank of the pair's kind]: importance of each local unit
- * (copied). Takes effect at the next update. HTP_ERR_INVALID for a table
- * built with HTP_SELECT_RANDOM or a bad pair. */
-htp_result htp_unit_table_set_scores(htp_unit_table *table, int pair, const float *scores);
-/* Recomputes every pair's sets for the plan (a plan from a planner with the
- * same config). Allocates nothing. */
-htp_result htp_unit_table_update(htp_unit_table *table, const htp_plan *plan);
-htp_result htp_unit_table_get(const htp_unit_table *table, int pair, htp_unit_sets *sets);
-/* Sets the owner's local unit of migrated-in entry i of pair (used by the
- * migration transfer for HTP_SELECT_IMPORTANCE). */
-htp_result htp_unit_table_set_in_unit(htp_unit_table *table, int pair, int index, int unit);
-
-/* ----- Imputation ----------------------------------------------------------
- * A pair's unit activations: `rows` rows (tokens), row r starting at
- * act + r * row_stride floats; unit i occupies floats
- * [i * unit_width, (i + 1) * unit_width) of each row (heads' outputs side by
- * side, or MLP hidden neurons with unit_width = group size). */
+/* What a pruned unit's activation reads (htp_balancer_config.impute). */
 typedef enum htp_impute {
   HTP_IMPUTE_ZERO = 0,    /* pruned units read 0 (default) */
   HTP_IMPUTE_SAME = 1,    /* last stored value of the unit (0 if none yet) */
   HTP_IMPUTE_AVERAGE = 2  /* per row, the mean of the kept units' vectors */
 } htp_impute;
 
-const char *htp_impute_name(htp_impute impute);
-htp_result htp_impute_parse(const char *name, htp_impute *impute);
-
-/* State for HTP_IMPUTE_SAME: the last kept value of every unit of every pair.
- * Buffers are allocated on the first store of a pair (rows * units *
- * unit_width floats); a later call with another shape re-allocates. */
-typedef struct htp_imputer htp_imputer;
-htp_result htp_imputer_create(int num_pairs, htp_imputer **imputer);
-void htp_imputer_destroy(htp_imputer *imputer);
-/* Remembers the kept units' values of pair (after computing them). */
-htp_result htp_imputer_store(htp_imputer *imputer, int pair, const float *act, size_t rows,
-                             size_t row_stride, int units, size_t unit_width,
-                             const htp_unit_sets *sets);
-/* Fills the pruned units of act in place. imputer may be NULL for ZERO and
- * AVERAGE; SAME with no stored value for the shape writes zeros. AVERAGE
- * with no kept unit writes zeros. */
-htp_result htp_impute_fill(const htp_imputer *imputer, int pair, htp_impute impute, float *act,
-                           size_t rows, size_t row_stride, int units, size_t unit_width,
-                           const htp_unit_sets *sets);
-
-/* ----- Migration transfers -------------------------------------------------
- * A migrated unit's weights go to its helper once per plan change and stay
- * cached on the helper while the plan keeps the unit there; units the new
- * plan no longer gives a helper are dropped from its cache. Transfers use
- * htp_send/htp_recv in one global order (kind, flow, layer), so they cannot
- * deadlock: every rank calls htp_migration_apply after every replan (or every
- * iteration: an unchanged plan version costs nothing). */
-typedef struct htp_migration htp_migration;
-/* Writes the weights of this rank's local unit `unit` of pair into dst
- * (bytes_per_unit[kind] bytes). Returns 0 on success. */
-typedef int (*htp_unit_pack_fn)(void *user, int pair, int unit, void *dst);
-
-/* bytes_per_unit[kind] > 0: size of one unit's weights (e.g. attention head:
- * 4 * head_dim * d floats plus biases, MLP unit: 2 * width * d floats plus
- * bias). */
-htp_result htp_migration_create(const htp_planner_config *config, int rank,
-                                const size_t bytes_per_unit[HTP_PAIR_KINDS],
-                                htp_migration **migration);
-void htp_migration_destroy(htp_migration *migration);
-/* Collective over the ranks in the plan's flows: sends the weights of units
- * this rank hands off that its helper does not hold yet (pack), receives
- * those it helps with, drops what the plan no longer needs, and fills the
- * table's in_unit ids. No-op when plan->version was already applied. */
-htp_result htp_migration_apply(htp_migration *migration, htp_ctx *ctx, const htp_plan *plan,
-                               htp_unit_table *table, htp_unit_pack_fn pack, void *user);
-/* Cached weights of owner src's local unit of pair, or NULL. Valid until
- * the next apply or destroy. */
-const void *htp_migration_weights(const htp_migration *migration, int pair, int src, int unit);
-/* Bytes received / sent by this rank at the last apply and in total. */
-uint64_t htp_migration_last_bytes_received(const htp_migration *migration);
-uint64_t htp_migration_last_bytes_sent(const htp_migration *migration);
-uint64_t htp_migration_total_bytes(const htp_migration *migration);
-/* Number of units currently cached on this rank (all pairs). */
-int htp_migration_cached_units(const htp_migration *migration);
+HTP_API const char *htp_impute_name(htp_impute impute);
+HTP_API htp_result htp_impute_parse(const char *name, htp_impute *impute);
 
 /* ===== Balance hooks: what compiled blocks call ========================= *
  *
@@ -582,9 +507,9 @@ typedef struct htp_balancer_config {
   htp_select selection;       /* which units a rank sheds [HTP_SELECT_RANDOM]; see below */
   uint64_t seed;              /* of the random selection [0] */
   htp_impute impute;          /* [HTP_IMPUTE_ZERO] */
-  int64_t model_dim;          /* d: the block's width */
-  int64_t head_dim;           /* channels per head */
-  int64_t mlp_unit_width;     /* neurons per MLP unit */
+  int64_t model_dim;          /* d: the block's width [0] */
+  int64_t head_dim;           /* channels per head [0] */
+  int64_t mlp_unit_width;     /* neurons per MLP unit [0] */
 } htp_balancer_config;
 #define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
@@ -609,41 +534,79 @@ typedef struct htp_balancer_config {
  *     for a rank's data and need not agree across ranks: the owner
  *     decides, and the migration transfer delivers the ids to helpers. */
 
+/* Hookless balancer: model_dim, head_dim and mlp_unit_width all 0 (as the
+ * initializer leaves them). For a block that calls no hooks: the balancer
+ * then detects, plans and traces (htp_balancer_step) but has no unit table,
+ * imputer or migration cache, so nobody carries its plans out; the hooks
+ * treat it as no balancer (every unit computed), and
+ * htp_balancer_end_iteration is htp_balancer_step. Otherwise all three
+ * must be >= 1. */
+
 /* Creates the rank's balancer and attaches it to ctx (one per context), so
  * the hooks of compiled code find it. config is copied; its
  * planner.world_size must be the context's world size. Every rank creates
  * one with the same config (the plans must agree). Errors: HTP_ERR_INVALID
  * (ctx NULL: no message; bad config, or ctx already has a balancer: message
  * in htp_last_error(ctx)), HTP_ERR_NOMEM. Not collective. */
-htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
+HTP_API htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
                                htp_balancer **balancer);
+/* Bytes of one unit's weights of kind as the migration moves them (a head's
+ * qkv rows, qkv bias and proj columns; an MLP unit's fc1 rows, fc1 bias and
+ * fc2 columns), from config's model_dim, head_dim and mlp_unit_width. */
+HTP_API int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind);
 /* Detaches from the context and frees; NULL is fine. Destroy the balancer
  * BEFORE its context (it reads the context to detach). */
-void htp_balancer_destroy(htp_balancer *balancer);
+HTP_API void htp_balancer_destroy(htp_balancer *balancer);
 /* The balancer attached to ctx, or NULL. */
-htp_balancer *htp_ctx_balancer(const htp_ctx *ctx);
-/* The balancer's planner (for htp_planner_set_trace, htp_planner_speeds). */
-htp_planner *htp_balancer_planner(htp_balancer *balancer);
+HTP_API htp_balancer *htp_ctx_balancer(const htp_ctx *ctx);
+/* The balancer's planner (for htp_planner_speeds, htp_planner_plan). */
+HTP_API htp_planner *htp_balancer_planner(htp_balancer *balancer);
 /* Emulates a slower device for experiments and tests (htp-run --slow):
  * from now on each hook waits (factor - 1) times its own time before it
  * returns (so the rank is late to the block's all-reduce, and shedding units
  * sheds slowed time too) and books factor times its compute in
  * htp_balancer_hook_seconds and the per-site seconds. factor in [1, 1e6];
  * 1 turns it off. */
-htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double factor);
+HTP_API htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double factor);
 /* Seconds this rank spent in the hooks since the last end_iteration: the
  * work the plan moves. The best compute_seconds to pass below: the block's
  * other ops (layer norms, residuals) do not shrink when units are shed, and
  * counting them would make a balanced straggler look slower per unit. */
-double htp_balancer_hook_seconds(const htp_balancer *balancer);
-/* Once per iteration, after the block ran, on every rank: htp_balancer_step
- * with this rank's compute seconds (and the per-site seconds the hooks
- * measured since the last call, then reset), then, when the plan version
- * changed, the unit table and the migration transfers for the new plan
- * (weights packed from where the hooks last saw them). compute_seconds
- * (> 0, finite) should exclude time spent waiting for peers: the hooks'
- * seconds (above), or the iteration's time minus the growth of
- * htp_ctx_comm_seconds. Collective.
+HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
+/* Trace: htp_balancer_step writes one JSON line per rank per iteration:
+ *   {"iter","rank","seconds","comm_seconds","site_seconds":[attention,mlp],
+ *    "speed","plan","replanned","policy","target_time","action","gamma",
+ *    "pruned":[a,m],"sent":[a,m],"received":[a,m],"moved_bytes",
+ *    "stragglers":[{"rank","speed","gamma","action"}]}
+ * seconds: the compute seconds passed to the step; comm_seconds: what this
+ * rank spent in collectives and transfers (waiting for peers included)
+ * since its previous line (or since the balancer was created): the growth
+ * of htp_ctx_comm_seconds, the step's own all-gather included, so compute
+ * and waiting can be plotted side by side. site_seconds is null for a
+ * hookless balancer; non-finite numbers are written as null. At most 64
+ * stragglers are listed (then "truncated":true), so a line stays under
+ * 8 KiB. The stream stays owned by the caller; NULL turns the trace off.
+ * Each line is written with one locked fwrite, so ranks may share a
+ * stream. */
+HTP_API void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream);
+
+/* The per-iteration step, once per iteration on every rank (collective):
+ * all-gathers this rank's compute_seconds and the per-site seconds its
+ * hooks measured since the last step (then resets them), feeds the
+ * planner the same numbers in rank order (so every rank computes the same
+ * plan), writes the trace line, and returns the plan in force for the next
+ * iteration in *plan. It does not carry the plan out: that is
+ * htp_balancer_end_iteration. compute_seconds (> 0, finite) should exclude
+ * time spent waiting for peers: the hooks' seconds (above), or the
+ * iteration's time minus the growth of htp_ctx_comm_seconds. Errors:
+ * HTP_ERR_INVALID (NULL arguments, bad compute_seconds; message in the
+ * context's last error); those of the all-gather as they are. */
+HTP_API htp_result htp_balancer_step(htp_balancer *balancer, double compute_seconds,
+                             const htp_plan **plan);
+
+/* htp_balancer_step, then, when the plan version changed, the unit table and
+ * the migration transfers for the new plan (weights packed from where the
+ * hooks last saw them). Collective.
  * *plan (may be NULL) receives the plan in force for the next iteration.
  * Errors: those of htp_balancer_step; a failed transfer (e.g. a plan that
  * migrates a pair whose hook never ran: nothing to pack) fails the world,
@@ -651,7 +614,7 @@ double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * With HTP_SELECT_IMPORTANCE the scores the hooks gathered (see
  * htp_balancer_config.selection) are handed to the unit table here, when
  * the plan version changed, before the table is recomputed. */
-htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
+HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
                                       const htp_plan **plan);
 
 /* The hooks. Shapes and layouts as htp_cpu_attention_f32 (without proj
@@ -694,11 +657,11 @@ static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim
   return rows * hidden_dim + rows * unit_width;
 }
 
-htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
+HTP_API htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
                                 const float *bqkv, const float *wproj, float *y, float *scratch,
                                 int64_t batch, int64_t tokens, int64_t model_dim,
                                 int64_t num_heads, int64_t head_dim);
-htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
+HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx);
@@ -707,7 +670,7 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
  * peers included) since it was created. A rank's compute time is its call
  * time minus the growth of this: otherwise every rank would look as slow
  * as the slowest, which it waits for in the all-reduce. */
-double htp_ctx_comm_seconds(const htp_ctx *ctx);
+HTP_API double htp_ctx_comm_seconds(const htp_ctx *ctx);
 
 /* ===== PLANNING region end ===== */
 

@@ -157,10 +157,10 @@ typedef struct htp_signature {
  * HTP_OK, or HTP_ERR_INVALID with a message naming the field (and the JSON
  * line and column for a syntax error) in err; *sig is then empty.
  * HTP_ERR_NOMEM. Thread safe. */
-htp_result htp_signature_parse(const char *text, size_t length, htp_signature *sig, char *err,
+HTP_API htp_result htp_signature_parse(const char *text, size_t length, htp_signature *sig, char *err,
                                size_t err_size);
 /* Frees what parse allocated and empties *sig; accepts an empty *sig. */
-void htp_signature_free(htp_signature *sig);
+HTP_API void htp_signature_free(htp_signature *sig);
 
 /* What a balancer for this block needs from its signature: config->planner's
  * world_size (tp), num_layers, units_per_rank and unit_cost (relative: a
@@ -168,7 +168,7 @@ void htp_signature_free(htp_signature *sig);
  * head_dim, mlp_unit_width. Other fields (policy, selection, seed, impute)
  * are left as the caller set them. HTP_ERR_INVALID when the block has no
  * balance record. */
-htp_result htp_signature_balancer_config(const htp_signature *sig,
+HTP_API htp_result htp_signature_balancer_config(const htp_signature *sig,
                                          htp_balancer_config *config);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
  *===----------------------------------------------------------------------===*/
 #include "runtime/comm_internal.h"
 #include "runtime/planner_internal.h"
+#include "runtime/units_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,6 @@ struct htp_migration {
   uint64_t last_received, last_sent, total;
 };
 
-static int kind_of(int pair) { return pair & 1; }
 
 htp_result htp_migration_create(const htp_planner_config *config, int rank,
                                 const size_t bytes_per_unit[HTP_PAIR_KINDS],
@@ -59,7 +59,7 @@ htp_result htp_migration_create(const htp_planner_config *config, int rank,
   if (!m) return HTP_ERR_NOMEM;
   m->config = *config;
   m->rank = rank;
-  m->num_pairs = 2 * config->num_layers;
+  m->num_pairs = htp_num_pairs(config->num_layers);
   m->bytes[0] = bytes_per_unit[0];
   m->bytes[1] = bytes_per_unit[1];
   m->applied_version = -1;
@@ -70,7 +70,7 @@ htp_result htp_migration_create(const htp_planner_config *config, int rank,
     return HTP_ERR_NOMEM;
   }
   for (int p = 0; p < m->num_pairs; ++p)
-    m->offset[p + 1] = m->offset[p] + config->units_per_rank[kind_of(p)];
+    m->offset[p + 1] = m->offset[p] + config->units_per_rank[htp_pair_kind_of(p)];
   m->helper_of = malloc((size_t)m->offset[m->num_pairs] * sizeof(int32_t));
   m->previous = malloc((size_t)m->offset[m->num_pairs] * sizeof(int32_t));
   if (!m->helper_of || !m->previous) {
@@ -116,7 +116,7 @@ static cached_unit *find(cache_pair *c, int src, int unit) {
 /* Sends my units of one (flow, pair). */
 static htp_result send_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow, int pair,
                             const htp_unit_sets *sets, htp_unit_pack_fn pack, void *user) {
-  const int k = kind_of(pair);
+  const int k = htp_pair_kind_of(pair);
   int32_t *ids = m->header, *is_new = m->header + flow->count;
   int count = 0, fresh = 0;
   for (int i = 0; i < sets->num_out; ++i) {
@@ -151,7 +151,7 @@ static htp_result send_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
 /* Receives one (flow, pair) and records the ids in the table. */
 static htp_result recv_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow, int pair,
                             htp_unit_table *table, int *in_index) {
-  const int k = kind_of(pair);
+  const int k = htp_pair_kind_of(pair);
   const int count = flow->count;
   htp_result r = htp_recv(ctx, m->header, 2 * (size_t)count * sizeof(int32_t), flow->src,
                           TAG_HEADER + k);
@@ -235,7 +235,7 @@ htp_result htp_migration_apply(htp_migration *m, htp_ctx *ctx, const htp_plan *p
       const htp_flow *flow = &plan->flows[k][f];
       if (flow->src != m->rank && flow->dst != m->rank) continue;
       for (int layer = 0; layer < m->config.num_layers && r == HTP_OK; ++layer) {
-        int pair = 2 * layer + k;
+        int pair = htp_pair_of(layer, (htp_pair_kind)k);
         htp_unit_sets sets;
         htp_unit_table_get(table, pair, &sets);
         r = flow->src == m->rank ? send_flow(m, ctx, flow, pair, &sets, pack, user)

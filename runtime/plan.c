@@ -1,11 +1,13 @@
 /*===- runtime/plan.c - the planner: SEMI / resize / migrate plans --------===*
  *
- * Turns relative speeds and a straggler set into a plan (htp.h explains the
- * rules): which stragglers resize or migrate, the target time T, gamma per
- * straggler, and per pair kind the pruned / handed-off / taken-in unit
- * counts and the flows between ranks. Everything runs in rank order on
- * planner-owned arrays, so every rank gets the same plan bit for bit and a
- * plan allocates nothing. htp_plan_check states the invariants in code.
+ * htp__plan_compute, the pure planning step, turns relative speeds and a
+ * straggler set into a plan (htp.h explains the rules): which stragglers
+ * resize or migrate, the target time T, gamma per straggler, and per pair
+ * kind the pruned / handed-off / taken-in unit counts and the flows between
+ * ranks. Everything runs in rank order on caller-owned arrays, so every
+ * rank gets the same plan bit for bit and a plan allocates nothing. The
+ * planner object around it feeds the detector (detect.c) and decides when
+ * to replan. htp_plan_check states the invariants in code.
  *===----------------------------------------------------------------------===*/
 #include "runtime/planner_internal.h"
 
@@ -96,16 +98,14 @@ htp_result htp_planner_config_check(const htp_planner_config *c, char *why, size
 
 /* Points the public plan view at the storage and writes the initial plan:
  * nobody balances, every speed 1. */
-static void plan_reset(htp_planner *planner) {
-  const int n = planner->config.world_size;
-  htp__plan_storage *s = &planner->storage;
-  htp_plan *plan = &planner->plan;
+static void plan_reset(const htp_planner_config *config, htp__plan_storage *s, htp_plan *plan) {
+  const int n = config->world_size;
   memset(plan, 0, sizeof *plan);
-  plan->policy = planner->config.policy;
+  plan->policy = config->policy;
   plan->world_size = n;
-  plan->num_layers = planner->config.num_layers;
+  plan->num_layers = config->num_layers;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    plan->units_per_rank[k] = planner->config.units_per_rank[k];
+    plan->units_per_rank[k] = config->units_per_rank[k];
     plan->flows[k] = s->flows[k];
   }
   plan->target_time = 1.0;
@@ -120,15 +120,11 @@ static void plan_reset(htp_planner *planner) {
   for (int r = 0; r < n; ++r) s->speed[r] = 1.0;
 }
 
-htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
-  if (!planner_out) return HTP_ERR_INVALID;
-  *planner_out = NULL;
-  if (htp_planner_config_check(config, NULL, 0) != HTP_OK) return HTP_ERR_INVALID;
-  htp_planner *planner = calloc(1, sizeof *planner);
-  if (!planner) return HTP_ERR_NOMEM;
-  planner->config = *config;
+int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s,
+                          htp__plan_scratch *scratch, htp_plan *plan) {
   const size_t n = (size_t)config->world_size, kn = n * HTP_PAIR_KINDS;
-  htp__plan_storage *s = &planner->storage;
+  memset(s, 0, sizeof *s);
+  memset(scratch, 0, sizeof *scratch);
   s->speed = calloc(n, sizeof(double));
   s->gamma = calloc(n, sizeof(double));
   s->straggler = calloc(n, 1);
@@ -143,29 +139,19 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
     s->flows[k] = calloc(n, sizeof(htp_flow));
     ok = ok && s->flows[k];
   }
-  planner->order = calloc(n, sizeof(int32_t));
-  planner->helpers = calloc(n, sizeof(int32_t));
-  planner->spare = calloc(n, sizeof(double));
-  planner->keys = calloc(n, sizeof(htp__rank_key));
-  planner->need = calloc(n, sizeof(int32_t));
-  planner->last_seconds = calloc(n, sizeof(double));
-  planner->last_sites = calloc(kn, sizeof(double));
-  planner->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof(double));
-  ok = ok && planner->order && planner->helpers && planner->spare && planner->keys &&
-       planner->need && planner->last_seconds && planner->last_sites &&
-       planner->gather;
-  if (!ok || htp__detector_init(&planner->detector, config->world_size) != 0) {
-    htp_planner_destroy(planner);
-    return HTP_ERR_NOMEM;
-  }
-  plan_reset(planner);
-  *planner_out = planner;
-  return HTP_OK;
+  scratch->order = calloc(n, sizeof(int32_t));
+  scratch->helpers = calloc(n, sizeof(int32_t));
+  scratch->spare = calloc(n, sizeof(double));
+  scratch->keys = calloc(n, sizeof(htp__rank_key));
+  scratch->need = calloc(n, sizeof(int32_t));
+  ok = ok && scratch->order && scratch->helpers && scratch->spare && scratch->keys &&
+       scratch->need;
+  if (!ok) return -1;
+  plan_reset(config, s, plan);
+  return 0;
 }
 
-void htp_planner_destroy(htp_planner *planner) {
-  if (!planner) return;
-  htp__plan_storage *s = &planner->storage;
+void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   free(s->speed);
   free(s->gamma);
   free(s->straggler);
@@ -175,15 +161,36 @@ void htp_planner_destroy(htp_planner *planner) {
   free(s->received);
   free(s->absorb);
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(s->flows[k]);
-  free(planner->order);
-  free(planner->helpers);
-  free(planner->spare);
-  free(planner->keys);
-  free(planner->need);
-  free(planner->last_seconds);
-  free(planner->last_sites);
-  free(planner->gather);
+  free(scratch->order);
+  free(scratch->helpers);
+  free(scratch->spare);
+  free(scratch->keys);
+  free(scratch->need);
+}
+
+htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
+  if (!planner_out) return HTP_ERR_INVALID;
+  *planner_out = NULL;
+  if (htp_planner_config_check(config, NULL, 0) != HTP_OK) return HTP_ERR_INVALID;
+  htp_planner *planner = calloc(1, sizeof *planner);
+  if (!planner) return HTP_ERR_NOMEM;
+  planner->config = *config;
+  planner->work = calloc((size_t)config->world_size, sizeof(double));
+  if (!planner->work ||
+      htp__plan_memory_init(config, &planner->storage, &planner->scratch, &planner->plan) != 0 ||
+      htp__detector_init(&planner->detector, config->world_size) != 0) {
+    htp_planner_destroy(planner);
+    return HTP_ERR_NOMEM;
+  }
+  *planner_out = planner;
+  return HTP_OK;
+}
+
+void htp_planner_destroy(htp_planner *planner) {
+  if (!planner) return;
+  htp__plan_memory_free(&planner->storage, &planner->scratch);
   htp__detector_free(&planner->detector);
+  free(planner->work);
   free(planner);
 }
 
@@ -204,13 +211,9 @@ int64_t htp_planner_iteration(const htp_planner *planner) {
 }
 
 double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank) {
-  const int n = plan->world_size;
   double work = 0.0;
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    int i = k * n + rank;
-    int units = plan->units_per_rank[k] - plan->pruned[i] - plan->sent[i] + plan->received[i];
-    work += (double)units * config->unit_cost[k];
-  }
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    work += (double)htp_plan_units(plan, (htp_pair_kind)k, rank) * config->unit_cost[k];
   return work * (double)plan->num_layers;
 }
 
@@ -258,11 +261,10 @@ static void select_largest(htp__rank_key *keys, int n, int count) {
   }
 }
 
-void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t *stragglers) {
-  const htp_planner_config *c = &planner->config;
+void htp__plan_compute(const htp_planner_config *c, const double *speeds,
+                       const uint8_t *stragglers, htp__plan_scratch *scratch,
+                       htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
-  htp__plan_storage *s = &planner->storage;
-  htp_plan *plan = &planner->plan;
   const size_t kn = (size_t)n * HTP_PAIR_KINDS;
 
   memcpy(s->speed, speeds, (size_t)n * sizeof(double));
@@ -277,7 +279,7 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     memset(s->flows[k], 0, (size_t)n * sizeof(htp_flow));
     plan->num_flows[k] = 0;
   }
-  plan->version++;
+  plan->policy = c->policy;
 
   /* Healthy ranks (helpers) in rank order; their slowest sets T0. */
   int num_helpers = 0;
@@ -285,7 +287,7 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
   for (int r = 0; r < n; ++r) {
     if (speeds[r] < slowest_all) slowest_all = speeds[r];
     if (!stragglers[r]) {
-      planner->helpers[num_helpers++] = r;
+      scratch->helpers[num_helpers++] = r;
       if (speeds[r] < slowest_healthy) slowest_healthy = speeds[r];
     }
   }
@@ -296,7 +298,7 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
   const double T0 = 1.0 / slowest_healthy;
 
   /* Stragglers sorted by resize deficit; SEMI splits them at resize_limit. */
-  deficit_key *keys = planner->keys;
+  deficit_key *keys = scratch->keys;
   int num_stragglers = 0;
   for (int r = 0; r < n; ++r)
     if (stragglers[r]) {
@@ -315,11 +317,11 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
   }
   /* Migrators first in deficit order, then resizers in deficit order. */
   for (int i = 0; i < num_stragglers; ++i)
-    if (s->action[keys[i].rank] == HTP_ACTION_MIGRATE) planner->order[num_migrators++] = keys[i].rank;
+    if (s->action[keys[i].rank] == HTP_ACTION_MIGRATE) scratch->order[num_migrators++] = keys[i].rank;
   int num_resizers = 0;
   for (int i = 0; i < num_stragglers; ++i)
     if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
-      planner->order[num_migrators + num_resizers++] = keys[i].rank;
+      scratch->order[num_migrators + num_resizers++] = keys[i].rank;
 
   /* Target time: the smallest T >= T0 at which the helpers' spare covers
    * what the migrators must shed. At T >= T0 every helper has spare
@@ -330,12 +332,12 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
   double T = T0;
   if (num_migrators > 0) {
     double helper_speed = 0.0;
-    for (int i = 0; i < num_helpers; ++i) helper_speed += speeds[planner->helpers[i]];
+    for (int i = 0; i < num_helpers; ++i) helper_speed += speeds[scratch->helpers[i]];
     for (int shedding = num_migrators; shedding > 0; --shedding) {
       double sum = helper_speed;
-      for (int i = 0; i < shedding; ++i) sum += speeds[planner->order[i]];
+      for (int i = 0; i < shedding; ++i) sum += speeds[scratch->order[i]];
       double t = (double)(num_helpers + shedding) / sum;
-      if (t * speeds[planner->order[shedding - 1]] < 1.0) {
+      if (t * speeds[scratch->order[shedding - 1]] < 1.0) {
         T = t > T0 ? t : T0;
         break;
       }
@@ -343,7 +345,7 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
   }
   plan->target_time = T;
   for (int i = 0; i < num_stragglers; ++i) {
-    int r = planner->order[i];
+    int r = scratch->order[i];
     double gamma = 1.0 - T * speeds[r];
     gamma = gamma < 0.0 ? 0.0 : gamma;
     s->gamma[r] = gamma > c->max_gamma ? c->max_gamma : gamma;
@@ -355,25 +357,25 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     int32_t *pruned = s->pruned + (size_t)k * n, *sent = s->sent + (size_t)k * n;
     int32_t *received = s->received + (size_t)k * n, *absorb = s->absorb + (size_t)k * n;
     for (int i = num_migrators; i < num_stragglers; ++i) {
-      int r = planner->order[i];
+      int r = scratch->order[i];
       int32_t units = round_units(s->gamma[r] * u);
       pruned[r] = units > u ? u : units;
     }
     int64_t total_need = 0, total_absorb = 0;
     for (int i = 0; i < num_migrators; ++i) {
-      int r = planner->order[i];
+      int r = scratch->order[i];
       int32_t units = ceil_units(s->gamma[r] * u);
-      planner->need[i] = units > u ? u : units;
-      total_need += planner->need[i];
+      scratch->need[i] = units > u ? u : units;
+      total_need += scratch->need[i];
     }
     if (total_need == 0) continue;
     double spare_sum = 0.0;
     for (int i = 0; i < num_helpers; ++i) {
-      int h = planner->helpers[i];
+      int h = scratch->helpers[i];
       double spare = T * speeds[h] - 1.0;
-      planner->spare[i] = spare > 0.0 ? spare : 0.0;
-      absorb[h] = ceil_units(planner->spare[i] * u);
-      spare_sum += planner->spare[i];
+      scratch->spare[i] = spare > 0.0 ? spare : 0.0;
+      absorb[h] = ceil_units(scratch->spare[i] * u);
+      spare_sum += scratch->spare[i];
       total_absorb += absorb[h];
     }
     /* Rounding can leave less room than the migrators need: the mildest
@@ -381,8 +383,8 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     int64_t placed = total_need < total_absorb ? total_need : total_absorb;
     for (int i = num_migrators - 1; i >= 0 && total_need > placed; --i) {
       int64_t cut = total_need - placed;
-      if (cut > planner->need[i]) cut = planner->need[i];
-      planner->need[i] -= (int32_t)cut;
+      if (cut > scratch->need[i]) cut = scratch->need[i];
+      scratch->need[i] -= (int32_t)cut;
       total_need -= cut;
     }
     if (placed == 0) continue;
@@ -391,8 +393,8 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     deficit_key *rest = keys; /* reuse: key = remainder, rank = helper */
     int num_rest = 0;
     for (int i = 0; i < num_helpers; ++i) {
-      int h = planner->helpers[i];
-      double exact = spare_sum > 0.0 ? (double)placed * planner->spare[i] / spare_sum : 0.0;
+      int h = scratch->helpers[i];
+      double exact = spare_sum > 0.0 ? (double)placed * scratch->spare[i] / spare_sum : 0.0;
       int32_t quota = (int32_t)floor(exact);
       if (quota > absorb[h]) quota = absorb[h];
       received[h] = quota;
@@ -418,15 +420,15 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     /* Flows: migrators in deficit order against helpers in rank order. */
     htp_flow *flows = s->flows[k];
     int num_flows = 0, hi = 0;
-    int32_t left_at_helper = num_helpers > 0 ? received[planner->helpers[0]] : 0;
+    int32_t left_at_helper = num_helpers > 0 ? received[scratch->helpers[0]] : 0;
     for (int i = 0; i < num_migrators; ++i) {
-      int m = planner->order[i];
-      int32_t left = planner->need[i];
+      int m = scratch->order[i];
+      int32_t left = scratch->need[i];
       sent[m] = left;
       while (left > 0) {
-        while (left_at_helper == 0) left_at_helper = received[planner->helpers[++hi]];
+        while (left_at_helper == 0) left_at_helper = received[scratch->helpers[++hi]];
         int32_t count = left < left_at_helper ? left : left_at_helper;
-        flows[num_flows++] = (htp_flow){m, planner->helpers[hi], count};
+        flows[num_flows++] = (htp_flow){m, scratch->helpers[hi], count};
         left -= count;
         left_at_helper -= count;
       }
@@ -434,14 +436,14 @@ void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t
     plan->num_flows[k] = num_flows;
   }
   for (int i = 0; i < num_helpers; ++i) {
-    int h = planner->helpers[i];
+    int h = scratch->helpers[i];
     for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       if (s->received[(size_t)k * n + h] > 0) s->action[h] = HTP_ACTION_HELP;
   }
   /* A straggler whose share rounds to no whole unit (or whose units found no
    * room) keeps them all: say so, rather than "resize" with nothing pruned. */
   for (int i = 0; i < num_stragglers; ++i) {
-    int r = planner->order[i];
+    int r = scratch->order[i];
     int32_t shed = 0;
     for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       shed += s->pruned[(size_t)k * n + r] + s->sent[(size_t)k * n + r];
@@ -465,7 +467,9 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
     for (int r = 0; r < n; ++r) flags[r] = speeds[r] < planner->config.enter_threshold;
   }
   memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
-  htp__plan_compute(planner, speeds, flags);
+  htp__plan_compute(&planner->config, speeds, flags, &planner->scratch, &planner->storage,
+                    &planner->plan);
+  planner->plan.version++;
   return HTP_OK;
 }
 
@@ -479,11 +483,9 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
       return htp__planner_error(planner, HTP_ERR_INVALID,
                                 "compute seconds of rank %d is %g, not finite and > 0", r,
                                 seconds[r]);
-  /* Work each rank did under the current plan; spare holds it (scratch). */
-  double *work = planner->spare;
+  /* Work each rank did under the current plan. */
+  double *work = planner->work;
   for (int r = 0; r < n; ++r) work[r] = htp_plan_rank_work(&planner->plan, &planner->config, r);
-  if (seconds != planner->last_seconds)
-    memcpy(planner->last_seconds, seconds, (size_t)n * sizeof(double));
   htp__detector *d = &planner->detector;
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
@@ -494,8 +496,11 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
     if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
         fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
       changed = 1;
-  planner->replanned_last = changed;
-  if (changed) htp__plan_compute(planner, d->relative, d->straggler);
+  if (changed) {
+    htp__plan_compute(&planner->config, d->relative, d->straggler, &planner->scratch,
+                      &planner->storage, &planner->plan);
+    planner->plan.version++;
+  }
   if (replanned) *replanned = changed;
   return HTP_OK;
 }
@@ -562,7 +567,7 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
       total_sent += sent[r];
       total_received += received[r];
       total_pruned += pruned[r];
-      computed += u - pruned[r] - sent[r] + received[r];
+      computed += htp_plan_units(plan, (htp_pair_kind)k, r);
     }
     if (total_sent != total_received)
       return violation(why, why_size, "kind %d: %lld units sent, %lld received", k,

@@ -1,9 +1,15 @@
 /*===- runtime/planner_internal.h - the planner's private state -----------===*
  *
- * Private to libhtprt. The planner object (plan.c) owns the detector state
- * (detect.c) and every array a plan points into, all allocated at create so
- * that observing and planning allocate nothing. trace.c writes the per-rank
- * JSON line from it; units.c and migrate.c read plans through htp.h only.
+ * Private to libhtprt and its tests. The planner (plan.c) is two parts:
+ *   - the detector (detect.c): EWMA speeds and hysteresis, the only state
+ *     that carries from one iteration to the next;
+ *   - the planning step (htp__plan_compute): a pure function of (config,
+ *     relative speeds, straggler flags) that writes a plan into caller-owned
+ *     storage, using caller-owned scratch. No I/O, no trace, no collective,
+ *     no allocation: two calls with the same inputs give the same plan bit
+ *     for bit, whatever the scratch held before.
+ * Gathering timings over the world and the trace are the balancer's
+ * (plan_step.c, trace.c).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_PLANNER_INTERNAL_H
 #define HTP_PLANNER_INTERNAL_H
@@ -31,7 +37,7 @@ typedef struct htp__rank_key {
   int32_t rank;
 } htp__rank_key;
 
-/* Scratch and output of one planning pass. */
+/* What a plan view points into. */
 typedef struct htp__plan_storage {
   double *speed, *gamma;         /* [world] */
   uint8_t *straggler, *action;   /* [world] */
@@ -39,24 +45,40 @@ typedef struct htp__plan_storage {
   htp_flow *flows[HTP_PAIR_KINDS];            /* [world] each: flows <= world */
 } htp__plan_storage;
 
+/* Working memory of one planning pass ([world] each); its contents never
+ * influence the result. */
+typedef struct htp__plan_scratch {
+  int32_t *order;        /* stragglers: migrators then resizers, by deficit */
+  int32_t *helpers;      /* healthy ranks in rank order */
+  double *spare;         /* helper spare capacity (work fraction) */
+  htp__rank_key *keys;   /* stragglers by deficit, then helpers by remainder */
+  int32_t *need;         /* units a migrator hands off (one kind) */
+} htp__plan_scratch;
+
+/* Allocates storage and scratch for world ranks, and points *plan at the
+ * storage with the initial plan (version 0: nobody balances, every speed
+ * 1). Returns 0, or -1 when out of memory (then free what was allocated
+ * with htp__plan_memory_free). */
+int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *storage,
+                          htp__plan_scratch *scratch, htp_plan *plan);
+void htp__plan_memory_free(htp__plan_storage *storage, htp__plan_scratch *scratch);
+
+/* The planning step: the plan for relative speeds ([world] in (0, 1]) and
+ * straggler flags ([world]) under config, written into *plan's storage
+ * (plan must come from htp__plan_memory_init for this config). Every field
+ * of *plan but version is set; the caller numbers versions. */
+void htp__plan_compute(const htp_planner_config *config, const double *speeds,
+                       const uint8_t *stragglers, htp__plan_scratch *scratch,
+                       htp__plan_storage *storage, htp_plan *plan);
+
 struct htp_planner {
   htp_planner_config config;
   htp__detector detector;
   htp__plan_storage storage;
+  htp__plan_scratch scratch;
   htp_plan plan;
-  /* scratch, [world] each */
-  int32_t *order;        /* stragglers by deficit, helpers by rank */
-  int32_t *helpers;
-  double *spare;         /* helper spare capacity (work fraction) */
-  htp__rank_key *keys;   /* stragglers by deficit, then helpers by remainder */
-  int32_t *need;         /* units a migrator hands off (one kind) */
-  double *last_seconds;  /* [world] last gathered compute seconds */
-  double *last_sites;    /* [world * kinds] last gathered site seconds (may be -1) */
-  double *gather;        /* [world * (1 + kinds)] htp_balancer_step's all-gather */
+  double *work;          /* [world] work per rank under the current plan */
   int64_t iteration;
-  int replanned_last;
-  uint64_t moved_bytes;
-  FILE *trace;
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };
 
@@ -69,16 +91,11 @@ int htp__detector_update(htp__detector *detector, const htp_planner_config *conf
                          const double *work, const double *seconds);
 
 /* plan.c */
-/* Plans from relative speeds and straggler flags into planner->plan. */
-void htp__plan_compute(htp_planner *planner, const double *speeds, const uint8_t *stragglers);
 htp_result htp__planner_error(htp_planner *planner, htp_result code, const char *format, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-
-/* trace.c */
-void htp__trace_write(htp_planner *planner, int rank, double seconds, const double *sites);
 
 /* units.c: shared by migrate.c */
 uint64_t htp__splitmix64(uint64_t *state);

@@ -1,94 +1,83 @@
 /*===- runtime/trace.c - one JSON line per rank per iteration -------------===*
  *
- * The line says what this rank measured and what the (shared) plan asks of
- * it, plus the straggler list, so the plots need no other file. Written with
- * one fwrite under the stream's lock: ranks may share a stream.
+ * The line says what this rank measured (compute seconds, seconds spent
+ * communicating, its hooks' seconds) and what the (shared) plan asks of it,
+ * plus the straggler list, so the plots need no other file. htp.h lists the
+ * keys; plotting tools rely on them, so keys are only ever added. Built
+ * with jansson and written with one fwrite under the stream's lock: ranks
+ * may share a stream.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L /* flockfile */
-#include "runtime/planner_internal.h"
+#include "runtime/balance_internal.h"
 
+#include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 
-void htp_planner_set_trace(htp_planner *planner, FILE *stream) {
-  if (planner) planner->trace = stream;
+/* Stragglers listed per line: keeps a line under 8 KiB (an entry is < 100
+ * bytes), so an appending stream writes it in one piece. */
+#define HTP__TRACE_MAX_STRAGGLERS 64
+
+void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream) {
+  if (balancer) balancer->trace = stream;
 }
 
-void htp_planner_note_moved_bytes(htp_planner *planner, uint64_t bytes) {
-  if (planner) planner->moved_bytes = bytes;
+/* JSON has no inf/nan: null. */
+static json_t *number(double value) { return isfinite(value) ? json_real(value) : json_null(); }
+
+static json_t *kind_pair(const int32_t *per_kind, int n, int rank) {
+  return json_pack("[ii]", (int)per_kind[rank], (int)per_kind[n + rank]);
 }
 
-/* A growing line in a fixed stack buffer; a line that does not fit is cut
- * at the last whole straggler and marked "truncated". */
-typedef struct line {
-  char text[8192];
-  size_t used;
-  int full;
-} line;
-
-static void put(line *l, const char *format, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void put(line *l, const char *format, ...) {
-  if (l->full) return;
-  va_list args;
-  va_start(args, format);
-  int wrote = vsnprintf(l->text + l->used, sizeof l->text - l->used, format, args);
-  va_end(args);
-  if (wrote < 0 || (size_t)wrote >= sizeof l->text - l->used) {
-    l->full = 1;
-    l->text[l->used] = '\0';
-    return;
-  }
-  l->used += (size_t)wrote;
-}
-
-/* JSON has no inf/nan: write null. */
-static void put_number(line *l, const char *name, double value) {
-  if (isfinite(value)) put(l, "\"%s\":%.9g,", name, value);
-  else put(l, "\"%s\":null,", name);
-}
-
-void htp__trace_write(htp_planner *planner, int rank, double seconds, const double *sites) {
-  const htp_plan *plan = &planner->plan;
-  const int n = plan->world_size;
-  line l = {.used = 0, .full = 0};
-  put(&l, "{\"iter\":%lld,\"rank\":%d,", (long long)(planner->iteration - 1), rank);
-  put_number(&l, "seconds", seconds);
-  if (sites) put(&l, "\"site_seconds\":[%.9g,%.9g],", sites[0], sites[1]);
-  else put(&l, "\"site_seconds\":null,");
-  put_number(&l, "speed", planner->detector.relative[rank]);
-  put(&l, "\"plan\":%lld,\"replanned\":%s,\"policy\":\"%s\",", (long long)plan->version,
-      planner->replanned_last ? "true" : "false", htp_policy_name(plan->policy));
-  put_number(&l, "target_time", plan->target_time);
-  put(&l, "\"action\":\"%s\",", htp_action_name((htp_action)plan->action[rank]));
-  put_number(&l, "gamma", plan->gamma[rank]);
-  put(&l, "\"pruned\":[%d,%d],\"sent\":[%d,%d],\"received\":[%d,%d],", plan->pruned[rank],
-      plan->pruned[n + rank], plan->sent[rank], plan->sent[n + rank], plan->received[rank],
-      plan->received[n + rank]);
-  put(&l, "\"moved_bytes\":%llu,\"stragglers\":[", (unsigned long long)planner->moved_bytes);
-  int first = 1, truncated = 0;
-  for (int r = 0; r < n; ++r) {
+static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, int replanned,
+                          double comm_seconds) {
+  const htp_plan *plan = htp_planner_plan(b->planner);
+  const int n = plan->world_size, rank = htp_ctx_rank(b->ctx);
+  json_t *stragglers = json_array();
+  int listed = 0, truncated = 0;
+  for (int r = 0; r < n && stragglers; ++r) {
     if (!plan->straggler[r]) continue;
-    size_t mark = l.used;
-    put(&l, "%s{\"rank\":%d,\"speed\":%.6g,\"gamma\":%.6g,\"action\":\"%s\"}", first ? "" : ",",
-        r, plan->speed[r], plan->gamma[r], htp_action_name((htp_action)plan->action[r]));
-    /* keep room for the closing text */
-    if (l.full || l.used + 64 > sizeof l.text) {
-      l.full = 0;
-      l.used = mark;
-      l.text[mark] = '\0';
+    if (listed == HTP__TRACE_MAX_STRAGGLERS) {
       truncated = 1;
       break;
     }
-    first = 0;
+    json_array_append_new(stragglers,
+                          json_pack("{s:i, s:o, s:o, s:s}", "rank", r, "speed",
+                                    number(plan->speed[r]), "gamma", number(plan->gamma[r]),
+                                    "action", htp_action_name((htp_action)plan->action[r])));
+    listed++;
   }
-  put(&l, "]%s}\n", truncated ? ",\"truncated\":true" : "");
-  flockfile(planner->trace);
-  fwrite(l.text, 1, l.used, planner->trace);
-  funlockfile(planner->trace);
+  /* "o" steals each reference, also when json_pack fails. */
+  json_t *line = json_pack(
+      "{s:I, s:i, s:o, s:o, s:o, s:o, s:I, s:b, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:o}",
+      "iter", (json_int_t)(htp_planner_iteration(b->planner) - 1), "rank", rank,
+      "seconds", number(seconds), "comm_seconds", number(comm_seconds), "site_seconds",
+      sites ? json_pack("[oo]", number(sites[0]), number(sites[1])) : json_null(), "speed",
+      number(htp_planner_speeds(b->planner)[rank]), "plan", (json_int_t)plan->version,
+      "replanned", replanned, "policy", htp_policy_name(plan->policy), "target_time",
+      number(plan->target_time), "action", htp_action_name((htp_action)plan->action[rank]),
+      "gamma", number(plan->gamma[rank]), "pruned", kind_pair(plan->pruned, n, rank), "sent",
+      kind_pair(plan->sent, n, rank), "received", kind_pair(plan->received, n, rank),
+      "moved_bytes", (json_int_t)(b->migration ? htp_migration_last_bytes_received(b->migration)
+                                               : 0),
+      "stragglers", stragglers);
+  if (line && truncated) json_object_set_new(line, "truncated", json_true());
+  return line;
+}
+
+void htp__trace_write(htp_balancer *b, double seconds, const double *sites, int replanned) {
+  const double comm = htp_ctx_comm_seconds(b->ctx);
+  json_t *line = trace_line(b, seconds, sites, replanned, comm - b->comm_at_last_line);
+  b->comm_at_last_line = comm;
+  /* The trace is best effort: a line that cannot be built (out of memory)
+   * is left out rather than failing the iteration. */
+  char *text = line ? json_dumps(line, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+  json_decref(line);
+  if (!text) return;
+  flockfile(b->trace);
+  fputs(text, b->trace);
+  fputc('\n', b->trace);
+  funlockfile(b->trace);
+  free(text);
 }

@@ -8,6 +8,7 @@
  * activations so every tensor keeps its shape.
  *===----------------------------------------------------------------------===*/
 #include "runtime/planner_internal.h"
+#include "runtime/units_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,6 @@ static int by_key(const void *a, const void *b) {
   return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static int pair_kind(int pair) { return pair & 1; }
 
 htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
                                  htp_select selection, uint64_t seed, htp_unit_table **out) {
@@ -74,7 +74,7 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
   t->rank = rank;
   t->selection = selection;
   t->seed = seed;
-  t->num_pairs = 2 * config->num_layers;
+  t->num_pairs = htp_num_pairs(config->num_layers);
   const size_t pairs = (size_t)t->num_pairs;
   int max_units = config->units_per_rank[0] > config->units_per_rank[1] ? config->units_per_rank[0]
                                                                        : config->units_per_rank[1];
@@ -82,7 +82,7 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
   int ok = t->offset != NULL;
   if (ok)
     for (size_t p = 0; p < pairs; ++p)
-      t->offset[p + 1] = t->offset[p] + config->units_per_rank[pair_kind((int)p)];
+      t->offset[p + 1] = t->offset[p] + config->units_per_rank[htp_pair_kind_of((int)p)];
   size_t units = ok ? (size_t)t->offset[pairs] : 0;
   t->scores = calloc(units, sizeof(float));
   t->order = calloc(units, sizeof(int32_t));
@@ -108,7 +108,7 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
     return HTP_ERR_NOMEM;
   }
   for (size_t p = 0; p < pairs; ++p) {
-    int u = config->units_per_rank[pair_kind((int)p)];
+    int u = config->units_per_rank[htp_pair_kind_of((int)p)];
     int32_t *order = t->order + t->offset[p];
     if (selection == HTP_SELECT_RANDOM) random_order(seed, rank, (int)p, u, order);
     else
@@ -149,7 +149,7 @@ void htp_unit_table_destroy(htp_unit_table *t) {
 htp_result htp_unit_table_set_scores(htp_unit_table *t, int pair, const float *scores) {
   if (!t || !scores || pair < 0 || pair >= t->num_pairs || t->selection != HTP_SELECT_IMPORTANCE)
     return HTP_ERR_INVALID;
-  int u = t->config.units_per_rank[pair_kind(pair)];
+  int u = t->config.units_per_rank[htp_pair_kind_of(pair)];
   memcpy(t->scores + t->offset[pair], scores, (size_t)u * sizeof(float));
   for (int i = 0; i < u; ++i) {
     t->keys[i].key = -(double)scores[i];
@@ -170,7 +170,7 @@ htp_result htp_unit_table_update(htp_unit_table *t, const htp_plan *plan) {
   if (!t || !plan || !same_shape(t, plan)) return HTP_ERR_INVALID;
   const int n = plan->world_size, rank = t->rank;
   for (int p = 0; p < t->num_pairs; ++p) {
-    const int k = pair_kind(p), u = t->config.units_per_rank[k];
+    const int k = htp_pair_kind_of(p), u = t->config.units_per_rank[k];
     const int32_t *order = t->order + t->offset[p];
     const int pruned = plan->pruned[k * n + rank], sent = plan->sent[k * n + rank];
     const int received = plan->received[k * n + rank];
@@ -234,7 +234,7 @@ htp_result htp_unit_table_update(htp_unit_table *t, const htp_plan *plan) {
 htp_result htp_unit_table_get(const htp_unit_table *t, int pair, htp_unit_sets *sets) {
   if (!t || !sets || pair < 0 || pair >= t->num_pairs) return HTP_ERR_INVALID;
   const int32_t o = t->offset[pair];
-  sets->units = t->config.units_per_rank[pair_kind(pair)];
+  sets->units = t->config.units_per_rank[htp_pair_kind_of(pair)];
   sets->num_kept = t->num_kept[pair];
   sets->kept = t->kept + o;
   sets->num_pruned = t->num_pruned[pair];
@@ -250,7 +250,7 @@ htp_result htp_unit_table_get(const htp_unit_table *t, int pair, htp_unit_sets *
 
 htp_result htp_unit_table_set_in_unit(htp_unit_table *t, int pair, int index, int unit) {
   if (!t || pair < 0 || pair >= t->num_pairs || index < 0 || index >= t->num_in[pair] ||
-      unit < 0 || unit >= t->config.units_per_rank[pair_kind(pair)])
+      unit < 0 || unit >= t->config.units_per_rank[htp_pair_kind_of(pair)])
     return HTP_ERR_INVALID;
   t->in_unit[pair][index] = unit;
   return HTP_OK;

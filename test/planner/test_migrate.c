@@ -4,8 +4,9 @@
  * pattern of (owner, pair, unit); after every plan change each helper's
  * cache must hold exactly the units the plan gives it, byte for byte
  * (memcmp and a checksum), no unit lost or held twice, and an unchanged
- * assignment moves no bytes. Step: htp_balancer_step gathers, every rank
- * gets the same plan, and writes one trace line per iteration.
+ * assignment moves no bytes. Step: htp_balancer_step gathers, every rank gets the same plan, and writes one trace line per
+ * iteration (jansson's output, read back with jansson), whose comm_seconds
+ * is the growth of htp_ctx_comm_seconds between lines.
  *===----------------------------------------------------------------------===*/
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,7 +19,12 @@
 
 #include <cmocka.h>
 
+#include "runtime/balance_internal.h"
 #include "runtime/htp.h"
+#include "runtime/units_internal.h"
+
+#include <jansson.h>
+#include <math.h>
 
 enum { WORLD = 4, LAYERS = 2, HEADS = 4, MLP = 16 };
 static const size_t BYTES[2] = {96, 40};
@@ -176,34 +182,59 @@ static void test_02_migration_importance(void **unused) {
 }
 
 /* 3: the step: every rank gets the same plan; one trace line per rank per
- * iteration; rank 3 is slowed 3x and becomes a migrating straggler. */
+ * iteration; rank 3 is slowed 3x and becomes a migrating straggler. The
+ * site seconds are booked as hooks would; only the step runs (no block, so
+ * nothing to migrate). Rank 2 waits 20 ms in a barrier it enters late before
+ * iteration 5's step, so its peers' iteration-5 lines carry that wait. */
 static char trace_text[1 << 16];
 static FILE *trace_stream;
-static htp_planner *step_planners[WORLD];
+static const htp_plan *step_plans[WORLD]; /* each rank's final plan */
+static int plans_differ;
+static double comm_total[WORLD];          /* htp_ctx_comm_seconds growth over the run */
 
 static void *step_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
-  htp_planner *planner = NULL;
-  htp_planner_config c = make_config();
-  c.policy = HTP_POLICY_SEMI;
+  htp_balancer *b = NULL;
+  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
+  c.planner = make_config();
+  c.planner.policy = HTP_POLICY_SEMI;
+  c.model_dim = 4; /* hooked, so the booked site seconds travel */
+  c.head_dim = 2;
+  c.mlp_unit_width = 2;
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
-  step_planners[run->rank] = planner;
-  htp_planner_set_trace(planner, trace_stream);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  const double comm_start = htp_ctx_comm_seconds(ctx);
+  htp_balancer_set_trace(b, trace_stream);
   const htp_plan *plan = NULL;
   for (int it = 0; it < 8; ++it) {
-    double work = htp_plan_rank_work(htp_planner_plan(planner), &c, run->rank);
+    if (it == 5) {
+      if (run->rank == 2) {
+        struct timespec pause = {0, 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+      }
+      CHECK(htp_barrier(ctx) == HTP_OK);
+    }
+    double work = htp_plan_rank_work(htp_planner_plan(htp_balancer_planner(b)), &c.planner,
+                                     run->rank);
     double seconds = work * (run->rank == 3 ? 3e-3 : 1e-3);
-    double sites[2] = {seconds / 3, 2 * seconds / 3};
-    CHECK(htp_balancer_step(planner, ctx, seconds, sites, &plan) == HTP_OK);
-    CHECK(plan == htp_planner_plan(planner));
+    htp__balancer_add_site_seconds(b, HTP_PAIR_ATTENTION, seconds / 3);
+    htp__balancer_add_site_seconds(b, HTP_PAIR_MLP, 2 * seconds / 3);
+    CHECK(htp_balancer_step(b, seconds, &plan) == HTP_OK);
+    CHECK(plan == htp_planner_plan(htp_balancer_planner(b)));
   }
   CHECK(plan->straggler[3] && plan->action[3] == HTP_ACTION_MIGRATE);
-  CHECK(htp_balancer_step(planner, ctx, -1.0, NULL, &plan) == HTP_ERR_INVALID);
+  const htp_plan *refused = plan;
+  CHECK(htp_balancer_step(b, -1.0, &refused) == HTP_ERR_INVALID && !refused);
   CHECK(strstr(htp_last_error(ctx), "compute_seconds") != NULL);
-  CHECK(htp_barrier(ctx) == HTP_OK);
+  CHECK(htp_balancer_step(NULL, 1.0, &refused) == HTP_ERR_INVALID);
+  comm_total[run->rank] = htp_ctx_comm_seconds(ctx) - comm_start;
+  step_plans[run->rank] = plan;
+  CHECK(htp_barrier(ctx) == HTP_OK); /* every plan published ... */
+  if (!htp_plan_equal(step_plans[0], plan)) plans_differ = 1;
+  CHECK(htp_barrier(ctx) == HTP_OK); /* ... and compared before any goes */
 done:
+  htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
   return NULL;
 }
@@ -213,10 +244,10 @@ static void test_03_step_and_trace(void **unused) {
   memset(trace_text, 0, sizeof trace_text);
   trace_stream = fmemopen(trace_text, sizeof trace_text - 1, "w");
   assert_non_null(trace_stream);
+  plans_differ = 0;
   run_world(HTP_SELECT_RANDOM, step_main);
   fclose(trace_stream);
-  for (int r = 1; r < WORLD; ++r)
-    assert_true(htp_plan_equal(htp_planner_plan(step_planners[0]), htp_planner_plan(step_planners[r])));
+  assert_int_equal(plans_differ, 0);
   int lines = 0;
   for (char *at = trace_text; (at = strchr(at, '\n')); ++at) lines++;
   assert_int_equal(lines, 8 * WORLD);
@@ -224,7 +255,77 @@ static void test_03_step_and_trace(void **unused) {
   assert_non_null(strstr(trace_text, "\"action\":\"migrate\""));
   assert_non_null(strstr(trace_text, "\"stragglers\":[{\"rank\":3,"));
   assert_non_null(strstr(trace_text, "\"replanned\":true"));
-  for (int r = 0; r < WORLD; ++r) htp_planner_destroy(step_planners[r]);
+  /* Every line parses, has every key, and per rank comm_seconds add up to
+   * what the context counted (the step's all-gathers and the barrier). */
+  static const char *const keys[] = {
+      "iter", "rank", "seconds", "comm_seconds", "site_seconds", "speed", "plan", "replanned",
+      "policy", "target_time", "action", "gamma", "pruned", "sent", "received", "moved_bytes",
+      "stragglers"};
+  double comm_sum[WORLD] = {0}, comm_at_5[WORLD] = {0};
+  char *save = NULL;
+  for (char *text = strtok_r(trace_text, "\n", &save); text; text = strtok_r(NULL, "\n", &save)) {
+    json_error_t error;
+    json_t *line = json_loads(text, 0, &error);
+    assert_non_null(line);
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; ++k)
+      assert_non_null(json_object_get(line, keys[k]));
+    int rank = (int)json_integer_value(json_object_get(line, "rank"));
+    int iter = (int)json_integer_value(json_object_get(line, "iter"));
+    assert_true(rank >= 0 && rank < WORLD);
+    double comm = json_real_value(json_object_get(line, "comm_seconds"));
+    assert_true(comm >= 0.0);
+    comm_sum[rank] += comm;
+    if (iter == 5) comm_at_5[rank] = comm;
+    assert_true(json_is_array(json_object_get(line, "site_seconds")));
+    json_decref(line);
+  }
+  for (int r = 0; r < WORLD; ++r) {
+    assert_true(fabs(comm_sum[r] - comm_total[r]) < 1e-6);
+    /* ranks that waited for rank 2's late barrier show it in that line */
+    if (r != 2) assert_true(comm_at_5[r] >= 0.015);
+  }
+}
+
+/* 4: a hookless balancer: the hooks compute every unit (as with no
+ * balancer), end_iteration does not apply (nothing to pack), and a config
+ * with only some of model_dim / head_dim / mlp_unit_width is refused. */
+static void *hookless_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
+  c.planner = make_config();
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  c.head_dim = 4;
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_ERR_INVALID && !b);
+  c.head_dim = 0;
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  CHECK(htp__balancer_table(b) == NULL && htp__balancer_migration(b) == NULL);
+  /* a forced migrating plan: a hooked balancer would have to pack units */
+  double speeds[WORLD] = {1.0, 1.0, 1.0, 0.3};
+  CHECK(htp_planner_plan_speeds(htp_balancer_planner(b), speeds, NULL) == HTP_OK);
+  const htp_plan *plan = NULL;
+  CHECK(htp_balancer_end_iteration(b, 1e-3, &plan) == HTP_OK);
+  CHECK(plan != NULL);
+  /* every unit of a one-head attention with identity-ish weights */
+  enum { D = 2, HD = 2, T = 1 };
+  float x[T * D] = {1, 2}, wqkv[3 * HD * D] = {0}, wproj[D * HD] = {1, 0, 0, 1}, y[T * D];
+  for (int i = 0; i < HD; ++i) wqkv[(2 * HD + i) * D + i] = 1; /* v = x */
+  float scratch[64];
+  CHECK(htp_rt_attention_scratch_floats(1, T, 1, HD) <= 64);
+  CHECK(htp_rt_attention_f32(ctx, 0, x, wqkv, NULL, wproj, y, scratch, 1, T, D, 1, HD) ==
+        HTP_OK);
+  CHECK(y[0] == 1.0f && y[1] == 2.0f); /* one token: softmax 1, context = v = x */
+  CHECK(htp_balancer_hook_seconds(b) == 0.0);
+done:
+  htp_balancer_destroy(b);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_04_hookless_balancer(void **unused) {
+  (void)unused;
+  run_world(HTP_SELECT_RANDOM, hookless_main);
 }
 
 int main(void) {
@@ -232,6 +333,7 @@ int main(void) {
       cmocka_unit_test(test_01_migration_random),
       cmocka_unit_test(test_02_migration_importance),
       cmocka_unit_test(test_03_step_and_trace),
+      cmocka_unit_test(test_04_hookless_balancer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

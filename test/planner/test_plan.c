@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "runtime/htp.h"
+#include "runtime/planner_internal.h"
 
 /* cmocka 1.1 has no assert_double_equal. */
 #define assert_near(a, b, eps)                                                           \
@@ -396,6 +397,80 @@ static void test_10_cap_and_none(void **unused) {
   htp_planner_destroy(p);
 }
 
+/* 11: the planning step alone (htp__plan_compute) is a function of
+ * (config, speeds, stragglers): fed fixed speeds it gives the plan htp.h
+ * documents, worked out by hand, whatever its scratch held, and twice the
+ * same inputs give the same plan bit for bit. World 4, SEMI, 4 heads and 8
+ * MLP units per rank; speeds 1, 1, 0.8, 0.4, ranks 2 and 3 stragglers:
+ *   T0 = 1; deficits 0.2 (rank 2: resizes, <= 0.25) and 0.6 (rank 3:
+ *   migrates); T = (2 helpers + 1 migrator) / (1 + 1 + 0.4) = 1.25;
+ *   gamma_3 = 1 - 1.25 * 0.4 = 0.5, gamma_2 = max(0, 1 - 1.25 * 0.8) = 0,
+ *   so rank 2 sheds nothing and keeps (action keep);
+ *   heads: rank 3 hands off ceil(0.5 * 4) = 2, each helper's spare
+ *   1.25 - 1 = 0.25 absorbs ceil(0.25 * 4) = 1: flows 3->0 (1), 3->1 (1);
+ *   MLP: 4 handed off, 2 absorbed per helper: flows 3->0 (2), 3->1 (2). */
+static void test_11_pure_planning_step(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 8);
+  const double speeds[4] = {1.0, 1.0, 0.8, 0.4};
+  const uint8_t stragglers[4] = {0, 0, 1, 1};
+  htp__plan_storage storage[2];
+  htp__plan_scratch scratch[2];
+  htp_plan plans[2];
+  for (int i = 0; i < 2; ++i) {
+    assert_int_equal(htp__plan_memory_init(&c, &storage[i], &scratch[i], &plans[i]), 0);
+    /* garbage scratch must not matter */
+    memset(scratch[i].order, 0x5a + i, 4 * sizeof(int32_t));
+    memset(scratch[i].need, 0x7f, 4 * sizeof(int32_t));
+    for (int r = 0; r < 4; ++r) scratch[i].spare[r] = 1e300 * (i + 1);
+    htp__plan_compute(&c, speeds, stragglers, &scratch[i], &storage[i], &plans[i]);
+  }
+  const htp_plan *plan = &plans[0];
+  assert_valid(plan);
+  assert_true(htp_plan_equal(&plans[0], &plans[1]));
+  assert_int_equal(plan->version, 0); /* the caller numbers versions */
+  assert_near(plan->target_time, 1.25, 1e-12);
+  assert_near(plan->gamma[3], 0.5, 1e-12);
+  assert_near(plan->gamma[2], 0.0, 0.0);
+  const uint8_t actions[4] = {HTP_ACTION_HELP, HTP_ACTION_HELP, HTP_ACTION_KEEP,
+                              HTP_ACTION_MIGRATE};
+  assert_memory_equal(plan->action, actions, 4);
+  const int32_t sent[8] = {0, 0, 0, 2, 0, 0, 0, 4}, received[8] = {1, 1, 0, 0, 2, 2, 0, 0};
+  assert_memory_equal(plan->sent, sent, sizeof sent);
+  assert_memory_equal(plan->received, received, sizeof received);
+  for (int i = 0; i < 8; ++i) assert_int_equal(plan->pruned[i], 0);
+  assert_int_equal(plan->num_flows[HTP_PAIR_ATTENTION], 2);
+  assert_int_equal(plan->num_flows[HTP_PAIR_MLP], 2);
+  const htp_flow heads[2] = {{3, 0, 1}, {3, 1, 1}}, mlp[2] = {{3, 0, 2}, {3, 1, 2}};
+  assert_memory_equal(plan->flows[HTP_PAIR_ATTENTION], heads, sizeof heads);
+  assert_memory_equal(plan->flows[HTP_PAIR_MLP], mlp, sizeof mlp);
+  /* units a rank computes per pair: kept + received */
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_ATTENTION, 0), 5);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_ATTENTION, 3), 2);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 1), 10);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 2), 8);
+  /* the planner runs the same step on the same numbers */
+  htp_planner *p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  plans[1].version = 1;
+  assert_true(htp_plan_equal(htp_planner_plan(p), &plans[1]));
+  htp_planner_destroy(p);
+  for (int i = 0; i < 2; ++i) htp__plan_memory_free(&storage[i], &scratch[i]);
+}
+
+/* 12: the pair encoding: pair = 2 * layer + kind, both ways. */
+static void test_12_pair_encoding(void **unused) {
+  (void)unused;
+  for (int layer = 0; layer < 5; ++layer)
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+      int pair = htp_pair_of(layer, (htp_pair_kind)k);
+      assert_int_equal(pair, 2 * layer + k);
+      assert_int_equal(htp_pair_kind_of(pair), k);
+      assert_int_equal(htp_pair_layer(pair), layer);
+    }
+  assert_int_equal(htp_num_pairs(3), 6);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -403,6 +478,7 @@ int main(void) {
       cmocka_unit_test(test_05_checker_fails),   cmocka_unit_test(test_06_random_invariants),
       cmocka_unit_test(test_07_hysteresis),      cmocka_unit_test(test_08_identical_plans),
       cmocka_unit_test(test_09_large),           cmocka_unit_test(test_10_cap_and_none),
+      cmocka_unit_test(test_11_pure_planning_step), cmocka_unit_test(test_12_pair_encoding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "runtime/htp.h"
+#include "runtime/units_internal.h"
 
 enum { WORLD = 8, LAYERS = 3 };
 

@@ -204,8 +204,7 @@ static void run_rank(rank_state *state) {
   htp_world *world = state->ranks->world;
   const int mpi = state->ranks->backend == HTP_BACKEND_MPI;
   htp_ctx *ctx = NULL;
-  htp_planner *own_planner = NULL; /* without hooks: detection only */
-  htp_balancer *balancer = NULL;
+  htp_balancer *balancer = NULL; /* without hooks: a hookless one, detection only */
   htp_planner *planner = NULL;
   htp_result result = htp_ctx_create(world, state->rank, &ctx);
   if (result != HTP_OK) {
@@ -221,18 +220,18 @@ static void run_rank(rank_state *state) {
     }
     planner = htp_balancer_planner(balancer);
   } else {
-    result = htp_planner_create(&job->planner, &own_planner);
+    htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
+    hookless.planner = job->planner;
+    result = htp_balancer_create(ctx, &hookless, &balancer);
     if (result != HTP_OK) {
-      char why[256];
-      htp_planner_config_check(&job->planner, why, sizeof why);
-      rank_failed(state, ctx, result, "creating its planner", -1, why);
+      rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
       goto done;
     }
-    planner = own_planner;
+    planner = htp_balancer_planner(balancer);
   }
   if (mpi && job->trace_path && open_mpi_trace(state, ctx))
     goto done;
-  htp_planner_set_trace(planner, state->trace);
+  htp_balancer_set_trace(balancer, state->trace);
 
   void *const *buffers = job->buffers[state->rank];
   const long total = job->warmup + job->iters;
@@ -252,7 +251,7 @@ static void run_rank(rank_state *state) {
       rank_failed(state, ctx, result, "the fault point", iteration, htp_last_error(ctx));
       goto done;
     }
-    if (balancer &&
+    if (job->balance &&
         (result = htp_balancer_set_slowdown(balancer, slow_factor(job, state->rank, iteration))) !=
             HTP_OK) {
       rank_failed(state, ctx, result, "the slowdown", iteration, htp_last_error(ctx));
@@ -274,7 +273,7 @@ static void run_rank(rank_state *state) {
      * before the call, below), so shedding units sheds slowed time; without
      * hooks the whole call is stretched here. */
     double factor = slow_factor(job, state->rank, iteration);
-    if (factor > 1.0 && !balancer) {
+    if (factor > 1.0 && !job->balance) {
       sleep_seconds((factor - 1.0) * compute);
       compute *= factor;
     }
@@ -294,7 +293,7 @@ static void run_rank(rank_state *state) {
     /* The planner needs a positive time; a block too small for the clock
      * still gets one. */
     double seconds = compute > 0 ? compute : 1e-9;
-    if (balancer) {
+    if (job->balance) {
       /* The planner compares the work it can move: the hooks' time. */
       double hooked = htp_balancer_hook_seconds(balancer);
       if (hooked > 0)
@@ -306,7 +305,7 @@ static void run_rank(rank_state *state) {
         goto done;
       }
     } else {
-      result = htp_balancer_step(planner, ctx, seconds, NULL, &plan);
+      result = htp_balancer_step(balancer, seconds, &plan);
       if (result != HTP_OK) {
         rank_failed(state, ctx, result, "the balancer step", iteration, htp_last_error(ctx));
         goto done;
@@ -357,7 +356,6 @@ done:
     state->trace = NULL;
   }
   htp_balancer_destroy(balancer); /* before its context */
-  htp_planner_destroy(own_planner);
   htp_ctx_destroy(ctx);
 }
 
