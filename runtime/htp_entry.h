@@ -56,7 +56,10 @@
  *     "qkv":    dim 0 of the global tensor is q | k | v, each ordered by head;
  *               rank r holds slice r of each of the three, in that order.
  *   Arguments without "shard" are the same on every rank; every result is
- *   complete and identical on every rank.
+ *   complete and identical on every rank (a result has no "shard"; its
+ *   "role", when written, is "result"). "args" may be empty, "results" not.
+ *   "tp" (default 1), "flops" (default 0) and "balance" (absent or null: no
+ *   hooks) are optional; every other key above is required.
  *   "balance": the block calls the balance hooks (htp_rt_attention_f32,
  *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
  *   heads of `head_dim` channels (`head_flops` each per call) and
@@ -67,7 +70,12 @@
  * signature (an absurd claim is refused, never allocated): the constants
  * below. Every dim is >= 1 (zero-sized tensors are rejected, here and by the
  * dialect's verifiers). Names are 1 to HTP_ENTRY_MAX_NAME bytes of valid
- * UTF-8 without control characters.
+ * UTF-8 without control characters (C0, DEL, C1) or NUL: spaces are fine. The
+ * whole block's FLOPs (flops x tp), each global shape, one balance unit's
+ * weights and heads x head_dim / mlp_units x mlp_unit_width fit too. These
+ * limits bound what one signature can claim; whether a machine can hold it
+ * is the caller's check (htp-run compares the bytes it would allocate with
+ * the physical memory before allocating any).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_ENTRY_H
 #define HTP_ENTRY_H
