@@ -1,6 +1,6 @@
 /*===- tools/htp-run/main.c - htp-run's main -----------------------------===*
  *
- * The executor (executor.c) with the JIT when this build has MLIR, without
+ * The executor (run.c) with the JIT when this build has MLIR, without
  * it otherwise: then only shared objects from htp-compile can be run.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/entry.h"
