@@ -55,7 +55,7 @@ static const char *usage =
     "  --ranks LIST          comma list of world sizes [8,64,512,4096]\n"
     "  --stragglers LIST     comma list of straggler counts chi [1,2,4]\n"
     "  --slowdowns LIST      comma list of slowdown factors [1.5,2,4,8]\n"
-    "  --policies LIST       none,resize,migrate,semi [all four]\n"
+    "  --policies LIST       comma list of policies (below) [all of them]\n"
     "  --iters K             iterations per row [200]\n"
     "  --warmup K            iterations left out of the steady ratio [20]\n"
     "  --noise X             relative speed noise [0.02]\n"
@@ -75,14 +75,21 @@ static const char *usage =
     "The defaults describe a LLaMA-2-70B-like layer at tp = 8: 64 heads of\n"
     "dim 128 (8 per rank), d = 8192, MLP 28672 neurons in groups of 64 (56\n"
     "per rank), bf16 weights. Ranks beyond 8 keep the same per-rank shape.\n"
-    "Exit status: 0, or 2 for a bad option.\n";
+    "Exit status: 0, or 2 for a bad option.\n"
+    "\n"
+    "Policies (libhtprt's names):";
+
+/* Every policy, in the order of the table's rows; names from libhtprt. */
+static const htp_policy ALL_POLICIES[] = {HTP_POLICY_NONE, HTP_POLICY_RESIZE, HTP_POLICY_MIGRATE,
+                                          HTP_POLICY_SEMI};
+enum { NUM_POLICIES = sizeof ALL_POLICIES / sizeof ALL_POLICIES[0] };
 
 typedef struct options {
   int ranks[32], num_ranks;
   int stragglers[32], num_stragglers;
   double slowdowns[32];
   int num_slowdowns;
-  htp_policy policies[4];
+  htp_policy policies[NUM_POLICIES];
   int num_policies;
   int iters, warmup, layers, heads, mlp_units;
   double noise, head_cost, unit_seconds, head_bytes, mlp_unit_bytes, bandwidth, resize_limit;
@@ -194,12 +201,9 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
     for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
       double slowest = 0;
       for (int r = 0; r < world; ++r) {
-        int i = k * world + r;
-        int units = o->heads * (k == 0) + o->mlp_units * (k == 1);
-        units += plan->received[i] - plan->pruned[i] - plan->sent[i];
-        double t = units * cost[k] / speed[r];
+        double t = htp_plan_units(plan, (htp_pair_kind)k, r) * cost[k] / speed[r];
         if (t > slowest) slowest = t;
-        pruned_work += o->layers * plan->pruned[i] * cost[k];
+        pruned_work += o->layers * plan->pruned[k * world + r] * cost[k];
       }
       iteration += slowest;
     }
@@ -287,14 +291,19 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
 int main(int argc, char **argv) {
   options o = {.ranks = {8, 64, 512, 4096}, .num_ranks = 4, .stragglers = {1, 2, 4},
                .num_stragglers = 3, .slowdowns = {1.5, 2, 4, 8}, .num_slowdowns = 4,
-               .policies = {HTP_POLICY_NONE, HTP_POLICY_RESIZE, HTP_POLICY_MIGRATE, HTP_POLICY_SEMI},
-               .num_policies = 4, .iters = 200, .warmup = 20, .layers = 80, .heads = 8,
+               .num_policies = NUM_POLICIES, .iters = 200, .warmup = 20, .layers = 80, .heads = 8,
                .mlp_units = 56, .noise = 0.02, .head_cost = 4.5, .unit_seconds = 4.3e-5,
                .head_bytes = 8388608, .mlp_unit_bytes = 2097152, .bandwidth = 2.5e10,
                .resize_limit = 0.25, .seed = 1};
+  memcpy(o.policies, ALL_POLICIES, sizeof ALL_POLICIES); /* --policies not given: all */
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      for (int p = 0; p < NUM_POLICIES; ++p) printf(" %s", htp_policy_name(ALL_POLICIES[p]));
+      putchar('\n');
+      return 0;
+    }
     if (i + 1 >= argc) { fprintf(stderr, "htp-sim: %s needs a value or is unknown (see --help)\n", a); return 2; }
     const char *v = argv[++i];
     char *end = NULL;
@@ -306,7 +315,9 @@ int main(int argc, char **argv) {
       char *copy = strdup(v), *save = NULL;
       o.num_policies = 0;
       for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        if (o.num_policies >= 4 || htp_policy_parse(t, &o.policies[o.num_policies++]) != HTP_OK) bad = 1;
+        if (o.num_policies >= NUM_POLICIES ||
+            htp_policy_parse(t, &o.policies[o.num_policies++]) != HTP_OK)
+          bad = 1;
       free(copy);
       bad |= o.num_policies == 0;
     } else if (!strcmp(a, "--iters")) { o.iters = (int)strtol(v, &end, 10); bad = *end || o.iters < 1; }
