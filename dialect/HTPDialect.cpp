@@ -8,7 +8,10 @@
 #include "dialect/HTPDialect.h"
 #include "dialect/HTPOps.h"
 
+#include "runtime/htp_entry.h"
+
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 
 using namespace mlir;
 using namespace mlir::htp;
@@ -48,9 +51,9 @@ LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute
     return op->emitError() << "unknown htp attribute '" << attr.getName().getValue()
                            << "' (expected '" << kTPAttrName << "' on a function)";
   auto tp = dyn_cast<IntegerAttr>(attr.getValue());
-  if (!tp || tp.getInt() < 1)
-    return op->emitError() << "'" << kTPAttrName << "' must be a positive integer, got "
-                           << attr.getValue();
+  if (!tp || tp.getInt() < 1 || tp.getInt() > HTP_ENTRY_MAX_TP)
+    return op->emitError() << "'" << kTPAttrName << "' must be an integer from 1 to "
+                           << int64_t(HTP_ENTRY_MAX_TP) << " (HTP_ENTRY_MAX_TP), got " << attr.getValue();
   return success();
 }
 
@@ -67,5 +70,12 @@ LogicalResult HTPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (!value || value.getValue().empty())
     return op->emitError() << "'" << name << "' on argument #" << argIndex
                            << " must be a non-empty string";
+  // A parameter or input is bound to a file's data: its shape must be one
+  // the runtime can hold, as for the ops' operands.
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    if (argIndex < function.getNumArguments())
+      return verifyTensorTypeLimits([op]() { return op->emitError(); },
+                                    function.getArgumentTypes()[argIndex],
+                                    "argument #" + Twine(argIndex) + " ('" + name + "')");
   return success();
 }

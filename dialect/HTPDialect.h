@@ -8,6 +8,7 @@
 #ifndef HTP_DIALECT_HTPDIALECT_H
 #define HTP_DIALECT_HTPDIALECT_H
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Dialect.h"
 
 #include "dialect/HTPOpsDialect.h.inc"
@@ -21,6 +22,14 @@ inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
 inline constexpr llvm::StringLiteral kShardAttrName = "htp.shard";
 /// On a function split by --htp-tensor-parallel: the number of ranks.
 inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
+
+/// Checks that `type` is a tensor the runtime can take: rank <= 8
+/// (HTP_ENTRY_MAX_RANK), every dim from 1 to HTP_ENTRY_MAX_DIM, and at most
+/// HTP_ENTRY_MAX_TENSOR_BYTES of f32, computed without overflow. `what`
+/// names the value in the diagnostic ("operand #1"); non-tensors and
+/// dynamic shapes are left to the type constraints.
+LogicalResult verifyTensorTypeLimits(llvm::function_ref<InFlightDiagnostic()> emitError,
+                                     Type type, const llvm::Twine &what);
 } // namespace mlir::htp
 
 #endif // HTP_DIALECT_HTPDIALECT_H

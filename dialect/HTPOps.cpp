@@ -7,9 +7,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/HTPOps.h"
+#include "runtime/htp_entry.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::htp;
@@ -24,6 +28,58 @@ static std::string shapeString(RankedTensorType type) {
 
 static RankedTensorType tensorOf(Value value) {
   return cast<RankedTensorType>(value.getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Limits shared by every op (the HTP_TensorLimits trait) and the arguments
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::htp::verifyTensorTypeLimits(function_ref<InFlightDiagnostic()> emitError,
+                                                Type type, const Twine &what) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return success();
+  if (tensor.getRank() > HTP_ENTRY_MAX_RANK)
+    return emitError() << what << " has rank " << tensor.getRank() << ", above "
+                       << int64_t(HTP_ENTRY_MAX_RANK) << " (HTP_ENTRY_MAX_RANK)";
+  // Elements times 4 bytes, each step checked: dims up to 2^31-1 in 8 dims
+  // overflow int64 long before the byte limit is compared.
+  std::optional<int64_t> bytes = static_cast<int64_t>(sizeof(float));
+  for (auto [index, size] : llvm::enumerate(tensor.getShape())) {
+    if (size < 1)
+      return emitError() << what << " has a zero-sized dim (dim " << index << " of ["
+                         << shapeString(tensor) << "]); htp tensors are not empty";
+    if (size > HTP_ENTRY_MAX_DIM)
+      return emitError() << what << " has dim " << index << " = " << size
+                         << ", above 2^31-1 (HTP_ENTRY_MAX_DIM, BLAS's int)";
+    if (bytes)
+      bytes = llvm::checkedMul(*bytes, size);
+  }
+  if (!bytes || *bytes > HTP_ENTRY_MAX_TENSOR_BYTES)
+    return emitError() << what << " [" << shapeString(tensor)
+                       << "] holds more than 2^40 bytes of f32 (HTP_ENTRY_MAX_TENSOR_BYTES)";
+  return success();
+}
+
+LogicalResult mlir::htp::verifyTensorLimits(Operation *op) {
+  auto emit = [op]() { return op->emitOpError(); };
+  for (OpOperand &operand : op->getOpOperands())
+    if (failed(verifyTensorTypeLimits(emit, operand.get().getType(),
+                                      "operand #" + Twine(operand.getOperandNumber()))))
+      return failure();
+  for (OpResult result : op->getResults())
+    if (failed(verifyTensorTypeLimits(emit, result.getType(),
+                                      "result #" + Twine(result.getResultNumber()))))
+      return failure();
+  return success();
+}
+
+/// Checks a balance pair number against the runtime's layer limit.
+static LogicalResult verifyPair(Operation *op, int64_t pair) {
+  if (pair >= 2 * static_cast<int64_t>(HTP_ENTRY_MAX_LAYERS))
+    return op->emitOpError() << "pair (" << pair << ") must be below 2^21 (2 * "
+                             << "HTP_ENTRY_MAX_LAYERS balance layers)";
+  return success();
 }
 
 /// Checks that `vector` is 1-D with `expected` elements.
@@ -71,7 +127,9 @@ LogicalResult LinearOp::verify() {
 //===----------------------------------------------------------------------===//
 
 int64_t AttentionOp::getHeadDim() {
-  return tensorOf(getQkvWeight()).getDimSize(0) / (3 * getNumHeads());
+  // 0 only for an op the verifier would refuse (3 * num_heads overflows).
+  std::optional<int64_t> perHead = llvm::checkedMul<int64_t>(3, getNumHeads());
+  return perHead ? tensorOf(getQkvWeight()).getDimSize(0) / *perHead : 0;
 }
 
 LogicalResult AttentionOp::verify() {
@@ -85,10 +143,14 @@ LogicalResult AttentionOp::verify() {
   if (qkv.getRank() != 2 || qkv.getDimSize(1) != dim)
     return emitOpError() << "qkv weight must be [3*num_heads*head_dim, " << dim
                          << "] (dim 1 = the input's dim), got [" << shapeString(qkv) << "]";
-  if (qkv.getDimSize(0) == 0 || qkv.getDimSize(0) % (3 * heads) != 0)
+  std::optional<int64_t> rowsPerHead = llvm::checkedMul<int64_t>(3, heads);
+  if (!rowsPerHead)
+    return emitOpError() << "num_heads (" << heads << ") is too large: 3*num_heads overflows "
+                         << "int64";
+  if (qkv.getDimSize(0) % *rowsPerHead != 0)
     return emitOpError() << "qkv weight rows (" << qkv.getDimSize(0)
                          << ") must be a positive multiple of 3*num_heads (3*" << heads
-                         << " = " << 3 * heads << ")";
+                         << " = " << *rowsPerHead << ")";
   int64_t inner = qkv.getDimSize(0) / 3;
   if (failed(verifyVector(*this, "qkv bias", getQkvBias(), 3 * inner,
                           "rows of the qkv weight")))
@@ -103,6 +165,11 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";
   if (getPair()) {
+    if (failed(verifyPair(*this, *getPair())))
+      return failure();
+    if (heads > HTP_ENTRY_MAX_UNITS)
+      return emitOpError() << "num_heads (" << heads << ") of a balanced attention must be at "
+                           << "most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)";
     if (*getPair() % 2 != 0)
       return emitOpError() << "pair must be even (2 * layer) for attention, got " << *getPair();
     if (getProjBias())
@@ -135,6 +202,12 @@ LogicalResult MLPOp::verify() {
   if (hidden % getUnitWidth() != 0)
     return emitOpError() << "hidden width (" << hidden << ") must be a multiple of unit_width ("
                          << getUnitWidth() << ")";
+  if (hidden / getUnitWidth() > HTP_ENTRY_MAX_UNITS)
+    return emitOpError() << "hidden width / unit_width (" << hidden << " / " << getUnitWidth()
+                         << " = " << hidden / getUnitWidth()
+                         << " units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)";
+  if (failed(verifyPair(*this, getPair())))
+    return failure();
   if (getPair() % 2 != 1)
     return emitOpError() << "pair must be odd (2 * layer + 1) for an MLP, got " << getPair();
   if (getApproximate() != "none" && getApproximate() != "tanh")
@@ -158,8 +231,9 @@ LogicalResult LayerNormOp::verify() {
   if (failed(verifyVector(*this, "weight", getWeight(), dim, "the input's last dim")) ||
       failed(verifyVector(*this, "bias", getBias(), dim, "the input's last dim")))
     return failure();
-  if (!(getEpsilon().convertToFloat() > 0.0f))
-    return emitOpError() << "epsilon must be positive, got " << getEpsilon().convertToFloat();
+  float epsilon = getEpsilon().convertToFloat();
+  if (!(epsilon > 0.0f) || !std::isfinite(epsilon))
+    return emitOpError() << "epsilon must be positive and finite, got " << epsilon;
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";

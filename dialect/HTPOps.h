@@ -14,6 +14,19 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+namespace mlir::htp {
+/// Checks every ranked tensor operand and result of `op` against the limits
+/// of runtime/htp_entry.h (rank, dims from 1 to 2^31-1, bytes).
+LogicalResult verifyTensorLimits(Operation *op);
+
+/// The HTP_TensorLimits trait of every htp op (HTPOps.td).
+template <typename ConcreteType>
+class TensorLimits : public OpTrait::TraitBase<ConcreteType, TensorLimits> {
+public:
+  static LogicalResult verifyTrait(Operation *op) { return verifyTensorLimits(op); }
+};
+} // namespace mlir::htp
+
 #define GET_OP_CLASSES
 #include "dialect/HTPOps.h.inc"
 

@@ -3,7 +3,9 @@
 // The htp dialect describes transformer blocks as value-semantics ops on
 // static f32 tensors: the unit the tensor-parallel and balancing passes reason
 // about is an op (a linear layer, an attention block), not a loop nest.
-// Verifiers reject every shape that does not fit, naming the dims.
+// Verifiers reject every shape that does not fit, naming the dims, and every
+// tensor or attribute beyond what the runtime and BLAS can take (the limits of
+// runtime/htp_entry.h), with arithmetic that cannot overflow.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +31,12 @@ def HTP_Dialect : Dialect {
     `htp.shard = {dim = D : i64, parts = N : i64, layout = "blocks" | "qkv"}`:
     the global parameter's dim D is N times the argument's, and rank r holds
     slice r of it (`"qkv"`: slice r of each of the q, k and v blocks).
+
+    Limits (runtime/htp_entry.h), checked on every htp op's operands and
+    results and on every argument marked `htp.param` or `htp.input`: rank at
+    most 8, every dim from 1 to 2^31-1 (zero-sized tensors are rejected: no
+    kernel is asked to reduce over nothing), at most 2^40 bytes per tensor;
+    `htp.tp` and shard parts at most 1024.
   }];
   let cppNamespace = "::mlir::htp";
   let hasRegionArgAttrVerify = 1;
@@ -38,8 +46,22 @@ def HTP_Dialect : Dialect {
 /// Every htp tensor is a ranked, statically shaped f32 tensor.
 def HTP_Tensor : StaticShapeTensorOf<[F32]>;
 
+/// Every operand and result within the limits of runtime/htp_entry.h (rank,
+/// dims >= 1 and <= 2^31-1, bytes); see verifyTensorLimits in HTPOps.cpp.
+def HTP_TensorLimits : NativeOpTrait<"TensorLimits"> {
+  let cppNamespace = "::mlir::htp";
+}
+
+/// The shape rules every op description ends with.
+defvar HTP_LimitsDoc = [{
+
+    Every operand and result has rank at most 8 and dims from 1 to 2^31-1
+    (a zero-sized dim is an error, not an empty computation) and holds at
+    most 2^40 bytes.
+  }];
+
 class HTP_Op<string mnemonic, list<Trait> traits = []>
-    : Op<HTP_Dialect, mnemonic, !listconcat(traits, [Pure])> {
+    : Op<HTP_Dialect, mnemonic, !listconcat(traits, [Pure, HTP_TensorLimits])> {
   let hasVerifier = 1;
 }
 
@@ -54,7 +76,7 @@ def HTP_LinearOp : HTP_Op<"linear"> {
     %y = htp.linear %x, %w, %b : (tensor<8x197x768xf32>, tensor<3072x768xf32>,
                                   tensor<3072xf32>) -> tensor<8x197x3072xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight,
                        Optional<HTP_Tensor>:$bias);
   let results = (outs HTP_Tensor:$result);
@@ -82,7 +104,7 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
         : (tensor<8x197x768xf32>, tensor<2304x768xf32>, tensor<2304xf32>,
            tensor<768x768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight,
                        HTP_Tensor:$qkv_bias, HTP_Tensor:$proj_weight,
                        Optional<HTP_Tensor>:$proj_bias,
@@ -109,7 +131,7 @@ def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
     %y = htp.layer_norm %x, %g, %b {epsilon = 1.0e-06 : f32}
         : (tensor<8x197x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$bias,
                        DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
   let results = (outs HTP_Tensor:$result);
@@ -127,7 +149,7 @@ def HTP_GeluOp : HTP_Op<"gelu", [SameOperandsAndResultType]> {
     ```mlir
     %y = htp.gelu %x {approximate = "tanh"} : tensor<8x197x3072xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input,
                        DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
   let results = (outs HTP_Tensor:$result);
@@ -142,7 +164,7 @@ def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
     ```mlir
     %y = htp.add %a, %b : tensor<8x197x768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$lhs, HTP_Tensor:$rhs);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
@@ -164,7 +186,7 @@ def HTP_MLPOp : HTP_Op<"mlp"> {
         : (tensor<8x197x768xf32>, tensor<768x768xf32>, tensor<768x768xf32>, tensor<768xf32>)
         -> tensor<8x197x768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$fc1_weight, HTP_Tensor:$fc2_weight,
                        Optional<HTP_Tensor>:$fc1_bias,
                        DefaultValuedAttr<StrAttr, "\"none\"">:$approximate,
@@ -187,7 +209,7 @@ def HTP_BiasAddOp : HTP_Op<"bias_add", [AllTypesMatch<["input", "result"]>]> {
     ```mlir
     %y = htp.bias_add %x, %b : tensor<8x197x768xf32>, tensor<768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$bias);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
@@ -203,7 +225,7 @@ def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
     ```mlir
     %y = htp.all_reduce %partial {group = "tp"} : tensor<8x197x768xf32>
     ```
-  }];
+  }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input,
                        DefaultValuedAttr<StrAttr, "\"tp\"">:$group);
   let results = (outs HTP_Tensor:$result);

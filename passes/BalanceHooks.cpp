@@ -16,6 +16,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "runtime/htp_entry.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPBALANCEHOOKS
@@ -53,12 +55,23 @@ std::optional<MLPChain> matchMLP(LinearOp fc2) {
   return MLPChain{fc1, gelu, fc2};
 }
 
-/// The smallest divisor of `hidden` that is at least min(64, hidden / 8).
+/// The smallest divisor of `hidden` that is at least min(64, hidden / 8) and
+/// leaves at most HTP_ENTRY_MAX_UNITS units. Searches divisor pairs up to
+/// sqrt(hidden), so a large prime width (2^31-1 is one) takes 46341 steps,
+/// not 2^31.
 int64_t automaticUnitWidth(int64_t hidden) {
   int64_t floor = std::max<int64_t>(1, std::min<int64_t>(64, hidden / 8));
-  for (int64_t width = floor; width < hidden; ++width)
-    if (hidden % width == 0)
-      return width;
+  floor = std::max<int64_t>(floor, llvm::divideCeil(hidden, int64_t(HTP_ENTRY_MAX_UNITS)));
+  // A divisor d <= sqrt(hidden) at or above the floor, smallest first.
+  int64_t d = floor;
+  for (; d <= hidden / d; ++d)
+    if (hidden % d == 0)
+      return d;
+  // Otherwise the answer is a co-divisor hidden / q with q < d: the largest
+  // such q gives the smallest co-divisor, which must still reach the floor.
+  for (int64_t q = std::min(d - 1, hidden / floor); q >= 1; --q)
+    if (hidden % q == 0)
+      return hidden / q;
   return hidden;
 }
 
@@ -75,7 +88,7 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       return; // only split functions have units to balance
     if (mlpUnitWidth < 0) {
       func.emitError() << "--htp-balance-hooks: mlp-unit-width must be >= 0, got "
-                       << mlpUnitWidth;
+                       << static_cast<int64_t>(mlpUnitWidth);
       return signalPassFailure();
     }
 
@@ -91,6 +104,11 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     }
     if (failed(checkUniform(func, attentions, mlps)))
       return signalPassFailure();
+    if (attentions.size() > static_cast<size_t>(HTP_ENTRY_MAX_LAYERS)) {
+      func.emitError() << "--htp-balance-hooks: " << attentions.size()
+                       << " layers exceed 2^20 (HTP_ENTRY_MAX_LAYERS)";
+      return signalPassFailure();
+    }
 
     OpBuilder builder(func.getContext());
     for (auto [layer, attention] : llvm::enumerate(attentions))

@@ -21,6 +21,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "runtime/htp_entry.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPTENSORPARALLEL
@@ -83,11 +85,15 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
                              << describeArgument(func, arg.getArgNumber())
                              << ", is split differently by another op";
   int64_t size = cast<RankedTensorType>(arg.getType()).getDimSize(shard.dim);
-  int64_t parts = shard.layout == "qkv" ? 3 * tp : tp;
-  if (size % parts != 0)
+  // tp is bounded by HTP_ENTRY_MAX_TP in runOnOperation; checked all the same.
+  std::optional<int64_t> parts = shard.layout == "qkv" ? llvm::checkedMul<int64_t>(3, tp)
+                                                        : std::optional<int64_t>(tp);
+  if (!parts)
+    return op->emitOpError() << "cannot be split over tp = " << tp << ": 3*tp overflows int64";
+  if (size % *parts != 0)
     return op->emitOpError() << "cannot be split over tp = " << tp << ": dim " << shard.dim
                              << " of its " << role << " (" << size << ") is not divisible by "
-                             << parts;
+                             << *parts;
   return success();
 }
 
@@ -256,8 +262,11 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
   using HTPTensorParallelBase::HTPTensorParallelBase;
 
   void runOnOperation() override {
-    if (tp < 1) {
-      getOperation().emitError() << "--htp-tensor-parallel: tp must be >= 1, got " << tp;
+    // The bound keeps 3 * tp and the shard products far from overflow and
+    // matches what the runtime will create ranks for.
+    if (tp < 1 || tp > HTP_ENTRY_MAX_TP) {
+      getOperation().emitError() << "--htp-tensor-parallel: tp must be from 1 to "
+                                 << int64_t(HTP_ENTRY_MAX_TP) << " (HTP_ENTRY_MAX_TP), got " << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
     if (tp == 1)

@@ -146,7 +146,7 @@ func.func @norm_bias(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor<1x12xf
 // -----
 
 func.func @norm_epsilon(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor<12xf32>) -> tensor<4x12xf32> {
-  // expected-error @+1 {{epsilon must be positive, got 0}}
+  // expected-error @+1 {{epsilon must be positive and finite, got 0}}
   %y = htp.layer_norm %x, %g, %b {epsilon = 0.0 : f32} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
   return %y : tensor<4x12xf32>
 }
@@ -221,7 +221,7 @@ func.func @shard_parts(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, layout =
 
 // -----
 
-// expected-error @+1 {{'htp.tp' must be a positive integer, got 0 : i64}}
+// expected-error @+1 {{'htp.tp' must be an integer from 1 to 1024 (HTP_ENTRY_MAX_TP), got 0 : i64}}
 func.func @tp_zero(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 0 : i64} {
   return %x : tensor<4xf32>
 }
@@ -279,4 +279,246 @@ func.func @mlp_even_pair(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor
   // expected-error @+1 {{pair must be odd (2 * layer + 1) for an MLP, got 2}}
   %y = htp.mlp %x, %w1, %w2 {pair = 2 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
+}
+
+// -----
+// Limits and overflow (runtime/htp_entry.h): products are checked, not wrapped.
+
+func.func @attention_heads_overflow(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                    %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{num_heads (4611686018427387904) is too large: 3*num_heads overflows int64}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 4611686018427387904 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+// 3 * num_heads fits int64 but is beyond the qkv rows: refused, not divided.
+func.func @attention_heads_huge(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{qkv weight rows (36) must be a positive multiple of 3*num_heads (3*1099511627776 = 3298534883328)}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 1099511627776 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+// The element count itself overflows int64 (2^93): caught step by step.
+func.func @count_overflow(%x: tensor<2147483647x2147483647x2147483647xf32>) -> tensor<2147483647x2147483647x2147483647xf32> {
+  // expected-error @+1 {{operand #0 [2147483647x2147483647x2147483647] holds more than 2^40 bytes of f32 (HTP_ENTRY_MAX_TENSOR_BYTES)}}
+  %y = htp.gelu %x : tensor<2147483647x2147483647x2147483647xf32>
+  return %y : tensor<2147483647x2147483647x2147483647xf32>
+}
+
+// -----
+
+// 2^18 * (2^20 + 1) elements: 2^40 + 2^22 bytes, just over.
+func.func @bytes_limit(%a: tensor<262144x1048577xf32>) -> tensor<262144x1048577xf32> {
+  // expected-error @+1 {{operand #0 [262144x1048577] holds more than 2^40 bytes of f32 (HTP_ENTRY_MAX_TENSOR_BYTES)}}
+  %y = htp.add %a, %a : tensor<262144x1048577xf32>
+  return %y : tensor<262144x1048577xf32>
+}
+
+// -----
+
+func.func @dim_limit(%x: tensor<2x2147483648xf32>, %w: tensor<3x2147483648xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{operand #0 has dim 1 = 2147483648, above 2^31-1 (HTP_ENTRY_MAX_DIM, BLAS's int)}}
+  %y = htp.linear %x, %w : (tensor<2x2147483648xf32>, tensor<3x2147483648xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @rank_limit(%x: tensor<1x1x1x1x1x1x1x1x2xf32>) -> tensor<1x1x1x1x1x1x1x1x2xf32> {
+  // expected-error @+1 {{operand #0 has rank 9, above 8 (HTP_ENTRY_MAX_RANK)}}
+  %y = htp.all_reduce %x : tensor<1x1x1x1x1x1x1x1x2xf32>
+  return %y : tensor<1x1x1x1x1x1x1x1x2xf32>
+}
+
+// -----
+
+func.func @result_limit(%x: tensor<2x12xf32>, %w: tensor<2147483648x12xf32>) -> tensor<2x2147483648xf32> {
+  // expected-error @+1 {{operand #1 has dim 0 = 2147483648, above 2^31-1}}
+  %y = htp.linear %x, %w : (tensor<2x12xf32>, tensor<2147483648x12xf32>) -> tensor<2x2147483648xf32>
+  return %y : tensor<2x2147483648xf32>
+}
+
+// -----
+
+func.func @norm_epsilon_inf(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor<12xf32>) -> tensor<4x12xf32> {
+  // expected-error @+1 {{epsilon must be positive and finite, got INF}}
+  %y = htp.layer_norm %x, %g, %b {epsilon = 0x7F800000 : f32} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
+  return %y : tensor<4x12xf32>
+}
+
+// -----
+
+func.func @norm_epsilon_nan(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor<12xf32>) -> tensor<4x12xf32> {
+  // expected-error @+1 {{epsilon must be positive and finite, got nan}}
+  %y = htp.layer_norm %x, %g, %b {epsilon = 0x7FC00000 : f32} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
+  return %y : tensor<4x12xf32>
+}
+
+// -----
+
+func.func @attention_pair_limit(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{pair (2097152) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64, pair = 2097152 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+// 2^24 + 1 heads of one channel on a rank: more units than the runtime takes.
+func.func @attention_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<50331651x1xf32>, %bqkv: tensor<50331651xf32>, %wp: tensor<1x16777217xf32>) -> tensor<1x1x1xf32> {
+  // expected-error @+1 {{num_heads (16777217) of a balanced attention must be at most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 16777217 : i64, pair = 0 : i64} : (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>) -> tensor<1x1x1xf32>
+  return %y : tensor<1x1x1xf32>
+}
+
+// -----
+
+func.func @mlp_pair_limit(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{pair (9223372036854775807) must be below 2^21}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 9223372036854775807 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @mlp_units_limit(%x: tensor<1x1xf32>, %w1: tensor<16777217x1xf32>, %w2: tensor<1x16777217xf32>) -> tensor<1x1xf32> {
+  // expected-error @+1 {{hidden width / unit_width (16777217 / 1 = 16777217 units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 1 : i64} : (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>) -> tensor<1x1xf32>
+  return %y : tensor<1x1xf32>
+}
+
+// -----
+
+func.func @mlp_unit_width_zero(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{attribute 'unit_width' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 0 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.tp' must be an integer from 1 to 1024 (HTP_ENTRY_MAX_TP), got 4611686018427387904 : i64}}
+func.func @tp_huge(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 4611686018427387904 : i64} {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 ('htp.param') has dim 0 = 4294967296, above 2^31-1}}
+func.func @param_dim_limit(%x: tensor<4xf32>, %w: tensor<4294967296xf32> {htp.param = "w"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 ('htp.input') has rank 9, above 8 (HTP_ENTRY_MAX_RANK)}}
+func.func @input_rank_limit(%x: tensor<1x1x1x1x1x1x1x1x1xf32> {htp.input = "x"}) -> tensor<1x1x1x1x1x1x1x1x1xf32> {
+  return %x : tensor<1x1x1x1x1x1x1x1x1xf32>
+}
+
+// -----
+// Zero-sized dims: refused in every op (no kernel runs over nothing).
+
+// A linear with no input features would leave its result uninitialised.
+func.func @zero_linear_in_features(%x: tensor<2x0xf32>, %w: tensor<7x0xf32>, %b: tensor<7xf32>) -> tensor<2x7xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 1 of [2x0]); htp tensors are not empty}}
+  %y = htp.linear %x, %w, %b : (tensor<2x0xf32>, tensor<7x0xf32>, tensor<7xf32>) -> tensor<2x7xf32>
+  return %y : tensor<2x7xf32>
+}
+
+// -----
+
+func.func @zero_linear_out_features(%x: tensor<2x12xf32>, %w: tensor<0x12xf32>) -> tensor<2x0xf32> {
+  // expected-error @+1 {{operand #1 has a zero-sized dim (dim 0 of [0x12])}}
+  %y = htp.linear %x, %w : (tensor<2x12xf32>, tensor<0x12xf32>) -> tensor<2x0xf32>
+  return %y : tensor<2x0xf32>
+}
+
+// -----
+
+func.func @zero_attention_tokens(%x: tensor<2x0x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                 %wp: tensor<12x12xf32>) -> tensor<2x0x12xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 1 of [2x0x12])}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64}
+      : (tensor<2x0x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x0x12xf32>
+  return %y : tensor<2x0x12xf32>
+}
+
+// -----
+
+func.func @zero_attention_heads(%x: tensor<2x5x12xf32>, %wqkv: tensor<0x12xf32>, %bqkv: tensor<0xf32>,
+                                %wp: tensor<12x0xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{operand #1 has a zero-sized dim (dim 0 of [0x12])}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<0x12xf32>, tensor<0xf32>, tensor<12x0xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @zero_norm(%x: tensor<4x0xf32>, %g: tensor<0xf32>, %b: tensor<0xf32>) -> tensor<4x0xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 1 of [4x0])}}
+  %y = htp.layer_norm %x, %g, %b : (tensor<4x0xf32>, tensor<0xf32>, tensor<0xf32>) -> tensor<4x0xf32>
+  return %y : tensor<4x0xf32>
+}
+
+// -----
+
+func.func @zero_gelu(%x: tensor<0x12xf32>) -> tensor<0x12xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 0 of [0x12])}}
+  %y = htp.gelu %x : tensor<0x12xf32>
+  return %y : tensor<0x12xf32>
+}
+
+// -----
+
+func.func @zero_add(%a: tensor<3x0xf32>) -> tensor<3x0xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 1 of [3x0])}}
+  %y = htp.add %a, %a : tensor<3x0xf32>
+  return %y : tensor<3x0xf32>
+}
+
+// -----
+
+func.func @zero_mlp(%x: tensor<3x8xf32>, %w1: tensor<0x8xf32>, %w2: tensor<8x0xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{operand #1 has a zero-sized dim (dim 0 of [0x8])}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<0x8xf32>, tensor<8x0xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @zero_bias_add(%x: tensor<0x5x12xf32>, %b: tensor<12xf32>) -> tensor<0x5x12xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 0 of [0x5x12])}}
+  %y = htp.bias_add %x, %b : tensor<0x5x12xf32>, tensor<12xf32>
+  return %y : tensor<0x5x12xf32>
+}
+
+// -----
+
+func.func @zero_all_reduce(%x: tensor<0xf32>) -> tensor<0xf32> {
+  // expected-error @+1 {{operand #0 has a zero-sized dim (dim 0 of [0])}}
+  %y = htp.all_reduce %x : tensor<0xf32>
+  return %y : tensor<0xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #1 ('htp.param') has a zero-sized dim (dim 1 of [7x0])}}
+func.func @zero_param(%x: tensor<2x12xf32>, %w: tensor<7x0xf32> {htp.param = "head.weight"}) -> tensor<2x12xf32> {
+  return %x : tensor<2x12xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 ('htp.input') has a zero-sized dim (dim 0 of [0x12])}}
+func.func @zero_input(%x: tensor<0x12xf32> {htp.input = "x"}) -> tensor<0x12xf32> {
+  return %x : tensor<0x12xf32>
 }
