@@ -2,7 +2,9 @@
 # Runs every test: sets up (idempotent), builds, then
 #   1. ctest in build/ (lit suites for the dialect, passes and end to end,
 #      runtime / planner / kernel / executor unit tests, MPI runs);
-#   2. ctest in build-asan/: the C parts (MLIR off) under ASan + UBSan.
+#   2. ctest in build-asan/: the C parts (MLIR off) under ASan + UBSan;
+#   3. scripts/fuzz.sh: each libFuzzer target (test/fuzz) for FUZZ_SECONDS
+#      (default 60) from its committed corpus, counted as one test.
 # Ends with one line "tests: N passed, M failed, K skipped" (skipped: GPU tests
 # on a machine without one) and exits non-zero if any failed.
 set -uo pipefail
@@ -34,6 +36,9 @@ run_ctest() {
 }
 run_ctest build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asan
+
+echo "== fuzz: scripts/fuzz.sh (${FUZZ_SECONDS:-60} s per target)"
+if scripts/fuzz.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
