@@ -7,7 +7,7 @@
  * iteration: a barrier, the fault point, the call (timed; the growth of
  * htp_ctx_comm_seconds during it is not compute), the --slow stretch of the
  * compute, then htp_balancer_end_iteration (detection, plan, migration,
- * trace), or htp_balancer_step for a block without hooks. Failures of any rank end the run within
+ * trace), or htp_balancer_step on a hookless balancer for a block without hooks. Failures of any rank end the run within
  * the deadline and are reported with the rank, the step and the runtime's
  * message; every thread is joined.
  *===----------------------------------------------------------------------===*/
