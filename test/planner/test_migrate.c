@@ -305,8 +305,18 @@ static void *hookless_main(void *arg) {
   double speeds[WORLD] = {1.0, 1.0, 1.0, 0.3};
   CHECK(htp_planner_plan_speeds(htp_balancer_planner(b), speeds, NULL) == HTP_OK);
   const htp_plan *plan = NULL;
+  char line[4096] = "";
+  FILE *trace = fmemopen(line, sizeof line - 1, "w");
+  CHECK(trace != NULL);
+  htp_balancer_set_trace(b, trace);
   CHECK(htp_balancer_end_iteration(b, 1e-3, &plan) == HTP_OK);
+  fclose(trace);
+  htp_balancer_set_trace(b, NULL);
   CHECK(plan != NULL);
+  /* no hooks, no site seconds; the forced plan is traced */
+  CHECK(strstr(line, "\"site_seconds\":null") != NULL);
+  CHECK(strstr(line, "\"seconds\":0.001,\"comm_seconds\":") != NULL);
+  CHECK(strstr(line, "\"stragglers\":[{\"rank\":3,") != NULL);
   /* every unit of a one-head attention with identity-ish weights */
   enum { D = 2, HD = 2, T = 1 };
   float x[T * D] = {1, 2}, wqkv[3 * HD * D] = {0}, wproj[D * HD] = {1, 0, 0, 1}, y[T * D];
