@@ -81,7 +81,7 @@ static int parse_tensor_info(const json_t *info, htp_st_tensor *tensor, char *er
     return htp_set_error(err, err_size, "tensor '%s' has more than %d dims", tensor->name,
                          HTP_ST_MAX_RANK);
   for (size_t d = 0; d < json_array_size(shape); d++) {
-    uint64_t dim;
+    uint64_t dim = 0;
     if (read_count(json_array_get(shape, d), tensor->name, "shape", &dim, err, err_size))
       return 1;
     tensor->dims[tensor->rank++] = (int64_t)dim;
