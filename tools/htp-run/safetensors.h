@@ -10,7 +10,10 @@
  * key twice in any object), that "__metadata__" maps strings to strings,
  * each dtype, that each tensor's byte range is inside the data and exactly
  * prod(shape) * dtype size long, and that no two ranges overlap. A file that
- * passes cannot make a reader go out of bounds.
+ * passes cannot make a reader go out of bounds. The header limit bounds the
+ * parse too: jansson holds the whole tree, so a hostile header at the limit
+ * (100 MB of one-digit numbers) costs about 2 GB and half a minute to refuse;
+ * real headers are kilobytes to a few megabytes.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_RUN_SAFETENSORS_H
 #define HTP_RUN_SAFETENSORS_H
