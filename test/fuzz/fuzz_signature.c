@@ -9,6 +9,7 @@
  *===----------------------------------------------------------------------===*/
 #include "runtime/htp_entry.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(sig.balance.layers >= 1 && sig.balance.layers <= HTP_ENTRY_MAX_LAYERS);
     CHECK(sig.balance.heads >= 0 && sig.balance.heads <= HTP_ENTRY_MAX_UNITS);
     CHECK(sig.balance.mlp_units >= 0 && sig.balance.mlp_units <= HTP_ENTRY_MAX_UNITS);
-    CHECK(config.planner.unit_cost[HTP_PAIR_MLP] == config.planner.unit_cost[HTP_PAIR_MLP]);
+    /* The planner divides by costs: finite and positive. */
+    CHECK(isfinite(config.planner.unit_cost[HTP_PAIR_MLP]) &&
+          config.planner.unit_cost[HTP_PAIR_MLP] > 0);
+    CHECK(config.planner.world_size == sig.tp);
   } else {
     CHECK(balance != HTP_OK);
   }
