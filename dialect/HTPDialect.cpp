@@ -1,7 +1,7 @@
 //===- HTPDialect.cpp - The htp dialect -----------------------------------===//
 //
-// Registers the htp ops and verifies the htp.* attributes on functions and
-// their arguments.
+// Registers the htp ops and attributes, and verifies the htp.* attributes on
+// functions and their arguments (a shard against the argument it cuts).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,39 +11,84 @@
 #include "runtime/htp_entry.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 using namespace mlir;
 using namespace mlir::htp;
 
 #include "dialect/HTPOpsDialect.cpp.inc"
 
+#include "dialect/HTPEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialect/HTPAttrs.cpp.inc"
+
 void HTPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "dialect/HTPOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialect/HTPAttrs.cpp.inc"
+      >();
 }
 
-/// Checks an htp.shard dictionary: {dim = D : i64, parts = N : i64, layout = "blocks"|"qkv"}.
-static LogicalResult verifyShardAttr(Operation *op, unsigned argIndex, Attribute value) {
-  auto fail = [&]() {
-    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
-                           << " must be {dim = D : i64, parts = N : i64, layout = \"blocks\" "
-                              "or \"qkv\"} with D >= 0 and N >= 1, got "
-                           << value;
-  };
-  auto dict = dyn_cast<DictionaryAttr>(value);
-  if (!dict || dict.size() != 3)
-    return fail();
-  auto dim = dict.getAs<IntegerAttr>("dim");
-  auto parts = dict.getAs<IntegerAttr>("parts");
-  auto layout = dict.getAs<StringAttr>("layout");
-  if (!dim || !parts || !layout || dim.getInt() < 0 || parts.getInt() < 1 ||
-      (layout.getValue() != "blocks" && layout.getValue() != "qkv") ||
-      (layout.getValue() == "qkv" && dim.getInt() != 0))
-    return fail();
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dim,
+                                int64_t parts, ShardLayout layout) {
+  if (dim < 0 || dim >= HTP_ENTRY_MAX_RANK)
+    return emitError() << "shard dim must be from 0 to " << int64_t(HTP_ENTRY_MAX_RANK) - 1
+                       << " (below HTP_ENTRY_MAX_RANK), got " << dim;
+  if (parts < 1 || parts > HTP_ENTRY_MAX_TP)
+    return emitError() << "shard parts must be from 1 to " << int64_t(HTP_ENTRY_MAX_TP)
+                       << " (HTP_ENTRY_MAX_TP), got " << parts;
+  if (layout == ShardLayout::Qkv && dim != 0)
+    return emitError() << "a qkv shard cuts dim 0 (the q, k and v rows), got dim " << dim;
   return success();
+}
+
+/// Checks a shard against the argument it is attached to (the attribute
+/// verified itself when it was built): the dim exists, the global shape it
+/// implies is within the limits, and parts matches the function's tp.
+static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Attribute value) {
+  auto shard = dyn_cast<ShardAttr>(value);
+  if (!shard)
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << " must be a #htp.shard<dim = D, parts = N, layout = blocks|qkv>, "
+                              "got "
+                           << value;
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function || argIndex >= function.getNumArguments())
+    return success();
+  auto type = dyn_cast<RankedTensorType>(function.getArgumentTypes()[argIndex]);
+  if (!type || !type.hasStaticShape())
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << " needs a statically shaped tensor, got "
+                           << function.getArgumentTypes()[argIndex];
+  if (shard.getDim() >= type.getRank())
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << " cuts dim " << shard.getDim() << ", but the argument has rank "
+                           << type.getRank();
+  if (shard.getLayout() == ShardLayout::Qkv && type.getDimSize(0) % 3 != 0)
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << ": a qkv shard holds a slice of each of q, k and v, so its rows ("
+                           << type.getDimSize(0) << ") must divide by 3";
+  if (auto tp = op->getAttrOfType<IntegerAttr>(kTPAttrName); tp && tp.getInt() != shard.getParts())
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << " has parts = " << shard.getParts() << ", but the function's "
+                           << kTPAttrName << " is " << tp.getInt();
+  // The global tensor the executor assembles: dim × parts, checked.
+  SmallVector<int64_t> global(type.getShape());
+  std::optional<int64_t> size = llvm::checkedMul(global[shard.getDim()], shard.getParts());
+  global[shard.getDim()] = size ? *size : std::numeric_limits<int64_t>::max();
+  return verifyTensorTypeLimits(
+      [op]() { return op->emitError(); },
+      RankedTensorType::get(global, type.getElementType()),
+      "argument #" + Twine(argIndex) + "'s global tensor (dim " + Twine(shard.getDim()) +
+          " times " + Twine(shard.getParts()) + " parts)");
 }
 
 LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
@@ -61,7 +106,7 @@ LogicalResult HTPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                                                    unsigned argIndex, NamedAttribute attr) {
   StringRef name = attr.getName().getValue();
   if (name == kShardAttrName)
-    return verifyShardAttr(op, argIndex, attr.getValue());
+    return verifyShardOnArgument(op, argIndex, attr.getValue());
   if (name != kParamAttrName && name != kInputAttrName)
     return op->emitError() << "unknown htp argument attribute '" << name << "' on argument #"
                            << argIndex << " (expected '" << kParamAttrName << "', '"

@@ -1,24 +1,32 @@
 //===- HTPDialect.h - The htp dialect ---------------------------*- C++ -*-===//
 //
-// Declares the htp dialect (generated from HTPOps.td) and the names of the
-// attributes it puts on function arguments.
+// Declares the htp dialect (generated from HTPOps.td), its enums and
+// attributes (HTPAttrs.td) and the names of the attributes it puts on
+// functions and their arguments.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef HTP_DIALECT_HTPDIALECT_H
 #define HTP_DIALECT_HTPDIALECT_H
 
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Dialect.h"
 
 #include "dialect/HTPOpsDialect.h.inc"
+
+#include "dialect/HTPEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialect/HTPAttrs.h.inc"
 
 namespace mlir::htp {
 /// Marks a function argument as a parameter; the value is its timm name.
 inline constexpr llvm::StringLiteral kParamAttrName = "htp.param";
 /// Names a data-input argument (optional; "arg<N>" otherwise).
 inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
-/// On a sharded function argument: {dim, parts, layout}, see HTPOps.td.
+/// On a sharded function argument: a ShardAttr, see HTPAttrs.td.
 inline constexpr llvm::StringLiteral kShardAttrName = "htp.shard";
 /// On a function split by --htp-tensor-parallel: the number of ranks.
 inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";

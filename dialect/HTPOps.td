@@ -28,9 +28,9 @@ def HTP_Dialect : Dialect {
 
     After `--htp-tensor-parallel` the function carries `htp.tp = N : i64`
     and each sharded argument
-    `htp.shard = {dim = D : i64, parts = N : i64, layout = "blocks" | "qkv"}`:
+    `htp.shard = #htp.shard<dim = D, parts = N, layout = blocks | qkv>`:
     the global parameter's dim D is N times the argument's, and rank r holds
-    slice r of it (`"qkv"`: slice r of each of the q, k and v blocks).
+    slice r of it (`qkv`: slice r of each of the q, k and v blocks).
 
     Limits (runtime/htp_entry.h), checked on every htp op's operands and
     results and on every argument marked `htp.param` or `htp.input`: rank at
@@ -41,7 +41,10 @@ def HTP_Dialect : Dialect {
   let cppNamespace = "::mlir::htp";
   let hasRegionArgAttrVerify = 1;
   let hasOperationAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
 }
+
+include "dialect/HTPAttrs.td"
 
 /// Every htp tensor is a ranked, statically shaped f32 tensor.
 def HTP_Tensor : StaticShapeTensorOf<[F32]>;
@@ -143,17 +146,19 @@ def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
 def HTP_GeluOp : HTP_Op<"gelu", [SameOperandsAndResultType]> {
   let summary = "GELU, exact (erf) or tanh-approximated";
   let description = [{
-    `approximate` is `"none"` (the default, `x·Φ(x)` with erf) or `"tanh"`,
-    as in PyTorch's `nn.GELU(approximate=...)`.
+    `approximate` is `none` (the default, `x·Φ(x)` with erf, not printed)
+    or `tanh`, as in PyTorch's `nn.GELU(approximate=...)`; as an attribute
+    it is `#htp<approximate tanh>`.
 
     ```mlir
-    %y = htp.gelu %x {approximate = "tanh"} : tensor<8x197x3072xf32>
+    %y = htp.gelu %x approximate tanh : tensor<8x197x3072xf32>
     ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input,
-                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+                       DefaultValuedAttr<HTP_ApproximationAttr,
+                                         "::mlir::htp::Approximation::None">:$approximate);
   let results = (outs HTP_Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = "$input (`approximate` `` $approximate^)? attr-dict `:` type($result)";
 }
 
 def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
@@ -179,23 +184,25 @@ def HTP_MLPOp : HTP_Op<"mlp"> {
     them). `fc1_weight` is `[hidden, dim]`, `fc1_bias` `[hidden]`,
     `fc2_weight` `[dim, hidden]`; the result is `[..., dim]`, this rank's
     partial sum (the all-reduce and fc2's bias follow). `pair` is
-    2 · layer + 1.
+    2 · layer + 1. `approximate` is the GELU's, as in `htp.gelu`. At most
+    2^24 units per rank (HTP_ENTRY_MAX_UNITS) and pair below 2^21.
 
     ```mlir
-    %p = htp.mlp %x, %w1, %w2 fc1_bias(%b1) {pair = 1 : i64, unit_width = 64 : i64}
+    %p = htp.mlp %x, %w1, %w2 fc1_bias(%b1) approximate tanh {pair = 1 : i64, unit_width = 64 : i64}
         : (tensor<8x197x768xf32>, tensor<768x768xf32>, tensor<768x768xf32>, tensor<768xf32>)
         -> tensor<8x197x768xf32>
     ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$fc1_weight, HTP_Tensor:$fc2_weight,
                        Optional<HTP_Tensor>:$fc1_bias,
-                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate,
+                       DefaultValuedAttr<HTP_ApproximationAttr,
+                                         "::mlir::htp::Approximation::None">:$approximate,
                        ConfinedAttr<I64Attr, [IntPositive]>:$unit_width,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$pair);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $fc1_weight `,` $fc2_weight (`fc1_bias` `(` $fc1_bias^ `)`)?
-    attr-dict `:` functional-type(operands, results)
+    (`approximate` `` $approximate^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -64,7 +64,7 @@ def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name):
             f"{{epsilon = {eps:e} : f32}} : ({act}, {vec}, {vec}) -> {act}",
             f"  %b{i}_fc1 = htp.linear %b{i}_n2, {p('mlp.fc1.weight')}, {p('mlp.fc1.bias')} : "
             f"({act}, {tensor([mlp, dim])}, {tensor([mlp])}) -> {hidden}",
-            f"  %b{i}_act = htp.gelu %b{i}_fc1 {{approximate = \"{gelu}\"}} : {hidden}",
+            f"  %b{i}_act = htp.gelu %b{i}_fc1 approximate {gelu} : {hidden}",
             f"  %b{i}_fc2 = htp.linear %b{i}_act, {p('mlp.fc2.weight')}, {p('mlp.fc2.bias')} : "
             f"({hidden}, {tensor([dim, mlp])}, {vec}) -> {act}",
             f"  %b{i}_out = htp.add %b{i}_r1, %b{i}_fc2 : {act}",

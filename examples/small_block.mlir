@@ -18,7 +18,7 @@ func.func @small_block(%x: tensor<2x5x12xf32> {htp.input = "x"},
   %b0_r1 = htp.add %x, %b0_attn : tensor<2x5x12xf32>
   %b0_n2 = htp.layer_norm %b0_r1, %blocks_0_norm2_weight, %blocks_0_norm2_bias {epsilon = 1.000000e-06 : f32} : (tensor<2x5x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<2x5x12xf32>
   %b0_fc1 = htp.linear %b0_n2, %blocks_0_mlp_fc1_weight, %blocks_0_mlp_fc1_bias : (tensor<2x5x12xf32>, tensor<20x12xf32>, tensor<20xf32>) -> tensor<2x5x20xf32>
-  %b0_act = htp.gelu %b0_fc1 {approximate = "none"} : tensor<2x5x20xf32>
+  %b0_act = htp.gelu %b0_fc1 approximate none : tensor<2x5x20xf32>
   %b0_fc2 = htp.linear %b0_act, %blocks_0_mlp_fc2_weight, %blocks_0_mlp_fc2_bias : (tensor<2x5x20xf32>, tensor<12x20xf32>, tensor<12xf32>) -> tensor<2x5x12xf32>
   %b0_out = htp.add %b0_r1, %b0_fc2 : tensor<2x5x12xf32>
   return %b0_out : tensor<2x5x12xf32>

@@ -18,7 +18,7 @@ func.func @vit_block(%x: tensor<8x197x768xf32> {htp.input = "x"},
   %b0_r1 = htp.add %x, %b0_attn : tensor<8x197x768xf32>
   %b0_n2 = htp.layer_norm %b0_r1, %blocks_0_norm2_weight, %blocks_0_norm2_bias {epsilon = 1.000000e-06 : f32} : (tensor<8x197x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
   %b0_fc1 = htp.linear %b0_n2, %blocks_0_mlp_fc1_weight, %blocks_0_mlp_fc1_bias : (tensor<8x197x768xf32>, tensor<3072x768xf32>, tensor<3072xf32>) -> tensor<8x197x3072xf32>
-  %b0_act = htp.gelu %b0_fc1 {approximate = "none"} : tensor<8x197x3072xf32>
+  %b0_act = htp.gelu %b0_fc1 approximate none : tensor<8x197x3072xf32>
   %b0_fc2 = htp.linear %b0_act, %blocks_0_mlp_fc2_weight, %blocks_0_mlp_fc2_bias : (tensor<8x197x3072xf32>, tensor<768x3072xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
   %b0_out = htp.add %b0_r1, %b0_fc2 : tensor<8x197x768xf32>
   return %b0_out : tensor<8x197x768xf32>

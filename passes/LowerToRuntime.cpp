@@ -385,7 +385,7 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
       })
       .Case([&](GeluOp gelu) {
         Value tanhApprox = LLVM::ConstantOp::create(builder, loc, i32Type,
-                                                    gelu.getApproximate() == "tanh" ? 1 : 0);
+                                                    gelu.getApproximate() == Approximation::Tanh ? 1 : 0);
         callKernel("htp_cpu_gelu_f32",
                    {pointerOf(gelu.getInput()), pointerOf(gelu.getResult()),
                     constantI64(gelu.getType().getNumElements()), tanhApprox});
@@ -410,7 +410,7 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
              pointerOf(mlp.getFc1Weight()), optionalPointerOf(mlp.getFc1Bias()),
              pointerOf(mlp.getFc2Weight()), pointerOf(mlp.getResult()), scratch,
              constantI64(rows), constantI64(dim), constantI64(hidden), constantI64(width),
-             constantI32(mlp.getApproximate() == "tanh" ? 1 : 0)});
+             constantI32(mlp.getApproximate() == Approximation::Tanh ? 1 : 0)});
         returnIfFailed(status);
         gemmFlops += 2 * 2 * rows * dim * hidden;
         balance.noteMLP(mlp, hidden / width, 2 * 2 * rows * dim * width);
@@ -478,10 +478,9 @@ std::string EntryLowering::signatureText() {
        << balance.headDim << ' ' << balance.headFlops << ' ' << balance.mlpUnits << ' '
        << balance.mlpUnitWidth << ' ' << balance.mlpUnitFlops << '\n';
   for (unsigned index = 0; index < numArgs; ++index)
-    if (auto shard = func.getArgAttrOfType<DictionaryAttr>(index, kShardAttrName))
-      os << "shard " << index << ' ' << shard.getAs<IntegerAttr>("dim").getInt() << ' '
-         << shard.getAs<IntegerAttr>("parts").getInt() << ' '
-         << shard.getAs<StringAttr>("layout").getValue() << '\n';
+    if (auto shard = func.getArgAttrOfType<ShardAttr>(index, kShardAttrName))
+      os << "shard " << index << ' ' << shard.getDim() << ' ' << shard.getParts() << ' '
+         << stringifyShardLayout(shard.getLayout()) << '\n';
   os << "end\n";
   return text;
 }

@@ -37,7 +37,7 @@ namespace {
 /// How one argument is split: its dim `dim` is divided into tp slices.
 struct Shard {
   int64_t dim;
-  StringRef layout; ///< "blocks" or "qkv"
+  ShardLayout layout;
   bool operator==(const Shard &other) const {
     return dim == other.dim && layout == other.layout;
   }
@@ -86,7 +86,7 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
                              << ", is split differently by another op";
   int64_t size = cast<RankedTensorType>(arg.getType()).getDimSize(shard.dim);
   // tp is bounded by HTP_ENTRY_MAX_TP in runOnOperation; checked all the same.
-  std::optional<int64_t> parts = shard.layout == "qkv" ? llvm::checkedMul<int64_t>(3, tp)
+  std::optional<int64_t> parts = shard.layout == ShardLayout::Qkv ? llvm::checkedMul<int64_t>(3, tp)
                                                         : std::optional<int64_t>(tp);
   if (!parts)
     return op->emitOpError() << "cannot be split over tp = " << tp << ": 3*tp overflows int64";
@@ -131,9 +131,9 @@ LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
   if (heads % tp != 0)
     return attention.emitOpError() << "cannot be split over tp = " << tp << ": num_heads ("
                                    << heads << ") is not divisible by tp";
-  if (failed(shardOperand(attention, 1, {0, "qkv"}, "qkv weight")) ||
-      failed(shardOperand(attention, 2, {0, "qkv"}, "qkv bias")) ||
-      failed(shardOperand(attention, 3, {1, "blocks"}, "proj weight")))
+  if (failed(shardOperand(attention, 1, {0, ShardLayout::Qkv}, "qkv weight")) ||
+      failed(shardOperand(attention, 2, {0, ShardLayout::Qkv}, "qkv bias")) ||
+      failed(shardOperand(attention, 3, {1, ShardLayout::Blocks}, "proj weight")))
     return failure();
   Value bias = attention.getProjBias();
   builder.setInsertionPoint(attention);
@@ -155,9 +155,9 @@ LogicalResult FunctionSplitter::splitMLP(LinearOp column, ArrayRef<GeluOp> activ
     return column.emitOpError() << "cannot be split over tp = " << tp << ": out_features ("
                                 << neurons << ") of this column-parallel linear is not "
                                 << "divisible by tp";
-  if (failed(shardOperand(column, 1, {0, "blocks"}, "weight")) ||
-      (column.getBias() && failed(shardOperand(column, 2, {0, "blocks"}, "bias"))) ||
-      failed(shardOperand(row, 1, {1, "blocks"}, "weight")))
+  if (failed(shardOperand(column, 1, {0, ShardLayout::Blocks}, "weight")) ||
+      (column.getBias() && failed(shardOperand(column, 2, {0, ShardLayout::Blocks}, "bias"))) ||
+      failed(shardOperand(row, 1, {1, ShardLayout::Blocks}, "weight")))
     return failure();
   // The hidden activation keeps neurons / tp columns on this rank.
   auto hidden = cast<RankedTensorType>(column.getType());
@@ -208,10 +208,7 @@ void FunctionSplitter::rewriteSignature() {
     shape[shard.dim] /= tp;
     arg.setType(RankedTensorType::get(shape, type.getElementType()));
     func.setArgAttr(index, kShardAttrName,
-                    builder.getDictionaryAttr(
-                        {builder.getNamedAttr("dim", builder.getI64IntegerAttr(shard.dim)),
-                         builder.getNamedAttr("parts", builder.getI64IntegerAttr(tp)),
-                         builder.getNamedAttr("layout", builder.getStringAttr(shard.layout))}));
+                    ShardAttr::get(builder.getContext(), shard.dim, tp, shard.layout));
   }
   func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
                                                func.getFunctionType().getResults()));

@@ -46,8 +46,8 @@ func.func @norm_gelu_add_reduce(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: te
   %1 = htp.layer_norm %0, %g, %b {epsilon = 1.0e-5 : f32} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
   // CHECK: htp.gelu %{{.*}} : tensor<4x12xf32>
   %2 = htp.gelu %1 : tensor<4x12xf32>
-  // CHECK: htp.gelu %{{.*}} {approximate = "tanh"} : tensor<4x12xf32>
-  %3 = htp.gelu %2 {approximate = "tanh"} : tensor<4x12xf32>
+  // CHECK: htp.gelu %{{.*}} approximate tanh : tensor<4x12xf32>
+  %3 = htp.gelu %2 approximate tanh : tensor<4x12xf32>
   // CHECK: htp.add %{{.*}}, %{{.*}} : tensor<4x12xf32>
   %4 = htp.add %3, %x : tensor<4x12xf32>
   // CHECK: htp.all_reduce %{{.*}} : tensor<4x12xf32>
@@ -58,10 +58,10 @@ func.func @norm_gelu_add_reduce(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: te
 // After the tensor-parallel split: a projection without bias, the bias added
 // after the all-reduce, and the shard / tp attributes.
 // CHECK-LABEL: func.func @split_forms(
-// CHECK-SAME: htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}
+// CHECK-SAME: htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>
 // CHECK-SAME: attributes {htp.tp = 2 : i64}
 func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: tensor<18xf32>,
-                       %wp: tensor<12x6xf32> {htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}},
+                       %wp: tensor<12x6xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>},
                        %bp: tensor<12xf32>) -> tensor<2x5x12xf32> attributes {htp.tp = 2 : i64} {
   // CHECK: htp.attention %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^ ]*}} {num_heads = 2 : i64} : (tensor<2x5x12xf32>, tensor<18x12xf32>, tensor<18xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
   %p = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 2 : i64}
@@ -75,9 +75,57 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
 // The fused MLP pair the balance hooks make (fc1 bias optional).
 // CHECK-LABEL: func.func @mlp_pair(
 func.func @mlp_pair(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %b1: tensor<10xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
-  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) {approximate = "tanh", pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
-  %y = htp.mlp %x, %w1, %w2 fc1_bias(%b1) {approximate = "tanh", pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
+  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) approximate tanh {pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
+  %y = htp.mlp %x, %w1, %w2 fc1_bias(%b1) approximate tanh {pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>, tensor<10xf32>) -> tensor<3x8xf32>
   // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} {pair = 3 : i64, unit_width = 2 : i64}
   %z = htp.mlp %y, %w1, %w2 {pair = 3 : i64, unit_width = 2 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
   return %z : tensor<3x8xf32>
+}
+
+// The enum attributes: approximate prints as a keyword in the op and as
+// #htp<approximate ...> in an attribute dictionary (both parse); none, the
+// default, is not printed. Shards print their fields in one order, whatever
+// order they were written in.
+// CHECK-LABEL: func.func @attributes(
+// CHECK-SAME: htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv>
+// CHECK-SAME: htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>
+// CHECK-SAME: attributes {htp.tp = 2 : i64}
+func.func @attributes(%x: tensor<2x5x12xf32>,
+                      %wqkv: tensor<18x12xf32> {htp.param = "qkv.weight", htp.shard = #htp.shard<layout = qkv, parts = 2, dim = 0>},
+                      %bqkv: tensor<18xf32>,
+                      %wp: tensor<12x6xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>})
+    -> tensor<2x5x12xf32> attributes {htp.tp = 2 : i64} {
+  %p = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 2 : i64}
+      : (tensor<2x5x12xf32>, tensor<18x12xf32>, tensor<18xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
+  // CHECK: htp.gelu %{{.*}} approximate tanh : tensor<2x5x12xf32>
+  %0 = htp.gelu %p {approximate = #htp<approximate tanh>} : tensor<2x5x12xf32>
+  // CHECK-NEXT: htp.gelu %{{.*}} : tensor<2x5x12xf32>
+  %1 = htp.gelu %0 approximate none : tensor<2x5x12xf32>
+  // CHECK-NEXT: htp.gelu %{{.*}} : tensor<2x5x12xf32>
+  %2 = "htp.gelu"(%1) {approximate = #htp<approximate none>} : (tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %2 : tensor<2x5x12xf32>
+}
+
+// CHECK-LABEL: func.func @mlp_approximate(
+func.func @mlp_approximate(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} {pair = 1 : i64, unit_width = 5 : i64}
+  %y = htp.mlp %x, %w1, %w2 approximate none {pair = 1 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  // CHECK: htp.mlp %{{.*}}, %{{.*}}, %{{.*}} approximate tanh {pair = 3 : i64, unit_width = 2 : i64}
+  %z = htp.mlp %y, %w1, %w2 {approximate = #htp<approximate tanh>, pair = 3 : i64, unit_width = 2 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %z : tensor<3x8xf32>
+}
+
+// At the limits, not over them: a dim of 2^31-1, rank 8, exactly 2^40 bytes.
+// CHECK-LABEL: func.func @at_limits(
+func.func @at_limits(%a: tensor<2147483647xf32> {htp.input = "a"},
+                     %b: tensor<1x1x1x1x1x1x1x2xf32>,
+                     %c: tensor<262144x1048576xf32> {htp.param = "c"})
+    -> (tensor<2147483647xf32>, tensor<1x1x1x1x1x1x1x2xf32>, tensor<262144x1048576xf32>) {
+  // CHECK: htp.add {{.*}} : tensor<2147483647xf32>
+  %0 = htp.add %a, %a : tensor<2147483647xf32>
+  // CHECK: htp.gelu {{.*}} : tensor<1x1x1x1x1x1x1x2xf32>
+  %1 = htp.gelu %b : tensor<1x1x1x1x1x1x1x2xf32>
+  // CHECK: htp.all_reduce {{.*}} : tensor<262144x1048576xf32>
+  %2 = htp.all_reduce %c : tensor<262144x1048576xf32>
+  return %0, %1, %2 : tensor<2147483647xf32>, tensor<1x1x1x1x1x1x1x2xf32>, tensor<262144x1048576xf32>
 }

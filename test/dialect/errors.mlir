@@ -162,8 +162,18 @@ func.func @norm_result(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor<12xf
 // -----
 
 func.func @gelu_approximate(%x: tensor<4x12xf32>) -> tensor<4x12xf32> {
-  // expected-error @+1 {{approximate must be "none" or "tanh", got "sigmoid"}}
-  %y = htp.gelu %x {approximate = "sigmoid"} : tensor<4x12xf32>
+  // expected-error @+2 {{expected ::mlir::htp::Approximation to be one of: none, tanh}}
+  // expected-error @+1 {{failed to parse HTP_ApproximationAttr parameter 'value'}}
+  %y = htp.gelu %x approximate sigmoid : tensor<4x12xf32>
+  return %y : tensor<4x12xf32>
+}
+
+// -----
+
+// The string form of earlier versions is refused, not read as the default.
+func.func @gelu_approximate_string(%x: tensor<4x12xf32>) -> tensor<4x12xf32> {
+  // expected-error @+1 {{attribute 'approximate' failed to satisfy constraint: GELU approximation: none (erf) or tanh}}
+  %y = htp.gelu %x {approximate = "tanh"} : tensor<4x12xf32>
   return %y : tensor<4x12xf32>
 }
 
@@ -207,15 +217,81 @@ func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x
 
 // -----
 
-// expected-error @+1 {{'htp.shard' on argument #0 must be {dim = D : i64, parts = N : i64, layout = "blocks" or "qkv"} with D >= 0 and N >= 1, got {dim = 1 : i64, layout = "qkv", parts = 2 : i64}}}
-func.func @shard_qkv_dim(%w: tensor<4x6xf32> {htp.shard = {dim = 1 : i64, layout = "qkv", parts = 2 : i64}}) -> tensor<4x6xf32> {
+// expected-error @+1 {{a qkv shard cuts dim 0 (the q, k and v rows), got dim 1}}
+func.func @shard_qkv_dim(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = qkv>}) -> tensor<6x6xf32> {
+  return %w : tensor<6x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{shard parts must be from 1 to 1024 (HTP_ENTRY_MAX_TP), got 0}}
+func.func @shard_parts(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 0, layout = blocks>}) -> tensor<4x6xf32> {
   return %w : tensor<4x6xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'htp.shard' on argument #0 must be}}
-func.func @shard_parts(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 0 : i64}}) -> tensor<4x6xf32> {
+// expected-error @+1 {{shard parts must be from 1 to 1024 (HTP_ENTRY_MAX_TP), got 4611686018427387904}}
+func.func @shard_parts_huge(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 4611686018427387904, layout = blocks>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{shard dim must be from 0 to 7 (below HTP_ENTRY_MAX_RANK), got -1}}
+func.func @shard_dim_negative(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = -1, parts = 2, layout = blocks>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0 cuts dim 2, but the argument has rank 2}}
+func.func @shard_dim_rank(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 2, parts = 2, layout = blocks>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// The global tensor is the local dim times parts: checked against the limits.
+// expected-error @+1 {{argument #0's global tensor (dim 0 times 2 parts) has dim 0 = 4294967294, above 2^31-1 (HTP_ENTRY_MAX_DIM, BLAS's int)}}
+func.func @shard_global_dim(%w: tensor<2147483647xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks>}) -> tensor<2147483647xf32> {
+  return %w : tensor<2147483647xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0's global tensor (dim 1 times 1024 parts) [262144x1049600] holds more than 2^40 bytes of f32 (HTP_ENTRY_MAX_TENSOR_BYTES)}}
+func.func @shard_global_bytes(%w: tensor<262144x1025xf32> {htp.shard = #htp.shard<dim = 1, parts = 1024, layout = blocks>}) -> tensor<262144x1025xf32> {
+  return %w : tensor<262144x1025xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0: a qkv shard holds a slice of each of q, k and v, so its rows (4) must divide by 3}}
+func.func @shard_qkv_rows(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0 has parts = 3, but the function's htp.tp is 2}}
+func.func @shard_parts_tp(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 3, layout = blocks>}) -> tensor<4x6xf32> attributes {htp.tp = 2 : i64} {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// The dictionary form of earlier versions is refused with the new syntax.
+// expected-error @+1 {{'htp.shard' on argument #0 must be a #htp.shard<dim = D, parts = N, layout = blocks|qkv>, got {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}}
+func.func @shard_dictionary(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::htp::ShardLayout to be one of: blocks, qkv}}
+// expected-error @+1 {{failed to parse HTP_ShardAttr parameter 'layout'}}
+func.func @shard_layout(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = rows>}) -> tensor<4x6xf32> {
   return %w : tensor<4x6xf32>
 }
 

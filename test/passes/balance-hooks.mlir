@@ -10,11 +10,11 @@
 // CHECK-LABEL: func.func @two_layers(
 // CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64}
 // CHECK-NEXT: htp.all_reduce
-// CHECK: %[[P1:.+]] = htp.mlp %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) {approximate = "tanh", pair = 1 : i64, unit_width = 2 : i64} : (tensor<2x3x12xf32>, tensor<20x12xf32>, tensor<12x20xf32>, tensor<20xf32>) -> tensor<2x3x12xf32>
+// CHECK: %[[P1:.+]] = htp.mlp %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) approximate tanh {pair = 1 : i64, unit_width = 2 : i64} : (tensor<2x3x12xf32>, tensor<20x12xf32>, tensor<12x20xf32>, tensor<20xf32>) -> tensor<2x3x12xf32>
 // CHECK-NEXT: %[[S1:.+]] = htp.all_reduce %[[P1]]
 // CHECK-NEXT: htp.bias_add %[[S1]]
 // CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 2 : i64}
-// CHECK: htp.mlp {{.*}} {approximate = "tanh", pair = 3 : i64, unit_width = 2 : i64}
+// CHECK: htp.mlp {{.*}} approximate tanh {pair = 3 : i64, unit_width = 2 : i64}
 // CHECK-NOT: htp.linear
 // CHECK-NOT: htp.gelu
 // WIDTH: htp.mlp {{.*}} unit_width = 5 : i64
@@ -33,11 +33,11 @@ func.func @two_layers(%x: tensor<2x3x12xf32>,
     %w11: tensor<40x12xf32>, %b11: tensor<40xf32>, %w21: tensor<12x40xf32>, %b21: tensor<12xf32>) -> tensor<2x3x12xf32> {
   %a0 = htp.attention %x, %wqkv0, %bqkv0, %wp0, %bp0 {num_heads = 4 : i64} : (tensor<2x3x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
   %h0 = htp.linear %a0, %w10, %b10 : (tensor<2x3x12xf32>, tensor<40x12xf32>, tensor<40xf32>) -> tensor<2x3x40xf32>
-  %g0 = htp.gelu %h0 {approximate = "tanh"} : tensor<2x3x40xf32>
+  %g0 = htp.gelu %h0 approximate tanh : tensor<2x3x40xf32>
   %m0 = htp.linear %g0, %w20, %b20 : (tensor<2x3x40xf32>, tensor<12x40xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
   %a1 = htp.attention %m0, %wqkv1, %bqkv1, %wp1, %bp1 {num_heads = 4 : i64} : (tensor<2x3x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
   %h1 = htp.linear %a1, %w11, %b11 : (tensor<2x3x12xf32>, tensor<40x12xf32>, tensor<40xf32>) -> tensor<2x3x40xf32>
-  %g1 = htp.gelu %h1 {approximate = "tanh"} : tensor<2x3x40xf32>
+  %g1 = htp.gelu %h1 approximate tanh : tensor<2x3x40xf32>
   %m1 = htp.linear %g1, %w21, %b21 : (tensor<2x3x40xf32>, tensor<12x40xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
   return %m1 : tensor<2x3x12xf32>
 }

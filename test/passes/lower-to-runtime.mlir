@@ -69,7 +69,7 @@ func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tens
   return %s, %x, %s : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
 func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %g = htp.gelu %x {approximate = "tanh"} : tensor<4xf32>
+  %g = htp.gelu %x approximate tanh : tensor<4xf32>
   return %g : tensor<4xf32>
 }
 
@@ -92,7 +92,7 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT: llvm.return %[[CODE]] : i32
 // CHECK: @split__htp_sig("{{.*}}flops 480\0Atp 2\0Ashard 1 1 2 blocks\0Aend\0A\00")
 func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
-                 %w: tensor<8x10xf32> {htp.param = "fc2.weight", htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}},
+                 %w: tensor<8x10xf32> {htp.param = "fc2.weight", htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>},
                  %b: tensor<8xf32> {htp.param = "fc2.bias"}) -> tensor<3x8xf32> attributes {htp.tp = 2 : i64} {
   %p = htp.linear %x, %w : (tensor<3x10xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
   %s = htp.all_reduce %p : tensor<3x8xf32>

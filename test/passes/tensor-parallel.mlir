@@ -5,9 +5,9 @@
 // proj columns; the projection loses its bias, which follows the all-reduce.
 // CHECK-LABEL: func.func @attention(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<2x5x12xf32>
-// CHECK-SAME: %[[WQKV:[^:]*]]: tensor<18x12xf32> {htp.param = "blocks.0.attn.qkv.weight", htp.shard = {dim = 0 : i64, layout = "qkv", parts = 2 : i64}}
-// CHECK-SAME: %[[BQKV:[^:]*]]: tensor<18xf32> {htp.param = "blocks.0.attn.qkv.bias", htp.shard = {dim = 0 : i64, layout = "qkv", parts = 2 : i64}}
-// CHECK-SAME: %[[WPROJ:[^:]*]]: tensor<12x6xf32> {htp.param = "blocks.0.attn.proj.weight", htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}}
+// CHECK-SAME: %[[WQKV:[^:]*]]: tensor<18x12xf32> {htp.param = "blocks.0.attn.qkv.weight", htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv>}
+// CHECK-SAME: %[[BQKV:[^:]*]]: tensor<18xf32> {htp.param = "blocks.0.attn.qkv.bias", htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv>}
+// CHECK-SAME: %[[WPROJ:[^:]*]]: tensor<12x6xf32> {htp.param = "blocks.0.attn.proj.weight", htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>}
 // CHECK-SAME: %[[BPROJ:[^:]*]]: tensor<12xf32> {htp.param = "blocks.0.attn.proj.bias"})
 // CHECK-SAME: attributes {htp.tp = 2 : i64}
 // CHECK-NEXT: %[[PART:.+]] = htp.attention %[[X]], %[[WQKV]], %[[BQKV]], %[[WPROJ]] {num_heads = 2 : i64} : (tensor<2x5x12xf32>, tensor<18x12xf32>, tensor<18xf32>, tensor<12x6xf32>) -> tensor<2x5x12xf32>
@@ -34,13 +34,13 @@ func.func @attention(%x: tensor<2x5x12xf32>,
 // A linear outside a pair (the head) stays whole on every rank.
 // CHECK-LABEL: func.func @mlp(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<3x8xf32>
-// CHECK-SAME: %[[W1:[^:]*]]: tensor<10x8xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}
-// CHECK-SAME: %[[B1:[^:]*]]: tensor<10xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}
-// CHECK-SAME: %[[W2:[^:]*]]: tensor<8x10xf32> {htp.shard = {dim = 1 : i64, layout = "blocks", parts = 2 : i64}}
+// CHECK-SAME: %[[W1:[^:]*]]: tensor<10x8xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks>}
+// CHECK-SAME: %[[B1:[^:]*]]: tensor<10xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks>}
+// CHECK-SAME: %[[W2:[^:]*]]: tensor<8x10xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>}
 // CHECK-SAME: %[[B2:[^:]*]]: tensor<8xf32>,
 // CHECK-SAME: %[[WH:[^:]*]]: tensor<4x8xf32>)
 // CHECK-NEXT: %[[H:.+]] = htp.linear %[[X]], %[[W1]], %[[B1]] : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<10xf32>) -> tensor<3x10xf32>
-// CHECK-NEXT: %[[G:.+]] = htp.gelu %[[H]] {approximate = "tanh"} : tensor<3x10xf32>
+// CHECK-NEXT: %[[G:.+]] = htp.gelu %[[H]] approximate tanh : tensor<3x10xf32>
 // CHECK-NEXT: %[[P:.+]] = htp.linear %[[G]], %[[W2]] : (tensor<3x10xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
 // CHECK-NEXT: %[[S:.+]] = htp.all_reduce %[[P]] : tensor<3x8xf32>
 // CHECK-NEXT: %[[Y:.+]] = htp.bias_add %[[S]], %[[B2]] : tensor<3x8xf32>, tensor<8xf32>
@@ -49,7 +49,7 @@ func.func @attention(%x: tensor<2x5x12xf32>,
 func.func @mlp(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %b1: tensor<20xf32>,
                %w2: tensor<8x20xf32>, %b2: tensor<8xf32>, %wh: tensor<4x8xf32>) -> tensor<3x4xf32> {
   %h = htp.linear %x, %w1, %b1 : (tensor<3x8xf32>, tensor<20x8xf32>, tensor<20xf32>) -> tensor<3x20xf32>
-  %g = htp.gelu %h {approximate = "tanh"} : tensor<3x20xf32>
+  %g = htp.gelu %h approximate tanh : tensor<3x20xf32>
   %y = htp.linear %g, %w2, %b2 : (tensor<3x20xf32>, tensor<8x20xf32>, tensor<8xf32>) -> tensor<3x8xf32>
   %out = htp.linear %y, %wh : (tensor<3x8xf32>, tensor<4x8xf32>) -> tensor<3x4xf32>
   return %out : tensor<3x4xf32>
