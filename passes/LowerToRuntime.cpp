@@ -2,8 +2,8 @@
 //
 // This file implements the htp-lower-to-runtime pass, which turns each
 // func.func written in htp ops into an LLVM-dialect function with the entry
-// ABI of tools/htp-run/entry.h, calling the CPU kernels of
-// kernels/htp_kernels.h.
+// ABI of runtime/htp_entry.h, calling the CPU kernels of
+// kernels/htp_kernels.h, and writes each function's JSON signature.
 //
 // Why not one-shot-bufferize: htp functions are straight-line SSA over static
 // shapes, so buffer assignment is an interval-packing problem this pass solves
@@ -17,13 +17,16 @@
 #include "dialect/HTPOps.h"
 #include "kernels/htp_kernels.h"
 #include "runtime/htp.h"
+#include "runtime/htp_entry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
 
 #include <limits>
 
@@ -50,6 +53,57 @@ int64_t leadingRows(RankedTensorType type) {
 int64_t byteSize(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   return type.getNumElements() * static_cast<int64_t>(sizeof(float));
+}
+
+/// Why `name` cannot name an argument or an entry point (empty when it can):
+/// runtime/htp_entry.h's rules for names. Anything else, spaces and quotes
+/// included, is safe: the signature is JSON and the symbols are prefixed.
+std::string nameProblem(StringRef name) {
+  if (name.empty())
+    return "is empty";
+  if (name.size() > HTP_ENTRY_MAX_NAME)
+    return "is longer than " + std::to_string(HTP_ENTRY_MAX_NAME) + " bytes";
+  if (!llvm::json::isUTF8(name))
+    return "is not valid UTF-8";
+  for (unsigned char byte : name.bytes())
+    if (byte < 0x20 || byte == 0x7f)
+      return "contains a control character";
+  return "";
+}
+
+/// `name` quoted and escaped for a diagnostic, cut short if long.
+std::string quotedName(StringRef name) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << '\'';
+  llvm::printEscapedString(name.take_front(64), os);
+  os << (name.size() > 64 ? "...'" : "'");
+  return text;
+}
+
+/// 1 when a GELU (or an MLP's GELU) uses the tanh approximation: the
+/// kernels' int flag.
+template <typename OpTy>
+int64_t tanhFlag(OpTy op) {
+  return op.getApproximate() == Approximation::Tanh ? 1 : 0;
+}
+
+/// The slice of a global tensor an argument holds, from its htp.shard
+/// attribute (written by --htp-tensor-parallel).
+struct ShardRecord {
+  int64_t dim, parts;
+  std::string layout;
+};
+
+/// Argument `index`'s shard record: none when it is not sharded, failure
+/// (with a diagnostic) when the attribute is malformed.
+FailureOr<std::optional<ShardRecord>> readShard(func::FuncOp func, unsigned index) {
+  // The dialect verified the attribute against the argument (HTPDialect.cpp).
+  auto shard = func.getArgAttrOfType<ShardAttr>(index, kShardAttrName);
+  if (!shard)
+    return std::optional<ShardRecord>();
+  return std::optional<ShardRecord>(ShardRecord{
+      shard.getDim(), shard.getParts(), stringifyShardLayout(shard.getLayout()).str()});
 }
 
 /// Where a tensor value lives: one of the caller's buffers, or a workspace slot.
@@ -109,8 +163,10 @@ struct BalanceSummary {
 /// Lowers one htp function; owns the builder state for it.
 class EntryLowering {
 public:
-  EntryLowering(func::FuncOp func, ModuleOp module)
-      : func(func), module(module), builder(module.getContext()),
+  /// `name` is the function's own name: the pass renamed `func` out of the
+  /// way of the symbols it creates.
+  EntryLowering(func::FuncOp func, StringRef name, ModuleOp module)
+      : func(func), name(name.str()), module(module), builder(module.getContext()),
         ptrType(LLVM::LLVMPointerType::get(module.getContext())),
         i64Type(builder.getI64Type()), i32Type(builder.getI32Type()) {}
 
@@ -129,9 +185,11 @@ private:
   Value callRuntime(StringRef name, ArrayRef<Value> args);
   void returnIfFailed(Value status);
   LogicalResult lowerOp(Operation *op);
-  std::string signatureText();
+  std::string argumentName(unsigned index);
+  std::string signatureJSON();
 
   func::FuncOp func;
+  std::string name;
   ModuleOp module;
   OpBuilder builder;
   Type ptrType, i64Type, i32Type;
@@ -167,6 +225,40 @@ LogicalResult EntryLowering::checkSupported() {
     return func.emitError("an htp entry point must return at least one tensor");
   if (!func.getBody().hasOneBlock())
     return func.emitError("htp entry points must be a single block (no control flow)");
+  // What runtime/htp_entry.h's reader refuses is refused here first.
+  if (func.getNumArguments() > HTP_ENTRY_MAX_TENSORS ||
+      func.getNumResults() > HTP_ENTRY_MAX_TENSORS)
+    return func.emitError() << "an htp entry point takes at most "
+                            << static_cast<int64_t>(HTP_ENTRY_MAX_TENSORS)
+                            << " arguments and returns at most as many results";
+  auto checkShape = [&](StringRef what, unsigned index, Type type) -> LogicalResult {
+    auto tensor = cast<RankedTensorType>(type);
+    if (tensor.getRank() > HTP_ENTRY_MAX_RANK)
+      return func.emitError() << what << " #" << index << " has rank " << tensor.getRank()
+                              << "; htp entry points take at most "
+                              << static_cast<int64_t>(HTP_ENTRY_MAX_RANK) << " dims";
+    for (int64_t dim : tensor.getShape())
+      if (dim < 1 || dim > HTP_ENTRY_MAX_DIM)
+        return func.emitError() << what << " #" << index << " has type " << type
+                                << "; every dim of an htp entry point must be in [1, 2^31-1]";
+    return success();
+  };
+  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes())) {
+    if (failed(checkShape("argument", index, type)))
+      return failure();
+    std::string problem = nameProblem(argumentName(index));
+    if (!problem.empty())
+      return func.emitError() << "argument #" << index << " is named "
+                              << quotedName(argumentName(index)) << ", which " << problem
+                              << " (a name must be 1 to "
+                              << static_cast<int64_t>(HTP_ENTRY_MAX_NAME)
+                              << " bytes of UTF-8 without control characters)";
+    if (failed(readShard(func, index)))
+      return failure();
+  }
+  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
+    if (failed(checkShape("result", index, type)))
+      return failure();
   for (Operation &op : func.getBody().front()) {
     if (isa<func::ReturnOp>(op) || op.getDialect() == op.getContext()->getLoadedDialect<HTPDialect>())
       continue;
@@ -439,49 +531,71 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
       });
 }
 
-/// Writes a shape as "RANK D0 D1 ...", the signature's dims field.
-static void appendDims(llvm::raw_ostream &os, Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  os << "f32 " << tensor.getRank();
-  for (int64_t dim : tensor.getShape())
-    os << ' ' << dim;
+/// The name the signature gives argument `index`: its htp.param (timm's
+/// name) or htp.input, else "argN".
+std::string EntryLowering::argumentName(unsigned index) {
+  if (auto param = func.getArgAttrOfType<StringAttr>(index, kParamAttrName))
+    return param.getValue().str();
+  if (auto input = func.getArgAttrOfType<StringAttr>(index, kInputAttrName))
+    return input.getValue().str();
+  return "arg" + std::to_string(index);
 }
 
-std::string EntryLowering::signatureText() {
+/// The signature (runtime/htp_entry.h, format 2) as compact JSON. Every
+/// name was checked by checkSupported; the writer escapes the rest.
+std::string EntryLowering::signatureJSON() {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << "htp-entry 1\nentry " << func.getSymName() << '\n';
-  for (unsigned index = 0; index < numArgs; ++index) {
-    auto param = func.getArgAttrOfType<StringAttr>(index, kParamAttrName);
-    auto input = func.getArgAttrOfType<StringAttr>(index, kInputAttrName);
-    os << "arg " << index << (param ? " param " : " input ");
-    if (param)
-      os << param.getValue();
-    else if (input)
-      os << input.getValue();
-    else
-      os << "arg" << index;
-    os << ' ';
-    appendDims(os, func.getArgumentTypes()[index]);
-    os << '\n';
-  }
-  for (unsigned index = 0; index < numResults; ++index) {
-    os << "result " << index << " result" << index << ' ';
-    appendDims(os, func.getResultTypes()[index]);
-    os << '\n';
-  }
-  os << "workspace " << workspaceBytes << "\nflops " << gemmFlops << '\n';
-  if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
-    os << "tp " << tp.getInt() << '\n';
-  if (balance.layers)
-    os << "balance " << balance.layers << ' ' << balance.modelDim << ' ' << balance.heads << ' '
-       << balance.headDim << ' ' << balance.headFlops << ' ' << balance.mlpUnits << ' '
-       << balance.mlpUnitWidth << ' ' << balance.mlpUnitFlops << '\n';
-  for (unsigned index = 0; index < numArgs; ++index)
-    if (auto shard = func.getArgAttrOfType<ShardAttr>(index, kShardAttrName))
-      os << "shard " << index << ' ' << shard.getDim() << ' ' << shard.getParts() << ' '
-         << stringifyShardLayout(shard.getLayout()) << '\n';
-  os << "end\n";
+  llvm::json::OStream json(os);
+  auto writeShape = [&](Type type) {
+    json.attributeArray("shape", [&] {
+      for (int64_t dim : cast<RankedTensorType>(type).getShape())
+        json.value(dim);
+    });
+  };
+  json.object([&] {
+    json.attribute("htp_entry", HTP_ENTRY_FORMAT_VERSION);
+    json.attribute("entry", name);
+    json.attributeArray("args", [&] {
+      for (unsigned index = 0; index < numArgs; ++index)
+        json.object([&] {
+          json.attribute("name", argumentName(index));
+          bool param = func.getArgAttrOfType<StringAttr>(index, kParamAttrName) != nullptr;
+          json.attribute("role", param ? "param" : "input");
+          json.attribute("dtype", "f32");
+          writeShape(func.getArgumentTypes()[index]);
+          if (std::optional<ShardRecord> shard = *readShard(func, index))
+            json.attributeObject("shard", [&] {
+              json.attribute("dim", shard->dim);
+              json.attribute("parts", shard->parts);
+              json.attribute("layout", shard->layout);
+            });
+        });
+    });
+    json.attributeArray("results", [&] {
+      for (unsigned index = 0; index < numResults; ++index)
+        json.object([&] {
+          json.attribute("name", "result" + std::to_string(index));
+          json.attribute("dtype", "f32");
+          writeShape(func.getResultTypes()[index]);
+        });
+    });
+    json.attribute("workspace_bytes", workspaceBytes);
+    json.attribute("flops", gemmFlops);
+    if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
+      json.attribute("tp", tp.getInt());
+    if (balance.layers)
+      json.attributeObject("balance", [&] {
+        json.attribute("layers", balance.layers);
+        json.attribute("model_dim", balance.modelDim);
+        json.attribute("heads", balance.heads);
+        json.attribute("head_dim", balance.headDim);
+        json.attribute("head_flops", balance.headFlops);
+        json.attribute("mlp_units", balance.mlpUnits);
+        json.attribute("mlp_unit_width", balance.mlpUnitWidth);
+        json.attribute("mlp_unit_flops", balance.mlpUnitFlops);
+      });
+  });
   return text;
 }
 
@@ -502,11 +616,11 @@ LogicalResult EntryLowering::run() {
     return failure();
   planBuffers();
 
-  // i32 @F(ptr %rt_ctx, ptr %buffers)
+  // i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)
   builder.setInsertionPoint(func);
   auto entryType = LLVM::LLVMFunctionType::get(i32Type, {ptrType, ptrType});
-  std::string name = func.getSymName().str();
-  entry = LLVM::LLVMFuncOp::create(builder, func.getLoc(), name + ".htp_lowering", entryType);
+  entry = LLVM::LLVMFuncOp::create(builder, func.getLoc(), HTP_ENTRY_SYMBOL_PREFIX + name,
+                                   entryType);
   Block *block = entry.addEntryBlock(builder);
   rtContext = block->getArgument(0);
   buffersArg = block->getArgument(1);
@@ -538,9 +652,8 @@ LogicalResult EntryLowering::run() {
   LLVM::ReturnOp::create(builder, func.getLoc(),
                          ValueRange{LLVM::ConstantOp::create(builder, func.getLoc(), i32Type, 0)});
 
-  defineStringGlobal(builder, module, name + "__htp_sig", signatureText());
+  defineStringGlobal(builder, module, HTP_SIGNATURE_SYMBOL_PREFIX + name, signatureJSON());
   func.erase();
-  entry.setSymName(name);
   return success();
 }
 
@@ -549,25 +662,60 @@ struct LowerToRuntimePass : htp::impl::HTPLowerToRuntimeBase<LowerToRuntimePass>
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> entries;
-    for (func::FuncOp func : module.getOps<func::FuncOp>()) {
-      if (func.isDeclaration()) {
-        func.emitError("external functions are not supported in htp modules");
-        return signalPassFailure();
-      }
-      entries.push_back(func);
+    if (failed(checkSymbols(module)))
+      return signalPassFailure();
+    // Each function is first moved out of the way: a func.func named like a
+    // kernel (@htp_cpu_linear_f32) or a runtime function must not meet the
+    // declaration the lowering adds. The temporary names start with a
+    // control character, which no accepted function name has.
+    SmallVector<std::pair<func::FuncOp, std::string>> entries;
+    for (func::FuncOp func : module.getOps<func::FuncOp>())
+      entries.push_back({func, func.getSymName().str()});
+    for (auto [index, entry] : llvm::enumerate(entries)) {
+      std::string temporary;
+      for (unsigned attempt = 0; temporary.empty() || module.lookupSymbol(temporary); ++attempt)
+        temporary = "\x01htp.lowering." + std::to_string(index) + "." + std::to_string(attempt);
+      entry.first.setSymName(temporary);
     }
     SmallVector<std::string> publicNames;
-    for (func::FuncOp func : entries) {
+    for (auto &[func, name] : entries) {
       if (func.isPublic())
-        publicNames.push_back(func.getSymName().str());
-      if (failed(EntryLowering(func, module).run()))
+        publicNames.push_back(name);
+      if (failed(EntryLowering(func, name, module).run()))
         return signalPassFailure();
     }
     if (publicNames.size() == 1) {
       OpBuilder builder(module.getContext());
-      defineStringGlobal(builder, module, "htp_default_entry", publicNames.front());
+      defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, publicNames.front());
     }
+  }
+
+  /// Refuses functions the lowering cannot name, and symbols in the way of
+  /// those it creates: every kernel and runtime function it declares is
+  /// htp_*, every symbol it defines htp.* (runtime/htp_entry.h).
+  static LogicalResult checkSymbols(ModuleOp module) {
+    for (Operation &op : *module.getBody()) {
+      auto symbol = dyn_cast<SymbolOpInterface>(op);
+      if (!symbol)
+        continue;
+      StringRef name = symbol.getName();
+      if (auto func = dyn_cast<func::FuncOp>(op)) {
+        if (func.isDeclaration())
+          return func.emitError("external functions are not supported in htp modules");
+        std::string problem = nameProblem(name);
+        if (!problem.empty())
+          return func.emitError() << "function name " << quotedName(name) << " " << problem
+                                  << " (a name must be 1 to "
+                              << static_cast<int64_t>(HTP_ENTRY_MAX_NAME)
+                                  << " bytes of UTF-8 without control characters)";
+        continue;
+      }
+      if (name.starts_with("htp_") || name.starts_with("htp."))
+        return op.emitError() << "symbol " << quotedName(name)
+                              << " is reserved: --htp-lower-to-runtime declares htp_* and "
+                                 "defines htp.* symbols";
+    }
+    return success();
   }
 };
 

@@ -30,7 +30,7 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
       is replicated: each rank computes it whole.
 
     Sharded arguments get their local type and
-    `htp.shard = {dim, parts, layout}`; the function gets `htp.tp`. Heads or
+    `htp.shard = #htp.shard<dim = D, parts = N, layout = L>`; the function gets `htp.tp`. Heads or
     neurons not divisible by `tp`, and a parameter used both by a split op
     and elsewhere, are errors. `tp = 1` leaves the function unchanged.
   }];
@@ -68,10 +68,11 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
 def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower htp functions to LLVM-dialect entry points that call the CPU kernels";
   let description = [{
-    Turns every `func.func` made of htp ops into an entry point with the C ABI
-    of `tools/htp-run/entry.h`:
-    `i32 @F(ptr %rt_ctx, ptr %buffers)`, where `%buffers` points to the
-    function's argument buffers, then its result buffers, then one workspace.
+    Turns every `func.func @F` made of htp ops into an entry point with the
+    C ABI of `runtime/htp_entry.h`:
+    `i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)`, where `%buffers` points
+    to the function's argument buffers, then its result buffers, then one
+    workspace.
 
     The pass assigns buffers itself: htp functions are straight-line SSA on
     static shapes, so every intermediate gets a 64-byte aligned slot in the
@@ -82,9 +83,17 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     with a `pair`, `htp.mlp`) call libhtprt (`runtime/htp.h`) with the
     rank's context `%rt_ctx`, and a failing status (a peer hung or died) is
     returned from the entry point at once.
-    The pass also emits `@F__htp_sig`, the text signature the executor reads
-    (argument names and shapes, workspace bytes, GEMM FLOPs), and
-    `@htp_default_entry` when the module has exactly one entry.
+
+    The pass also emits `@"htp.sig.F"`, the block's signature as JSON
+    (format 2 of `runtime/htp_entry.h`: argument names, roles, shapes and
+    shards, results, workspace bytes, GEMM FLOPs, tp, balance units), and
+    `@"htp.default_entry"` (the name F) when the module has exactly one
+    public function. Every symbol it defines starts with `htp.` and every
+    function it declares with `htp_`, so a function named like a C library,
+    kernel or runtime function (`@memcpy`, `@htp_cpu_linear_f32`) cannot
+    collide with them; other symbols of those prefixes are refused. Function
+    and argument names must be 1 to 4096 bytes of UTF-8 without control
+    characters; anything else (spaces, quotes) is escaped in the JSON.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }

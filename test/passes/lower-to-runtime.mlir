@@ -1,10 +1,12 @@
 // RUN: %htp-opt %s -split-input-file --htp-lower-to-runtime -cse | FileCheck %s
 
 // A returned op result is computed in place in the result buffer
-// (buffers[3]); a missing bias is passed as null; the signature names the
-// arguments, the workspace and the GEMM FLOPs (2*rows*in*out = 2*3*12*7).
+// (buffers[2]); a missing bias is passed as null; the entry is
+// @"htp.entry.NAME" and its JSON signature @"htp.sig.NAME" (runtime/htp_entry.h)
+// names the arguments, the workspace and the GEMM FLOPs (2*rows*in*out =
+// 2*3*12*7).
 // CHECK-LABEL: llvm.func @htp_cpu_linear_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64)
-// CHECK-LABEL: llvm.func @linear(
+// CHECK-LABEL: llvm.func @htp.entry.linear(
 // CHECK-SAME: %{{.*}}: !llvm.ptr, %[[BUFS:.*]]: !llvm.ptr) -> i32
 // CHECK: %[[X_SLOT:.*]] = llvm.getelementptr %[[BUFS]][0]
 // CHECK: %[[X:.*]] = llvm.load %[[X_SLOT]]
@@ -16,8 +18,12 @@
 // CHECK: llvm.call @htp_cpu_linear_f32(%[[X]], %[[W]], %[[NULL]], %[[Y]], %{{.*}}, %{{.*}}, %{{.*}})
 // CHECK-NOT: memcpy
 // CHECK: llvm.return
-// CHECK: llvm.mlir.global external constant @linear__htp_sig("htp-entry 1\0Aentry linear\0Aarg 0 input x f32 2 3 12\0Aarg 1 param head.weight f32 2 7 12\0Aresult 0 result0 f32 2 3 7\0Aworkspace 64\0Aflops 504\0Aend\0A\00")
-// CHECK: llvm.mlir.global external constant @htp_default_entry("linear\00")
+// CHECK: llvm.mlir.global external constant @htp.sig.linear("{\22htp_entry\22:2,\22entry\22:\22linear\22,
+// CHECK-SAME: \22args\22:[{\22name\22:\22x\22,\22role\22:\22input\22,\22dtype\22:\22f32\22,\22shape\22:[3,12]},
+// CHECK-SAME: {\22name\22:\22head.weight\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[7,12]}],
+// CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22f32\22,\22shape\22:[3,7]}],
+// CHECK-SAME: \22workspace_bytes\22:64,\22flops\22:504}\00")
+// CHECK: llvm.mlir.global external constant @htp.default_entry("linear\00")
 func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
                   %w: tensor<7x12xf32> {htp.param = "head.weight"}) -> tensor<3x7xf32> {
   %y = htp.linear %x, %w : (tensor<3x12xf32>, tensor<7x12xf32>) -> tensor<3x7xf32>
@@ -29,7 +35,7 @@ func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
 // Workspace slots are reused once a value is dead: in a chain of four GELUs
 // (64-byte slots): %a takes offset 0 and %b offset 64; %c reuses %a's slot; %d goes straight into the result buffer. Unnamed inputs are
 // "arg<N>".
-// CHECK-LABEL: llvm.func @chain(
+// CHECK-LABEL: llvm.func @htp.entry.chain(
 // CHECK: %[[X:.*]] = llvm.load
 // CHECK: %[[Y:.*]] = llvm.load
 // CHECK: %[[WS:.*]] = llvm.load
@@ -41,7 +47,8 @@ func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
 // CHECK: llvm.call @htp_cpu_gelu_f32(%[[A]], %[[B]]
 // CHECK: llvm.call @htp_cpu_gelu_f32(%[[B]], %[[A]]
 // CHECK: llvm.call @htp_cpu_gelu_f32(%[[A]], %[[Y]]
-// CHECK: @chain__htp_sig("htp-entry 1\0Aentry chain\0Aarg 0 input arg0 f32 1 16\0Aresult 0 result0 f32 1 16\0Aworkspace 128\0Aflops 0\0Aend\0A\00")
+// CHECK: @htp.sig.chain("{\22htp_entry\22:2,\22entry\22:\22chain\22,\22args\22:[{\22name\22:\22arg0\22,\22role\22:\22input\22,\22dtype\22:\22f32\22,\22shape\22:[16]}],
+// CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22f32\22,\22shape\22:[16]}],\22workspace_bytes\22:128,\22flops\22:0}\00")
 func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
   %a = htp.gelu %x : tensor<16xf32>
   %b = htp.gelu %a : tensor<16xf32>
@@ -54,7 +61,7 @@ func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
 
 // A returned argument, and a value returned twice, are copied into their
 // result buffers; with two entries there is no default entry.
-// CHECK-LABEL: llvm.func @passthrough(
+// CHECK-LABEL: llvm.func @htp.entry.passthrough(
 // CHECK: %[[X:.*]] = llvm.load
 // CHECK: %[[R0:.*]] = llvm.load
 // CHECK: %[[R1:.*]] = llvm.load
@@ -62,8 +69,8 @@ func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
 // CHECK: llvm.call @htp_cpu_add_f32(%[[X]], %[[X]], %[[R0]]
 // CHECK: "llvm.intr.memcpy"(%[[R1]], %[[X]]
 // CHECK: "llvm.intr.memcpy"(%[[R2]], %[[R0]]
-// CHECK-LABEL: llvm.func @other(
-// CHECK-NOT: @htp_default_entry
+// CHECK-LABEL: llvm.func @htp.entry.other(
+// CHECK-NOT: @htp.default_entry
 func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
   %s = htp.add %x, %x : tensor<4xf32>
   return %s, %x, %s : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
@@ -79,7 +86,7 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
 // (argument 0) and returns its status at once when it fails; the bias is
 // added after it; the signature records tp and each shard.
 // CHECK-LABEL: llvm.func @htp_allreduce_sum_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
-// CHECK-LABEL: llvm.func @split(
+// CHECK-LABEL: llvm.func @htp.entry.split(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
 // CHECK: llvm.call @htp_cpu_linear_f32(
 // CHECK: %[[STATUS:.*]] = llvm.call @htp_allreduce_sum_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
@@ -90,7 +97,10 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: llvm.return %{{.*}} : i32
 // CHECK: ^[[FAIL]](%[[CODE:.*]]: i32):
 // CHECK-NEXT: llvm.return %[[CODE]] : i32
-// CHECK: @split__htp_sig("{{.*}}flops 480\0Atp 2\0Ashard 1 1 2 blocks\0Aend\0A\00")
+// CHECK: @htp.sig.split("{\22htp_entry\22:2,\22entry\22:\22split\22,\22args\22:[{\22name\22:\22x\22,{{[^}]*}}},
+// CHECK-SAME: {\22name\22:\22fc2.weight\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[8,10],\22shard\22:{\22dim\22:1,\22parts\22:2,\22layout\22:\22blocks\22}},
+// CHECK-SAME: {\22name\22:\22fc2.bias\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[8]}],
+// CHECK-SAME: \22flops\22:480,\22tp\22:2}\00")
 func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
                  %w: tensor<8x10xf32> {htp.param = "fc2.weight", htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>},
                  %b: tensor<8xf32> {htp.param = "fc2.bias"}) -> tensor<3x8xf32> attributes {htp.tp = 2 : i64} {

@@ -11,6 +11,7 @@
 
 #include "dialect/HTPDialect.h"
 #include "passes/Passes.h"
+#include "runtime/htp_entry.h"
 #include "tools/htp-run/entry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -199,8 +200,10 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
   jit->engine = std::move(*engine);
   jit->engine->initialize();
 
-  auto function = jit->engine->lookup(entryName);
-  auto signature = jit->engine->lookup(entryName + HTP_SIG_SUFFIX);
+  // The lowering prefixes what it defines (runtime/htp_entry.h), so an entry
+  // named like a C library or runtime function cannot stand in for it.
+  auto function = jit->engine->lookup(HTP_ENTRY_SYMBOL_PREFIX + entryName);
+  auto signature = jit->engine->lookup(HTP_SIGNATURE_SYMBOL_PREFIX + entryName);
   if (!function || !signature) {
     std::string message = "JIT lookup of '" + entryName + "' failed";
     if (!function)
