@@ -87,8 +87,9 @@ def main():
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (htp-run --tp)")
     parser.add_argument("--extra", default="",
                         help="more htp-run arguments, one string split at blanks, e.g. "
-                             "\"--policy migrate --slow 1:4 --iters 8\" (later ones win: "
-                             "--iters here replaces the default 1)")
+                             "\"--policy migrate --slow 1:4 --iters 8\" (--iters or "
+                             "--warmup here replace the defaults 1 and 0: htp-run refuses a "
+                             "flag given twice)")
     a = parser.parse_args()
 
     os.makedirs(a.workdir, exist_ok=True)
@@ -108,9 +109,11 @@ def main():
     x = rng.standard_normal((a.batch, a.tokens, a.dim)).astype(np.float32)
     np.save(input_path, x)
 
+    extra = a.extra.split()
+    defaults = [arg for flag, value in (("--iters", "1"), ("--warmup", "0")) if flag not in extra
+                for arg in (flag, value)]
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
-                          "--output", output_path, "--iters", "1", "--warmup", "0",
-                          "--tp", str(a.tp)] + a.extra.split(),
+                          "--output", output_path, "--tp", str(a.tp)] + defaults + extra,
                          capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL: htp-run exited with {run.returncode}\n{run.stderr}")
