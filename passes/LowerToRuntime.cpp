@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <limits>
 
@@ -42,14 +43,48 @@ namespace {
 
 constexpr int64_t kAlignment = 64;
 
-int64_t alignUp(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+/// An int64 size or count that remembers an overflow instead of wrapping:
+/// every product and sum the lowering computes (bytes, elements, FLOPs,
+/// offsets) goes through it, and the caller reports an empty one.
+class CheckedInt {
+public:
+  CheckedInt(int64_t value) : value(value) {}
+  static CheckedInt overflowed() { return CheckedInt(); }
+  CheckedInt operator*(CheckedInt other) const {
+    return value && other.value ? CheckedInt(llvm::checkedMul(*value, *other.value)) : overflowed();
+  }
+  CheckedInt operator+(CheckedInt other) const {
+    return value && other.value ? CheckedInt(llvm::checkedAdd(*value, *other.value)) : overflowed();
+  }
+  std::optional<int64_t> get() const { return value; }
+
+private:
+  CheckedInt() = default;
+  explicit CheckedInt(std::optional<int64_t> value) : value(value) {}
+  std::optional<int64_t> value;
+};
+
+/// `bytes` rounded up to the workspace alignment.
+CheckedInt alignUp(int64_t bytes) {
+  std::optional<int64_t> padded = llvm::checkedAdd(bytes, kAlignment - 1);
+  return padded ? CheckedInt(*padded / kAlignment * kAlignment) : CheckedInt::overflowed();
+}
+
+/// Elements of a static shape (MLIR's getNumElements wraps).
+CheckedInt elementCount(RankedTensorType type) {
+  CheckedInt count = 1;
+  for (int64_t dim : type.getShape())
+    count = count * dim;
+  return count;
+}
 
 /// Product of all dims but the last: the rows an op applies its last-dim
-/// transform to.
+/// transform to. Called only on types checkSupported found to fit.
 int64_t leadingRows(RankedTensorType type) {
   return type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
 }
 
+/// Bytes of an f32 tensor; checkSupported made sure every value's fits.
 int64_t byteSize(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
   return type.getNumElements() * static_cast<int64_t>(sizeof(float));
@@ -115,17 +150,23 @@ struct Placement {
 /// First-fit allocation of byte ranges in the workspace over live intervals.
 class WorkspaceAllocator {
 public:
-  int64_t allocate(int64_t bytes) {
-    bytes = alignUp(bytes);
+  /// The offset of a new slot of `bytes`, or none when the workspace would
+  /// pass HTP_ENTRY_MAX_WORKSPACE_BYTES (so no offset can overflow).
+  std::optional<int64_t> allocate(int64_t bytes) {
+    std::optional<int64_t> padded = alignUp(bytes).get();
+    if (!padded || *padded > HTP_ENTRY_MAX_WORKSPACE_BYTES)
+      return std::nullopt;
     int64_t offset = 0;
     for (auto [begin, end] : live) { // `live` is kept sorted by begin
-      if (offset + bytes <= begin)
+      if (offset + *padded <= begin)
         break;
       offset = std::max(offset, end);
     }
+    if (offset + *padded > HTP_ENTRY_MAX_WORKSPACE_BYTES)
+      return std::nullopt;
     live.insert(std::upper_bound(live.begin(), live.end(), std::make_pair(offset, offset)),
-                {offset, offset + bytes});
-    highWater = std::max(highWater, offset + bytes);
+                {offset, offset + *padded});
+    highWater = std::max(highWater, offset + *padded);
     return offset;
   }
   void release(int64_t offset) {
@@ -174,7 +215,7 @@ public:
 
 private:
   LogicalResult checkSupported();
-  void planBuffers();
+  LogicalResult planBuffers();
   Value bufferPointer(int64_t index);
   Value pointerOf(Value tensor);
   Value optionalPointerOf(Value tensor);
@@ -185,6 +226,7 @@ private:
   Value callRuntime(StringRef name, ArrayRef<Value> args);
   void returnIfFailed(Value status);
   LogicalResult lowerOp(Operation *op);
+  LogicalResult addFlops(Operation *op, CheckedInt flops);
   std::string argumentName(unsigned index);
   std::string signatureJSON();
 
@@ -198,7 +240,8 @@ private:
   llvm::DenseMap<Value, Placement> placement;
   llvm::DenseMap<Operation *, int64_t> scratchOffset; ///< per-op kernel scratch
   int64_t workspaceBytes = 0;
-  int64_t gemmFlops = 0;
+  int64_t gemmFlops = 0; ///< matrix-product FLOPs per call
+
   BalanceSummary balance;
 
   LLVM::LLVMFuncOp entry;
@@ -265,11 +308,28 @@ LogicalResult EntryLowering::checkSupported() {
     return op.emitOpError("is not supported by --htp-lower-to-runtime (only htp ops and "
                           "func.return may appear in an htp entry point)");
   }
+  // Every size below is computed from these types: their bytes must fit.
+  auto bytesFit = [](Type type) {
+    return (elementCount(cast<RankedTensorType>(type)) * static_cast<int64_t>(sizeof(float)))
+        .get()
+        .has_value();
+  };
+  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
+    if (!bytesFit(type))
+      return func.emitError() << "argument #" << index << " of type " << type
+                              << " has more bytes than int64 holds";
+  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
+    if (!bytesFit(type))
+      return func.emitError() << "result #" << index << " of type " << type
+                              << " has more bytes than int64 holds";
   // BLAS takes its dims and leading dims as int: a larger GEMM dim would wrap.
   constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
   for (Operation &op : func.getBody().front().without_terminator())
     for (Value value : llvm::concat<Value>(op.getOperands(), op.getResults())) {
       auto type = cast<RankedTensorType>(value.getType());
+      if (!bytesFit(type))
+        return op.emitOpError() << "operand or result of type " << type
+                                << " has more bytes than int64 holds";
       if (type.getRank() == 0)
         continue;
       int64_t rows = type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
@@ -282,7 +342,8 @@ LogicalResult EntryLowering::checkSupported() {
 }
 
 /// Floats of kernel scratch `op` needs in the workspace while it runs (0:
-/// none). One place for the formulas: the kernels' and the hooks' headers.
+/// none; -1: more than int64 counts). One place for the formulas: the
+/// kernels' and the hooks' headers.
 static int64_t scratchFloats(Operation *op) {
   if (auto attention = dyn_cast<AttentionOp>(op)) {
     auto input = cast<RankedTensorType>(attention.getInput().getType());
@@ -300,7 +361,7 @@ static int64_t scratchFloats(Operation *op) {
   return 0;
 }
 
-void EntryLowering::planBuffers() {
+LogicalResult EntryLowering::planBuffers() {
   Block &body = func.getBody().front();
   numArgs = func.getNumArguments();
   numResults = func.getNumResults();
@@ -321,14 +382,30 @@ void EntryLowering::planBuffers() {
       lastUse[operand] = &op;
 
   WorkspaceAllocator allocator;
+  auto tooLarge = [&](Operation &op, StringRef what) {
+    return op.emitOpError() << what << " would make the workspace larger than "
+                            << HTP_ENTRY_MAX_WORKSPACE_BYTES
+                            << " bytes (HTP_ENTRY_MAX_WORKSPACE_BYTES)";
+  };
   for (Operation &op : body.without_terminator()) {
     for (Value result : op.getResults())
-      if (!placement.count(result))
-        placement[result] = {Placement::Workspace, allocator.allocate(byteSize(result))};
-    if (int64_t floats = scratchFloats(&op)) {
-      int64_t offset = allocator.allocate(floats * static_cast<int64_t>(sizeof(float)));
-      scratchOffset[&op] = offset;
-      allocator.release(offset);
+      if (!placement.count(result)) {
+        std::optional<int64_t> offset = allocator.allocate(byteSize(result));
+        if (!offset)
+          return tooLarge(op, "its result");
+        placement[result] = {Placement::Workspace, *offset};
+      }
+    int64_t floats = scratchFloats(&op);
+    std::optional<int64_t> scratchBytes =
+        (CheckedInt(floats) * static_cast<int64_t>(sizeof(float))).get();
+    if (floats < 0 || !scratchBytes)
+      return op.emitOpError("needs more kernel scratch than int64 counts");
+    if (floats) {
+      std::optional<int64_t> offset = allocator.allocate(*scratchBytes);
+      if (!offset)
+        return tooLarge(op, "its kernel scratch");
+      scratchOffset[&op] = *offset;
+      allocator.release(*offset);
     }
     // Operands are released only after the result is placed: kernels do not
     // accept outputs aliasing their inputs.
@@ -344,6 +421,7 @@ void EntryLowering::planBuffers() {
         allocator.release(placement[result].index);
   }
   workspaceBytes = allocator.size();
+  return success();
 }
 
 Value EntryLowering::constantI64(int64_t value) {
@@ -414,6 +492,15 @@ void EntryLowering::returnIfFailed(Value status) {
 }
 
 
+/// Adds `op`'s matrix-product FLOPs to the block's, failing on overflow.
+LogicalResult EntryLowering::addFlops(Operation *op, CheckedInt flops) {
+  std::optional<int64_t> total = (flops + gemmFlops).get();
+  if (!total)
+    return op->emitOpError("the block's FLOP count overflows int64");
+  gemmFlops = *total;
+  return success();
+}
+
 LogicalResult EntryLowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
@@ -426,14 +513,13 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
                     optionalPointerOf(linear.getBias()),
                     pointerOf(linear.getResult()), constantI64(rows), constantI64(in),
                     constantI64(out)});
-        gemmFlops += 2 * rows * in * out;
-        return success();
+        return addFlops(op, CheckedInt(2) * rows * in * out);
       })
-      .Case([&](AttentionOp attention) {
+      .Case([&](AttentionOp attention) -> LogicalResult {
         auto input = cast<RankedTensorType>(attention.getInput().getType());
         int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1),
                 dim = input.getDimSize(2), heads = attention.getNumHeads(),
-                headDim = attention.getHeadDim(), inner = heads * headDim;
+                headDim = attention.getHeadDim();
         Value scratch =
             LLVM::GEPOp::create(builder, loc, ptrType, builder.getI8Type(), workspacePtr,
                                 ArrayRef<LLVM::GEPArg>{constantI64(scratchOffset.lookup(op))});
@@ -447,8 +533,14 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
                constantI64(batch), constantI64(tokens), constantI64(dim), constantI64(heads),
                constantI64(headDim)});
           returnIfFailed(status);
-          balance.noteAttention(attention, 2 * batch * tokens * (3 * dim * headDim + headDim * dim) +
-                                               4 * batch * tokens * tokens * headDim);
+          // One head's share: its q, k, v rows and proj columns, its scores.
+          std::optional<int64_t> headFlops =
+              (CheckedInt(2) * batch * tokens * (CheckedInt(3) * dim * headDim + headDim * dim) +
+               CheckedInt(4) * batch * tokens * tokens * headDim)
+                  .get();
+          if (!headFlops)
+            return op->emitOpError("the FLOPs of one head overflow int64");
+          balance.noteAttention(attention, *headFlops);
         } else {
           callKernel("htp_cpu_attention_f32",
                      {pointerOf(attention.getInput()), pointerOf(attention.getQkvWeight()),
@@ -458,11 +550,10 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
                       constantI64(tokens), constantI64(dim), constantI64(heads),
                       constantI64(headDim)});
         }
-        int64_t rows = batch * tokens;
-        gemmFlops += 2 * rows * dim * 3 * inner;                    // qkv
-        gemmFlops += 2 * 2 * batch * heads * tokens * tokens * headDim; // q·kᵀ and p·v
-        gemmFlops += 2 * rows * inner * dim;                        // proj
-        return success();
+        CheckedInt rows = CheckedInt(batch) * tokens, inner = CheckedInt(heads) * headDim;
+        return addFlops(op, CheckedInt(2) * rows * dim * 3 * inner +              // qkv
+                                CheckedInt(4) * batch * heads * tokens * tokens * headDim + // q·kᵀ, p·v
+                                CheckedInt(2) * rows * inner * dim);                // proj
       })
       .Case([&](LayerNormOp norm) {
         auto input = cast<RankedTensorType>(norm.getInput().getType());
@@ -476,8 +567,7 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case([&](GeluOp gelu) {
-        Value tanhApprox = LLVM::ConstantOp::create(builder, loc, i32Type,
-                                                    gelu.getApproximate() == Approximation::Tanh ? 1 : 0);
+        Value tanhApprox = LLVM::ConstantOp::create(builder, loc, i32Type, tanhFlag(gelu));
         callKernel("htp_cpu_gelu_f32",
                    {pointerOf(gelu.getInput()), pointerOf(gelu.getResult()),
                     constantI64(gelu.getType().getNumElements()), tanhApprox});
@@ -489,7 +579,7 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
                     constantI64(add.getType().getNumElements())});
         return success();
       })
-      .Case([&](MLPOp mlp) {
+      .Case([&](MLPOp mlp) -> LogicalResult {
         int64_t rows = leadingRows(mlp.getType()), dim = mlp.getType().getShape().back();
         int64_t hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
         int64_t width = mlp.getUnitWidth();
@@ -502,11 +592,13 @@ LogicalResult EntryLowering::lowerOp(Operation *op) {
              pointerOf(mlp.getFc1Weight()), optionalPointerOf(mlp.getFc1Bias()),
              pointerOf(mlp.getFc2Weight()), pointerOf(mlp.getResult()), scratch,
              constantI64(rows), constantI64(dim), constantI64(hidden), constantI64(width),
-             constantI32(mlp.getApproximate() == Approximation::Tanh ? 1 : 0)});
+             constantI32(tanhFlag(mlp))});
         returnIfFailed(status);
-        gemmFlops += 2 * 2 * rows * dim * hidden;
-        balance.noteMLP(mlp, hidden / width, 2 * 2 * rows * dim * width);
-        return success();
+        std::optional<int64_t> unitFlops = (CheckedInt(4) * rows * dim * width).get();
+        if (!unitFlops)
+          return op->emitOpError("the FLOPs of one MLP unit overflow int64");
+        balance.noteMLP(mlp, hidden / width, *unitFlops);
+        return addFlops(op, CheckedInt(4) * rows * dim * hidden);
       })
       .Case([&](BiasAddOp biasAdd) {
         auto input = cast<RankedTensorType>(biasAdd.getInput().getType());
@@ -614,7 +706,8 @@ static void defineStringGlobal(OpBuilder &builder, ModuleOp module, StringRef na
 LogicalResult EntryLowering::run() {
   if (failed(checkSupported()))
     return failure();
-  planBuffers();
+  if (failed(planBuffers()))
+    return failure();
 
   // i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)
   builder.setInsertionPoint(func);

@@ -13,13 +13,6 @@
 #include <cblas.h>
 #include <math.h>
 
-int64_t htp_cpu_attention_scratch_floats(int64_t batch, int64_t tokens, int64_t model_dim,
-                                         int64_t num_heads, int64_t head_dim) {
-  (void)model_dim;
-  int64_t rows = batch * tokens, inner = num_heads * head_dim;
-  return rows * 3 * inner + rows * inner + tokens * tokens;
-}
-
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = scores + r * cols;

@@ -104,3 +104,74 @@ func.func @rank9(%x: tensor<1x1x1x1x1x1x1x1x2xf32>) -> tensor<1x1x1x1x1x1x1x1x2x
 func.func @zero_dim(%x: tensor<0x4xf32>) -> tensor<0x4xf32> {
   return %x : tensor<0x4xf32>
 }
+
+// -----
+
+// Every size and count is checked arithmetic (runtime/htp_entry.h's limits);
+// none wraps. The block's FLOPs: 32 linears of 2 * 2^57 each reach 2^63.
+func.func @flops_overflow(%x: tensor<524288x524288xf32>, %w: tensor<524288x524288xf32>) -> (tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>) {
+  %y0 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y1 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y2 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y3 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y4 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y5 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y6 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y7 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y8 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y9 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y10 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y11 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y12 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y13 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y14 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y15 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y16 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y17 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y18 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y19 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y20 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y21 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y22 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y23 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y24 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y25 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y26 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y27 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y28 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y29 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  %y30 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  // expected-error @+1 {{'htp.linear' op the block's FLOP count overflows int64}}
+  %y31 = htp.linear %x, %w : (tensor<524288x524288xf32>, tensor<524288x524288xf32>) -> tensor<524288x524288xf32>
+  return %y0, %y1, %y2, %y3, %y4, %y5, %y6, %y7, %y8, %y9, %y10, %y11, %y12, %y13, %y14, %y15, %y16, %y17, %y18, %y19, %y20, %y21, %y22, %y23, %y24, %y25, %y26, %y27, %y28, %y29, %y30, %y31 : tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>, tensor<524288x524288xf32>
+}
+
+// -----
+
+// The workspace: two live values of 2^40 bytes pass HTP_ENTRY_MAX_WORKSPACE_BYTES.
+func.func @workspace_too_large(%x: tensor<524288x524288xf32>) -> tensor<524288x524288xf32> {
+  %a = htp.gelu %x : tensor<524288x524288xf32>
+  // expected-error @+1 {{'htp.gelu' op its result would make the workspace larger than 1099511627776 bytes}}
+  %b = htp.gelu %a : tensor<524288x524288xf32>
+  %c = htp.add %a, %b : tensor<524288x524288xf32>
+  return %c : tensor<524288x524288xf32>
+}
+
+// -----
+
+// Kernel scratch whose float count overflows (kernels/htp_kernels.h's formula
+// returns -1): tokens^2 + 4 * rows * num_heads * head_dim > 2^63.
+func.func @scratch_count_overflow(%x: tensor<1x2147483647x1xf32>, %wqkv: tensor<2147483646x1xf32>, %bqkv: tensor<2147483646xf32>, %wp: tensor<1x715827882xf32>) -> tensor<1x2147483647x1xf32> {
+  // expected-error @+1 {{'htp.attention' op needs more kernel scratch than int64 counts}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 1 : i64} : (tensor<1x2147483647x1xf32>, tensor<2147483646x1xf32>, tensor<2147483646xf32>, tensor<1x715827882xf32>) -> tensor<1x2147483647x1xf32>
+  return %y : tensor<1x2147483647x1xf32>
+}
+
+// -----
+
+// Kernel scratch whose bytes overflow: tokens^2 (about 2^62) floats.
+func.func @scratch_bytes_overflow(%x: tensor<1x2147483647x1xf32>, %wqkv: tensor<3x1xf32>, %bqkv: tensor<3xf32>, %wp: tensor<1x1xf32>) -> tensor<1x2147483647x1xf32> {
+  // expected-error @+1 {{'htp.attention' op needs more kernel scratch than int64 counts}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 1 : i64} : (tensor<1x2147483647x1xf32>, tensor<3x1xf32>, tensor<3xf32>, tensor<1x1xf32>) -> tensor<1x2147483647x1xf32>
+  return %y : tensor<1x2147483647x1xf32>
+}
