@@ -42,6 +42,16 @@ static void test_defaults(void **state) {
   assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
 }
 
+static void expect_usage_error(int argc, char **argv, const char *expected) {
+  htp_run_options options;
+  char err[256] = "";
+  int status = htp_run_parse_options(argc, argv, &options, err, sizeof err);
+  if (status == 0 || strstr(err, expected) == NULL)
+    fail_msg("expected failure containing \"%s\", got status %d \"%s\"", expected, status, err);
+}
+
+#define EXPECT_USAGE_ERROR(expected, ...) expect_usage_error(COUNT(__VA_ARGS__), ARGS(__VA_ARGS__), expected)
+
 static void test_values(void **state) {
   (void)state;
   htp_run_options options;
@@ -64,7 +74,7 @@ static void test_values(void **state) {
   assert_true(options.help);
   assert_int_equal(PARSE(&options, err, "-h"), 0);
   assert_true(options.help);
-  /* Flags after the file (getopt_long permutes), a unique prefix, the limits. */
+  /* Flags after the file, a unique prefix, the limits. */
   assert_int_equal(PARSE(&options, err, "block.so", "--it", "7", "--tp=1024", "--warmup",
                          "10000000", "--select", "importance"), 0);
   assert_string_equal(options.path, "block.so");
@@ -72,6 +82,22 @@ static void test_values(void **state) {
   assert_int_equal(options.tp, 1024);
   assert_int_equal(options.warmup, 10000000);
   assert_int_equal(options.selection, HTP_SELECT_IMPORTANCE);
+  /* argv is not reordered. */
+  char *argv[] = {"htp-run", "a.mlir", "--iters", "2", "--check", NULL};
+  assert_int_equal(htp_run_parse_options(5, argv, &options, err, sizeof err), 0);
+  assert_string_equal(argv[1], "a.mlir");
+  assert_string_equal(argv[4], "--check");
+  /* A file between flags, and after "--" a name that looks like a flag. */
+  assert_int_equal(PARSE(&options, err, "--iters", "2", "b.mlir", "--check"), 0);
+  assert_string_equal(options.path, "b.mlir");
+  assert_true(options.check);
+  assert_int_equal(PARSE(&options, err, "--check", "--", "--iters"), 0);
+  assert_string_equal(options.path, "--iters");
+  assert_int_equal(options.iters, 10);
+  EXPECT_USAGE_ERROR("more than one file given ('a.mlir' and 'b.mlir')", "a.mlir", "--check",
+                     "--", "b.mlir");
+  EXPECT_USAGE_ERROR("more than one file given ('a.mlir' and 'b.mlir')", "a.mlir", "--check",
+                     "b.mlir");
   /* "-" is a file name (stdin by convention), not a flag. */
   assert_int_equal(PARSE(&options, err, "-"), 0);
   assert_string_equal(options.path, "-");
@@ -86,15 +112,6 @@ static void test_values(void **state) {
   assert_int_equal(options.num_faults, 2);
 }
 
-static void expect_usage_error(int argc, char **argv, const char *expected) {
-  htp_run_options options;
-  char err[256] = "";
-  int status = htp_run_parse_options(argc, argv, &options, err, sizeof err);
-  if (status == 0 || strstr(err, expected) == NULL)
-    fail_msg("expected failure containing \"%s\", got status %d \"%s\"", expected, status, err);
-}
-
-#define EXPECT_USAGE_ERROR(expected, ...) expect_usage_error(COUNT(__VA_ARGS__), ARGS(__VA_ARGS__), expected)
 
 static void test_usage_errors(void **state) {
   (void)state;

@@ -2,7 +2,7 @@
  *
  * This file implements options.h with getopt_long: flags take their value
  * as the next argument or after '=' (--iters=5), may come before or after
- * the file, and "--" ends them. Values are checked here; the names of the
+ * the file (argv is not permuted), and "--" ends them. Values are checked here; the names of the
  * runtime's enums (policy, imputation, selection) come from the runtime's
  * own tables (htp_policy_parse/_name, ...), never from a list kept here.
  * Whether this build can act on a value is htp_run_check_implemented's job,
@@ -497,16 +497,25 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->timeout_s = 60.0;
 
   /* getopt_long keeps its state in globals: optind = 0 restarts it (glibc),
-   * opterr = 0 keeps its own messages off stderr (ours say more), and the
-   * leading ':' makes a missing value ':' rather than '?'. */
+   * opterr = 0 keeps its own messages off stderr (ours say more). In the
+   * option string, '-' hands over the file where it stands (as option 1)
+   * instead of permuting argv, whatever POSIXLY_CORRECT says, and ':' makes
+   * a missing value ':' rather than '?'. */
   optind = 0;
   opterr = 0;
   uint64_t seen = 0;
   char word[64];
   for (;;) {
-    int id = getopt_long(argc, argv, ":h", long_flags, NULL);
+    int id = getopt_long(argc, argv, "-:h", long_flags, NULL);
     if (id == -1)
       break;
+    if (id == 1) {
+      if (options->path)
+        return htp_set_error(err, err_size, "more than one file given ('%s' and '%s')",
+                             options->path, optarg);
+      options->path = optarg;
+      continue;
+    }
     if (id == '?') {
       if (optopt && optopt < FLAG_ENTRY)
         return htp_set_error(err, err_size, "unknown option '-%c'", optopt);
@@ -526,7 +535,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     if (apply_flag(id, optarg, options, err, err_size))
       return 1;
   }
-  /* What is left: the file ("--" ends the flags, so it may start with '-'). */
+  /* After "--": the file, which may then start with '-'. */
   for (int i = optind; i < argc; i++) {
     if (options->path)
       return htp_set_error(err, err_size, "more than one file given ('%s' and '%s')",

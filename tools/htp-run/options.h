@@ -63,8 +63,8 @@ typedef struct htp_run_options {
 
 /* Parses argv into *options (which it initialises with the defaults).
  * Returns 0, or non-zero with a usage error in err: an unknown flag, a
- * missing or bad value, a single-valued flag given twice. Uses getopt_long,
- * so it is not thread safe and may permute argv (the flags first). */
+ * missing or bad value, a single-valued flag given twice. Uses getopt_long
+ * (its globals), so it is not thread safe; argv is left as it is. */
 int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
                           size_t err_size);
 
