@@ -3,31 +3,24 @@
 // This file implements the htp-lower-to-runtime pass, which turns each
 // func.func written in htp ops into an LLVM-dialect function with the entry
 // ABI of runtime/htp_entry.h, calling the CPU kernels of
-// kernels/htp_kernels.h, and writes each function's JSON signature.
-//
-// Why not one-shot-bufferize: htp functions are straight-line SSA over static
-// shapes, so buffer assignment is an interval-packing problem this pass solves
-// exactly, and the result is a plain C ABI (raw pointers, one workspace the
-// caller allocates once) instead of memref descriptors and per-call mallocs.
+// kernels/htp_kernels.h, and writes each function's JSON signature. Where
+// each value lives was decided by htp-assign-workspace (AssignWorkspace.cpp).
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/EntryFunction.h"
 #include "passes/Passes.h"
 
 #include "dialect/HTPOps.h"
-#include "kernels/htp_kernels.h"
-#include "runtime/htp.h"
 #include "runtime/htp_entry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/CheckedArithmetic.h"
 
 #include <limits>
 
@@ -40,55 +33,6 @@ using namespace mlir;
 using namespace mlir::htp;
 
 namespace {
-
-constexpr int64_t kAlignment = 64;
-
-/// An int64 size or count that remembers an overflow instead of wrapping:
-/// every product and sum the lowering computes (bytes, elements, FLOPs,
-/// offsets) goes through it, and the caller reports an empty one.
-class CheckedInt {
-public:
-  CheckedInt(int64_t value) : value(value) {}
-  static CheckedInt overflowed() { return CheckedInt(); }
-  CheckedInt operator*(CheckedInt other) const {
-    return value && other.value ? CheckedInt(llvm::checkedMul(*value, *other.value)) : overflowed();
-  }
-  CheckedInt operator+(CheckedInt other) const {
-    return value && other.value ? CheckedInt(llvm::checkedAdd(*value, *other.value)) : overflowed();
-  }
-  std::optional<int64_t> get() const { return value; }
-
-private:
-  CheckedInt() = default;
-  explicit CheckedInt(std::optional<int64_t> value) : value(value) {}
-  std::optional<int64_t> value;
-};
-
-/// `bytes` rounded up to the workspace alignment.
-CheckedInt alignUp(int64_t bytes) {
-  std::optional<int64_t> padded = llvm::checkedAdd(bytes, kAlignment - 1);
-  return padded ? CheckedInt(*padded / kAlignment * kAlignment) : CheckedInt::overflowed();
-}
-
-/// Elements of a static shape (MLIR's getNumElements wraps).
-CheckedInt elementCount(RankedTensorType type) {
-  CheckedInt count = 1;
-  for (int64_t dim : type.getShape())
-    count = count * dim;
-  return count;
-}
-
-/// Product of all dims but the last: the rows an op applies its last-dim
-/// transform to. Called only on types checkSupported found to fit.
-int64_t leadingRows(RankedTensorType type) {
-  return type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
-}
-
-/// Bytes of an f32 tensor; checkSupported made sure every value's fits.
-int64_t byteSize(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() * static_cast<int64_t>(sizeof(float));
-}
 
 /// Why `name` cannot name an argument or an entry point (empty when it can):
 /// runtime/htp_entry.h's rules for names. Anything else, spaces and quotes
@@ -147,40 +91,6 @@ struct Placement {
   int64_t index; ///< buffer index, or byte offset into the workspace
 };
 
-/// First-fit allocation of byte ranges in the workspace over live intervals.
-class WorkspaceAllocator {
-public:
-  /// The offset of a new slot of `bytes`, or none when the workspace would
-  /// pass HTP_ENTRY_MAX_WORKSPACE_BYTES (so no offset can overflow).
-  std::optional<int64_t> allocate(int64_t bytes) {
-    std::optional<int64_t> padded = alignUp(bytes).get();
-    if (!padded || *padded > HTP_ENTRY_MAX_WORKSPACE_BYTES)
-      return std::nullopt;
-    int64_t offset = 0;
-    for (auto [begin, end] : live) { // `live` is kept sorted by begin
-      if (offset + *padded <= begin)
-        break;
-      offset = std::max(offset, end);
-    }
-    if (offset + *padded > HTP_ENTRY_MAX_WORKSPACE_BYTES)
-      return std::nullopt;
-    live.insert(std::upper_bound(live.begin(), live.end(), std::make_pair(offset, offset)),
-                {offset, offset + *padded});
-    highWater = std::max(highWater, offset + *padded);
-    return offset;
-  }
-  void release(int64_t offset) {
-    auto it = llvm::find_if(live, [&](auto &range) { return range.first == offset; });
-    assert(it != live.end() && "releasing a slot that is not live");
-    live.erase(it);
-  }
-  int64_t size() const { return std::max<int64_t>(highWater, kAlignment); }
-
-private:
-  SmallVector<std::pair<int64_t, int64_t>> live;
-  int64_t highWater = 0;
-};
-
 /// What the signature's "balance" record says: the shape of the work units
 /// of the pairs the balance hooks marked (all layers alike, checked there).
 struct BalanceSummary {
@@ -215,7 +125,7 @@ public:
 
 private:
   LogicalResult checkSupported();
-  LogicalResult planBuffers();
+  LogicalResult readPlacement();
   Value bufferPointer(int64_t index);
   Value pointerOf(Value tensor);
   Value optionalPointerOf(Value tensor);
@@ -252,22 +162,10 @@ private:
 };
 
 LogicalResult EntryLowering::checkSupported() {
-  auto isHTPTensor = [](Type type) {
-    auto tensor = dyn_cast<RankedTensorType>(type);
-    return tensor && tensor.hasStaticShape() && tensor.getElementType().isF32();
-  };
-  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
-    if (!isHTPTensor(type))
-      return func.emitError() << "argument #" << index << " has type " << type
-                              << "; htp entry points take static f32 tensors only";
-  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
-    if (!isHTPTensor(type))
-      return func.emitError() << "result #" << index << " has type " << type
-                              << "; htp entry points return static f32 tensors only";
+  if (failed(checkEntryFunction(func)))
+    return failure();
   if (func.getNumResults() == 0)
     return func.emitError("an htp entry point must return at least one tensor");
-  if (!func.getBody().hasOneBlock())
-    return func.emitError("htp entry points must be a single block (no control flow)");
   // What runtime/htp_entry.h's reader refuses is refused here first.
   if (func.getNumArguments() > HTP_ENTRY_MAX_TENSORS ||
       func.getNumResults() > HTP_ENTRY_MAX_TENSORS)
@@ -302,34 +200,11 @@ LogicalResult EntryLowering::checkSupported() {
   for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
     if (failed(checkShape("result", index, type)))
       return failure();
-  for (Operation &op : func.getBody().front()) {
-    if (isa<func::ReturnOp>(op) || op.getDialect() == op.getContext()->getLoadedDialect<HTPDialect>())
-      continue;
-    return op.emitOpError("is not supported by --htp-lower-to-runtime (only htp ops and "
-                          "func.return may appear in an htp entry point)");
-  }
-  // Every size below is computed from these types: their bytes must fit.
-  auto bytesFit = [](Type type) {
-    return (elementCount(cast<RankedTensorType>(type)) * static_cast<int64_t>(sizeof(float)))
-        .get()
-        .has_value();
-  };
-  for (auto [index, type] : llvm::enumerate(func.getArgumentTypes()))
-    if (!bytesFit(type))
-      return func.emitError() << "argument #" << index << " of type " << type
-                              << " has more bytes than int64 holds";
-  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
-    if (!bytesFit(type))
-      return func.emitError() << "result #" << index << " of type " << type
-                              << " has more bytes than int64 holds";
   // BLAS takes its dims and leading dims as int: a larger GEMM dim would wrap.
   constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
   for (Operation &op : func.getBody().front().without_terminator())
     for (Value value : llvm::concat<Value>(op.getOperands(), op.getResults())) {
       auto type = cast<RankedTensorType>(value.getType());
-      if (!bytesFit(type))
-        return op.emitOpError() << "operand or result of type " << type
-                                << " has more bytes than int64 holds";
       if (type.getRank() == 0)
         continue;
       int64_t rows = type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
@@ -341,86 +216,61 @@ LogicalResult EntryLowering::checkSupported() {
   return success();
 }
 
-/// Floats of kernel scratch `op` needs in the workspace while it runs (0:
-/// none; -1: more than int64 counts). One place for the formulas: the
-/// kernels' and the hooks' headers.
-static int64_t scratchFloats(Operation *op) {
-  if (auto attention = dyn_cast<AttentionOp>(op)) {
-    auto input = cast<RankedTensorType>(attention.getInput().getType());
-    int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1);
-    if (attention.getPair())
-      return htp_rt_attention_scratch_floats(batch, tokens, attention.getNumHeads(),
-                                             attention.getHeadDim());
-    return htp_cpu_attention_scratch_floats(batch, tokens, input.getDimSize(2),
-                                            attention.getNumHeads(), attention.getHeadDim());
-  }
-  if (auto mlp = dyn_cast<MLPOp>(op)) {
-    auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
-    return htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
-  }
-  return 0;
-}
-
-LogicalResult EntryLowering::planBuffers() {
+/// Reads where each value lives (AssignWorkspace.cpp's attributes), checking
+/// that every slot lies within the workspace: the kernels write there.
+LogicalResult EntryLowering::readPlacement() {
   Block &body = func.getBody().front();
   numArgs = func.getNumArguments();
   numResults = func.getNumResults();
+  auto bytes = func->getAttrOfType<IntegerAttr>(kWorkspaceBytesAttrName);
+  if (!bytes)
+    return func.emitError() << "has no '" << kWorkspaceBytesAttrName
+                            << "' (no workspace placement): run --htp-assign-workspace first";
+  workspaceBytes = bytes.getInt(); // the dialect checked it is aligned and within the limit
+  auto checkInWorkspace = [&](Operation &op, StringRef what, int64_t offset,
+                              std::optional<int64_t> size) -> LogicalResult {
+    std::optional<int64_t> end = size ? (CheckedInt(offset) + *size).get() : std::nullopt;
+    if (!end || *end > workspaceBytes)
+      return op.emitOpError() << "its " << what << " at byte " << offset
+                              << " does not fit in the workspace of " << workspaceBytes
+                              << " bytes ('" << kWorkspaceBytesAttrName << "')";
+    return success();
+  };
+
   for (BlockArgument arg : body.getArguments())
     placement[arg] = {Placement::Buffer, arg.getArgNumber()};
-
-  // A returned value computed by an op is written straight into its result
-  // buffer (the first time it is returned; repeats are copied at the end).
+  // An op result without a slot is computed in place in the result buffer
+  // it is first returned in.
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+  llvm::DenseMap<Value, int64_t> firstResultBuffer;
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands()))
-    if (value.getDefiningOp() && !placement.count(value))
-      placement[value] = {Placement::Buffer, static_cast<int64_t>(numArgs + index)};
-
-  // The last op that reads each workspace value, so its slot can be reused.
-  llvm::DenseMap<Value, Operation *> lastUse;
-  for (Operation &op : body.without_terminator())
-    for (Value operand : op.getOperands())
-      lastUse[operand] = &op;
-
-  WorkspaceAllocator allocator;
-  auto tooLarge = [&](Operation &op, StringRef what) {
-    return op.emitOpError() << what << " would make the workspace larger than "
-                            << HTP_ENTRY_MAX_WORKSPACE_BYTES
-                            << " bytes (HTP_ENTRY_MAX_WORKSPACE_BYTES)";
-  };
+    firstResultBuffer.try_emplace(value, numArgs + index);
   for (Operation &op : body.without_terminator()) {
-    for (Value result : op.getResults())
-      if (!placement.count(result)) {
-        std::optional<int64_t> offset = allocator.allocate(byteSize(result));
-        if (!offset)
-          return tooLarge(op, "its result");
-        placement[result] = {Placement::Workspace, *offset};
-      }
-    int64_t floats = scratchFloats(&op);
-    std::optional<int64_t> scratchBytes =
-        (CheckedInt(floats) * static_cast<int64_t>(sizeof(float))).get();
-    if (floats < 0 || !scratchBytes)
+    Value result = op.getResult(0); // htp ops have one result (checkEntryFunction)
+    if (auto offset = op.getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName)) {
+      if (failed(checkInWorkspace(op, "result", offset.getInt(), byteSize(result))))
+        return failure();
+      placement[result] = {Placement::Workspace, offset.getInt()};
+    } else if (firstResultBuffer.count(result)) {
+      placement[result] = {Placement::Buffer, firstResultBuffer.lookup(result)};
+    } else {
+      return op.emitOpError() << "has no '" << kWorkspaceOffsetAttrName
+                              << "' and its result is not returned: run "
+                                 "--htp-assign-workspace first";
+    }
+    std::optional<int64_t> scratch = scratchBytes(&op);
+    if (!scratch)
       return op.emitOpError("needs more kernel scratch than int64 counts");
-    if (floats) {
-      std::optional<int64_t> offset = allocator.allocate(*scratchBytes);
-      if (!offset)
-        return tooLarge(op, "its kernel scratch");
-      scratchOffset[&op] = *offset;
-      allocator.release(*offset);
-    }
-    // Operands are released only after the result is placed: kernels do not
-    // accept outputs aliasing their inputs.
-    llvm::SetVector<Value> operands(op.operand_begin(), op.operand_end());
-    for (Value operand : operands) {
-      Placement where = placement.lookup(operand);
-      if (lastUse.lookup(operand) == &op && where.kind == Placement::Workspace)
-        allocator.release(where.index);
-    }
-    // A value produced but never read (dead code survived) frees at once.
-    for (Value result : op.getResults())
-      if (result.use_empty() && placement[result].kind == Placement::Workspace)
-        allocator.release(placement[result].index);
+    if (!*scratch)
+      continue;
+    auto offset = op.getAttrOfType<IntegerAttr>(kScratchOffsetAttrName);
+    if (!offset)
+      return op.emitOpError() << "needs kernel scratch but has no '" << kScratchOffsetAttrName
+                              << "': run --htp-assign-workspace first";
+    if (failed(checkInWorkspace(op, "kernel scratch", offset.getInt(), *scratch)))
+      return failure();
+    scratchOffset[&op] = offset.getInt();
   }
-  workspaceBytes = allocator.size();
   return success();
 }
 
@@ -706,7 +556,7 @@ static void defineStringGlobal(OpBuilder &builder, ModuleOp module, StringRef na
 LogicalResult EntryLowering::run() {
   if (failed(checkSupported()))
     return failure();
-  if (failed(planBuffers()))
+  if (failed(readPlacement()))
     return failure();
 
   // i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)

@@ -65,6 +65,38 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
 
+def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
+  let summary = "Place each value of an htp function in a caller buffer or a workspace slot";
+  let description = [{
+    Decides where every tensor of an htp function lives when it runs as an
+    entry point (`runtime/htp_entry.h`): arguments in the caller's argument
+    buffers; a value an op computes and the function returns, in place in
+    the caller's result buffer it is first returned in; every other value in
+    a 64-byte aligned slot of one workspace the caller allocates once. The
+    placement is recorded for `--htp-lower-to-runtime`:
+
+    - `htp.workspace_offset = N : i64` on an op whose result takes a slot
+      (none on an op computing a result in place);
+    - `htp.scratch_offset = N : i64` on an op whose kernel needs scratch
+      (`htp.attention`, `htp.mlp`), live only while the op runs;
+    - `htp.workspace_bytes = N : i64` on the function (at least 64).
+
+    Why interval packing and not one-shot-bufferize: htp functions are
+    straight-line SSA over static shapes, so buffer assignment is an
+    interval-packing problem solved here exactly (first fit over live
+    intervals: a slot is reused once its value's last reader has run; an
+    op's operands are released only after its result and scratch are placed,
+    since the kernels take no output aliasing an input; a result never read
+    is freed at once), and the lowering gets a plain C ABI (raw pointers, one
+    workspace) instead of memref descriptors and per-call mallocs.
+
+    Every size is overflow-checked; a workspace above
+    HTP_ENTRY_MAX_WORKSPACE_BYTES is an error naming the op. The function
+    must be one block of htp ops over static f32 tensors.
+  }];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
 def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
   let summary = "Lower htp functions to LLVM-dialect entry points that call the CPU kernels";
   let description = [{
@@ -74,11 +106,15 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     to the function's argument buffers, then its result buffers, then one
     workspace.
 
-    The pass assigns buffers itself: htp functions are straight-line SSA on
-    static shapes, so every intermediate gets a 64-byte aligned slot in the
-    workspace, reused once the value is dead (first-fit over live intervals),
-    and values that are returned are computed in place in the caller's result
-    buffer. Each op becomes a call to its kernel in `kernels/htp_kernels.h`;
+    Where each value lives comes from `--htp-assign-workspace`, which must
+    run first (`htp-pipeline` runs it; `--htp-assign-workspace
+    --htp-lower-to-runtime` by hand): a function without
+    `htp.workspace_bytes`, or an op result that is neither placed nor
+    returned, is an error saying so, and a slot outside the workspace is
+    refused. Values returned but not computed in place (an argument, a value
+    returned twice) are copied into their result buffers.
+
+    Each op becomes a call to its kernel in `kernels/htp_kernels.h`;
     `htp.all_reduce` and the ops the balance hooks marked (`htp.attention`
     with a `pair`, `htp.mlp`) call libhtprt (`runtime/htp.h`) with the
     rank's context `%rt_ctx`, and a failing status (a peer hung or died) is

@@ -24,6 +24,7 @@ void htp::buildHTPPipeline(OpPassManager &pm, const HTPPipelineOptions &options)
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(htp::createHTPAssignWorkspace());
   pm.addPass(htp::createHTPLowerToRuntime());
   pm.addPass(createCSEPass()); // the lowering materialises each constant where used
 }
@@ -33,8 +34,9 @@ void htp::registerHTPPassesAndPipeline() {
   PassPipelineRegistration<HTPPipelineOptions>(
       "htp-pipeline",
       "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel) and add the "
-      "balance hooks (--htp-balance-hooks) when tp > 1, then htp ops on tensors to "
-      "LLVM-dialect entry points (--htp-lower-to-runtime)",
+      "balance hooks (--htp-balance-hooks) when tp > 1, place every value in a buffer or "
+      "the workspace (--htp-assign-workspace), then htp ops on tensors to LLVM-dialect "
+      "entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {
         buildHTPPipeline(pm, options);
       });

@@ -1,4 +1,4 @@
-// RUN: %htp-opt %s -split-input-file --htp-lower-to-runtime -cse | FileCheck %s
+// RUN: %htp-opt %s -split-input-file --htp-assign-workspace --htp-lower-to-runtime -cse | FileCheck %s
 
 // A returned op result is computed in place in the result buffer
 // (buffers[2]); a missing bias is passed as null; the entry is

@@ -1,0 +1,96 @@
+//===- EntryFunction.cpp - What the htp passes share about entry functions ===//
+//
+// Sizes, scratch formulas and the shape check shared by the workspace
+// assignment and the lowering (EntryFunction.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/EntryFunction.h"
+
+#include "dialect/HTPOps.h"
+#include "kernels/htp_kernels.h"
+#include "runtime/htp.h"
+
+using namespace mlir;
+using namespace mlir::htp;
+
+CheckedInt htp::alignToWorkspace(int64_t bytes) {
+  std::optional<int64_t> padded = llvm::checkedAdd(bytes, kWorkspaceAlignment - 1);
+  return padded ? CheckedInt(*padded / kWorkspaceAlignment * kWorkspaceAlignment)
+                : CheckedInt::overflowed();
+}
+
+CheckedInt htp::elementCount(RankedTensorType type) {
+  CheckedInt count = 1;
+  for (int64_t dim : type.getShape())
+    count = count * dim;
+  return count;
+}
+
+int64_t htp::leadingRows(RankedTensorType type) {
+  return type.getNumElements() / std::max<int64_t>(type.getShape().back(), 1);
+}
+
+int64_t htp::byteSize(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getNumElements() * static_cast<int64_t>(sizeof(float));
+}
+
+std::optional<int64_t> htp::scratchBytes(Operation *op) {
+  int64_t floats = 0;
+  if (auto attention = dyn_cast<AttentionOp>(op)) {
+    auto input = cast<RankedTensorType>(attention.getInput().getType());
+    int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1);
+    floats = attention.getPair()
+                 ? htp_rt_attention_scratch_floats(batch, tokens, attention.getNumHeads(),
+                                                   attention.getHeadDim())
+                 : htp_cpu_attention_scratch_floats(batch, tokens, input.getDimSize(2),
+                                                    attention.getNumHeads(),
+                                                    attention.getHeadDim());
+  } else if (auto mlp = dyn_cast<MLPOp>(op)) {
+    auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
+    floats = htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
+  }
+  if (floats < 0) // the formulas' overflow
+    return std::nullopt;
+  return (CheckedInt(floats) * static_cast<int64_t>(sizeof(float))).get();
+}
+
+LogicalResult htp::checkEntryFunction(func::FuncOp func) {
+  // Every size the passes compute is computed from these types: their
+  // bytes must fit.
+  auto bytesFit = [](Type type) {
+    return (elementCount(cast<RankedTensorType>(type)) * static_cast<int64_t>(sizeof(float)))
+        .get()
+        .has_value();
+  };
+  auto checkTypes = [&](StringRef what, StringRef verb, TypeRange types) -> LogicalResult {
+    for (auto [index, type] : llvm::enumerate(types)) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (!tensor || !tensor.hasStaticShape() || !tensor.getElementType().isF32())
+        return func.emitError() << what << " #" << index << " has type " << type
+                                << "; htp entry points " << verb << " static f32 tensors only";
+      if (!bytesFit(type))
+        return func.emitError() << what << " #" << index << " of type " << type
+                                << " has more bytes than int64 holds";
+    }
+    return success();
+  };
+  if (failed(checkTypes("argument", "take", func.getArgumentTypes())) ||
+      failed(checkTypes("result", "return", func.getResultTypes())))
+    return failure();
+  if (!func.getBody().hasOneBlock())
+    return func.emitError("htp entry points must be a single block (no control flow)");
+  for (Operation &op : func.getBody().front()) {
+    if (isa<func::ReturnOp>(op) || isa_and_nonnull<HTPDialect>(op.getDialect()))
+      continue;
+    return op.emitOpError("is not an htp op: only htp ops and func.return may appear in an "
+                          "htp entry point");
+  }
+  for (Operation &op : func.getBody().front().without_terminator())
+    for (Value value : llvm::concat<Value>(op.getOperands(), op.getResults()))
+      if (!bytesFit(value.getType()))
+        return op.emitOpError() << "operand or result of type " << value.getType()
+                                << " has more bytes than int64 holds";
+  return success();
+}

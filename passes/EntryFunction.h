@@ -1,0 +1,80 @@
+//===- EntryFunction.h - What the htp passes share about entry functions --===//
+//
+// The workspace assignment (AssignWorkspace.cpp) and the lowering
+// (LowerToRuntime.cpp) both size the values of an htp entry function: this
+// header holds what they share: the placement attributes the first writes
+// and the second reads, overflow-checked arithmetic, value sizes, the kernel
+// scratch formulas, and the check that a function is one they can size.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef HTP_PASSES_ENTRYFUNCTION_H
+#define HTP_PASSES_ENTRYFUNCTION_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <optional>
+
+namespace mlir::htp {
+
+/// On an htp op whose result lives in the workspace: the result's byte
+/// offset (i64). A result in a caller's buffer (computed in place into the
+/// result buffer it is returned in) has none.
+inline constexpr llvm::StringLiteral kWorkspaceOffsetAttrName = "htp.workspace_offset";
+/// On an htp op that needs kernel scratch while it runs: the scratch's byte
+/// offset in the workspace (i64).
+inline constexpr llvm::StringLiteral kScratchOffsetAttrName = "htp.scratch_offset";
+/// On a placed function: the workspace's size in bytes (i64).
+inline constexpr llvm::StringLiteral kWorkspaceBytesAttrName = "htp.workspace_bytes";
+/// Every workspace slot, and the workspace's size, is a multiple of this
+/// (runtime/htp_entry.h: the caller's workspace is 64-byte aligned).
+inline constexpr int64_t kWorkspaceAlignment = 64;
+
+/// An int64 size or count that remembers an overflow instead of wrapping:
+/// every product and sum the passes compute (bytes, elements, FLOPs,
+/// offsets) goes through it, and the caller reports an empty one.
+class CheckedInt {
+public:
+  CheckedInt(int64_t value) : value(value) {}
+  static CheckedInt overflowed() { return CheckedInt(); }
+  CheckedInt operator*(CheckedInt other) const {
+    return value && other.value ? CheckedInt(llvm::checkedMul(*value, *other.value)) : overflowed();
+  }
+  CheckedInt operator+(CheckedInt other) const {
+    return value && other.value ? CheckedInt(llvm::checkedAdd(*value, *other.value)) : overflowed();
+  }
+  std::optional<int64_t> get() const { return value; }
+
+private:
+  CheckedInt() = default;
+  explicit CheckedInt(std::optional<int64_t> value) : value(value) {}
+  std::optional<int64_t> value;
+};
+
+/// `bytes` rounded up to kWorkspaceAlignment.
+CheckedInt alignToWorkspace(int64_t bytes);
+
+/// Elements of a static shape (MLIR's getNumElements wraps).
+CheckedInt elementCount(RankedTensorType type);
+
+/// Product of all dims but the last: the rows an op applies its last-dim
+/// transform to. Only for types checkEntryFunction found to fit.
+int64_t leadingRows(RankedTensorType type);
+
+/// Bytes of an f32 tensor value; checkEntryFunction made sure they fit.
+int64_t byteSize(Value value);
+
+/// Bytes of kernel scratch `op` needs in the workspace while it runs (0:
+/// none), or none when they pass int64. The formulas are the kernels' and
+/// the hooks' own (kernels/htp_kernels.h, runtime/htp.h).
+std::optional<int64_t> scratchBytes(Operation *op);
+
+/// Checks that `func` is one block of htp ops over static f32 tensors whose
+/// byte sizes fit int64: what both passes need to size its values.
+LogicalResult checkEntryFunction(func::FuncOp func);
+
+} // namespace mlir::htp
+
+#endif // HTP_PASSES_ENTRYFUNCTION_H
