@@ -101,6 +101,8 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
     the bias is added after the `htp.all_reduce`. `pair`, set by
     `--htp-balance-hooks` (and then without proj bias), numbers the
     attention pair (2 · layer) whose heads the runtime may prune or migrate.
+    `3 · num_heads` is computed with overflow checks; with a `pair`,
+    num_heads is at most 2^24 (HTP_ENTRY_MAX_UNITS) and pair below 2^21.
 
     ```mlir
     %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 12 : i64}
@@ -128,7 +130,8 @@ def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
   let summary = "layer normalisation over the last dim";
   let description = [{
     `y = (x - mean) / sqrt(var + epsilon) · weight + bias`, with the biased
-    variance as in PyTorch; `weight` and `bias` are `[dim]`.
+    variance as in PyTorch; `weight` and `bias` are `[dim]`; `epsilon` is
+    positive and finite.
 
     ```mlir
     %y = htp.layer_norm %x, %g, %b {epsilon = 1.0e-06 : f32}
