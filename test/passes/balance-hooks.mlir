@@ -20,12 +20,12 @@
 // WIDTH: htp.mlp {{.*}} unit_width = 5 : i64
 // The signature's balance record: 2 layers of width 12, 2 heads of 3 channels,
 // 10 MLP units of 2 neurons per rank, with each unit's FLOPs.
-// LOWER-LABEL: llvm.func @two_layers(
+// LOWER-LABEL: llvm.func @htp.entry.two_layers(
 // LOWER: llvm.call @htp_rt_attention_f32(%arg0,
 // LOWER: llvm.call @htp_rt_mlp_f32(%arg0,
-// LOWER: @two_layers__htp_sig("{{.*}}tp 2\0Abalance 2 12 2 3 1944 10 2 576\0A
+// LOWER: @htp.sig.two_layers("{{.*}}\22tp\22:2,\22balance\22:{\22layers\22:2,\22model_dim\22:12,\22heads\22:2,\22head_dim\22:3,\22head_flops\22:1944,\22mlp_units\22:10,\22mlp_unit_width\22:2,\22mlp_unit_flops\22:576}}
 // NOHOOKS-NOT: htp_rt_
-// NOHOOKS: tp 2\0Ashard
+// NOHOOKS: \22tp\22:2}
 func.func @two_layers(%x: tensor<2x3x12xf32>,
     %wqkv0: tensor<36x12xf32>, %bqkv0: tensor<36xf32>, %wp0: tensor<12x12xf32>, %bp0: tensor<12xf32>,
     %w10: tensor<40x12xf32>, %b10: tensor<40xf32>, %w20: tensor<12x40xf32>, %b20: tensor<12xf32>,
