@@ -4,11 +4,13 @@
 // func.func written in htp ops into an LLVM-dialect function with the entry
 // ABI of runtime/htp_entry.h, calling the CPU kernels of
 // kernels/htp_kernels.h, and writes each function's JSON signature. Where
-// each value lives was decided by htp-assign-workspace (AssignWorkspace.cpp).
+// each value lives was decided by htp-assign-workspace (AssignWorkspace.cpp);
+// each op is lowered by its own pattern (OpLowerings.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/EntryFunction.h"
+#include "passes/OpLowerings.h"
 #include "passes/Passes.h"
 
 #include "dialect/HTPOps.h"
@@ -18,8 +20,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
 
 #include <limits>
@@ -60,13 +62,6 @@ std::string quotedName(StringRef name) {
   return text;
 }
 
-/// 1 when a GELU (or an MLP's GELU) uses the tanh approximation: the
-/// kernels' int flag.
-template <typename OpTy>
-int64_t tanhFlag(OpTy op) {
-  return op.getApproximate() == Approximation::Tanh ? 1 : 0;
-}
-
 /// The slice of a global tensor an argument holds, from its htp.shard
 /// attribute (written by --htp-tensor-parallel).
 struct ShardRecord {
@@ -84,12 +79,6 @@ FailureOr<std::optional<ShardRecord>> readShard(func::FuncOp func, unsigned inde
   return std::optional<ShardRecord>(ShardRecord{
       shard.getDim(), shard.getParts(), stringifyShardLayout(shard.getLayout()).str()});
 }
-
-/// Where a tensor value lives: one of the caller's buffers, or a workspace slot.
-struct Placement {
-  enum Kind { Buffer, Workspace } kind;
-  int64_t index; ///< buffer index, or byte offset into the workspace
-};
 
 /// What the signature's "balance" record says: the shape of the work units
 /// of the pairs the balance hooks marked (all layers alike, checked there).
@@ -111,54 +100,35 @@ struct BalanceSummary {
   }
 };
 
-/// Lowers one htp function; owns the builder state for it.
+/// Lowers one htp function: checks it, reads its placement and its
+/// signature's counts, builds the entry and lets the op patterns fill it.
 class EntryLowering {
 public:
   /// `name` is the function's own name: the pass renamed `func` out of the
   /// way of the symbols it creates.
   EntryLowering(func::FuncOp func, StringRef name, ModuleOp module)
-      : func(func), name(name.str()), module(module), builder(module.getContext()),
-        ptrType(LLVM::LLVMPointerType::get(module.getContext())),
-        i64Type(builder.getI64Type()), i32Type(builder.getI32Type()) {}
+      : func(func), name(name.str()), module(module) {}
 
   LogicalResult run();
 
 private:
   LogicalResult checkSupported();
   LogicalResult readPlacement();
-  Value bufferPointer(int64_t index);
-  Value pointerOf(Value tensor);
-  Value optionalPointerOf(Value tensor);
-  Value constantI64(int64_t value);
-  Value constantI32(int64_t value);
-  LLVM::LLVMFuncOp declareFunction(StringRef name, Type result, ArrayRef<Value> args);
-  void callKernel(StringRef name, ArrayRef<Value> args);
-  Value callRuntime(StringRef name, ArrayRef<Value> args);
-  void returnIfFailed(Value status);
-  LogicalResult lowerOp(Operation *op);
+  LogicalResult countFlops();
   LogicalResult addFlops(Operation *op, CheckedInt flops);
+  LogicalResult lowerBody();
   std::string argumentName(unsigned index);
   std::string signatureJSON();
 
   func::FuncOp func;
   std::string name;
   ModuleOp module;
-  OpBuilder builder;
-  Type ptrType, i64Type, i32Type;
 
-  unsigned numArgs = 0, numResults = 0;
-  llvm::DenseMap<Value, Placement> placement;
-  llvm::DenseMap<Operation *, int64_t> scratchOffset; ///< per-op kernel scratch
+  EntryContext context; ///< what the op patterns share
+  unsigned numResults = 0;
   int64_t workspaceBytes = 0;
   int64_t gemmFlops = 0; ///< matrix-product FLOPs per call
-
   BalanceSummary balance;
-
-  LLVM::LLVMFuncOp entry;
-  Value rtContext, buffersArg;
-  Block *failureBlock = nullptr; ///< returns its i32 argument
-  SmallVector<Value> loadedBuffers; ///< buffers[i], loaded once on entry
-  Value workspacePtr;
 };
 
 LogicalResult EntryLowering::checkSupported() {
@@ -220,7 +190,7 @@ LogicalResult EntryLowering::checkSupported() {
 /// that every slot lies within the workspace: the kernels write there.
 LogicalResult EntryLowering::readPlacement() {
   Block &body = func.getBody().front();
-  numArgs = func.getNumArguments();
+  context.numArgs = func.getNumArguments();
   numResults = func.getNumResults();
   auto bytes = func->getAttrOfType<IntegerAttr>(kWorkspaceBytesAttrName);
   if (!bytes)
@@ -237,22 +207,19 @@ LogicalResult EntryLowering::readPlacement() {
     return success();
   };
 
-  for (BlockArgument arg : body.getArguments())
-    placement[arg] = {Placement::Buffer, arg.getArgNumber()};
   // An op result without a slot is computed in place in the result buffer
-  // it is first returned in.
+  // it is first returned in; every other returned value is copied there.
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());
   llvm::DenseMap<Value, int64_t> firstResultBuffer;
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands()))
-    firstResultBuffer.try_emplace(value, numArgs + index);
+    firstResultBuffer.try_emplace(value, context.numArgs + index);
   for (Operation &op : body.without_terminator()) {
     Value result = op.getResult(0); // htp ops have one result (checkEntryFunction)
     if (auto offset = op.getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName)) {
       if (failed(checkInWorkspace(op, "result", offset.getInt(), byteSize(result))))
         return failure();
-      placement[result] = {Placement::Workspace, offset.getInt()};
     } else if (firstResultBuffer.count(result)) {
-      placement[result] = {Placement::Buffer, firstResultBuffer.lookup(result)};
+      context.resultBuffer[result] = firstResultBuffer.lookup(result);
     } else {
       return op.emitOpError() << "has no '" << kWorkspaceOffsetAttrName
                               << "' and its result is not returned: run "
@@ -269,78 +236,14 @@ LogicalResult EntryLowering::readPlacement() {
                               << "': run --htp-assign-workspace first";
     if (failed(checkInWorkspace(op, "kernel scratch", offset.getInt(), *scratch)))
       return failure();
-    scratchOffset[&op] = offset.getInt();
+  }
+  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
+    auto inPlace = context.resultBuffer.find(value);
+    context.copyResult.push_back(inPlace == context.resultBuffer.end() ||
+                                 inPlace->second != static_cast<int64_t>(context.numArgs + index));
   }
   return success();
 }
-
-Value EntryLowering::constantI64(int64_t value) {
-  return LLVM::ConstantOp::create(builder, func.getLoc(), i64Type, value);
-}
-
-Value EntryLowering::constantI32(int64_t value) {
-  return LLVM::ConstantOp::create(builder, func.getLoc(), i32Type, value);
-}
-
-Value EntryLowering::bufferPointer(int64_t index) { return loadedBuffers[index]; }
-
-Value EntryLowering::pointerOf(Value tensor) {
-  Placement where = placement.lookup(tensor);
-  if (where.kind == Placement::Buffer)
-    return bufferPointer(where.index);
-  return LLVM::GEPOp::create(builder, func.getLoc(), ptrType, builder.getI8Type(), workspacePtr,
-                             ArrayRef<LLVM::GEPArg>{constantI64(where.index)});
-}
-
-/// A null pointer for an absent optional operand (a missing bias).
-Value EntryLowering::optionalPointerOf(Value tensor) {
-  if (tensor)
-    return pointerOf(tensor);
-  return LLVM::ZeroOp::create(builder, func.getLoc(), ptrType).getResult();
-}
-
-LLVM::LLVMFuncOp EntryLowering::declareFunction(StringRef name, Type result,
-                                                ArrayRef<Value> args) {
-  auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
-  if (!function) {
-    OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(module.getBody());
-    auto type = LLVM::LLVMFunctionType::get(result, llvm::to_vector(ValueRange(args).getTypes()));
-    function = LLVM::LLVMFuncOp::create(builder, module.getLoc(), name, type);
-  }
-  return function;
-}
-
-void EntryLowering::callKernel(StringRef name, ArrayRef<Value> args) {
-  auto kernel = declareFunction(name, LLVM::LLVMVoidType::get(module.getContext()), args);
-  LLVM::CallOp::create(builder, func.getLoc(), kernel, args);
-}
-
-/// Calls a libhtprt function that returns an htp_result (i32).
-Value EntryLowering::callRuntime(StringRef name, ArrayRef<Value> args) {
-  auto function = declareFunction(name, i32Type, args);
-  return LLVM::CallOp::create(builder, func.getLoc(), function, args).getResult();
-}
-
-/// Branches to the shared failure exit when `status` is not HTP_OK, and
-/// continues in a new block otherwise.
-void EntryLowering::returnIfFailed(Value status) {
-  Location loc = func.getLoc();
-  Region &body = entry.getBody();
-  if (!failureBlock) {
-    OpBuilder::InsertionGuard guard(builder);
-    failureBlock = builder.createBlock(&body, body.end(), {i32Type}, {loc});
-    LLVM::ReturnOp::create(builder, loc, ValueRange{failureBlock->getArgument(0)});
-  }
-  Value failed = LLVM::ICmpOp::create(builder, loc, LLVM::ICmpPredicate::ne, status,
-                                      LLVM::ConstantOp::create(builder, loc, i32Type, 0));
-  Block *next = new Block();
-  body.getBlocks().insert(Region::iterator(failureBlock), next);
-  LLVM::CondBrOp::create(builder, loc, failed, failureBlock, ValueRange{status}, next,
-                         ValueRange{});
-  builder.setInsertionPointToEnd(next);
-}
-
 
 /// Adds `op`'s matrix-product FLOPs to the block's, failing on overflow.
 LogicalResult EntryLowering::addFlops(Operation *op, CheckedInt flops) {
@@ -351,126 +254,48 @@ LogicalResult EntryLowering::addFlops(Operation *op, CheckedInt flops) {
   return success();
 }
 
-LogicalResult EntryLowering::lowerOp(Operation *op) {
-  Location loc = op->getLoc();
-  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](LinearOp linear) {
-        auto input = cast<RankedTensorType>(linear.getInput().getType());
-        auto weight = cast<RankedTensorType>(linear.getWeight().getType());
-        int64_t rows = leadingRows(input), in = weight.getDimSize(1), out = weight.getDimSize(0);
-        callKernel("htp_cpu_linear_f32",
-                   {pointerOf(linear.getInput()), pointerOf(linear.getWeight()),
-                    optionalPointerOf(linear.getBias()),
-                    pointerOf(linear.getResult()), constantI64(rows), constantI64(in),
-                    constantI64(out)});
-        return addFlops(op, CheckedInt(2) * rows * in * out);
-      })
-      .Case([&](AttentionOp attention) -> LogicalResult {
-        auto input = cast<RankedTensorType>(attention.getInput().getType());
-        int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1),
-                dim = input.getDimSize(2), heads = attention.getNumHeads(),
-                headDim = attention.getHeadDim();
-        Value scratch =
-            LLVM::GEPOp::create(builder, loc, ptrType, builder.getI8Type(), workspacePtr,
-                                ArrayRef<LLVM::GEPArg>{constantI64(scratchOffset.lookup(op))});
-        if (std::optional<uint64_t> pair = attention.getPair()) {
-          // The balance hook: the heads the plan gives this rank (runtime/htp.h).
-          Value status = callRuntime(
-              "htp_rt_attention_f32",
-              {rtContext, constantI32(*pair), pointerOf(attention.getInput()),
-               pointerOf(attention.getQkvWeight()), pointerOf(attention.getQkvBias()),
-               pointerOf(attention.getProjWeight()), pointerOf(attention.getResult()), scratch,
-               constantI64(batch), constantI64(tokens), constantI64(dim), constantI64(heads),
-               constantI64(headDim)});
-          returnIfFailed(status);
-          // One head's share: its q, k, v rows and proj columns, its scores.
-          std::optional<int64_t> headFlops =
-              (CheckedInt(2) * batch * tokens * (CheckedInt(3) * dim * headDim + headDim * dim) +
-               CheckedInt(4) * batch * tokens * tokens * headDim)
-                  .get();
-          if (!headFlops)
-            return op->emitOpError("the FLOPs of one head overflow int64");
-          balance.noteAttention(attention, *headFlops);
-        } else {
-          callKernel("htp_cpu_attention_f32",
-                     {pointerOf(attention.getInput()), pointerOf(attention.getQkvWeight()),
-                      pointerOf(attention.getQkvBias()), pointerOf(attention.getProjWeight()),
-                      optionalPointerOf(attention.getProjBias()),
-                      pointerOf(attention.getResult()), scratch, constantI64(batch),
-                      constantI64(tokens), constantI64(dim), constantI64(heads),
-                      constantI64(headDim)});
-        }
-        CheckedInt rows = CheckedInt(batch) * tokens, inner = CheckedInt(heads) * headDim;
-        return addFlops(op, CheckedInt(2) * rows * dim * 3 * inner +              // qkv
-                                CheckedInt(4) * batch * heads * tokens * tokens * headDim + // q·kᵀ, p·v
-                                CheckedInt(2) * rows * inner * dim);                // proj
-      })
-      .Case([&](LayerNormOp norm) {
-        auto input = cast<RankedTensorType>(norm.getInput().getType());
-        Value epsilon = LLVM::ConstantOp::create(builder, loc, builder.getF32Type(),
-                                                 norm.getEpsilonAttr());
-        callKernel("htp_cpu_layer_norm_f32",
-                   {pointerOf(norm.getInput()), pointerOf(norm.getWeight()),
-                    pointerOf(norm.getBias()), pointerOf(norm.getResult()),
-                    constantI64(leadingRows(input)), constantI64(input.getShape().back()),
-                    epsilon});
-        return success();
-      })
-      .Case([&](GeluOp gelu) {
-        Value tanhApprox = LLVM::ConstantOp::create(builder, loc, i32Type, tanhFlag(gelu));
-        callKernel("htp_cpu_gelu_f32",
-                   {pointerOf(gelu.getInput()), pointerOf(gelu.getResult()),
-                    constantI64(gelu.getType().getNumElements()), tanhApprox});
-        return success();
-      })
-      .Case([&](AddOp add) {
-        callKernel("htp_cpu_add_f32",
-                   {pointerOf(add.getLhs()), pointerOf(add.getRhs()), pointerOf(add.getResult()),
-                    constantI64(add.getType().getNumElements())});
-        return success();
-      })
-      .Case([&](MLPOp mlp) -> LogicalResult {
-        int64_t rows = leadingRows(mlp.getType()), dim = mlp.getType().getShape().back();
-        int64_t hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
-        int64_t width = mlp.getUnitWidth();
-        Value scratch =
-            LLVM::GEPOp::create(builder, loc, ptrType, builder.getI8Type(), workspacePtr,
-                                ArrayRef<LLVM::GEPArg>{constantI64(scratchOffset.lookup(op))});
-        Value status = callRuntime(
-            "htp_rt_mlp_f32",
-            {rtContext, constantI32(mlp.getPair()), pointerOf(mlp.getInput()),
-             pointerOf(mlp.getFc1Weight()), optionalPointerOf(mlp.getFc1Bias()),
-             pointerOf(mlp.getFc2Weight()), pointerOf(mlp.getResult()), scratch,
-             constantI64(rows), constantI64(dim), constantI64(hidden), constantI64(width),
-             constantI32(tanhFlag(mlp))});
-        returnIfFailed(status);
-        std::optional<int64_t> unitFlops = (CheckedInt(4) * rows * dim * width).get();
-        if (!unitFlops)
-          return op->emitOpError("the FLOPs of one MLP unit overflow int64");
-        balance.noteMLP(mlp, hidden / width, *unitFlops);
-        return addFlops(op, CheckedInt(4) * rows * dim * hidden);
-      })
-      .Case([&](BiasAddOp biasAdd) {
-        auto input = cast<RankedTensorType>(biasAdd.getInput().getType());
-        callKernel("htp_cpu_bias_add_f32",
-                   {pointerOf(biasAdd.getInput()), pointerOf(biasAdd.getBias()),
-                    pointerOf(biasAdd.getResult()), constantI64(leadingRows(input)),
-                    constantI64(input.getShape().back())});
-        return success();
-      })
-      .Case([&](AllReduceOp reduce) {
-        // htp_result htp_allreduce_sum_f32(htp_ctx *, const float *, float *, size_t):
-        // a failure (a peer hung or died) is returned from the entry at once.
-        Value status = callRuntime(
-            "htp_allreduce_sum_f32",
-            {rtContext, pointerOf(reduce.getInput()), pointerOf(reduce.getResult()),
-             constantI64(reduce.getType().getNumElements())});
-        returnIfFailed(status);
-        return success();
-      })
-      .Default([&](Operation *other) {
-        return other->emitOpError("has no lowering in --htp-lower-to-runtime");
-      });
+/// The signature's counts: the block's GEMM FLOPs and the balance units'
+/// shapes and costs, all checked.
+LogicalResult EntryLowering::countFlops() {
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      auto weight = cast<RankedTensorType>(linear.getWeight().getType());
+      if (failed(addFlops(&op, CheckedInt(2) * leadingRows(linear.getType()) *
+                                   weight.getDimSize(1) * weight.getDimSize(0))))
+        return failure();
+    } else if (auto attention = dyn_cast<AttentionOp>(op)) {
+      auto input = cast<RankedTensorType>(attention.getInput().getType());
+      int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1),
+              dim = input.getDimSize(2), heads = attention.getNumHeads(),
+              headDim = attention.getHeadDim();
+      if (attention.getPair()) {
+        // One head's share: its q, k, v rows and proj columns, its scores.
+        std::optional<int64_t> headFlops =
+            (CheckedInt(2) * batch * tokens * (CheckedInt(3) * dim * headDim + headDim * dim) +
+             CheckedInt(4) * batch * tokens * tokens * headDim)
+                .get();
+        if (!headFlops)
+          return op.emitOpError("the FLOPs of one head overflow int64");
+        balance.noteAttention(attention, *headFlops);
+      }
+      CheckedInt rows = CheckedInt(batch) * tokens, inner = CheckedInt(heads) * headDim;
+      if (failed(addFlops(&op, CheckedInt(2) * rows * dim * 3 * inner +              // qkv
+                                   CheckedInt(4) * batch * heads * tokens * tokens * headDim + // q·kᵀ, p·v
+                                   CheckedInt(2) * rows * inner * dim)))             // proj
+        return failure();
+    } else if (auto mlp = dyn_cast<MLPOp>(op)) {
+      int64_t rows = leadingRows(mlp.getType()), dim = mlp.getType().getShape().back();
+      int64_t hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
+      int64_t width = mlp.getUnitWidth();
+      std::optional<int64_t> unitFlops = (CheckedInt(4) * rows * dim * width).get();
+      if (!unitFlops)
+        return op.emitOpError("the FLOPs of one MLP unit overflow int64");
+      balance.noteMLP(mlp, hidden / width, *unitFlops);
+      if (failed(addFlops(&op, CheckedInt(4) * rows * dim * hidden)))
+        return failure();
+    }
+  }
+  return success();
 }
 
 /// The name the signature gives argument `index`: its htp.param (timm's
@@ -499,7 +324,7 @@ std::string EntryLowering::signatureJSON() {
     json.attribute("htp_entry", HTP_ENTRY_FORMAT_VERSION);
     json.attribute("entry", name);
     json.attributeArray("args", [&] {
-      for (unsigned index = 0; index < numArgs; ++index)
+      for (unsigned index = 0; index < context.numArgs; ++index)
         json.object([&] {
           json.attribute("name", argumentName(index));
           bool param = func.getArgAttrOfType<StringAttr>(index, kParamAttrName) != nullptr;
@@ -553,48 +378,62 @@ static void defineStringGlobal(OpBuilder &builder, ModuleOp module, StringRef na
                          LLVM::Linkage::External, name, builder.getStringAttr(bytes));
 }
 
-LogicalResult EntryLowering::run() {
-  if (failed(checkSupported()))
-    return failure();
-  if (failed(readPlacement()))
-    return failure();
-
-  // i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)
-  builder.setInsertionPoint(func);
-  auto entryType = LLVM::LLVMFunctionType::get(i32Type, {ptrType, ptrType});
-  entry = LLVM::LLVMFuncOp::create(builder, func.getLoc(), HTP_ENTRY_SYMBOL_PREFIX + name,
-                                   entryType);
+/// Builds `i32 @"htp.entry.F"(ptr %rt_ctx, ptr %buffers)`, loads the
+/// buffers, moves the function's ops into it and applies the op patterns.
+LogicalResult EntryLowering::lowerBody() {
+  MLIRContext *mlirContext = module.getContext();
+  OpBuilder builder(func);
+  Location loc = func.getLoc();
+  auto ptrType = LLVM::LLVMPointerType::get(mlirContext);
+  auto entryType = LLVM::LLVMFunctionType::get(builder.getI32Type(), {ptrType, ptrType});
+  LLVM::LLVMFuncOp entry =
+      LLVM::LLVMFuncOp::create(builder, loc, HTP_ENTRY_SYMBOL_PREFIX + name, entryType);
   Block *block = entry.addEntryBlock(builder);
-  rtContext = block->getArgument(0);
-  buffersArg = block->getArgument(1);
+  context.module = module;
+  context.entry = entry;
+  context.rtContext = block->getArgument(0);
   builder.setInsertionPointToEnd(block);
-  for (int32_t index = 0, end = numArgs + numResults + 1; index < end; ++index) {
-    Value slot = LLVM::GEPOp::create(builder, func.getLoc(), ptrType, ptrType, buffersArg,
+  for (int32_t index = 0, end = context.numArgs + numResults + 1; index < end; ++index) {
+    Value slot = LLVM::GEPOp::create(builder, loc, ptrType, ptrType, block->getArgument(1),
                                      ArrayRef<LLVM::GEPArg>{index});
-    loadedBuffers.push_back(
-        LLVM::LoadOp::create(builder, func.getLoc(), ptrType, slot, /*alignment=*/8));
+    context.buffers.push_back(LLVM::LoadOp::create(builder, loc, ptrType, slot, /*alignment=*/8));
   }
-  workspacePtr = loadedBuffers.back();
 
+  // The ops move into the entry; each argument becomes its buffer, seen as
+  // a tensor until the patterns have run.
   Block &body = func.getBody().front();
-  for (Operation &op : body.without_terminator())
-    if (failed(lowerOp(&op)))
-      return failure();
+  for (BlockArgument arg : body.getArguments())
+    arg.replaceAllUsesWith(UnrealizedConversionCastOp::create(builder, loc, arg.getType(),
+                                                              context.buffers[arg.getArgNumber()])
+                               .getResult(0));
+  block->getOperations().splice(block->end(), body.getOperations());
 
-  // Results not computed in place (a returned argument, a value returned
-  // twice) are copied into their buffers.
-  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
-  for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
-    int64_t resultBuffer = numArgs + index;
-    Placement where = placement.lookup(value);
-    if (where.kind == Placement::Buffer && where.index == resultBuffer)
-      continue;
-    LLVM::MemcpyOp::create(builder, func.getLoc(), bufferPointer(resultBuffer), pointerOf(value),
-                           constantI64(byteSize(value)), /*isVolatile=*/false);
-  }
-  LLVM::ReturnOp::create(builder, func.getLoc(),
-                         ValueRange{LLVM::ConstantOp::create(builder, func.getLoc(), i32Type, 0)});
+  TypeConverter converter;
+  converter.addConversion([](Type type) { return type; });
+  converter.addConversion([ptrType](RankedTensorType) -> Type { return ptrType; });
+  ConversionTarget target(*mlirContext);
+  target.addLegalDialect<LLVM::LLVMDialect>();
+  target.addLegalOp<UnrealizedConversionCastOp>();
+  target.addIllegalDialect<HTPDialect>();
+  target.addIllegalOp<func::ReturnOp>();
+  RewritePatternSet patterns(mlirContext);
+  populateOpLoweringPatterns(patterns, converter, context);
+  if (failed(applyPartialConversion(entry, target, std::move(patterns))))
+    return failure();
+  // Every tensor is now a pointer: the casts cancel out.
+  SmallVector<UnrealizedConversionCastOp> casts, left;
+  entry.walk([&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
+  reconcileUnrealizedCasts(casts, &left);
+  if (!left.empty())
+    return left.front().emitError("internal error: a tensor left unlowered");
+  return success();
+}
 
+LogicalResult EntryLowering::run() {
+  if (failed(checkSupported()) || failed(readPlacement()) || failed(countFlops()) ||
+      failed(lowerBody()))
+    return failure();
+  OpBuilder builder(module.getContext());
   defineStringGlobal(builder, module, HTP_SIGNATURE_SYMBOL_PREFIX + name, signatureJSON());
   func.erase();
   return success();

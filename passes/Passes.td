@@ -114,7 +114,8 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     refused. Values returned but not computed in place (an argument, a value
     returned twice) are copied into their result buffers.
 
-    Each op becomes a call to its kernel in `kernels/htp_kernels.h`;
+    One conversion pattern per op (passes/OpLowerings.cpp): each op becomes
+    a call to its kernel in `kernels/htp_kernels.h`;
     `htp.all_reduce` and the ops the balance hooks marked (`htp.attention`
     with a `pair`, `htp.mlp`) call libhtprt (`runtime/htp.h`) with the
     rank's context `%rt_ctx`, and a failing status (a peer hung or died) is

@@ -1,0 +1,307 @@
+//===- OpLowerings.cpp - One lowering pattern per htp op ------------------===//
+//
+// This file implements the patterns of --htp-lower-to-runtime: each htp op
+// becomes a call of its CPU kernel (kernels/htp_kernels.h) or of libhtprt
+// (runtime/htp.h) on the pointers of its operands and of its result (its
+// workspace slot or its result buffer, as --htp-assign-workspace placed
+// it), and func.return copies what was not computed in place and returns
+// HTP_OK. Sizes come from the static shapes, which the lowering checked.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/OpLowerings.h"
+
+#include "passes/EntryFunction.h"
+
+#include "dialect/HTPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::htp;
+
+namespace {
+
+Value constantI64(OpBuilder &builder, Location loc, int64_t value) {
+  return LLVM::ConstantOp::create(builder, loc, builder.getI64Type(), value);
+}
+
+Value constantI32(OpBuilder &builder, Location loc, int64_t value) {
+  return LLVM::ConstantOp::create(builder, loc, builder.getI32Type(), value);
+}
+
+/// A pointer `offset` bytes into the workspace.
+Value workspaceSlot(OpBuilder &builder, Location loc, Value workspace, int64_t offset) {
+  return LLVM::GEPOp::create(builder, loc, LLVM::LLVMPointerType::get(builder.getContext()),
+                             builder.getI8Type(), workspace,
+                             ArrayRef<LLVM::GEPArg>{constantI64(builder, loc, offset)});
+}
+
+/// The converted pointer of an optional operand, or null (a missing bias).
+Value optionalPointer(OpBuilder &builder, Location loc, Value converted) {
+  if (converted)
+    return converted;
+  return LLVM::ZeroOp::create(builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
+}
+
+/// 1 when a GELU (or an MLP's GELU) uses the tanh approximation: the
+/// kernels' int flag.
+template <typename OpTy>
+int64_t tanhFlag(OpTy op) {
+  return op.getApproximate() == Approximation::Tanh ? 1 : 0;
+}
+
+/// The base of the patterns: they share the entry's context.
+template <typename OpTy>
+struct EntryPattern : OpConversionPattern<OpTy> {
+  EntryPattern(const TypeConverter &converter, EntryContext &entry)
+      : OpConversionPattern<OpTy>(converter, entry.module.getContext()), entry(entry) {}
+
+protected:
+  EntryContext &entry;
+};
+
+/// The base of the op patterns: an op becomes one call that writes its
+/// result where it was placed, and the op's result becomes that pointer.
+template <typename OpTy>
+struct CallPattern : EntryPattern<OpTy> {
+  using EntryPattern<OpTy>::EntryPattern;
+  using OpAdaptor = typename EntryPattern<OpTy>::OpAdaptor;
+
+  LogicalResult matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const final {
+    Value result = this->entry.resultPointer(rewriter, op);
+    emitCall(op, adaptor, rewriter, result);
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  /// Emits the call computing `op` into `result`.
+  virtual void emitCall(OpTy op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                        Value result) const = 0;
+};
+
+/// htp.linear → htp_cpu_linear_f32(x, w, b or null, y, rows, in, out).
+struct LinearLowering : CallPattern<LinearOp> {
+  using CallPattern::CallPattern;
+  void emitCall(LinearOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    auto weight = cast<RankedTensorType>(op.getWeight().getType());
+    entry.callKernel(rewriter, loc, "htp_cpu_linear_f32",
+                     {adaptor.getInput(), adaptor.getWeight(),
+                      optionalPointer(rewriter, loc, adaptor.getBias()), result,
+                      constantI64(rewriter, loc, leadingRows(op.getType())),
+                      constantI64(rewriter, loc, weight.getDimSize(1)),
+                      constantI64(rewriter, loc, weight.getDimSize(0))});
+  }
+};
+
+/// htp.attention → htp_cpu_attention_f32, or with a `pair` the balance hook
+/// htp_rt_attention_f32 (the heads the plan gives this rank; no proj bias).
+struct AttentionLowering : CallPattern<AttentionOp> {
+  using CallPattern::CallPattern;
+  void emitCall(AttentionOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    Value scratch = entry.scratchPointer(rewriter, op);
+    auto dims = [&] {
+      return SmallVector<Value>{constantI64(rewriter, loc, input.getDimSize(0)),
+                                constantI64(rewriter, loc, input.getDimSize(1)),
+                                constantI64(rewriter, loc, input.getDimSize(2)),
+                                constantI64(rewriter, loc, op.getNumHeads()),
+                                constantI64(rewriter, loc, op.getHeadDim())};
+    };
+    if (std::optional<uint64_t> pair = op.getPair()) {
+      SmallVector<Value> args{entry.rtContext,      constantI32(rewriter, loc, *pair),
+                              adaptor.getInput(),   adaptor.getQkvWeight(),
+                              adaptor.getQkvBias(), adaptor.getProjWeight(),
+                              result,               scratch};
+      args.append(dims());
+      entry.returnIfFailed(rewriter, loc,
+                           entry.callRuntime(rewriter, loc, "htp_rt_attention_f32", args));
+    } else {
+      SmallVector<Value> args{adaptor.getInput(),
+                              adaptor.getQkvWeight(),
+                              adaptor.getQkvBias(),
+                              adaptor.getProjWeight(),
+                              optionalPointer(rewriter, loc, adaptor.getProjBias()),
+                              result,
+                              scratch};
+      args.append(dims());
+      entry.callKernel(rewriter, loc, "htp_cpu_attention_f32", args);
+    }
+  }
+};
+
+/// htp.layer_norm → htp_cpu_layer_norm_f32(x, weight, bias, y, rows, dim, eps).
+struct LayerNormLowering : CallPattern<LayerNormOp> {
+  using CallPattern::CallPattern;
+  void emitCall(LayerNormOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    Value epsilon =
+        LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
+    entry.callKernel(rewriter, loc, "htp_cpu_layer_norm_f32",
+                     {adaptor.getInput(), adaptor.getWeight(), adaptor.getBias(), result,
+                      constantI64(rewriter, loc, leadingRows(op.getType())),
+                      constantI64(rewriter, loc, op.getType().getShape().back()), epsilon});
+  }
+};
+
+/// htp.gelu → htp_cpu_gelu_f32(x, y, count, tanh).
+struct GeluLowering : CallPattern<GeluOp> {
+  using CallPattern::CallPattern;
+  void emitCall(GeluOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    Value tanhApprox = constantI32(rewriter, loc, tanhFlag(op));
+    entry.callKernel(rewriter, loc, "htp_cpu_gelu_f32",
+                     {adaptor.getInput(), result,
+                      constantI64(rewriter, loc, op.getType().getNumElements()), tanhApprox});
+  }
+};
+
+/// htp.add → htp_cpu_add_f32(lhs, rhs, y, count).
+struct AddLowering : CallPattern<AddOp> {
+  using CallPattern::CallPattern;
+  void emitCall(AddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    entry.callKernel(rewriter, loc, "htp_cpu_add_f32",
+                     {adaptor.getLhs(), adaptor.getRhs(), result,
+                      constantI64(rewriter, loc, op.getType().getNumElements())});
+  }
+};
+
+/// htp.mlp → the balance hook htp_rt_mlp_f32 (the units the plan gives
+/// this rank).
+struct MLPLowering : CallPattern<MLPOp> {
+  using CallPattern::CallPattern;
+  void emitCall(MLPOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    int64_t hidden = cast<RankedTensorType>(op.getFc1Weight().getType()).getDimSize(0);
+    Value scratch = entry.scratchPointer(rewriter, op);
+    Value status = entry.callRuntime(
+        rewriter, loc, "htp_rt_mlp_f32",
+        {entry.rtContext, constantI32(rewriter, loc, op.getPair()), adaptor.getInput(),
+         adaptor.getFc1Weight(), optionalPointer(rewriter, loc, adaptor.getFc1Bias()),
+         adaptor.getFc2Weight(), result, scratch,
+         constantI64(rewriter, loc, leadingRows(op.getType())),
+         constantI64(rewriter, loc, op.getType().getShape().back()),
+         constantI64(rewriter, loc, hidden), constantI64(rewriter, loc, op.getUnitWidth()),
+         constantI32(rewriter, loc, tanhFlag(op))});
+    entry.returnIfFailed(rewriter, loc, status);
+  }
+};
+
+/// htp.bias_add → htp_cpu_bias_add_f32(x, bias, y, rows, dim).
+struct BiasAddLowering : CallPattern<BiasAddOp> {
+  using CallPattern::CallPattern;
+  void emitCall(BiasAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    entry.callKernel(rewriter, loc, "htp_cpu_bias_add_f32",
+                     {adaptor.getInput(), adaptor.getBias(), result,
+                      constantI64(rewriter, loc, leadingRows(op.getType())),
+                      constantI64(rewriter, loc, op.getType().getShape().back())});
+  }
+};
+
+/// htp.all_reduce → htp_allreduce_sum_f32(ctx, x, y, count), whose failure
+/// (a peer hung or died) is returned from the entry at once.
+struct AllReduceLowering : CallPattern<AllReduceOp> {
+  using CallPattern::CallPattern;
+  void emitCall(AllReduceOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    Value status = entry.callRuntime(
+        rewriter, loc, "htp_allreduce_sum_f32",
+        {entry.rtContext, adaptor.getInput(), result,
+         constantI64(rewriter, loc, op.getType().getNumElements())});
+    entry.returnIfFailed(rewriter, loc, status);
+  }
+};
+
+/// func.return → copies of the results not computed in place (a returned
+/// argument, a value returned twice), then `return 0` (HTP_OK).
+struct ReturnLowering : EntryPattern<func::ReturnOp> {
+  using EntryPattern::EntryPattern;
+  LogicalResult matchAndRewrite(func::ReturnOp op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    for (auto [index, pointer] : llvm::enumerate(adaptor.getOperands())) {
+      if (!entry.copyResult[index])
+        continue;
+      LLVM::MemcpyOp::create(rewriter, loc, entry.buffers[entry.numArgs + index], pointer,
+                             constantI64(rewriter, loc, byteSize(op.getOperand(index))),
+                             /*isVolatile=*/false);
+    }
+    rewriter.replaceOpWithNewOp<LLVM::ReturnOp>(op, ValueRange{constantI32(rewriter, loc, 0)});
+    return success();
+  }
+};
+
+} // namespace
+
+Value EntryContext::resultPointer(OpBuilder &builder, Operation *op) {
+  if (auto offset = op->getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName))
+    return workspaceSlot(builder, op->getLoc(), workspace(), offset.getInt());
+  return buffers[resultBuffer.lookup(op->getResult(0))];
+}
+
+Value EntryContext::scratchPointer(OpBuilder &builder, Operation *op) {
+  auto offset = op->getAttrOfType<IntegerAttr>(kScratchOffsetAttrName);
+  return workspaceSlot(builder, op->getLoc(), workspace(), offset.getInt());
+}
+
+LLVM::LLVMFuncOp EntryContext::declareFunction(OpBuilder &builder, StringRef name, Type result,
+                                               ValueRange args) {
+  if (auto function = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
+    return function;
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(module.getBody());
+  auto type = LLVM::LLVMFunctionType::get(result, llvm::to_vector(args.getTypes()));
+  return LLVM::LLVMFuncOp::create(builder, module.getLoc(), name, type);
+}
+
+void EntryContext::callKernel(OpBuilder &builder, Location loc, StringRef name,
+                              ValueRange args) {
+  auto kernel =
+      declareFunction(builder, name, LLVM::LLVMVoidType::get(builder.getContext()), args);
+  LLVM::CallOp::create(builder, loc, kernel, args);
+}
+
+Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name,
+                                ValueRange args) {
+  auto function = declareFunction(builder, name, builder.getI32Type(), args);
+  return LLVM::CallOp::create(builder, loc, function, args).getResult();
+}
+
+void EntryContext::returnIfFailed(RewriterBase &rewriter, Location loc, Value status) {
+  Region &body = entry.getBody();
+  if (!failureBlock) {
+    OpBuilder::InsertionGuard guard(rewriter);
+    failureBlock = rewriter.createBlock(&body, body.end(), {rewriter.getI32Type()}, {loc});
+    LLVM::ReturnOp::create(rewriter, loc, ValueRange{failureBlock->getArgument(0)});
+  }
+  // What follows the call (the op being lowered, the ops after it) moves to
+  // a new block, between this one and the failure exit.
+  Block *current = rewriter.getInsertionBlock();
+  Block *next = rewriter.splitBlock(current, rewriter.getInsertionPoint());
+  rewriter.setInsertionPointToEnd(current);
+  Value failed = LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::ne, status,
+                                      constantI32(rewriter, loc, 0));
+  LLVM::CondBrOp::create(rewriter, loc, failed, failureBlock, ValueRange{status}, next,
+                         ValueRange{});
+  rewriter.setInsertionPointToStart(next);
+}
+
+void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,
+                                     const TypeConverter &converter, EntryContext &entry) {
+  patterns.add<LinearLowering, AttentionLowering, LayerNormLowering, GeluLowering, AddLowering,
+               MLPLowering, BiasAddLowering, AllReduceLowering, ReturnLowering>(converter,
+                                                                                 entry);
+}
