@@ -13,6 +13,8 @@
 #ifndef HTP_KERNELS_H
 #define HTP_KERNELS_H
 
+#include "kernels/htp_scratch.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -47,31 +49,8 @@ void htp_cpu_bias_add_f32(const float *x, const float *bias, float *y, int64_t r
  *   wproj [model_dim, num_heads * head_dim]; bproj [model_dim]
  *   y     [batch, tokens, model_dim]
  * Scores are scaled by 1/sqrt(head_dim); softmax is numerically stable.
- * scratch holds htp_cpu_attention_scratch_floats(...) floats: [qkv: rows *
- * 3 * inner][context: rows * inner][scores: tokens * tokens], rows = batch *
- * tokens, inner = num_heads * head_dim; -1 when that count does not fit
- * int64_t (or a size is negative). Inline, so the compiler sizes workspaces
- * with this one formula without linking the kernels. */
-static inline int64_t htp__kernel_size_mul(int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b))
-    return -1;
-  return a * b;
-}
-static inline int64_t htp__kernel_size_add(int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || a > INT64_MAX - b)
-    return -1;
-  return a + b;
-}
-static inline int64_t htp_cpu_attention_scratch_floats(int64_t batch, int64_t tokens,
-                                                       int64_t model_dim, int64_t num_heads,
-                                                       int64_t head_dim) {
-  (void)model_dim;
-  int64_t rows = htp__kernel_size_mul(batch, tokens);
-  int64_t context = htp__kernel_size_mul(rows, htp__kernel_size_mul(num_heads, head_dim));
-  int64_t qkv = htp__kernel_size_mul(context, 3);
-  return htp__kernel_size_add(htp__kernel_size_add(qkv, context),
-                              htp__kernel_size_mul(tokens, tokens));
-}
+ * scratch holds htp_cpu_attention_scratch_floats(...) floats
+ * (kernels/htp_scratch.h). */
 void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
                            const float *wproj, const float *bproj, float *y, float *scratch,
                            int64_t batch, int64_t tokens, int64_t model_dim,

@@ -30,6 +30,8 @@
 #ifndef HTP_H
 #define HTP_H
 
+#include "kernels/htp_scratch.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -622,7 +624,7 @@ HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer, double com
  * hidden], no fc2 bias); y receives the partial sum (overwritten, not
  * accumulated; it must not alias an input). bqkv / b1 may be NULL (no
  * bias). scratch holds htp_rt_attention_scratch_floats(...) or
- * htp_rt_mlp_scratch_floats(...) floats (static inline below: the compiler
+ * htp_rt_mlp_scratch_floats(...) floats (kernels/htp_scratch.h: the compiler
  * sizes the block's workspace with them). ctx may be NULL, or have no
  * balancer: every unit is computed (for the MLP, hidden_dim need only be a
  * multiple of unit_width). With a balancer, pair must be in [0, 2 *
@@ -640,37 +642,6 @@ HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer, double com
  * hook also fails the world, as the collectives do with bad arguments: this
  * rank will not reach the block's all-reduce, and its peers should learn
  * it at once. Without ctx only HTP_ERR_INVALID, and no message. */
-
-/* Scratch of htp_rt_attention_f32: the heads' context [rows, num_heads *
- * head_dim], one migrated head's context [rows, head_dim], then the head
- * kernel's own scratch (kernels/htp_kernels.h: rows * 3 * head_dim +
- * tokens * tokens). */
-static inline int64_t htp__size_mul(int64_t a, int64_t b) { /* -1: overflow */
-  if (a < 0 || b < 0 || (b != 0 && a > INT64_MAX / b))
-    return -1;
-  return a * b;
-}
-static inline int64_t htp__size_add(int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || a > INT64_MAX - b)
-    return -1;
-  return a + b;
-}
-/* Both return -1 when the count does not fit int64_t (the compiler then
- * refuses the block). */
-static inline int64_t htp_rt_attention_scratch_floats(int64_t batch, int64_t tokens,
-                                                      int64_t num_heads, int64_t head_dim) {
-  int64_t rows = htp__size_mul(batch, tokens);
-  int64_t head = htp__size_mul(rows, head_dim); /* [rows, head_dim] */
-  int64_t heads = htp__size_mul(head, num_heads);
-  return htp__size_add(htp__size_add(heads, htp__size_mul(head, 4)),
-                       htp__size_mul(tokens, tokens));
-}
-/* Scratch of htp_rt_mlp_f32: the hidden activation [rows, hidden_dim] and
- * one migrated unit's [rows, unit_width]. */
-static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim,
-                                                int64_t unit_width) {
-  return htp__size_add(htp__size_mul(rows, hidden_dim), htp__size_mul(rows, unit_width));
-}
 
 HTP_API htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
                                 const float *bqkv, const float *wproj, float *y, float *scratch,
