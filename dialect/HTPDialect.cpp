@@ -92,21 +92,22 @@ static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Att
 }
 
 LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
-  // The workspace placement --htp-assign-workspace records (passes/
-  // EntryFunction.h): byte offsets of slots, and the workspace's size, all
-  // 64-byte aligned (runtime/htp_entry.h) and within the workspace limit.
+  // The workspace placement --htp-assign-workspace records: byte offsets of
+  // slots, and the workspace's size, all 64-byte aligned (runtime/
+  // htp_entry.h) and within the workspace limit.
   StringRef name = attr.getName().getValue();
-  bool onFunction = name == "htp.workspace_bytes";
-  if (onFunction || name == "htp.workspace_offset" || name == "htp.scratch_offset") {
+  bool onFunction = name == kWorkspaceBytesAttrName;
+  if (onFunction || name == kWorkspaceOffsetAttrName || name == kScratchOffsetAttrName) {
     if (onFunction ? !isa<FunctionOpInterface>(op) : !isa_and_nonnull<HTPDialect>(op->getDialect()))
       return op->emitError() << "'" << name << "' belongs on "
                              << (onFunction ? "a function" : "an htp op");
     auto bytes = dyn_cast<IntegerAttr>(attr.getValue());
-    int64_t limit = HTP_ENTRY_MAX_WORKSPACE_BYTES - (onFunction ? 0 : 64);
+    int64_t limit = HTP_ENTRY_MAX_WORKSPACE_BYTES - (onFunction ? 0 : kWorkspaceAlignment);
     if (!bytes || !bytes.getType().isInteger(64) || bytes.getInt() < 0 ||
-        bytes.getInt() > limit || bytes.getInt() % 64 != 0)
-      return op->emitError() << "'" << name << "' must be an i64 multiple of 64 from 0 to "
-                             << limit << ", got " << attr.getValue();
+        bytes.getInt() > limit || bytes.getInt() % kWorkspaceAlignment != 0)
+      return op->emitError() << "'" << name << "' must be an i64 multiple of "
+                             << kWorkspaceAlignment << " from 0 to " << limit << ", got "
+                             << attr.getValue();
     return success();
   }
   if (attr.getName() != kTPAttrName)

@@ -2,7 +2,7 @@
 //
 // Declares the htp dialect (generated from HTPOps.td), its enums and
 // attributes (HTPAttrs.td) and the names of the attributes it puts on
-// functions and their arguments.
+// functions, their arguments and ops (the workspace placement).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +30,22 @@ inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
 inline constexpr llvm::StringLiteral kShardAttrName = "htp.shard";
 /// On a function split by --htp-tensor-parallel: the number of ranks.
 inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
+
+// The workspace placement --htp-assign-workspace records and
+// --htp-lower-to-runtime reads (passes/AssignWorkspace.cpp); the dialect
+// checks their form, the lowering their meaning.
+/// On an htp op whose result lives in the workspace: the result's byte
+/// offset (i64). A result in a caller's buffer (computed in place into the
+/// result buffer it is returned in) has none.
+inline constexpr llvm::StringLiteral kWorkspaceOffsetAttrName = "htp.workspace_offset";
+/// On an htp op that needs kernel scratch while it runs: the scratch's byte
+/// offset in the workspace (i64).
+inline constexpr llvm::StringLiteral kScratchOffsetAttrName = "htp.scratch_offset";
+/// On a placed function: the workspace's size in bytes (i64).
+inline constexpr llvm::StringLiteral kWorkspaceBytesAttrName = "htp.workspace_bytes";
+/// Every workspace slot, and the workspace's size, is a multiple of this
+/// (runtime/htp_entry.h: the caller's workspace is 64-byte aligned).
+inline constexpr int64_t kWorkspaceAlignment = 64;
 
 /// Checks that `type` is a tensor the runtime can take: rank <= 8
 /// (HTP_ENTRY_MAX_RANK), every dim from 1 to HTP_ENTRY_MAX_DIM, and at most

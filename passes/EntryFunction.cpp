@@ -1,7 +1,8 @@
 //===- EntryFunction.cpp - What the htp passes share about entry functions ===//
 //
-// Sizes, scratch formulas and the shape check shared by the workspace
-// assignment and the lowering (EntryFunction.h).
+// Sizes, scratch formulas, the shape check and the placement's overlap
+// check shared by the workspace assignment and the lowering
+// (EntryFunction.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -92,5 +93,64 @@ LogicalResult htp::checkEntryFunction(func::FuncOp func) {
       if (!bytesFit(value.getType()))
         return op.emitOpError() << "operand or result of type " << value.getType()
                                 << " has more bytes than int64 holds";
+  return success();
+}
+
+LogicalResult htp::checkWorkspaceOverlaps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  llvm::DenseMap<Operation *, unsigned> position; // the return is last
+  for (auto [index, op] : llvm::enumerate(body))
+    position[&op] = index;
+
+  /// A byte range of the workspace and the ops between which it is live.
+  struct Range {
+    int64_t begin, end;
+    unsigned first, last;
+    Operation *op;
+    bool scratch;
+  };
+  SmallVector<Range> ranges; // by `first`: results and scratch in op order
+  for (Operation &op : body.without_terminator()) {
+    unsigned at = position.lookup(&op);
+    if (auto offset = op.getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName)) {
+      Value result = op.getResult(0);
+      unsigned last = at; // a value never read is live while its op runs
+      for (Operation *user : result.getUsers())
+        last = std::max(last, position.lookup(user));
+      ranges.push_back({offset.getInt(), offset.getInt() + byteSize(result), at, last, &op,
+                        /*scratch=*/false});
+    }
+    std::optional<int64_t> scratch = scratchBytes(&op);
+    auto offset = op.getAttrOfType<IntegerAttr>(kScratchOffsetAttrName);
+    if (scratch && *scratch && offset)
+      ranges.push_back({offset.getInt(), offset.getInt() + *scratch, at, at, &op,
+                        /*scratch=*/true});
+  }
+
+  // A sweep in op order: `live` holds the ranges whose value may still be read.
+  SmallVector<Range> live;
+  for (const Range &range : ranges) {
+    llvm::erase_if(live, [&](const Range &other) { return other.last < range.first; });
+    for (const Range &other : live) {
+      if (other.begin >= range.end || range.begin >= other.end)
+        continue;
+      auto what = [](const Range &r) { return r.scratch ? "kernel scratch" : "result"; };
+      InFlightDiagnostic diag = range.op->emitOpError()
+                                << "its " << what(range) << " at bytes [" << range.begin << ", "
+                                << range.end << ") of the workspace overlaps ";
+      if (other.op == range.op)
+        diag << "its own " << what(other) << " at bytes [" << other.begin << ", " << other.end
+             << "), live while it runs";
+      else
+        diag << "the " << what(other) << " of '" << other.op->getName() << "' at bytes ["
+             << other.begin << ", " << other.end << "), which is still live (read by this op "
+             << "or a later one)";
+      diag.attachNote(other.op->getLoc())
+          << "the overlapped " << what(other) << " is that of this '" << other.op->getName()
+          << "'";
+      return diag;
+    }
+    live.push_back(range);
+  }
   return success();
 }

@@ -2,14 +2,17 @@
 //
 // The workspace assignment (AssignWorkspace.cpp) and the lowering
 // (LowerToRuntime.cpp) both size the values of an htp entry function: this
-// header holds what they share: the placement attributes the first writes
-// and the second reads, overflow-checked arithmetic, value sizes, the kernel
+// header holds what they share (the placement attributes the first writes
+// and the second reads are named in dialect/HTPDialect.h): the check that
+// a placement is sound, overflow-checked arithmetic, value sizes, the kernel
 // scratch formulas, and the check that a function is one they can size.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef HTP_PASSES_ENTRYFUNCTION_H
 #define HTP_PASSES_ENTRYFUNCTION_H
+
+#include "dialect/HTPDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -18,19 +21,6 @@
 #include <optional>
 
 namespace mlir::htp {
-
-/// On an htp op whose result lives in the workspace: the result's byte
-/// offset (i64). A result in a caller's buffer (computed in place into the
-/// result buffer it is returned in) has none.
-inline constexpr llvm::StringLiteral kWorkspaceOffsetAttrName = "htp.workspace_offset";
-/// On an htp op that needs kernel scratch while it runs: the scratch's byte
-/// offset in the workspace (i64).
-inline constexpr llvm::StringLiteral kScratchOffsetAttrName = "htp.scratch_offset";
-/// On a placed function: the workspace's size in bytes (i64).
-inline constexpr llvm::StringLiteral kWorkspaceBytesAttrName = "htp.workspace_bytes";
-/// Every workspace slot, and the workspace's size, is a multiple of this
-/// (runtime/htp_entry.h: the caller's workspace is 64-byte aligned).
-inline constexpr int64_t kWorkspaceAlignment = 64;
 
 /// An int64 size or count that remembers an overflow instead of wrapping:
 /// every product and sum the passes compute (bytes, elements, FLOPs,
@@ -74,6 +64,16 @@ std::optional<int64_t> scratchBytes(Operation *op);
 /// Checks that `func` is one block of htp ops over static f32 tensors whose
 /// byte sizes fit int64: what both passes need to size its values.
 LogicalResult checkEntryFunction(func::FuncOp func);
+
+/// Checks that no two workspace byte ranges of `func` that are live at the
+/// same time overlap, whatever wrote the placement. A result slot is live
+/// from its op to its last use (the return included), both ends included:
+/// an op's operands are still live when its result is written, so the two
+/// must not alias. Kernel scratch is live only while its op runs, so it
+/// must not overlap that op's operands or result. Expects the checks of
+/// checkEntryFunction and every slot within the workspace (so no end
+/// overflows); slots that are absent are not checked.
+LogicalResult checkWorkspaceOverlaps(func::FuncOp func);
 
 } // namespace mlir::htp
 

@@ -187,7 +187,8 @@ LogicalResult EntryLowering::checkSupported() {
 }
 
 /// Reads where each value lives (AssignWorkspace.cpp's attributes), checking
-/// that every slot lies within the workspace: the kernels write there.
+/// that every slot lies within the workspace (the kernels write there) and
+/// that no two live at the same time overlap.
 LogicalResult EntryLowering::readPlacement() {
   Block &body = func.getBody().front();
   context.numArgs = func.getNumArguments();
@@ -237,6 +238,10 @@ LogicalResult EntryLowering::readPlacement() {
     if (failed(checkInWorkspace(op, "kernel scratch", offset.getInt(), *scratch)))
       return failure();
   }
+  // The attributes can be written by hand: values live at once must not
+  // share bytes, or a kernel would overwrite what a later one reads.
+  if (failed(checkWorkspaceOverlaps(func)))
+    return failure();
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands())) {
     auto inPlace = context.resultBuffer.find(value);
     context.copyResult.push_back(inPlace == context.resultBuffer.end() ||
