@@ -110,8 +110,9 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     run first (`htp-pipeline` runs it; `--htp-assign-workspace
     --htp-lower-to-runtime` by hand): a function without
     `htp.workspace_bytes`, or an op result that is neither placed nor
-    returned, is an error saying so, and a slot outside the workspace is
-    refused. Values returned but not computed in place (an argument, a value
+    returned, is an error saying so; a slot outside the workspace, or two
+    slots that are live at the same time and overlap (the placement is IR a
+    user may write, so it is checked, not trusted), is refused. Values returned but not computed in place (an argument, a value
     returned twice) are copied into their result buffers.
 
     One conversion pattern per op (passes/OpLowerings.cpp): each op becomes

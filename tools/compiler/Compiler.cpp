@@ -46,6 +46,9 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
   registerLLVMDialectTranslation(registry);
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
+  // A diagnostic names the op and the source line; a dump of the op half-way
+  // through the pipeline (renamed, partly lowered) would only confuse.
+  context->printOpOnDiagnostic(false);
   return context;
 }
 
