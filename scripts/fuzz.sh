@@ -33,9 +33,12 @@ if ((${#targets[@]} == 0)); then
 fi
 # A target (named, or with a corpus folder) that this build lacks is an
 # error, not a silent pass.
+# (The list is read whole first: grep -q closing the pipe early would make
+# ninja die of SIGPIPE, which pipefail counts as a failure.)
+available=$(ninja -C "$BUILD_DIR" -t targets all 2>/dev/null)
 built=()
 for t in "${targets[@]}"; do
-  if ninja -C "$BUILD_DIR" -t targets all 2>/dev/null | grep -q "^fuzz_$t:"; then
+  if grep -q "^fuzz_$t:" <<<"$available"; then
     built+=("$t")
   else
     echo "fuzz: no target fuzz_$t in test/fuzz"; exit 1
