@@ -6,7 +6,8 @@
  * pruned units) and migration cache (weights of units computed for others).
  * The hooks that compiled blocks call in place of the plain attention and
  * MLP kernels ask the table which units to compute, compute those with the
- * work-unit kernels (kernels/cpu/units.c), impute the pruned ones, and add
+ * work-unit kernels of the context's kernel table (kernels/htp_kernel_table.h;
+ * on the CPU kernels/cpu/units.c), impute the pruned ones, and add
  * the migrated-in units from the cached one-unit shards. No hook talks to
  * other ranks: the block's own all-reduce completes the sum, and the
  * migration transfers happen once per plan change, in
@@ -45,7 +46,7 @@
 #include "runtime/balance_internal.h"
 #include "runtime/comm_internal.h"
 
-#include "kernels/htp_kernels.h"
+#include "kernels/htp_kernel_table.h"
 
 #include <errno.h>
 #include <float.h>
@@ -78,12 +79,15 @@ typedef struct pair_call {
   int64_t batch, tokens, rows, model_dim;
   int64_t units, width;  /* this rank's share: units of width columns */
   int32_t tanh_approx;   /* MLP: GELU's tanh approximation */
+  const htp_kernel_table *kernels; /* the context's table (ops.c) and its environment */
+  const htp_kernel_env *env;
 } pair_call;
 
 /* out[:, unit columns] = activation of the listed units of a block of
  * `units` units whose weights are first / bias; list NULL: every unit. */
-typedef void (*activate_fn)(const pair_call *call, const float *first, const float *bias,
-                            int64_t units, const int32_t *list, int64_t count, float *out);
+typedef htp_kernel_status (*activate_fn)(const pair_call *call, const float *first,
+                                         const float *bias, int64_t units, const int32_t *list,
+                                         int64_t count, float *out);
 
 /* What differs between the kinds. */
 typedef struct pair_ops {
@@ -93,28 +97,31 @@ typedef struct pair_ops {
   activate_fn activate;
 } pair_ops;
 
-static void attention_activate(const pair_call *c, const float *wqkv, const float *bqkv,
-                               int64_t heads, const int32_t *list, int64_t count, float *out) {
-  if (list) {
-    htp_cpu_attention_heads_f32(c->x, wqkv, bqkv, out, c->kernel_scratch, c->batch, c->tokens,
-                                c->model_dim, heads, c->width, list, count);
-    return;
-  }
-  for (int32_t h = 0; h < heads; ++h) /* no list to hand: one head at a time */
-    htp_cpu_attention_heads_f32(c->x, wqkv, bqkv, out, c->kernel_scratch, c->batch, c->tokens,
-                                c->model_dim, heads, c->width, &h, 1);
+static htp_kernel_status attention_activate(const pair_call *c, const float *wqkv,
+                                            const float *bqkv, int64_t heads,
+                                            const int32_t *list, int64_t count, float *out) {
+  if (list)
+    return c->kernels->attention_heads_f32(c->env, c->x, wqkv, bqkv, out, c->kernel_scratch,
+                                           c->batch, c->tokens, c->model_dim, heads, c->width,
+                                           list, count);
+  htp_kernel_status status = HTP_KERNEL_OK;
+  for (int32_t h = 0; h < heads && status == HTP_KERNEL_OK; ++h) /* one head at a time */
+    status = c->kernels->attention_heads_f32(c->env, c->x, wqkv, bqkv, out, c->kernel_scratch,
+                                             c->batch, c->tokens, c->model_dim, heads,
+                                             c->width, &h, 1);
+  return status;
 }
 
-static void mlp_activate(const pair_call *c, const float *w1, const float *b1, int64_t units,
-                         const int32_t *list, int64_t count, float *out) {
+static htp_kernel_status mlp_activate(const pair_call *c, const float *w1, const float *b1,
+                                      int64_t units, const int32_t *list, int64_t count,
+                                      float *out) {
   const int64_t hidden = units * c->width;
   const int32_t everything = 0; /* every neuron as one unit: one GEMM */
   if (list)
-    htp_cpu_mlp_hidden_units_f32(c->x, w1, b1, out, c->rows, c->model_dim, hidden, c->width,
-                                 list, count, c->tanh_approx);
-  else
-    htp_cpu_mlp_hidden_units_f32(c->x, w1, b1, out, c->rows, c->model_dim, hidden, hidden,
-                                 &everything, 1, c->tanh_approx);
+    return c->kernels->mlp_hidden_units_f32(c->env, c->x, w1, b1, out, c->rows, c->model_dim,
+                                            hidden, c->width, list, count, c->tanh_approx);
+  return c->kernels->mlp_hidden_units_f32(c->env, c->x, w1, b1, out, c->rows, c->model_dim,
+                                          hidden, hidden, &everything, 1, c->tanh_approx);
 }
 
 static const pair_ops PAIR_OPS[HTP_PAIR_KINDS] = {
@@ -473,11 +480,14 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   const int64_t inner = call->units * call->width;
   const int32_t zero = 0;
   htp_balancer *b = ctx ? ctx->balancer : NULL;
+  htp_kernel_status status;
   if (!b || b->hookless) { /* the plain split block: every unit, one projection */
-    ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
-    htp_cpu_linear_units_f32(call->act, call->second, call->y, call->rows, inner,
-                             call->model_dim, inner, &zero, 1, 0);
-    return HTP_OK;
+    status = ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
+    if (status == HTP_KERNEL_OK)
+      status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
+                                               call->rows, inner, call->model_dim, inner,
+                                               &zero, 1, 0);
+    return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, ops->hook);
   }
 
   const htp_balancer_config *c = &b->config;
@@ -508,7 +518,9 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
 
-  ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept, call->act);
+  status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,
+                         call->act);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
   importance_observe(b, call, &s);
   const int32_t *projected = s.kept;
   int num_projected = s.num_kept;
@@ -525,8 +537,10 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
     num_projected = merge_units(&s, b->listed);
     projected = b->listed;
   }
-  htp_cpu_linear_units_f32(call->act, call->second, call->y, call->rows, inner, call->model_dim,
-                           call->width, projected, num_projected, 0);
+  status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
+                                           call->rows, inner, call->model_dim, call->width,
+                                           projected, num_projected, 0);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
 
   /* Migrated-in units: each from its one-unit shard (layout at the top). */
   const int64_t parts = ops->parts, first_floats = parts * call->width * call->model_dim;
@@ -538,9 +552,12 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
                        ops->hook, (int)pair, (int)s.in_src[i], ops->unit, (int)s.in_unit[i]);
     const float *first_1 = shard, *bias_1 = shard + first_floats;
     const float *second_1 = bias_1 + parts * call->width;
-    ops->activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
-    htp_cpu_linear_units_f32(call->migrated, second_1, call->y, call->rows, call->width,
-                             call->model_dim, call->width, &zero, 1, 1);
+    status = ops->activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
+    if (status == HTP_KERNEL_OK)
+      status = call->kernels->linear_units_f32(call->env, call->migrated, second_1, call->y,
+                                               call->rows, call->width, call->model_dim,
+                                               call->width, &zero, 1, 1);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
   }
   finish_site(b, call->kind, started);
   return HTP_OK;
@@ -571,7 +588,8 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
       .second = wproj, .y = y, .act = scratch, .migrated = scratch + rows * inner,
       .kernel_scratch = scratch + rows * inner + rows * head_dim, .batch = batch,
       .tokens = tokens, .rows = rows, .model_dim = model_dim, .units = num_heads,
-      .width = head_dim, .tanh_approx = 0};
+      .width = head_dim, .tanh_approx = 0, .kernels = htp__kernel_table(ctx),
+      .env = htp__kernel_env(ctx)};
   return run_pair(ctx, &call, started);
 }
 
@@ -598,6 +616,7 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
       .kind = HTP_PAIR_MLP, .pair = pair, .x = x, .first = w1, .bias = b1, .second = w2,
       .y = y, .act = scratch, .migrated = scratch + rows * hidden_dim, .kernel_scratch = NULL,
       .batch = 1, .tokens = rows, .rows = rows, .model_dim = model_dim,
-      .units = hidden_dim / unit_width, .width = unit_width, .tanh_approx = tanh_approx};
+      .units = hidden_dim / unit_width, .width = unit_width, .tanh_approx = tanh_approx,
+      .kernels = htp__kernel_table(ctx), .env = htp__kernel_env(ctx)};
   return run_pair(ctx, &call, started);
 }

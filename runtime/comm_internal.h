@@ -13,6 +13,8 @@
 
 #include "runtime/htp.h"
 
+#include "kernels/htp_kernel_table.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -85,6 +87,11 @@ struct htp_ctx {
   void *backend;
   double comm_seconds; /* inside collectives and transfers (htp_ctx_comm_seconds) */
   void *balancer;      /* htp_balancer attached by balance.c, or NULL */
+  /* The rank's kernel table and its environment (ctx.c, htp_config.device);
+   * every op entry point and hook computes through them (ops.c). */
+  const htp_kernel_table *kernels;
+  htp_kernel_env kernel_env;
+  char kernel_error[HTP__MESSAGE_SIZE]; /* the environment's error buffer */
 };
 
 /* Records the message on ctx and returns code (convenient in return). */
@@ -104,6 +111,16 @@ HTP__HIDDEN htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *form
     HTP__PRINTF(3, 4);
 /* Returns the failure as seen by ctx with a message, or HTP_OK. */
 HTP__HIDDEN htp_result htp__check_failed(htp_ctx *ctx, const char *what);
+
+/* The kernel table and environment ctx computes through; for a NULL ctx
+ * the CPU table and an environment without an error buffer (ops.c). */
+HTP__HIDDEN const htp_kernel_table *htp__kernel_table(const htp_ctx *ctx);
+HTP__HIDDEN const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx);
+/* A failed kernel entry: records "what: why" on ctx (why from the
+ * environment's error buffer) and fails the world, as a failing hook does;
+ * without ctx just returns the status. */
+HTP__HIDDEN htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status,
+                                          const char *what);
 
 /* Absolute CLOCK_MONOTONIC time for pthread_cond_timedwait. */
 HTP__HIDDEN struct timespec htp__timespec(double seconds);

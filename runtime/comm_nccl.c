@@ -105,6 +105,7 @@ static htp_result nccl_world_init(htp_world *world, char *message, size_t messag
   htp_config host_config = world->config;
   const htp__backend_ops *host_ops = &htp__local_ops;
   host_config.backend = HTP_BACKEND_LOCAL;
+  host_config.device = HTP_DEVICE_CPU; /* the bootstrap world only moves the id */
   if (world->config.world_size == 0) {
 #ifdef HTP_HAVE_MPI
     host_config.backend = HTP_BACKEND_MPI;

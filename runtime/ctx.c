@@ -161,6 +161,8 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
   if (!(config->timeout_s > 0) || config->timeout_s > 1e7)
     REJECT("htp_world_create: timeout_s is %g; it must be in (0, 1e7] seconds",
            config->timeout_s);
+  if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA)
+    REJECT("htp_world_create: unknown device %d", (int)config->device);
   return HTP_OK;
 #undef REJECT
 }
@@ -208,6 +210,14 @@ htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
   *world = NULL;
   htp_result rc = check_config(config, message, message_size);
   if (rc != HTP_OK) return rc;
+#ifndef HTP_HAVE_CUDA_KERNELS
+  if (config->device == HTP_DEVICE_CUDA) {
+    if (message && message_size)
+      snprintf(message, message_size,
+               "htp_world_create: the CUDA kernel table was not built in (build with CUDA)");
+    return HTP_ERR_UNSUPPORTED;
+  }
+#endif
   const htp__backend_ops *ops = NULL;
   switch (config->backend) {
   case HTP_BACKEND_LOCAL: ops = &htp__local_ops; break;
@@ -283,6 +293,32 @@ const char *htp_world_last_error(const htp_world *world) {
 
 /* ===== Contexts ========================================================== */
 
+/* The rank's kernel table and environment (htp_config.device). The CUDA
+ * environment binds the device the backend gave the rank (nccl), else 0. */
+static htp_result kernels_init(htp_ctx *ctx) {
+  ctx->kernels = htp_cpu_kernel_table();
+  htp_cpu_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
+  if (ctx->world->config.device != HTP_DEVICE_CUDA) return HTP_OK;
+#ifdef HTP_HAVE_CUDA_KERNELS
+  const int device = ctx->device >= 0 ? ctx->device : 0;
+  if (htp_cuda_kernel_env_create(device, &ctx->kernel_env, ctx->kernel_error,
+                                 sizeof ctx->kernel_error) != HTP_KERNEL_OK)
+    return htp__ctx_error(ctx, HTP_ERR_SYSTEM, "%s", ctx->kernel_error);
+  ctx->kernels = htp_cuda_kernel_table();
+  return HTP_OK;
+#else
+  return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED, "the CUDA kernel table was not built in");
+#endif
+}
+
+static void kernels_destroy(htp_ctx *ctx) {
+#ifdef HTP_HAVE_CUDA_KERNELS
+  if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CUDA)
+    htp_cuda_kernel_env_destroy(&ctx->kernel_env);
+#endif
+  ctx->kernels = NULL;
+}
+
 htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
   if (!world) return HTP_ERR_INVALID;
   if (!ctx_out) {
@@ -319,6 +355,10 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
   ctx->rank = rank;
   ctx->device = -1;
   htp_result rc = world->ops->ctx_init ? world->ops->ctx_init(ctx) : HTP_OK;
+  if (rc == HTP_OK) {
+    rc = kernels_init(ctx);
+    if (rc != HTP_OK && world->ops->ctx_destroy) world->ops->ctx_destroy(ctx);
+  }
   if (rc != HTP_OK) {
     world_message(world, "htp_ctx_create: rank %d: %s", rank, ctx->last_error);
     pthread_mutex_lock(&world->lock);
@@ -334,6 +374,7 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
 void htp_ctx_destroy(htp_ctx *ctx) {
   if (!ctx) return;
   htp_world *world = ctx->world;
+  kernels_destroy(ctx);
   if (world->ops->ctx_destroy) world->ops->ctx_destroy(ctx);
   pthread_mutex_lock(&world->lock);
   world->rank_taken[ctx->rank] = 0;

@@ -105,13 +105,24 @@ typedef struct htp_ctx htp_ctx; /* one per rank */
 #define HTP_CONFIG_MAGIC 0x48545031u /* "HTP1" */
 /* New fields go at the end only. A config not started from
  * HTP_CONFIG_INITIALIZER is rejected (magic). */
+/* The device whose kernel table each context of the world owns (DESIGN
+ * §6): every htp_op_* entry point and balance hook of a context computes
+ * through it. */
+typedef enum htp_device {
+  HTP_DEVICE_CPU = 0,  /* kernels/cpu (default) */
+  HTP_DEVICE_CUDA = 1  /* kernels/cuda: buffers are then DEVICE pointers; only in builds
+                        * with CUDA (else htp_world_create returns HTP_ERR_UNSUPPORTED) */
+} htp_device;
+
 typedef struct htp_config {
   uint32_t magic;
   htp_backend backend;  /* default HTP_BACKEND_LOCAL */
   int world_size;       /* local: number of ranks (>= 1); mpi/nccl: 0 = from MPI */
   double timeout_s;     /* deadline of every blocking wait, in (0, 1e7]; default 60 s */
+  htp_device device;    /* kernel table of every context; default HTP_DEVICE_CPU. CUDA:
+                         * the rank's device (nccl: the one it drives; else device 0) */
 } htp_config;
-#define HTP_CONFIG_INITIALIZER {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0}
+#define HTP_CONFIG_INITIALIZER {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU}
 
 /* Creates a world from *config (copied; the caller keeps config). *world is
  * set to NULL on failure. Errors: HTP_ERR_INVALID (NULL pointer, bad magic,
@@ -651,6 +662,48 @@ HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, co
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx);
+
+/* ===== Op entry points: what compiled blocks call for every op ========== *
+ *
+ * Each computes one op through the context's kernel table (htp_config.device:
+ * the CPU table by default), so compiled code names no device-specific
+ * kernel and one compiled block runs on either device. Layouts, in-place
+ * rules and scratch are those of the CPU kernels of the same name
+ * (kernels/htp_kernels.h); pointers are the context's device memory (host
+ * memory on the CPU). ctx may be NULL: the CPU table is used and a failure
+ * has no message (embedders running a tp-1 block without a context keep
+ * working). Sizes must be >= 1 and GEMM dimensions fit BLAS's int; b, bqkv,
+ * bproj may be NULL (no bias). Return HTP_OK; HTP_ERR_INVALID (a NULL
+ * buffer, a size out of range, too little scratch for the device's kernel);
+ * HTP_ERR_UNSUPPORTED (no kernel for the op on the context's device);
+ * HTP_ERR_SYSTEM (the device failed). Like the hooks, a failing op fails
+ * the world (this rank will not reach the block's all-reduce) and says why
+ * in htp_last_error(ctx). Not collective. On a CUDA table the op is only
+ * enqueued on the rank's stream. */
+HTP_API htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w,
+                                     const float *b, float *y, int64_t rows,
+                                     int64_t in_features, int64_t out_features);
+HTP_API htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
+                                         const float *beta, float *y, int64_t rows,
+                                         int64_t dim, float epsilon);
+HTP_API htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
+                                   int32_t tanh_approx);
+HTP_API htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y,
+                                  int64_t n);
+HTP_API htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias,
+                                       float *y, int64_t rows, int64_t cols);
+/* scratch holds scratch_floats floats: at least what the device's kernel
+ * needs (on the CPU htp_cpu_attention_scratch_floats, kernels/htp_scratch.h,
+ * which is what compiled blocks reserve). */
+HTP_API htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
+                                        const float *bqkv, const float *wproj,
+                                        const float *bproj, float *y, float *scratch,
+                                        int64_t scratch_floats, int64_t batch, int64_t tokens,
+                                        int64_t model_dim, int64_t num_heads,
+                                        int64_t head_dim);
+/* dst = src (bytes bytes, no overlap): a compiled block's result copies,
+ * which may live on the device. bytes 0 is a no-op. */
+HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);
 
 /* Seconds this context spent inside collectives and transfers (waiting for
  * peers included) since it was created. A rank's compute time is its call

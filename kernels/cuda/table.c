@@ -1,0 +1,200 @@
+/*===- kernels/cuda/table.c - The CUDA kernel table -----------------------===*
+ *
+ * The CUDA instance of kernels/htp_kernel_table.h: wrappers that give the
+ * htp_cuda_* twins (kernels/htp_kernels_cuda.h) the table's uniform
+ * signature, and the environment that binds a device's stream, cuBLAS
+ * handle and kernel object. Ops with no CUDA twin yet (the unit kernels of
+ * the balance hooks) return HTP_KERNEL_ERR_UNSUPPORTED saying so (their
+ * twins are issue 7 item 4). Every entry checks that the environment has a
+ * device first, so a table used where no GPU was found fails instead of
+ * crashing. Entries only enqueue on env->stream.
+ *===----------------------------------------------------------------------===*/
+#include "kernels/htp_kernel_table.h"
+
+#include "kernels/cuda/kernels_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static htp_kernel_status fail(const htp_kernel_env *env, htp_kernel_status status,
+                              const char *format, ...) {
+  if (env && env->error && env->error_size) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(env->error, env->error_size, format, args);
+    va_end(args);
+  }
+  return status;
+}
+
+/* The kernel object of env, or NULL after writing why there is none. */
+static htp_cuda_kernels *kernels_of(const htp_kernel_env *env, const char *op) {
+  if (!env || !env->kernels) {
+    fail(env, HTP_KERNEL_ERR_SYSTEM,
+         "cuda %s: the environment has no CUDA device (htp_cuda_kernel_env_create failed or "
+         "was not called)",
+         op);
+    return NULL;
+  }
+  return (htp_cuda_kernels *)env->kernels;
+}
+
+/* A twin's non-zero return: its message is on the kernel object. */
+static htp_kernel_status twin_status(const htp_kernel_env *env, htp_cuda_kernels *kernels,
+                                     const char *op, int rc) {
+  if (rc == 0) return HTP_KERNEL_OK;
+  return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op, htp_cuda_kernels_error(kernels));
+}
+
+#define WITH_KERNELS(op)                                                                       \
+  htp_cuda_kernels *kernels = kernels_of(env, op);                                             \
+  if (!kernels) return HTP_KERNEL_ERR_SYSTEM
+
+static htp_kernel_status linear(const htp_kernel_env *env, const float *x, const float *w,
+                                const float *b, float *y, int64_t rows, int64_t in_features,
+                                int64_t out_features) {
+  WITH_KERNELS("linear");
+  return twin_status(env, kernels, "linear",
+                     htp_cuda_linear_f32(kernels, x, w, b, y, rows, in_features, out_features));
+}
+
+static htp_kernel_status layer_norm(const htp_kernel_env *env, const float *x, const float *gamma,
+                                    const float *beta, float *y, int64_t rows, int64_t dim,
+                                    float epsilon) {
+  WITH_KERNELS("layer_norm");
+  return twin_status(env, kernels, "layer_norm",
+                     htp_cuda_layer_norm_f32(kernels, x, gamma, beta, y, rows, dim, epsilon));
+}
+
+static htp_kernel_status gelu(const htp_kernel_env *env, const float *x, float *y, int64_t n,
+                              int32_t tanh_approx) {
+  WITH_KERNELS("gelu");
+  return twin_status(env, kernels, "gelu", htp_cuda_gelu_f32(kernels, x, y, n, tanh_approx));
+}
+
+static htp_kernel_status add(const htp_kernel_env *env, const float *a, const float *b, float *y,
+                             int64_t n) {
+  WITH_KERNELS("add");
+  return twin_status(env, kernels, "add", htp_cuda_add_f32(kernels, a, b, y, n));
+}
+
+static htp_kernel_status bias_add(const htp_kernel_env *env, const float *x, const float *bias,
+                                  float *y, int64_t rows, int64_t cols) {
+  WITH_KERNELS("bias_add");
+  return twin_status(env, kernels, "bias_add",
+                     htp_cuda_bias_add_f32(kernels, x, bias, y, rows, cols));
+}
+
+static htp_kernel_status attention(const htp_kernel_env *env, const float *x, const float *wqkv,
+                                   const float *bqkv, const float *wproj, const float *bproj,
+                                   float *y, float *scratch, int64_t scratch_floats,
+                                   int64_t batch, int64_t tokens, int64_t model_dim,
+                                   int64_t num_heads, int64_t head_dim) {
+  WITH_KERNELS("attention");
+  /* The CUDA twin's scratch differs from the CPU's, for which compiled
+   * blocks size their workspace today: refuse rather than overrun it. */
+  const int64_t needed =
+      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+  if (needed < 0 || scratch_floats < needed)
+    return fail(env, HTP_KERNEL_ERR_INVALID,
+                "cuda attention: scratch holds %lld floats, the CUDA kernel needs %lld",
+                (long long)scratch_floats, (long long)needed);
+  return twin_status(env, kernels, "attention",
+                     htp_cuda_attention_f32(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch,
+                                            batch, tokens, model_dim, num_heads, head_dim));
+}
+
+/* The unit kernels have no CUDA twin yet. */
+static htp_kernel_status unsupported(const htp_kernel_env *env, const char *op) {
+  return fail(env, HTP_KERNEL_ERR_UNSUPPORTED,
+              "cuda %s: no CUDA kernel yet (the balance hooks' unit kernels run on the CPU "
+              "only)",
+              op);
+}
+
+static htp_kernel_status attention_heads(const htp_kernel_env *env, const float *x,
+                                         const float *wqkv, const float *bqkv, float *context,
+                                         float *scratch, int64_t batch, int64_t tokens,
+                                         int64_t model_dim, int64_t num_heads, int64_t head_dim,
+                                         const int32_t *heads, int64_t count) {
+  (void)x, (void)wqkv, (void)bqkv, (void)context, (void)scratch, (void)batch, (void)tokens;
+  (void)model_dim, (void)num_heads, (void)head_dim, (void)heads, (void)count;
+  return unsupported(env, "attention_heads");
+}
+
+static htp_kernel_status mlp_hidden_units(const htp_kernel_env *env, const float *x,
+                                          const float *w1, const float *b1, float *hidden,
+                                          int64_t rows, int64_t dim, int64_t hidden_dim,
+                                          int64_t width, const int32_t *units, int64_t count,
+                                          int32_t tanh_approx) {
+  (void)x, (void)w1, (void)b1, (void)hidden, (void)rows, (void)dim, (void)hidden_dim;
+  (void)width, (void)units, (void)count, (void)tanh_approx;
+  return unsupported(env, "mlp_hidden_units");
+}
+
+static htp_kernel_status linear_units(const htp_kernel_env *env, const float *a, const float *w,
+                                      float *y, int64_t rows, int64_t in_features,
+                                      int64_t out_features, int64_t width, const int32_t *units,
+                                      int64_t count, int32_t accumulate) {
+  (void)a, (void)w, (void)y, (void)rows, (void)in_features, (void)out_features, (void)width;
+  (void)units, (void)count, (void)accumulate;
+  return unsupported(env, "linear_units");
+}
+
+static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
+                              size_t bytes) {
+  WITH_KERNELS("copy");
+  if (!bytes) return HTP_KERNEL_OK;
+  /* cudaMemcpyDefault: unified addressing tells host from device memory. */
+  cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, kernels->stream);
+  if (rc != cudaSuccess)
+    return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda copy: %s", cudaGetErrorString(rc));
+  return HTP_KERNEL_OK;
+}
+
+static const htp_kernel_table CUDA_TABLE = {
+    .name = "cuda",
+    .device = HTP_KERNEL_DEVICE_CUDA,
+    .linear_f32 = linear,
+    .layer_norm_f32 = layer_norm,
+    .gelu_f32 = gelu,
+    .add_f32 = add,
+    .bias_add_f32 = bias_add,
+    .attention_f32 = attention,
+    .attention_scratch_floats = htp_cuda_attention_scratch_floats,
+    .attention_heads_f32 = attention_heads,
+    .mlp_hidden_units_f32 = mlp_hidden_units,
+    .linear_units_f32 = linear_units,
+    .copy = copy,
+};
+
+const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }
+
+htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, char *error,
+                                             size_t error_size) {
+  if (!env) return HTP_KERNEL_ERR_INVALID;
+  memset(env, 0, sizeof *env);
+  env->device = -1;
+  env->error = error;
+  env->error_size = error_size;
+  if (error && error_size) error[0] = '\0';
+  htp_cuda_kernels *kernels = NULL;
+  char why[256] = "";
+  if (htp_cuda_kernels_create(device, &kernels, why, (int)sizeof why) != 0 || !kernels)
+    return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda: cannot use device %d: %s", device, why);
+  env->device = device;
+  env->kernels = kernels;
+  env->stream = kernels->stream;
+  env->blas = kernels->blas;
+  return HTP_KERNEL_OK;
+}
+
+void htp_cuda_kernel_env_destroy(htp_kernel_env *env) {
+  if (!env) return;
+  htp_cuda_kernels_destroy((htp_cuda_kernels *)env->kernels);
+  env->kernels = NULL;
+  env->stream = NULL;
+  env->blas = NULL;
+  env->device = -1;
+}

@@ -1,0 +1,143 @@
+/*===- kernels/htp_kernel_table.h - One kernel table per device -----------===*
+ *
+ * The kernel layer's one seam (DESIGN §6): a struct of function pointers,
+ * one entry per op and direction, with the same shape on every device. The
+ * CPU instance (kernels/cpu/table.c, htp_cpu_kernel_table) wraps the
+ * htp_cpu_* kernels; the CUDA instance (kernels/cuda/table.c,
+ * htp_cuda_kernel_table, built with CUDA) wraps the htp_cuda_* twins. The
+ * runtime context owns its rank's table and environment, and compiled
+ * blocks and the balance hooks reach the kernels only through it (the
+ * runtime's htp_op_* entry points, runtime/htp.h), so nothing outside
+ * kernels/ names a device-specific kernel and one compiled block runs on
+ * either device.
+ *
+ * Every entry: the environment first, then plain pointers (the device's
+ * memory: host pointers for the CPU, device pointers for CUDA) and sizes;
+ * it returns an htp_kernel_status, whose values are runtime/htp.h's
+ * htp_result values (0 = success; the runtime checks that they agree). On
+ * failure the entry writes why into env->error (when not NULL). Layouts,
+ * in-place rules and scratch are those of kernels/htp_kernels.h; entries do
+ * not check shapes against each other (the runtime's entry points check
+ * the arguments before dispatching) but never crash on a NULL env or a
+ * device they cannot reach. Only forward ("direction" = forward) entries
+ * exist today; backward entries join the struct at its end with training.
+ *
+ * An entry may only ENQUEUE work on env->stream (CUDA); the CPU's finish
+ * before returning. An environment is used by one thread at a time.
+ *
+ * This header depends on nothing outside kernels/, so the kernels never
+ * include the runtime (no kernels -> runtime cycle).
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_KERNEL_TABLE_H
+#define HTP_KERNEL_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The result of an entry: runtime/htp.h's htp_result values, repeated here
+ * so that kernels/ does not include the runtime. */
+typedef int32_t htp_kernel_status;
+#define HTP_KERNEL_OK 0
+#define HTP_KERNEL_ERR_INVALID 1
+#define HTP_KERNEL_ERR_NOMEM 2
+#define HTP_KERNEL_ERR_SYSTEM 5      /* the device (CUDA, cuBLAS) failed */
+#define HTP_KERNEL_ERR_UNSUPPORTED 6 /* no kernel for this op on this device yet */
+
+typedef enum htp_kernel_device {
+  HTP_KERNEL_DEVICE_CPU = 0,
+  HTP_KERNEL_DEVICE_CUDA = 1
+} htp_kernel_device;
+
+/* What every entry gets first. Owned by whoever created it (the runtime
+ * context for its rank); the table never frees any of it. */
+typedef struct htp_kernel_env {
+  int device;            /* CUDA device ordinal; -1 on the CPU */
+  void *stream;          /* cudaStream_t to enqueue on; NULL on the CPU */
+  void *blas;            /* cublasHandle_t; NULL on the CPU (OpenBLAS is process-wide) */
+  void *kernels;         /* the device's kernel object (htp_cuda_kernels *); NULL on the CPU */
+  void *scratch;         /* the environment's own device scratch, or NULL */
+  size_t scratch_bytes;  /* its size */
+  char *error;           /* where a failing entry writes why (NUL-terminated), or NULL */
+  size_t error_size;
+} htp_kernel_env;
+
+/* One entry per op. Arguments after env are those of the htp_cpu_* kernel
+ * of the same name (kernels/htp_kernels.h), except where noted. */
+typedef struct htp_kernel_table {
+  const char *name;          /* "cpu", "cuda" */
+  htp_kernel_device device;
+
+  htp_kernel_status (*linear_f32)(const htp_kernel_env *env, const float *x, const float *w,
+                                  const float *b, float *y, int64_t rows, int64_t in_features,
+                                  int64_t out_features);
+  htp_kernel_status (*layer_norm_f32)(const htp_kernel_env *env, const float *x,
+                                      const float *gamma, const float *beta, float *y,
+                                      int64_t rows, int64_t dim, float epsilon);
+  htp_kernel_status (*gelu_f32)(const htp_kernel_env *env, const float *x, float *y, int64_t n,
+                                int32_t tanh_approx);
+  htp_kernel_status (*add_f32)(const htp_kernel_env *env, const float *a, const float *b,
+                               float *y, int64_t n);
+  htp_kernel_status (*bias_add_f32)(const htp_kernel_env *env, const float *x, const float *bias,
+                                    float *y, int64_t rows, int64_t cols);
+  /* scratch holds scratch_floats floats; an entry whose device needs more
+   * (attention_scratch_floats) fails with HTP_KERNEL_ERR_INVALID. */
+  htp_kernel_status (*attention_f32)(const htp_kernel_env *env, const float *x,
+                                     const float *wqkv, const float *bqkv, const float *wproj,
+                                     const float *bproj, float *y, float *scratch,
+                                     int64_t scratch_floats, int64_t batch, int64_t tokens,
+                                     int64_t model_dim, int64_t num_heads, int64_t head_dim);
+  /* Floats of scratch attention_f32 needs on this device (< 0: overflow). */
+  int64_t (*attention_scratch_floats)(int64_t batch, int64_t tokens, int64_t model_dim,
+                                      int64_t num_heads, int64_t head_dim);
+
+  /* The unit kernels of the balance hooks. */
+  htp_kernel_status (*attention_heads_f32)(const htp_kernel_env *env, const float *x,
+                                           const float *wqkv, const float *bqkv, float *context,
+                                           float *scratch, int64_t batch, int64_t tokens,
+                                           int64_t model_dim, int64_t num_heads,
+                                           int64_t head_dim, const int32_t *heads,
+                                           int64_t count);
+  htp_kernel_status (*mlp_hidden_units_f32)(const htp_kernel_env *env, const float *x,
+                                            const float *w1, const float *b1, float *hidden,
+                                            int64_t rows, int64_t dim, int64_t hidden_dim,
+                                            int64_t width, const int32_t *units, int64_t count,
+                                            int32_t tanh_approx);
+  htp_kernel_status (*linear_units_f32)(const htp_kernel_env *env, const float *a,
+                                        const float *w, float *y, int64_t rows,
+                                        int64_t in_features, int64_t out_features,
+                                        int64_t width, const int32_t *units, int64_t count,
+                                        int32_t accumulate);
+
+  /* dst = src, bytes bytes, both in this device's memory (result copies of
+   * compiled blocks: they may live on the device). No overlap. */
+  htp_kernel_status (*copy)(const htp_kernel_env *env, void *dst, const void *src, size_t bytes);
+} htp_kernel_table;
+
+/* The CPU table (static, never NULL) and an environment for it (every
+ * field empty but device = -1 and the error buffer). */
+const htp_kernel_table *htp_cpu_kernel_table(void);
+void htp_cpu_kernel_env_init(htp_kernel_env *env, char *error, size_t error_size);
+
+/* The CUDA table and its environment: defined only in builds with CUDA
+ * (libhtpkernels_cuda; HTP_HAVE_CUDA). The table is static and never NULL;
+ * its entries with no CUDA twin yet return HTP_KERNEL_ERR_UNSUPPORTED, and
+ * every entry fails (never crashes) on an environment without a device.
+ * env_create binds device (its stream, cuBLAS handle and kernel object) to
+ * *env; on failure (no such device, no GPU) it returns
+ * HTP_KERNEL_ERR_SYSTEM with why in error and leaves *env without a device
+ * (entries then fail). env_destroy frees what env_create made; it accepts
+ * an environment env_create failed on. */
+const htp_kernel_table *htp_cuda_kernel_table(void);
+htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, char *error,
+                                             size_t error_size);
+void htp_cuda_kernel_env_destroy(htp_kernel_env *env);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HTP_KERNEL_TABLE_H */

@@ -1,0 +1,142 @@
+/*===- runtime/ops.c - the op entry points: one op through the rank's table ===*
+ *
+ * What compiled blocks call for every op that is not a collective or a
+ * balance hook (DESIGN §6): each htp_op_* checks its arguments, then calls
+ * the entry of the context's kernel table (ctx.c chose it from
+ * htp_config.device; a NULL context gets the CPU table). A compiled block
+ * therefore names only htp_op_*, htp_rt_* and htp_allreduce_*, and the same
+ * artifact runs on whichever device the context holds. Also the table
+ * lookups the balance hooks (balance.c) use.
+ *===----------------------------------------------------------------------===*/
+#include "runtime/comm_internal.h"
+
+#include <limits.h>
+
+/* The table's statuses are htp_result values (kernels/htp_kernel_table.h
+ * repeats them so that kernels/ does not include the runtime). */
+_Static_assert(HTP_KERNEL_OK == (int)HTP_OK, "kernel status OK");
+_Static_assert(HTP_KERNEL_ERR_INVALID == (int)HTP_ERR_INVALID, "kernel status INVALID");
+_Static_assert(HTP_KERNEL_ERR_NOMEM == (int)HTP_ERR_NOMEM, "kernel status NOMEM");
+_Static_assert(HTP_KERNEL_ERR_SYSTEM == (int)HTP_ERR_SYSTEM, "kernel status SYSTEM");
+_Static_assert(HTP_KERNEL_ERR_UNSUPPORTED == (int)HTP_ERR_UNSUPPORTED, "kernel status UNSUPPORTED");
+
+/* Without a context: the CPU table, and nowhere to write a message. */
+static const htp_kernel_env NO_CONTEXT_ENV = {.device = -1};
+
+const htp_kernel_table *htp__kernel_table(const htp_ctx *ctx) {
+  return ctx && ctx->kernels ? ctx->kernels : htp_cpu_kernel_table();
+}
+
+const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx) {
+  return ctx && ctx->kernels ? &ctx->kernel_env : &NO_CONTEXT_ENV;
+}
+
+htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char *what) {
+  htp_result code = status > 0 && status < HTP_RESULT_COUNT ? (htp_result)status
+                                                            : HTP_ERR_INTERNAL;
+  if (!ctx) return code;
+  return htp__fail(ctx, code, "%s: %s", what,
+                   ctx->kernel_error[0] ? ctx->kernel_error : htp_strerror(code));
+}
+
+/* A bad argument: a message and a failed world, as the hooks do (the rank
+ * would not reach the block's all-reduce); without ctx just the code. */
+#define OP_INVALID(ctx, condition, ...)                                                        \
+  do {                                                                                         \
+    if (condition)                                                                             \
+      return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID;        \
+  } while (0)
+
+/* Calls `entry` of ctx's table with ctx's environment and turns a failure
+ * into the context's message. */
+#define OP_DISPATCH(ctx, what, entry, ...)                                                     \
+  do {                                                                                         \
+    const htp_kernel_table *table_ = htp__kernel_table(ctx);                                   \
+    const htp_kernel_env *env_ = htp__kernel_env(ctx);                                         \
+    if ((ctx)) (ctx)->kernel_error[0] = '\0';                                                  \
+    htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                              \
+    return status_ == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed((ctx), status_, (what));     \
+  } while (0)
+
+/* A dimension a GEMM takes as BLAS's int. */
+static int blas_dim(int64_t n) { return n >= 1 && n <= INT_MAX; }
+
+htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w, const float *b,
+                             float *y, int64_t rows, int64_t in_features,
+                             int64_t out_features) {
+  const char *what = "htp_op_linear_f32";
+  OP_INVALID(ctx, !x || !w || !y, "%s: x, w or y is NULL", what);
+  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
+             "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
+             (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
+  OP_DISPATCH(ctx, what, linear_f32, x, w, b, y, rows, in_features, out_features);
+}
+
+htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
+                                 const float *beta, float *y, int64_t rows, int64_t dim,
+                                 float epsilon) {
+  const char *what = "htp_op_layer_norm_f32";
+  OP_INVALID(ctx, !x || !gamma || !beta || !y, "%s: x, gamma, beta or y is NULL", what);
+  OP_INVALID(ctx, rows < 1 || dim < 1 || rows > INT64_MAX / dim,
+             "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)dim);
+  OP_INVALID(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  OP_DISPATCH(ctx, what, layer_norm_f32, x, gamma, beta, y, rows, dim, epsilon);
+}
+
+htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
+                           int32_t tanh_approx) {
+  const char *what = "htp_op_gelu_f32";
+  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
+  OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
+  OP_INVALID(ctx, tanh_approx != 0 && tanh_approx != 1, "%s: tanh_approx %d must be 0 or 1",
+             what, (int)tanh_approx);
+  OP_DISPATCH(ctx, what, gelu_f32, x, y, n, tanh_approx);
+}
+
+htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y, int64_t n) {
+  const char *what = "htp_op_add_f32";
+  OP_INVALID(ctx, !a || !b || !y, "%s: a, b or y is NULL", what);
+  OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
+  OP_DISPATCH(ctx, what, add_f32, a, b, y, n);
+}
+
+htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias, float *y,
+                               int64_t rows, int64_t cols) {
+  const char *what = "htp_op_bias_add_f32";
+  OP_INVALID(ctx, !x || !bias || !y, "%s: x, bias or y is NULL", what);
+  OP_INVALID(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
+             "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)cols);
+  OP_DISPATCH(ctx, what, bias_add_f32, x, bias, y, rows, cols);
+}
+
+htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
+                                const float *bqkv, const float *wproj, const float *bproj,
+                                float *y, float *scratch, int64_t scratch_floats,
+                                int64_t batch, int64_t tokens, int64_t model_dim,
+                                int64_t num_heads, int64_t head_dim) {
+  const char *what = "htp_op_attention_f32";
+  OP_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
+             "%s: x, wqkv, wproj, y or scratch is NULL", what);
+  OP_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
+             "%s: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim %lld must "
+             "all be >= 1",
+             what, (long long)batch, (long long)tokens, (long long)model_dim,
+             (long long)num_heads, (long long)head_dim);
+  OP_INVALID(ctx,
+             batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
+                 num_heads > INT_MAX / 3 / head_dim,
+             "%s: a dimension exceeds BLAS's int range", what);
+  OP_INVALID(ctx, scratch_floats < 0, "%s: scratch_floats %lld is negative", what,
+             (long long)scratch_floats);
+  OP_DISPATCH(ctx, what, attention_f32, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
+              batch, tokens, model_dim, num_heads, head_dim);
+}
+
+htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
+  const char *what = "htp_op_copy";
+  if (bytes == 0) return HTP_OK;
+  OP_INVALID(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  OP_DISPATCH(ctx, what, copy, dst, src, bytes);
+}
