@@ -1,11 +1,17 @@
 /*===- kernels/cpu/attention.c - Multi-head self-attention, timm layout --===*
  *
- * qkv = x·wqkvᵀ + bqkv once for all heads (one large GEMM), then per (batch,
- * head) the scores q·kᵀ, a numerically stable softmax and p·v, read straight
- * out of the qkv buffer through strided GEMMs (no transposes, no copies),
- * then the output projection. Scratch layout, in floats:
+ * qkv = x·wqkvᵀ + bqkv once for all heads (one large GEMM through BLAS), then
+ * per (image, head) one task: the scores q·kᵀ, the softmax and p·v fused in
+ * one pass over tiles of query rows, reading q, k and v straight out of the
+ * qkv buffer; tasks are spread over the kernels' threads (htp__threads).
+ * Then the output projection (BLAS). Scratch layout, in floats:
  *   [qkv: rows * 3 * inner][context: rows * inner][scores: tokens * tokens]
  * with rows = batch * tokens and inner = heads * head_dim.
+ *
+ * A task's K^T and its score tiles live on its thread's stack; a head too
+ * large for that (head_dim * tokens > HTP_ATTN_STACK_FLOATS) goes through
+ * the BLAS path instead: per head q·kᵀ and p·v GEMMs around a row softmax
+ * in the scores scratch.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -13,20 +19,152 @@
 #include <cblas.h>
 #include <math.h>
 
+/* Eight floats as one value (GCC/Clang vector extension): AVX2 registers in
+ * the x86-64-v3 clone, register pairs in the baseline one. The aligned(4)
+ * type reads and writes rows at any float offset; vectors of float may alias
+ * floats. */
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v8u __attribute__((vector_size(32), aligned(4)));
+#define load8(p) (*(const v8u *)(p))
+#define store8(p, v) (*(v8u *)(p) = (v))
+
+enum {
+  QB = 4,  /* query rows per tile */
+  JB = 16, /* keys, or context columns, per tile: two AVX2 vectors */
+  HTP_ATTN_STACK_FLOATS = 32768, /* 128 KiB of K^T per thread at most */
+};
+
+HTP_VECTOR_CLONES
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float *row = scores + r * cols;
     float max = row[0];
+#pragma omp simd reduction(max : max)
     for (int64_t c = 1; c < cols; ++c)
       max = row[c] > max ? row[c] : max;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < cols; ++c) {
-      row[c] = expf(row[c] - max);
+      row[c] = htp__expf(row[c] - max);
       sum += row[c];
     }
     float inv = 1.0f / sum;
     for (int64_t c = 0; c < cols; ++c)
       row[c] *= inv;
+  }
+}
+
+/* One (image, head): ctx[t, :] = softmax_j(scale q_t·k_j) v_j for every
+ * token t. q, k, v and ctx are rows of head_dim floats `stride` /
+ * `ctx_stride` apart. kt holds head_dim * padded floats (padded = tokens
+ * rounded up to JB), s QB * padded, qs QB * head_dim. */
+HTP_VECTOR_CLONES
+static void attend_head(const float *q, const float *k, const float *v, int64_t stride,
+                        float *ctx, int64_t ctx_stride, int64_t tokens, int64_t head_dim,
+                        float scale, int64_t padded, float *kt, float *s, float *qs) {
+  /* K^T, zero-padded: the score tiles then run over whole JB-wide columns. */
+  for (int64_t j = 0; j < padded; ++j)
+    for (int64_t d = 0; d < head_dim; ++d)
+      kt[d * padded + j] = j < tokens ? k[j * stride + d] : 0.0f;
+
+  for (int64_t t0 = 0; t0 < tokens; t0 += QB) {
+    const int64_t valid = tokens - t0 < QB ? tokens - t0 : QB;
+    /* Scaled q rows; a short last tile repeats its last row (not stored). */
+    for (int64_t r = 0; r < QB; ++r) {
+      const float *row = q + (t0 + (r < valid ? r : valid - 1)) * stride;
+      for (int64_t d = 0; d < head_dim; ++d)
+        qs[r * head_dim + d] = row[d] * scale;
+    }
+    /* Scores of QB rows against all keys, JB keys at a time: eight vector
+     * accumulators, written out so they stay in registers. */
+    for (int64_t j0 = 0; j0 < padded; j0 += JB) {
+      v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float *kr = kt + d * padded + j0;
+        const v8 k0 = load8(kr), k1 = load8(kr + 8);
+        const float *qd = qs + d;
+        a00 += qd[0] * k0; a01 += qd[0] * k1;
+        a10 += qd[head_dim] * k0; a11 += qd[head_dim] * k1;
+        a20 += qd[2 * head_dim] * k0; a21 += qd[2 * head_dim] * k1;
+        a30 += qd[3 * head_dim] * k0; a31 += qd[3 * head_dim] * k1;
+      }
+      float *out = s + j0;
+      store8(out, a00); store8(out + 8, a01);
+      store8(out + padded, a10); store8(out + padded + 8, a11);
+      store8(out + 2 * padded, a20); store8(out + 2 * padded + 8, a21);
+      store8(out + 3 * padded, a30); store8(out + 3 * padded + 8, a31);
+    }
+    /* Softmax numerators; the division by the sum is left to the context
+     * (head_dim values per row instead of tokens). */
+    float inv[QB];
+    for (int r = 0; r < QB; ++r) {
+      float *row = s + r * padded;
+      float max = row[0];
+#pragma omp simd reduction(max : max)
+      for (int64_t j = 1; j < tokens; ++j)
+        max = row[j] > max ? row[j] : max;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < tokens; ++j) {
+        row[j] = htp__expf(row[j] - max);
+        sum += row[j];
+      }
+      inv[r] = 1.0f / sum;
+    }
+    /* p·v, JB context columns at a time; the tail of head_dim below. */
+    int64_t d0 = 0;
+    for (; d0 + JB <= head_dim; d0 += JB) {
+      v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+      for (int64_t j = 0; j < tokens; ++j) {
+        const float *vr = v + j * stride + d0;
+        const v8 v0 = load8(vr), v1 = load8(vr + 8);
+        const float *pj = s + j;
+        a00 += pj[0] * v0; a01 += pj[0] * v1;
+        a10 += pj[padded] * v0; a11 += pj[padded] * v1;
+        a20 += pj[2 * padded] * v0; a21 += pj[2 * padded] * v1;
+        a30 += pj[3 * padded] * v0; a31 += pj[3 * padded] * v1;
+      }
+      const v8 acc[QB][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+      for (int64_t r = 0; r < valid; ++r) {
+        float *out = ctx + (t0 + r) * ctx_stride + d0;
+        store8(out, acc[r][0] * inv[r]);
+        store8(out + 8, acc[r][1] * inv[r]);
+      }
+    }
+    if (d0 < head_dim) {
+      const int64_t width = head_dim - d0;
+      float acc[QB][JB] = {{0}};
+      for (int64_t j = 0; j < tokens; ++j) {
+        const float *vr = v + j * stride + d0;
+        for (int r = 0; r < QB; ++r)
+          for (int64_t jj = 0; jj < width; ++jj)
+            acc[r][jj] += s[r * padded + j] * vr[jj];
+      }
+      for (int64_t r = 0; r < valid; ++r)
+        for (int64_t jj = 0; jj < width; ++jj)
+          ctx[(t0 + r) * ctx_stride + d0 + jj] = acc[r][jj] * inv[r];
+    }
+  }
+}
+
+/* The heads through BLAS, one after the other (each GEMM threaded by BLAS). */
+static void attend_blas(const float *qkv, float *context, float *scores, int64_t batch,
+                        int64_t tokens, int64_t num_heads, int64_t head_dim, float scale) {
+  const int64_t inner = num_heads * head_dim, qkv_stride = 3 * inner;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float *block = qkv + b * tokens * qkv_stride;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const float *q = block + h * head_dim;
+      const float *k = block + inner + h * head_dim;
+      const float *v = block + 2 * inner + h * head_dim;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
+                  (int)head_dim, scale, q, (int)qkv_stride, k, (int)qkv_stride, 0.0f,
+                  scores, (int)tokens);
+      htp__softmax_rows(scores, tokens, tokens);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
+                  (int)tokens, 1.0f, scores, (int)tokens, v, (int)qkv_stride, 0.0f,
+                  context + b * tokens * inner + h * head_dim, (int)inner);
+    }
   }
 }
 
@@ -41,19 +179,23 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
   float scale = 1.0f / sqrtf((float)head_dim);
 
   htp_cpu_linear_f32(x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride);
-  for (int64_t b = 0; b < batch; ++b) {
-    const float *block = qkv + b * tokens * qkv_stride;
-    for (int64_t h = 0; h < num_heads; ++h) {
-      const float *q = block + h * head_dim;
-      const float *k = block + inner + h * head_dim;
-      const float *v = block + 2 * inner + h * head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
-                  (int)head_dim, scale, q, (int)qkv_stride, k, (int)qkv_stride, 0.0f,
-                  scores, (int)tokens);
-      htp__softmax_rows(scores, tokens, tokens);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
-                  (int)tokens, 1.0f, scores, (int)tokens, v, (int)qkv_stride, 0.0f,
-                  context + b * tokens * inner + h * head_dim, (int)inner);
+  const int64_t padded = (tokens + JB - 1) / JB * JB;
+  if (head_dim * padded > HTP_ATTN_STACK_FLOATS) {
+    attend_blas(qkv, context, scores, batch, tokens, num_heads, head_dim, scale);
+  } else {
+    const int64_t tasks = batch * num_heads;
+    const int threads = tasks > 1 ? htp__threads() : 1;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+      float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < tasks; ++task) {
+        const int64_t b = task / num_heads, h = task % num_heads;
+        const float *q = qkv + b * tokens * qkv_stride + h * head_dim;
+        attend_head(q, q + inner, q + 2 * inner, qkv_stride,
+                    context + b * tokens * inner + h * head_dim, inner, tokens, head_dim,
+                    scale, padded, kt, s, qs);
+      }
     }
   }
   htp_cpu_linear_f32(context, wproj, bproj, y, rows, inner, model_dim);

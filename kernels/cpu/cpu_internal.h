@@ -5,10 +5,92 @@
 #ifndef HTP_KERNELS_CPU_INTERNAL_H
 #define HTP_KERNELS_CPU_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* Row-wise softmax in place, subtracting each row's max first (so large
  * scores do not overflow expf). Used by attention.c and units.c. */
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols);
+
+/* The threads the kernels' own loops may use: the same count as BLAS's
+ * (htp_cpu_set_blas_threads), so a rank's loops stay within its share of
+ * the cores and tp ranks do not oversubscribe them. Always >= 1. */
+int htp__threads(void);
+
+/* Threads worth starting for `work` elements of a cheap elementwise loop:
+ * one below a size where a parallel region costs more than it saves. */
+int htp__threads_for(int64_t work);
+
+#ifdef _OPENMP
+#include <omp.h>
+/* This thread's share [*begin, *begin + *count) of n elements inside a
+ * parallel region: contiguous chunks, multiples of 16 floats (whole cache
+ * lines) except the last. */
+static inline void htp__split(int64_t n, int64_t *begin, int64_t *count) {
+  int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+  int64_t chunk = ((n + threads - 1) / threads + 15) / 16 * 16;
+  int64_t start = me * chunk < n ? me * chunk : n;
+  int64_t end = start + chunk < n ? start + chunk : n;
+  *begin = start;
+  *count = end - start;
+}
+#endif
+
+/* Hot loops are compiled twice on x86-64 (AVX2/FMA and baseline) and picked
+ * at load time, so the library stays portable and still uses wide vectors. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define HTP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define HTP_VECTOR_CLONES
+#endif
+
+/* e^x in f32 for every x (overflow to inf above ~88.7, zero below ~-103),
+ * within 2 ulp, written so loops over it vectorise: range reduction by
+ * x = n ln2 + r with |r| <= ln2/2, a degree-7 Taylor polynomial for e^r, and n
+ * added into the exponent bits. */
+static inline float htp__expf(float x) {
+  x = x < -103.0f ? -103.0f : (x > 88.75f ? 88.75f : x);
+  /* round(x / ln2) with the 1.5 * 2^23 trick (no call to a rounding function). */
+  const float shifter = 12582912.0f;
+  float n = (x * 1.44269504088896341f + shifter) - shifter;
+  float r = x - n * 0.693145751953125f;  /* ln2 high part, exact in f32 */
+  r = r - n * 1.428606765330187e-06f;    /* ln2 low part */
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  /* 2^n in two halves so n down to -150 (subnormal results) stays exact. */
+  int32_t ni = (int32_t)n;
+  int32_t half = ni / 2;
+  union { int32_t i; float f; } s1 = {(half + 127) << 23}, s2 = {(ni - half + 127) << 23};
+  return p * s1.f * s2.f;
+}
+
+/* erfc(|x| / sqrt 2) within ~3e-7 relative, for every x (the factor of the
+ * exact GELU): erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2), with P of
+ * degree 9 fitted for this library (least squares on the log of the relative
+ * error, in double, against math.erfc; 1e-7 in double). -z^2 = -x^2/2
+ * reaches -100 and beyond, where rounding it to f32 alone would cost 1e-5,
+ * so x^2 = hi + lo exactly (fmaf) and e^{-hi/2} e^{P - lo/2}. */
+static inline float htp__erfc_gelu(float x) {
+  float z = fabsf(x) * 0.7071067811865476f;
+  float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.13332033f;
+  p = p * t - 0.61785326f;
+  p = p * t + 1.00939376f;
+  p = p * t - 0.50170282f;
+  p = p * t - 0.23948576f;
+  p = p * t + 0.08468194f;
+  p = p * t + 0.00673323f;
+  p = p * t + 0.39234314f;
+  p = p * t + 0.99798669f;
+  p = p * t - 1.26541721f;
+  float hi = x * x, lo = fmaf(x, x, -hi);
+  return t * htp__expf(-0.5f * hi) * htp__expf(p - 0.5f * lo);
+}
 
 #endif /* HTP_KERNELS_CPU_INTERNAL_H */

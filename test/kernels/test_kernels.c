@@ -183,6 +183,78 @@ static void test_attention_large_scores(void **state) {
   check_attention(1, 9, 16, 2, 8, 8.0f);
 }
 
+/* The exact GELU per element, not only against the largest value: its erfc
+ * form must keep relative precision where GELU is tiny (x << 0) and near 0. */
+static void test_gelu_elementwise_precision(void **state) {
+  (void)state;
+  const int64_t n = 20001;
+  float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+  for (int64_t i = 0; i < n; ++i) x[i] = -12.0f + 24.0f * (float)i / (float)(n - 1);
+  x[n / 2] = 0.0f;
+  htp_cpu_gelu_f32(x, y, n, 0);
+  double worst = 0, worst_x = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double want = 0.5 * x[i] * erfc(-x[i] / sqrt(2.0));
+    double err = want == 0 ? fabs(y[i]) : fabs(y[i] - want) / fabs(want);
+    if (err > worst) worst_x = x[i];
+    worst = fmax(worst, err);
+  }
+  fprintf(stderr, "  gelu worst element relative error %.3g at %g\n", worst, worst_x);
+  assert_true(worst < 1e-6);
+  /* Far out: no NaN, GELU -> 0 below (underflow) and -> x above, exactly. */
+  float far[4] = {-200.0f, -30.0f, 30.0f, 200.0f}, out[4];
+  htp_cpu_gelu_f32(far, out, 4, 0);
+  assert_true(fabsf(out[0]) < 1e-30f && fabsf(out[1]) < 1e-30f);
+  assert_true(out[2] == 30.0f && out[3] == 200.0f);
+  htp_cpu_gelu_f32(far, out, 4, 1);
+  assert_true(fabsf(out[0]) < 1e-30f && fabsf(out[1]) < 1e-30f);
+  assert_true(out[2] == 30.0f && out[3] == 200.0f);
+  free(x); free(y);
+}
+
+/* The threaded paths (three threads, so nothing divides evenly): sizes above
+ * the kernels' single-thread cut-off, row and element counts prime, and
+ * attention shapes that use whole vector tiles, tails and the BLAS fallback
+ * for heads too large for a thread's stack tile. */
+static void test_threaded(void **state) {
+  (void)state;
+  const int saved = htp_cpu_blas_threads();
+  htp_cpu_set_blas_threads(3);
+  const int64_t rows = 211, dim = 131, n = rows * dim;
+  float *x = random_floats(n, -3, 3), *z = random_floats(n, -1, 1), *g = random_floats(dim, 0.5, 1.5),
+        *b = random_floats(dim, -1, 1), *y = malloc(sizeof(float) * n);
+  double *want = malloc(sizeof(double) * n);
+  for (int64_t r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += x[r * dim + i];
+    mean /= dim;
+    for (int64_t i = 0; i < dim; ++i) var += (x[r * dim + i] - mean) * (x[r * dim + i] - mean);
+    var /= dim;
+    for (int64_t i = 0; i < dim; ++i)
+      want[r * dim + i] = (x[r * dim + i] - mean) / sqrt(var + 1e-5) * g[i] + b[i];
+  }
+  htp_cpu_layer_norm_f32(x, g, b, y, rows, dim, 1e-5f);
+  assert_true(relative_error(y, want, n) < 1e-5);
+  for (int64_t i = 0; i < n; ++i) want[i] = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
+  htp_cpu_gelu_f32(x, y, n, 0);
+  assert_true(relative_error(y, want, n) < 1e-6);
+  for (int64_t i = 0; i < n; ++i) want[i] = (double)x[i] + z[i];
+  htp_cpu_add_f32(x, z, y, n);
+  assert_true(relative_error(y, want, n) < 1e-6);
+  for (int64_t i = 0; i < n; ++i) want[i] = (double)x[i] + b[i % dim];
+  htp_cpu_bias_add_f32(x, b, y, rows, dim);
+  assert_true(relative_error(y, want, n) < 1e-6);
+  float *w = random_floats(dim * dim, -1, 1);
+  htp_cpu_linear_f32(x, w, b, y, rows, dim, dim);
+  reference_linear(x, w, b, want, rows, dim, dim);
+  assert_true(relative_error(y, want, n) < 1e-5);
+  check_attention(3, 37, 40, 2, 32, 0.3f); /* two whole 16-column tiles */
+  check_attention(2, 19, 60, 3, 20, 0.3f); /* a tile and a 4-column tail */
+  check_attention(1, 530, 64, 1, 64, 0.3f); /* 64 x 544 > the stack tile: BLAS path */
+  htp_cpu_set_blas_threads(saved);
+  free(x); free(z); free(g); free(b); free(y); free(want); free(w);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_linear),
@@ -190,6 +262,8 @@ int main(void) {
       cmocka_unit_test(test_gelu_and_add),
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_attention_large_scores),
+      cmocka_unit_test(test_gelu_elementwise_precision),
+      cmocka_unit_test(test_threaded),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
