@@ -1,11 +1,15 @@
 //===- OpLowerings.cpp - One lowering pattern per htp op ------------------===//
 //
 // This file implements the patterns of --htp-lower-to-runtime: each htp op
-// becomes a call of its CPU kernel (kernels/htp_kernels.h) or of libhtprt
-// (runtime/htp.h) on the pointers of its operands and of its result (its
-// workspace slot or its result buffer, as --htp-assign-workspace placed
-// it), and func.return copies what was not computed in place and returns
-// HTP_OK. Sizes come from the static shapes, which the lowering checked.
+// becomes a call of libhtprt (runtime/htp.h) with the rank's context first:
+// its op entry point (htp_op_*, which dispatches through the context's
+// kernel table, so the block names no device-specific kernel), a balance
+// hook or the all-reduce, on the pointers of its operands and of its result
+// (its workspace slot or its result buffer, as --htp-assign-workspace
+// placed it). Every call's status is checked: a failure leaves the entry at
+// once. func.return copies what was not computed in place (htp_op_copy: the
+// buffers may live on a device) and returns HTP_OK. Sizes come from the
+// static shapes, which the lowering checked.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,14 +85,14 @@ struct CallPattern : EntryPattern<OpTy> {
                         Value result) const = 0;
 };
 
-/// htp.linear → htp_cpu_linear_f32(x, w, b or null, y, rows, in, out).
+/// htp.linear → htp_op_linear_f32(ctx, x, w, b or null, y, rows, in, out).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
   void emitCall(LinearOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
     auto weight = cast<RankedTensorType>(op.getWeight().getType());
-    entry.callKernel(rewriter, loc, "htp_cpu_linear_f32",
+    entry.callOp(rewriter, loc, "htp_op_linear_f32",
                      {adaptor.getInput(), adaptor.getWeight(),
                       optionalPointer(rewriter, loc, adaptor.getBias()), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
@@ -97,8 +101,9 @@ struct LinearLowering : CallPattern<LinearOp> {
   }
 };
 
-/// htp.attention → htp_cpu_attention_f32, or with a `pair` the balance hook
-/// htp_rt_attention_f32 (the heads the plan gives this rank; no proj bias).
+/// htp.attention → htp_op_attention_f32 (with the scratch's size in
+/// floats), or with a `pair` the balance hook htp_rt_attention_f32 (the
+/// heads the plan gives this rank; no proj bias).
 struct AttentionLowering : CallPattern<AttentionOp> {
   using CallPattern::CallPattern;
   void emitCall(AttentionOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -122,20 +127,23 @@ struct AttentionLowering : CallPattern<AttentionOp> {
       entry.returnIfFailed(rewriter, loc,
                            entry.callRuntime(rewriter, loc, "htp_rt_attention_f32", args));
     } else {
+      // checkEntryFunction made sure the scratch's size fits.
+      int64_t scratchFloats = *scratchBytes(op) / static_cast<int64_t>(sizeof(float));
       SmallVector<Value> args{adaptor.getInput(),
                               adaptor.getQkvWeight(),
                               adaptor.getQkvBias(),
                               adaptor.getProjWeight(),
                               optionalPointer(rewriter, loc, adaptor.getProjBias()),
                               result,
-                              scratch};
+                              scratch,
+                              constantI64(rewriter, loc, scratchFloats)};
       args.append(dims());
-      entry.callKernel(rewriter, loc, "htp_cpu_attention_f32", args);
+      entry.callOp(rewriter, loc, "htp_op_attention_f32", args);
     }
   }
 };
 
-/// htp.layer_norm → htp_cpu_layer_norm_f32(x, weight, bias, y, rows, dim, eps).
+/// htp.layer_norm → htp_op_layer_norm_f32(ctx, x, weight, bias, y, rows, dim, eps).
 struct LayerNormLowering : CallPattern<LayerNormOp> {
   using CallPattern::CallPattern;
   void emitCall(LayerNormOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -143,33 +151,33 @@ struct LayerNormLowering : CallPattern<LayerNormOp> {
     Location loc = op.getLoc();
     Value epsilon =
         LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
-    entry.callKernel(rewriter, loc, "htp_cpu_layer_norm_f32",
+    entry.callOp(rewriter, loc, "htp_op_layer_norm_f32",
                      {adaptor.getInput(), adaptor.getWeight(), adaptor.getBias(), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
                       constantI64(rewriter, loc, op.getType().getShape().back()), epsilon});
   }
 };
 
-/// htp.gelu → htp_cpu_gelu_f32(x, y, count, tanh).
+/// htp.gelu → htp_op_gelu_f32(ctx, x, y, count, tanh).
 struct GeluLowering : CallPattern<GeluOp> {
   using CallPattern::CallPattern;
   void emitCall(GeluOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
     Value tanhApprox = constantI32(rewriter, loc, tanhFlag(op));
-    entry.callKernel(rewriter, loc, "htp_cpu_gelu_f32",
+    entry.callOp(rewriter, loc, "htp_op_gelu_f32",
                      {adaptor.getInput(), result,
                       constantI64(rewriter, loc, op.getType().getNumElements()), tanhApprox});
   }
 };
 
-/// htp.add → htp_cpu_add_f32(lhs, rhs, y, count).
+/// htp.add → htp_op_add_f32(ctx, lhs, rhs, y, count).
 struct AddLowering : CallPattern<AddOp> {
   using CallPattern::CallPattern;
   void emitCall(AddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    entry.callKernel(rewriter, loc, "htp_cpu_add_f32",
+    entry.callOp(rewriter, loc, "htp_op_add_f32",
                      {adaptor.getLhs(), adaptor.getRhs(), result,
                       constantI64(rewriter, loc, op.getType().getNumElements())});
   }
@@ -197,13 +205,13 @@ struct MLPLowering : CallPattern<MLPOp> {
   }
 };
 
-/// htp.bias_add → htp_cpu_bias_add_f32(x, bias, y, rows, dim).
+/// htp.bias_add → htp_op_bias_add_f32(ctx, x, bias, y, rows, dim).
 struct BiasAddLowering : CallPattern<BiasAddOp> {
   using CallPattern::CallPattern;
   void emitCall(BiasAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    entry.callKernel(rewriter, loc, "htp_cpu_bias_add_f32",
+    entry.callOp(rewriter, loc, "htp_op_bias_add_f32",
                      {adaptor.getInput(), adaptor.getBias(), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
                       constantI64(rewriter, loc, op.getType().getShape().back())});
@@ -226,7 +234,8 @@ struct AllReduceLowering : CallPattern<AllReduceOp> {
 };
 
 /// func.return → copies of the results not computed in place (a returned
-/// argument, a value returned twice), then `return 0` (HTP_OK).
+/// argument, a value returned twice) by htp_op_copy, each checked, then
+/// `return 0` (HTP_OK).
 struct ReturnLowering : EntryPattern<func::ReturnOp> {
   using EntryPattern::EntryPattern;
   LogicalResult matchAndRewrite(func::ReturnOp op, OpAdaptor adaptor,
@@ -235,9 +244,9 @@ struct ReturnLowering : EntryPattern<func::ReturnOp> {
     for (auto [index, pointer] : llvm::enumerate(adaptor.getOperands())) {
       if (!entry.copyResult[index])
         continue;
-      LLVM::MemcpyOp::create(rewriter, loc, entry.buffers[entry.numArgs + index], pointer,
-                             constantI64(rewriter, loc, byteSize(op.getOperand(index))),
-                             /*isVolatile=*/false);
+      entry.callOp(rewriter, loc, "htp_op_copy",
+                   {entry.buffers[entry.numArgs + index], pointer,
+                    constantI64(rewriter, loc, byteSize(op.getOperand(index)))});
     }
     rewriter.replaceOpWithNewOp<LLVM::ReturnOp>(op, ValueRange{constantI32(rewriter, loc, 0)});
     return success();
@@ -267,11 +276,11 @@ LLVM::LLVMFuncOp EntryContext::declareFunction(OpBuilder &builder, StringRef nam
   return LLVM::LLVMFuncOp::create(builder, module.getLoc(), name, type);
 }
 
-void EntryContext::callKernel(OpBuilder &builder, Location loc, StringRef name,
-                              ValueRange args) {
-  auto kernel =
-      declareFunction(builder, name, LLVM::LLVMVoidType::get(builder.getContext()), args);
-  LLVM::CallOp::create(builder, loc, kernel, args);
+void EntryContext::callOp(RewriterBase &rewriter, Location loc, StringRef name,
+                          ValueRange args) {
+  SmallVector<Value> withContext{rtContext};
+  withContext.append(args.begin(), args.end());
+  returnIfFailed(rewriter, loc, callRuntime(rewriter, loc, name, withContext));
 }
 
 Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name,

@@ -36,8 +36,10 @@ struct EntryContext {
   Value resultPointer(OpBuilder &builder, Operation *op);
   /// `op`'s kernel scratch in the workspace.
   Value scratchPointer(OpBuilder &builder, Operation *op);
-  /// Calls the void kernel `name` (declared on first use).
-  void callKernel(OpBuilder &builder, Location loc, StringRef name, ValueRange args);
+  /// Calls the runtime's op entry point `name` (an htp_op_*, declared on
+  /// first use) with the rank's context before `args`, and leaves the entry
+  /// with its status when that is not HTP_OK.
+  void callOp(RewriterBase &rewriter, Location loc, StringRef name, ValueRange args);
   /// Calls the libhtprt function `name`, which returns an htp_result (i32).
   Value callRuntime(OpBuilder &builder, Location loc, StringRef name, ValueRange args);
   /// Returns `status` from the entry when it is not HTP_OK (a peer hung or
