@@ -1,9 +1,10 @@
-/*===- kernels/htp_kernels.h - CPU compute kernels called by compiled code -===*
+/*===- kernels/htp_kernels.h - CPU compute kernels --------------------------===*
  *
- * The C ABI between code that htp-opt lowers (--htp-lower-to-runtime) and the
- * CPU kernels in kernels/cpu/. Compiled blocks call these by name, so the
- * names and argument orders here are a contract with passes/LowerToRuntime.cpp:
- * change both together.
+ * The C ABI of the CPU kernels in kernels/cpu/. Compiled blocks do not call
+ * them by name: they call the runtime's htp_op_* entry points, which reach
+ * them through the CPU kernel table (kernels/htp_kernel_table.h,
+ * kernels/cpu/table.c wraps each); change a signature here and its wrapper
+ * there together.
  *
  * Conventions: all tensors are dense, row-major f32 with no padding; the
  * caller owns every buffer; outputs never alias inputs unless said so; sizes

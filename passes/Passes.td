@@ -98,7 +98,7 @@ def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
 }
 
 def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
-  let summary = "Lower htp functions to LLVM-dialect entry points that call the CPU kernels";
+  let summary = "Lower htp functions to LLVM-dialect entry points that call the runtime";
   let description = [{
     Turns every `func.func @F` made of htp ops into an entry point with the
     C ABI of `runtime/htp_entry.h`:
@@ -113,13 +113,19 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     returned, is an error saying so; a slot outside the workspace, or two
     slots that are live at the same time and overlap (the placement is IR a
     user may write, so it is checked, not trusted), is refused. Values returned but not computed in place (an argument, a value
-    returned twice) are copied into their result buffers.
+    returned twice) are copied into their result buffers by `htp_op_copy`
+    (no `llvm.memcpy`: the buffers may live on a device).
 
     One conversion pattern per op (passes/OpLowerings.cpp): each op becomes
-    a call to its kernel in `kernels/htp_kernels.h`;
-    `htp.all_reduce` and the ops the balance hooks marked (`htp.attention`
-    with a `pair`, `htp.mlp`) call libhtprt (`runtime/htp.h`) with the
-    rank's context `%rt_ctx`, and a failing status (a peer hung or died) is
+    a call of libhtprt (`runtime/htp.h`) with the rank's context `%rt_ctx`
+    first: its op entry point (`htp_op_linear_f32`, `htp_op_layer_norm_f32`,
+    `htp_op_gelu_f32`, `htp_op_add_f32`, `htp_op_bias_add_f32`,
+    `htp_op_attention_f32` with its scratch's size in floats), which
+    dispatches through the context's kernel table (DESIGN §6), or
+    `htp_allreduce_sum_f32`, or for the ops the balance hooks marked
+    (`htp.attention` with a `pair`, `htp.mlp`) the hooks. The block so
+    names no device-specific kernel. Every call's status is checked, and a
+    failing one (bad arguments, a device error, a peer that hung or died) is
     returned from the entry point at once.
 
     The pass also emits `@"htp.sig.F"`, the block's signature as JSON
