@@ -3,7 +3,7 @@
  * qkv = x·wqkvᵀ + bqkv once for all heads (one large GEMM through BLAS), then
  * per (image, head) one task: the scores q·kᵀ, the softmax and p·v fused in
  * one pass over tiles of query rows, reading q, k and v straight out of the
- * qkv buffer; tasks are spread over the kernels' threads (htp__threads).
+ * qkv buffer; tasks are spread over the kernels' threads (htp__parallel).
  * Then the output projection (BLAS). Scratch layout, in floats:
  *   [qkv: rows * 3 * inner][context: rows * inner][scores: tokens * tokens]
  * with rows = batch * tokens and inner = heads * head_dim.
@@ -168,6 +168,29 @@ static void attend_blas(const float *qkv, float *context, float *scores, int64_t
   }
 }
 
+struct head_job {
+  const float *qkv;
+  float *context;
+  int64_t tokens, num_heads, head_dim, padded;
+  float scale;
+};
+
+/* Tasks [begin, end) of batch * num_heads (image-major); the tiles live on
+ * this thread's stack. */
+static void head_tasks(void *ctx, int64_t begin, int64_t end) {
+  const struct head_job *job = ctx;
+  const int64_t tokens = job->tokens, head_dim = job->head_dim, padded = job->padded;
+  const int64_t inner = job->num_heads * head_dim, qkv_stride = 3 * inner;
+  float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
+  for (int64_t task = begin; task < end; ++task) {
+    const int64_t b = task / job->num_heads, h = task % job->num_heads;
+    const float *q = job->qkv + b * tokens * qkv_stride + h * head_dim;
+    attend_head(q, q + inner, q + 2 * inner, qkv_stride,
+                job->context + b * tokens * inner + h * head_dim, inner, tokens, head_dim,
+                job->scale, padded, kt, s, qs);
+  }
+}
+
 void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
                            const float *wproj, const float *bproj, float *y, float *scratch,
                            int64_t batch, int64_t tokens, int64_t model_dim,
@@ -183,20 +206,8 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
   if (head_dim * padded > HTP_ATTN_STACK_FLOATS) {
     attend_blas(qkv, context, scores, batch, tokens, num_heads, head_dim, scale);
   } else {
-    const int64_t tasks = batch * num_heads;
-    const int threads = tasks > 1 ? htp__threads() : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-      float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
-#pragma omp for schedule(dynamic)
-      for (int64_t task = 0; task < tasks; ++task) {
-        const int64_t b = task / num_heads, h = task % num_heads;
-        const float *q = qkv + b * tokens * qkv_stride + h * head_dim;
-        attend_head(q, q + inner, q + 2 * inner, qkv_stride,
-                    context + b * tokens * inner + h * head_dim, inner, tokens, head_dim,
-                    scale, padded, kt, s, qs);
-      }
-    }
+    struct head_job job = {qkv, context, tokens, num_heads, head_dim, padded, scale};
+    htp__parallel(batch * num_heads, 1, head_tasks, &job);
   }
   htp_cpu_linear_f32(context, wproj, bproj, y, rows, inner, model_dim);
 }

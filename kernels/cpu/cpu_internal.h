@@ -17,24 +17,16 @@ void htp__softmax_rows(float *scores, int64_t rows, int64_t cols);
  * the cores and tp ranks do not oversubscribe them. Always >= 1. */
 int htp__threads(void);
 
-/* Threads worth starting for `work` elements of a cheap elementwise loop:
- * one below a size where a parallel region costs more than it saves. */
-int htp__threads_for(int64_t work);
+/* Runs fn(ctx, begin, end) over [0, n) in chunks of `grain` items on up to
+ * htp__threads() threads (the caller included), and returns when all are
+ * done. Chunks may run in any order and concurrently; fn must not call
+ * htp__parallel itself (it would run serially: the pool is busy). */
+typedef void (*htp__chunk_fn)(void *ctx, int64_t begin, int64_t end);
+void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx);
 
-#ifdef _OPENMP
-#include <omp.h>
-/* This thread's share [*begin, *begin + *count) of n elements inside a
- * parallel region: contiguous chunks, multiples of 16 floats (whole cache
- * lines) except the last. */
-static inline void htp__split(int64_t n, int64_t *begin, int64_t *count) {
-  int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
-  int64_t chunk = ((n + threads - 1) / threads + 15) / 16 * 16;
-  int64_t start = me * chunk < n ? me * chunk : n;
-  int64_t end = start + chunk < n ? start + chunk : n;
-  *begin = start;
-  *count = end - start;
-}
-#endif
+/* Items per chunk of an elementwise loop: ~64 KiB of floats, enough that a
+ * chunk costs far more than claiming it. */
+enum { HTP_GRAIN = 16384 };
 
 /* Hot loops are compiled twice on x86-64 (AVX2/FMA and baseline) and picked
  * at load time, so the library stays portable and still uses wide vectors. */

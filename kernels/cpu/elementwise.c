@@ -36,19 +36,23 @@ static void gelu_tanh_range(const float *x, float *y, int64_t n) {
   }
 }
 
+struct gelu_job {
+  const float *x;
+  float *y;
+  int32_t tanh_approx;
+};
+
+static void gelu_chunk(void *ctx, int64_t begin, int64_t end) {
+  const struct gelu_job *job = ctx;
+  if (job->tanh_approx)
+    gelu_tanh_range(job->x + begin, job->y + begin, end - begin);
+  else
+    gelu_erf_range(job->x + begin, job->y + begin, end - begin);
+}
+
 void htp_cpu_gelu_f32(const float *x, float *y, int64_t n, int32_t tanh_approx) {
-  const int threads = htp__threads_for(n);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    int64_t begin = 0, count = n;
-#ifdef _OPENMP
-    htp__split(n, &begin, &count);
-#endif
-    if (tanh_approx)
-      gelu_tanh_range(x + begin, y + begin, count);
-    else
-      gelu_erf_range(x + begin, y + begin, count);
-  }
+  struct gelu_job job = {x, y, tanh_approx};
+  htp__parallel(n, HTP_GRAIN, gelu_chunk, &job);
 }
 
 HTP_VECTOR_CLONES
@@ -57,22 +61,31 @@ static void add_range(const float *a, const float *b, float *y, int64_t n) {
     y[i] = a[i] + b[i];
 }
 
+struct add_job {
+  const float *a, *b;
+  float *y;
+  int64_t cols; /* bias_add: the bias's length; add: 0 */
+};
+
+static void add_chunk(void *ctx, int64_t begin, int64_t end) {
+  const struct add_job *job = ctx;
+  add_range(job->a + begin, job->b + begin, job->y + begin, end - begin);
+}
+
 void htp_cpu_add_f32(const float *a, const float *b, float *y, int64_t n) {
-  const int threads = htp__threads_for(n);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    int64_t begin = 0, count = n;
-#ifdef _OPENMP
-    htp__split(n, &begin, &count);
-#endif
-    add_range(a + begin, b + begin, y + begin, count);
-  }
+  struct add_job job = {a, b, y, 0};
+  /* Memory-bound: bigger chunks than compute-bound loops. */
+  htp__parallel(n, 4 * HTP_GRAIN, add_chunk, &job);
+}
+
+static void bias_add_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct add_job *job = ctx;
+  for (int64_t r = begin; r < end; ++r)
+    add_range(job->a + r * job->cols, job->b, job->y + r * job->cols, job->cols);
 }
 
 void htp_cpu_bias_add_f32(const float *x, const float *bias, float *y, int64_t rows,
                           int64_t cols) {
-  const int threads = htp__threads_for(rows * cols);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    add_range(x + r * cols, bias, y + r * cols, cols);
+  struct add_job job = {x, bias, y, cols};
+  htp__parallel(rows, cols > 0 ? 1 + 4 * HTP_GRAIN / cols : rows, bias_add_rows, &job);
 }

@@ -29,10 +29,22 @@ static void norm_row(const float *in, const float *gamma, const float *beta, flo
     out[i] = (float)((double)in[i] - mean) * inv_std * gamma[i] + beta[i];
 }
 
+struct norm_job {
+  const float *x, *gamma, *beta;
+  float *y;
+  int64_t dim;
+  float epsilon;
+};
+
+static void norm_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct norm_job *job = ctx;
+  for (int64_t row = begin; row < end; ++row)
+    norm_row(job->x + row * job->dim, job->gamma, job->beta, job->y + row * job->dim, job->dim,
+             job->epsilon);
+}
+
 void htp_cpu_layer_norm_f32(const float *x, const float *gamma, const float *beta,
                             float *y, int64_t rows, int64_t dim, float epsilon) {
-  const int threads = htp__threads_for(rows * dim);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (int64_t row = 0; row < rows; ++row)
-    norm_row(x + row * dim, gamma, beta, y + row * dim, dim, epsilon);
+  struct norm_job job = {x, gamma, beta, y, dim, epsilon};
+  htp__parallel(rows, dim > 0 ? 1 + HTP_GRAIN / dim : rows, norm_rows, &job);
 }

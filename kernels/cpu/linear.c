@@ -10,14 +10,24 @@
 #include <cblas.h>
 #include <string.h>
 
+struct broadcast_job {
+  const float *b;
+  float *y;
+  int64_t cols;
+};
+
+static void broadcast_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct broadcast_job *job = ctx;
+  for (int64_t row = begin; row < end; ++row)
+    memcpy(job->y + row * job->cols, job->b, (size_t)job->cols * sizeof(float));
+}
+
 void htp_cpu_linear_f32(const float *x, const float *w, const float *b, float *y,
                         int64_t rows, int64_t in_features, int64_t out_features) {
   float beta = 0.0f;
-  if (b) {
-    const int threads = htp__threads_for(rows * out_features);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-    for (int64_t row = 0; row < rows; ++row)
-      memcpy(y + row * out_features, b, (size_t)out_features * sizeof(float));
+  if (b && out_features > 0) {
+    struct broadcast_job job = {b, y, out_features};
+    htp__parallel(rows, 1 + 4 * HTP_GRAIN / out_features, broadcast_rows, &job);
     beta = 1.0f;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out_features,

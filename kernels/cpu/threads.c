@@ -1,14 +1,27 @@
-/*===- kernels/cpu/threads.c - OpenBLAS's thread count, and the kernels' ---===*
+/*===- kernels/cpu/threads.c - Thread counts and the kernels' thread pool --===*
  *
  * Only the kernels know which BLAS computes their GEMMs; an executor that
  * gives each rank its share of the cores sets BLAS's threads through here.
- * The kernels' own OpenMP loops (layer norm, GELU, attention, ...) use the
- * same count, read from BLAS so there is one setting.
+ * The kernels' own loops (layer norm, GELU, attention, ...) use the same
+ * count, read from BLAS so there is one setting.
+ *
+ * The pool: a parallel loop is cut into chunks that the caller and the
+ * workers claim from one atomic counter, and the caller waits only for
+ * chunks someone has claimed. A worker that wakes late (the machine is busy,
+ * or BLAS's own threads hold the cores) finds nothing left and goes back to
+ * sleep, instead of holding everyone at a barrier as a fork-join team would.
+ * The counter carries the job's generation in its high half, so a stale
+ * worker can never claim a chunk of a later job. One job at a time: a second
+ * caller (another rank thread) finds the pool busy and runs its loop alone.
  *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
 #include "kernels/htp_kernels.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 
 void htp_cpu_set_blas_threads(int threads) {
   if (threads >= 1)
@@ -22,8 +35,113 @@ int htp__threads(void) {
   return threads >= 1 ? threads : 1;
 }
 
-int htp__threads_for(int64_t work) {
-  /* About 16k floats: below it the region's start-up (microseconds) is
-   * comparable with the loop itself. */
-  return work < (1 << 14) ? 1 : htp__threads();
+enum { MAX_WORKERS = 63, SPIN_CHECKS = 20000 };
+
+static struct {
+  pthread_mutex_t busy;       /* held by the caller of the running job */
+  pthread_mutex_t wake_lock;  /* with wake: sleeping workers */
+  pthread_cond_t wake;
+  int workers;                /* started so far (only grows) */
+  /* (generation << 32) | next unclaimed chunk */
+  _Atomic uint64_t state;
+  _Atomic int64_t done;       /* chunks finished in this generation */
+  _Atomic int allowed;        /* workers with index < allowed take part */
+  /* The job, written before state publishes its generation. */
+  htp__chunk_fn fn;
+  void *ctx;
+  int64_t n, grain;
+  _Atomic int64_t chunks;   /* atomic: a stale worker may glance at it */
+} pool = {.busy = PTHREAD_MUTEX_INITIALIZER,
+          .wake_lock = PTHREAD_MUTEX_INITIALIZER,
+          .wake = PTHREAD_COND_INITIALIZER};
+
+/* Claims and runs chunks of generation `generation` until none are left. */
+static void run_chunks(uint32_t generation) {
+  uint64_t state = atomic_load(&pool.state);
+  for (;;) {
+    if ((uint32_t)(state >> 32) != generation)
+      return;
+    int64_t chunk = (int64_t)(uint32_t)state;
+    if (chunk >= pool.chunks) /* pool.chunks is this generation's: see below */
+      return;
+    if (!atomic_compare_exchange_weak(&pool.state, &state, state + 1))
+      continue;
+    /* The claim succeeded, so this generation cannot end before the chunk is
+     * done: the job fields are still this generation's. */
+    int64_t begin = chunk * pool.grain;
+    int64_t end = begin + pool.grain < pool.n ? begin + pool.grain : pool.n;
+    pool.fn(pool.ctx, begin, end);
+    atomic_fetch_add(&pool.done, 1);
+    state = atomic_load(&pool.state);
+  }
+}
+
+static void *worker_main(void *arg) {
+  const int index = (int)(intptr_t)arg;
+  uint32_t seen = (uint32_t)(atomic_load(&pool.state) >> 32);
+  for (;;) {
+    uint32_t generation = seen;
+    for (int i = 0; i < SPIN_CHECKS && generation == seen; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      generation = (uint32_t)(atomic_load(&pool.state) >> 32);
+    }
+    if (generation == seen) {
+      pthread_mutex_lock(&pool.wake_lock);
+      while ((generation = (uint32_t)(atomic_load(&pool.state) >> 32)) == seen)
+        pthread_cond_wait(&pool.wake, &pool.wake_lock);
+      pthread_mutex_unlock(&pool.wake_lock);
+    }
+    seen = generation;
+    if (index < atomic_load(&pool.allowed))
+      run_chunks(generation);
+  }
+  return NULL;
+}
+
+void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
+  if (n <= 0)
+    return;
+  if (grain < 1)
+    grain = 1;
+  const int64_t chunks = (n + grain - 1) / grain;
+  int threads = htp__threads();
+  if (threads > MAX_WORKERS + 1)
+    threads = MAX_WORKERS + 1;
+  if (chunks < 2 || threads < 2 || pthread_mutex_trylock(&pool.busy) != 0) {
+    fn(ctx, 0, n);
+    return;
+  }
+  while (pool.workers < threads - 1) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    /* Attention keeps up to ~150 KiB of tiles on a worker's stack. */
+    pthread_attr_setstacksize(&attr, (size_t)8 << 20);
+    int failed = pthread_create(&thread, &attr, worker_main, (void *)(intptr_t)pool.workers);
+    pthread_attr_destroy(&attr);
+    if (failed)
+      break; /* fewer helpers; the caller still does every unclaimed chunk */
+    pool.workers++;
+  }
+  pool.fn = fn;
+  pool.ctx = ctx;
+  pool.n = n;
+  pool.grain = grain;
+  pool.chunks = chunks;
+  atomic_store(&pool.done, 0);
+  atomic_store(&pool.allowed, threads - 1);
+  const uint32_t generation = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
+  atomic_store(&pool.state, (uint64_t)generation << 32); /* publishes the job */
+  pthread_mutex_lock(&pool.wake_lock);
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.wake_lock);
+
+  run_chunks(generation);
+  /* Everything is claimed; wait for the chunks workers are still running. */
+  while (atomic_load(&pool.done) < chunks)
+    sched_yield();
+  pthread_mutex_unlock(&pool.busy);
 }
