@@ -8,7 +8,7 @@
  * MLP kernels ask the table which units to compute, compute those with the
  * work-unit kernels of the context's kernel table (kernels/htp_kernel_table.h;
  * on the CPU kernels/cpu/units.c), impute the pruned ones, and add
- * the migrated-in units from the cached one-unit shards. No hook talks to
+ * the migrated-in units from packed blocks of their weights. No hook talks to
  * other ranks: the block's own all-reduce completes the sum, and the
  * migration transfers happen once per plan change, in
  * htp_balancer_end_iteration. Both hooks run one body (run_pair); what
@@ -23,6 +23,13 @@
  *   MLP unit u:       w1_u [width, d], b1_u [width], w2_u [d, width] (fc2
  *                     columns of the unit).
  * A missing bias travels as zeros.
+ *
+ * A helper does not compute its migrated-in units from these one-unit
+ * shards (unit-sized GEMMs, slower than the owner's merged ones): at each
+ * plan change it packs them (pack_in_units) into blocks of up to
+ * units_per_rank units, each a small shard of n units in the same layouts
+ * (balance_internal.h, htp__packed_pair), and the hook runs a block as one
+ * head or hidden-units call over its n units and one row-parallel linear.
  *
  * Importance (config.selection == HTP_SELECT_IMPORTANCE, DESIGN §4: in
  * inference a calibration statistic). Per local unit of each pair:
@@ -74,7 +81,7 @@ typedef struct pair_call {
   const float *second;   /* wproj / w2: [d, units * width] */
   float *y;              /* [rows, d] partial sum */
   float *act;            /* [rows, units * width]: this rank's units' activations */
-  float *migrated;       /* [rows, width]: one migrated unit's */
+  float *migrated;       /* [rows, width]: one migrated unit's (one_by_one) */
   float *kernel_scratch; /* the head kernel's own scratch (attention) */
   int64_t batch, tokens, rows, model_dim;
   int64_t units, width;  /* this rank's share: units of width columns */
@@ -194,7 +201,10 @@ static htp_result create_hook_state(htp_balancer *b) {
   b->max_units = max_units;
   b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
   b->listed = calloc((size_t)max_units, sizeof *b->listed);
-  htp_result r = b->pairs && b->listed ? HTP_OK : HTP_ERR_NOMEM;
+  b->iota = calloc((size_t)max_units, sizeof *b->iota);
+  b->packed = calloc((size_t)b->num_pairs, sizeof *b->packed);
+  htp_result r = b->pairs && b->listed && b->iota && b->packed ? HTP_OK : HTP_ERR_NOMEM;
+  for (int i = 0; r == HTP_OK && i < max_units; ++i) b->iota[i] = i;
   if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
     const size_t n = (size_t)b->num_pairs * (size_t)max_units;
     b->norm = calloc(n, sizeof *b->norm);
@@ -255,8 +265,12 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp_imputer_destroy(b->imputer);
   htp_unit_table_destroy(b->table);
   htp_planner_destroy(b->planner);
+  if (b->packed)
+    for (int p = 0; p < b->num_pairs; ++p) free(b->packed[p].data);
+  free(b->packed);
   free(b->pairs);
   free(b->listed);
+  free(b->iota);
   free(b->norm);
   free(b->score);
   free(b->observed);
@@ -301,6 +315,73 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   return 0;
 }
 
+/* ===== Packing a helper's migrated-in units ============================ */
+
+/* Rebuilds every pair's packed blocks from the migration cache, for the
+ * unit table's current in-lists (after htp_migration_apply). Buffers grow
+ * and are kept; an unchanged plan never gets here. */
+static htp_result pack_in_units(htp_balancer *b) {
+  const htp_balancer_config *c = &b->config;
+  const int64_t d = c->model_dim;
+  for (int p = 0; p < b->num_pairs; ++p) {
+    const htp_pair_kind kind = htp_pair_kind_of(p);
+    const int64_t width = unit_width(c, kind), parts = PAIR_OPS[kind].parts;
+    const int64_t per_unit = unit_floats(c, kind), cap = c->planner.units_per_rank[kind];
+    htp__packed_pair *pk = &b->packed[p];
+    htp_unit_sets s;
+    if (htp_unit_table_get(b->table, p, &s) != HTP_OK)
+      return htp__ctx_error(b->ctx, HTP_ERR_INTERNAL, "htp_balancer: no unit sets for pair %d", p);
+    pk->count = 0;
+    const size_t need = (size_t)s.num_in * (size_t)per_unit;
+    if (need > pk->capacity) {
+      float *grown = realloc(pk->data, need * sizeof(float));
+      if (!grown)
+        return htp__ctx_error(b->ctx, HTP_ERR_NOMEM,
+                              "htp_balancer: pair %d: out of memory packing %d migrated units", p,
+                              s.num_in);
+      pk->data = grown;
+      pk->capacity = need;
+    }
+    float *block = pk->data;
+    for (int i0 = 0; i0 < s.num_in; i0 += (int)cap) {
+      const int64_t n = s.num_in - i0 < cap ? s.num_in - i0 : cap, inner = n * width;
+      float *first = block, *bias = first + parts * inner * d, *second = bias + parts * inner;
+      for (int64_t j = 0; j < n; ++j) {
+        const int src = s.in_src[i0 + j], unit = s.in_unit[i0 + j];
+        const float *shard = htp_migration_weights(b->migration, p, src, unit);
+        if (!shard)
+          return htp__ctx_error(b->ctx, HTP_ERR_INTERNAL,
+                                "htp_balancer: pair %d: the weights of rank %d's %s %d are not "
+                                "cached here",
+                                p, src, PAIR_OPS[kind].unit, unit);
+        const float *first_1 = shard, *bias_1 = shard + parts * width * d;
+        const float *second_1 = bias_1 + parts * width;
+        for (int64_t part = 0; part < parts; ++part) {
+          memcpy(first + (part * inner + j * width) * d, first_1 + part * width * d,
+                 (size_t)(width * d) * sizeof(float));
+          memcpy(bias + part * inner + j * width, bias_1 + part * width,
+                 (size_t)width * sizeof(float));
+        }
+        for (int64_t o = 0; o < d; ++o)
+          memcpy(second + o * inner + j * width, second_1 + o * width,
+                 (size_t)width * sizeof(float));
+      }
+      block += n * per_unit;
+    }
+    pk->count = s.num_in;
+  }
+  return HTP_OK;
+}
+
+void htp__balancer_set_one_by_one(htp_balancer *b, int one_by_one) {
+  if (b) b->one_by_one = one_by_one != 0;
+}
+
+int htp__balancer_packed_units(const htp_balancer *b, int pair) {
+  if (!b || b->hookless || pair < 0 || pair >= b->num_pairs) return -1;
+  return b->packed[pair].count;
+}
+
 /* ===== Per iteration ===================================================== */
 
 /* A failure in the balancer's transfers leaves peers inside theirs: fail the
@@ -333,6 +414,7 @@ htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
    * unchanged version would forget ids only the transfer knows (importance
    * selection), so the table changes only here, with the version. */
   htp_result r = htp_migration_apply(b->migration, b->ctx, plan, b->table, pack_unit, b);
+  if (r == HTP_OK) r = pack_in_units(b);
   if (r != HTP_OK) return fail_world(b->ctx, r);
   b->applied_version = plan->version;
   return HTP_OK;
@@ -470,11 +552,60 @@ static void importance_observe(htp_balancer *b, const pair_call *call, const htp
   b->pairs[call->pair].scored = 1;
 }
 
+/* Adds the migrated-in units' contributions to call->y from the packed
+ * blocks: per block of n units, one activation call over all n (unit list
+ * 0 .. n-1 of an n-unit shard) into call->act, which the rank's own units
+ * no longer need once projected and which holds n <= units_per_rank units'
+ * columns, then one row-parallel linear over the n units (one GEMM). */
+static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_call *call) {
+  const htp__packed_pair *pk = &b->packed[call->pair];
+  const int64_t parts = PAIR_OPS[call->kind].parts, d = call->model_dim, width = call->width;
+  const int64_t per_unit = unit_floats(&b->config, call->kind);
+  const int32_t zero = 0;
+  const float *block = pk->data;
+  htp_kernel_status status = HTP_KERNEL_OK;
+  for (int i0 = 0; i0 < pk->count && status == HTP_KERNEL_OK; i0 += (int)call->units) {
+    const int64_t n = pk->count - i0 < call->units ? pk->count - i0 : call->units;
+    const int64_t inner = n * width;
+    const float *first = block, *bias = first + parts * inner * d;
+    const float *second = bias + parts * inner;
+    status = PAIR_OPS[call->kind].activate(call, first, bias, n, b->iota, n, call->act);
+    if (status == HTP_KERNEL_OK) /* the n units' columns are contiguous: one block of inner */
+      status = call->kernels->linear_units_f32(call->env, call->act, second, call->y, call->rows,
+                                               inner, d, inner, &zero, 1, 1);
+    block += n * per_unit;
+  }
+  return status;
+}
+
+/* The same from the cached one-unit shards, one unit at a time (tests:
+ * htp__balancer_set_one_by_one). */
+static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pair_call *call,
+                                                 const htp_unit_sets *s) {
+  const int64_t parts = PAIR_OPS[call->kind].parts;
+  const int64_t first_floats = parts * call->width * call->model_dim;
+  const int32_t zero = 0;
+  htp_kernel_status status = HTP_KERNEL_OK;
+  for (int i = 0; i < s->num_in && status == HTP_KERNEL_OK; ++i) {
+    const float *shard = htp_migration_weights(b->migration, call->pair, s->in_src[i],
+                                               s->in_unit[i]);
+    if (!shard) return HTP_KERNEL_ERR_INVALID; /* packing found them all at the apply */
+    const float *first_1 = shard, *bias_1 = shard + first_floats;
+    const float *second_1 = bias_1 + parts * call->width;
+    status = PAIR_OPS[call->kind].activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
+    if (status == HTP_KERNEL_OK)
+      status = call->kernels->linear_units_f32(call->env, call->migrated, second_1, call->y,
+                                               call->rows, call->width, call->model_dim,
+                                               call->width, &zero, 1, 1);
+  }
+  return status;
+}
+
 /* The body both hooks share, after each checked its own arguments: the
  * plain split block without a (hooked) balancer; otherwise check the pair
  * and shapes against the balancer, register the weights, compute the kept
  * units, score them, impute the pruned ones, project, add the migrated-in
- * units from their cached shards, and book the time (slowdown included). */
+ * units from their packed blocks, and book the time (slowdown included). */
 static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) {
   const pair_ops *ops = &PAIR_OPS[call->kind];
   const int64_t inner = call->units * call->width;
@@ -542,23 +673,14 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
                                            projected, num_projected, 0);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
 
-  /* Migrated-in units: each from its one-unit shard (layout at the top). */
-  const int64_t parts = ops->parts, first_floats = parts * call->width * call->model_dim;
-  for (int i = 0; i < s.num_in; ++i) {
-    const float *shard = htp_migration_weights(b->migration, pair, s.in_src[i], s.in_unit[i]);
-    if (!shard)
-      return htp__fail(ctx, HTP_ERR_INTERNAL,
-                       "%s: pair %d: the weights of rank %d's %s %d are not cached here",
-                       ops->hook, (int)pair, (int)s.in_src[i], ops->unit, (int)s.in_unit[i]);
-    const float *first_1 = shard, *bias_1 = shard + first_floats;
-    const float *second_1 = bias_1 + parts * call->width;
-    status = ops->activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
-    if (status == HTP_KERNEL_OK)
-      status = call->kernels->linear_units_f32(call->env, call->migrated, second_1, call->y,
-                                               call->rows, call->width, call->model_dim,
-                                               call->width, &zero, 1, 1);
-    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  }
+  /* Migrated-in units: packed blocks (or one at a time, tests). The apply
+   * packed exactly the table's in-units, each cached here. */
+  HOOK_INVALID(ctx, b->packed[pair].count != s.num_in,
+               "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
+               (int)pair, b->packed[pair].count, ops->unit, s.num_in);
+  status = b->one_by_one ? add_in_units_one_by_one(b, call, &s)
+                         : add_in_units_packed(b, call);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
   finish_site(b, call->kind, started);
   return HTP_OK;
 }

@@ -27,6 +27,21 @@ typedef struct htp__registered_pair {
   int scored;          /* importance: some unit has a score */
 } htp__registered_pair;
 
+/* A helper's migrated-in units of one pair, packed at each plan change
+ * (balance.c, pack_in_units) so the hook runs them as few, large calls:
+ * the pair's in-units in unit-table order, cut into blocks of at most
+ * units_per_rank units (so a block's activations fit the hook's own
+ * activation scratch), each block a small shard of n units in the layouts
+ * the unit kernels take, back to back in data:
+ *   first  [parts * n * width, d]  (q of the n units | k | v; or fc1 rows),
+ *   bias   [parts * n * width]     (zeros where the owner has no bias),
+ *   second [d, n * width]          (proj or fc2 columns). */
+typedef struct htp__packed_pair {
+  int count;       /* migrated-in units packed (the unit table's num_in) */
+  float *data;     /* the blocks */
+  size_t capacity; /* floats allocated in data */
+} htp__packed_pair;
+
 struct htp_balancer {
   htp_ctx *ctx;
   htp_balancer_config config;
@@ -38,6 +53,9 @@ struct htp_balancer {
   htp_migration *migration; /* NULL when hookless */
   htp__registered_pair *pairs; /* [num_pairs] */
   int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
+  int32_t *iota;          /* [max units]: 0, 1, 2, ... (a packed block's unit list) */
+  htp__packed_pair *packed; /* [num_pairs]: migrated-in units, packed */
+  int one_by_one;         /* tests: run migrated-in units one at a time, from the cache */
   /* Importance (HTP_SELECT_IMPORTANCE only, else NULL), [num_pairs * max
    * units], pair p's unit i at p * max_units + i: */
   int max_units;
@@ -63,6 +81,12 @@ htp_result htp__balancer_apply(htp_balancer *balancer, const htp_plan *plan);
 /* The balancer's unit table and migration cache (NULL when hookless). */
 htp_unit_table *htp__balancer_table(htp_balancer *balancer);
 htp_migration *htp__balancer_migration(htp_balancer *balancer);
+/* Tests: nonzero makes the hooks compute migrated-in units one at a time
+ * from their cached one-unit shards (the path before packing) instead of
+ * from the packed blocks; the two agree to fp32 round-off. */
+void htp__balancer_set_one_by_one(htp_balancer *balancer, int one_by_one);
+/* Migrated-in units of pair packed for the hooks (-1: bad arguments). */
+int htp__balancer_packed_units(const htp_balancer *balancer, int pair);
 /* Books seconds of hook work on a pair kind, as a hook does (tests). */
 void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, double seconds);
 
