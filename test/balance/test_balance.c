@@ -15,6 +15,9 @@
  *   - importance selection (one calibration iteration, then a forced or
  *     detected plan): units with tiny output weights are shed first, RESIZE
  *     prunes exactly them, MIGRATE stays exact (ids reach the helpers);
+ *   - packed migrated-in units (several per helper, from one or more
+ *     owners, more than one block): the same output as computing them one
+ *     at a time from their one-unit shards, and as the reference;
  *   - bad arguments, a plan that migrates before the block ran, and
  *     htp_ctx_comm_seconds with a delayed peer.
  *===----------------------------------------------------------------------===*/
@@ -200,6 +203,9 @@ typedef struct scenario {
   int damp;             /* scale down some units' output weights (damped_unit) */
 } scenario;
 
+/* Test 13: the ranks also run the plan with migrated-in units one at a time. */
+static int compare_one_by_one;
+
 /* What the ranks record (each rank its own row; rank 0 the outputs). */
 typedef struct record {
   float out[2 * LAYERS][ROWS * DIM]; /* all-reduced, per pair */
@@ -211,6 +217,9 @@ typedef struct record {
   int plan_ok[MAX_TP];
   int64_t version[MAX_TP];
   double site_seconds_sum[MAX_TP];
+  int packed[MAX_TP][2 * LAYERS];     /* migrated-in units packed for the hooks */
+  int in_sources[MAX_TP][2 * LAYERS]; /* distinct owners of those units */
+  double one_by_one_error[MAX_TP];    /* packed vs one at a time, relative */
 } record;
 
 static const model *the_model;
@@ -353,6 +362,29 @@ static void *rank_main(void *arg) {
       for (int i = 0; i < s.num_out; ++i)
         rec.sent_units[p][run->rank * s.units + s.out_unit[i]] = 1;
       for (int i = 0; i < s.num_in; ++i) rec.unknown_in[run->rank] += s.in_unit[i] < 0;
+      rec.packed[run->rank][p] = htp__balancer_packed_units(b, p);
+      int owners[MAX_TP] = {0};
+      for (int i = 0; i < s.num_in; ++i) owners[s.in_src[i]] = 1;
+      for (int r = 0; r < MAX_TP; ++r) rec.in_sources[run->rank][p] += owners[r];
+    }
+    if (compare_one_by_one) {
+      /* The same plan with every migrated-in unit computed alone, from its
+       * cached one-unit shard: what the packed blocks must reproduce. */
+      float(*alone)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
+      double *packed = malloc(sizeof(double) * ROWS * DIM);
+      CHECK(alone && packed);
+      htp__balancer_set_one_by_one(b, 1);
+      htp_result r = run_block(ctx, shards, alone, scratch);
+      htp__balancer_set_one_by_one(b, 0);
+      double worst = r == HTP_OK ? 0.0 : INFINITY;
+      for (int p = 0; p < 2 * LAYERS && r == HTP_OK; ++p) {
+        for (int i = 0; i < ROWS * DIM; ++i) packed[i] = out[p][i];
+        worst = fmax(worst, relative_error(alone[p], packed, ROWS * DIM));
+      }
+      rec.one_by_one_error[run->rank] = worst;
+      free(alone);
+      free(packed);
+      CHECK(r == HTP_OK);
     }
   }
   if (run->rank == 0) memcpy(rec.out, out, sizeof rec.out);
@@ -607,6 +639,55 @@ static void test_12_importance_migrate(void **unused) {
     }
 }
 
+/* 13: a helper's migrated-in units run packed (one activation call and one
+ * projection GEMM per block of up to units_per_rank units): several units
+ * from one owner (tp 2), from two owners (tp 3), and more than one rank's
+ * worth from three owners (tp 4: two blocks), under random and importance
+ * selection. The output equals the unsplit reference (run_and_check) and
+ * the one-at-a-time computation from the cached one-unit shards up to fp32
+ * round-off; every migrated-in unit was packed. */
+static void test_13_packed_migrated_units(void **unused) {
+  (void)unused;
+  const struct {
+    int tp;
+    double speeds[MAX_TP];
+    int owners; /* some helper takes units of this many owners in every pair */
+    int blocks; /* ... and more units than one block holds in some pair */
+  } cases[] = {{2, {1, 0.2}, 1, 0}, {3, {1, 0.3, 0.3}, 2, 0}, {4, {1, 0.1, 0.1, 0.1}, 3, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c)
+    for (int sel = HTP_SELECT_RANDOM; sel <= HTP_SELECT_IMPORTANCE; ++sel) {
+      const int tp = cases[c].tp;
+      scenario sc = {tp, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {0}, (htp_select)sel,
+                     sel == HTP_SELECT_IMPORTANCE};
+      memcpy(sc.speeds, cases[c].speeds, sizeof sc.speeds);
+      compare_one_by_one = 1;
+      const double full_error = run_and_check(&sc);
+      compare_one_by_one = 0;
+      assert_true(full_error <= 1e-5);
+      assert_int_equal(total_pruned(), 0);
+      int beyond_one_block = 0;
+      for (int p = 0; p < 2 * LAYERS; ++p) {
+        const int u = p % 2 ? UNITS : HEADS;
+        int most_in = 0, most_owners = 0;
+        for (int r = 0; r < tp; ++r) {
+          assert_int_equal(rec.packed[r][p], rec.in[r][p]);
+          most_in = rec.in[r][p] > most_in ? rec.in[r][p] : most_in;
+          if (rec.in_sources[r][p] > most_owners) most_owners = rec.in_sources[r][p];
+        }
+        assert_true(most_in >= 2);
+        assert_true(most_owners >= cases[c].owners);
+        beyond_one_block |= most_in > u;
+      }
+      assert_int_equal(beyond_one_block, cases[c].blocks);
+      for (int r = 0; r < tp; ++r) {
+        if (rec.one_by_one_error[r] > 1e-6)
+          fprintf(stderr, "tp %d rank %d: packed vs one by one %g\n", tp, r,
+                  rec.one_by_one_error[r]);
+        assert_true(rec.one_by_one_error[r] <= 1e-6);
+      }
+    }
+}
+
 /* ----- bad arguments ------------------------------------------------------ */
 
 static void *bad_arguments_main(void *arg) {
@@ -839,6 +920,7 @@ int main(void) {
       cmocka_unit_test(test_10_slowdown),
       cmocka_unit_test(test_11_importance_resize),
       cmocka_unit_test(test_12_importance_migrate),
+      cmocka_unit_test(test_13_packed_migrated_units),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
