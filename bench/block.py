@@ -5,12 +5,23 @@ Runs, one after the other in the same invocation (so the ratios share the
 machine's state):
   htp-run        the block through the JIT (--report json, median of --iters)
   GEMM bound     build/bench/htp-bench-gemm: the block's GEMMs alone, through
-                 the same OpenBLAS calls (no norms, softmax, GELU, bias, residual)
+                 the same OpenBLAS calls (no norms, softmax, GELU, bias, residual);
+                 a second row times its four big linears alone (kernels/cpu
+                 computes the per-head q·kᵀ and p·v in its own fused loop, not
+                 through BLAS, so that row is the stricter floor)
   NumPy f32      test/ref/vit_ref.py's forward in float32, with a vectorised
                  erf (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7) instead of the
                  reference's exact per-element math.erf
-  PyTorch        torch's CPU forward of the same block, when torch is importable
-and prints a Markdown table of median ms and ratios to htp-run.
+  PyTorch eager  timm's vision_transformer.Block (LayerNorm eps 1e-6, qkv bias,
+                 exact GELU) with the same weights, torch.no_grad, on torch's
+                 default threads (the same cores), when torch and timm import
+  torch.compile  the same module through torch.compile (inductor), timed after
+                 its compile in the warm-up
+and prints a Markdown table of median ms and ratios to htp-run, then the two
+figures of issue 7 (htp-run's speed relative to PyTorch eager and to the
+GEMM-only bound; >= 1.0 and >= 0.9 are the targets). Without torch or timm the
+PyTorch rows say "not installed"; --no-compile skips torch.compile (it needs
+a C++ compiler and a minute or more on a small machine).
 
     bench/block.py --build build --iters 10       # ViT-B/16: d=768, 12 heads, 197 tokens, batch 8
 """
@@ -62,6 +73,7 @@ def main():
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--mlp", type=int, default=3072)
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     args = parser.parse_args()
 
     shape = ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
@@ -90,17 +102,37 @@ def main():
     weights = {f"blocks.0.{k}": (rng.standard_normal(s) * 0.02).astype(np.float32)
                for k, s in shapes.items()}
     x = rng.standard_normal((args.batch, args.tokens, d)).astype(np.float32)
-    numpy_ms = median_ms(lambda: vit_ref.vit_blocks(x, weights, 1, args.heads, dtype=np.float32,
-                                                    erf=erf_vectorised), args.iters, args.warmup)
+    numpy_ms = median_ms(lambda: forward_numpy(x, weights, args), args.iters, args.warmup)
 
     rows = [("htp-run (JIT)", htp["median_ms"]), ("GEMM-only bound (OpenBLAS)", gemm["median_ms"]),
+            ("its four linears alone (qkv, proj, fc1, fc2)", gemm["linears_median_ms"]),
             ("NumPy f32", numpy_ms)]
+    eager_ms = None
     try:
         import torch
-        torch_ms = torch_forward_ms(torch, x, weights, args)
-        rows.append((f"PyTorch {torch.__version__} CPU", torch_ms))
-    except ImportError:
-        rows.append(("PyTorch CPU", None))
+        import timm  # noqa: F401
+    except ImportError as error:
+        rows.append(("PyTorch eager (timm Block)", f"not installed ({error.name})"))
+        rows.append(("torch.compile (timm Block)", f"not installed ({error.name})"))
+    else:
+        block_module, xt = timm_block(torch, x, weights, args)
+        check = float(np.max(np.abs(forward_numpy(x, weights, args) - run_torch(torch, block_module, xt))))
+        eager_ms = median_ms(lambda: run_torch(torch, block_module, xt), args.iters, args.warmup)
+        rows.append((f"PyTorch {torch.__version__} eager (timm {timm.__version__} Block)", eager_ms))
+        if args.no_compile:
+            rows.append(("torch.compile (timm Block)", "skipped (--no-compile)"))
+        else:
+            try:
+                compiled = torch.compile(block_module)
+                start = time.perf_counter()
+                run_torch(torch, compiled, xt)
+                compile_s = time.perf_counter() - start
+                rows.append((f"torch.compile (timm Block; compiled in {compile_s:.0f} s)",
+                             median_ms(lambda: run_torch(torch, compiled, xt), args.iters,
+                                       args.warmup)))
+            except Exception as error:  # inductor needs a C++ toolchain; report, do not stop
+                rows.append(("torch.compile (timm Block)",
+                             f"failed ({type(error).__name__})"))
 
     base = htp["median_ms"]
     print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {d}, heads {args.heads}, "
@@ -109,33 +141,37 @@ def main():
     print("| what | median ms | ratio to htp-run |")
     print("|---|---|---|")
     for name, ms in rows:
-        if ms is None:
-            print(f"| {name} | not installed | — |")
+        if isinstance(ms, str):
+            print(f"| {name} | {ms} | — |")
         else:
             print(f"| {name} | {ms:.1f} | {ms / base:.2f} |")
     print(f"\nhtp-run: {htp['gflops']:.1f} GFLOP/s; GEMM bound: {gemm['gflops']:.1f} GFLOP/s")
+    print(f"htp-run speed / GEMM-only bound: {gemm['median_ms'] / base:.2f} (target >= 0.9); "
+          f"/ its four linears alone: {gemm['linears_median_ms'] / base:.2f}")
+    if eager_ms is not None:
+        print(f"htp-run speed / PyTorch eager: {eager_ms / base:.2f} (target >= 1.0); "
+              f"timm vs NumPy max |difference| {check:.2e}; torch threads "
+              f"{torch.get_num_threads()}")
 
 
-def torch_forward_ms(torch, x, weights, args):
-    """The same block with torch.nn.functional, float32, no autograd."""
-    F = torch.nn.functional
-    w = {k: torch.from_numpy(v) for k, v in weights.items()}
-    p = lambda s: w[f"blocks.0.{s}"]
-    xt = torch.from_numpy(x)
-    heads, d = args.heads, args.dim
+def forward_numpy(x, weights, args):
+    return vit_ref.vit_blocks(x, weights, 1, args.heads, dtype=np.float32, erf=erf_vectorised)
 
-    def forward():
-        with torch.no_grad():
-            h = F.layer_norm(xt, (d,), p("norm1.weight"), p("norm1.bias"), 1e-6)
-            qkv = F.linear(h, p("attn.qkv.weight"), p("attn.qkv.bias"))
-            b, n, _ = qkv.shape
-            q, k, v = qkv.reshape(b, n, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, d)
-            r = xt + F.linear(a, p("attn.proj.weight"), p("attn.proj.bias"))
-            h = F.layer_norm(r, (d,), p("norm2.weight"), p("norm2.bias"), 1e-6)
-            return r + F.linear(F.gelu(F.linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias"))),
-                                p("mlp.fc2.weight"), p("mlp.fc2.bias"))
-    return median_ms(forward, args.iters, args.warmup)
+
+def timm_block(torch, x, weights, args):
+    """timm's ViT Block with this benchmark's weights (strict: every key used)."""
+    import functools
+    from timm.models.vision_transformer import Block
+    block = Block(dim=args.dim, num_heads=args.heads, mlp_ratio=args.mlp / args.dim,
+                  qkv_bias=True, norm_layer=functools.partial(torch.nn.LayerNorm, eps=1e-6))
+    state = {k[len("blocks.0."):]: torch.from_numpy(v) for k, v in weights.items()}
+    block.load_state_dict(state, strict=True)
+    return block.eval(), torch.from_numpy(x)
+
+
+def run_torch(torch, module, xt):
+    with torch.no_grad():
+        return module(xt).numpy()
 
 
 if __name__ == "__main__":

@@ -147,48 +147,65 @@ static void attend_head(const float *q, const float *k, const float *v, int64_t 
   }
 }
 
-/* The heads through BLAS, one after the other (each GEMM threaded by BLAS). */
-static void attend_blas(const float *qkv, float *context, float *scores, int64_t batch,
-                        int64_t tokens, int64_t num_heads, int64_t head_dim, float scale) {
-  const int64_t inner = num_heads * head_dim, qkv_stride = 3 * inner;
-  for (int64_t b = 0; b < batch; ++b) {
-    const float *block = qkv + b * tokens * qkv_stride;
-    for (int64_t h = 0; h < num_heads; ++h) {
-      const float *q = block + h * head_dim;
-      const float *k = block + inner + h * head_dim;
-      const float *v = block + 2 * inner + h * head_dim;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
-                  (int)head_dim, scale, q, (int)qkv_stride, k, (int)qkv_stride, 0.0f,
-                  scores, (int)tokens);
-      htp__softmax_rows(scores, tokens, tokens);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
-                  (int)tokens, 1.0f, scores, (int)tokens, v, (int)qkv_stride, 0.0f,
-                  context + b * tokens * inner + h * head_dim, (int)inner);
-    }
-  }
-}
-
+/* The layout of htp__attend's operands (see cpu_internal.h). */
 struct head_job {
   const float *qkv;
+  int64_t qkv_stride, k_offset, v_offset, head_step, num_heads;
   float *context;
-  int64_t tokens, num_heads, head_dim, padded;
+  int64_t ctx_stride, tokens, head_dim, padded;
   float scale;
 };
+
+static const float *task_q(const struct head_job *job, int64_t task) {
+  const int64_t b = task / job->num_heads, h = task % job->num_heads;
+  return job->qkv + b * job->tokens * job->qkv_stride + h * job->head_step;
+}
+
+static float *task_context(const struct head_job *job, int64_t task) {
+  const int64_t b = task / job->num_heads, h = task % job->num_heads;
+  return job->context + b * job->tokens * job->ctx_stride + h * job->head_dim;
+}
 
 /* Tasks [begin, end) of batch * num_heads (image-major); the tiles live on
  * this thread's stack. */
 static void head_tasks(void *ctx, int64_t begin, int64_t end) {
   const struct head_job *job = ctx;
   const int64_t tokens = job->tokens, head_dim = job->head_dim, padded = job->padded;
-  const int64_t inner = job->num_heads * head_dim, qkv_stride = 3 * inner;
   float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
   for (int64_t task = begin; task < end; ++task) {
-    const int64_t b = task / job->num_heads, h = task % job->num_heads;
-    const float *q = job->qkv + b * tokens * qkv_stride + h * head_dim;
-    attend_head(q, q + inner, q + 2 * inner, qkv_stride,
-                job->context + b * tokens * inner + h * head_dim, inner, tokens, head_dim,
-                job->scale, padded, kt, s, qs);
+    const float *q = task_q(job, task);
+    attend_head(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
+                task_context(job, task), job->ctx_stride, tokens, head_dim, job->scale, padded,
+                kt, s, qs);
   }
+}
+
+/* The tasks through BLAS, one after the other (each GEMM threaded by BLAS),
+ * around a row softmax in `scores`: for heads too large for the stack tiles. */
+static void blas_tasks(const struct head_job *job, float *scores, int64_t tasks) {
+  const int tokens = (int)job->tokens, head_dim = (int)job->head_dim,
+            stride = (int)job->qkv_stride;
+  for (int64_t task = 0; task < tasks; ++task) {
+    const float *q = task_q(job, task);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, tokens, head_dim, job->scale, q,
+                stride, q + job->k_offset, stride, 0.0f, scores, tokens);
+    htp__softmax_rows(scores, tokens, tokens);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, head_dim, tokens, 1.0f, scores,
+                tokens, q + job->v_offset, stride, 0.0f, task_context(job, task),
+                (int)job->ctx_stride);
+  }
+}
+
+void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t v_offset,
+                 int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
+                 int64_t batch, int64_t tokens, int64_t head_dim, float *scores) {
+  const int64_t padded = (tokens + JB - 1) / JB * JB;
+  struct head_job job = {qkv, qkv_stride, k_offset, v_offset, head_step, num_heads, context,
+                         ctx_stride, tokens, head_dim, padded, 1.0f / sqrtf((float)head_dim)};
+  if (head_dim * padded > HTP_ATTN_STACK_FLOATS)
+    blas_tasks(&job, scores, batch * num_heads);
+  else
+    htp__parallel(batch * num_heads, 1, head_tasks, &job);
 }
 
 void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
@@ -199,15 +216,9 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
   float *qkv = scratch;
   float *context = qkv + rows * qkv_stride;
   float *scores = context + rows * inner;
-  float scale = 1.0f / sqrtf((float)head_dim);
 
   htp_cpu_linear_f32(x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride);
-  const int64_t padded = (tokens + JB - 1) / JB * JB;
-  if (head_dim * padded > HTP_ATTN_STACK_FLOATS) {
-    attend_blas(qkv, context, scores, batch, tokens, num_heads, head_dim, scale);
-  } else {
-    struct head_job job = {qkv, context, tokens, num_heads, head_dim, padded, scale};
-    htp__parallel(batch * num_heads, 1, head_tasks, &job);
-  }
+  htp__attend(qkv, qkv_stride, inner, 2 * inner, head_dim, num_heads, context, inner, batch,
+              tokens, head_dim, scores);
   htp_cpu_linear_f32(context, wproj, bproj, y, rows, inner, model_dim);
 }

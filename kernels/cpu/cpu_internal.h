@@ -12,6 +12,17 @@
  * scores do not overflow expf). Used by attention.c and units.c. */
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols);
 
+/* softmax(q kᵀ / sqrt(head_dim)) v for num_heads heads of every image, the
+ * (image, head) pairs in parallel, the softmax fused into the score tiles.
+ * Image b, head h: q rows start at qkv + b*tokens*qkv_stride + h*head_step,
+ * one every qkv_stride floats, k and v k_offset / v_offset floats further;
+ * the result goes to context + b*tokens*ctx_stride + h*head_dim. scores
+ * (tokens * tokens floats) is used only by the BLAS fallback for heads
+ * whose tiles do not fit a thread's stack. Used by attention.c and units.c. */
+void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t v_offset,
+                 int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
+                 int64_t batch, int64_t tokens, int64_t head_dim, float *scores);
+
 /* The threads the kernels' own loops may use: the same count as BLAS's
  * (htp_cpu_set_blas_threads), so a rank's loops stay within its share of
  * the cores and tp ranks do not oversubscribe them. Always >= 1. */

@@ -9,7 +9,7 @@
  * GEMM, so keeping every unit costs the same few large GEMMs as the plain
  * kernels. Attention goes head by head (its scores are per head anyway):
  * three qkv GEMMs of head_dim columns per head, where the plain kernel does
- * one for all heads.
+ * one for all heads, then the fused attention of attention.c over the images.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -32,7 +32,6 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
   const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
   float *qkv = scratch;                  /* [rows, q_h | k_h | v_h] */
   float *scores = qkv + rows * stride;   /* [tokens, tokens] */
-  const float scale = 1.0f / sqrtf((float)head_dim);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t h = heads[i];
     /* q, k and v of head h: three row blocks of wqkv, one GEMM each, side by
@@ -50,16 +49,8 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
                   (int)model_dim, 1.0f, x, (int)model_dim, wqkv + first * model_dim,
                   (int)model_dim, beta, out, (int)stride);
     }
-    for (int64_t b = 0; b < batch; ++b) {
-      const float *q = qkv + b * tokens * stride;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tokens, (int)tokens,
-                  (int)head_dim, scale, q, (int)stride, q + head_dim, (int)stride, 0.0f, scores,
-                  (int)tokens);
-      htp__softmax_rows(scores, tokens, tokens);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tokens, (int)head_dim,
-                  (int)tokens, 1.0f, scores, (int)tokens, q + 2 * head_dim, (int)stride, 0.0f,
-                  context + b * tokens * inner + h * head_dim, (int)inner);
-    }
+    htp__attend(qkv, stride, head_dim, 2 * head_dim, 0, 1, context + h * head_dim, inner, batch,
+                tokens, head_dim, scores);
   }
 }
 
