@@ -187,10 +187,10 @@ static void blas_tasks(const struct head_job *job, float *scores, int64_t tasks)
             stride = (int)job->qkv_stride;
   for (int64_t task = 0; task < tasks; ++task) {
     const float *q = task_q(job, task);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, tokens, head_dim, job->scale, q,
+    htp__sgemm(CblasTrans, tokens, tokens, head_dim, job->scale, q,
                 stride, q + job->k_offset, stride, 0.0f, scores, tokens);
     htp__softmax_rows(scores, tokens, tokens);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tokens, head_dim, tokens, 1.0f, scores,
+    htp__sgemm(CblasNoTrans, tokens, head_dim, tokens, 1.0f, scores,
                 tokens, q + job->v_offset, stride, 0.0f, task_context(job, task),
                 (int)job->ctx_stride);
   }

@@ -2,8 +2,9 @@
  *
  * Only the kernels know which BLAS computes their GEMMs; an executor that
  * gives each rank its share of the cores sets BLAS's threads through here.
- * The kernels' own loops (layer norm, GELU, attention, ...) use the same
- * count, read from BLAS so there is one setting.
+ * The kernels' own loops (layer norm, GELU, attention, ...) and their GEMMs
+ * (split by rows, each part a single-threaded BLAS call) share one pool of
+ * that many threads.
  *
  * The pool: a parallel loop is cut into chunks that the caller and the
  * workers claim from one atomic counter, and the caller waits only for
@@ -23,16 +24,33 @@
 #include <sched.h>
 #include <stdatomic.h>
 
+/* The kernels' thread count; 0 until set or first read. BLAS itself runs
+ * single-threaded once the kernels use it: its pthread server's workers
+ * spin (yielding) for a long while after every call and held the cores the
+ * pool's workers needed, so the kernels split GEMMs over their own pool
+ * instead (htp__sgemm), and one set of threads serves everything. */
+static _Atomic int kernel_threads;
+
 void htp_cpu_set_blas_threads(int threads) {
-  if (threads >= 1)
-    openblas_set_num_threads(threads);
+  if (threads >= 1) {
+    atomic_store(&kernel_threads, threads);
+    openblas_set_num_threads(1);
+  }
 }
 
-int htp_cpu_blas_threads(void) { return openblas_get_num_threads(); }
+int htp_cpu_blas_threads(void) { return htp__threads(); }
 
 int htp__threads(void) {
-  int threads = openblas_get_num_threads();
-  return threads >= 1 ? threads : 1;
+  int threads = atomic_load(&kernel_threads);
+  if (threads < 1) {
+    /* Not set: what BLAS would have used (OPENBLAS_NUM_THREADS, or every
+     * core), taken over once. */
+    threads = openblas_get_num_threads();
+    if (threads < 1)
+      threads = 1;
+    htp_cpu_set_blas_threads(threads);
+  }
+  return threads;
 }
 
 enum { MAX_WORKERS = 63, SPIN_CHECKS = 20000 };
@@ -144,4 +162,34 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
   while (atomic_load(&pool.done) < chunks)
     sched_yield();
   pthread_mutex_unlock(&pool.busy);
+}
+
+struct sgemm_job {
+  CBLAS_TRANSPOSE transb;
+  int64_t n, k;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+  int64_t lda, ldb, ldc;
+};
+
+static void sgemm_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct sgemm_job *job = ctx;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, job->transb, (int)(end - begin), (int)job->n,
+              (int)job->k, job->alpha, job->a + begin * job->lda, (int)job->lda, job->b,
+              (int)job->ldb, job->beta, job->c + begin * job->ldc, (int)job->ldc);
+}
+
+void htp__sgemm(CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k, float alpha,
+                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+                int64_t ldc) {
+  const int threads = htp__threads();
+  /* Two chunks per thread (a late worker leaves only half its share to the
+   * others), at least 64 rows each, and none for small products. */
+  int64_t grain = (m + 2 * threads - 1) / (2 * threads);
+  grain = grain < 64 ? 64 : (grain + 15) / 16 * 16;
+  if (threads < 2 || (double)m * (double)n * (double)k < 4e6)
+    grain = m;
+  struct sgemm_job job = {transb, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
+  htp__parallel(m, grain, sgemm_rows, &job);
 }

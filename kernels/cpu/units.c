@@ -45,7 +45,7 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
           memcpy(out + r * stride, bqkv + first, (size_t)head_dim * sizeof(float));
         beta = 1.0f;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)head_dim,
+      htp__sgemm(CblasTrans, (int)rows, (int)head_dim,
                   (int)model_dim, 1.0f, x, (int)model_dim, wqkv + first * model_dim,
                   (int)model_dim, beta, out, (int)stride);
     }
@@ -68,7 +68,7 @@ void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *
         memcpy(out + r * hidden_dim, b1 + first, (size_t)columns * sizeof(float));
       beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)columns, (int)dim, 1.0f,
+    htp__sgemm(CblasTrans, (int)rows, (int)columns, (int)dim, 1.0f,
                 x, (int)dim, w1 + first * dim, (int)dim, beta, out, (int)hidden_dim);
     for (int64_t r = 0; r < rows; ++r)
       htp_cpu_gelu_f32(out + r * hidden_dim, out + r * hidden_dim, columns, tanh_approx);
@@ -87,7 +87,7 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
   for (int64_t i = 0; i < count;) {
     const int64_t run = run_length(units, i, count);
     const int64_t first = (int64_t)units[i] * width;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out_features,
+    htp__sgemm(CblasTrans, (int)rows, (int)out_features,
                 (int)(run * width), 1.0f, a + first, (int)in_features, w + first,
                 (int)in_features, beta, y, (int)out_features);
     beta = 1.0f;
