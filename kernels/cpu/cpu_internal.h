@@ -48,8 +48,11 @@ void htp__sgemm(CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k, float a
 enum { HTP_GRAIN = 16384 };
 
 /* Hot loops are compiled twice on x86-64 (AVX2/FMA and baseline) and picked
- * at load time, so the library stays portable and still uses wide vectors. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+ * at load time, so the library stays portable and still uses wide vectors.
+ * Not under the sanitizers: their instrumented ifunc resolvers run before
+ * the sanitizer runtime is up (TSan crashed in one at load). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define HTP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define HTP_VECTOR_CLONES

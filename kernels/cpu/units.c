@@ -45,13 +45,27 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
           memcpy(out + r * stride, bqkv + first, (size_t)head_dim * sizeof(float));
         beta = 1.0f;
       }
-      htp__sgemm(CblasTrans, (int)rows, (int)head_dim,
-                  (int)model_dim, 1.0f, x, (int)model_dim, wqkv + first * model_dim,
-                  (int)model_dim, beta, out, (int)stride);
+      htp__sgemm(CblasTrans, rows, head_dim, model_dim, 1.0f, x, model_dim,
+                 wqkv + first * model_dim, model_dim, beta, out, stride);
     }
     htp__attend(qkv, stride, head_dim, 2 * head_dim, 0, 1, context + h * head_dim, inner, batch,
                 tokens, head_dim, scores);
   }
+}
+
+/* GELU in place over rows [begin, end) of a column block of hidden. Inside
+ * a pool chunk htp_cpu_gelu_f32 runs serially (the pool is busy). */
+struct gelu_rows_job {
+  float *out;
+  int64_t stride, columns;
+  int32_t tanh_approx;
+};
+
+static void gelu_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct gelu_rows_job *job = ctx;
+  for (int64_t r = begin; r < end; ++r)
+    htp_cpu_gelu_f32(job->out + r * job->stride, job->out + r * job->stride, job->columns,
+                     job->tanh_approx);
 }
 
 void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *b1,
@@ -68,10 +82,10 @@ void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *
         memcpy(out + r * hidden_dim, b1 + first, (size_t)columns * sizeof(float));
       beta = 1.0f;
     }
-    htp__sgemm(CblasTrans, (int)rows, (int)columns, (int)dim, 1.0f,
-                x, (int)dim, w1 + first * dim, (int)dim, beta, out, (int)hidden_dim);
-    for (int64_t r = 0; r < rows; ++r)
-      htp_cpu_gelu_f32(out + r * hidden_dim, out + r * hidden_dim, columns, tanh_approx);
+    htp__sgemm(CblasTrans, rows, columns, dim, 1.0f, x, dim, w1 + first * dim, dim, beta, out,
+               hidden_dim);
+    struct gelu_rows_job job = {out, hidden_dim, columns, tanh_approx};
+    htp__parallel(rows, 1 + HTP_GRAIN / (columns > 0 ? columns : 1), gelu_rows, &job);
     i += run;
   }
 }
@@ -87,9 +101,8 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
   for (int64_t i = 0; i < count;) {
     const int64_t run = run_length(units, i, count);
     const int64_t first = (int64_t)units[i] * width;
-    htp__sgemm(CblasTrans, (int)rows, (int)out_features,
-                (int)(run * width), 1.0f, a + first, (int)in_features, w + first,
-                (int)in_features, beta, y, (int)out_features);
+    htp__sgemm(CblasTrans, rows, out_features, run * width, 1.0f, a + first, in_features, w + first,
+               in_features, beta, y, out_features);
     beta = 1.0f;
     i += run;
   }

@@ -7,6 +7,7 @@
 #include "kernels/htp_kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -221,8 +222,9 @@ static void test_threaded(void **state) {
   const int saved = htp_cpu_blas_threads();
   htp_cpu_set_blas_threads(3);
   const int64_t rows = 211, dim = 131, n = rows * dim;
-  float *x = random_floats(n, -3, 3), *z = random_floats(n, -1, 1), *g = random_floats(dim, 0.5, 1.5),
-        *b = random_floats(dim, -1, 1), *y = malloc(sizeof(float) * n);
+  float *x = random_floats(n, -3, 3), *z = random_floats(n, -1, 1);
+  float *g = random_floats(dim, 0.5, 1.5), *b = random_floats(dim, -1, 1);
+  float *y = malloc(sizeof(float) * n);
   double *want = malloc(sizeof(double) * n);
   for (int64_t r = 0; r < rows; ++r) {
     double mean = 0, var = 0;
@@ -248,11 +250,87 @@ static void test_threaded(void **state) {
   htp_cpu_linear_f32(x, w, b, y, rows, dim, dim);
   reference_linear(x, w, b, want, rows, dim, dim);
   assert_true(relative_error(y, want, n) < 1e-5);
+  /* Big enough (m n k >= 4e6) to be split by rows: 301 rows in chunks of 64,
+   * the last one short. */
+  {
+    const int64_t m = 301, k = 157, o = 101;
+    float *a = random_floats(m * k, -1, 1), *wb = random_floats(o * k, -1, 1);
+    float *c = malloc(sizeof(float) * m * o);
+    double *ref = malloc(sizeof(double) * m * o);
+    htp_cpu_linear_f32(a, wb, b, c, m, k, o);
+    reference_linear(a, wb, b, ref, m, k, o);
+    assert_true(relative_error(c, ref, m * o) < 1e-5);
+    free(a); free(wb); free(c); free(ref);
+  }
   check_attention(3, 37, 40, 2, 32, 0.3f); /* two whole 16-column tiles */
   check_attention(2, 19, 60, 3, 20, 0.3f); /* a tile and a 4-column tail */
   check_attention(1, 530, 64, 1, 64, 0.3f); /* 64 x 544 > the stack tile: BLAS path */
   htp_cpu_set_blas_threads(saved);
   free(x); free(z); free(g); free(b); free(y); free(want); free(w);
+}
+
+/* Two callers at once (tp ranks are threads of one process): one gets the
+ * pool, the other finds it busy and runs alone; both must be right. The
+ * data is made before the threads start (the test RNG is not thread-safe). */
+enum { C_BATCH = 3, C_DIM = 48, C_HEADS = 4, C_HEAD_DIM = 12 };
+
+struct concurrent_arg {
+  int64_t tokens;
+  float *x, *wqkv, *bqkv, *wproj, *bproj, *y, *scratch;
+  double *want;
+  int failures;
+};
+
+static void concurrent_setup(struct concurrent_arg *arg, int64_t tokens) {
+  const int64_t rows = C_BATCH * tokens, dim = C_DIM;
+  arg->tokens = tokens;
+  arg->x = random_floats(rows * dim, -1, 1);
+  arg->wqkv = random_floats(3 * dim * dim, -0.3f, 0.3f);
+  arg->bqkv = random_floats(3 * dim, -0.1f, 0.1f);
+  arg->wproj = random_floats(dim * dim, -0.2f, 0.2f);
+  arg->bproj = random_floats(dim, -0.1f, 0.1f);
+  arg->y = malloc(sizeof(float) * rows * dim);
+  const int64_t floats =
+      htp_cpu_attention_scratch_floats(C_BATCH, tokens, dim, C_HEADS, C_HEAD_DIM);
+  assert_true(floats > 0);
+  arg->scratch = malloc(sizeof(float) * (size_t)floats);
+  arg->want = malloc(sizeof(double) * rows * dim);
+  reference_attention(arg->x, arg->wqkv, arg->bqkv, arg->wproj, arg->bproj, arg->want, C_BATCH,
+                      tokens, dim, C_HEADS, C_HEAD_DIM);
+  arg->failures = 0;
+}
+
+static void *concurrent_caller(void *p) {
+  struct concurrent_arg *arg = p;
+  for (int round = 0; round < 20; ++round) {
+    htp_cpu_attention_f32(arg->x, arg->wqkv, arg->bqkv, arg->wproj, arg->bproj, arg->y,
+                          arg->scratch, C_BATCH, arg->tokens, C_DIM, C_HEADS, C_HEAD_DIM);
+    htp_cpu_gelu_f32(arg->y, arg->y, C_BATCH * arg->tokens * C_DIM, 0); /* in place, ignored */
+    htp_cpu_attention_f32(arg->x, arg->wqkv, arg->bqkv, arg->wproj, arg->bproj, arg->y,
+                          arg->scratch, C_BATCH, arg->tokens, C_DIM, C_HEADS, C_HEAD_DIM);
+    arg->failures += !(relative_error(arg->y, arg->want, C_BATCH * arg->tokens * C_DIM) < 1e-4);
+  }
+  return NULL;
+}
+
+static void test_concurrent_callers(void **state) {
+  (void)state;
+  const int saved = htp_cpu_blas_threads();
+  htp_cpu_set_blas_threads(3);
+  struct concurrent_arg args[2];
+  concurrent_setup(&args[0], 23);
+  concurrent_setup(&args[1], 31);
+  pthread_t threads[2];
+  for (int i = 0; i < 2; ++i)
+    assert_int_equal(pthread_create(&threads[i], NULL, concurrent_caller, &args[i]), 0);
+  for (int i = 0; i < 2; ++i)
+    pthread_join(threads[i], NULL);
+  htp_cpu_set_blas_threads(saved);
+  for (int i = 0; i < 2; ++i) {
+    assert_int_equal(args[i].failures, 0);
+    free(args[i].x); free(args[i].wqkv); free(args[i].bqkv); free(args[i].wproj);
+    free(args[i].bproj); free(args[i].y); free(args[i].scratch); free(args[i].want);
+  }
 }
 
 int main(void) {
@@ -264,6 +342,7 @@ int main(void) {
       cmocka_unit_test(test_attention_large_scores),
       cmocka_unit_test(test_gelu_elementwise_precision),
       cmocka_unit_test(test_threaded),
+      cmocka_unit_test(test_concurrent_callers),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
