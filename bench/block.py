@@ -137,7 +137,8 @@ def main():
     base = htp["median_ms"]
     print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {d}, heads {args.heads}, "
           f"mlp {m}; {args.iters} iterations after {args.warmup} warm-up; "
-          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}\n")
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}, "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}\n")
     print("| what | median ms | ratio to htp-run |")
     print("|---|---|---|")
     for name, ms in rows:
