@@ -18,6 +18,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 
 /* Eight floats as one value (GCC/Clang vector extension): AVX2 registers in
  * the x86-64-v3 clone, register pairs in the baseline one. The aligned(4)
@@ -25,12 +26,9 @@
  * floats. */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v8u __attribute__((vector_size(32), aligned(4)));
-#define load8(p) (*(const v8u *)(p))
-#define store8(p, v) (*(v8u *)(p) = (v))
 
 enum {
   QB = 4,  /* query rows per tile */
-  JB = 16, /* keys, or context columns, per tile: two AVX2 vectors */
   HTP_ATTN_STACK_FLOATS = 32768, /* 128 KiB of K^T per thread at most */
 };
 
@@ -54,97 +52,46 @@ void htp__softmax_rows(float *scores, int64_t rows, int64_t cols) {
   }
 }
 
-/* One (image, head): ctx[t, :] = softmax_j(scale q_t·k_j) v_j for every
- * token t. q, k, v and ctx are rows of head_dim floats `stride` /
- * `ctx_stride` apart. kt holds head_dim * padded floats (padded = tokens
- * rounded up to JB), s QB * padded, qs QB * head_dim. */
-HTP_VECTOR_CLONES
-static void attend_head(const float *q, const float *k, const float *v, int64_t stride,
-                        float *ctx, int64_t ctx_stride, int64_t tokens, int64_t head_dim,
-                        float scale, int64_t padded, float *kt, float *s, float *qs) {
-  /* K^T, zero-padded: the score tiles then run over whole JB-wide columns. */
-  for (int64_t j = 0; j < padded; ++j)
-    for (int64_t d = 0; d < head_dim; ++d)
-      kt[d * padded + j] = j < tokens ? k[j * stride + d] : 0.0f;
+/* The tiles of one (image, head), AVX2-wide (clones for every target), and
+ * AVX-512-wide where GCC can target it; htp__attend picks at run time. */
+#define TILE_FN attend_head_v8
+#define TILE_V v8
+#define TILE_W 8
+#define TILE_LOAD(p) (*(const v8u *)(p))
+#define TILE_STORE(p, v) (*(v8u *)(p) = (v))
+#define TILE_ATTR HTP_VECTOR_CLONES
+#include "kernels/cpu/attention_tile.h"
 
-  for (int64_t t0 = 0; t0 < tokens; t0 += QB) {
-    const int64_t valid = tokens - t0 < QB ? tokens - t0 : QB;
-    /* Scaled q rows; a short last tile repeats its last row (not stored). */
-    for (int64_t r = 0; r < QB; ++r) {
-      const float *row = q + (t0 + (r < valid ? r : valid - 1)) * stride;
-      for (int64_t d = 0; d < head_dim; ++d)
-        qs[r * head_dim + d] = row[d] * scale;
-    }
-    /* Scores of QB rows against all keys, JB keys at a time: eight vector
-     * accumulators, written out so they stay in registers. */
-    for (int64_t j0 = 0; j0 < padded; j0 += JB) {
-      v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
-      for (int64_t d = 0; d < head_dim; ++d) {
-        const float *kr = kt + d * padded + j0;
-        const v8 k0 = load8(kr), k1 = load8(kr + 8);
-        const float *qd = qs + d;
-        a00 += qd[0] * k0; a01 += qd[0] * k1;
-        a10 += qd[head_dim] * k0; a11 += qd[head_dim] * k1;
-        a20 += qd[2 * head_dim] * k0; a21 += qd[2 * head_dim] * k1;
-        a30 += qd[3 * head_dim] * k0; a31 += qd[3 * head_dim] * k1;
-      }
-      float *out = s + j0;
-      store8(out, a00); store8(out + 8, a01);
-      store8(out + padded, a10); store8(out + padded + 8, a11);
-      store8(out + 2 * padded, a20); store8(out + 2 * padded + 8, a21);
-      store8(out + 3 * padded, a30); store8(out + 3 * padded + 8, a31);
-    }
-    /* Softmax numerators; the division by the sum is left to the context
-     * (head_dim values per row instead of tokens). */
-    float inv[QB];
-    for (int r = 0; r < QB; ++r) {
-      float *row = s + r * padded;
-      float max = row[0];
-#pragma omp simd reduction(max : max)
-      for (int64_t j = 1; j < tokens; ++j)
-        max = row[j] > max ? row[j] : max;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < tokens; ++j) {
-        row[j] = htp__expf(row[j] - max);
-        sum += row[j];
-      }
-      inv[r] = 1.0f / sum;
-    }
-    /* p·v, JB context columns at a time; the tail of head_dim below. */
-    int64_t d0 = 0;
-    for (; d0 + JB <= head_dim; d0 += JB) {
-      v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
-      for (int64_t j = 0; j < tokens; ++j) {
-        const float *vr = v + j * stride + d0;
-        const v8 v0 = load8(vr), v1 = load8(vr + 8);
-        const float *pj = s + j;
-        a00 += pj[0] * v0; a01 += pj[0] * v1;
-        a10 += pj[padded] * v0; a11 += pj[padded] * v1;
-        a20 += pj[2 * padded] * v0; a21 += pj[2 * padded] * v1;
-        a30 += pj[3 * padded] * v0; a31 += pj[3 * padded] * v1;
-      }
-      const v8 acc[QB][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
-      for (int64_t r = 0; r < valid; ++r) {
-        float *out = ctx + (t0 + r) * ctx_stride + d0;
-        store8(out, acc[r][0] * inv[r]);
-        store8(out + 8, acc[r][1] * inv[r]);
-      }
-    }
-    if (d0 < head_dim) {
-      const int64_t width = head_dim - d0;
-      float acc[QB][JB] = {{0}};
-      for (int64_t j = 0; j < tokens; ++j) {
-        const float *vr = v + j * stride + d0;
-        for (int r = 0; r < QB; ++r)
-          for (int64_t jj = 0; jj < width; ++jj)
-            acc[r][jj] += s[r * padded + j] * vr[jj];
-      }
-      for (int64_t r = 0; r < valid; ++r)
-        for (int64_t jj = 0; jj < width; ++jj)
-          ctx[(t0 + r) * ctx_stride + d0 + jj] = acc[r][jj] * inv[r];
-    }
-  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HTP_WIDE_TILES 1
+typedef float v16 __attribute__((vector_size(64)));
+typedef float v16u __attribute__((vector_size(64), aligned(4)));
+#define TILE_FN attend_head_v16
+#define TILE_V v16
+#define TILE_W 16
+#define TILE_LOAD(p) (*(const v16u *)(p))
+#define TILE_STORE(p, v) (*(v16u *)(p) = (v))
+#define TILE_ATTR __attribute__((target("arch=x86-64-v4")))
+#include "kernels/cpu/attention_tile.h"
+#else
+#define HTP_WIDE_TILES 0
+#endif
+
+static _Atomic int force_narrow;
+
+void htp__attention_force_narrow(int narrow) { atomic_store(&force_narrow, narrow); }
+
+/* Whether the AVX-512 tiles may run here. */
+static int wide_tiles(void) {
+#if HTP_WIDE_TILES
+  if (atomic_load(&force_narrow))
+    return 0;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+#else
+  return 0;
+#endif
 }
 
 /* The layout of htp__attend's operands (see cpu_internal.h). */
@@ -154,6 +101,7 @@ struct head_job {
   float *context;
   int64_t ctx_stride, tokens, head_dim, padded;
   float scale;
+  int wide; /* the AVX-512 tiles (padded a multiple of 32, else of 16) */
 };
 
 static const float *task_q(const struct head_job *job, int64_t task) {
@@ -174,9 +122,17 @@ static void head_tasks(void *ctx, int64_t begin, int64_t end) {
   float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
   for (int64_t task = begin; task < end; ++task) {
     const float *q = task_q(job, task);
-    attend_head(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
-                task_context(job, task), job->ctx_stride, tokens, head_dim, job->scale, padded,
-                kt, s, qs);
+#if HTP_WIDE_TILES
+    if (job->wide) {
+      attend_head_v16(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
+                      task_context(job, task), job->ctx_stride, tokens, head_dim, job->scale,
+                      padded, kt, s, qs);
+      continue;
+    }
+#endif
+    attend_head_v8(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
+                   task_context(job, task), job->ctx_stride, tokens, head_dim, job->scale, padded,
+                   kt, s, qs);
   }
 }
 
@@ -198,9 +154,12 @@ static void blas_tasks(const struct head_job *job, float *scores, int64_t tasks)
 void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t v_offset,
                  int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
                  int64_t batch, int64_t tokens, int64_t head_dim, float *scores) {
-  const int64_t padded = (tokens + JB - 1) / JB * JB;
+  const int wide = wide_tiles();
+  const int64_t tile = wide ? 32 : 16; /* two vectors of keys per score tile */
+  const int64_t padded = (tokens + tile - 1) / tile * tile;
   struct head_job job = {qkv, qkv_stride, k_offset, v_offset, head_step, num_heads, context,
-                         ctx_stride, tokens, head_dim, padded, 1.0f / sqrtf((float)head_dim)};
+                         ctx_stride, tokens, head_dim, padded, 1.0f / sqrtf((float)head_dim),
+                         wide};
   if (head_dim * padded > HTP_ATTN_STACK_FLOATS)
     blas_tasks(&job, scores, batch * num_heads);
   else

@@ -24,6 +24,10 @@ void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t
                  int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
                  int64_t batch, int64_t tokens, int64_t head_dim, float *scores);
 
+/* Tests only: nonzero makes htp__attend use its AVX2-wide tiles even where
+ * the AVX-512 ones could run, so both are checked on one machine. */
+void htp__attention_force_narrow(int narrow);
+
 /* The threads the kernels' own loops may use: the same count as BLAS's
  * (htp_cpu_set_blas_threads), so a rank's loops stay within its share of
  * the cores and tp ranks do not oversubscribe them. Always >= 1. */

@@ -5,6 +5,7 @@
  * largest reference magnitude. Shapes are odd on purpose (no power of two).
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
+#include "kernels/cpu/cpu_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -262,9 +263,16 @@ static void test_threaded(void **state) {
     assert_true(relative_error(c, ref, m * o) < 1e-5);
     free(a); free(wb); free(c); free(ref);
   }
-  check_attention(3, 37, 40, 2, 32, 0.3f); /* two whole 16-column tiles */
-  check_attention(2, 19, 60, 3, 20, 0.3f); /* a tile and a 4-column tail */
-  check_attention(1, 530, 64, 1, 64, 0.3f); /* 64 x 544 > the stack tile: BLAS path */
+  /* Both tile widths (AVX-512 where this CPU has it, and AVX2 forced). */
+  for (int narrow = 0; narrow < 2; ++narrow) {
+    htp__attention_force_narrow(narrow);
+    check_attention(3, 37, 40, 2, 32, 0.3f); /* whole 16- or 32-column tiles */
+    check_attention(2, 19, 60, 3, 20, 0.3f); /* a tile and a tail, or only a tail */
+    check_attention(2, 45, 80, 2, 40, 0.3f); /* tiles and an 8-column tail */
+    check_attention(1, 70, 128, 2, 64, 0.3f); /* the ViT head size, keys not a multiple of 32 */
+    check_attention(1, 530, 64, 1, 64, 0.3f); /* 64 x 544 > the stack tile: BLAS path */
+  }
+  htp__attention_force_narrow(0);
   htp_cpu_set_blas_threads(saved);
   free(x); free(z); free(g); free(b); free(y); free(want); free(w);
 }
