@@ -1,0 +1,70 @@
+/*===- kernels/cpu/plain_blas/sgemm.c - A plain C SGEMM for builds without BLAS
+ *
+ * See cblas.h beside this file. Loops ordered so the innermost one runs
+ * along contiguous rows (vectorisable): for B not transposed, C's row i
+ * accumulates A[i,p] * B's row p; for B transposed, C[i,j] is a dot product
+ * of A's row i and B's row j.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "cblas.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int m,
+                 int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc) {
+  const int supported = order == CblasRowMajor && transa == CblasNoTrans &&
+                        (transb == CblasNoTrans || transb == CblasTrans);
+  for (int i = 0; i < m; ++i) {
+    float *crow = c + (size_t)i * ldc;
+    const float *arow = a + (size_t)i * lda;
+    if (!supported) {
+      for (int j = 0; j < n; ++j)
+        crow[j] = NAN;
+      continue;
+    }
+    /* beta == 0 overwrites (C may hold garbage), as BLAS does. */
+    for (int j = 0; j < n; ++j)
+      crow[j] = beta == 0.0f ? 0.0f : beta * crow[j];
+    if (transb == CblasNoTrans) {
+      for (int p = 0; p < k; ++p) {
+        const float s = alpha * arow[p];
+        const float *brow = b + (size_t)p * ldb;
+        for (int j = 0; j < n; ++j)
+          crow[j] += s * brow[j];
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        const float *brow = b + (size_t)j * ldb;
+        float sum = 0.0f;
+        for (int p = 0; p < k; ++p)
+          sum += arow[p] * brow[p];
+        crow[j] += alpha * sum;
+      }
+    }
+  }
+}
+
+static _Atomic int set_threads;
+
+int openblas_get_num_threads(void) {
+  const int set = atomic_load(&set_threads);
+  if (set >= 1)
+    return set;
+  const char *env = getenv("OPENBLAS_NUM_THREADS");
+  if (env) {
+    const int threads = atoi(env);
+    if (threads >= 1)
+      return threads;
+  }
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores >= 1 ? (int)cores : 1;
+}
+
+void openblas_set_num_threads(int threads) {
+  if (threads >= 1)
+    atomic_store(&set_threads, threads);
+}
