@@ -9,6 +9,14 @@
  * the htp_cuda_kernels object; call htp_cuda_kernels_sync to wait. Return 0 on
  * success, or non-zero with a message in htp_cuda_kernels_error(). An object
  * is used from one thread at a time.
+ *
+ * Unit id lists (and reduce's list of inputs) are HOST arrays, as the
+ * balance hooks hold them: the GEMM-based unit kernels read them on the host
+ * to issue one cuBLAS call per run of consecutive ids, and the gather
+ * kernels (pack, impute, reduce) copy them to the object's device staging
+ * buffer before launching, so the caller may reuse a list as soon as the
+ * call returns. Ids are checked on the host (in range, else an error) so a
+ * bad list never reaches the device.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_KERNELS_CUDA_H
 #define HTP_KERNELS_CUDA_H
@@ -50,6 +58,76 @@ int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x, const floa
                            const float *bqkv, const float *wproj, const float *bproj, float *y,
                            float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
                            int64_t num_heads, int64_t head_dim);
+
+/* ----- Work-unit kernels of the balance hooks (DESIGN §4) -----------------
+ * Twins of htp_cpu_attention_heads_f32, htp_cpu_mlp_hidden_units_f32 and
+ * htp_cpu_linear_units_f32 (kernels/htp_kernels.h): same layouts, argument
+ * order and scratch size (attention_heads: batch * tokens * 3 * head_dim +
+ * tokens * tokens floats, as htp_rt_attention_scratch_floats counts), lists
+ * in host memory (above). */
+int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const float *x, const float *wqkv,
+                                 const float *bqkv, float *context, float *scratch,
+                                 int64_t batch, int64_t tokens, int64_t model_dim,
+                                 int64_t num_heads, int64_t head_dim, const int32_t *heads,
+                                 int64_t count);
+int htp_cuda_mlp_hidden_units_f32(htp_cuda_kernels *kernels, const float *x, const float *w1,
+                                  const float *b1, float *hidden, int64_t rows, int64_t dim,
+                                  int64_t hidden_dim, int64_t width, const int32_t *units,
+                                  int64_t count, int32_t tanh_approx);
+int htp_cuda_linear_units_f32(htp_cuda_kernels *kernels, const float *a, const float *w,
+                              float *y, int64_t rows, int64_t in_features, int64_t out_features,
+                              int64_t width, const int32_t *units, int64_t count,
+                              int32_t accumulate);
+
+/* ----- Same-device reduction, unit packing, imputation (no CPU twin in
+ * kernels/; test/kernels/test_kernels_cuda.c holds reference loops written
+ * from the runtime's versions) -------------------------------------------- */
+
+/* y[i] = inputs[0][i] + inputs[1][i] + ... + inputs[count-1][i], added in
+ * that order in f32 (so every rank sharing the GPU gets the same bits as a
+ * serial loop). inputs is a host array of count device pointers (for ranks
+ * that share one GPU); y may be one of them. count 0 zeroes y. */
+int htp_cuda_reduce_sum_f32(htp_cuda_kernels *kernels, const float *const *inputs,
+                            int64_t count, float *y, int64_t n);
+
+/* Unit packing, the layout runtime/balance.c pack_in_units builds for the
+ * units a helper took in. A pair of `units` units of `width` columns with
+ * `parts` row blocks per unit (attention: q, k, v = 3; MLP: 1) is
+ *   first  [parts * units * width, model_dim]  (part p, unit u: rows
+ *          p*units*width + u*width ...)
+ *   bias   [parts * units * width]             (NULL: packed as zeros)
+ *   second [model_dim, units * width]          (unit u: columns u*width ...)
+ * The listed units list[i] are copied into slots slot + i of a packed block
+ * of block_units units, one contiguous buffer laid out the same way:
+ *   block = [first: parts*B*width*model_dim][bias: parts*B*width]
+ *           [second: model_dim*B*width], B = block_units,
+ * i.e. block_units * (parts*width*model_dim + parts*width + model_dim*width)
+ * floats. Slots outside [slot, slot + count) are untouched, so a block can
+ * be filled from several sources (pack_in_units packs one-unit shards:
+ * units = 1, list {0}, slot j). */
+int htp_cuda_pack_units_f32(htp_cuda_kernels *kernels, const float *first, const float *bias,
+                            const float *second, int64_t units, int64_t width,
+                            int64_t model_dim, int64_t parts, const int32_t *list, int64_t count,
+                            float *block, int64_t block_units, int64_t slot);
+
+/* Imputation of pruned units' activations, as runtime/units.c
+ * htp_impute_fill: act is [rows, row_stride] with unit u in columns
+ * [u*width, (u+1)*width).
+ * zero:    the pruned units' columns = 0.
+ * average: per row and column j of a unit, the mean of the kept units'
+ *          column j (summed in list order, in double) into every pruned
+ *          unit's column j; no kept unit: zero, as the CPU.
+ * same:    the pruned units' columns copied from stored [rows,
+ *          stored_stride] (the same columns of an earlier iteration). */
+int htp_cuda_impute_zero_f32(htp_cuda_kernels *kernels, float *act, int64_t rows,
+                             int64_t row_stride, int64_t width, const int32_t *pruned,
+                             int64_t num_pruned);
+int htp_cuda_impute_average_f32(htp_cuda_kernels *kernels, float *act, int64_t rows,
+                                int64_t row_stride, int64_t width, const int32_t *kept,
+                                int64_t num_kept, const int32_t *pruned, int64_t num_pruned);
+int htp_cuda_impute_same_f32(htp_cuda_kernels *kernels, float *act, const float *stored,
+                             int64_t rows, int64_t row_stride, int64_t stored_stride,
+                             int64_t width, const int32_t *pruned, int64_t num_pruned);
 
 #ifdef __cplusplus
 }

@@ -41,11 +41,29 @@ extern "C" int htp_cuda_kernels_create(int device, htp_cuda_kernels **out, char 
 extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
   if (!kernels)
     return;
+  if (kernels->staging)
+    cudaFree(kernels->staging);
   if (kernels->blas)
     cublasDestroy(kernels->blas);
   if (kernels->stream)
     cudaStreamDestroy(kernels->stream);
   free(kernels);
+}
+
+int htp_cuda_staging_reserve(htp_cuda_kernels *kernels, size_t bytes) {
+  if (bytes <= kernels->staging_bytes)
+    return 0;
+  size_t grown = kernels->staging_bytes ? kernels->staging_bytes : 4096;
+  while (grown < bytes)
+    grown *= 2;
+  HTP_CUDA_CHECK(kernels, cudaStreamSynchronize(kernels->stream));
+  if (kernels->staging)
+    HTP_CUDA_CHECK(kernels, cudaFree(kernels->staging));
+  kernels->staging = NULL;
+  kernels->staging_bytes = 0;
+  HTP_CUDA_CHECK(kernels, cudaMalloc(&kernels->staging, grown));
+  kernels->staging_bytes = grown;
+  return 0;
 }
 
 extern "C" int htp_cuda_kernels_sync(htp_cuda_kernels *kernels) {

@@ -11,8 +11,16 @@ struct htp_cuda_kernels {
   int device;
   cudaStream_t stream;
   cublasHandle_t blas;
+  /* Device copy of the host-side lists (unit ids, input pointers) that the
+   * gather kernels read (units.cu); grown on demand, freed with the object. */
+  void *staging;
+  size_t staging_bytes;
   char error[256];
 };
+
+/* Makes kernels->staging hold at least `bytes` bytes. Growing waits for the
+ * stream first (earlier launches may still read the old buffer). */
+int htp_cuda_staging_reserve(htp_cuda_kernels *kernels, size_t bytes);
 
 /* Records a failure on `kernels` and returns non-zero; 0 for success. */
 int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail);

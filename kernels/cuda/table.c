@@ -3,10 +3,9 @@
  * The CUDA instance of kernels/htp_kernel_table.h: wrappers that give the
  * htp_cuda_* twins (kernels/htp_kernels_cuda.h) the table's uniform
  * signature, and the environment that binds a device's stream, cuBLAS
- * handle and kernel object. Ops with no CUDA twin yet (the unit kernels of
- * the balance hooks) return HTP_KERNEL_ERR_UNSUPPORTED saying so (their
- * twins are issue 7 item 4). Every entry checks that the environment has a
- * device first, so a table used where no GPU was found fails instead of
+ * handle and kernel object. Every op of the table has its twin, the unit
+ * kernels of the balance hooks included (kernels/cuda/units.cu). Every
+ * entry checks that the environment has a device first, so a table used where no GPU was found fails instead of
  * crashing. Entries only enqueue on env->stream.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
@@ -105,22 +104,19 @@ static htp_kernel_status attention(const htp_kernel_env *env, const float *x, co
                                             batch, tokens, model_dim, num_heads, head_dim));
 }
 
-/* The unit kernels have no CUDA twin yet. */
-static htp_kernel_status unsupported(const htp_kernel_env *env, const char *op) {
-  return fail(env, HTP_KERNEL_ERR_UNSUPPORTED,
-              "cuda %s: no CUDA kernel yet (the balance hooks' unit kernels run on the CPU "
-              "only)",
-              op);
-}
-
+/* The unit kernels of the balance hooks: their lists are host arrays, as
+ * the hooks hold them (kernels/htp_kernels_cuda.h). attention_heads uses
+ * the CPU twin's scratch size, which the runtime allocates for it. */
 static htp_kernel_status attention_heads(const htp_kernel_env *env, const float *x,
                                          const float *wqkv, const float *bqkv, float *context,
                                          float *scratch, int64_t batch, int64_t tokens,
                                          int64_t model_dim, int64_t num_heads, int64_t head_dim,
                                          const int32_t *heads, int64_t count) {
-  (void)x, (void)wqkv, (void)bqkv, (void)context, (void)scratch, (void)batch, (void)tokens;
-  (void)model_dim, (void)num_heads, (void)head_dim, (void)heads, (void)count;
-  return unsupported(env, "attention_heads");
+  WITH_KERNELS("attention_heads");
+  return twin_status(env, kernels, "attention_heads",
+                     htp_cuda_attention_heads_f32(kernels, x, wqkv, bqkv, context, scratch, batch,
+                                                  tokens, model_dim, num_heads, head_dim, heads,
+                                                  count));
 }
 
 static htp_kernel_status mlp_hidden_units(const htp_kernel_env *env, const float *x,
@@ -128,18 +124,20 @@ static htp_kernel_status mlp_hidden_units(const htp_kernel_env *env, const float
                                           int64_t rows, int64_t dim, int64_t hidden_dim,
                                           int64_t width, const int32_t *units, int64_t count,
                                           int32_t tanh_approx) {
-  (void)x, (void)w1, (void)b1, (void)hidden, (void)rows, (void)dim, (void)hidden_dim;
-  (void)width, (void)units, (void)count, (void)tanh_approx;
-  return unsupported(env, "mlp_hidden_units");
+  WITH_KERNELS("mlp_hidden_units");
+  return twin_status(env, kernels, "mlp_hidden_units",
+                     htp_cuda_mlp_hidden_units_f32(kernels, x, w1, b1, hidden, rows, dim,
+                                                   hidden_dim, width, units, count, tanh_approx));
 }
 
 static htp_kernel_status linear_units(const htp_kernel_env *env, const float *a, const float *w,
                                       float *y, int64_t rows, int64_t in_features,
                                       int64_t out_features, int64_t width, const int32_t *units,
                                       int64_t count, int32_t accumulate) {
-  (void)a, (void)w, (void)y, (void)rows, (void)in_features, (void)out_features, (void)width;
-  (void)units, (void)count, (void)accumulate;
-  return unsupported(env, "linear_units");
+  WITH_KERNELS("linear_units");
+  return twin_status(env, kernels, "linear_units",
+                     htp_cuda_linear_units_f32(kernels, a, w, y, rows, in_features, out_features,
+                                               width, units, count, accumulate));
 }
 
 static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,

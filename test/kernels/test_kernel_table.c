@@ -6,8 +6,8 @@
  * the same through a context's table and through a NULL context, refuse bad
  * arguments with a message, and a world asking for the CUDA table either
  * gets it or fails cleanly. With CUDA built: the CUDA table's entries fail
- * (never crash) on an environment without a device, and its unit kernels
- * say they have no CUDA twin yet. Nothing here needs a GPU; on a machine
+ * (never crash) on an environment without a device, the unit kernels'
+ * included (their twins are compared by kernels.cuda). Nothing here needs a GPU; on a machine
  * with one the entries are not run on host pointers.
  *===----------------------------------------------------------------------===*/
 #include <setjmp.h>
@@ -227,17 +227,20 @@ static void cuda_table_without_device(void **state) {
     assert_non_null(strstr(error, "no CUDA device"));
     assert_int_equal(t->gelu_f32(&env, x, y, 8, 0), HTP_KERNEL_ERR_SYSTEM);
     assert_int_equal(t->copy(&env, y, x, sizeof x), HTP_KERNEL_ERR_SYSTEM);
+    /* The unit kernels have CUDA twins (kernels/cuda/units.cu, compared with
+     * the CPU's by kernels.cuda on a GPU); without a device they fail too. */
+    assert_int_equal(t->linear_units_f32(&env, x, x, y, 2, 2, 2, 1, &unit, 1, 0),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_non_null(strstr(error, "no CUDA device"));
+    assert_int_equal(t->attention_heads_f32(&env, x, x, x, y, y, 1, 1, 1, 1, 1, &unit, 1),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->mlp_hidden_units_f32(&env, x, x, x, y, 1, 1, 1, 1, &unit, 1, 0),
+                     HTP_KERNEL_ERR_SYSTEM);
   }
   /* NULL environment: an error, not a crash. */
   assert_int_equal(t->add_f32(NULL, x, x, y, 8), HTP_KERNEL_ERR_SYSTEM);
-  /* No CUDA twin yet for the unit kernels, device or not. */
-  assert_int_equal(t->linear_units_f32(&env, x, x, y, 2, 2, 2, 1, &unit, 1, 0),
-                   HTP_KERNEL_ERR_UNSUPPORTED);
-  assert_non_null(strstr(error, "no CUDA kernel yet"));
-  assert_int_equal(t->attention_heads_f32(&env, x, x, x, y, y, 1, 1, 1, 1, 1, &unit, 1),
-                   HTP_KERNEL_ERR_UNSUPPORTED);
-  assert_int_equal(t->mlp_hidden_units_f32(&env, x, x, x, y, 1, 1, 1, 1, &unit, 1, 0),
-                   HTP_KERNEL_ERR_UNSUPPORTED);
+  assert_int_equal(t->linear_units_f32(NULL, x, x, y, 2, 2, 2, 1, &unit, 1, 0),
+                   HTP_KERNEL_ERR_SYSTEM);
   htp_cuda_kernel_env_destroy(&env);
 }
 #endif

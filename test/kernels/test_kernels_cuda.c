@@ -1,9 +1,19 @@
 /*===- test/kernels/test_kernels_cuda.c - CUDA kernels vs their CPU twins -===*
  *
- * Runs each htp_cuda_* kernel and its htp_cpu_* twin on the same random data
- * and compares (relative to the largest magnitude). Exits 77 (ctest: skipped)
- * where no GPU is present, as on the build machines.
+ * Runs each htp_cuda_* kernel and its CPU twin on the same random data and
+ * compares: max |got - want| over the largest |want| (so the tolerance grows
+ * with the magnitude of the result), exact where the kernel only copies or
+ * adds in a fixed order. The twins are the htp_cpu_* kernels, and for the
+ * reduction, unit packing and imputation (whose runtime versions are private
+ * to libhtprt) reference loops below written from runtime/balance.c
+ * pack_in_units and runtime/units.c htp_impute_fill. The unit kernels are
+ * also run through the CUDA kernel table (kernels/cuda/table.c).
+ *
+ * Exits 77 (ctest: skipped) where no GPU is present, as on the build
+ * machines, unless HTP_REQUIRE_GPU=1: then a missing GPU fails, as does any
+ * CUDA error (always a failure, never a skip, once a device was found).
  *===----------------------------------------------------------------------===*/
+#include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_kernels_cuda.h"
 
@@ -11,6 +21,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int failures = 0;
 static unsigned seed = 12345;
@@ -24,21 +35,30 @@ static float *host_random(int64_t n, float lo, float hi) {
   return data;
 }
 
-static float *to_device(const float *host, int64_t n) {
-  float *device = NULL;
-  if (cudaMalloc((void **)&device, (size_t)n * sizeof(float)) != cudaSuccess) {
-    fprintf(stderr, "cudaMalloc failed\n");
+/* A CUDA runtime call of the test itself: any failure fails the test. */
+static void cuda_or_die(cudaError_t status, const char *what) {
+  if (status != cudaSuccess) {
+    fprintf(stderr, "FAIL: %s: %s\n", what, cudaGetErrorString(status));
     exit(1);
   }
+}
+
+static float *to_device(const float *host, int64_t n) {
+  float *device = NULL;
+  cuda_or_die(cudaMalloc((void **)&device, (size_t)(n > 0 ? n : 1) * sizeof(float)),
+              "cudaMalloc");
   if (host)
-    cudaMemcpy(device, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
+    cuda_or_die(cudaMemcpy(device, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
+                "cudaMemcpy to the device");
   return device;
 }
+
 
 static void compare(const char *name, const float *device, const float *want, int64_t n,
                     double tolerance) {
   float *got = malloc((size_t)n * sizeof(float));
-  cudaMemcpy(got, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost);
+  cuda_or_die(cudaMemcpy(got, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy from the device");
   double max_ref = 1e-30, max_diff = 0;
   for (int64_t i = 0; i < n; ++i) {
     max_ref = fmax(max_ref, fabs(want[i]));
@@ -47,7 +67,7 @@ static void compare(const char *name, const float *device, const float *want, in
   }
   double error = max_diff / max_ref;
   int ok = error <= tolerance;
-  printf("%-12s relative error %.3g %s\n", name, error, ok ? "ok" : "FAIL");
+  printf("%-26s relative error %.3g %s\n", name, error, ok ? "ok" : "FAIL");
   failures += !ok;
   free(got);
 }
@@ -60,16 +80,292 @@ static void compare(const char *name, const float *device, const float *want, in
     }                                                                                   \
   } while (0)
 
+#define CHECK_TABLE(call)                                                                \
+  do {                                                                                  \
+    if ((call) != HTP_KERNEL_OK) {                                                      \
+      fprintf(stderr, "FAIL: %s: %s\n", #call, table_error);                            \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+
+/* ----- CPU twins of the gather kernels (reference loops) ----------------- */
+
+/* y[i] = inputs[0][i] + ... in order, in f32. */
+static void cpu_reduce_sum(const float *const *inputs, int64_t count, float *y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float sum = count ? inputs[0][i] : 0.0f;
+    for (int64_t k = 1; k < count; ++k) sum += inputs[k][i];
+    y[i] = sum;
+  }
+}
+
+/* pack_in_units' layout: unit list[i] of the source pair into slot slot + i
+ * of a block of block_units units. */
+static void cpu_pack_units(const float *first, const float *bias, const float *second,
+                           int64_t units, int64_t width, int64_t d, int64_t parts,
+                           const int32_t *list, int64_t count, float *block,
+                           int64_t block_units, int64_t slot) {
+  const int64_t src_inner = units * width, inner = block_units * width;
+  float *block_bias = block + parts * inner * d, *block_second = block_bias + parts * inner;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t u = list[j], to = slot + j;
+    for (int64_t part = 0; part < parts; ++part) {
+      memcpy(block + (part * inner + to * width) * d, first + (part * src_inner + u * width) * d,
+             (size_t)(width * d) * sizeof(float));
+      for (int64_t c = 0; c < width; ++c)
+        block_bias[part * inner + to * width + c] =
+            bias ? bias[part * src_inner + u * width + c] : 0.0f;
+    }
+    for (int64_t o = 0; o < d; ++o)
+      memcpy(block_second + o * inner + to * width, second + o * src_inner + u * width,
+             (size_t)width * sizeof(float));
+  }
+}
+
+/* htp_impute_fill: mode 0 zero, 1 average, 2 same (from stored). */
+static void cpu_impute(int mode, float *act, const float *stored, int64_t rows,
+                       int64_t row_stride, int64_t stored_stride, int64_t width,
+                       const int32_t *kept, int64_t num_kept, const int32_t *pruned,
+                       int64_t num_pruned) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float *row = act + r * row_stride;
+    if (mode == 1 && num_kept > 0) {
+      for (int64_t j = 0; j < width; ++j) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < num_kept; ++i) sum += row[kept[i] * width + j];
+        const float mean = (float)(sum / (double)num_kept);
+        for (int64_t i = 0; i < num_pruned; ++i) row[pruned[i] * width + j] = mean;
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < num_pruned; ++i)
+      for (int64_t j = 0; j < width; ++j)
+        row[pruned[i] * width + j] =
+            mode == 2 ? stored[r * stored_stride + pruned[i] * width + j] : 0.0f;
+  }
+}
+
+/* ----- The unit kernels of the balance hooks ----------------------------- */
+
+static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wqkv,
+                      const float *bqkv, int64_t batch, int64_t tokens, int64_t dim,
+                      int64_t heads, int64_t head_dim) {
+  const int64_t rows = batch * tokens, inner = heads * head_dim;
+  char table_error[256] = "";
+  htp_kernel_env env;
+  if (htp_cuda_kernel_env_create(0, &env, table_error, sizeof table_error) != HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", table_error);
+    return 1;
+  }
+  const htp_kernel_table *table = htp_cuda_kernel_table();
+  float *dx = to_device(x, rows * dim), *dwqkv = to_device(wqkv, 3 * inner * dim);
+  float *dbqkv = to_device(bqkv, 3 * inner);
+
+  /* Listed heads, out of order with a run, into a context whose other
+   * columns hold values that must survive; with and without the bias. */
+  const int64_t scratch_floats = rows * 3 * head_dim + tokens * tokens;
+  float *scratch = malloc(sizeof(float) * scratch_floats);
+  float *dscratch = to_device(NULL, scratch_floats);
+  const int32_t head_list[] = {3, 0, 1};
+  for (int with_bias = 1; with_bias >= 0; --with_bias) {
+    float *context = host_random(rows * inner, -5, 5);
+    float *dcontext = to_device(context, rows * inner);
+    CHECK_CALL(htp_cuda_attention_heads_f32(kernels, dx, dwqkv, with_bias ? dbqkv : NULL,
+                                            dcontext, dscratch, batch, tokens, dim, heads,
+                                            head_dim, head_list, 3));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    htp_cpu_attention_heads_f32(x, wqkv, with_bias ? bqkv : NULL, context, scratch, batch,
+                                tokens, dim, heads, head_dim, head_list, 3);
+    compare(with_bias ? "attention_heads {3,0,1}" : "attention_heads no bias", dcontext,
+            context, rows * inner, 1e-4);
+    cudaFree(dcontext), free(context);
+  }
+  { /* the table entry, one head */
+    const int32_t one_head = 4;
+    float *context = host_random(rows * inner, -5, 5);
+    float *dcontext = to_device(context, rows * inner);
+    CHECK_TABLE(table->attention_heads_f32(&env, dx, dwqkv, dbqkv, dcontext, dscratch, batch,
+                                           tokens, dim, heads, head_dim, &one_head, 1));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    cuda_or_die(cudaStreamSynchronize((cudaStream_t)env.stream), "table stream");
+    htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, scratch, batch, tokens, dim, heads,
+                                head_dim, &one_head, 1);
+    compare("table attention_heads {4}", dcontext, context, rows * inner, 1e-4);
+    cudaFree(dcontext), free(context);
+  }
+
+  /* MLP units: 9 units of 37 neurons, runs {0,1,2} {5} {7,8}; b1 NULL and
+   * the tanh approximation once. */
+  const int64_t width = 37, units = 9, hidden_dim = units * width;
+  float *w1 = host_random(hidden_dim * dim, -0.2f, 0.2f), *b1 = host_random(hidden_dim, -0.5f, 0.5f);
+  float *dw1 = to_device(w1, hidden_dim * dim), *db1 = to_device(b1, hidden_dim);
+  const int32_t unit_list[] = {0, 1, 2, 5, 7, 8};
+  for (int variant = 0; variant < 3; ++variant) {
+    const int with_bias = variant != 1, tanh_approx = variant == 2;
+    float *hidden = host_random(rows * hidden_dim, -5, 5);
+    float *dhidden = to_device(hidden, rows * hidden_dim);
+    if (variant < 2)
+      CHECK_CALL(htp_cuda_mlp_hidden_units_f32(kernels, dx, dw1, with_bias ? db1 : NULL, dhidden,
+                                               rows, dim, hidden_dim, width, unit_list, 6,
+                                               tanh_approx));
+    else
+      CHECK_TABLE(table->mlp_hidden_units_f32(&env, dx, dw1, db1, dhidden, rows, dim, hidden_dim,
+                                              width, unit_list, 6, tanh_approx));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    htp_cpu_mlp_hidden_units_f32(x, w1, with_bias ? b1 : NULL, hidden, rows, dim, hidden_dim,
+                                 width, unit_list, 6, tanh_approx);
+    static const char *names[] = {"mlp_hidden_units", "mlp_hidden_units no bias",
+                                  "table mlp_hidden_units tanh"};
+    compare(names[variant], dhidden, hidden, rows * hidden_dim, 1e-5);
+    cudaFree(dhidden), free(hidden);
+  }
+
+  /* Row-parallel linear over unit blocks of a [rows, hidden_dim] input:
+   * overwrite, accumulate (through the table), and the empty list. */
+  float *a = host_random(rows * hidden_dim, -1, 1), *w2 = host_random(dim * hidden_dim, -0.2f, 0.2f);
+  float *da = to_device(a, rows * hidden_dim), *dw2 = to_device(w2, dim * hidden_dim);
+  const int32_t block_list[] = {1, 2, 3, 6, 8};
+  for (int variant = 0; variant < 4; ++variant) {
+    const int32_t accumulate = variant == 1 || variant == 3;
+    const int64_t count = variant >= 2 ? 0 : 5;
+    float *y = host_random(rows * dim, -3, 3);
+    float *dy = to_device(y, rows * dim);
+    if (variant == 1)
+      CHECK_TABLE(table->linear_units_f32(&env, da, dw2, dy, rows, hidden_dim, dim, width,
+                                          block_list, count, accumulate));
+    else
+      CHECK_CALL(htp_cuda_linear_units_f32(kernels, da, dw2, dy, rows, hidden_dim, dim, width,
+                                           block_list, count, accumulate));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    htp_cpu_linear_units_f32(a, w2, y, rows, hidden_dim, dim, width, block_list, count,
+                             accumulate);
+    static const char *names[] = {"linear_units", "table linear_units accumulate",
+                                  "linear_units none (zero)", "linear_units none (kept)"};
+    compare(names[variant], dy, y, rows * dim, variant >= 2 ? 0 : 1e-5);
+    cudaFree(dy), free(y);
+  }
+
+  /* An id out of range is refused on the host, before any launch. */
+  const int32_t bad = (int32_t)heads;
+  if (htp_cuda_attention_heads_f32(kernels, dx, dwqkv, dbqkv, dscratch, dscratch, batch, tokens,
+                                   dim, heads, head_dim, &bad, 1) == 0) {
+    printf("%-26s accepted head %d of %d: FAIL\n", "attention_heads bad id", (int)bad,
+           (int)heads);
+    ++failures;
+  }
+
+  htp_cuda_kernel_env_destroy(&env);
+  cudaFree(dx), cudaFree(dwqkv), cudaFree(dbqkv), cudaFree(dscratch), cudaFree(dw1);
+  cudaFree(db1), cudaFree(da), cudaFree(dw2);
+  free(scratch), free(w1), free(b1), free(a), free(w2);
+  return 0;
+}
+
+/* ----- Reduction, packing, imputation ------------------------------------ */
+
+static int gather_cases(htp_cuda_kernels *kernels) {
+  /* Three ranks' partial sums, the result in place over the first. */
+  const int64_t n = 100003;
+  float *in[3], *din[3];
+  for (int k = 0; k < 3; ++k) in[k] = host_random(n, -100, 100), din[k] = to_device(in[k], n);
+  float *want = malloc(sizeof(float) * n);
+  cpu_reduce_sum((const float *const *)in, 3, want, n);
+  CHECK_CALL(htp_cuda_reduce_sum_f32(kernels, (const float *const *)din, 3, din[0], n));
+  CHECK_CALL(htp_cuda_kernels_sync(kernels));
+  compare("reduce_sum (in place)", din[0], want, n, 0);
+  float *dy = to_device(NULL, n);
+  CHECK_CALL(htp_cuda_reduce_sum_f32(kernels, (const float *const *)din, 0, dy, n));
+  CHECK_CALL(htp_cuda_kernels_sync(kernels));
+  memset(want, 0, sizeof(float) * n);
+  compare("reduce_sum no inputs", dy, want, n, 0);
+  for (int k = 0; k < 3; ++k) cudaFree(din[k]), free(in[k]);
+  cudaFree(dy), free(want);
+
+  /* Packing: an attention pair (3 parts) of 5 heads, heads {4, 1} into
+   * slots 1, 2 of a 4-unit block; an MLP pair (1 part, no bias) of 9 units,
+   * unit 7 into slot 0 of a 1-unit block (a one-unit shard). */
+  for (int variant = 0; variant < 2; ++variant) {
+    const int64_t parts = variant ? 1 : 3, units = variant ? 9 : 5, width = variant ? 37 : 24;
+    const int64_t d = 120, block_units = variant ? 1 : 4, slot = variant ? 0 : 1;
+    const int32_t list_a[] = {4, 1}, list_b[] = {7};
+    const int32_t *list = variant ? list_b : list_a;
+    const int64_t count = variant ? 1 : 2;
+    const int64_t first_n = parts * units * width * d, bias_n = parts * units * width;
+    const int64_t second_n = d * units * width;
+    const int64_t block_n = block_units * (parts * width * d + parts * width + d * width);
+    float *first = host_random(first_n, -1, 1), *bias = host_random(bias_n, -1, 1);
+    float *second = host_random(second_n, -1, 1), *block = host_random(block_n, -9, 9);
+    float *dfirst = to_device(first, first_n), *dbias = to_device(bias, bias_n);
+    float *dsecond = to_device(second, second_n), *dblock = to_device(block, block_n);
+    CHECK_CALL(htp_cuda_pack_units_f32(kernels, dfirst, variant ? NULL : dbias, dsecond, units,
+                                       width, d, parts, list, count, dblock, block_units, slot));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    cpu_pack_units(first, variant ? NULL : bias, second, units, width, d, parts, list, count,
+                   block, block_units, slot);
+    compare(variant ? "pack_units mlp shard" : "pack_units heads {4,1}", dblock, block, block_n,
+            0);
+    cudaFree(dfirst), cudaFree(dbias), cudaFree(dsecond), cudaFree(dblock);
+    free(first), free(bias), free(second), free(block);
+  }
+  { /* a slot range past the block is refused */
+    float *dummy = to_device(NULL, 1);
+    const int32_t unit = 0;
+    if (htp_cuda_pack_units_f32(kernels, dummy, NULL, dummy, 1, 1, 1, 1, &unit, 1, dummy, 1, 1) ==
+        0) {
+      printf("%-26s accepted slot 1 of a 1-unit block: FAIL\n", "pack_units bad slot");
+      ++failures;
+    }
+    cudaFree(dummy);
+  }
+
+  /* Imputation over [rows, 9 units of 37 + 5 padding columns]. */
+  const int64_t rows = 211, width = 37, row_stride = 9 * width + 5;
+  const int32_t kept[] = {0, 2, 3, 5, 8}, pruned[] = {1, 4, 6, 7};
+  float *stored = host_random(rows * row_stride, -2, 2);
+  float *dstored = to_device(stored, rows * row_stride);
+  for (int variant = 0; variant < 4; ++variant) {
+    /* zero, average, same, average with nothing kept (zero, as the CPU) */
+    const int mode = variant == 3 ? 1 : variant;
+    const int64_t num_kept = variant == 3 ? 0 : 5;
+    float *act = host_random(rows * row_stride, -4, 4);
+    float *dact = to_device(act, rows * row_stride);
+    if (mode == 0)
+      CHECK_CALL(htp_cuda_impute_zero_f32(kernels, dact, rows, row_stride, width, pruned, 4));
+    else if (mode == 1)
+      CHECK_CALL(htp_cuda_impute_average_f32(kernels, dact, rows, row_stride, width, kept,
+                                             num_kept, pruned, 4));
+    else
+      CHECK_CALL(htp_cuda_impute_same_f32(kernels, dact, dstored, rows, row_stride, row_stride,
+                                          width, pruned, 4));
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    cpu_impute(mode, act, stored, rows, row_stride, row_stride, width, kept, num_kept, pruned, 4);
+    static const char *names[] = {"impute_zero", "impute_average", "impute_same",
+                                  "impute_average none kept"};
+    compare(names[variant], dact, act, rows * row_stride, mode == 1 && num_kept ? 1e-6 : 0);
+    cudaFree(dact), free(act);
+  }
+  cudaFree(dstored), free(stored);
+  return 0;
+}
+
 int main(void) {
+  const char *require = getenv("HTP_REQUIRE_GPU");
+  const int require_gpu = require && strcmp(require, "") != 0 && strcmp(require, "0") != 0;
   int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    printf("no CUDA device: skipped\n");
+  cudaError_t probe = cudaGetDeviceCount(&devices);
+  if (probe != cudaSuccess || devices == 0) {
+    const char *why = probe != cudaSuccess ? cudaGetErrorString(probe) : "no device";
+    if (require_gpu) {
+      fprintf(stderr, "FAIL: HTP_REQUIRE_GPU is set and no CUDA device is usable (%s)\n", why);
+      return 1;
+    }
+    printf("no CUDA device (%s): skipped\n", why);
     return 77;
   }
   char err[256];
   htp_cuda_kernels *kernels = NULL;
   if (htp_cuda_kernels_create(0, &kernels, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
+    fprintf(stderr, "FAIL: %s\n", err);
     return 1;
   }
   const int64_t batch = 3, tokens = 197, dim = 120, heads = 5, head_dim = 24, mlp = 333;
@@ -121,6 +417,10 @@ int main(void) {
                         head_dim);
   compare("attention", dy, want, rows * dim, 1e-4);
 
+  if (unit_cases(kernels, x, wqkv, bqkv, batch, tokens, dim, heads, head_dim))
+    return 1;
+  if (gather_cases(kernels))
+    return 1;
   htp_cuda_kernels_destroy(kernels);
   printf("%s\n", failures ? "FAIL" : "PASS");
   return failures ? 1 : 0;
