@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh [OUT_DIR] - the GPU validation (issue 7 item 5), one
+# command for a machine with an NVIDIA GPU, run from anywhere in the tree.
+#
+#   1. device.txt   the GPU, driver and toolkit (nvidia-smi, nvcc --version)
+#   2. build.log    configures and builds the MLIR-free part with CUDA on, in
+#                   build-gpu-check/ (GPU_CHECK_BUILD overrides). Without
+#                   OpenBLAS the CPU kernels use a plain C GEMM
+#                   (-DHTP_WITH_OPENBLAS=OFF); without jansson only kernels/,
+#                   their tests and bench/ are built (-DHTP_KERNELS_ONLY=ON).
+#                   It tries in that order and logs which one it used.
+#   3. tests.log    ctest -R 'cuda|nccl' with HTP_REQUIRE_GPU=1; a test that
+#                   skips here counts as failed (there is a GPU)
+#   4. kernels.txt, kernels.csv
+#                   build-gpu-check/bench/htp-bench-cuda: each CUDA kernel at
+#                   ViT-B/16 shapes, ms and TFLOP/s or GB/s next to the bound
+#   5. timm.txt     timm's Block on the GPU, same shapes (if torch and timm
+#                   import; skipped otherwise)
+#   6. summary.txt  one line per step; its last line is printed last too.
+# OUT_DIR defaults to $OUT, else ./gpu-check-out. Exits 0 only if every step
+# that ran passed; 2 (and a message) when there is no GPU to check.
+# (Seven files: a device machine of this workplace returns eight at most.)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-${OUT:-./gpu-check-out}}
+mkdir -p "$out" || { echo "gpu-check: cannot create $out" >&2; exit 1; }
+out=$(cd "$out" && pwd)
+build=${GPU_CHECK_BUILD:-$root/build-gpu-check}
+summary=$out/summary.txt
+: >"$summary"
+failed=0
+
+# step NAME STATUS DETAIL: one summary line; STATUS ok | FAILED | skipped.
+step() {
+  printf '%-10s %-7s %s\n' "$1" "$2" "$3" | tee -a "$summary"
+  [ "$2" = FAILED ] && failed=$((failed + 1))
+  return 0
+}
+finish() {
+  local line
+  if [ "$failed" -eq 0 ]; then
+    line="gpu-check: all steps passed; logs and figures in $out"
+  else
+    line="gpu-check: $failed step(s) FAILED; logs and figures in $out"
+  fi
+  echo "$line" | tee -a "$summary"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+# --- 0. Is there a GPU? -----------------------------------------------------
+export PATH=$PATH:/usr/local/cuda/bin
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  echo "gpu-check: no NVIDIA GPU here (nvidia-smi missing or lists none): nothing to check." \
+       "Run this on a machine with a GPU." | tee -a "$summary" >&2
+  exit 2
+fi
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "gpu-check: a GPU but no nvcc (looked on PATH and in /usr/local/cuda/bin):" \
+       "cannot build the CUDA kernels" | tee -a "$summary" >&2
+  exit 2
+fi
+
+# --- 1. Device and driver ----------------------------------------------------
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "tree: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)" \
+       "$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo '(with uncommitted changes)')"
+  echo "host: $(uname -srm), $(nproc) cores"
+  echo; nvidia-smi
+  echo; nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
+  echo; nvcc --version
+  echo; cmake --version | head -1
+} >"$out/device.txt" 2>&1
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+step device ok "$gpu (device.txt)"
+
+# --- 2. Build ------------------------------------------------------------------
+# The GPU's own architecture (e.g. 9.0 -> 90), so the kernels run natively.
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+[[ $arch =~ ^[0-9]+$ ]] || arch=90
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+common=(-DCMAKE_BUILD_TYPE=Release -DHTP_ENABLE_MLIR=OFF -DHTP_ENABLE_CUDA=ON
+        -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCMAKE_CUDA_ARCHITECTURES="$arch")
+variant=
+: >"$out/build.log"
+for try in "full" "no-openblas" "kernels-only"; do
+  case $try in
+    full) extra=() ;;
+    no-openblas) extra=(-DHTP_WITH_OPENBLAS=OFF) ;;
+    kernels-only) extra=(-DHTP_WITH_OPENBLAS=OFF -DHTP_KERNELS_ONLY=ON) ;;
+  esac
+  echo "== configure ($try): cmake ${common[*]} ${extra[*]}" >>"$out/build.log"
+  rm -rf "$build"
+  if timeout "${GPU_CHECK_CONFIGURE_S:-180}" cmake -S "$root" -B "$build" "${generator[@]}" \
+       "${common[@]}" "${extra[@]}" >>"$out/build.log" 2>&1; then
+    variant=$try
+    break
+  fi
+done
+if [ -z "$variant" ]; then
+  step build FAILED "no configuration worked (build.log)"
+  finish
+fi
+echo "== build ($variant)" >>"$out/build.log"
+if timeout "${GPU_CHECK_BUILD_S:-420}" cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
+  if [ -x "$build/bench/htp-bench-cuda" ]; then
+    step build ok "$variant, sm_$arch, in $build (build.log)"
+  else
+    step build FAILED "$variant built no CUDA targets: was CUDA found? (build.log)"
+    finish
+  fi
+else
+  step build FAILED "$variant (build.log)"
+  finish
+fi
+
+# --- 3. CUDA tests -------------------------------------------------------------
+export HTP_REQUIRE_GPU=1 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+timeout "${GPU_CHECK_TESTS_S:-300}" ctest --test-dir "$build" -R 'cuda|nccl' --output-on-failure \
+  >"$out/tests.log" 2>&1
+tests_rc=$?
+ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$out/tests.log")
+skips=$(grep -cE '\*\*\*Skipped|Not Run' "$out/tests.log")
+if [ "$tests_rc" -ne 0 ]; then
+  step tests FAILED "ctest exited $tests_rc, $ran test(s) ran (tests.log)"
+elif [ "$ran" -eq 0 ]; then
+  step tests FAILED "no test matched 'cuda|nccl' (tests.log)"
+elif [ "$skips" -ne 0 ]; then
+  step tests FAILED "$skips of $ran test(s) skipped although a GPU is present (tests.log)"
+else
+  step tests ok "$ran test(s) passed: $(grep -oE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: [^ ]+' "$out/tests.log" |
+                                       sed -E 's/.*: //' | tr '\n' ' ')(tests.log)"
+fi
+
+# --- 4. Kernel benchmark -------------------------------------------------------
+bench=$build/bench/htp-bench-cuda
+if [ ! -x "$bench" ]; then
+  step kernels FAILED "$bench was not built"
+else
+  timeout "${GPU_CHECK_BENCH_S:-180}" "$bench" --csv "$out/kernels.csv" >"$out/kernels.txt" 2>&1
+  bench_rc=$?
+  if [ "$bench_rc" -eq 0 ]; then
+    step kernels ok "$(grep -c '' "$out/kernels.csv") CSV lines; $(grep '^block_sum' "$out/kernels.txt" |
+                       awk '{print "block sum " $2 " ms"}') (kernels.txt, kernels.csv)"
+  else
+    step kernels FAILED "htp-bench-cuda exited $bench_rc (kernels.txt)"
+  fi
+fi
+
+# --- 5. timm reference (optional) ----------------------------------------------
+python=${GPU_CHECK_PYTHON:-python3}
+if command -v "$python" >/dev/null 2>&1; then
+  timeout "${GPU_CHECK_TIMM_S:-180}" "$python" "$root/bench/timm_block_cuda.py" >"$out/timm.txt" 2>&1
+  timm_rc=$?
+  case $timm_rc in
+    0) step timm ok "$(grep -oE 'median [0-9.]+ ms' "$out/timm.txt") (timm.txt)" ;;
+    77) step timm skipped "$(tail -1 "$out/timm.txt")" ;;
+    *) step timm FAILED "bench/timm_block_cuda.py exited $timm_rc (timm.txt)" ;;
+  esac
+else
+  step timm skipped "no $python"
+fi
+
+finish
