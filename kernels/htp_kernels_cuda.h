@@ -86,7 +86,9 @@ int htp_cuda_linear_units_f32(htp_cuda_kernels *kernels, const float *a, const f
 /* y[i] = inputs[0][i] + inputs[1][i] + ... + inputs[count-1][i], added in
  * that order in f32 (so every rank sharing the GPU gets the same bits as a
  * serial loop). inputs is a host array of count device pointers (for ranks
- * that share one GPU); y may be one of them. count 0 zeroes y. */
+ * that share one GPU); y may be one of them. count 0 zeroes y. The inputs
+ * must be complete before this object's stream reaches the launch: the
+ * caller orders the other ranks' streams first (an event each). */
 int htp_cuda_reduce_sum_f32(htp_cuda_kernels *kernels, const float *const *inputs,
                             int64_t count, float *y, int64_t n);
 

@@ -9,11 +9,11 @@
  *
  * Attention goes head by head in the CPU twin's scratch (one head's q, k, v
  * for every row, then one image's scores), which is all the runtime gives
- * this kernel (htp_rt_attention_scratch_floats): per head one strided batched
- * GEMM makes q, k and v (the three parts' weight rows are inner·model_dim
- * floats apart), then per image scores, softmax and p·v into the head's
- * context columns. That is 1 + 3·batch launches per head: fine for the
- * hooks' shard sizes, and a wider scratch would let the images batch too.
+ * this kernel (htp_rt_attention_scratch_floats): per head three GEMMs make
+ * q, k and v side by side (ldc = 3·head_dim), then per image scores, softmax
+ * and p·v into the head's context columns. That is 4 + 3·batch launches per
+ * head: fine for the hooks' shard sizes; a wider scratch would let the
+ * images batch (strided batched GEMMs, as attention.cu).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
@@ -152,12 +152,15 @@ extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const flo
       beta = 1.0f;
     }
     /* Part p (q, k, v) of head h: rows p*inner + h*head_dim of wqkv; row-major
-     * out[rows, hd] = x·w_pᵀ is column-major outᵀ = w_p·xᵀ (as linear.cu). */
-    HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
-                                  kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, hd, (int)rows,
-                                  (int)model_dim, &one, wqkv + h * head_dim * model_dim,
-                                  (int)model_dim, inner * model_dim, x, (int)model_dim, 0, &beta,
-                                  qkv, ld, head_dim, 3));
+     * out[rows, hd] = x·w_pᵀ is column-major outᵀ = w_p·xᵀ (as linear.cu).
+     * Three plain GEMMs rather than one strided batch with x's stride 0,
+     * which cuBLAS does not document as allowed. */
+    for (int64_t part = 0; part < 3; ++part)
+      HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, hd,
+                                            (int)rows, (int)model_dim, &one,
+                                            wqkv + (part * inner + h * head_dim) * model_dim,
+                                            (int)model_dim, x, (int)model_dim, &beta,
+                                            qkv + part * head_dim, ld));
     for (int64_t b = 0; b < batch; ++b) {
       const float *block = qkv + b * tokens * stride;
       /* Row-major scores[t, t] = q·kᵀ is column-major scoresᵀ = k·qᵀ. */

@@ -50,6 +50,9 @@ static float *to_device(const float *host, int64_t n) {
   if (host)
     cuda_or_die(cudaMemcpy(device, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
                 "cudaMemcpy to the device");
+  /* A pageable copy may still be in flight on return, and the kernels'
+   * non-blocking streams do not wait for the default stream. */
+  cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return device;
 }
 
@@ -84,6 +87,18 @@ static void compare(const char *name, const float *device, const float *want, in
   do {                                                                                  \
     if ((call) != HTP_KERNEL_OK) {                                                      \
       fprintf(stderr, "FAIL: %s: %s\n", #call, table_error);                            \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+
+/* Waits for both objects' streams (the table's environment has its own):
+ * non-blocking streams do not order with the cudaMemcpy of compare(). */
+#define SYNC_BOTH()                                                                      \
+  do {                                                                                  \
+    CHECK_CALL(htp_cuda_kernels_sync(kernels));                                         \
+    if (htp_cuda_kernels_sync((htp_cuda_kernels *)env.kernels)) {                       \
+      fprintf(stderr, "FAIL: table stream: %s\n",                                       \
+              htp_cuda_kernels_error((htp_cuda_kernels *)env.kernels));                 \
       return 1;                                                                         \
     }                                                                                   \
   } while (0)
@@ -173,7 +188,7 @@ static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wq
     CHECK_CALL(htp_cuda_attention_heads_f32(kernels, dx, dwqkv, with_bias ? dbqkv : NULL,
                                             dcontext, dscratch, batch, tokens, dim, heads,
                                             head_dim, head_list, 3));
-    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    SYNC_BOTH();
     htp_cpu_attention_heads_f32(x, wqkv, with_bias ? bqkv : NULL, context, scratch, batch,
                                 tokens, dim, heads, head_dim, head_list, 3);
     compare(with_bias ? "attention_heads {3,0,1}" : "attention_heads no bias", dcontext,
@@ -186,8 +201,7 @@ static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wq
     float *dcontext = to_device(context, rows * inner);
     CHECK_TABLE(table->attention_heads_f32(&env, dx, dwqkv, dbqkv, dcontext, dscratch, batch,
                                            tokens, dim, heads, head_dim, &one_head, 1));
-    CHECK_CALL(htp_cuda_kernels_sync(kernels));
-    cuda_or_die(cudaStreamSynchronize((cudaStream_t)env.stream), "table stream");
+    SYNC_BOTH();
     htp_cpu_attention_heads_f32(x, wqkv, bqkv, context, scratch, batch, tokens, dim, heads,
                                 head_dim, &one_head, 1);
     compare("table attention_heads {4}", dcontext, context, rows * inner, 1e-4);
@@ -211,7 +225,7 @@ static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wq
     else
       CHECK_TABLE(table->mlp_hidden_units_f32(&env, dx, dw1, db1, dhidden, rows, dim, hidden_dim,
                                               width, unit_list, 6, tanh_approx));
-    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    SYNC_BOTH();
     htp_cpu_mlp_hidden_units_f32(x, w1, with_bias ? b1 : NULL, hidden, rows, dim, hidden_dim,
                                  width, unit_list, 6, tanh_approx);
     static const char *names[] = {"mlp_hidden_units", "mlp_hidden_units no bias",
@@ -236,7 +250,7 @@ static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wq
     else
       CHECK_CALL(htp_cuda_linear_units_f32(kernels, da, dw2, dy, rows, hidden_dim, dim, width,
                                            block_list, count, accumulate));
-    CHECK_CALL(htp_cuda_kernels_sync(kernels));
+    SYNC_BOTH();
     htp_cpu_linear_units_f32(a, w2, y, rows, hidden_dim, dim, width, block_list, count,
                              accumulate);
     static const char *names[] = {"linear_units", "table linear_units accumulate",
