@@ -9,6 +9,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#ifdef HTP_BLAS_BLIS
+/* BLIS's cblas.h names only the enum; OpenBLAS's and plain_blas's typedef it. */
+typedef enum CBLAS_TRANSPOSE CBLAS_TRANSPOSE;
+#endif
+
 /* Row-wise softmax in place, subtracting each row's max first (so large
  * scores do not overflow expf). Used by attention.c and units.c. */
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols);

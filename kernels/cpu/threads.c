@@ -23,6 +23,10 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#ifndef HTP_BLAS_OPENBLAS
+#include <stdlib.h>
+#include <unistd.h>
+#endif
 
 /* The kernels' thread count; 0 until set or first read. BLAS itself runs
  * single-threaded once the kernels use it: its pthread server's workers
@@ -34,9 +38,28 @@ static _Atomic int kernel_threads;
 void htp_cpu_set_blas_threads(int threads) {
   if (threads >= 1) {
     atomic_store(&kernel_threads, threads);
+#ifdef HTP_BLAS_OPENBLAS
     openblas_set_num_threads(1);
+#endif /* other BLASes (BLIS) are linked in their serial build */
   }
 }
+
+#ifndef HTP_BLAS_OPENBLAS
+/* What OpenBLAS would answer, for a BLAS that has no such call: the first
+ * of these variables that holds a positive count, else every online core. */
+static int default_threads(void) {
+  static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+                                     "OMP_NUM_THREADS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) {
+    const char *text = getenv(vars[i]);
+    long value = text ? strtol(text, NULL, 10) : 0;
+    if (value >= 1)
+      return value > 1024 ? 1024 : (int)value;
+  }
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
+}
+#endif
 
 int htp_cpu_blas_threads(void) { return htp__threads(); }
 
@@ -45,7 +68,11 @@ int htp__threads(void) {
   if (threads < 1) {
     /* Not set: what BLAS would have used (OPENBLAS_NUM_THREADS, or every
      * core), taken over once. */
+#ifdef HTP_BLAS_OPENBLAS
     threads = openblas_get_num_threads();
+#else
+    threads = default_threads();
+#endif
     if (threads < 1)
       threads = 1;
     htp_cpu_set_blas_threads(threads);
