@@ -5,7 +5,7 @@ Runs, one after the other in the same invocation (so the ratios share the
 machine's state):
   htp-run        the block through the JIT (--report json, median of --iters)
   GEMM bound     build/bench/htp-bench-gemm: the block's GEMMs alone, through
-                 the same OpenBLAS calls (no norms, softmax, GELU, bias, residual);
+                 the same BLAS calls (no norms, softmax, GELU, bias, residual);
                  a second row times its four big linears alone (kernels/cpu
                  computes the per-head q·kᵀ and p·v in its own fused loop, not
                  through BLAS, so that row is the stricter floor)
@@ -62,6 +62,23 @@ def median_ms(fn, iters, warmup):
     return statistics.median(times)
 
 
+def blas_of(build):
+    """The BLAS the build links: HTP_BLAS in its CMake cache, else OpenBLAS unless
+    HTP_WITH_OPENBLAS is off (the plain C SGEMM)."""
+    cache = {}
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as lines:
+            for line in lines:
+                if "=" in line and ":" in line.split("=", 1)[0]:
+                    key, value = line.split("=", 1)
+                    cache[key.split(":", 1)[0]] = value.strip()
+    except OSError:
+        return "unknown BLAS"
+    if cache.get("HTP_BLAS"):
+        return cache["HTP_BLAS"]
+    return "plain" if cache.get("HTP_WITH_OPENBLAS", "ON").upper() in ("OFF", "0", "FALSE") else "openblas"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -104,7 +121,8 @@ def main():
     x = rng.standard_normal((args.batch, args.tokens, d)).astype(np.float32)
     numpy_ms = median_ms(lambda: forward_numpy(x, weights, args), args.iters, args.warmup)
 
-    rows = [("htp-run (JIT)", htp["median_ms"]), ("GEMM-only bound (OpenBLAS)", gemm["median_ms"]),
+    rows = [("htp-run (JIT)", htp["median_ms"]),
+            (f"GEMM-only bound ({blas_of(args.build)})", gemm["median_ms"]),
             ("its four linears alone (qkv, proj, fc1, fc2)", gemm["linears_median_ms"]),
             ("NumPy f32", numpy_ms)]
     eager_ms = None
