@@ -63,6 +63,12 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
       return htp_set_error(err, err_size, "--check: result %d has %lld values at tp 1 and "
                            "%lld at tp %d", r, (long long)one->results[r].count,
                            (long long)sig->results[r].count, state->tp);
+  /* What the run holds (its global arguments and every rank's buffers) stays
+   * allocated while the tp-1 block runs beside it: counted too. */
+  uint64_t total;
+  if (htp_run_check_memory("--check's tp-1 build", state->held_bytes, one, 1, 0, &total, err,
+                           err_size))
+    return 1;
   int count = one->num_args + one->num_results + 1;
   void **buffers = calloc((size_t)count, sizeof *buffers);
   if (!buffers)

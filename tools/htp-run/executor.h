@@ -30,6 +30,7 @@ typedef struct htp_run_state {
   htp_signature check_sig;
   int tp;
   int process_rank;                  /* mpi: this process's rank; local: -1 */
+  uint64_t held_bytes;               /* the buffers above, as htp_run_check_memory counted them */
   float **global;                    /* [num_args] arguments at their global shapes */
   void ***buffers;                   /* [tp][num_buffers]; NULL for other processes' ranks */
   int num_buffers;
@@ -57,6 +58,20 @@ static inline void htp_free_buffers(void **buffers, int count) {
     free(buffers[i]);
   free(buffers);
 }
+
+/* run.c. The bytes of sig's buffers, each rounded to its 64-byte
+ * alignment: one rank's arguments, results and workspace, and every argument
+ * at its global shape. Returns 0 when a sum overflows. */
+int htp_run_buffer_bytes(const htp_signature *sig, uint64_t *per_rank, uint64_t *global);
+/* Limits before allocation: `held` bytes already allocated, plus sig's
+ * buffers on local_ranks ranks (and its global arguments when globals), go
+ * to *total; refused (non-zero, a message naming `what`) when that overflows
+ * or exceeds the machine's physical memory, so a block claiming an absurd
+ * tp, shape or workspace is refused before anything is allocated rather
+ * than running the machine out of memory. */
+int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *sig,
+                         int local_ranks, int globals, uint64_t *total, char *err,
+                         size_t err_size);
 
 /* check.c. --check: runs the tp-1 build of the block (jit) on the same
  * global data and sets state->check_errors. Returns 0, or non-zero with err. */

@@ -80,31 +80,36 @@ static int add_buffer(uint64_t *total, uint64_t bytes) {
   return !__builtin_add_overflow(*total, rounded / 64 * 64, total);
 }
 
-/* Limits before allocation: the bytes htp-run is about to allocate (every
- * argument at its global shape, and on each of this process's ranks its
- * arguments, results and workspace) must fit in the machine's memory, so a
- * block that claims an absurd tp, shape or workspace is refused here, not
- * when allocation or the ranks run the machine out of memory. */
-static int check_memory(const htp_run_options *options, const htp_run_state *state,
-                        int local_ranks, char *err, size_t err_size) {
-  const htp_signature *sig = &state->sig;
-  uint64_t global = 0, rank = 0, total;
+int htp_run_buffer_bytes(const htp_signature *sig, uint64_t *per_rank, uint64_t *global) {
   int ok = 1;
+  *per_rank = *global = 0;
   for (int i = 0; i < sig->num_args; i++)
-    ok &= add_buffer(&global, sig->args[i].global_bytes) & add_buffer(&rank, sig->args[i].bytes);
+    ok &= add_buffer(global, sig->args[i].global_bytes) & add_buffer(per_rank, sig->args[i].bytes);
   for (int i = 0; i < sig->num_results; i++)
-    ok &= add_buffer(&rank, sig->results[i].bytes);
-  ok &= add_buffer(&rank, sig->workspace_bytes);
-  ok &= !__builtin_mul_overflow(rank, (uint64_t)local_ranks, &total) &&
-        !__builtin_add_overflow(total, global, &total);
+    ok &= add_buffer(per_rank, sig->results[i].bytes);
+  ok &= add_buffer(per_rank, sig->workspace_bytes);
+  return ok;
+}
+
+int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *sig,
+                         int local_ranks, int globals, uint64_t *total, char *err,
+                         size_t err_size) {
+  uint64_t rank, global;
+  int ok = htp_run_buffer_bytes(sig, &rank, &global);
+  if (!globals)
+    global = 0;
+  ok = ok && !__builtin_mul_overflow(rank, (uint64_t)local_ranks, total) &&
+       !__builtin_add_overflow(*total, global, total) &&
+       !__builtin_add_overflow(*total, held, total);
   uint64_t memory = htp_host_memory_bytes();
-  if (!ok || (memory && total > memory))
+  if (!ok || (memory && *total > memory))
     return htp_set_error(err, err_size, "%s needs %.4g GB for its tensors (%d rank%s x %.4g GB "
                          "of arguments, results and workspace, plus %.4g GB of global "
-                         "arguments), more than this machine's %.4g GB of memory: refused before "
-                         "allocating anything", options->path, ok ? (double)total / 1e9 : INFINITY,
+                         "arguments%s), more than this machine's %.4g GB of memory: refused "
+                         "before allocating anything", what, ok ? (double)*total / 1e9 : INFINITY,
                          local_ranks, local_ranks == 1 ? "" : "s", (double)rank / 1e9,
-                         (double)global / 1e9, (double)memory / 1e9);
+                         (double)global / 1e9,
+                         held ? " and what the run already holds" : "", (double)memory / 1e9);
   return 0;
 }
 
@@ -396,7 +401,8 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   if (check_tp(options, shared, requested, state, err, sizeof err) ||
       balance_config(options, state, &job, err, sizeof err) ||
       check_files(options, sig, err, sizeof err) ||
-      check_memory(options, state, mpi ? 1 : state->tp, err, sizeof err) ||
+      htp_run_check_memory(options->path, 0, sig, mpi ? 1 : state->tp, 1, &state->held_bytes,
+                           err, sizeof err) ||
       bind_global_data(options, state, err, sizeof err))
     return fail(err);
   /* buffers[r][]: arguments, results, workspace (runtime/htp_entry.h). */
