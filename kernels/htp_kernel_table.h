@@ -117,10 +117,16 @@ typedef struct htp_kernel_table {
   htp_kernel_status (*copy)(const htp_kernel_env *env, void *dst, const void *src, size_t bytes);
 } htp_kernel_table;
 
-/* The CPU table (static, never NULL) and an environment for it (every
- * field empty but device = -1 and the error buffer). */
+/* An environment with every field empty but device = -1 and the error
+ * buffer: what the CPU table takes, and where the CUDA one starts. */
+void htp_kernel_env_init(htp_kernel_env *env, char *error, size_t error_size);
+/* For table instances: writes the printf-style message into env's error
+ * buffer (when it has one) and returns status. */
+htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status status,
+                                  const char *format, ...);
+
+/* The CPU table (static, never NULL). */
 const htp_kernel_table *htp_cpu_kernel_table(void);
-void htp_cpu_kernel_env_init(htp_kernel_env *env, char *error, size_t error_size);
 
 /* The CUDA table and its environment: defined only in builds with CUDA
  * (libhtpkernels_cuda; HTP_HAVE_CUDA). The table is static and never NULL;

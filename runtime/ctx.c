@@ -297,7 +297,7 @@ const char *htp_world_last_error(const htp_world *world) {
  * environment binds the device the backend gave the rank (nccl), else 0. */
 static htp_result kernels_init(htp_ctx *ctx) {
   ctx->kernels = htp_cpu_kernel_table();
-  htp_cpu_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
+  htp_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
   if (ctx->world->config.device != HTP_DEVICE_CUDA) return HTP_OK;
 #ifdef HTP_HAVE_CUDA_KERNELS
   const int device = ctx->device >= 0 ? ctx->device : 0;

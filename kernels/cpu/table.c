@@ -10,20 +10,8 @@
 
 #include "kernels/htp_kernels.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static htp_kernel_status fail(const htp_kernel_env *env, htp_kernel_status status,
-                              const char *format, ...) {
-  if (env && env->error && env->error_size) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(env->error, env->error_size, format, args);
-    va_end(args);
-  }
-  return status;
-}
 
 static htp_kernel_status linear(const htp_kernel_env *env, const float *x, const float *w,
                                 const float *b, float *y, int64_t rows, int64_t in_features,
@@ -70,9 +58,9 @@ static htp_kernel_status attention(const htp_kernel_env *env, const float *x, co
   const int64_t needed =
       htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
   if (needed < 0 || scratch_floats < needed)
-    return fail(env, HTP_KERNEL_ERR_INVALID,
-                "cpu attention: scratch holds %lld floats, the kernel needs %lld",
-                (long long)scratch_floats, (long long)needed);
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cpu attention: scratch holds %lld floats, the kernel needs %lld",
+                           (long long)scratch_floats, (long long)needed);
   htp_cpu_attention_f32(x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens, model_dim,
                         num_heads, head_dim);
   return HTP_KERNEL_OK;
@@ -134,12 +122,3 @@ static const htp_kernel_table CPU_TABLE = {
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }
-
-void htp_cpu_kernel_env_init(htp_kernel_env *env, char *error, size_t error_size) {
-  if (!env) return;
-  memset(env, 0, sizeof *env);
-  env->device = -1;
-  env->error = error;
-  env->error_size = error_size;
-  if (error && error_size) error[0] = '\0';
-}

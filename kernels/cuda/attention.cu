@@ -49,6 +49,13 @@ __global__ void softmax_rows_kernel(float *scores, int64_t cols) {
     row[c] *= inv;
 }
 
+int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows,
+                          int64_t cols) {
+  softmax_rows_kernel<<<(unsigned)rows, kThreads, 0, kernels->stream>>>(scores, cols);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
 extern "C" int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens,
                                                      int64_t model_dim, int64_t num_heads,
                                                      int64_t head_dim) {
@@ -78,9 +85,8 @@ extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
                                   kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, &scale,
                                   block + inner, ld, head_dim, block, ld, head_dim, &zero, scores,
                                   t, tokens * tokens, (int)num_heads));
-    softmax_rows_kernel<<<(unsigned)(num_heads * tokens), kThreads, 0, kernels->stream>>>(scores,
-                                                                                        tokens);
-    HTP_CUDA_CHECK_LAUNCH(kernels);
+    if (htp_cuda_softmax_rows(kernels, scores, num_heads * tokens, tokens))
+      return 1;
     /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ. */
     HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
                                   kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, &one,

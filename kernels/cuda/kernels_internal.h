@@ -22,6 +22,12 @@ struct htp_cuda_kernels {
  * stream first (earlier launches may still read the old buffer). */
 int htp_cuda_staging_reserve(htp_cuda_kernels *kernels, size_t bytes);
 
+/* Numerically stable softmax of each of `rows` rows of `cols` scores, in
+ * place, enqueued on kernels' stream (attention.cu; the plain and the
+ * listed-heads attention share it). Returns 0, or non-zero with the error. */
+int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows,
+                          int64_t cols);
+
 /* Records a failure on `kernels` and returns non-zero; 0 for success. */
 int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail);
 

@@ -12,28 +12,16 @@
 
 #include "kernels/cuda/kernels_internal.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static htp_kernel_status fail(const htp_kernel_env *env, htp_kernel_status status,
-                              const char *format, ...) {
-  if (env && env->error && env->error_size) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(env->error, env->error_size, format, args);
-    va_end(args);
-  }
-  return status;
-}
 
 /* The kernel object of env, or NULL after writing why there is none. */
 static htp_cuda_kernels *kernels_of(const htp_kernel_env *env, const char *op) {
   if (!env || !env->kernels) {
-    fail(env, HTP_KERNEL_ERR_SYSTEM,
-         "cuda %s: the environment has no CUDA device (htp_cuda_kernel_env_create failed or "
-         "was not called)",
-         op);
+    htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM,
+                    "cuda %s: the environment has no CUDA device (htp_cuda_kernel_env_create "
+                    "failed or was not called)", op);
     return NULL;
   }
   return (htp_cuda_kernels *)env->kernels;
@@ -43,7 +31,8 @@ static htp_cuda_kernels *kernels_of(const htp_kernel_env *env, const char *op) {
 static htp_kernel_status twin_status(const htp_kernel_env *env, htp_cuda_kernels *kernels,
                                      const char *op, int rc) {
   if (rc == 0) return HTP_KERNEL_OK;
-  return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op, htp_cuda_kernels_error(kernels));
+  return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
+                         htp_cuda_kernels_error(kernels));
 }
 
 #define WITH_KERNELS(op)                                                                       \
@@ -96,9 +85,9 @@ static htp_kernel_status attention(const htp_kernel_env *env, const float *x, co
   const int64_t needed =
       htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
   if (needed < 0 || scratch_floats < needed)
-    return fail(env, HTP_KERNEL_ERR_INVALID,
-                "cuda attention: scratch holds %lld floats, the CUDA kernel needs %lld",
-                (long long)scratch_floats, (long long)needed);
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda attention: scratch holds %lld floats, the CUDA kernel needs %lld",
+                           (long long)scratch_floats, (long long)needed);
   return twin_status(env, kernels, "attention",
                      htp_cuda_attention_f32(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch,
                                             batch, tokens, model_dim, num_heads, head_dim));
@@ -147,7 +136,8 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   /* cudaMemcpyDefault: unified addressing tells host from device memory. */
   cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, kernels->stream);
   if (rc != cudaSuccess)
-    return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda copy: %s", cudaGetErrorString(rc));
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda copy: %s",
+                           cudaGetErrorString(rc));
   return HTP_KERNEL_OK;
 }
 
@@ -172,15 +162,12 @@ const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }
 htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, char *error,
                                              size_t error_size) {
   if (!env) return HTP_KERNEL_ERR_INVALID;
-  memset(env, 0, sizeof *env);
-  env->device = -1;
-  env->error = error;
-  env->error_size = error_size;
-  if (error && error_size) error[0] = '\0';
+  htp_kernel_env_init(env, error, error_size);
   htp_cuda_kernels *kernels = NULL;
   char why[256] = "";
   if (htp_cuda_kernels_create(device, &kernels, why, (int)sizeof why) != 0 || !kernels)
-    return fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda: cannot use device %d: %s", device, why);
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda: cannot use device %d: %s",
+                           device, why);
   env->device = device;
   env->kernels = kernels;
   env->stream = kernels->stream;

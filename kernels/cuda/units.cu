@@ -58,42 +58,6 @@ int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   return n;
 }
 
-/* Max (is_max) or sum over the block; every thread gets the result. */
-__device__ float block_reduce(float value, bool is_max, float *shared) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    float other = __shfl_xor_sync(0xffffffffu, value, offset);
-    value = is_max ? fmaxf(value, other) : value + other;
-  }
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
-  if (lane == 0)
-    shared[warp] = value;
-  __syncthreads();
-  float total = shared[0];
-  for (int i = 1; i < (int)blockDim.x / 32; ++i)
-    total = is_max ? fmaxf(total, shared[i]) : total + shared[i];
-  return total;
-}
-
-/* Numerically stable softmax of one row per block, in place. */
-__global__ void unit_softmax_rows_kernel(float *scores, int64_t cols) {
-  __shared__ float shared[kThreads / 32];
-  float *row = scores + (int64_t)blockIdx.x * cols;
-  float max = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    max = fmaxf(max, row[c]);
-  max = block_reduce(max, true, shared);
-  float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-    float e = expf(row[c] - max);
-    row[c] = e;
-    sum += e;
-  }
-  float inv = 1.0f / block_reduce(sum, false, shared);
-  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    row[c] *= inv;
-}
-
 /* qkv[r, part*head_dim + c] = bqkv[part*inner + head*head_dim + c]: head h's
  * three bias slices broadcast over the rows, the GEMM then adds onto them. */
 __global__ void head_bias_kernel(const float *bqkv, float *qkv, int64_t rows, int64_t head_dim,
@@ -167,9 +131,8 @@ extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const flo
       HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd,
                                             &scale, block + head_dim, ld, block, ld, &zero,
                                             scores, t));
-      unit_softmax_rows_kernel<<<(unsigned)tokens, kThreads, 0, kernels->stream>>>(scores,
-                                                                                  tokens);
-      HTP_CUDA_CHECK_LAUNCH(kernels);
+      if (htp_cuda_softmax_rows(kernels, scores, tokens, tokens))
+        return 1;
       /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ. */
       HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t,
                                             &one, block + 2 * head_dim, ld, scores, t, &zero,

@@ -38,7 +38,7 @@ static void cpu_table_matches_kernels(void **state) {
   assert_int_equal(t->device, HTP_KERNEL_DEVICE_CPU);
   char error[128];
   htp_kernel_env env;
-  htp_cpu_kernel_env_init(&env, error, sizeof error);
+  htp_kernel_env_init(&env, error, sizeof error);
   assert_int_equal(env.device, -1);
 
   float *x = random_floats(ROWS * IN, -1, 1), *w = random_floats(OUT * IN, -1, 1);
@@ -81,7 +81,7 @@ static void cpu_table_matches_attention_and_units(void **state) {
   const htp_kernel_table *t = htp_cpu_kernel_table();
   char error[128];
   htp_kernel_env env;
-  htp_cpu_kernel_env_init(&env, error, sizeof error);
+  htp_kernel_env_init(&env, error, sizeof error);
   const int64_t rows = BATCH * TOKENS, inner = HEADS * HEAD_DIM;
   float *x = random_floats(rows * DIM, -1, 1), *wqkv = random_floats(3 * inner * DIM, -1, 1);
   float *bqkv = random_floats(3 * inner, -1, 1), *wproj = random_floats(DIM * inner, -1, 1);
