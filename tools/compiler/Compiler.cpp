@@ -55,6 +55,12 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
 OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
                                        std::string &entry, std::string &errors, int64_t tp) {
   llvm::raw_string_ostream errorStream(errors);
+  // A device or a pipe would be read until memory runs out: regular files only.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(path, status) && !llvm::sys::fs::is_regular_file(status)) {
+    errorStream << "'" << path << "' is not a regular file (a directory, device or pipe?)\n";
+    return nullptr;
+  }
   std::string openError;
   auto file = openInputFile(path, &openError);
   if (!file) {
