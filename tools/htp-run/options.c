@@ -162,6 +162,16 @@ void htp_run_print_help(FILE *stream) {
       "without hooks) has no units to balance: only --policy none runs, with a\n"
       "planner of one layer and one unit per kind, for detection.\n"
       "\n"
+      "Threads. On the local backend each of the tp ranks gets max(1, cores / tp)\n"
+      "threads for its kernels (under mpirun, cores / the ranks on this node), unless\n"
+      "OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or GOTO_NUM_THREADS is set; the table\n"
+      "and the JSON report (blas_threads) say which.\n"
+      "\n"
+      "Limits. Before anything is allocated, htp-run refuses a block whose signature\n"
+      "is beyond runtime/htp_entry.h's limits (tp above 1024, dims outside\n"
+      "1..2^31-1, more than 2^40 bytes per tensor or workspace) or whose buffers on\n"
+      "all ranks, with --check's unsplit copy, exceed this machine's memory.\n"
+      "\n"
       "exit status: 0 success, 1 error (a failed rank, a --check above tolerance),\n"
       "2 bad command line.\n",
       stream);
