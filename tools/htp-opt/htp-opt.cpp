@@ -12,6 +12,8 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
@@ -20,6 +22,16 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registry.insert<mlir::htp::HTPDialect>();
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "htp-opt: the HTP optimizer driver\n", registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "htp-opt: the HTP optimizer driver\n", registry);
+  // mlir-opt reads its input whole: a device or a pipe named as the input
+  // would be read until memory runs out ("-" stays stdin).
+  llvm::sys::fs::file_status status;
+  if (input != "-" && !llvm::sys::fs::status(input, status) &&
+      !llvm::sys::fs::is_regular_file(status)) {
+    llvm::errs() << "htp-opt: error: '" << input
+                 << "' is not a regular file (a directory, device or pipe?)\n";
+    return 1;
+  }
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
 }
