@@ -31,6 +31,8 @@
 #ifndef HTP_KERNEL_TABLE_H
 #define HTP_KERNEL_TABLE_H
 
+#include "kernels/htp_bf16.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,7 +60,8 @@ typedef struct htp_kernel_env {
   int device;            /* CUDA device ordinal; -1 on the CPU */
   void *stream;          /* cudaStream_t to enqueue on; NULL on the CPU */
   void *blas;            /* cublasHandle_t; NULL on the CPU (OpenBLAS is process-wide) */
-  void *kernels;         /* the device's kernel object (htp_cuda_kernels *); NULL on the CPU */
+  void *kernels;         /* the device's kernel object: htp_cuda_kernels *, or on the CPU its
+                            conversion buffers (htp_cpu_kernel_env_create) or NULL */
   void *scratch;         /* the environment's own device scratch, or NULL */
   size_t scratch_bytes;  /* its size */
   char *error;           /* where a failing entry writes why (NUL-terminated), or NULL */
@@ -115,6 +118,64 @@ typedef struct htp_kernel_table {
   /* dst = src, bytes bytes, both in this device's memory (result copies of
    * compiled blocks: they may live on the device). No overlap. */
   htp_kernel_status (*copy)(const htp_kernel_env *env, void *dst, const void *src, size_t bytes);
+  /* y[i] = the sum over the `parts` arrays x[p][i], n elements, all in this
+   * device's memory: the same-device reduction (ranks that share a device
+   * sum their partials here). y may equal x[0]. */
+  htp_kernel_status (*sum_f32)(const htp_kernel_env *env, const float *const *x, int32_t parts,
+                               float *y, int64_t n);
+
+  /* bf16 twins of the entries above (tensors are htp_bf16, bfloat16 bit
+   * patterns, kernels/htp_bf16.h): same arguments, same layouts, f32
+   * accumulation and f32 layer-norm statistics, each output rounded once
+   * to bf16 (round to nearest even). Scratch stays f32 and is sized by
+   * the f32 formulas (attention_scratch_floats, kernels/htp_scratch.h), so
+   * a compiled block's workspace does not depend on its dtype's kernels.
+   * The CPU has no bf16 arithmetic here: its entries convert their operands
+   * to f32, run the f32 kernel and round the result (cpu/bf16.c). */
+  htp_kernel_status (*linear_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                   const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                   int64_t rows, int64_t in_features, int64_t out_features);
+  htp_kernel_status (*layer_norm_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                       const htp_bf16 *gamma, const htp_bf16 *beta, htp_bf16 *y,
+                                       int64_t rows, int64_t dim, float epsilon);
+  htp_kernel_status (*gelu_bf16)(const htp_kernel_env *env, const htp_bf16 *x, htp_bf16 *y,
+                                 int64_t n, int32_t tanh_approx);
+  htp_kernel_status (*add_bf16)(const htp_kernel_env *env, const htp_bf16 *a, const htp_bf16 *b,
+                                htp_bf16 *y, int64_t n);
+  htp_kernel_status (*bias_add_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                     const htp_bf16 *bias, htp_bf16 *y, int64_t rows,
+                                     int64_t cols);
+  htp_kernel_status (*attention_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                      const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                      const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
+                                      float *scratch, int64_t scratch_floats, int64_t batch,
+                                      int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                      int64_t head_dim);
+  /* The unit kernels in bf16: context and hidden are bf16 like every tensor;
+   * linear_units_bf16 with accumulate adds in f32 and rounds once. */
+  htp_kernel_status (*attention_heads_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                            const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                            htp_bf16 *context, float *scratch, int64_t batch,
+                                            int64_t tokens, int64_t model_dim,
+                                            int64_t num_heads, int64_t head_dim,
+                                            const int32_t *heads, int64_t count);
+  htp_kernel_status (*mlp_hidden_units_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                             const htp_bf16 *w1, const htp_bf16 *b1,
+                                             htp_bf16 *hidden, int64_t rows, int64_t dim,
+                                             int64_t hidden_dim, int64_t width,
+                                             const int32_t *units, int64_t count,
+                                             int32_t tanh_approx);
+  htp_kernel_status (*linear_units_bf16)(const htp_kernel_env *env, const htp_bf16 *a,
+                                         const htp_bf16 *w, htp_bf16 *y, int64_t rows,
+                                         int64_t in_features, int64_t out_features,
+                                         int64_t width, const int32_t *units, int64_t count,
+                                         int32_t accumulate);
+  /* y[i] = bf16(sum over the `parts` arrays of f32(x[p][i])), n elements,
+   * all in this device's memory: the same-device reduction of bf16
+   * partials, summed in f32 and rounded once (what an all-reduce of bf16
+   * tensors does with its parts). y may equal x[0]. */
+  htp_kernel_status (*sum_bf16)(const htp_kernel_env *env, const htp_bf16 *const *x,
+                                int32_t parts, htp_bf16 *y, int64_t n);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error
@@ -127,6 +188,12 @@ htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status s
 
 /* The CPU table (static, never NULL). */
 const htp_kernel_table *htp_cpu_kernel_table(void);
+/* Gives a CPU environment its own conversion buffers (env->kernels), which
+ * the bf16 entries reuse from call to call; without them (env->kernels
+ * NULL, e.g. no context) those entries allocate per call. env_destroy frees
+ * them and accepts an environment without any. */
+htp_kernel_status htp_cpu_kernel_env_create(htp_kernel_env *env, char *error, size_t error_size);
+void htp_cpu_kernel_env_destroy(htp_kernel_env *env);
 
 /* The CUDA table and its environment: defined only in builds with CUDA
  * (libhtpkernels_cuda; HTP_HAVE_CUDA). The table is static and never NULL;
