@@ -53,6 +53,10 @@
  *                "head_flops": ..., "mlp_units": 12, "mlp_unit_width": 64,
  *                "mlp_unit_flops": ...}}          (only with balance hooks)
  *
+ *   dtype is "f32" or "bf16" (bfloat16 bit patterns, 2 bytes an element:
+ *   kernels/htp_bf16.h); a block's tensors are all of one dtype, but the
+ *   reader takes each tensor's own. Every byte size (and the byte limits
+ *   below) counts elements of the tensor's dtype.
  *   role is "input" (a data input, htp.input) or "param" (a parameter,
  *   htp.param: timm's name). Shapes are each rank's LOCAL shapes. An
  *   argument with "shard" is rank r's slice of a global tensor whose dim
@@ -123,18 +127,27 @@ typedef enum htp_shard_layout {
   HTP_SHARD_QKV = 2     /* dim 0 is q | k | v; slice r of each of the three */
 } htp_shard_layout;
 
+/* A tensor's element type ("dtype"): f32, or bf16 stored as its bit
+ * patterns (kernels/htp_bf16.h; arithmetic on it is done in f32). */
+typedef enum htp_sig_dtype {
+  HTP_SIG_F32 = 0,  /* "f32", 4 bytes */
+  HTP_SIG_BF16 = 1  /* "bf16", 2 bytes */
+} htp_sig_dtype;
+
 typedef struct htp_sig_tensor {
   htp_sig_role role;
   char *name;                               /* NUL-terminated, validated */
   int rank;                                 /* 0 to HTP_ENTRY_MAX_RANK */
   int64_t dims[HTP_ENTRY_MAX_RANK];         /* local shape */
   int64_t count;                            /* prod(dims) */
-  size_t bytes;                             /* count * sizeof(float) */
+  size_t bytes;                             /* count * element_size */
   htp_shard_layout shard_layout;            /* HTP_SHARD_NONE without "shard" */
   int shard_dim, shard_parts;
   int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts */
   int64_t global_count;
-  size_t global_bytes;
+  size_t global_bytes;                      /* global_count * element_size */
+  htp_sig_dtype dtype;
+  size_t element_size;                      /* bytes of one element: 4 or 2 */
 } htp_sig_tensor;
 
 /* The "balance" object; present is 0 without it (no units to balance). */

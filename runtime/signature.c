@@ -164,6 +164,23 @@ static htp_result read_shard(reader *in, json_t *shard, const char *where, int t
   return HTP_OK;
 }
 
+/* "dtype": "f32" or "bf16" (exactly: the JSON string may hold a NUL). */
+static htp_result read_dtype(reader *in, json_t *dtype, const char *where,
+                             htp_sig_tensor *tensor) {
+  const char *text = json_is_string(dtype) ? json_string_value(dtype) : "";
+  size_t length = json_is_string(dtype) ? json_string_length(dtype) : 0;
+  if (length == 3 && strcmp(text, "f32") == 0) {
+    tensor->dtype = HTP_SIG_F32;
+    tensor->element_size = 4;
+  } else if (length == 4 && strcmp(text, "bf16") == 0) {
+    tensor->dtype = HTP_SIG_BF16;
+    tensor->element_size = 2;
+  } else {
+    return invalid(in, "%s: dtype must be \"f32\" or \"bf16\"", where);
+  }
+  return HTP_OK;
+}
+
 /* One entry of "args" or "results" into tensor; index and list for messages.
  * The name is read last among the required fields, so a tensor whose shape
  * or shard is bad is named only by its index (its name may be the problem). */
@@ -191,14 +208,13 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
   } else if (role && !(json_is_string(role) && strcmp(json_string_value(role), "result") == 0)) {
     return invalid(in, "%s: a result's role, when given, must be \"result\"", where);
   }
-  if (!json_is_string(dtype) || strcmp(json_string_value(dtype), "f32") != 0 ||
-      json_string_length(dtype) != 3)
-    return invalid(in, "%s: dtype must be \"f32\" (the only one supported)", where);
+  CHECK(read_dtype(in, dtype, where, tensor));
   if (!json_is_array(shape) || json_array_size(shape) > HTP_ENTRY_MAX_RANK)
     return invalid(in, "%s: shape must be an array of at most %d dims", where,
                    HTP_ENTRY_MAX_RANK);
   tensor->rank = (int)json_array_size(shape);
-  const int64_t max_count = HTP_ENTRY_MAX_TENSOR_BYTES / (int64_t)sizeof(float);
+  /* The limits are in bytes: a bf16 tensor may hold twice the elements. */
+  const int64_t max_count = HTP_ENTRY_MAX_TENSOR_BYTES / (int64_t)tensor->element_size;
   tensor->count = 1;
   for (int d = 0; d < tensor->rank; d++) {
     snprintf(what, sizeof what, "%s: shape[%d]", where, d);
@@ -208,7 +224,7 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
       return invalid(in, "%s is larger than %lld bytes", where,
                      (long long)HTP_ENTRY_MAX_TENSOR_BYTES);
   }
-  tensor->bytes = (size_t)tensor->count * sizeof(float);
+  tensor->bytes = (size_t)tensor->count * tensor->element_size;
   memcpy(tensor->global_dims, tensor->dims, sizeof tensor->dims);
   tensor->global_count = tensor->count;
   json_t *shard = json_object_get(object, "shard");
@@ -225,7 +241,7 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
       return invalid(in, "%s: the global tensor is larger than %lld bytes", where,
                      (long long)HTP_ENTRY_MAX_TENSOR_BYTES);
   }
-  tensor->global_bytes = (size_t)tensor->global_count * sizeof(float);
+  tensor->global_bytes = (size_t)tensor->global_count * tensor->element_size;
   snprintf(what, sizeof what, "%s: name", where);
   return read_name(in, name, what, &tensor->name);
 }

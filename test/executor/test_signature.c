@@ -436,6 +436,73 @@ static void test_tp_and_shards(void **state) {
                       RESULT_Y, ", \"tp\": 8", "the global tensor is larger than");
 }
 
+#define SHARDED_BF16(shape, shard)                                                           \
+  "[{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"bf16\", \"shape\": " shape          \
+  ", \"shard\": " shard "}]"
+
+/* bf16 tensors: 2 bytes an element, so every byte size and byte limit
+ * counts them at 2 (sizes hand-computed); f32 tensors beside them still
+ * read as 4. Any other dtype, or a near miss of "bf16", is refused. */
+static void test_bf16(void **state) {
+  (void)state;
+  htp_signature sig;
+  expect_parsed_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"bf16\", "
+                     "\"shape\": [2, 5, 12]}, "
+                     "{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"bf16\", "
+                     "\"shape\": [6, 4], \"shard\": {\"dim\": 0, \"parts\": 2, "
+                     "\"layout\": \"qkv\"}}, "
+                     "{\"name\": \"eps\", \"role\": \"param\", \"dtype\": \"f32\", "
+                     "\"shape\": []}]",
+                     "[{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": [2, 5, 12]}]",
+                     ", \"tp\": 2", &sig);
+  assert_int_equal(sig.args[0].dtype, HTP_SIG_BF16);
+  assert_int_equal(sig.args[0].element_size, 2);
+  assert_int_equal(sig.args[0].count, 120);
+  assert_int_equal(sig.args[0].bytes, 240);
+  assert_int_equal(sig.args[0].global_bytes, 240);
+  assert_int_equal(sig.args[1].bytes, 6 * 4 * 2);
+  assert_int_equal(sig.args[1].global_count, 48);
+  assert_int_equal(sig.args[1].global_bytes, 12 * 4 * 2);
+  assert_int_equal(sig.args[2].dtype, HTP_SIG_F32);
+  assert_int_equal(sig.args[2].element_size, 4);
+  assert_int_equal(sig.args[2].bytes, 4);
+  assert_int_equal(sig.results[0].dtype, HTP_SIG_BF16);
+  assert_int_equal(sig.results[0].bytes, 240);
+  htp_signature_free(&sig);
+  /* 2^39 elements: 2^40 bytes in bf16 (the limit, accepted), 2^41 in f32. */
+#define BF16_RESULT(shape) "[{\"name\": \"y\", \"dtype\": \"bf16\", \"shape\": " shape "}]"
+  expect_parsed_with("[]", BF16_RESULT("[65536, 65536, 128]"), "", &sig);
+  assert_int_equal(sig.results[0].bytes, (size_t)1 << 40);
+  htp_signature_free(&sig);
+  expect_refused_with("[]", ONE_RESULT("[65536, 65536, 128]"), "",
+                      "results[0] is larger than 1099511627776 bytes");
+  expect_refused_with("[]", BF16_RESULT("[65536, 65536, 128, 2]"), "",
+                      "results[0] is larger than 1099511627776 bytes");
+  /* The global shape's bytes count at 2 too: 2^37 x 4 elements = 2^40 bytes. */
+  expect_parsed_with(SHARDED_BF16("[65536, 65536, 32]",
+                                  "{\"dim\": 2, \"parts\": 4, \"layout\": \"blocks\"}"),
+                     RESULT_Y, ", \"tp\": 4", &sig);
+  assert_int_equal(sig.args[0].global_bytes, (size_t)1 << 40);
+  htp_signature_free(&sig);
+  expect_refused_with(SHARDED_BF16("[65536, 65536, 32]",
+                                   "{\"dim\": 2, \"parts\": 8, \"layout\": \"blocks\"}"),
+                      RESULT_Y, ", \"tp\": 8", "the global tensor is larger than");
+  /* Unknown dtypes, for args and results. */
+  static const char *const unknown[] = {"\"f16\"", "\"BF16\"", "\"bf16 \"", "\"bf1\"",
+                                        "\"bfloat16\"", "\"f64\"", "\"\"", "16", "null",
+                                        "[\"bf16\"]"};
+  for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+    char args[160], results[160];
+    snprintf(args, sizeof args, "[{\"name\": \"x\", \"role\": \"input\", \"dtype\": %s, "
+             "\"shape\": [4]}]", unknown[i]);
+    snprintf(results, sizeof results, "[{\"name\": \"y\", \"dtype\": %s, \"shape\": [4]}]",
+             unknown[i]);
+    expect_refused_with(args, RESULT_Y, "", "args[0]: dtype must be \"f32\" or \"bf16\"");
+    expect_refused_with("[]", results, "", "results[0]: dtype must be \"f32\" or \"bf16\"");
+  }
+#undef BF16_RESULT
+}
+
 /* Names: what could rewrite a line-based format, confuse a terminal or a
  * safetensors lookup is refused. */
 static void test_names(void **state) {
@@ -487,7 +554,7 @@ int main(void) {
       cmocka_unit_test(test_bad_json),        cmocka_unit_test(test_version_and_keys),
       cmocka_unit_test(test_dims_and_sizes),  cmocka_unit_test(test_too_many_tensors),
       cmocka_unit_test(test_tp_and_shards),   cmocka_unit_test(test_names),
-      cmocka_unit_test(test_messages),
+      cmocka_unit_test(test_messages),        cmocka_unit_test(test_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
