@@ -4,7 +4,9 @@
  * straggler set into a plan (htp.h explains the rules): which stragglers
  * resize or migrate, the target time T, gamma per straggler, and per pair
  * kind the pruned / handed-off / taken-in unit counts and the flows between
- * ranks. Everything runs in rank order on caller-owned arrays, so every
+ * ranks. Migrators' and helpers' whole unit counts are the ones with the
+ * smallest predicted pair time (the slowest rank's units / speed), fewest
+ * units moved among equals, rather than gamma u rounded up per rank. Everything runs in rank order on caller-owned arrays, so every
  * rank gets the same plan bit for bit and a plan allocates nothing. The
  * planner object around it feeds the detector (detect.c) and decides when
  * to replan. htp_plan_check states the invariants in code.
@@ -141,10 +143,9 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
   }
   scratch->order = calloc(n, sizeof(int32_t));
   scratch->helpers = calloc(n, sizeof(int32_t));
-  scratch->spare = calloc(n, sizeof(double));
   scratch->keys = calloc(n, sizeof(htp__rank_key));
   scratch->need = calloc(n, sizeof(int32_t));
-  ok = ok && scratch->order && scratch->helpers && scratch->spare && scratch->keys &&
+  ok = ok && scratch->order && scratch->helpers && scratch->keys &&
        scratch->need;
   if (!ok) return -1;
   plan_reset(config, s, plan);
@@ -163,7 +164,6 @@ void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(s->flows[k]);
   free(scratch->order);
   free(scratch->helpers);
-  free(scratch->spare);
   free(scratch->keys);
   free(scratch->need);
 }
@@ -178,6 +178,8 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
   planner->work = calloc((size_t)config->world_size, sizeof(double));
   if (!planner->work ||
       htp__plan_memory_init(config, &planner->storage, &planner->scratch, &planner->plan) != 0 ||
+      htp__plan_memory_init(config, &planner->candidate_storage, &planner->candidate_scratch,
+                            &planner->candidate) != 0 ||
       htp__detector_init(&planner->detector, config->world_size) != 0) {
     htp_planner_destroy(planner);
     return HTP_ERR_NOMEM;
@@ -189,6 +191,7 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
 void htp_planner_destroy(htp_planner *planner) {
   if (!planner) return;
   htp__plan_memory_free(&planner->storage, &planner->scratch);
+  htp__plan_memory_free(&planner->candidate_storage, &planner->candidate_scratch);
   htp__detector_free(&planner->detector);
   free(planner->work);
   free(planner);
@@ -208,6 +211,20 @@ const double *htp_planner_speeds(const htp_planner *planner) {
 }
 int64_t htp_planner_iteration(const htp_planner *planner) {
   return planner ? planner->iteration : -1;
+}
+
+double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
+                          const double *speeds) {
+  double total = 0.0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    double slowest = 0.0;
+    for (int r = 0; r < plan->world_size; ++r) {
+      double t = (double)htp_plan_units(plan, (htp_pair_kind)k, r) / speeds[r];
+      if (t > slowest) slowest = t;
+    }
+    total += slowest * config->unit_cost[k];
+  }
+  return total * (double)plan->num_layers;
 }
 
 double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank) {
@@ -259,6 +276,66 @@ static void select_largest(htp__rank_key *keys, int n, int count) {
     else if (count >= i) lo = i;
     else return;
   }
+}
+
+/* Whole-unit balancing of one pair kind. Time is in units at speed 1: a
+ * rank computing L units at relative speed s takes L / s. */
+
+/* Units a migrator of speed s must hand off to finish u units within t. */
+static int64_t units_to_shed(double t, double s, int u) {
+  double fit = floor(t * s);
+  return fit >= (double)u ? 0 : u - (int64_t)fit;
+}
+
+/* Units a helper of speed s can take in on top of its own u within t. */
+static int64_t units_room(double t, double s, int u) {
+  double fit = floor(t * s);
+  double room = fit - (double)u;
+  if (room <= 0.0) return 0;
+  return room > (double)INT32_MAX ? INT32_MAX : (int64_t)room;
+}
+
+/* Whether every migrator (scratch->order[0, m)) finishes within t, shedding
+ * at most its cap, with the helpers' (scratch->helpers[0, h)) room at t
+ * covering what they shed. Monotone in t. */
+static int makespan_feasible(double t, int u, int32_t cap, const double *speeds,
+                             const htp__plan_scratch *scratch, int m, int h) {
+  int64_t need = 0, room = 0;
+  for (int i = 0; i < m; ++i) {
+    int64_t shed = units_to_shed(t, speeds[scratch->order[i]], u);
+    if (shed > cap) return 0;
+    need += shed;
+  }
+  for (int i = 0; i < h && room < need; ++i) room += units_room(t, speeds[scratch->helpers[i]], u);
+  return need <= room;
+}
+
+/* The smallest feasible makespan (it is some L / s: the feasible set is
+ * [t*, inf)), by bisection down to adjacent doubles: the counts at the
+ * returned t are the fewest moves that reach t*. At u / min migrator speed
+ * nobody needs to shed, so the bracket is always valid. Rank order only:
+ * the same bits on every rank. */
+static double min_makespan(int u, double max_gamma, const double *speeds,
+                           const htp__plan_scratch *scratch, int m, int h) {
+  int32_t cap = ceil_units(max_gamma * u);
+  if (cap > u) cap = u;
+  double hi = 0.0;
+  for (int i = 0; i < m; ++i) {
+    double t = (double)u / speeds[scratch->order[i]];
+    if (t > hi) hi = t;
+  }
+  /* u / s * s can round below u: nudge up until nobody sheds. */
+  for (int i = 0; i < 64 && !makespan_feasible(hi, u, 0, speeds, scratch, m, h); ++i)
+    hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
+  /* Below u nothing can be shed to anyone (a helper has speed <= 1). */
+  double lo = 0.5 * (double)u;
+  for (int i = 0; i < 200; ++i) {
+    double mid = lo + (hi - lo) / 2.0;
+    if (mid <= lo || mid >= hi) break;
+    if (makespan_feasible(mid, u, cap, speeds, scratch, m, h)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
 }
 
 void htp__plan_compute(const htp_planner_config *c, const double *speeds,
@@ -361,40 +438,34 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
       int32_t units = round_units(s->gamma[r] * u);
       pruned[r] = units > u ? u : units;
     }
-    int64_t total_need = 0, total_absorb = 0;
+    /* Migrators and helpers: the whole unit counts that minimise the pair's
+     * makespan (units_per_rank / speed, max over ranks; every pair ends in
+     * an all-reduce, so each kind is balanced on its own), moving as few
+     * units as reach it. Rounding gamma u up per rank instead hands off a
+     * whole extra unit for any speed a hair under the exact one (3.16 ->
+     * 4 of 6 heads at speed 0.31 with one helper), which makes the helper
+     * the slower rank. */
+    if (num_migrators == 0 || num_helpers == 0) continue;
+    double makespan = min_makespan(u, c->max_gamma, speeds, scratch, num_migrators, num_helpers);
+    int64_t placed = 0, total_absorb = 0;
     for (int i = 0; i < num_migrators; ++i) {
-      int r = scratch->order[i];
-      int32_t units = ceil_units(s->gamma[r] * u);
-      scratch->need[i] = units > u ? u : units;
-      total_need += scratch->need[i];
+      scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u);
+      placed += scratch->need[i];
     }
-    if (total_need == 0) continue;
-    double spare_sum = 0.0;
     for (int i = 0; i < num_helpers; ++i) {
       int h = scratch->helpers[i];
-      double spare = T * speeds[h] - 1.0;
-      scratch->spare[i] = spare > 0.0 ? spare : 0.0;
-      absorb[h] = ceil_units(scratch->spare[i] * u);
-      spare_sum += scratch->spare[i];
+      absorb[h] = (int32_t)units_room(makespan, speeds[h], u);
       total_absorb += absorb[h];
     }
-    /* Rounding can leave less room than the migrators need: the mildest
-     * migrators keep (and compute) what does not fit. */
-    int64_t placed = total_need < total_absorb ? total_need : total_absorb;
-    for (int i = num_migrators - 1; i >= 0 && total_need > placed; --i) {
-      int64_t cut = total_need - placed;
-      if (cut > scratch->need[i]) cut = scratch->need[i];
-      scratch->need[i] -= (int32_t)cut;
-      total_need -= cut;
-    }
     if (placed == 0) continue;
-    /* Quotas in proportion to spare capacity, largest remainder. */
+    /* Quotas in proportion to room, largest remainder: every helper stays
+     * within the makespan whatever its share. */
     int64_t given = 0;
     deficit_key *rest = keys; /* reuse: key = remainder, rank = helper */
     int num_rest = 0;
     for (int i = 0; i < num_helpers; ++i) {
       int h = scratch->helpers[i];
-      double exact = spare_sum > 0.0 ? (double)placed * scratch->spare[i] / spare_sum : 0.0;
+      double exact = (double)placed * (double)absorb[h] / (double)total_absorb;
       int32_t quota = (int32_t)floor(exact);
       if (quota > absorb[h]) quota = absorb[h];
       received[h] = quota;
@@ -489,17 +560,39 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   htp__detector *d = &planner->detector;
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
-  /* A straggler whose speed drifted replans too, as long as it still looks
-   * slow (a recovering one waits for the hysteresis); healthy ranks' drift
-   * does not (they are within the thresholds by definition). */
-  for (int r = 0; r < n && !changed; ++r)
-    if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
-        fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
-      changed = 1;
   if (changed) {
     htp__plan_compute(&planner->config, d->relative, d->straggler, &planner->scratch,
                       &planner->storage, &planner->plan);
     planner->plan.version++;
+  } else {
+    /* A straggler whose speed drifted may replan too, as long as it still
+     * looks slow (a recovering one waits for the hysteresis); healthy
+     * ranks' drift does not (they are within the thresholds by definition).
+     * Both plans are judged at the new speeds: the new one is taken only if
+     * it is predicted faster by more than HTP__REPLAN_MIN_GAIN. */
+    int drifted = 0;
+    for (int r = 0; r < n && !drifted; ++r)
+      if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
+          fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
+        drifted = 1;
+    if (drifted) {
+      htp__plan_compute(&planner->config, d->relative, d->straggler,
+                        &planner->candidate_scratch, &planner->candidate_storage,
+                        &planner->candidate);
+      double now = htp__plan_makespan(&planner->plan, &planner->config, d->relative);
+      double next = htp__plan_makespan(&planner->candidate, &planner->config, d->relative);
+      if (now > next * (1.0 + HTP__REPLAN_MIN_GAIN)) {
+        /* Swap: the views point into their own storage, which moves along. */
+        htp__plan_storage storage = planner->storage;
+        htp_plan plan = planner->plan;
+        planner->storage = planner->candidate_storage;
+        planner->plan = planner->candidate;
+        planner->candidate_storage = storage;
+        planner->candidate = plan;
+        planner->plan.version = planner->candidate.version + 1;
+        changed = 1;
+      }
+    }
   }
   if (replanned) *replanned = changed;
   return HTP_OK;

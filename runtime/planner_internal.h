@@ -50,7 +50,6 @@ typedef struct htp__plan_storage {
 typedef struct htp__plan_scratch {
   int32_t *order;        /* stragglers: migrators then resizers, by deficit */
   int32_t *helpers;      /* healthy ranks in rank order */
-  double *spare;         /* helper spare capacity (work fraction) */
   htp__rank_key *keys;   /* stragglers by deficit, then helpers by remainder */
   int32_t *need;         /* units a migrator hands off (one kind) */
 } htp__plan_scratch;
@@ -71,12 +70,31 @@ void htp__plan_compute(const htp_planner_config *config, const double *speeds,
                        const uint8_t *stragglers, htp__plan_scratch *scratch,
                        htp__plan_storage *storage, htp_plan *plan);
 
+/* A drifting straggler replans only when the new plan's predicted makespan
+ * (htp__plan_makespan at the new speeds) beats the current plan's by more
+ * than this fraction: near a rounding boundary of the unit counts, speed
+ * noise alone would otherwise flip the plan (and move weights) back and
+ * forth for a gain below what the noise itself costs. */
+#define HTP__REPLAN_MIN_GAIN 0.03
+
+/* Predicted time of one iteration under the plan at the given relative
+ * speeds ([world] in (0, 1]): per pair kind the slowest rank's units / speed
+ * (every pair ends in an all-reduce), times unit_cost, summed over kinds and
+ * layers. 1 per unit of unit_cost at speed 1. */
+double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
+                          const double *speeds);
+
 struct htp_planner {
   htp_planner_config config;
   htp__detector detector;
   htp__plan_storage storage;
   htp__plan_scratch scratch;
   htp_plan plan;
+  /* The plan a drifting straggler would get, made beside the current one
+   * and swapped in only when it gains enough (HTP__REPLAN_MIN_GAIN). */
+  htp__plan_storage candidate_storage;
+  htp__plan_scratch candidate_scratch;
+  htp_plan candidate;
   double *work;          /* [world] work per rank under the current plan */
   int64_t iteration;
   char message[HTP__PLANNER_MESSAGE_SIZE];

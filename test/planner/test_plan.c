@@ -109,7 +109,9 @@ static void test_02_resize(void **unused) {
 }
 
 /* 3: migrate: target time from spare capacity (closed form), nothing pruned,
- * helpers share the excess in proportion to spare capacity. */
+ * equal helpers share the excess equally. Whole units: 507 handed off
+ * leaves 193 / 0.25 = 772, the helpers 700 + ceil(507 / 7) = 773; 506
+ * would leave 776 (also ceil(gamma 700) = 507 here). */
 static void test_03_migrate(void **unused) {
   (void)unused;
   htp_planner_config c = make_config(8, HTP_POLICY_MIGRATE, 8, 700);
@@ -406,9 +408,11 @@ static void test_10_cap_and_none(void **unused) {
  *   migrates); T = (2 helpers + 1 migrator) / (1 + 1 + 0.4) = 1.25;
  *   gamma_3 = 1 - 1.25 * 0.4 = 0.5, gamma_2 = max(0, 1 - 1.25 * 0.8) = 0,
  *   so rank 2 sheds nothing and keeps (action keep);
- *   heads: rank 3 hands off ceil(0.5 * 4) = 2, each helper's spare
- *   1.25 - 1 = 0.25 absorbs ceil(0.25 * 4) = 1: flows 3->0 (1), 3->1 (1);
- *   MLP: 4 handed off, 2 absorbed per helper: flows 3->0 (2), 3->1 (2). */
+ *   heads: handing off 2 of 4 gives rank 3 2 / 0.4 = 5 and each helper
+ *   5 (1 more each; 1 handed off leaves 3 / 0.4 = 7.5, 3 gives a helper 6),
+ *   so each helper has room for 1: flows 3->0 (1), 3->1 (1);
+ *   MLP: 4 handed off (4 / 0.4 = 10 = 8 + 2), 2 per helper: flows 3->0 (2),
+ *   3->1 (2). */
 static void test_11_pure_planning_step(void **unused) {
   (void)unused;
   htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 8);
@@ -422,7 +426,7 @@ static void test_11_pure_planning_step(void **unused) {
     /* garbage scratch must not matter */
     memset(scratch[i].order, 0x5a + i, 4 * sizeof(int32_t));
     memset(scratch[i].need, 0x7f, 4 * sizeof(int32_t));
-    for (int r = 0; r < 4; ++r) scratch[i].spare[r] = 1e300 * (i + 1);
+    memset(scratch[i].helpers, 0x33 + i, 4 * sizeof(int32_t));
     htp__plan_compute(&c, speeds, stragglers, &scratch[i], &storage[i], &plans[i]);
   }
   const htp_plan *plan = &plans[0];
@@ -471,6 +475,193 @@ static void test_12_pair_encoding(void **unused) {
   assert_int_equal(htp_num_pairs(3), 6);
 }
 
+/* Independent reference for one pair kind: the smallest makespan (max over
+ * ranks of units / speed) over every number of units each migrator hands
+ * off (0..cap, odometer), with the handed-off units dealt one at a time to
+ * the helper that would finish it first (optimal for identical units), and
+ * among those the fewest units moved. */
+static void brute_force_kind(int n, int u, int cap, const double *speeds, const uint8_t *migrator,
+                             double *best_time, int *best_moved) {
+  int shed[8] = {0}, load[8];
+  *best_time = INFINITY;
+  *best_moved = 0;
+  for (;;) {
+    int moved = 0;
+    for (int r = 0; r < n; ++r) {
+      load[r] = migrator[r] ? u - shed[r] : u;
+      moved += shed[r];
+    }
+    for (int unit = 0; unit < moved; ++unit) {
+      int best = -1;
+      for (int r = 0; r < n; ++r)
+        if (!migrator[r] && (best < 0 || (load[r] + 1) / speeds[r] < (load[best] + 1) / speeds[best]))
+          best = r;
+      load[best]++;
+    }
+    double t = 0.0;
+    for (int r = 0; r < n; ++r)
+      if (load[r] / speeds[r] > t) t = load[r] / speeds[r];
+    if (t < *best_time * (1 - 1e-12) || (t <= *best_time * (1 + 1e-12) && moved < *best_moved)) {
+      *best_time = t;
+      *best_moved = moved;
+    }
+    int r = 0;
+    while (r < n && (!migrator[r] || shed[r] == cap)) {
+      if (migrator[r]) shed[r] = 0;
+      ++r;
+    }
+    if (r == n) break;
+    shed[r]++;
+  }
+}
+
+/* The plan's time and moved units for one kind. */
+static void plan_kind(const htp_plan *plan, int k, const double *speeds, double *time, int *moved) {
+  *time = 0.0;
+  *moved = 0;
+  for (int r = 0; r < plan->world_size; ++r) {
+    double t = htp_plan_units(plan, (htp_pair_kind)k, r) / speeds[r];
+    if (t > *time) *time = t;
+    *moved += plan->sent[k * plan->world_size + r];
+  }
+}
+
+/* 13: one 3x straggler at tp 2, 6 heads and 24 MLP units per rank (ViT-B's
+ * 12 heads and 48 units of 64 over 2 ranks), measured anywhere in
+ * 0.30..0.36: the plan's unit counts give the smallest makespan a whole
+ * unit count can, with the fewest units moved. Rounding each rank's share
+ * up gave 4 heads at 0.31 (the helper then computes 10 against the
+ * straggler's 2 / 0.31 = 6.5). Worked by hand: 3 heads throughout (4 is
+ * better only below 0.30), 12 MLP units at 1/3 (12 / s <= 37 needs
+ * s >= 12/37), 13 at 0.31 and 0.32. SEMI migrates here too. */
+static void test_13_whole_units_tp2(void **unused) {
+  (void)unused;
+  for (int policy = HTP_POLICY_MIGRATE; policy <= HTP_POLICY_SEMI; ++policy) {
+    htp_planner_config c = make_config(2, (htp_policy)policy, 6, 24);
+    htp_planner *p = make(&c);
+    const uint8_t migrator[2] = {0, 1};
+    for (int step = 0; step <= 60; ++step) {
+      double speeds[2] = {1.0, 0.30 + 0.001 * step};
+      assert_int_equal(htp_planner_plan_speeds(p, speeds, migrator), HTP_OK);
+      const htp_plan *plan = htp_planner_plan(p);
+      assert_valid(plan);
+      assert_int_equal(plan->action[1], HTP_ACTION_MIGRATE);
+      for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+        double want_time, got_time;
+        int want_moved, got_moved;
+        brute_force_kind(2, c.units_per_rank[k], c.units_per_rank[k], speeds, migrator,
+                         &want_time, &want_moved);
+        plan_kind(plan, k, speeds, &got_time, &got_moved);
+        if (!(got_time <= want_time * (1 + 1e-12)) || got_moved != want_moved)
+          fail_msg("speed %.3f kind %d: plan %d units (time %g), best %d (time %g)", speeds[1], k,
+                   got_moved, got_time, want_moved, want_time);
+      }
+    }
+    const double cases[][3] = {{1.0 / 3.0, 3, 12}, {0.31, 3, 13}, {0.32, 3, 13}, {0.35, 3, 12}};
+    for (int i = 0; i < 4; ++i) {
+      double speeds[2] = {1.0, cases[i][0]};
+      assert_int_equal(htp_planner_plan_speeds(p, speeds, migrator), HTP_OK);
+      const htp_plan *plan = htp_planner_plan(p);
+      assert_int_equal(plan->sent[HTP_PAIR_ATTENTION * 2 + 1], (int)cases[i][1]);
+      assert_int_equal(plan->sent[HTP_PAIR_MLP * 2 + 1], (int)cases[i][2]);
+      assert_int_equal(plan->received[HTP_PAIR_MLP * 2 + 0], (int)cases[i][2]);
+      assert_int_equal(plan->absorb[HTP_PAIR_ATTENTION * 2 + 0] >= (int)cases[i][1], 1);
+    }
+    htp_planner_destroy(p);
+  }
+}
+
+/* 14: the same rule for random small worlds (2..6 ranks, 1..3 migrators,
+ * helpers of unequal speed, max_gamma caps): against the brute force. */
+static void test_14_whole_units_random(void **unused) {
+  (void)unused;
+  uint64_t rng = 1234;
+  for (int trial = 0; trial < 400; ++trial) {
+    int n = 2 + (int)(uniform(&rng) * 5);
+    int u = 1 + (int)(uniform(&rng) * 6);
+    htp_planner_config c = make_config(n, HTP_POLICY_MIGRATE, u, u);
+    c.max_gamma = trial % 3 == 0 ? 0.5 : 0.95;
+    double speeds[8];
+    uint8_t migrator[8];
+    int migrators = 0;
+    for (int r = 0; r < n; ++r) {
+      migrator[r] = r > 0 && migrators < 3 && uniform(&rng) < 0.4;
+      migrators += migrator[r];
+      speeds[r] = migrator[r] ? 0.1 + 0.6 * uniform(&rng) : 0.8 + 0.2 * uniform(&rng);
+    }
+    htp_planner *p = make(&c);
+    assert_int_equal(htp_planner_plan_speeds(p, speeds, migrator), HTP_OK);
+    const htp_plan *plan = htp_planner_plan(p);
+    assert_valid(plan);
+    int cap = (int)ceil(c.max_gamma * u - 1e-9);
+    double want_time, got_time;
+    int want_moved, got_moved;
+    brute_force_kind(n, u, cap > u ? u : cap, speeds, migrator, &want_time, &want_moved);
+    plan_kind(plan, HTP_PAIR_MLP, speeds, &got_time, &got_moved);
+    if (!(got_time <= want_time * (1 + 1e-12)) || got_moved != want_moved)
+      fail_msg("trial %d (n %d u %d): plan moves %d (time %g), best %d (time %g)", trial, n, u,
+               got_moved, got_time, want_moved, want_time);
+    htp_planner_destroy(p);
+  }
+}
+
+/* Feeds one iteration in which rank r computes at speeds[r] (no smoothing
+ * in the callers: alpha 1), so the detector measures exactly speeds. */
+static int observe_at(htp_planner *p, const htp_planner_config *c, const double *speeds) {
+  double seconds[2];
+  int replanned = 0;
+  for (int r = 0; r < 2; ++r)
+    seconds[r] = htp_plan_rank_work(htp_planner_plan(p), c, r) / speeds[r];
+  assert_int_equal(htp_planner_observe(p, seconds, &replanned), HTP_OK);
+  return replanned;
+}
+
+/* 15: replanning hysteresis at tp 2: a 2% wobble of the straggler's speed
+ * never replans; a drift past replan_delta replans only when the new plan
+ * is predicted faster by more than HTP__REPLAN_MIN_GAIN (1/3 -> 0.39 would
+ * hand off 11 MLP units instead of 12: 44 against 45, 2.3%, kept), and a
+ * real change (0.25: 4 heads + 15 units, 49 against 60) does replan. */
+static void test_15_replan_gain(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 6, 24);
+  c.num_layers = 1;
+  c.ewma_alpha = 1.0;
+  htp_planner *p = make(&c);
+  double speeds[2] = {1.0, 1.0 / 3.0};
+  int replans = 0;
+  for (int it = 0; it < 3; ++it) replans += observe_at(p, &c, speeds);
+  assert_int_equal(replans, 1);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_int_equal(plan->sent[1], 3);
+  assert_int_equal(plan->sent[2 + 1], 12);
+  assert_near(htp__plan_makespan(plan, &c, speeds), 9.0 + 36.0, 1e-9);
+  int64_t version = plan->version;
+  uint64_t rng = 99;
+  for (int it = 0; it < 50; ++it) {
+    speeds[1] = (1.0 / 3.0) * (0.98 + 0.04 * uniform(&rng));
+    assert_false(observe_at(p, &c, speeds));
+  }
+  speeds[1] = 0.39;
+  for (int it = 0; it < 5; ++it) assert_false(observe_at(p, &c, speeds));
+  assert_int_equal(htp_planner_plan(p)->version, version);
+  assert_int_equal(htp_planner_plan(p)->sent[2 + 1], 12);
+  speeds[1] = 0.25;
+  assert_true(observe_at(p, &c, speeds));
+  plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_int_equal(plan->version, version + 1);
+  assert_int_equal(plan->sent[1], 4);
+  assert_int_equal(plan->sent[2 + 1], 15);
+  assert_near(plan->speed[1], 0.25, 0.0);
+  assert_false(observe_at(p, &c, speeds));
+  /* The swapped-out plan's storage is reused for the next candidate: the
+   * current plan stays intact through a rejected candidate. */
+  speeds[1] = 0.31;
+  for (int it = 0; it < 3; ++it) observe_at(p, &c, speeds);
+  assert_valid(htp_planner_plan(p));
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -479,6 +670,8 @@ int main(void) {
       cmocka_unit_test(test_07_hysteresis),      cmocka_unit_test(test_08_identical_plans),
       cmocka_unit_test(test_09_large),           cmocka_unit_test(test_10_cap_and_none),
       cmocka_unit_test(test_11_pure_planning_step), cmocka_unit_test(test_12_pair_encoding),
+      cmocka_unit_test(test_13_whole_units_tp2),  cmocka_unit_test(test_14_whole_units_random),
+      cmocka_unit_test(test_15_replan_gain),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
