@@ -49,11 +49,15 @@ inline constexpr int64_t kWorkspaceAlignment = 64;
 
 /// Checks that `type` is a tensor the runtime can take: rank <= 8
 /// (HTP_ENTRY_MAX_RANK), every dim from 1 to HTP_ENTRY_MAX_DIM, and at most
-/// HTP_ENTRY_MAX_TENSOR_BYTES of f32, computed without overflow. `what`
+/// HTP_ENTRY_MAX_TENSOR_BYTES of its element type (4 bytes per f32, 2 per
+/// bf16), computed without overflow. `what`
 /// names the value in the diagnostic ("operand #1"); non-tensors and
 /// dynamic shapes are left to the type constraints.
 LogicalResult verifyTensorTypeLimits(llvm::function_ref<InFlightDiagnostic()> emitError,
                                      Type type, const llvm::Twine &what);
+
+/// Bytes of one element of an htp tensor: 4 for f32, 2 for bf16.
+int64_t elementBytes(Type elementType);
 } // namespace mlir::htp
 
 #endif // HTP_DIALECT_HTPDIALECT_H

@@ -10,7 +10,9 @@
 #include "runtime/htp_entry.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
@@ -23,6 +25,15 @@ static std::string shapeString(RankedTensorType type) {
   std::string text;
   llvm::raw_string_ostream os(text);
   llvm::interleave(type.getShape(), os, "x");
+  return text;
+}
+
+/// Prints a type as the IR writes it ("bf16"), without the quotes a
+/// diagnostic puts around a streamed type.
+static std::string typeString(Type type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  type.print(os);
   return text;
 }
 
@@ -42,9 +53,10 @@ LogicalResult mlir::htp::verifyTensorTypeLimits(function_ref<InFlightDiagnostic(
   if (tensor.getRank() > HTP_ENTRY_MAX_RANK)
     return emitError() << what << " has rank " << tensor.getRank() << ", above "
                        << int64_t(HTP_ENTRY_MAX_RANK) << " (HTP_ENTRY_MAX_RANK)";
-  // Elements times 4 bytes, each step checked: dims up to 2^31-1 in 8 dims
-  // overflow int64 long before the byte limit is compared.
-  std::optional<int64_t> bytes = static_cast<int64_t>(sizeof(float));
+  // Elements times the element's bytes (4 for f32, 2 for bf16), each step
+  // checked: dims up to 2^31-1 in 8 dims overflow int64 long before the
+  // byte limit is compared.
+  std::optional<int64_t> bytes = elementBytes(tensor.getElementType());
   for (auto [index, size] : llvm::enumerate(tensor.getShape())) {
     if (size < 1)
       return emitError() << what << " has a zero-sized dim (dim " << index << " of ["
@@ -57,7 +69,71 @@ LogicalResult mlir::htp::verifyTensorTypeLimits(function_ref<InFlightDiagnostic(
   }
   if (!bytes || *bytes > HTP_ENTRY_MAX_TENSOR_BYTES)
     return emitError() << what << " [" << shapeString(tensor)
-                       << "] holds more than 2^40 bytes of f32 (HTP_ENTRY_MAX_TENSOR_BYTES)";
+                       << "] holds more than 2^40 bytes of " << typeString(tensor.getElementType())
+                       << " (HTP_ENTRY_MAX_TENSOR_BYTES)";
+  return success();
+}
+
+int64_t mlir::htp::elementBytes(Type elementType) {
+  // Sub-byte types do not reach here: HTP_Tensor admits f32 and bf16.
+  return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
+}
+
+/// The name each op's description gives its operand `index`. Every
+/// optional operand comes last, so an index maps to one name.
+static std::string operandName(Operation *op, unsigned index) {
+  ArrayRef<StringRef> names =
+      llvm::TypeSwitch<Operation *, ArrayRef<StringRef>>(op)
+          .Case<LinearOp, LayerNormOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "weight", "bias"};
+            return ArrayRef(names);
+          })
+          .Case<AttentionOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "qkv weight", "qkv bias",
+                                                  "proj weight", "proj bias"};
+            return ArrayRef(names);
+          })
+          .Case<MLPOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "fc1 weight", "fc2 weight",
+                                                  "fc1 bias"};
+            return ArrayRef(names);
+          })
+          .Case<BiasAddOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "bias"};
+            return ArrayRef(names);
+          })
+          .Case<AddOp>([](auto) {
+            static constexpr StringRef names[] = {"lhs", "rhs"};
+            return ArrayRef(names);
+          })
+          .Default([](Operation *) { // gelu, all_reduce
+            static constexpr StringRef names[] = {"input"};
+            return ArrayRef(names);
+          });
+  if (index < names.size())
+    return names[index].str();
+  return "operand #" + std::to_string(index);
+}
+
+LogicalResult mlir::htp::verifyOneElementType(Operation *op) {
+  if (op->getNumOperands() == 0)
+    return success();
+  // The first operand (the input, or lhs) sets the op's element type.
+  Type expected = getElementTypeOrSelf(op->getOperand(0).getType());
+  auto check = [&](Type type, const std::string &what) -> LogicalResult {
+    Type element = getElementTypeOrSelf(type);
+    if (element == expected)
+      return success();
+    return op->emitOpError() << what << " has element type " << typeString(element)
+                             << " but " << operandName(op, 0) << " has " << typeString(expected)
+                             << " (an htp block is all f32 or all bf16)";
+  };
+  for (OpOperand &operand : op->getOpOperands().drop_front())
+    if (failed(check(operand.get().getType(), operandName(op, operand.getOperandNumber()))))
+      return failure();
+  for (OpResult result : op->getResults()) // htp ops have one
+    if (failed(check(result.getType(), "result")))
+      return failure();
   return success();
 }
 

@@ -19,6 +19,18 @@ namespace mlir::htp {
 /// of runtime/htp_entry.h (rank, dims from 1 to 2^31-1, bytes).
 LogicalResult verifyTensorLimits(Operation *op);
 
+/// Checks that every tensor operand and result of `op` has the element type
+/// of its first operand, naming the operand (or the result) that differs.
+LogicalResult verifyOneElementType(Operation *op);
+
+/// The HTP_OneElementType trait of every htp op (HTPOps.td): a block is
+/// all f32 or all bf16, op by op.
+template <typename ConcreteType>
+class OneElementType : public OpTrait::TraitBase<ConcreteType, OneElementType> {
+public:
+  static LogicalResult verifyTrait(Operation *op) { return verifyOneElementType(op); }
+};
+
 /// The HTP_TensorLimits trait of every htp op (HTPOps.td).
 template <typename ConcreteType>
 class TensorLimits : public OpTrait::TraitBase<ConcreteType, TensorLimits> {

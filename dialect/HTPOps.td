@@ -1,7 +1,7 @@
 //===- HTPOps.td - The htp dialect and its ops ---------------*- tablegen -*-===//
 //
 // The htp dialect describes transformer blocks as value-semantics ops on
-// static f32 tensors: the unit the tensor-parallel and balancing passes reason
+// static f32 or bf16 tensors: the unit the tensor-parallel and balancing passes reason
 // about is an op (a linear layer, an attention block), not a loop nest.
 // Verifiers reject every shape that does not fit, naming the dims, and every
 // tensor or attribute beyond what the runtime and BLAS can take (the limits of
@@ -21,8 +21,10 @@ def HTP_Dialect : Dialect {
   let name = "htp";
   let summary = "Transformer blocks for heterogeneous tensor parallelism";
   let description = [{
-    Value-semantics ops on static f32 tensors describing transformer blocks
-    (ViT first). Function arguments that are parameters carry
+    Value-semantics ops on static f32 or bf16 tensors describing transformer
+    blocks (ViT first). A block is all f32 or all bf16: every tensor operand
+    and result of an op has one element type (weights and activations
+    alike); a bf16 op computes in f32 and rounds each output once. Function arguments that are parameters carry
     `{htp.param = "blocks.0.attn.qkv.weight"}` (timm's names) so checkpoints
     bind without renaming; data inputs may carry `{htp.input = "x"}`.
 
@@ -46,8 +48,16 @@ def HTP_Dialect : Dialect {
 
 include "dialect/HTPAttrs.td"
 
-/// Every htp tensor is a ranked, statically shaped f32 tensor.
-def HTP_Tensor : StaticShapeTensorOf<[F32]>;
+/// Every htp tensor is a ranked, statically shaped f32 or bf16 tensor.
+def HTP_Tensor : StaticShapeTensorOf<[F32, BF16]>;
+
+/// All tensor operands and results of an op share one element type; the
+/// diagnostic names the operand that differs (verifyOneElementType in
+/// HTPOps.cpp). First among an op's traits, so it speaks before
+/// SameOperandsAndResultType's less specific message.
+def HTP_OneElementType : NativeOpTrait<"OneElementType"> {
+  let cppNamespace = "::mlir::htp";
+}
 
 /// Every operand and result within the limits of runtime/htp_entry.h (rank,
 /// dims >= 1 and <= 2^31-1, bytes); see verifyTensorLimits in HTPOps.cpp.
@@ -58,13 +68,15 @@ def HTP_TensorLimits : NativeOpTrait<"TensorLimits"> {
 /// The shape rules every op description ends with.
 defvar HTP_LimitsDoc = [{
 
-    Every operand and result has rank at most 8 and dims from 1 to 2^31-1
-    (a zero-sized dim is an error, not an empty computation) and holds at
-    most 2^40 bytes.
+    Every operand and result is f32 or bf16, all of one element type, has
+    rank at most 8 and dims from 1 to 2^31-1 (a zero-sized dim is an error,
+    not an empty computation) and holds at most 2^40 bytes (4 bytes per f32
+    element, 2 per bf16).
   }];
 
 class HTP_Op<string mnemonic, list<Trait> traits = []>
-    : Op<HTP_Dialect, mnemonic, !listconcat(traits, [Pure, HTP_TensorLimits])> {
+    : Op<HTP_Dialect, mnemonic,
+         !listconcat([HTP_OneElementType], traits, [Pure, HTP_TensorLimits])> {
   let hasVerifier = 1;
 }
 
@@ -78,6 +90,8 @@ def HTP_LinearOp : HTP_Op<"linear"> {
     ```mlir
     %y = htp.linear %x, %w, %b : (tensor<8x197x768xf32>, tensor<3072x768xf32>,
                                   tensor<3072xf32>) -> tensor<8x197x3072xf32>
+    %z = htp.linear %u, %v : (tensor<8x197x768xbf16>, tensor<3072x768xbf16>)
+                           -> tensor<8x197x3072xbf16>
     ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight,
@@ -131,11 +145,14 @@ def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
   let description = [{
     `y = (x - mean) / sqrt(var + epsilon) · weight + bias`, with the biased
     variance as in PyTorch; `weight` and `bias` are `[dim]`; `epsilon` is
-    positive and finite.
+    positive and finite. `epsilon` stays an f32 attribute in a bf16 block, whose
+    mean and variance are computed in f32 too.
 
     ```mlir
     %y = htp.layer_norm %x, %g, %b {epsilon = 1.0e-06 : f32}
         : (tensor<8x197x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
+    %z = htp.layer_norm %u, %h, %c {epsilon = 1.0e-06 : f32}
+        : (tensor<8x197x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> tensor<8x197x768xbf16>
     ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$bias,
@@ -171,6 +188,7 @@ def HTP_AddOp : HTP_Op<"add", [SameOperandsAndResultType]> {
 
     ```mlir
     %y = htp.add %a, %b : tensor<8x197x768xf32>
+    %z = htp.add %c, %d : tensor<8x197x768xbf16>
     ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$lhs, HTP_Tensor:$rhs);
@@ -230,7 +248,8 @@ def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
   let description = [{
     Produced by the tensor-parallel pass after each row-parallel linear: every
     rank contributes its partial sum and receives the total. `group` names the
-    communicator (`"tp"` by default).
+    communicator (`"tp"` by default). A bf16 sum is accumulated in f32 and
+    rounded once.
 
     ```mlir
     %y = htp.all_reduce %partial {group = "tp"} : tensor<8x197x768xf32>

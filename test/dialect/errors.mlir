@@ -34,7 +34,7 @@ func.func @linear_result(%x: tensor<2x12xf32>, %w: tensor<7x12xf32>) -> tensor<2
 // -----
 
 func.func @linear_dynamic(%x: tensor<?x12xf32>, %w: tensor<7x12xf32>) -> tensor<2x7xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values}}
   %y = htp.linear %x, %w : (tensor<?x12xf32>, tensor<7x12xf32>) -> tensor<2x7xf32>
   return %y : tensor<2x7xf32>
 }
@@ -42,7 +42,7 @@ func.func @linear_dynamic(%x: tensor<?x12xf32>, %w: tensor<7x12xf32>) -> tensor<
 // -----
 
 func.func @linear_f16(%x: tensor<2x12xf16>, %w: tensor<7x12xf32>) -> tensor<2x7xf32> {
-  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float values}}
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type values}}
   %y = htp.linear %x, %w : (tensor<2x12xf16>, tensor<7x12xf32>) -> tensor<2x7xf32>
   return %y : tensor<2x7xf32>
 }
