@@ -1,7 +1,9 @@
 /*===- test/executor/test_safetensors.c - safetensors reader tests -------===*
  *
  * A valid file round trips (values compared with memcmp, F16/BF16/F64
- * converted); every corrupt case is refused with a message saying why.
+ * converted); BF16 reads into bf16 byte for byte and F32 rounds to it (bit
+ * patterns written out by hand); every corrupt case is refused with a
+ * message saying why.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/safetensors.h"
 
@@ -277,6 +279,79 @@ static void test_overlapping(void **state) {
                         12, "overlap");
 }
 
+/* htp_safetensors_read_bf16: BF16 as stored, F32 rounded to nearest even
+ * (expected bit patterns by hand), anything else refused by name. */
+static void test_read_bf16(void **state) {
+  (void)state;
+  const char *header =
+      "{\"b\": {\"dtype\": \"BF16\", \"shape\": [5], \"data_offsets\": [0, 10]},"
+      " \"f\": {\"dtype\": \"F32\", \"shape\": [8], \"data_offsets\": [12, 44]},"
+      " \"h\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [44, 48]},"
+      " \"d\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [48, 56]}}";
+  /* The F32 words start at data offset 12, and the data section at 8 + the
+   * header's length: nothing promises they are aligned (the reader copies). */
+  image file = make_image(header, 56);
+  unsigned char *data = file.bytes + file.size - 56;
+  /* Any bit patterns, a NaN and an infinity among them: copied unchanged. */
+  const uint16_t brains[5] = {0x3f80, 0xbf00, 0x7fc1, 0xff80, 0x0001};
+  memcpy(data, brains, 10);
+  /* f32 -> bf16, round to nearest even on the low 16 bits:
+   *   0x3f808000 (a tie, even below) -> 0x3f80   0x3f818000 (a tie, odd below) -> 0x3f82
+   *   0x3f808001 (above the tie)     -> 0x3f81   0x3f807fff (below the tie)    -> 0x3f80
+   *   0x7f7fffff (FLT_MAX)           -> 0x7f80 (inf)   0xff800000 (-inf)     -> 0xff80
+   *   0x7f800001 (a signalling NaN)  -> a NaN (0x7fc0: exponent all ones, mantissa set)
+   *   0x80000000 (-0)                -> 0x8000 */
+  const uint32_t words[8] = {0x3f808000, 0x3f818000, 0x3f808001, 0x3f807fff,
+                             0x7f7fffff, 0xff800000, 0x7f800001, 0x80000000};
+  memcpy(data + 12, words, 32);
+  htp_safetensors st;
+  char err[256];
+  assert_int_equal(htp_safetensors_parse(file.bytes, file.size, &st, err, sizeof err), 0);
+  uint16_t out[8];
+  assert_int_equal(htp_safetensors_read_bf16(&st, htp_safetensors_find(&st, "b"), out, err,
+                                             sizeof err), 0);
+  assert_memory_equal(out, brains, sizeof brains);
+  assert_int_equal(htp_safetensors_read_bf16(&st, htp_safetensors_find(&st, "f"), out, err,
+                                             sizeof err), 0);
+  const uint16_t expected[6] = {0x3f80, 0x3f82, 0x3f81, 0x3f80, 0x7f80, 0xff80};
+  assert_memory_equal(out, expected, sizeof expected);
+  assert_true((out[6] & 0x7f80) == 0x7f80 && (out[6] & 0x007f) != 0);
+  assert_int_equal(out[7], 0x8000);
+  /* F16 and F64 are not bound to bf16: the message names the tensor. */
+  assert_int_not_equal(htp_safetensors_read_bf16(&st, htp_safetensors_find(&st, "h"), out, err,
+                                                 sizeof err), 0);
+  assert_non_null(strstr(err, "tensor 'h' has dtype F16"));
+  assert_non_null(strstr(err, "BF16"));
+  assert_int_not_equal(htp_safetensors_read_bf16(&st, htp_safetensors_find(&st, "d"), out, err,
+                                                 sizeof err), 0);
+  assert_non_null(strstr(err, "tensor 'd' has dtype F64"));
+  /* BF16 widened to f32 is exact: the top half of the f32 word. */
+  float wide[5];
+  assert_int_equal(htp_safetensors_read_f32(&st, htp_safetensors_find(&st, "b"), wide, err,
+                                            sizeof err), 0);
+  for (int i = 0; i < 5; i++) {
+    uint32_t bits;
+    memcpy(&bits, &wide[i], 4);
+    assert_int_equal(bits, (uint32_t)brains[i] << 16);
+  }
+  htp_safetensors_close(&st);
+  free(file.bytes);
+}
+
+/* A BF16 tensor whose byte range is not 2 bytes an element: refused when
+ * the file is parsed, before any reader sees it. */
+static void test_bf16_wrong_byte_count(void **state) {
+  (void)state;
+  expect_header_failure("{\"a\": {\"dtype\": \"BF16\", \"shape\": [2, 3], "
+                        "\"data_offsets\": [0, 24]}}", 24,
+                        "tensor 'a' (BF16, 2 dims) needs 12 bytes but its data_offsets hold 24");
+  expect_header_failure("{\"a\": {\"dtype\": \"BF16\", \"shape\": [3], "
+                        "\"data_offsets\": [0, 5]}}", 6, "needs 6 bytes but its data_offsets "
+                        "hold 5");
+  expect_header_failure("{\"a\": {\"dtype\": \"BF16\", \"shape\": [4], "
+                        "\"data_offsets\": [0, 8]}}", 6, "outside the 6 data bytes");
+}
+
 static void test_wrong_byte_count(void **state) {
   (void)state;
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8,
@@ -369,6 +444,8 @@ int main(void) {
       cmocka_unit_test(test_offsets_out_of_range),
       cmocka_unit_test(test_overlapping),
       cmocka_unit_test(test_wrong_byte_count),
+      cmocka_unit_test(test_read_bf16),
+      cmocka_unit_test(test_bf16_wrong_byte_count),
       cmocka_unit_test(test_unsupported_dtype),
       cmocka_unit_test(test_open_missing_file),
       cmocka_unit_test(test_open_non_regular),

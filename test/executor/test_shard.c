@@ -1,8 +1,9 @@
 /*===- test/executor/test_shard.c - Slicing global tensors for ranks -------===*
  *
  * htp_shard_slice against a naive element-by-element reference for every
- * layout, rank and part; the parts of a tensor together hold every global
- * element exactly once; bad requests are refused with a message. Also
+ * layout, rank and part, with 4-byte (f32) and 2-byte (bf16) elements; the
+ * parts of a tensor together hold every global element exactly once; bad
+ * requests are refused with a message. Also
  * htp_format_shape, how htp-run prints the shapes.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/shape.h"
@@ -42,34 +43,62 @@ static int64_t reference_index(int rank, const int64_t *local_dims, int dim, int
   return global;
 }
 
-/* Slices every part of a global tensor whose values are their own index
- * and checks each element and that the parts cover the tensor once. */
-static void check_layout(int rank, const int64_t *local_dims, int dim, int parts,
-                         htp_shard_layout layout) {
+/* Element i of a buffer of element_size-byte elements, as an integer: the
+ * tests store each element's global index in it (uint32 or uint16, so the
+ * check never depends on float values). */
+static int64_t element_at(const unsigned char *data, size_t element_size, int64_t i) {
+  if (element_size == 4) {
+    uint32_t value;
+    memcpy(&value, data + 4 * i, 4);
+    return value;
+  }
+  uint16_t value;
+  memcpy(&value, data + 2 * i, 2);
+  return value;
+}
+
+static void set_element(unsigned char *data, size_t element_size, int64_t i, int64_t value) {
+  if (element_size == 4) {
+    uint32_t word = (uint32_t)value;
+    memcpy(data + 4 * i, &word, 4);
+  } else {
+    uint16_t half = (uint16_t)value;
+    memcpy(data + 2 * i, &half, 2);
+  }
+}
+
+/* Slices every part of a global tensor whose elements hold their own index
+ * and checks each element and that the parts cover the tensor once; both
+ * element sizes (the tests stay below 2^16 elements). */
+static void check_layout_sized(size_t element_size, int rank, const int64_t *local_dims, int dim,
+                               int parts, htp_shard_layout layout) {
   int64_t local_count = 1;
   for (int d = 0; d < rank; d++)
     local_count *= local_dims[d];
   int64_t global_count = local_count * (layout == HTP_SHARD_NONE ? 1 : parts);
-  float *global = malloc((size_t)global_count * sizeof *global);
-  float *local = malloc((size_t)(local_count ? local_count : 1) * sizeof *local);
+  assert_true(global_count < 65536);
+  unsigned char *global = malloc((size_t)global_count * element_size);
+  /* Exactly the slice's bytes, so ASan sees a write past it. */
+  unsigned char *local = malloc((size_t)(local_count ? local_count : 1) * element_size);
   int *seen = calloc((size_t)global_count + 1, sizeof *seen);
   assert_non_null(global);
   assert_non_null(local);
   assert_non_null(seen);
   for (int64_t i = 0; i < global_count; i++)
-    global[i] = (float)i; /* exact: the tests stay below 2^24 elements */
+    set_element(global, element_size, i, i);
   int count_parts = layout == HTP_SHARD_NONE ? 1 : parts;
   for (int part = 0; part < count_parts; part++) {
     char err[256] = "";
-    memset(local, 0xff, (size_t)local_count * sizeof *local);
-    assert_int_equal(htp_shard_slice(global, local, rank, local_dims, dim, parts, part, layout,
-                                     err, sizeof err), 0);
+    memset(local, 0xff, (size_t)local_count * element_size);
+    assert_int_equal(htp_shard_slice(global, local, element_size, rank, local_dims, dim, parts,
+                                     part, layout, err, sizeof err), 0);
     for (int64_t i = 0; i < local_count; i++) {
       int64_t expected = reference_index(rank, local_dims, dim, parts, part, layout, i);
-      if (local[i] != (float)expected)
-        fail_msg("layout %d rank %d dim %d part %d/%d: local[%lld] = %g, expected global[%lld]",
-                 (int)layout, rank, dim, part, parts, (long long)i, (double)local[i],
-                 (long long)expected);
+      int64_t got = element_at(local, element_size, i);
+      if (got != expected)
+        fail_msg("%zu-byte elements, layout %d rank %d dim %d part %d/%d: local[%lld] = %lld, "
+                 "expected global[%lld]", element_size, (int)layout, rank, dim, part, parts,
+                 (long long)i, (long long)got, (long long)expected);
       seen[expected]++;
     }
   }
@@ -79,6 +108,12 @@ static void check_layout(int rank, const int64_t *local_dims, int dim, int parts
   free(global);
   free(local);
   free(seen);
+}
+
+static void check_layout(int rank, const int64_t *local_dims, int dim, int parts,
+                         htp_shard_layout layout) {
+  check_layout_sized(4, rank, local_dims, dim, parts, layout);
+  check_layout_sized(2, rank, local_dims, dim, parts, layout);
 }
 
 /* 1. Column-parallel weight (fc1: [out, in] split on out). */
@@ -129,9 +164,15 @@ static void test_qkv_explicit(void **state) {
   float local[3] = {-1, -1, -1};
   int64_t dims[1] = {3};
   char err[128];
-  assert_int_equal(htp_shard_slice(global, local, 1, dims, 0, 2, 1, HTP_SHARD_QKV, err,
-                                   sizeof err), 0);
+  assert_int_equal(htp_shard_slice(global, local, sizeof(float), 1, dims, 0, 2, 1,
+                                   HTP_SHARD_QKV, err, sizeof err), 0);
   assert_true(local[0] == 1 && local[1] == 3 && local[2] == 5);
+  /* The same in bf16 bit patterns (1.0 .. 5.0 are exact: 0x3f80 ...). */
+  const uint16_t global_bf16[6] = {0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0};
+  uint16_t local_bf16[3] = {0xffff, 0xffff, 0xffff};
+  assert_int_equal(htp_shard_slice(global_bf16, local_bf16, 2, 1, dims, 0, 2, 1, HTP_SHARD_QKV,
+                                   err, sizeof err), 0);
+  assert_true(local_bf16[0] == 0x3f80 && local_bf16[1] == 0x4040 && local_bf16[2] == 0x40a0);
 }
 
 /* 6. Not sharded: a copy. */
@@ -145,7 +186,8 @@ static void expect_refused(int rank, const int64_t *dims, int dim, int parts, in
                            htp_shard_layout layout, const char *expected) {
   float global[64] = {0}, local[64];
   char err[256] = "";
-  if (htp_shard_slice(global, local, rank, dims, dim, parts, part, layout, err, sizeof err) == 0 ||
+  if (htp_shard_slice(global, local, sizeof(float), rank, dims, dim, parts, part, layout, err,
+                      sizeof err) == 0 ||
       !strstr(err, expected))
     fail_msg("expected a refusal containing \"%s\", got \"%s\"", expected, err);
 }
@@ -163,6 +205,12 @@ static void test_refused(void **state) {
   expect_refused(1, not_three, 0, 2, 0, HTP_SHARD_QKV, "4 rows");
   expect_refused(9, dims, 0, 2, 0, HTP_SHARD_BLOCKS, "rank 9");
   expect_refused(2, dims, 0, 2, 0, (htp_shard_layout)7, "unknown layout");
+  /* An element size that is neither f32's nor bf16's. */
+  float global[16] = {0}, local[16];
+  char err[256] = "";
+  assert_int_not_equal(htp_shard_slice(global, local, 8, 2, dims, 0, 2, 0, HTP_SHARD_BLOCKS, err,
+                                       sizeof err), 0);
+  assert_non_null(strstr(err, "elements of 8 bytes"));
 }
 
 static void test_format_shape(void **state) {

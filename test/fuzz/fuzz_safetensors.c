@@ -3,8 +3,9 @@
  * Feeds arbitrary bytes to htp_safetensors_parse, the function
  * htp_safetensors_open calls on a mapped file, then reads every tensor it
  * accepted (htp_safetensors_read_f32 into a buffer of exactly prod(shape)
- * floats), so a range the validation let through that is not inside the
- * data, or not prod(shape) elements long, is an ASan report.
+ * floats, htp_safetensors_read_bf16 into one of prod(shape) bf16s), so a
+ * range the validation let through that is not inside the data, or not
+ * prod(shape) elements long, is an ASan report.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/safetensors.h"
 
@@ -47,6 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         read_err[0] == '\0')
       abort();
     free(out);
+    uint16_t *narrow = malloc(count ? count * sizeof(uint16_t) : 1);
+    if (!narrow)
+      abort();
+    read_err[0] = '\0';
+    if (htp_safetensors_read_bf16(&st, tensor, narrow, read_err, sizeof read_err) != 0 &&
+        read_err[0] == '\0')
+      abort();
+    free(narrow);
   }
   htp_safetensors_close(&st);
   free(bytes);

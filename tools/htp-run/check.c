@@ -4,10 +4,13 @@
  * the block runs on the same global data as the split one, and each result
  * of rank 0 is compared with it (max |y_tp - y_1| / max |y_1|). A plan that
  * pruned units makes the split output approximate by design: then the
- * error is reported, not failed.
+ * error is reported, not failed. A bf16 block is compared with the tp-1
+ * build of the same bf16 block, in f32, under the bf16 tolerance (its error
+ * against an f32 reference is the e2e tests' job, with NumPy).
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/executor.h"
 
+#include "kernels/htp_bf16.h"
 #include "tools/htp-run/errors.h"
 
 #include <math.h>
@@ -19,20 +22,31 @@ static int bind_check_argument(const htp_run_state *state, const htp_sig_tensor 
                                void *buffer, char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
   for (int j = 0; j < sig->num_args; j++)
-    if (strcmp(sig->args[j].name, arg->name) == 0 && sig->args[j].global_count == arg->count) {
+    if (strcmp(sig->args[j].name, arg->name) == 0 && sig->args[j].global_count == arg->count &&
+        sig->args[j].dtype == arg->dtype) {
       memcpy(buffer, state->global[j], arg->bytes);
       return 0;
     }
   return htp_set_error(err, err_size, "--check: argument '%s' of the tp-1 build has no "
-                       "counterpart of the same size in the tp-%d build", arg->name, state->tp);
+                       "counterpart of the same size and dtype in the tp-%d build", arg->name,
+                       state->tp);
+}
+
+/* Element k of a result buffer of dtype, as a double. */
+static double element(const void *data, htp_sig_dtype dtype, int64_t k) {
+  if (dtype == HTP_SIG_BF16)
+    return (double)htp_bf16_to_f32(((const htp_bf16 *)data)[k]);
+  return (double)((const float *)data)[k];
 }
 
 /* max |split - reference| / max |reference| (the absolute error when the
  * reference is all zero); NaN propagates. */
-static double relative_error(const float *reference, const float *split, int64_t count) {
+static double relative_error(const void *reference, const void *split, htp_sig_dtype dtype,
+                             int64_t count) {
   double largest = 0, difference = 0;
   for (int64_t k = 0; k < count; k++) {
-    double a = fabs((double)reference[k]), d = fabs((double)split[k] - (double)reference[k]);
+    double y = element(reference, dtype, k);
+    double a = fabs(y), d = fabs(element(split, dtype, k) - y);
     if (!(a <= largest))
       largest = a;
     if (!(d <= difference))
@@ -59,10 +73,13 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
                          "results, the tp-%d build %d results", options->path, one->tp,
                          one->num_results, state->tp, sig->num_results);
   for (int r = 0; r < sig->num_results; r++)
-    if (one->results[r].count != sig->results[r].count)
-      return htp_set_error(err, err_size, "--check: result %d has %lld values at tp 1 and "
-                           "%lld at tp %d", r, (long long)one->results[r].count,
-                           (long long)sig->results[r].count, state->tp);
+    if (one->results[r].count != sig->results[r].count ||
+        one->results[r].dtype != sig->results[r].dtype)
+      return htp_set_error(err, err_size, "--check: result %d has %lld %s values at tp 1 and "
+                           "%lld %s at tp %d", r, (long long)one->results[r].count,
+                           one->results[r].dtype == HTP_SIG_BF16 ? "bf16" : "f32",
+                           (long long)sig->results[r].count,
+                           sig->results[r].dtype == HTP_SIG_BF16 ? "bf16" : "f32", state->tp);
   /* What the run holds (its global arguments and every rank's buffers) stays
    * allocated while the tp-1 block runs beside it: counted too. */
   uint64_t total;
@@ -94,7 +111,7 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
   for (int r = 0; r < sig->num_results && !status; r++)
     state->check_errors[r] = relative_error(buffers[one->num_args + r],
                                             state->buffers[0][sig->num_args + r],
-                                            sig->results[r].count);
+                                            sig->results[r].dtype, sig->results[r].count);
   htp_free_buffers(buffers, count);
   return status;
 }
@@ -108,6 +125,14 @@ int64_t htp_pruned_units(const htp_run_state *state) {
   return units * state->sig.balance.layers;
 }
 
+double htp_check_tolerance(const htp_run_state *state) {
+  for (int r = 0; r < state->sig.num_results; r++)
+    if (state->sig.results[r].dtype == HTP_SIG_BF16)
+      return HTP_CHECK_TOLERANCE_BF16;
+  return HTP_CHECK_TOLERANCE;
+}
+
 int htp_check_failed(const htp_run_state *state, int result) {
-  return !(state->check_errors[result] <= HTP_CHECK_TOLERANCE) && htp_pruned_units(state) == 0;
+  return !(state->check_errors[result] <= htp_check_tolerance(state)) &&
+         htp_pruned_units(state) == 0;
 }

@@ -2,10 +2,13 @@
  *
  * This file implements data.h. The generator is splitmix64 (to seed) and
  * xoshiro256** with Box-Muller for normals: small, portable and identical on
- * every machine, so the same seed gives the same data everywhere.
+ * every machine, so the same seed gives the same data everywhere. bf16
+ * arguments get the same f32 draws rounded once (kernels/htp_bf16.h), so an
+ * f32 and a bf16 build of one block see the same data up to that rounding.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/data.h"
 
+#include "kernels/htp_bf16.h"
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/safetensors.h"
@@ -42,17 +45,25 @@ static uint64_t next_u64(rng *r) {
 /* Uniform in (0, 1]: never 0, so log() is finite. */
 static double next_unit(rng *r) { return ((next_u64(r) >> 11) + 1) * (1.0 / 9007199254740992.0); }
 
-void htp_fill_random(const htp_sig_tensor *tensor, int index, uint64_t seed, float *out) {
+/* Element i of out, in tensor's dtype: f32 as is, bf16 rounded. */
+static void store(const htp_sig_tensor *tensor, void *out, int64_t i, float value) {
+  if (tensor->dtype == HTP_SIG_BF16)
+    ((htp_bf16 *)out)[i] = htp_bf16_from_f32(value);
+  else
+    ((float *)out)[i] = value;
+}
+
+void htp_fill_random(const htp_sig_tensor *tensor, int index, uint64_t seed, void *out) {
   const char *name = tensor->name;
   size_t length = strlen(name);
   int is_norm = tensor->role == HTP_SIG_PARAM && strstr(name, "norm") != NULL;
   if (is_norm && length >= 7 && strcmp(name + length - 7, ".weight") == 0) {
     for (int64_t i = 0; i < tensor->count; i++)
-      out[i] = 1.0f;
+      store(tensor, out, i, 1.0f);
     return;
   }
   if (is_norm && length >= 5 && strcmp(name + length - 5, ".bias") == 0) {
-    memset(out, 0, tensor->bytes);
+    memset(out, 0, tensor->bytes); /* +0 in f32 and bf16 alike */
     return;
   }
   double std = tensor->role == HTP_SIG_INPUT ? 1.0 : 0.02;
@@ -62,9 +73,9 @@ void htp_fill_random(const htp_sig_tensor *tensor, int index, uint64_t seed, flo
     r.state[i] = splitmix64(&mix);
   for (int64_t i = 0; i < tensor->count; i += 2) {
     double radius = sqrt(-2.0 * log(next_unit(&r))), angle = 6.283185307179586 * next_unit(&r);
-    out[i] = (float)(std * radius * cos(angle));
+    store(tensor, out, i, (float)(std * radius * cos(angle)));
     if (i + 1 < tensor->count)
-      out[i + 1] = (float)(std * radius * sin(angle));
+      store(tensor, out, i + 1, (float)(std * radius * sin(angle)));
   }
 }
 
@@ -84,8 +95,8 @@ int htp_bind_weights(const char *path, const htp_signature *sig, void *const *bu
   if (htp_safetensors_open(path, &st, reason, sizeof reason))
     return htp_set_error(err, err_size, "%s: %s", path, reason);
 
-  int status = 0, missing = 0;
-  const char *first_missing = NULL;
+  int status = 0, missing = 0, rounded = 0, widened = 0;
+  const char *first_missing = NULL, *first_rounded = NULL, *first_widened = NULL;
   char shape[128];
   for (int i = 0; i < sig->num_args && !status; i++) {
     const htp_sig_tensor *param = &sig->args[i];
@@ -105,9 +116,27 @@ int htp_bind_weights(const char *path, const htp_signature *sig, void *const *bu
                              path, param->name, shape, expected);
       break;
     }
-    if (htp_safetensors_read_f32(&st, tensor, buffers[i], reason, sizeof reason))
+    /* bf16 arguments take BF16 byte for byte or F32 rounded; f32 arguments
+     * widen BF16 exactly (and F16, F64 as before). Conversions are noted. */
+    int failed;
+    if (param->dtype == HTP_SIG_BF16) {
+      failed = htp_safetensors_read_bf16(&st, tensor, buffers[i], reason, sizeof reason);
+      if (!failed && strcmp(tensor->dtype, "F32") == 0 && !rounded++)
+        first_rounded = param->name;
+    } else {
+      failed = htp_safetensors_read_f32(&st, tensor, buffers[i], reason, sizeof reason);
+      if (!failed && strcmp(tensor->dtype, "BF16") == 0 && !widened++)
+        first_widened = param->name;
+    }
+    if (failed)
       status = htp_set_error(err, err_size, "%s: %s", path, reason);
   }
+  if (!status && rounded)
+    fprintf(stderr, "htp-run: note: %s: %d F32 tensor%s rounded to bf16 on load for the bf16 "
+            "block (e.g. '%s')\n", path, rounded, rounded == 1 ? "" : "s", first_rounded);
+  if (!status && widened)
+    fprintf(stderr, "htp-run: note: %s: %d BF16 tensor%s widened to f32 on load (exact) for the "
+            "f32 block (e.g. '%s')\n", path, widened, widened == 1 ? "" : "s", first_widened);
   if (!status && missing) {
     for (int i = 0; i < sig->num_args; i++)
       if (sig->args[i].name == first_missing)
@@ -138,7 +167,7 @@ int htp_bind_weights(const char *path, const htp_signature *sig, void *const *bu
   return status;
 }
 
-int htp_bind_input(const char *path, const htp_sig_tensor *tensor, float *out, char *err,
+int htp_bind_input(const char *path, const htp_sig_tensor *tensor, void *out, char *err,
                    size_t err_size) {
   char reason[512];
   htp_array array;
@@ -151,6 +180,11 @@ int htp_bind_input(const char *path, const htp_sig_tensor *tensor, float *out, c
     htp_format_shape(expected, sizeof expected, tensor->rank, tensor->dims);
     status = htp_set_error(err, err_size, "%s: array of shape %s, but input '%s' has shape %s",
                            path, shape, tensor->name, expected);
+  } else if (tensor->dtype == HTP_SIG_BF16) {
+    /* NumPy has no bf16: the file is <f4 (or <f8), rounded once here. */
+    htp_bf16_from_f32_n(array.data, out, tensor->count);
+    fprintf(stderr, "htp-run: note: %s: input '%s' rounded to bf16 on load\n", path,
+            tensor->name);
   } else {
     memcpy(out, array.data, tensor->bytes);
   }

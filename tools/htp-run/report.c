@@ -165,6 +165,9 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
     printf("  input  %s %s\n", arg->name, shape);
   }
   printf("  params %d tensors, %.3f MB (whole block)\n", params, (double)param_bytes / 1e6);
+  if (sig->num_results > 0 && sig->results[0].dtype == HTP_SIG_BF16)
+    printf("  dtype bf16: tensors stored as bf16, arithmetic in f32 (the CPU kernels convert "
+           "per call), --output widened to f32\n");
   for (int i = 0; i < sig->num_results; i++) {
     htp_format_shape(shape, sizeof shape, sig->results[i].rank, sig->results[i].dims);
     printf("  output %s %s\n", sig->results[i].name, shape);
@@ -212,10 +215,11 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
   if (state->check_errors) {
     int approximate = htp_pruned_units(state) != 0;
     for (int r = 0; r < sig->num_results; r++)
-      printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g): %s%s%s\n",
-             sig->results[r].name, state->tp, state->check_errors[r], HTP_CHECK_TOLERANCE,
+      printf("check %s: max |y_tp%d - y_tp1| / max |y_tp1| = %.3e (tolerance %g%s): %s%s%s\n",
+             sig->results[r].name, state->tp, state->check_errors[r], htp_check_tolerance(state),
+             sig->results[r].dtype == HTP_SIG_BF16 ? ", bf16" : "",
              approximate                                          ? "approximate: policy "
-             : state->check_errors[r] <= HTP_CHECK_TOLERANCE ? "ok"
+             : state->check_errors[r] <= htp_check_tolerance(state) ? "ok"
                                                                   : "FAILED",
              approximate ? htp_policy_name(options->policy) : "",
              approximate ? " pruned units" : "");
@@ -253,7 +257,9 @@ static json_t *tensors_json(const htp_sig_tensor *tensors, int count, int role) 
     ok = shape != NULL;
     for (int d = 0; d < tensors[i].rank && ok; d++)
       append(shape, json_integer(tensors[i].global_dims[d]), &ok);
-    append(list, json_pack("{s:s, s:o}", "name", tensors[i].name, "shape", shape), &ok);
+    append(list, json_pack("{s:s, s:s, s:o}", "name", tensors[i].name, "dtype",
+                           tensors[i].dtype == HTP_SIG_BF16 ? "bf16" : "f32", "shape", shape),
+           &ok);
   }
   if (!ok)
     json_decref(list);
@@ -320,14 +326,14 @@ static json_t *check_json(const htp_run_state *state) {
   for (int r = 0; r < sig->num_results && ok; r++) {
     append(results, json_pack("{s:s, s:o}", "name", sig->results[r].name, "error",
                               number(state->check_errors[r])), &ok);
-    within &= state->check_errors[r] <= HTP_CHECK_TOLERANCE;
+    within &= state->check_errors[r] <= htp_check_tolerance(state);
     pass &= !htp_check_failed(state, r);
   }
   if (!ok) {
     json_decref(results);
     return NULL;
   }
-  return json_pack("{s:f, s:o, s:b, s:b, s:b}", "tolerance", HTP_CHECK_TOLERANCE, "results",
+  return json_pack("{s:f, s:o, s:b, s:b, s:b}", "tolerance", htp_check_tolerance(state), "results",
                    results, "within_tolerance", within, "approximate",
                    htp_pruned_units(state) != 0, "pass", pass);
 }

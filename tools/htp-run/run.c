@@ -6,11 +6,13 @@
  * hold before anything is allocated, bind data, run warm-up and timed
  * iterations on the ranks (ranks.c), write the outputs, then --check
  * (check.c) and the report (report.c). Parameters are held at their global
- * shapes and each rank gets its slice (shard.h).
+ * shapes and each rank gets its slice (shard.h). A bf16 block's buffers hold
+ * bf16 bit patterns; its results are widened to f32 when they are written.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/executor.h"
 
+#include "kernels/htp_bf16.h"
 #include "kernels/htp_kernels.h"
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
@@ -189,8 +191,9 @@ static int make_rank_buffers(htp_run_state *state, int rank, char *err, size_t e
                            "rank %d", bytes, i, rank);
     if (i < sig->num_args) {
       const htp_sig_tensor *arg = &sig->args[i];
-      if (htp_shard_slice(state->global[i], buffers[i], arg->rank, arg->dims, arg->shard_dim,
-                          arg->shard_parts, rank, arg->shard_layout, err, err_size))
+      if (htp_shard_slice(state->global[i], buffers[i], arg->element_size, arg->rank, arg->dims,
+                          arg->shard_dim, arg->shard_parts, rank, arg->shard_layout, err,
+                          err_size))
         return 1;
     }
   }
@@ -250,10 +253,11 @@ static void choose_blas_threads(htp_run_state *state, int mpi) {
 }
 
 /* Warns about NaN or inf in a result: a wrong block, or bad weights. */
-static void check_finite(const htp_sig_tensor *result, const float *data) {
+static void check_finite(const htp_sig_tensor *result, const void *data) {
   int64_t bad = 0;
   for (int64_t i = 0; i < result->count; i++)
-    bad += !isfinite(data[i]);
+    bad += !isfinite(result->dtype == HTP_SIG_BF16 ? htp_bf16_to_f32(((const htp_bf16 *)data)[i])
+                                                   : ((const float *)data)[i]);
   if (bad)
     fprintf(stderr, "htp-run: warning: result '%s' holds %lld non-finite values\n", result->name,
             (long long)bad);
@@ -333,8 +337,17 @@ static int finish_results(const htp_run_options *options, const htp_run_state *s
   char reason[1024];
   for (int r = 0; r < options->num_outputs; r++) {
     const htp_sig_tensor *result = &sig->results[r];
-    if (htp_npy_write(options->outputs[r], result->rank, result->dims, results[r], reason,
-                      sizeof reason))
+    /* .npy has no bf16: a bf16 result is written widened to <f4 (exact). */
+    float *wide = NULL;
+    if (result->dtype == HTP_SIG_BF16) {
+      if (!(wide = malloc((size_t)result->count * sizeof *wide)))
+        return htp_set_error(err, err_size, "out of memory widening result '%s'", result->name);
+      htp_bf16_to_f32_n(results[r], wide, result->count);
+    }
+    int failed = htp_npy_write(options->outputs[r], result->rank, result->dims,
+                               wide ? wide : results[r], reason, sizeof reason);
+    free(wide);
+    if (failed)
       return htp_set_error(err, err_size, "%s: %s", options->outputs[r], reason);
   }
   return 0;
@@ -454,7 +467,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
       if (htp_check_failed(state, r)) {
         htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
                       "%.3e (relative), above the tolerance %g", sig->results[r].name,
-                      state->check_errors[r], HTP_CHECK_TOLERANCE);
+                      state->check_errors[r], htp_check_tolerance(state));
         return fail(err);
       }
   return 0;

@@ -2,11 +2,13 @@
  *
  * This file implements safetensors.h: the file mapped through file_map.h
  * (regular files only), the header read with jansson and validated (see the
- * header for the list of checks), and float tensors converted to f32. The
- * header is limited to 100 MB, as in the reference implementation.
+ * header for the list of checks), and float tensors converted to f32 or to
+ * bf16 (kernels/htp_bf16.h's conversions, the ones every part of htp uses).
+ * The header is limited to 100 MB, as in the reference implementation.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/safetensors.h"
 
+#include "kernels/htp_bf16.h"
 #include "tools/htp-run/convert.h"
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/file_map.h"
@@ -284,13 +286,32 @@ int htp_safetensors_read_f32(const htp_safetensors *st, const htp_st_tensor *ten
     for (size_t i = 0; i < bytes / 2; i++)
       out[i] = half_to_float((uint16_t)(data[2 * i] | data[2 * i + 1] << 8));
   } else if (strcmp(tensor->dtype, "BF16") == 0) {
-    for (size_t i = 0; i < bytes / 2; i++) {
-      uint32_t word = (uint32_t)(data[2 * i] | data[2 * i + 1] << 8) << 16;
-      memcpy(&out[i], &word, 4);
-    }
+    for (size_t i = 0; i < bytes / 2; i++)
+      out[i] = htp_bf16_to_f32((htp_bf16)(data[2 * i] | data[2 * i + 1] << 8));
   } else {
     return htp_set_error(err, err_size,
                          "tensor '%s' has dtype %s; htp-run reads F32, F16, BF16 and F64",
+                         tensor->name, tensor->dtype);
+  }
+  return 0;
+}
+
+int htp_safetensors_read_bf16(const htp_safetensors *st, const htp_st_tensor *tensor,
+                              uint16_t *out, char *err, size_t err_size) {
+  const unsigned char *data = st->bytes + st->data_offset + tensor->begin;
+  size_t bytes = (size_t)(tensor->end - tensor->begin);
+  if (strcmp(tensor->dtype, "BF16") == 0) {
+    memcpy(out, data, bytes); /* little endian, as is the host */
+  } else if (strcmp(tensor->dtype, "F32") == 0) {
+    for (size_t i = 0; i < bytes / 4; i++) {
+      float value; /* the data may be unaligned: memcpy, not a cast */
+      memcpy(&value, data + 4 * i, 4);
+      out[i] = htp_bf16_from_f32(value);
+    }
+  } else {
+    return htp_set_error(err, err_size,
+                         "tensor '%s' has dtype %s; a bf16 block takes BF16 tensors (bound as "
+                         "they are) or F32 (rounded to bf16)",
                          tensor->name, tensor->dtype);
   }
   return 0;

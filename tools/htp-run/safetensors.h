@@ -58,6 +58,12 @@ const htp_st_tensor *htp_safetensors_find(const htp_safetensors *st, const char 
 int htp_safetensors_read_f32(const htp_safetensors *st, const htp_st_tensor *tensor, float *out,
                              char *err, size_t err_size);
 
+/* Copies a tensor into out (prod(shape) bf16 bit patterns): BF16 byte for
+ * byte, F32 rounded to nearest even (htp_bf16_from_f32); other dtypes are
+ * an error naming the tensor. */
+int htp_safetensors_read_bf16(const htp_safetensors *st, const htp_st_tensor *tensor,
+                              uint16_t *out, char *err, size_t err_size);
+
 /* Frees everything; accepts an empty or failed *st. */
 void htp_safetensors_close(htp_safetensors *st);
 

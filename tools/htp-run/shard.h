@@ -14,7 +14,9 @@
 #include <stdint.h>
 
 /* Copies part `part` of `parts` of the row-major tensor `global` into
- * `local`. local_dims (rank entries) is the slice's shape; the global shape
+ * `local`, both of elements of element_size bytes (4 for f32, 2 for bf16:
+ * the layouts count elements, never look at their values). local_dims
+ * (rank entries) is the slice's shape; the global shape
  * is local_dims with local_dims[dim] * parts.
  *   HTP_SHARD_BLOCKS: local = global[..., part * L : (part + 1) * L, ...] on
  *                     dim `dim` (L = local_dims[dim]);
@@ -23,11 +25,11 @@
  *                     rows each, and local is slice `part` (L / 3 rows) of each
  *                     block, in order q, k, v;
  *   HTP_SHARD_NONE:   local is a copy of global (parts is ignored).
- * Returns 0, or non-zero with a message in err for a bad request (rank out
- * of [0, HTP_ENTRY_MAX_RANK], dim out of range, part not in [0, parts),
+ * Returns 0, or non-zero with a message in err for a bad request (an
+ * element size other than 2 or 4, rank out of [0, HTP_ENTRY_MAX_RANK], dim out of range, part not in [0, parts),
  * a qkv slice that is not of dim 0 or not three equal blocks). */
-int htp_shard_slice(const float *global, float *local, int rank, const int64_t *local_dims,
-                    int dim, int parts, int part, htp_shard_layout layout, char *err,
-                    size_t err_size);
+int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
+                    const int64_t *local_dims, int dim, int parts, int part,
+                    htp_shard_layout layout, char *err, size_t err_size);
 
 #endif /* HTP_RUN_SHARD_H */
