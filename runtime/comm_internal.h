@@ -31,6 +31,18 @@
 #define HTP__HIDDEN
 #endif
 
+/* The element types a collective sums: f32, or bf16 (htp_bf16) summed in
+ * f32 and rounded once where the backend can (kernels/htp_bf16.h). */
+typedef enum htp__elem { HTP__ELEM_F32, HTP__ELEM_BF16 } htp__elem;
+
+static inline size_t htp__elem_size(htp__elem elem) {
+  return elem == HTP__ELEM_BF16 ? sizeof(htp_bf16) : sizeof(float);
+}
+
+static inline const char *htp__allreduce_name(htp__elem elem) {
+  return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bf16" : "htp_allreduce_sum_f32";
+}
+
 typedef struct htp__backend_ops {
   const char *name;
   /* Sets world->size and world->process_rank, allocates world->backend. May
@@ -40,8 +52,8 @@ typedef struct htp__backend_ops {
   htp_result (*ctx_init)(htp_ctx *ctx);
   void (*ctx_destroy)(htp_ctx *ctx);
   /* Collectives: arguments are already checked by the core. */
-  htp_result (*allreduce_sum_f32)(htp_ctx *ctx, const float *send, float *recv, size_t count,
-                                  double deadline);
+  htp_result (*allreduce_sum)(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                              size_t count, double deadline);
   htp_result (*allgather)(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
                           double deadline);
   htp_result (*broadcast)(htp_ctx *ctx, void *buffer, size_t bytes, int root, double deadline);

@@ -30,11 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum local_op { OP_ALLREDUCE = 1, OP_ALLGATHER, OP_BROADCAST, OP_BARRIER };
+enum local_op { OP_ALLREDUCE = 1, OP_ALLREDUCE_BF16, OP_ALLGATHER, OP_BROADCAST, OP_BARRIER };
 
 static const char *op_name(int op) {
   switch (op) {
-  case OP_ALLREDUCE: return "htp_allreduce_sum_f32";
+  case OP_ALLREDUCE: return htp__allreduce_name(HTP__ELEM_F32);
+  case OP_ALLREDUCE_BF16: return htp__allreduce_name(HTP__ELEM_BF16);
   case OP_ALLGATHER: return "htp_allgather";
   case OP_BROADCAST: return "htp_broadcast";
   case OP_BARRIER: return "htp_barrier";
@@ -221,32 +222,52 @@ static htp_result publish(htp_ctx *ctx, int op, size_t count, int root, const vo
 
 /* ===== Collectives ====================================================== */
 
-enum { TILE = 1024, ALIGN_FLOATS = 16 };
+enum { TILE = 1024, ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
 
-static htp_result local_allreduce(htp_ctx *ctx, const float *send, float *recv, size_t count,
-                                  double deadline) {
-  htp_result rc = publish(ctx, OP_ALLREDUCE, count, 0, send, recv, deadline);
+/* tile[0, n) = (add ? tile : 0) + elements [start, start + n) of a rank's
+ * part, as f32 (the element type is tested once per tile, not per element). */
+static void gather_part(float *tile, const void *part, htp__elem elem, size_t start, size_t n,
+                        int add) {
+  if (elem == HTP__ELEM_BF16) {
+    const htp_bf16 *in = (const htp_bf16 *)part + start;
+    for (size_t i = 0; i < n; ++i) tile[i] = (add ? tile[i] : 0.0f) + htp_bf16_to_f32(in[i]);
+  } else {
+    const float *in = (const float *)part + start;
+    if (add)
+      for (size_t i = 0; i < n; ++i) tile[i] += in[i];
+    else
+      memcpy(tile, in, n * sizeof(float));
+  }
+}
+
+static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                                  size_t count, double deadline) {
+  const int op = elem == HTP__ELEM_BF16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE;
+  htp_result rc = publish(ctx, op, count, 0, send, recv, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;
   /* Chunks are whole cache lines so that no two ranks write one line. */
   size_t chunk = (count + (size_t)size - 1) / (size_t)size;
-  chunk = (chunk + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+  chunk = (chunk + ALIGN_ELEMENTS - 1) / ALIGN_ELEMENTS * ALIGN_ELEMENTS;
   size_t begin = chunk * (size_t)ctx->rank;
   size_t end = begin + chunk < count ? begin + chunk : count;
+  const size_t elem_size = htp__elem_size(elem);
   float tile[TILE];
+  htp_bf16 rounded[TILE];
   for (size_t start = begin; start < end; start += TILE) {
     size_t n = end - start < TILE ? end - start : TILE;
-    const float *first = (const float *)state->slots[0].send + start;
-    for (size_t i = 0; i < n; ++i) tile[i] = first[i];
-    for (int rank = 1; rank < size; ++rank) {
-      const float *input = (const float *)state->slots[rank].send + start;
-      for (size_t i = 0; i < n; ++i) tile[i] += input[i];
+    for (int rank = 0; rank < size; ++rank)
+      gather_part(tile, state->slots[rank].send, elem, start, n, rank > 0);
+    const void *sum = tile;
+    if (elem == HTP__ELEM_BF16) {
+      htp_bf16_from_f32_n(tile, rounded, (int64_t)n);
+      sum = rounded;
     }
     for (int rank = 0; rank < size; ++rank)
-      memcpy((float *)state->slots[rank].recv + start, tile, n * sizeof(float));
+      memcpy((char *)state->slots[rank].recv + start * elem_size, sum, n * elem_size);
   }
-  return rendezvous(ctx, deadline, 0, "htp_allreduce_sum_f32");
+  return rendezvous(ctx, deadline, 0, htp__allreduce_name(elem));
 }
 
 static htp_result local_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
@@ -387,7 +408,7 @@ const htp__backend_ops htp__local_ops = {
     .world_destroy = local_world_destroy,
     .ctx_init = NULL,
     .ctx_destroy = NULL,
-    .allreduce_sum_f32 = local_allreduce,
+    .allreduce_sum = local_allreduce,
     .allgather = local_allgather,
     .broadcast = local_broadcast,
     .send = local_send,

@@ -278,23 +278,32 @@ static htp_result wait_collective(htp_ctx *ctx, MPI_Request *request, double dea
 
 enum { MAX_CHUNK = INT_MAX / 8 };
 
-static htp_result mpi_allreduce(htp_ctx *ctx, const float *send, float *recv, size_t count,
-                                double deadline) {
+/* bf16 travels as f32 (MPI has no bf16 sum): widened into the staging
+ * buffer, summed as MPI_FLOAT, rounded once into recv. */
+static htp_result mpi_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                                size_t count, double deadline) {
   mpi_world *state = state_of(ctx->world);
+  const char *what = htp__allreduce_name(elem);
   float *buffer = staging(ctx, count * sizeof(float));
-  if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_allreduce_sum_f32: out of memory");
-  if (count) memcpy(buffer, send, count * sizeof(float));
+  if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "%s: out of memory", what);
+  if (elem == HTP__ELEM_BF16)
+    htp_bf16_to_f32_n(send, buffer, (int64_t)count);
+  else if (count)
+    memcpy(buffer, send, count * sizeof(float));
   size_t done = 0;
   do {
     size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
     MPI_Request request;
     MPI_CALL(ctx, MPI_Iallreduce(MPI_IN_PLACE, buffer + done, (int)n, MPI_FLOAT, MPI_SUM,
                                  state->comm, &request));
-    htp_result rc = wait_collective(ctx, &request, deadline, "htp_allreduce_sum_f32");
+    htp_result rc = wait_collective(ctx, &request, deadline, what);
     if (rc != HTP_OK) return rc;
     done += n;
   } while (done < count);
-  if (count) memcpy(recv, buffer, count * sizeof(float));
+  if (elem == HTP__ELEM_BF16)
+    htp_bf16_from_f32_n(buffer, recv, (int64_t)count);
+  else if (count)
+    memcpy(recv, buffer, count * sizeof(float));
   return HTP_OK;
 }
 
@@ -420,7 +429,7 @@ const htp__backend_ops htp__mpi_ops = {
     .world_destroy = mpi_world_destroy,
     .ctx_init = NULL,
     .ctx_destroy = NULL,
-    .allreduce_sum_f32 = mpi_allreduce,
+    .allreduce_sum = mpi_allreduce,
     .allgather = mpi_allgather,
     .broadcast = mpi_broadcast,
     .send = mpi_send,

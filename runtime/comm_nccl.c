@@ -242,12 +242,13 @@ static void nccl_ctx_destroy(htp_ctx *ctx) {
 
 /* ===== Collectives and transfers ======================================== */
 
-static htp_result nccl_allreduce(htp_ctx *ctx, const float *send, float *recv, size_t count,
-                                 double deadline) {
+static htp_result nccl_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                                 size_t count, double deadline) {
   nccl_ctx *rank = ctx_state(ctx);
   cudaSetDevice(ctx->device);
-  ncclResult_t nccl = ncclAllReduce(send, recv, count, ncclFloat, ncclSum, rank->comm, rank->stream);
-  return wait_stream(ctx, nccl, deadline, "htp_allreduce_sum_f32");
+  ncclDataType_t type = elem == HTP__ELEM_BF16 ? ncclBfloat16 : ncclFloat;
+  ncclResult_t nccl = ncclAllReduce(send, recv, count, type, ncclSum, rank->comm, rank->stream);
+  return wait_stream(ctx, nccl, deadline, htp__allreduce_name(elem));
 }
 
 static htp_result nccl_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
@@ -310,7 +311,7 @@ const htp__backend_ops htp__nccl_ops = {
     .world_destroy = nccl_world_destroy,
     .ctx_init = nccl_ctx_init,
     .ctx_destroy = nccl_ctx_destroy,
-    .allreduce_sum_f32 = nccl_allreduce,
+    .allreduce_sum = nccl_allreduce,
     .allgather = nccl_allgather,
     .broadcast = nccl_broadcast,
     .send = nccl_send,

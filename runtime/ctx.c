@@ -298,7 +298,12 @@ const char *htp_world_last_error(const htp_world *world) {
 static htp_result kernels_init(htp_ctx *ctx) {
   ctx->kernels = htp_cpu_kernel_table();
   htp_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
-  if (ctx->world->config.device != HTP_DEVICE_CUDA) return HTP_OK;
+  if (ctx->world->config.device != HTP_DEVICE_CUDA) {
+    if (htp_cpu_kernel_env_create(&ctx->kernel_env, ctx->kernel_error,
+                                  sizeof ctx->kernel_error) != HTP_KERNEL_OK)
+      return htp__ctx_error(ctx, HTP_ERR_NOMEM, "%s", ctx->kernel_error);
+    return HTP_OK;
+  }
 #ifdef HTP_HAVE_CUDA_KERNELS
   const int device = ctx->device >= 0 ? ctx->device : 0;
   if (htp_cuda_kernel_env_create(device, &ctx->kernel_env, ctx->kernel_error,
@@ -312,6 +317,8 @@ static htp_result kernels_init(htp_ctx *ctx) {
 }
 
 static void kernels_destroy(htp_ctx *ctx) {
+  if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CPU)
+    htp_cpu_kernel_env_destroy(&ctx->kernel_env);
 #ifdef HTP_HAVE_CUDA_KERNELS
   if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CUDA)
     htp_cuda_kernel_env_destroy(&ctx->kernel_env);
@@ -425,14 +432,24 @@ static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->c
 
 double htp_ctx_comm_seconds(const htp_ctx *ctx) { return ctx ? ctx->comm_seconds : 0.0; }
 
+static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                            size_t count) {
+  const char *what = htp__allreduce_name(elem);
+  ENTER(ctx, what);
+  INVALID_IF(ctx, count > 0 && (!send || !recv), "%s: send (%p) or recv (%p) is NULL with count %zu",
+             what, send, recv, count);
+  INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large", what,
+             count);
+  BACKEND_CALL(ctx, ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
+}
+
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
-  ENTER(ctx, "htp_allreduce_sum_f32");
-  INVALID_IF(ctx, count > 0 && (!send || !recv),
-             "htp_allreduce_sum_f32: send (%p) or recv (%p) is NULL with count %zu",
-             (const void *)send, (void *)recv, count);
-  INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2,
-             "htp_allreduce_sum_f32: count %zu is too large", count);
-  BACKEND_CALL(ctx, ctx->world->ops->allreduce_sum_f32(ctx, send, recv, count, deadline_of(ctx)));
+  return allreduce(ctx, HTP__ELEM_F32, send, recv, count);
+}
+
+htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
+                                  size_t count) {
+  return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
 }
 
 htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {

@@ -205,6 +205,12 @@ HTP_API const char *htp_last_error(const htp_ctx *ctx);
  * order, so results are bitwise reproducible and equal on every rank; mpi and
  * nccl use their library's order (see the backend notes). */
 HTP_API htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count);
+/* The same on bf16 tensors (uint16_t bit patterns): every rank's parts are
+ * summed in f32 and rounded once to bf16 on the local and mpi backends
+ * (mpi moves them as f32: twice the bytes); nccl sums bf16 natively, which
+ * may round at each step of its ring when tp > 2. */
+HTP_API htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
+                                          size_t count);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); otherwise no overlap. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
@@ -701,6 +707,29 @@ HTP_API htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const floa
                                         int64_t scratch_floats, int64_t batch, int64_t tokens,
                                         int64_t model_dim, int64_t num_heads,
                                         int64_t head_dim);
+/* The same ops on bf16 tensors (bfloat16 bit patterns in uint16_t; every
+ * tensor of the op bf16, the attention's scratch still f32 and as large as
+ * for f32): f32 arithmetic, each output rounded once to nearest even
+ * (kernels/htp_bf16.h). Same arguments, checks and results as above. */
+HTP_API htp_result htp_op_linear_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                                      const uint16_t *b, uint16_t *y, int64_t rows,
+                                      int64_t in_features, int64_t out_features);
+HTP_API htp_result htp_op_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x,
+                                          const uint16_t *gamma, const uint16_t *beta,
+                                          uint16_t *y, int64_t rows, int64_t dim,
+                                          float epsilon);
+HTP_API htp_result htp_op_gelu_bf16(htp_ctx *ctx, const uint16_t *x, uint16_t *y, int64_t n,
+                                    int32_t tanh_approx);
+HTP_API htp_result htp_op_add_bf16(htp_ctx *ctx, const uint16_t *a, const uint16_t *b,
+                                   uint16_t *y, int64_t n);
+HTP_API htp_result htp_op_bias_add_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *bias,
+                                        uint16_t *y, int64_t rows, int64_t cols);
+HTP_API htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv,
+                                         const uint16_t *bqkv, const uint16_t *wproj,
+                                         const uint16_t *bproj, uint16_t *y, float *scratch,
+                                         int64_t scratch_floats, int64_t batch, int64_t tokens,
+                                         int64_t model_dim, int64_t num_heads,
+                                         int64_t head_dim);
 /* dst = src (bytes bytes, no overlap): a compiled block's result copies,
  * which may live on the device. bytes 0 is a no-op. */
 HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);

@@ -12,6 +12,9 @@
 
 #include <limits.h>
 
+/* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
+_Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
+
 /* The table's statuses are htp_result values (kernels/htp_kernel_table.h
  * repeats them so that kernels/ does not include the runtime). */
 _Static_assert(HTP_KERNEL_OK == (int)HTP_OK, "kernel status OK");
@@ -61,62 +64,65 @@ htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char
 /* A dimension a GEMM takes as BLAS's int. */
 static int blas_dim(int64_t n) { return n >= 1 && n <= INT_MAX; }
 
-htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w, const float *b,
-                             float *y, int64_t rows, int64_t in_features,
-                             int64_t out_features) {
-  const char *what = "htp_op_linear_f32";
+/* ===== Argument checks, one per op (its f32 and bf16 entries share it) === */
+
+#define OP_CHECKED(call)                                                                       \
+  do {                                                                                         \
+    htp_result checked_ = (call);                                                              \
+    if (checked_ != HTP_OK) return checked_;                                                   \
+  } while (0)
+
+static htp_result check_linear(htp_ctx *ctx, const char *what, const void *x, const void *w,
+                               const void *y, int64_t rows, int64_t in_features,
+                               int64_t out_features) {
   OP_INVALID(ctx, !x || !w || !y, "%s: x, w or y is NULL", what);
   OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
              "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
              (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
-  OP_DISPATCH(ctx, what, linear_f32, x, w, b, y, rows, in_features, out_features);
+  return HTP_OK;
 }
 
-htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
-                                 const float *beta, float *y, int64_t rows, int64_t dim,
-                                 float epsilon) {
-  const char *what = "htp_op_layer_norm_f32";
+static htp_result check_layer_norm(htp_ctx *ctx, const char *what, const void *x,
+                                   const void *gamma, const void *beta, const void *y,
+                                   int64_t rows, int64_t dim, float epsilon) {
   OP_INVALID(ctx, !x || !gamma || !beta || !y, "%s: x, gamma, beta or y is NULL", what);
   OP_INVALID(ctx, rows < 1 || dim < 1 || rows > INT64_MAX / dim,
              "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
              (long long)rows, (long long)dim);
   OP_INVALID(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
-  OP_DISPATCH(ctx, what, layer_norm_f32, x, gamma, beta, y, rows, dim, epsilon);
+  return HTP_OK;
 }
 
-htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
-                           int32_t tanh_approx) {
-  const char *what = "htp_op_gelu_f32";
+static htp_result check_gelu(htp_ctx *ctx, const char *what, const void *x, const void *y,
+                             int64_t n, int32_t tanh_approx) {
   OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
   OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
   OP_INVALID(ctx, tanh_approx != 0 && tanh_approx != 1, "%s: tanh_approx %d must be 0 or 1",
              what, (int)tanh_approx);
-  OP_DISPATCH(ctx, what, gelu_f32, x, y, n, tanh_approx);
+  return HTP_OK;
 }
 
-htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y, int64_t n) {
-  const char *what = "htp_op_add_f32";
+static htp_result check_add(htp_ctx *ctx, const char *what, const void *a, const void *b,
+                            const void *y, int64_t n) {
   OP_INVALID(ctx, !a || !b || !y, "%s: a, b or y is NULL", what);
   OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
-  OP_DISPATCH(ctx, what, add_f32, a, b, y, n);
+  return HTP_OK;
 }
 
-htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias, float *y,
-                               int64_t rows, int64_t cols) {
-  const char *what = "htp_op_bias_add_f32";
+static htp_result check_bias_add(htp_ctx *ctx, const char *what, const void *x,
+                                 const void *bias, const void *y, int64_t rows, int64_t cols) {
   OP_INVALID(ctx, !x || !bias || !y, "%s: x, bias or y is NULL", what);
   OP_INVALID(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
              "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
              (long long)rows, (long long)cols);
-  OP_DISPATCH(ctx, what, bias_add_f32, x, bias, y, rows, cols);
+  return HTP_OK;
 }
 
-htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
-                                const float *bqkv, const float *wproj, const float *bproj,
-                                float *y, float *scratch, int64_t scratch_floats,
-                                int64_t batch, int64_t tokens, int64_t model_dim,
-                                int64_t num_heads, int64_t head_dim) {
-  const char *what = "htp_op_attention_f32";
+static htp_result check_attention(htp_ctx *ctx, const char *what, const void *x,
+                                  const void *wqkv, const void *wproj, const void *y,
+                                  const float *scratch, int64_t scratch_floats, int64_t batch,
+                                  int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                  int64_t head_dim) {
   OP_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
              "%s: x, wqkv, wproj, y or scratch is NULL", what);
   OP_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
@@ -130,8 +136,108 @@ htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
              "%s: a dimension exceeds BLAS's int range", what);
   OP_INVALID(ctx, scratch_floats < 0, "%s: scratch_floats %lld is negative", what,
              (long long)scratch_floats);
+  return HTP_OK;
+}
+
+/* ===== f32 ============================================================== */
+
+htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w, const float *b,
+                             float *y, int64_t rows, int64_t in_features,
+                             int64_t out_features) {
+  const char *what = "htp_op_linear_f32";
+  OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in_features, out_features));
+  OP_DISPATCH(ctx, what, linear_f32, x, w, b, y, rows, in_features, out_features);
+}
+
+htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
+                                 const float *beta, float *y, int64_t rows, int64_t dim,
+                                 float epsilon) {
+  const char *what = "htp_op_layer_norm_f32";
+  OP_CHECKED(check_layer_norm(ctx, what, x, gamma, beta, y, rows, dim, epsilon));
+  OP_DISPATCH(ctx, what, layer_norm_f32, x, gamma, beta, y, rows, dim, epsilon);
+}
+
+htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
+                           int32_t tanh_approx) {
+  const char *what = "htp_op_gelu_f32";
+  OP_CHECKED(check_gelu(ctx, what, x, y, n, tanh_approx));
+  OP_DISPATCH(ctx, what, gelu_f32, x, y, n, tanh_approx);
+}
+
+htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y, int64_t n) {
+  const char *what = "htp_op_add_f32";
+  OP_CHECKED(check_add(ctx, what, a, b, y, n));
+  OP_DISPATCH(ctx, what, add_f32, a, b, y, n);
+}
+
+htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias, float *y,
+                               int64_t rows, int64_t cols) {
+  const char *what = "htp_op_bias_add_f32";
+  OP_CHECKED(check_bias_add(ctx, what, x, bias, y, rows, cols));
+  OP_DISPATCH(ctx, what, bias_add_f32, x, bias, y, rows, cols);
+}
+
+htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
+                                const float *bqkv, const float *wproj, const float *bproj,
+                                float *y, float *scratch, int64_t scratch_floats,
+                                int64_t batch, int64_t tokens, int64_t model_dim,
+                                int64_t num_heads, int64_t head_dim) {
+  const char *what = "htp_op_attention_f32";
+  OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, y, scratch, scratch_floats, batch,
+                             tokens, model_dim, num_heads, head_dim));
   OP_DISPATCH(ctx, what, attention_f32, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
               batch, tokens, model_dim, num_heads, head_dim);
+}
+
+/* ===== bf16 (htp_bf16 tensors, f32 scratch) ============================= */
+
+htp_result htp_op_linear_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                              const uint16_t *b, uint16_t *y, int64_t rows, int64_t in_features,
+                              int64_t out_features) {
+  const char *what = "htp_op_linear_bf16";
+  OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in_features, out_features));
+  OP_DISPATCH(ctx, what, linear_bf16, x, w, b, y, rows, in_features, out_features);
+}
+
+htp_result htp_op_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *gamma,
+                                  const uint16_t *beta, uint16_t *y, int64_t rows, int64_t dim,
+                                  float epsilon) {
+  const char *what = "htp_op_layer_norm_bf16";
+  OP_CHECKED(check_layer_norm(ctx, what, x, gamma, beta, y, rows, dim, epsilon));
+  OP_DISPATCH(ctx, what, layer_norm_bf16, x, gamma, beta, y, rows, dim, epsilon);
+}
+
+htp_result htp_op_gelu_bf16(htp_ctx *ctx, const uint16_t *x, uint16_t *y, int64_t n,
+                            int32_t tanh_approx) {
+  const char *what = "htp_op_gelu_bf16";
+  OP_CHECKED(check_gelu(ctx, what, x, y, n, tanh_approx));
+  OP_DISPATCH(ctx, what, gelu_bf16, x, y, n, tanh_approx);
+}
+
+htp_result htp_op_add_bf16(htp_ctx *ctx, const uint16_t *a, const uint16_t *b, uint16_t *y,
+                           int64_t n) {
+  const char *what = "htp_op_add_bf16";
+  OP_CHECKED(check_add(ctx, what, a, b, y, n));
+  OP_DISPATCH(ctx, what, add_bf16, a, b, y, n);
+}
+
+htp_result htp_op_bias_add_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *bias,
+                                uint16_t *y, int64_t rows, int64_t cols) {
+  const char *what = "htp_op_bias_add_bf16";
+  OP_CHECKED(check_bias_add(ctx, what, x, bias, y, rows, cols));
+  OP_DISPATCH(ctx, what, bias_add_bf16, x, bias, y, rows, cols);
+}
+
+htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv,
+                                 const uint16_t *bqkv, const uint16_t *wproj,
+                                 const uint16_t *bproj, uint16_t *y, float *scratch,
+                                 int64_t scratch_floats, int64_t batch, int64_t tokens,
+                                 int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const char *what = "htp_op_attention_bf16";
+  OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, y, scratch, scratch_floats, batch,
+                             tokens, model_dim, num_heads, head_dim));
+  OP_DISPATCH(ctx, what, attention_bf16, x, wqkv, bqkv, wproj, bproj, y, scratch,
+              scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
 }
 
 htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {

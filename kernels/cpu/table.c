@@ -4,10 +4,12 @@
  * the htp_cpu_* kernels (kernels/htp_kernels.h) the table's uniform
  * signature. The kernels themselves stay as they are; the wrappers only
  * refuse what the CPU cannot do (too little attention scratch) and never
- * touch the environment beyond its error buffer.
+ * touch the environment beyond its error buffer. The bf16 entries and the
+ * sums live in cpu/bf16.c (they use the environment's conversion buffers).
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/htp_kernels.h"
 
 #include <stdio.h>
@@ -119,6 +121,17 @@ static const htp_kernel_table CPU_TABLE = {
     .mlp_hidden_units_f32 = mlp_hidden_units,
     .linear_units_f32 = linear_units,
     .copy = copy,
+    .sum_f32 = htp__cpu_sum_f32,
+    .linear_bf16 = htp__cpu_linear_bf16,
+    .layer_norm_bf16 = htp__cpu_layer_norm_bf16,
+    .gelu_bf16 = htp__cpu_gelu_bf16,
+    .add_bf16 = htp__cpu_add_bf16,
+    .bias_add_bf16 = htp__cpu_bias_add_bf16,
+    .attention_bf16 = htp__cpu_attention_bf16,
+    .attention_heads_bf16 = htp__cpu_attention_heads_bf16,
+    .mlp_hidden_units_bf16 = htp__cpu_mlp_hidden_units_bf16,
+    .linear_units_bf16 = htp__cpu_linear_units_bf16,
+    .sum_bf16 = htp__cpu_sum_bf16,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }

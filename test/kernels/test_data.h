@@ -12,7 +12,7 @@
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 /* Uniform in [lo, hi). */
-static float uniform(float lo, float hi) {
+static inline float uniform(float lo, float hi) {
   rng_state ^= rng_state << 13;
   rng_state ^= rng_state >> 7;
   rng_state ^= rng_state << 17;
@@ -20,7 +20,7 @@ static float uniform(float lo, float hi) {
 }
 
 /* n floats uniform in [lo, hi); the caller frees. */
-static float *random_floats(int64_t n, float lo, float hi) {
+static inline float *random_floats(int64_t n, float lo, float hi) {
   float *data = malloc((size_t)n * sizeof(float));
   assert_non_null(data);
   for (int64_t i = 0; i < n; ++i)

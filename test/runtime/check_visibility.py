@@ -48,10 +48,10 @@ def main():
         print("exported but not public:", name)
     # The names compiled blocks resolve from the process must be among them:
     # the collective, the balance hooks and the op entry points (DESIGN §6).
-    for name in ("htp_allreduce_sum_f32", "htp_rt_attention_f32", "htp_rt_mlp_f32",
-                 "htp_op_linear_f32", "htp_op_layer_norm_f32", "htp_op_gelu_f32",
-                 "htp_op_add_f32", "htp_op_bias_add_f32", "htp_op_attention_f32",
-                 "htp_op_copy"):
+    ops = [f"htp_op_{op}_{dtype}" for dtype in ("f32", "bf16")
+           for op in ("linear", "layer_norm", "gelu", "add", "bias_add", "attention")]
+    for name in ["htp_allreduce_sum_f32", "htp_allreduce_sum_bf16", "htp_rt_attention_f32",
+                 "htp_rt_mlp_f32", "htp_op_copy"] + ops:
         if name not in symbols:
             print("compiled blocks need", name, "exported")
             missing.append(name)
