@@ -8,6 +8,7 @@
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
+#include "kernels/htp_bf16.h"
 #include "runtime/htp.h"
 
 #include <pthread.h>
@@ -346,6 +347,44 @@ static htp_result body_allgather(htp_ctx *ctx, void *user) {
   return rc;
 }
 
+/* bf16: every rank's parts summed in f32 in rank order and rounded once
+ * (values chosen so that rounding per step would differ: 1 + 3 * 2^-9
+ * summed step by step in bf16 stays 1, once rounded it is 1 + 2^-7). */
+enum { BF16_COUNT = 3000 }; /* several tiles, odd chunk boundaries */
+
+static float bf16_part(int rank, size_t i) {
+  return rank == 0 ? 1.0f : (i % 2 ? 0.001953125f : (float)rank * 0.5f - (float)(i % 7));
+}
+
+static htp_result body_allreduce_bf16(htp_ctx *ctx, void *user) {
+  (void)user;
+  int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  uint16_t send[BF16_COUNT], recv[BF16_COUNT];
+  for (size_t i = 0; i < BF16_COUNT; ++i) send[i] = htp_bf16_from_f32(bf16_part(rank, i));
+  RANK_CALL(htp_allreduce_sum_bf16(ctx, send, recv, BF16_COUNT));
+  for (size_t i = 0; i < BF16_COUNT; ++i) {
+    float sum = 0.0f;
+    for (int r = 0; r < size; ++r) sum += htp_bf16_to_f32(htp_bf16_from_f32(bf16_part(r, i)));
+    RANK_CHECK(ctx, recv[i] == htp_bf16_from_f32(sum));
+  }
+  if (size == 4) RANK_CHECK(ctx, htp_bf16_to_f32(recv[1]) == 1.0078125f);
+  /* In place. */
+  RANK_CALL(htp_allreduce_sum_bf16(ctx, send, send, BF16_COUNT));
+  RANK_CHECK(ctx, memcmp(send, recv, sizeof send) == 0);
+  return HTP_OK;
+}
+
+static void test_allreduce_bf16(void **state) {
+  (void)state;
+  for (int size = 1; size <= 4; ++size) {
+    htp_world *world = make_world(size, 10.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_allreduce_bf16, NULL, runs);
+    expect_all_ok(runs, size);
+    htp_world_destroy(world);
+  }
+}
+
 static void test_allgather(void **state) {
   (void)state;
   const size_t byte_counts[] = {0, 1, 3, 4096, 100001};
@@ -497,6 +536,12 @@ static htp_result bad_op_mismatch(htp_ctx *ctx, int culprit) {
   if (htp_ctx_rank(ctx) == culprit) return htp_barrier(ctx);
   return htp_allreduce_sum_f32(ctx, data, data, 4);
 }
+static htp_result bad_dtype_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4};
+  uint16_t half[4] = {0x3f80, 0x4000, 0x4040, 0x4080};
+  if (htp_ctx_rank(ctx) == culprit) return htp_allreduce_sum_bf16(ctx, half, half, 4);
+  return htp_allreduce_sum_f32(ctx, data, data, 4);
+}
 static htp_result bad_root(htp_ctx *ctx, int culprit) {
   char data[8] = "abcdefg";
   return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? 9 : 0);
@@ -564,6 +609,7 @@ static void test_bad_arguments(void **state) {
       {"null send", bad_null_send, 1, "NULL", HTP_ERR_REMOTE},
       {"count mismatch", bad_count_mismatch, 1, "count mismatch", HTP_ERR_INVALID},
       {"op mismatch", bad_op_mismatch, 0, "mismatch", HTP_ERR_INVALID},
+      {"f32/bf16 mismatch", bad_dtype_mismatch, 1, "htp_allreduce_sum_bf16", HTP_ERR_INVALID},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
@@ -818,6 +864,7 @@ int main(void) {
       cmocka_unit_test(test_ctx_errors),
       cmocka_unit_test(test_allreduce_closed_form),
       cmocka_unit_test(test_allreduce_reproducible),
+      cmocka_unit_test(test_allreduce_bf16),
       cmocka_unit_test(test_allgather),
       cmocka_unit_test(test_broadcast_and_barrier),
       cmocka_unit_test(test_send_recv_ring),
