@@ -176,6 +176,28 @@ typedef struct htp_kernel_table {
    * tensors does with its parts). y may equal x[0]. */
   htp_kernel_status (*sum_bf16)(const htp_kernel_env *env, const htp_bf16 *const *x,
                                 int32_t parts, htp_bf16 *y, int64_t n);
+
+  /* The device's memory, for the executor's buffers (htp-run --device):
+   * alloc gives bytes (>= 1) of this device's memory in *out (the CPU's:
+   * host memory, 64-byte aligned); release frees it (NULL: nothing). */
+  htp_kernel_status (*alloc)(const htp_kernel_env *env, size_t bytes, void **out);
+  htp_kernel_status (*release)(const htp_kernel_env *env, void *ptr);
+  /* Host -> device and device -> host copies (no overlap). Both return once
+   * the copy is done; to_host first waits for the work already enqueued on
+   * env's stream, so it reads finished results. */
+  htp_kernel_status (*to_device)(const htp_kernel_env *env, void *dst, const void *host_src,
+                                 size_t bytes);
+  htp_kernel_status (*to_host)(const htp_kernel_env *env, void *host_dst, const void *src,
+                               size_t bytes);
+  /* Waits for everything enqueued on env's stream (the CPU's: nothing). */
+  htp_kernel_status (*synchronize)(const htp_kernel_env *env);
+  /* Timing on the device's own clock, never the host's around enqueued
+   * work: mark(env, 0) before the work, mark(env, 1) after, then elapsed
+   * waits for mark 1 and gives the seconds between them (CUDA events on
+   * the stream; the CPU's monotonic clock). Needs an environment made by
+   * the device's env_create (the CPU's marks live in its object). */
+  htp_kernel_status (*mark)(const htp_kernel_env *env, int32_t which);
+  htp_kernel_status (*elapsed)(const htp_kernel_env *env, double *seconds);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error
@@ -188,10 +210,10 @@ htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status s
 
 /* The CPU table (static, never NULL). */
 const htp_kernel_table *htp_cpu_kernel_table(void);
-/* Gives a CPU environment its own conversion buffers (env->kernels), which
- * the bf16 entries reuse from call to call; without them (env->kernels
- * NULL, e.g. no context) those entries allocate per call. env_destroy frees
- * them and accepts an environment without any. */
+/* Gives a CPU environment its own object (env->kernels): the conversion
+ * buffers the bf16 entries reuse from call to call (without it, e.g. no
+ * context, they allocate per call) and the timing marks. env_destroy frees
+ * it and accepts an environment without one. */
 htp_kernel_status htp_cpu_kernel_env_create(htp_kernel_env *env, char *error, size_t error_size);
 void htp_cpu_kernel_env_destroy(htp_kernel_env *env);
 

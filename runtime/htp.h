@@ -734,6 +734,25 @@ HTP_API htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const 
  * which may live on the device. bytes 0 is a no-op. */
 HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);
 
+/* The context's device memory, for buffers a block runs on (htp-run
+ * --device): through the kernel table, so host memory on the CPU table and
+ * device memory on the CUDA one. alloc gives bytes (>= 1) in *out; free
+ * accepts NULL. upload copies host -> device, download device -> host after
+ * the work enqueued on the rank's stream; both return once the copy is
+ * done. synchronize waits for the rank's stream. Failures fail the world,
+ * as the ops do. */
+HTP_API htp_result htp_mem_alloc(htp_ctx *ctx, size_t bytes, void **out);
+HTP_API htp_result htp_mem_free(htp_ctx *ctx, void *ptr);
+HTP_API htp_result htp_mem_upload(htp_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+HTP_API htp_result htp_mem_download(htp_ctx *ctx, void *host_dst, const void *src,
+                                    size_t bytes);
+HTP_API htp_result htp_ctx_synchronize(htp_ctx *ctx);
+/* Timing on the device's clock (CUDA events on the rank's stream; the CPU's
+ * monotonic clock): mark(ctx, 0) before the work, mark(ctx, 1) after, then
+ * elapsed waits for mark 1 and gives the seconds between. */
+HTP_API htp_result htp_ctx_mark(htp_ctx *ctx, int which);
+HTP_API htp_result htp_ctx_elapsed(htp_ctx *ctx, double *seconds);
+
 /* Seconds this context spent inside collectives and transfers (waiting for
  * peers included) since it was created. A rank's compute time is its call
  * time minus the growth of this: otherwise every rank would look as slow

@@ -57,6 +57,10 @@ htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char
     const htp_kernel_table *table_ = htp__kernel_table(ctx);                                   \
     const htp_kernel_env *env_ = htp__kernel_env(ctx);                                         \
     if ((ctx)) (ctx)->kernel_error[0] = '\0';                                                  \
+    if (!table_->entry)                                                                        \
+      return (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no " #entry   \
+                               " entry", (what), table_->name)                                 \
+                   : HTP_ERR_UNSUPPORTED;                                                      \
     htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                              \
     return status_ == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed((ctx), status_, (what));     \
   } while (0)
@@ -245,4 +249,59 @@ htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   if (bytes == 0) return HTP_OK;
   OP_INVALID(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
   OP_DISPATCH(ctx, what, copy, dst, src, bytes);
+}
+
+/* ===== Device memory and timing (the executor's buffers) ================ */
+
+htp_result htp_mem_alloc(htp_ctx *ctx, size_t bytes, void **out) {
+  const char *what = "htp_mem_alloc";
+  OP_INVALID(ctx, !out || bytes == 0, "%s: %zu bytes into %p", what, bytes, (void *)out);
+  *out = NULL;
+  OP_DISPATCH(ctx, what, alloc, bytes, out);
+}
+
+htp_result htp_mem_free(htp_ctx *ctx, void *ptr) {
+  if (!ptr) return HTP_OK;
+  OP_DISPATCH(ctx, "htp_mem_free", release, ptr);
+}
+
+htp_result htp_mem_upload(htp_ctx *ctx, void *dst, const void *host_src, size_t bytes) {
+  const char *what = "htp_mem_upload";
+  if (bytes == 0) return HTP_OK;
+  OP_INVALID(ctx, !dst || !host_src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  OP_DISPATCH(ctx, what, to_device, dst, host_src, bytes);
+}
+
+htp_result htp_mem_download(htp_ctx *ctx, void *host_dst, const void *src, size_t bytes) {
+  const char *what = "htp_mem_download";
+  if (bytes == 0) return HTP_OK;
+  OP_INVALID(ctx, !host_dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  OP_DISPATCH(ctx, what, to_host, host_dst, src, bytes);
+}
+
+htp_result htp_ctx_synchronize(htp_ctx *ctx) {
+  /* OP_DISPATCH needs an argument after env; synchronize takes none. */
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (!table->synchronize)
+    return ctx ? htp__fail(ctx, HTP_ERR_UNSUPPORTED,
+                           "htp_ctx_synchronize: the %s table has no synchronize entry",
+                           table->name)
+               : HTP_ERR_UNSUPPORTED;
+  if (ctx) ctx->kernel_error[0] = '\0';
+  htp_kernel_status status = table->synchronize(htp__kernel_env(ctx));
+  return status == HTP_KERNEL_OK ? HTP_OK
+                                 : htp__kernel_failed(ctx, status, "htp_ctx_synchronize");
+}
+
+htp_result htp_ctx_mark(htp_ctx *ctx, int which) {
+  const char *what = "htp_ctx_mark";
+  OP_INVALID(ctx, !ctx, "%s: ctx is NULL", what);
+  OP_INVALID(ctx, which != 0 && which != 1, "%s: mark %d must be 0 or 1", what, which);
+  OP_DISPATCH(ctx, what, mark, (int32_t)which);
+}
+
+htp_result htp_ctx_elapsed(htp_ctx *ctx, double *seconds) {
+  const char *what = "htp_ctx_elapsed";
+  OP_INVALID(ctx, !ctx || !seconds, "%s: ctx or seconds is NULL", what);
+  OP_DISPATCH(ctx, what, elapsed, seconds);
 }

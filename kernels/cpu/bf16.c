@@ -6,8 +6,8 @@
  * the numbers are those of the f32 kernel on bf16-valued data, f32
  * accumulation throughout. The elementwise add and bias add work per element
  * and need no buffer; the others take their f32 copies from the
- * environment's conversion buffers (htp_cpu_kernel_env_create), or from one
- * allocation per call where it has none. Weights are widened on every call:
+ * environment's object (cpu/env.c), or from one allocation per call where
+ * it has none. Weights are widened on every call:
  * the table keeps no state between calls, so weights that change (training)
  * are never stale.
  *
@@ -18,6 +18,7 @@
 #include "kernels/cpu/bf16.h"
 
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/env.h"
 #include "kernels/htp_kernels.h"
 
 #include <stdlib.h>
@@ -55,61 +56,6 @@ static void narrow(const float *src, htp_bf16 *dst, int64_t n) {
   if (n > 0) htp__parallel(n, HTP_GRAIN, narrow_chunk, &job);
 }
 
-/* ===== The environment's conversion buffers ============================= */
-
-typedef struct cpu_buffers {
-  float *data;
-  int64_t floats;
-} cpu_buffers;
-
-htp_kernel_status htp_cpu_kernel_env_create(htp_kernel_env *env, char *error,
-                                            size_t error_size) {
-  if (!env) return HTP_KERNEL_ERR_INVALID;
-  htp_kernel_env_init(env, error, error_size);
-  cpu_buffers *buffers = calloc(1, sizeof *buffers);
-  if (!buffers)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu: out of memory for the environment");
-  env->kernels = buffers;
-  return HTP_KERNEL_OK;
-}
-
-void htp_cpu_kernel_env_destroy(htp_kernel_env *env) {
-  if (!env || !env->kernels) return;
-  cpu_buffers *buffers = env->kernels;
-  free(buffers->data);
-  free(buffers);
-  env->kernels = NULL;
-}
-
-/* f32 room for the operands of one call: `floats` floats (< 0: the caller's
- * size arithmetic overflowed). From env's buffers when it has them (grown as
- * needed, never shrunk), else a fresh allocation the caller frees through
- * *owned. NULL with env's error set on failure. */
-static float *f32_room(const htp_kernel_env *env, int64_t floats, float **owned) {
-  *owned = NULL;
-  if (floats < 0 || (uint64_t)floats > SIZE_MAX / sizeof(float)) {
-    htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu bf16: the f32 copies' size overflows");
-    return NULL;
-  }
-  if (floats == 0) floats = 1;
-  cpu_buffers *buffers = env ? env->kernels : NULL;
-  if (buffers && buffers->floats >= floats) return buffers->data;
-  float *room = malloc((size_t)floats * sizeof(float));
-  if (!room) {
-    htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu bf16: out of memory for %lld f32 copies",
-                    (long long)floats);
-    return NULL;
-  }
-  if (buffers) {
-    free(buffers->data);
-    buffers->data = room;
-    buffers->floats = floats;
-  } else {
-    *owned = room;
-  }
-  return room;
-}
-
 /* Carves consecutive pieces out of an f32 room: the sizes of an entry's
  * operands, summed with overflow checks, then handed out in order. */
 typedef struct carve {
@@ -137,7 +83,7 @@ htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16
   carve_count(&c, htp__size_mul(out_features, in_features));
   carve_count(&c, b ? out_features : 0);
   carve_count(&c, htp__size_mul(rows, out_features));
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *xf = carve_take(&c, rows * in_features), *wf = carve_take(&c, out_features * in_features);
@@ -160,7 +106,7 @@ htp_kernel_status htp__cpu_layer_norm_bf16(const htp_kernel_env *env, const htp_
   carve c = {0};
   carve_count(&c, n);
   carve_count(&c, htp__size_mul(dim, 2));
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *xf = carve_take(&c, n), *gf = carve_take(&c, dim), *bf = carve_take(&c, dim);
@@ -176,7 +122,7 @@ htp_kernel_status htp__cpu_layer_norm_bf16(const htp_kernel_env *env, const htp_
 
 htp_kernel_status htp__cpu_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x, htp_bf16 *y,
                                      int64_t n, int32_t tanh_approx) {
-  float *owned, *xf = f32_room(env, n, &owned);
+  float *owned, *xf = htp__cpu_f32_room(env, n, &owned);
   if (!xf) return HTP_KERNEL_ERR_NOMEM;
   widen(x, xf, n);
   htp_kernel_status status = f32_table()->gelu_f32(env, xf, xf, n, tanh_approx);
@@ -244,7 +190,7 @@ htp_kernel_status htp__cpu_attention_bf16(const htp_kernel_env *env, const htp_b
   carve_count(&c, bqkv ? qkv_rows : 0);
   carve_count(&c, htp__size_mul(model_dim, inner));
   carve_count(&c, bproj ? model_dim : 0);
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *xf = carve_take(&c, act), *yf = carve_take(&c, act);
@@ -280,7 +226,7 @@ htp_kernel_status htp__cpu_attention_heads_bf16(const htp_kernel_env *env, const
   carve_count(&c, htp__size_mul(qkv_rows, model_dim));
   carve_count(&c, bqkv ? qkv_rows : 0);
   carve_count(&c, htp__size_mul(rows, inner));
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *xf = carve_take(&c, rows * model_dim), *wf = carve_take(&c, qkv_rows * model_dim);
@@ -308,7 +254,7 @@ htp_kernel_status htp__cpu_mlp_hidden_units_bf16(const htp_kernel_env *env, cons
   carve_count(&c, htp__size_mul(hidden_dim, dim));
   carve_count(&c, b1 ? hidden_dim : 0);
   carve_count(&c, htp__size_mul(rows, hidden_dim));
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *xf = carve_take(&c, rows * dim), *wf = carve_take(&c, hidden_dim * dim);
@@ -333,7 +279,7 @@ htp_kernel_status htp__cpu_linear_units_bf16(const htp_kernel_env *env, const ht
   carve_count(&c, htp__size_mul(rows, in_features));
   carve_count(&c, htp__size_mul(out_features, in_features));
   carve_count(&c, htp__size_mul(rows, out_features));
-  float *owned, *room = f32_room(env, c.total, &owned);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
   if (!room) return HTP_KERNEL_ERR_NOMEM;
   c.next = room;
   float *af = carve_take(&c, rows * in_features), *wf = carve_take(&c, out_features * in_features);

@@ -5,11 +5,13 @@
  * signature. The kernels themselves stay as they are; the wrappers only
  * refuse what the CPU cannot do (too little attention scratch) and never
  * touch the environment beyond its error buffer. The bf16 entries and the
- * sums live in cpu/bf16.c (they use the environment's conversion buffers).
+ * sums live in cpu/bf16.c, memory, copies and timing in cpu/env.c (they use
+ * the environment's object).
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
 
 #include "kernels/cpu/bf16.h"
+#include "kernels/cpu/env.h"
 #include "kernels/htp_kernels.h"
 
 #include <stdio.h>
@@ -132,6 +134,13 @@ static const htp_kernel_table CPU_TABLE = {
     .mlp_hidden_units_bf16 = htp__cpu_mlp_hidden_units_bf16,
     .linear_units_bf16 = htp__cpu_linear_units_bf16,
     .sum_bf16 = htp__cpu_sum_bf16,
+    .alloc = htp__cpu_alloc,
+    .release = htp__cpu_release,
+    .to_device = htp__cpu_to_device,
+    .to_host = htp__cpu_to_host,
+    .synchronize = htp__cpu_synchronize,
+    .mark = htp__cpu_mark,
+    .elapsed = htp__cpu_elapsed,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }

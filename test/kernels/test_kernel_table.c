@@ -5,16 +5,19 @@
  * forwards); the runtime's op entry points (htp_op_*, runtime/htp.h) give
  * the same through a context's table and through a NULL context, refuse bad
  * arguments with a message, and a world asking for the CUDA table either
- * gets it or fails cleanly. With CUDA built: the CUDA table's entries fail
+ * gets it or fails cleanly; device memory and timing through a CPU context.
+ * With CUDA built: the CUDA table's entries fail
  * (never crash) on an environment without a device, the unit kernels'
  * included (their twins are compared by kernels.cuda). Nothing here needs a GPU; on a machine
  * with one the entries are not run on host pointers.
  *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -181,6 +184,65 @@ static void op_entries_dispatch(void **state) {
   free(x), free(w), free(want), free(got);
 }
 
+/* 3b. Device memory and timing through a CPU context: a round trip through
+ * alloc, upload, download; marks a sleep apart; refusals. */
+static void memory_and_timing(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  htp_world *world = NULL;
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  float host[100], back[100];
+  for (int i = 0; i < 100; i++) host[i] = (float)i * 0.5f;
+  void *device = NULL;
+  assert_int_equal(htp_mem_alloc(ctx, sizeof host, &device), HTP_OK);
+  assert_non_null(device);
+  assert_int_equal((uintptr_t)device % 64, 0);
+  assert_int_equal(htp_mem_upload(ctx, device, host, sizeof host), HTP_OK);
+  assert_int_equal(htp_op_gelu_f32(ctx, device, device, 100, 0), HTP_OK);
+  assert_int_equal(htp_mem_download(ctx, back, device, sizeof back), HTP_OK);
+  float want[100];
+  htp_cpu_gelu_f32(host, want, 100, 0);
+  assert_same(want, back, 100);
+  assert_int_equal(htp_ctx_synchronize(ctx), HTP_OK);
+  assert_int_equal(htp_mem_free(ctx, device), HTP_OK);
+  assert_int_equal(htp_mem_free(ctx, NULL), HTP_OK);
+
+  double seconds = -1.0;
+  assert_int_equal(htp_ctx_mark(ctx, 0), HTP_OK);
+  struct timespec pause = {0, 20 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  assert_int_equal(htp_ctx_mark(ctx, 1), HTP_OK);
+  assert_int_equal(htp_ctx_elapsed(ctx, &seconds), HTP_OK);
+  assert_true(seconds >= 0.019 && seconds < 5.0);
+
+  /* Refusals, each with a message naming the call. */
+  assert_int_equal(htp_mem_alloc(ctx, 0, &device), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "htp_mem_alloc"));
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  assert_int_equal(htp_mem_upload(ctx, NULL, host, 4), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "htp_mem_upload"));
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  assert_int_equal(htp_ctx_mark(ctx, 2), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "mark 2"));
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  /* No context: no environment object, so no marks. */
+  assert_int_equal(htp_ctx_elapsed(NULL, &seconds), HTP_ERR_INVALID);
+  char error[128];
+  htp_kernel_env bare;
+  htp_kernel_env_init(&bare, error, sizeof error);
+  assert_int_equal(htp_cpu_kernel_table()->mark(&bare, 0), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "htp_cpu_kernel_env_create"));
+}
+
 /* 4. A world asking for the CUDA table: unsupported without CUDA; with CUDA
  * and no GPU the context fails with a message instead of crashing. */
 static void cuda_device_selection(void **state) {
@@ -250,6 +312,7 @@ int main(void) {
       cmocka_unit_test(cpu_table_matches_kernels),
       cmocka_unit_test(cpu_table_matches_attention_and_units),
       cmocka_unit_test(op_entries_dispatch),
+      cmocka_unit_test(memory_and_timing),
       cmocka_unit_test(cuda_device_selection),
 #ifdef HTP_HAVE_CUDA
       cmocka_unit_test(cuda_table_without_device),
