@@ -12,6 +12,8 @@
 #include "kernels/htp_kernels.h"
 #include "runtime/htp.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 using namespace mlir;
 using namespace mlir::htp;
 
@@ -34,7 +36,15 @@ int64_t htp::leadingRows(RankedTensorType type) {
 
 int64_t htp::byteSize(Value value) {
   auto type = cast<RankedTensorType>(value.getType());
-  return type.getNumElements() * static_cast<int64_t>(sizeof(float));
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+StringRef htp::dtypeName(Type elementType) {
+  return elementType.isBF16() ? "bf16" : "f32";
+}
+
+Type htp::opElementType(Operation *op) {
+  return getElementTypeOrSelf(op->getOperand(0).getType());
 }
 
 std::optional<int64_t> htp::scratchBytes(Operation *op) {
@@ -61,16 +71,30 @@ LogicalResult htp::checkEntryFunction(func::FuncOp func) {
   // Every size the passes compute is computed from these types: their
   // bytes must fit.
   auto bytesFit = [](Type type) {
-    return (elementCount(cast<RankedTensorType>(type)) * static_cast<int64_t>(sizeof(float)))
-        .get()
-        .has_value();
+    auto tensor = cast<RankedTensorType>(type);
+    return (elementCount(tensor) * elementBytes(tensor.getElementType())).get().has_value();
   };
+  // A block is all f32 or all bf16 (the contract of the runtime's entry
+  // points): the first argument, or result, sets which.
+  Type blockElement;
+  std::string blockElementFrom;
   auto checkTypes = [&](StringRef what, StringRef verb, TypeRange types) -> LogicalResult {
     for (auto [index, type] : llvm::enumerate(types)) {
       auto tensor = dyn_cast<RankedTensorType>(type);
-      if (!tensor || !tensor.hasStaticShape() || !tensor.getElementType().isF32())
+      if (!tensor || !tensor.hasStaticShape() ||
+          !(tensor.getElementType().isF32() || tensor.getElementType().isBF16()))
         return func.emitError() << what << " #" << index << " has type " << type
-                                << "; htp entry points " << verb << " static f32 tensors only";
+                                << "; htp entry points " << verb
+                                << " static f32 or bf16 tensors only";
+      if (!blockElement) {
+        blockElement = tensor.getElementType();
+        blockElementFrom = (what + " #" + Twine(index)).str();
+      } else if (tensor.getElementType() != blockElement) {
+        return func.emitError() << what << " #" << index << " has element type "
+                                << dtypeName(tensor.getElementType()) << " but "
+                                << blockElementFrom << " has " << dtypeName(blockElement)
+                                << "; an htp block is all f32 or all bf16";
+      }
       if (!bytesFit(type))
         return func.emitError() << what << " #" << index << " of type " << type
                                 << " has more bytes than int64 holds";

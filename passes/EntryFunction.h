@@ -53,16 +53,28 @@ CheckedInt elementCount(RankedTensorType type);
 /// transform to. Only for types checkEntryFunction found to fit.
 int64_t leadingRows(RankedTensorType type);
 
-/// Bytes of an f32 tensor value; checkEntryFunction made sure they fit.
+/// Bytes of a tensor value (4 per f32 element, 2 per bf16);
+/// checkEntryFunction made sure they fit.
 int64_t byteSize(Value value);
+
+/// The signature's dtype of an htp element type ("f32" or "bf16"), which is
+/// also the suffix of the runtime's entry point for an op on it
+/// (htp_op_linear_f32, htp_op_linear_bf16).
+StringRef dtypeName(Type elementType);
+
+/// The element type of the tensors `op` computes on (one per op, which the
+/// dialect checks): its first operand's.
+Type opElementType(Operation *op);
 
 /// Bytes of kernel scratch `op` needs in the workspace while it runs (0:
 /// none), or none when they pass int64. The formulas are the kernels' and
-/// the hooks' own (kernels/htp_kernels.h, runtime/htp.h).
+/// the hooks' own (kernels/htp_kernels.h, runtime/htp.h); the scratch is f32
+/// floats in a bf16 block too (the kernels compute in f32).
 std::optional<int64_t> scratchBytes(Operation *op);
 
-/// Checks that `func` is one block of htp ops over static f32 tensors whose
-/// byte sizes fit int64: what both passes need to size its values.
+/// Checks that `func` is one block of htp ops over static tensors, all f32
+/// or all bf16, whose byte sizes fit int64: what both passes need to size
+/// its values.
 LogicalResult checkEntryFunction(func::FuncOp func);
 
 /// Checks that no two workspace byte ranges of `func` that are live at the

@@ -170,6 +170,18 @@ LogicalResult EntryLowering::checkSupported() {
   for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
     if (failed(checkShape("result", index, type)))
       return failure();
+  // The balance hooks (htp_rt_attention_f32, htp_rt_mlp_f32) are f32 only:
+  // --htp-balance-hooks leaves bf16 blocks without them, so only IR written
+  // by hand gets here.
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    auto attention = dyn_cast<AttentionOp>(op);
+    if ((isa<MLPOp>(op) || (attention && attention.getPair())) &&
+        !opElementType(&op).isF32())
+      return op.emitOpError() << "is a balance hook on " << dtypeName(opElementType(&op))
+                              << " tensors; the runtime's balance hooks are f32-only (a bf16 "
+                                 "block runs unsplit ops: drop `pair`, or write the MLP as "
+                                 "htp.linear, htp.gelu, htp.linear)";
+  }
   // BLAS takes its dims and leading dims as int: a larger GEMM dim would wrap.
   constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();
   for (Operation &op : func.getBody().front().without_terminator())
@@ -325,6 +337,9 @@ std::string EntryLowering::signatureJSON() {
         json.value(dim);
     });
   };
+  auto writeDtype = [&](Type type) {
+    json.attribute("dtype", dtypeName(cast<RankedTensorType>(type).getElementType()));
+  };
   json.object([&] {
     json.attribute("htp_entry", HTP_ENTRY_FORMAT_VERSION);
     json.attribute("entry", name);
@@ -334,7 +349,7 @@ std::string EntryLowering::signatureJSON() {
           json.attribute("name", argumentName(index));
           bool param = func.getArgAttrOfType<StringAttr>(index, kParamAttrName) != nullptr;
           json.attribute("role", param ? "param" : "input");
-          json.attribute("dtype", "f32");
+          writeDtype(func.getArgumentTypes()[index]);
           writeShape(func.getArgumentTypes()[index]);
           if (std::optional<ShardRecord> shard = *readShard(func, index))
             json.attributeObject("shard", [&] {
@@ -348,7 +363,7 @@ std::string EntryLowering::signatureJSON() {
       for (unsigned index = 0; index < numResults; ++index)
         json.object([&] {
           json.attribute("name", "result" + std::to_string(index));
-          json.attribute("dtype", "f32");
+          writeDtype(func.getResultTypes()[index]);
           writeShape(func.getResultTypes()[index]);
         });
     });

@@ -2,8 +2,9 @@
 //
 // This file implements the patterns of --htp-lower-to-runtime: each htp op
 // becomes a call of libhtprt (runtime/htp.h) with the rank's context first:
-// its op entry point (htp_op_*, which dispatches through the context's
-// kernel table, so the block names no device-specific kernel), a balance
+// its op entry point (htp_op_*_f32 or, on bf16 tensors, htp_op_*_bf16,
+// which dispatches through the context's kernel table, so the block names
+// no device-specific kernel), a balance
 // hook or the all-reduce, on the pointers of its operands and of its result
 // (its workspace slot or its result buffer, as --htp-assign-workspace
 // placed it). Every call's status is checked: a failure leaves the entry at
@@ -48,6 +49,13 @@ Value optionalPointer(OpBuilder &builder, Location loc, Value converted) {
   return LLVM::ZeroOp::create(builder, loc, LLVM::LLVMPointerType::get(builder.getContext()));
 }
 
+/// The runtime's entry point `base`_f32 or `base`_bf16 for the element
+/// type `op` computes on (runtime/htp.h: the bf16 twins take the same
+/// arguments, with bf16 pointers).
+std::string opEntryPoint(StringRef base, Operation *op) {
+  return (base + "_" + dtypeName(opElementType(op))).str();
+}
+
 /// 1 when a GELU (or an MLP's GELU) uses the tanh approximation: the
 /// kernels' int flag.
 template <typename OpTy>
@@ -85,14 +93,14 @@ struct CallPattern : EntryPattern<OpTy> {
                         Value result) const = 0;
 };
 
-/// htp.linear → htp_op_linear_f32(ctx, x, w, b or null, y, rows, in, out).
+/// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
   void emitCall(LinearOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
     auto weight = cast<RankedTensorType>(op.getWeight().getType());
-    entry.callOp(rewriter, loc, "htp_op_linear_f32",
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear", op),
                      {adaptor.getInput(), adaptor.getWeight(),
                       optionalPointer(rewriter, loc, adaptor.getBias()), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
@@ -101,9 +109,10 @@ struct LinearLowering : CallPattern<LinearOp> {
   }
 };
 
-/// htp.attention → htp_op_attention_f32 (with the scratch's size in
-/// floats), or with a `pair` the balance hook htp_rt_attention_f32 (the
-/// heads the plan gives this rank; no proj bias).
+/// htp.attention → htp_op_attention_f32 or _bf16 (with the scratch's size
+/// in floats: f32 scratch in both), or with a `pair` the balance hook
+/// htp_rt_attention_f32 (the heads the plan gives this rank; no proj bias;
+/// f32 only, which the lowering checked).
 struct AttentionLowering : CallPattern<AttentionOp> {
   using CallPattern::CallPattern;
   void emitCall(AttentionOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -138,12 +147,13 @@ struct AttentionLowering : CallPattern<AttentionOp> {
                               scratch,
                               constantI64(rewriter, loc, scratchFloats)};
       args.append(dims());
-      entry.callOp(rewriter, loc, "htp_op_attention_f32", args);
+      entry.callOp(rewriter, loc, opEntryPoint("htp_op_attention", op), args);
     }
   }
 };
 
-/// htp.layer_norm → htp_op_layer_norm_f32(ctx, x, weight, bias, y, rows, dim, eps).
+/// htp.layer_norm → htp_op_layer_norm_f32 or _bf16(ctx, x, weight, bias, y, rows,
+/// dim, eps); eps is an f32 for both.
 struct LayerNormLowering : CallPattern<LayerNormOp> {
   using CallPattern::CallPattern;
   void emitCall(LayerNormOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -151,40 +161,40 @@ struct LayerNormLowering : CallPattern<LayerNormOp> {
     Location loc = op.getLoc();
     Value epsilon =
         LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
-    entry.callOp(rewriter, loc, "htp_op_layer_norm_f32",
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_layer_norm", op),
                      {adaptor.getInput(), adaptor.getWeight(), adaptor.getBias(), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
                       constantI64(rewriter, loc, op.getType().getShape().back()), epsilon});
   }
 };
 
-/// htp.gelu → htp_op_gelu_f32(ctx, x, y, count, tanh).
+/// htp.gelu → htp_op_gelu_f32 or _bf16(ctx, x, y, count, tanh).
 struct GeluLowering : CallPattern<GeluOp> {
   using CallPattern::CallPattern;
   void emitCall(GeluOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
     Value tanhApprox = constantI32(rewriter, loc, tanhFlag(op));
-    entry.callOp(rewriter, loc, "htp_op_gelu_f32",
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_gelu", op),
                      {adaptor.getInput(), result,
                       constantI64(rewriter, loc, op.getType().getNumElements()), tanhApprox});
   }
 };
 
-/// htp.add → htp_op_add_f32(ctx, lhs, rhs, y, count).
+/// htp.add → htp_op_add_f32 or _bf16(ctx, lhs, rhs, y, count).
 struct AddLowering : CallPattern<AddOp> {
   using CallPattern::CallPattern;
   void emitCall(AddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    entry.callOp(rewriter, loc, "htp_op_add_f32",
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_add", op),
                      {adaptor.getLhs(), adaptor.getRhs(), result,
                       constantI64(rewriter, loc, op.getType().getNumElements())});
   }
 };
 
 /// htp.mlp → the balance hook htp_rt_mlp_f32 (the units the plan gives
-/// this rank).
+/// this rank; f32 only, which the lowering checked).
 struct MLPLowering : CallPattern<MLPOp> {
   using CallPattern::CallPattern;
   void emitCall(MLPOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -205,20 +215,20 @@ struct MLPLowering : CallPattern<MLPOp> {
   }
 };
 
-/// htp.bias_add → htp_op_bias_add_f32(ctx, x, bias, y, rows, dim).
+/// htp.bias_add → htp_op_bias_add_f32 or _bf16(ctx, x, bias, y, rows, dim).
 struct BiasAddLowering : CallPattern<BiasAddOp> {
   using CallPattern::CallPattern;
   void emitCall(BiasAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    entry.callOp(rewriter, loc, "htp_op_bias_add_f32",
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_bias_add", op),
                      {adaptor.getInput(), adaptor.getBias(), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
                       constantI64(rewriter, loc, op.getType().getShape().back())});
   }
 };
 
-/// htp.all_reduce → htp_allreduce_sum_f32(ctx, x, y, count), whose failure
+/// htp.all_reduce → htp_allreduce_sum_f32 or _bf16(ctx, x, y, count), whose failure
 /// (a peer hung or died) is returned from the entry at once.
 struct AllReduceLowering : CallPattern<AllReduceOp> {
   using CallPattern::CallPattern;
@@ -226,7 +236,7 @@ struct AllReduceLowering : CallPattern<AllReduceOp> {
                 Value result) const override {
     Location loc = op.getLoc();
     Value status = entry.callRuntime(
-        rewriter, loc, "htp_allreduce_sum_f32",
+        rewriter, loc, opEntryPoint("htp_allreduce_sum", op),
         {entry.rtContext, adaptor.getInput(), result,
          constantI64(rewriter, loc, op.getType().getNumElements())});
     entry.returnIfFailed(rewriter, loc, status);

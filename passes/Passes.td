@@ -52,6 +52,9 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
     runtime's hooks (`htp_rt_attention_f32`, `htp_rt_mlp_f32`), which compute
     the units the current plan gives the rank (DESIGN §4).
 
+    The hooks are f32-only for now: a bf16 block is left as the split made
+    it, with a warning saying so; it runs with the executor's policy none.
+
     The planner takes one unit count per kind, so every layer must have one
     attention and one MLP pair of the same shapes; anything else is an error
     naming what differs. `mlp-unit-width = 0` picks the smallest divisor of
@@ -90,9 +93,10 @@ def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
     is freed at once), and the lowering gets a plain C ABI (raw pointers, one
     workspace) instead of memref descriptors and per-call mallocs.
 
-    Every size is overflow-checked; a workspace above
+    Every size is overflow-checked; a value takes 4 bytes per f32 element
+    and 2 per bf16; kernel scratch is f32 in both. A workspace above
     HTP_ENTRY_MAX_WORKSPACE_BYTES is an error naming the op. The function
-    must be one block of htp ops over static f32 tensors.
+    must be one block of htp ops over static tensors, all f32 or all bf16.
   }];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
@@ -123,13 +127,18 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     `htp_op_attention_f32` with its scratch's size in floats), which
     dispatches through the context's kernel table (DESIGN §6), or
     `htp_allreduce_sum_f32`, or for the ops the balance hooks marked
-    (`htp.attention` with a `pair`, `htp.mlp`) the hooks. The block so
+    (`htp.attention` with a `pair`, `htp.mlp`) the hooks. An op on bf16
+    tensors calls the `_bf16` twin of its entry point (`htp_op_linear_bf16`,
+    ..., `htp_allreduce_sum_bf16`: the same arguments, bf16 pointers; the
+    attention's scratch stays f32); the hooks are f32-only, so a bf16
+    `htp.mlp` or paired attention is an error. The block so
     names no device-specific kernel. Every call's status is checked, and a
     failing one (bad arguments, a device error, a peer that hung or died) is
     returned from the entry point at once.
 
     The pass also emits `@"htp.sig.F"`, the block's signature as JSON
-    (format 2 of `runtime/htp_entry.h`: argument names, roles, shapes and
+    (format 2 of `runtime/htp_entry.h`: argument names, roles, dtypes
+    (`"f32"` or `"bf16"`), shapes and
     shards, results, workspace bytes, GEMM FLOPs, tp, balance units), and
     `@"htp.default_entry"` (the name F) when the module has exactly one
     public function. Every symbol it defines starts with `htp.` and every

@@ -10,7 +10,7 @@ func.func @foreign_op(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// expected-error @+1 {{argument #0 has type 'tensor<?xf32>'; htp entry points take static f32 tensors only}}
+// expected-error @+1 {{argument #0 has type 'tensor<?xf32>'; htp entry points take static f32 or bf16 tensors only}}
 func.func @dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
   return %x : tensor<?xf32>
 }
