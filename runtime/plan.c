@@ -311,25 +311,34 @@ static int makespan_feasible(double t, int u, int32_t cap, const double *speeds,
 }
 
 /* The smallest feasible makespan (it is some L / s: the feasible set is
- * [t*, inf)), by bisection down to adjacent doubles: the counts at the
- * returned t are the fewest moves that reach t*. At u / min migrator speed
- * nobody needs to shed, so the bracket is always valid. Rank order only:
- * the same bits on every rank. */
-static double min_makespan(int u, double max_gamma, const double *speeds,
+ * [t*, inf)), by bisection: the counts at the returned t are the fewest
+ * moves that reach t* (to 1e-13 of it). The bracket: the continuous optimum
+ * T u (the plan's target time, capped or not) is a lower bound; above it
+ * the continuous surplus grows by at least the helpers' speed sum per unit
+ * of time and whole units lose at most one per rank, so T u + (m + h) /
+ * sum_H s is feasible unless a cap binds; at u / min migrator speed nobody
+ * sheds, which is always feasible. Rank order only: the same bits on every
+ * rank. */
+static double min_makespan(int u, double max_gamma, double T, const double *speeds,
                            const htp__plan_scratch *scratch, int m, int h) {
   int32_t cap = ceil_units(max_gamma * u);
   if (cap > u) cap = u;
-  double hi = 0.0;
-  for (int i = 0; i < m; ++i) {
-    double t = (double)u / speeds[scratch->order[i]];
-    if (t > hi) hi = t;
+  double helper_speed = 0.0;
+  for (int i = 0; i < h; ++i) helper_speed += speeds[scratch->helpers[i]];
+  double lo = T * (double)u * (1.0 - 1e-9);
+  if (lo < 0.5 * (double)u) lo = 0.5 * (double)u; /* below u nobody can take a unit */
+  double hi = T * (double)u + (double)(m + h) / helper_speed;
+  if (!makespan_feasible(hi, u, cap, speeds, scratch, m, h)) {
+    hi = 0.0;
+    for (int i = 0; i < m; ++i) {
+      double t = (double)u / speeds[scratch->order[i]];
+      if (t > hi) hi = t;
+    }
+    /* u / s * s can round below u: nudge up until nobody sheds. */
+    for (int i = 0; i < 64 && !makespan_feasible(hi, u, 0, speeds, scratch, m, h); ++i)
+      hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
   }
-  /* u / s * s can round below u: nudge up until nobody sheds. */
-  for (int i = 0; i < 64 && !makespan_feasible(hi, u, 0, speeds, scratch, m, h); ++i)
-    hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
-  /* Below u nothing can be shed to anyone (a helper has speed <= 1). */
-  double lo = 0.5 * (double)u;
-  for (int i = 0; i < 200; ++i) {
+  while (hi - lo > 1e-13 * hi) {
     double mid = lo + (hi - lo) / 2.0;
     if (mid <= lo || mid >= hi) break;
     if (makespan_feasible(mid, u, cap, speeds, scratch, m, h)) hi = mid;
@@ -446,7 +455,8 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
      * 4 of 6 heads at speed 0.31 with one helper), which makes the helper
      * the slower rank. */
     if (num_migrators == 0 || num_helpers == 0) continue;
-    double makespan = min_makespan(u, c->max_gamma, speeds, scratch, num_migrators, num_helpers);
+    double makespan =
+        min_makespan(u, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
     int64_t placed = 0, total_absorb = 0;
     for (int i = 0; i < num_migrators; ++i) {
       scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u);
