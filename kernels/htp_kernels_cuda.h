@@ -17,9 +17,17 @@
  * buffer before launching, so the caller may reuse a list as soon as the
  * call returns. Ids are checked on the host (in range, else an error) so a
  * bad list never reaches the device.
+ *
+ * bf16 twins (the _bf16 functions, at the end) take htp_bf16 tensors
+ * (kernels/htp_bf16.h) and compute as the CPU's bf16 table entries do: f32
+ * accumulation (cuBLAS GEMMs with bf16 inputs and CUBLAS_COMPUTE_32F), f32
+ * layer-norm statistics and softmax, every output rounded once to bf16
+ * (nearest even). Scratch stays f32 and is sized as for f32.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_KERNELS_CUDA_H
 #define HTP_KERNELS_CUDA_H
+
+#include "kernels/htp_bf16.h"
 
 #include <stdint.h>
 
@@ -130,6 +138,53 @@ int htp_cuda_impute_average_f32(htp_cuda_kernels *kernels, float *act, int64_t r
 int htp_cuda_impute_same_f32(htp_cuda_kernels *kernels, float *act, const float *stored,
                              int64_t rows, int64_t row_stride, int64_t stored_stride,
                              int64_t width, const int32_t *pruned, int64_t num_pruned);
+
+/* ----- bf16 twins -----------------------------------------------------------
+ * The same arguments, layouts, lists and scratch as the f32 functions above.
+ * Where the f32 GEMM would write an output that later passes through
+ * another step (the MLP units' bias and GELU, the row-parallel units'
+ * accumulation over runs), the bf16 twin keeps the f32 intermediate in the
+ * object's own workspace (grown on demand, as the staging buffer) so the
+ * output is still rounded once. Attention keeps q, k, v, the scores, the
+ * softmax and p·v in f32 scratch; the context is rounded to bf16 once,
+ * before the output projection (a bf16 GEMM, as PyTorch's bf16 attention),
+ * where the CPU twin projects the f32 context: that one rounding is the
+ * only step the CPU twin does not have. */
+int htp_cuda_linear_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *w,
+                         const htp_bf16 *b, htp_bf16 *y, int64_t rows, int64_t in_features,
+                         int64_t out_features);
+int htp_cuda_layer_norm_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                             const htp_bf16 *gamma, const htp_bf16 *beta, htp_bf16 *y,
+                             int64_t rows, int64_t dim, float epsilon);
+int htp_cuda_gelu_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, htp_bf16 *y, int64_t n,
+                       int32_t tanh_approx);
+int htp_cuda_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a, const htp_bf16 *b,
+                      htp_bf16 *y, int64_t n);
+int htp_cuda_bias_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *bias,
+                           htp_bf16 *y, int64_t rows, int64_t cols);
+/* scratch: htp_cuda_attention_scratch_floats floats, as the f32 twin. */
+int htp_cuda_attention_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *wqkv,
+                            const htp_bf16 *bqkv, const htp_bf16 *wproj, const htp_bf16 *bproj,
+                            htp_bf16 *y, float *scratch, int64_t batch, int64_t tokens,
+                            int64_t model_dim, int64_t num_heads, int64_t head_dim);
+int htp_cuda_attention_heads_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                  const htp_bf16 *wqkv, const htp_bf16 *bqkv, htp_bf16 *context,
+                                  float *scratch, int64_t batch, int64_t tokens,
+                                  int64_t model_dim, int64_t num_heads, int64_t head_dim,
+                                  const int32_t *heads, int64_t count);
+int htp_cuda_mlp_hidden_units_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                   const htp_bf16 *w1, const htp_bf16 *b1, htp_bf16 *hidden,
+                                   int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width,
+                                   const int32_t *units, int64_t count, int32_t tanh_approx);
+/* With accumulate, y's old values join the f32 sum: rounded once too. */
+int htp_cuda_linear_units_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a, const htp_bf16 *w,
+                               htp_bf16 *y, int64_t rows, int64_t in_features,
+                               int64_t out_features, int64_t width, const int32_t *units,
+                               int64_t count, int32_t accumulate);
+/* y[i] = bf16(f32(inputs[0][i]) + ... + f32(inputs[count-1][i])), added in
+ * that order in f32 and rounded once; otherwise as htp_cuda_reduce_sum_f32. */
+int htp_cuda_reduce_sum_bf16(htp_cuda_kernels *kernels, const htp_bf16 *const *inputs,
+                             int64_t count, htp_bf16 *y, int64_t n);
 
 #ifdef __cplusplus
 }

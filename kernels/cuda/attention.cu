@@ -6,10 +6,15 @@
  * softmax launch over heads·tokens rows, then one batched p·v that writes each
  * head's columns of the context. Scratch layout, in floats:
  *   [qkv: rows * 3 * inner][context: rows * inner][scores: heads * tokens²]
+ * The bf16 twin uses the same f32 scratch: its qkv projection (bf16 GEMM)
+ * writes f32 q, k, v, and everything up to the context stays f32; the
+ * context is rounded to bf16 into the qkv region (free by then; half of it
+ * would do) for the bf16 output projection.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
 #include <math.h>
+#include <type_traits>
 
 constexpr int kThreads = 256;
 
@@ -64,19 +69,24 @@ extern "C" int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t toke
   return rows * 3 * inner + rows * inner + num_heads * tokens * tokens;
 }
 
-extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
-                                      const float *wqkv, const float *bqkv, const float *wproj,
-                                      const float *bproj, float *y, float *scratch, int64_t batch,
-                                      int64_t tokens, int64_t model_dim, int64_t num_heads,
-                                      int64_t head_dim) {
+namespace {
+
+template <typename T>
+int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
+              const T *wproj, const T *bproj, T *y, float *scratch, int64_t batch,
+              int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const char *op = "attention";
   int64_t rows = batch * tokens, inner = num_heads * head_dim, qkv_stride = 3 * inner;
+  if (htp_cuda_check_int(kernels, op, rows, qkv_stride, tokens * tokens) ||
+      htp_cuda_check_int(kernels, op, model_dim, head_dim, num_heads))
+    return 1;
   float *qkv = scratch;
   float *context = qkv + rows * qkv_stride;
   float *scores = context + rows * inner;
   float scale = 1.0f / sqrtf((float)head_dim), one = 1.0f, zero = 0.0f;
   int t = (int)tokens, hd = (int)head_dim, ld = (int)qkv_stride;
 
-  if (htp_cuda_linear_f32(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
+  if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
     return 1;
   for (int64_t b = 0; b < batch; ++b) {
     const float *block = qkv + b * tokens * qkv_stride;
@@ -94,5 +104,34 @@ extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
                                   &zero, context + b * tokens * inner, (int)inner, head_dim,
                                   (int)num_heads));
   }
-  return htp_cuda_linear_f32(kernels, context, wproj, bproj, y, rows, inner, model_dim);
+  if constexpr (std::is_same_v<T, float>) {
+    return htp_cuda_linear(kernels, context, wproj, bproj, y, rows, inner, model_dim);
+  } else {
+    T *rounded = reinterpret_cast<T *>(qkv);
+    if (htp_cuda_convert_block(kernels, context, inner, rounded, inner, rows, inner))
+      return 1;
+    return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
+                           model_dim);
+  }
+}
+
+} // namespace
+
+extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
+                                      const float *wqkv, const float *bqkv, const float *wproj,
+                                      const float *bproj, float *y, float *scratch, int64_t batch,
+                                      int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                      int64_t head_dim) {
+  return attention(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens, model_dim,
+                   num_heads, head_dim);
+}
+
+extern "C" int htp_cuda_attention_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                       const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                       const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
+                                       float *scratch, int64_t batch, int64_t tokens,
+                                       int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  return attention(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(wqkv),
+                   htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(wproj), htp_cuda_bf16_ptr(bproj),
+                   htp_cuda_bf16_ptr(y), scratch, batch, tokens, model_dim, num_heads, head_dim);
 }

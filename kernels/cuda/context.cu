@@ -1,6 +1,7 @@
 /*===- kernels/cuda/context.cu - Device, stream and cuBLAS handle --------===*/
 #include "kernels/cuda/kernels_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,6 +44,8 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
     return;
   if (kernels->staging)
     cudaFree(kernels->staging);
+  if (kernels->workspace)
+    cudaFree(kernels->workspace);
   if (kernels->blas)
     cublasDestroy(kernels->blas);
   if (kernels->stream)
@@ -50,19 +53,27 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
   free(kernels);
 }
 
-int htp_cuda_staging_reserve(htp_cuda_kernels *kernels, size_t bytes) {
-  if (bytes <= kernels->staging_bytes)
+int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *size,
+                            size_t bytes) {
+  if (bytes <= *size)
     return 0;
-  size_t grown = kernels->staging_bytes ? kernels->staging_bytes : 4096;
+  size_t grown = *size ? *size : 4096;
   while (grown < bytes)
     grown *= 2;
   HTP_CUDA_CHECK(kernels, cudaStreamSynchronize(kernels->stream));
-  if (kernels->staging)
-    HTP_CUDA_CHECK(kernels, cudaFree(kernels->staging));
-  kernels->staging = NULL;
-  kernels->staging_bytes = 0;
-  HTP_CUDA_CHECK(kernels, cudaMalloc(&kernels->staging, grown));
-  kernels->staging_bytes = grown;
+  if (*buffer)
+    HTP_CUDA_CHECK(kernels, cudaFree(*buffer));
+  *buffer = NULL;
+  *size = 0;
+  HTP_CUDA_CHECK(kernels, cudaMalloc(buffer, grown));
+  *size = grown;
+  return 0;
+}
+
+int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,
+                       int64_t c) {
+  if (a < 0 || b < 0 || c < 0 || a > INT_MAX || b > INT_MAX || c > INT_MAX)
+    return htp_cuda_fail(kernels, op, "a size is negative or too large for cuBLAS");
   return 0;
 }
 

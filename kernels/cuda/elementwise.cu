@@ -1,48 +1,124 @@
-/*===- kernels/cuda/elementwise.cu - GELU, residual add, bias add --------===*/
+/*===- kernels/cuda/elementwise.cu - GELU, residual add, bias add --------===*
+ *
+ * One body per op for f32 and bf16: loads widen to f32, the op runs in f32,
+ * the store rounds once (kernels_internal.h), so a bf16 result is the f32
+ * result of the same bf16 inputs, rounded. y may equal an input: each
+ * thread reads its element before it writes it. Also the block conversion
+ * between element types that the bf16 attention and unit kernels use.
+ *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
-__global__ void gelu_kernel(const float *x, float *y, int64_t n, int32_t tanh_approx) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n)
-    return;
-  float v = x[i];
-  if (tanh_approx)
-    y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  else
-    y[i] = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-}
+namespace {
 
-__global__ void add_kernel(const float *a, const float *b, float *y, int64_t n) {
+constexpr int kThreads = 256;
+
+template <typename T>
+__global__ void gelu_kernel(const T *x, T *y, int64_t n, int32_t tanh_approx) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
-    y[i] = a[i] + b[i];
+    htp_cuda_store(y, i, htp_cuda_gelu(htp_cuda_load(x, i), tanh_approx));
 }
 
-__global__ void bias_add_kernel(const float *x, const float *bias, float *y, int64_t rows,
-                                int64_t cols) {
+template <typename T> __global__ void add_kernel(const T *a, const T *b, T *y, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n)
+    htp_cuda_store(y, i, htp_cuda_load(a, i) + htp_cuda_load(b, i));
+}
+
+template <typename T>
+__global__ void bias_add_kernel(const T *x, const T *bias, T *y, int64_t rows, int64_t cols) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < rows * cols)
-    y[i] = x[i] + bias[i % cols];
+    htp_cuda_store(y, i, htp_cuda_load(x, i) + htp_cuda_load(bias, i % cols));
 }
+
+template <typename In, typename Out>
+__global__ void convert_block_kernel(const In *src, int64_t src_ld, Out *dst, int64_t dst_ld,
+                                     int64_t rows, int64_t cols) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= rows * cols)
+    return;
+  const int64_t r = i / cols, c = i % cols;
+  htp_cuda_store(dst, r * dst_ld + c, htp_cuda_load(src, r * src_ld + c));
+}
+
+template <typename T>
+int gelu(htp_cuda_kernels *kernels, const T *x, T *y, int64_t n, int32_t tanh_approx) {
+  if (n <= 0)
+    return n < 0 ? htp_cuda_fail(kernels, "gelu", "negative size") : 0;
+  gelu_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(x, y, n,
+                                                                             tanh_approx);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+template <typename T> int add(htp_cuda_kernels *kernels, const T *a, const T *b, T *y, int64_t n) {
+  if (n <= 0)
+    return n < 0 ? htp_cuda_fail(kernels, "add", "negative size") : 0;
+  add_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(a, b, y, n);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+template <typename T>
+int bias_add(htp_cuda_kernels *kernels, const T *x, const T *bias, T *y, int64_t rows,
+             int64_t cols) {
+  if (rows <= 0 || cols <= 0)
+    return rows < 0 || cols < 0 ? htp_cuda_fail(kernels, "bias_add", "negative size") : 0;
+  bias_add_kernel<<<htp_cuda_blocks(rows * cols, kThreads), kThreads, 0, kernels->stream>>>(
+      x, bias, y, rows, cols);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+} // namespace
+
+template <typename In, typename Out>
+int htp_cuda_convert_block(htp_cuda_kernels *kernels, const In *src, int64_t src_ld, Out *dst,
+                           int64_t dst_ld, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0)
+    return rows < 0 || cols < 0 ? htp_cuda_fail(kernels, "convert", "negative size") : 0;
+  convert_block_kernel<<<htp_cuda_blocks(rows * cols, kThreads), kThreads, 0,
+                         kernels->stream>>>(src, src_ld, dst, dst_ld, rows, cols);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+template int htp_cuda_convert_block<float, htp_cuda_bf16>(htp_cuda_kernels *, const float *,
+                                                          int64_t, htp_cuda_bf16 *, int64_t,
+                                                          int64_t, int64_t);
+template int htp_cuda_convert_block<htp_cuda_bf16, float>(htp_cuda_kernels *,
+                                                          const htp_cuda_bf16 *, int64_t,
+                                                          float *, int64_t, int64_t, int64_t);
 
 extern "C" int htp_cuda_gelu_f32(htp_cuda_kernels *kernels, const float *x, float *y, int64_t n,
                                  int32_t tanh_approx) {
-  gelu_kernel<<<htp_cuda_blocks(n, 256), 256, 0, kernels->stream>>>(x, y, n, tanh_approx);
-  HTP_CUDA_CHECK_LAUNCH(kernels);
-  return 0;
+  return gelu(kernels, x, y, n, tanh_approx);
+}
+
+extern "C" int htp_cuda_gelu_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, htp_bf16 *y,
+                                  int64_t n, int32_t tanh_approx) {
+  return gelu(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(y), n, tanh_approx);
 }
 
 extern "C" int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b,
                                 float *y, int64_t n) {
-  add_kernel<<<htp_cuda_blocks(n, 256), 256, 0, kernels->stream>>>(a, b, y, n);
-  HTP_CUDA_CHECK_LAUNCH(kernels);
-  return 0;
+  return add(kernels, a, b, y, n);
+}
+
+extern "C" int htp_cuda_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a,
+                                 const htp_bf16 *b, htp_bf16 *y, int64_t n) {
+  return add(kernels, htp_cuda_bf16_ptr(a), htp_cuda_bf16_ptr(b), htp_cuda_bf16_ptr(y), n);
 }
 
 extern "C" int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias,
                                      float *y, int64_t rows, int64_t cols) {
-  bias_add_kernel<<<htp_cuda_blocks(rows * cols, 256), 256, 0, kernels->stream>>>(x, bias, y, rows,
-                                                                                  cols);
-  HTP_CUDA_CHECK_LAUNCH(kernels);
-  return 0;
+  return bias_add(kernels, x, bias, y, rows, cols);
+}
+
+extern "C" int htp_cuda_bias_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                      const htp_bf16 *bias, htp_bf16 *y, int64_t rows,
+                                      int64_t cols) {
+  return bias_add(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(bias), htp_cuda_bf16_ptr(y),
+                  rows, cols);
 }

@@ -1,13 +1,14 @@
 /*===- kernels/cuda/gather.cu - Reduction, unit packing, imputation -------===*
  *
  * The memory-bound kernels around the balance hooks: a same-device sum of
- * the partial results of ranks that share one GPU, the packing of units into
- * the contiguous block layout of runtime/balance.c pack_in_units, and the
- * imputation of pruned units (runtime/units.c htp_impute_fill). Their lists
- * arrive in host memory and are copied to the object's staging buffer on the
- * stream before the launch (stream order keeps a later call's copy from
- * overwriting a list an earlier launch still reads). One thread per output
- * element; the lists are short, so they are read from global memory.
+ * the partial results of ranks that share one GPU (f32 or bf16, summed in
+ * f32 either way), the packing of units into the contiguous block layout
+ * of runtime/balance.c pack_in_units, and the imputation of pruned units
+ * (runtime/units.c htp_impute_fill). Their lists arrive in host memory and
+ * are copied to the object's staging buffer on the stream before the launch
+ * (stream order keeps a later call's copy from overwriting a list an
+ * earlier launch still reads). One thread per output element; the lists
+ * are short, so they are read from global memory.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
@@ -40,7 +41,8 @@ size_t aligned(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
  * 16-byte aligned); *first_out / *second_out get their device addresses. */
 int stage(htp_cuda_kernels *kernels, const void *first, size_t first_bytes, const void *second,
           size_t second_bytes, const void **first_out, const void **second_out) {
-  if (htp_cuda_staging_reserve(kernels, aligned(first_bytes) + second_bytes + 16))
+  if (htp_cuda_buffer_reserve(kernels, &kernels->staging, &kernels->staging_bytes,
+                              aligned(first_bytes) + second_bytes + 16))
     return 1;
   char *base = (char *)kernels->staging;
   if (first_bytes)
@@ -55,15 +57,36 @@ int stage(htp_cuda_kernels *kernels, const void *first, size_t first_bytes, cons
   return 0;
 }
 
-__global__ void reduce_sum_kernel(const float *const *inputs, int64_t count, float *y,
-                                  int64_t n) {
+/* In f32, in list order, rounded once into y (bf16 or f32). */
+template <typename T>
+__global__ void reduce_sum_kernel(const T *const *inputs, int64_t count, T *y, int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
-  float sum = inputs[0][i];
+  float sum = htp_cuda_load(inputs[0], i);
   for (int64_t k = 1; k < count; ++k)
-    sum += inputs[k][i];
-  y[i] = sum;
+    sum += htp_cuda_load(inputs[k], i);
+  htp_cuda_store(y, i, sum);
+}
+
+template <typename T>
+int reduce_sum(htp_cuda_kernels *kernels, const T *const *inputs, int64_t count, T *y,
+               int64_t n) {
+  if (count < 0 || n < 0 || (count > 0 && !inputs))
+    return htp_cuda_fail(kernels, "reduce_sum", "negative size or no list of inputs");
+  if (n == 0)
+    return 0;
+  if (count == 0) {
+    HTP_CUDA_CHECK(kernels, cudaMemsetAsync(y, 0, (size_t)n * sizeof(T), kernels->stream));
+    return 0;
+  }
+  const void *device_inputs = NULL;
+  if (stage(kernels, inputs, (size_t)count * sizeof(T *), NULL, 0, &device_inputs, NULL))
+    return 1;
+  reduce_sum_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(
+      (const T *const *)device_inputs, count, y, n);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
 }
 
 /* One thread per packed element of count units: e indexes a unit's
@@ -133,21 +156,13 @@ __global__ void impute_average_kernel(float *act, int64_t rows, int64_t row_stri
 
 extern "C" int htp_cuda_reduce_sum_f32(htp_cuda_kernels *kernels, const float *const *inputs,
                                        int64_t count, float *y, int64_t n) {
-  if (count < 0 || n < 0 || (count > 0 && !inputs))
-    return htp_cuda_fail(kernels, "reduce_sum", "negative size or no list of inputs");
-  if (n == 0)
-    return 0;
-  if (count == 0) {
-    HTP_CUDA_CHECK(kernels, cudaMemsetAsync(y, 0, (size_t)n * sizeof(float), kernels->stream));
-    return 0;
-  }
-  const void *device_inputs = NULL;
-  if (stage(kernels, inputs, (size_t)count * sizeof(float *), NULL, 0, &device_inputs, NULL))
-    return 1;
-  reduce_sum_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(
-      (const float *const *)device_inputs, count, y, n);
-  HTP_CUDA_CHECK_LAUNCH(kernels);
-  return 0;
+  return reduce_sum(kernels, inputs, count, y, n);
+}
+
+extern "C" int htp_cuda_reduce_sum_bf16(htp_cuda_kernels *kernels,
+                                        const htp_bf16 *const *inputs, int64_t count,
+                                        htp_bf16 *y, int64_t n) {
+  return reduce_sum(kernels, htp_cuda_bf16_ptr(inputs), count, htp_cuda_bf16_ptr(y), n);
 }
 
 extern "C" int htp_cuda_pack_units_f32(htp_cuda_kernels *kernels, const float *first,

@@ -1,4 +1,11 @@
-/*===- kernels/cuda/kernels_internal.h - State and checks of the CUDA twins ===*/
+/*===- kernels/cuda/kernels_internal.h - State and checks of the CUDA twins ===*
+ *
+ * Shared by the .cu files and table.c. The part under __CUDACC__ is what
+ * lets one kernel body serve f32 and bf16: loads widen to f32, stores
+ * round once (round to nearest even, cuda_bf16.h's __float2bfloat16_rn,
+ * the rounding of kernels/htp_bf16.h), and the GEMM helper maps the
+ * element types to cuBLAS's (f32 compute in every case).
+ *===----------------------------------------------------------------------===*/
 #ifndef HTP_KERNELS_CUDA_INTERNAL_H
 #define HTP_KERNELS_CUDA_INTERNAL_H
 
@@ -12,15 +19,22 @@ struct htp_cuda_kernels {
   cudaStream_t stream;
   cublasHandle_t blas;
   /* Device copy of the host-side lists (unit ids, input pointers) that the
-   * gather kernels read (units.cu); grown on demand, freed with the object. */
+   * gather kernels read (gather.cu); grown on demand, freed with the object. */
   void *staging;
   size_t staging_bytes;
+  /* f32 intermediates of the bf16 unit kernels (units.cu), which get no
+   * scratch from their caller but must round their outputs once; grown on
+   * demand, freed with the object. */
+  void *workspace;
+  size_t workspace_bytes;
   char error[256];
 };
 
-/* Makes kernels->staging hold at least `bytes` bytes. Growing waits for the
- * stream first (earlier launches may still read the old buffer). */
-int htp_cuda_staging_reserve(htp_cuda_kernels *kernels, size_t bytes);
+/* Makes *buffer (one of kernels' device buffers, *bytes its size) hold at
+ * least `bytes` bytes. Growing waits for the stream first (earlier launches
+ * may still read the old buffer). Returns 0, or non-zero with the error. */
+int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *size,
+                            size_t bytes);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the
@@ -30,6 +44,11 @@ int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows
 
 /* Records a failure on `kernels` and returns non-zero; 0 for success. */
 int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail);
+
+/* 0 when a, b and c are >= 0 and fit cuBLAS's int arguments; else records
+ * why (op names the caller). */
+int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,
+                       int64_t c);
 
 #define HTP_CUDA_CHECK(kernels, call)                                                    \
   do {                                                                                  \
@@ -51,5 +70,76 @@ int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detai
 static inline unsigned htp_cuda_blocks(int64_t n, int threads) {
   return (unsigned)((n + threads - 1) / threads);
 }
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+/* The device's bf16: the same bits as htp_bf16 (kernels/htp_bf16.h). */
+typedef __nv_bfloat16 htp_cuda_bf16;
+static_assert(sizeof(htp_cuda_bf16) == sizeof(htp_bf16), "bf16 is two bytes");
+
+static inline const htp_cuda_bf16 *htp_cuda_bf16_ptr(const htp_bf16 *p) {
+  return reinterpret_cast<const htp_cuda_bf16 *>(p);
+}
+static inline htp_cuda_bf16 *htp_cuda_bf16_ptr(htp_bf16 *p) {
+  return reinterpret_cast<htp_cuda_bf16 *>(p);
+}
+static inline const htp_cuda_bf16 *const *htp_cuda_bf16_ptr(const htp_bf16 *const *p) {
+  return reinterpret_cast<const htp_cuda_bf16 *const *>(p);
+}
+
+/* Element i as f32, and v stored as the element type (rounded once). */
+__device__ __forceinline__ float htp_cuda_load(const float *p, int64_t i) { return p[i]; }
+__device__ __forceinline__ float htp_cuda_load(const htp_cuda_bf16 *p, int64_t i) {
+  return __bfloat162float(p[i]);
+}
+__device__ __forceinline__ void htp_cuda_store(float *p, int64_t i, float v) { p[i] = v; }
+__device__ __forceinline__ void htp_cuda_store(htp_cuda_bf16 *p, int64_t i, float v) {
+  p[i] = __float2bfloat16_rn(v);
+}
+
+/* GELU in f32, exact (erf) or timm's tanh approximation, as the CPU twin. */
+__device__ __forceinline__ float htp_cuda_gelu(float v, int32_t tanh_approx) {
+  if (tanh_approx)
+    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+  return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+}
+
+template <typename T> struct htp_cuda_type;
+template <> struct htp_cuda_type<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
+template <> struct htp_cuda_type<htp_cuda_bf16> {
+  static constexpr cudaDataType_t value = CUDA_R_16BF;
+};
+
+/* C = alpha·op(A)·op(B) + beta·C, column-major as cuBLAS: A and B of type
+ * In, C of type Out, accumulated in f32 (CUBLAS_COMPUTE_32F: no TF32 in
+ * the default math mode, tensor cores for bf16), C rounded once. The pairs
+ * cuBLAS supports: (f32, f32), (bf16, bf16), (bf16, f32). */
+template <typename In, typename Out>
+int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOperation_t trans_b,
+                  int m, int n, int k, float alpha, const In *a, int lda, const In *b, int ldb,
+                  float beta, Out *c, int ldc) {
+  HTP_CUBLAS_CHECK(kernels, cublasGemmEx(kernels->blas, trans_a, trans_b, m, n, k, &alpha, a,
+                                         htp_cuda_type<In>::value, lda, b,
+                                         htp_cuda_type<In>::value, ldb, &beta, c,
+                                         htp_cuda_type<Out>::value, ldc, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT));
+  return 0;
+}
+
+/* y[rows, out] = x[rows, in]·wᵀ + b (b may be NULL), x, w, b of type In,
+ * y of type Out (linear.cu; instantiated for (f32, f32), (bf16, bf16) and
+ * (bf16, f32): attention's qkv projection into f32 scratch). */
+template <typename In, typename Out>
+int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
+                    int64_t rows, int64_t in_features, int64_t out_features);
+
+/* dst[r, c] = src[r, c] converted (rounded once when Out is bf16), for a
+ * rows × cols block with leading dimensions src_ld and dst_ld (elements)
+ * (elementwise.cu; instantiated for f32 -> bf16 and bf16 -> f32). */
+template <typename In, typename Out>
+int htp_cuda_convert_block(htp_cuda_kernels *kernels, const In *src, int64_t src_ld, Out *dst,
+                           int64_t dst_ld, int64_t rows, int64_t cols);
+#endif /* __CUDACC__ */
 
 #endif /* HTP_KERNELS_CUDA_INTERNAL_H */

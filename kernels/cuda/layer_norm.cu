@@ -1,9 +1,15 @@
 /*===- kernels/cuda/layer_norm.cu - Layer norm, one block per row --------===*
  *
  * Two passes over the row held in registers/L1 (mean, then centred
- * variance), as the CPU twin does, so large offsets do not cancel.
+ * variance), as the CPU twin does, so large offsets do not cancel. One body
+ * for f32 and bf16 tensors: the statistics and the affine step are f32
+ * either way, the output rounded once.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
+
+#include <limits.h>
+
+namespace {
 
 constexpr int kThreads = 256;
 
@@ -22,30 +28,53 @@ __device__ float block_sum(float value, float *shared) {
   return total;
 }
 
-__global__ void layer_norm_kernel(const float *x, const float *gamma, const float *beta,
-                                  float *y, int64_t dim, float epsilon) {
+template <typename T>
+__global__ void layer_norm_kernel(const T *x, const T *gamma, const T *beta, T *y, int64_t dim,
+                                  float epsilon) {
   __shared__ float shared[kThreads / 32];
-  const float *in = x + blockIdx.x * dim;
-  float *out = y + blockIdx.x * dim;
+  const T *in = x + blockIdx.x * dim;
+  T *out = y + blockIdx.x * dim;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    sum += in[i];
+    sum += htp_cuda_load(in, i);
   float mean = block_sum(sum, shared) / (float)dim;
   float squares = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    float centered = in[i] - mean;
+    float centered = htp_cuda_load(in, i) - mean;
     squares += centered * centered;
   }
   float inv_std = rsqrtf(block_sum(squares, shared) / (float)dim + epsilon);
+  /* Each thread reads only the elements it writes: y may equal x. */
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[i] = (in[i] - mean) * inv_std * gamma[i] + beta[i];
+    htp_cuda_store(out, i,
+                   (htp_cuda_load(in, i) - mean) * inv_std * htp_cuda_load(gamma, i) +
+                       htp_cuda_load(beta, i));
 }
 
-extern "C" int htp_cuda_layer_norm_f32(htp_cuda_kernels *kernels, const float *x,
-                                       const float *gamma, const float *beta, float *y,
-                                       int64_t rows, int64_t dim, float epsilon) {
+template <typename T>
+int layer_norm(htp_cuda_kernels *kernels, const T *x, const T *gamma, const T *beta, T *y,
+               int64_t rows, int64_t dim, float epsilon) {
+  if (rows < 0 || dim < 1 || rows > INT_MAX)
+    return htp_cuda_fail(kernels, "layer_norm", "rows must be in [0, INT_MAX] and dim >= 1");
+  if (rows == 0)
+    return 0;
   layer_norm_kernel<<<(unsigned)rows, kThreads, 0, kernels->stream>>>(x, gamma, beta, y, dim,
                                                                        epsilon);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
+}
+
+} // namespace
+
+extern "C" int htp_cuda_layer_norm_f32(htp_cuda_kernels *kernels, const float *x,
+                                       const float *gamma, const float *beta, float *y,
+                                       int64_t rows, int64_t dim, float epsilon) {
+  return layer_norm(kernels, x, gamma, beta, y, rows, dim, epsilon);
+}
+
+extern "C" int htp_cuda_layer_norm_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                        const htp_bf16 *gamma, const htp_bf16 *beta,
+                                        htp_bf16 *y, int64_t rows, int64_t dim, float epsilon) {
+  return layer_norm(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(gamma),
+                    htp_cuda_bf16_ptr(beta), htp_cuda_bf16_ptr(y), rows, dim, epsilon);
 }

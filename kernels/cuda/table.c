@@ -4,9 +4,10 @@
  * htp_cuda_* twins (kernels/htp_kernels_cuda.h) the table's uniform
  * signature, and the environment that binds a device's stream, cuBLAS
  * handle and kernel object. Every op of the table has its twin, the unit
- * kernels of the balance hooks included (kernels/cuda/units.cu). Every
- * entry checks that the environment has a device first, so a table used where no GPU was found fails instead of
- * crashing. Entries only enqueue on env->stream.
+ * kernels of the balance hooks included (kernels/cuda/units.cu), in f32
+ * and bf16, and the same-device sums. Every entry checks that the
+ * environment has a device first, so a table used where no GPU was found
+ * fails instead of crashing. Entries only enqueue on env->stream.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
 
@@ -39,95 +40,137 @@ static htp_kernel_status twin_status(const htp_kernel_env *env, htp_cuda_kernels
   htp_cuda_kernels *kernels = kernels_of(env, op);                                             \
   if (!kernels) return HTP_KERNEL_ERR_SYSTEM
 
-static htp_kernel_status linear(const htp_kernel_env *env, const float *x, const float *w,
-                                const float *b, float *y, int64_t rows, int64_t in_features,
-                                int64_t out_features) {
-  WITH_KERNELS("linear");
-  return twin_status(env, kernels, "linear",
-                     htp_cuda_linear_f32(kernels, x, w, b, y, rows, in_features, out_features));
-}
+/* An entry that only hands its arguments to its twin: `params` is the
+ * entry's parenthesised parameter list, `args` the twin's argument list. */
+#define TWIN_ENTRY(entry, twin, params, args)                                                  \
+  static htp_kernel_status entry params {                                                      \
+    WITH_KERNELS(#entry);                                                                      \
+    return twin_status(env, kernels, #entry, twin args);                                       \
+  }
 
-static htp_kernel_status layer_norm(const htp_kernel_env *env, const float *x, const float *gamma,
-                                    const float *beta, float *y, int64_t rows, int64_t dim,
-                                    float epsilon) {
-  WITH_KERNELS("layer_norm");
-  return twin_status(env, kernels, "layer_norm",
-                     htp_cuda_layer_norm_f32(kernels, x, gamma, beta, y, rows, dim, epsilon));
-}
-
-static htp_kernel_status gelu(const htp_kernel_env *env, const float *x, float *y, int64_t n,
-                              int32_t tanh_approx) {
-  WITH_KERNELS("gelu");
-  return twin_status(env, kernels, "gelu", htp_cuda_gelu_f32(kernels, x, y, n, tanh_approx));
-}
-
-static htp_kernel_status add(const htp_kernel_env *env, const float *a, const float *b, float *y,
-                             int64_t n) {
-  WITH_KERNELS("add");
-  return twin_status(env, kernels, "add", htp_cuda_add_f32(kernels, a, b, y, n));
-}
-
-static htp_kernel_status bias_add(const htp_kernel_env *env, const float *x, const float *bias,
-                                  float *y, int64_t rows, int64_t cols) {
-  WITH_KERNELS("bias_add");
-  return twin_status(env, kernels, "bias_add",
-                     htp_cuda_bias_add_f32(kernels, x, bias, y, rows, cols));
-}
-
-static htp_kernel_status attention(const htp_kernel_env *env, const float *x, const float *wqkv,
-                                   const float *bqkv, const float *wproj, const float *bproj,
-                                   float *y, float *scratch, int64_t scratch_floats,
-                                   int64_t batch, int64_t tokens, int64_t model_dim,
-                                   int64_t num_heads, int64_t head_dim) {
-  WITH_KERNELS("attention");
-  /* The CUDA twin's scratch differs from the CPU's, for which compiled
-   * blocks size their workspace today: refuse rather than overrun it. */
-  const int64_t needed =
-      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
-  if (needed < 0 || scratch_floats < needed)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "cuda attention: scratch holds %lld floats, the CUDA kernel needs %lld",
-                           (long long)scratch_floats, (long long)needed);
-  return twin_status(env, kernels, "attention",
-                     htp_cuda_attention_f32(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch,
-                                            batch, tokens, model_dim, num_heads, head_dim));
-}
+TWIN_ENTRY(linear_f32, htp_cuda_linear_f32,
+           (const htp_kernel_env *env, const float *x, const float *w, const float *b, float *y,
+            int64_t rows, int64_t in_features, int64_t out_features),
+           (kernels, x, w, b, y, rows, in_features, out_features))
+TWIN_ENTRY(linear_bf16, htp_cuda_linear_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+            htp_bf16 *y, int64_t rows, int64_t in_features, int64_t out_features),
+           (kernels, x, w, b, y, rows, in_features, out_features))
+TWIN_ENTRY(layer_norm_f32, htp_cuda_layer_norm_f32,
+           (const htp_kernel_env *env, const float *x, const float *gamma, const float *beta,
+            float *y, int64_t rows, int64_t dim, float epsilon),
+           (kernels, x, gamma, beta, y, rows, dim, epsilon))
+TWIN_ENTRY(layer_norm_bf16, htp_cuda_layer_norm_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *gamma,
+            const htp_bf16 *beta, htp_bf16 *y, int64_t rows, int64_t dim, float epsilon),
+           (kernels, x, gamma, beta, y, rows, dim, epsilon))
+TWIN_ENTRY(gelu_f32, htp_cuda_gelu_f32,
+           (const htp_kernel_env *env, const float *x, float *y, int64_t n, int32_t tanh_approx),
+           (kernels, x, y, n, tanh_approx))
+TWIN_ENTRY(gelu_bf16, htp_cuda_gelu_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, htp_bf16 *y, int64_t n,
+            int32_t tanh_approx),
+           (kernels, x, y, n, tanh_approx))
+TWIN_ENTRY(add_f32, htp_cuda_add_f32,
+           (const htp_kernel_env *env, const float *a, const float *b, float *y, int64_t n),
+           (kernels, a, b, y, n))
+TWIN_ENTRY(add_bf16, htp_cuda_add_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *a, const htp_bf16 *b, htp_bf16 *y,
+            int64_t n),
+           (kernels, a, b, y, n))
+TWIN_ENTRY(bias_add_f32, htp_cuda_bias_add_f32,
+           (const htp_kernel_env *env, const float *x, const float *bias, float *y, int64_t rows,
+            int64_t cols),
+           (kernels, x, bias, y, rows, cols))
+TWIN_ENTRY(bias_add_bf16, htp_cuda_bias_add_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *bias, htp_bf16 *y,
+            int64_t rows, int64_t cols),
+           (kernels, x, bias, y, rows, cols))
 
 /* The unit kernels of the balance hooks: their lists are host arrays, as
  * the hooks hold them (kernels/htp_kernels_cuda.h). attention_heads uses
  * the CPU twin's scratch size, which the runtime allocates for it. */
-static htp_kernel_status attention_heads(const htp_kernel_env *env, const float *x,
-                                         const float *wqkv, const float *bqkv, float *context,
-                                         float *scratch, int64_t batch, int64_t tokens,
-                                         int64_t model_dim, int64_t num_heads, int64_t head_dim,
-                                         const int32_t *heads, int64_t count) {
-  WITH_KERNELS("attention_heads");
-  return twin_status(env, kernels, "attention_heads",
-                     htp_cuda_attention_heads_f32(kernels, x, wqkv, bqkv, context, scratch, batch,
-                                                  tokens, model_dim, num_heads, head_dim, heads,
-                                                  count));
+TWIN_ENTRY(attention_heads_f32, htp_cuda_attention_heads_f32,
+           (const htp_kernel_env *env, const float *x, const float *wqkv, const float *bqkv,
+            float *context, float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
+            int64_t num_heads, int64_t head_dim, const int32_t *heads, int64_t count),
+           (kernels, x, wqkv, bqkv, context, scratch, batch, tokens, model_dim, num_heads,
+            head_dim, heads, count))
+TWIN_ENTRY(attention_heads_bf16, htp_cuda_attention_heads_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *wqkv,
+            const htp_bf16 *bqkv, htp_bf16 *context, float *scratch, int64_t batch,
+            int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim,
+            const int32_t *heads, int64_t count),
+           (kernels, x, wqkv, bqkv, context, scratch, batch, tokens, model_dim, num_heads,
+            head_dim, heads, count))
+TWIN_ENTRY(mlp_hidden_units_f32, htp_cuda_mlp_hidden_units_f32,
+           (const htp_kernel_env *env, const float *x, const float *w1, const float *b1,
+            float *hidden, int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width,
+            const int32_t *units, int64_t count, int32_t tanh_approx),
+           (kernels, x, w1, b1, hidden, rows, dim, hidden_dim, width, units, count, tanh_approx))
+TWIN_ENTRY(mlp_hidden_units_bf16, htp_cuda_mlp_hidden_units_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *w1,
+            const htp_bf16 *b1, htp_bf16 *hidden, int64_t rows, int64_t dim, int64_t hidden_dim,
+            int64_t width, const int32_t *units, int64_t count, int32_t tanh_approx),
+           (kernels, x, w1, b1, hidden, rows, dim, hidden_dim, width, units, count, tanh_approx))
+TWIN_ENTRY(linear_units_f32, htp_cuda_linear_units_f32,
+           (const htp_kernel_env *env, const float *a, const float *w, float *y, int64_t rows,
+            int64_t in_features, int64_t out_features, int64_t width, const int32_t *units,
+            int64_t count, int32_t accumulate),
+           (kernels, a, w, y, rows, in_features, out_features, width, units, count, accumulate))
+TWIN_ENTRY(linear_units_bf16, htp_cuda_linear_units_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *a, const htp_bf16 *w, htp_bf16 *y,
+            int64_t rows, int64_t in_features, int64_t out_features, int64_t width,
+            const int32_t *units, int64_t count, int32_t accumulate),
+           (kernels, a, w, y, rows, in_features, out_features, width, units, count, accumulate))
+
+/* The same-device reduction: x is a HOST array of `parts` device pointers
+ * (the ranks sharing the GPU hold theirs on the host); the caller orders
+ * the other ranks' streams before this one (htp_cuda_reduce_sum_f32). */
+TWIN_ENTRY(sum_f32, htp_cuda_reduce_sum_f32,
+           (const htp_kernel_env *env, const float *const *x, int32_t parts, float *y,
+            int64_t n),
+           (kernels, x, parts, y, n))
+TWIN_ENTRY(sum_bf16, htp_cuda_reduce_sum_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *const *x, int32_t parts, htp_bf16 *y,
+            int64_t n),
+           (kernels, x, parts, y, n))
+
+/* The CUDA attention's scratch differs from the CPU's (the table's
+ * attention_scratch_floats says how much; bf16 needs what f32 does):
+ * refuse rather than overrun a smaller one. */
+static htp_kernel_status check_attention_scratch(const htp_kernel_env *env, const char *op,
+                                                 int64_t scratch_floats, int64_t batch,
+                                                 int64_t tokens, int64_t model_dim,
+                                                 int64_t num_heads, int64_t head_dim) {
+  const int64_t needed =
+      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+  if (needed < 0 || scratch_floats < needed)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda %s: scratch holds %lld floats, the CUDA kernel needs %lld", op,
+                           (long long)scratch_floats, (long long)needed);
+  return HTP_KERNEL_OK;
 }
 
-static htp_kernel_status mlp_hidden_units(const htp_kernel_env *env, const float *x,
-                                          const float *w1, const float *b1, float *hidden,
-                                          int64_t rows, int64_t dim, int64_t hidden_dim,
-                                          int64_t width, const int32_t *units, int64_t count,
-                                          int32_t tanh_approx) {
-  WITH_KERNELS("mlp_hidden_units");
-  return twin_status(env, kernels, "mlp_hidden_units",
-                     htp_cuda_mlp_hidden_units_f32(kernels, x, w1, b1, hidden, rows, dim,
-                                                   hidden_dim, width, units, count, tanh_approx));
-}
+/* attention_f32 and attention_bf16: T is the tensors' element type; the
+ * scratch is f32 for both. */
+#define ATTENTION_ENTRY(entry, twin, T)                                                        \
+  static htp_kernel_status entry(const htp_kernel_env *env, const T *x, const T *wqkv,         \
+                                 const T *bqkv, const T *wproj, const T *bproj, T *y,          \
+                                 float *scratch, int64_t scratch_floats, int64_t batch,        \
+                                 int64_t tokens, int64_t model_dim, int64_t num_heads,         \
+                                 int64_t head_dim) {                                           \
+    WITH_KERNELS(#entry);                                                                      \
+    htp_kernel_status rc = check_attention_scratch(env, #entry, scratch_floats, batch, tokens, \
+                                                   model_dim, num_heads, head_dim);            \
+    if (rc != HTP_KERNEL_OK) return rc;                                                        \
+    return twin_status(env, kernels, #entry,                                                   \
+                       twin(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens,   \
+                            model_dim, num_heads, head_dim));                                  \
+  }
 
-static htp_kernel_status linear_units(const htp_kernel_env *env, const float *a, const float *w,
-                                      float *y, int64_t rows, int64_t in_features,
-                                      int64_t out_features, int64_t width, const int32_t *units,
-                                      int64_t count, int32_t accumulate) {
-  WITH_KERNELS("linear_units");
-  return twin_status(env, kernels, "linear_units",
-                     htp_cuda_linear_units_f32(kernels, a, w, y, rows, in_features, out_features,
-                                               width, units, count, accumulate));
-}
+ATTENTION_ENTRY(attention_f32, htp_cuda_attention_f32, float)
+ATTENTION_ENTRY(attention_bf16, htp_cuda_attention_bf16, htp_bf16)
 
 static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
                               size_t bytes) {
@@ -144,17 +187,28 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
 static const htp_kernel_table CUDA_TABLE = {
     .name = "cuda",
     .device = HTP_KERNEL_DEVICE_CUDA,
-    .linear_f32 = linear,
-    .layer_norm_f32 = layer_norm,
-    .gelu_f32 = gelu,
-    .add_f32 = add,
-    .bias_add_f32 = bias_add,
-    .attention_f32 = attention,
+    .linear_f32 = linear_f32,
+    .layer_norm_f32 = layer_norm_f32,
+    .gelu_f32 = gelu_f32,
+    .add_f32 = add_f32,
+    .bias_add_f32 = bias_add_f32,
+    .attention_f32 = attention_f32,
     .attention_scratch_floats = htp_cuda_attention_scratch_floats,
-    .attention_heads_f32 = attention_heads,
-    .mlp_hidden_units_f32 = mlp_hidden_units,
-    .linear_units_f32 = linear_units,
+    .attention_heads_f32 = attention_heads_f32,
+    .mlp_hidden_units_f32 = mlp_hidden_units_f32,
+    .linear_units_f32 = linear_units_f32,
     .copy = copy,
+    .sum_f32 = sum_f32,
+    .linear_bf16 = linear_bf16,
+    .layer_norm_bf16 = layer_norm_bf16,
+    .gelu_bf16 = gelu_bf16,
+    .add_bf16 = add_bf16,
+    .bias_add_bf16 = bias_add_bf16,
+    .attention_bf16 = attention_bf16,
+    .attention_heads_bf16 = attention_heads_bf16,
+    .mlp_hidden_units_bf16 = mlp_hidden_units_bf16,
+    .linear_units_bf16 = linear_units_bf16,
+    .sum_bf16 = sum_bf16,
 };
 
 const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }

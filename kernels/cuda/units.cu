@@ -14,12 +14,19 @@
  * and p·v into the head's context columns. That is 4 + 3·batch launches per
  * head: fine for the hooks' shard sizes; a wider scratch would let the
  * images batch (strided batched GEMMs, as attention.cu).
+ *
+ * One body per kernel for f32 and bf16. The GEMMs read the tensors' own
+ * type and always write f32 (q, k, v and the MLP's pre-activations, or the
+ * row-parallel sum), so the bf16 twins round each output once, after the
+ * bias, GELU or last accumulation: the MLP and row-parallel bf16 twins keep
+ * that f32 block in the object's workspace, the listed heads write a
+ * head's f32 p·v over the q columns its scores no longer need.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <type_traits>
 
 namespace {
 
@@ -44,13 +51,6 @@ int check_ids(htp_cuda_kernels *kernels, const char *op, const int32_t *list, in
   return 0;
 }
 
-/* 0 when every size fits cuBLAS's int arguments. */
-int check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b, int64_t c) {
-  if (a < 0 || b < 0 || c < 0 || a > INT_MAX || b > INT_MAX || c > INT_MAX)
-    return htp_cuda_fail(kernels, op, "a size is negative or too large for cuBLAS");
-  return 0;
-}
-
 /* Length of the run of consecutive ids starting at units[i]. */
 int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   int64_t n = 1;
@@ -58,49 +58,52 @@ int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   return n;
 }
 
+/* The object's f32 workspace with room for `floats` floats, or NULL. */
+float *workspace(htp_cuda_kernels *kernels, int64_t floats) {
+  if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
+                              (size_t)floats * sizeof(float)))
+    return NULL;
+  return (float *)kernels->workspace;
+}
+
 /* qkv[r, part*head_dim + c] = bqkv[part*inner + head*head_dim + c]: head h's
  * three bias slices broadcast over the rows, the GEMM then adds onto them. */
-__global__ void head_bias_kernel(const float *bqkv, float *qkv, int64_t rows, int64_t head_dim,
+template <typename T>
+__global__ void head_bias_kernel(const T *bqkv, float *qkv, int64_t rows, int64_t head_dim,
                                  int64_t inner, int64_t head) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int64_t cols = 3 * head_dim;
   if (i >= rows * cols)
     return;
   int64_t c = i % cols, part = c / head_dim;
-  qkv[i] = bqkv[part * inner + head * head_dim + c % head_dim];
+  qkv[i] = htp_cuda_load(bqkv, part * inner + head * head_dim + c % head_dim);
 }
 
-__device__ float gelu(float v, int32_t tanh_approx) {
-  if (tanh_approx)
-    return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-  return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-}
-
-/* out[r, c] = GELU(out[r, c] + bias[c]) over a column block of rows × columns
- * with row stride `stride`; bias may be NULL. */
-__global__ void bias_gelu_block_kernel(float *out, const float *bias, int64_t rows,
-                                       int64_t columns, int64_t stride, int32_t tanh_approx) {
+/* out[r, c] = GELU(in[r, c] + bias[c]) over a block of rows × columns, in
+ * and out with their own row strides (f32: in is out, in place; bf16: in
+ * is the f32 workspace); bias may be NULL. */
+template <typename T>
+__global__ void bias_gelu_block_kernel(const float *in, int64_t in_stride, T *out,
+                                       int64_t out_stride, const T *bias, int64_t rows,
+                                       int64_t columns, int32_t tanh_approx) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= rows * columns)
     return;
   int64_t r = i / columns, c = i % columns;
-  float v = out[r * stride + c] + (bias ? bias[c] : 0.0f);
-  out[r * stride + c] = gelu(v, tanh_approx);
+  float v = in[r * in_stride + c] + (bias ? htp_cuda_load(bias, c) : 0.0f);
+  htp_cuda_store(out, r * out_stride + c, htp_cuda_gelu(v, tanh_approx));
 }
 
-} // namespace
-
-extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const float *x,
-                                            const float *wqkv, const float *bqkv,
-                                            float *context, float *scratch, int64_t batch,
-                                            int64_t tokens, int64_t model_dim,
-                                            int64_t num_heads, int64_t head_dim,
-                                            const int32_t *heads, int64_t count) {
+template <typename T>
+int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
+                    T *context, float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
+                    int64_t num_heads, int64_t head_dim, const int32_t *heads, int64_t count) {
   const char *op = "attention_heads";
   const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
   if (check_ids(kernels, op, heads, count, num_heads) ||
-      check_int(kernels, op, rows, model_dim, stride) || check_int(kernels, op, inner, 0, 0) ||
-      check_int(kernels, op, tokens * tokens, 0, 0))
+      htp_cuda_check_int(kernels, op, rows, model_dim, stride) ||
+      htp_cuda_check_int(kernels, op, inner, 0, 0) ||
+      htp_cuda_check_int(kernels, op, tokens * tokens, 0, 0))
     return 1;
   float *qkv = scratch;                /* [rows, q_h | k_h | v_h] */
   float *scores = qkv + rows * stride; /* [tokens, tokens] */
@@ -109,7 +112,7 @@ extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const flo
   for (int64_t i = 0; i < count; ++i) {
     const int64_t h = heads[i];
     float beta = 0.0f;
-    if (bqkv) {
+    if (bqkv && rows > 0) {
       head_bias_kernel<<<htp_cuda_blocks(rows * stride, kThreads), kThreads, 0,
                          kernels->stream>>>(bqkv, qkv, rows, head_dim, inner, h);
       HTP_CUDA_CHECK_LAUNCH(kernels);
@@ -120,27 +123,154 @@ extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const flo
      * Three plain GEMMs rather than one strided batch with x's stride 0,
      * which cuBLAS does not document as allowed. */
     for (int64_t part = 0; part < 3; ++part)
-      HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, hd,
-                                            (int)rows, (int)model_dim, &one,
-                                            wqkv + (part * inner + h * head_dim) * model_dim,
-                                            (int)model_dim, x, (int)model_dim, &beta,
-                                            qkv + part * head_dim, ld));
+      if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, hd, (int)rows, (int)model_dim, 1.0f,
+                        wqkv + (part * inner + h * head_dim) * model_dim, (int)model_dim, x,
+                        (int)model_dim, beta, qkv + part * head_dim, ld))
+        return 1;
     for (int64_t b = 0; b < batch; ++b) {
-      const float *block = qkv + b * tokens * stride;
+      float *block = qkv + b * tokens * stride;
+      T *head_context = context + b * tokens * inner + h * head_dim;
       /* Row-major scores[t, t] = q·kᵀ is column-major scoresᵀ = k·qᵀ. */
       HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd,
                                             &scale, block + head_dim, ld, block, ld, &zero,
                                             scores, t));
       if (htp_cuda_softmax_rows(kernels, scores, tokens, tokens))
         return 1;
-      /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ. */
+      /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ:
+       * straight into an f32 context; for bf16 into this image's q columns
+       * (read by the scores above, before it in stream order), rounded from
+       * there. */
+      float *pv = block;
+      int pv_ld = ld;
+      if constexpr (std::is_same_v<T, float>)
+        pv = head_context, pv_ld = (int)inner;
       HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t,
-                                            &one, block + 2 * head_dim, ld, scores, t, &zero,
-                                            context + b * tokens * inner + h * head_dim,
-                                            (int)inner));
+                                            &one, block + 2 * head_dim, ld, scores, t, &zero, pv,
+                                            pv_ld));
+      if constexpr (!std::is_same_v<T, float>)
+        if (htp_cuda_convert_block(kernels, (const float *)pv, stride, head_context, inner,
+                                   tokens, head_dim))
+          return 1;
     }
   }
   return 0;
+}
+
+template <typename T>
+int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T *b1, T *hidden,
+                     int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width,
+                     const int32_t *units, int64_t count, int32_t tanh_approx) {
+  const char *op = "mlp_hidden_units";
+  if (width < 1)
+    return htp_cuda_fail(kernels, op, "unit width < 1");
+  if (check_ids(kernels, op, units, count, hidden_dim / width) ||
+      htp_cuda_check_int(kernels, op, rows, dim, hidden_dim))
+    return 1;
+  if (rows == 0)
+    return 0;
+  float *pre = NULL; /* bf16: the f32 pre-activations of the widest run */
+  if constexpr (!std::is_same_v<T, float>) {
+    int64_t widest = 0;
+    for (int64_t i = 0; i < count;) {
+      const int64_t run = run_length(units, i, count);
+      widest = run > widest ? run : widest;
+      i += run;
+    }
+    if (count && !(pre = workspace(kernels, rows * widest * width)))
+      return 1;
+  }
+  for (int64_t i = 0; i < count;) {
+    const int64_t run = run_length(units, i, count);
+    const int64_t first = (int64_t)units[i] * width, columns = run * width;
+    T *out = hidden + first;
+    float *gemm_out;
+    int64_t gemm_ld;
+    if constexpr (std::is_same_v<T, float>)
+      gemm_out = out, gemm_ld = hidden_dim;
+    else
+      gemm_out = pre, gemm_ld = columns;
+    /* GEMM of the units' columns in f32, then bias and GELU in one pass. */
+    if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)columns, (int)rows, (int)dim, 1.0f,
+                      w1 + first * dim, (int)dim, x, (int)dim, 0.0f, gemm_out, (int)gemm_ld))
+      return 1;
+    bias_gelu_block_kernel<<<htp_cuda_blocks(rows * columns, kThreads), kThreads, 0,
+                             kernels->stream>>>(gemm_out, gemm_ld, out, hidden_dim,
+                                                b1 ? b1 + first : NULL, rows, columns,
+                                                tanh_approx);
+    HTP_CUDA_CHECK_LAUNCH(kernels);
+    i += run;
+  }
+  return 0;
+}
+
+template <typename T>
+int linear_units(htp_cuda_kernels *kernels, const T *a, const T *w, T *y, int64_t rows,
+                 int64_t in_features, int64_t out_features, int64_t width, const int32_t *units,
+                 int64_t count, int32_t accumulate) {
+  const char *op = "linear_units";
+  if (width < 1)
+    return htp_cuda_fail(kernels, op, "unit width < 1");
+  if (check_ids(kernels, op, units, count, in_features / width) ||
+      htp_cuda_check_int(kernels, op, rows, in_features, out_features))
+    return 1;
+  if (count == 0 && !accumulate) {
+    HTP_CUDA_CHECK(kernels, cudaMemsetAsync(y, 0, (size_t)(rows * out_features) * sizeof(T),
+                                            kernels->stream));
+    return 0;
+  }
+  if (count == 0 || rows == 0 || out_features == 0)
+    return 0;
+  /* f32 accumulates in y; bf16 in the workspace, from y's old values when
+   * accumulating, rounded into y once after the last run. */
+  float *sum;
+  if constexpr (std::is_same_v<T, float>) {
+    sum = y;
+  } else {
+    if (!(sum = workspace(kernels, rows * out_features)) ||
+        (accumulate && htp_cuda_convert_block(kernels, (const T *)y, out_features, sum,
+                                              out_features, rows, out_features)))
+      return 1;
+  }
+  float beta = accumulate ? 1.0f : 0.0f;
+  for (int64_t i = 0; i < count;) {
+    const int64_t run = run_length(units, i, count);
+    const int64_t first = (int64_t)units[i] * width;
+    /* Row-major y[rows, out] += a_blk·w_blkᵀ: column-major yᵀ += w_blk·a_blkᵀ,
+     * both blocks addressed in place with leading dimension in_features. */
+    if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                      (int)(run * width), 1.0f, w + first, (int)in_features, a + first,
+                      (int)in_features, beta, sum, (int)out_features))
+      return 1;
+    beta = 1.0f;
+    i += run;
+  }
+  if constexpr (!std::is_same_v<T, float>)
+    return htp_cuda_convert_block(kernels, (const float *)sum, out_features, y, out_features,
+                                  rows, out_features);
+  return 0;
+}
+
+} // namespace
+
+extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const float *x,
+                                            const float *wqkv, const float *bqkv,
+                                            float *context, float *scratch, int64_t batch,
+                                            int64_t tokens, int64_t model_dim,
+                                            int64_t num_heads, int64_t head_dim,
+                                            const int32_t *heads, int64_t count) {
+  return attention_heads(kernels, x, wqkv, bqkv, context, scratch, batch, tokens, model_dim,
+                         num_heads, head_dim, heads, count);
+}
+
+extern "C" int htp_cuda_attention_heads_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                             const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                             htp_bf16 *context, float *scratch, int64_t batch,
+                                             int64_t tokens, int64_t model_dim,
+                                             int64_t num_heads, int64_t head_dim,
+                                             const int32_t *heads, int64_t count) {
+  return attention_heads(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(wqkv),
+                         htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(context), scratch, batch,
+                         tokens, model_dim, num_heads, head_dim, heads, count);
 }
 
 extern "C" int htp_cuda_mlp_hidden_units_f32(htp_cuda_kernels *kernels, const float *x,
@@ -148,28 +278,19 @@ extern "C" int htp_cuda_mlp_hidden_units_f32(htp_cuda_kernels *kernels, const fl
                                              int64_t rows, int64_t dim, int64_t hidden_dim,
                                              int64_t width, const int32_t *units, int64_t count,
                                              int32_t tanh_approx) {
-  const char *op = "mlp_hidden_units";
-  if (width < 1)
-    return htp_cuda_fail(kernels, op, "unit width < 1");
-  if (check_ids(kernels, op, units, count, hidden_dim / width) ||
-      check_int(kernels, op, rows, dim, hidden_dim))
-    return 1;
-  const float one = 1.0f, zero = 0.0f;
-  for (int64_t i = 0; i < count;) {
-    const int64_t run = run_length(units, i, count);
-    const int64_t first = (int64_t)units[i] * width, columns = run * width;
-    float *out = hidden + first;
-    /* GEMM into the units' columns, then bias and GELU in one pass. */
-    HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)columns,
-                                          (int)rows, (int)dim, &one, w1 + first * dim, (int)dim,
-                                          x, (int)dim, &zero, out, (int)hidden_dim));
-    bias_gelu_block_kernel<<<htp_cuda_blocks(rows * columns, kThreads), kThreads, 0,
-                             kernels->stream>>>(out, b1 ? b1 + first : NULL, rows, columns,
-                                                hidden_dim, tanh_approx);
-    HTP_CUDA_CHECK_LAUNCH(kernels);
-    i += run;
-  }
-  return 0;
+  return mlp_hidden_units(kernels, x, w1, b1, hidden, rows, dim, hidden_dim, width, units, count,
+                          tanh_approx);
+}
+
+extern "C" int htp_cuda_mlp_hidden_units_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                              const htp_bf16 *w1, const htp_bf16 *b1,
+                                              htp_bf16 *hidden, int64_t rows, int64_t dim,
+                                              int64_t hidden_dim, int64_t width,
+                                              const int32_t *units, int64_t count,
+                                              int32_t tanh_approx) {
+  return mlp_hidden_units(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(w1),
+                          htp_cuda_bf16_ptr(b1), htp_cuda_bf16_ptr(hidden), rows, dim,
+                          hidden_dim, width, units, count, tanh_approx);
 }
 
 extern "C" int htp_cuda_linear_units_f32(htp_cuda_kernels *kernels, const float *a,
@@ -177,30 +298,15 @@ extern "C" int htp_cuda_linear_units_f32(htp_cuda_kernels *kernels, const float 
                                          int64_t in_features, int64_t out_features,
                                          int64_t width, const int32_t *units, int64_t count,
                                          int32_t accumulate) {
-  const char *op = "linear_units";
-  if (width < 1)
-    return htp_cuda_fail(kernels, op, "unit width < 1");
-  if (check_ids(kernels, op, units, count, in_features / width) ||
-      check_int(kernels, op, rows, in_features, out_features))
-    return 1;
-  if (count == 0 && !accumulate) {
-    HTP_CUDA_CHECK(kernels, cudaMemsetAsync(y, 0, (size_t)(rows * out_features) * sizeof(float),
-                                            kernels->stream));
-    return 0;
-  }
-  const float one = 1.0f;
-  float beta = accumulate ? 1.0f : 0.0f;
-  for (int64_t i = 0; i < count;) {
-    const int64_t run = run_length(units, i, count);
-    const int64_t first = (int64_t)units[i] * width;
-    /* Row-major y[rows, out] += a_blk·w_blkᵀ: column-major yᵀ += w_blk·a_blkᵀ,
-     * both blocks addressed in place with leading dimension in_features. */
-    HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N,
-                                          (int)out_features, (int)rows, (int)(run * width), &one,
-                                          w + first, (int)in_features, a + first,
-                                          (int)in_features, &beta, y, (int)out_features));
-    beta = 1.0f;
-    i += run;
-  }
-  return 0;
+  return linear_units(kernels, a, w, y, rows, in_features, out_features, width, units, count,
+                      accumulate);
+}
+
+extern "C" int htp_cuda_linear_units_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a,
+                                          const htp_bf16 *w, htp_bf16 *y, int64_t rows,
+                                          int64_t in_features, int64_t out_features,
+                                          int64_t width, const int32_t *units, int64_t count,
+                                          int32_t accumulate) {
+  return linear_units(kernels, htp_cuda_bf16_ptr(a), htp_cuda_bf16_ptr(w), htp_cuda_bf16_ptr(y),
+                      rows, in_features, out_features, width, units, count, accumulate);
 }

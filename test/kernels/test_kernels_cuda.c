@@ -9,6 +9,17 @@
  * pack_in_units and runtime/units.c htp_impute_fill. The unit kernels are
  * also run through the CUDA kernel table (kernels/cuda/table.c).
  *
+ * The bf16 entries, and the same-device sums, are compared through the two
+ * tables: each CUDA entry against the CPU table's entry of the same name
+ * (kernels/cpu/bf16.c: widen, f32 kernel, round once) on the same bf16
+ * data. Both round one f32 result once, so where their f32 arithmetic is
+ * the same (add, bias add, the sums: one IEEE operation per element, in
+ * the same order) the bits must be equal; elsewhere the f32 results differ
+ * in their last bits (summation order, erff, __expf) and a rounding may
+ * fall the other way: one bf16 ulp, at most 2^-7 of the largest value, so
+ * 1e-2. attention_bf16 rounds its context before the projection, which
+ * the CPU twin does not: 2e-2 there.
+ *
  * Exits 77 (ctest: skipped) where no GPU is present, as on the build
  * machines, unless HTP_REQUIRE_GPU=1: then a missing GPU fails, as does any
  * CUDA error (always a failure, never a skip, once a device was found).
@@ -43,12 +54,11 @@ static void cuda_or_die(cudaError_t status, const char *what) {
   }
 }
 
-static float *to_device(const float *host, int64_t n) {
-  float *device = NULL;
-  cuda_or_die(cudaMalloc((void **)&device, (size_t)(n > 0 ? n : 1) * sizeof(float)),
-              "cudaMalloc");
+static void *to_device_bytes(const void *host, size_t bytes) {
+  void *device = NULL;
+  cuda_or_die(cudaMalloc(&device, bytes > 0 ? bytes : 1), "cudaMalloc");
   if (host)
-    cuda_or_die(cudaMemcpy(device, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
+    cuda_or_die(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice),
                 "cudaMemcpy to the device");
   /* A pageable copy may still be in flight on return, and the kernels'
    * non-blocking streams do not wait for the default stream. */
@@ -56,12 +66,13 @@ static float *to_device(const float *host, int64_t n) {
   return device;
 }
 
+static float *to_device(const float *host, int64_t n) {
+  return to_device_bytes(host, (size_t)(n > 0 ? n : 0) * sizeof(float));
+}
 
-static void compare(const char *name, const float *device, const float *want, int64_t n,
-                    double tolerance) {
-  float *got = malloc((size_t)n * sizeof(float));
-  cuda_or_die(cudaMemcpy(got, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost),
-              "cudaMemcpy from the device");
+/* max |got - want| / max |want| against the tolerance; NaN fails. */
+static void compare_values(const char *name, const float *got, const float *want, int64_t n,
+                           double tolerance) {
   double max_ref = 1e-30, max_diff = 0;
   for (int64_t i = 0; i < n; ++i) {
     max_ref = fmax(max_ref, fabs(want[i]));
@@ -70,9 +81,30 @@ static void compare(const char *name, const float *device, const float *want, in
   }
   double error = max_diff / max_ref;
   int ok = error <= tolerance;
-  printf("%-26s relative error %.3g %s\n", name, error, ok ? "ok" : "FAIL");
+  printf("%-30s relative error %.3g %s\n", name, error, ok ? "ok" : "FAIL");
   failures += !ok;
+}
+
+static void compare(const char *name, const float *device, const float *want, int64_t n,
+                    double tolerance) {
+  float *got = malloc((size_t)n * sizeof(float));
+  cuda_or_die(cudaMemcpy(got, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost),
+              "cudaMemcpy from the device");
+  compare_values(name, got, want, n, tolerance);
   free(got);
+}
+
+/* bf16 on the device against bf16 on the host, both widened (exact). */
+static void compare_bf16(const char *name, const htp_bf16 *device, const htp_bf16 *want,
+                         int64_t n, double tolerance) {
+  htp_bf16 *got = malloc((size_t)n * sizeof(htp_bf16));
+  float *got_f32 = malloc((size_t)n * sizeof(float)), *want_f32 = malloc((size_t)n * sizeof(float));
+  cuda_or_die(cudaMemcpy(got, device, (size_t)n * sizeof(htp_bf16), cudaMemcpyDeviceToHost),
+              "cudaMemcpy from the device");
+  htp_bf16_to_f32_n(got, got_f32, n);
+  htp_bf16_to_f32_n(want, want_f32, n);
+  compare_values(name, got_f32, want_f32, n, tolerance);
+  free(got), free(got_f32), free(want_f32);
 }
 
 #define CHECK_CALL(call)                                                                 \
@@ -264,7 +296,7 @@ static int unit_cases(htp_cuda_kernels *kernels, const float *x, const float *wq
   const int32_t bad = (int32_t)heads;
   if (htp_cuda_attention_heads_f32(kernels, dx, dwqkv, dbqkv, dscratch, dscratch, batch, tokens,
                                    dim, heads, head_dim, &bad, 1) == 0) {
-    printf("%-26s accepted head %d of %d: FAIL\n", "attention_heads bad id", (int)bad,
+    printf("%-30s accepted head %d of %d: FAIL\n", "attention_heads bad id", (int)bad,
            (int)heads);
     ++failures;
   }
@@ -327,7 +359,7 @@ static int gather_cases(htp_cuda_kernels *kernels) {
     const int32_t unit = 0;
     if (htp_cuda_pack_units_f32(kernels, dummy, NULL, dummy, 1, 1, 1, 1, &unit, 1, dummy, 1, 1) ==
         0) {
-      printf("%-26s accepted slot 1 of a 1-unit block: FAIL\n", "pack_units bad slot");
+      printf("%-30s accepted slot 1 of a 1-unit block: FAIL\n", "pack_units bad slot");
       ++failures;
     }
     cudaFree(dummy);
@@ -361,6 +393,248 @@ static int gather_cases(htp_cuda_kernels *kernels) {
   }
   cudaFree(dstored), free(stored);
   return 0;
+}
+
+/* ----- bf16 entries and the sums, CUDA table against CPU table ------------ */
+
+#define BF16_TOLERANCE 1e-2      /* one bf16 ulp of the largest value (2^-7), above */
+#define BF16_ATTENTION 2e-2      /* the CUDA context's own rounding on top */
+
+typedef struct twin_tables {
+  const htp_kernel_table *cpu, *cuda;
+  htp_kernel_env cpu_env, cuda_env;
+  char cpu_error[256], cuda_error[256];
+} twin_tables;
+
+/* A CUDA entry, then a wait for its stream; a CPU entry. Either failing
+ * fails the test (there is a GPU by now). */
+#define CUDA_ENTRY(t, call)                                                               \
+  do {                                                                                  \
+    if ((call) != HTP_KERNEL_OK ||                                                      \
+        htp_cuda_kernels_sync((htp_cuda_kernels *)(t)->cuda_env.kernels)) {             \
+      fprintf(stderr, "FAIL: %s: %s %s\n", #call, (t)->cuda_error,                      \
+              htp_cuda_kernels_error((htp_cuda_kernels *)(t)->cuda_env.kernels));       \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+#define CPU_ENTRY(t, call)                                                                \
+  do {                                                                                  \
+    if ((call) != HTP_KERNEL_OK) {                                                      \
+      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cpu_error);                         \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+
+static htp_bf16 *host_random_bf16(int64_t n, float lo, float hi) {
+  float *values = host_random(n, lo, hi);
+  htp_bf16 *rounded = malloc((size_t)n * sizeof(htp_bf16));
+  htp_bf16_from_f32_n(values, rounded, n);
+  free(values);
+  return rounded;
+}
+
+static htp_bf16 *to_device_bf16(const htp_bf16 *host, int64_t n) {
+  return to_device_bytes(host, (size_t)(n > 0 ? n : 0) * sizeof(htp_bf16));
+}
+
+/* The plain ops: linear (with and without bias), layer norm, GELU (both
+ * forms), add, bias add, attention (and its scratch check). */
+static int bf16_op_cases(twin_tables *t, int64_t batch, int64_t tokens, int64_t dim,
+                         int64_t heads, int64_t head_dim, int64_t mlp) {
+  const int64_t rows = batch * tokens, inner = heads * head_dim;
+  const htp_kernel_env *ce = &t->cuda_env, *he = &t->cpu_env;
+  htp_bf16 *x = host_random_bf16(rows * dim, -1, 1), *w = host_random_bf16(mlp * dim, -0.2f, 0.2f);
+  htp_bf16 *b = host_random_bf16(mlp, -0.5f, 0.5f), *other = host_random_bf16(rows * dim, -1, 1);
+  htp_bf16 *gamma = host_random_bf16(dim, 0.5f, 1.5f), *beta = host_random_bf16(dim, -1, 1);
+  htp_bf16 *want = malloc((size_t)(rows * mlp) * sizeof(htp_bf16));
+  htp_bf16 *dx = to_device_bf16(x, rows * dim), *dw = to_device_bf16(w, mlp * dim);
+  htp_bf16 *db = to_device_bf16(b, mlp), *dother = to_device_bf16(other, rows * dim);
+  htp_bf16 *dgamma = to_device_bf16(gamma, dim), *dbeta = to_device_bf16(beta, dim);
+  htp_bf16 *dy = to_device_bf16(NULL, rows * mlp);
+
+  for (int with_bias = 1; with_bias >= 0; --with_bias) {
+    CUDA_ENTRY(t, t->cuda->linear_bf16(ce, dx, dw, with_bias ? db : NULL, dy, rows, dim, mlp));
+    CPU_ENTRY(t, t->cpu->linear_bf16(he, x, w, with_bias ? b : NULL, want, rows, dim, mlp));
+    compare_bf16(with_bias ? "bf16 linear" : "bf16 linear no bias", dy, want, rows * mlp,
+                 BF16_TOLERANCE);
+  }
+  CUDA_ENTRY(t, t->cuda->layer_norm_bf16(ce, dx, dgamma, dbeta, dy, rows, dim, 1e-6f));
+  CPU_ENTRY(t, t->cpu->layer_norm_bf16(he, x, gamma, beta, want, rows, dim, 1e-6f));
+  compare_bf16("bf16 layer_norm", dy, want, rows * dim, BF16_TOLERANCE);
+  for (int tanh_approx = 0; tanh_approx < 2; ++tanh_approx) {
+    CUDA_ENTRY(t, t->cuda->gelu_bf16(ce, dx, dy, rows * dim, tanh_approx));
+    CPU_ENTRY(t, t->cpu->gelu_bf16(he, x, want, rows * dim, tanh_approx));
+    compare_bf16(tanh_approx ? "bf16 gelu_tanh" : "bf16 gelu", dy, want, rows * dim,
+                 BF16_TOLERANCE);
+  }
+  CUDA_ENTRY(t, t->cuda->add_bf16(ce, dx, dother, dy, rows * dim));
+  CPU_ENTRY(t, t->cpu->add_bf16(he, x, other, want, rows * dim));
+  compare_bf16("bf16 add", dy, want, rows * dim, 0);
+  const int64_t cols = mlp < dim ? mlp : dim;
+  CUDA_ENTRY(t, t->cuda->bias_add_bf16(ce, dx, db, dy, rows, cols));
+  CPU_ENTRY(t, t->cpu->bias_add_bf16(he, x, b, want, rows, cols));
+  compare_bf16("bf16 bias_add", dy, want, rows * cols, 0);
+
+  htp_bf16 *wqkv = host_random_bf16(3 * inner * dim, -0.3f, 0.3f);
+  htp_bf16 *bqkv = host_random_bf16(3 * inner, -0.1f, 0.1f);
+  htp_bf16 *wproj = host_random_bf16(dim * inner, -0.2f, 0.2f);
+  htp_bf16 *bproj = host_random_bf16(dim, -0.1f, 0.1f);
+  htp_bf16 *dwqkv = to_device_bf16(wqkv, 3 * inner * dim), *dbqkv = to_device_bf16(bqkv, 3 * inner);
+  htp_bf16 *dwproj = to_device_bf16(wproj, dim * inner), *dbproj = to_device_bf16(bproj, dim);
+  const int64_t cuda_floats = t->cuda->attention_scratch_floats(batch, tokens, dim, heads, head_dim);
+  const int64_t cpu_floats = t->cpu->attention_scratch_floats(batch, tokens, dim, heads, head_dim);
+  float *dscratch = to_device(NULL, cuda_floats), *scratch = malloc(sizeof(float) * cpu_floats);
+  CUDA_ENTRY(t, t->cuda->attention_bf16(ce, dx, dwqkv, dbqkv, dwproj, dbproj, dy, dscratch,
+                                        cuda_floats, batch, tokens, dim, heads, head_dim));
+  CPU_ENTRY(t, t->cpu->attention_bf16(he, x, wqkv, bqkv, wproj, bproj, want, scratch, cpu_floats,
+                                      batch, tokens, dim, heads, head_dim));
+  compare_bf16("bf16 attention", dy, want, rows * dim, BF16_ATTENTION);
+  /* One float short of what the CUDA kernel needs is refused, not overrun. */
+  htp_kernel_status short_scratch =
+      t->cuda->attention_bf16(ce, dx, dwqkv, dbqkv, dwproj, dbproj, dy, dscratch,
+                              cuda_floats - 1, batch, tokens, dim, heads, head_dim);
+  printf("%-30s %s\n", "bf16 attention short scratch",
+         short_scratch == HTP_KERNEL_ERR_INVALID ? "refused: ok" : "FAIL");
+  failures += short_scratch != HTP_KERNEL_ERR_INVALID;
+
+  cudaFree(dx), cudaFree(dw), cudaFree(db), cudaFree(dother), cudaFree(dgamma), cudaFree(dbeta);
+  cudaFree(dy), cudaFree(dwqkv), cudaFree(dbqkv), cudaFree(dwproj), cudaFree(dbproj);
+  cudaFree(dscratch);
+  free(x), free(w), free(b), free(other), free(gamma), free(beta), free(want), free(wqkv);
+  free(bqkv), free(wproj), free(bproj), free(scratch);
+  return 0;
+}
+
+/* The unit kernels in bf16: outputs start from random values whose
+ * untouched columns must survive (bf16 -> f32 -> bf16 is exact on the CPU
+ * side, and the CUDA twin must not touch them). */
+static int bf16_unit_cases(twin_tables *t, int64_t batch, int64_t tokens, int64_t dim,
+                           int64_t heads, int64_t head_dim) {
+  const int64_t rows = batch * tokens, inner = heads * head_dim;
+  const htp_kernel_env *ce = &t->cuda_env, *he = &t->cpu_env;
+  htp_bf16 *x = host_random_bf16(rows * dim, -1, 1);
+  htp_bf16 *wqkv = host_random_bf16(3 * inner * dim, -0.3f, 0.3f);
+  htp_bf16 *bqkv = host_random_bf16(3 * inner, -0.1f, 0.1f);
+  htp_bf16 *dx = to_device_bf16(x, rows * dim), *dwqkv = to_device_bf16(wqkv, 3 * inner * dim);
+  htp_bf16 *dbqkv = to_device_bf16(bqkv, 3 * inner);
+
+  const int64_t scratch_floats = rows * 3 * head_dim + tokens * tokens;
+  float *scratch = malloc(sizeof(float) * scratch_floats), *dscratch = to_device(NULL, scratch_floats);
+  const int32_t head_list[] = {3, 0, 1};
+  for (int with_bias = 1; with_bias >= 0; --with_bias) {
+    htp_bf16 *context = host_random_bf16(rows * inner, -1, 1);
+    htp_bf16 *dcontext = to_device_bf16(context, rows * inner);
+    CUDA_ENTRY(t, t->cuda->attention_heads_bf16(ce, dx, dwqkv, with_bias ? dbqkv : NULL,
+                                                dcontext, dscratch, batch, tokens, dim, heads,
+                                                head_dim, head_list, 3));
+    CPU_ENTRY(t, t->cpu->attention_heads_bf16(he, x, wqkv, with_bias ? bqkv : NULL, context,
+                                              scratch, batch, tokens, dim, heads, head_dim,
+                                              head_list, 3));
+    compare_bf16(with_bias ? "bf16 attention_heads {3,0,1}" : "bf16 attention_heads no bias",
+                 dcontext, context, rows * inner, BF16_TOLERANCE);
+    cudaFree(dcontext), free(context);
+  }
+
+  /* MLP units: 9 units of 37, runs {0,1,2} {5} {7,8}; no bias; tanh. */
+  const int64_t width = 37, units = 9, hidden_dim = units * width;
+  htp_bf16 *w1 = host_random_bf16(hidden_dim * dim, -0.2f, 0.2f);
+  htp_bf16 *b1 = host_random_bf16(hidden_dim, -0.5f, 0.5f);
+  htp_bf16 *dw1 = to_device_bf16(w1, hidden_dim * dim), *db1 = to_device_bf16(b1, hidden_dim);
+  const int32_t unit_list[] = {0, 1, 2, 5, 7, 8};
+  for (int variant = 0; variant < 3; ++variant) {
+    const int with_bias = variant != 1, tanh_approx = variant == 2;
+    htp_bf16 *hidden = host_random_bf16(rows * hidden_dim, -1, 1);
+    htp_bf16 *dhidden = to_device_bf16(hidden, rows * hidden_dim);
+    CUDA_ENTRY(t, t->cuda->mlp_hidden_units_bf16(ce, dx, dw1, with_bias ? db1 : NULL, dhidden,
+                                                 rows, dim, hidden_dim, width, unit_list, 6,
+                                                 tanh_approx));
+    CPU_ENTRY(t, t->cpu->mlp_hidden_units_bf16(he, x, w1, with_bias ? b1 : NULL, hidden, rows,
+                                               dim, hidden_dim, width, unit_list, 6,
+                                               tanh_approx));
+    static const char *names[] = {"bf16 mlp_hidden_units", "bf16 mlp_hidden_units no bias",
+                                  "bf16 mlp_hidden_units tanh"};
+    compare_bf16(names[variant], dhidden, hidden, rows * hidden_dim, BF16_TOLERANCE);
+    cudaFree(dhidden), free(hidden);
+  }
+
+  /* Row-parallel units: overwrite, accumulate (y's old values join the f32
+   * sum), and the empty list both ways (zeros; y kept). */
+  htp_bf16 *a = host_random_bf16(rows * hidden_dim, -1, 1);
+  htp_bf16 *w2 = host_random_bf16(dim * hidden_dim, -0.2f, 0.2f);
+  htp_bf16 *da = to_device_bf16(a, rows * hidden_dim), *dw2 = to_device_bf16(w2, dim * hidden_dim);
+  const int32_t block_list[] = {1, 2, 3, 6, 8};
+  for (int variant = 0; variant < 4; ++variant) {
+    const int32_t accumulate = variant == 1 || variant == 3;
+    const int64_t count = variant >= 2 ? 0 : 5;
+    htp_bf16 *y = host_random_bf16(rows * dim, -3, 3);
+    htp_bf16 *dy = to_device_bf16(y, rows * dim);
+    CUDA_ENTRY(t, t->cuda->linear_units_bf16(ce, da, dw2, dy, rows, hidden_dim, dim, width,
+                                             block_list, count, accumulate));
+    CPU_ENTRY(t, t->cpu->linear_units_bf16(he, a, w2, y, rows, hidden_dim, dim, width,
+                                           block_list, count, accumulate));
+    static const char *names[] = {"bf16 linear_units", "bf16 linear_units accumulate",
+                                  "bf16 linear_units none (zero)", "bf16 linear_units none (kept)"};
+    compare_bf16(names[variant], dy, y, rows * dim, variant >= 2 ? 0 : BF16_TOLERANCE);
+    cudaFree(dy), free(y);
+  }
+
+  cudaFree(dx), cudaFree(dwqkv), cudaFree(dbqkv), cudaFree(dscratch), cudaFree(dw1);
+  cudaFree(db1), cudaFree(da), cudaFree(dw2);
+  free(x), free(wqkv), free(bqkv), free(scratch), free(w1), free(b1), free(a), free(w2);
+  return 0;
+}
+
+/* sum_f32 and sum_bf16: three parts, in place over the first, as ranks
+ * that share a GPU sum their partials. The list of parts is a host array
+ * of device pointers (kernels/cuda/table.c). Same order, same f32 adds:
+ * equal bits. */
+static int sum_cases(twin_tables *t) {
+  const int64_t n = 100003;
+  float *in[3], *din[3], *want = malloc(sizeof(float) * n);
+  htp_bf16 *in16[3], *din16[3], *want16 = malloc(sizeof(htp_bf16) * n);
+  for (int k = 0; k < 3; ++k) {
+    in[k] = host_random(n, -100, 100), din[k] = to_device(in[k], n);
+    in16[k] = host_random_bf16(n, -100, 100), din16[k] = to_device_bf16(in16[k], n);
+  }
+  CUDA_ENTRY(t, t->cuda->sum_f32(&t->cuda_env, (const float *const *)din, 3, din[0], n));
+  CPU_ENTRY(t, t->cpu->sum_f32(&t->cpu_env, (const float *const *)in, 3, want, n));
+  compare("table sum_f32 (in place)", din[0], want, n, 0);
+  CUDA_ENTRY(t, t->cuda->sum_bf16(&t->cuda_env, (const htp_bf16 *const *)din16, 3, din16[0], n));
+  CPU_ENTRY(t, t->cpu->sum_bf16(&t->cpu_env, (const htp_bf16 *const *)in16, 3, want16, n));
+  compare_bf16("table sum_bf16 (in place)", din16[0], want16, n, 0);
+  for (int k = 0; k < 3; ++k) cudaFree(din[k]), cudaFree(din16[k]), free(in[k]), free(in16[k]);
+  free(want), free(want16);
+  return 0;
+}
+
+static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
+                      int64_t head_dim, int64_t mlp) {
+  twin_tables t = {.cpu = htp_cpu_kernel_table(), .cuda = htp_cuda_kernel_table()};
+  if (htp_cuda_kernel_env_create(0, &t.cuda_env, t.cuda_error, sizeof t.cuda_error) !=
+      HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", t.cuda_error);
+    return 1;
+  }
+  if (htp_cpu_kernel_env_create(&t.cpu_env, t.cpu_error, sizeof t.cpu_error) != HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t.cpu_error);
+    return 1;
+  }
+  /* Every entry this compares must exist in both tables. */
+  const htp_kernel_table *tables[] = {t.cpu, t.cuda};
+  for (int i = 0; i < 2; ++i) {
+    const htp_kernel_table *k = tables[i];
+    if (!k->linear_bf16 || !k->layer_norm_bf16 || !k->gelu_bf16 || !k->add_bf16 ||
+        !k->bias_add_bf16 || !k->attention_bf16 || !k->attention_heads_bf16 ||
+        !k->mlp_hidden_units_bf16 || !k->linear_units_bf16 || !k->sum_f32 || !k->sum_bf16) {
+      fprintf(stderr, "FAIL: the %s table lacks a bf16 or sum entry\n", k->name);
+      return 1;
+    }
+  }
+  int rc = bf16_op_cases(&t, batch, tokens, dim, heads, head_dim, mlp) ||
+           bf16_unit_cases(&t, batch, tokens, dim, heads, head_dim) || sum_cases(&t);
+  htp_cuda_kernel_env_destroy(&t.cuda_env);
+  htp_cpu_kernel_env_destroy(&t.cpu_env);
+  return rc;
 }
 
 int main(void) {
@@ -435,6 +709,8 @@ int main(void) {
   if (unit_cases(kernels, x, wqkv, bqkv, batch, tokens, dim, heads, head_dim))
     return 1;
   if (gather_cases(kernels))
+    return 1;
+  if (bf16_cases(batch, tokens, dim, heads, head_dim, mlp))
     return 1;
   htp_cuda_kernels_destroy(kernels);
   printf("%s\n", failures ? "FAIL" : "PASS");
