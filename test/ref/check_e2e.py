@@ -9,6 +9,21 @@ slice), and compares the output with the float64 reference:
 
     max |y - ref| / max |ref| <= 1e-4      -> prints PASS, exit 0
     otherwise (or any failure)             -> prints FAIL and why, exit 1
+
+With --dtype bf16 the block is a bf16 one (gen_vit.py --dtype bf16), the
+weights file holds BF16 tensors (rounded here, to nearest even, with NumPy
+bit operations: independent of htp's C rounding) or F32 ones
+(--weights-dtype F32: htp-run rounds them on load), the input stays <f4 and
+htp-run's output is bf16 widened to <f4. Two references, both float64:
+
+    the f32 block's: the same weights and input, unrounded
+        max |y - ref| / max |ref| <= 3e-2  (the bf16 error figure's bound)
+    the same with the weights and input rounded to bf16 first
+        max |y - ref| / max |ref| <= 2e-2  (what is left is the rounding of
+                                            every op's output)
+
+--so HTP_COMPILE runs the block compiled ahead of time (htp-compile --tp N)
+instead of through htp-run's JIT.
 """
 import argparse
 import json
@@ -23,14 +38,46 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vit_ref  # noqa: E402
 
 TOLERANCE = 1e-4
+# bf16 output against the f32 block's reference, and against the reference
+# of the bf16-rounded weights and input.
+TOLERANCE_BF16 = 3e-2
+TOLERANCE_BF16_ROUNDED = 2e-2
 
 
-def write_safetensors(path, tensors):
-    """tensors: dict name -> float32 array. Data in name order, 8-aligned header."""
+def bf16_bits(value):
+    """float32 values -> bfloat16 bit patterns (uint16), round to nearest, ties
+    to even, on the float32 bits: add 0x7fff plus the lowest kept bit, keep the
+    top half. A NaN stays a NaN (quiet bit set); a finite value past bf16's
+    largest rounds to infinity, as the carry into the exponent gives."""
+    bits = np.ascontiguousarray(value, dtype="<f4").view("<u4")
+    with np.errstate(over="ignore"):
+        rounded = ((bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
+                   >> np.uint32(16)).astype("<u2")
+    nan = np.isnan(np.asarray(value, dtype=np.float32))
+    rounded[nan] = ((bits[nan] >> np.uint32(16)) | np.uint32(0x40)).astype("<u2")
+    return rounded
+
+
+def bf16_to_f32(bits):
+    """bfloat16 bit patterns -> float32 (exact)."""
+    return (np.asarray(bits, dtype="<u2").astype("<u4") << np.uint32(16)).view("<f4")
+
+
+def round_bf16(value):
+    """value rounded to the nearest bfloat16, as float32."""
+    return bf16_to_f32(bf16_bits(value)).reshape(np.shape(value))
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    """tensors: dict name -> float32 array, written as F32 or BF16 (rounded
+    to nearest even). Data in name order, 8-aligned header."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
-        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+        if dtype == "BF16":
+            data = bf16_bits(tensors[name]).tobytes()
+        else:
+            data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
                         "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
@@ -90,7 +137,15 @@ def main():
                              "\"--policy migrate --slow 1:4 --iters 8\" (--iters or "
                              "--warmup here replace the defaults 1 and 0: htp-run refuses a "
                              "flag given twice)")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                        help="the block's element type (gen_vit.py --dtype)")
+    parser.add_argument("--weights-dtype", choices=["F32", "BF16"],
+                        help="the safetensors dtype of the weights (default: BF16 for a bf16 "
+                             "block, F32 for an f32 one)")
+    parser.add_argument("--so", metavar="HTP_COMPILE",
+                        help="compile the block with this htp-compile (--tp N) and run the .so")
     a = parser.parse_args()
+    weights_dtype = a.weights_dtype or ("BF16" if a.dtype == "bf16" else "F32")
 
     os.makedirs(a.workdir, exist_ok=True)
     block = os.path.join(a.workdir, "block.mlir")
@@ -101,35 +156,59 @@ def main():
     subprocess.run([sys.executable, a.gen, "--depth", str(a.depth), "--dim", str(a.dim),
                     "--heads", str(a.heads), "--mlp", str(a.mlp), "--tokens", str(a.tokens),
                     "--batch", str(a.batch), "--gelu", a.gelu, "--eps", repr(a.eps),
-                    "-o", block], check=True)
+                    "-o", block] + (["--dtype", "bf16"] if a.dtype == "bf16" else []), check=True)
+    if a.so:
+        so = os.path.join(a.workdir, "block.so")
+        build = subprocess.run([a.so, "--tp", str(a.tp), block, "-o", so], capture_output=True,
+                               text=True)
+        if build.returncode != 0:
+            print(f"FAIL: htp-compile exited with {build.returncode}\n{build.stderr}")
+            return 1
+        block = so
 
     rng = np.random.default_rng(a.seed)
     weights = random_weights(rng, a.depth, a.dim, a.mlp)
-    write_safetensors(weights_path, weights)
+    write_safetensors(weights_path, weights, weights_dtype)
     x = rng.standard_normal((a.batch, a.tokens, a.dim)).astype(np.float32)
     np.save(input_path, x)
 
     extra = a.extra.split()
     defaults = [arg for flag, value in (("--iters", "1"), ("--warmup", "0")) if flag not in extra
                 for arg in (flag, value)]
+    tp = [] if a.so else ["--tp", str(a.tp)]  # a .so's signature says its tp
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
-                          "--output", output_path, "--tp", str(a.tp)] + defaults + extra,
+                          "--output", output_path] + tp + defaults + extra,
                          capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL: htp-run exited with {run.returncode}\n{run.stderr}")
         return 1
 
     y = np.load(output_path)
-    ref = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu)
-    if y.shape != ref.shape:
-        print(f"FAIL: output shape {y.shape}, reference {ref.shape}")
+    if y.dtype != np.float32:
+        print(f"FAIL: output dtype {y.dtype}, not float32")
         return 1
-    error = float(np.max(np.abs(y.astype(np.float64) - ref)) / np.max(np.abs(ref)))
-    verdict = "PASS" if np.isfinite(error) and error <= TOLERANCE else "FAIL"
-    print(f"{verdict}: max |y - ref| / max |ref| = {error:.3e} (tolerance {TOLERANCE:g}), "
-          f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
-          f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}"
-          + (f" extra='{a.extra}'" if a.extra else ""))
+    shape = (f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
+             f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}"
+             + (f" dtype={a.dtype} weights={weights_dtype}" if a.dtype != "f32" else "")
+             + (" so" if a.so else "") + (f" extra='{a.extra}'" if a.extra else ""))
+    checks = [("ref", weights, x, TOLERANCE if a.dtype == "f32" else TOLERANCE_BF16)]
+    if a.dtype == "bf16":
+        if np.any(round_bf16(y) != y):
+            print("FAIL: the bf16 block's output holds values that are not bf16")
+            return 1
+        rounded = {name: round_bf16(value) for name, value in weights.items()}
+        checks.append(("ref_bf16", rounded, round_bf16(x), TOLERANCE_BF16_ROUNDED))
+    verdict, lines = "PASS", []
+    for label, w, inputs, tolerance in checks:
+        ref = vit_ref.vit_blocks(inputs, w, a.depth, a.heads, a.eps, a.gelu)
+        if y.shape != ref.shape:
+            print(f"FAIL: output shape {y.shape}, reference {ref.shape}")
+            return 1
+        error = float(np.max(np.abs(y.astype(np.float64) - ref)) / np.max(np.abs(ref)))
+        if not (np.isfinite(error) and error <= tolerance):
+            verdict = "FAIL"
+        lines.append(f"max |y - {label}| / max |{label}| = {error:.3e} (tolerance {tolerance:g})")
+    print(f"{verdict}: {', '.join(lines)}, {shape}")
     return 0 if verdict == "PASS" else 1
 
 

@@ -3,10 +3,15 @@
 
     make_data.py weights OUT --depth D --dim N --mlp M [--drop NAME] [--shape NAME=AxB]
                              [--extra NAME] [--dtype F32|F16|BF16|F64|I32]
+                             [--label NAME=DTYPE]
     make_data.py npy OUT SHAPE [--dtype <f4|<f8|<i4] [--fortran]
 
 Weights are random (seeded) with timm's names, written by check_e2e's
-plain-Python safetensors writer unless --dtype asks for another dtype.
+plain-Python safetensors writer unless --dtype asks for another dtype. BF16
+is rounded to nearest even (check_e2e.bf16_bits: NumPy bit operations).
+--label NAME=DTYPE writes tensor NAME's data as --dtype but names it DTYPE
+in the header: a tensor whose bytes do not match its dtype and shape (F32
+data labelled BF16 holds twice the bytes its shape needs).
 """
 import argparse
 import json
@@ -24,15 +29,15 @@ NUMPY_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I32": "<i4"}
 
 def to_bytes(value, dtype):
     if dtype == "BF16":
-        return (np.ascontiguousarray(value, dtype="<f4").view("<u4") >> 16).astype("<u2").tobytes()
+        return check_e2e.bf16_bits(value).tobytes()
     return np.ascontiguousarray(value, dtype=NUMPY_DTYPES[dtype]).tobytes()
 
 
-def write(path, tensors, dtype):
+def write(path, tensors, dtype, labels=None):
     header, blobs, offset = {}, [], 0
     for name, value in tensors.items():
         data = to_bytes(value, dtype)
-        header[name] = {"dtype": dtype, "shape": list(value.shape),
+        header[name] = {"dtype": (labels or {}).get(name, dtype), "shape": list(value.shape),
                         "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
@@ -54,6 +59,7 @@ def main():
     w.add_argument("--shape", action="append", default=[])
     w.add_argument("--extra", action="append", default=[])
     w.add_argument("--dtype", default="F32", choices=["F32", "F16", "BF16", "F64", "I32"])
+    w.add_argument("--label", action="append", default=[])
     n = sub.add_parser("npy")
     n.add_argument("out")
     n.add_argument("shape", help="AxBxC")
@@ -75,10 +81,11 @@ def main():
         tensors[name] = rng.standard_normal([int(d) for d in shape.split("x")]).astype(np.float32)
     for name in a.extra:
         tensors[name] = np.zeros([4], np.float32)
-    if a.dtype == "F32":
+    labels = dict(spec.split("=") for spec in a.label)
+    if a.dtype == "F32" and not labels:
         check_e2e.write_safetensors(a.out, tensors)
     else:
-        write(a.out, tensors, a.dtype)
+        write(a.out, tensors, a.dtype, labels)
 
 
 if __name__ == "__main__":
