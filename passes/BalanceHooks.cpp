@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "runtime/htp_entry.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -75,6 +76,22 @@ int64_t automaticUnitWidth(int64_t hidden) {
   return hidden;
 }
 
+/// True when any tensor of `func` (an argument, a result, an op's operand
+/// or result) is bf16: the dialect and the lowering make such a block
+/// all bf16.
+bool isBF16Block(func::FuncOp func) {
+  auto isBF16 = [](Type type) { return getElementTypeOrSelf(type).isBF16(); };
+  if (llvm::any_of(func.getArgumentTypes(), isBF16) ||
+      llvm::any_of(func.getResultTypes(), isBF16))
+    return true;
+  bool found = false;
+  func.walk([&](Operation *op) {
+    if (llvm::any_of(op->getOperandTypes(), isBF16) || llvm::any_of(op->getResultTypes(), isBF16))
+      found = true;
+  });
+  return found;
+}
+
 int64_t dimOf(Value value, unsigned dim) {
   return cast<RankedTensorType>(value.getType()).getDimSize(dim);
 }
@@ -86,6 +103,14 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     func::FuncOp func = getOperation();
     if (func.isDeclaration() || !func->hasAttr(kTPAttrName))
       return; // only split functions have units to balance
+    if (isBF16Block(func)) {
+      // The runtime's hooks compute in f32 only (the bf16 contract): the
+      // block stays as the split left it, and runs with --policy none.
+      func.emitWarning() << "htp-balance-hooks: '@" << func.getSymName()
+                         << "' is a bf16 block: balance hooks are f32-only for now; it runs "
+                            "with policy none";
+      return;
+    }
     if (mlpUnitWidth < 0) {
       func.emitError() << "--htp-balance-hooks: mlp-unit-width must be >= 0, got "
                        << static_cast<int64_t>(mlpUnitWidth);

@@ -1,0 +1,75 @@
+// RUN: %htp-opt %s -split-input-file --htp-tensor-parallel=tp=2 --htp-balance-hooks -verify-diagnostics | FileCheck %s
+// RUN: %htp-opt %s -split-input-file --htp-pipeline=tp=2 2>&1 | FileCheck %s --check-prefix=PIPELINE
+// RUN: %htp-opt %s -split-input-file --htp-tensor-parallel=tp=2 --htp-balance-hooks=mlp-unit-width=5 2>&1 | FileCheck %s --check-prefix=WIDTH
+
+// The balance hooks are f32-only (the bf16 contract): a split bf16 block
+// keeps its plain split ops, no pair and no htp.mlp, and the pass warns
+// (without failing: the RUN lines above exit 0) that it runs with policy
+// none. The pipeline lowers it to the _bf16 op entry points, no hooks.
+// CHECK-LABEL: func.func @two_layers(
+// CHECK-NOT: pair
+// CHECK-NOT: htp.mlp
+// CHECK: htp.attention {{.*}} {num_heads = 2 : i64} :
+// CHECK: htp.linear
+// CHECK-NEXT: htp.gelu
+// CHECK-NEXT: htp.linear
+// CHECK-NOT: pair
+// CHECK-NOT: htp.mlp
+// PIPELINE: warning: htp-balance-hooks: '@two_layers' is a bf16 block: balance hooks are f32-only for now; it runs with policy none
+// PIPELINE-NOT: htp_rt_
+// PIPELINE-LABEL: llvm.func @htp.entry.two_layers(
+// PIPELINE: llvm.call @htp_op_attention_bf16(
+// PIPELINE: llvm.call @htp_allreduce_sum_bf16(
+// PIPELINE: llvm.call @htp_op_linear_bf16(
+// PIPELINE-NOT: htp_rt_
+// PIPELINE-NOT: \22balance\22
+// PIPELINE: \22tp\22:2}
+// An explicit unit width changes nothing either.
+// WIDTH: warning: htp-balance-hooks: '@two_layers' is a bf16 block
+// WIDTH-LABEL: func.func @two_layers(
+// WIDTH-NOT: htp.mlp
+// WIDTH-LABEL: func.func @f32_layer(
+// WIDTH: htp.mlp {{.*}}unit_width = 5 : i64
+// expected-warning @+1 {{htp-balance-hooks: '@two_layers' is a bf16 block: balance hooks are f32-only for now; it runs with policy none}}
+func.func @two_layers(%x: tensor<2x3x12xbf16>,
+    %wqkv0: tensor<36x12xbf16>, %bqkv0: tensor<36xbf16>, %wp0: tensor<12x12xbf16>, %bp0: tensor<12xbf16>,
+    %w10: tensor<40x12xbf16>, %b10: tensor<40xbf16>, %w20: tensor<12x40xbf16>, %b20: tensor<12xbf16>,
+    %wqkv1: tensor<36x12xbf16>, %bqkv1: tensor<36xbf16>, %wp1: tensor<12x12xbf16>, %bp1: tensor<12xbf16>,
+    %w11: tensor<40x12xbf16>, %b11: tensor<40xbf16>, %w21: tensor<12x40xbf16>, %b21: tensor<12xbf16>)
+    -> tensor<2x3x12xbf16> {
+  %a0 = htp.attention %x, %wqkv0, %bqkv0, %wp0, %bp0 {num_heads = 4 : i64} : (tensor<2x3x12xbf16>, tensor<36x12xbf16>, tensor<36xbf16>, tensor<12x12xbf16>, tensor<12xbf16>) -> tensor<2x3x12xbf16>
+  %r0 = htp.add %x, %a0 : tensor<2x3x12xbf16>
+  %h0 = htp.linear %r0, %w10, %b10 : (tensor<2x3x12xbf16>, tensor<40x12xbf16>, tensor<40xbf16>) -> tensor<2x3x40xbf16>
+  %g0 = htp.gelu %h0 approximate tanh : tensor<2x3x40xbf16>
+  %m0 = htp.linear %g0, %w20, %b20 : (tensor<2x3x40xbf16>, tensor<12x40xbf16>, tensor<12xbf16>) -> tensor<2x3x12xbf16>
+  %o0 = htp.add %r0, %m0 : tensor<2x3x12xbf16>
+  %a1 = htp.attention %o0, %wqkv1, %bqkv1, %wp1, %bp1 {num_heads = 4 : i64} : (tensor<2x3x12xbf16>, tensor<36x12xbf16>, tensor<36xbf16>, tensor<12x12xbf16>, tensor<12xbf16>) -> tensor<2x3x12xbf16>
+  %r1 = htp.add %o0, %a1 : tensor<2x3x12xbf16>
+  %h1 = htp.linear %r1, %w11, %b11 : (tensor<2x3x12xbf16>, tensor<40x12xbf16>, tensor<40xbf16>) -> tensor<2x3x40xbf16>
+  %g1 = htp.gelu %h1 approximate tanh : tensor<2x3x40xbf16>
+  %m1 = htp.linear %g1, %w21, %b21 : (tensor<2x3x40xbf16>, tensor<12x40xbf16>, tensor<12xbf16>) -> tensor<2x3x12xbf16>
+  %o1 = htp.add %r1, %m1 : tensor<2x3x12xbf16>
+  return %o1 : tensor<2x3x12xbf16>
+}
+
+// -----
+
+// An f32 function beside it still gets its hooks: the check is per function.
+// CHECK-LABEL: func.func @f32_layer(
+// CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64}
+// CHECK: htp.mlp
+// PIPELINE-LABEL: llvm.func @htp.entry.f32_layer(
+// PIPELINE: llvm.call @htp_rt_attention_f32(
+// PIPELINE: llvm.call @htp_rt_mlp_f32(
+func.func @f32_layer(%x: tensor<2x3x12xf32>,
+    %wqkv0: tensor<36x12xf32>, %bqkv0: tensor<36xf32>, %wp0: tensor<12x12xf32>, %bp0: tensor<12xf32>,
+    %w10: tensor<40x12xf32>, %b10: tensor<40xf32>, %w20: tensor<12x40xf32>, %b20: tensor<12xf32>)
+    -> tensor<2x3x12xf32> {
+  %a0 = htp.attention %x, %wqkv0, %bqkv0, %wp0, %bp0 {num_heads = 4 : i64} : (tensor<2x3x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
+  %r0 = htp.add %x, %a0 : tensor<2x3x12xf32>
+  %h0 = htp.linear %r0, %w10, %b10 : (tensor<2x3x12xf32>, tensor<40x12xf32>, tensor<40xf32>) -> tensor<2x3x40xf32>
+  %g0 = htp.gelu %h0 approximate tanh : tensor<2x3x40xf32>
+  %m0 = htp.linear %g0, %w20, %b20 : (tensor<2x3x40xf32>, tensor<12x40xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
+  %o0 = htp.add %r0, %m0 : tensor<2x3x12xf32>
+  return %o0 : tensor<2x3x12xf32>
+}
