@@ -165,13 +165,13 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
     printf("  input  %s %s\n", arg->name, shape);
   }
   printf("  params %d tensors, %.3f MB (whole block)\n", params, (double)param_bytes / 1e6);
-  if (sig->num_results > 0 && sig->results[0].dtype == HTP_SIG_BF16)
-    printf("  dtype bf16: tensors stored as bf16, arithmetic in f32 (the CPU kernels convert "
-           "per call), --output widened to f32\n");
   for (int i = 0; i < sig->num_results; i++) {
     htp_format_shape(shape, sizeof shape, sig->results[i].rank, sig->results[i].dims);
     printf("  output %s %s\n", sig->results[i].name, shape);
   }
+  if (sig->results[0].dtype == HTP_SIG_BF16) /* a signature has at least one result */
+    printf("  dtype bf16: tensors stored as bf16, arithmetic in f32 (the CPU kernels convert "
+           "per call), --output widened to f32\n");
   printf("  tp %d, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
          "%.4g GFLOP per block (%.4g per rank)\n",
          state->tp, options->backend, options->device, htp_policy_name(options->policy),
