@@ -1,16 +1,26 @@
 /*===- bench/cuda_kernels.cu - Each CUDA kernel against the device's bound -===*
  *
  * Times every kernel of kernels/htp_kernels_cuda.h at one ViT block's shapes
- * (default ViT-B/16: batch 8, 197 tokens, dim 768, 12 heads, MLP 3072, f32)
- * and prints, per kernel, the median and best time and what it achieved
- * next to the device's bound:
- *   - GEMM-bound kernels (linear, attention): TFLOP/s against the FP32 FMA
- *     peak, SMs x clock x FP32 lanes per SM x 2 (one FMA is two FLOPs). The
- *     twins call cuBLAS in its default math mode, which is plain FP32, not
- *     TF32 tensor cores, so that is the bound that applies.
+ * (default ViT-B/16: batch 8, 197 tokens, dim 768, 12 heads, MLP 3072), in
+ * f32 and then in bf16 (the _bf16 rows), and prints, per kernel, the median
+ * and best time and what it achieved next to the device's bound:
+ *   - f32 GEMM-bound kernels (linear, attention): TFLOP/s against the FP32
+ *     FMA peak, SMs x clock x FP32 lanes per SM x 2 (one FMA is two FLOPs).
+ *     The twins call cuBLAS with CUBLAS_COMPUTE_32F in its default math
+ *     mode, which is plain FP32, not TF32 tensor cores, so that is the
+ *     bound that applies.
+ *   - bf16 GEMM-bound kernels: TFLOP/s against the dense BF16 tensor-core
+ *     peak with f32 accumulation, SMs x clock x BF16 FLOPs per SM and clock
+ *     (4096 on sm_90, H100/H200; 2048 on sm_80, A100; other devices: no
+ *     bound printed). The clock is the peak one the device reports, which
+ *     can be above the clock NVIDIA's datasheet peak assumes (H100 SXM:
+ *     989 TFLOP/s at 1830 MHz), so the bound is if anything high.
+ *     attention_bf16 runs its projections on tensor cores but its scores
+ *     and p·v in FP32 (f32 softmax and intermediates), so it cannot reach
+ *     the bf16 bound; its row says how far it is.
  *   - Memory-bound kernels (layer norm, GELU, add, bias add): GB/s, the
- *     bytes each must read and write once, against the DRAM peak,
- *     2 (double data rate) x memory clock x bus width / 8.
+ *     bytes each must read and write once (2 per bf16 element), against the
+ *     DRAM peak, 2 (double data rate) x memory clock x bus width / 8.
  * The clocks are the peak ones the device reports (cudaDevAttrClockRate and
  * cudaDevAttrMemoryClockRate: CUDA 13 dropped them from cudaDeviceProp);
  * SM count, bus width and L2 size come from cudaGetDeviceProperties.
@@ -22,6 +32,8 @@
  *   htp-bench-cuda [--batch 8] [--tokens 197] [--dim 768] [--heads 12]
  *                  [--mlp 3072] [--repeats 20] [--warmup 3] [--device 0]
  *                  [--csv FILE]
+ * The CSV has one row per kernel and dtype, and block_sum rows: one
+ * pre-norm block as the twins would run it (medians added), per dtype.
  * Exits 77 when there is no CUDA device, 1 when a kernel fails, 2 on bad
  * arguments.
  *
@@ -35,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 namespace {
@@ -45,15 +58,17 @@ struct Shape {
   int64_t head_dim() const { return dim / heads; }
 };
 
-/* Deterministic values in [lo, hi): a hash of the index, no RNG state. */
-__global__ void fill_kernel(float *data, int64_t n, float lo, float hi, uint32_t seed) {
+/* Deterministic values in [lo, hi): a hash of the index, no RNG state;
+ * stored as T (bf16: rounded once). */
+template <typename T>
+__global__ void fill_kernel(T *data, int64_t n, float lo, float hi, uint32_t seed) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     uint32_t h = (uint32_t)i * 2654435761u ^ seed;
     h ^= h >> 16;
     h *= 2246822519u;
     h ^= h >> 13;
-    data[i] = lo + (hi - lo) * (float)(h >> 8) * (1.0f / 16777216.0f);
+    htp_cuda_store(data, i, lo + (hi - lo) * (float)(h >> 8) * (1.0f / 16777216.0f));
   }
 }
 
@@ -63,60 +78,146 @@ struct Buffers {
     for (void *p : owned)
       cudaFree(p);
   }
-  float *make(int64_t n, float lo, float hi) {
+  template <typename T> T *make(int64_t n, float lo, float hi) {
     void *p = nullptr;
-    if (cudaMalloc(&p, sizeof(float) * (size_t)n) != cudaSuccess) {
-      fprintf(stderr, "htp-bench-cuda: cudaMalloc of %lld floats failed\n", (long long)n);
+    if (cudaMalloc(&p, sizeof(T) * (size_t)n) != cudaSuccess) {
+      fprintf(stderr, "htp-bench-cuda: cudaMalloc of %lld elements failed\n", (long long)n);
       exit(1);
     }
     owned.push_back(p);
-    fill_kernel<<<1024, 256>>>((float *)p, n, lo, hi, (uint32_t)owned.size() * 7919u);
-    return (float *)p;
+    fill_kernel<<<1024, 256>>>((T *)p, n, lo, hi, (uint32_t)owned.size() * 7919u);
+    return (T *)p;
   }
 };
 
 /* One benchmark case: a kernel call and the work it must do. */
 struct Case {
-  const char *name;
-  const char *shape; /* for the reader: what the call computes */
-  double flops;      /* > 0: compared with the FLOP bound */
+  std::string name;
+  std::string shape; /* for the reader: what the call computes */
+  double flops;      /* > 0: compared with the dtype's FLOP bound */
   double bytes;      /* used when flops == 0: compared with the DRAM bound */
-  int (*run)(htp_cuda_kernels *, void *);
-  void *args;
+  bool bf16;
+  int (*run)(htp_cuda_kernels *, const void *);
+  const void *args;
 };
 
-struct Args {
-  const float *x, *w, *b, *gamma, *beta, *other, *wproj, *bproj;
-  float *y, *scratch;
+/* The twins of one element type, as the host sees it (float or htp_bf16). */
+template <typename T> struct Twins;
+#define TWINS(T, dtype, row_suffix)                                                        \
+  template <> struct Twins<T> {                                                            \
+    static constexpr auto linear = htp_cuda_linear_##dtype;                                \
+    static constexpr auto layer_norm = htp_cuda_layer_norm_##dtype;                        \
+    static constexpr auto gelu = htp_cuda_gelu_##dtype;                                    \
+    static constexpr auto add = htp_cuda_add_##dtype;                                      \
+    static constexpr auto bias_add = htp_cuda_bias_add_##dtype;                            \
+    static constexpr auto attention = htp_cuda_attention_##dtype;                          \
+    static constexpr const char *suffix = row_suffix;                                      \
+  };
+TWINS(float, f32, "")
+TWINS(htp_bf16, bf16, "_bf16")
+#undef TWINS
+/* The device-side type of T's storage, for the fill kernel. */
+template <typename T> struct Stored { typedef float type; };
+template <> struct Stored<htp_bf16> { typedef htp_cuda_bf16 type; };
+
+template <typename T> struct Args {
+  const T *x, *w, *b, *gamma, *beta, *other, *wproj, *bproj;
+  T *y;
+  float *scratch;
   int64_t rows, in, out;
   int64_t batch, tokens; /* attention only */
 };
 
-int run_linear(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_linear_f32(k, a->x, a->w, a->b, a->y, a->rows, a->in, a->out);
+template <typename T> int run_linear(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::linear(k, a->x, a->w, a->b, a->y, a->rows, a->in, a->out);
 }
-int run_layer_norm(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_layer_norm_f32(k, a->x, a->gamma, a->beta, a->y, a->rows, a->in, 1e-6f);
+template <typename T> int run_layer_norm(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::layer_norm(k, a->x, a->gamma, a->beta, a->y, a->rows, a->in, 1e-6f);
 }
-int run_gelu(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_gelu_f32(k, a->x, a->y, a->rows * a->in, 0);
+template <typename T> int run_gelu(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::gelu(k, a->x, a->y, a->rows * a->in, 0);
 }
-int run_add(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_add_f32(k, a->x, a->other, a->y, a->rows * a->in);
+template <typename T> int run_add(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::add(k, a->x, a->other, a->y, a->rows * a->in);
 }
-int run_bias_add(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_bias_add_f32(k, a->x, a->b, a->y, a->rows, a->in);
+template <typename T> int run_bias_add(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::bias_add(k, a->x, a->b, a->y, a->rows, a->in);
 }
 /* in = model dim, out = heads (head_dim = in / out). */
-int run_attention(htp_cuda_kernels *k, void *p) {
-  const Args *a = (const Args *)p;
-  return htp_cuda_attention_f32(k, a->x, a->w, a->b, a->wproj, a->bproj, a->y, a->scratch,
-                                a->batch, a->tokens, a->in, a->out, a->in / a->out);
+template <typename T> int run_attention(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::attention(k, a->x, a->w, a->b, a->wproj, a->bproj, a->y, a->scratch,
+                             a->batch, a->tokens, a->in, a->out, a->in / a->out);
+}
+
+/* Indices of a dtype's cases, in the order add_cases appends them. */
+enum { kQkv, kProj, kFc1, kFc2, kLayerNorm, kGelu, kAdd, kBiasAdd, kAttention, kCasesPerType };
+
+/* Appends the kCasesPerType cases of element type T, its buffers in buf,
+ * their arguments in args (kept alive by the caller). */
+template <typename T>
+void add_cases(std::vector<Case> &cases, std::vector<Args<T>> &args, Buffers &buf,
+               const Shape &s, float *scratch) {
+  typedef typename Stored<T>::type D;
+  const int64_t rows = s.rows(), d = s.dim, m = s.mlp, inner = s.dim; /* heads * head_dim */
+  T *x = (T *)buf.make<D>(rows * std::max(d, m), -1, 1), *x2 = (T *)buf.make<D>(rows * d, -1, 1);
+  T *y = (T *)buf.make<D>(rows * std::max(3 * d, m), 0, 0);
+  T *w_qkv = (T *)buf.make<D>(3 * inner * d, -0.05f, 0.05f);
+  T *b_qkv = (T *)buf.make<D>(3 * inner, -0.1f, 0.1f);
+  T *w_proj = (T *)buf.make<D>(d * inner, -0.05f, 0.05f), *b_proj = (T *)buf.make<D>(d, -0.1f, 0.1f);
+  T *w_fc1 = (T *)buf.make<D>(m * d, -0.05f, 0.05f), *b_fc1 = (T *)buf.make<D>(m, -0.1f, 0.1f);
+  T *w_fc2 = (T *)buf.make<D>(d * m, -0.05f, 0.05f), *b_fc2 = (T *)buf.make<D>(d, -0.1f, 0.1f);
+  T *gamma = (T *)buf.make<D>(d, 0.5f, 1.5f), *beta = (T *)buf.make<D>(d, -0.1f, 0.1f);
+  args.assign({
+      {x, w_qkv, b_qkv, 0, 0, 0, 0, 0, y, 0, rows, d, 3 * inner, 0, 0},
+      {x, w_proj, b_proj, 0, 0, 0, 0, 0, y, 0, rows, inner, d, 0, 0},
+      {x, w_fc1, b_fc1, 0, 0, 0, 0, 0, y, 0, rows, d, m, 0, 0},
+      {x, w_fc2, b_fc2, 0, 0, 0, 0, 0, y, 0, rows, m, d, 0, 0},
+      {x, 0, 0, gamma, beta, 0, 0, 0, y, 0, rows, d, 0, 0, 0},
+      {x, 0, 0, 0, 0, 0, 0, 0, y, 0, rows, m, 0, 0, 0},
+      {x, 0, 0, 0, 0, x2, 0, 0, y, 0, rows, d, 0, 0, 0},
+      {x, 0, b_fc1, 0, 0, 0, 0, 0, y, 0, rows, m, 0, 0, 0},
+      {x, w_qkv, b_qkv, 0, 0, 0, w_proj, b_proj, y, scratch, rows, d, s.heads, s.batch, s.tokens},
+  });
+  const double r = (double)rows, e = sizeof(T), tk = (double)s.tokens, hd = (double)s.head_dim();
+  auto gemm = [](int64_t a, int64_t b, int64_t c, int64_t k) {
+    return std::to_string(a) + "x" + std::to_string(b) + " @ " + std::to_string(c) + "x" +
+           std::to_string(k) + "^T";
+  };
+  const std::string rd = std::to_string(rows) + "x" + std::to_string(d);
+  const std::string rm = std::to_string(rows) + "x" + std::to_string(m);
+  const std::string sfx = Twins<T>::suffix;
+  const bool bf16 = sizeof(T) == 2;
+  /* Add a kernel here: one row (its call in a run_* function above), with
+   * the FLOPs it must do, or 0 and the bytes it must move; then its index
+   * in the enum above. */
+  const Case rows_of_t[kCasesPerType] = {
+      {"linear_qkv" + sfx, gemm(rows, d, 3 * inner, d), 2 * r * d * 3 * inner, 0, bf16,
+       run_linear<T>, &args[kQkv]},
+      {"linear_proj" + sfx, gemm(rows, inner, d, inner), 2 * r * inner * d, 0, bf16,
+       run_linear<T>, &args[kProj]},
+      {"linear_fc1" + sfx, gemm(rows, d, m, d), 2 * r * d * m, 0, bf16, run_linear<T>,
+       &args[kFc1]},
+      {"linear_fc2" + sfx, gemm(rows, m, d, m), 2 * r * m * d, 0, bf16, run_linear<T>,
+       &args[kFc2]},
+      {"layer_norm" + sfx, rd, 0, (2 * r * d + 2 * d) * e, bf16, run_layer_norm<T>,
+       &args[kLayerNorm]},
+      {"gelu_erf" + sfx, rm, 0, 2 * r * m * e, bf16, run_gelu<T>, &args[kGelu]},
+      {"add" + sfx, rd, 0, 3 * r * d * e, bf16, run_add<T>, &args[kAdd]},
+      {"bias_add" + sfx, rm, 0, (2 * r * m + m) * e, bf16, run_bias_add<T>, &args[kBiasAdd]},
+      {"attention" + sfx,
+       "b" + std::to_string(s.batch) + " t" + std::to_string(s.tokens) + " d" +
+           std::to_string(d) + " h" + std::to_string(s.heads) + " (qkv+sdpa+proj)",
+       2 * r * d * 3 * inner + (double)s.batch * s.heads * 2 * (2 * tk * tk * hd) +
+           2 * r * inner * d,
+       0, bf16, run_attention<T>, &args[kAttention]},
+  };
+  cases.insert(cases.end(), rows_of_t, rows_of_t + kCasesPerType);
 }
 
 int parse_int(const char *flag, const char *value, int64_t lo, int64_t *out) {
@@ -187,6 +288,12 @@ int main(int argc, char **argv) {
                         ? 64
                         : 128;
   const double peak_flops = (double)prop.multiProcessorCount * sm_khz * 1e3 * lanes * 2.0;
+  /* Dense BF16 tensor FLOPs per SM and clock, f32 accumulation: 0 where
+   * this program does not know the device's (no bound printed). */
+  const int bf16_per_clock = prop.major == 9 && prop.minor == 0   ? 4096
+                             : prop.major == 8 && prop.minor == 0 ? 2048
+                                                                  : 0;
+  const double peak_bf16 = (double)prop.multiProcessorCount * sm_khz * 1e3 * bf16_per_clock;
   const double peak_bytes = 2.0 * mem_khz * 1e3 * prop.memoryBusWidth / 8.0;
 
   char err[256];
@@ -196,18 +303,16 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  const int64_t rows = s.rows(), d = s.dim, m = s.mlp, inner = s.dim; /* heads * head_dim */
   Buffers buf;
-  float *x = buf.make(rows * std::max(d, m), -1, 1), *x2 = buf.make(rows * d, -1, 1);
-  float *y = buf.make(rows * std::max(3 * d, m), 0, 0);
-  float *w_qkv = buf.make(3 * inner * d, -0.05f, 0.05f), *b_qkv = buf.make(3 * inner, -0.1f, 0.1f);
-  float *w_proj = buf.make(d * inner, -0.05f, 0.05f), *b_proj = buf.make(d, -0.1f, 0.1f);
-  float *w_fc1 = buf.make(m * d, -0.05f, 0.05f), *b_fc1 = buf.make(m, -0.1f, 0.1f);
-  float *w_fc2 = buf.make(d * m, -0.05f, 0.05f), *b_fc2 = buf.make(d, -0.1f, 0.1f);
-  float *gamma = buf.make(d, 0.5f, 1.5f), *beta = buf.make(d, -0.1f, 0.1f);
+  /* One f32 scratch for both dtypes: the bf16 attention needs what f32 does. */
   const int64_t scratch_floats =
-      htp_cuda_attention_scratch_floats(s.batch, s.tokens, d, s.heads, s.head_dim());
-  float *scratch = buf.make(std::max<int64_t>(scratch_floats, 1), 0, 0);
+      htp_cuda_attention_scratch_floats(s.batch, s.tokens, s.dim, s.heads, s.head_dim());
+  float *scratch = buf.make<float>(std::max<int64_t>(scratch_floats, 1), 0, 0);
+  std::vector<Case> cases;
+  std::vector<Args<float>> f32_args;
+  std::vector<Args<htp_bf16>> bf16_args;
+  add_cases<float>(cases, f32_args, buf, s, scratch);
+  add_cases<htp_bf16>(cases, bf16_args, buf, s, scratch);
   /* Writing this flushes the L2 (twice its size, so no line survives). */
   const size_t flush_bytes = 2 * (size_t)std::max(prop.l2CacheSize, 1 << 20);
   void *flush = nullptr;
@@ -216,45 +321,6 @@ int main(int argc, char **argv) {
     return 1;
   }
   buf.owned.push_back(flush);
-
-  const double f = sizeof(float), tk = (double)s.tokens, hd = (double)s.head_dim();
-  Args linear_qkv{x, w_qkv, b_qkv, 0, 0, 0, 0, 0, y, 0, rows, d, 3 * inner, 0, 0};
-  Args linear_proj{x, w_proj, b_proj, 0, 0, 0, 0, 0, y, 0, rows, inner, d, 0, 0};
-  Args linear_fc1{x, w_fc1, b_fc1, 0, 0, 0, 0, 0, y, 0, rows, d, m, 0, 0};
-  Args linear_fc2{x, w_fc2, b_fc2, 0, 0, 0, 0, 0, y, 0, rows, m, d, 0, 0};
-  Args ln{x, 0, 0, gamma, beta, 0, 0, 0, y, 0, rows, d, 0, 0, 0};
-  Args gelu{x, 0, 0, 0, 0, 0, 0, 0, y, 0, rows, m, 0, 0, 0};
-  Args add{x, 0, 0, 0, 0, x2, 0, 0, y, 0, rows, d, 0, 0, 0};
-  Args bias{x, 0, b_fc1, 0, 0, 0, 0, 0, y, 0, rows, m, 0, 0, 0};
-  Args attn{x, w_qkv, b_qkv, 0, 0, 0, w_proj, b_proj, y, scratch, rows, d, s.heads,
-            s.batch, s.tokens};
-  const double r = (double)rows;
-  char sh[8][96];
-  snprintf(sh[0], 96, "%lldx%lld @ %lldx%lld^T", (long long)rows, (long long)d, (long long)(3 * inner), (long long)d);
-  snprintf(sh[1], 96, "%lldx%lld @ %lldx%lld^T", (long long)rows, (long long)inner, (long long)d, (long long)inner);
-  snprintf(sh[2], 96, "%lldx%lld @ %lldx%lld^T", (long long)rows, (long long)d, (long long)m, (long long)d);
-  snprintf(sh[3], 96, "%lldx%lld @ %lldx%lld^T", (long long)rows, (long long)m, (long long)d, (long long)m);
-  snprintf(sh[4], 96, "%lldx%lld", (long long)rows, (long long)d);
-  snprintf(sh[5], 96, "%lldx%lld", (long long)rows, (long long)m);
-  snprintf(sh[6], 96, "%lldx%lld", (long long)rows, (long long)d);
-  snprintf(sh[7], 96, "b%lld t%lld d%lld h%lld (qkv+sdpa+proj)", (long long)s.batch,
-           (long long)s.tokens, (long long)d, (long long)s.heads);
-  /* Add a kernel here: one row (its call in a run_* function above), with
-   * the FLOPs it must do, or 0 and the bytes it must move. */
-  std::vector<Case> cases = {
-      {"linear_qkv", sh[0], 2 * r * d * 3 * inner, 0, run_linear, &linear_qkv},
-      {"linear_proj", sh[1], 2 * r * inner * d, 0, run_linear, &linear_proj},
-      {"linear_fc1", sh[2], 2 * r * d * m, 0, run_linear, &linear_fc1},
-      {"linear_fc2", sh[3], 2 * r * m * d, 0, run_linear, &linear_fc2},
-      {"layer_norm", sh[4], 0, (2 * r * d + 2 * d) * f, run_layer_norm, &ln},
-      {"gelu_erf", sh[5], 0, 2 * r * m * f, run_gelu, &gelu},
-      {"add", sh[6], 0, 3 * r * d * f, run_add, &add},
-      {"bias_add", sh[5], 0, (2 * r * m + m) * f, run_bias_add, &bias},
-      {"attention", sh[7],
-       2 * r * d * 3 * inner + (double)s.batch * s.heads * 2 * (2 * tk * tk * hd) +
-           2 * r * inner * d,
-       0, run_attention, &attn},
-  };
 
   FILE *csv = nullptr;
   if (csv_path && !(csv = fopen(csv_path, "w"))) {
@@ -268,14 +334,21 @@ int main(int argc, char **argv) {
          "DRAM %.0f GB/s (2 x %.0f MHz x %d bit / 8)\n",
          peak_flops / 1e12, prop.multiProcessorCount, sm_khz / 1e3, lanes, peak_bytes / 1e9,
          mem_khz / 1e3, prop.memoryBusWidth);
-  printf("shape: batch %lld, tokens %lld, dim %lld, heads %lld, mlp %lld, f32; %lld repeats after "
-         "%lld warm-up, L2 flushed before each\n",
-         (long long)s.batch, (long long)s.tokens, (long long)d, (long long)s.heads,
-         (long long)m, (long long)repeats, (long long)warmup);
-  printf("%-12s %-40s %9s %9s %12s %12s %6s\n", "kernel", "shape", "median_ms", "min_ms",
+  if (bf16_per_clock)
+    printf("        BF16 dense tensor, f32 accumulate %.1f TFLOP/s (%d SMs x %.0f MHz x %d)\n",
+           peak_bf16 / 1e12, prop.multiProcessorCount, sm_khz / 1e3, bf16_per_clock);
+  else
+    printf("        BF16 tensor: no bound known for sm_%d%d (bf16 GEMM rows print none)\n",
+           prop.major, prop.minor);
+  printf("shape: batch %lld, tokens %lld, dim %lld, heads %lld, mlp %lld, f32 then bf16; %lld "
+         "repeats after %lld warm-up, L2 flushed before each\n",
+         (long long)s.batch, (long long)s.tokens, (long long)s.dim, (long long)s.heads,
+         (long long)s.mlp, (long long)repeats, (long long)warmup);
+  printf("%-17s %-40s %9s %9s %12s %12s %6s\n", "kernel", "shape", "median_ms", "min_ms",
          "achieved", "bound", "of_bound");
   if (csv)
-    fprintf(csv, "kernel,shape,median_ms,min_ms,achieved,bound,unit,fraction_of_bound,device\n");
+    fprintf(csv, "kernel,dtype,shape,median_ms,min_ms,achieved,bound,unit,fraction_of_bound,"
+                 "device\n");
 
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
@@ -290,7 +363,7 @@ int main(int argc, char **argv) {
           cudaEventRecord(start, kernels->stream) != cudaSuccess || k.run(kernels, k.args) ||
           cudaEventRecord(stop, kernels->stream) != cudaSuccess ||
           htp_cuda_kernels_sync(kernels)) {
-        fprintf(stderr, "htp-bench-cuda: %s failed: %s\n", k.name,
+        fprintf(stderr, "htp-bench-cuda: %s failed: %s\n", k.name.c_str(),
                 htp_cuda_kernels_error(kernels));
         failed = 1;
         break;
@@ -307,27 +380,38 @@ int main(int argc, char **argv) {
     medians[c] = median;
     const bool gemm = k.flops > 0;
     const double achieved = gemm ? k.flops / (median * 1e-3) : k.bytes / (median * 1e-3);
-    const double bound = gemm ? peak_flops : peak_bytes;
+    const double bound = gemm ? (k.bf16 ? peak_bf16 : peak_flops) : peak_bytes;
     const double scale = gemm ? 1e12 : 1e9;
-    const char *unit = gemm ? "TFLOP/s" : "GB/s";
-    printf("%-12s %-40s %9.4f %9.4f %7.1f %-4s %7.1f %-4s %5.1f%%\n", k.name, k.shape, median,
-           best, achieved / scale, gemm ? "TF/s" : "GB/s", bound / scale, gemm ? "TF/s" : "GB/s",
-           100.0 * achieved / bound);
-    if (csv)
-      fprintf(csv, "%s,\"%s\",%.5f,%.5f,%.3f,%.3f,%s,%.4f,\"%s\"\n", k.name, k.shape, median, best,
-              achieved / scale, bound / scale, unit, achieved / bound, prop.name);
+    const char *unit = gemm ? "TFLOP/s" : "GB/s", *dtype = k.bf16 ? "bf16" : "f32";
+    if (bound > 0) {
+      printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %7.1f %-4s %5.1f%%\n", k.name.c_str(),
+             k.shape.c_str(), median, best, achieved / scale, gemm ? "TF/s" : "GB/s",
+             bound / scale, gemm ? "TF/s" : "GB/s", 100.0 * achieved / bound);
+      if (csv)
+        fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,%.3f,%s,%.4f,\"%s\"\n", k.name.c_str(), dtype,
+                k.shape.c_str(), median, best, achieved / scale, bound / scale, unit,
+                achieved / bound, prop.name);
+    } else {
+      printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %12s %6s\n", k.name.c_str(), k.shape.c_str(),
+             median, best, achieved / scale, "TF/s", "n/a", "");
+      if (csv)
+        fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,,%s,,\"%s\"\n", k.name.c_str(), dtype,
+                k.shape.c_str(), median, best, achieved / scale, unit, prop.name);
+    }
   }
-  if (!failed) {
-    /* One pre-norm block as the twins would run it: ln, attention, add, ln,
-     * fc1, GELU, fc2, add (fc1's and fc2's biases are inside linear). */
-    const double block = medians[4] + medians[8] + medians[6] + medians[4] + medians[2] +
-                         medians[5] + medians[3] + medians[6];
-    printf("block_sum    %-40s %9.4f (ln+attention+add+ln+fc1+gelu+fc2+add, medians, each "
+  /* One pre-norm block as the twins would run it, per dtype: ln, attention,
+   * add, ln, fc1, GELU, fc2, add (fc1's and fc2's biases are inside linear). */
+  for (size_t first = 0; !failed && first < cases.size(); first += kCasesPerType) {
+    const double *m = &medians[first];
+    const double block = m[kLayerNorm] + m[kAttention] + m[kAdd] + m[kLayerNorm] + m[kFc1] +
+                         m[kGelu] + m[kFc2] + m[kAdd];
+    const char *dtype = cases[first].bf16 ? "bf16" : "f32";
+    printf("block_sum %-7s %-40s %9.4f (ln+attention+add+ln+fc1+gelu+fc2+add, medians, each "
            "from a cold L2)\n",
-           "", block);
+           dtype, "", block);
     if (csv)
-      fprintf(csv, "block_sum,\"ln+attention+add+ln+fc1+gelu+fc2+add\",%.5f,,,,ms,,\"%s\"\n",
-              block, prop.name);
+      fprintf(csv, "block_sum,%s,\"ln+attention+add+ln+fc1+gelu+fc2+add\",%.5f,,,,ms,,\"%s\"\n",
+              dtype, block, prop.name);
   }
   if (csv)
     fclose(csv);

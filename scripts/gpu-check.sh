@@ -13,8 +13,10 @@
 #                   skips here counts as failed (there is a GPU)
 #   4. kernels.txt, kernels.csv
 #                   build-gpu-check/bench/htp-bench-cuda: each CUDA kernel at
-#                   ViT-B/16 shapes, ms and TFLOP/s or GB/s next to the bound
-#   5. timm.txt     timm's Block on the GPU, same shapes (if torch and timm
+#                   ViT-B/16 shapes, f32 then bf16, ms and TFLOP/s or GB/s
+#                   next to the bound (FP32 FMA, BF16 tensor or DRAM peak)
+#   5. timm.txt     timm's Block on the GPU, same shapes, f32 and bf16, and
+#                   the bf16 output's error against f32 (if torch and timm
 #                   import; skipped otherwise)
 #   6. summary.txt  one line per step; its last line is printed last too.
 # OUT_DIR defaults to $OUT, else ./gpu-check-out. Exits 0 only if every step
@@ -143,8 +145,8 @@ else
   timeout "${GPU_CHECK_BENCH_S:-180}" "$bench" --csv "$out/kernels.csv" >"$out/kernels.txt" 2>&1
   bench_rc=$?
   if [ "$bench_rc" -eq 0 ]; then
-    step kernels ok "$(grep -c '' "$out/kernels.csv") CSV lines; $(grep '^block_sum' "$out/kernels.txt" |
-                       awk '{print "block sum " $2 " ms"}') (kernels.txt, kernels.csv)"
+    step kernels ok "$(grep -c '' "$out/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$out/kernels.txt" |
+                       awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (kernels.txt, kernels.csv)"
   else
     step kernels FAILED "htp-bench-cuda exited $bench_rc (kernels.txt)"
   fi
@@ -156,7 +158,10 @@ if command -v "$python" >/dev/null 2>&1; then
   timeout "${GPU_CHECK_TIMM_S:-180}" "$python" "$root/bench/timm_block_cuda.py" >"$out/timm.txt" 2>&1
   timm_rc=$?
   case $timm_rc in
-    0) step timm ok "$(grep -oE 'median [0-9.]+ ms' "$out/timm.txt") (timm.txt)" ;;
+    0) step timm ok "$(grep -E '^timm_block (f32|bf16) .* median ' "$out/timm.txt" |
+                       sed -E 's/^timm_block ([a-z0-9]+) .*median ([0-9.]+ ms).*/\1 median \2/' |
+                       paste -sd ';' -)$(grep -oE 'max relative error [0-9.e+-]+' "$out/timm.txt" |
+                       sed 's/^/; bf16 vs f32 /') (timm.txt)" ;;
     77) step timm skipped "$(tail -1 "$out/timm.txt")" ;;
     *) step timm FAILED "bench/timm_block_cuda.py exited $timm_rc (timm.txt)" ;;
   esac
