@@ -75,8 +75,15 @@ LogicalResult mlir::htp::verifyTensorTypeLimits(function_ref<InFlightDiagnostic(
 }
 
 int64_t mlir::htp::elementBytes(Type elementType) {
-  // Sub-byte types do not reach here: HTP_Tensor admits f32 and bf16.
-  return std::max<int64_t>(1, elementType.getIntOrFloatBitWidth() / 8);
+  // The ops take f32 and bf16 only, but an htp.param argument of any type
+  // is checked against the limits too: size every type without asserting.
+  if (elementType.isIntOrFloat())
+    return std::max<int64_t>(1, (elementType.getIntOrFloatBitWidth() + 7) / 8);
+  if (elementType.isIndex())
+    return 8;
+  if (auto complex = dyn_cast<ComplexType>(elementType))
+    return 2 * elementBytes(complex.getElementType());
+  return 1; // unknown to the runtime: the type checks refuse it elsewhere
 }
 
 /// The name each op's description gives its operand `index`. Every

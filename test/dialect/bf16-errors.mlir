@@ -129,3 +129,13 @@ func.func @bf16_bytes_limit(%a: tensor<524288x1048577xbf16>) -> tensor<524288x10
 func.func @bf16_shard_global_bytes(%w: tensor<524288x1025xbf16> {htp.shard = #htp.shard<dim = 1, parts = 1024, layout = blocks>}) -> tensor<524288x1025xbf16> {
   return %w : tensor<524288x1025xbf16>
 }
+
+// -----
+
+// Regression: sizing an htp.param of a type the ops do not take (index,
+// complex) asserted once the byte limit counted element sizes; it counts
+// 8 bytes per index: 2^18 * (2^19 + 1) of them are just over 2^40.
+// expected-error @+1 {{argument #1 ('htp.param') [262144x524289] holds more than 2^40 bytes of index (HTP_ENTRY_MAX_TENSOR_BYTES)}}
+func.func @index_param(%c: tensor<4xcomplex<f32>> {htp.param = "c"}, %i: tensor<262144x524289xindex> {htp.param = "i"}) -> tensor<4xcomplex<f32>> {
+  return %c : tensor<4xcomplex<f32>>
+}
