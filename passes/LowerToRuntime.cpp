@@ -2,8 +2,9 @@
 //
 // This file implements the htp-lower-to-runtime pass, which turns each
 // func.func written in htp ops into an LLVM-dialect function with the entry
-// ABI of runtime/htp_entry.h, calling the CPU kernels of
-// kernels/htp_kernels.h, and writes each function's JSON signature. Where
+// ABI of runtime/htp_entry.h, calling the runtime's op entry points (the
+// f32 ones, or their _bf16 twins for a bf16 block), and writes each
+// function's JSON signature ("dtype" per argument and result). Where
 // each value lives was decided by htp-assign-workspace (AssignWorkspace.cpp);
 // each op is lowered by its own pattern (OpLowerings.cpp).
 //
