@@ -24,6 +24,18 @@ PyTorch rows say "not installed"; --no-compile skips torch.compile (it needs
 a C++ compiler and a minute or more on a small machine).
 
     bench/block.py --build build --iters 10       # ViT-B/16: d=768, 12 heads, 197 tokens, batch 8
+
+--dtype bf16 instead gives issue 7's bf16 figure: the same block generated in
+f32 and in bf16 (gen_vit.py --dtype), run by htp-run from ONE F32 weights file
+(the bf16 run rounds it on load) and one <f4 input, with weights like a
+trained block's (check_e2e.random_weights: unit-ish norms, W ~ N(0, 1/in));
+it prints both times and the max relative error max|y - y_ref| / max|y_ref|
+of the bf16 output against htp's f32 output (target <= 3e-2) and against the
+float64 NumPy reference; with torch and timm, also timm's Block run in bf16
+(.to(torch.bfloat16)) on the same weights, its error against the same f32
+output, and its eager time.
+
+    bench/block.py --build build --dtype bf16 --iters 5
 """
 import argparse
 import json
@@ -91,7 +103,11 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--mlp", type=int, default=3072)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                        help="bf16: the bf16 block's time and its error against f32 (above)")
     args = parser.parse_args()
+    if args.dtype == "bf16":
+        return main_bf16(args)
 
     shape = ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
              str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch)]
@@ -173,6 +189,80 @@ def main():
               f"{torch.get_num_threads()}")
 
 
+def relative_error(y, reference):
+    """max |y - reference| / max |reference|, in float64."""
+    reference = np.asarray(reference, dtype=np.float64)
+    return float(np.max(np.abs(np.asarray(y, dtype=np.float64) - reference)) /
+                 np.max(np.abs(reference)))
+
+
+def main_bf16(args):
+    import check_e2e  # test/ref, on the path above
+    shape = ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
+             str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch)]
+    rng = np.random.default_rng(0)
+    weights = check_e2e.random_weights(rng, 1, args.dim, args.mlp)
+    x = rng.standard_normal((args.batch, args.tokens, args.dim)).astype(np.float32)
+    htp_run = os.path.join(args.build, "tools", "htp-run", "htp-run")
+    outputs, reports, versus_timm = {}, {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        weights_path, x_path = os.path.join(tmp, "w.safetensors"), os.path.join(tmp, "x.npy")
+        check_e2e.write_safetensors(weights_path, weights)
+        np.save(x_path, x)
+        for dtype in ("f32", "bf16"):
+            block, y_path = os.path.join(tmp, f"{dtype}.mlir"), os.path.join(tmp, f"{dtype}.npy")
+            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
+                            "--dtype", dtype, "-o", block], check=True)
+            out = subprocess.run([htp_run, block, "--weights", weights_path, "--input", x_path,
+                                  "--output", y_path, "--iters", str(args.iters), "--warmup",
+                                  str(args.warmup), "--report", "json"], check=True,
+                                 capture_output=True, text=True)
+            reports[dtype] = json.loads(out.stdout)
+            outputs[dtype] = np.load(y_path)
+    reference = vit_ref.vit_blocks(x, weights, 1, args.heads)  # float64, exact erf
+    y32, y16 = outputs["f32"], outputs["bf16"]
+    rows = [("htp-run f32 (JIT)", reports["f32"]["median_ms"], relative_error(y32, reference),
+             "—"),
+            ("htp-run bf16 (JIT; CPU: widen, f32 kernel, round)", reports["bf16"]["median_ms"],
+             relative_error(y16, reference), relative_error(y16, y32))]
+    try:
+        import torch
+        import timm  # noqa: F401
+    except ImportError as error:
+        rows.append(("PyTorch eager, timm Block in bf16", f"not installed ({error.name})", "—",
+                     "—"))
+    else:
+        module, xt = timm_block(torch, x, weights, args)
+        module, xt = module.to(torch.bfloat16), xt.to(torch.bfloat16)
+
+        def run():
+            with torch.no_grad():
+                return module(xt)
+
+        y_timm = run().float().numpy()
+        eager_ms = median_ms(run, args.iters, args.warmup)
+        rows.append((f"PyTorch {torch.__version__} eager, timm {timm.__version__} Block in bf16",
+                     eager_ms, relative_error(y_timm, reference), relative_error(y_timm, y32)))
+        versus_timm = relative_error(y16, y_timm)
+    print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {args.dim}, heads {args.heads}, "
+          f"mlp {args.mlp}; weights check_e2e.random_weights (seed 0); {args.iters} iterations "
+          f"after {args.warmup} warm-up; "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}\n")
+    print("| what | median ms | max rel. error vs f64 NumPy | max rel. error vs htp-run f32 |")
+    print("|---|---|---|---|")
+    for name, ms, to_reference, to_f32 in rows:
+        cells = [f"{ms:.1f}" if isinstance(ms, float) else ms] + [
+            f"{v:.2e}" if isinstance(v, float) else v for v in (to_reference, to_f32)]
+        print(f"| {name} | {' | '.join(cells)} |")
+    error = relative_error(y16, y32)
+    print(f"\nbf16 vs f32 (htp-run, same weights): max relative error {error:.2e} "
+          f"(target <= 3e-2): {'met' if error <= 3e-2 else 'NOT met'}")
+    if versus_timm is not None:
+        print(f"htp-run bf16 vs timm's Block in bf16: max |y_htp - y_timm| / max |y_timm| = "
+              f"{versus_timm:.2e}")
+    return 0 if error <= 3e-2 else 1
+
+
 def forward_numpy(x, weights, args):
     return vit_ref.vit_blocks(x, weights, 1, args.heads, dtype=np.float32, erf=erf_vectorised)
 
@@ -194,4 +284,4 @@ def run_torch(torch, module, xt):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
