@@ -46,6 +46,9 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
     cudaFree(kernels->staging);
   if (kernels->workspace)
     cudaFree(kernels->workspace);
+  for (int i = 0; i < 2; ++i)
+    if (kernels->marks[i])
+      cudaEventDestroy(kernels->marks[i]);
   if (kernels->blas)
     cublasDestroy(kernels->blas);
   if (kernels->stream)

@@ -27,6 +27,10 @@ struct htp_cuda_kernels {
    * demand, freed with the object. */
   void *workspace;
   size_t workspace_bytes;
+  /* The table's timing marks (table.c mark/elapsed): events on the stream,
+   * created on first use; bit i of marks_recorded once mark i was. */
+  cudaEvent_t marks[2];
+  int marks_recorded;
   char error[256];
 };
 

@@ -5,7 +5,8 @@
  * signature, and the environment that binds a device's stream, cuBLAS
  * handle and kernel object. Every op of the table has its twin, the unit
  * kernels of the balance hooks included (kernels/cuda/units.cu), in f32
- * and bf16, and the same-device sums. Every entry checks that the
+ * and bf16, the same-device sums, and the device's memory, copies,
+ * synchronisation and timing marks (events). Every entry checks that the
  * environment has a device first, so a table used where no GPU was found
  * fails instead of crashing. Entries only enqueue on env->stream.
  *===----------------------------------------------------------------------===*/
@@ -184,6 +185,88 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   return HTP_KERNEL_OK;
 }
 
+/* ----- The device's memory, copies, synchronisation, timing -------------- */
+
+static htp_kernel_status cuda_status(const htp_kernel_env *env, const char *op, cudaError_t rc) {
+  if (rc == cudaSuccess) return HTP_KERNEL_OK;
+  return htp_kernel_fail(env,
+                         rc == cudaErrorMemoryAllocation ? HTP_KERNEL_ERR_NOMEM
+                                                         : HTP_KERNEL_ERR_SYSTEM,
+                         "cuda %s: %s", op, cudaGetErrorString(rc));
+}
+
+static htp_kernel_status alloc(const htp_kernel_env *env, size_t bytes, void **out) {
+  WITH_KERNELS("alloc");
+  if (!out || bytes == 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda alloc: %zu bytes into %p", bytes,
+                           (void *)out);
+  cudaError_t rc = cudaMalloc(out, bytes);
+  if (rc != cudaSuccess) *out = NULL;
+  return cuda_status(env, "alloc", rc);
+}
+
+static htp_kernel_status release(const htp_kernel_env *env, void *ptr) {
+  WITH_KERNELS("release");
+  return ptr ? cuda_status(env, "release", cudaFree(ptr)) : HTP_KERNEL_OK;
+}
+
+/* A copy enqueued on the stream, after the work already there, then waited
+ * for: to_host reads finished results, and both return with the copy done. */
+static htp_kernel_status transfer(const htp_kernel_env *env, const char *op, void *dst,
+                                  const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+  WITH_KERNELS(op);
+  if (bytes && (!dst || !src))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda %s: NULL with %zu bytes", op,
+                           bytes);
+  if (!bytes) return HTP_KERNEL_OK;
+  cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, kind, kernels->stream);
+  if (rc == cudaSuccess) rc = cudaStreamSynchronize(kernels->stream);
+  return cuda_status(env, op, rc);
+}
+
+static htp_kernel_status to_device(const htp_kernel_env *env, void *dst, const void *host_src,
+                                   size_t bytes) {
+  return transfer(env, "to_device", dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+static htp_kernel_status to_host(const htp_kernel_env *env, void *host_dst, const void *src,
+                                 size_t bytes) {
+  return transfer(env, "to_host", host_dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+static htp_kernel_status synchronize(const htp_kernel_env *env) {
+  WITH_KERNELS("synchronize");
+  return cuda_status(env, "synchronize", cudaStreamSynchronize(kernels->stream));
+}
+
+/* Events on the stream: the device's clock, never the host's. */
+static htp_kernel_status mark(const htp_kernel_env *env, int32_t which) {
+  WITH_KERNELS("mark");
+  if (which != 0 && which != 1)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda mark %d: needs mark 0 or 1",
+                           (int)which);
+  if (!kernels->marks[which]) {
+    htp_kernel_status rc = cuda_status(env, "mark", cudaEventCreate(&kernels->marks[which]));
+    if (rc != HTP_KERNEL_OK) return rc;
+  }
+  htp_kernel_status rc =
+      cuda_status(env, "mark", cudaEventRecord(kernels->marks[which], kernels->stream));
+  if (rc == HTP_KERNEL_OK) kernels->marks_recorded |= 1 << which;
+  return rc;
+}
+
+static htp_kernel_status elapsed(const htp_kernel_env *env, double *seconds) {
+  WITH_KERNELS("elapsed");
+  if (!seconds || kernels->marks_recorded != 3)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda elapsed: needs a result pointer and marks 0 and 1 recorded");
+  float ms = 0.0f;
+  cudaError_t rc = cudaEventSynchronize(kernels->marks[1]);
+  if (rc == cudaSuccess) rc = cudaEventElapsedTime(&ms, kernels->marks[0], kernels->marks[1]);
+  *seconds = 1e-3 * (double)ms;
+  return cuda_status(env, "elapsed", rc);
+}
+
 static const htp_kernel_table CUDA_TABLE = {
     .name = "cuda",
     .device = HTP_KERNEL_DEVICE_CUDA,
@@ -209,6 +292,13 @@ static const htp_kernel_table CUDA_TABLE = {
     .mlp_hidden_units_bf16 = mlp_hidden_units_bf16,
     .linear_units_bf16 = linear_units_bf16,
     .sum_bf16 = sum_bf16,
+    .alloc = alloc,
+    .release = release,
+    .to_device = to_device,
+    .to_host = to_host,
+    .synchronize = synchronize,
+    .mark = mark,
+    .elapsed = elapsed,
 };
 
 const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }

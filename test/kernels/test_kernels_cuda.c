@@ -18,7 +18,8 @@
  * in their last bits (summation order, erff, __expf) and a rounding may
  * fall the other way: one bf16 ulp, at most 2^-7 of the largest value, so
  * 1e-2. attention_bf16 rounds its context before the projection, which
- * the CPU twin does not: 2e-2 there.
+ * the CPU twin does not: 2e-2 there. The CUDA table's memory, copy,
+ * synchronize and timing entries are run once, round trip.
  *
  * Exits 77 (ctest: skipped) where no GPU is present, as on the build
  * machines, unless HTP_REQUIRE_GPU=1: then a missing GPU fails, as does any
@@ -607,6 +608,41 @@ static int sum_cases(twin_tables *t) {
   return 0;
 }
 
+/* The device's memory, copies, synchronize and timing marks through the
+ * CUDA table: a round trip through an add on the device, timed by marks
+ * around it; refusals of a zero-byte allocation and of a mark other than
+ * 0 or 1. */
+static int memory_cases(twin_tables *t) {
+  const htp_kernel_env *ce = &t->cuda_env;
+  const int64_t n = 4099;
+  float *host = host_random(n, -8, 8), *back = malloc(sizeof(float) * n);
+  float *want = malloc(sizeof(float) * n);
+  void *device = NULL;
+  CUDA_ENTRY(t, t->cuda->alloc(ce, (size_t)n * sizeof(float), &device));
+  CUDA_ENTRY(t, t->cuda->to_device(ce, device, host, (size_t)n * sizeof(float)));
+  CUDA_ENTRY(t, t->cuda->mark(ce, 0));
+  CUDA_ENTRY(t, t->cuda->add_f32(ce, device, device, device, n));
+  CUDA_ENTRY(t, t->cuda->mark(ce, 1));
+  /* to_host waits for the add enqueued before it. */
+  CUDA_ENTRY(t, t->cuda->to_host(ce, back, device, (size_t)n * sizeof(float)));
+  double seconds = -1;
+  CUDA_ENTRY(t, t->cuda->elapsed(ce, &seconds));
+  CUDA_ENTRY(t, t->cuda->synchronize(ce));
+  CUDA_ENTRY(t, t->cuda->release(ce, device));
+  for (int64_t i = 0; i < n; ++i) want[i] = host[i] + host[i];
+  compare_values("table alloc/to_device/to_host", back, want, n, 0);
+  const int timed = seconds >= 0 && seconds < 10;
+  printf("%-30s %.3g s %s\n", "table mark/elapsed", seconds, timed ? "ok" : "FAIL");
+  failures += !timed;
+  void *none = NULL;
+  const int refused = t->cuda->alloc(ce, 0, &none) == HTP_KERNEL_ERR_INVALID &&
+                      t->cuda->mark(ce, 2) == HTP_KERNEL_ERR_INVALID;
+  printf("%-30s %s\n", "table alloc 0 / mark 2", refused ? "refused: ok" : "FAIL");
+  failures += !refused;
+  free(host), free(back), free(want);
+  return 0;
+}
+
 static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
                       int64_t head_dim, int64_t mlp) {
   twin_tables t = {.cpu = htp_cpu_kernel_table(), .cuda = htp_cuda_kernel_table()};
@@ -619,7 +655,8 @@ static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
     fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t.cpu_error);
     return 1;
   }
-  /* Every entry this compares must exist in both tables. */
+  /* Every entry this compares must exist in both tables (memory_cases
+   * runs only the CUDA table's memory entries). */
   const htp_kernel_table *tables[] = {t.cpu, t.cuda};
   for (int i = 0; i < 2; ++i) {
     const htp_kernel_table *k = tables[i];
@@ -631,7 +668,8 @@ static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
     }
   }
   int rc = bf16_op_cases(&t, batch, tokens, dim, heads, head_dim, mlp) ||
-           bf16_unit_cases(&t, batch, tokens, dim, heads, head_dim) || sum_cases(&t);
+           bf16_unit_cases(&t, batch, tokens, dim, heads, head_dim) || sum_cases(&t) ||
+           memory_cases(&t);
   htp_cuda_kernel_env_destroy(&t.cuda_env);
   htp_cpu_kernel_env_destroy(&t.cpu_env);
   return rc;
