@@ -301,9 +301,10 @@ HTP_API double htp_now(void);
  * iterations below enter_threshold; a straggler becomes healthy after as
  * many consecutive iterations at or above exit_threshold.
  *
- * Planning. Replans when the straggler set changes or a straggler still
- * below exit_threshold moved by more than replan_delta (relative speed)
- * since the current plan was made;
+ * Planning. Replans when the straggler set changes, or when a straggler
+ * still below exit_threshold moved by more than replan_delta (relative
+ * speed) since the current plan was made AND the new plan is predicted more
+ * than 3% faster at the new speeds (so a plan does not flip on noise);
  * otherwise the plan (and its cached migrated weights) stays. The plan is
  * computed from relative speeds s_r, work normalised so each rank owns 1:
  *   - healthy ranks H keep their units; T0 = 1 / min over H of s_r is the
@@ -318,10 +319,12 @@ HTP_API double htp_now(void);
  *     rank is then T s_r (proportional to speed); a straggler's excess is
  *     gamma_r = max(0, 1 - T s_r) of its units, capped at max_gamma.
  *   - in units of a pair kind with u units per rank: a resizer prunes
- *     round(gamma u) (accuracy costs; never more than asked); a migrator
- *     hands off ceil(gamma u) units and helper h can absorb
- *     ceil((T s_h - 1) u): a unit's rounding costs less on a fast helper
- *     than on the slow migrator. What the helpers cannot absorb stays on
+ *     round(gamma u) (accuracy costs; never more than asked); migrators
+ *     hand off, per kind (each kind ends in its own all-reduce), the whole
+ *     unit counts with the smallest predicted time of the slowest rank
+ *     (max over ranks of units / speed, the helpers' added units counted),
+ *     fewest units moved among equal plans; helper h absorbs at most the
+ *     room it has at that time. What the helpers cannot absorb stays on
  *     the mildest migrators (computed, not pruned). Handed-off
  *     units are spread over helpers in proportion to spare capacity (largest
  *     remainder, ties by rank id), then matched migrator (deficit order) to
@@ -387,7 +390,8 @@ typedef struct htp_planner_config {
   double exit_threshold;  /* healthy again when >= this; >= enter [0.95] */
   int hysteresis_iters;   /* consecutive iterations to switch state, >= 1 [3] */
   double resize_limit;    /* SEMI: deficit above this migrates [0.25] */
-  double replan_delta;    /* replan when a straggler's speed moved more [0.05] */
+  double replan_delta;    /* replan when a straggler's speed moved more [0.05] (and the
+                           * new plan is predicted > 3% faster) */
   double max_gamma;       /* cap on gamma, (0, 1] [0.95] */
 } htp_planner_config;
 #define HTP_PLANNER_CONFIG_INITIALIZER                                                   \
