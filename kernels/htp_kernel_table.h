@@ -120,7 +120,7 @@ typedef struct htp_kernel_table {
   htp_kernel_status (*copy)(const htp_kernel_env *env, void *dst, const void *src, size_t bytes);
   /* y[i] = the sum over the `parts` arrays x[p][i], n elements, all in this
    * device's memory: the same-device reduction (ranks that share a device
-   * sum their partials here). y may equal x[0]. */
+   * sum their partials here). Elementwise, so y may equal any x[p]. */
   htp_kernel_status (*sum_f32)(const htp_kernel_env *env, const float *const *x, int32_t parts,
                                float *y, int64_t n);
 
@@ -173,7 +173,7 @@ typedef struct htp_kernel_table {
   /* y[i] = bf16(sum over the `parts` arrays of f32(x[p][i])), n elements,
    * all in this device's memory: the same-device reduction of bf16
    * partials, summed in f32 and rounded once (what an all-reduce of bf16
-   * tensors does with its parts). y may equal x[0]. */
+   * tensors does with its parts). y may equal any x[p]. */
   htp_kernel_status (*sum_bf16)(const htp_kernel_env *env, const htp_bf16 *const *x,
                                 int32_t parts, htp_bf16 *y, int64_t n);
 
@@ -230,6 +230,17 @@ const htp_kernel_table *htp_cuda_kernel_table(void);
 htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, char *error,
                                              size_t error_size);
 void htp_cuda_kernel_env_destroy(htp_kernel_env *env);
+/* htp_cuda_kernel_env_create with two choices (DESIGN §10): sm_count > 0
+ * confines the environment's work to a green context of that many SMs of
+ * device (CUDA driver API; the count must be a whole number of the device's
+ * partition steps, 8 on sm_90, else HTP_KERNEL_ERR_INVALID saying the
+ * nearest valid counts), 0 uses the whole device; stream, when not NULL, is
+ * a cudaStream_t of device the caller owns (the nccl backend's) that the
+ * entries enqueue on instead of a stream of their own. sm_count > 0 and a
+ * stream are exclusive. */
+htp_kernel_status htp_cuda_kernel_env_create_on(int device, int sm_count, void *stream,
+                                                htp_kernel_env *env, char *error,
+                                                size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,7 @@ struct htp_world {
   char message[HTP__MESSAGE_SIZE];
   htp_fault *faults;
   int fault_count, fault_capacity;
+  int32_t *sm_counts; /* the world's copy of config.sm_counts, or NULL */
 
   /* 0 while healthy; else the htp_result that failed it. */
   atomic_int fail_code;

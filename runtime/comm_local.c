@@ -10,11 +10,13 @@
  * arrives (the last arrival checks that they agree), then every rank works
  * straight on the others' buffers, then a second rendezvous says every rank
  * is done with them. The all-reduce splits the output into one chunk per
- * rank; each rank sums its chunk in rank order 0..size-1 into a small tile
- * and copies the tile into every rank's recv. Each element is thus the same
- * left-to-right sum whatever the chunking, so results are bitwise
- * reproducible and equal on every rank, and recv == send works (a rank reads
- * a tile of the inputs before anything writes it).
+ * rank; each rank sums its chunk of every part in rank order 0..size-1 into
+ * its own recv, through its kernel table (so the parts may be device memory
+ * of one GPU), and copies the sum into every other rank's recv. Each
+ * element is thus the same left-to-right sum whatever the chunking, so
+ * results are bitwise reproducible and equal on every rank, and recv ==
+ * send works (the sum is elementwise, and a rank's chunk of each part is
+ * read only by the rank that sums it).
  *
  * send/recv is a rendezvous with no copy in between: send queues a message
  * that points at its buffer in the receiver's inbox and waits; recv takes the
@@ -222,26 +224,24 @@ static htp_result publish(htp_ctx *ctx, int op, size_t count, int root, const vo
 
 /* ===== Collectives ====================================================== */
 
-enum { TILE = 1024, ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
+enum { ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
 
-/* tile[0, n) = (add ? tile : 0) + elements [start, start + n) of a rank's
- * part, as f32 (the element type is tested once per tile, not per element). */
-static void gather_part(float *tile, const void *part, htp__elem elem, size_t start, size_t n,
-                        int add) {
-  if (elem == HTP__ELEM_BF16) {
-    const htp_bf16 *in = (const htp_bf16 *)part + start;
-    for (size_t i = 0; i < n; ++i) tile[i] = (add ? tile[i] : 0.0f) + htp_bf16_to_f32(in[i]);
-  } else {
-    const float *in = (const float *)part + start;
-    if (add)
-      for (size_t i = 0; i < n; ++i) tile[i] += in[i];
-    else
-      memcpy(tile, in, n * sizeof(float));
-  }
-}
+/* Ranks of a local world share one address space and one device, so each
+ * rank sums its chunk of every rank's part with its kernel table's sum entry
+ * (on the CPU host memory; on a GPU device memory the host cannot read, on
+ * the rank's stream) and copies the sum into every other rank's recv with
+ * the table's copy, then waits for its stream before the closing
+ * rendezvous. Before publishing, each rank waits for its own stream, so its
+ * part is complete when the others read it. */
+enum { MAX_STACK_PARTS = 64 };
 
 static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                                   size_t count, double deadline) {
+  const char *what = htp__allreduce_name(elem);
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  const htp_kernel_env *env = htp__kernel_env(ctx);
+  htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   const int op = elem == HTP__ELEM_BF16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE;
   htp_result rc = publish(ctx, op, count, 0, send, recv, deadline);
   if (rc != HTP_OK) return rc;
@@ -253,21 +253,30 @@ static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send
   size_t begin = chunk * (size_t)ctx->rank;
   size_t end = begin + chunk < count ? begin + chunk : count;
   const size_t elem_size = htp__elem_size(elem);
-  float tile[TILE];
-  htp_bf16 rounded[TILE];
-  for (size_t start = begin; start < end; start += TILE) {
-    size_t n = end - start < TILE ? end - start : TILE;
-    for (int rank = 0; rank < size; ++rank)
-      gather_part(tile, state->slots[rank].send, elem, start, n, rank > 0);
-    const void *sum = tile;
-    if (elem == HTP__ELEM_BF16) {
-      htp_bf16_from_f32_n(tile, rounded, (int64_t)n);
-      sum = rounded;
-    }
-    for (int rank = 0; rank < size; ++rank)
-      memcpy((char *)state->slots[rank].recv + start * elem_size, sum, n * elem_size);
+  if (begin < end) {
+    const char *stack_parts[MAX_STACK_PARTS];
+    const char **parts = size <= MAX_STACK_PARTS ? stack_parts : malloc((size_t)size * sizeof *parts);
+    if (!parts) status = HTP_KERNEL_ERR_NOMEM;
+    for (int rank = 0; parts && rank < size; ++rank)
+      parts[rank] = (const char *)state->slots[rank].send + begin * elem_size;
+    char *sum = (char *)recv + begin * elem_size;
+    const int64_t n = (int64_t)(end - begin);
+    /* Rank order 0..size-1 for every element: bitwise reproducible and the
+     * same on every rank, whatever the chunking. */
+    if (status == HTP_KERNEL_OK)
+      status = elem == HTP__ELEM_BF16
+                   ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size, (htp_bf16 *)sum, n)
+                   : table->sum_f32(env, (const float *const *)parts, size, (float *)sum, n);
+    for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank)
+      if (rank != ctx->rank)
+        status = table->copy(env, (char *)state->slots[rank].recv + begin * elem_size, sum,
+                             (end - begin) * elem_size);
+    if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
+    if (parts != stack_parts) free(parts);
   }
-  return rendezvous(ctx, deadline, 0, htp__allreduce_name(elem));
+  /* A failure fails the world, which wakes the others in the rendezvous. */
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
+  return rendezvous(ctx, deadline, 0, what);
 }
 
 static htp_result local_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,

@@ -163,6 +163,15 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
            config->timeout_s);
   if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA)
     REJECT("htp_world_create: unknown device %d", (int)config->device);
+  if (config->sm_counts) {
+    if (config->device != HTP_DEVICE_CUDA || config->backend != HTP_BACKEND_LOCAL)
+      REJECT("htp_world_create: sm_counts partitions one GPU among the threads of a local "
+             "world: it needs device CUDA and the local backend");
+    for (int r = 0; r < config->world_size; r++)
+      if (config->sm_counts[r] < 0)
+        REJECT("htp_world_create: sm_counts[%d] is %d; SM counts are >= 0 (0: the whole "
+               "device)", r, (int)config->sm_counts[r]);
+  }
   return HTP_OK;
 #undef REJECT
 }
@@ -176,7 +185,18 @@ htp_result htp__world_create_backend(const htp_config *config, const htp__backen
   world->process_rank = -1;
   atomic_init(&world->fail_code, HTP_OK);
   atomic_init(&world->fail_origin, -1);
+  if (config->sm_counts) { /* the world's own copy (check_config: local, world_size >= 1) */
+    world->sm_counts = malloc((size_t)config->world_size * sizeof *world->sm_counts);
+    if (!world->sm_counts) {
+      free(world);
+      return HTP_ERR_NOMEM;
+    }
+    memcpy(world->sm_counts, config->sm_counts,
+           (size_t)config->world_size * sizeof *world->sm_counts);
+    world->config.sm_counts = world->sm_counts;
+  }
   if (pthread_mutex_init(&world->lock, NULL) != 0) {
+    free(world->sm_counts);
     free(world);
     return HTP_ERR_SYSTEM;
   }
@@ -193,6 +213,7 @@ htp_result htp__world_create_backend(const htp_config *config, const htp__backen
   if (rc != HTP_OK) {
     if (message && message_size) snprintf(message, message_size, "%s", local_message);
     pthread_mutex_destroy(&world->lock);
+    free(world->sm_counts);
     free(world);
     return rc;
   }
@@ -270,6 +291,7 @@ void htp_world_destroy(htp_world *world) {
   pthread_mutex_destroy(&world->lock);
   free(world->rank_taken);
   free(world->faults);
+  free(world->sm_counts);
   free(world);
 }
 
@@ -306,8 +328,9 @@ static htp_result kernels_init(htp_ctx *ctx) {
   }
 #ifdef HTP_HAVE_CUDA_KERNELS
   const int device = ctx->device >= 0 ? ctx->device : 0;
-  if (htp_cuda_kernel_env_create(device, &ctx->kernel_env, ctx->kernel_error,
-                                 sizeof ctx->kernel_error) != HTP_KERNEL_OK)
+  const int sm_count = ctx->world->sm_counts ? ctx->world->sm_counts[ctx->rank] : 0;
+  if (htp_cuda_kernel_env_create_on(device, sm_count, ctx->cuda_stream, &ctx->kernel_env,
+                                    ctx->kernel_error, sizeof ctx->kernel_error) != HTP_KERNEL_OK)
     return htp__ctx_error(ctx, HTP_ERR_SYSTEM, "%s", ctx->kernel_error);
   ctx->kernels = htp_cuda_kernel_table();
   return HTP_OK;

@@ -319,6 +319,19 @@ htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, ch
   return HTP_KERNEL_OK;
 }
 
+/* TODO(issue 8): green contexts and a caller's stream; until then only
+ * the plain environment. */
+htp_kernel_status htp_cuda_kernel_env_create_on(int device, int sm_count, void *stream,
+                                                htp_kernel_env *env, char *error,
+                                                size_t error_size) {
+  if (!env) return HTP_KERNEL_ERR_INVALID;
+  if (sm_count == 0 && !stream) return htp_cuda_kernel_env_create(device, env, error, error_size);
+  htp_kernel_env_init(env, error, error_size);
+  return htp_kernel_fail(env, HTP_KERNEL_ERR_UNSUPPORTED,
+                         "cuda: SM partitions (green contexts) and a caller's stream are not "
+                         "built yet");
+}
+
 void htp_cuda_kernel_env_destroy(htp_kernel_env *env) {
   if (!env) return;
   htp_cuda_kernels_destroy((htp_cuda_kernels *)env->kernels);

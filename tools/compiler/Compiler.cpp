@@ -195,6 +195,9 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
     copyError(errors, err, errSize);
     return 1;
   }
+  // Warnings of a successful compile (a bf16 block left without balance
+  // hooks, say) go to the user as they would from htp-opt.
+  llvm::errs() << errors;
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();

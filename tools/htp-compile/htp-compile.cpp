@@ -49,10 +49,10 @@ int main(int argc, char **argv) {
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
   auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel);
-  if (!module) {
-    llvm::errs() << errors;
+  // On success too: warnings (e.g. a bf16 block left without balance hooks).
+  llvm::errs() << errors;
+  if (!module)
     return 1;
-  }
 
   std::string objectPath = outputPath;
   if (emitKind == "so") {
