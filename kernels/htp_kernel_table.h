@@ -19,8 +19,8 @@
  * in-place rules and scratch are those of kernels/htp_kernels.h; entries do
  * not check shapes against each other (the runtime's entry points check
  * the arguments before dispatching) but never crash on a NULL env or a
- * device they cannot reach. Only forward ("direction" = forward) entries
- * exist today; backward entries join the struct at its end with training.
+ * device they cannot reach. Forward entries first; the training entries
+ * (backward, loss, optimizer steps) at the struct's end.
  *
  * An entry may only ENQUEUE work on env->stream (CUDA); the CPU's finish
  * before returning. An environment is used by one thread at a time.
@@ -198,6 +198,57 @@ typedef struct htp_kernel_table {
    * the device's env_create (the CPU's marks live in its object). */
   htp_kernel_status (*mark)(const htp_kernel_env *env, int32_t which);
   htp_kernel_status (*elapsed)(const htp_kernel_env *env, double *seconds);
+
+  /* ----- Training (DESIGN §11; f32 for now) -------------------------------
+   * Backward entries: the adjoint of the forward entry of the same name.
+   * Conventions: the input gradient (dx) is WRITTEN; parameter gradients
+   * (dw, db, dgamma, ...) are ACCUMULATED (+=), so a step zeroes them once
+   * and every contribution adds (a unit's gradient computed on a helper is
+   * added on its owner). Any gradient pointer may be NULL: not wanted.
+   * Scratch as the forward's: f32, sized by the entry's scratch function. */
+  /* dx = dy · w; dw += dyᵀ · x; db += Σ_rows dy. Shapes as linear_f32. */
+  htp_kernel_status (*linear_backward_f32)(const htp_kernel_env *env, const float *x,
+                                           const float *w, const float *dy, float *dx,
+                                           float *dw, float *db, int64_t rows,
+                                           int64_t in_features, int64_t out_features);
+  /* Layer norm's adjoint (statistics recomputed from x, as the forward's). */
+  htp_kernel_status (*layer_norm_backward_f32)(const htp_kernel_env *env, const float *x,
+                                               const float *gamma, const float *dy, float *dx,
+                                               float *dgamma, float *dbeta, int64_t rows,
+                                               int64_t dim, float epsilon);
+  /* dx = dy * GELU'(x), exact or tanh form. dx may equal dy. */
+  htp_kernel_status (*gelu_backward_f32)(const htp_kernel_env *env, const float *x,
+                                         const float *dy, float *dx, int64_t n,
+                                         int32_t tanh_approx);
+  /* The whole attention's adjoint (forward recomputed into scratch). */
+  htp_kernel_status (*attention_backward_f32)(
+      const htp_kernel_env *env, const float *x, const float *wqkv, const float *bqkv,
+      const float *wproj, const float *bproj, const float *dy, float *dx, float *dwqkv,
+      float *dbqkv, float *dwproj, float *dbproj, float *scratch, int64_t scratch_floats,
+      int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim);
+  /* Floats of scratch attention_backward_f32 needs on this device (< 0: overflow). */
+  int64_t (*attention_backward_scratch_floats)(int64_t batch, int64_t tokens,
+                                               int64_t model_dim, int64_t num_heads,
+                                               int64_t head_dim);
+  /* Mean softmax cross-entropy of logits [rows, classes] against labels
+   * (int32 in [0, classes); an out-of-range label is HTP_KERNEL_ERR_INVALID)
+   * into *loss (a host pointer on every device), and dlogits = (softmax -
+   * onehot) / rows (written; may be NULL). */
+  htp_kernel_status (*softmax_cross_entropy_f32)(const htp_kernel_env *env, const float *logits,
+                                                 const int32_t *labels, float *loss,
+                                                 float *dlogits, int64_t rows,
+                                                 int64_t classes);
+  /* Optimizer steps over n parameters, in place. SGD (PyTorch's): g' = g +
+   * weight_decay w; m = momentum m + g' (m = g' at step 1); w -= lr m.
+   * AdamW (decoupled decay): w -= lr weight_decay w; m = b1 m + (1-b1) g;
+   * v = b2 v + (1-b2) g²; w -= lr (m / (1-b1^step)) / (sqrt(v / (1-b2^step))
+   * + eps). step counts from 1. */
+  htp_kernel_status (*sgd_momentum_f32)(const htp_kernel_env *env, float *w, const float *g,
+                                        float *m, int64_t n, float lr, float momentum,
+                                        float weight_decay, int64_t step);
+  htp_kernel_status (*adamw_f32)(const htp_kernel_env *env, float *w, const float *g, float *m,
+                                 float *v, int64_t n, float lr, float beta1, float beta2,
+                                 float epsilon, float weight_decay, int64_t step);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error
