@@ -17,6 +17,8 @@ packages=(
   python3 python3-numpy                                  # the NumPy reference
   python3-matplotlib                                     # htp-plot: traces and policy comparisons as PNG
   clang-22 libclang-rt-22-dev                            # libFuzzer targets (test/fuzz)
+  zlib1g-dev                                             # gzipped IDX files (training data)
+  dataset-fashion-mnist                                  # the training data (issue 9), ~30 MB
 )
 
 missing=()
