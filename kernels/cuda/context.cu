@@ -1,4 +1,9 @@
-/*===- kernels/cuda/context.cu - Device, stream and cuBLAS handle --------===*/
+/*===- kernels/cuda/context.cu - Device, stream and cuBLAS handle --------===*
+ *
+ * The kernel object: a device, the stream it enqueues on (its own, the
+ * caller's, or a green context's: green.c) and a cuBLAS handle bound to
+ * that stream, plus the buffers the kernels grow on demand.
+ *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
 #include <limits.h>
@@ -12,25 +17,56 @@ int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detai
 
 extern "C" int htp_cuda_kernels_create(int device, htp_cuda_kernels **out, char *err,
                                        int err_size) {
+  return htp_cuda_kernels_create_on(device, NULL, NULL, out, err, err_size);
+}
+
+extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
+                                          htp_cuda_partition *partition,
+                                          htp_cuda_kernels **out, char *err, int err_size) {
   *out = NULL;
   htp_cuda_kernels *kernels = (htp_cuda_kernels *)calloc(1, sizeof *kernels);
   if (!kernels) {
     if (err) snprintf(err, (size_t)err_size, "out of memory");
+    htp_cuda_partition_destroy(partition);
     return 1;
   }
   kernels->device = device;
+  kernels->partition = partition;
+  kernels->stream = stream;
   int failed = 0;
   cudaError_t status = cudaSetDevice(device);
-  if (status == cudaSuccess)
+  if (status == cudaSuccess && !stream) {
     status = cudaStreamCreateWithFlags(&kernels->stream, cudaStreamNonBlocking);
+    kernels->owns_stream = status == cudaSuccess;
+  }
   if (status != cudaSuccess) {
     if (err) snprintf(err, (size_t)err_size, "CUDA device %d: %s", device, cudaGetErrorString(status));
     failed = 1;
-  } else if (cublasCreate(&kernels->blas) != CUBLAS_STATUS_SUCCESS ||
-             cublasSetStream(kernels->blas, kernels->stream) != CUBLAS_STATUS_SUCCESS) {
+  }
+  /* The handle and the marks belong to the partition's green context, as
+   * its stream does (an event and the stream it is recorded on must share
+   * a context). */
+  char why[160] = "";
+  const int entered =
+      !failed && partition && htp_cuda_partition_enter(partition, why, sizeof why) == 0;
+  if (!failed && partition && !entered) {
+    if (err) snprintf(err, (size_t)err_size, "%s", why);
+    failed = 1;
+  }
+  if (!failed && (cublasCreate(&kernels->blas) != CUBLAS_STATUS_SUCCESS ||
+                  cublasSetStream(kernels->blas, kernels->stream) != CUBLAS_STATUS_SUCCESS)) {
     if (err) snprintf(err, (size_t)err_size, "cuBLAS initialisation failed on device %d", device);
     failed = 1;
   }
+  for (int i = 0; !failed && partition && i < 2; ++i) {
+    status = cudaEventCreate(&kernels->marks[i]);
+    if (status != cudaSuccess) {
+      if (err) snprintf(err, (size_t)err_size, "cudaEventCreate in the green context of device %d: %s",
+                        device, cudaGetErrorString(status));
+      failed = 1;
+    }
+  }
+  if (entered) htp_cuda_partition_leave(partition);
   if (failed) {
     htp_cuda_kernels_destroy(kernels);
     return 1;
@@ -42,6 +78,10 @@ extern "C" int htp_cuda_kernels_create(int device, htp_cuda_kernels **out, char 
 extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
   if (!kernels)
     return;
+  /* Nothing of this object may still run on a stream that outlives it
+   * (the caller's) or that goes with the partition. */
+  if (kernels->stream)
+    cudaStreamSynchronize(kernels->stream);
   if (kernels->staging)
     cudaFree(kernels->staging);
   if (kernels->workspace)
@@ -51,8 +91,9 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
       cudaEventDestroy(kernels->marks[i]);
   if (kernels->blas)
     cublasDestroy(kernels->blas);
-  if (kernels->stream)
+  if (kernels->stream && kernels->owns_stream)
     cudaStreamDestroy(kernels->stream);
+  htp_cuda_partition_destroy(kernels->partition);
   free(kernels);
 }
 

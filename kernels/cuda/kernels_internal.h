@@ -31,8 +31,55 @@ struct htp_cuda_kernels {
    * created on first use; bit i of marks_recorded once mark i was. */
   cudaEvent_t marks[2];
   int marks_recorded;
+  /* 0 when stream is the caller's (the nccl backend's, or the partition's
+   * below): destroying the object leaves it alone. */
+  int owns_stream;
+  /* The green context the stream belongs to (green.c), owned, or NULL: the
+   * whole device. */
+  struct htp_cuda_partition *partition;
   char error[256];
 };
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ----- SM partitions (green.c) ---------------------------------------------
+ * A green context of sm_count SMs of device and a non-blocking stream in
+ * it. Partitions of one process and device never share SMs: the device is
+ * split once into groups of its partition step and each partition takes
+ * whole free groups. Returns 0 (HTP_KERNEL_OK), or with why in err
+ * HTP_KERNEL_ERR_INVALID (a count that is not a whole number of steps,
+ * more SMs than are free) or HTP_KERNEL_ERR_SYSTEM / _NOMEM (no driver,
+ * no device, a failing driver call). */
+typedef struct htp_cuda_partition htp_cuda_partition;
+int htp_cuda_partition_create(int device, int sm_count, htp_cuda_partition **out,
+                              cudaStream_t *stream, char *err, size_t err_size);
+/* Waits for the stream, destroys it and the green context, frees the SMs.
+ * Accepts NULL. */
+void htp_cuda_partition_destroy(htp_cuda_partition *partition);
+/* Makes the green context current on the calling thread (push) / restores
+ * the previous one (pop): around creating what must belong to it. */
+int htp_cuda_partition_enter(htp_cuda_partition *partition, char *err, size_t err_size);
+void htp_cuda_partition_leave(htp_cuda_partition *partition);
+int htp_cuda_partition_sm_count(const htp_cuda_partition *partition);
+/* 0 when sm_count is a valid partition of a device of total_sms SMs split
+ * into `groups` groups of `step`: a multiple of step in [step, step *
+ * groups]; else non-zero with a message naming the valid counts. */
+int htp_cuda_sm_count_check(int device, int sm_count, int total_sms, int step, int groups,
+                            char *err, size_t err_size);
+
+/* htp_cuda_kernels_create on a given stream: stream NULL creates the
+ * object's own; otherwise the object uses it and never destroys it, and
+ * partition (may be NULL), whose stream it is, becomes the object's (freed
+ * with it, on failure too). The cuBLAS handle and the timing events are
+ * made inside the partition's green context and bound to the stream. */
+int htp_cuda_kernels_create_on(int device, cudaStream_t stream, htp_cuda_partition *partition,
+                               htp_cuda_kernels **out, char *err, int err_size);
+
+#ifdef __cplusplus
+}
+#endif
 
 /* Makes *buffer (one of kernels' device buffers, *bytes its size) hold at
  * least `bytes` bytes. Growing waits for the stream first (earlier launches

@@ -319,17 +319,41 @@ htp_kernel_status htp_cuda_kernel_env_create(int device, htp_kernel_env *env, ch
   return HTP_KERNEL_OK;
 }
 
-/* TODO(issue 8): green contexts and a caller's stream; until then only
- * the plain environment. */
+/* The plain environment, a caller's stream (the nccl backend's: its
+ * collectives and these kernels are then ordered on one stream), or a
+ * green context of sm_count SMs (green.c). */
 htp_kernel_status htp_cuda_kernel_env_create_on(int device, int sm_count, void *stream,
                                                 htp_kernel_env *env, char *error,
                                                 size_t error_size) {
   if (!env) return HTP_KERNEL_ERR_INVALID;
   if (sm_count == 0 && !stream) return htp_cuda_kernel_env_create(device, env, error, error_size);
   htp_kernel_env_init(env, error, error_size);
-  return htp_kernel_fail(env, HTP_KERNEL_ERR_UNSUPPORTED,
-                         "cuda: SM partitions (green contexts) and a caller's stream are not "
-                         "built yet");
+  if (sm_count < 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda: %d SMs: an SM count is > 0 (a partition) or 0 (the whole "
+                           "device)", sm_count);
+  if (sm_count > 0 && stream)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda: an SM partition (%d SMs) and a caller's stream exclude each "
+                           "other: the partition's work runs on a stream of its green context",
+                           sm_count);
+  char why[256] = "";
+  htp_cuda_partition *partition = NULL;
+  cudaStream_t on = (cudaStream_t)stream;
+  if (sm_count > 0) {
+    const int rc = htp_cuda_partition_create(device, sm_count, &partition, &on, why, sizeof why);
+    if (rc != 0) return htp_kernel_fail(env, rc, "cuda: %s", why);
+  }
+  htp_cuda_kernels *kernels = NULL;
+  if (htp_cuda_kernels_create_on(device, on, partition, &kernels, why, (int)sizeof why) != 0 ||
+      !kernels)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda: cannot use device %d%s: %s",
+                           device, sm_count > 0 ? " (SM partition)" : " (caller's stream)", why);
+  env->device = device;
+  env->kernels = kernels;
+  env->stream = kernels->stream;
+  env->blas = kernels->blas;
+  return HTP_KERNEL_OK;
 }
 
 void htp_cuda_kernel_env_destroy(htp_kernel_env *env) {

@@ -21,10 +21,17 @@
  * the CPU twin does not: 2e-2 there. The CUDA table's memory, copy,
  * synchronize and timing entries are run once, round trip.
  *
+ * SM partitions (green contexts, kernels/cuda/green.c) and a caller's
+ * stream: the SM-count check and the refusals that need no device run
+ * everywhere, before the GPU probe; with a GPU, a partition's environment
+ * computes, an invalid count and an exhausted device are refused, freed
+ * SMs come back, and a caller's stream is used and left alive.
+ *
  * Exits 77 (ctest: skipped) where no GPU is present, as on the build
  * machines, unless HTP_REQUIRE_GPU=1: then a missing GPU fails, as does any
  * CUDA error (always a failure, never a skip, once a device was found).
  *===----------------------------------------------------------------------===*/
+#include "kernels/cuda/kernels_internal.h" /* the SM-count check, the partition */
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_kernels_cuda.h"
@@ -675,13 +682,179 @@ static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
   return rc;
 }
 
+/* ----- SM partitions and a caller's stream (DESIGN §10) ------------------ */
+
+static int contains(const char *text, const char *part) { return strstr(text, part) != NULL; }
+static int ends_with(const char *text, const char *tail) {
+  const size_t n = strlen(text), k = strlen(tail);
+  return n >= k && strcmp(text + n - k, tail) == 0;
+}
+
+/* The count check alone, on the figures of an H100 (132 SMs: 16 groups of
+ * 8) and of a device that cannot be split: no GPU needed. */
+static void sm_count_cases(void) {
+  static const struct {
+    int count, step, groups, valid;
+    const char *says;
+  } cases[] = {
+      {8, 8, 16, 1, ""},
+      {64, 8, 16, 1, ""},
+      {128, 8, 16, 1, ""},
+      {20, 8, 16, 0, "; nearest: 16 or 24"},
+      {4, 8, 16, 0, "; nearest: 8"},
+      {136, 8, 16, 0, "; nearest: 128"},
+      {20, 8, 16, 0, "valid counts are 8, 16, ..., 128"},
+      {8, 0, 0, 0, "cannot be partitioned"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    char why[512] = "";
+    const int rc = htp_cuda_sm_count_check(0, cases[i].count, 132, cases[i].step,
+                                           cases[i].groups, why, sizeof why);
+    /* A "; nearest" hint ends the message; the rest may be anywhere. */
+    const int said = cases[i].says[0] == ';' ? ends_with(why, cases[i].says)
+                                              : contains(why, cases[i].says);
+    const int ok = (rc == 0) == cases[i].valid && (cases[i].valid || said);
+    printf("%-30s %d SMs: %s%s%s\n", "sm count check", cases[i].count, ok ? "ok" : "FAIL",
+           why[0] ? ": " : "", why);
+    failures += !ok;
+  }
+}
+
+/* Refusals before any device is touched: a negative count, a partition
+ * with a caller's stream. */
+static void env_refusal_cases(void) {
+  const htp_kernel_table *table = htp_cuda_kernel_table();
+  char why[512];
+  htp_kernel_env env;
+  int fake_stream = 0;
+  const int negative = htp_cuda_kernel_env_create_on(0, -8, NULL, &env, why, sizeof why);
+  int ok = negative == HTP_KERNEL_ERR_INVALID && contains(why, "-8 SMs") && !env.kernels;
+  printf("%-30s %s: %s\n", "env_create_on -8 SMs", ok ? "refused: ok" : "FAIL", why);
+  failures += !ok;
+  const int both = htp_cuda_kernel_env_create_on(0, 8, &fake_stream, &env, why, sizeof why);
+  ok = both == HTP_KERNEL_ERR_INVALID && contains(why, "exclude each other") && !env.kernels;
+  printf("%-30s %s: %s\n", "env_create_on SMs + stream", ok ? "refused: ok" : "FAIL", why);
+  failures += !ok;
+  /* The refused environment has no device: entries fail, never crash. */
+  ok = table->add_f32(&env, NULL, NULL, NULL, 1) == HTP_KERNEL_ERR_SYSTEM;
+  printf("%-30s %s\n", "entry on a refused env", ok ? "fails: ok" : "FAIL");
+  failures += !ok;
+}
+
+/* Without a GPU a partition fails with a message and leaves no device. */
+static void no_gpu_partition_case(void) {
+  char why[512];
+  htp_kernel_env env;
+  const int rc = htp_cuda_kernel_env_create_on(0, 8, NULL, &env, why, sizeof why);
+  const int ok = rc == HTP_KERNEL_ERR_SYSTEM && why[0] && !env.kernels;
+  printf("%-30s %s: %s\n", "partition without a GPU", ok ? "refused: ok" : "FAIL", why);
+  failures += !ok;
+  htp_cuda_kernel_env_destroy(&env);
+}
+
+/* a + a through the table on env, checked on the host. */
+static int add_through(const htp_kernel_env *env, const char *name) {
+  const htp_kernel_table *table = htp_cuda_kernel_table();
+  const int64_t n = 10007;
+  float *host = host_random(n, -4, 4), *back = malloc(sizeof(float) * n);
+  float *want = malloc(sizeof(float) * n);
+  void *device = NULL;
+  int rc = table->alloc(env, (size_t)n * sizeof(float), &device) ||
+           table->to_device(env, device, host, (size_t)n * sizeof(float)) ||
+           table->mark(env, 0) || table->add_f32(env, device, device, device, n) ||
+           table->mark(env, 1) || table->to_host(env, back, device, (size_t)n * sizeof(float));
+  double seconds = -1;
+  if (!rc) rc = table->elapsed(env, &seconds) || table->release(env, device);
+  if (rc) {
+    fprintf(stderr, "FAIL: %s: %s\n", name, env->error);
+    failures++;
+  } else {
+    for (int64_t i = 0; i < n; ++i) want[i] = host[i] + host[i];
+    compare_values(name, back, want, n, 0);
+  }
+  free(host), free(back), free(want);
+  return rc;
+}
+
+static int partition_cases(void) {
+  char why[512];
+  htp_kernel_env env;
+  /* 8 SMs: a partition on every GPU with green contexts (sm_90: steps of
+   * 8; older: of 2 or 4). */
+  if (htp_cuda_kernel_env_create_on(0, 8, NULL, &env, why, sizeof why) != HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: a partition of 8 SMs: %s\n", why);
+    return 1;
+  }
+  const htp_cuda_kernels *object = env.kernels;
+  int ok = env.stream && env.stream == (void *)object->stream && object->partition &&
+           htp_cuda_partition_sm_count(object->partition) == 8 && !object->owns_stream;
+  printf("%-30s %s\n", "partition of 8 SMs", ok ? "ok" : "FAIL");
+  failures += !ok;
+  add_through(&env, "partition: add, marks");
+  htp_cuda_kernel_env_destroy(&env);
+
+  /* 9 SMs is no whole number of steps on any GPU that splits in 2, 4, 8. */
+  int rc = htp_cuda_kernel_env_create_on(0, 9, NULL, &env, why, sizeof why);
+  ok = rc == HTP_KERNEL_ERR_INVALID && contains(why, "valid counts are") && !env.kernels;
+  printf("%-30s %s: %s\n", "partition of 9 SMs", ok ? "refused: ok" : "FAIL", why);
+  failures += !ok;
+
+  /* Partitions of 8 until the device is used up: disjoint, so they run
+   * out; the refusal says how many are free; destroying one frees its SMs. */
+  enum { MOST = 64 };
+  htp_kernel_env held[MOST];
+  int count = 0;
+  while (count < MOST &&
+         (rc = htp_cuda_kernel_env_create_on(0, 8, NULL, &held[count], why, sizeof why)) ==
+             HTP_KERNEL_OK)
+    ++count;
+  ok = count >= 1 && count < MOST && rc == HTP_KERNEL_ERR_INVALID && contains(why, "are free");
+  printf("%-30s %d partitions of 8, then %s: %s\n", "partitions use the device up", count,
+         ok ? "refused: ok" : "FAIL", why);
+  failures += !ok;
+  if (count > 0) {
+    htp_cuda_kernel_env_destroy(&held[--count]);
+    rc = htp_cuda_kernel_env_create_on(0, 8, NULL, &held[count], why, sizeof why);
+    ok = rc == HTP_KERNEL_OK;
+    printf("%-30s %s%s\n", "freed SMs are reused", ok ? "ok" : "FAIL: ", ok ? "" : why);
+    failures += !ok;
+    if (ok) ++count;
+  }
+  while (count > 0) htp_cuda_kernel_env_destroy(&held[--count]);
+
+  /* A caller's stream: used, never destroyed with the environment. */
+  cudaStream_t stream = NULL;
+  cuda_or_die(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (htp_cuda_kernel_env_create_on(0, 0, stream, &env, why, sizeof why) != HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: a caller's stream: %s\n", why);
+    return 1;
+  }
+  ok = env.stream == (void *)stream;
+  printf("%-30s %s\n", "caller's stream used", ok ? "ok" : "FAIL");
+  failures += !ok;
+  add_through(&env, "caller's stream: add, marks");
+  htp_cuda_kernel_env_destroy(&env);
+  ok = cudaStreamQuery(stream) == cudaSuccess;
+  printf("%-30s %s\n", "caller's stream left alive", ok ? "ok" : "FAIL");
+  failures += !ok;
+  cuda_or_die(cudaStreamDestroy(stream), "cudaStreamDestroy");
+  return 0;
+}
+
 int main(void) {
   const char *require = getenv("HTP_REQUIRE_GPU");
   const int require_gpu = require && strcmp(require, "") != 0 && strcmp(require, "0") != 0;
   int devices = 0;
+  sm_count_cases();
+  env_refusal_cases();
   cudaError_t probe = cudaGetDeviceCount(&devices);
   if (probe != cudaSuccess || devices == 0) {
     const char *why = probe != cudaSuccess ? cudaGetErrorString(probe) : "no device";
+    no_gpu_partition_case();
+    if (failures) {
+      fprintf(stderr, "FAIL: %d of the checks that need no GPU failed\n", failures);
+      return 1;
+    }
     if (require_gpu) {
       fprintf(stderr, "FAIL: HTP_REQUIRE_GPU is set and no CUDA device is usable (%s)\n", why);
       return 1;
@@ -749,6 +922,8 @@ int main(void) {
   if (gather_cases(kernels))
     return 1;
   if (bf16_cases(batch, tokens, dim, heads, head_dim, mlp))
+    return 1;
+  if (partition_cases())
     return 1;
   htp_cuda_kernels_destroy(kernels);
   printf("%s\n", failures ? "FAIL" : "PASS");
