@@ -148,6 +148,18 @@ HTP__HIDDEN extern const htp__backend_ops htp__mpi_ops;
 HTP__HIDDEN extern const htp__backend_ops htp__nccl_ops;
 #endif
 
+/* The nccl backend's placement (comm_nccl.c; defined where NCCL is built):
+ * each rank's host name and its GPU's PCI bus id, gathered over the host
+ * world. local_index: how many lower ranks share rank's host (its GPU on
+ * that host); shared_gpu: the lowest other rank on the same host and bus
+ * (NCCL cannot run two ranks on one GPU), or -1. */
+typedef struct htp__nccl_place {
+  char host[64];
+  char bus[32];
+} htp__nccl_place;
+HTP__HIDDEN int htp__nccl_local_index(const htp__nccl_place *places, int size, int rank);
+HTP__HIDDEN int htp__nccl_shared_gpu(const htp__nccl_place *places, int size, int rank);
+
 /* Helpers for nested worlds: the nccl backend bootstraps its unique id over a
  * local or MPI world of its own. */
 HTP__HIDDEN htp_result htp__world_create_backend(const htp_config *config,

@@ -1,21 +1,34 @@
 /*===- runtime/comm_nccl.c - the nccl backend: one rank per GPU ------------===*
  *
- * Rank r drives device r (modulo the device count) through a non-blocking
- * NCCL communicator (ncclConfig_t.blocking = 0) and a stream of its own.
- * The NCCL unique id is bootstrapped over a host world of the same shape: a
+ * Each rank drives one GPU of its host through a non-blocking NCCL
+ * communicator (ncclConfig_t.blocking = 0) and a stream of its own. The
+ * NCCL unique id is bootstrapped over a host world of the same shape: a
  * local world when config.world_size >= 1 (ranks are threads), an MPI world
  * when it is 0 (one process per rank). That host world also carries failure
- * notices and the barrier.
+ * notices, the barrier and the placement check.
+ *
+ * Placement: the ranks all-gather their host names; a rank's GPU is its
+ * index among the ranks of its host (modulo the devices it sees, so one
+ * process per GPU under CUDA_VISIBLE_DEVICES works too). They then
+ * all-gather (host, PCI bus id) and every rank refuses, with the same
+ * message, a world where two ranks of one host drive the same GPU: NCCL
+ * cannot (ranks sharing a GPU are the local backend's, with --sms).
+ *
+ * The rank's stream is also its kernel environment's (runtime/ctx.c passes
+ * ctx->cuda_stream to htp_cuda_kernel_env_create_on), so a block's kernels
+ * and its collectives are ordered on one stream with no event between them.
  *
  * Every call enqueues on the rank's stream, then polls ncclCommGetAsyncError
  * and cudaStreamQuery against the deadline, so it returns when the
- * operation finished; at the deadline the world fails and the communicator
- * is aborted (ncclCommAbort) when the context goes. Buffers are device
- * pointers. NCCL has no tags: send/recv between a pair are matched in call
- * order whatever the tag, and a size mismatch is not detected.
+ * operation finished (and the compute enqueued before it: one stream);
+ * at the deadline the world fails and the communicator is aborted
+ * (ncclCommAbort) when the context goes. Buffers are device pointers. NCCL
+ * has no tags: send/recv between a pair are matched in call order whatever
+ * the tag, and a size mismatch is not detected.
  *
  * This file is plain C compiled by the host compiler against the CUDA
- * runtime and NCCL headers; it needs no nvcc.
+ * runtime and NCCL headers; it needs no nvcc. Compiled, not run on a GPU
+ * yet (runtime.nccl skips without one; the placement logic is tested).
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -26,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct nccl_world {
   htp_world *host; /* bootstrap: local or mpi */
@@ -92,6 +106,66 @@ static htp_result wait_stream(htp_ctx *ctx, ncclResult_t enqueued, double deadli
   }
 }
 
+/* ===== Placement: one GPU per rank ====================================== */
+
+int htp__nccl_local_index(const htp__nccl_place *places, int size, int rank) {
+  int index = 0;
+  for (int r = 0; r < rank && r < size; ++r)
+    index += strncmp(places[r].host, places[rank].host, sizeof places[r].host) == 0;
+  return index;
+}
+
+int htp__nccl_shared_gpu(const htp__nccl_place *places, int size, int rank) {
+  for (int r = 0; r < size; ++r)
+    if (r != rank && strncmp(places[r].host, places[rank].host, sizeof places[r].host) == 0 &&
+        strncmp(places[r].bus, places[rank].bus, sizeof places[r].bus) == 0)
+      return r;
+  return -1;
+}
+
+/* Chooses ctx->device (see the top of the file) and refuses two ranks on
+ * one GPU. Collective over the host world: every rank calls it, and all
+ * reach the same verdict from the same gathered table. */
+static htp_result place_rank(htp_ctx *ctx, htp_ctx *host, int device_count) {
+  const int size = ctx->world->size;
+  htp__nccl_place *places = calloc((size_t)size, sizeof *places);
+  if (!places) {
+    htp_abort(host, HTP_ERR_NOMEM);
+    return htp__ctx_error(ctx, HTP_ERR_NOMEM, "out of memory");
+  }
+  htp__nccl_place *mine = &places[ctx->rank];
+  if (gethostname(mine->host, sizeof mine->host - 1) != 0) snprintf(mine->host, sizeof mine->host, "?");
+  htp__nccl_place me = *mine;
+  htp_result rc = htp_allgather(host, &me, places, sizeof me);
+  if (rc == HTP_OK) {
+    ctx->device = htp__nccl_local_index(places, size, ctx->rank) % device_count;
+    cudaError_t cuda = cudaDeviceGetPCIBusId(me.bus, (int)sizeof me.bus, ctx->device);
+    if (cuda != cudaSuccess) snprintf(me.bus, sizeof me.bus, "device %d?", ctx->device);
+    rc = htp_allgather(host, &me, places, sizeof me);
+  }
+  if (rc != HTP_OK) {
+    rc = htp__ctx_error(ctx, rc, "placing the ranks on GPUs: %s", htp_last_error(host));
+    free(places);
+    return rc;
+  }
+  const int other = htp__nccl_shared_gpu(places, size, ctx->rank);
+  if (other >= 0) {
+    const int low = other < ctx->rank ? other : ctx->rank;
+    const int high = other < ctx->rank ? ctx->rank : other;
+    rc = htp__ctx_error(ctx, HTP_ERR_INVALID,
+                        "nccl: ranks %d and %d would share the GPU at PCI %s on host %s (%d "
+                        "visible there): NCCL needs one GPU per rank; run at most as many "
+                        "ranks per host as it has GPUs, or share one GPU among ranks with the "
+                        "local backend (ranks as threads; --sms partitions its SMs)",
+                        low, high, me.bus, me.host, device_count);
+    /* The ranks with a GPU of their own must not wait for the refused
+     * ones in the bootstrap: fail the host world too. */
+    htp_abort(host, HTP_ERR_INVALID);
+  }
+  free(places);
+  return rc;
+}
+
 /* ===== World and contexts =============================================== */
 
 static htp_result nccl_world_init(htp_world *world, char *message, size_t message_size) {
@@ -155,12 +229,13 @@ static htp_result nccl_ctx_init(htp_ctx *ctx) {
   nccl_ctx *rank = calloc(1, sizeof *rank);
   if (!rank) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "out of memory");
   ctx->backend = rank;
-  ctx->device = ctx->rank % state->device_count;
   rc = htp_ctx_create(state->host, ctx->rank, &rank->host);
   if (rc != HTP_OK) {
     htp__ctx_error(ctx, rc, "bootstrap: %s", htp_world_last_error(state->host));
     goto fail;
   }
+  rc = place_rank(ctx, rank->host, state->device_count);
+  if (rc != HTP_OK) goto fail;
   CUDA_INIT(cudaSetDevice(ctx->device));
   CUDA_INIT(cudaStreamCreateWithFlags(&rank->stream, cudaStreamNonBlocking));
   ctx->cuda_stream = rank->stream;

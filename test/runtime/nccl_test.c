@@ -1,12 +1,18 @@
 /*===- test/runtime/nccl_test.c - the nccl backend (needs a GPU) -----------===*
  *
- * Skips (exit 77, ctest SKIP_RETURN_CODE) where no CUDA device is found, as
- * on the build machines. Ranks are threads, one per device (up to 4; one
- * device gives a world of one). Buffers are device memory; results are
- * copied back and checked against closed forms, transfers with memcmp.
+ * The placement rules (which GPU a rank drives, two ranks on one GPU) are
+ * plain functions and run everywhere first. The rest skips (exit 77, ctest
+ * SKIP_RETURN_CODE) where no CUDA device is found, as on the build
+ * machines. Ranks are threads, one per device (up to 4; one device gives a
+ * world of one). Buffers are device memory; results are copied back and
+ * checked against closed forms, transfers with memcmp. With the CUDA kernel
+ * table, a kernel and the all-reduce after it share the nccl stream (no
+ * synchronisation between them in the test); on a one-GPU machine a world
+ * of two ranks is refused with a message.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
+#include "runtime/comm_internal.h" /* htp__nccl_local_index, htp__nccl_shared_gpu */
 #include "runtime/htp.h"
 
 #include <cuda_runtime_api.h>
@@ -26,7 +32,7 @@ typedef struct rank_run {
   htp_world *world;
   int rank;
   htp_result result;
-  char message[256];
+  char message[512];
   int hang_test;
 } rank_run;
 
@@ -138,14 +144,19 @@ static htp_world *make_world(int size, double timeout) {
   return world;
 }
 
-static void run_world(htp_world *world, rank_run *runs, int hang_test) {
+/* One thread per rank running body, joined. */
+static void run_ranks(htp_world *world, rank_run *runs, int hang_test, void *(*body)(void *)) {
   int size = htp_world_size(world);
   pthread_t threads[MAX_RANKS];
   for (int rank = 0; rank < size; ++rank) {
     runs[rank] = (rank_run){world, rank, HTP_ERR_INTERNAL, "", hang_test};
-    assert_int_equal(pthread_create(&threads[rank], NULL, rank_thread, &runs[rank]), 0);
+    assert_int_equal(pthread_create(&threads[rank], NULL, body, &runs[rank]), 0);
   }
   for (int rank = 0; rank < size; ++rank) pthread_join(threads[rank], NULL);
+}
+
+static void run_world(htp_world *world, rank_run *runs, int hang_test) {
+  run_ranks(world, runs, hang_test, rank_thread);
 }
 
 static void test_collectives(void **state) {
@@ -178,13 +189,137 @@ static void test_hang(void **state) {
   htp_world_destroy(world);
 }
 
+/* ----- Placement (no GPU needed) ----------------------------------------- */
+
+static void test_local_index(void **state) {
+  (void)state;
+  /* Two hosts, ranks interleaved: each rank's index among its host's. */
+  const htp__nccl_place places[] = {{"a", "0000:01:00.0"}, {"b", "0000:01:00.0"},
+                                    {"a", "0000:02:00.0"}, {"b", "0000:02:00.0"},
+                                    {"a", "0000:03:00.0"}};
+  const int expected[] = {0, 0, 1, 1, 2};
+  for (int rank = 0; rank < 5; ++rank)
+    assert_int_equal(htp__nccl_local_index(places, 5, rank), expected[rank]);
+}
+
+static void test_shared_gpu(void **state) {
+  (void)state;
+  /* The same bus id on two hosts is two GPUs; on one host, one. */
+  const htp__nccl_place distinct[] = {{"a", "0000:01:00.0"}, {"b", "0000:01:00.0"},
+                                      {"a", "0000:02:00.0"}};
+  for (int rank = 0; rank < 3; ++rank) assert_int_equal(htp__nccl_shared_gpu(distinct, 3, rank), -1);
+  const htp__nccl_place shared[] = {{"a", "0000:01:00.0"}, {"b", "0000:01:00.0"},
+                                    {"a", "0000:01:00.0"}};
+  assert_int_equal(htp__nccl_shared_gpu(shared, 3, 0), 2);
+  assert_int_equal(htp__nccl_shared_gpu(shared, 3, 2), 0);
+  assert_int_equal(htp__nccl_shared_gpu(shared, 3, 1), -1);
+  /* One rank alone never shares (a one-rank run on a one-GPU machine). */
+  assert_int_equal(htp__nccl_shared_gpu(shared, 1, 0), -1);
+}
+
+/* ----- With a GPU ---------------------------------------------------------- */
+
+/* The CUDA kernel table on the nccl stream: an add enqueued by the table,
+ * then the all-reduce of its result with no synchronisation between them;
+ * one stream orders them, so every element is size * 2 * (rank-sum). */
+static void *compute_then_reduce(void *argument) {
+  rank_run *run = argument;
+  htp_ctx *ctx = NULL;
+  float *device = NULL, *host = NULL;
+  enum { N = 1 << 18 };
+  run->result = htp_ctx_create(run->world, run->rank, &ctx);
+  if (run->result != HTP_OK) {
+    snprintf(run->message, sizeof run->message, "%s", htp_world_last_error(run->world));
+    return NULL;
+  }
+  const int size = htp_ctx_size(ctx);
+  host = malloc(N * sizeof(float));
+  if (!host || cudaMalloc((void **)&device, 2 * N * sizeof(float)) != cudaSuccess) {
+    run->result = HTP_ERR_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < N; ++i) host[i] = (float)((run->rank + 1) * (i % 5 + 1));
+  CHECK(htp_mem_upload(ctx, device, host, N * sizeof(float)));
+  CHECK(htp_op_add_f32(ctx, device, device, device + N, N));
+  CHECK(htp_allreduce_sum_f32(ctx, device + N, device + N, N));
+  CHECK(htp_mem_download(ctx, host, device + N, N * sizeof(float)));
+  for (int i = 0; i < N; ++i)
+    if (host[i] != (float)(size * (size + 1) * (i % 5 + 1))) {
+      snprintf(run->message, sizeof run->message, "add then allreduce: [%d] = %g", i, host[i]);
+      run->result = HTP_ERR_INTERNAL;
+      goto done;
+    }
+  run->result = HTP_OK;
+done:
+  cudaFree(device);
+  free(host);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_kernels_on_the_nccl_stream(void **state) {
+  (void)state;
+  int size = device_count() < MAX_RANKS ? device_count() : MAX_RANKS;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_NCCL;
+  config.device = HTP_DEVICE_CUDA;
+  config.world_size = size;
+  config.timeout_s = 30.0;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, runs, 0, compute_then_reduce);
+  for (int rank = 0; rank < size; ++rank)
+    if (runs[rank].result != HTP_OK)
+      fail_msg("rank %d: %s: %s", rank, htp_strerror(runs[rank].result), runs[rank].message);
+  htp_world_destroy(world);
+}
+
+/* More ranks than GPUs: every rank is refused, with the same message,
+ * instead of NCCL hanging or failing obscurely. */
+static void *create_only(void *argument) {
+  rank_run *run = argument;
+  htp_ctx *ctx = NULL;
+  run->result = htp_ctx_create(run->world, run->rank, &ctx);
+  snprintf(run->message, sizeof run->message, "%s", htp_world_last_error(run->world));
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_two_ranks_one_gpu(void **state) {
+  (void)state;
+  const int size = device_count() + 1;
+  if (size > MAX_RANKS) skip();
+  htp_world *world = make_world(size, 10.0);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, runs, 0, create_only);
+  /* The ranks sharing a GPU (device_count and 0) are refused; a rank on a
+   * GPU of its own then fails in the NCCL setup or at its deadline. */
+  assert_int_equal(runs[0].result, HTP_ERR_INVALID);
+  assert_int_equal(runs[size - 1].result, HTP_ERR_INVALID);
+  if (!strstr(runs[0].message, "one GPU per rank"))
+    fail_msg("rank 0's refusal does not say why: %s", runs[0].message);
+  printf("refused: %s\n", runs[0].message);
+  htp_world_destroy(world);
+}
+
 int main(void) {
+  const struct CMUnitTest placement[] = {
+      cmocka_unit_test(test_local_index),
+      cmocka_unit_test(test_shared_gpu),
+  };
+  int failed = cmocka_run_group_tests_name("runtime.nccl placement", placement, NULL, NULL);
+  if (failed) return failed;
   if (device_count() < 1) {
-    printf("no CUDA device: skipping the nccl tests\n");
+    printf("no CUDA device: skipping the nccl tests that need one\n");
     return SKIP;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives),
+      cmocka_unit_test(test_kernels_on_the_nccl_stream),
+      cmocka_unit_test(test_two_ranks_one_gpu),
       cmocka_unit_test(test_hang),
   };
   return cmocka_run_group_tests_name("runtime.nccl", tests, NULL, NULL);
