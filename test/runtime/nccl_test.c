@@ -299,7 +299,9 @@ static void test_two_ranks_one_gpu(void **state) {
    * GPU of its own then fails in the NCCL setup or at its deadline. */
   assert_int_equal(runs[0].result, HTP_ERR_INVALID);
   assert_int_equal(runs[size - 1].result, HTP_ERR_INVALID);
-  if (!strstr(runs[0].message, "one GPU per rank"))
+  /* The world keeps one last message: with one GPU every rank's is the
+   * refusal; with more, a rank that failed otherwise may have written last. */
+  if (size == 2 && !strstr(runs[0].message, "one GPU per rank"))
     fail_msg("rank 0's refusal does not say why: %s", runs[0].message);
   printf("refused: %s\n", runs[0].message);
   htp_world_destroy(world);
