@@ -3,8 +3,9 @@
  * Defaults, both value spellings, flags after the file, range checks, one
  * case per class of usage error (unknown flag, missing value, bad and
  * overflowing numbers, a single-valued flag repeated, enum names from the
- * runtime's tables), and the refusal of flags whose features are not
- * implemented yet (the balancing policies are).
+ * runtime's tables), and the refusal of combinations that cannot run
+ * (--sms without --device cuda and the local backend, --backend nccl
+ * without --device cuda, a rank beyond --tp).
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/options.h"
 
@@ -275,8 +276,20 @@ static void expect_not_implemented(int argc, char **argv, const char *expected) 
 
 static void test_not_implemented(void **state) {
   (void)state;
-  EXPECT_NOT_IMPLEMENTED("--backend nccl is not implemented yet", "a.mlir", "--backend", "nccl");
-  EXPECT_NOT_IMPLEMENTED("--device cuda is not implemented yet", "a.mlir", "--device", "cuda");
+  EXPECT_NOT_IMPLEMENTED("--backend nccl runs on GPUs: it needs --device cuda", "a.so",
+                         "--backend", "nccl");
+  EXPECT_NOT_IMPLEMENTED("--backend nccl runs on GPUs: it needs --device cuda", "a.so",
+                         "--backend", "nccl", "--device", "cpu");
+  EXPECT_NOT_IMPLEMENTED("--sms partitions a GPU's SMs among the ranks: it needs --device cuda",
+                         "a.so", "--sms", "0:8");
+  EXPECT_NOT_IMPLEMENTED("--sms partitions a GPU's SMs among the ranks: it needs --device cuda",
+                         "a.so", "--device", "cpu", "--tp", "2", "--sms", "1:8");
+  EXPECT_NOT_IMPLEMENTED("it needs --backend local (with --backend mpi each rank has a GPU",
+                         "a.so", "--device", "cuda", "--backend", "mpi", "--sms", "0:8");
+  EXPECT_NOT_IMPLEMENTED("it needs --backend local (with --backend nccl each rank has a GPU",
+                         "a.so", "--device", "cuda", "--backend", "nccl", "--sms", "0:8");
+  EXPECT_NOT_IMPLEMENTED("--sms 2:16: rank 2 is not in [0, 2) (--tp 2)", "a.mlir", "--device",
+                         "cuda", "--tp", "2", "--sms", "0:8", "--sms", "2:16");
   EXPECT_NOT_IMPLEMENTED("--slow 2:...: rank 2 is not in [0, 2)", "a.mlir", "--tp", "2", "--slow",
                          "2:3");
   EXPECT_NOT_IMPLEMENTED("--fault: rank 5 is not in [0, 4)", "a.mlir", "--tp", "4", "--fault",
@@ -325,6 +338,66 @@ static void test_implemented(void **state) {
   }
 }
 
+/* --device cuda, --sms and --backend nccl parse and pass the checks that do
+ * not need the block; whether CUDA and a GPU are there is the executor's. */
+static void test_gpu_flags(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(PARSE(&options, err, "a.so", "--device", "cuda"), 0);
+  assert_string_equal(options.device, "cuda");
+  assert_int_equal(options.num_sms, 0);
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  assert_int_equal(PARSE(&options, err, "a.so", "--device=cuda", "--tp", "4", "--sms", "3:32",
+                         "--sms=0:8", "--slow", "1:2"), 0);
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  assert_int_equal(options.num_sms, 2);
+  assert_int_equal(options.sms[0].rank, 3);
+  assert_int_equal(options.sms[0].count, 32);
+  assert_int_equal(options.sms[1].rank, 0);
+  assert_int_equal(options.sms[1].count, 8);
+  assert_int_equal(options.num_slows, 1); /* --slow on top of --sms */
+  /* Without --tp the rank is checked against the block's tp later. */
+  assert_int_equal(PARSE(&options, err, "a.so", "--device", "cuda", "--sms", "7:8"), 0);
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  assert_int_equal(PARSE(&options, err, "a.so", "--device", "cuda", "--sms", "0:65536"), 0);
+  assert_int_equal(options.sms[0].count, HTP_RUN_MAX_SM_COUNT);
+  assert_int_equal(PARSE(&options, err, "a.so", "--backend", "nccl", "--device", "cuda"), 0);
+  assert_string_equal(options.backend, "nccl");
+  assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+}
+
+static void test_sms_errors(void **state) {
+  (void)state;
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT with COUNT in [1, 65536]", "a.so", "--sms", "1");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:0");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", ":8");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "-1:8");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:-8");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:8x");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:8:2");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "1:65537");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", "99999999999999999999:8");
+  EXPECT_USAGE_ERROR("--sms expects RANK:COUNT", "a.so", "--sms", " 1:8");
+  EXPECT_USAGE_ERROR("--sms needs a value", "a.so", "--sms");
+  EXPECT_USAGE_ERROR("--sms 1:16: rank 1 was already given 8 SMs (one --sms per rank)", "a.so",
+                     "--sms", "1:8", "--sms", "0:8", "--sms", "1:16");
+  /* More flags than ranks can have: refused by count, not by memory. */
+  char *argv[2 * HTP_RUN_MAX_SMS + 8];
+  char values[HTP_RUN_MAX_SMS + 1][16];
+  int argc = 0;
+  argv[argc++] = "htp-run";
+  argv[argc++] = "a.so";
+  for (int i = 0; i <= HTP_RUN_MAX_SMS; i++) {
+    snprintf(values[i], sizeof values[i], "%d:8", i);
+    argv[argc++] = "--sms";
+    argv[argc++] = values[i];
+  }
+  argv[argc] = NULL;
+  expect_usage_error(argc, argv, "more than 64 --sms flags");
+}
+
 static void test_injection_errors(void **state) {
   (void)state;
   EXPECT_USAGE_ERROR("--slow expects RANK:FACTOR[@ITERATION]", "a.mlir", "--slow", "1");
@@ -356,6 +429,8 @@ int main(void) {
       cmocka_unit_test(test_not_implemented),
       cmocka_unit_test(test_implemented),
       cmocka_unit_test(test_injection_errors),
+      cmocka_unit_test(test_gpu_flags),
+      cmocka_unit_test(test_sms_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

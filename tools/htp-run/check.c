@@ -4,7 +4,10 @@
  * the block runs on the same global data as the split one, and each result
  * of rank 0 is compared with it (max |y_tp - y_1| / max |y_1|). A plan that
  * pruned units makes the split output approximate by design: then the
- * error is reported, not failed. A bf16 block is compared with the tp-1
+ * error is reported, not failed. The reference runs on the CPU (no context:
+ * the ops' CPU table) whatever --device is, so on a GPU --check compares the
+ * device with the CPU; a tp-1 .so from htp-compile (--device cuda only) is
+ * its own tp-1 build. A bf16 block is compared with the tp-1
  * build of the same bf16 block, in f32, under the bf16 tolerance (its error
  * against an f32 reference is the e2e tests' job, with NumPy).
  *===----------------------------------------------------------------------===*/
@@ -57,17 +60,25 @@ static double relative_error(const void *reference, const void *split, htp_sig_d
 
 int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
                   htp_run_state *state, char *err, size_t err_size) {
-  htp_compile_options compile = {1, NULL};
-  if (jit->load(options->path, options->entry, &compile, &state->check_compiled, err, err_size))
-    return 1;
-  state->check_loader = jit;
-  char reason[1024];
   const htp_signature *sig = &state->sig, *one = &state->check_sig;
-  const char *text = state->check_compiled.signature;
-  if (htp_signature_parse(text, text ? strlen(text) : 0, &state->check_sig, reason,
-                          sizeof reason) != HTP_OK)
-    return htp_set_error(err, err_size, "--check: %s at tp 1: bad entry signature: %s",
-                         options->path, reason);
+  htp_entry_fn reference = NULL;
+  if (state->shared) {
+    one = sig;
+    reference = state->compiled.fn;
+  } else {
+    htp_compile_options compile = {1, NULL};
+    if (jit->load(options->path, options->entry, &compile, &state->check_compiled, err,
+                  err_size))
+      return 1;
+    state->check_loader = jit;
+    char reason[1024];
+    const char *text = state->check_compiled.signature;
+    if (htp_signature_parse(text, text ? strlen(text) : 0, &state->check_sig, reason,
+                            sizeof reason) != HTP_OK)
+      return htp_set_error(err, err_size, "--check: %s at tp 1: bad entry signature: %s",
+                           options->path, reason);
+    reference = state->check_compiled.fn;
+  }
   if (one->tp != 1 || one->num_results != sig->num_results)
     return htp_set_error(err, err_size, "--check: the tp-1 build of %s has tp %d and %d "
                          "results, the tp-%d build %d results", options->path, one->tp,
@@ -101,7 +112,7 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
       status = bind_check_argument(state, &one->args[i], buffers[i], err, err_size);
   }
   if (!status) {
-    int32_t code = state->check_compiled.fn(NULL, buffers);
+    int32_t code = reference(NULL, buffers); /* no context: the CPU */
     if (code != 0)
       status = htp_set_error(err, err_size, "--check: the tp-1 block returned %d (%s)", (int)code,
                              htp_strerror((htp_result)code));
@@ -110,7 +121,7 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
     status = htp_set_error(err, err_size, "out of memory");
   for (int r = 0; r < sig->num_results && !status; r++)
     state->check_errors[r] = relative_error(buffers[one->num_args + r],
-                                            state->buffers[0][sig->num_args + r],
+                                            state->results[0][r],
                                             sig->results[r].dtype, sig->results[r].count);
   htp_free_buffers(buffers, count);
   return status;

@@ -30,15 +30,20 @@ typedef struct htp_run_state {
   const htp_compiler *loader;
   htp_compiled compiled;
   htp_signature sig;
+  int shared;                        /* the block is a .so from htp-compile */
+  htp_device device;                 /* --device */
   const htp_compiler *check_loader;  /* --check: the tp-1 build of the block */
   htp_compiled check_compiled;
   htp_signature check_sig;
   int tp;
-  int process_rank;                  /* mpi: this process's rank; local: -1 */
+  int process_rank;                  /* mpi, nccl: this process's rank; local: -1 */
   uint64_t held_bytes;               /* the buffers above, as htp_run_check_memory counted them */
   void **global;                     /* [num_args] arguments at their global shapes */
-  void ***buffers;                   /* [tp][num_buffers]; NULL for other processes' ranks */
-  int num_buffers;
+  /* [tp][num_results]: host copies of each rank's results of the last
+   * iteration (the ranks' own buffers live in their contexts' memory and
+   * are gone after the run); NULL for other processes' ranks. */
+  void ***results;
+  int32_t *sm_counts;                /* [tp] --sms, 0 for ranks not named; NULL without --sms */
   htp_ranks *ranks;
   htp_rank_outcome outcome;
   double *times;                     /* [iters] iteration ms */
@@ -79,7 +84,9 @@ int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *s
                          size_t err_size);
 
 /* check.c. --check: runs the tp-1 build of the block (jit) on the same
- * global data and sets state->check_errors. Returns 0, or non-zero with err. */
+ * global data, on the CPU, and sets state->check_errors. A tp-1 .so (only
+ * with --device cuda) is its own reference: the same .so on the CPU.
+ * Returns 0, or non-zero with err. */
 int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
                   htp_run_state *state, char *err, size_t err_size);
 /* Units (all ranks and layers) the plan of the last timed iteration pruned:

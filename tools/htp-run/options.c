@@ -27,12 +27,13 @@ void htp_run_print_help(FILE *stream) {
       "\n"
       "Runs an htp block: compiles FILE.mlir with the JIT (or loads FILE.so written by\n"
       "htp-compile), binds its parameters and inputs, runs it on --tp ranks, times every\n"
-      "iteration and reports. CPU only.\n"
+      "iteration and reports. On the CPU (default) or on CUDA GPUs (--device cuda; see\n"
+      "GPUs below: built and tested without a GPU, never yet run on one).\n"
       "\n"
       "options (a value follows its flag or an '=': --iters 5, --iters=5; flags may\n"
       "come before or after the file, long ones shortened to a unique prefix, and\n"
       "'--' ends them. A flag that takes one value may be given once: only --input,\n"
-      "--output, --slow and --fault repeat):\n"
+      "--output, --slow, --sms and --fault repeat):\n"
       "  --entry F             entry function (default: the only public function; for a\n"
       "                        .so, the entry htp-compile marked as the default)\n"
       "  --iters K             timed iterations, 1 <= K <= 10^7 (default 10)\n"
@@ -73,8 +74,21 @@ void htp_run_print_help(FILE *stream) {
       "                        in this process). mpi: one process per rank under\n"
       "                        mpirun (mpirun -np N htp-run ... --backend mpi); --tp,\n"
       "                        when given, must equal N; rank 0 reports and writes the\n"
-      "                        outputs. nccl is not implemented yet\n"
-      "  --device cpu|cuda     where to run (default cpu; cuda is not implemented yet)\n"
+      "                        outputs. nccl: one process per GPU under mpirun, with\n"
+      "                        --device cuda only (mpirun -np N htp-run FILE.so\n"
+      "                        --backend nccl --device cuda); rank r drives GPU r\n"
+      "                        (modulo the GPUs on its host)\n"
+      "  --device cpu|cuda     where each rank's buffers live and its kernels run\n"
+      "                        (default cpu). cuda: GPU 0 for the local backend (the\n"
+      "                        ranks share it), the rank's own GPU for nccl; needs an\n"
+      "                        htp-run built with -DHTP_ENABLE_CUDA=ON and a GPU, else\n"
+      "                        an error (exit 1). See GPUs below\n"
+      "  --sms R:COUNT         (--device cuda, --backend local) confine rank R's work\n"
+      "                        to COUNT of the GPU's SMs (a green context; whole\n"
+      "                        partition steps, 8 on sm_90), so it is slow in\n"
+      "                        hardware; ranks not named use the whole GPU. R in\n"
+      "                        [0, tp), COUNT >= 1, once per rank; repeatable. --slow\n"
+      "                        still applies on top\n"
       "  --policy none|resize|migrate|semi\n"
       "                        what the ranks do about stragglers (see Balancing):\n"
       "                          none     detect and trace only (default)\n"
@@ -116,9 +130,11 @@ void htp_run_print_help(FILE *stream) {
       "                        rank that waits longer for a peer fails the run\n"
       "  --trace T.jsonl       write the planner's trace: one JSON line per rank per\n"
       "                        iteration (warm-up included; \"iter\" counts from 0)\n"
-      "  --check               (.mlir only) also compile and run the block unsplit (tp 1)\n"
-      "                        on the same data and report max |y_tp - y_1| / max |y_1|\n"
-      "                        per result; exit 1 if above 1e-4 (2e-2 for a bf16 block)\n"
+      "  --check               (.mlir) also compile and run the block unsplit (tp 1) on\n"
+      "                        the CPU on the same data and report max |y_tp - y_1| /\n"
+      "                        max |y_1| per result; exit 1 if above 1e-4 (2e-2 for a\n"
+      "                        bf16 block). With --device cuda a tp-1 .so is checked\n"
+      "                        too: against the same .so run on the CPU\n"
       "  -h, --help            print this help\n"
       "\n"
       "data defaults (without --weights / --input): seeded random data, each tensor\n"
@@ -151,7 +167,9 @@ void htp_run_print_help(FILE *stream) {
       "the balancing step (exchange of timings, a new plan, migration transfers);\n"
       "the iteration's time runs from the barrier to the last rank's end of that\n"
       "step (wall clock, CLOCK_MONOTONIC). A rank's compute time is its own call's\n"
-      "wall time minus the time it spent in collectives (htp_ctx_comm_seconds:\n"
+      "time on its device's clock (htp_ctx_mark before and after the call, then\n"
+      "htp_ctx_elapsed: CLOCK_MONOTONIC on the CPU, CUDA events on the rank's\n"
+      "stream on a GPU) minus the time it spent in collectives (htp_ctx_comm_seconds:\n"
       "waiting for peers in the block's all-reduces is not its work), times F for a\n"
       "--slow rank. With balance hooks the planner is fed the rank's time in the\n"
       "hooks instead (the work it can move: layer norms and residuals do not shrink\n"
@@ -189,6 +207,23 @@ void htp_run_print_help(FILE *stream) {
       "1..2^31-1, more than 2^40 bytes per tensor or workspace) or whose buffers on\n"
       "all ranks, with --check's unsplit copy, exceed this machine's memory.\n"
       "\n"
+      "Memory. Each rank's arguments are sliced on the host and uploaded once, before\n"
+      "the first iteration, into buffers from the runtime (htp_mem_alloc: host memory\n"
+      "on the CPU, device memory with --device cuda), beside its results and its\n"
+      "workspace; the block runs on those, and the results are copied back after the\n"
+      "last iteration for --output and --check. The CPU takes the same path.\n"
+      "\n"
+      "GPUs (--device cuda). NOT YET RUN ON A GPU: this path is compiled and its host\n"
+      "side is tested on the CPU, nothing more. The flow: compile the block where MLIR\n"
+      "is (htp-compile block.mlir --tp N -o block.so), carry block.so to the GPU\n"
+      "machine, build the MLIR-free executor there (cmake -DHTP_ENABLE_MLIR=OFF\n"
+      "-DHTP_ENABLE_CUDA=ON) and run htp-run block.so --device cuda. Ranks of the\n"
+      "local backend are threads sharing GPU 0, each with its stream, the all-reduce\n"
+      "summing on the device; --sms R:COUNT gives rank R a partition of the SMs. For\n"
+      "several GPUs: mpirun -np N htp-run block.so --backend nccl --device cuda (one\n"
+      "process per GPU). Without CUDA in the build, or without a GPU, --device cuda\n"
+      "is an error (exit 1).\n"
+      "\n"
       "exit status: 0 success, 1 error (a failed rank, a --check above tolerance),\n"
       "2 bad command line.\n",
       stream);
@@ -199,7 +234,7 @@ void htp_run_print_help(FILE *stream) {
 enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
-  FLAG_SLOW, FLAG_FAULT, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP
+  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP
 };
 
 static const struct option long_flags[] = {
@@ -219,6 +254,7 @@ static const struct option long_flags[] = {
     {"select", required_argument, NULL, FLAG_SELECT},
     {"slow", required_argument, NULL, FLAG_SLOW},
     {"fault", required_argument, NULL, FLAG_FAULT},
+    {"sms", required_argument, NULL, FLAG_SMS},
     {"timeout", required_argument, NULL, FLAG_TIMEOUT},
     {"trace", required_argument, NULL, FLAG_TRACE},
     {"check", no_argument, NULL, FLAG_CHECK},
@@ -229,7 +265,7 @@ static const struct option long_flags[] = {
 /* Flags that may be given more than once: lists, and switches (idempotent). */
 static int repeatable(int id) {
   return id == FLAG_INPUT || id == FLAG_OUTPUT || id == FLAG_SLOW || id == FLAG_FAULT ||
-         id == FLAG_CHECK || id == FLAG_HELP || id == 'h';
+         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h';
 }
 
 static const char *flag_name(int id) {
@@ -339,6 +375,28 @@ static int parse_slow(const char *value, htp_run_slow *slow, char *err, size_t e
 bad:
   return htp_set_error(err, err_size, "--slow expects RANK:FACTOR[@ITERATION] with FACTOR in "
                        "[1, 1e6], e.g. 1:3 or 2:1.5@10, got '%s'", value);
+}
+
+/* "R:COUNT", COUNT >= 1; a rank named by an earlier --sms is refused (its
+ * partition would be ambiguous). */
+static int parse_sms(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  const char *p = value;
+  long rank, count;
+  if (take_count(&p, 1 << 20, &rank) || *p++ != ':' ||
+      take_count(&p, HTP_RUN_MAX_SM_COUNT, &count) || *p != '\0' || count < 1)
+    return htp_set_error(err, err_size, "--sms expects RANK:COUNT with COUNT in [1, %d] (SMs "
+                         "of the GPU for that rank), e.g. 3:32, got '%s'", HTP_RUN_MAX_SM_COUNT,
+                         value);
+  for (int i = 0; i < options->num_sms; i++)
+    if (options->sms[i].rank == rank)
+      return htp_set_error(err, err_size, "--sms %s: rank %ld was already given %d SMs (one "
+                           "--sms per rank)", value, rank, options->sms[i].count);
+  if (options->num_sms == HTP_RUN_MAX_SMS)
+    return htp_set_error(err, err_size, "more than %d --sms flags", HTP_RUN_MAX_SMS);
+  options->sms[options->num_sms].rank = (int)rank;
+  options->sms[options->num_sms].count = (int)count;
+  options->num_sms++;
+  return 0;
 }
 
 /* "hang:R@K", "die:R@K", "delay[=S]:R@K". */
@@ -485,6 +543,8 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
       return 1;
     options->num_faults++;
     return 0;
+  case FLAG_SMS:
+    return parse_sms(value, options, err, err_size);
   case FLAG_TIMEOUT: {
     char *end;
     errno = 0;
@@ -575,12 +635,23 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
 }
 
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size) {
-  if (strcmp(options->backend, "nccl") == 0)
-    return htp_set_error(err, err_size, "--backend nccl is not implemented yet (local and mpi "
-                         "are)");
-  if (strcmp(options->device, "cpu") != 0)
-    return htp_set_error(err, err_size, "--device %s is not implemented yet (only cpu)",
-                         options->device);
+  const int cuda = strcmp(options->device, "cuda") == 0;
+  if (strcmp(options->backend, "nccl") == 0 && !cuda)
+    return htp_set_error(err, err_size, "--backend nccl runs on GPUs: it needs --device cuda "
+                         "(mpirun -np N htp-run FILE.so --backend nccl --device cuda); on the "
+                         "CPU use --backend local or mpi");
+  if (options->num_sms && !cuda)
+    return htp_set_error(err, err_size, "--sms partitions a GPU's SMs among the ranks: it needs "
+                         "--device cuda");
+  if (options->num_sms && strcmp(options->backend, "local") != 0)
+    return htp_set_error(err, err_size, "--sms partitions one GPU among the ranks of this "
+                         "process: it needs --backend local (with --backend %s each rank has "
+                         "a GPU of its own)", options->backend);
+  for (int i = 0; i < options->num_sms; i++)
+    if (options->sms[i].rank >= options->tp && options->tp_given)
+      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %ld) (--tp %ld)",
+                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
+                           options->tp, options->tp);
   for (int i = 0; i < options->num_slows; i++)
     if (options->slows[i].rank >= options->tp && options->tp_given)
       return htp_set_error(err, err_size, "--slow %d:...: rank %d is not in [0, %ld) (--tp %ld)",

@@ -15,6 +15,10 @@
 /* Limits of the command line. --iters and --warmup are bounded because the
  * executor keeps a time per iteration and rank; --tp by HTP_ENTRY_MAX_TP. */
 enum { HTP_RUN_MAX_FILES = 64, HTP_RUN_MAX_INJECTIONS = 16, HTP_RUN_MAX_ITERS = 10000000 };
+/* --sms: at most this many flags (one per rank), each COUNT at most
+ * HTP_RUN_MAX_SM_COUNT (far above any GPU's SMs; the runtime checks the
+ * device's real count and partition steps). */
+enum { HTP_RUN_MAX_SMS = 64, HTP_RUN_MAX_SM_COUNT = 1 << 16 };
 
 /* --slow R:F[@K]: rank R's compute stretched by factor F from iteration K. */
 typedef struct htp_run_slow {
@@ -22,6 +26,13 @@ typedef struct htp_run_slow {
   double factor;
   long from_iteration;
 } htp_run_slow;
+
+/* --sms R:COUNT: rank R's work confined to COUNT SMs of the GPU (a green
+ * context; htp_config.sm_counts). */
+typedef struct htp_run_sms {
+  int rank;
+  int count;
+} htp_run_sms;
 
 /* --fault KIND:R@K: an htp_fault (runtime/htp.h) of kind delay|hang|die. */
 typedef enum htp_run_fault_kind { HTP_RUN_FAULT_DELAY, HTP_RUN_FAULT_HANG, HTP_RUN_FAULT_DIE } htp_run_fault_kind;
@@ -58,6 +69,8 @@ typedef struct htp_run_options {
   int num_slows;
   htp_run_fault faults[HTP_RUN_MAX_INJECTIONS];
   int num_faults;
+  htp_run_sms sms[HTP_RUN_MAX_SMS]; /* --sms, each rank at most once */
+  int num_sms;
   int help;
 } htp_run_options;
 
@@ -68,9 +81,11 @@ typedef struct htp_run_options {
 int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
                           size_t err_size);
 
-/* Returns non-zero with a message in err for a request this build parses
- * but cannot carry out yet (nccl, CUDA, ...). Whether a block can take a
- * balancing policy depends on its signature: the executor checks that. */
+/* Returns non-zero with a message in err for a combination of flags that
+ * cannot run (--sms without --device cuda and the local backend, --backend
+ * nccl without --device cuda, a rank beyond --tp). Whether this build has
+ * CUDA, whether a GPU is there and whether a block can take a balancing
+ * policy are the executor's checks. */
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
 void htp_run_print_help(FILE *stream);

@@ -6,11 +6,15 @@
  * death first, then a deadline that passed (a hung rank times its peers out,
  * then is released by their abort), then the earliest. Any failure aborts
  * the world, so no rank waits for a dead peer longer than the deadline.
+ * Every buffer a rank hands the block, and the exchange of timings under
+ * mpi/nccl, goes through the runtime's memory API, so the CPU runs the very
+ * path a GPU does (the CPU table's memory is host memory).
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/ranks.h"
 
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/shard.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,6 +26,7 @@
 struct htp_ranks {
   htp_world *world;
   htp_backend backend;
+  int per_process; /* mpi, nccl: this process is one rank */
 };
 
 /* One rank's state while it runs. */
@@ -37,12 +42,18 @@ typedef struct rank_state {
   char message[HTP_RANKS_MESSAGE];
 } rank_state;
 
+static const char *backend_name(htp_backend backend) {
+  return backend == HTP_BACKEND_MPI ? "mpi" : backend == HTP_BACKEND_NCCL ? "nccl" : "local";
+}
+
 int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double timeout_s,
-                   char *err, size_t err_size) {
+                   htp_device device, const int32_t *sm_counts, char *err, size_t err_size) {
   *out = NULL;
   if (!htp_backend_available(backend))
-    return htp_set_error(err, err_size, "this htp-run was built without the %s backend",
-                         backend == HTP_BACKEND_MPI ? "mpi" : "requested");
+    return htp_set_error(err, err_size, "this htp-run was built without the %s backend%s",
+                         backend_name(backend),
+                         backend == HTP_BACKEND_NCCL ? " (build with -DHTP_ENABLE_CUDA=ON and "
+                                                       "NCCL installed)" : "");
   htp_ranks *ranks = calloc(1, sizeof *ranks);
   if (!ranks)
     return htp_set_error(err, err_size, "out of memory");
@@ -50,15 +61,22 @@ int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double 
   config.backend = backend;
   config.world_size = world_size;
   config.timeout_s = timeout_s;
+  config.device = device;
+  config.sm_counts = sm_counts;
   char message[512];
   htp_result result = htp_world_create_verbose(&config, &ranks->world, message, sizeof message);
   if (result != HTP_OK) {
     free(ranks);
+    /* The runtime refuses device CUDA in a build without its CUDA table. */
+    if (result == HTP_ERR_UNSUPPORTED && device == HTP_DEVICE_CUDA)
+      return htp_set_error(err, err_size, "--device cuda: this htp-run was built without CUDA "
+                           "(rebuild with -DHTP_ENABLE_CUDA=ON on a machine with the CUDA "
+                           "toolkit): %s", message);
     return htp_set_error(err, err_size, "cannot create the %s world: %s: %s",
-                         backend == HTP_BACKEND_MPI ? "mpi" : "local", htp_strerror(result),
-                         message);
+                         backend_name(backend), htp_strerror(result), message);
   }
   ranks->backend = backend;
+  ranks->per_process = htp_world_process_rank(ranks->world) >= 0;
   *out = ranks;
   return 0;
 }
@@ -78,7 +96,7 @@ int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int coun
 int htp_ranks_size(const htp_ranks *ranks) { return htp_world_size(ranks->world); }
 
 int htp_ranks_process_rank(const htp_ranks *ranks) {
-  return ranks->backend == HTP_BACKEND_MPI ? htp_world_process_rank(ranks->world) : -1;
+  return ranks->per_process ? htp_world_process_rank(ranks->world) : -1;
 }
 
 void htp_ranks_close(htp_ranks *ranks) {
@@ -198,11 +216,117 @@ static void note_plan_change(rank_state *state, const htp_plan *plan, int64_t *v
           (int64_t)plan->received[kind * plan->world_size + r] * plan->num_layers;
 }
 
+/* Bytes of buffer i in entry.h order: arguments, results, workspace. */
+static size_t buffer_bytes(const htp_signature *sig, int i) {
+  if (i < sig->num_args)
+    return sig->args[i].bytes;
+  if (i < sig->num_args + sig->num_results)
+    return sig->results[i - sig->num_args].bytes;
+  return sig->workspace_bytes;
+}
+
+/* The rank's buffers in its context's memory (device[] zeroed, count
+ * entries): each argument sliced on the host and uploaded once, results and
+ * workspace allocated. Returns 0, or non-zero after rank_failed; what was
+ * allocated stays in device[] for free_device_buffers. */
+static int make_device_buffers(rank_state *state, htp_ctx *ctx, void **device, int count) {
+  const htp_signature *sig = state->job->sig;
+  htp_result result;
+  for (int i = 0; i < count; i++) {
+    size_t bytes = buffer_bytes(sig, i);
+    /* htp_mem_alloc takes >= 1 byte: an empty buffer still gets an address. */
+    if ((result = htp_mem_alloc(ctx, bytes ? bytes : 1, &device[i])) != HTP_OK) {
+      rank_failed(state, ctx, result, "allocating its buffers", -1, htp_last_error(ctx));
+      return 1;
+    }
+    if (i >= sig->num_args || bytes == 0)
+      continue;
+    const htp_sig_tensor *arg = &sig->args[i];
+    const void *global = state->job->global[i];
+    void *slice = NULL;
+    if (arg->shard_layout != HTP_SHARD_NONE) {
+      char reason[512];
+      if (!(slice = malloc(bytes))) {
+        rank_failed(state, ctx, HTP_ERR_NOMEM, "slicing its arguments", -1, "out of memory");
+        return 1;
+      }
+      if (htp_shard_slice(global, slice, arg->element_size, arg->rank, arg->dims, arg->shard_dim,
+                          arg->shard_parts, state->rank, arg->shard_layout, reason,
+                          sizeof reason)) {
+        free(slice);
+        rank_failed(state, ctx, HTP_ERR_INVALID, "slicing its arguments", -1, reason);
+        return 1;
+      }
+    }
+    /* An unsplit argument is uploaded straight from the global copy. */
+    result = htp_mem_upload(ctx, device[i], slice ? slice : global, bytes);
+    free(slice);
+    if (result != HTP_OK) {
+      rank_failed(state, ctx, result, "uploading its arguments", -1, htp_last_error(ctx));
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void free_device_buffers(htp_ctx *ctx, void **device, int count) {
+  if (!device)
+    return;
+  for (int i = 0; i < count; i++)
+    htp_mem_free(ctx, device[i]);
+  free(device);
+}
+
+/* Per-process ranks send rank 0 their timings: through the context's
+ * memory, since the nccl backend's collectives take device pointers.
+ * Returns 0, or non-zero after rank_failed. */
+static int gather_timings(rank_state *state, htp_ctx *ctx) {
+  const htp_rank_job *job = state->job;
+  htp_rank_outcome *outcome = state->outcome;
+  const int world = htp_ctx_size(ctx);
+  const size_t bytes = (size_t)job->iters * sizeof(double);
+  double *mine = malloc(2 * bytes), *all = malloc(2 * bytes * (size_t)world);
+  void *device_mine = NULL, *device_all = NULL;
+  const char *failure = NULL;
+  htp_result result = HTP_OK;
+  if (!mine || !all) {
+    result = HTP_ERR_NOMEM;
+    failure = "out of memory";
+    goto done;
+  }
+  memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
+  memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
+  if ((result = htp_mem_alloc(ctx, 2 * bytes, &device_mine)) != HTP_OK ||
+      (result = htp_mem_alloc(ctx, 2 * bytes * (size_t)world, &device_all)) != HTP_OK ||
+      (result = htp_mem_upload(ctx, device_mine, mine, 2 * bytes)) != HTP_OK ||
+      (result = htp_allgather(ctx, device_mine, device_all, 2 * bytes)) != HTP_OK ||
+      (result = htp_mem_download(ctx, all, device_all, 2 * bytes * (size_t)world)) != HTP_OK) {
+    failure = htp_last_error(ctx);
+    goto done;
+  }
+  for (int r = 0; r < world; r++) {
+    memcpy(outcome->compute_s + (size_t)r * job->iters, all + 2 * (size_t)r * job->iters, bytes);
+    memcpy(outcome->elapsed_s + (size_t)r * job->iters, all + (2 * (size_t)r + 1) * job->iters,
+           bytes);
+  }
+done:
+  htp_mem_free(ctx, device_mine);
+  htp_mem_free(ctx, device_all);
+  free(all);
+  free(mine);
+  if (result != HTP_OK)
+    rank_failed(state, ctx, result, "gathering the timings", -1, failure);
+  return result != HTP_OK;
+}
+
 static void run_rank(rank_state *state) {
   const htp_rank_job *job = state->job;
   htp_rank_outcome *outcome = state->outcome;
   htp_world *world = state->ranks->world;
-  const int mpi = state->ranks->backend == HTP_BACKEND_MPI;
+  const int per_process = state->ranks->per_process;
+  const htp_signature *sig = job->sig;
+  const int num_buffers = sig->num_args + sig->num_results + 1;
+  void **device = NULL; /* the rank's buffers, in its context's memory */
   htp_ctx *ctx = NULL;
   htp_balancer *balancer = NULL; /* without hooks: a hookless one, detection only */
   htp_planner *planner = NULL;
@@ -229,11 +353,16 @@ static void run_rank(rank_state *state) {
     }
     planner = htp_balancer_planner(balancer);
   }
-  if (mpi && job->trace_path && open_mpi_trace(state, ctx))
+  if (per_process && job->trace_path && open_mpi_trace(state, ctx))
     goto done;
   htp_balancer_set_trace(balancer, state->trace);
 
-  void *const *buffers = job->buffers[state->rank];
+  if (!(device = calloc((size_t)num_buffers, sizeof *device))) {
+    rank_failed(state, ctx, HTP_ERR_NOMEM, "allocating its buffers", -1, "out of memory");
+    goto done;
+  }
+  if (make_device_buffers(state, ctx, device, num_buffers))
+    goto done;
   const long total = job->warmup + job->iters;
   const int world_size = htp_ctx_size(ctx);
   /* The plan in force for the next call; rank 0 keeps a copy for the report. */
@@ -257,12 +386,23 @@ static void run_rank(rank_state *state) {
       rank_failed(state, ctx, result, "the slowdown", iteration, htp_last_error(ctx));
       goto done;
     }
+    /* The call is timed on the device's clock: marks around it on the
+     * rank's stream (CUDA events; the CPU's monotonic clock), and elapsed
+     * waits for the work to finish. */
     double comm_before = htp_ctx_comm_seconds(ctx);
-    double call_start = htp_now();
-    int32_t code = job->fn(ctx, buffers);
-    double wall = htp_now() - call_start;
+    if ((result = htp_ctx_mark(ctx, 0)) != HTP_OK) {
+      rank_failed(state, ctx, result, "the start mark", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    int32_t code = job->fn(ctx, device);
     if (code != 0) {
       rank_failed(state, ctx, code, "the block", iteration, htp_last_error(ctx));
+      goto done;
+    }
+    double wall = 0;
+    if ((result = htp_ctx_mark(ctx, 1)) != HTP_OK ||
+        (result = htp_ctx_elapsed(ctx, &wall)) != HTP_OK) {
+      rank_failed(state, ctx, result, "timing the block", iteration, htp_last_error(ctx));
       goto done;
     }
     /* Waiting for peers in the block's all-reduces is not this rank's work. */
@@ -325,36 +465,24 @@ static void run_rank(rank_state *state) {
     }
   }
 
-  if (mpi) {
-    /* Rank 0 reports: it needs every rank's timings. */
-    size_t bytes = (size_t)job->iters * sizeof(double);
-    double *mine = malloc(2 * bytes);
-    if (!mine) {
-      rank_failed(state, ctx, HTP_ERR_NOMEM, "gathering the timings", -1, "out of memory");
+  /* The last iteration's results, for --output and --check. */
+  for (int k = 0; k < sig->num_results; k++) {
+    result = htp_mem_download(ctx, job->results[state->rank][k], device[sig->num_args + k],
+                              sig->results[k].bytes);
+    if (result != HTP_OK) {
+      rank_failed(state, ctx, result, "downloading its results", -1, htp_last_error(ctx));
       goto done;
     }
-    memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
-    memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
-    double *all = malloc(2 * bytes * (size_t)htp_ctx_size(ctx));
-    if (all && (result = htp_allgather(ctx, mine, all, 2 * bytes)) == HTP_OK) {
-      for (int r = 0; r < htp_ctx_size(ctx); r++) {
-        memcpy(outcome->compute_s + (size_t)r * job->iters, all + 2 * (size_t)r * job->iters,
-               bytes);
-        memcpy(outcome->elapsed_s + (size_t)r * job->iters,
-               all + (2 * (size_t)r + 1) * job->iters, bytes);
-      }
-    } else {
-      rank_failed(state, ctx, all ? result : HTP_ERR_NOMEM, "gathering the timings", -1,
-                  all ? htp_last_error(ctx) : "out of memory");
-    }
-    free(all);
-    free(mine);
   }
+  /* Rank 0 reports: it needs every rank's timings. */
+  if (per_process)
+    gather_timings(state, ctx);
 done:
-  if (mpi && state->trace) {
+  if (per_process && state->trace) {
     fclose(state->trace);
     state->trace = NULL;
   }
+  free_device_buffers(ctx, device, num_buffers);
   htp_balancer_destroy(balancer); /* before its context */
   htp_ctx_destroy(ctx);
 }
@@ -390,7 +518,7 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
 int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
                   char *err, size_t err_size) {
   const int size = htp_world_size(ranks->world);
-  const int mpi = ranks->backend == HTP_BACKEND_MPI;
+  const int per_process = ranks->per_process; /* mpi, nccl: one rank here */
   memset(outcome, 0, sizeof *outcome);
   int planned = job->balance ? job->balancer.planner.world_size : job->planner.world_size;
   if (planned != size)
@@ -410,7 +538,7 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   last->pruned = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
   last->sent = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
   last->received = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
-  int local_ranks = mpi ? 1 : size;
+  int local_ranks = per_process ? 1 : size;
   rank_state *states = calloc((size_t)local_ranks, sizeof *states);
   pthread_t *threads = calloc((size_t)local_ranks, sizeof *threads);
   if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
@@ -426,7 +554,7 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
     outcome->straggler_from[r] = outcome->straggler_until[r] = -1;
 
   FILE *trace = NULL;
-  if (!mpi && job->trace_path && !(trace = fopen(job->trace_path, "w"))) {
+  if (!per_process && job->trace_path && !(trace = fopen(job->trace_path, "w"))) {
     free(states);
     free(threads);
     htp_rank_outcome_free(outcome);
@@ -438,9 +566,9 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
     states[i].job = job;
     states[i].outcome = outcome;
     states[i].trace = trace;
-    states[i].rank = mpi ? htp_world_process_rank(ranks->world) : i;
+    states[i].rank = per_process ? htp_world_process_rank(ranks->world) : i;
   }
-  if (mpi) {
+  if (per_process) {
     run_rank(&states[0]);
   } else {
     int started = 0;

@@ -1,10 +1,15 @@
 /*===- tools/htp-run/ranks.h - Run an entry point on the ranks of a world --===*
  *
  * The multi-rank half of the executor: a libhtprt world (local: one thread
- * per rank in this process; mpi: this process is one rank), each rank with
- * its htp_ctx as the entry's rt_ctx. A block with balance hooks gets an
+ * per rank in this process; mpi and nccl: this process is one rank) on a
+ * device (htp_config.device), each rank with its htp_ctx as the entry's
+ * rt_ctx. Each rank runs the block on buffers from its context's memory
+ * (htp_mem_alloc: host memory on the CPU, device memory on a GPU): its
+ * arguments sliced on the host and uploaded once, its results downloaded
+ * after the last iteration. A block with balance hooks gets an
  * htp_balancer on each rank's context before its first call. Every
- * iteration: a barrier, the fault point, the call (timed; the growth of
+ * iteration: a barrier, the fault point, the call (timed on the device's
+ * clock with htp_ctx_mark/htp_ctx_elapsed; the growth of
  * htp_ctx_comm_seconds during it is not compute), the --slow stretch of the
  * compute, then htp_balancer_end_iteration (detection, plan, migration,
  * trace), or htp_balancer_step on a hookless balancer for a block without hooks. Failures of any rank end the run within
@@ -24,11 +29,17 @@
 
 typedef struct htp_ranks htp_ranks;
 
-/* What to run. buffers[r] is rank r's buffer array (entry.h order) for the
- * local backend; with mpi only buffers[process rank] is used. */
+/* What to run. Each rank allocates its buffers (entry.h order: arguments,
+ * results, workspace, sizes from sig) in its context's memory, slices each
+ * argument from global[i] (sig's shard layout) on the host and uploads it,
+ * and after the last iteration downloads result k into results[r][k] (host
+ * buffers of sig->results[k].bytes). Under mpi/nccl only results[process
+ * rank] is used. */
 typedef struct htp_rank_job {
   htp_entry_fn fn;
-  void *const *const *buffers;
+  const htp_signature *sig;
+  const void *const *global;
+  void *const *const *results;
   long warmup, iters;
   const htp_run_slow *slows;
   int num_slows;
@@ -82,15 +93,17 @@ typedef struct htp_rank_outcome {
   char notes[HTP_RANKS_MESSAGE];       /* the other ranks' failures, one per line */
 } htp_rank_outcome;
 
-/* Creates the world. backend local: world_size ranks; mpi: world_size 0, the
- * size comes from mpirun. Faults are registered here. Returns 0, or non-zero
- * with err. */
+/* Creates the world. backend local: world_size ranks; mpi and nccl:
+ * world_size 0, the size comes from mpirun. device: where every rank's
+ * kernels and buffers are; sm_counts: NULL, or world_size SM counts (device
+ * CUDA, local backend: htp_config.sm_counts). Returns 0, or non-zero with
+ * err (a build without CUDA or without the backend says so). */
 int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, double timeout_s,
-                   char *err, size_t err_size);
+                   htp_device device, const int32_t *sm_counts, char *err, size_t err_size);
 int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int count, char *err,
                          size_t err_size);
 int htp_ranks_size(const htp_ranks *ranks);
-/* This process's rank under mpi, -1 for local. */
+/* This process's rank under mpi and nccl, -1 for local. */
 int htp_ranks_process_rank(const htp_ranks *ranks);
 
 /* Runs the job on every rank of this process and waits for all of them.

@@ -4,10 +4,12 @@
  * command line, get an entry point from the JIT or from a shared object,
  * read its signature (runtime/htp_entry.h), refuse what this machine cannot
  * hold before anything is allocated, bind data, run warm-up and timed
- * iterations on the ranks (ranks.c), write the outputs, then --check
- * (check.c) and the report (report.c). Parameters are held at their global
- * shapes and each rank gets its slice (shard.h). A bf16 block's buffers hold
- * bf16 bit patterns; its results are widened to f32 when they are written.
+ * iterations on the ranks (ranks.c) on --device, write the outputs, then
+ * --check (check.c) and the report (report.c). Parameters are held at their
+ * global shapes on the host; each rank slices its part and uploads it into
+ * its context's memory (ranks.c), and hands back its results. A bf16
+ * block's buffers hold bf16 bit patterns; its results are widened to f32
+ * when they are written.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/executor.h"
@@ -116,10 +118,11 @@ int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *s
 }
 
 static void release(htp_run_state *state) {
-  if (state->buffers)
+  if (state->results)
     for (int r = 0; r < state->tp; r++)
-      htp_free_buffers(state->buffers[r], state->num_buffers);
-  free(state->buffers);
+      htp_free_buffers(state->results[r], state->sig.num_results);
+  free(state->results);
+  free(state->sm_counts);
   if (state->global)
     for (int i = 0; i < state->sig.num_args; i++)
       free(state->global[i]);
@@ -175,29 +178,33 @@ static int bind_global_data(const htp_run_options *options, htp_run_state *state
   return status;
 }
 
-/* Rank r's buffers: its slices of the arguments, its results, its workspace. */
-static int make_rank_buffers(htp_run_state *state, int rank, char *err, size_t err_size) {
+/* Host copies of rank r's results, which it downloads after its run. */
+static int make_rank_results(htp_run_state *state, int rank, char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
-  void **buffers = calloc((size_t)state->num_buffers, sizeof *buffers);
-  if (!buffers)
+  void **results = calloc((size_t)sig->num_results + 1, sizeof *results);
+  if (!results)
     return htp_set_error(err, err_size, "out of memory");
-  state->buffers[rank] = buffers;
-  for (int i = 0; i < state->num_buffers; i++) {
-    size_t bytes = i < sig->num_args               ? sig->args[i].bytes
-                   : i < state->num_buffers - 1 ? sig->results[i - sig->num_args].bytes
-                                                : sig->workspace_bytes;
-    if (!(buffers[i] = htp_aligned_buffer(bytes)))
-      return htp_set_error(err, err_size, "out of memory allocating %zu bytes for buffer %d of "
-                           "rank %d", bytes, i, rank);
-    if (i < sig->num_args) {
-      const htp_sig_tensor *arg = &sig->args[i];
-      if (htp_shard_slice(state->global[i], buffers[i], arg->element_size, arg->rank, arg->dims,
-                          arg->shard_dim, arg->shard_parts, rank, arg->shard_layout, err,
-                          err_size))
-        return 1;
-    }
-  }
+  state->results[rank] = results;
+  for (int k = 0; k < sig->num_results; k++)
+    if (!(results[k] = htp_aligned_buffer(sig->results[k].bytes)))
+      return htp_set_error(err, err_size, "out of memory allocating %zu bytes for result %d of "
+                           "rank %d", sig->results[k].bytes, k, rank);
   return 0;
+}
+
+/* Host memory beside the ranks' buffers: each local rank's copy of its
+ * results and the argument slice it holds while uploading (the largest). */
+static uint64_t host_staging_bytes(const htp_signature *sig, int local_ranks) {
+  uint64_t rank = 0, largest = 0, total = 0;
+  for (int k = 0; k < sig->num_results; k++)
+    if (!add_buffer(&rank, sig->results[k].bytes))
+      return UINT64_MAX;
+  for (int i = 0; i < sig->num_args; i++)
+    if (sig->args[i].bytes > largest)
+      largest = sig->args[i].bytes;
+  if (!add_buffer(&rank, largest) || __builtin_mul_overflow(rank, (uint64_t)local_ranks, &total))
+    return UINT64_MAX;
+  return total;
 }
 
 /* The planner's view of the block. With a balance record, the runtime's
@@ -288,6 +295,24 @@ static int check_tp(const htp_run_options *options, int shared, long requested,
     if (options->faults[i].rank >= state->tp)
       return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
                            options->faults[i].rank, state->tp, state->tp);
+  for (int i = 0; i < options->num_sms; i++)
+    if (options->sms[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %d) (tp %d)",
+                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
+                           state->tp, state->tp);
+  return 0;
+}
+
+/* --sms as htp_config.sm_counts: one entry per rank, 0 (the whole GPU) for
+ * the ranks not named. */
+static int make_sm_counts(const htp_run_options *options, htp_run_state *state, char *err,
+                          size_t err_size) {
+  if (!options->num_sms)
+    return 0;
+  if (!(state->sm_counts = calloc((size_t)state->tp, sizeof *state->sm_counts)))
+    return htp_set_error(err, err_size, "out of memory");
+  for (int i = 0; i < options->num_sms; i++)
+    state->sm_counts[options->sms[i].rank] = options->sms[i].count;
   return 0;
 }
 
@@ -326,12 +351,12 @@ static int fail_run(const htp_run_state *state, const char *err) {
 static int finish_results(const htp_run_options *options, const htp_run_state *state, int mpi,
                           char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
-  void **results = state->buffers[0] + sig->num_args;
+  void **results = state->results[0];
   for (int r = 0; r < sig->num_results; r++)
     check_finite(&sig->results[r], results[r]);
   for (int rank = 1; rank < state->tp && !mpi; rank++)
     for (int r = 0; r < sig->num_results; r++)
-      if (memcmp(results[r], state->buffers[rank][sig->num_args + r], sig->results[r].bytes))
+      if (memcmp(results[r], state->results[rank][r], sig->results[r].bytes))
         fprintf(stderr, "htp-run: warning: result '%s' of rank %d differs from rank 0's\n",
                 sig->results[r].name, rank);
   char reason[1024];
@@ -353,13 +378,32 @@ static int finish_results(const htp_run_options *options, const htp_run_state *s
   return 0;
 }
 
+/* --device cuda in a build without CUDA: refused before the data is bound
+ * (a world is cheap; no context is made, so no GPU is touched here: a
+ * missing GPU shows when the ranks start). After the command line's checks
+ * against the block, so that those say the same in every build. */
+static int check_device(const htp_run_state *state, char *err, size_t err_size) {
+  if (state->device != HTP_DEVICE_CUDA)
+    return 0;
+  htp_ranks *probe = NULL;
+  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CUDA, NULL, err, err_size))
+    return 1;
+  htp_ranks_close(probe);
+  return 0;
+}
+
 static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
   char err[16384];
-  const int mpi = strcmp(options->backend, "mpi") == 0;
+  /* mpi and nccl: one process per rank under mpirun. */
+  const int nccl = strcmp(options->backend, "nccl") == 0;
+  const int mpi = nccl || strcmp(options->backend, "mpi") == 0;
+  const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
+  state->device = strcmp(options->device, "cuda") == 0 ? HTP_DEVICE_CUDA : HTP_DEVICE_CPU;
   state->process_rank = -1;
   int shared = is_shared_object(options->path, err, sizeof err);
   if (shared < 0)
     return fail(err);
+  state->shared = shared;
   if (!shared && !jit) {
     htp_set_error(err, sizeof err,
                   "%s: this htp-run was built without MLIR, so it cannot compile .mlir files; "
@@ -367,7 +411,9 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
                   options->path);
     return fail(err);
   }
-  if (shared && options->check) {
+  /* On the CPU a .so has no other build to compare with; on a GPU a tp-1
+   * .so is compared with itself on the CPU (checked once its tp is known). */
+  if (shared && options->check && state->device != HTP_DEVICE_CUDA) {
     htp_set_error(err, sizeof err, "--check needs the JIT (it compiles the block again at tp 1); "
                   "%s is a shared object: run --check on the .mlir", options->path);
     return fail(err);
@@ -375,13 +421,17 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   long requested = options->tp;
   if (mpi) {
     /* Without a launcher MPI_Init would make a world of one, silently. */
-    if (!htp_host_mpi_launcher())
-      return fail("--backend mpi must be started by an MPI launcher, one process per rank "
-                  "(mpirun -np N htp-run ... --backend mpi); no launcher's environment was "
-                  "found (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, ...). For ranks in this "
-                  "process use --backend local");
+    if (!htp_host_mpi_launcher()) {
+      htp_set_error(err, sizeof err, "--backend %s must be started by an MPI launcher, one "
+                    "process per rank (mpirun -np N htp-run ... --backend %s%s); no launcher's "
+                    "environment was found (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, ...). "
+                    "For ranks in this process use --backend local", options->backend,
+                    options->backend, nccl ? " --device cuda" : "");
+      return fail(err);
+    }
     /* The world first: its size is the tp, and only rank 0 reports. */
-    if (htp_ranks_open(&state->ranks, HTP_BACKEND_MPI, 0, options->timeout_s, err, sizeof err))
+    if (htp_ranks_open(&state->ranks, backend, 0, options->timeout_s, state->device, NULL, err,
+                       sizeof err))
       return fail(err);
     state->process_rank = htp_ranks_process_rank(state->ranks);
     errors_muted = state->process_rank != 0;
@@ -409,33 +459,46 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
     return fail(err);
   }
   const htp_signature *sig = &state->sig;
+  if (shared && options->check && sig->tp != 1) {
+    htp_set_error(err, sizeof err, "--check of a shared object compares it with itself on the "
+                  "CPU, so it needs a tp-1 .so; %s is for tp %d: check a tp-1 build "
+                  "(htp-compile --tp 1), or run --check on the .mlir", options->path, sig->tp);
+    return fail(err);
+  }
   htp_rank_job job;
   memset(&job, 0, sizeof job);
   if (check_tp(options, shared, requested, state, err, sizeof err) ||
+      (!mpi && check_device(state, err, sizeof err)))
+    return fail(err);
+  /* Host memory: the global arguments and the ranks' staging; on the CPU
+   * the ranks' buffers too (its memory is host memory), not on a GPU. */
+  const int local_ranks = mpi ? 1 : state->tp;
+  if (make_sm_counts(options, state, err, sizeof err) ||
       balance_config(options, state, &job, err, sizeof err) ||
       check_files(options, sig, err, sizeof err) ||
-      htp_run_check_memory(options->path, 0, sig, mpi ? 1 : state->tp, 1, &state->held_bytes,
-                           err, sizeof err) ||
+      htp_run_check_memory(options->path, host_staging_bytes(sig, local_ranks), sig,
+                           state->device == HTP_DEVICE_CPU ? local_ranks : 0, 1,
+                           &state->held_bytes, err, sizeof err) ||
       bind_global_data(options, state, err, sizeof err))
     return fail(err);
-  /* buffers[r][]: arguments, results, workspace (runtime/htp_entry.h). */
-  state->num_buffers = sig->num_args + sig->num_results + 1;
-  state->buffers = calloc((size_t)state->tp, sizeof *state->buffers);
-  if (!state->buffers)
+  state->results = calloc((size_t)state->tp, sizeof *state->results);
+  if (!state->results)
     return fail("out of memory");
   for (int r = 0; r < state->tp; r++)
-    if ((!mpi || r == state->process_rank) && make_rank_buffers(state, r, err, sizeof err))
+    if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, sizeof err))
       return fail(err);
 
   if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
-                             err, sizeof err))
+                             state->device, state->sm_counts, err, sizeof err))
     return fail(err);
   if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
     return fail(err);
   choose_blas_threads(state, mpi);
 
   job.fn = state->compiled.fn;
-  job.buffers = (void *const *const *)state->buffers;
+  job.sig = sig;
+  job.global = (const void *const *)state->global;
+  job.results = (void *const *const *)state->results;
   job.warmup = options->warmup;
   job.iters = options->iters;
   job.slows = options->slows;
