@@ -59,4 +59,30 @@ static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim
   return htp__size_add(htp__size_mul(rows, hidden_dim), htp__size_mul(rows, unit_width));
 }
 
+/* htp_cpu attention backward (the CPU table's attention_backward_f32,
+ * kernels/cpu/backward.c): [qkv, later the transposes of dy and dqkv: rows
+ * * max(3 * inner, model_dim)][context: rows * inner][dcontext: rows *
+ * inner][dqkv: rows * 3 * inner][slots: min(batch * num_heads,
+ * HTP_ATTN_BWD_SLOTS) * 2 * tokens * tokens] (each slot one head's
+ * probabilities and their gradient; the slots bound the memory, not the
+ * threads that use it, so the size does not depend on the machine). */
+enum { HTP_ATTN_BWD_SLOTS = 64 };
+static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, int64_t tokens,
+                                                                int64_t model_dim,
+                                                                int64_t num_heads,
+                                                                int64_t head_dim) {
+  int64_t rows = htp__size_mul(batch, tokens);
+  int64_t inner = htp__size_mul(num_heads, head_dim);
+  int64_t wide = htp__size_mul(inner, 3);
+  if (model_dim < 0 || wide < 0)
+    return -1;
+  int64_t first = htp__size_mul(rows, wide > model_dim ? wide : model_dim);
+  int64_t tasks = htp__size_mul(batch, num_heads);
+  int64_t slots = tasks > HTP_ATTN_BWD_SLOTS ? HTP_ATTN_BWD_SLOTS : tasks;
+  int64_t slot = htp__size_mul(htp__size_mul(tokens, tokens), 2);
+  int64_t total = htp__size_add(first, htp__size_mul(htp__size_mul(rows, inner), 2));
+  total = htp__size_add(total, htp__size_mul(rows, wide));
+  return htp__size_add(total, htp__size_mul(slots, slot));
+}
+
 #endif /* HTP_SCRATCH_H */

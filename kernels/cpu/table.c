@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/env.h"
+#include "kernels/cpu/train.h"
 #include "kernels/htp_kernels.h"
 
 #include <stdio.h>
@@ -141,6 +142,14 @@ static const htp_kernel_table CPU_TABLE = {
     .synchronize = htp__cpu_synchronize,
     .mark = htp__cpu_mark,
     .elapsed = htp__cpu_elapsed,
+    .linear_backward_f32 = htp__cpu_linear_backward_f32,
+    .layer_norm_backward_f32 = htp__cpu_layer_norm_backward_f32,
+    .gelu_backward_f32 = htp__cpu_gelu_backward_f32,
+    .attention_backward_f32 = htp__cpu_attention_backward_f32,
+    .attention_backward_scratch_floats = htp_cpu_attention_backward_scratch_floats,
+    .softmax_cross_entropy_f32 = htp__cpu_softmax_cross_entropy_f32,
+    .sgd_momentum_f32 = htp__cpu_sgd_momentum_f32,
+    .adamw_f32 = htp__cpu_adamw_f32,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }
