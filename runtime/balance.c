@@ -170,6 +170,16 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
+  /* Importance scores and the same/average imputation read activations and
+   * weights with the host's loops: on a device those are device memory. */
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->device != HTP_KERNEL_DEVICE_CPU &&
+      (c->selection == HTP_SELECT_IMPORTANCE || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("on the %s device only random selection and zero imputation run yet (importance "
+           "and the same/average imputation read device memory on the host); asked: select %s, "
+           "impute %s",
+           table->name, c->selection == HTP_SELECT_IMPORTANCE ? "importance" : "random",
+           htp_impute_name(c->impute));
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
@@ -266,7 +276,10 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp_unit_table_destroy(b->table);
   htp_planner_destroy(b->planner);
   if (b->packed)
-    for (int p = 0; p < b->num_pairs; ++p) free(b->packed[p].data);
+    for (int p = 0; p < b->num_pairs; ++p) {
+      free(b->packed[p].data);
+      if (b->ctx && b->packed[p].device) htp_mem_free(b->ctx, b->packed[p].device);
+    }
   free(b->packed);
   free(b->pairs);
   free(b->listed);
@@ -287,6 +300,22 @@ htp_migration *htp__balancer_migration(htp_balancer *b) { return b ? b->migratio
 
 /* ===== Migration: packing one unit from the registered weights ========== */
 
+/* Whether the context's kernels (and so the registered weights) live on a
+ * device rather than in host memory. */
+static int on_device(const htp_balancer *b) {
+  return htp__kernel_table(b->ctx)->device != HTP_KERNEL_DEVICE_CPU;
+}
+
+/* bytes of the registered weights at src into the host shard at dst: a
+ * memcpy on the CPU, a download from a device (once per plan change). */
+static int fetch(const htp_balancer *b, void *dst, const void *src, size_t bytes) {
+  if (!on_device(b)) {
+    memcpy(dst, src, bytes);
+    return 0;
+  }
+  return htp_mem_download(b->ctx, dst, src, bytes) == HTP_OK ? 0 : -1;
+}
+
 /* The shard layout at the top of this file, for either kind. */
 static int pack_unit(void *user, int pair, int unit, void *dst) {
   const htp_balancer *b = user;
@@ -299,20 +328,41 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   const int64_t d = c->model_dim, width = unit_width(c, kind), inner = units * width;
   const int64_t parts = PAIR_OPS[kind].parts;
   float *out = dst;
-  for (int64_t part = 0; part < parts; ++part) /* the unit's rows of each block */
-    memcpy(out + part * width * d, w->first + (part * inner + unit * width) * d,
-           (size_t)(width * d) * sizeof(float));
+  int failed = 0;
+  for (int64_t part = 0; part < parts && !failed; ++part) /* the unit's rows of each block */
+    failed = fetch(b, out + part * width * d, w->first + (part * inner + unit * width) * d,
+                   (size_t)(width * d) * sizeof(float));
   out += parts * width * d;
-  for (int64_t part = 0; part < parts; ++part) {
+  for (int64_t part = 0; part < parts && !failed; ++part) {
     if (w->bias)
-      memcpy(out + part * width, w->bias + part * inner + unit * width,
-             (size_t)width * sizeof(float));
+      failed = fetch(b, out + part * width, w->bias + part * inner + unit * width,
+                     (size_t)width * sizeof(float));
     else memset(out + part * width, 0, (size_t)width * sizeof(float));
   }
   out += parts * width;
-  for (int64_t o = 0; o < d; ++o) /* the unit's columns of second */
-    memcpy(out + o * width, w->second + o * inner + unit * width, (size_t)width * sizeof(float));
-  return 0;
+  for (int64_t o = 0; o < d && !failed; ++o) /* the unit's columns of second */
+    failed = fetch(b, out + o * width, w->second + o * inner + unit * width,
+                   (size_t)width * sizeof(float));
+  return failed ? -1 : 0;
+}
+
+/* On a device, pair pk's host blocks uploaded for the hooks (the buffer
+ * grows and is kept, as the host one). */
+static htp_result upload_packed(htp_balancer *b, int pair, htp__packed_pair *pk, size_t floats) {
+  if (!on_device(b) || floats == 0) return HTP_OK;
+  if (floats > pk->device_capacity) {
+    if (pk->device) htp_mem_free(b->ctx, pk->device);
+    pk->device = NULL;
+    pk->device_capacity = 0;
+    void *grown = NULL;
+    htp_result r = htp_mem_alloc(b->ctx, floats * sizeof(float), &grown);
+    if (r != HTP_OK)
+      return htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: no device memory for %zu floats "
+                            "of migrated units", pair, floats);
+    pk->device = grown;
+    pk->device_capacity = floats;
+  }
+  return htp_mem_upload(b->ctx, pk->device, pk->data, floats * sizeof(float));
 }
 
 /* ===== Packing a helper's migrated-in units ============================ */
@@ -368,6 +418,8 @@ static htp_result pack_in_units(htp_balancer *b) {
       }
       block += n * per_unit;
     }
+    htp_result r = upload_packed(b, p, pk, need);
+    if (r != HTP_OK) return r;
     pk->count = s.num_in;
   }
   return HTP_OK;
@@ -448,15 +500,37 @@ void htp__balancer_add_site_seconds(htp_balancer *b, htp_pair_kind kind, double 
   if (b && kind >= HTP_PAIR_ATTENTION && kind < HTP_PAIR_KINDS) b->site_seconds[kind] += seconds;
 }
 
+/* Whose clock times a hook. On the CPU the kernels finish before they
+ * return, so the host's clock around the hook is its compute (unchanged:
+ * the CPU tests and benchmarks rest on it). On a device the kernels only
+ * enqueue: the host's clock would book the launches, not the compute, and
+ * every rank would look equally fast. There the hook marks the rank's
+ * stream before and after its work (htp_ctx_mark: the table's events) and
+ * books the device's time between them; htp_ctx_elapsed waits for the
+ * hook's work, one wait per hook. The marks are the context's: a caller
+ * timing a whole iteration with them must not span a hook. */
+static int timed_on_device(const pair_call *call) {
+  return call->kernels->device != HTP_KERNEL_DEVICE_CPU;
+}
+
 /* Ends a hook's timing. The emulated slowdown waits (factor - 1) times the
  * hook's time right here, before the block's all-reduce, as a slower device
  * would be late to it; a rank that sheds units sheds slowed time too. The
  * hook books factor times its compute, so detection sees the factor exactly
  * even where the wait overshoots. */
-static void finish_site(htp_balancer *b, htp_pair_kind kind, double started) {
-  double elapsed = htp_now() - started;
+static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
+                              double started) {
+  double elapsed = 0.0;
+  if (!timed_on_device(call)) {
+    elapsed = htp_now() - started;
+  } else {
+    htp_result r = htp_ctx_mark(ctx, 1);
+    if (r == HTP_OK) r = htp_ctx_elapsed(ctx, &elapsed);
+    if (r != HTP_OK) return r;
+  }
   wait_seconds((b->slowdown - 1.0) * elapsed);
-  htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
+  htp__balancer_add_site_seconds(b, call->kind, b->slowdown * elapsed);
+  return HTP_OK;
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -562,7 +636,7 @@ static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_c
   const int64_t parts = PAIR_OPS[call->kind].parts, d = call->model_dim, width = call->width;
   const int64_t per_unit = unit_floats(&b->config, call->kind);
   const int32_t zero = 0;
-  const float *block = pk->data;
+  const float *block = pk->device ? pk->device : pk->data; /* the device's copy on a device */
   htp_kernel_status status = HTP_KERNEL_OK;
   for (int i0 = 0; i0 < pk->count && status == HTP_KERNEL_OK; i0 += (int)call->units) {
     const int64_t n = pk->count - i0 < call->units ? pk->count - i0 : call->units;
@@ -586,6 +660,7 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
   const int64_t first_floats = parts * call->width * call->model_dim;
   const int32_t zero = 0;
   htp_kernel_status status = HTP_KERNEL_OK;
+  if (on_device(b)) return HTP_KERNEL_ERR_UNSUPPORTED; /* the cached shards are host memory */
   for (int i = 0; i < s->num_in && status == HTP_KERNEL_OK; ++i) {
     const float *shard = htp_migration_weights(b->migration, call->pair, s->in_src[i],
                                                s->in_unit[i]);
@@ -649,6 +724,10 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
 
+  if (timed_on_device(call)) { /* the device's clock starts with the hook's first kernel */
+    htp_result r = htp_ctx_mark(ctx, 0);
+    if (r != HTP_OK) return r;
+  }
   status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,
                          call->act);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
@@ -681,8 +760,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   status = b->one_by_one ? add_in_units_one_by_one(b, call, &s)
                          : add_in_units_packed(b, call);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  finish_site(b, call->kind, started);
-  return HTP_OK;
+  return finish_site(ctx, b, call, started);
 }
 
 htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,

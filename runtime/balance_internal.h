@@ -40,6 +40,10 @@ typedef struct htp__packed_pair {
   int count;       /* migrated-in units packed (the unit table's num_in) */
   float *data;     /* the blocks */
   size_t capacity; /* floats allocated in data */
+  /* On a device (the context's table is not the CPU's): the blocks
+   * uploaded, what the hooks compute from; NULL on the CPU. */
+  float *device;
+  size_t device_capacity; /* floats allocated in device */
 } htp__packed_pair;
 
 struct htp_balancer {
