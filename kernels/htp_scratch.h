@@ -78,7 +78,8 @@ static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, i
     return -1;
   int64_t first = htp__size_mul(rows, wide > model_dim ? wide : model_dim);
   int64_t tasks = htp__size_mul(batch, num_heads);
-  int64_t slots = tasks > HTP_ATTN_BWD_SLOTS ? HTP_ATTN_BWD_SLOTS : tasks;
+  const int64_t most = HTP_ATTN_BWD_SLOTS; /* not the enum in the ?: (C++ warns) */
+  int64_t slots = tasks > most ? most : tasks;
   int64_t slot = htp__size_mul(htp__size_mul(tokens, tokens), 2);
   int64_t total = htp__size_add(first, htp__size_mul(htp__size_mul(rows, inner), 2));
   total = htp__size_add(total, htp__size_mul(rows, wide));

@@ -36,9 +36,10 @@ static void check_tensor(const htp_sig_tensor *tensor, int tp) {
     CHECK(global_count <= HTP_ENTRY_MAX_TENSOR_BYTES);
   }
   CHECK(count == tensor->count);
-  CHECK(tensor->bytes == (size_t)count * sizeof(float));
+  CHECK(tensor->element_size == (tensor->dtype == HTP_SIG_BF16 ? 2u : 4u));
+  CHECK(tensor->bytes == (size_t)count * tensor->element_size);
   CHECK(global_count == tensor->global_count);
-  CHECK(tensor->global_bytes == (size_t)global_count * sizeof(float));
+  CHECK(tensor->global_bytes == (size_t)global_count * tensor->element_size);
   CHECK((int64_t)tensor->global_bytes <= HTP_ENTRY_MAX_TENSOR_BYTES);
   if (tensor->shard_layout == HTP_SHARD_NONE) {
     for (int d = 0; d < tensor->rank; d++)

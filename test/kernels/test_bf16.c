@@ -347,13 +347,13 @@ static void op_entries(void **state) {
   (void)state;
   float *xf, *wf;
   htp_bf16 *x = random_bf16(ROWS * IN, -1, 1, &xf), *w = random_bf16(OUT * IN, -1, 1, &wf);
-  htp_bf16 y[ROWS * OUT], z[ROWS * OUT];
+  htp_bf16 y[ROWS * IN], z[ROWS * OUT]; /* y holds the add's ROWS * IN too */
   assert_int_equal(htp_op_linear_bf16(NULL, x, w, NULL, y, ROWS, IN, OUT), HTP_OK);
   char error[128];
   htp_kernel_env env = cpu_env(error, sizeof error);
   assert_int_equal(htp_cpu_kernel_table()->linear_bf16(&env, x, w, NULL, z, ROWS, IN, OUT),
                    HTP_KERNEL_OK);
-  assert_memory_equal(y, z, sizeof y);
+  assert_memory_equal(y, z, sizeof z);
   assert_int_equal(htp_op_linear_bf16(NULL, x, NULL, NULL, y, ROWS, IN, OUT), HTP_ERR_INVALID);
   assert_int_equal(htp_op_gelu_bf16(NULL, x, y, 0, 0), HTP_ERR_INVALID);
   assert_int_equal(htp_op_gelu_bf16(NULL, x, y, 4, 2), HTP_ERR_INVALID);
