@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh [OUT_DIR] - the GPU validation (issue 7 item 5), one
+# scripts/gpu-check.sh [OUT_DIR] - the GPU validation (issues 7 and 8), one
 # command for a machine with an NVIDIA GPU, run from anywhere in the tree.
 #
 #   1. device.txt   the GPU, driver and toolkit (nvidia-smi, nvcc --version)
@@ -9,8 +9,8 @@
 #                   (-DHTP_WITH_OPENBLAS=OFF); without jansson only kernels/,
 #                   their tests and bench/ are built (-DHTP_KERNELS_ONLY=ON).
 #                   It tries in that order and logs which one it used.
-#   3. tests.log    ctest -R 'cuda|nccl' with HTP_REQUIRE_GPU=1; a test that
-#                   skips here counts as failed (there is a GPU)
+#   3. tests.log    ctest -R 'cuda|nccl|gpu' with HTP_REQUIRE_GPU=1; a test
+#                   that skips here counts as failed (there is a GPU)
 #   4. kernels.txt, kernels.csv
 #                   build-gpu-check/bench/htp-bench-cuda: each CUDA kernel at
 #                   ViT-B/16 shapes, f32 then bf16, ms and TFLOP/s or GB/s
@@ -18,10 +18,24 @@
 #   5. timm.txt     timm's Block on the GPU, same shapes, f32 and bf16, and
 #                   the bf16 output's error against f32 (if torch and timm
 #                   import; skipped otherwise)
-#   6. summary.txt  one line per step; its last line is printed last too.
+#   6. blocks.txt, blocks.csv
+#                   bench/gpu_block.py: the compiled ViT-B/16 and ViT-L/16
+#                   blocks of gpu-blocks/ (scripts/gpu-prepare.sh, run where
+#                   MLIR is; GPU_CHECK_BLOCKS overrides) through htp-run
+#                   --device cuda against timm's Block eager and
+#                   torch.compile and the cuBLAS GEMM-only bound (skipped
+#                   without the folder, torch or timm)
+#   7. policies.txt, policies/ (CSV, traces, trace_semi.png)
+#                   bench/gpu_policies.py: the tp-4 block on one GPU, rank 0
+#                   on a quarter of the others' SMs (--sms), every policy's
+#                   steady time over the ideal
+#   8. summary.txt  one line per step; its last line is printed last too.
 # OUT_DIR defaults to $OUT, else ./gpu-check-out. Exits 0 only if every step
 # that ran passed; 2 (and a message) when there is no GPU to check.
-# (Seven files: a device machine of this workplace returns eight at most.)
+# A device machine of this workplace returns eight files at most: at the end
+# everything but summary.txt, device.txt, blocks.csv, policies.txt and the
+# trace picture goes into logs.tar.gz (unpack: tar xzf logs.tar.gz).
+# Time limits per step (GPU_CHECK_*_S) keep the whole well under 10 minutes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-${OUT:-./gpu-check-out}}
@@ -49,6 +63,24 @@ finish() {
   [ "$failed" -eq 0 ]
   exit $?
 }
+
+# --- At most eight files come back: the rest in one archive --------------------
+bundle() {
+  local keep=(summary.txt device.txt blocks.csv policies.txt logs.tar.gz)
+  [ -f "$out/policies/trace_semi.png" ] && mv "$out/policies/trace_semi.png" "$out/trace_semi.png"
+  keep+=(trace_semi.png)
+  local rest=()
+  for f in "$out"/*; do
+    local name=${f##*/} kept=0
+    for k in "${keep[@]}"; do [ "$name" = "$k" ] && kept=1; done
+    [ "$kept" -eq 0 ] && rest+=("$name")
+  done
+  if [ "${#rest[@]}" -gt 0 ] && tar czf "$out/logs.tar.gz" -C "$out" "${rest[@]}"; then
+    (cd "$out" && rm -rf "${rest[@]}")
+    echo "gpu-check: ${rest[*]} are in logs.tar.gz" >>"$summary"
+  fi
+}
+trap bundle EXIT
 
 # --- 0. Is there a GPU? -----------------------------------------------------
 export PATH=$PATH:/usr/local/cuda/bin
@@ -106,7 +138,7 @@ if [ -z "$variant" ]; then
   finish
 fi
 echo "== build ($variant)" >>"$out/build.log"
-if timeout "${GPU_CHECK_BUILD_S:-420}" cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
+if timeout "${GPU_CHECK_BUILD_S:-240}" cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
   if [ -x "$build/bench/htp-bench-cuda" ]; then
     step build ok "$variant, sm_$arch, in $build (build.log)"
   else
@@ -121,7 +153,7 @@ fi
 # --- 3. CUDA tests -------------------------------------------------------------
 export HTP_REQUIRE_GPU=1 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-timeout "${GPU_CHECK_TESTS_S:-300}" ctest --test-dir "$build" -R 'cuda|nccl' --output-on-failure \
+timeout "${GPU_CHECK_TESTS_S:-150}" ctest --test-dir "$build" -R 'cuda|nccl|gpu' --output-on-failure \
   >"$out/tests.log" 2>&1
 tests_rc=$?
 ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$out/tests.log")
@@ -129,7 +161,7 @@ skips=$(grep -cE '\*\*\*Skipped|Not Run' "$out/tests.log")
 if [ "$tests_rc" -ne 0 ]; then
   step tests FAILED "ctest exited $tests_rc, $ran test(s) ran (tests.log)"
 elif [ "$ran" -eq 0 ]; then
-  step tests FAILED "no test matched 'cuda|nccl' (tests.log)"
+  step tests FAILED "no test matched 'cuda|nccl|gpu' (tests.log)"
 elif [ "$skips" -ne 0 ]; then
   step tests FAILED "$skips of $ran test(s) skipped although a GPU is present (tests.log)"
 else
@@ -142,7 +174,7 @@ bench=$build/bench/htp-bench-cuda
 if [ ! -x "$bench" ]; then
   step kernels FAILED "$bench was not built"
 else
-  timeout "${GPU_CHECK_BENCH_S:-180}" "$bench" --csv "$out/kernels.csv" >"$out/kernels.txt" 2>&1
+  timeout "${GPU_CHECK_BENCH_S:-60}" "$bench" --csv "$out/kernels.csv" >"$out/kernels.txt" 2>&1
   bench_rc=$?
   if [ "$bench_rc" -eq 0 ]; then
     step kernels ok "$(grep -c '' "$out/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$out/kernels.txt" |
@@ -155,7 +187,7 @@ fi
 # --- 5. timm reference (optional) ----------------------------------------------
 python=${GPU_CHECK_PYTHON:-python3}
 if command -v "$python" >/dev/null 2>&1; then
-  timeout "${GPU_CHECK_TIMM_S:-180}" "$python" "$root/bench/timm_block_cuda.py" >"$out/timm.txt" 2>&1
+  timeout "${GPU_CHECK_TIMM_S:-60}" "$python" "$root/bench/timm_block_cuda.py" >"$out/timm.txt" 2>&1
   timm_rc=$?
   case $timm_rc in
     0) step timm ok "$(grep -E '^timm_block (f32|bf16) .* median ' "$out/timm.txt" |
@@ -168,5 +200,37 @@ if command -v "$python" >/dev/null 2>&1; then
 else
   step timm skipped "no $python"
 fi
+
+# --- 6. Compiled blocks against PyTorch ----------------------------------------
+blocks=${GPU_CHECK_BLOCKS:-$root/gpu-blocks}
+htp_run=$build/tools/htp-run/htp-run
+if [ ! -f "$blocks/blocks.txt" ]; then
+  step blocks skipped "no $blocks/blocks.txt: run scripts/gpu-prepare.sh where MLIR is, carry gpu-blocks"
+elif [ ! -x "$htp_run" ]; then
+  step blocks FAILED "$htp_run was not built ($variant build)"
+else
+  timeout "${GPU_CHECK_BLOCKS_S:-200}" "$python" "$root/bench/gpu_block.py" --htp-run "$htp_run" \
+    --blocks "$blocks" --csv "$out/blocks.csv" >"$out/blocks.txt" 2>&1
+  case $? in
+    0) step blocks ok "$(grep '^target' "$out/blocks.txt" | head -1) (blocks.txt, blocks.csv)" ;;
+    77) step blocks skipped "$(tail -1 "$out/blocks.txt")" ;;
+    *) step blocks FAILED "bench/gpu_block.py failed (blocks.txt)" ;;
+  esac
+fi
+
+# --- 7. Balancing on one GPU ---------------------------------------------------
+if [ ! -f "$blocks/vit_b16_f32_tp4.so" ] || [ ! -x "$htp_run" ]; then
+  step policies skipped "no $blocks/vit_b16_f32_tp4.so or htp-run"
+else
+  timeout "${GPU_CHECK_POLICIES_S:-120}" "$python" "$root/bench/gpu_policies.py" \
+    --htp-run "$htp_run" --block "$blocks/vit_b16_f32_tp4.so" --out "$out/policies" \
+    >"$out/policies.txt" 2>&1
+  if [ $? -eq 0 ]; then
+    step policies ok "$(grep '^target' "$out/policies.txt") (policies.txt)"
+  else
+    step policies FAILED "bench/gpu_policies.py failed (policies.txt)"
+  fi
+fi
+
 
 finish

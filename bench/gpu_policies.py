@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""bench/gpu_policies.py - straggler policies on one GPU, the straggler slow in hardware (issue 8 item 5).
+
+The tp-4 ViT-B/16 block of gpu-blocks/ (scripts/gpu-prepare.sh) on one GPU,
+ranks as threads (local backend), each rank confined to its own SMs with
+htp-run --sms (green contexts, disjoint):
+  baseline     every rank on --fast SMs (default 32), policy none: T0
+  straggler    rank 0 on --slow SMs (default 8: a quarter), the others on
+               --fast, once per policy (none, resize, migrate, semi), traced
+  no straggler semi with every rank on --fast: its cost when nobody lags
+Steady time: the median of the second half of the iterations (detection and
+the one-off weight transfer come first). The straggler's real slowdown f is
+measured, not assumed: from policy none's trace, the median over the second
+half of rank 0's hook seconds over the other ranks' mean. Ideal: T0 * 4 /
+(3 + 1/f), perfect balance of the same work, nothing pruned. Prints a table
+(steady ms, / ideal, / T0), the issue's targets (SEMI <= 1.05x ideal; no
+straggler: SEMI <= 1.02x policy none), writes --csv, and draws semi's trace
+with tools/htp-plot/htp-plot into --plot.
+
+    python3 bench/gpu_policies.py --htp-run build-gpu-check/tools/htp-run/htp-run \\
+        --block gpu-blocks/vit_b16_f32_tp4.so --out gpu-policies
+"""
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+POLICIES = ["none", "resize", "migrate", "semi"]
+TP = 4
+
+
+def run(args, sms, extra):
+    cmd = [args.htp_run, args.block, "--device", "cuda", "--tp", str(TP), "--iters",
+           str(args.iters), "--warmup", "1", "--report", "json", *extra]
+    for rank, count in enumerate(sms):
+        cmd += ["--sms", f"{rank}:{count}"]
+    print("$ " + " ".join(cmd), flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"exit {out.returncode}: {out.stderr.strip()[-600:]}")
+    times = json.loads(out.stdout)["times_ms"]
+    return statistics.median(times[len(times) // 2:])
+
+
+def slowdown(trace_path):
+    """Rank 0's hook seconds over the others' mean, median over the second half."""
+    per_iter = {}
+    with open(trace_path) as handle:
+        for line in handle:
+            row = json.loads(line)
+            sites = row.get("site_seconds") or [row.get("seconds", 0), 0]
+            per_iter.setdefault(row["iter"], {})[row["rank"]] = sum(s or 0 for s in sites)
+    ratios = []
+    iters = sorted(per_iter)
+    for i in iters[len(iters) // 2:]:
+        ranks = per_iter[i]
+        others = [ranks[r] for r in ranks if r != 0]
+        if 0 in ranks and others and statistics.mean(others) > 0:
+            ratios.append(ranks[0] / statistics.mean(others))
+    return statistics.median(ratios) if ratios else float("nan")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--htp-run", required=True)
+    parser.add_argument("--block", default=os.path.join("gpu-blocks", "vit_b16_f32_tp4.so"))
+    parser.add_argument("--out", default="gpu-policies", help="folder for traces, CSV, picture")
+    parser.add_argument("--fast", type=int, default=32, help="SMs of each fast rank")
+    parser.add_argument("--slow", type=int, default=8, help="SMs of the straggler, rank 0")
+    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--timeout", type=float, default=240)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    fast, slow = [args.fast] * TP, [args.slow] + [args.fast] * (TP - 1)
+    try:
+        base = run(args, fast, ["--policy", "none"])
+        rows = []
+        for policy in POLICIES:
+            trace = os.path.join(args.out, f"trace_{policy}.jsonl")
+            rows.append((policy, run(args, slow, ["--policy", policy, "--trace", trace])))
+        quiet_semi = run(args, fast, ["--policy", "semi"])
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        print(f"gpu_policies: {error}")
+        return 1
+    factor = slowdown(os.path.join(args.out, "trace_none.jsonl"))
+    ideal = base * TP / (TP - 1 + 1 / factor)
+    print(f"\nViT-B/16 block f32, batch 64, tp {TP} on one GPU; fast ranks {args.fast} SMs, "
+          f"rank 0 {args.slow} SMs: measured slowdown {factor:.2f}x; T0 {base:.2f} ms, ideal "
+          f"{ideal:.2f} ms; steady = median of the last {args.iters - args.iters // 2} of "
+          f"{args.iters} iterations\n")
+    print("| policy | steady ms | / ideal | / T0 |\n|---|---|---|---|")
+    for policy, steady in rows:
+        print(f"| {policy} | {steady:.2f} | {steady / ideal:.3f} | {steady / base:.3f} |")
+    print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} |")
+    with open(os.path.join(args.out, "policies.csv"), "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["case", "steady_ms", "ideal_ms", "t0_ms", "slowdown", "fast_sms",
+                         "slow_sms"])
+        for policy, steady in rows:
+            writer.writerow([policy, steady, ideal, base, factor, args.fast, args.slow])
+        writer.writerow(["semi_no_straggler", quiet_semi, "", base, "", args.fast, args.fast])
+    semi = dict(rows)["semi"]
+    print(f"\ntarget SEMI <= 1.05x ideal: {semi / ideal:.3f} "
+          f"({'met' if semi / ideal <= 1.05 else 'MISSED'}); no straggler SEMI <= 1.02x none: "
+          f"{quiet_semi / base:.3f} ({'met' if quiet_semi / base <= 1.02 else 'MISSED'})")
+    picture = os.path.join(args.out, "trace_semi.png")
+    plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "htp-plot", "htp-plot"),
+                           os.path.join(args.out, "trace_semi.jsonl"), "-o", picture,
+                           "--title", f"semi, tp {TP} on one GPU, rank 0 on {args.slow} of "
+                           f"{args.fast} SMs"], capture_output=True, text=True)
+    print(f"trace picture: {picture}" if plot.returncode == 0 else
+          f"htp-plot failed: {plot.stderr.strip()[-300:]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
