@@ -65,8 +65,18 @@
  *     "qkv":    dim 0 of the global tensor is q | k | v, each ordered by head;
  *               rank r holds slice r of each of the three, in that order.
  *   Arguments without "shard" are the same on every rank; every result is
- *   complete and identical on every rank (a result has no "shard"; its
- *   "role", when written, is "result"). "args" may be empty, "results" not.
+ *   complete and identical on every rank, but a gradient (below). A
+ *   result's "role", when written, is "result" or "grad"; its "name" is
+ *   free ("loss", "logits"; the compiler's default is result<i>). "args"
+ *   may be empty, "results" not.
+ *   Gradients (htp-grad): a result {"role": "grad", "grad_of": "P", ...}
+ *   is the gradient of the loss (result 0) with respect to parameter P,
+ *   which must be an argument of role "param" with the same dtype and
+ *   local shape, named by at most one gradient. It is P's LOCAL gradient
+ *   on each rank: it carries P's "shard" when P has one (the same dim,
+ *   parts and layout; no other result may have "shard"), and is the same
+ *   on every rank when P is replicated. "grad_of" is allowed only with
+ *   role "grad", and role "grad" needs "grad_of".
  *   "tp" (default 1), "flops" (default 0) and "balance" (absent or null: no
  *   hooks) are optional; every other key above is required.
  *   "balance": the block calls the balance hooks (htp_rt_attention_f32,
@@ -118,7 +128,13 @@ enum {
 #define HTP_ENTRY_MAX_TENSOR_BYTES (INT64_C(1) << 40)    /* 1 TiB, global shape */
 #define HTP_ENTRY_MAX_WORKSPACE_BYTES (INT64_C(1) << 40)
 
-typedef enum htp_sig_role { HTP_SIG_INPUT, HTP_SIG_PARAM, HTP_SIG_RESULT } htp_sig_role;
+/* HTP_SIG_GRAD: a result that is a parameter's gradient (grad_of). */
+typedef enum htp_sig_role {
+  HTP_SIG_INPUT,
+  HTP_SIG_PARAM,
+  HTP_SIG_RESULT,
+  HTP_SIG_GRAD
+} htp_sig_role;
 
 /* How a sharded argument is cut out of its global tensor (above). */
 typedef enum htp_shard_layout {
@@ -148,6 +164,9 @@ typedef struct htp_sig_tensor {
   size_t global_bytes;                      /* global_count * element_size */
   htp_sig_dtype dtype;
   size_t element_size;                      /* bytes of one element: 4 or 2 */
+  char *grad_of;                            /* HTP_SIG_GRAD: the parameter's name
+                                             * (validated, owned); else NULL */
+  int grad_arg;                             /* HTP_SIG_GRAD: its index in args */
 } htp_sig_tensor;
 
 /* The "balance" object; present is 0 without it (no units to balance). */
@@ -179,7 +198,8 @@ typedef struct htp_signature {
  * is an error) into *sig, which the caller frees with htp_signature_free.
  * Checks every field's type and range, the limits above, that shard parts
  * equal tp, that a qkv shard is of dim 0 with a multiple of 3 rows, that
- * every product (elements, bytes, global shapes, FLOPs) fits. Returns
+ * every product (elements, bytes, global shapes, FLOPs) fits, and that
+ * each gradient names a distinct parameter of its dtype, shape and shard. Returns
  * HTP_OK, or HTP_ERR_INVALID with a message naming the field (and the JSON
  * line and column for a syntax error) in err; *sig is then empty.
  * HTP_ERR_NOMEM. Thread safe. */

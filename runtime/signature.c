@@ -205,8 +205,26 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
       tensor->role = HTP_SIG_PARAM;
     else
       return invalid(in, "%s: role must be \"input\" or \"param\"", where);
-  } else if (role && !(json_is_string(role) && strcmp(json_string_value(role), "result") == 0)) {
-    return invalid(in, "%s: a result's role, when given, must be \"result\"", where);
+  } else if (role) {
+    const char *text = json_is_string(role) ? json_string_value(role) : "";
+    size_t length = json_is_string(role) ? json_string_length(role) : 0;
+    if (length == 4 && strcmp(text, "grad") == 0)
+      tensor->role = HTP_SIG_GRAD;
+    else if (!(length == 6 && strcmp(text, "result") == 0))
+      return invalid(in, "%s: a result's role, when given, must be \"result\" or \"grad\"",
+                     where);
+  }
+  /* A gradient names its parameter; nothing else may (checked against the
+   * arguments once all are read: check_gradients). */
+  json_t *grad_of = json_object_get(object, "grad_of");
+  if (tensor->role == HTP_SIG_GRAD && !grad_of)
+    return invalid(in, "%s: a result of role \"grad\" needs \"grad_of\" (the parameter it "
+                   "is the gradient of)", where);
+  if (tensor->role != HTP_SIG_GRAD && grad_of)
+    return invalid(in, "%s: \"grad_of\" is allowed only on a result of role \"grad\"", where);
+  if (grad_of) {
+    snprintf(what, sizeof what, "%s: grad_of", where);
+    CHECK(read_name(in, grad_of, what, &tensor->grad_of));
   }
   CHECK(read_dtype(in, dtype, where, tensor));
   if (!json_is_array(shape) || json_array_size(shape) > HTP_ENTRY_MAX_RANK)
@@ -230,8 +248,8 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
   json_t *shard = json_object_get(object, "shard");
   if (shard && !json_is_null(shard)) {
     if (tensor->role == HTP_SIG_RESULT)
-      return invalid(in, "%s: a result cannot be sharded (results are complete on every rank)",
-                     where);
+      return invalid(in, "%s: a result cannot be sharded (results are complete on every rank; "
+                     "only a gradient, with \"grad_of\", carries its parameter's shard)", where);
     CHECK(read_shard(in, shard, where, tp, tensor));
     int64_t *global = &tensor->global_dims[tensor->shard_dim];
     if (!product_within(*global, tensor->shard_parts, HTP_ENTRY_MAX_DIM, global))
@@ -244,6 +262,47 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
   tensor->global_bytes = (size_t)tensor->global_count * tensor->element_size;
   snprintf(what, sizeof what, "%s: name", where);
   return read_name(in, name, what, &tensor->name);
+}
+
+/* Each gradient against the arguments: grad_of names a parameter, at most
+ * one gradient per parameter, with the parameter's dtype, local shape and
+ * shard (dim, parts, layout), or no shard when the parameter has none. */
+static htp_result check_gradients(reader *in, htp_signature *sig) {
+  for (int k = 0; k < sig->num_results; k++) {
+    htp_sig_tensor *grad = &sig->results[k];
+    if (grad->role != HTP_SIG_GRAD)
+      continue;
+    int found = -1;
+    for (int i = 0; i < sig->num_args && found < 0; i++)
+      if (strcmp(sig->args[i].name, grad->grad_of) == 0)
+        found = i;
+    if (found < 0)
+      return invalid(in, "results[%d] ('%s'): grad_of '%s' is not an argument of %s", k,
+                     grad->name, grad->grad_of, sig->entry);
+    const htp_sig_tensor *param = &sig->args[found];
+    if (param->role != HTP_SIG_PARAM)
+      return invalid(in, "results[%d] ('%s'): grad_of '%s' is a data input, not a parameter", k,
+                     grad->name, grad->grad_of);
+    for (int j = 0; j < k; j++)
+      if (sig->results[j].role == HTP_SIG_GRAD && sig->results[j].grad_arg == found)
+        return invalid(in, "results[%d] ('%s'): '%s' already has a gradient (results[%d])", k,
+                       grad->name, grad->grad_of, j);
+    int same_shape = grad->rank == param->rank && grad->dtype == param->dtype;
+    for (int d = 0; same_shape && d < grad->rank; d++)
+      same_shape = grad->dims[d] == param->dims[d];
+    if (!same_shape)
+      return invalid(in, "results[%d] ('%s'): its dtype or shape differs from parameter '%s'",
+                     k, grad->name, grad->grad_of);
+    if (grad->shard_layout != param->shard_layout ||
+        (param->shard_layout != HTP_SHARD_NONE &&
+         (grad->shard_dim != param->shard_dim || grad->shard_parts != param->shard_parts)))
+      return invalid(in, "results[%d] ('%s'): its shard must be that of parameter '%s' (%s)", k,
+                     grad->name, grad->grad_of,
+                     param->shard_layout == HTP_SHARD_NONE ? "none: it is replicated"
+                                                           : "the same dim, parts and layout");
+    grad->grad_arg = found;
+  }
+  return HTP_OK;
 }
 
 static htp_result read_tensors(reader *in, json_t *root, const char *key, int min, int tp,
@@ -336,6 +395,7 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
   CHECK(read_tensors(in, root, "args", 0, sig->tp, HTP_SIG_INPUT, &sig->args, &sig->num_args));
   CHECK(read_tensors(in, root, "results", 1, sig->tp, HTP_SIG_RESULT, &sig->results,
                      &sig->num_results));
+  CHECK(check_gradients(in, sig));
   json_t *workspace = member(in, root, "workspace_bytes", "the signature");
   if (!workspace)
     return HTP_ERR_INVALID;
@@ -389,8 +449,10 @@ void htp_signature_free(htp_signature *sig) {
     return;
   for (int i = 0; i < sig->num_args; i++)
     free(sig->args[i].name);
-  for (int i = 0; i < sig->num_results; i++)
+  for (int i = 0; i < sig->num_results; i++) {
     free(sig->results[i].name);
+    free(sig->results[i].grad_of);
+  }
   free(sig->args);
   free(sig->results);
   free(sig->entry);

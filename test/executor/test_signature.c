@@ -537,6 +537,102 @@ static void test_names(void **state) {
 }
 
 /* The message buffer: truncated safely, or absent. */
+
+/* Gradient results (htp-grad): role "grad" with grad_of naming a
+ * parameter; a gradient carries its parameter's shard. Every way to get
+ * that wrong is refused. */
+#define GRAD_ARGS                                                                             \
+  "[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [2, 4]},"            \
+  " {\"name\": \"w\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [3, 4],"             \
+  "  \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}},"                           \
+  " {\"name\": \"b\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [6]}]"
+#define LOSS "{\"name\": \"loss\", \"dtype\": \"f32\", \"shape\": [1]}"
+#define W_SHARD "\"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\"}"
+#define GRAD_W "{\"name\": \"grad.w\", \"role\": \"grad\", \"grad_of\": \"w\", \"dtype\": " \
+               "\"f32\", \"shape\": [3, 4], " W_SHARD "}"
+#define GRAD_B "{\"name\": \"grad.b\", \"role\": \"grad\", \"grad_of\": \"b\", \"dtype\": " \
+               "\"f32\", \"shape\": [6]}"
+
+static void test_gradients(void **state) {
+  (void)state;
+  htp_signature sig;
+  expect_parsed_with(GRAD_ARGS,
+                     "[" LOSS ", {\"name\": \"logits\", \"role\": \"result\", \"dtype\": "
+                     "\"f32\", \"shape\": [2, 6]}, " GRAD_W ", " GRAD_B "]",
+                     ", \"tp\": 2", &sig);
+  assert_int_equal(sig.num_results, 4);
+  assert_string_equal(sig.results[0].name, "loss");
+  assert_int_equal(sig.results[0].role, HTP_SIG_RESULT);
+  assert_null(sig.results[0].grad_of);
+  assert_int_equal(sig.results[1].role, HTP_SIG_RESULT);
+  assert_int_equal(sig.results[2].role, HTP_SIG_GRAD);
+  assert_string_equal(sig.results[2].grad_of, "w");
+  assert_int_equal(sig.results[2].grad_arg, 1);
+  assert_int_equal(sig.results[2].shard_layout, HTP_SHARD_BLOCKS);
+  assert_int_equal(sig.results[2].global_dims[0], 6);
+  assert_int_equal(sig.results[2].global_bytes, 6 * 4 * 4);
+  assert_int_equal(sig.results[3].role, HTP_SIG_GRAD);
+  assert_string_equal(sig.results[3].grad_of, "b");
+  assert_int_equal(sig.results[3].grad_arg, 2);
+  assert_int_equal(sig.results[3].shard_layout, HTP_SHARD_NONE);
+  htp_signature_free(&sig);
+
+  /* role grad without grad_of; grad_of without role grad (or role result). */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", \"dtype\": "
+                      "\"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "results[1]: a result of role \"grad\" needs \"grad_of\"");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"grad_of\": \"b\", \"dtype\": "
+                      "\"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "results[1]: \"grad_of\" is allowed only on a result of role \"grad\"");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"result\", "
+                      "\"grad_of\": \"b\", \"dtype\": \"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "\"grad_of\" is allowed only on a result of role \"grad\"");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"gradient\", "
+                      "\"grad_of\": \"b\", \"dtype\": \"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "must be \"result\" or \"grad\"");
+  /* grad_of: a string name, of an argument, that is a parameter. */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": 1, \"dtype\": \"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "results[1]: grad_of must be a string");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"\", \"dtype\": \"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "results[1]: grad_of must be 1 to");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"c\", \"dtype\": \"f32\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "results[1] ('g'): grad_of 'c' is not an argument of f");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"x\", \"dtype\": \"f32\", \"shape\": [2, 4]}]", ", \"tp\": 2",
+                      "grad_of 'x' is a data input, not a parameter");
+  /* One gradient per parameter. */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", " GRAD_B ", " GRAD_B "]", ", \"tp\": 2",
+                      "results[2] ('grad.b'): 'b' already has a gradient (results[1])");
+  /* The parameter's dtype and local shape. */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"b\", \"dtype\": \"f32\", \"shape\": [3]}]", ", \"tp\": 2",
+                      "its dtype or shape differs from parameter 'b'");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"b\", \"dtype\": \"bf16\", \"shape\": [6]}]", ", \"tp\": 2",
+                      "its dtype or shape differs");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"w\", \"dtype\": \"f32\", \"shape\": [6, 4]}]", ", \"tp\": 2",
+                      "its dtype or shape differs from parameter 'w'");
+  /* The parameter's shard: missing, on a replicated parameter, or another. */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"w\", \"dtype\": \"f32\", \"shape\": [3, 4]}]", ", \"tp\": 2",
+                      "its shard must be that of parameter 'w' (the same dim, parts and layout)");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"b\", \"dtype\": \"f32\", \"shape\": [6], " W_SHARD "}]",
+                      ", \"tp\": 2", "its shard must be that of parameter 'b' (none: it is "
+                      "replicated)");
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
+                      "\"grad_of\": \"w\", \"dtype\": \"f32\", \"shape\": [3, 4], \"shard\": "
+                      "{\"dim\": 1, \"parts\": 2, \"layout\": \"blocks\"}}]", ", \"tp\": 2",
+                      "its shard must be that of parameter 'w'");
+  /* A sharded result that is not a gradient is still refused. */
+  expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"dtype\": \"f32\", \"shape\": "
+                      "[3, 4], " W_SHARD "}]", ", \"tp\": 2", "a result cannot be sharded");
+}
+
 static void test_messages(void **state) {
   (void)state;
   htp_signature sig;
@@ -555,6 +651,7 @@ int main(void) {
       cmocka_unit_test(test_dims_and_sizes),  cmocka_unit_test(test_too_many_tensors),
       cmocka_unit_test(test_tp_and_shards),   cmocka_unit_test(test_names),
       cmocka_unit_test(test_messages),        cmocka_unit_test(test_bf16),
+      cmocka_unit_test(test_gradients),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
