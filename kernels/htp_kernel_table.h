@@ -230,12 +230,15 @@ typedef struct htp_kernel_table {
   int64_t (*attention_backward_scratch_floats)(int64_t batch, int64_t tokens,
                                                int64_t model_dim, int64_t num_heads,
                                                int64_t head_dim);
-  /* Mean softmax cross-entropy of logits [rows, classes] against labels
-   * (int32 in [0, classes); an out-of-range label is HTP_KERNEL_ERR_INVALID)
-   * into *loss (a host pointer on every device), and dlogits = (softmax -
-   * onehot) / rows (written; may be NULL). */
+  /* Mean softmax cross-entropy of logits [rows, classes] against targets
+   * [rows, classes] (class probabilities, e.g. one-hot rows; PyTorch's
+   * cross_entropy with probability targets): *loss = (1/rows) Σ_r Σ_k
+   * -t[r,k] log softmax(logits[r])_k, one float in this device's memory
+   * (on the CPU a plain pointer); dlogits = (softmax · Σ_k t[r,k] - t) /
+   * rows, the exact gradient for any targets (softmax - t for probability
+   * rows), written. loss and dlogits may each be NULL. */
   htp_kernel_status (*softmax_cross_entropy_f32)(const htp_kernel_env *env, const float *logits,
-                                                 const int32_t *labels, float *loss,
+                                                 const float *targets, float *loss,
                                                  float *dlogits, int64_t rows,
                                                  int64_t classes);
   /* Optimizer steps over n parameters, in place. SGD (PyTorch's): g' = g +
@@ -249,6 +252,47 @@ typedef struct htp_kernel_table {
   htp_kernel_status (*adamw_f32)(const htp_kernel_env *env, float *w, const float *g, float *m,
                                  float *v, int64_t n, float lr, float beta1, float beta2,
                                  float epsilon, float weight_decay, int64_t step);
+
+  /* The whole model's ends (ViT: patch embedding, class token, position
+   * embedding, pooling; issue 9's spec A and B), f32. Every output here is
+   * WRITTEN except embed_tokens_backward's dcls and dpos (parameter
+   * gradients: accumulated, as above). */
+  /* patches[b*N + py*(W/P) + px, (c*P + ky)*P + kx] = images[b, c, py*P +
+   * ky, px*P + kx]: images [batch, channels, height, width] (height and
+   * width multiples of patch) to patches [batch * N, channels * patch²],
+   * N = (height/patch)(width/patch), tokens in row-major patch-grid order
+   * and each patch vector in (c, ky, kx) order, so a Conv2d weight [D, C,
+   * P, P] viewed as [D, C·P·P] makes patch embedding a linear. */
+  htp_kernel_status (*patchify_f32)(const htp_kernel_env *env, const float *images,
+                                    float *patches, int64_t batch, int64_t channels,
+                                    int64_t height, int64_t width, int64_t patch);
+  /* y [batch, N+1, dim]: y[b, 0] = cls + pos[0], y[b, 1+i] = patches[b, i]
+   * + pos[1+i]; patches [batch, N, dim], cls [dim], pos [N+1, dim]. */
+  htp_kernel_status (*embed_tokens_f32)(const htp_kernel_env *env, const float *patches,
+                                        const float *cls, const float *pos, float *y,
+                                        int64_t batch, int64_t patches_per_image, int64_t dim);
+  /* y[b] = x[b, 0]: x [batch, tokens, dim] to y [batch, dim]. */
+  htp_kernel_status (*cls_token_f32)(const htp_kernel_env *env, const float *x, float *y,
+                                     int64_t batch, int64_t tokens, int64_t dim);
+  /* y[c] = Σ_r x[r, c] (written): bias_add's bias gradient. */
+  htp_kernel_status (*row_sum_f32)(const htp_kernel_env *env, const float *x, float *y,
+                                   int64_t rows, int64_t cols);
+  /* embed_tokens' adjoint from dy [batch, N+1, dim]: dpatches[b, i] = dy[b,
+   * 1+i] (written); dcls += Σ_b dy[b, 0]; dpos[t] += Σ_b dy[b, t]. Each may
+   * be NULL. */
+  htp_kernel_status (*embed_tokens_backward_f32)(const htp_kernel_env *env, const float *dy,
+                                                 float *dpatches, float *dcls, float *dpos,
+                                                 int64_t batch, int64_t patches_per_image,
+                                                 int64_t dim);
+  /* cls_token's adjoint: dx [batch, tokens, dim] = dy[b] at token 0, zero
+   * elsewhere (written whole). */
+  htp_kernel_status (*cls_token_backward_f32)(const htp_kernel_env *env, const float *dy,
+                                              float *dx, int64_t batch, int64_t tokens,
+                                              int64_t dim);
+  /* dst = 0, bytes bytes of this device's memory (CPU memset, CUDA
+   * cudaMemsetAsync): what the runtime clears accumulated gradients with
+   * before a backward entry, so the op's results are written. */
+  htp_kernel_status (*zero)(const htp_kernel_env *env, void *dst, size_t bytes);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error

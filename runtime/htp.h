@@ -744,6 +744,95 @@ HTP_API htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const 
  * which may live on the device. bytes 0 is a no-op. */
 HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);
 
+/* ----- Training ops (f32 only; issue 9's spec, sections A and B) ----------
+ * Same conventions as above (ctx may be NULL, sizes >= 1, GEMM dimensions
+ * within BLAS's int, HTP_ERR_INVALID / _UNSUPPORTED / _SYSTEM). Layouts are
+ * the kernel table's entries of the same names (kernels/htp_kernel_table.h).
+ * Every output, gradients included, is WRITTEN (the ops are pure values):
+ * the entries clear the parameter gradients that the table's backward
+ * kernels accumulate (its `zero` entry) before calling them. No output may
+ * overlap an input. Pointers other than those marked "may be NULL" must
+ * not be NULL. */
+
+/* y [B, N, D] = patchify(images [B, C, H, W]) · w[D, C·P·P]ᵀ + b [D],
+ * N = (H/P)(W/P) tokens in row-major patch-grid order, patch vectors in
+ * (c, ky, kx) order (timm's Conv2d patch_embed.proj weight [D, C, P, P]).
+ * H and W are multiples of P. scratch holds scratch_floats >= B·C·H·W
+ * floats (the patches, [B·N, C·P·P]). */
+HTP_API htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float *w,
+                                          const float *b, float *y, float *scratch,
+                                          int64_t scratch_floats, int64_t batch,
+                                          int64_t channels, int64_t height, int64_t width,
+                                          int64_t patch, int64_t dim);
+/* y [B, N+1, D]: y[b, 0] = cls + pos[0], y[b, 1+i] = patches[b, i] + pos[1+i];
+ * patches [B, N, D], cls [1, 1, D], pos [1, N+1, D]. */
+HTP_API htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const float *cls,
+                                           const float *pos, float *y, int64_t batch,
+                                           int64_t patches_per_image, int64_t dim);
+/* y [B, D] = x[:, 0] (x [B, T, D]; timm's global_pool='token'). */
+HTP_API htp_result htp_op_cls_token_f32(htp_ctx *ctx, const float *x, float *y, int64_t batch,
+                                        int64_t tokens, int64_t dim);
+/* *loss = mean over rows of -Σ_k t_k log softmax(logits)_k: logits and
+ * targets [rows, classes] (targets are class probabilities, e.g. one-hot
+ * rows), loss one float of the context's device memory. */
+HTP_API htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits,
+                                            const float *targets, float *loss, int64_t rows,
+                                            int64_t classes);
+/* dlogits [rows, classes] = d(cross_entropy)/d(logits) for d(loss) = 1:
+ * (softmax · Σ_k t_k - t) / rows. */
+HTP_API htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
+                                                     const float *targets, float *dlogits,
+                                                     int64_t rows, int64_t classes);
+/* linear's adjoint: dx [rows, in] = dy · w; dw [out, in] = dyᵀ · x; db [out]
+ * = Σ_rows dy (db may be NULL: not wanted). */
+HTP_API htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float *w,
+                                              const float *dy, float *dx, float *dw, float *db,
+                                              int64_t rows, int64_t in_features,
+                                              int64_t out_features);
+/* layer norm's adjoint (statistics recomputed from x): dx [rows, dim],
+ * dgamma and dbeta [dim]. */
+HTP_API htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x,
+                                                  const float *gamma, const float *dy,
+                                                  float *dx, float *dgamma, float *dbeta,
+                                                  int64_t rows, int64_t dim, float epsilon);
+/* dx = dy · GELU'(x), n elements, exact (tanh_approx 0) or tanh form (1);
+ * dx may equal dy. */
+HTP_API htp_result htp_op_gelu_backward_f32(htp_ctx *ctx, const float *x, const float *dy,
+                                            float *dx, int64_t n, int32_t tanh_approx);
+/* The whole attention's adjoint (the forward recomputed in scratch): dx
+ * [B·T, model_dim], dwqkv, dbqkv, dwproj as their parameters, dbproj [model_dim]
+ * (may be NULL: not wanted). bqkv may be NULL (no qkv bias), as in the
+ * forward. The projection's bias changes no gradient but its own, so it is
+ * not an argument. scratch holds scratch_floats floats, at least what the
+ * device's kernel needs (on the CPU htp_cpu_attention_backward_scratch_floats,
+ * kernels/htp_scratch.h). */
+HTP_API htp_result htp_op_attention_backward_f32(
+    htp_ctx *ctx, const float *x, const float *wqkv, const float *bqkv, const float *wproj,
+    const float *dy, float *dx, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
+    float *scratch, int64_t scratch_floats, int64_t batch, int64_t tokens, int64_t model_dim,
+    int64_t num_heads, int64_t head_dim);
+/* y [cols] = Σ_rows x [rows, cols] (bias_add's bias gradient), summed in an
+ * order that does not depend on the thread count. */
+HTP_API htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t rows,
+                                      int64_t cols);
+/* patch_embed's parameter gradients from dy [B, N, D]: dw [D, C, P, P], db
+ * [D]. Scratch as htp_op_patch_embed_f32's (the patches again). */
+HTP_API htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images,
+                                                   const float *dy, float *dw, float *db,
+                                                   float *scratch, int64_t scratch_floats,
+                                                   int64_t batch, int64_t channels,
+                                                   int64_t height, int64_t width, int64_t patch,
+                                                   int64_t dim);
+/* embed_tokens' adjoint from dy [B, N+1, D]: dpatches [B, N, D] = dy[:, 1:],
+ * dcls [1, 1, D] = Σ_b dy[b, 0], dpos [1, N+1, D] = Σ_b dy[b]. */
+HTP_API htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy,
+                                                    float *dpatches, float *dcls, float *dpos,
+                                                    int64_t batch, int64_t patches_per_image,
+                                                    int64_t dim);
+/* cls_token's adjoint: dx [B, T, D] = dy [B, D] at token 0, zero elsewhere. */
+HTP_API htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
+                                                 int64_t batch, int64_t tokens, int64_t dim);
+
 /* The context's device memory, for buffers a block runs on (htp-run
  * --device): through the kernel table, so host memory on the CPU table and
  * device memory on the CUDA one. alloc gives bytes (>= 1) in *out; free

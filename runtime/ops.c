@@ -251,6 +251,263 @@ htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   OP_DISPATCH(ctx, what, copy, dst, src, bytes);
 }
 
+/* ===== Training ops (f32; issue 9 spec A and B) ========================= */
+
+/* The table must have `entry` (checked before anything is written, so a
+ * device without the kernel leaves the outputs alone). */
+#define OP_NEEDS(ctx, what, entry)                                                             \
+  do {                                                                                         \
+    const htp_kernel_table *needs_ = htp__kernel_table(ctx);                                   \
+    if (!needs_->entry)                                                                        \
+      return (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no " #entry   \
+                               " entry", (what), needs_->name)                                 \
+                   : HTP_ERR_UNSUPPORTED;                                                      \
+  } while (0)
+
+/* Calls `entry` (present: OP_NEEDS) and returns only on failure: for ops
+ * made of several kernel calls. */
+#define OP_CALL(ctx, what, entry, ...)                                                         \
+  do {                                                                                         \
+    if ((ctx)) (ctx)->kernel_error[0] = '\0';                                                  \
+    htp_kernel_status call_ = htp__kernel_table(ctx)->entry(htp__kernel_env(ctx), __VA_ARGS__); \
+    if (call_ != HTP_KERNEL_OK) return htp__kernel_failed((ctx), call_, (what));               \
+  } while (0)
+
+/* Clears `floats` floats at ptr (NULL: nothing): a gradient the next kernel
+ * accumulates into, so that the op's result is written. */
+#define OP_ZERO(ctx, what, ptr, floats)                                                        \
+  do {                                                                                         \
+    if ((ptr)) OP_CALL(ctx, what, zero, (ptr), (size_t)(floats) * sizeof(float));             \
+  } while (0)
+
+/* a * b * c >= 1 without overflow (each >= 1). */
+static int sizes_fit(int64_t a, int64_t b, int64_t c) {
+  if (a < 1 || b < 1 || c < 1) return 0;
+  return htp__size_mul(htp__size_mul(a, b), c) >= 1;
+}
+
+/* patch_embed and its backward: sizes, divisibility, BLAS ranges, scratch. */
+static htp_result check_patch_embed(htp_ctx *ctx, const char *what, int64_t scratch_floats,
+                                    int64_t batch, int64_t channels, int64_t height,
+                                    int64_t width, int64_t patch, int64_t dim) {
+  OP_INVALID(ctx,
+             batch < 1 || channels < 1 || height < 1 || width < 1 || patch < 1 || dim < 1,
+             "%s: batch %lld, channels %lld, height %lld, width %lld, patch %lld, dim %lld must "
+             "all be >= 1",
+             what, (long long)batch, (long long)channels, (long long)height, (long long)width,
+             (long long)patch, (long long)dim);
+  OP_INVALID(ctx, height % patch != 0 || width % patch != 0,
+             "%s: height %lld and width %lld must be multiples of patch %lld", what,
+             (long long)height, (long long)width, (long long)patch);
+  const int64_t rows = htp__size_mul(batch, htp__size_mul(height / patch, width / patch));
+  const int64_t features = htp__size_mul(channels, htp__size_mul(patch, patch));
+  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(features) || !blas_dim(dim),
+             "%s: the patch linear's rows %lld, features %lld or dim %lld exceed BLAS's int "
+             "range",
+             what, (long long)rows, (long long)features, (long long)dim);
+  const int64_t needed = htp__size_mul(rows, features);
+  OP_INVALID(ctx, needed < 0 || scratch_floats < needed,
+             "%s: scratch holds %lld floats, the patches need %lld", what,
+             (long long)scratch_floats, (long long)needed);
+  return HTP_OK;
+}
+
+htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float *w,
+                                  const float *b, float *y, float *scratch,
+                                  int64_t scratch_floats, int64_t batch, int64_t channels,
+                                  int64_t height, int64_t width, int64_t patch, int64_t dim) {
+  const char *what = "htp_op_patch_embed_f32";
+  OP_INVALID(ctx, !images || !w || !b || !y || !scratch,
+             "%s: images, w, b, y or scratch is NULL", what);
+  OP_CHECKED(check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width,
+                               patch, dim));
+  OP_NEEDS(ctx, what, patchify_f32);
+  OP_NEEDS(ctx, what, linear_f32);
+  OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
+  const int64_t rows = batch * (height / patch) * (width / patch);
+  OP_DISPATCH(ctx, what, linear_f32, scratch, w, b, y, rows, channels * patch * patch, dim);
+}
+
+htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images, const float *dy,
+                                           float *dw, float *db, float *scratch,
+                                           int64_t scratch_floats, int64_t batch,
+                                           int64_t channels, int64_t height, int64_t width,
+                                           int64_t patch, int64_t dim) {
+  const char *what = "htp_op_patch_embed_backward_f32";
+  OP_INVALID(ctx, !images || !dy || !dw || !db || !scratch,
+             "%s: images, dy, dw, db or scratch is NULL", what);
+  OP_CHECKED(check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width,
+                               patch, dim));
+  OP_NEEDS(ctx, what, patchify_f32);
+  OP_NEEDS(ctx, what, linear_backward_f32);
+  OP_NEEDS(ctx, what, zero);
+  const int64_t rows = batch * (height / patch) * (width / patch);
+  const int64_t features = channels * patch * patch;
+  OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
+  OP_ZERO(ctx, what, dw, dim * features);
+  OP_ZERO(ctx, what, db, dim);
+  /* No input gradient (the images are data), so the weight is not read. */
+  OP_DISPATCH(ctx, what, linear_backward_f32, scratch, NULL, dy, NULL, dw, db, rows, features,
+              dim);
+}
+
+htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const float *cls,
+                                   const float *pos, float *y, int64_t batch,
+                                   int64_t patches_per_image, int64_t dim) {
+  const char *what = "htp_op_embed_tokens_f32";
+  OP_INVALID(ctx, !patches || !cls || !pos || !y, "%s: patches, cls, pos or y is NULL", what);
+  OP_INVALID(ctx, patches_per_image >= INT64_MAX || !sizes_fit(batch, patches_per_image + 1, dim),
+             "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and the "
+             "output's size fit)",
+             what, (long long)batch, (long long)patches_per_image, (long long)dim);
+  OP_DISPATCH(ctx, what, embed_tokens_f32, patches, cls, pos, y, batch, patches_per_image, dim);
+}
+
+htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float *dpatches,
+                                            float *dcls, float *dpos, int64_t batch,
+                                            int64_t patches_per_image, int64_t dim) {
+  const char *what = "htp_op_embed_tokens_backward_f32";
+  OP_INVALID(ctx, !dy || !dpatches || !dcls || !dpos, "%s: dy, dpatches, dcls or dpos is NULL",
+             what);
+  OP_INVALID(ctx, patches_per_image >= INT64_MAX || !sizes_fit(batch, patches_per_image + 1, dim),
+             "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and dy's size "
+             "fit)",
+             what, (long long)batch, (long long)patches_per_image, (long long)dim);
+  OP_NEEDS(ctx, what, embed_tokens_backward_f32);
+  OP_NEEDS(ctx, what, zero);
+  OP_ZERO(ctx, what, dcls, dim);
+  OP_ZERO(ctx, what, dpos, (patches_per_image + 1) * dim);
+  OP_DISPATCH(ctx, what, embed_tokens_backward_f32, dy, dpatches, dcls, dpos, batch,
+              patches_per_image, dim);
+}
+
+htp_result htp_op_cls_token_f32(htp_ctx *ctx, const float *x, float *y, int64_t batch,
+                                int64_t tokens, int64_t dim) {
+  const char *what = "htp_op_cls_token_f32";
+  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
+  OP_INVALID(ctx, !sizes_fit(batch, tokens, dim),
+             "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and x's size fit)", what,
+             (long long)batch, (long long)tokens, (long long)dim);
+  OP_DISPATCH(ctx, what, cls_token_f32, x, y, batch, tokens, dim);
+}
+
+htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
+                                         int64_t batch, int64_t tokens, int64_t dim) {
+  const char *what = "htp_op_cls_token_backward_f32";
+  OP_INVALID(ctx, !dy || !dx, "%s: dy or dx is NULL", what);
+  OP_INVALID(ctx, !sizes_fit(batch, tokens, dim),
+             "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and dx's size fit)", what,
+             (long long)batch, (long long)tokens, (long long)dim);
+  OP_DISPATCH(ctx, what, cls_token_backward_f32, dy, dx, batch, tokens, dim);
+}
+
+htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits, const float *targets,
+                                    float *loss, int64_t rows, int64_t classes) {
+  const char *what = "htp_op_cross_entropy_f32";
+  OP_INVALID(ctx, !logits || !targets || !loss, "%s: logits, targets or loss is NULL", what);
+  OP_INVALID(ctx, !sizes_fit(rows, classes, 1),
+             "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)classes);
+  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, loss, NULL, rows, classes);
+}
+
+htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
+                                             const float *targets, float *dlogits,
+                                             int64_t rows, int64_t classes) {
+  const char *what = "htp_op_cross_entropy_backward_f32";
+  OP_INVALID(ctx, !logits || !targets || !dlogits, "%s: logits, targets or dlogits is NULL",
+             what);
+  OP_INVALID(ctx, !sizes_fit(rows, classes, 1),
+             "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)classes);
+  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, NULL, dlogits, rows,
+              classes);
+}
+
+htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float *w,
+                                      const float *dy, float *dx, float *dw, float *db,
+                                      int64_t rows, int64_t in_features, int64_t out_features) {
+  const char *what = "htp_op_linear_backward_f32";
+  OP_INVALID(ctx, !x || !w || !dy || !dx || !dw, "%s: x, w, dy, dx or dw is NULL", what);
+  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
+             "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
+             (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
+  OP_NEEDS(ctx, what, linear_backward_f32);
+  OP_NEEDS(ctx, what, zero);
+  OP_ZERO(ctx, what, dw, out_features * in_features);
+  OP_ZERO(ctx, what, db, out_features);
+  OP_DISPATCH(ctx, what, linear_backward_f32, x, w, dy, dx, dw, db, rows, in_features,
+              out_features);
+}
+
+htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const float *gamma,
+                                          const float *dy, float *dx, float *dgamma,
+                                          float *dbeta, int64_t rows, int64_t dim,
+                                          float epsilon) {
+  const char *what = "htp_op_layer_norm_backward_f32";
+  OP_INVALID(ctx, !x || !gamma || !dy || !dx || !dgamma || !dbeta,
+             "%s: x, gamma, dy, dx, dgamma or dbeta is NULL", what);
+  OP_INVALID(ctx, !sizes_fit(rows, dim, 1),
+             "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)dim);
+  OP_INVALID(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  OP_NEEDS(ctx, what, layer_norm_backward_f32);
+  OP_NEEDS(ctx, what, zero);
+  OP_ZERO(ctx, what, dgamma, dim);
+  OP_ZERO(ctx, what, dbeta, dim);
+  OP_DISPATCH(ctx, what, layer_norm_backward_f32, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
+              epsilon);
+}
+
+htp_result htp_op_gelu_backward_f32(htp_ctx *ctx, const float *x, const float *dy, float *dx,
+                                    int64_t n, int32_t tanh_approx) {
+  const char *what = "htp_op_gelu_backward_f32";
+  OP_INVALID(ctx, !dy, "%s: dy is NULL", what);
+  OP_CHECKED(check_gelu(ctx, what, x, dx, n, tanh_approx));
+  OP_DISPATCH(ctx, what, gelu_backward_f32, x, dy, dx, n, tanh_approx);
+}
+
+htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const float *wqkv,
+                                         const float *bqkv, const float *wproj, const float *dy,
+                                         float *dx, float *dwqkv, float *dbqkv, float *dwproj,
+                                         float *dbproj, float *scratch, int64_t scratch_floats,
+                                         int64_t batch, int64_t tokens, int64_t model_dim,
+                                         int64_t num_heads, int64_t head_dim) {
+  const char *what = "htp_op_attention_backward_f32";
+  OP_INVALID(ctx, !dy || !dwqkv || !dbqkv || !dwproj, "%s: dy, dwqkv, dbqkv or dwproj is NULL",
+             what);
+  OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, dx, scratch, scratch_floats, batch,
+                             tokens, model_dim, num_heads, head_dim));
+  OP_NEEDS(ctx, what, attention_backward_f32);
+  OP_NEEDS(ctx, what, zero);
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->attention_backward_scratch_floats) { /* refused before anything is cleared */
+    const int64_t needed = table->attention_backward_scratch_floats(batch, tokens, model_dim,
+                                                                    num_heads, head_dim);
+    OP_INVALID(ctx, needed < 0 || scratch_floats < needed,
+               "%s: scratch holds %lld floats, the %s kernel needs %lld", what,
+               (long long)scratch_floats, table->name, (long long)needed);
+  }
+  const int64_t wide = 3 * num_heads * head_dim;
+  OP_ZERO(ctx, what, dwqkv, wide * model_dim);
+  OP_ZERO(ctx, what, dbqkv, wide);
+  OP_ZERO(ctx, what, dwproj, model_dim * num_heads * head_dim);
+  OP_ZERO(ctx, what, dbproj, model_dim);
+  OP_DISPATCH(ctx, what, attention_backward_f32, x, wqkv, bqkv, wproj, NULL, dy, dx, dwqkv,
+              dbqkv, dwproj, dbproj, scratch, scratch_floats, batch, tokens, model_dim,
+              num_heads, head_dim);
+}
+
+htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t rows,
+                              int64_t cols) {
+  const char *what = "htp_op_row_sum_f32";
+  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
+  OP_INVALID(ctx, !sizes_fit(rows, cols, 1),
+             "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+             (long long)rows, (long long)cols);
+  OP_DISPATCH(ctx, what, row_sum_f32, x, y, rows, cols);
+}
+
 /* ===== Device memory and timing (the executor's buffers) ================ */
 
 htp_result htp_mem_alloc(htp_ctx *ctx, size_t bytes, void **out) {

@@ -392,34 +392,41 @@ htp_kernel_status htp__cpu_attention_backward_f32(
 
 /* ----- Softmax cross-entropy --------------------------------------------- */
 
-/* Row r: lse = max + log Σ e^{l - max}; loss_r = lse - l[label];
- * dlogits = (softmax - onehot) / rows. The loss sums in LOSS_BLOCKS blocks
- * of consecutive rows fixed by `rows` alone, then over the blocks in order. */
+/* Row r with targets t: lse = max + log Σ e^{l - max}, T = Σ_k t_k;
+ * loss_r = Σ_k t_k (lse - l_k) = T lse - Σ_k t_k l_k;
+ * dlogits = (softmax T - t) / rows (softmax - t when the row sums to 1).
+ * The loss sums in LOSS_BLOCKS blocks of consecutive rows fixed by `rows`
+ * alone, then over the blocks in order, so it does not depend on the
+ * thread count. */
 enum { LOSS_BLOCKS = 64 };
 
 struct ce_job {
-  const float *logits;
-  const int32_t *labels;
+  const float *logits, *targets;
   float *dlogits;
   int64_t rows, classes, block;
   double partial[LOSS_BLOCKS];
 };
 
 HTP_VECTOR_CLONES
-static double ce_row(const float *l, int32_t label, float *d, int64_t classes, float inv_rows) {
+static double ce_row(const float *l, const float *t, float *d, int64_t classes,
+                     float inv_rows) {
   float max = l[0];
   for (int64_t c = 1; c < classes; ++c)
     max = l[c] > max ? l[c] : max;
-  double sum = 0.0;
-  for (int64_t c = 0; c < classes; ++c)
+  double sum = 0.0, t_sum = 0.0, tl_sum = 0.0;
+  for (int64_t c = 0; c < classes; ++c) {
     sum += htp__expf(l[c] - max);
-  if (d) {
-    const float scale = (float)(1.0 / sum) * inv_rows;
-    for (int64_t c = 0; c < classes; ++c)
-      d[c] = htp__expf(l[c] - max) * scale;
-    d[label] -= inv_rows;
+    t_sum += t[c];
+    /* T lse - Σ t l = T log Σ - Σ t (l - max): no cancellation of two large
+     * terms when the logits are large. */
+    tl_sum += (double)t[c] * ((double)l[c] - (double)max);
   }
-  return (double)max + log(sum) - (double)l[label];
+  if (d) {
+    const float scale = (float)(t_sum / sum) * inv_rows;
+    for (int64_t c = 0; c < classes; ++c)
+      d[c] = htp__expf(l[c] - max) * scale - t[c] * inv_rows;
+  }
+  return t_sum * log(sum) - tl_sum;
 }
 
 static void ce_blocks(void *ctx, int64_t begin, int64_t end) {
@@ -430,7 +437,7 @@ static void ce_blocks(void *ctx, int64_t begin, int64_t end) {
     const int64_t r1 = r0 + job->block < end ? r0 + job->block : end;
     double sum = 0.0;
     for (int64_t r = r0; r < r1; ++r)
-      sum += ce_row(job->logits + r * job->classes, job->labels[r],
+      sum += ce_row(job->logits + r * job->classes, job->targets + r * job->classes,
                     job->dlogits ? job->dlogits + r * job->classes : NULL, job->classes,
                     inv_rows);
     job->partial[r0 / job->block] = sum;
@@ -438,20 +445,20 @@ static void ce_blocks(void *ctx, int64_t begin, int64_t end) {
 }
 
 htp_kernel_status htp__cpu_softmax_cross_entropy_f32(const htp_kernel_env *env,
-                                                     const float *logits, const int32_t *labels,
+                                                     const float *logits, const float *targets,
                                                      float *loss, float *dlogits, int64_t rows,
                                                      int64_t classes) {
-  if (rows < 1 || classes < 1 || classes > INT32_MAX)
+  if (rows < 1 || classes < 1 || rows > INT64_MAX / classes)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "softmax cross-entropy: needs rows >= 1 and classes in [1, 2^31), "
-                           "got %lld rows, %lld classes",
+                           "softmax cross-entropy: needs rows >= 1 and classes >= 1 (and their "
+                           "product to fit), got %lld rows, %lld classes",
                            (long long)rows, (long long)classes);
-  for (int64_t r = 0; r < rows; ++r)
-    if (labels[r] < 0 || labels[r] >= classes)
-      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                             "softmax cross-entropy: label %d of row %lld is outside [0, %lld)",
-                             (int)labels[r], (long long)r, (long long)classes);
-  struct ce_job job = {logits, labels, dlogits, rows, classes,
+  if (!logits || !targets)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "softmax cross-entropy: logits or targets is NULL");
+  if (!loss && !dlogits)
+    return HTP_KERNEL_OK;
+  struct ce_job job = {logits, targets, dlogits, rows, classes,
                        (rows + LOSS_BLOCKS - 1) / LOSS_BLOCKS, {0}};
   htp__parallel(rows, job.block, ce_blocks, &job);
   double total = 0.0;

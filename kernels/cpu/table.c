@@ -150,6 +150,13 @@ static const htp_kernel_table CPU_TABLE = {
     .softmax_cross_entropy_f32 = htp__cpu_softmax_cross_entropy_f32,
     .sgd_momentum_f32 = htp__cpu_sgd_momentum_f32,
     .adamw_f32 = htp__cpu_adamw_f32,
+    .patchify_f32 = htp__cpu_patchify_f32,
+    .embed_tokens_f32 = htp__cpu_embed_tokens_f32,
+    .cls_token_f32 = htp__cpu_cls_token_f32,
+    .row_sum_f32 = htp__cpu_row_sum_f32,
+    .embed_tokens_backward_f32 = htp__cpu_embed_tokens_backward_f32,
+    .cls_token_backward_f32 = htp__cpu_cls_token_backward_f32,
+    .zero = htp__cpu_zero,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }

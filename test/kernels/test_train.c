@@ -10,7 +10,7 @@
  * linear, layer norm, GELU and the loss against closed-form double
  * references (tighter), the accumulation of parameter gradients (+=), NULL
  * gradients, results independent of the thread count (bitwise), the
- * optimizers against a few steps in double, and the refusals: bad labels,
+ * optimizers against a few steps in double, and the refusals: bad shapes,
  * too little attention scratch, bad optimizer arguments.
  *===----------------------------------------------------------------------===*/
 #include <math.h>
@@ -598,15 +598,27 @@ static void ce_grad_ref(const struct ce_model *m, double *d) {
   }
 }
 
+/* One-hot rows of labels: what the loader passes as probability targets. */
+static float *one_hot(const int32_t *labels, int64_t rows, int64_t classes) {
+  float *t = zeros(rows * classes);
+  for (int64_t r = 0; r < rows; ++r)
+    t[r * classes + labels[r]] = 1.0f;
+  return t;
+}
+
+/* One-hot targets give exactly the label-indexed loss and gradient (the
+ * kernel before probability targets): against the label references, finite
+ * differences, and with loss or dlogits left out. */
 static void softmax_cross_entropy(void **state) {
   (void)state;
   const htp_kernel_table *t = htp_cpu_kernel_table();
   float *logits = random_floats(CR * CC, -3, 3);
   int32_t labels[CR] = {0, 4, 2, 2, 1, 3};
+  float *targets = one_hot(labels, CR, CC);
   for (int c = 0; c < CC; ++c) /* a row far from 0 (stability) and a confident one */
     logits[CC + c] += 5000.0f, logits[2 * CC + c] = c == 2 ? 30.0f : 0.0f;
   float loss = -1.0f, *d = zeros(CR * CC);
-  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, labels, &loss, d, CR, CC),
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, &loss, d, CR, CC),
                    HTP_KERNEL_OK);
   struct ce_model m = {to_double(logits, CR * CC), labels, CR, CC};
   const double want = ce_loss_ref(&m);
@@ -616,37 +628,100 @@ static void softmax_cross_entropy(void **state) {
   assert_close("cross-entropy dlogits (fd)", d, fd, CR * CC, FD_TOL);
   ce_grad_ref(&m, ref);
   assert_close("cross-entropy dlogits", d, ref, CR * CC, 1e-6);
-  /* Rows of dlogits sum to 0 (softmax sums to 1). */
+  /* Rows of dlogits sum to 0 (softmax sums to 1, so do the targets). */
   for (int r = 0; r < CR; ++r) {
     double s = 0.0;
     for (int c = 0; c < CC; ++c)
       s += d[r * CC + c];
     assert_true(fabs(s) < 1e-7);
   }
-  /* NULL dlogits: the same loss. */
-  float loss2 = -1.0f;
-  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, labels, &loss2, NULL, CR, CC),
+  /* NULL dlogits: the same loss; NULL loss: the same dlogits; both: nothing. */
+  float loss2 = -1.0f, *d2 = random_floats(CR * CC, 50, 60);
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, &loss2, NULL, CR, CC),
                    HTP_KERNEL_OK);
   assert_true(loss2 == loss);
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, NULL, d2, CR, CC),
+                   HTP_KERNEL_OK);
+  assert_memory_equal(d2, d, sizeof(float) * CR * CC);
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, NULL, NULL, CR, CC),
+                   HTP_KERNEL_OK);
   assert_string_equal(error, "");
 
-  /* Bad labels and shapes: refused with a message, loss untouched. */
-  int32_t bad[CR] = {0, 4, 2, 5, 1, 3};
+  /* Bad shapes: refused with a message, loss untouched. */
   loss2 = -1.0f;
-  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, bad, &loss2, d, CR, CC),
-                   HTP_KERNEL_ERR_INVALID);
-  assert_non_null(strstr(error, "label 5 of row 3"));
-  assert_true(loss2 == -1.0f);
-  bad[3] = -1;
-  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, bad, &loss2, d, CR, CC),
-                   HTP_KERNEL_ERR_INVALID);
-  assert_non_null(strstr(error, "label -1 of row 3"));
-  error[0] = '\0';
-  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, labels, &loss2, d, 0, CC),
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, &loss2, d, 0, CC),
                    HTP_KERNEL_ERR_INVALID);
   assert_non_null(strstr(error, "rows"));
   error[0] = '\0';
-  free(logits), free(d), free(m.logits), free(fd), free(ref);
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, &loss2, d, CR, 0),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_true(loss2 == -1.0f);
+  error[0] = '\0';
+  free(logits), free(targets), free(d), free(d2), free(m.logits), free(fd), free(ref);
+}
+
+/* Probability targets in general: L = (1/rows) Σ_r Σ_k t[r,k] (lse_r -
+ * l[r,k]), written here from the definition, in double. */
+struct soft_model {
+  double *logits;
+  const float *targets;
+  int64_t rows, classes;
+};
+
+static double soft_ce_ref(void *ctx) {
+  const struct soft_model *m = ctx;
+  double total = 0.0;
+  for (int64_t r = 0; r < m->rows; ++r) {
+    const double *l = m->logits + r * m->classes;
+    const double lse = log_sum_exp(l, m->classes);
+    for (int64_t k = 0; k < m->classes; ++k)
+      total += (double)m->targets[r * m->classes + k] * (lse - l[k]);
+  }
+  return total / (double)m->rows;
+}
+
+static void cross_entropy_soft_targets(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  float *logits = random_floats(CR * CC, -3, 3), *targets = random_floats(CR * CC, 0.05f, 1);
+  for (int r = 0; r < CR; ++r) { /* rows of probabilities ... */
+    float s = 0.0f;
+    for (int c = 0; c < CC; ++c)
+      s += targets[r * CC + c];
+    for (int c = 0; c < CC; ++c)
+      targets[r * CC + c] /= s;
+  }
+  for (int c = 0; c < CC; ++c) /* ... but for one that sums to 0.7 (label smoothing off by */
+    targets[4 * CC + c] *= 0.7f; /* a factor): the gradient is softmax Σt - t, not softmax - t */
+  for (int c = 0; c < CC; ++c) /* large logits: the loss must not cancel */
+    logits[5 * CC + c] += 3000.0f;
+  float loss = -1.0f, *d = zeros(CR * CC);
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, logits, targets, &loss, d, CR, CC),
+                   HTP_KERNEL_OK);
+  struct soft_model m = {to_double(logits, CR * CC), targets, CR, CC};
+  const double want = soft_ce_ref(&m);
+  if (!(fabs(loss - want) <= 1e-6 * fabs(want) + 1e-7))
+    fail_msg("soft cross-entropy loss %.9g, want %.9g", (double)loss, want);
+  double *fd = dzeros(CR * CC), *ref = dzeros(CR * CC);
+  finite_diff(soft_ce_ref, &m, m.logits, CR * CC, fd);
+  assert_close("soft cross-entropy dlogits (fd)", d, fd, CR * CC, FD_TOL);
+  /* Closed form: (softmax Σ_k t_k - t) / rows. */
+  for (int r = 0; r < CR; ++r) {
+    const double lse = log_sum_exp(m.logits + r * CC, CC);
+    double t_sum = 0.0;
+    for (int c = 0; c < CC; ++c)
+      t_sum += targets[r * CC + c];
+    for (int c = 0; c < CC; ++c)
+      ref[r * CC + c] = (exp(m.logits[r * CC + c] - lse) * t_sum - targets[r * CC + c]) / CR;
+  }
+  assert_close("soft cross-entropy dlogits", d, ref, CR * CC, 1e-6);
+  /* The row that sums to 0.7: its gradient sums to 0 too (Σ softmax = 1). */
+  double s = 0.0;
+  for (int c = 0; c < CC; ++c)
+    s += d[4 * CC + c];
+  assert_true(fabs(s) < 1e-7);
+  assert_string_equal(error, "");
+  free(logits), free(targets), free(d), free(m.logits), free(fd), free(ref);
 }
 
 /* ----- Reductions do not depend on the thread count ---------------------- */
@@ -664,6 +739,7 @@ static void same_on_any_thread_count(void **state) {
   assert_non_null(labels);
   for (int i = 0; i < CROWS; ++i)
     labels[i] = (int32_t)(i * 7 % CCLS);
+  float *targets = one_hot(labels, CROWS, CCLS);
   float *out[2][7];
   float loss[2];
   const int before = htp_cpu_blas_threads();
@@ -676,7 +752,7 @@ static void same_on_any_thread_count(void **state) {
     assert_int_equal(t->layer_norm_backward_f32(&env, lx, gamma, dy, ldx, dg, dbt, R, OUT, 1e-5f),
                      HTP_KERNEL_OK);
     assert_int_equal(
-        t->softmax_cross_entropy_f32(&env, logits, labels, &loss[run], dl, CROWS, CCLS),
+        t->softmax_cross_entropy_f32(&env, logits, targets, &loss[run], dl, CROWS, CCLS),
         HTP_KERNEL_OK);
     float *o[7] = {dx, dw, db, ldx, dg, dbt, dl};
     memcpy(out[run], o, sizeof o);
@@ -719,6 +795,7 @@ static void same_on_any_thread_count(void **state) {
     for (int i = 0; i < 7; ++i)
       free(out[run][i]);
   free(x), free(w), free(dy), free(lx), free(gamma), free(logits), free(labels), free(col);
+  free(targets);
   free(rdx), free(rdg), free(rdb), free(m.logits), free(rdl);
 }
 
@@ -813,6 +890,7 @@ int main(void) {
       cmocka_unit_test_setup(attention_backward, setup),
       cmocka_unit_test_setup(attention_scratch_formula, setup),
       cmocka_unit_test_setup(softmax_cross_entropy, setup),
+      cmocka_unit_test_setup(cross_entropy_soft_targets, setup),
       cmocka_unit_test_setup(same_on_any_thread_count, setup),
       cmocka_unit_test_setup(sgd_momentum, setup),
       cmocka_unit_test_setup(adamw, setup),
