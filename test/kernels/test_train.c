@@ -11,7 +11,13 @@
  * references (tighter), the accumulation of parameter gradients (+=), NULL
  * gradients, results independent of the thread count (bitwise), the
  * optimizers against a few steps in double, and the refusals: bad shapes,
- * too little attention scratch, bad optimizer arguments.
+ * too little attention scratch, bad optimizer arguments. The loss with
+ * probability targets: one-hot rows give the label loss exactly, soft rows
+ * (one not summing to 1) against finite differences. The model's ends:
+ * patchify's (c, ky, kx) and row-major token order by hand and against the
+ * definition, token embedding, class-token pooling and their adjoints
+ * against double loops and finite differences, row sums past a row block
+ * bitwise the same on 1 and 3 threads, and zero.
  *===----------------------------------------------------------------------===*/
 #include <math.h>
 #include <setjmp.h>
@@ -881,6 +887,239 @@ static void adamw(void **state) {
   free(w), free(m), free(v);
 }
 
+/* ----- The model's ends: patches, tokens, pooling, sums ----------------- */
+
+/* patchify's order by hand: images[i] = i, 1 image, 2 channels, 4 x 6, P = 2
+ * (a 2 x 3 grid). Token order is row-major over the grid, each patch
+ * vector (c, ky, kx). */
+static void patchify_by_hand(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  float images[2 * 4 * 6], patches[6 * 8];
+  for (int i = 0; i < 2 * 4 * 6; ++i)
+    images[i] = (float)i;
+  assert_int_equal(t->patchify_f32(&env, images, patches, 1, 2, 4, 6, 2), HTP_KERNEL_OK);
+  /* token 0 (py 0, px 0): c 0 rows 0-1, cols 0-1; then c 1 (offset 24) */
+  const float token0[8] = {0, 1, 6, 7, 24, 25, 30, 31};
+  /* token 1 (py 0, px 1): cols 2-3 */
+  const float token1[8] = {2, 3, 8, 9, 26, 27, 32, 33};
+  /* token 3 (py 1, px 0): rows 2-3 */
+  const float token3[8] = {12, 13, 18, 19, 36, 37, 42, 43};
+  /* token 5 (py 1, px 2): rows 2-3, cols 4-5 */
+  const float token5[8] = {16, 17, 22, 23, 40, 41, 46, 47};
+  assert_memory_equal(patches + 0 * 8, token0, sizeof token0);
+  assert_memory_equal(patches + 1 * 8, token1, sizeof token1);
+  assert_memory_equal(patches + 3 * 8, token3, sizeof token3);
+  assert_memory_equal(patches + 5 * 8, token5, sizeof token5);
+  /* Not a multiple of the patch: refused. */
+  assert_int_equal(t->patchify_f32(&env, images, patches, 1, 2, 4, 6, 4), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "multiple"));
+  error[0] = '\0';
+}
+
+/* patchify against the definition with general shapes, on 1 and 3 threads. */
+static void patchify_general(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  enum { B = 3, C = 3, H = 12, W = 8, P = 4, GH = H / P, GW = W / P, K = C * P * P };
+  float *images = random_floats(B * C * H * W, -1, 1);
+  float *want = zeros(B * GH * GW * K);
+  for (int b = 0; b < B; ++b)
+    for (int py = 0; py < GH; ++py)
+      for (int px = 0; px < GW; ++px)
+        for (int c = 0; c < C; ++c)
+          for (int ky = 0; ky < P; ++ky)
+            for (int kx = 0; kx < P; ++kx)
+              want[((b * GH + py) * GW + px) * K + (c * P + ky) * P + kx] =
+                  images[((b * C + c) * H + py * P + ky) * W + px * P + kx];
+  const int before = htp_cpu_blas_threads();
+  for (int threads = 1; threads <= 3; threads += 2) {
+    htp_cpu_set_blas_threads(threads);
+    float *got = random_floats(B * GH * GW * K, 50, 60);
+    assert_int_equal(t->patchify_f32(&env, images, got, B, C, H, W, P), HTP_KERNEL_OK);
+    assert_memory_equal(got, want, sizeof(float) * B * GH * GW * K);
+    free(got);
+  }
+  htp_cpu_set_blas_threads(before);
+  free(images), free(want);
+}
+
+enum { EB = 3, EN = 4, ED = 5 };
+
+static void embed_tokens_and_cls(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  float *patches = random_floats(EB * EN * ED, -1, 1), *cls = random_floats(ED, -1, 1);
+  float *pos = random_floats((EN + 1) * ED, -1, 1), *y = random_floats(EB * (EN + 1) * ED, 9, 10);
+  assert_int_equal(t->embed_tokens_f32(&env, patches, cls, pos, y, EB, EN, ED), HTP_KERNEL_OK);
+  for (int b = 0; b < EB; ++b)
+    for (int tok = 0; tok <= EN; ++tok)
+      for (int d = 0; d < ED; ++d) {
+        const double src = tok == 0 ? cls[d] : patches[(b * EN + tok - 1) * ED + d];
+        assert_true(y[(b * (EN + 1) + tok) * ED + d] == (float)(src + pos[tok * ED + d]));
+      }
+  /* cls_token: token 0 of each image. */
+  float *pooled = random_floats(EB * ED, 9, 10);
+  assert_int_equal(t->cls_token_f32(&env, y, pooled, EB, EN + 1, ED), HTP_KERNEL_OK);
+  for (int b = 0; b < EB; ++b)
+    for (int d = 0; d < ED; ++d)
+      assert_true(pooled[b * ED + d] == y[b * (EN + 1) * ED + d]);
+  /* cls_token's adjoint: dy at token 0, zero elsewhere, written whole. */
+  float *dy = random_floats(EB * ED, -1, 1), *dx = random_floats(EB * (EN + 1) * ED, 9, 10);
+  assert_int_equal(t->cls_token_backward_f32(&env, dy, dx, EB, EN + 1, ED), HTP_KERNEL_OK);
+  for (int b = 0; b < EB; ++b)
+    for (int tok = 0; tok <= EN; ++tok)
+      for (int d = 0; d < ED; ++d)
+        assert_true(dx[(b * (EN + 1) + tok) * ED + d] == (tok == 0 ? dy[b * ED + d] : 0.0f));
+  assert_string_equal(error, "");
+  free(patches), free(cls), free(pos), free(y), free(pooled), free(dy), free(dx);
+}
+
+/* embed_tokens' adjoint against finite differences of the double forward
+ * and the closed form, accumulation of dcls and dpos, NULL gradients. */
+struct embed_model {
+  double *patches, *cls, *pos, *y;
+  const float *dy;
+  int64_t batch, n, dim;
+};
+
+static double embed_loss(void *ctx) {
+  struct embed_model *m = ctx;
+  const int64_t N = m->n, D = m->dim;
+  double total = 0.0;
+  for (int64_t b = 0; b < m->batch; ++b)
+    for (int64_t tok = 0; tok <= N; ++tok)
+      for (int64_t d = 0; d < D; ++d) {
+        const double src = tok == 0 ? m->cls[d] : m->patches[(b * N + tok - 1) * D + d];
+        total += (src + m->pos[tok * D + d]) * m->dy[(b * (N + 1) + tok) * D + d];
+      }
+  return total;
+}
+
+static void embed_tokens_backward(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  const int64_t ny = EB * (EN + 1) * ED;
+  float *patches = random_floats(EB * EN * ED, -1, 1), *cls = random_floats(ED, -1, 1);
+  float *pos = random_floats((EN + 1) * ED, -1, 1), *dy = random_floats(ny, -1, 1);
+  float *dp = random_floats(EB * EN * ED, 9, 10), *dcls = zeros(ED), *dpos = zeros((EN + 1) * ED);
+  assert_int_equal(t->embed_tokens_backward_f32(&env, dy, dp, dcls, dpos, EB, EN, ED),
+                   HTP_KERNEL_OK);
+  struct embed_model m = {to_double(patches, EB * EN * ED), to_double(cls, ED),
+                          to_double(pos, (EN + 1) * ED), NULL, dy, EB, EN, ED};
+  double *fd = dzeros(EB * EN * ED);
+  finite_diff(embed_loss, &m, m.patches, EB * EN * ED, fd);
+  assert_close("embed dpatches (fd)", dp, fd, EB * EN * ED, FD_TOL);
+  finite_diff(embed_loss, &m, m.cls, ED, fd);
+  assert_close("embed dcls (fd)", dcls, fd, ED, FD_TOL);
+  finite_diff(embed_loss, &m, m.pos, (EN + 1) * ED, fd);
+  assert_close("embed dpos (fd)", dpos, fd, (EN + 1) * ED, FD_TOL);
+  /* Closed form, in double: dpatches = dy[:, 1:], dcls = Σ_b dy[b, 0],
+   * dpos = Σ_b dy[b]. */
+  double *rdp = dzeros(EB * EN * ED), *rcls = dzeros(ED), *rpos = dzeros((EN + 1) * ED);
+  for (int b = 0; b < EB; ++b)
+    for (int tok = 0; tok <= EN; ++tok)
+      for (int d = 0; d < ED; ++d) {
+        const double g = dy[(b * (EN + 1) + tok) * ED + d];
+        rpos[tok * ED + d] += g;
+        if (tok == 0)
+          rcls[d] += g;
+        else
+          rdp[(b * EN + tok - 1) * ED + d] = g;
+      }
+  assert_close("embed dpatches", dp, rdp, EB * EN * ED, 0.0);
+  assert_close("embed dcls", dcls, rcls, ED, 1e-7);
+  assert_close("embed dpos", dpos, rpos, (EN + 1) * ED, 1e-7);
+  /* dcls and dpos accumulate; dpatches is written. */
+  float *dp2 = random_floats(EB * EN * ED, 9, 10);
+  assert_int_equal(t->embed_tokens_backward_f32(&env, dy, dp2, dcls, dpos, EB, EN, ED),
+                   HTP_KERNEL_OK);
+  assert_memory_equal(dp2, dp, sizeof(float) * EB * EN * ED);
+  for (int i = 0; i < ED; ++i)
+    rcls[i] *= 2;
+  for (int i = 0; i < (EN + 1) * ED; ++i)
+    rpos[i] *= 2;
+  assert_close("embed dcls +=", dcls, rcls, ED, 1e-6);
+  assert_close("embed dpos +=", dpos, rpos, (EN + 1) * ED, 1e-6);
+  /* Each gradient may be NULL. */
+  assert_int_equal(t->embed_tokens_backward_f32(&env, dy, NULL, NULL, NULL, EB, EN, ED),
+                   HTP_KERNEL_OK);
+  float *only = zeros(ED);
+  assert_int_equal(t->embed_tokens_backward_f32(&env, dy, NULL, only, NULL, EB, EN, ED),
+                   HTP_KERNEL_OK);
+  for (int i = 0; i < ED; ++i)
+    rcls[i] /= 2;
+  assert_close("embed dcls alone", only, rcls, ED, 1e-7);
+  assert_string_equal(error, "");
+  free(patches), free(cls), free(pos), free(dy), free(dp), free(dcls), free(dpos), free(fd);
+  free(m.patches), free(m.cls), free(m.pos), free(rdp), free(rcls), free(rpos), free(dp2);
+  free(only);
+}
+
+/* row_sum and embed_tokens' sums over the batch: past one row block (256)
+ * and one column chunk (512), against double loops and bitwise the same on
+ * 1 and 3 threads. */
+static void sums_any_thread_count(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  enum { R = 700, COLS = 1100, SB = 300, SN = 6, SD = 7 };
+  float *x = random_floats(R * COLS, -1, 1), *dy = random_floats(SB * (SN + 1) * SD, -1, 1);
+  float *out[2][3];
+  const int before = htp_cpu_blas_threads();
+  for (int run = 0; run < 2; ++run) {
+    htp_cpu_set_blas_threads(run == 0 ? 1 : 3);
+    float *y = random_floats(COLS, 9, 10); /* written: garbage before */
+    float *dcls = zeros(SD), *dpos = zeros((SN + 1) * SD);
+    assert_int_equal(t->row_sum_f32(&env, x, y, R, COLS), HTP_KERNEL_OK);
+    assert_int_equal(t->embed_tokens_backward_f32(&env, dy, NULL, dcls, dpos, SB, SN, SD),
+                     HTP_KERNEL_OK);
+    out[run][0] = y, out[run][1] = dcls, out[run][2] = dpos;
+  }
+  htp_cpu_set_blas_threads(before);
+  assert_memory_equal(out[0][0], out[1][0], sizeof(float) * COLS);
+  assert_memory_equal(out[0][1], out[1][1], sizeof(float) * SD);
+  assert_memory_equal(out[0][2], out[1][2], sizeof(float) * (SN + 1) * SD);
+  double *col = dzeros(COLS), *rcls = dzeros(SD), *rpos = dzeros((SN + 1) * SD);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < COLS; ++c)
+      col[c] += x[r * COLS + c];
+  for (int b = 0; b < SB; ++b)
+    for (int i = 0; i < (SN + 1) * SD; ++i) {
+      rpos[i] += dy[b * (SN + 1) * SD + i];
+      if (i < SD)
+        rcls[i] += dy[b * (SN + 1) * SD + i];
+    }
+  assert_close("row sum", out[0][0], col, COLS, 1e-6);
+  assert_close("dcls over a batch of 300", out[0][1], rcls, SD, 1e-6);
+  assert_close("dpos over a batch of 300", out[0][2], rpos, (SN + 1) * SD, 1e-6);
+  /* One row: the row itself. */
+  float *one = zeros(COLS);
+  assert_int_equal(t->row_sum_f32(&env, x, one, 1, COLS), HTP_KERNEL_OK);
+  assert_memory_equal(one, x, sizeof(float) * COLS);
+  assert_string_equal(error, "");
+  for (int run = 0; run < 2; ++run)
+    for (int i = 0; i < 3; ++i)
+      free(out[run][i]);
+  free(x), free(dy), free(col), free(rcls), free(rpos), free(one);
+}
+
+static void zero_entry(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  enum { ZN = 300000 }; /* > one 1 MiB chunk */
+  float *a = random_floats(ZN + 1, 1, 2);
+  assert_int_equal(t->zero(&env, a, ZN * sizeof(float)), HTP_KERNEL_OK);
+  for (int i = 0; i < ZN; ++i)
+    if (a[i] != 0.0f)
+      fail_msg("zero: element %d is %g", i, (double)a[i]);
+  assert_true(a[ZN] >= 1.0f); /* nothing past the end */
+  assert_int_equal(t->zero(&env, NULL, 0), HTP_KERNEL_OK);
+  assert_int_equal(t->zero(&env, NULL, 4), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "zero"));
+  error[0] = '\0';
+  free(a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(check_is_strict, setup),
@@ -894,6 +1133,12 @@ int main(void) {
       cmocka_unit_test_setup(same_on_any_thread_count, setup),
       cmocka_unit_test_setup(sgd_momentum, setup),
       cmocka_unit_test_setup(adamw, setup),
+      cmocka_unit_test_setup(patchify_by_hand, setup),
+      cmocka_unit_test_setup(patchify_general, setup),
+      cmocka_unit_test_setup(embed_tokens_and_cls, setup),
+      cmocka_unit_test_setup(embed_tokens_backward, setup),
+      cmocka_unit_test_setup(sums_any_thread_count, setup),
+      cmocka_unit_test_setup(zero_entry, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
