@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a ViT encoder (a stack of timm-style blocks) in the htp dialect.
+"""Writes a ViT encoder (a stack of timm-style blocks) or a whole ViT in the htp dialect.
 
 Each block is x + attn(norm1(x)), then x + mlp(norm2(x)), with the parameter
 names timm uses (blocks.{i}.norm1.weight, ...), so a timm state dict saved as
@@ -13,6 +13,24 @@ norms' epsilon stays an f32 attribute.
 
     gen_vit.py --depth 1 --dim 768 --heads 12 --mlp 3072 --tokens 197 --batch 8 -o block.mlir
     gen_vit.py --dtype bf16 -o block_bf16.mlir
+
+--model writes a whole ViT instead (issue 9's training spec, section F): two
+functions, @vit (images -> logits) and @vit_loss (images, targets -> mean
+cross-entropy loss, logits), f32 only. Images are [batch, channels, image,
+image]; targets [batch, classes] hold class probabilities (one-hot rows for
+labels). The parameters, in timm's state_dict order and with its names:
+cls_token [1,1,dim], pos_embed [1,N+1,dim] (N = (image/patch)^2),
+patch_embed.proj.weight [dim,channels,patch,patch], patch_embed.proj.bias,
+the blocks' (as above), norm.weight, norm.bias, head.weight [classes,dim],
+head.bias. It is timm's VisionTransformer(img_size=image, patch_size=patch,
+in_chans=channels, num_classes=classes, embed_dim=dim, depth=depth,
+num_heads=heads, mlp_ratio=mlp/dim, qkv_bias=True, global_pool='token',
+class_token=True): patch_embed, embed_tokens (class token + position
+embedding), the blocks, the final layer_norm, cls_token (token 0), head.
+--tokens is not taken with --model (it is N+1).
+
+    gen_vit.py --model --depth 2 --dim 64 --heads 4 --patch 4 --image 28 --channels 1 \\
+               --classes 10 --batch 32 -o vit.mlir
 """
 import argparse
 import sys
@@ -34,6 +52,109 @@ PARAMS = [  # (suffix, shape as a function of dim and mlp)
 
 
 DTYPES = ("f32", "bf16")  # the element types of the htp dialect
+
+
+def tensor_type(shape, dtype="f32"):
+    return "tensor<" + "x".join(str(s) for s in shape) + f"x{dtype}>"
+
+
+def block_lines(i, x, dim, heads, mlp, act, hidden, eps, gelu, tensor):
+    """The ops of block i on the value x (type act); returns (lines, output value)."""
+    p = lambda suffix: f"%blocks_{i}_{suffix.replace('.', '_')}"
+    vec = tensor([dim])
+    lines = [
+        f"  // block {i}",
+        f"  %b{i}_n1 = htp.layer_norm {x}, {p('norm1.weight')}, {p('norm1.bias')} "
+        f"{{epsilon = {eps:e} : f32}} : ({act}, {vec}, {vec}) -> {act}",
+        f"  %b{i}_attn = htp.attention %b{i}_n1, {p('attn.qkv.weight')}, {p('attn.qkv.bias')}, "
+        f"{p('attn.proj.weight')}, {p('attn.proj.bias')} {{num_heads = {heads} : i64}} : "
+        f"({act}, {tensor([3 * dim, dim])}, {tensor([3 * dim])}, {tensor([dim, dim])}, {vec}) -> {act}",
+        f"  %b{i}_r1 = htp.add {x}, %b{i}_attn : {act}",
+        f"  %b{i}_n2 = htp.layer_norm %b{i}_r1, {p('norm2.weight')}, {p('norm2.bias')} "
+        f"{{epsilon = {eps:e} : f32}} : ({act}, {vec}, {vec}) -> {act}",
+        f"  %b{i}_fc1 = htp.linear %b{i}_n2, {p('mlp.fc1.weight')}, {p('mlp.fc1.bias')} : "
+        f"({act}, {tensor([mlp, dim])}, {tensor([mlp])}) -> {hidden}",
+        f"  %b{i}_act = htp.gelu %b{i}_fc1 approximate {gelu} : {hidden}",
+        f"  %b{i}_fc2 = htp.linear %b{i}_act, {p('mlp.fc2.weight')}, {p('mlp.fc2.bias')} : "
+        f"({hidden}, {tensor([dim, mlp])}, {vec}) -> {act}",
+        f"  %b{i}_out = htp.add %b{i}_r1, %b{i}_fc2 : {act}",
+    ]
+    return lines, f"%b{i}_out"
+
+
+def model_params(depth, dim, mlp, patch, image, channels, classes):
+    """(timm name, shape) of every parameter of the whole ViT, in timm's
+    state_dict order."""
+    tokens = (image // patch) ** 2 + 1
+    params = [("cls_token", [1, 1, dim]), ("pos_embed", [1, tokens, dim]),
+              ("patch_embed.proj.weight", [dim, channels, patch, patch]),
+              ("patch_embed.proj.bias", [dim])]
+    for i in range(depth):
+        params += [(f"blocks.{i}.{suffix}", shape(dim, mlp)) for suffix, shape in PARAMS]
+    params += [("norm.weight", [dim]), ("norm.bias", [dim]),
+               ("head.weight", [classes, dim]), ("head.bias", [classes])]
+    return params
+
+
+def generate_model(depth, dim, heads, mlp, patch, image, channels, classes, batch, eps, gelu,
+                   name="vit"):
+    """The whole ViT: @name (images -> logits) and @name_loss (images, targets ->
+    loss, logits), f32 (the training ops are f32 only)."""
+    if dim % heads:
+        raise ValueError(f"--dim {dim} is not divisible by --heads {heads}")
+    if image % patch:
+        raise ValueError(f"--image {image} is not a multiple of --patch {patch}")
+    tensor = tensor_type
+    patches = (image // patch) ** 2
+    tokens = patches + 1
+    params = model_params(depth, dim, mlp, patch, image, channels, classes)
+    images_t = tensor([batch, channels, image, image])
+    targets_t = tensor([batch, classes])
+    act = tensor([batch, tokens, dim])
+    hidden = tensor([batch, tokens, mlp])
+    logits_t = tensor([batch, classes])
+    loss_t = tensor([1])
+    pv = lambda pname: "%" + pname.replace(".", "_")
+    param_args = [f"{pv(n)}: {tensor(s)} {{htp.param = \"{n}\"}}" for n, s in params]
+    images_arg = f"%images: {images_t} {{htp.input = \"images\"}}"
+    targets_arg = f"%targets: {targets_t} {{htp.input = \"targets\"}}"
+
+    body = [
+        f"  %patches = htp.patch_embed %images, %patch_embed_proj_weight, %patch_embed_proj_bias "
+        f"{{patch = {patch} : i64}} : ({images_t}, {tensor([dim, channels, patch, patch])}, "
+        f"{tensor([dim])}) -> {tensor([batch, patches, dim])}",
+        f"  %x0 = htp.embed_tokens %patches, %cls_token, %pos_embed : "
+        f"({tensor([batch, patches, dim])}, {tensor([1, 1, dim])}, {tensor([1, tokens, dim])}) "
+        f"-> {act}",
+    ]
+    x = "%x0"
+    for i in range(depth):
+        lines, x = block_lines(i, x, dim, heads, mlp, act, hidden, eps, gelu, tensor)
+        body += lines
+    vec = tensor([dim])
+    # timm: norm over every token, then the class token (global_pool='token').
+    body += [
+        f"  %normed = htp.layer_norm {x}, %norm_weight, %norm_bias {{epsilon = {eps:e} : f32}} : "
+        f"({act}, {vec}, {vec}) -> {act}",
+        f"  %pooled = htp.cls_token %normed : ({act}) -> {tensor([batch, dim])}",
+        f"  %logits = htp.linear %pooled, %head_weight, %head_bias : "
+        f"({tensor([batch, dim])}, {tensor([classes, dim])}, {tensor([classes])}) -> {logits_t}",
+    ]
+    header = (f"// ViT, generated by examples/gen_vit.py --model: depth={depth} dim={dim} "
+              f"heads={heads} mlp={mlp} patch={patch} image={image} channels={channels} "
+              f"classes={classes} batch={batch} eps={eps} gelu={gelu}")
+    sep = ",\n    "
+    lines = [header,
+             f"func.func @{name}(" + sep.join([images_arg] + param_args)
+             + f") -> ({logits_t} {{htp.result = \"logits\"}}) {{"]
+    lines += body + [f"  return %logits : {logits_t}", "}", ""]
+    lines += [f"func.func @{name}_loss(" + sep.join([images_arg, targets_arg] + param_args)
+              + f") -> ({loss_t} {{htp.result = \"loss\"}}, "
+              f"{logits_t} {{htp.result = \"logits\"}}) {{"]
+    lines += body + [
+        f"  %loss = htp.cross_entropy %logits, %targets : ({logits_t}, {targets_t}) -> {loss_t}",
+        f"  return %loss, %logits : {loss_t}, {logits_t}", "}", ""]
+    return "\n".join(lines)
 
 
 def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name, dtype="f32"):
@@ -61,26 +182,8 @@ def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name, dtype="f32"
     ]
     x = "%x"
     for i in range(depth):
-        p = lambda suffix: f"%blocks_{i}_{suffix.replace('.', '_')}"
-        vec = tensor([dim])
-        lines += [
-            f"  // block {i}",
-            f"  %b{i}_n1 = htp.layer_norm {x}, {p('norm1.weight')}, {p('norm1.bias')} "
-            f"{{epsilon = {eps:e} : f32}} : ({act}, {vec}, {vec}) -> {act}",
-            f"  %b{i}_attn = htp.attention %b{i}_n1, {p('attn.qkv.weight')}, {p('attn.qkv.bias')}, "
-            f"{p('attn.proj.weight')}, {p('attn.proj.bias')} {{num_heads = {heads} : i64}} : "
-            f"({act}, {tensor([3 * dim, dim])}, {tensor([3 * dim])}, {tensor([dim, dim])}, {vec}) -> {act}",
-            f"  %b{i}_r1 = htp.add {x}, %b{i}_attn : {act}",
-            f"  %b{i}_n2 = htp.layer_norm %b{i}_r1, {p('norm2.weight')}, {p('norm2.bias')} "
-            f"{{epsilon = {eps:e} : f32}} : ({act}, {vec}, {vec}) -> {act}",
-            f"  %b{i}_fc1 = htp.linear %b{i}_n2, {p('mlp.fc1.weight')}, {p('mlp.fc1.bias')} : "
-            f"({act}, {tensor([mlp, dim])}, {tensor([mlp])}) -> {hidden}",
-            f"  %b{i}_act = htp.gelu %b{i}_fc1 approximate {gelu} : {hidden}",
-            f"  %b{i}_fc2 = htp.linear %b{i}_act, {p('mlp.fc2.weight')}, {p('mlp.fc2.bias')} : "
-            f"({hidden}, {tensor([dim, mlp])}, {vec}) -> {act}",
-            f"  %b{i}_out = htp.add %b{i}_r1, %b{i}_fc2 : {act}",
-        ]
-        x = f"%b{i}_out"
+        block, x = block_lines(i, x, dim, heads, mlp, act, hidden, eps, gelu, tensor)
+        lines += block
     lines += [f"  return {x} : {act}", "}", ""]
     return "\n".join(lines)
 
@@ -88,29 +191,61 @@ def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name, dtype="f32"
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="store_true",
+                        help="write the whole ViT (@vit and @vit_loss, f32) instead of the "
+                             "encoder blocks alone")
     parser.add_argument("--depth", type=int, default=1, help="blocks in a row (default 1)")
     parser.add_argument("--dim", type=int, default=768, help="model width (default 768)")
     parser.add_argument("--heads", type=int, default=12, help="attention heads (default 12)")
     parser.add_argument("--mlp", type=int, default=None, help="MLP hidden width (default 4*dim)")
-    parser.add_argument("--tokens", type=int, default=197, help="tokens per image (default 197)")
+    parser.add_argument("--tokens", type=int, default=None,
+                        help="tokens per image (default 197; blocks only: with --model it is "
+                             "(image/patch)^2 + 1)")
     parser.add_argument("--batch", type=int, default=8, help="images per batch (default 8)")
     parser.add_argument("--eps", type=float, default=1e-6, help="layer norm epsilon (default 1e-6)")
     parser.add_argument("--gelu", choices=["none", "tanh"], default="none",
                         help="GELU approximation (default none: exact erf)")
     parser.add_argument("--dtype", choices=DTYPES, default="f32",
-                        help="element type of every tensor (default f32); epsilon stays f32")
-    parser.add_argument("--name", default="vit_block", help="entry function name")
+                        help="element type of every tensor (default f32); epsilon stays f32; "
+                             "--model takes f32 only")
+    model = parser.add_argument_group("whole model (--model only)")
+    model.add_argument("--patch", type=int, help="patch side in pixels (default 16)")
+    model.add_argument("--image", type=int,
+                       help="image side in pixels, a multiple of --patch (default 224)")
+    model.add_argument("--channels", type=int, help="image channels (default 3)")
+    model.add_argument("--classes", type=int, help="classes (default 1000)")
+    parser.add_argument("--name", default=None,
+                        help="entry function name (default vit_block; with --model, vit: the "
+                             "loss function is NAME_loss)")
     parser.add_argument("-o", "--output", default="-", help="output file (default stdout)")
     a = parser.parse_args()
-    for flag in ("depth", "dim", "heads", "tokens", "batch"):
+    model_defaults = {"patch": 16, "image": 224, "channels": 3, "classes": 1000}
+    for flag, default in model_defaults.items():
+        if getattr(a, flag) is None:
+            setattr(a, flag, default)
+        elif not a.model:
+            parser.error(f"--{flag} is taken with --model only")
+    for flag in ("depth", "dim", "heads", "batch", "patch", "image", "channels", "classes"):
         if getattr(a, flag) < 1:
             parser.error(f"--{flag} must be >= 1")
     mlp = a.mlp if a.mlp is not None else 4 * a.dim
     if mlp < 1:
         parser.error("--mlp must be >= 1")
     try:
-        text = generate(a.depth, a.dim, a.heads, mlp, a.tokens, a.batch, a.eps, a.gelu, a.name,
-                        a.dtype)
+        if a.model:
+            if a.tokens is not None:
+                parser.error("--tokens is not taken with --model: tokens are "
+                             "(image/patch)^2 + 1")
+            if a.dtype != "f32":
+                parser.error("--model writes f32 only (the training ops are f32-only)")
+            text = generate_model(a.depth, a.dim, a.heads, mlp, a.patch, a.image, a.channels,
+                                  a.classes, a.batch, a.eps, a.gelu, a.name or "vit")
+        else:
+            tokens = a.tokens if a.tokens is not None else 197
+            if tokens < 1:
+                parser.error("--tokens must be >= 1")
+            text = generate(a.depth, a.dim, a.heads, mlp, tokens, a.batch, a.eps, a.gelu,
+                            a.name or "vit_block", a.dtype)
     except ValueError as e:
         parser.error(str(e))
     if a.output == "-":
