@@ -356,7 +356,9 @@ htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const flo
                                    int64_t patches_per_image, int64_t dim) {
   const char *what = "htp_op_embed_tokens_f32";
   OP_INVALID(ctx, !patches || !cls || !pos || !y, "%s: patches, cls, pos or y is NULL", what);
-  OP_INVALID(ctx, patches_per_image >= INT64_MAX || !sizes_fit(batch, patches_per_image + 1, dim),
+  OP_INVALID(ctx,
+             patches_per_image < 1 || patches_per_image >= INT64_MAX ||
+                 !sizes_fit(batch, patches_per_image + 1, dim),
              "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and the "
              "output's size fit)",
              what, (long long)batch, (long long)patches_per_image, (long long)dim);
@@ -369,7 +371,9 @@ htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float
   const char *what = "htp_op_embed_tokens_backward_f32";
   OP_INVALID(ctx, !dy || !dpatches || !dcls || !dpos, "%s: dy, dpatches, dcls or dpos is NULL",
              what);
-  OP_INVALID(ctx, patches_per_image >= INT64_MAX || !sizes_fit(batch, patches_per_image + 1, dim),
+  OP_INVALID(ctx,
+             patches_per_image < 1 || patches_per_image >= INT64_MAX ||
+                 !sizes_fit(batch, patches_per_image + 1, dim),
              "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and dy's size "
              "fit)",
              what, (long long)batch, (long long)patches_per_image, (long long)dim);

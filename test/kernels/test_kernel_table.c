@@ -6,6 +6,9 @@
  * the same through a context's table and through a NULL context, refuse bad
  * arguments with a message, and a world asking for the CUDA table either
  * gets it or fails cleanly; device memory and timing through a CPU context.
+ * The training op entries (issue 9) give the table's results with every
+ * gradient written, not accumulated, patch embedding equals a stride-P
+ * convolution, and each refuses its bad arguments with a message.
  * With CUDA built: the CUDA table's entries fail
  * (never crash) on an environment without a device, the unit kernels'
  * included (their twins are compared by kernels.cuda). Nothing here needs a GPU; on a machine
@@ -17,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -184,6 +188,304 @@ static void op_entries_dispatch(void **state) {
   free(x), free(w), free(want), free(got);
 }
 
+/* 3c. The training op entries compute what the table's entries compute,
+ * with every gradient WRITTEN (the outputs start as garbage, the table's
+ * accumulating kernels are called on zeros), and patch embedding equals a
+ * stride-P convolution written here from its definition. */
+static float *garbage(int64_t n) { return random_floats(n, 40, 50); }
+static float *fzeros(int64_t n) {
+  float *p = calloc((size_t)n, sizeof(float));
+  assert_non_null(p);
+  return p;
+}
+
+static void assert_near(const char *what, const float *got, const double *want, int64_t n,
+                        double tol) {
+  double err = 0.0, scale = 1e-30;
+  for (int64_t i = 0; i < n; ++i) {
+    err = fmax(err, fabs((double)got[i] - want[i]));
+    scale = fmax(scale, fabs(want[i]));
+  }
+  if (!(err / scale <= tol)) fail_msg("%s: relative error %.3g > %.3g", what, err / scale, tol);
+}
+
+static void training_op_entries(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  char error[128];
+  htp_kernel_env env;
+  htp_kernel_env_init(&env, error, sizeof error);
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  htp_world *world = NULL;
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+
+  /* Patch embedding: B 2, C 3, 8 x 4 images, P 2 (a 4 x 2 grid), D 5. */
+  enum { B = 2, C = 3, H = 8, W = 4, P = 2, D = 5, N = (H / P) * (W / P), K = C * P * P };
+  float *images = random_floats(B * C * H * W, -1, 1), *pw = random_floats(D * K, -1, 1);
+  float *pb = random_floats(D, -1, 1), *py = garbage(B * N * D), *scratch = garbage(B * N * K);
+  assert_int_equal(htp_op_patch_embed_f32(ctx, images, pw, pb, py, scratch, B * N * K, B, C, H,
+                                          W, P, D),
+                   HTP_OK);
+  double *conv = calloc(B * N * D, sizeof(double));
+  double *cdw = calloc(D * K, sizeof(double)), *cdb = calloc(D, sizeof(double));
+  float *pdy = random_floats(B * N * D, -1, 1);
+  for (int b = 0; b < B; ++b)
+    for (int gy = 0; gy < H / P; ++gy)
+      for (int gx = 0; gx < W / P; ++gx)
+        for (int d = 0; d < D; ++d) {
+          const int tok = gy * (W / P) + gx;
+          const double g = pdy[(b * N + tok) * D + d];
+          double sum = pb[d];
+          for (int c = 0; c < C; ++c)
+            for (int ky = 0; ky < P; ++ky)
+              for (int kx = 0; kx < P; ++kx) {
+                const double pixel = images[((b * C + c) * H + gy * P + ky) * W + gx * P + kx];
+                const int widx = ((d * C + c) * P + ky) * P + kx; /* w[d, c, ky, kx] */
+                sum += (double)pw[widx] * pixel;
+                cdw[widx] += g * pixel;
+              }
+          conv[(b * N + tok) * D + d] = sum;
+          cdb[d] += g;
+        }
+  assert_near("patch embed vs convolution", py, conv, B * N * D, 1e-6);
+  float *pdw = garbage(D * K), *pdb = garbage(D);
+  assert_int_equal(htp_op_patch_embed_backward_f32(ctx, images, pdy, pdw, pdb, scratch,
+                                                   B * N * K, B, C, H, W, P, D),
+                   HTP_OK);
+  assert_near("patch embed dw vs convolution", pdw, cdw, D * K, 1e-6);
+  assert_near("patch embed db", pdb, cdb, D, 1e-6);
+
+  /* Linear's adjoint, db wanted and not. */
+  float *x = random_floats(ROWS * IN, -1, 1), *w = random_floats(OUT * IN, -1, 1);
+  float *dy = random_floats(ROWS * OUT, -1, 1);
+  float *dx = garbage(ROWS * IN), *dw = garbage(OUT * IN), *db = garbage(OUT);
+  float *rdx = fzeros(ROWS * IN), *rdw = fzeros(OUT * IN), *rdb = fzeros(OUT);
+  assert_int_equal(t->linear_backward_f32(&env, x, w, dy, rdx, rdw, rdb, ROWS, IN, OUT),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_linear_backward_f32(ctx, x, w, dy, dx, dw, db, ROWS, IN, OUT), HTP_OK);
+  assert_same(dx, rdx, ROWS * IN);
+  assert_same(dw, rdw, OUT * IN);
+  assert_same(db, rdb, OUT);
+  float *dw2 = garbage(OUT * IN);
+  assert_int_equal(htp_op_linear_backward_f32(NULL, x, w, dy, dx, dw2, NULL, ROWS, IN, OUT),
+                   HTP_OK);
+  assert_same(dw2, rdw, OUT * IN);
+
+  /* Layer norm's adjoint (rows ROWS, dim IN). */
+  float *gamma = random_floats(IN, 0.5f, 1.5f), *ldy = random_floats(ROWS * IN, -1, 1);
+  float *ldx = garbage(ROWS * IN), *dg = garbage(IN), *dbt = garbage(IN);
+  float *rldx = fzeros(ROWS * IN), *rdg = fzeros(IN), *rdbt = fzeros(IN);
+  assert_int_equal(
+      t->layer_norm_backward_f32(&env, x, gamma, ldy, rldx, rdg, rdbt, ROWS, IN, 1e-5f),
+      HTP_KERNEL_OK);
+  assert_int_equal(
+      htp_op_layer_norm_backward_f32(ctx, x, gamma, ldy, ldx, dg, dbt, ROWS, IN, 1e-5f), HTP_OK);
+  assert_same(ldx, rldx, ROWS * IN);
+  assert_same(dg, rdg, IN);
+  assert_same(dbt, rdbt, IN);
+
+  /* GELU's adjoint, both forms. */
+  for (int32_t tanh_approx = 0; tanh_approx <= 1; ++tanh_approx) {
+    assert_int_equal(t->gelu_backward_f32(&env, x, ldy, rldx, ROWS * IN, tanh_approx),
+                     HTP_KERNEL_OK);
+    assert_int_equal(htp_op_gelu_backward_f32(ctx, x, ldy, ldx, ROWS * IN, tanh_approx), HTP_OK);
+    assert_same(ldx, rldx, ROWS * IN);
+  }
+
+  /* Attention's adjoint, dbproj wanted and not; bproj is never an argument. */
+  const int64_t rows = BATCH * TOKENS, inner = HEADS * HEAD_DIM;
+  float *ax = random_floats(rows * DIM, -1, 1), *wqkv = random_floats(3 * inner * DIM, -1, 1);
+  float *bqkv = random_floats(3 * inner, -1, 1), *wproj = random_floats(DIM * inner, -1, 1);
+  float *ady = random_floats(rows * DIM, -1, 1);
+  const int64_t floats =
+      htp_cpu_attention_backward_scratch_floats(BATCH, TOKENS, DIM, HEADS, HEAD_DIM);
+  float *ascratch = fzeros(floats);
+  float *adx = garbage(rows * DIM), *dwqkv = garbage(3 * inner * DIM), *dbqkv = garbage(3 * inner);
+  float *dwproj = garbage(DIM * inner), *dbproj = garbage(DIM);
+  float *radx = fzeros(rows * DIM), *rdwqkv = fzeros(3 * inner * DIM), *rdbqkv = fzeros(3 * inner);
+  float *rdwproj = fzeros(DIM * inner), *rdbproj = fzeros(DIM);
+  assert_int_equal(t->attention_backward_f32(&env, ax, wqkv, bqkv, wproj, NULL, ady, radx,
+                                             rdwqkv, rdbqkv, rdwproj, rdbproj, ascratch, floats,
+                                             BATCH, TOKENS, DIM, HEADS, HEAD_DIM),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_attention_backward_f32(ctx, ax, wqkv, bqkv, wproj, ady, adx, dwqkv,
+                                                 dbqkv, dwproj, dbproj, ascratch, floats, BATCH,
+                                                 TOKENS, DIM, HEADS, HEAD_DIM),
+                   HTP_OK);
+  assert_same(adx, radx, rows * DIM);
+  assert_same(dwqkv, rdwqkv, 3 * inner * DIM);
+  assert_same(dbqkv, rdbqkv, 3 * inner);
+  assert_same(dwproj, rdwproj, DIM * inner);
+  assert_same(dbproj, rdbproj, DIM);
+  float *dwproj2 = garbage(DIM * inner);
+  assert_int_equal(htp_op_attention_backward_f32(ctx, ax, wqkv, bqkv, wproj, ady, adx, dwqkv,
+                                                 dbqkv, dwproj2, NULL, ascratch, floats, BATCH,
+                                                 TOKENS, DIM, HEADS, HEAD_DIM),
+                   HTP_OK);
+  assert_same(dwproj2, rdwproj, DIM * inner);
+
+  /* Tokens, pooling, row sums and the loss: the table's results. */
+  enum { EN = 4 };
+  float *patches = random_floats(BATCH * EN * DIM, -1, 1), *cls = random_floats(DIM, -1, 1);
+  float *pos = random_floats((EN + 1) * DIM, -1, 1);
+  float *tokens = garbage(BATCH * (EN + 1) * DIM), *rtokens = fzeros(BATCH * (EN + 1) * DIM);
+  assert_int_equal(t->embed_tokens_f32(&env, patches, cls, pos, rtokens, BATCH, EN, DIM),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_embed_tokens_f32(ctx, patches, cls, pos, tokens, BATCH, EN, DIM),
+                   HTP_OK);
+  assert_same(tokens, rtokens, BATCH * (EN + 1) * DIM);
+  float *dpatches = garbage(BATCH * EN * DIM), *dcls = garbage(DIM);
+  float *dpos = garbage((EN + 1) * DIM), *rdpatches = fzeros(BATCH * EN * DIM);
+  float *rdcls = fzeros(DIM), *rdpos = fzeros((EN + 1) * DIM);
+  assert_int_equal(t->embed_tokens_backward_f32(&env, tokens, rdpatches, rdcls, rdpos, BATCH,
+                                                EN, DIM),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_embed_tokens_backward_f32(ctx, tokens, dpatches, dcls, dpos, BATCH,
+                                                    EN, DIM),
+                   HTP_OK);
+  assert_same(dpatches, rdpatches, BATCH * EN * DIM);
+  assert_same(dcls, rdcls, DIM);
+  assert_same(dpos, rdpos, (EN + 1) * DIM);
+  float *pooled = garbage(BATCH * DIM), *rpooled = fzeros(BATCH * DIM);
+  assert_int_equal(t->cls_token_f32(&env, tokens, rpooled, BATCH, EN + 1, DIM), HTP_KERNEL_OK);
+  assert_int_equal(htp_op_cls_token_f32(ctx, tokens, pooled, BATCH, EN + 1, DIM), HTP_OK);
+  assert_same(pooled, rpooled, BATCH * DIM);
+  assert_int_equal(t->cls_token_backward_f32(&env, pooled, rtokens, BATCH, EN + 1, DIM),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_cls_token_backward_f32(ctx, pooled, tokens, BATCH, EN + 1, DIM),
+                   HTP_OK);
+  assert_same(tokens, rtokens, BATCH * (EN + 1) * DIM);
+  float *sums = garbage(DIM), *rsums = fzeros(DIM);
+  assert_int_equal(t->row_sum_f32(&env, ax, rsums, rows, DIM), HTP_KERNEL_OK);
+  assert_int_equal(htp_op_row_sum_f32(ctx, ax, sums, rows, DIM), HTP_OK);
+  assert_same(sums, rsums, DIM);
+  float *targets = fzeros(ROWS * OUT), *dlogits = garbage(ROWS * OUT);
+  float *rdlogits = fzeros(ROWS * OUT), loss = -1.0f, rloss = -2.0f;
+  for (int r = 0; r < ROWS; ++r) targets[r * OUT + (r * 3) % OUT] = 1.0f;
+  assert_int_equal(t->softmax_cross_entropy_f32(&env, dy, targets, &rloss, rdlogits, ROWS, OUT),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_op_cross_entropy_f32(ctx, dy, targets, &loss, ROWS, OUT), HTP_OK);
+  assert_true(loss == rloss);
+  assert_int_equal(htp_op_cross_entropy_backward_f32(ctx, dy, targets, dlogits, ROWS, OUT),
+                   HTP_OK);
+  assert_same(dlogits, rdlogits, ROWS * OUT);
+  assert_string_equal(htp_last_error(ctx), "");
+
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  free(images), free(pw), free(pb), free(py), free(scratch), free(conv), free(cdw), free(cdb);
+  free(pdy), free(pdw), free(pdb), free(x), free(w), free(dy), free(dx), free(dw), free(db);
+  free(rdx), free(rdw), free(rdb), free(dw2), free(gamma), free(ldy), free(ldx), free(dg);
+  free(dbt), free(rldx), free(rdg), free(rdbt), free(ax), free(wqkv), free(bqkv), free(wproj);
+  free(ady), free(ascratch), free(adx), free(dwqkv), free(dbqkv), free(dwproj), free(dbproj);
+  free(radx), free(rdwqkv), free(rdbqkv), free(rdwproj), free(rdbproj), free(dwproj2);
+  free(patches), free(cls), free(pos), free(tokens), free(rtokens), free(dpatches), free(dcls);
+  free(dpos), free(rdpatches), free(rdcls), free(rdpos), free(pooled), free(rpooled);
+  free(sums), free(rsums), free(targets), free(dlogits), free(rdlogits);
+}
+
+/* 3d. Each training op entry refuses bad arguments: HTP_ERR_INVALID with a
+ * message naming the entry (and what is wrong), before writing anything;
+ * without a context just the code. */
+#define REFUSED(call, fragment)                                                                \
+  do {                                                                                         \
+    assert_int_equal((call), HTP_ERR_INVALID);                                                 \
+    if (!strstr(htp_last_error(ctx), (fragment)))                                              \
+      fail_msg("%s: message \"%s\" lacks \"%s\"", #call, htp_last_error(ctx), (fragment));     \
+  } while (0)
+
+static void training_op_entries_refuse(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  htp_world *world = NULL;
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  float a[64], o[64], s[64];
+  for (int i = 0; i < 64; ++i) a[i] = o[i] = s[i] = 1.0f;
+  const float *cf = a;
+  const int64_t big = (int64_t)INT32_MAX + 1;
+
+  /* patch_embed (and its backward share the checks): NULLs, sizes, a
+   * patch that does not divide, too little scratch, BLAS's int. */
+  REFUSED(htp_op_patch_embed_f32(ctx, NULL, cf, cf, o, s, 64, 1, 1, 4, 4, 2, 2),
+          "htp_op_patch_embed_f32: images, w, b, y or scratch is NULL");
+  REFUSED(htp_op_patch_embed_f32(ctx, cf, cf, NULL, o, s, 64, 1, 1, 4, 4, 2, 2), "is NULL");
+  REFUSED(htp_op_patch_embed_f32(ctx, cf, cf, cf, o, s, 64, 1, 0, 4, 4, 2, 2), ">= 1");
+  REFUSED(htp_op_patch_embed_f32(ctx, cf, cf, cf, o, s, 64, 1, 1, 4, 6, 4, 2), "multiples");
+  REFUSED(htp_op_patch_embed_f32(ctx, cf, cf, cf, o, s, 15, 1, 1, 4, 4, 2, 2),
+          "scratch holds 15 floats, the patches need 16");
+  REFUSED(htp_op_patch_embed_f32(ctx, cf, cf, cf, o, s, 64, 1, 1, 1, 1, 1, big), "BLAS");
+  REFUSED(htp_op_patch_embed_backward_f32(ctx, cf, cf, o, NULL, s, 64, 1, 1, 4, 4, 2, 2),
+          "htp_op_patch_embed_backward_f32: images, dy, dw, db or scratch is NULL");
+  REFUSED(htp_op_patch_embed_backward_f32(ctx, cf, cf, o, o, s, 64, 1, 1, 4, 3, 2, 2),
+          "multiples");
+  REFUSED(htp_op_patch_embed_backward_f32(ctx, cf, cf, o, o, s, 3, 1, 1, 4, 4, 2, 2),
+          "scratch holds 3");
+
+  REFUSED(htp_op_embed_tokens_f32(ctx, cf, NULL, cf, o, 1, 1, 1),
+          "htp_op_embed_tokens_f32: patches, cls, pos or y is NULL");
+  REFUSED(htp_op_embed_tokens_f32(ctx, cf, cf, cf, o, 1, 0, 1), ">= 1");
+  REFUSED(htp_op_embed_tokens_f32(ctx, cf, cf, cf, o, INT64_MAX / 2, 3, 1), "fit");
+  REFUSED(htp_op_embed_tokens_backward_f32(ctx, cf, o, o, NULL, 1, 1, 1),
+          "htp_op_embed_tokens_backward_f32: dy, dpatches, dcls or dpos is NULL");
+  REFUSED(htp_op_embed_tokens_backward_f32(ctx, cf, o, o, o, 0, 1, 1), ">= 1");
+  REFUSED(htp_op_cls_token_f32(ctx, cf, NULL, 1, 1, 1), "htp_op_cls_token_f32: x or y is NULL");
+  REFUSED(htp_op_cls_token_f32(ctx, cf, o, 1, 0, 1), ">= 1");
+  REFUSED(htp_op_cls_token_backward_f32(ctx, NULL, o, 1, 1, 1),
+          "htp_op_cls_token_backward_f32: dy or dx is NULL");
+  REFUSED(htp_op_cls_token_backward_f32(ctx, cf, o, 1, 1, -1), ">= 1");
+  REFUSED(htp_op_row_sum_f32(ctx, cf, NULL, 1, 1), "htp_op_row_sum_f32: x or y is NULL");
+  REFUSED(htp_op_row_sum_f32(ctx, cf, o, 0, 1), ">= 1");
+
+  REFUSED(htp_op_cross_entropy_f32(ctx, cf, cf, NULL, 1, 1),
+          "htp_op_cross_entropy_f32: logits, targets or loss is NULL");
+  REFUSED(htp_op_cross_entropy_f32(ctx, cf, cf, o, 1, 0), ">= 1");
+  REFUSED(htp_op_cross_entropy_backward_f32(ctx, cf, NULL, o, 1, 1),
+          "htp_op_cross_entropy_backward_f32: logits, targets or dlogits is NULL");
+  REFUSED(htp_op_cross_entropy_backward_f32(ctx, cf, cf, o, INT64_MAX, 2), "fit");
+
+  REFUSED(htp_op_linear_backward_f32(ctx, cf, cf, cf, NULL, o, o, 1, 1, 1),
+          "htp_op_linear_backward_f32: x, w, dy, dx or dw is NULL");
+  REFUSED(htp_op_linear_backward_f32(ctx, cf, cf, cf, o, o, NULL, big, 1, 1), "must be in [1,");
+  REFUSED(htp_op_linear_backward_f32(ctx, cf, cf, cf, o, o, NULL, 1, 0, 1), "must be in [1,");
+  REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, NULL, 1, 1, 1e-5f),
+          "htp_op_layer_norm_backward_f32: x, gamma, dy, dx, dgamma or dbeta is NULL");
+  REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, o, 1, 0, 1e-5f), ">= 1");
+  REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, o, 1, 1, -1.0f), "epsilon");
+  REFUSED(htp_op_gelu_backward_f32(ctx, cf, NULL, o, 1, 0), "htp_op_gelu_backward_f32: dy");
+  REFUSED(htp_op_gelu_backward_f32(ctx, cf, cf, o, 0, 0), "n 0");
+  REFUSED(htp_op_gelu_backward_f32(ctx, cf, cf, o, 1, 2), "tanh_approx 2");
+
+  REFUSED(htp_op_attention_backward_f32(ctx, cf, cf, NULL, cf, cf, o, o, o, NULL, NULL, s, 64,
+                                        1, 1, 1, 1, 1),
+          "htp_op_attention_backward_f32: dy, dwqkv, dbqkv or dwproj is NULL");
+  REFUSED(htp_op_attention_backward_f32(ctx, cf, cf, NULL, cf, cf, o, o, o, o, NULL, NULL, 64,
+                                        1, 1, 1, 1, 1),
+          "is NULL");
+  REFUSED(htp_op_attention_backward_f32(ctx, cf, cf, NULL, cf, cf, o, o, o, o, NULL, s, 64, 1,
+                                        0, 1, 1, 1),
+          ">= 1");
+  const int64_t need = htp_cpu_attention_backward_scratch_floats(1, 2, 2, 1, 1);
+  o[0] = 7.0f; /* refused before any gradient is cleared */
+  REFUSED(htp_op_attention_backward_f32(ctx, cf, cf, NULL, cf, cf, o, o, o, o, NULL, s,
+                                        need - 1, 1, 2, 2, 1, 1),
+          "the cpu kernel needs");
+  assert_true(o[0] == 7.0f);
+  REFUSED(htp_op_attention_backward_f32(ctx, cf, cf, NULL, cf, cf, o, o, o, o, NULL, s, 64, 1,
+                                        1, big, 1, 1),
+          "BLAS");
+
+  /* Without a context: the code alone. */
+  assert_int_equal(htp_op_row_sum_f32(NULL, cf, NULL, 1, 1), HTP_ERR_INVALID);
+  assert_int_equal(htp_op_linear_backward_f32(NULL, cf, cf, cf, o, NULL, NULL, 1, 1, 1),
+                   HTP_ERR_INVALID);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+}
+
 /* 3b. Device memory and timing through a CPU context: a round trip through
  * alloc, upload, download; marks a sleep apart; refusals. */
 static void memory_and_timing(void **state) {
@@ -312,6 +614,8 @@ int main(void) {
       cmocka_unit_test(cpu_table_matches_kernels),
       cmocka_unit_test(cpu_table_matches_attention_and_units),
       cmocka_unit_test(op_entries_dispatch),
+      cmocka_unit_test(training_op_entries),
+      cmocka_unit_test(training_op_entries_refuse),
       cmocka_unit_test(memory_and_timing),
       cmocka_unit_test(cuda_device_selection),
 #ifdef HTP_HAVE_CUDA
