@@ -37,6 +37,14 @@ static std::string typeString(Type type) {
   return text;
 }
 
+/// Prints a shape given as dims.
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(shape, os, "x");
+  return text;
+}
+
 static RankedTensorType tensorOf(Value value) {
   return cast<RankedTensorType>(value.getType());
 }
@@ -113,7 +121,40 @@ static std::string operandName(Operation *op, unsigned index) {
             static constexpr StringRef names[] = {"lhs", "rhs"};
             return ArrayRef(names);
           })
-          .Default([](Operation *) { // gelu, all_reduce
+          .Case<PatchEmbedOp>([](auto) {
+            static constexpr StringRef names[] = {"images", "weight", "bias"};
+            return ArrayRef(names);
+          })
+          .Case<EmbedTokensOp>([](auto) {
+            static constexpr StringRef names[] = {"patches", "cls", "pos"};
+            return ArrayRef(names);
+          })
+          .Case<CrossEntropyOp, CrossEntropyGradOp>([](auto) {
+            static constexpr StringRef names[] = {"logits", "targets"};
+            return ArrayRef(names);
+          })
+          .Case<LinearGradOp, LayerNormGradOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "weight", "dy"};
+            return ArrayRef(names);
+          })
+          .Case<GeluGradOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "dy"};
+            return ArrayRef(names);
+          })
+          .Case<AttentionGradOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "qkv weight", "qkv bias",
+                                                  "proj weight", "dy"};
+            return ArrayRef(names);
+          })
+          .Case<PatchEmbedGradOp>([](auto) {
+            static constexpr StringRef names[] = {"images", "dy"};
+            return ArrayRef(names);
+          })
+          .Case<EmbedTokensGradOp, ClsTokenGradOp>([](auto) {
+            static constexpr StringRef names[] = {"dy"};
+            return ArrayRef(names);
+          })
+          .Default([](Operation *) { // gelu, all_reduce, cls_token, row_sum
             static constexpr StringRef names[] = {"input"};
             return ArrayRef(names);
           });
@@ -138,10 +179,22 @@ LogicalResult mlir::htp::verifyOneElementType(Operation *op) {
   for (OpOperand &operand : op->getOpOperands().drop_front())
     if (failed(check(operand.get().getType(), operandName(op, operand.getOperandNumber()))))
       return failure();
-  for (OpResult result : op->getResults()) // htp ops have one
-    if (failed(check(result.getType(), "result")))
+  for (OpResult result : op->getResults())
+    if (failed(check(result.getType(), op->getNumResults() == 1
+                                           ? std::string("result")
+                                           : "result #" + std::to_string(result.getResultNumber()))))
       return failure();
   return success();
+}
+
+LogicalResult mlir::htp::verifyF32Only(Operation *op) {
+  if (op->getNumOperands() == 0)
+    return success();
+  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
+  if (element.isF32())
+    return success();
+  return op->emitOpError() << "training ops are f32-only for now; " << operandName(op, 0)
+                           << " has element type " << typeString(element);
 }
 
 LogicalResult mlir::htp::verifyTensorLimits(Operation *op) {
@@ -215,32 +268,46 @@ int64_t AttentionOp::getHeadDim() {
   return perHead ? tensorOf(getQkvWeight()).getDimSize(0) / *perHead : 0;
 }
 
-LogicalResult AttentionOp::verify() {
-  RankedTensorType input = tensorOf(getInput()), qkv = tensorOf(getQkvWeight());
-  RankedTensorType proj = tensorOf(getProjWeight());
-  int64_t heads = getNumHeads();
+/// The shapes htp.attention and htp.attention_grad share: input [batch,
+/// tokens, dim], qkv weight [3*inner, dim] with inner a multiple of
+/// num_heads, qkv bias [3*inner], proj weight [dim, inner]. Sets `inner`.
+static LogicalResult verifyAttentionOperands(Operation *op, Value inputValue, Value qkvWeight,
+                                             Value qkvBias, Value projWeight, int64_t heads,
+                                             int64_t &inner) {
+  RankedTensorType input = tensorOf(inputValue), qkv = tensorOf(qkvWeight);
+  RankedTensorType proj = tensorOf(projWeight);
   if (input.getRank() != 3)
-    return emitOpError() << "input must be 3-D [batch, tokens, dim], got ["
-                         << shapeString(input) << "]";
+    return op->emitOpError() << "input must be 3-D [batch, tokens, dim], got ["
+                             << shapeString(input) << "]";
   int64_t dim = input.getDimSize(2);
   if (qkv.getRank() != 2 || qkv.getDimSize(1) != dim)
-    return emitOpError() << "qkv weight must be [3*num_heads*head_dim, " << dim
-                         << "] (dim 1 = the input's dim), got [" << shapeString(qkv) << "]";
+    return op->emitOpError() << "qkv weight must be [3*num_heads*head_dim, " << dim
+                             << "] (dim 1 = the input's dim), got [" << shapeString(qkv) << "]";
   std::optional<int64_t> rowsPerHead = llvm::checkedMul<int64_t>(3, heads);
   if (!rowsPerHead)
-    return emitOpError() << "num_heads (" << heads << ") is too large: 3*num_heads overflows "
-                         << "int64";
+    return op->emitOpError() << "num_heads (" << heads
+                             << ") is too large: 3*num_heads overflows int64";
   if (qkv.getDimSize(0) % *rowsPerHead != 0)
-    return emitOpError() << "qkv weight rows (" << qkv.getDimSize(0)
-                         << ") must be a positive multiple of 3*num_heads (3*" << heads
-                         << " = " << *rowsPerHead << ")";
-  int64_t inner = qkv.getDimSize(0) / 3;
-  if (failed(verifyVector(*this, "qkv bias", getQkvBias(), 3 * inner,
-                          "rows of the qkv weight")))
+    return op->emitOpError() << "qkv weight rows (" << qkv.getDimSize(0)
+                             << ") must be a positive multiple of 3*num_heads (3*" << heads
+                             << " = " << *rowsPerHead << ")";
+  inner = qkv.getDimSize(0) / 3;
+  if (failed(verifyVector(op, "qkv bias", qkvBias, 3 * inner, "rows of the qkv weight")))
     return failure();
   if (proj.getRank() != 2 || proj.getDimSize(0) != dim || proj.getDimSize(1) != inner)
-    return emitOpError() << "proj weight must be [" << dim << ", " << inner
-                         << "] ([dim, num_heads*head_dim]), got [" << shapeString(proj) << "]";
+    return op->emitOpError() << "proj weight must be [" << dim << ", " << inner
+                             << "] ([dim, num_heads*head_dim]), got [" << shapeString(proj)
+                             << "]";
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  int64_t heads = getNumHeads(), inner;
+  if (failed(verifyAttentionOperands(*this, getInput(), getQkvWeight(), getQkvBias(),
+                                     getProjWeight(), heads, inner)))
+    return failure();
+  int64_t dim = input.getDimSize(2);
   if (getProjBias() &&
       failed(verifyVector(*this, "proj bias", getProjBias(), dim, "the input's dim")))
     return failure();
@@ -336,6 +403,253 @@ LogicalResult AllReduceOp::verify() {
   if (getGroup().empty())
     return emitOpError("group must be a non-empty name");
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training ops (f32 only: the HTP_F32Only trait checked that first)
+//===----------------------------------------------------------------------===//
+
+/// Checks that `value` (an operand or a result, named `what`) has the shape
+/// `expected`, saying `because` why.
+static LogicalResult verifyShape(Operation *op, StringRef what, Value value,
+                                 ArrayRef<int64_t> expected, StringRef because) {
+  RankedTensorType type = tensorOf(value);
+  if (type.getShape() == expected)
+    return success();
+  return op->emitOpError() << what << " must be [" << shapeString(expected) << "] (" << because
+                           << "), got [" << shapeString(type) << "]";
+}
+
+/// The images of htp.patch_embed and its gradient: [B, C, H, W] with H and W
+/// multiples of `patch`, and a patch vector (C*P*P) BLAS's int can count.
+/// Sets `patches` to N = (H/P)*(W/P) (below 2^62: no overflow).
+static LogicalResult verifyImages(Operation *op, Value imagesValue, int64_t patch,
+                                  int64_t &patches) {
+  RankedTensorType images = tensorOf(imagesValue);
+  if (images.getRank() != 4)
+    return op->emitOpError() << "images must be 4-D [batch, channels, height, width], got ["
+                             << shapeString(images) << "]";
+  int64_t height = images.getDimSize(2), width = images.getDimSize(3);
+  if (height % patch != 0 || width % patch != 0)
+    return op->emitOpError() << "images' height (" << height << ") and width (" << width
+                             << ") must be multiples of patch (" << patch << ")";
+  std::optional<int64_t> vector =
+      llvm::checkedMul<int64_t>(images.getDimSize(1), patch);
+  if (vector)
+    vector = llvm::checkedMul<int64_t>(*vector, patch);
+  if (!vector || *vector > HTP_ENTRY_MAX_DIM)
+    return op->emitOpError() << "a patch vector (channels*patch*patch = " << images.getDimSize(1)
+                             << "*" << patch << "*" << patch
+                             << ") must have at most 2^31-1 elements (BLAS's int)";
+  patches = (height / patch) * (width / patch);
+  return success();
+}
+
+/// The weight gradient's (or the weight's) [D, C, P, P].
+static SmallVector<int64_t> patchWeightShape(Value images, int64_t dim, int64_t patch) {
+  return {dim, tensorOf(images).getDimSize(1), patch, patch};
+}
+
+LogicalResult PatchEmbedOp::verify() {
+  int64_t patch = getPatch(), patches;
+  if (failed(verifyImages(*this, getImages(), patch, patches)))
+    return failure();
+  RankedTensorType images = tensorOf(getImages()), weight = tensorOf(getWeight());
+  if (weight.getRank() != 4)
+    return emitOpError() << "weight must be 4-D [dim, " << images.getDimSize(1) << ", " << patch
+                         << ", " << patch << "], got [" << shapeString(weight) << "]";
+  int64_t dim = weight.getDimSize(0);
+  if (failed(verifyShape(*this, "weight", getWeight(), patchWeightShape(getImages(), dim, patch),
+                         "[dim, channels, patch, patch]")) ||
+      failed(verifyVector(*this, "bias", getBias(), dim, "dim 0 of the weight")))
+    return failure();
+  return verifyShape(*this, "result", getResult(), {images.getDimSize(0), patches, dim},
+                     "[batch, (height/patch)*(width/patch), dim]");
+}
+
+LogicalResult EmbedTokensOp::verify() {
+  RankedTensorType patches = tensorOf(getPatches());
+  if (patches.getRank() != 3)
+    return emitOpError() << "patches must be 3-D [batch, patches, dim], got ["
+                         << shapeString(patches) << "]";
+  int64_t batch = patches.getDimSize(0), count = patches.getDimSize(1),
+          dim = patches.getDimSize(2);
+  if (failed(verifyShape(*this, "cls", getCls(), {1, 1, dim}, "[1, 1, dim]")) ||
+      failed(verifyShape(*this, "pos", getPos(), {1, count + 1, dim}, "[1, patches+1, dim]")))
+    return failure();
+  return verifyShape(*this, "result", getResult(), {batch, count + 1, dim},
+                     "[batch, patches+1, dim]");
+}
+
+LogicalResult ClsTokenOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() != 3)
+    return emitOpError() << "input must be 3-D [batch, tokens, dim], got ["
+                         << shapeString(input) << "]";
+  return verifyShape(*this, "result", getResult(), {input.getDimSize(0), input.getDimSize(2)},
+                     "[batch, dim]: token 0 of each sequence");
+}
+
+/// logits [B, K] and targets of the same shape (class probabilities).
+static LogicalResult verifyLogitsAndTargets(Operation *op, Value logitsValue, Value targets) {
+  RankedTensorType logits = tensorOf(logitsValue);
+  if (logits.getRank() != 2)
+    return op->emitOpError() << "logits must be 2-D [batch, classes], got ["
+                             << shapeString(logits) << "]";
+  return verifyShape(op, "targets", targets, logits.getShape(),
+                     "the logits' shape: one probability row per logits row");
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return verifyShape(*this, "result", getResult(), {1}, "the mean loss, one value");
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (failed(verifyLogitsAndTargets(*this, getLogits(), getTargets())))
+    return failure();
+  return verifyShape(*this, "result", getDlogits(), tensorOf(getLogits()).getShape(),
+                     "the logits' shape");
+}
+
+LogicalResult LinearGradOp::verify() {
+  RankedTensorType input = tensorOf(getInput()), weight = tensorOf(getWeight());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  if (weight.getRank() != 2)
+    return emitOpError() << "weight must be 2-D [out_features, in_features], got ["
+                         << shapeString(weight) << "]";
+  int64_t inFeatures = weight.getDimSize(1), outFeatures = weight.getDimSize(0);
+  if (input.getShape().back() != inFeatures)
+    return emitOpError() << "input's last dim (" << input.getShape().back()
+                         << ") must equal the weight's in_features (dim 1 of ["
+                         << shapeString(weight) << "] = " << inFeatures << ")";
+  SmallVector<int64_t> output(input.getShape());
+  output.back() = outFeatures;
+  if (failed(verifyShape(*this, "dy", getDy(), output,
+                         "the forward's result: input with its last dim replaced by "
+                         "out_features")) ||
+      failed(verifyShape(*this, "dx (result #0)", getDx(), input.getShape(),
+                         "the input's shape")) ||
+      failed(verifyShape(*this, "dweight (result #1)", getDweight(), weight.getShape(),
+                         "the weight's shape")))
+    return failure();
+  if (getDbias() && failed(verifyShape(*this, "dbias (result #2)", getDbias(), {outFeatures},
+                                       "out_features of the weight")))
+    return failure();
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  int64_t dim = input.getShape().back();
+  if (failed(verifyVector(*this, "weight", getWeight(), dim, "the input's last dim")) ||
+      failed(verifyShape(*this, "dy", getDy(), input.getShape(), "the input's shape")))
+    return failure();
+  float epsilon = getEpsilon().convertToFloat();
+  if (!(epsilon > 0.0f) || !std::isfinite(epsilon))
+    return emitOpError() << "epsilon must be positive and finite, got " << epsilon;
+  if (failed(verifyShape(*this, "dx (result #0)", getDx(), input.getShape(),
+                         "the input's shape")) ||
+      failed(verifyShape(*this, "dweight (result #1)", getDweight(), {dim},
+                         "the input's last dim")) ||
+      failed(verifyShape(*this, "dbias (result #2)", getDbias(), {dim}, "the input's last dim")))
+    return failure();
+  return success();
+}
+
+LogicalResult GeluGradOp::verify() {
+  ArrayRef<int64_t> shape = tensorOf(getInput()).getShape();
+  if (failed(verifyShape(*this, "dy", getDy(), shape, "the input's shape")) ||
+      failed(verifyShape(*this, "result", getDx(), shape, "the input's shape")))
+    return failure();
+  return success();
+}
+
+int64_t AttentionGradOp::getHeadDim() {
+  std::optional<int64_t> perHead = llvm::checkedMul<int64_t>(3, getNumHeads());
+  return perHead ? tensorOf(getQkvWeight()).getDimSize(0) / *perHead : 0;
+}
+
+LogicalResult AttentionGradOp::verify() {
+  int64_t inner;
+  if (failed(verifyAttentionOperands(*this, getInput(), getQkvWeight(), getQkvBias(),
+                                     getProjWeight(), getNumHeads(), inner)))
+    return failure();
+  ArrayRef<int64_t> input = tensorOf(getInput()).getShape();
+  if (failed(verifyShape(*this, "dy", getDy(), input, "the input's shape")) ||
+      failed(verifyShape(*this, "dx (result #0)", getDx(), input, "the input's shape")) ||
+      failed(verifyShape(*this, "dqkv_weight (result #1)", getDqkvWeight(),
+                         tensorOf(getQkvWeight()).getShape(), "the qkv weight's shape")) ||
+      failed(verifyShape(*this, "dqkv_bias (result #2)", getDqkvBias(),
+                         tensorOf(getQkvBias()).getShape(), "the qkv bias's shape")) ||
+      failed(verifyShape(*this, "dproj_weight (result #3)", getDprojWeight(),
+                         tensorOf(getProjWeight()).getShape(), "the proj weight's shape")))
+    return failure();
+  if (getDprojBias() && failed(verifyShape(*this, "dproj_bias (result #4)", getDprojBias(),
+                                           {input.back()}, "the input's dim")))
+    return failure();
+  return success();
+}
+
+LogicalResult RowSumOp::verify() {
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  return verifyShape(*this, "result", getResult(), {input.getShape().back()},
+                     "the input's last dim");
+}
+
+LogicalResult PatchEmbedGradOp::verify() {
+  int64_t patch = getPatch(), patches;
+  if (failed(verifyImages(*this, getImages(), patch, patches)))
+    return failure();
+  RankedTensorType images = tensorOf(getImages()), dy = tensorOf(getDy());
+  if (dy.getRank() != 3)
+    return emitOpError() << "dy must be 3-D [batch, patches, dim], got [" << shapeString(dy)
+                         << "]";
+  int64_t dim = dy.getDimSize(2);
+  if (failed(verifyShape(*this, "dy", getDy(), {images.getDimSize(0), patches, dim},
+                         "[batch, (height/patch)*(width/patch), dim]")) ||
+      failed(verifyShape(*this, "dweight (result #0)", getDweight(),
+                         patchWeightShape(getImages(), dim, patch),
+                         "[dim, channels, patch, patch]")) ||
+      failed(verifyShape(*this, "dbias (result #1)", getDbias(), {dim}, "dy's last dim")))
+    return failure();
+  return success();
+}
+
+LogicalResult EmbedTokensGradOp::verify() {
+  RankedTensorType dy = tensorOf(getDy());
+  if (dy.getRank() != 3)
+    return emitOpError() << "dy must be 3-D [batch, patches+1, dim], got [" << shapeString(dy)
+                         << "]";
+  int64_t batch = dy.getDimSize(0), tokens = dy.getDimSize(1), dim = dy.getDimSize(2);
+  if (tokens < 2)
+    return emitOpError() << "dy must have at least 2 tokens (the class token and a patch), got "
+                         << tokens;
+  if (failed(verifyShape(*this, "dpatches (result #0)", getDpatches(), {batch, tokens - 1, dim},
+                         "[batch, patches, dim]")) ||
+      failed(verifyShape(*this, "dcls (result #1)", getDcls(), {1, 1, dim}, "[1, 1, dim]")) ||
+      failed(verifyShape(*this, "dpos (result #2)", getDpos(), {1, tokens, dim},
+                         "[1, patches+1, dim]")))
+    return failure();
+  return success();
+}
+
+LogicalResult ClsTokenGradOp::verify() {
+  RankedTensorType dy = tensorOf(getDy()), dx = tensorOf(getDx());
+  if (dy.getRank() != 2)
+    return emitOpError() << "dy must be 2-D [batch, dim], got [" << shapeString(dy) << "]";
+  if (dx.getRank() != 3)
+    return emitOpError() << "result must be 3-D [batch, tokens, dim], got [" << shapeString(dx)
+                         << "]";
+  return verifyShape(*this, "result", getDx(),
+                     {dy.getDimSize(0), dx.getDimSize(1), dy.getDimSize(1)},
+                     "[batch, tokens, dim] with dy's batch and dim");
 }
 
 #define GET_OP_CLASSES

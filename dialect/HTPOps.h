@@ -31,6 +31,17 @@ public:
   static LogicalResult verifyTrait(Operation *op) { return verifyOneElementType(op); }
 };
 
+/// Checks that `op`'s first operand is f32 (the training ops' contract; the
+/// OneElementType trait then makes every tensor of the op f32).
+LogicalResult verifyF32Only(Operation *op);
+
+/// The HTP_F32Only trait of the training ops (HTPOps.td).
+template <typename ConcreteType>
+class F32Only : public OpTrait::TraitBase<ConcreteType, F32Only> {
+public:
+  static LogicalResult verifyTrait(Operation *op) { return verifyF32Only(op); }
+};
+
 /// The HTP_TensorLimits trait of every htp op (HTPOps.td).
 template <typename ConcreteType>
 class TensorLimits : public OpTrait::TraitBase<ConcreteType, TensorLimits> {

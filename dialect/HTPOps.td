@@ -261,4 +261,283 @@ def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
   let assemblyFormat = "$input attr-dict `:` type($result)";
 }
 
+//===----------------------------------------------------------------------===//
+// Training ops: the whole ViT's forward ends and every backward op (f32 only)
+//===----------------------------------------------------------------------===//
+
+/// Every operand and result f32: the training kernels exist in f32 only, so
+/// a bf16 training op is refused with one message (verifyF32Only in
+/// HTPOps.cpp). After HTP_OneElementType, which already made all of an
+/// op's tensors one element type.
+def HTP_F32Only : NativeOpTrait<"F32Only"> {
+  let cppNamespace = "::mlir::htp";
+}
+
+defvar HTP_TrainDoc = [{
+
+    Training ops are f32 only for now (a bf16 operand is an error); the
+    other limits are the htp ops' own: rank at most 8, dims from 1 to
+    2^31-1, at most 2^40 bytes per tensor.
+  }];
+
+class HTP_TrainOp<string mnemonic, list<Trait> traits = []>
+    : HTP_Op<mnemonic, !listconcat([HTP_F32Only], traits)>;
+
+def HTP_PatchEmbedOp : HTP_TrainOp<"patch_embed"> {
+  let summary = "images to patch tokens: a stride-P convolution with a P×P kernel";
+  let description = [{
+    `images` is `[B, C, H, W]` with H and W multiples of `patch` (P);
+    `weight` is `[D, C, P, P]` (timm's Conv2d `patch_embed.proj.weight`),
+    `bias` `[D]`. The result is `[B, N, D]`, N = (H/P)·(W/P), tokens in
+    row-major patch-grid order (timm's `flatten(2).transpose(1, 2)`); a
+    patch's vector is ordered (c, ky, kx), so the weight seen as
+    `[D, C·P·P]` is a linear. The kernel's im2col scratch is B·N·C·P·P
+    floats.
+
+    ```mlir
+    %t = htp.patch_embed %img, %w, %b {patch = 4 : i64}
+        : (tensor<2x1x28x28xf32>, tensor<16x1x4x4xf32>, tensor<16xf32>) -> tensor<2x49x16xf32>
+    ```
+  }] # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$images, HTP_Tensor:$weight, HTP_Tensor:$bias,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$patch);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $images `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_EmbedTokensOp : HTP_TrainOp<"embed_tokens"> {
+  let summary = "prepends the class token and adds the position embedding";
+  let description = [{
+    `patches` `[B, N, D]`, `cls` `[1, 1, D]`, `pos` `[1, N+1, D]` →
+    `[B, N+1, D]`: `y[b, 0] = cls + pos[0]`, `y[b, 1+i] = patches[b, i] +
+    pos[1+i]`.
+
+    ```mlir
+    %x = htp.embed_tokens %t, %cls, %pos
+        : (tensor<2x49x16xf32>, tensor<1x1x16xf32>, tensor<1x50x16xf32>) -> tensor<2x50x16xf32>
+    ```
+  }] # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$patches, HTP_Tensor:$cls, HTP_Tensor:$pos);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $patches `,` $cls `,` $pos attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_ClsTokenOp : HTP_TrainOp<"cls_token"> {
+  let summary = "token 0 of each sequence (timm's global_pool='token')";
+  let description = [{
+    `[B, T, D]` → `[B, D]`.
+
+    ```mlir
+    %c = htp.cls_token %x : (tensor<2x50x16xf32>) -> tensor<2x16xf32>
+    ```
+  }] # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def HTP_CrossEntropyOp : HTP_TrainOp<"cross_entropy"> {
+  let summary = "mean cross-entropy of softmax(logits) against target probabilities";
+  let description = [{
+    `logits` and `targets` are `[B, K]`; the result is `tensor<1xf32>`, the
+    mean over rows of `-Σ_k t_k · log softmax(logits)_k` (PyTorch's
+    `cross_entropy` with probability targets; one-hot rows for labels).
+
+    ```mlir
+    %l = htp.cross_entropy %logits, %t : (tensor<2x10xf32>, tensor<2x10xf32>) -> tensor<1xf32>
+    ```
+  }] # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$logits, HTP_Tensor:$targets);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+defvar HTP_GradDoc = [{
+
+    A backward op is a value: every gradient it yields is written whole,
+    never accumulated into, and an unused result is still computed.
+  }];
+
+def HTP_LinearGradOp : HTP_TrainOp<"linear_grad"> {
+  let summary = "gradients of htp.linear: dx, dweight and optionally dbias";
+  let description = [{
+    `input` `[..., in]`, `weight` `[out, in]`, `dy` `[..., out]` →
+    `dx` (the input's type), `dweight` (the weight's type) and, when a third
+    result is written, `dbias` `[out]`.
+
+    ```mlir
+    %dx, %dw, %db = htp.linear_grad %x, %w, %dy
+        : (tensor<2x5x12xf32>, tensor<7x12xf32>, tensor<2x5x7xf32>)
+        -> (tensor<2x5x12xf32>, tensor<7x12xf32>, tensor<7xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$dy);
+  let results = (outs HTP_Tensor:$dx, HTP_Tensor:$dweight, Optional<HTP_Tensor>:$dbias);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_LayerNormGradOp : HTP_TrainOp<"layer_norm_grad"> {
+  let summary = "gradients of htp.layer_norm: dx, dweight (gamma) and dbias (beta)";
+  let description = [{
+    `input` `[..., dim]`, `weight` (gamma) `[dim]`, `dy` the input's type →
+    `dx` (the input's type), `dweight` and `dbias` `[dim]`. `epsilon` is the
+    forward's. The forward's bias does not enter any gradient.
+
+    ```mlir
+    %dx, %dg, %db = htp.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-06 : f32}
+        : (tensor<2x5x12xf32>, tensor<12xf32>, tensor<2x5x12xf32>)
+        -> (tensor<2x5x12xf32>, tensor<12xf32>, tensor<12xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$dy,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+  let results = (outs HTP_Tensor:$dx, HTP_Tensor:$dweight, HTP_Tensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_GeluGradOp : HTP_TrainOp<"gelu_grad"> {
+  let summary = "dx = dy · GELU'(x)";
+  let description = [{
+    `input`, `dy` and the result have one type; `approximate` is the
+    forward's (`none` or `tanh`, as in `htp.gelu`).
+
+    ```mlir
+    %dx = htp.gelu_grad %x, %dy approximate tanh
+        : (tensor<2x5x48xf32>, tensor<2x5x48xf32>) -> tensor<2x5x48xf32>
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$dy,
+                       DefaultValuedAttr<HTP_ApproximationAttr,
+                                         "::mlir::htp::Approximation::None">:$approximate);
+  let results = (outs HTP_Tensor:$dx);
+  let assemblyFormat = [{
+    $input `,` $dy (`approximate` `` $approximate^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_AttentionGradOp : HTP_TrainOp<"attention_grad"> {
+  let summary = "gradients of htp.attention (without pair)";
+  let description = [{
+    Operands as `htp.attention`'s without the proj bias (it changes no
+    gradient but its own), then `dy` (the input's type); `num_heads` is
+    the forward's. Results: `dx`, `dqkv_weight`, `dqkv_bias`,
+    `dproj_weight`, each of its operand's type, and when a fifth result is
+    written, `dproj_bias` `[dim]`. The kernel's scratch is
+    `htp_cpu_attention_backward_scratch_floats` (kernels/htp_scratch.h).
+
+    ```mlir
+    %dx, %dwqkv, %dbqkv, %dwp, %dbp = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64}
+        : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>,
+           tensor<2x5x12xf32>)
+        -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>,
+            tensor<12xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight, HTP_Tensor:$qkv_bias,
+                       HTP_Tensor:$proj_weight, HTP_Tensor:$dy,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs HTP_Tensor:$dx, HTP_Tensor:$dqkv_weight, HTP_Tensor:$dqkv_bias,
+                      HTP_Tensor:$dproj_weight, Optional<HTP_Tensor>:$dproj_bias);
+  let assemblyFormat = [{
+    $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight `,` $dy attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let extraClassDeclaration = [{
+    /// Channels per head, as implied by the qkv weight.
+    int64_t getHeadDim();
+  }];
+}
+
+def HTP_RowSumOp : HTP_TrainOp<"row_sum"> {
+  let summary = "sum over every row of a tensor: htp.bias_add's bias gradient";
+  let description = [{
+    `[..., D]` → `[D]`.
+
+    ```mlir
+    %db = htp.row_sum %dy : (tensor<2x5x12xf32>) -> tensor<12xf32>
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def HTP_PatchEmbedGradOp : HTP_TrainOp<"patch_embed_grad"> {
+  let summary = "gradients of htp.patch_embed's weight and bias";
+  let description = [{
+    `images` `[B, C, H, W]`, `dy` `[B, N, D]` (N = (H/P)·(W/P)) →
+    `dweight` `[D, C, P, P]`, `dbias` `[D]`. No image gradient (images are
+    data). Scratch as `htp.patch_embed`'s: B·N·C·P·P floats.
+
+    ```mlir
+    %dw, %db = htp.patch_embed_grad %img, %dt {patch = 4 : i64}
+        : (tensor<2x1x28x28xf32>, tensor<2x49x16xf32>) -> (tensor<16x1x4x4xf32>, tensor<16xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$images, HTP_Tensor:$dy,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$patch);
+  let results = (outs HTP_Tensor:$dweight, HTP_Tensor:$dbias);
+  let assemblyFormat = [{
+    $images `,` $dy attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def HTP_EmbedTokensGradOp : HTP_TrainOp<"embed_tokens_grad"> {
+  let summary = "gradients of htp.embed_tokens: dpatches, dcls and dpos";
+  let description = [{
+    `dy` `[B, N+1, D]` → `dpatches` `[B, N, D]`, `dcls` `[1, 1, D]`,
+    `dpos` `[1, N+1, D]` (N at least 1).
+
+    ```mlir
+    %dt, %dcls, %dpos = htp.embed_tokens_grad %dx
+        : (tensor<2x50x16xf32>) -> (tensor<2x49x16xf32>, tensor<1x1x16xf32>, tensor<1x50x16xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$dy);
+  let results = (outs HTP_Tensor:$dpatches, HTP_Tensor:$dcls, HTP_Tensor:$dpos);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+}
+
+def HTP_ClsTokenGradOp : HTP_TrainOp<"cls_token_grad"> {
+  let summary = "gradient of htp.cls_token: dy in token 0, zeros elsewhere";
+  let description = [{
+    `dy` `[B, D]` → `[B, T, D]`; T comes from the result type.
+
+    ```mlir
+    %dx = htp.cls_token_grad %dc : (tensor<2x16xf32>) -> tensor<2x50x16xf32>
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$dy);
+  let results = (outs HTP_Tensor:$dx);
+  let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
+}
+
+def HTP_CrossEntropyGradOp : HTP_TrainOp<"cross_entropy_grad"> {
+  let summary = "gradient of htp.cross_entropy's loss (d loss = 1) in the logits";
+  let description = [{
+    `logits`, `targets` and the result are `[B, K]`:
+    `(softmax(logits) · Σ_k t_k - t) / B`.
+
+    ```mlir
+    %dl = htp.cross_entropy_grad %logits, %t
+        : (tensor<2x10xf32>, tensor<2x10xf32>) -> tensor<2x10xf32>
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$logits, HTP_Tensor:$targets);
+  let results = (outs HTP_Tensor:$dlogits);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 #endif // HTP_OPS_TD
