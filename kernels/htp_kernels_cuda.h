@@ -58,6 +58,28 @@ int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b, 
                      int64_t n);
 int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias, float *y,
                           int64_t rows, int64_t cols);
+
+/* The model's ends (kernels/cuda/embed.cu), twins of the CPU table's
+ * entries of the same names (kernels/htp_kernel_table.h): patchify, token
+ * embedding, class-token pooling, row sums (written) and the adjoints of
+ * embedding (dpatches written, dcls and dpos accumulated, each may be NULL)
+ * and pooling (dx written whole). Sums: one thread per column, rows in
+ * order in double. */
+int htp_cuda_patchify_f32(htp_cuda_kernels *kernels, const float *images, float *patches,
+                          int64_t batch, int64_t channels, int64_t height, int64_t width,
+                          int64_t patch);
+int htp_cuda_embed_tokens_f32(htp_cuda_kernels *kernels, const float *patches, const float *cls,
+                              const float *pos, float *y, int64_t batch,
+                              int64_t patches_per_image, int64_t dim);
+int htp_cuda_cls_token_f32(htp_cuda_kernels *kernels, const float *x, float *y, int64_t batch,
+                           int64_t tokens, int64_t dim);
+int htp_cuda_row_sum_f32(htp_cuda_kernels *kernels, const float *x, float *y, int64_t rows,
+                         int64_t cols);
+int htp_cuda_embed_tokens_backward_f32(htp_cuda_kernels *kernels, const float *dy,
+                                       float *dpatches, float *dcls, float *dpos, int64_t batch,
+                                       int64_t patches_per_image, int64_t dim);
+int htp_cuda_cls_token_backward_f32(htp_cuda_kernels *kernels, const float *dy, float *dx,
+                                    int64_t batch, int64_t tokens, int64_t dim);
 /* Scratch differs from the CPU twin's: all heads' scores of one image are
  * computed by one batched GEMM. */
 int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens, int64_t model_dim,

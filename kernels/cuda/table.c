@@ -3,10 +3,12 @@
  * The CUDA instance of kernels/htp_kernel_table.h: wrappers that give the
  * htp_cuda_* twins (kernels/htp_kernels_cuda.h) the table's uniform
  * signature, and the environment that binds a device's stream, cuBLAS
- * handle and kernel object. Every op of the table has its twin, the unit
- * kernels of the balance hooks included (kernels/cuda/units.cu), in f32
- * and bf16, the same-device sums, and the device's memory, copies,
- * synchronisation and timing marks (events). Every entry checks that the
+ * handle and kernel object. Every forward op of the table has its twin,
+ * the unit kernels of the balance hooks included (kernels/cuda/units.cu),
+ * in f32 and bf16, the same-device sums, and the device's memory, copies,
+ * synchronisation and timing marks (events). Of the training entries only
+ * the model's ends (embed.cu) and zero have twins so far; the rest are
+ * NULL (the runtime reports no kernel). Every entry checks that the
  * environment has a device first, so a table used where no GPU was found
  * fails instead of crashing. Entries only enqueue on env->stream.
  *===----------------------------------------------------------------------===*/
@@ -87,6 +89,33 @@ TWIN_ENTRY(bias_add_bf16, htp_cuda_bias_add_bf16,
            (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *bias, htp_bf16 *y,
             int64_t rows, int64_t cols),
            (kernels, x, bias, y, rows, cols))
+
+/* The model's ends (embed.cu), f32. The other training entries (backward
+ * of linear, layer norm, GELU, attention; the loss; the optimizers) have
+ * no CUDA twin yet: NULL, so the runtime says the table has no kernel. */
+TWIN_ENTRY(patchify_f32, htp_cuda_patchify_f32,
+           (const htp_kernel_env *env, const float *images, float *patches, int64_t batch,
+            int64_t channels, int64_t height, int64_t width, int64_t patch),
+           (kernels, images, patches, batch, channels, height, width, patch))
+TWIN_ENTRY(embed_tokens_f32, htp_cuda_embed_tokens_f32,
+           (const htp_kernel_env *env, const float *patches, const float *cls, const float *pos,
+            float *y, int64_t batch, int64_t patches_per_image, int64_t dim),
+           (kernels, patches, cls, pos, y, batch, patches_per_image, dim))
+TWIN_ENTRY(cls_token_f32, htp_cuda_cls_token_f32,
+           (const htp_kernel_env *env, const float *x, float *y, int64_t batch, int64_t tokens,
+            int64_t dim),
+           (kernels, x, y, batch, tokens, dim))
+TWIN_ENTRY(row_sum_f32, htp_cuda_row_sum_f32,
+           (const htp_kernel_env *env, const float *x, float *y, int64_t rows, int64_t cols),
+           (kernels, x, y, rows, cols))
+TWIN_ENTRY(embed_tokens_backward_f32, htp_cuda_embed_tokens_backward_f32,
+           (const htp_kernel_env *env, const float *dy, float *dpatches, float *dcls,
+            float *dpos, int64_t batch, int64_t patches_per_image, int64_t dim),
+           (kernels, dy, dpatches, dcls, dpos, batch, patches_per_image, dim))
+TWIN_ENTRY(cls_token_backward_f32, htp_cuda_cls_token_backward_f32,
+           (const htp_kernel_env *env, const float *dy, float *dx, int64_t batch, int64_t tokens,
+            int64_t dim),
+           (kernels, dy, dx, batch, tokens, dim))
 
 /* The unit kernels of the balance hooks: their lists are host arrays, as
  * the hooks hold them (kernels/htp_kernels_cuda.h). attention_heads uses
@@ -182,6 +211,18 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   if (rc != cudaSuccess)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda copy: %s",
                            cudaGetErrorString(rc));
+  return HTP_KERNEL_OK;
+}
+
+/* Clears accumulated gradients before a backward entry (enqueued). */
+static htp_kernel_status zero(const htp_kernel_env *env, void *dst, size_t bytes) {
+  WITH_KERNELS("zero");
+  if (!bytes) return HTP_KERNEL_OK;
+  if (!dst) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda zero: NULL with %zu bytes",
+                                   bytes);
+  cudaError_t rc = cudaMemsetAsync(dst, 0, bytes, kernels->stream);
+  if (rc != cudaSuccess)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda zero: %s", cudaGetErrorString(rc));
   return HTP_KERNEL_OK;
 }
 
@@ -299,6 +340,13 @@ static const htp_kernel_table CUDA_TABLE = {
     .synchronize = synchronize,
     .mark = mark,
     .elapsed = elapsed,
+    .patchify_f32 = patchify_f32,
+    .embed_tokens_f32 = embed_tokens_f32,
+    .cls_token_f32 = cls_token_f32,
+    .row_sum_f32 = row_sum_f32,
+    .embed_tokens_backward_f32 = embed_tokens_backward_f32,
+    .cls_token_backward_f32 = cls_token_backward_f32,
+    .zero = zero,
 };
 
 const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }

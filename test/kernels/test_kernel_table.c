@@ -600,7 +600,20 @@ static void cuda_table_without_device(void **state) {
                      HTP_KERNEL_ERR_SYSTEM);
     assert_int_equal(t->mlp_hidden_units_f32(&env, x, x, x, y, 1, 1, 1, 1, &unit, 1, 0),
                      HTP_KERNEL_ERR_SYSTEM);
+    /* The model's ends and zero have twins; without a device they fail. */
+    assert_int_equal(t->patchify_f32(&env, x, y, 1, 2, 2, 2, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->embed_tokens_f32(&env, x, x, x, y, 1, 1, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->cls_token_f32(&env, x, y, 1, 2, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->row_sum_f32(&env, x, y, 2, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->embed_tokens_backward_f32(&env, x, y, y, y, 1, 1, 2),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->cls_token_backward_f32(&env, x, y, 1, 2, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->zero(&env, y, sizeof y), HTP_KERNEL_ERR_SYSTEM);
+    assert_non_null(strstr(error, "no CUDA device"));
   }
+  /* No twins yet: NULL, so the runtime's entries say "no ... entry". */
+  assert_null(t->linear_backward_f32);
+  assert_null(t->softmax_cross_entropy_f32);
   /* NULL environment: an error, not a crash. */
   assert_int_equal(t->add_f32(NULL, x, x, y, 8), HTP_KERNEL_ERR_SYSTEM);
   assert_int_equal(t->linear_units_f32(NULL, x, x, y, 2, 2, 2, 1, &unit, 1, 0),

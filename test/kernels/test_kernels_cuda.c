@@ -19,7 +19,9 @@
  * fall the other way: one bf16 ulp, at most 2^-7 of the largest value, so
  * 1e-2. attention_bf16 rounds its context before the projection, which
  * the CPU twin does not: 2e-2 there. The CUDA table's memory, copy,
- * synchronize and timing entries are run once, round trip.
+ * synchronize and timing entries are run once, round trip. The model's
+ * ends (patchify, token embedding, pooling, row sums, their adjoints,
+ * zero) through both tables, f32.
  *
  * SM partitions (green contexts, kernels/cuda/green.c) and a caller's
  * stream: the SM-count check and the refusals that need no device run
@@ -615,6 +617,60 @@ static int sum_cases(twin_tables *t) {
   return 0;
 }
 
+/* The model's ends through both tables (f32): patchify and the copies
+ * exactly; the sums over rows (row_sum, embed_tokens_backward's dcls and
+ * dpos, accumulated onto a start value) to 1e-6 (the CPU adds row blocks
+ * of 256 separately, CUDA one column in order); zero. */
+static int embed_cases(twin_tables *t) {
+  const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
+  const int64_t B = 5, C = 3, H = 32, W = 16, P = 4, N = (H / P) * (W / P), K = C * P * P;
+  const int64_t D = 37, R = 1000;
+  float *images = host_random(B * C * H * W, -1, 1), *want = malloc(sizeof(float) * B * N * K);
+  float *dimages = to_device(images, B * C * H * W), *dpatches = to_device(NULL, B * N * K);
+  CUDA_ENTRY(t, t->cuda->patchify_f32(ce, dimages, dpatches, B, C, H, W, P));
+  CPU_ENTRY(t, t->cpu->patchify_f32(pe, images, want, B, C, H, W, P));
+  compare("table patchify_f32", dpatches, want, B * N * K, 0);
+
+  float *patches = host_random(B * N * D, -1, 1), *cls = host_random(D, -1, 1);
+  float *pos = host_random((N + 1) * D, -1, 1), *y = malloc(sizeof(float) * B * (N + 1) * D);
+  float *dp = to_device(patches, B * N * D), *dcls = to_device(cls, D);
+  float *dpos = to_device(pos, (N + 1) * D), *dy = to_device(NULL, B * (N + 1) * D);
+  CUDA_ENTRY(t, t->cuda->embed_tokens_f32(ce, dp, dcls, dpos, dy, B, N, D));
+  CPU_ENTRY(t, t->cpu->embed_tokens_f32(pe, patches, cls, pos, y, B, N, D));
+  compare("table embed_tokens_f32", dy, y, B * (N + 1) * D, 0);
+  float *pooled = malloc(sizeof(float) * B * D), *dpooled = to_device(NULL, B * D);
+  CUDA_ENTRY(t, t->cuda->cls_token_f32(ce, dy, dpooled, B, N + 1, D));
+  CPU_ENTRY(t, t->cpu->cls_token_f32(pe, y, pooled, B, N + 1, D));
+  compare("table cls_token_f32", dpooled, pooled, B * D, 0);
+  CUDA_ENTRY(t, t->cuda->cls_token_backward_f32(ce, dpooled, dy, B, N + 1, D));
+  CPU_ENTRY(t, t->cpu->cls_token_backward_f32(pe, pooled, y, B, N + 1, D));
+  compare("table cls_token_backward_f32", dy, y, B * (N + 1) * D, 0);
+
+  /* embed_tokens' adjoint from a random dy; dcls and dpos start at cls
+   * and pos (accumulated onto). */
+  float *g = host_random(B * (N + 1) * D, -1, 1), *dg = to_device(g, B * (N + 1) * D);
+  CUDA_ENTRY(t, t->cuda->embed_tokens_backward_f32(ce, dg, dp, dcls, dpos, B, N, D));
+  CPU_ENTRY(t, t->cpu->embed_tokens_backward_f32(pe, g, patches, cls, pos, B, N, D));
+  compare("table embed_tokens_backward dpatches", dp, patches, B * N * D, 0);
+  compare("table embed_tokens_backward dcls", dcls, cls, D, 1e-6);
+  compare("table embed_tokens_backward dpos", dpos, pos, (N + 1) * D, 1e-6);
+
+  float *x = host_random(R * D, -1, 1), *sums = malloc(sizeof(float) * D);
+  float *dx = to_device(x, R * D), *dsums = to_device(NULL, D);
+  CUDA_ENTRY(t, t->cuda->row_sum_f32(ce, dx, dsums, R, D));
+  CPU_ENTRY(t, t->cpu->row_sum_f32(pe, x, sums, R, D));
+  compare("table row_sum_f32", dsums, sums, D, 1e-6);
+  CUDA_ENTRY(t, t->cuda->zero(ce, dx, sizeof(float) * R * D));
+  memset(x, 0, sizeof(float) * R * D);
+  compare("table zero", dx, x, R * D, 0);
+
+  cudaFree(dimages), cudaFree(dpatches), cudaFree(dp), cudaFree(dcls), cudaFree(dpos);
+  cudaFree(dy), cudaFree(dpooled), cudaFree(dg), cudaFree(dx), cudaFree(dsums);
+  free(images), free(want), free(patches), free(cls), free(pos), free(y), free(pooled), free(g);
+  free(x), free(sums);
+  return 0;
+}
+
 /* The device's memory, copies, synchronize and timing marks through the
  * CUDA table: a round trip through an add on the device, timed by marks
  * around it; refusals of a zero-byte allocation and of a mark other than
@@ -669,14 +725,16 @@ static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
     const htp_kernel_table *k = tables[i];
     if (!k->linear_bf16 || !k->layer_norm_bf16 || !k->gelu_bf16 || !k->add_bf16 ||
         !k->bias_add_bf16 || !k->attention_bf16 || !k->attention_heads_bf16 ||
-        !k->mlp_hidden_units_bf16 || !k->linear_units_bf16 || !k->sum_f32 || !k->sum_bf16) {
-      fprintf(stderr, "FAIL: the %s table lacks a bf16 or sum entry\n", k->name);
+        !k->mlp_hidden_units_bf16 || !k->linear_units_bf16 || !k->sum_f32 || !k->sum_bf16 ||
+        !k->patchify_f32 || !k->embed_tokens_f32 || !k->cls_token_f32 || !k->row_sum_f32 ||
+        !k->embed_tokens_backward_f32 || !k->cls_token_backward_f32 || !k->zero) {
+      fprintf(stderr, "FAIL: the %s table lacks a bf16, sum or model-end entry\n", k->name);
       return 1;
     }
   }
   int rc = bf16_op_cases(&t, batch, tokens, dim, heads, head_dim, mlp) ||
            bf16_unit_cases(&t, batch, tokens, dim, heads, head_dim) || sum_cases(&t) ||
-           memory_cases(&t);
+           memory_cases(&t) || embed_cases(&t);
   htp_cuda_kernel_env_destroy(&t.cuda_env);
   htp_cpu_kernel_env_destroy(&t.cpu_env);
   return rc;
