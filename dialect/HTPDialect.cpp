@@ -110,9 +110,15 @@ LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute
                              << attr.getValue();
     return success();
   }
+  if (name == kBackwardAttrName) {
+    if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a unit attribute on a function";
+    return success();
+  }
   if (attr.getName() != kTPAttrName)
     return op->emitError() << "unknown htp attribute '" << attr.getName().getValue()
-                           << "' (expected '" << kTPAttrName << "' on a function)";
+                           << "' (expected '" << kTPAttrName << "' or '" << kBackwardAttrName
+                           << "' on a function)";
   auto tp = dyn_cast<IntegerAttr>(attr.getValue());
   if (!tp || tp.getInt() < 1 || tp.getInt() > HTP_ENTRY_MAX_TP)
     return op->emitError() << "'" << kTPAttrName << "' must be an integer from 1 to "
@@ -140,5 +146,53 @@ LogicalResult HTPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
       return verifyTensorTypeLimits([op]() { return op->emitError(); },
                                     function.getArgumentTypes()[argIndex],
                                     "argument #" + Twine(argIndex) + " ('" + name + "')");
+  return success();
+}
+
+LogicalResult HTPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                      unsigned resultIndex, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name != kResultAttrName && name != kGradOfAttrName)
+    return op->emitError() << "unknown htp result attribute '" << name << "' on result #"
+                           << resultIndex << " (expected '" << kResultAttrName << "' or '"
+                           << kGradOfAttrName << "')";
+  auto value = dyn_cast<StringAttr>(attr.getValue());
+  if (!value || value.getValue().empty())
+    return op->emitError() << "'" << name << "' on result #" << resultIndex
+                           << " must be a non-empty string";
+  auto function = dyn_cast<FunctionOpInterface>(op);
+  if (!function || resultIndex >= function.getNumResults())
+    return success();
+  // One name per result: a gradient's is "grad.<param>".
+  if (name == kResultAttrName) {
+    if (function.getResultAttr(resultIndex, kGradOfAttrName))
+      return op->emitError() << "result #" << resultIndex << " has both '" << kResultAttrName
+                             << "' and '" << kGradOfAttrName
+                             << "': a gradient is named after its parameter";
+    return success();
+  }
+  // The gradient of a parameter: of its type (the local shard's, after
+  // tensor-parallel splitting), at most one per parameter.
+  std::optional<unsigned> param;
+  for (unsigned index = 0; index < function.getNumArguments(); ++index)
+    if (auto argName = function.getArgAttrOfType<StringAttr>(index, kParamAttrName);
+        argName && argName.getValue() == value.getValue())
+      param = index;
+  if (!param)
+    return op->emitError() << "'" << kGradOfAttrName << "' on result #" << resultIndex
+                           << " names '" << value.getValue()
+                           << "', which is no argument's '" << kParamAttrName << "'";
+  Type paramType = function.getArgumentTypes()[*param];
+  Type resultType = function.getResultTypes()[resultIndex];
+  if (paramType != resultType)
+    return op->emitError() << "result #" << resultIndex << ", the gradient of '"
+                           << value.getValue() << "' (argument #" << *param << "), has type "
+                           << resultType << " but the parameter has " << paramType;
+  for (unsigned other = 0; other < resultIndex; ++other)
+    if (auto otherParam = function.getResultAttrOfType<StringAttr>(other, kGradOfAttrName);
+        otherParam && otherParam.getValue() == value.getValue())
+      return op->emitError() << "results #" << other << " and #" << resultIndex
+                             << " are both the gradient of '" << value.getValue()
+                             << "' (at most one per parameter)";
   return success();
 }

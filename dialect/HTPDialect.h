@@ -28,6 +28,15 @@ inline constexpr llvm::StringLiteral kParamAttrName = "htp.param";
 inline constexpr llvm::StringLiteral kInputAttrName = "htp.input";
 /// On a sharded function argument: a ShardAttr, see HTPAttrs.td.
 inline constexpr llvm::StringLiteral kShardAttrName = "htp.shard";
+/// Names a function result in the entry signature (optional; "result<N>"
+/// otherwise).
+inline constexpr llvm::StringLiteral kResultAttrName = "htp.result";
+/// On a gradient result (written by --htp-grad): the htp.param name of the
+/// argument it is the gradient of; the signature names it "grad.<param>".
+inline constexpr llvm::StringLiteral kGradOfAttrName = "htp.grad_of";
+/// Unit attribute on a function written by --htp-grad (the backward):
+/// --htp-balance-hooks leaves it alone.
+inline constexpr llvm::StringLiteral kBackwardAttrName = "htp.backward";
 /// On a function split by --htp-tensor-parallel: the number of ranks.
 inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
 

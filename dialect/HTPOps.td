@@ -39,9 +39,16 @@ def HTP_Dialect : Dialect {
     most 8, every dim from 1 to 2^31-1 (zero-sized tensors are rejected: no
     kernel is asked to reduce over nothing), at most 2^40 bytes per tensor;
     `htp.tp` and shard parts at most 1024.
+
+    Function results may carry `{htp.result = "loss"}` (the result's name
+    in the entry signature) or, on a gradient written by `--htp-grad`,
+    `{htp.grad_of = "<param name>"}`, naming an `htp.param` argument of the
+    same function and type (at most one gradient per parameter). A function
+    written by `--htp-grad` carries the unit attribute `htp.backward`.
   }];
   let cppNamespace = "::mlir::htp";
   let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
   let hasOperationAttrVerify = 1;
   let useDefaultAttributePrinterParser = 1;
 }

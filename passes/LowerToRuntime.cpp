@@ -119,6 +119,8 @@ private:
   LogicalResult addFlops(Operation *op, CheckedInt flops);
   LogicalResult lowerBody();
   std::string argumentName(unsigned index);
+  std::string resultName(unsigned index);
+  std::optional<unsigned> gradientOf(unsigned resultIndex);
   std::string signatureJSON();
 
   func::FuncOp func;
@@ -168,9 +170,20 @@ LogicalResult EntryLowering::checkSupported() {
     if (failed(readShard(func, index)))
       return failure();
   }
-  for (auto [index, type] : llvm::enumerate(func.getResultTypes()))
+  for (auto [index, type] : llvm::enumerate(func.getResultTypes())) {
     if (failed(checkShape("result", index, type)))
       return failure();
+    std::string problem = nameProblem(resultName(index));
+    if (!problem.empty())
+      return func.emitError() << "result #" << index << " is named "
+                              << quotedName(resultName(index)) << ", which " << problem
+                              << " (a name must be 1 to "
+                              << static_cast<int64_t>(HTP_ENTRY_MAX_NAME)
+                              << " bytes of UTF-8 without control characters)";
+    if (func.getResultAttr(index, kGradOfAttrName) && !gradientOf(index))
+      return func.emitError() << "result #" << index << "'s '" << kGradOfAttrName
+                              << "' names no parameter of the function";
+  }
   // The balance hooks (htp_rt_attention_f32, htp_rt_mlp_f32) are f32 only:
   // --htp-balance-hooks leaves bf16 blocks without them, so only IR written
   // by hand gets here.
@@ -326,6 +339,29 @@ std::string EntryLowering::argumentName(unsigned index) {
   return "arg" + std::to_string(index);
 }
 
+/// The argument whose gradient result `resultIndex` is (its htp.grad_of
+/// names the argument's htp.param; the dialect checked it), or none.
+std::optional<unsigned> EntryLowering::gradientOf(unsigned resultIndex) {
+  auto param = func.getResultAttrOfType<StringAttr>(resultIndex, kGradOfAttrName);
+  if (!param)
+    return std::nullopt;
+  for (unsigned index = 0; index < func.getNumArguments(); ++index)
+    if (auto name = func.getArgAttrOfType<StringAttr>(index, kParamAttrName);
+        name && name.getValue() == param.getValue())
+      return index;
+  return std::nullopt;
+}
+
+/// The name the signature gives result `index`: "grad.<param>" for a
+/// gradient, its htp.result, else "resultN".
+std::string EntryLowering::resultName(unsigned index) {
+  if (auto param = func.getResultAttrOfType<StringAttr>(index, kGradOfAttrName))
+    return "grad." + param.getValue().str();
+  if (auto name = func.getResultAttrOfType<StringAttr>(index, kResultAttrName))
+    return name.getValue().str();
+  return "result" + std::to_string(index);
+}
+
 /// The signature (runtime/htp_entry.h, format 2) as compact JSON. Every
 /// name was checked by checkSupported; the writer escapes the rest.
 std::string EntryLowering::signatureJSON() {
@@ -341,6 +377,14 @@ std::string EntryLowering::signatureJSON() {
   auto writeDtype = [&](Type type) {
     json.attribute("dtype", dtypeName(cast<RankedTensorType>(type).getElementType()));
   };
+  auto writeShard = [&](unsigned argIndex) {
+    if (std::optional<ShardRecord> shard = *readShard(func, argIndex))
+      json.attributeObject("shard", [&] {
+        json.attribute("dim", shard->dim);
+        json.attribute("parts", shard->parts);
+        json.attribute("layout", shard->layout);
+      });
+  };
   json.object([&] {
     json.attribute("htp_entry", HTP_ENTRY_FORMAT_VERSION);
     json.attribute("entry", name);
@@ -352,20 +396,24 @@ std::string EntryLowering::signatureJSON() {
           json.attribute("role", param ? "param" : "input");
           writeDtype(func.getArgumentTypes()[index]);
           writeShape(func.getArgumentTypes()[index]);
-          if (std::optional<ShardRecord> shard = *readShard(func, index))
-            json.attributeObject("shard", [&] {
-              json.attribute("dim", shard->dim);
-              json.attribute("parts", shard->parts);
-              json.attribute("layout", shard->layout);
-            });
+          writeShard(index);
         });
     });
     json.attributeArray("results", [&] {
       for (unsigned index = 0; index < numResults; ++index)
         json.object([&] {
-          json.attribute("name", "result" + std::to_string(index));
+          json.attribute("name", resultName(index));
+          // A gradient carries its parameter's name and shard (a rank
+          // holds the gradient of its own slice).
+          std::optional<unsigned> param = gradientOf(index);
+          if (param) {
+            json.attribute("role", "grad");
+            json.attribute("grad_of", argumentName(*param));
+          }
           writeDtype(func.getResultTypes()[index]);
           writeShape(func.getResultTypes()[index]);
+          if (param)
+            writeShard(*param);
         });
     });
     json.attribute("workspace_bytes", workspaceBytes);

@@ -304,7 +304,7 @@ func.func @tp_zero(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 0 : 
 
 // -----
 
-// expected-error @+1 {{unknown htp attribute 'htp.ranks' (expected 'htp.tp' on a function)}}
+// expected-error @+1 {{unknown htp attribute 'htp.ranks' (expected 'htp.tp' or 'htp.backward' on a function)}}
 func.func @unknown_func_attr(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.ranks = 2 : i64} {
   return %x : tensor<4xf32>
 }
