@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Checks test/ref/vit_train_ref.py (and optionally htp-run) against timm's
+VisionTransformer. Needs torch and timm: without them it prints why and
+exits 77 (the skip code of ctest's SKIP_RETURN_CODE and of automake).
+
+It builds timm's model with issue 9's spec F arguments
+
+    VisionTransformer(img_size=S, patch_size=P, in_chans=C, num_classes=K,
+                      embed_dim=D, depth=L, num_heads=H, mlp_ratio=M/D,
+                      qkv_bias=True, global_pool='token', class_token=True)
+
+(LayerNorm eps --eps, GELU exact or tanh), loads seeded weights into it
+(strictly: the NumPy reference's names and shapes must be exactly timm's
+state_dict), saves the model's state_dict as WORKDIR/weights.safetensors
+(F32, timm names) and random images and one-hot targets as .npy, then
+compares, each as max |a - b| / max |b| against the float64 NumPy reference:
+
+    timm (float32) logits and loss            <= 1e-4
+    timm (float32) gradient of every param    <= 1e-3 (autograd, mean loss)
+
+With --htp-run PATH it also runs htp-run on --mlir FILE (default: generated
+by examples/gen_vit.py --model with the same sizes) with those weights and
+data, and checks against the same reference:
+
+    @vit       -> logits                      <= 1e-4
+    @vit_loss  -> loss, logits                <= 1e-4
+    @vit_loss_grad (--grads; written by htp-grad) -> loss, logits, then the
+               gradient of every parameter in argument order  <= 1e-3
+
+--without-torch runs the htp-run checks alone (no timm rows) when torch is
+missing, instead of skipping. Weights are "wide" by default (W ~ N(0, 1/in),
+LayerNorm weights 1 + 0.1 N, biases, cls_token and pos_embed 0.1 N: attention
+far from uniform, every path carrying gradient); --timm-init keeps the
+freshly built model's own init instead. Prints PASS and exits 0, or FAIL and
+why and exits 1.
+
+    timm_vit_check.py --workdir /tmp/vc
+    timm_vit_check.py --workdir /tmp/vc --htp-run build/tools/htp-run/htp-run --grads
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import check_e2e  # noqa: E402
+import vit_train_ref as ref  # noqa: E402
+
+SKIP = 77
+TOL_FORWARD = 1e-4
+TOL_GRAD = 1e-3
+
+
+def wide_weights(c, seed):
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in ref.param_shapes(c).items():
+        if ref.is_norm_weight(name):
+            value = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif name.endswith(".weight"):
+            fan_in = int(np.prod(shape[1:]))
+            value = rng.standard_normal(shape) / np.sqrt(fan_in)
+        else:  # biases, cls_token, pos_embed
+            value = 0.1 * rng.standard_normal(shape)
+        params[name] = value.astype(np.float32)
+    return params
+
+
+def rel_error(a, b):
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+class Checks:
+    def __init__(self):
+        self.rows, self.ok = [], True
+
+    def add(self, label, error, tolerance):
+        good = np.isfinite(error) and error <= tolerance
+        self.ok &= bool(good)
+        self.rows.append(f"{'ok  ' if good else 'FAIL'} {label}: {error:.2e} "
+                         f"(tolerance {tolerance:g})")
+
+    def add_grads(self, label, grads, expected):
+        """The worst parameter's error as one row (every failing one as its own)."""
+        worst, worst_name = 0.0, ""
+        for name in expected:
+            if name not in grads:
+                self.ok = False
+                self.rows.append(f"FAIL {label}: no gradient of {name}")
+                continue
+            e = rel_error(grads[name], expected[name])
+            if not (np.isfinite(e) and e <= TOL_GRAD):
+                self.add(f"{label} {name}", e, TOL_GRAD)
+            if e > worst:
+                worst, worst_name = e, name
+        self.add(f"{label}, worst of {len(expected)} ({worst_name})", worst, TOL_GRAD)
+
+
+def run_timm(c, params, images, targets, checks, expected):
+    import torch
+    import torch.nn.functional as F
+    model = ref.timm_model(c)  # float32, as trained
+    ref.load_into(model, params)
+    model.eval()
+    logits = model(torch.tensor(images))
+    loss = F.cross_entropy(logits, torch.tensor(targets))
+    loss.backward()
+    loss_ref, logits_ref, grads_ref = expected
+    checks.add("timm logits vs reference", rel_error(logits.detach().numpy(), logits_ref),
+               TOL_FORWARD)
+    checks.add("timm loss vs reference", rel_error([loss.item()], [loss_ref]), TOL_FORWARD)
+    checks.add_grads("timm gradients vs reference",
+                     {n: p.grad.numpy() for n, p in model.named_parameters()}, grads_ref)
+
+
+def run_htp(a, c, work, weights, images_path, targets_path, checks, expected):
+    loss_ref, logits_ref, grads_ref = expected
+    mlir = a.mlir
+    if not mlir:
+        mlir = os.path.join(work, "vit.mlir")
+        subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), "--model",
+                        "--depth", str(c["depth"]), "--dim", str(c["dim"]),
+                        "--heads", str(c["heads"]), "--mlp", str(c["mlp"]),
+                        "--patch", str(c["patch"]), "--image", str(c["image"]),
+                        "--channels", str(c["channels"]), "--classes", str(c["classes"]),
+                        "--batch", str(a.batch), "--eps", repr(c["eps"]), "--gelu", c["gelu"],
+                        "-o", mlir], check=True)
+
+    def htp(entry, inputs, count):
+        outs = [os.path.join(work, f"{entry}.{i}.npy") for i in range(count)]
+        cmd = [a.htp_run, mlir, "--entry", entry, "--weights", weights, "--tp", str(a.tp),
+               "--iters", "1", "--warmup", "0"]
+        for path in inputs:
+            cmd += ["--input", path]
+        for path in outs:
+            cmd += ["--output", path]
+        run = subprocess.run(cmd + a.extra.split(), capture_output=True, text=True)
+        if run.returncode != 0:
+            checks.ok = False
+            checks.rows.append(f"FAIL htp-run --entry {entry} exited with {run.returncode}: "
+                               f"{run.stderr.strip()[-2000:]}")
+            return None
+        return [np.load(p) for p in outs]
+
+    out = htp("vit", [images_path], 1)
+    if out:
+        checks.add("htp-run @vit logits vs reference", rel_error(out[0], logits_ref), TOL_FORWARD)
+    out = htp("vit_loss", [images_path, targets_path], 2)
+    if out:
+        checks.add("htp-run @vit_loss loss vs reference", rel_error(out[0], [loss_ref]),
+                   TOL_FORWARD)
+        checks.add("htp-run @vit_loss logits vs reference", rel_error(out[1], logits_ref),
+                   TOL_FORWARD)
+    if a.grads:
+        names = list(ref.param_shapes(c))
+        out = htp("vit_loss_grad", [images_path, targets_path], 2 + len(names))
+        if out:
+            checks.add("htp-run @vit_loss_grad loss vs reference", rel_error(out[0], [loss_ref]),
+                       TOL_FORWARD)
+            checks.add("htp-run @vit_loss_grad logits vs reference",
+                       rel_error(out[1], logits_ref), TOL_FORWARD)
+            checks.add_grads("htp-run gradients vs reference", dict(zip(names, out[2:])),
+                             grads_ref)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workdir", required=True, help="directory for the files it writes")
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--mlp", type=int, default=128)
+    parser.add_argument("--patch", type=int, default=4)
+    parser.add_argument("--image", type=int, default=28)
+    parser.add_argument("--channels", type=int, default=1)
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--eps", type=float, default=1e-6)
+    parser.add_argument("--gelu", choices=["none", "tanh"], default="none")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--timm-init", action="store_true",
+                        help="keep timm's own init weights instead of the wide seeded ones")
+    parser.add_argument("--htp-run", help="also check this htp-run")
+    parser.add_argument("--mlir", help="the module htp-run runs (default: gen_vit.py --model)")
+    parser.add_argument("--grads", action="store_true",
+                        help="with --htp-run: also check @vit_loss_grad's gradients")
+    parser.add_argument("--tp", type=int, default=1, help="htp-run --tp (default 1)")
+    parser.add_argument("--extra", default="", help="more htp-run arguments, split at blanks")
+    parser.add_argument("--without-torch", action="store_true",
+                        help="without torch/timm, run the htp-run checks alone instead of "
+                             "skipping")
+    a = parser.parse_args()
+    c = ref.read_config(json_config(a))
+
+    try:
+        import torch  # noqa: F401
+        import timm  # noqa: F401
+        have_torch = True
+    except ImportError as e:
+        have_torch = False
+        why = str(e)
+    if not have_torch and not (a.without_torch and a.htp_run):
+        print(f"SKIP: torch and timm are needed ({why})")
+        return SKIP
+    if (a.mlir or a.grads) and not a.htp_run:
+        parser.error("--mlir and --grads go with --htp-run")
+
+    os.makedirs(a.workdir, exist_ok=True)
+    weights_path = os.path.join(a.workdir, "weights.safetensors")
+    images_path = os.path.join(a.workdir, "images.npy")
+    targets_path = os.path.join(a.workdir, "targets.npy")
+    rng = np.random.default_rng(a.seed + 1)
+    images = rng.standard_normal((a.batch, c["channels"], c["image"], c["image"])).astype(
+        np.float32)
+    targets = np.eye(c["classes"], dtype=np.float32)[rng.integers(0, c["classes"], a.batch)]
+    np.save(images_path, images)
+    np.save(targets_path, targets)
+
+    checks = Checks()
+    if have_torch:
+        model = ref.timm_model(c)
+        names = list(model.state_dict())
+        expected_names = list(ref.param_shapes(c))
+        if names != expected_names:
+            print(f"FAIL: timm's state_dict names/order differ from the reference's:\n"
+                  f"  timm: {names}\n  ref:  {expected_names}")
+            return 1
+        if not a.timm_init:
+            ref.load_into(model, wide_weights(c, a.seed))
+        state = {n: t.detach().numpy().astype(np.float32) for n, t in model.state_dict().items()}
+    else:
+        state = wide_weights(c, a.seed) if not a.timm_init else ref.init_params(c, a.seed)
+    check_e2e.write_safetensors(weights_path, state)
+    params = ref.read_safetensors(weights_path)  # what every side reads
+    ref.check_params(params, c)
+    expected = ref.loss_and_grads(params, images, targets, c)
+
+    if have_torch:
+        run_timm(c, params, images, targets, checks, expected)
+    else:
+        checks.rows.append("skip timm rows: torch/timm do not import (--without-torch)")
+    if a.htp_run:
+        run_htp(a, c, a.workdir, weights_path, images_path, targets_path, checks, expected)
+
+    sizes = " ".join(f"{k}={c[k]}" for k in ref.CONFIG_KEYS) + \
+        f" batch={a.batch} eps={c['eps']:g} gelu={c['gelu']}" + \
+        (" timm-init" if a.timm_init else "") + (f" tp={a.tp}" if a.htp_run else "")
+    print("\n".join(checks.rows))
+    print(f"{'PASS' if checks.ok else 'FAIL'}: loss {expected[0]:.6f}, {sizes}")
+    return 0 if checks.ok else 1
+
+
+def json_config(a):
+    import json
+    return json.dumps({k: getattr(a, k) for k in ref.CONFIG_KEYS + ("eps", "gelu")})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
