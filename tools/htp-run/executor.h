@@ -32,6 +32,9 @@ typedef struct htp_run_state {
   htp_signature sig;
   int shared;                        /* the block is a .so from htp-compile */
   htp_device device;                 /* --device */
+  const htp_compiler *eval_loader;   /* --train: the eval entry (none: NULL) */
+  htp_compiled eval_compiled;
+  htp_signature eval_sig;
   const htp_compiler *check_loader;  /* --check: the tp-1 build of the block */
   htp_compiled check_compiled;
   htp_signature check_sig;

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,7 +237,11 @@ void htp_run_print_help(FILE *stream) {
 enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
-  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP
+  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
+  /* --train and its flags */
+  FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
+  FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
+  FLAG_METRICS
 };
 
 static const struct option long_flags[] = {
@@ -261,13 +266,35 @@ static const struct option long_flags[] = {
     {"trace", required_argument, NULL, FLAG_TRACE},
     {"check", no_argument, NULL, FLAG_CHECK},
     {"help", no_argument, NULL, FLAG_HELP},
+    {"train", no_argument, NULL, FLAG_TRAIN},
+    {"data", required_argument, NULL, FLAG_DATA},
+    {"epochs", required_argument, NULL, FLAG_EPOCHS},
+    {"optimizer", required_argument, NULL, FLAG_OPTIMIZER},
+    {"lr", required_argument, NULL, FLAG_LR},
+    {"momentum", required_argument, NULL, FLAG_MOMENTUM},
+    {"weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY},
+    {"schedule", required_argument, NULL, FLAG_SCHEDULE},
+    {"limit-train", required_argument, NULL, FLAG_LIMIT_TRAIN},
+    {"limit-test", required_argument, NULL, FLAG_LIMIT_TEST},
+    {"params", required_argument, NULL, FLAG_PARAMS},
+    {"checkpoint", required_argument, NULL, FLAG_CHECKPOINT},
+    {"resume", required_argument, NULL, FLAG_RESUME},
+    {"metrics", required_argument, NULL, FLAG_METRICS},
     {NULL, 0, NULL, 0},
 };
 
 /* Flags that may be given more than once: lists, and switches (idempotent). */
 static int repeatable(int id) {
   return id == FLAG_INPUT || id == FLAG_OUTPUT || id == FLAG_SLOW || id == FLAG_FAULT ||
-         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h';
+         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h' || id == FLAG_TRAIN;
+}
+
+/* Flags of --train only, and flags of the plain run that --train refuses. */
+static int train_only(int id) { return id > FLAG_TRAIN; }
+static int run_only(int id) {
+  return id == FLAG_ITERS || id == FLAG_WARMUP || id == FLAG_WEIGHTS || id == FLAG_INPUT ||
+         id == FLAG_OUTPUT || id == FLAG_REPORT || id == FLAG_IMPUTE || id == FLAG_SELECT ||
+         id == FLAG_TRACE || id == FLAG_CHECK;
 }
 
 static const char *flag_name(int id) {
@@ -281,6 +308,8 @@ static const char *flag_name(int id) {
 static const char *const report_names[] = {"table", "json", NULL};
 static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
+static const char *const schedule_names[] = {"cosine", "constant", NULL};
 
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
                   size_t err_size) {
@@ -331,6 +360,21 @@ static int parse_long(const char *flag, const char *text, long min, long max, lo
   if (errno || value > max)
     return htp_set_error(err, err_size, "--%s expects an integer <= %ld, got '%s'", flag, max,
                          text);
+  *out = value;
+  return 0;
+}
+
+/* A finite decimal number in [min, max] (max_open: below max); no blanks
+ * or trailing text. */
+static int parse_double(const char *flag, const char *text, double min, double max,
+                        int max_open, double *out, char *err, size_t err_size) {
+  char *end;
+  errno = 0;
+  double value = strtod(text, &end);
+  if (end == text || *end != '\0' || isspace((unsigned char)text[0]) || errno ||
+      !isfinite(value) || value < min || value > max || (max_open && value == max))
+    return htp_set_error(err, err_size, "--%s expects a number in [%g, %g%c, got '%s'", flag,
+                         min, max, max_open ? ')' : ']', text);
   *out = value;
   return 0;
 }
@@ -547,6 +591,51 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
     return 0;
   case FLAG_SMS:
     return parse_sms(value, options, err, err_size);
+  case FLAG_TRAIN:
+    options->train.enabled = 1;
+    return 0;
+  case FLAG_DATA:
+    return take_path(flag, value, &options->train.data, err, err_size);
+  case FLAG_EPOCHS:
+    return parse_long(flag, value, 1, HTP_TRAIN_MAX_EPOCHS, &options->train.epochs, err,
+                      err_size);
+  case FLAG_OPTIMIZER:
+    if (one_of(flag, value, optimizer_names, err, err_size))
+      return 1;
+    options->train.optimizer = strcmp(value, "sgd") == 0 ? HTP_TRAIN_SGD : HTP_TRAIN_ADAMW;
+    return 0;
+  case FLAG_SCHEDULE:
+    if (one_of(flag, value, schedule_names, err, err_size))
+      return 1;
+    options->train.schedule =
+        strcmp(value, "constant") == 0 ? HTP_TRAIN_CONSTANT : HTP_TRAIN_COSINE;
+    return 0;
+  case FLAG_LR:
+    if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size))
+      return 1;
+    if (!(options->train.lr > 0))
+      return htp_set_error(err, err_size, "--lr expects a number in (0, 10], got '%s'", value);
+    options->train.lr_given = 1;
+    return 0;
+  case FLAG_MOMENTUM:
+    return parse_double(flag, value, 0, 1, 1, &options->train.momentum, err, err_size);
+  case FLAG_WEIGHT_DECAY:
+    options->train.weight_decay_given = 1;
+    return parse_double(flag, value, 0, 10, 0, &options->train.weight_decay, err, err_size);
+  case FLAG_LIMIT_TRAIN:
+  case FLAG_LIMIT_TEST:
+    return parse_long(flag, value, 1, INT32_MAX,
+                      id == FLAG_LIMIT_TRAIN ? &options->train.limit_train
+                                             : &options->train.limit_test,
+                      err, err_size);
+  case FLAG_PARAMS:
+    return take_path(flag, value, &options->train.params, err, err_size);
+  case FLAG_CHECKPOINT:
+    return take_path(flag, value, &options->train.checkpoint, err, err_size);
+  case FLAG_RESUME:
+    return take_path(flag, value, &options->train.resume, err, err_size);
+  case FLAG_METRICS:
+    return take_path(flag, value, &options->train.metrics, err, err_size);
   case FLAG_TIMEOUT: {
     char *end;
     errno = 0;
@@ -584,6 +673,12 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->selection = HTP_SELECT_RANDOM;
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
+  options->train.data = HTP_TRAIN_DEFAULT_DATA;
+  options->train.epochs = 5;
+  options->train.optimizer = HTP_TRAIN_ADAMW;
+  options->train.momentum = 0.9;
+  options->train.schedule = HTP_TRAIN_COSINE;
+  int first_train_only = 0;
 
   /* getopt_long keeps its state in globals: optind = 0 restarts it (glibc),
    * opterr = 0 keeps its own messages off stderr (ours say more). In the
@@ -621,9 +716,33 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
       return htp_set_error(err, err_size, "--%s given more than once (it takes one value)",
                            flag_name(id));
     seen |= bit;
+    if (train_only(id) && !first_train_only)
+      first_train_only = id;
+    if (run_only(id) && !options->given_run_only) {
+      options->given_run_only = 1;
+      options->run_only_flag = flag_name(id);
+    }
     if (apply_flag(id, optarg, options, err, err_size))
       return 1;
   }
+  htp_train_options *train = &options->train;
+  if (first_train_only && !train->enabled && !options->help)
+    return htp_set_error(err, err_size, "--%s is a flag of --train (add --train, or leave it "
+                         "out)", flag_name(first_train_only));
+  if (train->enabled && options->given_run_only && !options->help)
+    return htp_set_error(err, err_size, "--%s is not used by --train (%s)",
+                         options->run_only_flag,
+                         strcmp(options->run_only_flag, "weights") == 0
+                             ? "initial weights are --params FILE"
+                             : "it trains over --epochs and writes --metrics and --checkpoint");
+  if (train->enabled && train->params && train->resume)
+    return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
+                         "give one");
+  /* Defaults that depend on the optimizer: AdamW's and SGD's usual ones. */
+  if (!train->lr_given)
+    train->lr = train->optimizer == HTP_TRAIN_SGD ? 0.05 : 1e-3;
+  if (!train->weight_decay_given)
+    train->weight_decay = train->optimizer == HTP_TRAIN_SGD ? 0.0 : 0.05;
   /* After "--": the file, which may then start with '-'. */
   for (int i = optind; i < argc; i++) {
     if (options->path)

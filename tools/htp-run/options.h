@@ -45,6 +45,27 @@ typedef struct htp_run_fault {
 
 typedef enum htp_report_kind { HTP_REPORT_TABLE, HTP_REPORT_JSON } htp_report_kind;
 
+/* --train's choices. */
+typedef enum htp_train_optimizer { HTP_TRAIN_ADAMW, HTP_TRAIN_SGD } htp_train_optimizer;
+typedef enum htp_train_schedule { HTP_TRAIN_COSINE, HTP_TRAIN_CONSTANT } htp_train_schedule;
+#define HTP_TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
+enum { HTP_TRAIN_MAX_EPOCHS = 100000 };
+
+/* --train: htp-run trains the block's gradient entry (tools/htp-run/train.c). */
+typedef struct htp_train_options {
+  int enabled;                   /* --train */
+  const char *data;              /* --data DIR */
+  long epochs;                   /* total epochs, a resumed run included */
+  htp_train_optimizer optimizer;
+  double lr;                     /* peak learning rate */
+  double momentum;               /* SGD */
+  double weight_decay;
+  int weight_decay_given, lr_given;
+  htp_train_schedule schedule;
+  long limit_train, limit_test;  /* 0: the whole set */
+  const char *params, *checkpoint, *resume, *metrics;
+} htp_train_options;
+
 typedef struct htp_run_options {
   const char *path;              /* FILE.mlir or FILE.so */
   const char *entry;             /* NULL: the default entry */
@@ -71,6 +92,9 @@ typedef struct htp_run_options {
   int num_faults;
   htp_run_sms sms[HTP_RUN_MAX_SMS]; /* --sms, each rank at most once */
   int num_sms;
+  htp_train_options train;
+  int given_run_only;            /* a flag of the plain run (--iters, --input, ...) was given */
+  const char *run_only_flag;     /* its name, for the message */
   int help;
 } htp_run_options;
 

@@ -29,10 +29,15 @@ struct htp_ranks {
   int per_process; /* mpi, nccl: this process is one rank */
 };
 
-/* One rank's state while it runs. */
+/* One rank's state while it runs: a job (htp_ranks_run), or a task
+ * (htp_ranks_run_task: fn and user, job NULL). */
 typedef struct rank_state {
   htp_ranks *ranks;
   const htp_rank_job *job;
+  htp_rank_task_fn fn;
+  void *user;
+  const htp_run_fault *faults; /* those registered, to tell an injected death */
+  int num_faults;
   htp_rank_outcome *outcome;
   FILE *trace; /* local: shared by the ranks; mpi: this process's stream */
   int rank;
@@ -130,8 +135,8 @@ static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const cha
   state->failed = 1;
   state->failed_at = htp_now();
   state->priority = code == HTP_ERR_TIMEOUT ? 1 : 2;
-  for (int i = 0; i < state->job->num_faults; i++) {
-    const htp_run_fault *fault = &state->job->faults[i];
+  for (int i = 0; i < state->num_faults; i++) {
+    const htp_run_fault *fault = &state->faults[i];
     if (fault->kind == HTP_RUN_FAULT_DIE && fault->rank == state->rank &&
         fault->iteration == iteration && strcmp(step, "the fault point") == 0)
       state->priority = 0;
@@ -488,8 +493,92 @@ done:
 }
 
 static void *rank_thread(void *arg) {
-  run_rank(arg);
+  rank_state *state = arg;
+  if (state->fn)
+    state->fn(state, state->user);
+  else
+    run_rank(state);
   return NULL;
+}
+
+void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
+                        long iteration, const char *detail) {
+  rank_failed(task, ctx, code, step, iteration, detail);
+}
+
+int htp_rank_task_rank(const htp_rank_task *task) { return task->rank; }
+
+htp_world *htp_rank_task_world(const htp_rank_task *task) { return task->ranks->world; }
+
+/* Runs every local rank's state (threads for local, this one for mpi) and
+ * picks the failure to report: the cause first, the others as notes. */
+static int run_states(htp_ranks *ranks, rank_state *states, int local_ranks,
+                      htp_rank_outcome *outcome) {
+  const int size = htp_world_size(ranks->world);
+  pthread_t *threads = calloc((size_t)local_ranks, sizeof *threads);
+  if (!threads) {
+    outcome->failed = 1;
+    snprintf(outcome->message, sizeof outcome->message, "out of memory starting the ranks");
+    return 1;
+  }
+  if (ranks->per_process) {
+    rank_thread(&states[0]);
+  } else {
+    int started = 0;
+    for (; started < size; started++)
+      if (pthread_create(&threads[started], NULL, rank_thread, &states[started]) != 0)
+        break;
+    if (started < size) {
+      /* The started ranks wait for the missing ones until the deadline. */
+      snprintf(states[started].message, sizeof states[started].message,
+               "rank %d: cannot start its thread", started);
+      states[started].failed = 1;
+      states[started].priority = 0;
+      states[started].failed_at = 0;
+    }
+    for (int i = 0; i < started; i++)
+      pthread_join(threads[i], NULL);
+  }
+  free(threads);
+  /* The earliest failure is the cause; the rest are noted. */
+  int first = -1;
+  for (int i = 0; i < local_ranks; i++)
+    if (states[i].failed &&
+        (first < 0 || states[i].priority < states[first].priority ||
+         (states[i].priority == states[first].priority &&
+          states[i].failed_at < states[first].failed_at)))
+      first = i;
+  if (first >= 0) {
+    outcome->failed = 1;
+    snprintf(outcome->message, sizeof outcome->message, "%s", states[first].message);
+    size_t used = 0;
+    for (int i = 0; i < local_ranks; i++)
+      if (i != first && states[i].failed && used < sizeof outcome->notes)
+        used += (size_t)snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s\n",
+                                 states[i].message);
+  }
+  return outcome->failed;
+}
+
+int htp_ranks_run_task(htp_ranks *ranks, htp_rank_task_fn fn, void *user,
+                       const htp_run_fault *faults, int num_faults, htp_rank_outcome *outcome,
+                       char *err, size_t err_size) {
+  memset(outcome, 0, sizeof *outcome);
+  const int local_ranks = ranks->per_process ? 1 : htp_world_size(ranks->world);
+  rank_state *states = calloc((size_t)local_ranks, sizeof *states);
+  if (!states)
+    return htp_set_error(err, err_size, "out of memory");
+  for (int i = 0; i < local_ranks; i++) {
+    states[i].ranks = ranks;
+    states[i].fn = fn;
+    states[i].user = user;
+    states[i].faults = faults;
+    states[i].num_faults = num_faults;
+    states[i].rank = ranks->per_process ? htp_world_process_rank(ranks->world) : i;
+  }
+  int failed = run_states(ranks, states, local_ranks, outcome);
+  free(states);
+  return failed;
 }
 
 void htp_rank_outcome_free(htp_rank_outcome *outcome) {
@@ -540,13 +629,11 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   last->received = calloc((size_t)(HTP_PAIR_KINDS * size), sizeof(int32_t));
   int local_ranks = per_process ? 1 : size;
   rank_state *states = calloc((size_t)local_ranks, sizeof *states);
-  pthread_t *threads = calloc((size_t)local_ranks, sizeof *threads);
   if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
       !outcome->straggler_until || !outcome->straggler_speed || !outcome->plan_version ||
       !outcome->plan_action || !outcome->plan_gamma || !last->action || !last->gamma ||
-      !last->pruned || !last->sent || !last->received || !states || !threads) {
+      !last->pruned || !last->sent || !last->received || !states) {
     free(states);
-    free(threads);
     htp_rank_outcome_free(outcome);
     return htp_set_error(err, err_size, "out of memory");
   }
@@ -556,7 +643,6 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   FILE *trace = NULL;
   if (!per_process && job->trace_path && !(trace = fopen(job->trace_path, "w"))) {
     free(states);
-    free(threads);
     htp_rank_outcome_free(outcome);
     return htp_set_error(err, err_size, "%s: cannot create: %s", job->trace_path,
                          strerror(errno));
@@ -566,50 +652,16 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
     states[i].job = job;
     states[i].outcome = outcome;
     states[i].trace = trace;
+    states[i].faults = job->faults;
+    states[i].num_faults = job->num_faults;
     states[i].rank = per_process ? htp_world_process_rank(ranks->world) : i;
   }
-  if (per_process) {
-    run_rank(&states[0]);
-  } else {
-    int started = 0;
-    for (; started < size; started++)
-      if (pthread_create(&threads[started], NULL, rank_thread, &states[started]) != 0)
-        break;
-    if (started < size) {
-      /* The started ranks wait for the missing ones until the deadline. */
-      snprintf(states[started].message, sizeof states[started].message,
-               "rank %d: cannot start its thread", started);
-      states[started].failed = 1;
-      states[started].priority = 0;
-      states[started].failed_at = 0;
-    }
-    for (int i = 0; i < started; i++)
-      pthread_join(threads[i], NULL);
-  }
+  run_states(ranks, states, local_ranks, outcome);
   if (trace && fclose(trace) != 0 && !outcome->failed) {
     snprintf(outcome->message, sizeof outcome->message, "%s: cannot write the trace",
              job->trace_path);
     outcome->failed = 1;
   }
-
-  /* The earliest failure is the cause; the rest are noted. */
-  int first = -1;
-  for (int i = 0; i < local_ranks; i++)
-    if (states[i].failed &&
-        (first < 0 || states[i].priority < states[first].priority ||
-         (states[i].priority == states[first].priority &&
-          states[i].failed_at < states[first].failed_at)))
-      first = i;
-  if (first >= 0) {
-    outcome->failed = 1;
-    snprintf(outcome->message, sizeof outcome->message, "%s", states[first].message);
-    size_t used = 0;
-    for (int i = 0; i < local_ranks; i++)
-      if (i != first && states[i].failed && used < sizeof outcome->notes)
-        used += (size_t)snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s\n",
-                                 states[i].message);
-  }
   free(states);
-  free(threads);
   return outcome->failed;
 }

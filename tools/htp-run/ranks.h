@@ -114,6 +114,25 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
                   char *err, size_t err_size);
 void htp_rank_outcome_free(htp_rank_outcome *outcome);
 
+/* A task: any per-rank work (htp-run --train) on the ranks' threads (mpi,
+ * nccl: this process's rank), with the failure reporting of a job. fn runs
+ * once per rank with that rank's task handle; it makes its own context
+ * (htp_ctx_create on htp_rank_task_world) and reports a failure with
+ * htp_rank_task_fail, which also aborts the world so the peers stop
+ * waiting. Returns 0, or non-zero when a rank failed (outcome->message and
+ * notes; only those fields of outcome are used) or with err. */
+typedef struct rank_state htp_rank_task;
+typedef void (*htp_rank_task_fn)(htp_rank_task *task, void *user);
+int htp_ranks_run_task(htp_ranks *ranks, htp_rank_task_fn fn, void *user,
+                       const htp_run_fault *faults, int num_faults, htp_rank_outcome *outcome,
+                       char *err, size_t err_size);
+int htp_rank_task_rank(const htp_rank_task *task);
+htp_world *htp_rank_task_world(const htp_rank_task *task);
+/* Records "rank R: STEP at iteration I failed: CODE: DETAIL" (iteration < 0:
+ * none) and aborts the world through ctx (may be NULL). */
+void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
+                        long iteration, const char *detail);
+
 /* Destroys the world. Under mpi a failed world ends the whole job with
  * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */
 void htp_ranks_close(htp_ranks *ranks);

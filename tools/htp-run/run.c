@@ -22,6 +22,7 @@
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/shard.h"
 #include "tools/htp-run/so_loader.h"
+#include "tools/htp-run/train.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +134,9 @@ static void release(htp_run_state *state) {
   htp_rank_outcome_free(&state->outcome);
   htp_signature_free(&state->sig);
   htp_signature_free(&state->check_sig);
+  htp_signature_free(&state->eval_sig);
+  if (state->eval_loader && state->eval_compiled.handle)
+    state->eval_loader->unload(&state->eval_compiled);
   if (state->loader && state->compiled.handle)
     state->loader->unload(&state->compiled);
   if (state->check_loader && state->check_compiled.handle)
@@ -442,6 +446,25 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
       return fail(err);
     }
     requested = size;
+  }
+  if (options->train.enabled) {
+#ifdef HTP_RUN_HAVE_TRAIN
+    state->tp = (int)requested; /* --sms's table; the entry's own tp is checked later */
+    if (make_sm_counts(options, state, err, sizeof err) ||
+        (!mpi && check_device(state, err, sizeof err)))
+      return fail(err);
+    int status = htp_train(options, jit, state, &state->ranks, (int)requested, err, sizeof err);
+    if (mpi && state->process_rank != 0 && status != 2)
+      return status ? EXIT_ERROR : 0;
+    if (status == 1)
+      return fail(err);
+    if (status == 2)
+      return fail_run(state, err);
+    return 0;
+#else
+    return fail("--train: this htp-run was built without zlib (the training data's reader); "
+                "install zlib1g-dev and rebuild");
+#endif
   }
   state->loader = shared ? htp_so_loader() : jit;
   htp_compile_options compile = {(int)requested, NULL};

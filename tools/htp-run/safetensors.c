@@ -14,6 +14,7 @@
 #include "tools/htp-run/file_map.h"
 
 #include <jansson.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -214,6 +215,8 @@ int htp_safetensors_parse(const unsigned char *bytes, size_t size, htp_safetenso
   json_object_foreach(root, name, info) {
     if (strcmp(name, "__metadata__") == 0) {
       status = check_metadata(info, err, err_size);
+      if (!status)
+        st->metadata = json_incref(info);
     } else {
       htp_st_tensor *tensor = &st->tensors[st->count];
       tensor->name = strdup(name);
@@ -233,9 +236,14 @@ done:
   json_decref(root);
   if (status) {
     free_tensors(st);
+    json_decref(st->metadata);
     memset(st, 0, sizeof *st);
   }
   return status;
+}
+
+const char *htp_safetensors_metadata(const htp_safetensors *st, const char *key) {
+  return st->metadata ? json_string_value(json_object_get(st->metadata, key)) : NULL;
 }
 
 int htp_safetensors_open(const char *path, htp_safetensors *st, char *err, size_t err_size) {
@@ -321,7 +329,96 @@ void htp_safetensors_close(htp_safetensors *st) {
   if (!st)
     return;
   free_tensors(st);
+  json_decref(st->metadata);
   if (st->mapping)
     munmap(st->mapping, st->size);
   memset(st, 0, sizeof *st);
+}
+
+int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int count,
+                              const char *const *metadata, char *err, size_t err_size) {
+  json_t *header = json_object();
+  json_t *meta = json_object();
+  int status = 0;
+  if (!header || !meta) {
+    json_decref(header);
+    json_decref(meta);
+    return htp_set_error(err, err_size, "out of memory");
+  }
+  for (int i = 0; metadata && metadata[i] && !status; i += 2)
+    status = json_object_set_new(meta, metadata[i], json_string(metadata[i + 1]));
+  /* Metadata first, then the tensors in the given order, back to back. */
+  if (!status && json_object_size(meta))
+    status = json_object_set(header, "__metadata__", meta);
+  uint64_t offset = 0;
+  for (int i = 0; i < count && !status; i++) {
+    const htp_st_write *t = &tensors[i];
+    json_t *shape = json_array(), *info = json_object(), *offsets = json_array();
+    uint64_t bytes = 4;
+    for (int d = 0; d < t->rank && shape; d++) {
+      json_array_append_new(shape, json_integer(t->dims[d]));
+      bytes *= (uint64_t)t->dims[d];
+    }
+    if (!shape || !info || !offsets || json_object_get(header, t->name)) {
+      json_decref(shape);
+      json_decref(info);
+      json_decref(offsets);
+      status = 1;
+      break;
+    }
+    json_array_append_new(offsets, json_integer((json_int_t)offset));
+    json_array_append_new(offsets, json_integer((json_int_t)(offset + bytes)));
+    json_object_set_new(info, "dtype", json_string("F32"));
+    json_object_set_new(info, "shape", shape);
+    json_object_set_new(info, "data_offsets", offsets);
+    status = json_object_set_new(header, t->name, info);
+    offset += bytes;
+  }
+  char *text = status ? NULL : json_dumps(header, JSON_PRESERVE_ORDER | JSON_COMPACT);
+  json_decref(header);
+  json_decref(meta);
+  if (!text)
+    return htp_set_error(err, err_size, "cannot build the safetensors header (out of memory, a "
+                         "name twice, or a name that is not UTF-8)");
+  /* The header is padded with blanks to 8 bytes, so the data is aligned. */
+  size_t length = strlen(text), padded = (length + 7) / 8 * 8;
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; i++)
+    prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+  /* Written beside the file and renamed over it: a reader (or a crash)
+   * never sees half a checkpoint. */
+  char temporary[4200];
+  if ((size_t)snprintf(temporary, sizeof temporary, "%s.tmp", path) >= sizeof temporary) {
+    free(text);
+    return htp_set_error(err, err_size, "%s: the name is too long", path);
+  }
+  FILE *file = fopen(temporary, "wb");
+  if (!file) {
+    free(text);
+    return htp_set_error(err, err_size, "%s: cannot create: %s", temporary, strerror(errno));
+  }
+  int ok = fwrite(prefix, 1, 8, file) == 8 && fwrite(text, 1, length, file) == length;
+  for (size_t i = length; ok && i < padded; i++)
+    ok = fputc(' ', file) != EOF;
+  for (int i = 0; i < count && ok; i++) {
+    size_t n = 1;
+    for (int d = 0; d < tensors[i].rank; d++)
+      n *= (size_t)tensors[i].dims[d];
+    ok = fwrite(tensors[i].data, sizeof(float), n, file) == n;
+  }
+  free(text);
+  int saved = errno;
+  if (fclose(file) != 0 || !ok) {
+    if (ok)
+      saved = errno;
+    remove(temporary);
+    return htp_set_error(err, err_size, "%s: cannot write: %s", temporary, strerror(saved));
+  }
+  if (rename(temporary, path) != 0) {
+    saved = errno;
+    remove(temporary);
+    return htp_set_error(err, err_size, "%s: cannot rename %s over it: %s", path, temporary,
+                         strerror(saved));
+  }
+  return 0;
 }

@@ -39,6 +39,7 @@ typedef struct htp_safetensors {
   int count;
   htp_st_tensor *tensors;      /* in file order */
   void *mapping;               /* non-NULL when bytes is an mmap this reader owns */
+  void *metadata;              /* the "__metadata__" object (jansson), or NULL */
 } htp_safetensors;
 
 /* Maps and parses the file at path, which must be a regular file (a
@@ -63,6 +64,25 @@ int htp_safetensors_read_f32(const htp_safetensors *st, const htp_st_tensor *ten
  * an error naming the tensor. */
 int htp_safetensors_read_bf16(const htp_safetensors *st, const htp_st_tensor *tensor,
                               uint16_t *out, char *err, size_t err_size);
+
+/* The "__metadata__" value of key, or NULL (no such key, no metadata). */
+const char *htp_safetensors_metadata(const htp_safetensors *st, const char *key);
+
+/* A tensor to write: F32 data of the given shape. */
+typedef struct htp_st_write {
+  const char *name;
+  int rank;
+  const int64_t *dims;
+  const float *data;
+} htp_st_write;
+
+/* Writes an F32 safetensors file at path: metadata (NULL, or key, value,
+ * ..., NULL; strings) under "__metadata__", then the tensors in order,
+ * little-endian as the machine's floats are (x86, arm64), the header
+ * padded to 8 bytes. Written to PATH.tmp and renamed over path. 0, or
+ * non-zero with err (a name given twice is an error). */
+int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int count,
+                              const char *const *metadata, char *err, size_t err_size);
 
 /* Frees everything; accepts an empty or failed *st. */
 void htp_safetensors_close(htp_safetensors *st);

@@ -13,20 +13,20 @@
 
 #include <string.h>
 
-/* Copies `count` runs of `run` elements, taken every `stride` elements from
- * src (starting at src), to dst back to back. */
-static void copy_runs(const unsigned char *src, unsigned char *dst, size_t element_size,
-                      int64_t count, int64_t run, int64_t stride) {
-  for (int64_t i = 0; i < count; i++)
-    memcpy(dst + (size_t)(i * run) * element_size, src + (size_t)(i * stride) * element_size,
-           (size_t)run * element_size);
+/* Copies n bytes between a local and a global address: to the local one
+ * (slice), or back (place). */
+static void move(int place, unsigned char *local, unsigned char *global, size_t n) {
+  if (place)
+    memcpy(global, local, n);
+  else
+    memcpy(local, global, n);
 }
 
-int htp_shard_slice(const void *global_data, void *local_data, size_t element_size, int rank,
-                    const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, char *err, size_t err_size) {
-  const unsigned char *global = global_data;
-  unsigned char *local = local_data;
+/* Slice (place 0: global -> local) or place (1: local -> global). */
+static int shard_copy(int place, unsigned char *global, unsigned char *local,
+                      size_t element_size, int rank, const int64_t *local_dims, int dim,
+                      int parts, int part, htp_shard_layout layout, char *err,
+                      size_t err_size) {
   if (element_size != 2 && element_size != 4)
     return htp_set_error(err, err_size, "shard: elements of %zu bytes (2 or 4)", element_size);
   if (rank < 0 || rank > HTP_ENTRY_MAX_RANK)
@@ -35,7 +35,7 @@ int htp_shard_slice(const void *global_data, void *local_data, size_t element_si
   for (int d = 0; d < rank; d++)
     count *= local_dims[d];
   if (layout == HTP_SHARD_NONE) {
-    memcpy(local, global, (size_t)count * element_size);
+    move(place, local, global, (size_t)count * element_size);
     return 0;
   }
   if (layout != HTP_SHARD_BLOCKS && layout != HTP_SHARD_QKV)
@@ -54,8 +54,11 @@ int htp_shard_slice(const void *global_data, void *local_data, size_t element_si
 
   if (layout == HTP_SHARD_BLOCKS) {
     /* For each outer index, global holds parts * length rows of inner elements. */
-    copy_runs(global + (size_t)((int64_t)part * length * inner) * element_size, local,
-              element_size, outer, length * inner, (int64_t)parts * length * inner);
+    const int64_t run = length * inner, stride = (int64_t)parts * length * inner;
+    unsigned char *first = global + (size_t)((int64_t)part * run) * element_size;
+    for (int64_t i = 0; i < outer; i++)
+      move(place, local + (size_t)(i * run) * element_size,
+           first + (size_t)(i * stride) * element_size, (size_t)run * element_size);
     return 0;
   }
   if (dim != 0 || length % 3 != 0)
@@ -64,8 +67,23 @@ int htp_shard_slice(const void *global_data, void *local_data, size_t element_si
   /* Global rows: [q | k | v], each block parts * (length / 3) rows. */
   int64_t per_block = length / 3, block_rows = per_block * parts;
   for (int block = 0; block < 3; block++)
-    memcpy(local + (size_t)(block * per_block * inner) * element_size,
-           global + (size_t)((block * block_rows + (int64_t)part * per_block) * inner) * element_size,
-           (size_t)(per_block * inner) * element_size);
+    move(place, local + (size_t)(block * per_block * inner) * element_size,
+         global + (size_t)((block * block_rows + (int64_t)part * per_block) * inner) * element_size,
+         (size_t)(per_block * inner) * element_size);
   return 0;
+}
+
+int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
+                    const int64_t *local_dims, int dim, int parts, int part,
+                    htp_shard_layout layout, char *err, size_t err_size) {
+  /* Slicing only reads global: the cast is for the shared copier. */
+  return shard_copy(0, (unsigned char *)(uintptr_t)global, local, element_size, rank,
+                    local_dims, dim, parts, part, layout, err, err_size);
+}
+
+int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
+                    const int64_t *local_dims, int dim, int parts, int part,
+                    htp_shard_layout layout, char *err, size_t err_size) {
+  return shard_copy(1, global, (unsigned char *)(uintptr_t)local, element_size, rank,
+                    local_dims, dim, parts, part, layout, err, err_size);
 }

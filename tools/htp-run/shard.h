@@ -32,4 +32,11 @@ int htp_shard_slice(const void *global, void *local, size_t element_size, int ra
                     const int64_t *local_dims, int dim, int parts, int part,
                     htp_shard_layout layout, char *err, size_t err_size);
 
+/* The inverse: copies `local`, part `part` of `parts`, into its place in
+ * `global` (same arguments and checks as htp_shard_slice; NONE copies the
+ * whole tensor). Gathering every part rebuilds the global tensor. */
+int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
+                    const int64_t *local_dims, int dim, int parts, int part,
+                    htp_shard_layout layout, char *err, size_t err_size);
+
 #endif /* HTP_RUN_SHARD_H */

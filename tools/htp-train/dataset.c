@@ -1,0 +1,140 @@
+/*===- tools/htp-train/dataset.c - Fashion-MNIST batches for training -----===*
+ *
+ * See dataset.h. The shuffle's generator is the one htp-run's random data
+ * uses (splitmix64 to seed xoshiro256**), written again here so this
+ * library stays free of htp-run; the bound draw is Lemire's unbiased
+ * multiply-and-reject.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "tools/htp-train/dataset.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int fail(char *err, size_t err_size, const char *format, ...) {
+  if (err && err_size) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(err, err_size, format, args);
+    va_end(args);
+  }
+  return -1;
+}
+
+int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx_set *out,
+                    char *err, size_t err_size) {
+  memset(out, 0, sizeof *out);
+  const char *prefix = split == HTP_FMNIST_TRAIN ? "train" : "t10k";
+  struct stat info;
+  int missing = stat(dir, &info) != 0;
+  if (missing || !S_ISDIR(info.st_mode))
+    return fail(err, err_size, "%s: %s: no Fashion-MNIST here (install the Debian package %s, "
+                "or give --data DIR holding %s-images-idx3-ubyte.gz and its labels)", dir,
+                missing ? strerror(errno) : "not a directory", HTP_FMNIST_PACKAGE, prefix);
+  char images[4096], labels[4096];
+  if ((size_t)snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix) >=
+          sizeof images ||
+      (size_t)snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix) >=
+          sizeof labels)
+    return fail(err, err_size, "%s: the directory name is too long", dir);
+  const char *paths[2] = {images, labels};
+  for (int i = 0; i < 2; i++)
+    if (stat(paths[i], &info) != 0)
+      return fail(err, err_size, "%s: %s (Fashion-MNIST's %s set; the Debian package %s "
+                  "installs it under %s)", paths[i], strerror(errno),
+                  split == HTP_FMNIST_TRAIN ? "training" : "test", HTP_FMNIST_PACKAGE,
+                  "/usr/share/datasets/fashion-mnist");
+  if (htp_idx_read_set(images, labels, HTP_FMNIST_CLASSES, out, err, err_size) != 0)
+    return -1;
+  if (out->rows != HTP_FMNIST_SIDE || out->cols != HTP_FMNIST_SIDE) {
+    int rows = (int)out->rows, cols = (int)out->cols;
+    htp_idx_free_set(out);
+    return fail(err, err_size, "%s: images of %dx%d, not Fashion-MNIST's 28x28", images, rows,
+                cols);
+  }
+  if (limit > 0) {
+    if ((uint64_t)limit > out->count) {
+      uint32_t count = out->count;
+      htp_idx_free_set(out);
+      return fail(err, err_size, "--limit-%s %ld: %s holds only %u images",
+                  split == HTP_FMNIST_TRAIN ? "train" : "test", limit, images, count);
+    }
+    out->count = (uint32_t)limit; /* the first `limit` examples; the rest stay unread */
+  }
+  return 0;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+  return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t *s) {
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+/* Uniform in [0, bound) without modulo bias. */
+static uint32_t below(uint64_t *s, uint32_t bound) {
+  uint64_t product = (next_u64(s) >> 32) * bound;
+  uint32_t low = (uint32_t)product;
+  if (low < bound) {
+    uint32_t threshold = (uint32_t)(-bound) % bound;
+    while (low < threshold) {
+      product = (next_u64(s) >> 32) * bound;
+      low = (uint32_t)product;
+    }
+  }
+  return (uint32_t)(product >> 32);
+}
+
+void htp_fmnist_shuffle(uint32_t *order, uint32_t n, uint64_t seed, int64_t epoch) {
+  uint64_t mix = seed ^ (UINT64_C(0x5851f42d4c957f2d) * (uint64_t)(epoch + 1)), s[4];
+  for (int i = 0; i < 4; i++)
+    s[i] = splitmix64(&mix);
+  for (uint32_t i = 0; i < n; i++)
+    order[i] = i;
+  for (uint32_t i = n; i > 1; i--) {
+    uint32_t j = below(s, i), t = order[i - 1];
+    order[i - 1] = order[j];
+    order[j] = t;
+  }
+}
+
+int htp_fmnist_batch(const htp_idx_set *set, const uint32_t *order, uint32_t start, int batch,
+                     float *images, float *targets, int32_t *labels) {
+  const size_t pixels = (size_t)HTP_FMNIST_SIDE * HTP_FMNIST_SIDE;
+  int real = 0;
+  for (int row = 0; row < batch; row++) {
+    float *image = images + (size_t)row * pixels, *target = targets + (size_t)row * HTP_FMNIST_CLASSES;
+    memset(target, 0, HTP_FMNIST_CLASSES * sizeof *target);
+    uint64_t position = (uint64_t)start + (uint64_t)row;
+    if (position >= set->count) {
+      memset(image, 0, pixels * sizeof *image);
+      continue;
+    }
+    uint32_t index = order ? order[position] : (uint32_t)position;
+    const uint8_t *source = set->images.data + (size_t)index * pixels;
+    for (size_t p = 0; p < pixels; p++)
+      image[p] = ((float)source[p] / 255.0f - HTP_FMNIST_MEAN) / HTP_FMNIST_STD;
+    int label = set->labels.data[index];
+    target[label] = 1.0f;
+    if (labels)
+      labels[row] = label;
+    real++;
+  }
+  return real;
+}
