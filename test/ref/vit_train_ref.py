@@ -35,7 +35,9 @@ holding the same weights.
         std) for every linear/conv weight and pos_embed, normal std 1e-6 for
         cls_token, zero biases, LayerNorm weight 1 and bias 0.
     vit_train_ref.py --self-test
-        the gradient checks above; exit 0 and PASS, or 1 and FAIL.
+        the gradient checks above, a one-hot loss against -log p[label], and
+        examples/gen_vit.py --model's parameter list (names, order, shapes)
+        against this one's; exit 0 and PASS, or 1 and FAIL.
 
 NumPy only (torch is optional, for the self-test's second check).
 """
@@ -52,6 +54,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_e2e  # noqa: E402  (the plain-Python safetensors writer)
 import vit_ref  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG_KEYS = ("depth", "dim", "heads", "mlp", "patch", "image", "channels", "classes")
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -457,6 +460,16 @@ def self_test():
             print(f"{'ok  ' if good else 'FAIL'} torch autograd (timm VisionTransformer, "
                   f"float64), gelu={gelu}: {line}")
             ok &= good
+    # examples/gen_vit.py --model's parameters: the same names, order and shapes.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples"))
+    import gen_vit
+    c = dict(tiny, gelu="none")
+    generated = [(n, tuple(s)) for n, s in gen_vit.model_params(
+        c["depth"], c["dim"], c["mlp"], c["patch"], c["image"], c["channels"], c["classes"])]
+    good = generated == list(param_shapes(c).items())
+    print(f"{'ok  ' if good else 'FAIL'} gen_vit.py --model's parameters match the reference's "
+          f"({len(generated)} names, order and shapes)")
+    ok &= good
     # One-hot targets: the loss is the label's -log p.
     c = dict(tiny, gelu="none")
     params, images, _ = random_case(c, seed=3)
