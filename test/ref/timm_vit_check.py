@@ -142,7 +142,12 @@ def run_htp(a, c, work, weights, images_path, targets_path, checks, expected):
             cmd += ["--input", path]
         for path in outs:
             cmd += ["--output", path]
-        run = subprocess.run(cmd + a.extra.split(), capture_output=True, text=True)
+        try:
+            run = subprocess.run(cmd + a.extra.split(), capture_output=True, text=True)
+        except OSError as e:
+            checks.ok = False
+            checks.rows.append(f"FAIL htp-run --entry {entry}: {e}")
+            return None
         if run.returncode != 0:
             checks.ok = False
             checks.rows.append(f"FAIL htp-run --entry {entry} exited with {run.returncode}: "
