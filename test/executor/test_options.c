@@ -415,6 +415,78 @@ static void test_injection_errors(void **state) {
   EXPECT_USAGE_ERROR("--timeout expects", "a.mlir", "--timeout", "1s");
 }
 
+
+/* --train's flags: defaults (some follow --optimizer), values, and every
+ * class of error: a training flag without --train, a timed run's flag with
+ * it, --params with --resume, bad numbers and names. */
+static void test_train(void **state) {
+  (void)state;
+  htp_run_options options;
+  char err[256] = "";
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train"), 0);
+  assert_true(options.train.enabled);
+  assert_string_equal(options.train.data, "/usr/share/datasets/fashion-mnist");
+  assert_int_equal(options.train.epochs, 5);
+  assert_int_equal(options.train.optimizer, HTP_TRAIN_ADAMW);
+  assert_true(options.train.lr == 1e-3 && options.train.weight_decay == 0.05);
+  assert_int_equal(options.train.schedule, HTP_TRAIN_COSINE);
+  assert_int_equal(options.train.limit_train, 0);
+  assert_null(options.train.checkpoint);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--optimizer", "sgd"), 0);
+  assert_true(options.train.lr == 0.05 && options.train.weight_decay == 0.0);
+  assert_true(options.train.momentum == 0.9);
+  assert_int_equal(PARSE(&options, err, "--train", "m.so", "--data=d", "--epochs", "3",
+                         "--optimizer=sgd", "--lr", "0.1", "--momentum", "0", "--weight-decay",
+                         "1e-4", "--schedule", "constant", "--limit-train", "512",
+                         "--limit-test", "100", "--params", "p.st", "--checkpoint", "c.st",
+                         "--metrics", "m.json", "--tp", "2", "--slow", "1:2", "--seed", "9"),
+                   0);
+  assert_string_equal(options.train.data, "d");
+  assert_int_equal(options.train.epochs, 3);
+  assert_int_equal(options.train.optimizer, HTP_TRAIN_SGD);
+  assert_true(options.train.lr == 0.1 && options.train.momentum == 0.0);
+  assert_true(options.train.weight_decay == 1e-4);
+  assert_int_equal(options.train.schedule, HTP_TRAIN_CONSTANT);
+  assert_int_equal(options.train.limit_train, 512);
+  assert_int_equal(options.train.limit_test, 100);
+  assert_string_equal(options.train.params, "p.st");
+  assert_string_equal(options.train.checkpoint, "c.st");
+  assert_string_equal(options.train.metrics, "m.json");
+  assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
+  assert_string_equal(options.train.resume, "c.st");
+
+  EXPECT_USAGE_ERROR("--epochs is a flag of --train", "m.mlir", "--epochs", "2");
+  EXPECT_USAGE_ERROR("--data is a flag of --train", "m.mlir", "--data", "d");
+  EXPECT_USAGE_ERROR("--iters is not used by --train", "m.mlir", "--train", "--iters", "2");
+  EXPECT_USAGE_ERROR("--check is not used by --train", "m.mlir", "--check", "--train");
+  EXPECT_USAGE_ERROR("initial weights are --params", "m.mlir", "--train", "--weights", "w");
+  EXPECT_USAGE_ERROR("--params and --resume both", "m.mlir", "--train", "--params", "p",
+                     "--resume", "c");
+  EXPECT_USAGE_ERROR("--epochs expects an integer >= 1", "m.mlir", "--train", "--epochs", "0");
+  EXPECT_USAGE_ERROR("--epochs expects an integer <= 100000", "m.mlir", "--train", "--epochs",
+                     "100001");
+  EXPECT_USAGE_ERROR("--limit-train expects an integer >= 1", "m.mlir", "--train",
+                     "--limit-train", "-5");
+  EXPECT_USAGE_ERROR("--limit-test expects an integer", "m.mlir", "--train", "--limit-test",
+                     "1e3");
+  EXPECT_USAGE_ERROR("--lr expects a number in (0, 10]", "m.mlir", "--train", "--lr", "0");
+  EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "fast");
+  EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "nan");
+  EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "0.1x");
+  EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", " 0.1");
+  EXPECT_USAGE_ERROR("--momentum expects a number in [0, 1)", "m.mlir", "--train",
+                     "--momentum", "1");
+  EXPECT_USAGE_ERROR("--weight-decay expects a number in [0, 10]", "m.mlir", "--train",
+                     "--weight-decay", "-0.1");
+  EXPECT_USAGE_ERROR("--optimizer expects adamw|sgd, got 'adam'", "m.mlir", "--train",
+                     "--optimizer", "adam");
+  EXPECT_USAGE_ERROR("--schedule expects cosine|constant, got 'linear'", "m.mlir", "--train",
+                     "--schedule", "linear");
+  EXPECT_USAGE_ERROR("--checkpoint needs a file name", "m.mlir", "--train", "--checkpoint", "");
+  EXPECT_USAGE_ERROR("--lr given more than once", "m.mlir", "--train", "--lr", "1", "--lr=2");
+  EXPECT_USAGE_ERROR("--data needs a value", "m.mlir", "--train", "--data");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_defaults),
@@ -431,6 +503,7 @@ int main(void) {
       cmocka_unit_test(test_injection_errors),
       cmocka_unit_test(test_gpu_flags),
       cmocka_unit_test(test_sms_errors),
+      cmocka_unit_test(test_train),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

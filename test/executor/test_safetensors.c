@@ -430,6 +430,63 @@ static void test_header_limit(void **state) {
   expect_failure(file, "safetensors header of 100000001 bytes is over the 100 MB limit");
 }
 
+
+/* The writer (--train's checkpoints): what it writes reads back through the
+ * parser with the same names, shapes, values and metadata, the data
+ * aligned to 8 bytes; a name twice and an unwritable path are errors that
+ * leave no file. */
+static void test_write_round_trip(void **state) {
+  (void)state;
+  const char *path = "written.safetensors";
+  float w[6] = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f}, b[3] = {7, 8, 9}, s[1] = {-1};
+  const int64_t w_dims[2] = {2, 3}, b_dims[1] = {3};
+  const htp_st_write tensors[] = {{"blocks.0.mlp.fc1.weight", 2, w_dims, w},
+                                  {"head.bias", 1, b_dims, b},
+                                  {"scalar", 0, NULL, s}};
+  const char *metadata[] = {"format", "pt", "htp.epoch", "3", NULL};
+  char err[512] = "";
+  assert_int_equal(htp_safetensors_write_f32(path, tensors, 3, metadata, err, sizeof err), 0);
+  htp_safetensors st;
+  assert_int_equal(htp_safetensors_open(path, &st, err, sizeof err), 0);
+  assert_int_equal(st.count, 3);
+  assert_int_equal(st.data_offset % 8, 0);
+  assert_string_equal(htp_safetensors_metadata(&st, "htp.epoch"), "3");
+  assert_string_equal(htp_safetensors_metadata(&st, "format"), "pt");
+  assert_null(htp_safetensors_metadata(&st, "htp.step"));
+  const htp_st_tensor *t = htp_safetensors_find(&st, "blocks.0.mlp.fc1.weight");
+  assert_non_null(t);
+  assert_string_equal(t->dtype, "F32");
+  assert_int_equal(t->rank, 2);
+  assert_true(t->dims[0] == 2 && t->dims[1] == 3);
+  float back[6];
+  assert_int_equal(htp_safetensors_read_f32(&st, t, back, err, sizeof err), 0);
+  assert_memory_equal(back, w, sizeof w);
+  t = htp_safetensors_find(&st, "head.bias");
+  assert_int_equal(htp_safetensors_read_f32(&st, t, back, err, sizeof err), 0);
+  assert_memory_equal(back, b, sizeof b);
+  t = htp_safetensors_find(&st, "scalar");
+  assert_int_equal(t->rank, 0);
+  assert_int_equal(htp_safetensors_read_f32(&st, t, back, err, sizeof err), 0);
+  assert_true(back[0] == -1.0f);
+  htp_safetensors_close(&st);
+  /* Without metadata: none in the file. */
+  assert_int_equal(htp_safetensors_write_f32(path, tensors, 1, NULL, err, sizeof err), 0);
+  assert_int_equal(htp_safetensors_open(path, &st, err, sizeof err), 0);
+  assert_null(htp_safetensors_metadata(&st, "format"));
+  assert_int_equal(st.count, 1);
+  htp_safetensors_close(&st);
+  /* A name twice; a directory that does not exist. */
+  const htp_st_write twice[] = {{"x", 1, b_dims, b}, {"x", 1, b_dims, b}};
+  assert_int_not_equal(htp_safetensors_write_f32("twice.safetensors", twice, 2, NULL, err,
+                                                 sizeof err), 0);
+  assert_non_null(strstr(err, "a name twice"));
+  assert_int_not_equal(access("twice.safetensors", F_OK), 0);
+  assert_int_not_equal(htp_safetensors_write_f32("no/such/dir/x.safetensors", tensors, 1, NULL,
+                                                 err, sizeof err), 0);
+  assert_non_null(strstr(err, "cannot create"));
+  remove(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_valid_round_trip),
@@ -451,6 +508,7 @@ int main(void) {
       cmocka_unit_test(test_open_non_regular),
       cmocka_unit_test(test_open_file),
       cmocka_unit_test(test_header_limit),
+      cmocka_unit_test(test_write_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

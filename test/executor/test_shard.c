@@ -225,12 +225,49 @@ static void test_format_shape(void **state) {
   assert_string_equal(out, "[2,");
 }
 
+
+/* htp_shard_place undoes htp_shard_slice: every part sliced and placed
+ * back into a zeroed tensor rebuilds the original (blocks on each dim,
+ * qkv), in f32 and 2-byte elements alike. */
+static void test_place_round_trip(void **state) {
+  (void)state;
+  enum { TP = 3 };
+  float global[6 * TP * 4], rebuilt[6 * TP * 4], local[6 * 4];
+  for (int i = 0; i < 6 * TP * 4; i++)
+    global[i] = (float)i + 0.5f;
+  struct {
+    int dim;
+    htp_shard_layout layout;
+    int64_t dims[2];
+  } cases[] = {{0, HTP_SHARD_BLOCKS, {6, 4}}, {0, HTP_SHARD_QKV, {6, 4}},
+               {1, HTP_SHARD_BLOCKS, {24, 1}}}; /* the last: global [24, 3] by columns */
+  for (int c = 0; c < 3; c++) {
+    const int64_t *dims = cases[c].dims;
+    for (size_t element = 2; element <= 4; element += 2) {
+      char err[256];
+      memset(rebuilt, 0, sizeof rebuilt);
+      for (int part = 0; part < TP; part++) {
+        assert_int_equal(htp_shard_slice(global, local, element, 2, dims, cases[c].dim, TP, part,
+                                         cases[c].layout, err, sizeof err), 0);
+        assert_int_equal(htp_shard_place(local, rebuilt, element, 2, dims, cases[c].dim, TP,
+                                         part, cases[c].layout, err, sizeof err), 0);
+      }
+      size_t bytes = (size_t)(dims[0] * dims[1] * TP) * element;
+      assert_memory_equal(rebuilt, global, bytes);
+    }
+  }
+  char err[256];
+  assert_int_not_equal(htp_shard_place(local, rebuilt, 4, 2, cases[0].dims, 0, TP, TP,
+                                       HTP_SHARD_BLOCKS, err, sizeof err), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
       cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
       cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),
       cmocka_unit_test(test_refused),       cmocka_unit_test(test_format_shape),
+      cmocka_unit_test(test_place_round_trip),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

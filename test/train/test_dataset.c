@@ -1,0 +1,146 @@
+/*===- test/train/test_dataset.c - Batches, shuffle and init for --train ---===*
+ *
+ * The pieces of htp-run --train that need no block: the seeded shuffle (a
+ * permutation; the same for the same seed and epoch, another for another),
+ * batches (normalisation by Fashion-MNIST's mean and std, one-hot targets,
+ * zero padding past the end), the loader's errors (a missing directory
+ * names the Debian package; a device is not a directory), and the init's
+ * rules and statistics (mean 0 and std 0.02 within sampling error, ones
+ * and zeros by name, the same numbers for the same seed).
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-train/dataset.h"
+#include "tools/htp-train/init.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void test_shuffle(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  static uint32_t a[N], b[N], c[N];
+  static int seen[N];
+  htp_fmnist_shuffle(a, N, 42, 3);
+  htp_fmnist_shuffle(b, N, 42, 3);
+  htp_fmnist_shuffle(c, N, 42, 4);
+  assert_memory_equal(a, b, sizeof a);
+  assert_memory_not_equal(a, c, sizeof a);
+  int moved = 0;
+  for (int i = 0; i < N; i++) {
+    assert_true(a[i] < N);
+    seen[a[i]]++;
+    moved += a[i] != (uint32_t)i;
+  }
+  for (int i = 0; i < N; i++)
+    assert_int_equal(seen[i], 1);
+  assert_true(moved > N * 9 / 10);
+  htp_fmnist_shuffle(b, N, 43, 3);
+  assert_memory_not_equal(a, b, sizeof a);
+  htp_fmnist_shuffle(a, 1, 42, 0);
+  assert_int_equal(a[0], 0);
+}
+
+static void test_batch(void **state) {
+  (void)state;
+  enum { COUNT = 3, PIXELS = 28 * 28, B = 4 };
+  static uint8_t images[COUNT * PIXELS], labels[COUNT] = {7, 0, 9};
+  for (int i = 0; i < COUNT * PIXELS; i++)
+    images[i] = (uint8_t)(i * 37);
+  htp_idx_set set;
+  memset(&set, 0, sizeof set);
+  set.images.data = images;
+  set.labels.data = labels;
+  set.count = COUNT;
+  static float x[B * PIXELS], t[B * 10];
+  int32_t got[B] = {-1, -1, -1, -1};
+  const uint32_t order[COUNT] = {2, 0, 1};
+  assert_int_equal(htp_fmnist_batch(&set, order, 1, B, x, t, got), 2);
+  /* Rows: example order[1] = 0, order[2] = 1, then two padding rows. */
+  assert_int_equal(got[0], 7);
+  assert_int_equal(got[1], 0);
+  for (int p = 0; p < PIXELS; p++) {
+    double expected = ((double)images[p] / 255.0 - 0.2860) / 0.3530;
+    assert_true(fabs(x[p] - expected) < 1e-5);
+    assert_true(fabs(x[PIXELS + p] - ((double)images[PIXELS + p] / 255.0 - 0.2860) / 0.3530) <
+                1e-5);
+    assert_true(x[2 * PIXELS + p] == 0 && x[3 * PIXELS + p] == 0);
+  }
+  for (int k = 0; k < 10; k++) {
+    assert_true(t[k] == (k == 7 ? 1.0f : 0.0f));
+    assert_true(t[10 + k] == (k == 0 ? 1.0f : 0.0f));
+    assert_true(t[20 + k] == 0 && t[30 + k] == 0);
+  }
+  /* Without an order: the set's own. */
+  assert_int_equal(htp_fmnist_batch(&set, NULL, 0, 2, x, t, got), 2);
+  assert_int_equal(got[0], 7);
+  assert_int_equal(got[1], 0);
+}
+
+static void test_load_errors(void **state) {
+  (void)state;
+  htp_idx_set set;
+  char err[1024];
+  assert_int_equal(htp_fmnist_load("/nonexistent-htp-data", HTP_FMNIST_TRAIN, 0, &set, err,
+                                   sizeof err), -1);
+  assert_non_null(strstr(err, "/nonexistent-htp-data"));
+  assert_non_null(strstr(err, "dataset-fashion-mnist"));
+  assert_int_equal(htp_fmnist_load("/dev/zero", HTP_FMNIST_TEST, 0, &set, err, sizeof err), -1);
+  assert_non_null(strstr(err, "not a directory"));
+  /* A directory without the files: the missing file is named. */
+  assert_int_equal(htp_fmnist_load("/", HTP_FMNIST_TEST, 0, &set, err, sizeof err), -1);
+  assert_non_null(strstr(err, "//t10k-images-idx3-ubyte.gz"));
+  assert_non_null(strstr(err, "dataset-fashion-mnist"));
+}
+
+static void test_init(void **state) {
+  (void)state;
+  enum { N = 200000 };
+  static float w[N], again[N], other[N];
+  assert_int_equal(htp_train_init_kind("blocks.0.norm1.weight"), HTP_INIT_ONES);
+  assert_int_equal(htp_train_init_kind("norm.bias"), HTP_INIT_ZEROS);
+  assert_int_equal(htp_train_init_kind("head.bias"), HTP_INIT_ZEROS);
+  assert_int_equal(htp_train_init_kind("patch_embed.proj.bias"), HTP_INIT_ZEROS);
+  assert_int_equal(htp_train_init_kind("cls_token"), HTP_INIT_TRUNC_NORMAL);
+  assert_int_equal(htp_train_init_kind("pos_embed"), HTP_INIT_TRUNC_NORMAL);
+  assert_int_equal(htp_train_init_kind("blocks.1.attn.qkv.weight"), HTP_INIT_TRUNC_NORMAL);
+  htp_train_init_param("blocks.0.attn.qkv.weight", N, 11, w);
+  htp_train_init_param("blocks.0.attn.qkv.weight", N, 11, again);
+  assert_memory_equal(w, again, sizeof w);
+  htp_train_init_param("blocks.0.attn.qkv.weight", N, 12, other);
+  assert_memory_not_equal(w, other, sizeof w);
+  htp_train_init_param("blocks.0.attn.proj.weight", N, 11, other);
+  assert_memory_not_equal(w, other, sizeof w);
+  double sum = 0, squares = 0, largest = 0;
+  for (int i = 0; i < N; i++) {
+    sum += w[i];
+    squares += (double)w[i] * w[i];
+    largest = fabs(w[i]) > largest ? fabs(w[i]) : largest;
+  }
+  double mean = sum / N, std = sqrt(squares / N - mean * mean);
+  /* Sampling error of the mean: 0.02 / sqrt(N) = 4.5e-5; of the std about
+   * 0.02 / sqrt(2N) = 3.2e-5. Five of each. */
+  assert_true(fabs(mean) < 2.3e-4);
+  assert_true(fabs(std - 0.02) < 1.6e-4);
+  assert_true(largest <= 2.0 && largest > 0.06); /* the tails are there, within the bounds */
+  htp_train_init_param("norm.weight", 5, 1, w);
+  htp_train_init_param("head.bias", 5, 1, again);
+  for (int i = 0; i < 5; i++)
+    assert_true(w[i] == 1.0f && again[i] == 0.0f);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_shuffle),
+      cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_load_errors),
+      cmocka_unit_test(test_init),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
