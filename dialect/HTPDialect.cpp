@@ -96,8 +96,25 @@ LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   // slots, and the workspace's size, all 64-byte aligned (runtime/
   // htp_entry.h) and within the workspace limit.
   StringRef name = attr.getName().getValue();
+  if (name == kWorkspaceOffsetsAttrName) {
+    if (!isa_and_nonnull<HTPDialect>(op->getDialect()))
+      return op->emitError() << "'" << name << "' belongs on an htp op";
+    auto offsets = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    int64_t limit = HTP_ENTRY_MAX_WORKSPACE_BYTES - kWorkspaceAlignment;
+    if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
+      return op->emitError() << "'" << name << "' must be an array<i64> of one offset per "
+                             << "result (" << op->getNumResults() << "), got " << attr.getValue();
+    for (auto [index, offset] : llvm::enumerate(offsets.asArrayRef()))
+      if (offset != kInResultBuffer &&
+          (offset < 0 || offset > limit || offset % kWorkspaceAlignment != 0))
+        return op->emitError() << "'" << name << "': result #" << index
+                               << "'s offset must be a multiple of " << kWorkspaceAlignment
+                               << " from 0 to " << limit << ", or " << kInResultBuffer
+                               << " (in a result buffer), got " << offset;
+    return success();
+  }
   bool onFunction = name == kWorkspaceBytesAttrName;
-  if (onFunction || name == kWorkspaceOffsetAttrName || name == kScratchOffsetAttrName) {
+  if (onFunction || name == kScratchOffsetAttrName) {
     if (onFunction ? !isa<FunctionOpInterface>(op) : !isa_and_nonnull<HTPDialect>(op->getDialect()))
       return op->emitError() << "'" << name << "' belongs on "
                              << (onFunction ? "a function" : "an htp op");

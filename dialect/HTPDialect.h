@@ -43,10 +43,13 @@ inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
 // The workspace placement --htp-assign-workspace records and
 // --htp-lower-to-runtime reads (passes/AssignWorkspace.cpp); the dialect
 // checks their form, the lowering their meaning.
-/// On an htp op whose result lives in the workspace: the result's byte
-/// offset (i64). A result in a caller's buffer (computed in place into the
-/// result buffer it is returned in) has none.
-inline constexpr llvm::StringLiteral kWorkspaceOffsetAttrName = "htp.workspace_offset";
+/// On an htp op with a result in the workspace: one i64 per result
+/// (array<i64: ...>), the result's byte offset there, or -1 for a result
+/// computed in place in the result buffer it is returned in. An op whose
+/// results all live in result buffers has none.
+inline constexpr llvm::StringLiteral kWorkspaceOffsetsAttrName = "htp.workspace_offsets";
+/// The offset kWorkspaceOffsetsAttrName gives a result in a result buffer.
+inline constexpr int64_t kInResultBuffer = -1;
 /// On an htp op that needs kernel scratch while it runs: the scratch's byte
 /// offset in the workspace (i64).
 inline constexpr llvm::StringLiteral kScratchOffsetAttrName = "htp.scratch_offset";

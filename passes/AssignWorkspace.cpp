@@ -89,40 +89,51 @@ LogicalResult assignWorkspace(func::FuncOp func) {
                             << " bytes (HTP_ENTRY_MAX_WORKSPACE_BYTES)";
   };
   for (Operation &op : body.without_terminator()) {
-    op.removeAttr(kWorkspaceOffsetAttrName);
+    op.removeAttr(kWorkspaceOffsetsAttrName);
     op.removeAttr(kScratchOffsetAttrName);
-    if (op.getNumResults() != 1) // every htp op has one: the attribute is an i64
-      return op.emitOpError("has ") << op.getNumResults()
-                                    << " results; the workspace assignment places one";
-    Value result = op.getResult(0);
-    if (!inResultBuffer.contains(result)) {
+    // Every result is placed before any is freed: a kernel writes all its
+    // outputs at once, so they must not share bytes, read or not.
+    SmallVector<int64_t> offsets;
+    bool anyInWorkspace = false;
+    for (OpResult result : op.getResults()) {
+      if (inResultBuffer.contains(result)) {
+        offsets.push_back(kInResultBuffer);
+        continue;
+      }
       std::optional<int64_t> offset = allocator.allocate(byteSize(result));
       if (!offset)
-        return tooLarge(op, "its result");
+        return tooLarge(op, op.getNumResults() == 1
+                                ? std::string("its result")
+                                : "its result #" + std::to_string(result.getResultNumber()));
       slot[result] = *offset;
-      op.setAttr(kWorkspaceOffsetAttrName, builder.getI64IntegerAttr(*offset));
+      offsets.push_back(*offset);
+      anyInWorkspace = true;
     }
+    if (anyInWorkspace)
+      op.setAttr(kWorkspaceOffsetsAttrName, builder.getDenseI64ArrayAttr(offsets));
     std::optional<int64_t> scratch = scratchBytes(&op);
     if (!scratch)
       return op.emitOpError("needs more kernel scratch than int64 counts");
     if (*scratch) {
-      // Live only while the op runs: placed after the result and before the
-      // operands are released, so it overlaps neither, and freed at once.
+      // Live only while the op runs: placed after the results and before the
+      // operands are released, so it overlaps none of them, and freed at once.
       std::optional<int64_t> offset = allocator.allocate(*scratch);
       if (!offset)
         return tooLarge(op, "its kernel scratch");
       op.setAttr(kScratchOffsetAttrName, builder.getI64IntegerAttr(*offset));
       allocator.release(*offset);
     }
-    // Operands are released only after the result is placed: kernels do not
-    // accept outputs aliasing their inputs.
+    // Operands are released only after the results are placed: kernels do
+    // not accept outputs aliasing their inputs.
     llvm::SetVector<Value> operands(op.operand_begin(), op.operand_end());
     for (Value operand : operands)
       if (lastUse.lookup(operand) == &op && slot.count(operand))
         allocator.release(slot.lookup(operand));
-    // A value produced but never read (dead code survived) frees at once.
-    if (result.use_empty() && slot.count(result))
-      allocator.release(slot.lookup(result));
+    // A result produced but never read (dead code survived, or a gradient
+    // nobody wants) frees at once.
+    for (OpResult result : op.getResults())
+      if (result.use_empty() && slot.count(result))
+        allocator.release(slot.lookup(result));
   }
   func->setAttr(kWorkspaceBytesAttrName, builder.getI64IntegerAttr(allocator.size()));
   return success();

@@ -61,10 +61,30 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
   } else if (auto mlp = dyn_cast<MLPOp>(op)) {
     auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
     floats = htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
+  } else if (isa<PatchEmbedOp, PatchEmbedGradOp>(op)) {
+    // The patches, [B*N, C*P*P]: as many floats as the images (B*C*H*W).
+    std::optional<int64_t> elements =
+        elementCount(cast<RankedTensorType>(op->getOperand(0).getType())).get();
+    if (!elements)
+      return std::nullopt;
+    floats = *elements;
+  } else if (auto attentionGrad = dyn_cast<AttentionGradOp>(op)) {
+    auto input = cast<RankedTensorType>(attentionGrad.getInput().getType());
+    floats = htp_cpu_attention_backward_scratch_floats(
+        input.getDimSize(0), input.getDimSize(1), input.getDimSize(2),
+        attentionGrad.getNumHeads(), attentionGrad.getHeadDim());
   }
   if (floats < 0) // the formulas' overflow
     return std::nullopt;
   return (CheckedInt(floats) * static_cast<int64_t>(sizeof(float))).get();
+}
+
+std::optional<int64_t> htp::workspaceOffset(Operation *op, unsigned index) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kWorkspaceOffsetsAttrName);
+  if (!offsets || index >= static_cast<unsigned>(offsets.size()) ||
+      offsets[index] == kInResultBuffer)
+    return std::nullopt;
+  return offsets[index];
 }
 
 LogicalResult htp::checkEntryFunction(func::FuncOp func) {
@@ -131,24 +151,25 @@ LogicalResult htp::checkWorkspaceOverlaps(func::FuncOp func) {
     int64_t begin, end;
     unsigned first, last;
     Operation *op;
-    bool scratch;
+    int result; ///< the result's number, or -1 for kernel scratch
   };
   SmallVector<Range> ranges; // by `first`: results and scratch in op order
   for (Operation &op : body.without_terminator()) {
     unsigned at = position.lookup(&op);
-    if (auto offset = op.getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName)) {
-      Value result = op.getResult(0);
+    for (OpResult result : op.getResults()) {
+      std::optional<int64_t> offset = workspaceOffset(&op, result.getResultNumber());
+      if (!offset)
+        continue;
       unsigned last = at; // a value never read is live while its op runs
       for (Operation *user : result.getUsers())
         last = std::max(last, position.lookup(user));
-      ranges.push_back({offset.getInt(), offset.getInt() + byteSize(result), at, last, &op,
-                        /*scratch=*/false});
+      ranges.push_back({*offset, *offset + byteSize(result), at, last, &op,
+                        static_cast<int>(result.getResultNumber())});
     }
     std::optional<int64_t> scratch = scratchBytes(&op);
     auto offset = op.getAttrOfType<IntegerAttr>(kScratchOffsetAttrName);
     if (scratch && *scratch && offset)
-      ranges.push_back({offset.getInt(), offset.getInt() + *scratch, at, at, &op,
-                        /*scratch=*/true});
+      ranges.push_back({offset.getInt(), offset.getInt() + *scratch, at, at, &op, -1});
   }
 
   // A sweep in op order: `live` holds the ranges whose value may still be read.
@@ -158,7 +179,11 @@ LogicalResult htp::checkWorkspaceOverlaps(func::FuncOp func) {
     for (const Range &other : live) {
       if (other.begin >= range.end || range.begin >= other.end)
         continue;
-      auto what = [](const Range &r) { return r.scratch ? "kernel scratch" : "result"; };
+      auto what = [](const Range &r) -> std::string {
+        if (r.result < 0)
+          return "kernel scratch";
+        return r.op->getNumResults() == 1 ? "result" : "result #" + std::to_string(r.result);
+      };
       InFlightDiagnostic diag = range.op->emitOpError()
                                 << "its " << what(range) << " at bytes [" << range.begin << ", "
                                 << range.end << ") of the workspace overlaps ";

@@ -72,6 +72,11 @@ Type opElementType(Operation *op);
 /// floats in a bf16 block too (the kernels compute in f32).
 std::optional<int64_t> scratchBytes(Operation *op);
 
+/// The workspace offset --htp-assign-workspace gave result `index` of `op`
+/// (htp.workspace_offsets), or none: a result in a result buffer, or an op
+/// not placed (the dialect checked the array has one entry per result).
+std::optional<int64_t> workspaceOffset(Operation *op, unsigned index);
+
 /// Checks that `func` is one block of htp ops over static tensors, all f32
 /// or all bf16, whose byte sizes fit int64: what both passes need to size
 /// its values.
@@ -80,8 +85,9 @@ LogicalResult checkEntryFunction(func::FuncOp func);
 /// Checks that no two workspace byte ranges of `func` that are live at the
 /// same time overlap, whatever wrote the placement. A result slot is live
 /// from its op to its last use (the return included), both ends included:
-/// an op's operands are still live when its result is written, so the two
-/// must not alias. Kernel scratch is live only while its op runs, so it
+/// an op's operands are still live when its results are written, so they
+/// must not alias, and the results of one op (written together) must not
+/// overlap each other. Kernel scratch is live only while its op runs, so it
 /// must not overlap that op's operands or result. Expects the checks of
 /// checkEntryFunction and every slot within the workspace (so no end
 /// overflows); slots that are absent are not checked.

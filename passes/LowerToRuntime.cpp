@@ -241,16 +241,20 @@ LogicalResult EntryLowering::readPlacement() {
   for (auto [index, value] : llvm::enumerate(returnOp.getOperands()))
     firstResultBuffer.try_emplace(value, context.numArgs + index);
   for (Operation &op : body.without_terminator()) {
-    Value result = op.getResult(0); // htp ops have one result (checkEntryFunction)
-    if (auto offset = op.getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName)) {
-      if (failed(checkInWorkspace(op, "result", offset.getInt(), byteSize(result))))
-        return failure();
-    } else if (firstResultBuffer.count(result)) {
-      context.resultBuffer[result] = firstResultBuffer.lookup(result);
-    } else {
-      return op.emitOpError() << "has no '" << kWorkspaceOffsetAttrName
-                              << "' and its result is not returned: run "
-                                 "--htp-assign-workspace first";
+    for (OpResult result : op.getResults()) {
+      std::string what = op.getNumResults() == 1
+                             ? std::string("result")
+                             : "result #" + std::to_string(result.getResultNumber());
+      if (std::optional<int64_t> offset = workspaceOffset(&op, result.getResultNumber())) {
+        if (failed(checkInWorkspace(op, what, *offset, byteSize(result))))
+          return failure();
+      } else if (firstResultBuffer.count(result)) {
+        context.resultBuffer[result] = firstResultBuffer.lookup(result);
+      } else {
+        return op.emitOpError() << "has no workspace offset for its " << what << " ('"
+                                << kWorkspaceOffsetsAttrName
+                                << "') and it is not returned: run --htp-assign-workspace first";
+      }
     }
     std::optional<int64_t> scratch = scratchBytes(&op);
     if (!scratch)
@@ -285,6 +289,16 @@ LogicalResult EntryLowering::addFlops(Operation *op, CheckedInt flops) {
   return success();
 }
 
+/// The GEMM FLOPs of one htp.attention: the qkv and proj products, q·kᵀ and
+/// p·v per head.
+static CheckedInt attentionFlops(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
+                                 int64_t headDim) {
+  CheckedInt rows = CheckedInt(batch) * tokens, inner = CheckedInt(heads) * headDim;
+  return CheckedInt(2) * rows * dim * 3 * inner +                    // qkv
+         CheckedInt(4) * batch * heads * tokens * tokens * headDim + // q·kᵀ, p·v
+         CheckedInt(2) * rows * inner * dim;                         // proj
+}
+
 /// The signature's counts: the block's GEMM FLOPs and the balance units'
 /// shapes and costs, all checked.
 LogicalResult EntryLowering::countFlops() {
@@ -309,10 +323,32 @@ LogicalResult EntryLowering::countFlops() {
           return op.emitOpError("the FLOPs of one head overflow int64");
         balance.noteAttention(attention, *headFlops);
       }
-      CheckedInt rows = CheckedInt(batch) * tokens, inner = CheckedInt(heads) * headDim;
-      if (failed(addFlops(&op, CheckedInt(2) * rows * dim * 3 * inner +              // qkv
-                                   CheckedInt(4) * batch * heads * tokens * tokens * headDim + // q·kᵀ, p·v
-                                   CheckedInt(2) * rows * inner * dim)))             // proj
+      if (failed(addFlops(&op, attentionFlops(batch, tokens, dim, heads, headDim))))
+        return failure();
+    } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
+      // The backward's GEMMs: twice the forward's (each product's two
+      // adjoints); the kernel's recomputed forward is not counted.
+      ArrayRef<int64_t> input = cast<RankedTensorType>(grad.getInput().getType()).getShape();
+      if (failed(addFlops(&op, CheckedInt(2) * attentionFlops(input[0], input[1], input[2],
+                                                              grad.getNumHeads(),
+                                                              grad.getHeadDim()))))
+        return failure();
+    } else if (auto grad = dyn_cast<LinearGradOp>(op)) {
+      // dx = dy·w and dw = dyᵀ·x: twice the forward's 2·rows·in·out.
+      auto weight = cast<RankedTensorType>(grad.getWeight().getType());
+      if (failed(addFlops(&op, CheckedInt(4) * leadingRows(grad.getDx().getType()) *
+                                   weight.getDimSize(1) * weight.getDimSize(0))))
+        return failure();
+    } else if (isa<PatchEmbedOp, PatchEmbedGradOp>(op)) {
+      // The patches [B·N, C·P·P] times the weight [D, C·P·P]ᵀ: 2·B·N·D·C·P·P.
+      // The gradient computes only dw = dyᵀ·patches (images need none): as
+      // many.
+      auto images = cast<RankedTensorType>(op.getOperand(0).getType());
+      auto tokens = cast<RankedTensorType>(isa<PatchEmbedOp>(op) ? op.getResult(0).getType()
+                                                                 : op.getOperand(1).getType());
+      // B·N·C·P·P is the images' element count (B·C·H·W).
+      if (failed(addFlops(&op, CheckedInt(2) * elementCount(images) *
+                                   tokens.getShape().back())))
         return failure();
     } else if (auto mlp = dyn_cast<MLPOp>(op)) {
       int64_t rows = leadingRows(mlp.getType()), dim = mlp.getType().getShape().back();

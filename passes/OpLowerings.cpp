@@ -93,6 +93,41 @@ struct CallPattern : EntryPattern<OpTy> {
                         Value result) const = 0;
 };
 
+/// The base of the patterns of multi-result ops: one call writes every
+/// result where it was placed (an unused result too: the kernel writes it);
+/// the op's results become those pointers.
+template <typename OpTy>
+struct MultiCallPattern : EntryPattern<OpTy> {
+  using EntryPattern<OpTy>::EntryPattern;
+  using OpAdaptor = typename EntryPattern<OpTy>::OpAdaptor;
+
+  LogicalResult matchAndRewrite(OpTy op, OpAdaptor adaptor,
+                                ConversionPatternRewriter &rewriter) const final {
+    SmallVector<Value> results;
+    for (unsigned index = 0; index < op->getNumResults(); ++index)
+      results.push_back(this->entry.resultPointer(rewriter, op, index));
+    emitCall(op, adaptor, rewriter, results);
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+
+  /// Emits the call computing `op` into `results`, one pointer per result.
+  virtual void emitCall(OpTy op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                        ArrayRef<Value> results) const = 0;
+};
+
+/// A result pointer when the op has result `index`, else null (an optional
+/// gradient not wanted).
+Value optionalResult(OpBuilder &builder, Location loc, ArrayRef<Value> results,
+                     unsigned index) {
+  return optionalPointer(builder, loc, index < results.size() ? results[index] : Value());
+}
+
+/// The dims of `value`'s static shape.
+ArrayRef<int64_t> shapeOf(Value value) {
+  return cast<RankedTensorType>(value.getType()).getShape();
+}
+
 /// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
@@ -243,6 +278,224 @@ struct AllReduceLowering : CallPattern<AllReduceOp> {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Training ops (f32 only, which the dialect checked): one htp_op_*_f32 each
+//===----------------------------------------------------------------------===//
+
+/// The image dims and the patch's of htp.patch_embed and its gradient:
+/// batch, channels, height, width, patch, dim.
+SmallVector<Value> patchDims(OpBuilder &builder, Location loc, Value images, int64_t patch,
+                             int64_t dim) {
+  ArrayRef<int64_t> shape = shapeOf(images);
+  return {constantI64(builder, loc, shape[0]), constantI64(builder, loc, shape[1]),
+          constantI64(builder, loc, shape[2]), constantI64(builder, loc, shape[3]),
+          constantI64(builder, loc, patch), constantI64(builder, loc, dim)};
+}
+
+/// The scratch's size in floats (checkEntryFunction made sure it fits).
+int64_t scratchFloats(Operation *op) {
+  return *scratchBytes(op) / static_cast<int64_t>(sizeof(float));
+}
+
+/// htp.patch_embed → htp_op_patch_embed_f32(ctx, images, w, b, y, scratch,
+/// scratch_floats, batch, channels, height, width, patch, dim).
+struct PatchEmbedLowering : CallPattern<PatchEmbedOp> {
+  using CallPattern::CallPattern;
+  void emitCall(PatchEmbedOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> args{adaptor.getImages(), adaptor.getWeight(), adaptor.getBias(), result,
+                            entry.scratchPointer(rewriter, op),
+                            constantI64(rewriter, loc, scratchFloats(op))};
+    args.append(patchDims(rewriter, loc, op.getImages(), op.getPatch(),
+                          shapeOf(op.getResult()).back()));
+    entry.callOp(rewriter, loc, "htp_op_patch_embed_f32", args);
+  }
+};
+
+/// htp.embed_tokens → htp_op_embed_tokens_f32(ctx, patches, cls, pos, y,
+/// batch, patches_per_image, dim).
+struct EmbedTokensLowering : CallPattern<EmbedTokensOp> {
+  using CallPattern::CallPattern;
+  void emitCall(EmbedTokensOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> patches = shapeOf(op.getPatches());
+    entry.callOp(rewriter, loc, "htp_op_embed_tokens_f32",
+                 {adaptor.getPatches(), adaptor.getCls(), adaptor.getPos(), result,
+                  constantI64(rewriter, loc, patches[0]), constantI64(rewriter, loc, patches[1]),
+                  constantI64(rewriter, loc, patches[2])});
+  }
+};
+
+/// htp.cls_token → htp_op_cls_token_f32(ctx, x, y, batch, tokens, dim).
+struct ClsTokenLowering : CallPattern<ClsTokenOp> {
+  using CallPattern::CallPattern;
+  void emitCall(ClsTokenOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> input = shapeOf(op.getInput());
+    entry.callOp(rewriter, loc, "htp_op_cls_token_f32",
+                 {adaptor.getInput(), result, constantI64(rewriter, loc, input[0]),
+                  constantI64(rewriter, loc, input[1]), constantI64(rewriter, loc, input[2])});
+  }
+};
+
+/// htp.cross_entropy → htp_op_cross_entropy_f32(ctx, logits, targets, loss,
+/// rows, classes).
+struct CrossEntropyLowering : CallPattern<CrossEntropyOp> {
+  using CallPattern::CallPattern;
+  void emitCall(CrossEntropyOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> logits = shapeOf(op.getLogits());
+    entry.callOp(rewriter, loc, "htp_op_cross_entropy_f32",
+                 {adaptor.getLogits(), adaptor.getTargets(), result,
+                  constantI64(rewriter, loc, logits[0]), constantI64(rewriter, loc, logits[1])});
+  }
+};
+
+/// htp.cross_entropy_grad → htp_op_cross_entropy_backward_f32(ctx, logits,
+/// targets, dlogits, rows, classes).
+struct CrossEntropyGradLowering : CallPattern<CrossEntropyGradOp> {
+  using CallPattern::CallPattern;
+  void emitCall(CrossEntropyGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> logits = shapeOf(op.getLogits());
+    entry.callOp(rewriter, loc, "htp_op_cross_entropy_backward_f32",
+                 {adaptor.getLogits(), adaptor.getTargets(), result,
+                  constantI64(rewriter, loc, logits[0]), constantI64(rewriter, loc, logits[1])});
+  }
+};
+
+/// htp.linear_grad → htp_op_linear_backward_f32(ctx, x, w, dy, dx, dw, db or
+/// null, rows, in, out).
+struct LinearGradLowering : MultiCallPattern<LinearGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(LinearGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> weight = shapeOf(op.getWeight());
+    entry.callOp(rewriter, loc, "htp_op_linear_backward_f32",
+                 {adaptor.getInput(), adaptor.getWeight(), adaptor.getDy(), results[0],
+                  results[1], optionalResult(rewriter, loc, results, 2),
+                  constantI64(rewriter, loc, leadingRows(op.getDx().getType())),
+                  constantI64(rewriter, loc, weight[1]), constantI64(rewriter, loc, weight[0])});
+  }
+};
+
+/// htp.layer_norm_grad → htp_op_layer_norm_backward_f32(ctx, x, gamma, dy,
+/// dx, dgamma, dbeta, rows, dim, eps).
+struct LayerNormGradLowering : MultiCallPattern<LayerNormGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(LayerNormGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    Value epsilon =
+        LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
+    entry.callOp(rewriter, loc, "htp_op_layer_norm_backward_f32",
+                 {adaptor.getInput(), adaptor.getWeight(), adaptor.getDy(), results[0],
+                  results[1], results[2], constantI64(rewriter, loc, leadingRows(input)),
+                  constantI64(rewriter, loc, input.getShape().back()), epsilon});
+  }
+};
+
+/// htp.gelu_grad → htp_op_gelu_backward_f32(ctx, x, dy, dx, count, tanh).
+struct GeluGradLowering : CallPattern<GeluGradOp> {
+  using CallPattern::CallPattern;
+  void emitCall(GeluGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    entry.callOp(rewriter, loc, "htp_op_gelu_backward_f32",
+                 {adaptor.getInput(), adaptor.getDy(), result,
+                  constantI64(rewriter, loc, op.getDx().getType().getNumElements()),
+                  constantI32(rewriter, loc, tanhFlag(op))});
+  }
+};
+
+/// htp.attention_grad → htp_op_attention_backward_f32(ctx, x, wqkv, bqkv,
+/// wproj, dy, dx, dwqkv, dbqkv, dwproj, dbproj or null, scratch,
+/// scratch_floats, batch, tokens, model_dim, num_heads, head_dim).
+struct AttentionGradLowering : MultiCallPattern<AttentionGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(AttentionGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> input = shapeOf(op.getInput());
+    entry.callOp(rewriter, loc, "htp_op_attention_backward_f32",
+                 {adaptor.getInput(), adaptor.getQkvWeight(), adaptor.getQkvBias(),
+                  adaptor.getProjWeight(), adaptor.getDy(), results[0], results[1], results[2],
+                  results[3], optionalResult(rewriter, loc, results, 4),
+                  entry.scratchPointer(rewriter, op),
+                  constantI64(rewriter, loc, scratchFloats(op)),
+                  constantI64(rewriter, loc, input[0]), constantI64(rewriter, loc, input[1]),
+                  constantI64(rewriter, loc, input[2]),
+                  constantI64(rewriter, loc, op.getNumHeads()),
+                  constantI64(rewriter, loc, op.getHeadDim())});
+  }
+};
+
+/// htp.row_sum → htp_op_row_sum_f32(ctx, x, y, rows, cols).
+struct RowSumLowering : CallPattern<RowSumOp> {
+  using CallPattern::CallPattern;
+  void emitCall(RowSumOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    entry.callOp(rewriter, loc, "htp_op_row_sum_f32",
+                 {adaptor.getInput(), result, constantI64(rewriter, loc, leadingRows(input)),
+                  constantI64(rewriter, loc, input.getShape().back())});
+  }
+};
+
+/// htp.patch_embed_grad → htp_op_patch_embed_backward_f32(ctx, images, dy,
+/// dw, db, scratch, scratch_floats, batch, channels, height, width, patch,
+/// dim).
+struct PatchEmbedGradLowering : MultiCallPattern<PatchEmbedGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(PatchEmbedGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    SmallVector<Value> args{adaptor.getImages(), adaptor.getDy(), results[0], results[1],
+                            entry.scratchPointer(rewriter, op),
+                            constantI64(rewriter, loc, scratchFloats(op))};
+    args.append(patchDims(rewriter, loc, op.getImages(), op.getPatch(),
+                          shapeOf(op.getDy()).back()));
+    entry.callOp(rewriter, loc, "htp_op_patch_embed_backward_f32", args);
+  }
+};
+
+/// htp.embed_tokens_grad → htp_op_embed_tokens_backward_f32(ctx, dy,
+/// dpatches, dcls, dpos, batch, patches_per_image, dim).
+struct EmbedTokensGradLowering : MultiCallPattern<EmbedTokensGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(EmbedTokensGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> dy = shapeOf(op.getDy());
+    entry.callOp(rewriter, loc, "htp_op_embed_tokens_backward_f32",
+                 {adaptor.getDy(), results[0], results[1], results[2],
+                  constantI64(rewriter, loc, dy[0]), constantI64(rewriter, loc, dy[1] - 1),
+                  constantI64(rewriter, loc, dy[2])});
+  }
+};
+
+/// htp.cls_token_grad → htp_op_cls_token_backward_f32(ctx, dy, dx, batch,
+/// tokens, dim).
+struct ClsTokenGradLowering : CallPattern<ClsTokenGradOp> {
+  using CallPattern::CallPattern;
+  void emitCall(ClsTokenGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    ArrayRef<int64_t> dx = shapeOf(op.getDx());
+    entry.callOp(rewriter, loc, "htp_op_cls_token_backward_f32",
+                 {adaptor.getDy(), result, constantI64(rewriter, loc, dx[0]),
+                  constantI64(rewriter, loc, dx[1]), constantI64(rewriter, loc, dx[2])});
+  }
+};
+
 /// func.return → copies of the results not computed in place (a returned
 /// argument, a value returned twice) by htp_op_copy, each checked, then
 /// `return 0` (HTP_OK).
@@ -265,10 +518,10 @@ struct ReturnLowering : EntryPattern<func::ReturnOp> {
 
 } // namespace
 
-Value EntryContext::resultPointer(OpBuilder &builder, Operation *op) {
-  if (auto offset = op->getAttrOfType<IntegerAttr>(kWorkspaceOffsetAttrName))
-    return workspaceSlot(builder, op->getLoc(), workspace(), offset.getInt());
-  return buffers[resultBuffer.lookup(op->getResult(0))];
+Value EntryContext::resultPointer(OpBuilder &builder, Operation *op, unsigned index) {
+  if (std::optional<int64_t> offset = workspaceOffset(op, index))
+    return workspaceSlot(builder, op->getLoc(), workspace(), *offset);
+  return buffers[resultBuffer.lookup(op->getResult(index))];
 }
 
 Value EntryContext::scratchPointer(OpBuilder &builder, Operation *op) {
@@ -323,4 +576,8 @@ void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<LinearLowering, AttentionLowering, LayerNormLowering, GeluLowering, AddLowering,
                MLPLowering, BiasAddLowering, AllReduceLowering, ReturnLowering>(converter,
                                                                                  entry);
+  patterns.add<PatchEmbedLowering, EmbedTokensLowering, ClsTokenLowering, CrossEntropyLowering,
+               CrossEntropyGradLowering, LinearGradLowering, LayerNormGradLowering,
+               GeluGradLowering, AttentionGradLowering, RowSumLowering, PatchEmbedGradLowering,
+               EmbedTokensGradLowering, ClsTokenGradLowering>(converter, entry);
 }

@@ -32,8 +32,9 @@ struct EntryContext {
   Block *failureBlock = nullptr; ///< returns its i32 argument; made when first needed
 
   Value workspace() const { return buffers.back(); }
-  /// Where `op` writes its result: its workspace slot or its result buffer.
-  Value resultPointer(OpBuilder &builder, Operation *op);
+  /// Where `op` writes its result `index`: its workspace slot or its result
+  /// buffer.
+  Value resultPointer(OpBuilder &builder, Operation *op, unsigned index = 0);
   /// `op`'s kernel scratch in the workspace.
   Value scratchPointer(OpBuilder &builder, Operation *op);
   /// Calls the runtime's op entry point `name` (an htp_op_*, declared on

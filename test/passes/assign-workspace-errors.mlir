@@ -66,8 +66,8 @@ func.func @unaligned_bytes(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.w
 // -----
 
 func.func @negative_offset(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'htp.workspace_offset' must be an i64 multiple of 64 from 0 to 1099511627712, got -64 : i64}}
-  %y = htp.gelu %x {htp.workspace_offset = -64 : i64} : tensor<4xf32>
+  // expected-error @+1 {{'htp.workspace_offsets': result #0's offset must be a multiple of 64 from 0 to 1099511627712, or -1 (in a result buffer), got -64}}
+  %y = htp.gelu %x {htp.workspace_offsets = array<i64: -64>} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
@@ -81,15 +81,40 @@ func.func @offset_past_limit(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-func.func @offset_not_i64(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'htp.workspace_offset' must be an i64 multiple of 64 from 0 to 1099511627712, got 0 : i32}}
-  %y = htp.gelu %x {htp.workspace_offset = 0 : i32} : tensor<4xf32>
+func.func @offsets_not_array(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'htp.workspace_offsets' must be an array<i64> of one offset per result (1), got 0 : i64}}
+  %y = htp.gelu %x {htp.workspace_offsets = 0 : i64} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'htp.workspace_offset' belongs on an htp op}}
-func.func @offset_on_function(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.workspace_offset = 0 : i64} {
+func.func @offsets_count(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'htp.workspace_offsets' must be an array<i64> of one offset per result (1), got array<i64: 0, 64>}}
+  %y = htp.gelu %x {htp.workspace_offsets = array<i64: 0, 64>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @offsets_unaligned(%x: tensor<2x4xf32>, %w: tensor<3x4xf32>, %dy: tensor<2x3xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{'htp.workspace_offsets': result #1's offset must be a multiple of 64 from 0 to 1099511627712, or -1 (in a result buffer), got 32}}
+  %dx, %dw = htp.linear_grad %x, %w, %dy {htp.workspace_offsets = array<i64: -1, 32>} : (tensor<2x4xf32>, tensor<3x4xf32>, tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<3x4xf32>)
+  return %dx : tensor<2x4xf32>
+}
+
+// -----
+
+// The former single-result attribute is refused: placements are arrays now.
+func.func @old_offset(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown htp attribute 'htp.workspace_offset'}}
+  %y = htp.gelu %x {htp.workspace_offset = 0 : i64} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.workspace_offsets' belongs on an htp op}}
+func.func @offset_on_function(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.workspace_offsets = array<i64: 0>} {
   return %x : tensor<4xf32>
 }

@@ -1,7 +1,8 @@
 // RUN: %htp-opt %s -split-input-file --htp-assign-workspace | FileCheck %s
 // RUN: %htp-opt %s -split-input-file --htp-assign-workspace --htp-assign-workspace | FileCheck %s
 // The placement --htp-assign-workspace records: a 64-byte aligned workspace
-// slot per value that needs one (htp.workspace_offset), kernel scratch
+// slot per result that needs one (htp.workspace_offsets: one offset per
+// result, -1 for one in a result buffer), kernel scratch
 // (htp.scratch_offset), and the workspace's size (htp.workspace_bytes).
 // Run twice, it places the same (the second run replaces the attributes).
 
@@ -10,9 +11,9 @@
 // placed), %c reuses %a's slot, %d is computed in place in the result buffer.
 // CHECK-LABEL: func.func @chain(
 // CHECK-SAME: attributes {htp.workspace_bytes = 128 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 64 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 64>}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>}
 // CHECK-NEXT: %[[D:.*]] = htp.gelu %{{.*}} : tensor<16xf32>
 // CHECK-NEXT: return %[[D]]
 func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
@@ -31,10 +32,10 @@ func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
 // is 192 bytes.
 // CHECK-LABEL: func.func @alignment(
 // CHECK-SAME: attributes {htp.workspace_bytes = 192 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64} : tensor<3xf32>
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 64 : i64} : tensor<3xf32>
-// CHECK-NEXT: htp.add %{{.*}}, %{{.*}} {htp.workspace_offset = 128 : i64} : tensor<3xf32>
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64} : tensor<20xf32>
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>} : tensor<3xf32>
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 64>} : tensor<3xf32>
+// CHECK-NEXT: htp.add %{{.*}}, %{{.*}} {htp.workspace_offsets = array<i64: 128>} : tensor<3xf32>
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>} : tensor<20xf32>
 func.func @alignment(%x: tensor<3xf32>, %y: tensor<20xf32>) -> (tensor<3xf32>, tensor<20xf32>) {
   %s = htp.gelu %x : tensor<3xf32>
   %t = htp.gelu %s : tensor<3xf32>
@@ -65,8 +66,8 @@ func.func @returned_twice(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, t
 // but frees it at once, so the next value reuses offset 0.
 // CHECK-LABEL: func.func @dead(
 // CHECK-SAME: attributes {htp.workspace_bytes = 64 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>}
 // CHECK-NEXT: htp.gelu %{{.*}} : tensor<16xf32>
 func.func @dead(%x: tensor<16xf32>) -> tensor<16xf32> {
   %dead = htp.gelu %x : tensor<16xf32>
@@ -84,8 +85,8 @@ func.func @dead(%x: tensor<16xf32>) -> tensor<16xf32> {
 // workspace 128 + 192 = 320.
 // CHECK-LABEL: func.func @scratch(
 // CHECK-SAME: attributes {htp.workspace_bytes = 320 : i64}
-// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offset = 0 : i64}
-// CHECK-NEXT: htp.attention {{.*}} {htp.scratch_offset = 128 : i64, htp.workspace_offset = 64 : i64, num_heads = 2 : i64}
+// CHECK-NEXT: htp.gelu %{{.*}} {htp.workspace_offsets = array<i64: 0>}
+// CHECK-NEXT: htp.attention {{.*}} {htp.scratch_offset = 128 : i64, htp.workspace_offsets = array<i64: 64>, num_heads = 2 : i64}
 // CHECK-NEXT: htp.gelu %{{.*}} : tensor<1x2x4xf32>
 func.func @scratch(%x: tensor<1x2x4xf32>, %wqkv: tensor<12x4xf32>, %bqkv: tensor<12xf32>, %wp: tensor<4x4xf32>) -> tensor<1x2x4xf32> {
   %n = htp.gelu %x : tensor<1x2x4xf32>
