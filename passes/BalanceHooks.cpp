@@ -103,6 +103,8 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     func::FuncOp func = getOperation();
     if (func.isDeclaration() || !func->hasAttr(kTPAttrName))
       return; // only split functions have units to balance
+    if (func->hasAttr(kBackwardAttrName))
+      return; // a backward written by --htp-grad: balancing it is a later step
     if (isBF16Block(func)) {
       // The runtime's hooks compute in f32 only (the bf16 contract): the
       // block stays as the split left it, and runs with --policy none.

@@ -54,6 +54,8 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
 
     The hooks are f32-only for now: a bf16 block is left as the split made
     it, with a warning saying so; it runs with the executor's policy none.
+    A backward function written by `--htp-grad` (unit attribute
+    `htp.backward`) is left alone: balancing in backward is a later step.
 
     The planner takes one unit count per kind, so every layer must have one
     attention and one MLP pair of the same shapes; anything else is an error
@@ -78,10 +80,15 @@ def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
     a 64-byte aligned slot of one workspace the caller allocates once. The
     placement is recorded for `--htp-lower-to-runtime`:
 
-    - `htp.workspace_offset = N : i64` on an op whose result takes a slot
-      (none on an op computing a result in place);
+    - `htp.workspace_offsets = array<i64: ...>` on an op with a result in
+      a slot: one byte offset per result, -1 for a result computed in
+      place in its result buffer (none on an op whose results all are);
+      every result of a multi-result op (the backward ops) is placed, read
+      or not, before any slot is freed: the kernel writes them together;
     - `htp.scratch_offset = N : i64` on an op whose kernel needs scratch
-      (`htp.attention`, `htp.mlp`), live only while the op runs;
+      (`htp.attention`, `htp.mlp`, `htp.attention_grad`,
+      `htp.patch_embed`, `htp.patch_embed_grad`), live only while the op
+      runs;
     - `htp.workspace_bytes = N : i64` on the function (at least 64).
 
     Why interval packing and not one-shot-bufferize: htp functions are
