@@ -28,6 +28,11 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
                      llvm::cl::desc("With tp > 1, add the balance hooks (--htp-balance-hooks) so "
                                     "the runtime can prune or migrate work units"),
                      llvm::cl::init(true)};
+  Option<bool> grad{*this, "grad",
+                    llvm::cl::desc("Add @F_grad, the backward of each public function whose "
+                                   "result #0 is an htp.cross_entropy loss (--htp-grad; a module "
+                                   "without one is unchanged)"),
+                    llvm::cl::init(true)};
 };
 
 /// Adds the whole chain (htp on tensors → LLVM dialect) to `pm`: what

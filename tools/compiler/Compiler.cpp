@@ -53,7 +53,8 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
 }
 
 OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
-                                       std::string &entry, std::string &errors, int64_t tp) {
+                                       std::string &entry, std::string &errors, int64_t tp,
+                                       bool grad) {
   llvm::raw_string_ostream errorStream(errors);
   // A device or a pipe would be read until memory runs out: regular files only.
   llvm::sys::fs::file_status status;
@@ -88,9 +89,13 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
       return nullptr;
     }
     entry = publicNames.front().str();
-  } else if (!llvm::is_contained(publicNames, entry)) {
-    errorStream << path << ": unknown entry '" << entry << "'; the file defines: "
-                << (publicNames.empty() ? "(no public functions)" : llvm::join(publicNames, ", "))
+  }
+  // An entry the pipeline writes (htp-grad's NAME_grad) is looked for after it.
+  std::string sourceNames =
+      publicNames.empty() ? "(no public functions)" : llvm::join(publicNames, ", ");
+  bool entryInSource = llvm::is_contained(publicNames, entry);
+  if (!entryInSource && !(grad && StringRef(entry).ends_with("_grad"))) {
+    errorStream << path << ": unknown entry '" << entry << "'; the file defines: " << sourceNames
                 << "\n";
     return nullptr;
   }
@@ -102,9 +107,16 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
   PassManager pm(&context);
   htp::HTPPipelineOptions options;
   options.tp = tp;
+  options.grad = grad;
   htp::buildHTPPipeline(pm, options);
   if (failed(pm.run(*module)))
     return nullptr;
+  if (!entryInSource && !module->lookupSymbol(HTP_ENTRY_SYMBOL_PREFIX + entry)) {
+    errorStream << path << ": unknown entry '" << entry << "'; the file defines: " << sourceNames
+                << " (and --htp-grad writes NAME_grad only for a function whose result #0 is an "
+                   "htp.cross_entropy loss)\n";
+    return nullptr;
+  }
   return module;
 }
 

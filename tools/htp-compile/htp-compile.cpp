@@ -30,6 +30,11 @@ static cl::opt<int64_t> tensorParallel("tp",
                                        cl::desc("Split the block over N tensor-parallel ranks "
                                                 "(default 1: unsharded)"),
                                        cl::value_desc("N"), cl::init(1), cl::cat(htpCategory));
+static cl::opt<bool> withGrad("grad",
+                              cl::desc("Also compile NAME_grad, the backward of each function "
+                                       "whose result #0 is an htp.cross_entropy loss (--htp-grad; "
+                                       "default on, --grad=false leaves it out)"),
+                              cl::init(true), cl::cat(htpCategory));
 static cl::opt<std::string> emitKind("emit", cl::desc("What to write: so (default) or obj"),
                                      cl::init("so"), cl::cat(htpCategory));
 static cl::opt<std::string> linker("cc", cl::desc("C compiler used to link the shared object"),
@@ -48,7 +53,8 @@ int main(int argc, char **argv) {
 
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
-  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel);
+  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel,
+                                              withGrad);
   // On success too: warnings (e.g. a bf16 block left without balance hooks).
   llvm::errs() << errors;
   if (!module)
