@@ -70,6 +70,32 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
 
+def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
+  let summary = "Write the backward function of each cross-entropy loss function";
+  let description = [{
+    For every public function whose result #0 is an `htp.cross_entropy`
+    loss, adds `@NAME_grad` (unit attribute `htp.backward`): the forward,
+    then every op's adjoint in reverse order, returning the forward's
+    results followed by d(loss)/d(p) for each `htp.param` argument p, in
+    argument order, each marked `htp.grad_of = "<param name>"`. A value
+    used several times gets the sum (`htp.add`) of its uses' adjoints.
+
+    On a function `--htp-tensor-parallel` split (`htp.tp`), run it after
+    the split and before `--htp-balance-hooks`: the adjoints follow
+    Megatron's conjugate pair. The forward's `htp.all_reduce` is the
+    identity in backward; the gradient of the replicated input of an op
+    with row-sharded weights (a split attention, the column linear of a
+    split MLP) is this rank's part and is all-reduced. Replicated
+    parameters thus get the same gradient on every rank, sharded ones
+    their shard's.
+
+    Errors: an op with no adjoint, an attention with balance hooks, a
+    patch embedding of a computed value, a second loss, a parameter that
+    does not reach the loss, and an existing symbol named `NAME_grad`.
+  }];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
 def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
   let summary = "Place each value of an htp function in a caller buffer or a workspace slot";
   let description = [{

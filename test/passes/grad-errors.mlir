@@ -1,0 +1,85 @@
+// RUN: %htp-opt %s -split-input-file --htp-grad -verify-diagnostics
+// Each error of --htp-grad names the op or parameter it cannot handle.
+
+// An op on the loss's path with no adjoint (here a backward op).
+func.func @no_adjoint(%x: tensor<2x3x8xf32>, %t: tensor<2x8xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.row_sum' op has no adjoint in --htp-grad}}
+  %s = htp.row_sum %x : (tensor<2x3x8xf32>) -> tensor<8xf32>
+  %l = htp.cls_token %x : (tensor<2x3x8xf32>) -> tensor<2x8xf32>
+  %b = htp.bias_add %l, %s : tensor<2x8xf32>, tensor<8xf32>
+  %loss = htp.cross_entropy %b, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// An op with several results on the path (no adjoint either).
+func.func @multi_result(%x: tensor<2x8xf32>, %w: tensor<5x8xf32>, %dy: tensor<2x5xf32>,
+                        %t: tensor<2x8xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.linear_grad' op has no adjoint in --htp-grad}}
+  %dx, %dw = htp.linear_grad %x, %w, %dy
+      : (tensor<2x8xf32>, tensor<5x8xf32>, tensor<2x5xf32>) -> (tensor<2x8xf32>, tensor<5x8xf32>)
+  %loss = htp.cross_entropy %dx, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// Balance hooks come after --htp-grad in the pipeline.
+func.func @hooked(%x: tensor<2x3x8xf32>, %qkv: tensor<24x8xf32>, %qkvb: tensor<24xf32>,
+                  %pw: tensor<8x8xf32>, %t: tensor<2x8xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.attention' op has balance hooks (pair); --htp-grad runs before --htp-balance-hooks}}
+  %a = htp.attention %x, %qkv, %qkvb, %pw {num_heads = 2 : i64, pair = 0 : i64}
+      : (tensor<2x3x8xf32>, tensor<24x8xf32>, tensor<24xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
+  %c = htp.cls_token %a : (tensor<2x3x8xf32>) -> tensor<2x8xf32>
+  %loss = htp.cross_entropy %c, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// The patch embedding's gradient has no dx: its images must be an input.
+func.func @embedded_computed(%img: tensor<2x1x8x8xf32>, %w: tensor<4x1x4x4xf32>,
+                             %b: tensor<4xf32>, %t: tensor<2x4xf32>) -> tensor<1xf32> {
+  %twice = htp.add %img, %img : tensor<2x1x8x8xf32>
+  // expected-error @+1 {{'htp.patch_embed' op embeds a computed value; --htp-grad differentiates patch embeddings of inputs only}}
+  %p = htp.patch_embed %twice, %w, %b {patch = 4 : i64}
+      : (tensor<2x1x8x8xf32>, tensor<4x1x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %r = htp.add %p, %p : tensor<2x4x4xf32>
+  %c = htp.cls_token %r : (tensor<2x4x4xf32>) -> tensor<2x4xf32>
+  %loss = htp.cross_entropy %c, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// Two losses: which one to differentiate would be a guess.
+func.func @two_losses(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> (tensor<1xf32>, tensor<1xf32>) {
+  // expected-error @+1 {{'htp.cross_entropy' op is a second loss; --htp-grad differentiates result 0's only}}
+  %a = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  %b = htp.cross_entropy %t, %l : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  return %b, %a : tensor<1xf32>, tensor<1xf32>
+}
+
+// -----
+
+// A parameter the loss does not depend on has no gradient to return.
+// expected-error @+1 {{parameter "unused" does not reach the loss; --htp-grad has no zero gradient to return for it}}
+func.func @unused(%x: tensor<2x8xf32>, %w: tensor<5x8xf32> {htp.param = "w"},
+                  %u: tensor<5xf32> {htp.param = "unused"}, %t: tensor<2x5xf32>) -> tensor<1xf32> {
+  %l = htp.linear %x, %w : (tensor<2x8xf32>, tensor<5x8xf32>) -> tensor<2x5xf32>
+  %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// @f_grad is taken.
+// expected-error @+1 {{--htp-grad would write @f_grad, but the module already has a symbol of that name}}
+func.func @f(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> tensor<1xf32> {
+  %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+func.func @f_grad() {
+  return
+}
