@@ -2,9 +2,10 @@
  *
  * This file implements the --check half of executor.h: the tp-1 build of
  * the block runs on the same global data as the split one, and each result
- * of rank 0 is compared with it (max |y_tp - y_1| / max |y_1|). A plan that
- * pruned units makes the split output approximate by design: then the
- * error is reported, not failed. The reference runs on the CPU (no context:
+ * (rank 0's; a sharded gradient gathered from every rank) is compared with
+ * it (max |y_tp - y_1| / max |y_1|). A plan that pruned units makes the
+ * split output approximate by design: then the error is reported, not
+ * failed. The reference runs on the CPU (no context:
  * the ops' CPU table) whatever --device is, so on a GPU --check compares the
  * device with the CPU; a tp-1 .so from htp-compile (--device cuda only) is
  * its own tp-1 build. A bf16 block is compared with the tp-1
@@ -84,12 +85,12 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
                          "results, the tp-%d build %d results", options->path, one->tp,
                          one->num_results, state->tp, sig->num_results);
   for (int r = 0; r < sig->num_results; r++)
-    if (one->results[r].count != sig->results[r].count ||
+    if (one->results[r].count != sig->results[r].global_count ||
         one->results[r].dtype != sig->results[r].dtype)
       return htp_set_error(err, err_size, "--check: result %d has %lld %s values at tp 1 and "
                            "%lld %s at tp %d", r, (long long)one->results[r].count,
                            one->results[r].dtype == HTP_SIG_BF16 ? "bf16" : "f32",
-                           (long long)sig->results[r].count,
+                           (long long)sig->results[r].global_count,
                            sig->results[r].dtype == HTP_SIG_BF16 ? "bf16" : "f32", state->tp);
   /* What the run holds (its global arguments and every rank's buffers) stays
    * allocated while the tp-1 block runs beside it: counted too. */
@@ -121,8 +122,8 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
     status = htp_set_error(err, err_size, "out of memory");
   for (int r = 0; r < sig->num_results && !status; r++)
     state->check_errors[r] = relative_error(buffers[one->num_args + r],
-                                            state->results[0][r],
-                                            sig->results[r].dtype, sig->results[r].count);
+                                            state->outputs[r], sig->results[r].dtype,
+                                            sig->results[r].global_count);
   htp_free_buffers(buffers, count);
   return status;
 }

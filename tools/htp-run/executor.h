@@ -46,6 +46,11 @@ typedef struct htp_run_state {
    * iteration (the ranks' own buffers live in their contexts' memory and
    * are gone after the run); NULL for other processes' ranks. */
   void ***results;
+  /* [num_results]: each result at its global shape, as written by
+   * --output and compared by --check: a gradient of a sharded parameter
+   * gathered from every rank's shard (owned), any other result rank 0's
+   * own (borrowed from results[0]). NULL until the run finished. */
+  void **outputs;
   int32_t *sm_counts;                /* [tp] --sms, 0 for ranks not named; NULL without --sms */
   htp_ranks *ranks;
   htp_rank_outcome outcome;

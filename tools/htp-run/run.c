@@ -119,6 +119,11 @@ int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *s
 }
 
 static void release(htp_run_state *state) {
+  if (state->outputs)
+    for (int r = 0; r < state->sig.num_results; r++)
+      if (state->sig.results[r].shard_layout != HTP_SHARD_NONE)
+        free(state->outputs[r]);
+  free(state->outputs);
   if (state->results)
     for (int r = 0; r < state->tp; r++)
       htp_free_buffers(state->results[r], state->sig.num_results);
@@ -351,30 +356,70 @@ static int fail_run(const htp_run_state *state, const char *err) {
   return EXIT_ERROR;
 }
 
-/* Rank 0's results: finite, the same on every local rank, written out. */
-static int finish_results(const htp_run_options *options, const htp_run_state *state, int mpi,
+/* Each result at its global shape (state->outputs): a sharded gradient
+ * placed together from every rank's shard, anything else rank 0's. Under
+ * mpi each process holds its own rank's results only, so a sharded one is
+ * refused where it is asked for (--output, --check). */
+static int gather_outputs(const htp_run_options *options, htp_run_state *state, int mpi,
                           char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
-  void **results = state->results[0];
-  for (int r = 0; r < sig->num_results; r++)
-    check_finite(&sig->results[r], results[r]);
+  if (!(state->outputs = calloc((size_t)sig->num_results, sizeof *state->outputs)))
+    return htp_set_error(err, err_size, "out of memory");
+  char reason[512];
+  for (int r = 0; r < sig->num_results; r++) {
+    const htp_sig_tensor *result = &sig->results[r];
+    if (result->shard_layout == HTP_SHARD_NONE) {
+      state->outputs[r] = state->results[0][r];
+      continue;
+    }
+    if (mpi) {
+      if (r < options->num_outputs || options->check)
+        return htp_set_error(err, err_size, "result '%s' is sharded over the ranks (the "
+                             "gradient of a split parameter), and under mpirun htp-run does "
+                             "not gather it for %s; run it with the local backend (no mpirun)",
+                             result->name, r < options->num_outputs ? "--output" : "--check");
+      continue;
+    }
+    if (!(state->outputs[r] = htp_aligned_buffer(result->global_bytes)))
+      return htp_set_error(err, err_size, "out of memory gathering result '%s'", result->name);
+    for (int rank = 0; rank < state->tp; rank++)
+      if (htp_shard_place(state->results[rank][r], state->outputs[r], result->element_size,
+                          result->rank, result->dims, result->shard_dim, result->shard_parts,
+                          rank, result->shard_layout, reason, sizeof reason))
+        return htp_set_error(err, err_size, "gathering result '%s': %s", result->name, reason);
+  }
+  return 0;
+}
+
+/* The results: finite, replicated ones the same on every local rank,
+ * gathered to their global shapes and written out. */
+static int finish_results(const htp_run_options *options, htp_run_state *state, int mpi,
+                          char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  for (int rank = 0; rank < state->tp && (!mpi || rank == 0); rank++)
+    for (int r = 0; r < sig->num_results; r++)
+      if (rank == 0 || sig->results[r].shard_layout != HTP_SHARD_NONE)
+        check_finite(&sig->results[r], state->results[rank][r]);
   for (int rank = 1; rank < state->tp && !mpi; rank++)
     for (int r = 0; r < sig->num_results; r++)
-      if (memcmp(results[r], state->results[rank][r], sig->results[r].bytes))
+      if (sig->results[r].shard_layout == HTP_SHARD_NONE &&
+          memcmp(state->results[0][r], state->results[rank][r], sig->results[r].bytes))
         fprintf(stderr, "htp-run: warning: result '%s' of rank %d differs from rank 0's\n",
                 sig->results[r].name, rank);
+  if (gather_outputs(options, state, mpi, err, err_size))
+    return 1;
   char reason[1024];
   for (int r = 0; r < options->num_outputs; r++) {
     const htp_sig_tensor *result = &sig->results[r];
     /* .npy has no bf16: a bf16 result is written widened to <f4 (exact). */
     float *wide = NULL;
     if (result->dtype == HTP_SIG_BF16) {
-      if (!(wide = malloc((size_t)result->count * sizeof *wide)))
+      if (!(wide = malloc((size_t)result->global_count * sizeof *wide)))
         return htp_set_error(err, err_size, "out of memory widening result '%s'", result->name);
-      htp_bf16_to_f32_n(results[r], wide, result->count);
+      htp_bf16_to_f32_n(state->outputs[r], wide, result->global_count);
     }
-    int failed = htp_npy_write(options->outputs[r], result->rank, result->dims,
-                               wide ? wide : results[r], reason, sizeof reason);
+    int failed = htp_npy_write(options->outputs[r], result->rank, result->global_dims,
+                               wide ? wide : state->outputs[r], reason, sizeof reason);
     free(wide);
     if (failed)
       return htp_set_error(err, err_size, "%s: %s", options->outputs[r], reason);
