@@ -26,6 +26,8 @@ data, and checks against the same reference:
     @vit_loss  -> loss, logits                <= 1e-4
     @vit_loss_grad (--grads; written by htp-grad) -> loss, logits, then the
                gradient of every parameter in argument order  <= 1e-3
+    --fd (with --grads): htp-run's gradient along a random direction against
+               the central difference of htp-run's own @vit_loss  <= 1e-2
 
 --without-torch runs the htp-run checks alone (no timm rows) when torch is
 missing, instead of skipping. Weights are "wide" by default (W ~ N(0, 1/in),
@@ -53,6 +55,7 @@ import vit_train_ref as ref  # noqa: E402
 SKIP = 77
 TOL_FORWARD = 1e-4
 TOL_GRAD = 1e-3
+TOL_FD = 1e-2
 
 
 def wide_weights(c, seed):
@@ -134,7 +137,7 @@ def run_htp(a, c, work, weights, images_path, targets_path, checks, expected):
                         "--batch", str(a.batch), "--eps", repr(c["eps"]), "--gelu", c["gelu"],
                         "-o", mlir], check=True)
 
-    def htp(entry, inputs, count):
+    def htp(entry, inputs, count, weights=weights):
         outs = [os.path.join(work, f"{entry}.{i}.npy") for i in range(count)]
         cmd = [a.htp_run, mlir, "--entry", entry, "--weights", weights, "--tp", str(a.tp),
                "--iters", "1", "--warmup", "0"]
@@ -174,6 +177,34 @@ def run_htp(a, c, work, weights, images_path, targets_path, checks, expected):
                        rel_error(out[1], logits_ref), TOL_FORWARD)
             checks.add_grads("htp-run gradients vs reference", dict(zip(names, out[2:])),
                              grads_ref)
+            if a.fd:
+                finite_difference(htp, work, weights, dict(zip(names, out[2:])), images_path,
+                                  targets_path, checks, a.seed)
+
+
+def finite_difference(htp, work, weights, grads, images_path, targets_path, checks, seed):
+    """htp-run's gradient against htp-run's own loss, with no reference in
+    between: along a random direction d (every parameter at once), the
+    central difference (L(w + h d) - L(w - h d)) / 2h against <grad, d>. h
+    makes the loss move by about 3e-3, far above f32 round-off in the loss
+    (~1e-6) and small enough that the O(h^2) term stays below 1e-3."""
+    params = ref.read_safetensors(weights)
+    rng = np.random.default_rng(seed + 2)
+    direction = {n: rng.standard_normal(v.shape) for n, v in params.items()}
+    slope = sum(float(np.sum(grads[n].astype(np.float64) * direction[n])) for n in params)
+    h = 3e-3 / max(abs(slope), 1e-12)
+    losses = []
+    for sign in (1, -1):
+        path = os.path.join(work, f"fd{'+' if sign > 0 else '-'}.safetensors")
+        check_e2e.write_safetensors(path, {n: (v + sign * h * direction[n]).astype(np.float32)
+                                           for n, v in params.items()})
+        out = htp("vit_loss", [images_path, targets_path], 2, weights=path)
+        if not out:
+            return
+        losses.append(float(out[0].reshape(-1)[0]))
+    estimate = (losses[0] - losses[1]) / (2 * h)
+    checks.add("htp-run gradient vs its own loss's central difference (random direction)",
+               rel_error([slope], [estimate]), TOL_FD)
 
 
 def main():
@@ -198,6 +229,9 @@ def main():
     parser.add_argument("--mlir", help="the module htp-run runs (default: gen_vit.py --model)")
     parser.add_argument("--grads", action="store_true",
                         help="with --htp-run: also check @vit_loss_grad's gradients")
+    parser.add_argument("--fd", action="store_true",
+                        help="with --grads: also check htp-run's gradient against a central "
+                             "difference of its own loss along a random direction")
     parser.add_argument("--tp", type=int, default=1, help="htp-run --tp (default 1)")
     parser.add_argument("--extra", default="", help="more htp-run arguments, split at blanks")
     parser.add_argument("--without-torch", action="store_true",
@@ -218,6 +252,8 @@ def main():
         return SKIP
     if (a.mlir or a.grads) and not a.htp_run:
         parser.error("--mlir and --grads go with --htp-run")
+    if a.fd and not a.grads:
+        parser.error("--fd goes with --grads")
 
     os.makedirs(a.workdir, exist_ok=True)
     weights_path = os.path.join(a.workdir, "weights.safetensors")
