@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""PyTorch's training-step time for the whole ViT of issue 9 on this CPU:
-the baseline htp's training step is compared against.
+"""The training step of the whole ViT of issue 9 on this CPU: PyTorch
+(eager, torch.compile) and, with --htp-run, htp-run --train on the same
+model, batch and cores, with the ratio measured in the same run.
 
 One step is what `htp-run --train` does per batch: forward, cross-entropy
 with probability targets (one-hot rows, as the loader passes), backward,
@@ -15,6 +16,17 @@ Modes (--modes, comma-separated):
   compile   torch.compile(model) (inductor: needs a C++ compiler); its
             compile happens in the warm-up steps and is timed apart. A
             failure is reported as a row, not an exit.
+  htp       (added by --htp-run PATH) examples/gen_vit.py --model writes the
+            same model, and `htp-run --train --epochs 1 --limit-train
+            B*(warmup+iters)` trains it on Fashion-MNIST (--data); its
+            ms/step is htp-run's own (the epoch's training time / steps:
+            batch loading, forward, backward, AdamW, no evaluation), so
+            its warm-up steps are in it. --tp sets htp-run's ranks.
+
+The modes run in turn --rounds times (default 1); with htp and eager both
+there, each round's htp / eager ratio of mean ms/step is printed and their
+median is the figure to quote (the machine's noise hits both sides of a
+round alike).
 
 For each mode it prints the median, min and mean ms per step over --iters
 timed steps (after --warmup), the loss before the first and after the last
@@ -23,8 +35,9 @@ estimate of the achieved GFLOP/s (3x the forward's matmul FLOPs: a
 convention, not a count of what torch runs). --report json prints one JSON
 object instead. Needs torch and timm: without them it says so and exits 77.
 
-    bench/train_torch.py                                   # the defaults below
-    bench/train_torch.py --depth 12 --dim 768 --heads 12 --mlp 3072 --patch 16 \\
+    bench/train_step.py                                    # the defaults below
+    bench/train_step.py --htp-run build/tools/htp-run/htp-run --modes htp,eager --rounds 3
+    bench/train_step.py --depth 12 --dim 768 --heads 12 --mlp 3072 --patch 16 \\
         --image 224 --channels 3 --classes 1000 --batch 8 --iters 5   # ViT-B/16
 """
 import argparse
@@ -91,6 +104,33 @@ def time_mode(mode, c, a, torch, ref):
             "gflops": 3 * forward_flops(c, a.batch) / (median * 1e-3) / 1e9}
 
 
+def time_htp(c, a, work):
+    import subprocess
+    import tempfile
+    mlir = os.path.join(work, "vit.mlir")
+    subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), "--model",
+                    "--depth", str(c["depth"]), "--dim", str(c["dim"]), "--heads", str(c["heads"]),
+                    "--mlp", str(c["mlp"]), "--patch", str(c["patch"]), "--image", str(c["image"]),
+                    "--channels", str(c["channels"]), "--classes", str(c["classes"]),
+                    "--batch", str(a.batch), "--eps", repr(c["eps"]), "--gelu", c["gelu"],
+                    "-o", mlir], check=True)
+    metrics = os.path.join(work, "metrics.json")
+    cmd = [a.htp_run, mlir, "--train", "--epochs", "1", "--tp", str(a.tp), "--seed", str(a.seed),
+           "--limit-train", str(a.batch * (a.warmup + a.iters)), "--limit-test", str(a.batch),
+           "--lr", str(a.lr), "--weight-decay", str(a.weight_decay), "--metrics", metrics]
+    if a.data:
+        cmd += ["--data", a.data]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"htp-run exited with {run.returncode}: {run.stderr.strip()[-300:]}")
+    with open(metrics) as f:
+        epoch = json.load(f)["epochs"][0]
+    ms = epoch["ms_per_step"]
+    return {"mode": f"htp tp{a.tp}", "median_ms": ms, "min_ms": ms, "mean_ms": ms,
+            "warmup_s": 0.0, "loss_before": float("nan"), "loss_after": epoch["train_loss"],
+            "gflops": 3 * forward_flops(c, a.batch) / (ms * 1e-3) / 1e9}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,15 +154,27 @@ def main():
                         help="untimed steps first (default 2; compile happens here)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch.set_num_threads (default: torch's own choice)")
-    parser.add_argument("--modes", default="eager,compile",
-                        help="comma-separated: eager, compile (default both)")
+    parser.add_argument("--modes", default=None,
+                        help="comma-separated: eager, compile, htp (default eager,compile, "
+                             "and htp first with --htp-run)")
+    parser.add_argument("--htp-run", help="htp-run to time as mode htp")
+    parser.add_argument("--tp", type=int, default=1, help="htp-run --tp (default 1)")
+    parser.add_argument("--data", help="htp-run --data (default: its own)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the modes in turn this many times (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", choices=["table", "json"], default="table")
     a = parser.parse_args()
+    if a.modes is None:
+        a.modes = ("htp," if a.htp_run else "") + "eager,compile"
     modes = [m for m in a.modes.split(",") if m]
-    bad = [m for m in modes if m not in ("eager", "compile")]
+    bad = [m for m in modes if m not in ("eager", "compile", "htp")]
     if bad or not modes:
-        parser.error(f"--modes takes eager and/or compile, got {a.modes!r}")
+        parser.error(f"--modes takes eager, compile and htp, got {a.modes!r}")
+    if "htp" in modes and not a.htp_run:
+        parser.error("mode htp needs --htp-run PATH")
+    if a.rounds < 1 or a.tp < 1:
+        parser.error("--rounds and --tp must be >= 1")
     for flag in ("depth", "dim", "heads", "patch", "image", "channels", "classes", "batch",
                  "iters"):
         if getattr(a, flag) < 1:
@@ -145,16 +197,27 @@ def main():
     c = {"depth": a.depth, "dim": a.dim, "heads": a.heads, "mlp": a.mlp or 4 * a.dim,
          "patch": a.patch, "image": a.image, "channels": a.channels, "classes": a.classes,
          "eps": a.eps, "gelu": a.gelu}
-    rows = []
-    for mode in modes:
-        try:
-            rows.append(time_mode(mode, c, a, torch, ref))
-        except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways
-            rows.append({"mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+    import tempfile
+    rows, ratios = [], []
+    with tempfile.TemporaryDirectory() as work:
+        for _ in range(a.rounds):
+            mean = {}
+            for mode in modes:
+                try:
+                    row = (time_htp(c, a, work) if mode == "htp"
+                           else time_mode(mode, c, a, torch, ref))
+                    mean[mode] = row["mean_ms"]
+                except Exception as e:  # noqa: BLE001 - torch.compile fails in many ways
+                    row = {"mode": mode, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+                rows.append(row)
+            if "htp" in mean and "eager" in mean:
+                ratios.append(mean["eager"] / mean["htp"])
     info = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batch": a.batch,
             "config": c, "iters": a.iters, "warmup": a.warmup,
             "params": sum(p.numel() for p in ref.timm_model(c).parameters()),
-            "train_gflop_per_step_est": 3 * forward_flops(c, a.batch) / 1e9, "rows": rows}
+            "train_gflop_per_step_est": 3 * forward_flops(c, a.batch) / 1e9, "rows": rows,
+            "speedup_vs_eager": ratios,
+            "median_speedup_vs_eager": statistics.median(ratios) if ratios else None}
     if a.report == "json":
         print(json.dumps(info))
         return 0 if all("error" not in r for r in rows) else 1
@@ -168,9 +231,13 @@ def main():
         if "error" in r:
             print(f"| {r['mode']} | failed: {r['error']} | | | | | |")
             continue
+        before = "-" if r["loss_before"] != r["loss_before"] else f"{r['loss_before']:.4f}"
         print(f"| {r['mode']} | {r['median_ms']:.2f} | {r['min_ms']:.2f} | {r['mean_ms']:.2f} | "
-              f"{r['gflops']:.1f} | {r['loss_before']:.4f} -> {r['loss_after']:.4f} | "
+              f"{r['gflops']:.1f} | {before} -> {r['loss_after']:.4f} | "
               f"{r['warmup_s']:.1f} |")
+    if ratios:
+        print(f"htp speed-up over eager (eager mean ms / htp ms) per round: "
+              f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f}x")
     return 0 if all("error" not in r for r in rows) else 1
 
 
