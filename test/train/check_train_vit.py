@@ -6,6 +6,8 @@ backward written by htp-grad), on a slice of the real Fashion-MNIST:
   - tp 2 trains the same model as tp 1: every epoch's numbers equal to the
     printed digits, up to a few units in the last for the split's
     reductions (relative 2e-3 on losses, 0.5 pt on accuracies);
+  - with --augment flip-shift tp 2 still trains as tp 1 (and not as the
+    plain run);
   - a tp-2 run killed in epoch 2 (--fault die) and resumed at tp 1 from its
     checkpoint prints the uninterrupted run's epoch 2;
   - the checkpoint is a timm state dict at global shapes: bound by name to
@@ -76,6 +78,14 @@ if len(e1) == 2:
     check(e1[1][0] < e1[0][0], f"the loss did not fall: {e1}")
     check(e1[1][3] > 25, f"test accuracy {e1[1][3]}% after 2 epochs: not learning: {e1}")
 check(same(e2, e1), f"tp 2 epochs {e2} differ from tp 1's {e1}")
+
+# Augmented batches are drawn from (seed, step): the same on every rank.
+code1a, out1a, err1a = run(*common, "--tp", "1", "--augment", "flip-shift")
+code2a, out2a, _ = run(*common, "--tp", "2", "--augment", "flip-shift")
+check(code1a == 0 and len(epochs(out1a)) == 2 and "augmented (flip-shift)" in err1a,
+      f"augmented tp 1 run ({code1a}): {err1a[-1000:]}")
+check(same(epochs(out2a), epochs(out1a)) and epochs(out1a) != e1,
+      f"augmented: tp 2 {epochs(out2a)}, tp 1 {epochs(out1a)}, plain {e1}")
 
 # Killed in epoch 2 (40 steps an epoch, counted from 0), resumed on tp 1.
 ck = os.path.join(work, "ck.safetensors")

@@ -6,7 +6,10 @@
  * zero padding past the end), the loader's errors (a missing directory
  * names the Debian package; a device is not a directory), and the init's
  * rules and statistics (mean 0 and std 0.02 within sampling error, ones
- * and zeros by name, the same numbers for the same seed).
+ * and zeros by name, the same numbers for the same seed), and the
+ * augmentation (each image one flip and shift within bounds, background
+ * where nothing moved in, every flip and shift drawn, the same draws for
+ * the same seed and step).
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-train/dataset.h"
 #include "tools/htp-train/init.h"
@@ -83,6 +86,55 @@ static void test_batch(void **state) {
   assert_int_equal(got[1], 0);
 }
 
+/* Pixels numbered 1..784 (any value but the background): each augmented
+ * image must be one (flip, dy, dx) of its original. */
+static void test_augment(void **state) {
+  (void)state;
+  enum { ROWS = 1000, SIDE = HTP_FMNIST_SIDE, PIXELS = SIDE * SIDE, SPAN = 2 * HTP_FMNIST_SHIFT + 1 };
+  static float images[ROWS * PIXELS], again[ROWS * PIXELS];
+  for (int r = 0; r < ROWS; r++)
+    for (int p = 0; p < PIXELS; p++)
+      images[r * PIXELS + p] = (float)(p + 1);
+  memcpy(again, images, sizeof images);
+  htp_fmnist_augment(images, ROWS, 7, 11);
+  htp_fmnist_augment(again, ROWS, 7, 11);
+  assert_memory_equal(images, again, sizeof images);
+  const float background = -HTP_FMNIST_MEAN / HTP_FMNIST_STD;
+  int drawn[2][SPAN][SPAN] = {{{0}}};
+  for (int r = 0; r < ROWS; r++) {
+    const float *image = images + r * PIXELS;
+    int matches = 0;
+    for (int flip = 0; flip < 2; flip++)
+      for (int dy = -HTP_FMNIST_SHIFT; dy <= HTP_FMNIST_SHIFT; dy++)
+        for (int dx = -HTP_FMNIST_SHIFT; dx <= HTP_FMNIST_SHIFT; dx++) {
+          int same = 1;
+          for (int y = 0; y < SIDE && same; y++)
+            for (int x = 0; x < SIDE && same; x++) {
+              const int sy = y - dy, sx = x - dx;
+              const float want = sy < 0 || sy >= SIDE || sx < 0 || sx >= SIDE
+                                     ? background
+                                     : (float)(sy * SIDE + (flip ? SIDE - 1 - sx : sx) + 1);
+              same = image[y * SIDE + x] == want;
+            }
+          if (same) {
+            matches++;
+            drawn[flip][dy + HTP_FMNIST_SHIFT][dx + HTP_FMNIST_SHIFT]++;
+          }
+        }
+    assert_int_equal(matches, 1);
+  }
+  for (int flip = 0; flip < 2; flip++)
+    for (int dy = 0; dy < SPAN; dy++)
+      for (int dx = 0; dx < SPAN; dx++)
+        assert_true(drawn[flip][dy][dx] > 0); /* 50 choices: each ~20 times */
+  /* Another step draws anew (10 rows all alike: odds 50^-10). */
+  for (int r = 0; r < 10; r++)
+    for (int p = 0; p < PIXELS; p++)
+      again[r * PIXELS + p] = (float)(p + 1);
+  htp_fmnist_augment(again, 10, 7, 12);
+  assert_memory_not_equal(again, images, 10 * PIXELS * sizeof(float));
+}
+
 static void test_load_errors(void **state) {
   (void)state;
   htp_idx_set set;
@@ -139,6 +191,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shuffle),
       cmocka_unit_test(test_batch),
+      cmocka_unit_test(test_augment),
       cmocka_unit_test(test_load_errors),
       cmocka_unit_test(test_init),
   };

@@ -152,6 +152,11 @@ void htp_run_print_help(FILE *stream) {
       "  --schedule cosine|constant\n"
       "                        cosine (default): lr * (1 + cos(pi t / T)) / 2 over the T\n"
       "                        steps of --epochs, no warm-up; constant: lr\n"
+      "  --augment none|flip-shift\n"
+      "                        training batches as read (none, default) or each image\n"
+      "                        flipped left-right with probability 1/2 and shifted by\n"
+      "                        -2..2 pixels each way (background fills), drawn from\n"
+      "                        (--seed, step): every rank and a resumed run see the same\n"
       "  --momentum X          SGD's momentum in [0, 1) (default 0.9)\n"
       "  --weight-decay X      in [0, 10] (default 0.05 for adamw, 0 for sgd); applied\n"
       "                        to matrices only, not to biases, norms, cls_token or\n"
@@ -300,7 +305,7 @@ enum flag_id {
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
-  FLAG_METRICS
+  FLAG_METRICS, FLAG_AUGMENT
 };
 
 static const struct option long_flags[] = {
@@ -333,6 +338,7 @@ static const struct option long_flags[] = {
     {"momentum", required_argument, NULL, FLAG_MOMENTUM},
     {"weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY},
     {"schedule", required_argument, NULL, FLAG_SCHEDULE},
+    {"augment", required_argument, NULL, FLAG_AUGMENT},
     {"limit-train", required_argument, NULL, FLAG_LIMIT_TRAIN},
     {"limit-test", required_argument, NULL, FLAG_LIMIT_TEST},
     {"params", required_argument, NULL, FLAG_PARAMS},
@@ -369,6 +375,7 @@ static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
+static const char *const augment_names[] = {"none", "flip-shift", NULL};
 
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
                   size_t err_size) {
@@ -668,6 +675,12 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
       return 1;
     options->train.schedule =
         strcmp(value, "constant") == 0 ? HTP_TRAIN_CONSTANT : HTP_TRAIN_COSINE;
+    return 0;
+  case FLAG_AUGMENT:
+    if (one_of(flag, value, augment_names, err, err_size))
+      return 1;
+    options->train.augment =
+        strcmp(value, "flip-shift") == 0 ? HTP_AUGMENT_FLIP_SHIFT : HTP_AUGMENT_NONE;
     return 0;
   case FLAG_LR:
     if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size))

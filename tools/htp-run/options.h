@@ -48,6 +48,7 @@ typedef enum htp_report_kind { HTP_REPORT_TABLE, HTP_REPORT_JSON } htp_report_ki
 /* --train's choices. */
 typedef enum htp_train_optimizer { HTP_TRAIN_ADAMW, HTP_TRAIN_SGD } htp_train_optimizer;
 typedef enum htp_train_schedule { HTP_TRAIN_COSINE, HTP_TRAIN_CONSTANT } htp_train_schedule;
+typedef enum htp_train_augment { HTP_AUGMENT_NONE, HTP_AUGMENT_FLIP_SHIFT } htp_train_augment;
 #define HTP_TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 enum { HTP_TRAIN_MAX_EPOCHS = 100000 };
 
@@ -62,6 +63,7 @@ typedef struct htp_train_options {
   double weight_decay;
   int weight_decay_given, lr_given;
   htp_train_schedule schedule;
+  htp_train_augment augment;     /* of the training batches */
   long limit_train, limit_test;  /* 0: the whole set */
   const char *params, *checkpoint, *resume, *metrics;
 } htp_train_options;

@@ -612,6 +612,9 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
   json_object_set_new(root, "optimizer", json_string(optimizer_name(options->train.optimizer)));
   json_object_set_new(root, "lr", json_real(options->train.lr));
+  json_object_set_new(root, "augment",
+                      json_string(options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? "flip-shift"
+                                                                                  : "none"));
   json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
                                                         ? "cosine" : "constant"));
   json_object_set_new(root, "weight_decay", json_real(options->train.weight_decay));
@@ -946,7 +949,10 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
 #define STEP_TRY(call, what) RANK_TRY(call, what, step)
       STEP_TRY(htp_barrier(run->ctx), "the barrier");
       STEP_TRY(htp_fault_point(run->ctx, step), "the fault point");
-      htp_fmnist_batch(job->train, order, (uint32_t)(s * batch), batch, images, targets, labels);
+      const int real =
+          htp_fmnist_batch(job->train, order, (uint32_t)(s * batch), batch, images, targets, labels);
+      if (options->train.augment == HTP_AUGMENT_FLIP_SHIFT)
+        htp_fmnist_augment(images, real, options->seed, step);
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->images], images,
                               sig->args[job->images].bytes), "uploading the batch");
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], targets,
@@ -1191,10 +1197,11 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     goto done;
   if (!quiet)
     fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d, batch %d, %u training and %u test "
-            "images, %ld steps an epoch, %s lr %g (%s)%s%s\n", sig->entry,
+            "images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n", sig->entry,
             job.eval_sig->entry, job.tp, job.batch, train_set.count, test_set.count, job.steps,
             optimizer_name(train->optimizer), train->lr,
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
+            train->augment == HTP_AUGMENT_FLIP_SHIFT ? ", augmented (flip-shift)" : "",
             train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
   status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
                               &state->outcome, err, err_size) ? 2 : 0;

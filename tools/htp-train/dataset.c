@@ -114,6 +114,29 @@ void htp_fmnist_shuffle(uint32_t *order, uint32_t n, uint64_t seed, int64_t epoc
   }
 }
 
+void htp_fmnist_augment(float *images, int rows, uint64_t seed, int64_t step) {
+  enum { SIDE = HTP_FMNIST_SIDE, SPAN = 2 * HTP_FMNIST_SHIFT + 1 };
+  const float background = -HTP_FMNIST_MEAN / HTP_FMNIST_STD;
+  float copy[SIDE * SIDE];
+  for (int row = 0; row < rows; row++) {
+    uint64_t mix = seed ^ (UINT64_C(0x2545f4914f6cdd1d) * (uint64_t)(step + 1)) ^
+                   (UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(row + 1)), s[4];
+    for (int i = 0; i < 4; i++)
+      s[i] = splitmix64(&mix);
+    const int flip = (int)below(s, 2);
+    const int dy = (int)below(s, SPAN) - HTP_FMNIST_SHIFT, dx = (int)below(s, SPAN) - HTP_FMNIST_SHIFT;
+    float *image = images + (size_t)row * SIDE * SIDE;
+    memcpy(copy, image, sizeof copy);
+    for (int y = 0; y < SIDE; y++)
+      for (int x = 0; x < SIDE; x++) {
+        const int sy = y - dy, shifted = x - dx, sx = flip ? SIDE - 1 - shifted : shifted;
+        image[y * SIDE + x] = sy >= 0 && sy < SIDE && shifted >= 0 && shifted < SIDE
+                                  ? copy[sy * SIDE + sx]
+                                  : background;
+      }
+  }
+}
+
 int htp_fmnist_batch(const htp_idx_set *set, const uint32_t *order, uint32_t start, int batch,
                      float *images, float *targets, int32_t *labels) {
   const size_t pixels = (size_t)HTP_FMNIST_SIDE * HTP_FMNIST_SIDE;
