@@ -143,11 +143,11 @@ static void blas_tasks(const struct head_job *job, float *scores, int64_t tasks)
             stride = (int)job->qkv_stride;
   for (int64_t task = 0; task < tasks; ++task) {
     const float *q = task_q(job, task);
-    htp__sgemm(CblasTrans, tokens, tokens, head_dim, job->scale, q, stride, q + job->k_offset,
-               stride, 0.0f, scores, tokens);
+    htp__sgemm(CblasNoTrans, CblasTrans, tokens, tokens, head_dim, job->scale, q, stride,
+               q + job->k_offset, stride, 0.0f, scores, tokens);
     htp__softmax_rows(scores, tokens, tokens);
-    htp__sgemm(CblasNoTrans, tokens, head_dim, tokens, 1.0f, scores, tokens, q + job->v_offset,
-               stride, 0.0f, task_context(job, task), job->ctx_stride);
+    htp__sgemm(CblasNoTrans, CblasNoTrans, tokens, head_dim, tokens, 1.0f, scores, tokens,
+               q + job->v_offset, stride, 0.0f, task_context(job, task), job->ctx_stride);
   }
 }
 

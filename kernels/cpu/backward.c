@@ -9,9 +9,9 @@
  * sums are split by columns (each column summed over rows in order, in
  * double), the loss by a fixed number of row blocks summed in order.
  *
- * htp__sgemm takes A untransposed only (so does plain_blas), so the weight
- * gradients dW += dYᵀ·X first transpose dY; linear's transpose lives in a
- * buffer of its own (the entry has no scratch), attention's in its scratch.
+ * The weight gradients dW += dYᵀ·X are one GEMM with A transposed, which
+ * htp__sgemm splits by dW's rows or columns (dW is small, the sum runs over
+ * the batch's rows), so no copy of dY is made.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cpu/train.h"
 
@@ -23,32 +23,6 @@
 #include <string.h>
 
 /* ----- Shared pieces ----------------------------------------------------- */
-
-/* dst[c, r] = src[r, c] for a [rows, cols] block of src (row stride ld):
- * parallel over blocks of dst's rows, read in tiles so both sides stay in
- * cache. */
-struct transpose_job {
-  const float *src;
-  float *dst;
-  int64_t rows, cols, ld;
-};
-
-enum { TILE = 32 };
-
-static void transpose_cols(void *ctx, int64_t begin, int64_t end) {
-  const struct transpose_job *job = ctx;
-  for (int64_t r0 = 0; r0 < job->rows; r0 += TILE) {
-    const int64_t r1 = r0 + TILE < job->rows ? r0 + TILE : job->rows;
-    for (int64_t c = begin; c < end; ++c)
-      for (int64_t r = r0; r < r1; ++r)
-        job->dst[c * job->rows + r] = job->src[r * job->ld + c];
-  }
-}
-
-static void transpose(const float *src, int64_t rows, int64_t cols, int64_t ld, float *dst) {
-  struct transpose_job job = {src, dst, rows, cols, ld};
-  htp__parallel(cols, rows > 0 ? 1 + HTP_GRAIN / rows : cols, transpose_cols, &job);
-}
 
 /* out[c] += Σ_r a[r, c] (row stride ld), each column in row order in double. */
 struct colsum_job {
@@ -93,23 +67,14 @@ htp_kernel_status htp__cpu_linear_backward_f32(const htp_kernel_env *env, const 
     if (out_features == 0)
       memset(dx, 0, (size_t)(rows * in_features) * sizeof(float));
     else /* dx[rows, in] = dy[rows, out] · w[out, in] */
-      htp__sgemm(CblasNoTrans, rows, in_features, out_features, 1.0f, dy, out_features, w,
-                 in_features, 0.0f, dx, in_features);
+      htp__sgemm(CblasNoTrans, CblasNoTrans, rows, in_features, out_features, 1.0f, dy,
+                 out_features, w, in_features, 0.0f, dx, in_features);
   }
   if (db)
     colsum_acc(dy, rows, out_features, out_features, db);
-  if (dw && rows > 0 && out_features > 0 && in_features > 0) {
-    /* dw[out, in] += dyᵀ[out, rows] · x[rows, in] */
-    float *dyt = malloc((size_t)(rows * out_features) * sizeof(float));
-    if (!dyt)
-      return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM,
-                             "linear backward: no memory for dy's transpose (%lld floats)",
-                             (long long)(rows * out_features));
-    transpose(dy, rows, out_features, out_features, dyt);
-    htp__sgemm(CblasNoTrans, out_features, in_features, rows, 1.0f, dyt, rows, x, in_features,
-               1.0f, dw, in_features);
-    free(dyt);
-  }
+  if (dw && rows > 0 && out_features > 0 && in_features > 0) /* dw[out, in] += dyᵀ · x */
+    htp__sgemm(CblasTrans, CblasNoTrans, out_features, in_features, rows, 1.0f, dy,
+               out_features, x, in_features, 1.0f, dw, in_features);
   return HTP_KERNEL_OK;
 }
 
@@ -267,9 +232,8 @@ htp_kernel_status htp__cpu_gelu_backward_f32(const htp_kernel_env *env, const fl
 /* One (image, head) task: the forward recomputed (P = softmax(q kᵀ s),
  * context = P v) and, when dqkv is wanted, its adjoint:
  *   dP = dctx vᵀ; dS = P ∘ (dP - rowsum(P ∘ dP)) s;
- *   dv = Pᵀ dctx; dq = dS k; dk = dSᵀ q,
- * the transposes taken in place (the buffers are square). Tasks write
- * disjoint columns of context and dqkv. */
+ *   dv = Pᵀ dctx; dq = dS k; dk = dSᵀ q.
+ * Tasks write disjoint columns of context and dqkv. */
 struct attn_job {
   const float *qkv, *dctx;
   float *ctx, *dqkv, *slots;
@@ -278,15 +242,6 @@ struct attn_job {
   int backward;
 };
 
-static void square_transpose(float *a, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = i + 1; j < n; ++j) {
-      const float t = a[i * n + j];
-      a[i * n + j] = a[j * n + i];
-      a[j * n + i] = t;
-    }
-}
-
 static void attn_task(const struct attn_job *job, int64_t task, float *p, float *d) {
   const int64_t tokens = job->tokens, hd = job->head_dim, inner = job->inner;
   const int64_t stride = 3 * inner;
@@ -294,15 +249,17 @@ static void attn_task(const struct attn_job *job, int64_t task, float *p, float 
   const int64_t qoff = b * tokens * stride + h * hd, coff = b * tokens * inner + h * hd;
   const float *q = job->qkv + qoff, *k = q + inner, *v = q + 2 * inner;
 
-  htp__sgemm(CblasTrans, tokens, tokens, hd, job->scale, q, stride, k, stride, 0.0f, p, tokens);
+  htp__sgemm(CblasNoTrans, CblasTrans, tokens, tokens, hd, job->scale, q, stride, k, stride, 0.0f,
+             p, tokens);
   htp__softmax_rows(p, tokens, tokens);
-  htp__sgemm(CblasNoTrans, tokens, hd, tokens, 1.0f, p, tokens, v, stride, 0.0f,
+  htp__sgemm(CblasNoTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, p, tokens, v, stride, 0.0f,
              job->ctx + coff, inner);
   if (!job->backward)
     return;
   const float *dctx = job->dctx + coff;
   float *dq = job->dqkv + qoff, *dk = dq + inner, *dv = dq + 2 * inner;
-  htp__sgemm(CblasTrans, tokens, tokens, hd, 1.0f, dctx, inner, v, stride, 0.0f, d, tokens);
+  htp__sgemm(CblasNoTrans, CblasTrans, tokens, tokens, hd, 1.0f, dctx, inner, v, stride, 0.0f, d,
+             tokens);
   for (int64_t i = 0; i < tokens; ++i) {
     float *pr = p + i * tokens, *dr = d + i * tokens;
     double dot = 0.0;
@@ -311,11 +268,12 @@ static void attn_task(const struct attn_job *job, int64_t task, float *p, float 
     for (int64_t j = 0; j < tokens; ++j)
       dr[j] = pr[j] * (dr[j] - (float)dot) * job->scale;
   }
-  square_transpose(p, tokens);
-  htp__sgemm(CblasNoTrans, tokens, hd, tokens, 1.0f, p, tokens, dctx, inner, 0.0f, dv, stride);
-  htp__sgemm(CblasNoTrans, tokens, hd, tokens, 1.0f, d, tokens, k, stride, 0.0f, dq, stride);
-  square_transpose(d, tokens);
-  htp__sgemm(CblasNoTrans, tokens, hd, tokens, 1.0f, d, tokens, q, stride, 0.0f, dk, stride);
+  htp__sgemm(CblasTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, p, tokens, dctx, inner, 0.0f, dv,
+             stride);
+  htp__sgemm(CblasNoTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, d, tokens, k, stride, 0.0f, dq,
+             stride);
+  htp__sgemm(CblasTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, d, tokens, q, stride, 0.0f, dk,
+             stride);
 }
 
 /* Slot s runs tasks s, s + slots, ... with its own two square buffers. */
@@ -347,8 +305,8 @@ htp_kernel_status htp__cpu_attention_backward_f32(
   if (rows == 0 || model_dim == 0)
     return HTP_KERNEL_OK; /* nothing flows (dx has no elements, or only zeros below) */
   const int want_dqkv = dx || dwqkv || dbqkv;
-  float *first = scratch; /* qkv, then the transposes */
-  float *ctx = first + rows * (wide > model_dim ? wide : model_dim);
+  float *qkv = scratch;
+  float *ctx = qkv + rows * (wide > model_dim ? wide : model_dim);
   float *dctx = ctx + rows * inner;
   float *dqkv = dctx + rows * inner;
   float *slots = dqkv + rows * wide;
@@ -360,33 +318,28 @@ htp_kernel_status htp__cpu_attention_backward_f32(
       colsum_acc(dy, rows, model_dim, model_dim, dbproj);
     return HTP_KERNEL_OK;
   }
-  htp_cpu_linear_f32(x, wqkv, bqkv, first, rows, model_dim, wide);
+  htp_cpu_linear_f32(x, wqkv, bqkv, qkv, rows, model_dim, wide);
   if (want_dqkv) /* dctx[rows, inner] = dy[rows, model] · wproj[model, inner] */
-    htp__sgemm(CblasNoTrans, rows, inner, model_dim, 1.0f, dy, model_dim, wproj, inner, 0.0f,
-               dctx, inner);
-  struct attn_job job = {first, dctx, ctx, dqkv, slots, tasks,
+    htp__sgemm(CblasNoTrans, CblasNoTrans, rows, inner, model_dim, 1.0f, dy, model_dim, wproj,
+               inner, 0.0f, dctx, inner);
+  struct attn_job job = {qkv, dctx, ctx, dqkv, slots, tasks,
                          tasks < HTP_ATTN_BWD_SLOTS ? tasks : HTP_ATTN_BWD_SLOTS, tokens,
                          num_heads, head_dim, inner, 1.0f / sqrtf((float)head_dim), want_dqkv};
   htp__parallel(job.slot_count, 1, attn_slots, &job);
 
-  /* qkv is spent: its space takes the transposes. */
   if (dbproj)
     colsum_acc(dy, rows, model_dim, model_dim, dbproj);
-  if (dwproj) { /* dwproj[model, inner] += dyᵀ · ctx */
-    transpose(dy, rows, model_dim, model_dim, first);
-    htp__sgemm(CblasNoTrans, model_dim, inner, rows, 1.0f, first, rows, ctx, inner, 1.0f,
-               dwproj, inner);
-  }
+  if (dwproj) /* dwproj[model, inner] += dyᵀ · ctx */
+    htp__sgemm(CblasTrans, CblasNoTrans, model_dim, inner, rows, 1.0f, dy, model_dim, ctx, inner,
+               1.0f, dwproj, inner);
   if (dbqkv)
     colsum_acc(dqkv, rows, wide, wide, dbqkv);
-  if (dwqkv) { /* dwqkv[3 inner, model] += dqkvᵀ · x */
-    transpose(dqkv, rows, wide, wide, first);
-    htp__sgemm(CblasNoTrans, wide, model_dim, rows, 1.0f, first, rows, x, model_dim, 1.0f,
-               dwqkv, model_dim);
-  }
+  if (dwqkv) /* dwqkv[3 inner, model] += dqkvᵀ · x */
+    htp__sgemm(CblasTrans, CblasNoTrans, wide, model_dim, rows, 1.0f, dqkv, wide, x, model_dim,
+               1.0f, dwqkv, model_dim);
   if (dx) /* dx[rows, model] = dqkv · wqkv[3 inner, model] */
-    htp__sgemm(CblasNoTrans, rows, model_dim, wide, 1.0f, dqkv, wide, wqkv, model_dim, 0.0f, dx,
-               model_dim);
+    htp__sgemm(CblasNoTrans, CblasNoTrans, rows, model_dim, wide, 1.0f, dqkv, wide, wqkv,
+               model_dim, 0.0f, dx, model_dim);
   return HTP_KERNEL_OK;
 }
 

@@ -45,12 +45,13 @@ int htp__threads(void);
 typedef void (*htp__chunk_fn)(void *ctx, int64_t begin, int64_t end);
 void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx);
 
-/* C[m, n] = alpha A[m, k] op(B) + beta C, row-major, A not transposed:
- * cblas_sgemm with its rows split over the pool (each part one
- * single-threaded BLAS call). Every GEMM of the kernels goes through here. */
-void htp__sgemm(CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k, float alpha,
-                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                int64_t ldc);
+/* C[m, n] = alpha op(A) op(B) + beta C, row-major (op(A) is [m, k], op(B)
+ * [k, n]): cblas_sgemm with C split by rows or columns over the pool (each
+ * part one single-threaded BLAS call; every C element's sum over k is one
+ * call's). Every GEMM of the kernels goes through here. */
+void htp__sgemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k,
+                float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                float beta, float *c, int64_t ldc);
 
 /* Items per chunk of an elementwise loop: ~64 KiB of floats, enough that a
  * chunk costs far more than claiming it. */

@@ -192,31 +192,62 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
 }
 
 struct sgemm_job {
-  CBLAS_TRANSPOSE transb;
-  int64_t n, k;
+  CBLAS_TRANSPOSE transa, transb;
+  int64_t m, n, k;
   float alpha, beta;
   const float *a, *b;
   float *c;
   int64_t lda, ldb, ldc;
 };
 
+/* Rows [begin, end) of C: A's rows, or A's columns when it is transposed. */
 static void sgemm_rows(void *ctx, int64_t begin, int64_t end) {
   const struct sgemm_job *job = ctx;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, job->transb, (int)(end - begin), (int)job->n,
-              (int)job->k, job->alpha, job->a + begin * job->lda, (int)job->lda, job->b,
-              (int)job->ldb, job->beta, job->c + begin * job->ldc, (int)job->ldc);
+  const float *a = job->a + (job->transa == CblasNoTrans ? begin * job->lda : begin);
+  cblas_sgemm(CblasRowMajor, job->transa, job->transb, (int)(end - begin), (int)job->n,
+              (int)job->k, job->alpha, a, (int)job->lda, job->b, (int)job->ldb, job->beta,
+              job->c + begin * job->ldc, (int)job->ldc);
 }
 
-void htp__sgemm(CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k, float alpha,
-                const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-                int64_t ldc) {
+/* Columns [begin, end) of C: B's columns, or B's rows when it is transposed. */
+static void sgemm_cols(void *ctx, int64_t begin, int64_t end) {
+  const struct sgemm_job *job = ctx;
+  const float *b = job->b + (job->transb == CblasNoTrans ? begin : begin * job->ldb);
+  cblas_sgemm(CblasRowMajor, job->transa, job->transb, (int)job->m, (int)(end - begin),
+              (int)job->k, job->alpha, job->a, (int)job->lda, b, (int)job->ldb, job->beta,
+              job->c + begin, (int)job->ldc);
+}
+
+enum {
+  /* Multiply-adds below which a product runs in one call. */
+  SGEMM_SERIAL_MACS = 2000000,
+  /* Multiply-adds a part should have at least (its packing is paid per part). */
+  SGEMM_PART_MACS = 1000000,
+};
+
+void htp__sgemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k,
+                float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
+                float beta, float *c, int64_t ldc) {
+  struct sgemm_job job = {transa, transb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
   const int threads = htp__threads();
-  /* Two chunks per thread (a late worker leaves only half its share to the
-   * others), at least 64 rows each, and none for small products. */
-  int64_t grain = (m + 2 * threads - 1) / (2 * threads);
-  grain = grain < 64 ? 64 : (grain + 15) / 16 * 16;
-  if (threads < 2 || (double)m * (double)n * (double)k < 4e6)
-    grain = m;
-  struct sgemm_job job = {transb, n, k, alpha, beta, a, b, c, lda, ldb, ldc};
-  htp__parallel(m, grain, sgemm_rows, &job);
+  const double macs = (double)m * (double)n * (double)k;
+  if (threads < 2 || macs < SGEMM_SERIAL_MACS || m < 1 || n < 1) {
+    sgemm_rows(&job, 0, m);
+    return;
+  }
+  /* Two parts per thread (a late worker leaves only half its share to the
+   * others), none below SGEMM_PART_MACS, split along C's longer side in
+   * multiples of 16 (whole vectors for BLAS's edge kernels). A tall C (the
+   * activations' GEMMs) splits by rows; a short wide one by columns; the
+   * weight gradients (C as small as a weight, k the batch's rows) by
+   * whichever side is longer. Each element's sum over k is one BLAS call's
+   * in every case. */
+  int64_t parts = 2 * (int64_t)threads;
+  if (macs / (double)parts < SGEMM_PART_MACS)
+    parts = (int64_t)(macs / SGEMM_PART_MACS) > 1 ? (int64_t)(macs / SGEMM_PART_MACS) : 1;
+  const int by_rows = m >= n;
+  const int64_t side = by_rows ? m : n;
+  int64_t grain = (side + parts - 1) / parts;
+  grain = (grain + 15) / 16 * 16;
+  htp__parallel(side, grain, by_rows ? sgemm_rows : sgemm_cols, &job);
 }

@@ -9,8 +9,9 @@
  * check_is_strict shows the comparison rejects a gradient 0.2% off). Then
  * linear, layer norm, GELU and the loss against closed-form double
  * references (tighter), the accumulation of parameter gradients (+=), NULL
- * gradients, results independent of the thread count (bitwise), the
- * optimizers against a few steps in double, and the refusals: bad shapes,
+ * gradients, results independent of the thread count (bitwise), a weight
+ * gradient split by its columns, the optimizers against a few steps in
+ * double, and the refusals: bad shapes,
  * too little attention scratch, bad optimizer arguments. The loss with
  * probability targets: one-hot rows give the label loss exactly, soft rows
  * (one not summing to 1) against finite differences. The model's ends:
@@ -805,6 +806,37 @@ static void same_on_any_thread_count(void **state) {
   free(rdx), free(rdg), free(rdb), free(m.logits), free(rdl);
 }
 
+/* A weight gradient dW = dyᵀ x with dW wider than tall (out < in) and big
+ * enough to be split: htp__sgemm splits it by dW's columns, A (dy) read
+ * transposed; on 1 and 3 threads against double. dx = dy w (tall) splits
+ * by rows. */
+static void weight_gradient_split_by_columns(void **state) {
+  (void)state;
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  enum { R = 700, IN = 401, OUT = 24 };
+  float *x = random_floats(R * IN, -1, 1), *w = random_floats(OUT * IN, -1, 1);
+  float *dy = random_floats(R * OUT, -1, 1);
+  double *rdx = dzeros(R * IN), *rdw = dzeros(OUT * IN);
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < OUT; ++o)
+      for (int i = 0; i < IN; ++i) {
+        rdx[r * IN + i] += (double)dy[r * OUT + o] * w[o * IN + i];
+        rdw[o * IN + i] += (double)dy[r * OUT + o] * x[r * IN + i];
+      }
+  const int before = htp_cpu_blas_threads();
+  for (int threads = 1; threads <= 3; threads += 2) {
+    htp_cpu_set_blas_threads(threads);
+    float *dx = zeros(R * IN), *dw = zeros(OUT * IN);
+    assert_int_equal(t->linear_backward_f32(&env, x, w, dy, dx, dw, NULL, R, IN, OUT),
+                     HTP_KERNEL_OK);
+    assert_close("split dx", dx, rdx, R * IN, 1e-6);
+    assert_close("split dw", dw, rdw, OUT * IN, 1e-6);
+    free(dx), free(dw);
+  }
+  htp_cpu_set_blas_threads(before);
+  free(x), free(w), free(dy), free(rdx), free(rdw);
+}
+
 /* ----- Optimizers -------------------------------------------------------- */
 
 enum { ON = 13, STEPS = 4 };
@@ -1131,6 +1163,7 @@ int main(void) {
       cmocka_unit_test_setup(softmax_cross_entropy, setup),
       cmocka_unit_test_setup(cross_entropy_soft_targets, setup),
       cmocka_unit_test_setup(same_on_any_thread_count, setup),
+      cmocka_unit_test_setup(weight_gradient_split_by_columns, setup),
       cmocka_unit_test_setup(sgd_momentum, setup),
       cmocka_unit_test_setup(adamw, setup),
       cmocka_unit_test_setup(patchify_by_hand, setup),

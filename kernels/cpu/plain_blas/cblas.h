@@ -4,8 +4,8 @@
  * (-DHTP_WITH_OPENBLAS=OFF: GPU machines, where the CPU kernels only serve
  * as the CUDA twins' references). kernels/CMakeLists.txt puts this folder
  * on the include path ahead of the system's, so kernels/cpu compiles
- * unchanged. Only what kernels/cpu calls is declared: row-major SGEMM with A
- * not transposed, and OpenBLAS's two thread-count calls. The GEMM is a
+ * unchanged. Only what kernels/cpu calls is declared: row-major SGEMM, and
+ * OpenBLAS's two thread-count calls. The GEMM is a
  * plain C loop (sgemm.c): correct, and far slower than any BLAS.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_PLAIN_BLAS_CBLAS_H
@@ -20,7 +20,7 @@ typedef enum { CblasRowMajor = 101, CblasColMajor = 102 } CBLAS_ORDER;
 typedef enum { CblasNoTrans = 111, CblasTrans = 112, CblasConjTrans = 113 } CBLAS_TRANSPOSE;
 
 /* C = alpha op(A) op(B) + beta C. Supports what the kernels pass: row-major,
- * A not transposed, B either way; anything else sets every C element to NaN
+ * A and B either way; anything else sets every C element to NaN
  * (loudly wrong in a test rather than silently). */
 void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int m,
                  int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
