@@ -67,7 +67,8 @@ static void TILE_FN(const float *q, const float *k, const float *v, int64_t stri
       }
       inv[r] = 1.0f / sum;
     }
-    /* p·v, TILE_JB context columns at a time; the tail of head_dim below. */
+    /* p·v, TILE_JB context columns at a time, then TILE_W; the tail of
+     * head_dim below. */
     int64_t d0 = 0;
     for (; d0 + TILE_JB <= head_dim; d0 += TILE_JB) {
       TILE_V a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
@@ -86,6 +87,22 @@ static void TILE_FN(const float *q, const float *k, const float *v, int64_t stri
         TILE_STORE(out, acc[r][0] * inv[r]);
         TILE_STORE(out + TILE_W, acc[r][1] * inv[r]);
       }
+    }
+    /* One vector of context columns: head_dim 16 under the AVX-512 tiles
+     * would otherwise all go through the scalar tail. */
+    for (; d0 + TILE_W <= head_dim; d0 += TILE_W) {
+      TILE_V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+      for (int64_t j = 0; j < tokens; ++j) {
+        const TILE_V v0 = TILE_LOAD(v + j * stride + d0);
+        const float *pj = s + j;
+        a0 += pj[0] * v0;
+        a1 += pj[padded] * v0;
+        a2 += pj[2 * padded] * v0;
+        a3 += pj[3 * padded] * v0;
+      }
+      const TILE_V acc[QB] = {a0, a1, a2, a3};
+      for (int64_t r = 0; r < valid; ++r)
+        TILE_STORE(ctx + (t0 + r) * ctx_stride + d0, acc[r] * inv[r]);
     }
     if (d0 < head_dim) {
       const int64_t width = head_dim - d0;

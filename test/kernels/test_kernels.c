@@ -251,8 +251,8 @@ static void test_threaded(void **state) {
   htp_cpu_linear_f32(x, w, b, y, rows, dim, dim);
   reference_linear(x, w, b, want, rows, dim, dim);
   assert_true(relative_error(y, want, n) < 1e-5);
-  /* Big enough (m n k >= 4e6) to be split by rows: 301 rows in chunks of 64,
-   * the last one short. */
+  /* Big enough (m n k >= 2e6) to be split by rows: 301 rows in four chunks
+   * of 80 (a chunk has 1e6 multiply-adds at least), the last one short. */
   {
     const int64_t m = 301, k = 157, o = 101;
     float *a = random_floats(m * k, -1, 1), *wb = random_floats(o * k, -1, 1);
