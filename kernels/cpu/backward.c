@@ -7,7 +7,9 @@
  * that depends only on the shapes, never on the thread count or on which
  * thread ran what, so a step's gradients are bitwise reproducible: column
  * sums are split by columns (each column summed over rows in order, in
- * double), the loss by a fixed number of row blocks summed in order.
+ * double), the loss by a fixed number of row blocks summed in order, and a
+ * row's sums (layer norm's) run over the vector lanes of the one clone this
+ * machine picks (HTP_VECTOR_CLONES), whichever thread runs the row.
  *
  * The weight gradients dW += dYᵀ·X are one GEMM with A transposed, which
  * htp__sgemm splits by dW's rows or columns (dW is small, the sum runs over
@@ -33,6 +35,14 @@ struct colsum_job {
 
 enum { COLS_PER_CHUNK = 256 };
 
+/* acc[c] += row[c] for c < width: independent columns, so vectorised
+ * without reordering any sum. */
+HTP_VECTOR_CLONES
+static void add_row(double *acc, const float *row, int64_t width) {
+  for (int64_t c = 0; c < width; ++c)
+    acc[c] += row[c];
+}
+
 static void colsum_chunk(void *ctx, int64_t begin, int64_t end) {
   const struct colsum_job *job = ctx;
   double acc[COLS_PER_CHUNK];
@@ -40,11 +50,8 @@ static void colsum_chunk(void *ctx, int64_t begin, int64_t end) {
     const int64_t width = end - c0 < COLS_PER_CHUNK ? end - c0 : COLS_PER_CHUNK;
     for (int64_t c = 0; c < width; ++c)
       acc[c] = 0.0;
-    for (int64_t r = 0; r < job->rows; ++r) {
-      const float *row = job->a + r * job->ld + c0;
-      for (int64_t c = 0; c < width; ++c)
-        acc[c] += row[c];
-    }
+    for (int64_t r = 0; r < job->rows; ++r)
+      add_row(acc, job->a + r * job->ld + c0, width);
     for (int64_t c = 0; c < width; ++c)
       job->out[c0 + c] += (float)acc[c];
   }
@@ -93,35 +100,70 @@ struct ln_job {
   float epsilon;
 };
 
+/* One row: its statistics to stats[0..1] and, when dx is wanted, dx. The
+ * sums run in double over fixed lanes (omp simd: the order depends on the
+ * vector width this machine's clone uses, never on threads). gamma NULL is
+ * all ones. */
+HTP_VECTOR_CLONES
+static void ln_row(const float *x, const float *gamma, const float *dy, float *dx, double *stats,
+                   int64_t dim, float epsilon) {
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < dim; ++i)
+    sum += x[i];
+  const double mean = sum / (double)dim;
+  double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
+  for (int64_t i = 0; i < dim; ++i)
+    squares += (x[i] - mean) * (x[i] - mean);
+  const double rstd = 1.0 / sqrt(squares / (double)dim + (double)epsilon);
+  stats[0] = mean;
+  stats[1] = rstd;
+  if (!dx)
+    return;
+  double g_sum = 0.0, gx_sum = 0.0;
+  if (gamma) {
+#pragma omp simd reduction(+ : g_sum, gx_sum)
+    for (int64_t i = 0; i < dim; ++i) {
+      const double g = (double)dy[i] * gamma[i];
+      g_sum += g;
+      gx_sum += g * (x[i] - mean);
+    }
+  } else {
+#pragma omp simd reduction(+ : g_sum, gx_sum)
+    for (int64_t i = 0; i < dim; ++i) {
+      g_sum += dy[i];
+      gx_sum += (double)dy[i] * (x[i] - mean);
+    }
+  }
+  const double g_mean = g_sum / (double)dim, gx_mean = gx_sum * rstd / (double)dim;
+  /* dx = rstd (g - g_mean - (x - mean) rstd gx_mean), in float from here:
+   * its terms are each within f32 round-off of their double values. */
+  const float a = (float)rstd, b = (float)(rstd * g_mean), c = (float)(rstd * rstd * gx_mean);
+  if (gamma) {
+    for (int64_t i = 0; i < dim; ++i)
+      dx[i] = a * (dy[i] * gamma[i]) - b - ((float)((double)x[i] - mean)) * c;
+  } else {
+    for (int64_t i = 0; i < dim; ++i)
+      dx[i] = a * dy[i] - b - ((float)((double)x[i] - mean)) * c;
+  }
+}
+
 static void ln_rows(void *ctx, int64_t begin, int64_t end) {
   const struct ln_job *job = ctx;
-  const int64_t dim = job->dim;
-  for (int64_t r = begin; r < end; ++r) {
-    const float *x = job->x + r * dim, *dy = job->dy + r * dim;
-    double sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i)
-      sum += x[i];
-    const double mean = sum / (double)dim;
-    double squares = 0.0;
-    for (int64_t i = 0; i < dim; ++i)
-      squares += (x[i] - mean) * (x[i] - mean);
-    const double rstd = 1.0 / sqrt(squares / (double)dim + (double)job->epsilon);
-    job->stats[2 * r] = mean;
-    job->stats[2 * r + 1] = rstd;
-    if (!job->dx)
-      continue;
-    double g_sum = 0.0, gx_sum = 0.0;
-    for (int64_t i = 0; i < dim; ++i) {
-      const double g = (double)dy[i] * (job->gamma ? job->gamma[i] : 1.0f);
-      g_sum += g;
-      gx_sum += g * (x[i] - mean) * rstd;
-    }
-    const double g_mean = g_sum / (double)dim, gx_mean = gx_sum / (double)dim;
-    float *dx = job->dx + r * dim;
-    for (int64_t i = 0; i < dim; ++i) {
-      const double g = (double)dy[i] * (job->gamma ? job->gamma[i] : 1.0f);
-      dx[i] = (float)(rstd * (g - g_mean - (x[i] - mean) * rstd * gx_mean));
-    }
+  for (int64_t r = begin; r < end; ++r)
+    ln_row(job->x + r * job->dim, job->gamma, job->dy + r * job->dim,
+           job->dx ? job->dx + r * job->dim : NULL, job->stats + 2 * r, job->dim, job->epsilon);
+}
+
+/* acc_g[c] += dy[c] (x[c] - mean) rstd, acc_b[c] += dy[c] for c < width:
+ * independent columns, vectorised without reordering any sum. */
+HTP_VECTOR_CLONES
+static void ln_col_row(double *acc_g, double *acc_b, const float *x, const float *dy,
+                       double mean, double rstd, int64_t width) {
+  for (int64_t c = 0; c < width; ++c) {
+    acc_g[c] += dy[c] * ((x[c] - mean) * rstd);
+    acc_b[c] += dy[c];
   }
 }
 
@@ -132,14 +174,9 @@ static void ln_cols(void *ctx, int64_t begin, int64_t end) {
     const int64_t width = end - c0 < COLS_PER_CHUNK ? end - c0 : COLS_PER_CHUNK;
     for (int64_t c = 0; c < width; ++c)
       acc_g[c] = acc_b[c] = 0.0;
-    for (int64_t r = 0; r < job->rows; ++r) {
-      const float *x = job->x + r * job->dim + c0, *dy = job->dy + r * job->dim + c0;
-      const double mean = job->stats[2 * r], rstd = job->stats[2 * r + 1];
-      for (int64_t c = 0; c < width; ++c) {
-        acc_g[c] += dy[c] * ((x[c] - mean) * rstd);
-        acc_b[c] += dy[c];
-      }
-    }
+    for (int64_t r = 0; r < job->rows; ++r)
+      ln_col_row(acc_g, acc_b, job->x + r * job->dim + c0, job->dy + r * job->dim + c0,
+                 job->stats[2 * r], job->stats[2 * r + 1], width);
     for (int64_t c = 0; c < width; ++c) {
       if (job->dgamma)
         job->dgamma[c0 + c] += (float)acc_g[c];
