@@ -279,6 +279,19 @@ struct attn_job {
   int backward;
 };
 
+/* d = p ∘ (d - Σ p ∘ d) scale for one row; the sum in double over the
+ * lanes of this machine's clone (a fixed order). */
+HTP_VECTOR_CLONES
+static void softmax_grad_row(const float *p, float *d, int64_t n, float scale) {
+  double dot = 0.0;
+#pragma omp simd reduction(+ : dot)
+  for (int64_t j = 0; j < n; ++j)
+    dot += (double)p[j] * d[j];
+  const float shift = (float)dot;
+  for (int64_t j = 0; j < n; ++j)
+    d[j] = p[j] * (d[j] - shift) * scale;
+}
+
 static void attn_task(const struct attn_job *job, int64_t task, float *p, float *d) {
   const int64_t tokens = job->tokens, hd = job->head_dim, inner = job->inner;
   const int64_t stride = 3 * inner;
@@ -297,14 +310,8 @@ static void attn_task(const struct attn_job *job, int64_t task, float *p, float 
   float *dq = job->dqkv + qoff, *dk = dq + inner, *dv = dq + 2 * inner;
   htp__sgemm(CblasNoTrans, CblasTrans, tokens, tokens, hd, 1.0f, dctx, inner, v, stride, 0.0f, d,
              tokens);
-  for (int64_t i = 0; i < tokens; ++i) {
-    float *pr = p + i * tokens, *dr = d + i * tokens;
-    double dot = 0.0;
-    for (int64_t j = 0; j < tokens; ++j)
-      dot += (double)pr[j] * dr[j];
-    for (int64_t j = 0; j < tokens; ++j)
-      dr[j] = pr[j] * (dr[j] - (float)dot) * job->scale;
-  }
+  for (int64_t i = 0; i < tokens; ++i)
+    softmax_grad_row(p + i * tokens, d + i * tokens, tokens, job->scale);
   htp__sgemm(CblasTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, p, tokens, dctx, inner, 0.0f, dv,
              stride);
   htp__sgemm(CblasNoTrans, CblasNoTrans, tokens, hd, tokens, 1.0f, d, tokens, k, stride, 0.0f, dq,
