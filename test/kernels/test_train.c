@@ -544,7 +544,7 @@ static void attention_backward(void **state) {
   (void)state;
   /* Tensor-parallel-like shard: inner (6) differs from model_dim (7). */
   attention_case((struct attn_shape){2, 5, 7, 3, 2});
-  /* 3 inner < model_dim: the transposes need model_dim's width. */
+  /* 3 inner < model_dim (the scratch still sizes its first buffer by the wider). */
   attention_case((struct attn_shape){3, 4, 11, 1, 3});
   /* One token: softmax is 1, so only v's path carries gradient. */
   attention_case((struct attn_shape){2, 1, 5, 2, 2});
