@@ -60,8 +60,7 @@ static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim
 }
 
 /* htp_cpu attention backward (the CPU table's attention_backward_f32,
- * kernels/cpu/backward.c): [qkv, later the transposes of dy and dqkv: rows
- * * max(3 * inner, model_dim)][context: rows * inner][dcontext: rows *
+ * kernels/cpu/backward.c): [qkv: rows * 3 * inner][context: rows * inner][dcontext: rows *
  * inner][dqkv: rows * 3 * inner][slots: min(batch * num_heads,
  * HTP_ATTN_BWD_SLOTS) * 2 * tokens * tokens] (each slot one head's
  * probabilities and their gradient; the slots bound the memory, not the
@@ -76,7 +75,7 @@ static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, i
   int64_t wide = htp__size_mul(inner, 3);
   if (model_dim < 0 || wide < 0)
     return -1;
-  int64_t first = htp__size_mul(rows, wide > model_dim ? wide : model_dim);
+  int64_t first = htp__size_mul(rows, wide);
   int64_t tasks = htp__size_mul(batch, num_heads);
   const int64_t most = HTP_ATTN_BWD_SLOTS; /* not the enum in the ?: (C++ warns) */
   int64_t slots = tasks > most ? most : tasks;

@@ -350,7 +350,7 @@ htp_kernel_status htp__cpu_attention_backward_f32(
     return HTP_KERNEL_OK; /* nothing flows (dx has no elements, or only zeros below) */
   const int want_dqkv = dx || dwqkv || dbqkv;
   float *qkv = scratch;
-  float *ctx = qkv + rows * (wide > model_dim ? wide : model_dim);
+  float *ctx = qkv + rows * wide;
   float *dctx = ctx + rows * inner;
   float *dqkv = dctx + rows * inner;
   float *slots = dqkv + rows * wide;

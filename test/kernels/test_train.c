@@ -544,7 +544,7 @@ static void attention_backward(void **state) {
   (void)state;
   /* Tensor-parallel-like shard: inner (6) differs from model_dim (7). */
   attention_case((struct attn_shape){2, 5, 7, 3, 2});
-  /* 3 inner < model_dim (the scratch still sizes its first buffer by the wider). */
+  /* 3 inner < model_dim: the scratch holds no [rows, model_dim] buffer. */
   attention_case((struct attn_shape){3, 4, 11, 1, 3});
   /* One token: softmax is 1, so only v's path carries gradient. */
   attention_case((struct attn_shape){2, 1, 5, 2, 2});
@@ -553,11 +553,11 @@ static void attention_backward(void **state) {
 static void attention_scratch_formula(void **state) {
   (void)state;
   const htp_kernel_table *t = htp_cpu_kernel_table();
-  /* By hand: rows 10, inner 6: 10*max(18,7) + 2*10*6 + 10*18 + min(6,64)*2*25 */
+  /* By hand: rows 10, inner 6: 10*18 + 2*10*6 + 10*18 + min(6,64)*2*25 */
   assert_int_equal(t->attention_backward_scratch_floats(2, 5, 7, 3, 2),
                    180 + 120 + 180 + 6 * 50);
-  /* rows 12, inner 3: 12*11 + 2*12*3 + 12*9 + 3*2*16 */
-  assert_int_equal(t->attention_backward_scratch_floats(3, 4, 11, 1, 3), 132 + 72 + 108 + 96);
+  /* rows 12, inner 3 (3 inner = 9 < model_dim 11): 12*9 + 2*12*3 + 12*9 + 3*2*16 */
+  assert_int_equal(t->attention_backward_scratch_floats(3, 4, 11, 1, 3), 108 + 72 + 108 + 96);
   /* Slots stop at 64 however many (image, head) tasks there are. */
   assert_int_equal(t->attention_backward_scratch_floats(100, 2, 4, 1, 4),
                    200 * 12 + 2 * 200 * 4 + 200 * 12 + 64 * 2 * 4);
