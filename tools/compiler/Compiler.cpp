@@ -85,7 +85,12 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
       errorStream << path << ": " << (publicNames.empty() ? "no public function to run"
                                                            : "several public functions (")
                   << llvm::join(publicNames, ", ")
-                  << (publicNames.empty() ? "" : "); choose one with --entry") << "\n";
+                  << (publicNames.empty() ? "" : "); choose one with --entry")
+                  << (grad && !publicNames.empty()
+                          ? " (or NAME_grad, the backward --htp-grad writes for a loss "
+                            "function NAME)"
+                          : "")
+                  << "\n";
       return nullptr;
     }
     entry = publicNames.front().str();
