@@ -1,8 +1,8 @@
 /*===- tools/htp-run/data.c - Bind inputs and parameters of a block -----===*
  *
- * This file implements data.h. The generator is splitmix64 (to seed) and
- * xoshiro256** with Box-Muller for normals: small, portable and identical on
- * every machine, so the same seed gives the same data everywhere. bf16
+ * This file implements data.h. Normals are Box-Muller over tools/rng.h's
+ * generator, identical on every machine, so the same seed gives the same
+ * data everywhere. bf16
  * arguments get the same f32 draws rounded once (kernels/htp_bf16.h), so an
  * f32 and a bf16 build of one block see the same data up to that rounding.
  *===----------------------------------------------------------------------===*/
@@ -12,38 +12,11 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/safetensors.h"
+#include "tools/rng.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-typedef struct rng {
-  uint64_t state[4];
-} rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t next_u64(rng *r) {
-  uint64_t *s = r->state;
-  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
-
-/* Uniform in (0, 1]: never 0, so log() is finite. */
-static double next_unit(rng *r) { return ((next_u64(r) >> 11) + 1) * (1.0 / 9007199254740992.0); }
 
 /* Element i of out, in tensor's dtype: f32 as is, bf16 rounded. */
 static void store(const htp_sig_tensor *tensor, void *out, int64_t i, float value) {
@@ -68,11 +41,9 @@ void htp_fill_random(const htp_sig_tensor *tensor, int index, uint64_t seed, voi
   }
   double std = tensor->role == HTP_SIG_INPUT ? 1.0 : 0.02;
   uint64_t mix = seed ^ (UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(index + 1));
-  rng r;
-  for (int i = 0; i < 4; i++)
-    r.state[i] = splitmix64(&mix);
+  htp_rng r = htp_rng_seeded(mix);
   for (int64_t i = 0; i < tensor->count; i += 2) {
-    double radius = sqrt(-2.0 * log(next_unit(&r))), angle = 6.283185307179586 * next_unit(&r);
+    double radius = sqrt(-2.0 * log(htp_rng_unit(&r))), angle = 6.283185307179586 * htp_rng_unit(&r);
     store(tensor, out, i, (float)(std * radius * cos(angle)));
     if (i + 1 < tensor->count)
       store(tensor, out, i + 1, (float)(std * radius * sin(angle)));

@@ -1,12 +1,12 @@
 /*===- tools/htp-train/dataset.c - Fashion-MNIST batches for training -----===*
  *
- * See dataset.h. The shuffle's generator is the one htp-run's random data
- * uses (splitmix64 to seed xoshiro256**), written again here so this
- * library stays free of htp-run; the bound draw is Lemire's unbiased
- * multiply-and-reject.
+ * See dataset.h. The shuffle and the augmentation draw from tools/rng.h,
+ * the generator htp-run's random data uses.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-train/dataset.h"
+
+#include "tools/rng.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -67,48 +67,12 @@ int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx
   return 0;
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-  z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-  z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-  return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
-
-/* Uniform in [0, bound) without modulo bias. */
-static uint32_t below(uint64_t *s, uint32_t bound) {
-  uint64_t product = (next_u64(s) >> 32) * bound;
-  uint32_t low = (uint32_t)product;
-  if (low < bound) {
-    uint32_t threshold = (uint32_t)(-bound) % bound;
-    while (low < threshold) {
-      product = (next_u64(s) >> 32) * bound;
-      low = (uint32_t)product;
-    }
-  }
-  return (uint32_t)(product >> 32);
-}
-
 void htp_fmnist_shuffle(uint32_t *order, uint32_t n, uint64_t seed, int64_t epoch) {
-  uint64_t mix = seed ^ (UINT64_C(0x5851f42d4c957f2d) * (uint64_t)(epoch + 1)), s[4];
-  for (int i = 0; i < 4; i++)
-    s[i] = splitmix64(&mix);
+  htp_rng r = htp_rng_seeded(seed ^ (UINT64_C(0x5851f42d4c957f2d) * (uint64_t)(epoch + 1)));
   for (uint32_t i = 0; i < n; i++)
     order[i] = i;
   for (uint32_t i = n; i > 1; i--) {
-    uint32_t j = below(s, i), t = order[i - 1];
+    uint32_t j = htp_rng_below(&r, i), t = order[i - 1];
     order[i - 1] = order[j];
     order[j] = t;
   }
@@ -119,12 +83,11 @@ void htp_fmnist_augment(float *images, int rows, uint64_t seed, int64_t step) {
   const float background = -HTP_FMNIST_MEAN / HTP_FMNIST_STD;
   float copy[SIDE * SIDE];
   for (int row = 0; row < rows; row++) {
-    uint64_t mix = seed ^ (UINT64_C(0x2545f4914f6cdd1d) * (uint64_t)(step + 1)) ^
-                   (UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(row + 1)), s[4];
-    for (int i = 0; i < 4; i++)
-      s[i] = splitmix64(&mix);
-    const int flip = (int)below(s, 2);
-    const int dy = (int)below(s, SPAN) - HTP_FMNIST_SHIFT, dx = (int)below(s, SPAN) - HTP_FMNIST_SHIFT;
+    htp_rng r = htp_rng_seeded(seed ^ (UINT64_C(0x2545f4914f6cdd1d) * (uint64_t)(step + 1)) ^
+                               (UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(row + 1)));
+    const int flip = (int)htp_rng_below(&r, 2);
+    const int dy = (int)htp_rng_below(&r, SPAN) - HTP_FMNIST_SHIFT;
+    const int dx = (int)htp_rng_below(&r, SPAN) - HTP_FMNIST_SHIFT;
     float *image = images + (size_t)row * SIDE * SIDE;
     memcpy(copy, image, sizeof copy);
     for (int y = 0; y < SIDE; y++)
