@@ -232,19 +232,28 @@ static LogicalResult verifyVector(Operation *op, StringRef what, Value vector,
 // LinearOp
 //===----------------------------------------------------------------------===//
 
+/// The input and weight of a linear or its adjoint: input of rank >= 1 whose
+/// last dim is the weight's in_features, weight [out_features, in_features].
+static LogicalResult verifyLinearOperands(Operation *op, RankedTensorType input,
+                                          RankedTensorType weight) {
+  if (input.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1");
+  if (weight.getRank() != 2)
+    return op->emitOpError() << "weight must be 2-D [out_features, in_features], got ["
+                             << shapeString(weight) << "]";
+  if (input.getShape().back() != weight.getDimSize(1))
+    return op->emitOpError() << "input's last dim (" << input.getShape().back()
+                             << ") must equal the weight's in_features (dim 1 of ["
+                             << shapeString(weight) << "] = " << weight.getDimSize(1) << ")";
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   RankedTensorType input = tensorOf(getInput()), weight = tensorOf(getWeight());
   RankedTensorType result = getResult().getType();
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  if (weight.getRank() != 2)
-    return emitOpError() << "weight must be 2-D [out_features, in_features], got ["
-                         << shapeString(weight) << "]";
-  int64_t inFeatures = weight.getDimSize(1), outFeatures = weight.getDimSize(0);
-  if (input.getShape().back() != inFeatures)
-    return emitOpError() << "input's last dim (" << input.getShape().back()
-                         << ") must equal the weight's in_features (dim 1 of ["
-                         << shapeString(weight) << "] = " << inFeatures << ")";
+  if (failed(verifyLinearOperands(*this, input, weight)))
+    return failure();
+  int64_t outFeatures = weight.getDimSize(0);
   if (getBias() && failed(verifyVector(*this, "bias", getBias(), outFeatures,
                                        "out_features of the weight")))
     return failure();
@@ -515,16 +524,9 @@ LogicalResult CrossEntropyGradOp::verify() {
 
 LogicalResult LinearGradOp::verify() {
   RankedTensorType input = tensorOf(getInput()), weight = tensorOf(getWeight());
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  if (weight.getRank() != 2)
-    return emitOpError() << "weight must be 2-D [out_features, in_features], got ["
-                         << shapeString(weight) << "]";
-  int64_t inFeatures = weight.getDimSize(1), outFeatures = weight.getDimSize(0);
-  if (input.getShape().back() != inFeatures)
-    return emitOpError() << "input's last dim (" << input.getShape().back()
-                         << ") must equal the weight's in_features (dim 1 of ["
-                         << shapeString(weight) << "] = " << inFeatures << ")";
+  if (failed(verifyLinearOperands(*this, input, weight)))
+    return failure();
+  int64_t outFeatures = weight.getDimSize(0);
   SmallVector<int64_t> output(input.getShape());
   output.back() = outFeatures;
   if (failed(verifyShape(*this, "dy", getDy(), output,
