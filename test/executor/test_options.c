@@ -430,6 +430,7 @@ static void test_train(void **state) {
   assert_int_equal(options.train.optimizer, HTP_TRAIN_ADAMW);
   assert_true(options.train.lr == 1e-3 && options.train.weight_decay == 0.05);
   assert_int_equal(options.train.schedule, HTP_TRAIN_COSINE);
+  assert_int_equal(options.train.augment, HTP_AUGMENT_NONE);
   assert_int_equal(options.train.limit_train, 0);
   assert_null(options.train.checkpoint);
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--optimizer", "sgd"), 0);
@@ -437,7 +438,7 @@ static void test_train(void **state) {
   assert_true(options.train.momentum == 0.9);
   assert_int_equal(PARSE(&options, err, "--train", "m.so", "--data=d", "--epochs", "3",
                          "--optimizer=sgd", "--lr", "0.1", "--momentum", "0", "--weight-decay",
-                         "1e-4", "--schedule", "constant", "--limit-train", "512",
+                         "1e-4", "--schedule", "constant", "--augment", "flip-shift", "--limit-train", "512",
                          "--limit-test", "100", "--params", "p.st", "--checkpoint", "c.st",
                          "--metrics", "m.json", "--tp", "2", "--slow", "1:2", "--seed", "9"),
                    0);
@@ -447,6 +448,7 @@ static void test_train(void **state) {
   assert_true(options.train.lr == 0.1 && options.train.momentum == 0.0);
   assert_true(options.train.weight_decay == 1e-4);
   assert_int_equal(options.train.schedule, HTP_TRAIN_CONSTANT);
+  assert_int_equal(options.train.augment, HTP_AUGMENT_FLIP_SHIFT);
   assert_int_equal(options.train.limit_train, 512);
   assert_int_equal(options.train.limit_test, 100);
   assert_string_equal(options.train.params, "p.st");
@@ -482,6 +484,9 @@ static void test_train(void **state) {
                      "--optimizer", "adam");
   EXPECT_USAGE_ERROR("--schedule expects cosine|constant, got 'linear'", "m.mlir", "--train",
                      "--schedule", "linear");
+  EXPECT_USAGE_ERROR("--augment expects none|flip-shift, got 'crop'", "m.mlir", "--train",
+                     "--augment", "crop");
+  EXPECT_USAGE_ERROR("--augment is a flag of --train", "m.mlir", "--augment", "flip-shift");
   EXPECT_USAGE_ERROR("--checkpoint needs a file name", "m.mlir", "--train", "--checkpoint", "");
   EXPECT_USAGE_ERROR("--lr given more than once", "m.mlir", "--train", "--lr", "1", "--lr=2");
   EXPECT_USAGE_ERROR("--data needs a value", "m.mlir", "--train", "--data");
