@@ -85,4 +85,45 @@ static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, i
   return htp__size_add(total, htp__size_mul(slots, slot));
 }
 
+/* Floats of the weights of `units` work units whose first weight has
+ * `parts` row blocks (q, k, v: 3; fc1: 1) of `width` rows over model_dim
+ * columns: the rows, their bias, and the second weight's [model_dim, width]
+ * columns. */
+static inline int64_t htp__units_floats(int64_t units, int64_t parts, int64_t width,
+                                        int64_t model_dim) {
+  int64_t rows = htp__size_mul(parts, width);
+  int64_t one = htp__size_add(htp__size_add(htp__size_mul(rows, model_dim), rows),
+                              htp__size_mul(model_dim, width));
+  return htp__size_mul(units, one);
+}
+
+/* htp_rt_attention_grad_f32 (runtime/htp.h): the listed heads' weights
+ * compacted and their gradients [2 * units' floats], one dx part [rows,
+ * model_dim], then the CPU attention backward's own scratch over all
+ * num_heads (a compacted shard has at most as many). */
+static inline int64_t htp_rt_attention_grad_scratch_floats(int64_t batch, int64_t tokens,
+                                                           int64_t model_dim, int64_t num_heads,
+                                                           int64_t head_dim) {
+  int64_t weights = htp__size_mul(htp__units_floats(num_heads, 3, head_dim, model_dim), 2);
+  int64_t part = htp__size_mul(htp__size_mul(batch, tokens), model_dim);
+  return htp__size_add(htp__size_add(weights, part),
+                       htp_cpu_attention_backward_scratch_floats(batch, tokens, model_dim,
+                                                                 num_heads, head_dim));
+}
+
+/* htp_rt_mlp_grad_f32 (runtime/htp.h): the listed units' weights compacted
+ * and their gradients [2 * units' floats], one dx part [rows, model_dim],
+ * then the pre-activation, the activation and its gradient [rows,
+ * hidden_dim] each. */
+static inline int64_t htp_rt_mlp_grad_scratch_floats(int64_t rows, int64_t model_dim,
+                                                     int64_t hidden_dim, int64_t unit_width) {
+  if (unit_width < 1)
+    return -1;
+  int64_t weights =
+      htp__size_mul(htp__units_floats(hidden_dim / unit_width, 1, unit_width, model_dim), 2);
+  int64_t part = htp__size_mul(rows, model_dim);
+  int64_t hidden = htp__size_mul(htp__size_mul(rows, hidden_dim), 3);
+  return htp__size_add(htp__size_add(weights, part), hidden);
+}
+
 #endif /* HTP_SCRATCH_H */

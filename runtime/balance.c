@@ -65,12 +65,6 @@
 
 #define HTP__IMPORTANCE_ALPHA 0.3 /* weight of the newest importance sample */
 
-/* Columns of one unit's activation: a head's channels or an MLP unit's
- * neurons. */
-static int64_t unit_width(const htp_balancer_config *c, htp_pair_kind kind) {
-  return kind == HTP_PAIR_ATTENTION ? c->head_dim : c->mlp_unit_width;
-}
-
 /* One hook call as both hooks describe it to the shared body. */
 typedef struct pair_call {
   htp_pair_kind kind;
@@ -100,7 +94,6 @@ typedef htp_kernel_status (*activate_fn)(const pair_call *call, const float *fir
 typedef struct pair_ops {
   const char *hook;      /* the hook's name, for messages */
   const char *unit;      /* what a unit is called, for messages */
-  int parts;             /* row blocks of `first` per unit: q, k, v = 3; fc1 = 1 */
   activate_fn activate;
 } pair_ops;
 
@@ -132,19 +125,12 @@ static htp_kernel_status mlp_activate(const pair_call *c, const float *w1, const
 }
 
 static const pair_ops PAIR_OPS[HTP_PAIR_KINDS] = {
-    [HTP_PAIR_ATTENTION] = {"htp_rt_attention_f32", "head", 3, attention_activate},
-    [HTP_PAIR_MLP] = {"htp_rt_mlp_f32", "MLP unit", 1, mlp_activate},
+    [HTP_PAIR_ATTENTION] = {"htp_rt_attention_f32", "head", attention_activate},
+    [HTP_PAIR_MLP] = {"htp_rt_mlp_f32", "MLP unit", mlp_activate},
 };
 
-/* Floats of one unit's shard: `parts` row blocks of first, as many bias
- * blocks, and its columns of second. */
-static int64_t unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
-  const int64_t width = unit_width(c, kind), parts = PAIR_OPS[kind].parts;
-  return parts * width * c->model_dim + parts * width + c->model_dim * width;
-}
-
 int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind) {
-  return config ? unit_floats(config, kind) * (int64_t)sizeof(float) : 0;
+  return config ? htp__unit_floats(config, kind) * (int64_t)sizeof(float) : 0;
 }
 
 /* ===== Lifecycle ========================================================= */
@@ -166,7 +152,7 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
   if (c->planner.world_size != htp_ctx_size(ctx))
     REJECT("config.planner.world_size is %d, the context's world has %d ranks",
            c->planner.world_size, htp_ctx_size(ctx));
-  if (c->selection != HTP_SELECT_RANDOM && c->selection != HTP_SELECT_IMPORTANCE)
+  if (c->selection < HTP_SELECT_RANDOM || c->selection > HTP_SELECT_VARIATION)
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
@@ -174,12 +160,11 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
    * weights with the host's loops: on a device those are device memory. */
   const htp_kernel_table *table = htp__kernel_table(ctx);
   if (table->device != HTP_KERNEL_DEVICE_CPU &&
-      (c->selection == HTP_SELECT_IMPORTANCE || c->impute != HTP_IMPUTE_ZERO))
-    REJECT("on the %s device only random selection and zero imputation run yet (importance "
-           "and the same/average imputation read device memory on the host); asked: select %s, "
-           "impute %s",
-           table->name, c->selection == HTP_SELECT_IMPORTANCE ? "importance" : "random",
-           htp_impute_name(c->impute));
+      (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("on the %s device only random selection and zero imputation run yet (importance, "
+           "variation and the same/average imputation read device memory on the host); asked: "
+           "select %s, impute %s",
+           table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
@@ -191,9 +176,9 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
   if (c->mlp_unit_width < 1 || c->mlp_unit_width > limit / c->planner.units_per_rank[HTP_PAIR_MLP])
     REJECT("mlp_unit_width %lld is out of range (MLP units per rank %d)",
            (long long)c->mlp_unit_width, c->planner.units_per_rank[HTP_PAIR_MLP]);
-  if (unit_floats(c, HTP_PAIR_ATTENTION) > limit || unit_floats(c, HTP_PAIR_MLP) > limit)
+  if (htp__unit_floats(c, HTP_PAIR_ATTENTION) > limit || htp__unit_floats(c, HTP_PAIR_MLP) > limit)
     REJECT("one unit's weights are too large (%lld / %lld floats)",
-           (long long)unit_floats(c, HTP_PAIR_ATTENTION), (long long)unit_floats(c, HTP_PAIR_MLP));
+           (long long)htp__unit_floats(c, HTP_PAIR_ATTENTION), (long long)htp__unit_floats(c, HTP_PAIR_MLP));
   return HTP_OK;
 #undef REJECT
 }
@@ -206,8 +191,8 @@ static htp_result create_hook_state(htp_balancer *b) {
                             ? config->planner.units_per_rank[0]
                             : config->planner.units_per_rank[1];
   const size_t bytes[HTP_PAIR_KINDS] = {
-      (size_t)unit_floats(config, HTP_PAIR_ATTENTION) * sizeof(float),
-      (size_t)unit_floats(config, HTP_PAIR_MLP) * sizeof(float)};
+      (size_t)htp__unit_floats(config, HTP_PAIR_ATTENTION) * sizeof(float),
+      (size_t)htp__unit_floats(config, HTP_PAIR_MLP) * sizeof(float)};
   b->max_units = max_units;
   b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
   b->listed = calloc((size_t)max_units, sizeof *b->listed);
@@ -222,6 +207,16 @@ static htp_result create_hook_state(htp_balancer *b) {
     b->observed = calloc(n, sizeof *b->observed);
     b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
     if (!b->norm || !b->score || !b->observed || !b->pushed) r = HTP_ERR_NOMEM;
+  }
+  if (r == HTP_OK && config->impute == HTP_IMPUTE_SAME) { /* the backward hooks' store */
+    b->same_part = calloc((size_t)b->num_pairs, sizeof *b->same_part);
+    b->same_floats = calloc((size_t)b->num_pairs, sizeof *b->same_floats);
+    b->same_seen = calloc((size_t)b->num_pairs * (size_t)max_units, 1);
+    if (!b->same_part || !b->same_floats || !b->same_seen) r = HTP_ERR_NOMEM;
+  }
+  if (r == HTP_OK && config->selection == HTP_SELECT_VARIATION) {
+    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
+    r = b->pushed ? htp__balancer_create_variation(b) : HTP_ERR_NOMEM;
   }
   const int rank = b->ctx->rank;
   if (r == HTP_OK)
@@ -288,6 +283,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   free(b->score);
   free(b->observed);
   free(b->pushed);
+  htp__balancer_free_train(b);
   free(b->gather);
   free(b->normalized);
   free(b);
@@ -325,8 +321,8 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   const int units = c->planner.units_per_rank[kind];
   if (unit < 0 || unit >= units) return -1;
   const htp__registered_pair *w = &b->pairs[pair];
-  const int64_t d = c->model_dim, width = unit_width(c, kind), inner = units * width;
-  const int64_t parts = PAIR_OPS[kind].parts;
+  const int64_t d = c->model_dim, width = htp__unit_width(c, kind), inner = units * width;
+  const int64_t parts = htp__unit_parts(kind);
   float *out = dst;
   int failed = 0;
   for (int64_t part = 0; part < parts && !failed; ++part) /* the unit's rows of each block */
@@ -375,8 +371,8 @@ static htp_result pack_in_units(htp_balancer *b) {
   const int64_t d = c->model_dim;
   for (int p = 0; p < b->num_pairs; ++p) {
     const htp_pair_kind kind = htp_pair_kind_of(p);
-    const int64_t width = unit_width(c, kind), parts = PAIR_OPS[kind].parts;
-    const int64_t per_unit = unit_floats(c, kind), cap = c->planner.units_per_rank[kind];
+    const int64_t width = htp__unit_width(c, kind), parts = htp__unit_parts(kind);
+    const int64_t per_unit = htp__unit_floats(c, kind), cap = c->planner.units_per_rank[kind];
     htp__packed_pair *pk = &b->packed[p];
     htp_unit_sets s;
     if (htp_unit_table_get(b->table, p, &s) != HTP_OK)
@@ -445,22 +441,38 @@ static htp_result fail_world(htp_ctx *ctx, htp_result r) {
   return htp__fail(ctx, r, "%s", reason);
 }
 
+static int migrates(const htp_plan *plan) {
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    if (plan->num_flows[k] > 0) return 1;
+  return 0;
+}
+
 htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (!b || !plan) return HTP_ERR_INVALID;
-  if (b->hookless || plan->version == b->applied_version) return HTP_OK;
-  /* Importance: the scores so far decide the new plan's shed sets (and
-   * only a new plan: the sets stay as they are between replans). */
-  if (b->score)
-    for (int p = 0; p < b->num_pairs; ++p) {
-      if (!b->pairs[p].scored) continue;
-      const int u = b->config.planner.units_per_rank[htp_pair_kind_of(p)];
+  if (b->hookless) return HTP_OK;
+  const int changed = plan->version != b->applied_version;
+  const int stale = b->weights_stale && migrates(plan);
+  b->weights_stale = 0;
+  if (!changed && !stale) return HTP_OK;
+  /* Importance or variation: the scores so far decide the new plan's shed
+   * sets (and only a new plan: the sets stay as they are between replans). */
+  for (int p = 0; changed && (b->score || b->window) && p < b->num_pairs; ++p) {
+    if (b->score && !b->pairs[p].scored) continue;
+    const int u = b->config.planner.units_per_rank[htp_pair_kind_of(p)];
+    if (b->score) {
       const double *score = b->score + (size_t)p * (size_t)b->max_units;
       for (int i = 0; i < u; ++i) b->pushed[i] = (float)score[i];
-      htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
-      if (r != HTP_OK)
-        return fail_world(b->ctx, htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: the unit "
-                                                 "table refused the importance scores", p));
+    } else {
+      htp__balancer_variation_scores(b, p, b->pushed);
     }
+    htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
+    if (r != HTP_OK)
+      return fail_world(b->ctx, htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: the unit "
+                                               "table refused the scores", p));
+  }
+  /* Weights the optimizer changed: every migrated unit is sent again, not
+   * only those new to their helper. */
+  if (stale) htp_migration_invalidate(b->migration);
   /* htp_migration_apply updates the unit table for the new version and
    * then fills in the migrated-in unit ids; updating the table again on an
    * unchanged version would forget ids only the transfer knows (importance
@@ -469,6 +481,12 @@ htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (r == HTP_OK) r = pack_in_units(b);
   if (r != HTP_OK) return fail_world(b->ctx, r);
   b->applied_version = plan->version;
+  return HTP_OK;
+}
+
+htp_result htp_balancer_suspend(htp_balancer *b, int suspended) {
+  if (!b) return HTP_ERR_INVALID;
+  b->suspended = suspended != 0;
   return HTP_OK;
 }
 
@@ -528,9 +546,13 @@ static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
     if (r == HTP_OK) r = htp_ctx_elapsed(ctx, &elapsed);
     if (r != HTP_OK) return r;
   }
-  wait_seconds((b->slowdown - 1.0) * elapsed);
-  htp__balancer_add_site_seconds(b, call->kind, b->slowdown * elapsed);
+  htp__balancer_book_site(b, call->kind, elapsed);
   return HTP_OK;
+}
+
+void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed) {
+  wait_seconds((b->slowdown - 1.0) * elapsed);
+  htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -552,13 +574,30 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
 
 /* ===== The hooks ========================================================= */
 
-/* Argument errors of a hook. The peers of this rank are (or soon will be)
- * in the block's all-reduce, which this rank will not reach: fail the world,
- * as the collectives do with bad arguments. */
-#define HOOK_INVALID(ctx, condition, ...)                                                      \
-  do {                                                                                         \
-    if (condition) return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID; \
-  } while (0)
+htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pair_kind kind,
+                                    int32_t pair, int64_t units, int64_t width,
+                                    int64_t model_dim, const char *hook) {
+  const htp_balancer_config *c = &b->config;
+  const int config_units = c->planner.units_per_rank[kind];
+  const char *unit = kind == HTP_PAIR_ATTENTION ? "head" : "MLP unit";
+  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
+               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)",
+               hook, (int)pair, b->num_pairs);
+  HOOK_INVALID(ctx, htp_pair_kind_of(pair) != kind,
+               "%s: pair %d is %s pair (pairs of this hook are %s)", hook, (int)pair,
+               kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
+               kind == HTP_PAIR_ATTENTION ? "even" : "odd");
+  HOOK_INVALID(ctx,
+               units != config_units || width != htp__unit_width(c, kind) ||
+                   model_dim != c->model_dim,
+               "%s: pair %d: %lld %ss of width %lld, model_dim %lld disagree with the "
+               "balancer's %d of %lld, %lld",
+               hook, (int)pair, (long long)units, unit, (long long)width,
+               (long long)model_dim, config_units, (long long)htp__unit_width(c, kind),
+               (long long)c->model_dim);
+  return HTP_OK;
+}
+
 
 /* kept plus pruned units in ascending order (both lists are ascending). */
 static int merge_units(const htp_unit_sets *s, int32_t *out) {
@@ -633,8 +672,8 @@ static void importance_observe(htp_balancer *b, const pair_call *call, const htp
  * columns, then one row-parallel linear over the n units (one GEMM). */
 static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_call *call) {
   const htp__packed_pair *pk = &b->packed[call->pair];
-  const int64_t parts = PAIR_OPS[call->kind].parts, d = call->model_dim, width = call->width;
-  const int64_t per_unit = unit_floats(&b->config, call->kind);
+  const int64_t parts = htp__unit_parts(call->kind), d = call->model_dim, width = call->width;
+  const int64_t per_unit = htp__unit_floats(&b->config, call->kind);
   const int32_t zero = 0;
   const float *block = pk->device ? pk->device : pk->data; /* the device's copy on a device */
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -656,7 +695,7 @@ static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_c
  * htp__balancer_set_one_by_one). */
 static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pair_call *call,
                                                  const htp_unit_sets *s) {
-  const int64_t parts = PAIR_OPS[call->kind].parts;
+  const int64_t parts = htp__unit_parts(call->kind);
   const int64_t first_floats = parts * call->width * call->model_dim;
   const int32_t zero = 0;
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -687,7 +726,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   const int32_t zero = 0;
   htp_balancer *b = ctx ? ctx->balancer : NULL;
   htp_kernel_status status;
-  if (!b || b->hookless) { /* the plain split block: every unit, one projection */
+  if (!b || b->hookless || b->suspended) { /* the plain split block: every unit */
     status = ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
     if (status == HTP_KERNEL_OK)
       status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
@@ -698,22 +737,9 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
 
   const htp_balancer_config *c = &b->config;
   const int32_t pair = call->pair;
-  const int config_units = c->planner.units_per_rank[call->kind];
-  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
-               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)",
-               ops->hook, (int)pair, b->num_pairs);
-  HOOK_INVALID(ctx, htp_pair_kind_of(pair) != call->kind,
-               "%s: pair %d is %s pair (pairs of this hook are %s)", ops->hook, (int)pair,
-               call->kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
-               call->kind == HTP_PAIR_ATTENTION ? "even" : "odd");
-  HOOK_INVALID(ctx,
-               call->units != config_units || call->width != unit_width(c, call->kind) ||
-                   call->model_dim != c->model_dim,
-               "%s: pair %d: %lld %ss of width %lld, model_dim %lld disagree with the "
-               "balancer's %d of %lld, %lld",
-               ops->hook, (int)pair, (long long)call->units, ops->unit, (long long)call->width,
-               (long long)call->model_dim, config_units, (long long)unit_width(c, call->kind),
-               (long long)c->model_dim);
+  htp_result checked = htp__balancer_check_pair(ctx, b, call->kind, pair, call->units,
+                                                call->width, call->model_dim, ops->hook);
+  if (checked != HTP_OK) return checked;
   htp__registered_pair *w = &b->pairs[pair];
   w->first = call->first;
   w->bias = call->bias;

@@ -11,6 +11,7 @@
 #ifndef HTP_BALANCE_INTERNAL_H
 #define HTP_BALANCE_INTERNAL_H
 
+#include "kernels/htp_scratch.h"
 #include "runtime/htp.h"
 #include "runtime/units_internal.h"
 
@@ -71,15 +72,37 @@ struct htp_balancer {
   double slowdown;        /* >= 1: the hooks stretch their time by this */
   int64_t applied_version;
   /* The step and the trace: */
+  int suspended;          /* htp_balancer_suspend: the hooks compute every unit */
+  /* Training (balance_train.c): */
+  int weights_stale;      /* htp_balancer_weights_updated since the migrated copies were sent */
+  float **same_part;      /* [num_pairs]: HTP_IMPUTE_SAME's dx part per local unit, units x
+                           * rows x d floats (allocated at the pair's first backward), or NULL */
+  size_t *same_floats;    /* [num_pairs]: floats of same_part[p] */
+  uint8_t *same_seen;     /* [num_pairs * max_units]: the unit's part was stored */
+  float *grad_out;        /* migrated-in units' weight gradients, unit layout, in-list order */
+  size_t grad_out_capacity; /* floats */
+  float *unit_staging;    /* one message of unit shards (gradient return) */
+  size_t unit_staging_capacity; /* floats */
+  /* HTP_SELECT_VARIATION: per pair, the local units' weights at the last
+   * sample (unit layout, units x unit floats), and per unit a window of
+   * update norms. */
+  float **previous;       /* [num_pairs] */
+  double *window;         /* [num_pairs * max_units * HTP__VARIATION_WINDOW] */
+  long samples;           /* htp_balancer_weights_updated calls that compared weights */
   double *gather;         /* [world * (1 + kinds)] the step's all-gather */
   double *normalized;     /* [world] seconds fed to the detector */
   FILE *trace;
   double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
 };
 
+/* Steps over which HTP_SELECT_VARIATION sums a unit's update norms. */
+#define HTP__VARIATION_WINDOW 16
+
 /* Makes plan the one the hooks follow: the unit table and the migration
  * transfers for it (collective over the plan's flows, as
- * htp_migration_apply). A version already applied costs nothing; a
+ * htp_migration_apply). A version already applied costs nothing, unless
+ * htp_balancer_weights_updated said the weights changed and the plan
+ * migrates units: then every migrated unit's weights are sent again. A
  * hookless balancer applies nothing. */
 htp_result htp__balancer_apply(htp_balancer *balancer, const htp_plan *plan);
 /* The balancer's unit table and migration cache (NULL when hookless). */
@@ -99,5 +122,47 @@ void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, 
  * the sites were not measured. */
 void htp__trace_write(htp_balancer *balancer, double seconds, const double *sites,
                       int replanned);
+
+/* balance_train.c: frees the training state (htp_balancer_destroy);
+ * allocates the variation state (create, HTP_SELECT_VARIATION); the
+ * variation scores of pair p into out[units] (apply, at a plan change). */
+void htp__balancer_free_train(htp_balancer *b);
+htp_result htp__balancer_create_variation(htp_balancer *b);
+void htp__balancer_variation_scores(const htp_balancer *b, int pair, float *out);
+
+/* ----- What the forward hooks (balance.c) and the backward hooks
+ * (balance_train.c) share. */
+
+/* Columns of one unit's activation: a head's channels or an MLP unit's
+ * neurons. */
+static inline int64_t htp__unit_width(const htp_balancer_config *c, htp_pair_kind kind) {
+  return kind == HTP_PAIR_ATTENTION ? c->head_dim : c->mlp_unit_width;
+}
+/* Row blocks of a unit's first weight: q, k, v = 3; fc1 = 1. */
+static inline int64_t htp__unit_parts(htp_pair_kind kind) {
+  return kind == HTP_PAIR_ATTENTION ? 3 : 1;
+}
+/* Floats of one unit's shard (the layout at the top of balance.c). */
+static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
+  return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
+}
+
+/* Argument errors of a hook. The peers of this rank are (or soon will be)
+ * in the block's all-reduce, which this rank will not reach: fail the world,
+ * as the collectives do with bad arguments. */
+#define HOOK_INVALID(ctx, condition, ...)                                                      \
+  do {                                                                                         \
+    if (condition) return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID; \
+  } while (0)
+
+/* A hook's pair and shapes against the balancer's config (HOOK_INVALID's
+ * error otherwise). */
+htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pair_kind kind,
+                                    int32_t pair, int64_t units, int64_t width,
+                                    int64_t model_dim, const char *hook);
+/* Books `elapsed` seconds of a hook's compute on kind: waits (slowdown - 1)
+ * times it (the emulated straggler) and adds slowdown times it to the site
+ * seconds. */
+void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed);
 
 #endif /* HTP_BALANCE_INTERNAL_H */

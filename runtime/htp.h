@@ -484,16 +484,20 @@ HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config
  *     the first gamma u units of it are shed.
  *   HTP_SELECT_IMPORTANCE: least important first (ties: lower index); see
  *     htp_balancer_config for the statistic.
+ *   HTP_SELECT_VARIATION (training): least-varying first, the paper's
+ *     priority: how much a unit's weights changed over the last steps (see
+ *     htp_balancer_config and htp_balancer_weights_updated).
  * Shed sets are nested as gamma grows (prefix of one order), so a plan
  * change moves as few units as it can. The per-rank unit tables, the
  * imputer and the migration cache that carry this out are private to
  * libhtprt (runtime/units_internal.h): the balancer owns them. */
 typedef enum htp_select {
   HTP_SELECT_RANDOM = 0,
-  HTP_SELECT_IMPORTANCE = 1
+  HTP_SELECT_IMPORTANCE = 1,
+  HTP_SELECT_VARIATION = 2
 } htp_select;
 
-/* Returns "random", "importance" (or "?"); htp_select_parse returns
+/* Returns "random", "importance", "variation" (or "?"); htp_select_parse returns
  * HTP_ERR_INVALID for an unknown name. */
 HTP_API const char *htp_select_name(htp_select selection);
 HTP_API htp_result htp_select_parse(const char *name, htp_select *selection);
@@ -646,6 +650,26 @@ HTP_API htp_result htp_balancer_step(htp_balancer *balancer, double compute_seco
 HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
                                       const htp_plan **plan);
 
+/* Nonzero: until called again with 0, the hooks compute every unit of the
+ * rank's own shard, as without a balancer, and book no time (training
+ * evaluates the whole model between epochs so). The plan, the unit tables
+ * and the migration cache stay as they are. Not collective; every rank of
+ * a block must agree, or a helper would add units its owner also
+ * computes. HTP_ERR_INVALID for NULL. */
+HTP_API htp_result htp_balancer_suspend(htp_balancer *balancer, int suspended);
+
+/* Training: the caller changed the weights the hooks read, in place (an
+ * optimizer step), on every rank, once per step before
+ * htp_balancer_end_iteration. That end of iteration then sends every
+ * migrated unit's weights to its helper again (the helper's copy would be a
+ * step old; migration stays exact), and with HTP_SELECT_VARIATION each
+ * local unit's update norm ||W_t - W_{t-1}|| (its qkv or fc1 rows, their
+ * bias, its proj or fc2 columns) enters a window of the last 16 steps whose
+ * sum is the unit's score: the least-varying units are shed first. Not
+ * collective. HTP_OK for a hookless balancer (nothing to do);
+ * HTP_ERR_INVALID for NULL; HTP_ERR_NOMEM. */
+HTP_API htp_result htp_balancer_weights_updated(htp_balancer *balancer);
+
 /* The hooks. Shapes and layouts as htp_cpu_attention_f32 (without proj
  * bias) and as an MLP pair (fc1 [hidden, dim] + bias, GELU, fc2 [dim,
  * hidden], no fc2 bias); y receives the partial sum (overwritten, not
@@ -678,6 +702,46 @@ HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, co
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx);
+
+/* The backward hooks (DESIGN §11): the adjoints of the two hooks above,
+ * which htp-grad writes for a hooked attention (htp.attention_grad with a
+ * pair) and a hooked MLP (htp.mlp_grad). Operands as the forward hook's,
+ * then dy (the partial sum's gradient, [rows, model_dim]); dx (this rank's
+ * part of the input's gradient, which the block all-reduces) is WRITTEN, and
+ * so is every weight gradient (dwqkv, dbqkv, dwproj; dw1, db1, dw2: the
+ * hook zeroes them first). db1 may be NULL exactly when b1 is. scratch
+ * holds htp_rt_attention_grad_scratch_floats(...) or
+ * htp_rt_mlp_grad_scratch_floats(...) floats (kernels/htp_scratch.h).
+ * Without a balancer (or a hookless one) every unit is differentiated, as
+ * htp_op_attention_backward_f32 and the MLP's linear/GELU adjoints would.
+ * With one, they follow the plan the forward hook of the same pair ran
+ * under:
+ *   kept unit       its weight gradient and its part of dx;
+ *   pruned unit     no weight gradient (zeros), and its part of dx imputed
+ *                   as its activation was: zero (none), average (the mean
+ *                   of the kept units' parts) or same (its part from the
+ *                   last step that computed it; zero before that);
+ *   handed off      computed by the helper, whose weight gradient is sent
+ *                   back here (written into this rank's gradient slice);
+ *   migrated in     this helper adds the unit's part of dx and sends its
+ *                   weight gradient to the owner.
+ * The gradient return makes the backward hooks collective over the ranks
+ * of the plan's flows (point-to-point, one global order, as the migration
+ * transfers); with no flow they talk to no one. Errors as the forward
+ * hooks', plus those of the transfers; a failing hook fails the world. */
+HTP_API htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
+                                             const float *wqkv, const float *bqkv,
+                                             const float *wproj, const float *dy, float *dx,
+                                             float *dwqkv, float *dbqkv, float *dwproj,
+                                             float *scratch, int64_t batch, int64_t tokens,
+                                             int64_t model_dim, int64_t num_heads,
+                                             int64_t head_dim);
+HTP_API htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
+                                       const float *w1, const float *b1, const float *w2,
+                                       const float *dy, float *dx, float *dw1, float *db1,
+                                       float *dw2, float *scratch, int64_t rows,
+                                       int64_t model_dim, int64_t hidden_dim, int64_t unit_width,
+                                       int32_t tanh_approx);
 
 /* ===== Op entry points: what compiled blocks call for every op ========== *
  *

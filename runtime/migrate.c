@@ -259,6 +259,12 @@ htp_result htp_migration_apply(htp_migration *m, htp_ctx *ctx, const htp_plan *p
   return HTP_OK;
 }
 
+void htp_migration_invalidate(htp_migration *m) {
+  if (!m) return;
+  for (int32_t i = 0; i < m->offset[m->num_pairs]; ++i) m->helper_of[i] = -1;
+  m->applied_version = -1;
+}
+
 const void *htp_migration_weights(const htp_migration *m, int pair, int src, int unit) {
   if (!m || pair < 0 || pair >= m->num_pairs) return NULL;
   cached_unit *e = find(&m->cache[pair], src, unit);

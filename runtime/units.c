@@ -19,7 +19,7 @@ struct htp_unit_table {
   htp_select selection;
   uint64_t seed;
   int32_t *offset;     /* [pairs + 1] start of the pair in the per-unit arrays */
-  float *scores;       /* [units] importance (HTP_SELECT_IMPORTANCE) */
+  float *scores;       /* [units] scores (HTP_SELECT_IMPORTANCE, HTP_SELECT_VARIATION) */
   int32_t *order;      /* [units] shed order per pair (local unit indices) */
   int32_t *kept, *pruned, *out_unit, *out_dst; /* [units] */
   int32_t *num_kept, *num_pruned, *num_out, *num_in; /* [pairs] */
@@ -66,7 +66,7 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
   *out = NULL;
   if (htp_planner_config_check(config, NULL, 0) != HTP_OK || rank < 0 ||
       rank >= config->world_size ||
-      (selection != HTP_SELECT_RANDOM && selection != HTP_SELECT_IMPORTANCE))
+      (selection < HTP_SELECT_RANDOM || selection > HTP_SELECT_VARIATION))
     return HTP_ERR_INVALID;
   htp_unit_table *t = calloc(1, sizeof *t);
   if (!t) return HTP_ERR_NOMEM;
@@ -147,7 +147,7 @@ void htp_unit_table_destroy(htp_unit_table *t) {
 }
 
 htp_result htp_unit_table_set_scores(htp_unit_table *t, int pair, const float *scores) {
-  if (!t || !scores || pair < 0 || pair >= t->num_pairs || t->selection != HTP_SELECT_IMPORTANCE)
+  if (!t || !scores || pair < 0 || pair >= t->num_pairs || t->selection == HTP_SELECT_RANDOM)
     return HTP_ERR_INVALID;
   int u = t->config.units_per_rank[htp_pair_kind_of(pair)];
   memcpy(t->scores + t->offset[pair], scores, (size_t)u * sizeof(float));
@@ -262,13 +262,14 @@ const char *htp_select_name(htp_select selection) {
   switch (selection) {
   case HTP_SELECT_RANDOM: return "random";
   case HTP_SELECT_IMPORTANCE: return "importance";
+  case HTP_SELECT_VARIATION: return "variation";
   }
   return "?";
 }
 
 htp_result htp_select_parse(const char *name, htp_select *selection) {
   if (!name || !selection) return HTP_ERR_INVALID;
-  for (int i = HTP_SELECT_RANDOM; i <= HTP_SELECT_IMPORTANCE; ++i)
+  for (int i = HTP_SELECT_RANDOM; i <= HTP_SELECT_VARIATION; ++i)
     if (strcmp(name, htp_select_name((htp_select)i)) == 0) {
       *selection = (htp_select)i;
       return HTP_OK;

@@ -112,6 +112,11 @@ void htp_migration_destroy(htp_migration *migration);
  * table's in_unit ids. No-op when plan->version was already applied. */
 htp_result htp_migration_apply(htp_migration *migration, htp_ctx *ctx, const htp_plan *plan,
                                htp_unit_table *table, htp_unit_pack_fn pack, void *user);
+/* Forgets which helper holds which unit and the version applied, so the
+ * next htp_migration_apply (collective as ever) sends every handed-off
+ * unit's weights again and the helpers overwrite their copies: training,
+ * where the owner's optimizer changes the weights every step. */
+void htp_migration_invalidate(htp_migration *migration);
 /* Cached weights of owner src's local unit of pair, or NULL. Valid until
  * the next apply or destroy. */
 const void *htp_migration_weights(const htp_migration *migration, int pair, int src, int unit);

@@ -1,0 +1,509 @@
+/*===- runtime/balance_train.c - the balancer in training: backward hooks ===*
+ *
+ * The training half of the balance hooks (DESIGN §11). htp-grad writes the
+ * adjoint of a hooked attention or MLP pair as a call of
+ * htp_rt_attention_grad_f32 / htp_rt_mlp_grad_f32, which follows the plan
+ * the forward hook of the same pair ran under:
+ *   - kept units are differentiated together: their weights are gathered
+ *     into a compact shard (the layout of balance.c's packed blocks), the
+ *     kernel table's backward runs on it, and its weight gradient is
+ *     scattered back; a rank that keeps every unit runs on its own shard;
+ *   - pruned units get no weight gradient, and their part of dx is imputed
+ *     as their activation was: zero (nothing), average (the kept units'
+ *     mean part: dx scaled by units / kept), same (the part stored the last
+ *     time the unit was computed; this needs each kept unit's part on its
+ *     own, so under same the kept units run one at a time);
+ *   - migrated-in units: the helper differentiates its packed blocks, adds
+ *     their part of dx (the block's all-reduce then sums it as the owner's
+ *     would have been) and returns each unit's weight gradient to its owner
+ *     at the end of the hook, one message per flow, in the plan's flow
+ *     order (every rank walks the same list, so blocking sends cannot
+ *     deadlock, as in migrate.c); the owner writes it into its gradient.
+ * So migration is exact in training too, at the price of moving each
+ * migrated unit's weights twice per step (its weight gradient back here,
+ * and its updated weights out again: htp_balancer_weights_updated). The
+ * alternative, handing the helper the unit's optimizer state and moving
+ * weights back only at plan changes, would halve that traffic but split a
+ * parameter's optimizer across ranks; at these unit sizes the per-step
+ * traffic is small next to the block's all-reduces.
+ *
+ * The variation priority (HTP_SELECT_VARIATION, the paper's choice): at
+ * every htp_balancer_weights_updated each local unit's update norm
+ * ||W_t - W_{t-1}|| over its whole shard (first rows, bias, second
+ * columns) goes into a window of HTP__VARIATION_WINDOW steps; a unit's
+ * score is the window's sum, pushed into the unit table at plan changes,
+ * so the least-varying units are shed first.
+ *
+ * Balanced backward hooks gather and scatter with host loops: they run on
+ * the CPU only for now (the config check refuses variation, and the hook
+ * refuses a balancer on a device). Without a balancer they use only the
+ * kernel table, on either device.
+ *===----------------------------------------------------------------------===*/
+#include "runtime/balance_internal.h"
+#include "runtime/comm_internal.h"
+
+#include "kernels/htp_kernel_table.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TAG_GRADIENTS 0x4F00 /* + kind: migrated units' weight gradients, helper to owner */
+
+/* ===== Shards of units ===================================================
+ * A shard of `units` units (the layout at the top of balance.c): first
+ * [parts * units * width, d] (part q's rows of unit u at (q * units + u) *
+ * width), bias [parts * units * width], second [d, units * width]. One unit's
+ * shard is the unit layout migration moves. */
+
+typedef struct shard {
+  float *first, *bias, *second; /* bias may be NULL: no bias (zeros) */
+  int64_t units;
+} shard;
+
+typedef struct unit_shape {
+  int64_t parts, width, d;
+} unit_shape;
+
+/* The shard of `units` units laid out from base. */
+static shard shard_at(float *base, int64_t units, const unit_shape *u) {
+  shard s = {base, base + u->parts * units * u->width * u->d, NULL, units};
+  s.second = s.bias + u->parts * units * u->width;
+  return s;
+}
+
+/* dst (count units) = the listed units of src; a NULL src bias gives
+ * zeros, a NULL dst bias is skipped. */
+static void gather_units(const shard *src, const int32_t *list, int64_t count, const shard *dst,
+                         const unit_shape *u) {
+  const int64_t w = u->width, d = u->d;
+  for (int64_t c = 0; c < count; ++c) {
+    const int64_t unit = list[c];
+    for (int64_t q = 0; q < u->parts; ++q) {
+      memcpy(dst->first + (q * count + c) * w * d, src->first + (q * src->units + unit) * w * d,
+             (size_t)(w * d) * sizeof(float));
+      if (!dst->bias) continue;
+      float *to = dst->bias + q * count * w + c * w;
+      if (src->bias) memcpy(to, src->bias + q * src->units * w + unit * w, (size_t)w * sizeof(float));
+      else memset(to, 0, (size_t)w * sizeof(float));
+    }
+    for (int64_t o = 0; o < d; ++o)
+      memcpy(dst->second + o * count * w + c * w, src->second + o * src->units * w + unit * w,
+             (size_t)w * sizeof(float));
+  }
+}
+
+/* The listed units of dst = src (count units); the inverse of gather_units. */
+static void scatter_units(const shard *src, const int32_t *list, int64_t count, const shard *dst,
+                          const unit_shape *u) {
+  const int64_t w = u->width, d = u->d;
+  for (int64_t c = 0; c < count; ++c) {
+    const int64_t unit = list[c];
+    for (int64_t q = 0; q < u->parts; ++q) {
+      memcpy(dst->first + (q * dst->units + unit) * w * d, src->first + (q * count + c) * w * d,
+             (size_t)(w * d) * sizeof(float));
+      if (dst->bias && src->bias)
+        memcpy(dst->bias + q * dst->units * w + unit * w, src->bias + q * count * w + c * w,
+               (size_t)w * sizeof(float));
+    }
+    for (int64_t o = 0; o < d; ++o)
+      memcpy(dst->second + o * dst->units * w + unit * w, src->second + o * count * w + c * w,
+             (size_t)w * sizeof(float));
+  }
+}
+
+static void zero_shard(const shard *s, const unit_shape *u) {
+  const int64_t rows = u->parts * s->units * u->width;
+  memset(s->first, 0, (size_t)(rows * u->d) * sizeof(float));
+  if (s->bias) memset(s->bias, 0, (size_t)rows * sizeof(float));
+  memset(s->second, 0, (size_t)(u->d * s->units * u->width) * sizeof(float));
+}
+
+static int reserve_floats(float **buffer, size_t *capacity, size_t floats) {
+  if (floats <= *capacity) return 0;
+  float *grown = realloc(*buffer, floats * sizeof(float));
+  if (!grown) return -1;
+  *buffer = grown;
+  *capacity = floats;
+  return 0;
+}
+
+/* ===== One backward hook call ========================================== */
+
+typedef struct grad_call {
+  htp_pair_kind kind;
+  int32_t pair;
+  const char *hook;
+  const float *x, *dy;   /* [rows, d] each */
+  shard w;               /* the rank's weights (read only) */
+  float *dx;             /* [rows, d], written */
+  shard dw;              /* the rank's weight gradient, written (bias NULL: none) */
+  unit_shape shape;
+  int64_t batch, tokens, rows, d, units, width;
+  int32_t tanh_approx;
+  /* scratch (kernels/htp_scratch.h's order): */
+  float *compact_w, *compact_dw; /* units' floats each */
+  float *part;                   /* [rows, d] */
+  float *kernel_scratch;         /* attention: the backward kernel's; MLP: pre, act, dact */
+  int64_t kernel_scratch_floats;
+  const htp_kernel_table *kernels;
+  const htp_kernel_env *env;
+} grad_call;
+
+/* dx (written) and dw (accumulated) of the `w->units` units of shard w. */
+static htp_kernel_status shard_backward(const grad_call *c, const shard *w, float *dx,
+                                        const shard *dw) {
+  const htp_kernel_table *k = c->kernels;
+  if (c->kind == HTP_PAIR_ATTENTION)
+    return k->attention_backward_f32(c->env, c->x, w->first, w->bias, w->second, NULL, c->dy, dx,
+                                     dw->first, dw->bias, dw->second, NULL, c->kernel_scratch,
+                                     c->kernel_scratch_floats, c->batch, c->tokens, c->d,
+                                     w->units, c->width);
+  const int64_t hidden = w->units * c->width, n = c->rows * hidden;
+  float *pre = c->kernel_scratch, *act = pre + c->rows * c->units * c->width;
+  float *dact = act + c->rows * c->units * c->width;
+  htp_kernel_status s = k->linear_f32(c->env, c->x, w->first, w->bias, pre, c->rows, c->d, hidden);
+  if (s == HTP_KERNEL_OK) s = k->gelu_f32(c->env, pre, act, n, c->tanh_approx);
+  /* fc2 [d, hidden]: d(act) = dy · fc2, d(fc2) += dyᵀ · act. */
+  if (s == HTP_KERNEL_OK)
+    s = k->linear_backward_f32(c->env, act, w->second, c->dy, dact, dw->second, NULL, c->rows,
+                               hidden, c->d);
+  if (s == HTP_KERNEL_OK) s = k->gelu_backward_f32(c->env, pre, dact, dact, n, c->tanh_approx);
+  if (s == HTP_KERNEL_OK)
+    s = k->linear_backward_f32(c->env, c->x, w->first, dact, dx, dw->first, dw->bias, c->rows,
+                               c->d, hidden);
+  return s;
+}
+
+static void add_into(float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+/* Every unit, on the rank's own shard: without a balancer, or a plan that
+ * keeps them all. The gradients are zeroed through the table (device
+ * memory on a device). */
+static htp_kernel_status backward_all(const grad_call *c) {
+  const htp_kernel_table *k = c->kernels;
+  const unit_shape *u = &c->shape;
+  const int64_t rows = u->parts * c->units * u->width;
+  htp_kernel_status s = k->zero(c->env, c->dw.first, (size_t)(rows * u->d) * sizeof(float));
+  if (s == HTP_KERNEL_OK && c->dw.bias) s = k->zero(c->env, c->dw.bias, (size_t)rows * sizeof(float));
+  if (s == HTP_KERNEL_OK)
+    s = k->zero(c->env, c->dw.second, (size_t)(u->d * c->units * u->width) * sizeof(float));
+  return s == HTP_KERNEL_OK ? shard_backward(c, &c->w, c->dx, &c->dw) : s;
+}
+
+/* The listed units compacted: dx (written, or added to when accumulate)
+ * and their weight gradients scattered into c->dw. */
+static htp_kernel_status backward_listed(const grad_call *c, const int32_t *list, int64_t count,
+                                         float *dx) {
+  const shard w = shard_at(c->compact_w, count, &c->shape);
+  const shard dw = shard_at(c->compact_dw, count, &c->shape);
+  gather_units(&c->w, list, count, &w, &c->shape);
+  zero_shard(&dw, &c->shape);
+  htp_kernel_status s = shard_backward(c, &w, dx, &dw);
+  if (s == HTP_KERNEL_OK) scatter_units(&dw, list, count, &c->dw, &c->shape);
+  return s;
+}
+
+/* HTP_IMPUTE_SAME: each kept unit alone (its part stored), then the stored
+ * parts of the pruned units. */
+static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
+                                const htp_unit_sets *s) {
+  const size_t part = (size_t)(c->rows * c->d);
+  const size_t need = (size_t)c->units * part;
+  if (b->same_floats[c->pair] != need) {
+    free(b->same_part[c->pair]);
+    b->same_part[c->pair] = malloc(need * sizeof(float));
+    b->same_floats[c->pair] = b->same_part[c->pair] ? need : 0;
+    memset(b->same_seen + (size_t)c->pair * (size_t)b->max_units, 0, (size_t)b->max_units);
+    if (!b->same_part[c->pair])
+      return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for the same imputation",
+                       c->hook, (int)c->pair);
+  }
+  float *stored = b->same_part[c->pair];
+  uint8_t *seen = b->same_seen + (size_t)c->pair * (size_t)b->max_units;
+  memset(c->dx, 0, part * sizeof(float));
+  for (int i = 0; i < s->num_kept; ++i) {
+    const int32_t unit = s->kept[i];
+    float *mine = stored + (size_t)unit * part;
+    htp_kernel_status status = backward_listed(c, &unit, 1, mine);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+    seen[unit] = 1;
+    add_into(c->dx, mine, (int64_t)part);
+  }
+  for (int i = 0; i < s->num_pruned; ++i)
+    if (seen[s->pruned[i]]) add_into(c->dx, stored + (size_t)s->pruned[i] * part, (int64_t)part);
+  return HTP_OK;
+}
+
+/* The migrated-in units' packed blocks: their part of dx added, their
+ * weight gradients into b->grad_out in unit layout, in-list order. */
+static htp_result backward_in_units(htp_ctx *ctx, htp_balancer *b, const grad_call *c) {
+  const htp__packed_pair *pk = &b->packed[c->pair];
+  const int64_t per_unit = htp__unit_floats(&b->config, c->kind);
+  if (reserve_floats(&b->grad_out, &b->grad_out_capacity, (size_t)pk->count * (size_t)per_unit))
+    return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %d migrated units' "
+                     "gradients", c->hook, (int)c->pair, pk->count);
+  float *block = pk->data;
+  for (int i0 = 0; i0 < pk->count; i0 += (int)c->units) {
+    const int64_t n = pk->count - i0 < c->units ? pk->count - i0 : c->units;
+    const shard w = shard_at(block, n, &c->shape);
+    const shard dw = shard_at(c->compact_dw, n, &c->shape);
+    zero_shard(&dw, &c->shape);
+    htp_kernel_status status = shard_backward(c, &w, c->part, &dw);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+    add_into(c->dx, c->part, c->rows * c->d);
+    for (int32_t j = 0; j < n; ++j) {
+      const shard one = shard_at(b->grad_out + (size_t)(i0 + j) * (size_t)per_unit, 1, &c->shape);
+      gather_units(&dw, &j, 1, &one, &c->shape);
+    }
+    block += n * per_unit;
+  }
+  return HTP_OK;
+}
+
+/* The gradient return: per flow of this pair's kind, in the plan's order, a
+ * helper sends its in-units' gradients of that flow to the owner, which
+ * writes them into its own gradient at the handed-off units. */
+static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
+                                   const htp_unit_sets *s) {
+  const htp_plan *plan = htp_planner_plan(b->planner);
+  if (!plan->num_flows[c->kind]) return HTP_OK;
+  if (plan->version != b->applied_version)
+    return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: pair %d: the plan in force (version %lld) is "
+                     "not the one applied (%lld)", c->hook, (int)c->pair,
+                     (long long)plan->version, (long long)b->applied_version);
+  const int rank = ctx->rank;
+  const int64_t per_unit = htp__unit_floats(&b->config, c->kind);
+  int in_index = 0;
+  for (int f = 0; f < plan->num_flows[c->kind]; ++f) {
+    const htp_flow *flow = &plan->flows[c->kind][f];
+    const size_t floats = (size_t)flow->count * (size_t)per_unit;
+    htp_result r = HTP_OK;
+    if (flow->dst == rank) {
+      HOOK_INVALID(ctx, in_index + flow->count > s->num_in || s->in_src[in_index] != flow->src,
+                   "%s: pair %d: the migrated-in units do not follow the plan's flow %d", c->hook,
+                   (int)c->pair, f);
+      r = htp_send(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
+                   floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
+      in_index += flow->count;
+    } else if (flow->src == rank) {
+      if (reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
+        return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
+      r = htp_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
+                   TAG_GRADIENTS + c->kind);
+      int at = 0;
+      for (int i = 0; r == HTP_OK && i < s->num_out; ++i) {
+        if (s->out_dst[i] != flow->dst) continue;
+        HOOK_INVALID(ctx, at == flow->count, "%s: pair %d: more units handed to rank %d than "
+                     "its flow carries", c->hook, (int)c->pair, flow->dst);
+        const shard one = shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
+        scatter_units(&one, &s->out_unit[i], 1, &c->dw, &c->shape);
+      }
+    }
+    if (r != HTP_OK) return r;
+  }
+  return HTP_OK;
+}
+
+static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double started) {
+  htp_balancer *b = ctx ? ctx->balancer : NULL;
+  htp_kernel_status status;
+  if (!b || b->hookless || b->suspended) {
+    status = backward_all(c);
+    return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, c->hook);
+  }
+  htp_result r = htp__balancer_check_pair(ctx, b, c->kind, c->pair, c->units, c->width, c->d,
+                                          c->hook);
+  if (r != HTP_OK) return r;
+  HOOK_INVALID(ctx, c->kernels->device != HTP_KERNEL_DEVICE_CPU,
+               "%s: pair %d: balancing in backward runs on the CPU only for now (the %s device "
+               "has a balancer)", c->hook, (int)c->pair, c->kernels->name);
+  htp_unit_sets s;
+  if (htp_unit_table_get(b->table, c->pair, &s) != HTP_OK)
+    return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", c->hook, (int)c->pair);
+  HOOK_INVALID(ctx, b->packed[c->pair].count != s.num_in,
+               "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
+               (int)c->pair, b->packed[c->pair].count, s.num_in);
+
+  zero_shard(&c->dw, &c->shape);
+  if (b->config.impute == HTP_IMPUTE_SAME) {
+    r = backward_same(ctx, b, c, &s);
+    if (r != HTP_OK) return r;
+  } else {
+    if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw);
+    else if (s.num_kept > 0) status = backward_listed(c, s.kept, s.num_kept, c->dx);
+    else status = (memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float)), HTP_KERNEL_OK);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+    if (b->config.impute == HTP_IMPUTE_AVERAGE && s.num_kept > 0 && s.num_pruned > 0) {
+      const float scale = (float)(s.num_kept + s.num_pruned) / (float)s.num_kept;
+      for (int64_t i = 0; i < c->rows * c->d; ++i) c->dx[i] *= scale;
+    }
+  }
+  if (s.num_in > 0 && (r = backward_in_units(ctx, b, c)) != HTP_OK) return r;
+  htp__balancer_book_site(b, c->kind, htp_now() - started);
+  return return_gradients(ctx, b, c, &s);
+}
+
+/* The checks both backward hooks share, after which c is complete but for
+ * its scratch layout. */
+static htp_result check_grad_call(htp_ctx *ctx, const grad_call *c) {
+  HOOK_INVALID(ctx, !c->x || !c->w.first || !c->w.second || !c->dy || !c->dx || !c->dw.first ||
+                        !c->dw.second || !c->compact_w,
+               "%s: pair %d: x, a weight, dy, dx, a weight gradient or scratch is NULL", c->hook,
+               (int)c->pair);
+  HOOK_INVALID(ctx, (c->w.bias == NULL) != (c->dw.bias == NULL),
+               "%s: pair %d: a bias gradient is wanted exactly when there is a bias", c->hook,
+               (int)c->pair);
+  HOOK_INVALID(ctx, c->batch < 1 || c->tokens < 1 || c->d < 1 || c->units < 1 || c->width < 1,
+               "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, units %lld, width %lld "
+               "must all be >= 1",
+               c->hook, (int)c->pair, (long long)c->batch, (long long)c->tokens, (long long)c->d,
+               (long long)c->units, (long long)c->width);
+  HOOK_INVALID(ctx,
+               c->batch > INT_MAX / c->tokens || c->d > INT_MAX ||
+                   c->units > INT_MAX / c->shape.parts / c->width,
+               "%s: pair %d: a dimension exceeds BLAS's int range", c->hook, (int)c->pair);
+  return HTP_OK;
+}
+
+htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
+                                     const float *wqkv, const float *bqkv, const float *wproj,
+                                     const float *dy, float *dx, float *dwqkv, float *dbqkv,
+                                     float *dwproj, float *scratch, int64_t batch, int64_t tokens,
+                                     int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const double started = htp_now();
+  grad_call c = {.kind = HTP_PAIR_ATTENTION, .pair = pair, .hook = "htp_rt_attention_grad_f32",
+                 .x = x, .dy = dy, .dx = dx,
+                 .w = {(float *)wqkv, (float *)bqkv, (float *)wproj, num_heads},
+                 .dw = {dwqkv, dbqkv, dwproj, num_heads},
+                 .shape = {3, head_dim, model_dim}, .batch = batch, .tokens = tokens,
+                 .d = model_dim, .units = num_heads, .width = head_dim,
+                 .compact_w = scratch, .kernels = htp__kernel_table(ctx),
+                 .env = htp__kernel_env(ctx)};
+  htp_result r = check_grad_call(ctx, &c);
+  if (r != HTP_OK) return r;
+  HOOK_INVALID(ctx, !bqkv, "%s: pair %d: bqkv is NULL", c.hook, (int)pair);
+  c.rows = batch * tokens;
+  const int64_t weights = htp__units_floats(num_heads, 3, head_dim, model_dim);
+  c.compact_dw = scratch + weights;
+  c.part = c.compact_dw + weights;
+  c.kernel_scratch = c.part + c.rows * model_dim;
+  c.kernel_scratch_floats = htp_cpu_attention_backward_scratch_floats(batch, tokens, model_dim,
+                                                                      num_heads, head_dim);
+  HOOK_INVALID(ctx, weights < 0 || c.kernel_scratch_floats < 0,
+               "%s: pair %d: the scratch's size overflows", c.hook, (int)pair);
+  return run_pair_backward(ctx, &c, started);
+}
+
+htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
+                               const float *b1, const float *w2, const float *dy, float *dx,
+                               float *dw1, float *db1, float *dw2, float *scratch, int64_t rows,
+                               int64_t model_dim, int64_t hidden_dim, int64_t unit_width,
+                               int32_t tanh_approx) {
+  const double started = htp_now();
+  const char *hook = "htp_rt_mlp_grad_f32";
+  HOOK_INVALID(ctx, unit_width < 1 || hidden_dim < 1 || hidden_dim % unit_width != 0,
+               "%s: pair %d: hidden_dim %lld is not a positive multiple of unit_width %lld", hook,
+               (int)pair, (long long)hidden_dim, (long long)unit_width);
+  const int64_t units = hidden_dim / unit_width;
+  grad_call c = {.kind = HTP_PAIR_MLP, .pair = pair, .hook = hook, .x = x, .dy = dy, .dx = dx,
+                 .w = {(float *)w1, (float *)b1, (float *)w2, units},
+                 .dw = {dw1, db1, dw2, units}, .shape = {1, unit_width, model_dim},
+                 .batch = 1, .tokens = rows, .rows = rows, .d = model_dim, .units = units,
+                 .width = unit_width, .tanh_approx = tanh_approx, .compact_w = scratch,
+                 .kernels = htp__kernel_table(ctx), .env = htp__kernel_env(ctx)};
+  htp_result r = check_grad_call(ctx, &c);
+  if (r != HTP_OK) return r;
+  HOOK_INVALID(ctx, hidden_dim > INT_MAX, "%s: pair %d: a dimension exceeds BLAS's int range",
+               hook, (int)pair);
+  const int64_t weights = htp__units_floats(units, 1, unit_width, model_dim);
+  c.compact_dw = scratch + weights;
+  c.part = c.compact_dw + weights;
+  c.kernel_scratch = c.part + rows * model_dim;
+  c.kernel_scratch_floats = 3 * rows * hidden_dim;
+  return run_pair_backward(ctx, &c, started);
+}
+
+/* ===== Weights the optimizer changed ===================================== */
+
+htp_result htp__balancer_create_variation(htp_balancer *b) {
+  b->previous = calloc((size_t)b->num_pairs, sizeof *b->previous);
+  b->window = calloc((size_t)b->num_pairs * (size_t)b->max_units * HTP__VARIATION_WINDOW,
+                     sizeof *b->window);
+  return b->previous && b->window ? HTP_OK : HTP_ERR_NOMEM;
+}
+
+void htp__balancer_variation_scores(const htp_balancer *b, int pair, float *out) {
+  const int units = b->config.planner.units_per_rank[htp_pair_kind_of(pair)];
+  for (int i = 0; i < units; ++i) {
+    const double *w = b->window + ((size_t)pair * (size_t)b->max_units + (size_t)i) *
+                                      HTP__VARIATION_WINDOW;
+    double sum = 0.0;
+    for (int k = 0; k < HTP__VARIATION_WINDOW; ++k) sum += w[k];
+    out[i] = (float)sum;
+  }
+}
+
+/* One variation sample of pair p: each unit's update norm since the last
+ * sample into the window's slot, and the weights kept for the next one. */
+static htp_result sample_variation(htp_balancer *b, int p) {
+  const htp__registered_pair *reg = &b->pairs[p];
+  const htp_pair_kind kind = htp_pair_kind_of(p);
+  const int units = b->config.planner.units_per_rank[kind];
+  const int64_t per_unit = htp__unit_floats(&b->config, kind);
+  const unit_shape shape = {htp__unit_parts(kind), htp__unit_width(&b->config, kind),
+                            b->config.model_dim};
+  const shard mine = {(float *)reg->first, (float *)reg->bias, (float *)reg->second, units};
+  const int first = b->previous[p] == NULL;
+  if (first && !(b->previous[p] = malloc((size_t)units * (size_t)per_unit * sizeof(float))))
+    return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
+  if (reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
+    return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
+  const size_t slot = (size_t)(b->samples % HTP__VARIATION_WINDOW);
+  for (int32_t i = 0; i < units; ++i) {
+    float *last = b->previous[p] + (size_t)i * (size_t)per_unit;
+    const shard now = shard_at(first ? last : b->unit_staging, 1, &shape);
+    gather_units(&mine, &i, 1, &now, &shape);
+    if (first) continue;
+    double sum = 0.0;
+    for (int64_t j = 0; j < per_unit; ++j) {
+      const double delta = (double)b->unit_staging[j] - (double)last[j];
+      sum += delta * delta;
+    }
+    b->window[((size_t)p * (size_t)b->max_units + (size_t)i) * HTP__VARIATION_WINDOW + slot] =
+        sqrt(sum);
+    memcpy(last, b->unit_staging, (size_t)per_unit * sizeof(float));
+  }
+  return HTP_OK;
+}
+
+htp_result htp_balancer_weights_updated(htp_balancer *b) {
+  if (!b) return HTP_ERR_INVALID;
+  if (b->hookless) return HTP_OK;
+  b->weights_stale = 1;
+  if (!b->window) return HTP_OK;
+  for (int p = 0; p < b->num_pairs; ++p) {
+    if (!b->pairs[p].seen) continue;
+    htp_result r = sample_variation(b, p);
+    if (r != HTP_OK) return r;
+  }
+  b->samples++;
+  return HTP_OK;
+}
+
+void htp__balancer_free_train(htp_balancer *b) {
+  if (b->same_part)
+    for (int p = 0; p < b->num_pairs; ++p) free(b->same_part[p]);
+  if (b->previous)
+    for (int p = 0; p < b->num_pairs; ++p) free(b->previous[p]);
+  free(b->same_part);
+  free(b->same_floats);
+  free(b->same_seen);
+  free(b->grad_out);
+  free(b->unit_staging);
+  free(b->previous);
+  free(b->window);
+}
