@@ -133,7 +133,7 @@ static void test_usage_errors(void **state) {
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi", "a.mlir", "--policy", "all");
   EXPECT_USAGE_ERROR("--impute expects zero|same|average", "a.mlir", "--impute", "mean");
   EXPECT_USAGE_ERROR("--entry needs a function name", "a.mlir", "--entry", "");
-  EXPECT_USAGE_ERROR("--select expects random|importance, got 'best'", "a.mlir", "--select",
+  EXPECT_USAGE_ERROR("--select expects random|importance|variation, got 'best'", "a.mlir", "--select",
                      "best");
   EXPECT_USAGE_ERROR("--report expects table|json, got ''", "a.mlir", "--report=");
 }
@@ -238,7 +238,8 @@ static void test_enum_names_from_runtime(void **state) {
   }
   for (int value = 0; strcmp(htp_select_name((htp_select)value), "?") != 0; value++) {
     snprintf(flag, sizeof flag, "--select=%s", htp_select_name((htp_select)value));
-    assert_int_equal(PARSE(&options, err, "a.mlir", flag), 0);
+    /* variation ranks units by their training updates: --train only. */
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--train", flag), 0);
     assert_int_equal(options.selection, value);
   }
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi, got '?'", "a.mlir", "--policy",
@@ -456,6 +457,17 @@ static void test_train(void **state) {
   assert_string_equal(options.train.metrics, "m.json");
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");
+
+  /* Balancing in training: the policy flags and the trace are --train's too. */
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--policy", "semi",
+                         "--impute", "average", "--select", "variation", "--trace", "t.jsonl",
+                         "--slow", "3:2"), 0);
+  assert_int_equal(options.policy, HTP_POLICY_SEMI);
+  assert_int_equal(options.impute, HTP_IMPUTE_AVERAGE);
+  assert_int_equal(options.selection, HTP_SELECT_VARIATION);
+  assert_string_equal(options.trace, "t.jsonl");
+  EXPECT_USAGE_ERROR("--select variation ranks units by how their weights change in training",
+                     "m.mlir", "--tp", "2", "--select", "variation");
 
   EXPECT_USAGE_ERROR("--epochs is a flag of --train", "m.mlir", "--epochs", "2");
   EXPECT_USAGE_ERROR("--data is a flag of --train", "m.mlir", "--data", "d");

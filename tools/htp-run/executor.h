@@ -63,6 +63,15 @@ typedef struct htp_run_state {
   const char *blas_threads_from;     /* the user's variable that set them, or NULL */
 } htp_run_state;
 
+/* The planner's view of the block (state->sig): with a balance record, the
+ * runtime's balancer config from the signature and --policy, --select,
+ * --seed, --impute (state->balance, state->balancer; job likewise); without,
+ * one layer of one unit per kind, detection only, and --policy other than
+ * none or --select other than random are errors (run.c; --train uses it
+ * too). */
+int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
+                           htp_rank_job *job, char *err, size_t err_size);
+
 /* A 64-byte aligned buffer of at least bytes (one 64-byte line for 0). */
 static inline void *htp_aligned_buffer(size_t bytes) {
   size_t size = (bytes + 63) / 64 * 64;

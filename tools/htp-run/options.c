@@ -108,13 +108,15 @@ void htp_run_print_help(FILE *stream) {
       "                        values of pruned units (resize, semi): zero (default),\n"
       "                        same (the unit's last computed value), average (per\n"
       "                        token, the mean of the kept units)\n"
-      "  --select random|importance\n"
+      "  --select random|importance|variation\n"
       "                        which units a straggler sheds (resize, migrate, semi):\n"
-      "                        random (default: a permutation seeded with --seed) or\n"
+      "                        random (default: a permutation seeded with --seed),\n"
       "                        importance (least important first: per unit, an EWMA of\n"
       "                        mean |activation| x norm of its output weights, measured\n"
-      "                        in the iterations before the plan change). Needs a block\n"
-      "                        with balance hooks, as --policy does\n"
+      "                        in the iterations before the plan change) or, with\n"
+      "                        --train only, variation (the paper's priority: least\n"
+      "                        change of the unit's weights over the last 16 steps\n"
+      "                        first). Needs a block with balance hooks, as --policy does\n"
       "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
       "                        (default 0), so it stays F times slower at whatever work\n"
       "                        the plan gives it: in a block with balance hooks each\n"
@@ -183,10 +185,13 @@ void htp_run_print_help(FILE *stream) {
       "                        train_acc, test_loss, test_acc, epoch_s, eval_s,\n"
       "                        ms_per_step; the run's tp, policy, slow, optimizer, ...\n"
       "With --train, --seed seeds the init and the shuffle; --tp, --backend, --device,\n"
-      "--slow, --fault and --timeout work as for a timed run (--fault and --slow count\n"
-      "training steps from 0); --policy must be none (detection only: gradient entries\n"
-      "have no balance hooks yet); --iters, --warmup, --weights, --input, --output,\n"
-      "--report, --impute, --select, --trace and --check are refused.\n"
+      "--slow, --fault, --timeout, --policy, --impute, --select and --trace work as for\n"
+      "a timed run, counting training steps from 0 (with --tp > 1 the gradient entry\n"
+      "has balance hooks in forward and backward: a pruned unit gets no weight gradient\n"
+      "and its part of the input's gradient is imputed as its activation was; a\n"
+      "migrated unit's gradient returns to its owner every step, and its updated\n"
+      "weights go out again); --iters, --warmup, --weights, --input, --output,\n"
+      "--report and --check are refused.\n"
       "\n"
       "data defaults (without --weights / --input): seeded random data, each tensor\n"
       "drawn at its global shape from its own stream of (--seed, argument index), so\n"
@@ -358,8 +363,7 @@ static int repeatable(int id) {
 static int train_only(int id) { return id > FLAG_TRAIN; }
 static int run_only(int id) {
   return id == FLAG_ITERS || id == FLAG_WARMUP || id == FLAG_WEIGHTS || id == FLAG_INPUT ||
-         id == FLAG_OUTPUT || id == FLAG_REPORT || id == FLAG_IMPUTE || id == FLAG_SELECT ||
-         id == FLAG_TRACE || id == FLAG_CHECK;
+         id == FLAG_OUTPUT || id == FLAG_REPORT || id == FLAG_CHECK;
 }
 
 static const char *flag_name(int id) {
@@ -807,6 +811,9 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
                          strcmp(options->run_only_flag, "weights") == 0
                              ? "initial weights are --params FILE"
                              : "it trains over --epochs and writes --metrics and --checkpoint");
+  if (!train->enabled && options->selection == HTP_SELECT_VARIATION && !options->help)
+    return htp_set_error(err, err_size, "--select variation ranks units by how their weights "
+                         "change in training: use it with --train");
   if (train->enabled && train->params && train->resume)
     return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
                          "give one");

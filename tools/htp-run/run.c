@@ -216,11 +216,8 @@ static uint64_t host_staging_bytes(const htp_signature *sig, int local_ranks) {
   return total;
 }
 
-/* The planner's view of the block. With a balance record, the runtime's
- * balancer config from the signature; without, one layer of one unit per
- * kind: detection only. */
-static int balance_config(const htp_run_options *options, htp_run_state *state,
-                          htp_rank_job *job, char *err, size_t err_size) {
+int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
+                           htp_rank_job *job, char *err, size_t err_size) {
   htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
   planner.world_size = state->tp;
   planner.policy = HTP_POLICY_NONE;
@@ -542,7 +539,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
    * the ranks' buffers too (its memory is host memory), not on a GPU. */
   const int local_ranks = mpi ? 1 : state->tp;
   if (make_sm_counts(options, state, err, sizeof err) ||
-      balance_config(options, state, &job, err, sizeof err) ||
+      htp_run_balance_config(options, state, &job, err, sizeof err) ||
       check_files(options, sig, err, sizeof err) ||
       htp_run_check_memory(options->path, host_staging_bytes(sig, local_ranks), sig,
                            state->device == HTP_DEVICE_CPU ? local_ranks : 0, 1,

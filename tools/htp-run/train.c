@@ -65,6 +65,9 @@ typedef struct train_job {
   epoch_metrics *metrics;              /* [epochs] */
   long epochs_done;                    /* by this run */
   int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
+  int balance;                         /* the grad entry has balance hooks: a real balancer */
+  htp_balancer_config balancer;        /* its config, when balance */
+  FILE *trace;                         /* --trace: the balancers' lines, or NULL */
   int process_rank;                    /* mpi: this process's rank; local: -1 */
 } train_job;
 
@@ -610,6 +613,8 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "device", json_string(options->device));
   json_object_set_new(root, "policy", json_string(htp_policy_name(options->policy)));
   json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
+  json_object_set_new(root, "select", json_string(htp_select_name(options->selection)));
+  json_object_set_new(root, "impute", json_string(htp_impute_name(options->impute)));
   json_object_set_new(root, "optimizer", json_string(optimizer_name(options->train.optimizer)));
   json_object_set_new(root, "lr", json_real(options->train.lr));
   json_object_set_new(root, "augment",
@@ -957,6 +962,11 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
                               sig->args[job->images].bytes), "uploading the batch");
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], targets,
                               sig->args[job->targets].bytes), "uploading the batch");
+      const double factor = slow_factor(options, run->rank, step);
+      /* --slow: with hooks the balancer stretches the unit work itself,
+       * forward and backward, so shedding units sheds slowed time. */
+      if (job->balance)
+        STEP_TRY(htp_balancer_set_slowdown(balancer, factor), "the slowdown");
       double comm_before = htp_ctx_comm_seconds(run->ctx), wall = 0;
       STEP_TRY(htp_ctx_mark(run->ctx, 0), "the start mark");
       int32_t code = job->fn(run->ctx, b->grad);
@@ -967,18 +977,21 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       }
       if (optimizer_step(run, b, step, total))
         return 1;
+      STEP_TRY(htp_balancer_weights_updated(balancer), "noting the updated weights");
       STEP_TRY(htp_ctx_mark(run->ctx, 1), "timing the step");
       STEP_TRY(htp_ctx_elapsed(run->ctx, &wall), "timing the step");
       double compute = wall - (htp_ctx_comm_seconds(run->ctx) - comm_before);
       if (compute < 0)
         compute = 0;
-      double factor = slow_factor(options, run->rank, step);
-      if (factor > 1.0) {
+      if (factor > 1.0 && !job->balance) {
         sleep_seconds((factor - 1.0) * compute);
         compute *= factor;
       }
-      STEP_TRY(htp_balancer_step(balancer, compute > 0 ? compute : 1e-9, &plan),
-               "the balancer step");
+      /* The planner compares the work it can move: the hooks' time. */
+      double seconds = compute > 0 ? compute : 1e-9;
+      if (job->balance && htp_balancer_hook_seconds(balancer) > 0)
+        seconds = htp_balancer_hook_seconds(balancer);
+      STEP_TRY(htp_balancer_end_iteration(balancer, seconds, &plan), "the balancer's step");
       if (!is_zero)
         continue;
       for (int r = 0; r < plan->world_size; r++)
@@ -1002,6 +1015,8 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
      * zeros, the padding left out of the loss and accuracy. */
     double test_loss = 0, eval_started = htp_now();
     long test_correct = 0;
+    /* The whole model is evaluated, whatever the plan (every rank alike). */
+    RANK_TRY(htp_balancer_suspend(balancer, 1), "suspending the balancer", -1);
     for (uint32_t start = 0; start < job->test->count; start += (uint32_t)batch) {
       int real = htp_fmnist_batch(job->test, NULL, start, batch, images, targets, labels);
       RANK_TRY(htp_barrier(run->ctx), "the test barrier", -1);
@@ -1023,6 +1038,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
                "downloading the test logits", -1);
       score(logits, labels, real, &test_loss, &test_correct);
     }
+    RANK_TRY(htp_balancer_suspend(balancer, 0), "resuming the balancer", -1);
     const double eval_seconds = htp_now() - eval_started;
     if (tty)
       fputc('\n', stderr);
@@ -1070,12 +1086,18 @@ static void train_rank(htp_rank_task *task, void *user) {
                        htp_world_last_error(htp_rank_task_world(task)));
     return;
   }
-  /* Detection only: the grad entry has no balance hooks (a split eval
-   * entry's hooks compute the plain split block under a hookless one). */
-  htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
-  hookless.planner.world_size = run.job->tp;
-  hookless.planner.policy = HTP_POLICY_NONE;
-  result = htp_balancer_create(run.ctx, &hookless, &balancer);
+  /* With balance hooks (tp > 1) the signature's config and --policy;
+   * without (tp 1), detection only. */
+  htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
+  if (run.job->balance) {
+    config = run.job->balancer;
+  } else {
+    config.planner.world_size = run.job->tp;
+    config.planner.policy = HTP_POLICY_NONE;
+  }
+  result = htp_balancer_create(run.ctx, &config, &balancer);
+  if (result == HTP_OK)
+    htp_balancer_set_trace(balancer, run.job->trace);
   if (result != HTP_OK)
     htp_rank_task_fail(task, run.ctx, result, "creating its balancer", -1,
                        htp_last_error(run.ctx));
@@ -1097,19 +1119,21 @@ static void release_job(train_job *job) {
     free_globals(job->gathered[k], n);
   free(job->metrics);
   free(job->stragglers);
+  if (job->trace)
+    fclose(job->trace);
 }
 
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
   const int quiet = state->process_rank > 0;
-  if (options->policy != HTP_POLICY_NONE)
-    return htp_set_error(err, err_size, "--train with --policy %s: the gradient entry has no "
-                         "balance hooks yet (balancing in backward is a later step); train "
-                         "with --policy none, which detects stragglers", htp_policy_name(options->policy));
+  if (options->trace && state->process_rank >= 0)
+    return htp_set_error(err, err_size, "--train --trace: under mpirun the trace is not written "
+                         "yet; trace a run of the local backend");
   state->loader = state->shared ? htp_so_loader() : jit;
   if ((train->checkpoint && check_output("checkpoint", train->checkpoint, err, err_size)) ||
-      (train->metrics && check_output("metrics", train->metrics, err, err_size)))
+      (train->metrics && check_output("metrics", train->metrics, err, err_size)) ||
+      (options->trace && check_output("trace", options->trace, err, err_size)))
     return 1;
   if (train->checkpoint) {
     char optim[4200];
@@ -1149,6 +1173,16 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
                     options->slows[i].rank, state->tp, state->tp);
       goto done;
     }
+  htp_rank_job probe;
+  memset(&probe, 0, sizeof probe);
+  if (htp_run_balance_config(options, state, &probe, err, err_size))
+    goto done;
+  job.balance = state->balance;
+  job.balancer = state->balancer;
+  if (options->trace && !(job.trace = fopen(options->trace, "w"))) {
+    htp_set_error(err, err_size, "--trace %s: %s", options->trace, strerror(errno));
+    goto done;
+  }
   int loss, logits;
   if (check_entry(sig, &job, &loss, &logits, err, err_size))
     goto done;
