@@ -141,6 +141,11 @@ static std::string operandName(Operation *op, unsigned index) {
             static constexpr StringRef names[] = {"input", "dy"};
             return ArrayRef(names);
           })
+          .Case<MLPGradOp>([](auto) {
+            static constexpr StringRef names[] = {"input", "fc1 weight", "fc2 weight", "dy",
+                                                  "fc1 bias"};
+            return ArrayRef(names);
+          })
           .Case<AttentionGradOp>([](auto) {
             static constexpr StringRef names[] = {"input", "qkv weight", "qkv bias",
                                                   "proj weight", "dy"};
@@ -310,6 +315,20 @@ static LogicalResult verifyAttentionOperands(Operation *op, Value inputValue, Va
   return success();
 }
 
+/// The balance pair of htp.attention and htp.attention_grad: within the
+/// runtime's limits, even (2 * layer), and num_heads units the signature can
+/// count.
+static LogicalResult verifyAttentionPair(Operation *op, int64_t pair, int64_t heads) {
+  if (failed(verifyPair(op, pair)))
+    return failure();
+  if (heads > HTP_ENTRY_MAX_UNITS)
+    return op->emitOpError() << "num_heads (" << heads << ") of a balanced attention must be at "
+                             << "most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)";
+  if (pair % 2 != 0)
+    return op->emitOpError() << "pair must be even (2 * layer) for attention, got " << pair;
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
   RankedTensorType input = tensorOf(getInput());
   int64_t heads = getNumHeads(), inner;
@@ -324,13 +343,8 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";
   if (getPair()) {
-    if (failed(verifyPair(*this, *getPair())))
+    if (failed(verifyAttentionPair(*this, *getPair(), heads)))
       return failure();
-    if (heads > HTP_ENTRY_MAX_UNITS)
-      return emitOpError() << "num_heads (" << heads << ") of a balanced attention must be at "
-                           << "most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)";
-    if (*getPair() % 2 != 0)
-      return emitOpError() << "pair must be even (2 * layer) for attention, got " << *getPair();
     if (getProjBias())
       return emitOpError("a balanced attention (with a pair) yields a partial sum: its proj "
                          "bias must follow the all-reduce, not be an operand");
@@ -342,33 +356,47 @@ LogicalResult AttentionOp::verify() {
 // MLPOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MLPOp::verify() {
-  RankedTensorType input = tensorOf(getInput()), fc1 = tensorOf(getFc1Weight()),
-                   fc2 = tensorOf(getFc2Weight());
+/// The operands and attributes htp.mlp and htp.mlp_grad share: input of
+/// rank >= 1 [..., dim], fc1 weight [hidden, dim], fc2 weight [dim,
+/// hidden], fc1 bias [hidden] when present, hidden a multiple of
+/// unit_width in at most HTP_ENTRY_MAX_UNITS units, pair odd and in range.
+static LogicalResult verifyMLPOperands(Operation *op, Value inputValue, Value fc1Weight,
+                                       Value fc2Weight, Value fc1Bias, int64_t unitWidth,
+                                       int64_t pair) {
+  RankedTensorType input = tensorOf(inputValue), fc1 = tensorOf(fc1Weight),
+                   fc2 = tensorOf(fc2Weight);
   if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
+    return op->emitOpError("input must have rank >= 1");
   int64_t dim = input.getShape().back();
   if (fc1.getRank() != 2 || fc1.getDimSize(1) != dim)
-    return emitOpError() << "fc1 weight must be [hidden, " << dim << "], got ["
-                         << shapeString(fc1) << "]";
+    return op->emitOpError() << "fc1 weight must be [hidden, " << dim << "], got ["
+                             << shapeString(fc1) << "]";
   int64_t hidden = fc1.getDimSize(0);
   if (fc2.getRank() != 2 || fc2.getDimSize(0) != dim || fc2.getDimSize(1) != hidden)
-    return emitOpError() << "fc2 weight must be [" << dim << ", " << hidden << "], got ["
-                         << shapeString(fc2) << "]";
-  if (getFc1Bias() &&
-      failed(verifyVector(*this, "fc1 bias", getFc1Bias(), hidden, "rows of the fc1 weight")))
+    return op->emitOpError() << "fc2 weight must be [" << dim << ", " << hidden << "], got ["
+                             << shapeString(fc2) << "]";
+  if (fc1Bias &&
+      failed(verifyVector(op, "fc1 bias", fc1Bias, hidden, "rows of the fc1 weight")))
     return failure();
-  if (hidden % getUnitWidth() != 0)
-    return emitOpError() << "hidden width (" << hidden << ") must be a multiple of unit_width ("
-                         << getUnitWidth() << ")";
-  if (hidden / getUnitWidth() > HTP_ENTRY_MAX_UNITS)
-    return emitOpError() << "hidden width / unit_width (" << hidden << " / " << getUnitWidth()
-                         << " = " << hidden / getUnitWidth()
-                         << " units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)";
-  if (failed(verifyPair(*this, getPair())))
+  if (hidden % unitWidth != 0)
+    return op->emitOpError() << "hidden width (" << hidden
+                             << ") must be a multiple of unit_width (" << unitWidth << ")";
+  if (hidden / unitWidth > HTP_ENTRY_MAX_UNITS)
+    return op->emitOpError() << "hidden width / unit_width (" << hidden << " / " << unitWidth
+                             << " = " << hidden / unitWidth
+                             << " units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)";
+  if (failed(verifyPair(op, pair)))
     return failure();
-  if (getPair() % 2 != 1)
-    return emitOpError() << "pair must be odd (2 * layer + 1) for an MLP, got " << getPair();
+  if (pair % 2 != 1)
+    return op->emitOpError() << "pair must be odd (2 * layer + 1) for an MLP, got " << pair;
+  return success();
+}
+
+LogicalResult MLPOp::verify() {
+  if (failed(verifyMLPOperands(*this, getInput(), getFc1Weight(), getFc2Weight(), getFc1Bias(),
+                               getUnitWidth(), getPair())))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";
@@ -593,6 +621,37 @@ LogicalResult AttentionGradOp::verify() {
     return failure();
   if (getDprojBias() && failed(verifyShape(*this, "dproj_bias (result #4)", getDprojBias(),
                                            {input.back()}, "the input's dim")))
+    return failure();
+  if (getPair()) {
+    if (failed(verifyAttentionPair(*this, *getPair(), getNumHeads())))
+      return failure();
+    if (getDprojBias())
+      return emitOpError("a balanced attention (with a pair) has no proj bias: its gradient "
+                         "has no dproj_bias (result #4)");
+  }
+  return success();
+}
+
+LogicalResult MLPGradOp::verify() {
+  if (failed(verifyMLPOperands(*this, getInput(), getFc1Weight(), getFc2Weight(), getFc1Bias(),
+                               getUnitWidth(), getPair())))
+    return failure();
+  ArrayRef<int64_t> input = tensorOf(getInput()).getShape();
+  ArrayRef<int64_t> fc1 = tensorOf(getFc1Weight()).getShape();
+  if (failed(verifyShape(*this, "dy", getDy(), input,
+                         "the forward's result: the input's shape")) ||
+      failed(verifyShape(*this, "dx (result #0)", getDx(), input, "the input's shape")) ||
+      failed(verifyShape(*this, "dfc1_weight (result #1)", getDfc1Weight(), fc1,
+                         "the fc1 weight's shape")) ||
+      failed(verifyShape(*this, "dfc2_weight (result #2)", getDfc2Weight(),
+                         tensorOf(getFc2Weight()).getShape(), "the fc2 weight's shape")))
+    return failure();
+  if (static_cast<bool>(getFc1Bias()) != static_cast<bool>(getDfc1Bias()))
+    return emitOpError() << "dfc1_bias (result #3) must be written exactly when fc1_bias is "
+                         << "an operand; got " << (getFc1Bias() ? "an" : "no") << " fc1 bias and "
+                         << getNumResults() << " results";
+  if (getDfc1Bias() && failed(verifyShape(*this, "dfc1_bias (result #3)", getDfc1Bias(),
+                                          {fc1[0]}, "rows of the fc1 weight")))
     return failure();
   return success();
 }

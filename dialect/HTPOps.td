@@ -433,7 +433,7 @@ def HTP_GeluGradOp : HTP_TrainOp<"gelu_grad"> {
 }
 
 def HTP_AttentionGradOp : HTP_TrainOp<"attention_grad"> {
-  let summary = "gradients of htp.attention (without pair)";
+  let summary = "gradients of htp.attention";
   let description = [{
     Operands as `htp.attention`'s without the proj bias (it changes no
     gradient but its own), then `dy` (the input's type); `num_heads` is
@@ -442,17 +442,33 @@ def HTP_AttentionGradOp : HTP_TrainOp<"attention_grad"> {
     written, `dproj_bias` `[dim]`. The kernel's scratch is
     `htp_cpu_attention_backward_scratch_floats` (kernels/htp_scratch.h).
 
+    `pair`, written by `--htp-grad` for the adjoint of a balanced
+    `htp.attention` (one with a `pair`), is the forward's: the lowering
+    calls the backward hook `htp_rt_attention_grad_f32`, which
+    differentiates the heads the plan gave the rank in forward (pruned
+    heads get no weight gradient and an imputed share of `dx`), and `dx`
+    is this rank's part, all-reduced after. Limits as the forward's: no
+    `dproj_bias` (a balanced attention has no proj bias), num_heads at
+    most 2^24 (HTP_ENTRY_MAX_UNITS), pair even and below 2^21; its
+    scratch is `htp_rt_attention_grad_scratch_floats`.
+
     ```mlir
     %dx, %dwqkv, %dbqkv, %dwp, %dbp = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64}
         : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>,
            tensor<2x5x12xf32>)
         -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>,
             tensor<12xf32>)
+    %hx, %hwqkv, %hbqkv, %hwp = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy
+        {num_heads = 3 : i64, pair = 0 : i64}
+        : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>,
+           tensor<2x5x12xf32>)
+        -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
     ```
   }] # HTP_GradDoc # HTP_TrainDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight, HTP_Tensor:$qkv_bias,
                        HTP_Tensor:$proj_weight, HTP_Tensor:$dy,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pair);
   let results = (outs HTP_Tensor:$dx, HTP_Tensor:$dqkv_weight, HTP_Tensor:$dqkv_bias,
                       HTP_Tensor:$dproj_weight, Optional<HTP_Tensor>:$dproj_bias);
   let assemblyFormat = [{
@@ -462,6 +478,48 @@ def HTP_AttentionGradOp : HTP_TrainOp<"attention_grad"> {
   let extraClassDeclaration = [{
     /// Channels per head, as implied by the qkv weight.
     int64_t getHeadDim();
+  }];
+}
+
+def HTP_MLPGradOp : HTP_TrainOp<"mlp_grad"> {
+  let summary = "gradients of htp.mlp: dx and the pair's weight gradients";
+  let description = [{
+    The adjoint of a balanced MLP pair, written by `--htp-grad` for an
+    `htp.mlp`. Operands as `htp.mlp`'s (`fc1_weight` `[hidden, dim]`,
+    `fc2_weight` `[dim, hidden]`, `fc1_bias` `[hidden]` when present),
+    then `dy`, the gradient of the forward's result (the input's type,
+    `[..., dim]`). `approximate`, `unit_width` and `pair` are the
+    forward's. Results: `dx` (the input's type: this rank's part, which
+    the block all-reduces), `dfc1_weight`, `dfc2_weight`, each of its
+    weight's type, and `dfc1_bias` `[hidden]`, present exactly when
+    `fc1_bias` is. The lowering calls the backward hook
+    `htp_rt_mlp_grad_f32`, which differentiates the units the plan gave
+    the rank in forward (a pruned unit gets no weight gradient and an
+    imputed share of `dx`); its scratch is
+    `htp_rt_mlp_grad_scratch_floats` (kernels/htp_scratch.h). Limits as
+    `htp.mlp`'s: hidden a multiple of `unit_width`, at most 2^24 units
+    (HTP_ENTRY_MAX_UNITS), pair odd and below 2^21.
+
+    ```mlir
+    %dx, %dw1, %dw2, %db1 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) approximate tanh
+        {pair = 1 : i64, unit_width = 4 : i64}
+        : (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<2x5x12xf32>,
+           tensor<24xf32>)
+        -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<24xf32>)
+    ```
+  }] # HTP_GradDoc # HTP_TrainDoc;
+  // The optional operand comes last, as htp.mlp's: no operand segments.
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$fc1_weight, HTP_Tensor:$fc2_weight,
+                       HTP_Tensor:$dy, Optional<HTP_Tensor>:$fc1_bias,
+                       DefaultValuedAttr<HTP_ApproximationAttr,
+                                         "::mlir::htp::Approximation::None">:$approximate,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$unit_width,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$pair);
+  let results = (outs HTP_Tensor:$dx, HTP_Tensor:$dfc1_weight, HTP_Tensor:$dfc2_weight,
+                      Optional<HTP_Tensor>:$dfc1_bias);
+  let assemblyFormat = [{
+    $input `,` $fc1_weight `,` $fc2_weight `,` $dy (`fc1_bias` `(` $fc1_bias^ `)`)?
+    (`approximate` `` $approximate^)? attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -408,3 +408,248 @@ func.func @cls_token_grad_dim(%dy: tensor<2x16xf32>) {
   %dx = htp.cls_token_grad %dy : (tensor<2x16xf32>) -> tensor<2x5x8xf32>
   return
 }
+
+// -----
+
+// htp.attention_grad with a pair (the adjoint of a balanced attention):
+// the forward's limits on pair and num_heads, and no dproj_bias.
+func.func @attention_grad_pair_odd(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) {
+  // expected-error @+1 {{'htp.attention_grad' op pair must be even (2 * layer) for attention, got 3}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_pair_limit(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) {
+  // expected-error @+1 {{'htp.attention_grad' op pair (2097152) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 2097152 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_pair_negative(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) {
+  // expected-error @+1 {{attribute 'pair' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = -2 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  return
+}
+
+// -----
+
+// 2^24 + 1 heads of one channel on a rank: more units than the runtime takes.
+func.func @attention_grad_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<50331651x1xf32>, %bqkv: tensor<50331651xf32>, %wp: tensor<1x16777217xf32>, %dy: tensor<1x1x1xf32>) {
+  // expected-error @+1 {{'htp.attention_grad' op num_heads (16777217) of a balanced attention must be at most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 16777217 : i64, pair = 0 : i64}
+      : (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>, tensor<1x1x1xf32>)
+      -> (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_pair_dproj_bias(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) {
+  // expected-error @+1 {{'htp.attention_grad' op a balanced attention (with a pair) has no proj bias: its gradient has no dproj_bias (result #4)}}
+  %d:5 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 0 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>)
+  return
+}
+
+// -----
+
+// htp.mlp_grad: htp.mlp's checks of its operands and attributes, then dy
+// (the forward's result), each result, and dfc1_bias exactly with fc1_bias.
+func.func @mlp_grad_bf16(%x: tensor<3x8xbf16>, %w1: tensor<16x8xbf16>, %w2: tensor<8x16xbf16>, %dy: tensor<3x8xbf16>) {
+  // expected-error @+1 {{'htp.mlp_grad' op training ops are f32-only for now; input has element type bf16}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xbf16>, tensor<16x8xbf16>, tensor<8x16xbf16>, tensor<3x8xbf16>)
+      -> (tensor<3x8xbf16>, tensor<16x8xbf16>, tensor<8x16xbf16>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_mixed(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>, %b1: tensor<16xbf16>) {
+  // expected-error @+1 {{'htp.mlp_grad' op fc1 bias has element type bf16 but input has f32}}
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>, tensor<16xbf16>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_input_rank(%x: tensor<f32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<f32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op input must have rank >= 1}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<f32>)
+      -> (tensor<f32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_fc1(%x: tensor<3x8xf32>, %w1: tensor<16x6xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op fc1 weight must be [hidden, 8], got [16x6]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x6xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x6xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_fc2(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x12xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op fc2 weight must be [8, 16], got [8x12]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x12xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x12xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_fc1_bias(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>, %b1: tensor<8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op fc1 bias must be [16] (rows of the fc1 weight), got [8]}}
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>, tensor<8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_unit_width(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op hidden width (16) must be a multiple of unit_width (5)}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 5 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_unit_width_zero(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{attribute 'unit_width' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 0 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_units_limit(%x: tensor<1x1xf32>, %w1: tensor<16777217x1xf32>, %w2: tensor<1x16777217xf32>, %dy: tensor<1x1xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op hidden width / unit_width (16777217 / 1 = 16777217 units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 1 : i64}
+      : (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>, tensor<1x1xf32>)
+      -> (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_pair_limit(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op pair (2097153) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 2097153 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_even_pair(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op pair must be odd (2 * layer + 1) for an MLP, got 2}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 2 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_no_pair(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op requires attribute 'pair'}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dy(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x16xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dy must be [3x8] (the forward's result: the input's shape), got [3x16]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x16xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dx(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dx (result #0) must be [3x8] (the input's shape), got [24]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<24xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dfc1_weight(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dfc1_weight (result #1) must be [16x8] (the fc1 weight's shape), got [8x16]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<8x16xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dfc2_weight(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dfc2_weight (result #2) must be [8x16] (the fc2 weight's shape), got [16x8]}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<16x8xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dfc1_bias_without_bias(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dfc1_bias (result #3) must be written exactly when fc1_bias is an operand; got no fc1 bias and 4 results}}
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_bias_without_dfc1_bias(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>, %b1: tensor<16xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dfc1_bias (result #3) must be written exactly when fc1_bias is an operand; got an fc1 bias and 3 results}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>, tensor<16xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return
+}
+
+// -----
+
+func.func @mlp_grad_dfc1_bias(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>, %b1: tensor<16xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op dfc1_bias (result #3) must be [16] (rows of the fc1 weight), got [8]}}
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>, tensor<16xf32>)
+      -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<8xf32>)
+  return
+}

@@ -70,3 +70,25 @@ func.func @embedding_grads(%img: tensor<2x3x8x12xf32>, %dp: tensor<2x6x16xf32>, 
   %dl = htp.cross_entropy_grad %l, %t : (tensor<2x10xf32>, tensor<2x10xf32>) -> tensor<2x10xf32>
   return %dw, %db : tensor<16x3x4x4xf32>, tensor<16xf32>
 }
+
+// The balanced adjoints: attention_grad with the forward's pair (four
+// results), mlp_grad with and without fc1_bias (dfc1_bias then absent),
+// approximate printed only when tanh.
+// CHECK-LABEL: func.func @balanced_grads
+func.func @balanced_grads(%x: tensor<2x5x12xf32>, %dy: tensor<2x5x12xf32>,
+                          %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>,
+                          %w1: tensor<24x12xf32>, %b1: tensor<24xf32>, %w2: tensor<12x24xf32>) {
+  // CHECK: htp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 3 : i64, pair = 2 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>) -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  %da:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 2 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  // CHECK: htp.mlp_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} fc1_bias(%{{.*}}) approximate tanh {pair = 1 : i64, unit_width = 4 : i64} : (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<2x5x12xf32>, tensor<24xf32>) -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<24xf32>)
+  %dm:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) approximate tanh {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<2x5x12xf32>, tensor<24xf32>)
+      -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<24xf32>)
+  // CHECK: htp.mlp_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {pair = 3 : i64, unit_width = 24 : i64} : (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<2x5x12xf32>) -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>)
+  %dn:3 = htp.mlp_grad %x, %w1, %w2, %dy approximate none {pair = 3 : i64, unit_width = 24 : i64}
+      : (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>)
+  return
+}
