@@ -70,9 +70,15 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
     floats = *elements;
   } else if (auto attentionGrad = dyn_cast<AttentionGradOp>(op)) {
     auto input = cast<RankedTensorType>(attentionGrad.getInput().getType());
-    floats = htp_cpu_attention_backward_scratch_floats(
+    floats = (attentionGrad.getPair() ? htp_rt_attention_grad_scratch_floats
+                                      : htp_cpu_attention_backward_scratch_floats)(
         input.getDimSize(0), input.getDimSize(1), input.getDimSize(2),
         attentionGrad.getNumHeads(), attentionGrad.getHeadDim());
+  } else if (auto mlpGrad = dyn_cast<MLPGradOp>(op)) {
+    auto input = cast<RankedTensorType>(mlpGrad.getInput().getType());
+    auto hidden = cast<RankedTensorType>(mlpGrad.getFc1Weight().getType()).getDimSize(0);
+    floats = htp_rt_mlp_grad_scratch_floats(leadingRows(input), input.getShape().back(), hidden,
+                                            mlpGrad.getUnitWidth());
   }
   if (floats < 0) // the formulas' overflow
     return std::nullopt;

@@ -101,6 +101,16 @@ struct BalanceSummary {
   }
 };
 
+/// Whether `op` lowers to a call of a balance hook: a balanced attention or
+/// its adjoint (with a `pair`), an htp.mlp or an htp.mlp_grad.
+static bool callsBalanceHook(Operation &op) {
+  if (auto attention = dyn_cast<AttentionOp>(op))
+    return attention.getPair().has_value();
+  if (auto attentionGrad = dyn_cast<AttentionGradOp>(op))
+    return attentionGrad.getPair().has_value();
+  return isa<MLPOp, MLPGradOp>(op);
+}
+
 /// Lowers one htp function: checks it, reads its placement and its
 /// signature's counts, builds the entry and lets the op patterns fill it.
 class EntryLowering {
@@ -184,13 +194,13 @@ LogicalResult EntryLowering::checkSupported() {
       return func.emitError() << "result #" << index << "'s '" << kGradOfAttrName
                               << "' names no parameter of the function";
   }
-  // The balance hooks (htp_rt_attention_f32, htp_rt_mlp_f32) are f32 only:
-  // --htp-balance-hooks leaves bf16 blocks without them, so only IR written
-  // by hand gets here.
+  // The balance hooks, forward (htp_rt_attention_f32, htp_rt_mlp_f32) and
+  // backward (htp_rt_attention_grad_f32, htp_rt_mlp_grad_f32), are f32
+  // only: --htp-balance-hooks leaves bf16 blocks without them, so only IR
+  // written by hand gets here (and the backward ones, training ops, are
+  // refused on bf16 by their verifier before).
   for (Operation &op : func.getBody().front().without_terminator()) {
-    auto attention = dyn_cast<AttentionOp>(op);
-    if ((isa<MLPOp>(op) || (attention && attention.getPair())) &&
-        !opElementType(&op).isF32())
+    if (callsBalanceHook(op) && !opElementType(&op).isF32())
       return op.emitOpError() << "is a balance hook on " << dtypeName(opElementType(&op))
                               << " tensors; the runtime's balance hooks are f32-only (a bf16 "
                                  "block runs unsplit ops: drop `pair`, or write the MLP as "
@@ -327,7 +337,10 @@ LogicalResult EntryLowering::countFlops() {
         return failure();
     } else if (auto grad = dyn_cast<AttentionGradOp>(op)) {
       // The backward's GEMMs: twice the forward's (each product's two
-      // adjoints); the kernel's recomputed forward is not counted.
+      // adjoints); the kernel's recomputed forward is not counted. A
+      // balanced one (pair) counts the same: its units' costs, in the
+      // "balance" record, are the forward hooks', one layer per forward
+      // attention.
       ArrayRef<int64_t> input = cast<RankedTensorType>(grad.getInput().getType()).getShape();
       if (failed(addFlops(&op, CheckedInt(2) * attentionFlops(input[0], input[1], input[2],
                                                               grad.getNumHeads(),
@@ -359,6 +372,13 @@ LogicalResult EntryLowering::countFlops() {
         return op.emitOpError("the FLOPs of one MLP unit overflow int64");
       balance.noteMLP(mlp, hidden / width, *unitFlops);
       if (failed(addFlops(&op, CheckedInt(4) * rows * dim * hidden)))
+        return failure();
+    } else if (auto grad = dyn_cast<MLPGradOp>(op)) {
+      // Twice the forward htp.mlp's 4·rows·dim·hidden (fc1 and fc2, each
+      // product's two adjoints); the units were noted from the forward.
+      int64_t rows = leadingRows(cast<RankedTensorType>(grad.getInput().getType()));
+      ArrayRef<int64_t> fc1 = cast<RankedTensorType>(grad.getFc1Weight().getType()).getShape();
+      if (failed(addFlops(&op, CheckedInt(8) * rows * fc1[1] * fc1[0])))
         return failure();
     }
   }

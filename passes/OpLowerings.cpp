@@ -128,6 +128,17 @@ ArrayRef<int64_t> shapeOf(Value value) {
   return cast<RankedTensorType>(value.getType()).getShape();
 }
 
+/// The trailing sizes of every attention entry point and hook, forward and
+/// backward: batch, tokens, model_dim (the input's dims), num_heads,
+/// head_dim.
+SmallVector<Value> attentionDims(OpBuilder &builder, Location loc, Value input, int64_t heads,
+                                 int64_t headDim) {
+  ArrayRef<int64_t> shape = shapeOf(input);
+  return {constantI64(builder, loc, shape[0]), constantI64(builder, loc, shape[1]),
+          constantI64(builder, loc, shape[2]), constantI64(builder, loc, heads),
+          constantI64(builder, loc, headDim)};
+}
+
 /// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
@@ -153,14 +164,9 @@ struct AttentionLowering : CallPattern<AttentionOp> {
   void emitCall(AttentionOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    auto input = cast<RankedTensorType>(op.getInput().getType());
     Value scratch = entry.scratchPointer(rewriter, op);
     auto dims = [&] {
-      return SmallVector<Value>{constantI64(rewriter, loc, input.getDimSize(0)),
-                                constantI64(rewriter, loc, input.getDimSize(1)),
-                                constantI64(rewriter, loc, input.getDimSize(2)),
-                                constantI64(rewriter, loc, op.getNumHeads()),
-                                constantI64(rewriter, loc, op.getHeadDim())};
+      return attentionDims(rewriter, loc, op.getInput(), op.getNumHeads(), op.getHeadDim());
     };
     if (std::optional<uint64_t> pair = op.getPair()) {
       SmallVector<Value> args{entry.rtContext,      constantI32(rewriter, loc, *pair),
@@ -417,23 +423,66 @@ struct GeluGradLowering : CallPattern<GeluGradOp> {
 
 /// htp.attention_grad → htp_op_attention_backward_f32(ctx, x, wqkv, bqkv,
 /// wproj, dy, dx, dwqkv, dbqkv, dwproj, dbproj or null, scratch,
-/// scratch_floats, batch, tokens, model_dim, num_heads, head_dim).
+/// scratch_floats, batch, tokens, model_dim, num_heads, head_dim), or with a
+/// `pair` the backward hook htp_rt_attention_grad_f32(ctx, pair, x, wqkv,
+/// bqkv, wproj, dy, dx, dwqkv, dbqkv, dwproj, scratch, batch, tokens,
+/// model_dim, num_heads, head_dim) (no proj bias, as the forward hook's).
 struct AttentionGradLowering : MultiCallPattern<AttentionGradOp> {
   using MultiCallPattern::MultiCallPattern;
   void emitCall(AttentionGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 ArrayRef<Value> results) const override {
     Location loc = op.getLoc();
-    ArrayRef<int64_t> input = shapeOf(op.getInput());
-    entry.callOp(rewriter, loc, "htp_op_attention_backward_f32",
-                 {adaptor.getInput(), adaptor.getQkvWeight(), adaptor.getQkvBias(),
-                  adaptor.getProjWeight(), adaptor.getDy(), results[0], results[1], results[2],
-                  results[3], optionalResult(rewriter, loc, results, 4),
-                  entry.scratchPointer(rewriter, op),
-                  constantI64(rewriter, loc, scratchFloats(op)),
-                  constantI64(rewriter, loc, input[0]), constantI64(rewriter, loc, input[1]),
-                  constantI64(rewriter, loc, input[2]),
-                  constantI64(rewriter, loc, op.getNumHeads()),
-                  constantI64(rewriter, loc, op.getHeadDim())});
+    if (std::optional<uint64_t> pair = op.getPair()) {
+      SmallVector<Value> args{entry.rtContext,      constantI32(rewriter, loc, *pair),
+                              adaptor.getInput(),   adaptor.getQkvWeight(),
+                              adaptor.getQkvBias(), adaptor.getProjWeight(),
+                              adaptor.getDy(),      results[0],
+                              results[1],           results[2],
+                              results[3],           entry.scratchPointer(rewriter, op)};
+      args.append(
+          attentionDims(rewriter, loc, op.getInput(), op.getNumHeads(), op.getHeadDim()));
+      entry.returnIfFailed(rewriter, loc,
+                           entry.callRuntime(rewriter, loc, "htp_rt_attention_grad_f32", args));
+      return;
+    }
+    SmallVector<Value> args{adaptor.getInput(),
+                            adaptor.getQkvWeight(),
+                            adaptor.getQkvBias(),
+                            adaptor.getProjWeight(),
+                            adaptor.getDy(),
+                            results[0],
+                            results[1],
+                            results[2],
+                            results[3],
+                            optionalResult(rewriter, loc, results, 4),
+                            entry.scratchPointer(rewriter, op),
+                            constantI64(rewriter, loc, scratchFloats(op))};
+    args.append(attentionDims(rewriter, loc, op.getInput(), op.getNumHeads(), op.getHeadDim()));
+    entry.callOp(rewriter, loc, "htp_op_attention_backward_f32", args);
+  }
+};
+
+/// htp.mlp_grad → the backward hook htp_rt_mlp_grad_f32(ctx, pair, x, w1,
+/// b1 or null, w2, dy, dx, dw1, db1 or null, dw2, scratch, rows, model_dim,
+/// hidden_dim, unit_width, tanh).
+struct MLPGradLowering : MultiCallPattern<MLPGradOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(MLPGradOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    auto input = cast<RankedTensorType>(op.getInput().getType());
+    Value status = entry.callRuntime(
+        rewriter, loc, "htp_rt_mlp_grad_f32",
+        {entry.rtContext, constantI32(rewriter, loc, op.getPair()), adaptor.getInput(),
+         adaptor.getFc1Weight(), optionalPointer(rewriter, loc, adaptor.getFc1Bias()),
+         adaptor.getFc2Weight(), adaptor.getDy(), results[0], results[1],
+         optionalResult(rewriter, loc, results, 3), results[2],
+         entry.scratchPointer(rewriter, op), constantI64(rewriter, loc, leadingRows(input)),
+         constantI64(rewriter, loc, input.getShape().back()),
+         constantI64(rewriter, loc, shapeOf(op.getFc1Weight())[0]),
+         constantI64(rewriter, loc, op.getUnitWidth()),
+         constantI32(rewriter, loc, tanhFlag(op))});
+    entry.returnIfFailed(rewriter, loc, status);
   }
 };
 
@@ -578,6 +627,7 @@ void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,
                                                                                  entry);
   patterns.add<PatchEmbedLowering, EmbedTokensLowering, ClsTokenLowering, CrossEntropyLowering,
                CrossEntropyGradLowering, LinearGradLowering, LayerNormGradLowering,
-               GeluGradLowering, AttentionGradLowering, RowSumLowering, PatchEmbedGradLowering,
-               EmbedTokensGradLowering, ClsTokenGradLowering>(converter, entry);
+               GeluGradLowering, AttentionGradLowering, MLPGradLowering, RowSumLowering,
+               PatchEmbedGradLowering, EmbedTokensGradLowering, ClsTokenGradLowering>(converter,
+                                                                                      entry);
 }

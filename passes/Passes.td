@@ -112,7 +112,7 @@ def HTPAssignWorkspace : Pass<"htp-assign-workspace", "mlir::func::FuncOp"> {
       every result of a multi-result op (the backward ops) is placed, read
       or not, before any slot is freed: the kernel writes them together;
     - `htp.scratch_offset = N : i64` on an op whose kernel needs scratch
-      (`htp.attention`, `htp.mlp`, `htp.attention_grad`,
+      (`htp.attention`, `htp.mlp`, `htp.attention_grad`, `htp.mlp_grad`,
       `htp.patch_embed`, `htp.patch_embed_grad`), live only while the op
       runs;
     - `htp.workspace_bytes = N : i64` on the function (at least 64).
@@ -160,12 +160,14 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     `htp_op_attention_f32` with its scratch's size in floats), which
     dispatches through the context's kernel table (DESIGN §6), or
     `htp_allreduce_sum_f32`, or for the ops the balance hooks marked
-    (`htp.attention` with a `pair`, `htp.mlp`) the hooks. An op on bf16
-    tensors calls the `_bf16` twin of its entry point (`htp_op_linear_bf16`,
-    ..., `htp_allreduce_sum_bf16`: the same arguments, bf16 pointers; the
-    attention's scratch stays f32); the hooks are f32-only, so a bf16
-    `htp.mlp` or paired attention is an error. The block so
-    names no device-specific kernel. Every call's status is checked, and a
+    (`htp.attention` with a `pair`, `htp.mlp`) the hooks, and for their
+    adjoints (`htp.attention_grad` with a `pair`, `htp.mlp_grad`) the
+    backward hooks (`htp_rt_attention_grad_f32`, `htp_rt_mlp_grad_f32`).
+    An op on bf16 tensors calls the `_bf16` twin of its entry point
+    (`htp_op_linear_bf16`, ..., `htp_allreduce_sum_bf16`: the same
+    arguments, bf16 pointers; the attention's scratch stays f32); the hooks
+    are f32-only, so a bf16 `htp.mlp` or paired attention is an error. The
+    block so names no device-specific kernel. Every call's status is checked, and a
     failing one (bad arguments, a device error, a peer that hung or died) is
     returned from the entry point at once.
 

@@ -54,3 +54,39 @@ func.func @attention(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: te
       -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
   return %d#3 : tensor<12x12xf32>
 }
+
+// -----
+
+// A balanced attention backward (pair): the same results as the unbalanced
+// one above, and the backward hook's scratch,
+// htp_rt_attention_grad_scratch_floats(2, 5, 12, 3, 4) = 2 * 3 * (12*12 +
+// 12 + 12*4) + 10*12 + 1260 = 1224 + 120 + 1260 = 2604 floats (10416
+// bytes, 10432 aligned), at 2432: 12864 bytes.
+// CHECK-LABEL: func.func @attention_balanced(
+// CHECK-SAME: attributes {htp.workspace_bytes = 12864 : i64}
+// CHECK-NEXT: htp.attention_grad {{.*}} {htp.scratch_offset = 2432 : i64, htp.workspace_offsets = array<i64: 0, 512, 2240, -1>, num_heads = 3 : i64, pair = 0 : i64}
+func.func @attention_balanced(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                              %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) -> tensor<12x12xf32> {
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 0 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  return %d#3 : tensor<12x12xf32>
+}
+
+// -----
+
+// The MLP backward hook: every result placed, read or not: dx [2x3x8] (192
+// bytes) at 0, dfc1_weight (512) at 192, dfc2_weight returned, dfc1_bias
+// (64) at 704; the scratch, htp_rt_mlp_grad_scratch_floats(6, 8, 16, 4) =
+// 2 * 4 * (4*8 + 4 + 8*4) + 6*8 + 3*6*16 = 544 + 48 + 288 = 880 floats
+// (3520 bytes), at 768: 4288 bytes.
+// CHECK-LABEL: func.func @mlp(
+// CHECK-SAME: attributes {htp.workspace_bytes = 4288 : i64}
+// CHECK-NEXT: htp.mlp_grad {{.*}} {htp.scratch_offset = 768 : i64, htp.workspace_offsets = array<i64: 0, 192, -1, 704>, pair = 1 : i64, unit_width = 4 : i64}
+func.func @mlp(%x: tensor<2x3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>,
+               %b1: tensor<16xf32>, %dy: tensor<2x3x8xf32>) -> tensor<8x16xf32> {
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<2x3x8xf32>, tensor<16xf32>)
+      -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>)
+  return %d#2 : tensor<8x16xf32>
+}

@@ -151,6 +151,101 @@ func.func @attention_grad_no_bias(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf3
 
 // -----
 
+// attention_grad with a pair (a balanced attention's adjoint): the backward
+// hook, 17 arguments (ctx, pair, x, wqkv, bqkv, wproj, dy, dx, dwqkv,
+// dbqkv, dwproj, scratch, batch, tokens, dim, heads, head_dim): no proj
+// bias, no scratch size; its scratch is
+// htp_rt_attention_grad_scratch_floats(2, 5, 12, 3, 4) = 2604 floats (10432
+// bytes aligned). flops as the unbalanced one's: 27840.
+// CHECK-LABEL: llvm.func @htp.entry.attention_grad_balanced(
+// CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[WQKV:.*]] = llvm.load
+// CHECK: %[[BQKV:.*]] = llvm.load
+// CHECK: %[[WP:.*]] = llvm.load
+// CHECK: %[[DY:.*]] = llvm.load
+// CHECK: %[[DX:.*]] = llvm.load
+// CHECK: %[[DWQKV:.*]] = llvm.load
+// CHECK: %[[DBQKV:.*]] = llvm.load
+// CHECK: %[[DWP:.*]] = llvm.load
+// CHECK: %[[WS:.*]] = llvm.load
+// CHECK: %[[PAIR:.*]] = llvm.mlir.constant(2 : i32)
+// CHECK: %[[SCRATCH:.*]] = llvm.getelementptr %[[WS]]
+// CHECK: %[[B:.*]] = llvm.mlir.constant(2 : i64)
+// CHECK: %[[T:.*]] = llvm.mlir.constant(5 : i64)
+// CHECK: %[[D:.*]] = llvm.mlir.constant(12 : i64)
+// CHECK: %[[H:.*]] = llvm.mlir.constant(3 : i64)
+// CHECK: %[[HD:.*]] = llvm.mlir.constant(4 : i64)
+// CHECK: %[[STATUS:.*]] = llvm.call @htp_rt_attention_grad_f32(%[[CTX]], %[[PAIR]], %[[X]], %[[WQKV]], %[[BQKV]], %[[WP]], %[[DY]], %[[DX]], %[[DWQKV]], %[[DBQKV]], %[[DWP]], %[[SCRATCH]], %[[B]], %[[T]], %[[D]], %[[H]], %[[HD]]) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64) -> i32
+// CHECK: llvm.icmp "ne" %[[STATUS]]
+// CHECK-NOT: htp_op_attention_backward_f32
+// CHECK: @htp.sig.attention_grad_balanced({{.*}}\22workspace_bytes\22:10432,\22flops\22:27840}
+func.func @attention_grad_balanced(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                   %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>)
+    -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) {
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 2 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
+      -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
+  return %d#0, %d#1, %d#2, %d#3 : tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>
+}
+
+// -----
+
+// mlp_grad: the backward hook, 17 arguments (ctx, pair, x, w1, b1, w2, dy,
+// dx, dw1, db1, dw2, scratch, rows, dim, hidden, unit_width, tanh): the
+// results in the runtime's order (db1, result #3, before dw2, result #2);
+// rows 2*3, dim 8, hidden 16; scratch htp_rt_mlp_grad_scratch_floats(6, 8,
+// 16, 4) = 880 floats (3520 bytes). flops: twice the forward's 4*6*8*16:
+// 6144.
+// CHECK-LABEL: llvm.func @htp.entry.mlp_grad(
+// CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
+// CHECK: %[[X:.*]] = llvm.load
+// CHECK: %[[W1:.*]] = llvm.load
+// CHECK: %[[W2:.*]] = llvm.load
+// CHECK: %[[B1:.*]] = llvm.load
+// CHECK: %[[DY:.*]] = llvm.load
+// CHECK: %[[DX:.*]] = llvm.load
+// CHECK: %[[DW1:.*]] = llvm.load
+// CHECK: %[[DW2:.*]] = llvm.load
+// CHECK: %[[DB1:.*]] = llvm.load
+// CHECK: %[[WS:.*]] = llvm.load
+// CHECK: %[[PAIR:.*]] = llvm.mlir.constant(3 : i32)
+// CHECK: %[[SCRATCH:.*]] = llvm.getelementptr %[[WS]]
+// CHECK: %[[ROWS:.*]] = llvm.mlir.constant(6 : i64)
+// CHECK: %[[DIM:.*]] = llvm.mlir.constant(8 : i64)
+// CHECK: %[[HIDDEN:.*]] = llvm.mlir.constant(16 : i64)
+// CHECK: %[[WIDTH:.*]] = llvm.mlir.constant(4 : i64)
+// CHECK: %[[TANH:.*]] = llvm.mlir.constant(1 : i32)
+// CHECK: %[[STATUS:.*]] = llvm.call @htp_rt_mlp_grad_f32(%[[CTX]], %[[PAIR]], %[[X]], %[[W1]], %[[B1]], %[[W2]], %[[DY]], %[[DX]], %[[DW1]], %[[DB1]], %[[DW2]], %[[SCRATCH]], %[[ROWS]], %[[DIM]], %[[HIDDEN]], %[[WIDTH]], %[[TANH]]) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i32) -> i32
+// CHECK: llvm.icmp "ne" %[[STATUS]]
+// CHECK: @htp.sig.mlp_grad({{.*}}\22workspace_bytes\22:3520,\22flops\22:6144}
+func.func @mlp_grad(%x: tensor<2x3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>,
+                    %b1: tensor<16xf32>, %dy: tensor<2x3x8xf32>)
+    -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>) {
+  %d:4 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) approximate tanh {pair = 3 : i64, unit_width = 4 : i64}
+      : (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<2x3x8xf32>, tensor<16xf32>)
+      -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>)
+  return %d#0, %d#1, %d#2, %d#3 : tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Without fc1 bias the hook gets null for b1 and db1; tanh 0.
+// CHECK-LABEL: llvm.func @htp.entry.mlp_grad_no_bias(
+// CHECK: %[[NULL:.*]] = llvm.mlir.zero
+// CHECK: %[[EXACT:.*]] = llvm.mlir.constant(0 : i32)
+// CHECK: llvm.call @htp_rt_mlp_grad_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[NULL]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[NULL]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[EXACT]])
+func.func @mlp_grad_no_bias(%x: tensor<2x3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>,
+                            %dy: tensor<2x3x8xf32>)
+    -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>) {
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<2x3x8xf32>)
+      -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+  return %d#0, %d#1, %d#2 : tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>
+}
+
+// -----
+
 // patch_embed: (ctx, images, w, b, y, scratch, scratch floats = B*C*H*W =
 // 2*3*8*4 = 192, batch, channels, height, width, patch, dim); then
 // patch_embed_grad (ctx, images, dy, dw, db, scratch, floats, the same

@@ -47,11 +47,13 @@ def main():
     for name in leaked:
         print("exported but not public:", name)
     # The names compiled blocks resolve from the process must be among them:
-    # the collective, the balance hooks and the op entry points (DESIGN §6).
+    # the collective, the balance hooks (forward and backward) and the op
+    # entry points (DESIGN §6).
     ops = [f"htp_op_{op}_{dtype}" for dtype in ("f32", "bf16")
            for op in ("linear", "layer_norm", "gelu", "add", "bias_add", "attention")]
     for name in ["htp_allreduce_sum_f32", "htp_allreduce_sum_bf16", "htp_rt_attention_f32",
-                 "htp_rt_mlp_f32", "htp_op_copy"] + ops:
+                 "htp_rt_mlp_f32", "htp_rt_attention_grad_f32", "htp_rt_mlp_grad_f32",
+                 "htp_op_copy"] + ops:
         if name not in symbols:
             print("compiled blocks need", name, "exported")
             missing.append(name)
