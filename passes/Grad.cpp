@@ -16,6 +16,14 @@
 // all-reduce) then get identical gradients on every rank, and a sharded
 // parameter's gradient is its shard's.
 //
+// It runs after --htp-balance-hooks, so a balanced forward's adjoints are
+// balanced too: a hooked htp.attention (with a pair) gets an
+// htp.attention_grad with the same pair, and an htp.mlp an htp.mlp_grad
+// with its pair, unit width and GELU; the lowering turns both into the
+// runtime's backward hooks, which differentiate the units the plan gave the
+// rank in forward. Their input gradient is this rank's part, all-reduced
+// as an unbalanced split op's.
+//
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
@@ -59,6 +67,7 @@ public:
 
 private:
   void accumulate(Value value, Value contribution);
+  void accumulateInput(Operation *op, Value input, Value dx);
   Value allReduce(Value partial);
   bool readsShardOf(Operation *op, unsigned operandIndex,
                     std::optional<int64_t> dim);
@@ -94,6 +103,17 @@ void AdjointBuilder::accumulate(Value value, Value contribution) {
                      .getResult();
 }
 
+/// Adds `dx`, the gradient `op`'s adjoint yields for its replicated
+/// `input`. When `op` is split with row-sharded weights (its operand 1
+/// sharded along dim 0: a split attention, the column linear of a split
+/// MLP, an htp.mlp), `dx` is this rank's part of it: all-reduced first
+/// (Megatron's f).
+void AdjointBuilder::accumulateInput(Operation *op, Value input, Value dx) {
+  if (split && readsShardOf(op, 1, /*dim=*/0))
+    dx = allReduce(dx);
+  accumulate(input, dx);
+}
+
 Value AdjointBuilder::allReduce(Value partial) {
   return AllReduceOp::create(builder, partial.getLoc(), partial.getType(),
                              partial, builder.getStringAttr("tp"))
@@ -127,21 +147,16 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
           types.push_back(typeOf(op, 2));
         Operation *grad = create<LinearGradOp>(
             loc, types, ValueRange{linear.getInput(), linear.getWeight(), dy});
-        Value dx = grad->getResult(0);
         // The column half of a split MLP reads the replicated input (f).
-        if (split && readsShardOf(op, 1, /*dim=*/0))
-          dx = allReduce(dx);
-        accumulate(linear.getInput(), dx);
+        accumulateInput(op, linear.getInput(), grad->getResult(0));
         accumulate(linear.getWeight(), grad->getResult(1));
         if (linear.getBias())
           accumulate(linear.getBias(), grad->getResult(2));
         return success();
       })
       .Case([&](AttentionOp attention) {
-        if (attention.getPair())
-          return LogicalResult(
-              attention.emitOpError("has balance hooks (pair); --htp-grad runs "
-                                    "before --htp-balance-hooks"));
+        // A balanced attention (pair) has no proj bias: four results, and
+        // the adjoint keeps the pair, so it runs the backward hook.
         SmallVector<Type> types{typeOf(op, 0), typeOf(op, 1), typeOf(op, 2),
                                 typeOf(op, 3)};
         if (attention.getProjBias())
@@ -150,16 +165,34 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
             loc, types,
             ValueRange{attention.getInput(), attention.getQkvWeight(),
                        attention.getQkvBias(), attention.getProjWeight(), dy},
-            {attribute("num_heads")});
-        Value dx = grad->getResult(0);
-        if (split && readsShardOf(op, 1, /*dim=*/0))
-          dx = allReduce(dx);
-        accumulate(attention.getInput(), dx);
+            {attribute("num_heads"), attribute("pair")});
+        accumulateInput(op, attention.getInput(), grad->getResult(0));
         accumulate(attention.getQkvWeight(), grad->getResult(1));
         accumulate(attention.getQkvBias(), grad->getResult(2));
         accumulate(attention.getProjWeight(), grad->getResult(3));
         if (attention.getProjBias())
           accumulate(attention.getProjBias(), grad->getResult(4));
+        return success();
+      })
+      .Case([&](MLPOp mlp) {
+        // The balanced MLP pair as one adjoint: its units, as the forward's.
+        SmallVector<Type> types{typeOf(op, 0), typeOf(op, 1), typeOf(op, 2)};
+        SmallVector<Value> operands{mlp.getInput(), mlp.getFc1Weight(),
+                                    mlp.getFc2Weight(), dy};
+        if (mlp.getFc1Bias()) {
+          types.push_back(mlp.getFc1Bias().getType());
+          operands.push_back(mlp.getFc1Bias());
+        }
+        Operation *grad = create<MLPGradOp>(
+            loc, types, operands,
+            {attribute("approximate"), attribute("unit_width"),
+             attribute("pair")});
+        // fc1 reads the replicated input (f), as a split column linear.
+        accumulateInput(op, mlp.getInput(), grad->getResult(0));
+        accumulate(mlp.getFc1Weight(), grad->getResult(1));
+        accumulate(mlp.getFc2Weight(), grad->getResult(2));
+        if (mlp.getFc1Bias())
+          accumulate(mlp.getFc1Bias(), grad->getResult(3));
         return success();
       })
       .Case([&](LayerNormOp norm) {

@@ -81,17 +81,21 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
     used several times gets the sum (`htp.add`) of its uses' adjoints.
 
     On a function `--htp-tensor-parallel` split (`htp.tp`), run it after
-    the split and before `--htp-balance-hooks`: the adjoints follow
+    the split and after `--htp-balance-hooks`: the adjoints follow
     Megatron's conjugate pair. The forward's `htp.all_reduce` is the
     identity in backward; the gradient of the replicated input of an op
     with row-sharded weights (a split attention, the column linear of a
-    split MLP) is this rank's part and is all-reduced. Replicated
-    parameters thus get the same gradient on every rank, sharded ones
-    their shard's.
+    split MLP, an `htp.mlp`) is this rank's part and is all-reduced.
+    Replicated parameters thus get the same gradient on every rank,
+    sharded ones their shard's. The adjoint of a balanced op is balanced
+    too: an `htp.attention` with a `pair` gets an `htp.attention_grad`
+    with that `pair`, an `htp.mlp` an `htp.mlp_grad` with its `pair`,
+    `unit_width` and `approximate`; the lowering calls the runtime's
+    backward hooks for them (DESIGN §11).
 
-    Errors: an op with no adjoint, an attention with balance hooks, a
-    patch embedding of a computed value, a second loss, a parameter that
-    does not reach the loss, and an existing symbol named `NAME_grad`.
+    Errors: an op with no adjoint, a patch embedding of a computed value,
+    a second loss, a parameter that does not reach the loss, and an
+    existing symbol named `NAME_grad`.
   }];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }

@@ -25,19 +25,6 @@ func.func @multi_result(%x: tensor<2x8xf32>, %w: tensor<5x8xf32>, %dy: tensor<2x
 
 // -----
 
-// Balance hooks come after --htp-grad in the pipeline.
-func.func @hooked(%x: tensor<2x3x8xf32>, %qkv: tensor<24x8xf32>, %qkvb: tensor<24xf32>,
-                  %pw: tensor<8x8xf32>, %t: tensor<2x8xf32>) -> tensor<1xf32> {
-  // expected-error @+1 {{'htp.attention' op has balance hooks (pair); --htp-grad runs before --htp-balance-hooks}}
-  %a = htp.attention %x, %qkv, %qkvb, %pw {num_heads = 2 : i64, pair = 0 : i64}
-      : (tensor<2x3x8xf32>, tensor<24x8xf32>, tensor<24xf32>, tensor<8x8xf32>) -> tensor<2x3x8xf32>
-  %c = htp.cls_token %a : (tensor<2x3x8xf32>) -> tensor<2x8xf32>
-  %loss = htp.cross_entropy %c, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
-  return %loss : tensor<1xf32>
-}
-
-// -----
-
 // The patch embedding's gradient has no dx: its images must be an input.
 func.func @embedded_computed(%img: tensor<2x1x8x8xf32>, %w: tensor<4x1x4x4xf32>,
                              %b: tensor<4xf32>, %t: tensor<2x4xf32>) -> tensor<1xf32> {

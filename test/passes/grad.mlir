@@ -1,6 +1,7 @@
 // RUN: %htp-opt %s --htp-grad | FileCheck %s
 // RUN: %htp-opt %s --htp-grad | %htp-opt | FileCheck %s
 // RUN: %htp-opt %s --htp-tensor-parallel=tp=2 --htp-grad | FileCheck %s --check-prefix=TP2
+// RUN: sed -n '/^func.func @block_loss(/,/^}/p' %s | %htp-opt --htp-tensor-parallel=tp=2 --htp-balance-hooks --htp-grad | FileCheck %s --check-prefix=HOOKS
 //
 // --htp-grad adds @F_grad after each loss function @F: the forward, then
 // each op's adjoint in reverse order; results are the forward's, then one
@@ -80,6 +81,29 @@
 // TP2-NEXT: htp.layer_norm_grad %{{.*}}, %{{.*}}, %[[DN1R]]
 // TP2-NEXT: htp.add
 // TP2-NEXT: return
+// Split over 2 ranks and hooked first (the order of --htp-pipeline; the
+// hooks pass takes @block_loss alone, which sed cuts out): the backward is
+// the hooked forward's. The hooked attention's adjoint is an
+// htp.attention_grad with its pair (four results: no proj bias), the
+// htp.mlp's one htp.mlp_grad with its pair, unit width and GELU; the input
+// gradient of each is this rank's part, all-reduced.
+// HOOKS-LABEL: func.func @block_loss_grad(
+// HOOKS-SAME: attributes {htp.backward, htp.tp = 2 : i64}
+// HOOKS: %[[N1:.+]] = htp.layer_norm %arg0
+// HOOKS: htp.attention %[[N1]], %[[QKV:[^,]+]], %[[QKVB:[^,]+]], %[[PW:[^ ]+]] {num_heads = 1 : i64, pair = 0 : i64}
+// HOOKS: %[[N2:.+]] = htp.layer_norm
+// HOOKS: htp.mlp %[[N2]], %[[FC1:[^,]+]], %[[FC2:[^ ]+]] fc1_bias(%[[FC1B:[^)]+]]) approximate tanh {pair = 1 : i64, unit_width = 1 : i64}
+// HOOKS: htp.cls_token_grad
+// HOOKS-NEXT: %[[DN2:[^,]+]], %[[DFC1:[^,]+]], %[[DFC2:[^,]+]], %[[DFC1B:[^ ]+]] = htp.mlp_grad %[[N2]], %[[FC1]], %[[FC2]], %{{[^ ]+}} fc1_bias(%[[FC1B]]) approximate tanh {pair = 1 : i64, unit_width = 1 : i64} : (tensor<2x3x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<2x3x8xf32>, tensor<8xf32>) -> (tensor<2x3x8xf32>, tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>)
+// HOOKS-NEXT: %[[DN2R:.+]] = htp.all_reduce %[[DN2]]
+// HOOKS-NEXT: htp.layer_norm_grad %{{.*}}, %{{.*}}, %[[DN2R]]
+// HOOKS-NEXT: htp.add
+// HOOKS-NEXT: htp.row_sum
+// HOOKS-NEXT: %[[DN1:[^,]+]], %[[DQKV:[^,]+]], %[[DQKVB:[^,]+]], %[[DPW:[^ ]+]] = htp.attention_grad %[[N1]], %[[QKV]], %[[QKVB]], %[[PW]], %{{[^ ]+}} {num_heads = 1 : i64, pair = 0 : i64} : {{.*}} -> (tensor<2x3x8xf32>, tensor<12x8xf32>, tensor<12xf32>, tensor<8x4xf32>)
+// HOOKS-NEXT: %[[DN1R:.+]] = htp.all_reduce %[[DN1]]
+// HOOKS-NEXT: htp.layer_norm_grad %{{.*}}, %{{.*}}, %[[DN1R]]
+// HOOKS-NEXT: htp.add
+// HOOKS-NEXT: return {{.*}}, %[[DQKV]], %[[DQKVB]], %[[DPW]], %{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}, %[[DFC1]], %[[DFC1B]], %[[DFC2]], %{{[^,]+}} :
 func.func @block_loss(%x: tensor<2x3x8xf32> {htp.input = "x"},
                       %t: tensor<2x5xf32> {htp.input = "targets"},
                       %g1: tensor<8xf32> {htp.param = "norm1.weight"},
@@ -112,6 +136,27 @@ func.func @block_loss(%x: tensor<2x3x8xf32> {htp.input = "x"},
   %l = htp.linear %c, %hw : (tensor<2x8xf32>, tensor<5x8xf32>) -> tensor<2x5xf32>
   %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
   return %loss, %l : tensor<1xf32>, tensor<2x5xf32>
+}
+
+// An htp.mlp (written here by hand, in an unsplit function) gets one
+// htp.mlp_grad with its pair, unit width and GELU; without fc1 bias it has
+// no dfc1_bias, and unsplit its dx is not all-reduced.
+// CHECK-LABEL: func.func @mlp_loss_grad(
+// CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x8xf32> {htp.input = "x"}
+// CHECK-SAME: %[[W1:[a-z0-9]+]]: tensor<16x8xf32> {htp.param = "fc1.weight"}
+// CHECK-SAME: %[[W2:[a-z0-9]+]]: tensor<8x16xf32> {htp.param = "fc2.weight"}
+// CHECK: %[[M:.+]] = htp.mlp %[[X]], %[[W1]], %[[W2]] approximate tanh {pair = 1 : i64, unit_width = 4 : i64}
+// CHECK: %[[DM:.+]] = htp.cross_entropy_grad %[[M]]
+// CHECK-NEXT: %{{[^,]+}}, %[[DW1:[^,]+]], %[[DW2:[^ ]+]] = htp.mlp_grad %[[X]], %[[W1]], %[[W2]], %[[DM]] approximate tanh {pair = 1 : i64, unit_width = 4 : i64} : (tensor<2x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
+// CHECK-NEXT: return %{{[^,]+}}, %[[DW1]], %[[DW2]] :
+func.func @mlp_loss(%x: tensor<2x8xf32> {htp.input = "x"},
+                    %w1: tensor<16x8xf32> {htp.param = "fc1.weight"},
+                    %w2: tensor<8x16xf32> {htp.param = "fc2.weight"},
+                    %t: tensor<2x8xf32> {htp.input = "targets"}) -> tensor<1xf32> {
+  %m = htp.mlp %x, %w1, %w2 approximate tanh {pair = 1 : i64, unit_width = 4 : i64}
+      : (tensor<2x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<2x8xf32>
+  %loss = htp.cross_entropy %m, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
 }
 
 // Not a loss function (result #0 is no cross_entropy), and a private one:
