@@ -104,7 +104,7 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     if (func.isDeclaration() || !func->hasAttr(kTPAttrName))
       return; // only split functions have units to balance
     if (func->hasAttr(kBackwardAttrName))
-      return; // a backward written by --htp-grad: balancing it is a later step
+      return; // a backward already written (by hand, or by --htp-grad run first)
     if (isBF16Block(func)) {
       // The runtime's hooks compute in f32 only (the bf16 contract): the
       // block stays as the split left it, and runs with --policy none.

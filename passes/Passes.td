@@ -54,8 +54,10 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
 
     The hooks are f32-only for now: a bf16 block is left as the split made
     it, with a warning saying so; it runs with the executor's policy none.
-    A backward function written by `--htp-grad` (unit attribute
-    `htp.backward`) is left alone: balancing in backward is a later step.
+    It runs before `--htp-grad`, whose adjoints of the hooked ops are the
+    backward hooks (`htp.attention_grad` with the `pair`, `htp.mlp_grad`);
+    a function already marked `htp.backward` (a backward written by hand,
+    or by an earlier `--htp-grad`) is left alone.
 
     The planner takes one unit count per kind, so every layer must have one
     attention and one MLP pair of the same shapes; anything else is an error

@@ -1,9 +1,10 @@
 //===- Pipeline.cpp - The htp-pipeline named pipeline ---------------------===//
 //
 // One name for the whole chain, so users need not know the pass order
-// (DESIGN §1): `--htp-pipeline=tp=4` splits over 4 ranks, writes the
-// backward of each loss function (`grad=false` leaves it out) and adds the
-// balance hooks (`hooks=false` leaves them out).
+// (DESIGN §1): `--htp-pipeline=tp=4` splits over 4 ranks, adds the balance
+// hooks (`hooks=false` leaves them out) and writes the backward of each
+// loss function (`grad=false` leaves it out), whose adjoints of the hooked
+// ops are hooked too (DESIGN §11).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,12 +23,14 @@ void htp::buildHTPPipeline(OpPassManager &pm,
     split.tp = options.tp;
     pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
   }
-  // After the split, so the backward is the split forward's (Megatron's
-  // conjugates); before the hooks, which leave the backward alone.
-  if (options.grad)
-    pm.addPass(htp::createHTPGrad());
   if (options.tp > 1 && options.hooks)
     pm.addNestedPass<func::FuncOp>(htp::createHTPBalanceHooks());
+  // After the split, so the backward is the split forward's (Megatron's
+  // conjugates), and after the hooks, so it is the hooked forward's: a
+  // hooked attention or MLP gets the backward hook as its adjoint. (The
+  // hooks pass leaves a function already marked htp.backward alone.)
+  if (options.grad)
+    pm.addPass(htp::createHTPGrad());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(htp::createHTPAssignWorkspace());
@@ -41,12 +44,10 @@ void htp::registerHTPPassesAndPipeline() {
   PassPipelineRegistration<HTPPipelineOptions>(
       "htp-pipeline",
       "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel), "
-      "write the "
-      "backward of each cross-entropy loss function (--htp-grad), add the "
-      "balance hooks (--htp-balance-hooks) when tp > 1, place every value in a "
-      "buffer or "
-      "the workspace (--htp-assign-workspace), then htp ops on tensors to "
-      "LLVM-dialect "
+      "add the balance hooks (--htp-balance-hooks) when tp > 1, write the "
+      "backward of each cross-entropy loss function, hooked where its forward "
+      "is (--htp-grad), place every value in a buffer or the workspace "
+      "(--htp-assign-workspace), then htp ops on tensors to LLVM-dialect "
       "entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {
         buildHTPPipeline(pm, options);
