@@ -35,60 +35,7 @@
 
 #include "runtime/balance_internal.h"
 #include "runtime/htp.h"
-
-enum {
-  MAX_TP = 4,
-  LAYERS = 2,
-  BATCH = 2,
-  TOKENS = 7,
-  ROWS = BATCH * TOKENS,
-  DIM = 26,
-  HEADS = 4, /* per rank */
-  HEAD_DIM = 5,
-  UNITS = 6, /* MLP units per rank */
-  WIDTH = 3, /* neurons per MLP unit */
-  HIDDEN = UNITS * WIDTH /* per rank */
-};
-#define INNER (HEADS * HEAD_DIM)
-
-/* ----- the global (unsharded) model ------------------------------------- */
-
-static uint64_t rng_state;
-static float uniform(float lo, float hi) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return lo + (hi - lo) * (float)((rng_state >> 11) * (1.0 / 9007199254740992.0));
-}
-
-typedef struct model {
-  int tp;
-  float x[ROWS * DIM];
-  /* per layer, global: wqkv [3 * tp * INNER, DIM], bqkv, wproj [DIM, tp * INNER],
-   * w1 [tp * HIDDEN, DIM], b1, w2 [DIM, tp * HIDDEN] */
-  float *wqkv[LAYERS], *bqkv[LAYERS], *wproj[LAYERS], *w1[LAYERS], *b1[LAYERS], *w2[LAYERS];
-} model;
-
-static float *random_floats(size_t n, float scale) {
-  float *p = malloc(n * sizeof(float));
-  assert_non_null(p);
-  for (size_t i = 0; i < n; ++i) p[i] = uniform(-scale, scale);
-  return p;
-}
-
-static void model_init(model *m, int tp, uint64_t seed) {
-  rng_state = seed;
-  m->tp = tp;
-  for (int i = 0; i < ROWS * DIM; ++i) m->x[i] = uniform(-1, 1);
-  for (int l = 0; l < LAYERS; ++l) {
-    m->wqkv[l] = random_floats((size_t)3 * tp * INNER * DIM, 0.4f);
-    m->bqkv[l] = random_floats((size_t)3 * tp * INNER, 0.1f);
-    m->wproj[l] = random_floats((size_t)DIM * tp * INNER, 0.2f);
-    m->w1[l] = random_floats((size_t)tp * HIDDEN * DIM, 0.4f);
-    m->b1[l] = random_floats((size_t)tp * HIDDEN, 0.2f);
-    m->w2[l] = random_floats((size_t)DIM * tp * HIDDEN, 0.3f);
-  }
-}
+#include "harness.h"
 
 /* Units whose output weights the `damp` scenarios scale by 1e-3 (local ids,
  * on every rank): heads 1 and 3 of 4, MLP units 0, 2 and 5 of 6. A rank
@@ -107,82 +54,6 @@ static void model_damp(model *m) {
       for (int n = 0; n < ghidden; ++n)
         if (damped_unit(1, (n / WIDTH) % UNITS)) m->w2[l][o * ghidden + n] *= 1e-3f;
     }
-}
-
-static void model_free(model *m) {
-  for (int l = 0; l < LAYERS; ++l) {
-    free(m->wqkv[l]); free(m->bqkv[l]); free(m->wproj[l]);
-    free(m->w1[l]); free(m->b1[l]); free(m->w2[l]);
-  }
-}
-
-/* Attention of layer l over the global heads not excluded, no proj bias. */
-static void reference_attention(const model *m, int l, const uint8_t *excluded, double *y) {
-  const int heads = m->tp * HEADS, inner = heads * HEAD_DIM;
-  double *qkv = malloc(sizeof(double) * ROWS * 3 * inner);
-  double *ctx = calloc((size_t)ROWS * inner, sizeof(double));
-  double p[TOKENS];
-  for (int r = 0; r < ROWS; ++r)
-    for (int o = 0; o < 3 * inner; ++o) {
-      double acc = m->bqkv[l][o];
-      for (int i = 0; i < DIM; ++i) acc += (double)m->x[r * DIM + i] * m->wqkv[l][o * DIM + i];
-      qkv[r * 3 * inner + o] = acc;
-    }
-  for (int b = 0; b < BATCH; ++b)
-    for (int h = 0; h < heads; ++h) {
-      if (excluded && excluded[h]) continue;
-      for (int t = 0; t < TOKENS; ++t) {
-        const double *q = qkv + (b * TOKENS + t) * 3 * inner + h * HEAD_DIM;
-        double max = -INFINITY, sum = 0;
-        for (int s = 0; s < TOKENS; ++s) {
-          const double *k = qkv + (b * TOKENS + s) * 3 * inner + inner + h * HEAD_DIM;
-          double dot = 0;
-          for (int d = 0; d < HEAD_DIM; ++d) dot += q[d] * k[d];
-          p[s] = dot / sqrt((double)HEAD_DIM);
-          max = fmax(max, p[s]);
-        }
-        for (int s = 0; s < TOKENS; ++s) sum += (p[s] = exp(p[s] - max));
-        for (int s = 0; s < TOKENS; ++s) {
-          const double *v = qkv + (b * TOKENS + s) * 3 * inner + 2 * inner + h * HEAD_DIM;
-          for (int d = 0; d < HEAD_DIM; ++d)
-            ctx[(b * TOKENS + t) * inner + h * HEAD_DIM + d] += p[s] / sum * v[d];
-        }
-      }
-    }
-  for (int r = 0; r < ROWS; ++r)
-    for (int o = 0; o < DIM; ++o) {
-      double acc = 0;
-      for (int i = 0; i < inner; ++i) acc += ctx[r * inner + i] * m->wproj[l][o * inner + i];
-      y[r * DIM + o] = acc;
-    }
-  free(qkv);
-  free(ctx);
-}
-
-/* MLP of layer l (exact GELU) over the global units not excluded. */
-static void reference_mlp(const model *m, int l, const uint8_t *excluded, double *y) {
-  const int hidden = m->tp * HIDDEN;
-  for (int r = 0; r < ROWS; ++r)
-    for (int o = 0; o < DIM; ++o) y[r * DIM + o] = 0;
-  for (int n = 0; n < hidden; ++n) {
-    if (excluded && excluded[n / WIDTH]) continue;
-    for (int r = 0; r < ROWS; ++r) {
-      double pre = m->b1[l][n];
-      for (int i = 0; i < DIM; ++i) pre += (double)m->x[r * DIM + i] * m->w1[l][n * DIM + i];
-      double act = 0.5 * pre * (1 + erf(pre / sqrt(2.0)));
-      for (int o = 0; o < DIM; ++o) y[r * DIM + o] += act * m->w2[l][o * hidden + n];
-    }
-  }
-}
-
-static double relative_error(const float *got, const double *want, int n) {
-  double max_ref = 1e-30, max_diff = 0;
-  for (int i = 0; i < n; ++i) {
-    max_ref = fmax(max_ref, fabs(want[i]));
-    double diff = fabs((double)got[i] - want[i]);
-    if (!(diff <= max_diff)) max_diff = isnan(diff) ? INFINITY : diff;
-  }
-  return max_diff / max_ref;
 }
 
 /* ----- a scenario: what the ranks do ------------------------------------- */
@@ -225,43 +96,6 @@ typedef struct record {
 static const model *the_model;
 static const scenario *the_scenario;
 static record rec;
-static int failures;
-
-typedef struct rank_run {
-  htp_world *world;
-  int rank;
-} rank_run;
-
-#define CHECK(cond)                                                                        \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      fprintf(stderr, "rank %d: %s:%d: %s (%s)\n", run->rank, __FILE__, __LINE__, #cond,   \
-              ctx ? htp_last_error(ctx) : "");                                             \
-      __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);                                  \
-      goto done;                                                                           \
-    }                                                                                      \
-  } while (0)
-
-/* Rank r's Megatron shard of layer l (its weights stay in these buffers). */
-typedef struct shard {
-  float wqkv[3 * INNER * DIM], bqkv[3 * INNER], wproj[DIM * INNER];
-  float w1[HIDDEN * DIM], b1[HIDDEN], w2[DIM * HIDDEN];
-} shard;
-
-static void make_shard(const model *m, int l, int r, shard *s) {
-  const int tp = m->tp, ginner = tp * INNER, ghidden = tp * HIDDEN;
-  for (int part = 0; part < 3; ++part) {
-    memcpy(s->wqkv + part * INNER * DIM, m->wqkv[l] + (part * ginner + r * INNER) * DIM,
-           sizeof(float) * INNER * DIM);
-    memcpy(s->bqkv + part * INNER, m->bqkv[l] + part * ginner + r * INNER, sizeof(float) * INNER);
-  }
-  for (int o = 0; o < DIM; ++o) {
-    memcpy(s->wproj + o * INNER, m->wproj[l] + o * ginner + r * INNER, sizeof(float) * INNER);
-    memcpy(s->w2 + o * HIDDEN, m->w2[l] + o * ghidden + r * HIDDEN, sizeof(float) * HIDDEN);
-  }
-  memcpy(s->w1, m->w1[l] + r * HIDDEN * DIM, sizeof(float) * HIDDEN * DIM);
-  memcpy(s->b1, m->b1[l] + r * HIDDEN, sizeof(float) * HIDDEN);
-}
 
 #define ATT_SCRATCH (ROWS * INNER + ROWS * HEAD_DIM + ROWS * 3 * HEAD_DIM + TOKENS * TOKENS)
 #define MLP_SCRATCH (ROWS * HIDDEN + ROWS * WIDTH)
@@ -269,39 +103,11 @@ static void make_shard(const model *m, int l, int r, shard *s) {
 /* Runs every pair's hook and all-reduces the partial sums into out. */
 static htp_result run_block(htp_ctx *ctx, const shard *shards, float (*out)[ROWS * DIM],
                             float *scratch) {
-  const float *x = the_model->x;
-  for (int l = 0; l < LAYERS; ++l) {
-    const shard *s = &shards[l];
-    htp_result r = htp_rt_attention_f32(ctx, 2 * l, x, s->wqkv, s->bqkv, s->wproj, out[2 * l],
-                                        scratch, BATCH, TOKENS, DIM, HEADS, HEAD_DIM);
-    if (r != HTP_OK) return r;
-    r = htp_rt_mlp_f32(ctx, 2 * l + 1, x, s->w1, s->b1, s->w2, out[2 * l + 1], scratch, ROWS, DIM,
-                       HIDDEN, WIDTH, 0);
-    if (r != HTP_OK) return r;
-  }
-  for (int p = 0; p < 2 * LAYERS; ++p) {
-    htp_result r = htp_allreduce_sum_f32(ctx, out[p], out[p], ROWS * DIM);
-    if (r != HTP_OK) return r;
-  }
-  return HTP_OK;
+  return harness_forward(ctx, ctx, the_model->x, shards, out, scratch, scratch, 0, 0);
 }
 
 static htp_balancer_config balancer_config(const scenario *sc) {
-  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
-  c.planner.world_size = sc->tp;
-  c.planner.num_layers = LAYERS;
-  c.planner.units_per_rank[HTP_PAIR_ATTENTION] = HEADS;
-  c.planner.units_per_rank[HTP_PAIR_MLP] = UNITS;
-  c.planner.policy = sc->policy;
-  c.planner.hysteresis_iters = 1;
-  c.planner.ewma_alpha = 1.0;
-  c.seed = 7;
-  c.selection = sc->selection;
-  c.impute = sc->impute;
-  c.model_dim = DIM;
-  c.head_dim = HEAD_DIM;
-  c.mlp_unit_width = WIDTH;
-  return c;
+  return harness_balancer_config(sc->tp, sc->policy, sc->selection, sc->impute);
 }
 
 static void *rank_main(void *arg) {
@@ -399,25 +205,6 @@ done:
   free(scratch);
   free(out);
   return NULL;
-}
-
-static void run_world(int tp, void *(*body)(void *), const htp_fault *fault) {
-  htp_config config = HTP_CONFIG_INITIALIZER;
-  config.world_size = tp;
-  config.timeout_s = 10.0;
-  htp_world *world = NULL;
-  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
-  if (fault) assert_int_equal(htp_world_add_fault(world, fault), HTP_OK);
-  pthread_t threads[MAX_TP];
-  rank_run runs[MAX_TP];
-  failures = 0;
-  for (int r = 0; r < tp; ++r) {
-    runs[r] = (rank_run){world, r};
-    assert_int_equal(pthread_create(&threads[r], NULL, body, &runs[r]), 0);
-  }
-  for (int r = 0; r < tp; ++r) pthread_join(threads[r], NULL);
-  htp_world_destroy(world);
-  assert_int_equal(failures, 0);
 }
 
 /* Runs the scenario and compares every pair's all-reduced output with the
