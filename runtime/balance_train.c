@@ -270,7 +270,7 @@ static htp_result backward_in_units(htp_ctx *ctx, htp_balancer *b, const grad_ca
 static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
                                    const htp_unit_sets *s) {
   const htp_plan *plan = htp_planner_plan(b->planner);
-  if (!plan->num_flows[c->kind]) return HTP_OK;
+  if (s->num_in == 0 && s->num_out == 0) return HTP_OK; /* in no flow of the applied plan */
   if (plan->version != b->applied_version)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: pair %d: the plan in force (version %lld) is "
                      "not the one applied (%lld)", c->hook, (int)c->pair,
