@@ -39,6 +39,9 @@ static void test_defaults(void **state) {
   assert_int_equal(options.policy, HTP_POLICY_NONE);
   assert_int_equal(options.impute, HTP_IMPUTE_ZERO);
   assert_int_equal(options.selection, HTP_SELECT_RANDOM);
+  const htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
+  assert_true(options.ewma_alpha == planner.ewma_alpha);
+  assert_int_equal(options.hysteresis, planner.hysteresis_iters);
   assert_int_equal(options.report, HTP_REPORT_TABLE);
   assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
 }
@@ -77,12 +80,15 @@ static void test_values(void **state) {
   assert_true(options.help);
   /* Flags after the file, a unique prefix, the limits. */
   assert_int_equal(PARSE(&options, err, "block.so", "--it", "7", "--tp=1024", "--warmup",
-                         "10000000", "--select", "importance"), 0);
+                         "10000000", "--select", "importance", "--ewma-alpha", "1",
+                         "--hysteresis=1000000"), 0);
   assert_string_equal(options.path, "block.so");
   assert_int_equal(options.iters, 7);
   assert_int_equal(options.tp, 1024);
   assert_int_equal(options.warmup, 10000000);
   assert_int_equal(options.selection, HTP_SELECT_IMPORTANCE);
+  assert_true(options.ewma_alpha == 1.0);
+  assert_int_equal(options.hysteresis, 1000000);
   /* argv is not reordered. */
   char *argv[] = {"htp-run", "a.mlir", "--iters", "2", "--check", NULL};
   assert_int_equal(htp_run_parse_options(5, argv, &options, err, sizeof err), 0);
@@ -157,7 +163,8 @@ static void test_missing_values(void **state) {
   (void)state;
   static char *flags[] = {"--entry", "--iters",  "--warmup", "--seed",   "--weights", "--input",
                           "--output", "--report", "--tp",    "--backend", "--device", "--policy",
-                          "--impute", "--select", "--slow",  "--fault",  "--timeout", "--trace"};
+                          "--impute", "--select", "--slow",  "--fault",  "--timeout", "--trace",
+                          "--ewma-alpha", "--hysteresis"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
     char expected[64];
     snprintf(expected, sizeof expected, "%s needs a value", flags[i]);
@@ -196,6 +203,18 @@ static void test_bad_numbers(void **state) {
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "1e400");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "nan");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "inf");
+  EXPECT_USAGE_ERROR("--ewma-alpha expects a number in (0, 1], got '0'", "a.mlir",
+                     "--ewma-alpha", "0");
+  EXPECT_USAGE_ERROR("--ewma-alpha expects a number in (0, 1], got '1.01'", "a.mlir",
+                     "--ewma-alpha", "1.01");
+  EXPECT_USAGE_ERROR("--ewma-alpha expects a number in (0, 1], got 'nan'", "a.mlir",
+                     "--ewma-alpha", "nan");
+  EXPECT_USAGE_ERROR("--hysteresis expects an integer >= 1, got '0'", "a.mlir", "--hysteresis",
+                     "0");
+  EXPECT_USAGE_ERROR("--hysteresis expects an integer <= 1000000, got '1000001'", "a.mlir",
+                     "--hysteresis", "1000001");
+  EXPECT_USAGE_ERROR("--lr expects a number in (0, 10], got '11'", "m.mlir", "--train", "--lr",
+                     "11");
 }
 
 /* A flag that takes one value, given twice, whatever the spelling. */
@@ -205,7 +224,7 @@ static void test_repeated_flags(void **state) {
       {"--iters", "3"},       {"--warmup", "0"},       {"--seed", "1"},       {"--entry", "f"},
       {"--weights", "w"},     {"--report", "json"},    {"--tp", "2"},         {"--backend", "mpi"},
       {"--device", "cpu"},    {"--policy", "migrate"}, {"--impute", "same"},  {"--select", "random"},
-      {"--timeout", "5"},     {"--trace", "t.jsonl"},
+      {"--timeout", "5"},     {"--trace", "t.jsonl"},  {"--ewma-alpha", "0.1"}, {"--hysteresis", "9"},
   };
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
     char expected[96];

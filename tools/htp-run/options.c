@@ -117,6 +117,13 @@ void htp_run_print_help(FILE *stream) {
       "                        --train only, variation (the paper's priority: least\n"
       "                        change of the unit's weights over the last 16 steps\n"
       "                        first). Needs a block with balance hooks, as --policy does\n"
+      "  --ewma-alpha A        the detector's smoothing of each rank's speed, the\n"
+      "                        newest sample's weight in (0, 1] (default 0.3)\n"
+      "  --hysteresis N        iterations in a row below 0.90 (at or above 0.95) of\n"
+      "                        the fastest rank before a rank becomes (stops being) a\n"
+      "                        straggler, 1 <= N <= 10^6 (default 3). Noisy clocks\n"
+      "                        (short steps, more ranks than cores) want a smaller A\n"
+      "                        and a larger N, or plans change every few iterations\n"
       "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
       "                        (default 0), so it stays F times slower at whatever work\n"
       "                        the plan gives it: in a block with balance hooks each\n"
@@ -236,7 +243,8 @@ void htp_run_print_help(FILE *stream) {
       "\n"
       "Detection. After every iteration the ranks all-gather their compute times into\n"
       "the runtime's planner (EWMA, threshold 0.90 of the fastest to become a\n"
-      "straggler, 0.95 to recover, 3 iterations of hysteresis: runtime/htp.h). The\n"
+      "straggler, 0.95 to recover, 3 iterations of hysteresis: runtime/htp.h;\n"
+      "--ewma-alpha and --hysteresis set the first and the last). The\n"
       "table names the ranks it detected as stragglers.\n"
       "\n"
       "Balancing. A block split with --tp > 1 calls the runtime's balance hooks and its\n"
@@ -307,11 +315,13 @@ enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
   FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
+  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
   FLAG_METRICS, FLAG_AUGMENT
 };
+_Static_assert(FLAG_AUGMENT - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
 static const struct option long_flags[] = {
     {"entry", required_argument, NULL, FLAG_ENTRY},
@@ -328,6 +338,8 @@ static const struct option long_flags[] = {
     {"policy", required_argument, NULL, FLAG_POLICY},
     {"impute", required_argument, NULL, FLAG_IMPUTE},
     {"select", required_argument, NULL, FLAG_SELECT},
+    {"ewma-alpha", required_argument, NULL, FLAG_EWMA_ALPHA},
+    {"hysteresis", required_argument, NULL, FLAG_HYSTERESIS},
     {"slow", required_argument, NULL, FLAG_SLOW},
     {"fault", required_argument, NULL, FLAG_FAULT},
     {"sms", required_argument, NULL, FLAG_SMS},
@@ -644,6 +656,14 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
     return htp_select_parse(value, &options->selection) != HTP_OK
                ? bad_enum(flag, select_name_of, value, err, err_size)
                : 0;
+  case FLAG_EWMA_ALPHA:
+    if (parse_double(flag, value, 0, 1, 0, &options->ewma_alpha, err, err_size) ||
+        !(options->ewma_alpha > 0))
+      return htp_set_error(err, err_size, "--ewma-alpha expects a number in (0, 1], got '%s'",
+                           value);
+    return 0;
+  case FLAG_HYSTERESIS:
+    return parse_long(flag, value, 1, 1000000, &options->hysteresis, err, err_size);
   case FLAG_SLOW:
     if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
       return htp_set_error(err, err_size, "more than %d --slow flags", HTP_RUN_MAX_INJECTIONS);
@@ -687,9 +707,8 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
         strcmp(value, "flip-shift") == 0 ? HTP_AUGMENT_FLIP_SHIFT : HTP_AUGMENT_NONE;
     return 0;
   case FLAG_LR:
-    if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size))
-      return 1;
-    if (!(options->train.lr > 0))
+    if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size) ||
+        !(options->train.lr > 0))
       return htp_set_error(err, err_size, "--lr expects a number in (0, 10], got '%s'", value);
     options->train.lr_given = 1;
     return 0;
@@ -747,6 +766,11 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->policy = HTP_POLICY_NONE;
   options->impute = HTP_IMPUTE_ZERO;
   options->selection = HTP_SELECT_RANDOM;
+  {
+    const htp_planner_config defaults = HTP_PLANNER_CONFIG_INITIALIZER;
+    options->ewma_alpha = defaults.ewma_alpha;
+    options->hysteresis = defaults.hysteresis_iters;
+  }
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
   options->train.data = HTP_TRAIN_DEFAULT_DATA;

@@ -85,6 +85,8 @@ typedef struct htp_run_options {
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */
   htp_select selection;          /* which units are shed */
+  double ewma_alpha;             /* the detector's smoothing (runtime/htp.h's default) */
+  long hysteresis;               /* iterations in a row to switch a rank's state */
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
   double timeout_s;              /* deadline of every collective */

@@ -221,6 +221,8 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
   htp_planner_config planner = HTP_PLANNER_CONFIG_INITIALIZER;
   planner.world_size = state->tp;
   planner.policy = HTP_POLICY_NONE;
+  planner.ewma_alpha = options->ewma_alpha;
+  planner.hysteresis_iters = (int)options->hysteresis;
   if (!state->sig.balance.present) {
     if (options->selection != HTP_SELECT_RANDOM)
       return htp_set_error(err, err_size, "--select %s needs a block split with balance hooks "
@@ -238,6 +240,8 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
   }
   htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
   config.planner.policy = options->policy;
+  config.planner.ewma_alpha = options->ewma_alpha;
+  config.planner.hysteresis_iters = (int)options->hysteresis;
   config.selection = options->selection;
   config.seed = options->seed;
   config.impute = options->impute;

@@ -66,7 +66,7 @@ typedef struct train_job {
   long epochs_done;                    /* by this run */
   int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
   int balance;                         /* the grad entry has balance hooks: a real balancer */
-  htp_balancer_config balancer;        /* its config, when balance */
+  htp_balancer_config balancer;        /* its config (without hooks: detection only) */
   FILE *trace;                         /* --trace: the balancers' lines, or NULL */
   int process_rank;                    /* mpi: this process's rank; local: -1 */
 } train_job;
@@ -1088,13 +1088,7 @@ static void train_rank(htp_rank_task *task, void *user) {
   }
   /* With balance hooks (tp > 1) the signature's config and --policy;
    * without (tp 1), detection only. */
-  htp_balancer_config config = HTP_BALANCER_CONFIG_INITIALIZER;
-  if (run.job->balance) {
-    config = run.job->balancer;
-  } else {
-    config.planner.world_size = run.job->tp;
-    config.planner.policy = HTP_POLICY_NONE;
-  }
+  htp_balancer_config config = run.job->balancer;
   result = htp_balancer_create(run.ctx, &config, &balancer);
   if (result == HTP_OK)
     htp_balancer_set_trace(balancer, run.job->trace);
@@ -1178,7 +1172,12 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   if (htp_run_balance_config(options, state, &probe, err, err_size))
     goto done;
   job.balance = state->balance;
-  job.balancer = state->balancer;
+  if (job.balance) {
+    job.balancer = state->balancer;
+  } else {
+    job.balancer = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
+    job.balancer.planner = probe.planner; /* detection only, with --ewma-alpha/--hysteresis */
+  }
   if (options->trace && !(job.trace = fopen(options->trace, "w"))) {
     htp_set_error(err, err_size, "--trace %s: %s", options->trace, strerror(errno));
     goto done;
