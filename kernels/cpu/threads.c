@@ -14,6 +14,10 @@
  * The counter carries the job's generation in its high half, so a stale
  * worker can never claim a chunk of a later job. One job at a time: a second
  * caller (another rank thread) finds the pool busy and runs its loop alone.
+ * A caller closes the counter (a generation of its own with no chunk left)
+ * before it writes the job: without that, a worker still holding the last
+ * job's generation could claim "the next chunk" of it against the new job's
+ * count and run it with the new job's half-written fields.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "kernels/htp_kernels.h"
@@ -81,6 +85,8 @@ int htp__threads(void) {
 }
 
 enum { MAX_WORKERS = 63, SPIN_CHECKS = 20000 };
+/* The chunk index of a closed counter: above any job's chunk count. */
+#define CLOSED UINT64_C(0xFFFFFFFF)
 
 static struct {
   pthread_mutex_t busy;       /* held by the caller of the running job */
@@ -107,7 +113,9 @@ static void run_chunks(uint32_t generation) {
     if ((uint32_t)(state >> 32) != generation)
       return;
     int64_t chunk = (int64_t)(uint32_t)state;
-    if (chunk >= pool.chunks) /* pool.chunks is this generation's: see below */
+    /* pool.chunks may already be a later job's; then the counter has moved
+     * on (closed) and the claim below fails. */
+    if (chunk >= pool.chunks)
       return;
     if (!atomic_compare_exchange_weak(&pool.state, &state, state + 1))
       continue;
@@ -154,7 +162,8 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
   int threads = htp__threads();
   if (threads > MAX_WORKERS + 1)
     threads = MAX_WORKERS + 1;
-  if (chunks < 2 || threads < 2 || pthread_mutex_trylock(&pool.busy) != 0) {
+  if (chunks < 2 || chunks >= (int64_t)CLOSED || threads < 2 ||
+      pthread_mutex_trylock(&pool.busy) != 0) {
     fn(ctx, 0, n);
     return;
   }
@@ -171,6 +180,11 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
       break; /* fewer helpers; the caller still does every unclaimed chunk */
     pool.workers++;
   }
+  /* Close the counter first (a read-modify-write, so the job's writes below
+   * cannot move above it): from here no worker's claim on the last job can
+   * succeed. Each job takes two generations, the closed one and its own. */
+  const uint32_t closed = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
+  atomic_exchange(&pool.state, ((uint64_t)closed << 32) | CLOSED);
   pool.fn = fn;
   pool.ctx = ctx;
   pool.n = n;
@@ -178,7 +192,7 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
   pool.chunks = chunks;
   atomic_store(&pool.done, 0);
   atomic_store(&pool.allowed, threads - 1);
-  const uint32_t generation = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
+  const uint32_t generation = closed + 1;
   atomic_store(&pool.state, (uint64_t)generation << 32); /* publishes the job */
   pthread_mutex_lock(&pool.wake_lock);
   pthread_cond_broadcast(&pool.wake);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -341,6 +342,64 @@ static void test_concurrent_callers(void **state) {
   }
 }
 
+/* The pool itself, hammered: caller threads run jobs of alternating small
+ * and large chunk counts back to back, each chunk marking its elements. A
+ * worker that ran a chunk of one job with another job's fields (a claim
+ * racing the next caller's set-up) shows as an element marked twice, not at
+ * all, or out of range. */
+enum { POOL_CALLERS = 4, POOL_JOBS = 20000, POOL_MAX_N = 4096 };
+
+struct pool_job {
+  int n;
+  _Atomic int bad;
+  _Atomic unsigned char marks[POOL_MAX_N];
+};
+
+static void mark_chunk(void *ctx, int64_t begin, int64_t end) {
+  struct pool_job *job = ctx;
+  if (begin < 0 || end > job->n || begin >= end) {
+    atomic_fetch_add(&job->bad, 1);
+    return;
+  }
+  for (int64_t i = begin; i < end; ++i)
+    atomic_fetch_add(&job->marks[i], 1);
+}
+
+static void *pool_caller(void *arg) {
+  int *failures = arg;
+  struct pool_job *job = calloc(1, sizeof *job);
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  for (int j = 0; job && j < POOL_JOBS; ++j) {
+    seed = seed * 1103515245u + 12345u;
+    job->n = j % 2 ? 2 + (int)(seed >> 16) % 16 : POOL_MAX_N - (int)(seed >> 16) % 64;
+    atomic_store(&job->bad, 0);
+    for (int i = 0; i < job->n; ++i)
+      atomic_store(&job->marks[i], 0);
+    htp__parallel(job->n, 1 + j % 3, mark_chunk, job);
+    int wrong = atomic_load(&job->bad);
+    for (int i = 0; i < job->n; ++i)
+      wrong += atomic_load(&job->marks[i]) != 1;
+    *failures += wrong != 0;
+  }
+  free(job);
+  return NULL;
+}
+
+static void test_pool_jobs_back_to_back(void **state) {
+  (void)state;
+  const int saved = htp_cpu_blas_threads();
+  htp_cpu_set_blas_threads(3);
+  pthread_t threads[POOL_CALLERS];
+  int failures[POOL_CALLERS] = {0};
+  for (int i = 0; i < POOL_CALLERS; ++i)
+    assert_int_equal(pthread_create(&threads[i], NULL, pool_caller, &failures[i]), 0);
+  for (int i = 0; i < POOL_CALLERS; ++i)
+    pthread_join(threads[i], NULL);
+  htp_cpu_set_blas_threads(saved);
+  for (int i = 0; i < POOL_CALLERS; ++i)
+    assert_int_equal(failures[i], 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_linear),
@@ -351,6 +410,7 @@ int main(void) {
       cmocka_unit_test(test_gelu_elementwise_precision),
       cmocka_unit_test(test_threaded),
       cmocka_unit_test(test_concurrent_callers),
+      cmocka_unit_test(test_pool_jobs_back_to_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
