@@ -72,6 +72,12 @@ typedef struct htp_run_state {
 int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
                            htp_rank_job *job, char *err, size_t err_size);
 
+/* Each rank's share of the cores for its kernels' threads (all ranks of
+ * this host together use them once), unless the user set BLAS's thread
+ * count: then it stays (state->blas_threads, state->blas_threads_from).
+ * mpi: the ranks on this host are mpirun's local ranks, not state->tp. */
+void htp_run_choose_blas_threads(htp_run_state *state, int mpi);
+
 /* A 64-byte aligned buffer of at least bytes (one 64-byte line for 0). */
 static inline void *htp_aligned_buffer(size_t bytes) {
   size_t size = (bytes + 63) / 64 * 64;

@@ -256,9 +256,7 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
   return 0;
 }
 
-/* Each rank's share of the cores for BLAS (all ranks of this host together
- * use them once), unless the user set BLAS's thread count: then it stays. */
-static void choose_blas_threads(htp_run_state *state, int mpi) {
+void htp_run_choose_blas_threads(htp_run_state *state, int mpi) {
   state->blas_threads_from = htp_host_blas_threads_variable();
   if (!state->blas_threads_from) {
     int on_host = mpi ? htp_host_mpi_local_size() : state->tp;
@@ -562,7 +560,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
     return fail(err);
   if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
     return fail(err);
-  choose_blas_threads(state, mpi);
+  htp_run_choose_blas_threads(state, mpi);
 
   job.fn = state->compiled.fn;
   job.sig = sig;

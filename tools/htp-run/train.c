@@ -1228,10 +1228,13 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     goto done;
   if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
     goto done;
+  htp_run_choose_blas_threads(state, state->process_rank >= 0);
   if (!quiet)
-    fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d, batch %d, %u training and %u test "
-            "images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n", sig->entry,
-            job.eval_sig->entry, job.tp, job.batch, train_set.count, test_set.count, job.steps,
+    fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank), batch "
+            "%d, %u training and %u test images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n",
+            sig->entry, job.eval_sig->entry, job.tp, state->blas_threads,
+            state->blas_threads == 1 ? "" : "s", job.batch, train_set.count, test_set.count,
+            job.steps,
             optimizer_name(train->optimizer), train->lr,
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
             train->augment == HTP_AUGMENT_FLIP_SHIFT ? ", augmented (flip-shift)" : "",
