@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Issue 9's experiment: a small ViT trained on Fashion-MNIST at tp 4 with
+chi = 1, 2, 3 stragglers under every balancing policy, accuracy and time
+against the straggler-free baseline and the ideal time.
+
+Runs, all from the same seed (same init, same batches):
+  baseline                      no straggler, --policy none
+  baseline-tp2                  the same at --control-tp: f32 round-off alone
+  per chi (ranks 3, 2, 1 slowed by --factors[0], [1], [2] in turn):
+    none                        nobody balances: the stragglers set the pace
+    resize-random               stragglers prune units picked at random
+    resize-priority             ... the least-varying units (--select variation)
+    migrate                     stragglers hand units to fast ranks (exact)
+    semi                        mild stragglers resize, bad ones migrate (priority)
+  per imputation (at --impute-chi): resize-random with --impute same, average
+    (zero is the resize-random run above)
+
+The ideal time of a chi is the baseline's with its hook work spread over the
+ranks by speed: T0 (1 - h) + T0 h tp / sum_r (1 / F_r), where h is the
+share of the baseline's step spent in the balance hooks (its trace), the
+only work --slow stretches and the planner moves.
+
+    bench/train_policies.py --htp-run build/tools/htp-run/htp-run --out bench/out/policies \
+        --plot bench/figures/train-policies
+
+Writes DIR/*.json (metrics), DIR/*.jsonl (traces), a markdown table on
+stdout and in DIR/table.md, and two PNGs (--plot PREFIX): accuracy against
+training time per chi, and final accuracy / time over ideal per policy.
+Needs matplotlib for the plots only.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLICIES = [  # name, htp-run flags
+    ("none", ["--policy", "none"]),
+    ("resize-random", ["--policy", "resize", "--select", "random"]),
+    ("resize-priority", ["--policy", "resize", "--select", "variation"]),
+    ("migrate", ["--policy", "migrate"]),
+    ("semi", ["--policy", "semi", "--select", "variation"]),
+]
+
+
+def slows(chi, factors, tp):
+    """--slow flags for chi stragglers: ranks tp-1, tp-2, ... with factors in order."""
+    flags = []
+    for i in range(chi):
+        flags += ["--slow", f"{tp - 1 - i}:{factors[i]:g}"]
+    return flags
+
+
+def run(a, name, flags, model, tp=None):
+    metrics = os.path.join(a.out, f"{name}.json")
+    trace = os.path.join(a.out, f"{name}.jsonl")
+    if a.reuse and os.path.exists(metrics):
+        with open(metrics) as f:
+            return json.load(f), trace
+    command = [a.htp_run, model, "--train", "--tp", str(tp or a.tp), "--epochs", str(a.epochs),
+               "--lr", str(a.lr), "--seed", str(a.seed), "--metrics", metrics, "--trace", trace]
+    if a.limit_train:
+        command += ["--limit-train", str(a.limit_train)]
+    if a.limit_test:
+        command += ["--limit-test", str(a.limit_test)]
+    if a.data:
+        command += ["--data", a.data]
+    command += ["--ewma-alpha", str(a.ewma_alpha), "--hysteresis", str(a.hysteresis)] + flags
+    print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(command)}", file=sys.stderr, flush=True)
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"train_policies: {name} failed ({done.returncode}):\n{done.stderr}")
+    with open(metrics) as f:
+        return json.load(f), trace
+
+
+def hook_share(trace_path, tp):
+    """Mean over steps of (mean over ranks of the hooks' seconds) / step seconds.
+    The trace's 'seconds' is what the step fed the planner (the hooks' time);
+    the step's own time is that plus the rest, which the metrics give."""
+    per_step = {}
+    with open(trace_path) as f:
+        for line in f:
+            row = json.loads(line)
+            sites = row.get("site_seconds") or [0, 0]
+            per_step.setdefault(row["iter"], []).append(sum(s or 0 for s in sites))
+    steps = [sum(v) / len(v) for v in per_step.values() if len(v) == tp]
+    return sum(steps) / len(steps) if steps else 0.0
+
+
+def moved(trace_path):
+    """Mean per training step, summed over ranks: [heads, MLP units] pruned
+    and [heads, MLP units] sent, from the trace (per layer: every layer runs
+    the same plan)."""
+    pruned, sent, steps = [0, 0], [0, 0], set()
+    with open(trace_path) as f:
+        for line in f:
+            row = json.loads(line)
+            steps.add(row["iter"])
+            for k in range(2):
+                pruned[k] += (row.get("pruned") or [0, 0])[k]
+                sent[k] += (row.get("sent") or [0, 0])[k]
+    n = max(1, len(steps))
+    return [p / n for p in pruned], [x / n for x in sent]
+
+
+def summary(metrics):
+    epochs = metrics["epochs"]
+    return {"acc": 100 * epochs[-1]["test_acc"], "best": 100 * max(e["test_acc"] for e in epochs),
+            "seconds": sum(e["epoch_s"] for e in epochs),
+            "ms_step": sum(e["ms_per_step"] for e in epochs) / len(epochs),
+            "curve": [(e["epoch_s"], 100 * e["test_acc"]) for e in epochs]}
+
+
+def plot(a, base, rows, ideal, control):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    chis = sorted({r["chi"] for r in rows if r["chi"]})
+    fig, axes = plt.subplots(1, len(chis), figsize=(5.2 * len(chis), 4.2), sharey=True)
+    axes = axes if len(chis) > 1 else [axes]
+    for axis, chi in zip(axes, chis):
+        curves = [("baseline (no straggler)", base),
+                  (f"baseline at tp {a.control_tp} (round-off)", control)] + [
+            (r["name"], r) for r in rows if r["chi"] == chi and r["impute"] == "zero"]
+        for label, r in curves:
+            t, accs = 0.0, []
+            xs = []
+            for seconds, acc in r["curve"]:
+                t += seconds
+                xs.append(t)
+                accs.append(acc)
+            axis.plot(xs, accs, marker="o", markersize=3, label=label,
+                      linestyle="--" if label.startswith("baseline (") else
+                      ":" if label.startswith("baseline") else "-")
+        axis.axvline(ideal[chi], color="grey", linestyle=":", label="ideal end")
+        axis.set_title(f"chi = {chi} straggler{'s' if chi > 1 else ''} "
+                       f"({', '.join(f'{f:g}x' for f in a.factors[:chi])})")
+        axis.set_xlabel("training time (s)")
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("test accuracy (%)")
+    axes[-1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Fashion-MNIST, tp {a.tp}: test accuracy against training time")
+    fig.tight_layout()
+    fig.savefig(f"{a.plot}-curves.png", dpi=110)
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    names = [p for p, _ in POLICIES]
+    width = 0.8 / len(chis)
+    for i, chi in enumerate(chis):
+        by = {r["name"]: r for r in rows if r["chi"] == chi and r["impute"] == "zero"}
+        xs = [j + (i - (len(chis) - 1) / 2) * width for j in range(len(names))]
+        left.bar(xs, [by[n]["acc"] - base["acc"] for n in names], width, label=f"chi {chi}")
+        right.bar(xs, [by[n]["seconds"] / ideal[chi] for n in names], width, label=f"chi {chi}")
+    for axis in (left, right):
+        axis.set_xticks(range(len(names)))
+        axis.set_xticklabels(names, rotation=20, fontsize=8)
+        axis.grid(axis="y", alpha=0.3)
+        axis.legend(fontsize=8)
+    left.axhline(0, color="black", linewidth=0.8)
+    left.set_ylabel("final test accuracy - baseline (points)")
+    right.axhline(1, color="black", linewidth=0.8)
+    right.set_ylabel("training time / ideal")
+    fig.suptitle(f"Policies at tp {a.tp}: accuracy cost and time against the ideal")
+    fig.tight_layout()
+    fig.savefig(f"{a.plot}-bars.png", dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--htp-run", required=True)
+    p.add_argument("--out", required=True, help="folder for metrics, traces and the table")
+    p.add_argument("--model", help="a gen_vit.py --model file (default: written from the flags)")
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--mlp", type=int, default=128)
+    p.add_argument("--patch", type=int, default=7)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--tp", type=int, default=4)
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--limit-train", type=int, default=0)
+    p.add_argument("--limit-test", type=int, default=0)
+    p.add_argument("--data")
+    p.add_argument("--factors", default="1.25,3,2",
+                   help="slowdowns of ranks tp-1, tp-2, tp-3 (default 1.25,3,2: chi 1 is a "
+                        "mild straggler, which semi resizes; chi 2 adds a bad one)")
+    p.add_argument("--chis", default="1,2,3")
+    p.add_argument("--ewma-alpha", type=float, default=0.05,
+                   help="htp-run's detector smoothing (default 0.05: steps of a few ms on "
+                        "an oversubscribed CPU are noisy; htp-run's own default is 0.3)")
+    p.add_argument("--hysteresis", type=int, default=20,
+                   help="htp-run's detector hysteresis in steps (default 20; htp-run's 3)")
+    p.add_argument("--impute-chi", type=int, default=2)
+    p.add_argument("--control-tp", type=int, default=2,
+                   help="tp of the round-off control run (default 2)")
+    p.add_argument("--plot", help="PNG prefix: PREFIX-curves.png, PREFIX-bars.png")
+    p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
+    a = p.parse_args()
+    a.factors = [float(f) for f in a.factors.split(",")]
+    chis = [int(c) for c in a.chis.split(",")]
+    if max(chis) > min(len(a.factors), a.tp - 1):
+        p.error("each chi needs that many --factors and a fast rank left")
+    os.makedirs(a.out, exist_ok=True)
+    model = a.model or os.path.join(a.out, "vit.mlir")
+    if not a.model:
+        subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"),
+                        "--model", "--depth", str(a.depth), "--dim", str(a.dim), "--heads",
+                        str(a.heads), "--mlp", str(a.mlp), "--patch", str(a.patch), "--image",
+                        "28", "--channels", "1", "--classes", "10", "--batch", str(a.batch),
+                        "-o", model], check=True)
+
+    metrics, trace = run(a, "baseline", ["--policy", "none"], model)
+    base = summary(metrics)
+    # The round-off control: the same model at another tp sums in another
+    # order and nothing else; how far its accuracy ends from the baseline's
+    # is what f32 round-off alone does over a whole run (exact policies
+    # such as migrate can only be held to that).
+    control = summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
+                          tp=a.control_tp)[0])
+    share = hook_share(trace, a.tp)
+    step_s = base["ms_step"] / 1e3
+    h = min(1.0, share / step_s) if step_s > 0 else 0.0
+    rows, ideal = [], {}
+    for chi in chis:
+        speeds = [1.0] * a.tp
+        for i in range(chi):
+            speeds[a.tp - 1 - i] = 1.0 / a.factors[i]
+        ideal[chi] = base["seconds"] * ((1 - h) + h * a.tp / sum(speeds))
+        runs = [(name, flags, "zero") for name, flags in POLICIES]
+        if chi == a.impute_chi:
+            runs += [("resize-random", ["--policy", "resize", "--impute", imp], imp)
+                     for imp in ("same", "average")]
+        for name, flags, impute in runs:
+            tag = f"chi{chi}-{name}" + ("" if impute == "zero" else f"-{impute}")
+            metrics, trace = run(a, tag, flags + slows(chi, a.factors, a.tp), model)
+            pruned, sent = moved(trace)
+            rows.append(dict(summary(metrics), name=name, chi=chi, impute=impute,
+                             pruned=pruned, sent=sent))
+
+    lines = [f"Model: depth {a.depth}, dim {a.dim}, {a.heads} heads, MLP {a.mlp}, patch "
+             f"{a.patch}, batch {a.batch}; tp {a.tp}; {a.epochs} epochs"
+             f"; detector: EWMA alpha {a.ewma_alpha:g}, hysteresis {a.hysteresis}"
+             f"{f' of {a.limit_train} images' if a.limit_train else ''}, AdamW lr {a.lr:g} "
+             f"cosine, seed {a.seed}. Baseline (no straggler): {base['acc']:.2f} % in "
+             f"{base['seconds']:.0f} s ({base['ms_step']:.1f} ms/step; hooks {100 * h:.0f} % "
+             f"of the step).", "",
+             "| chi | slowdowns | policy | impute | test acc % | - baseline | train s | / ideal "
+             "| pruned / step (heads, MLP units) | sent / step |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        # none and migrate compute every unit: no imputation applies.
+        impute = r["impute"] if r["name"].startswith(("resize", "semi")) else "-"
+        lines.append(f"| {r['chi']} | {', '.join(f'{f:g}' for f in a.factors[:r['chi']])} | "
+                     f"{r['name']} | {impute} | {r['acc']:.2f} | "
+                     f"{r['acc'] - base['acc']:+.2f} | {r['seconds']:.0f} | "
+                     f"{r['seconds'] / ideal[r['chi']]:.2f} | "
+                     f"{r['pruned'][0]:.2f}, {r['pruned'][1]:.1f} | "
+                     f"{r['sent'][0]:.2f}, {r['sent'][1]:.1f} |")
+    lines.append("")
+    lines.append(f"Round-off control: the baseline at tp {a.control_tp} (the same model, its "
+                 f"sums in another order) ends at {control['acc']:.2f} % "
+                 f"({control['acc'] - base['acc']:+.2f} points).")
+    lines.append("")
+    lines.append("Ideal time per chi: " + ", ".join(f"chi {c}: {ideal[c]:.0f} s" for c in chis))
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(text + "\n")
+    if a.plot:
+        plot(a, base, rows, ideal, control)
+
+
+if __name__ == "__main__":
+    main()
