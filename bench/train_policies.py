@@ -15,6 +15,16 @@ Runs, all from the same seed (same init, same batches):
   per imputation (at --impute-chi): resize-random with --impute same, average
     (zero is the resize-random run above)
 
+Time is htp-run's --clock cpu model by default: 4 ranks share the build
+machine's 2 cores, so a wall clock would book the time a rank waits for a
+core as its work, and a straggler's --slow wait would hand its core to the
+others instead of delaying them. With --clock cpu each rank's hooks are timed
+by its thread's CPU time (what the planner sees), --slow books F times that
+without waiting, and a step takes as long as its slowest rank's CPU work
+plus its slowed share: the time on one device a rank (model_s per epoch).
+--clock wall measures the wall clock instead (for machines with a core a
+rank).
+
 The ideal time of a chi is the baseline's with its hook work spread over the
 ranks by speed: T0 (1 - h) + T0 h tp / sum_r (1 / F_r), where h is the
 share of the baseline's step spent in the balance hooks (its trace), the
@@ -67,7 +77,8 @@ def run(a, name, flags, model, tp=None):
         command += ["--limit-test", str(a.limit_test)]
     if a.data:
         command += ["--data", a.data]
-    command += ["--ewma-alpha", str(a.ewma_alpha), "--hysteresis", str(a.hysteresis)] + flags
+    command += ["--ewma-alpha", str(a.ewma_alpha), "--hysteresis", str(a.hysteresis),
+                "--clock", a.clock] + flags
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(command)}", file=sys.stderr, flush=True)
     done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -107,11 +118,17 @@ def moved(trace_path):
 
 
 def summary(metrics):
+    """Final and best test accuracy, the training time (the modelled time
+    under --clock cpu, else the wall clock's), its mean per step, the
+    curve as (epoch seconds, accuracy)."""
     epochs = metrics["epochs"]
+    key = "model_s" if metrics.get("clock") == "cpu" else "epoch_s"
+    seconds = [e[key] for e in epochs]
     return {"acc": 100 * epochs[-1]["test_acc"], "best": 100 * max(e["test_acc"] for e in epochs),
-            "seconds": sum(e["epoch_s"] for e in epochs),
-            "ms_step": sum(e["ms_per_step"] for e in epochs) / len(epochs),
-            "curve": [(e["epoch_s"], 100 * e["test_acc"]) for e in epochs]}
+            "seconds": sum(seconds),
+            "ms_step": 1e3 * sum(seconds) / (len(epochs) * metrics["steps_per_epoch"]),
+            "wall": sum(e["epoch_s"] for e in epochs),
+            "curve": [(s, 100 * e["test_acc"]) for s, e in zip(seconds, epochs)]}
 
 
 def plot(a, base, rows, ideal, control):
@@ -138,7 +155,7 @@ def plot(a, base, rows, ideal, control):
         axis.axvline(ideal[chi], color="grey", linestyle=":", label="ideal end")
         axis.set_title(f"chi = {chi} straggler{'s' if chi > 1 else ''} "
                        f"({', '.join(f'{f:g}x' for f in a.factors[:chi])})")
-        axis.set_xlabel("training time (s)")
+        axis.set_xlabel("training time (s" + (", one device a rank" if a.clock == "cpu" else "") + ")")
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
     axes[-1].legend(fontsize=8, loc="lower right")
@@ -199,6 +216,9 @@ def main():
     p.add_argument("--impute-chi", type=int, default=2)
     p.add_argument("--control-tp", type=int, default=2,
                    help="tp of the round-off control run (default 2)")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="htp-run --clock: cpu (default) models one device a rank from each "
+                        "rank's CPU time; wall times the wall clock (a core a rank needed)")
     p.add_argument("--plot", help="PNG prefix: PREFIX-curves.png, PREFIX-bars.png")
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
     a = p.parse_args()
@@ -247,9 +267,10 @@ def main():
              f"{a.patch}, batch {a.batch}; tp {a.tp}; {a.epochs} epochs"
              f"; detector: EWMA alpha {a.ewma_alpha:g}, hysteresis {a.hysteresis}"
              f"{f' of {a.limit_train} images' if a.limit_train else ''}, AdamW lr {a.lr:g} "
-             f"cosine, seed {a.seed}. Baseline (no straggler): {base['acc']:.2f} % in "
-             f"{base['seconds']:.0f} s ({base['ms_step']:.1f} ms/step; hooks {100 * h:.0f} % "
-             f"of the step).", "",
+             f"cosine, seed {a.seed}; {a.clock} clock"
+             f"{' (one device a rank, modelled)' if a.clock == 'cpu' else ''}. Baseline (no "
+             f"straggler): {base['acc']:.2f} % in {base['seconds']:.0f} s "
+             f"({base['ms_step']:.2f} ms/step; hooks {100 * h:.0f} % of the step).", "",
              "| chi | slowdowns | policy | impute | test acc % | - baseline | train s | / ideal "
              "| pruned / step (heads, MLP units) | sent / step |",
              "|---|---|---|---|---|---|---|---|---|---|"]

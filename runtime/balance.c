@@ -245,6 +245,7 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   b->num_pairs = htp_num_pairs(config->planner.num_layers);
   b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */
   b->slowdown = 1.0;
+  b->clock = HTP_CLOCK_WALL;
   b->comm_at_last_line = htp_ctx_comm_seconds(ctx);
   const size_t n = (size_t)config->planner.world_size;
   b->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof *b->gather);
@@ -499,6 +500,20 @@ htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
   return HTP_OK;
 }
 
+htp_result htp_balancer_set_clock(htp_balancer *b, htp_clock clock) {
+  if (!b) return HTP_ERR_INVALID;
+  if (clock != HTP_CLOCK_WALL && clock != HTP_CLOCK_THREAD)
+    return htp__ctx_error(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_clock: clock %d is neither "
+                          "HTP_CLOCK_WALL nor HTP_CLOCK_THREAD", (int)clock);
+  b->clock = clock;
+  return HTP_OK;
+}
+
+double htp__hook_now(const htp_ctx *ctx) {
+  const htp_balancer *b = ctx ? ctx->balancer : NULL;
+  return b && b->clock == HTP_CLOCK_THREAD ? htp_thread_seconds() : htp_now();
+}
+
 /* Waits `seconds`: spinning below 200 us, where a sleep would overshoot by
  * the timer's granularity, sleeping above. */
 static void wait_seconds(double seconds) {
@@ -540,7 +555,7 @@ static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
                               double started) {
   double elapsed = 0.0;
   if (!timed_on_device(call)) {
-    elapsed = htp_now() - started;
+    elapsed = htp__hook_now(ctx) - started;
   } else {
     htp_result r = htp_ctx_mark(ctx, 1);
     if (r == HTP_OK) r = htp_ctx_elapsed(ctx, &elapsed);
@@ -551,7 +566,9 @@ static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
 }
 
 void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed) {
-  wait_seconds((b->slowdown - 1.0) * elapsed);
+  /* On the thread clock the wait would not show (it is no CPU work): the
+   * caller models the slowed time from the booked seconds instead. */
+  if (b->clock == HTP_CLOCK_WALL) wait_seconds((b->slowdown - 1.0) * elapsed);
   htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
 }
 
@@ -794,7 +811,7 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                                 int64_t batch, int64_t tokens, int64_t model_dim,
                                 int64_t num_heads, int64_t head_dim) {
   const char *what = PAIR_OPS[HTP_PAIR_ATTENTION].hook;
-  const double started = htp_now();
+  const double started = htp__hook_now(ctx);
   HOOK_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
                "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
   HOOK_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
@@ -824,7 +841,7 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx) {
   const char *what = PAIR_OPS[HTP_PAIR_MLP].hook;
-  const double started = htp_now();
+  const double started = htp__hook_now(ctx);
   HOOK_INVALID(ctx, !x || !w1 || !w2 || !y || !scratch,
                "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
   HOOK_INVALID(ctx, rows < 1 || model_dim < 1 || hidden_dim < 1 || unit_width < 1,

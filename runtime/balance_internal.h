@@ -70,6 +70,7 @@ struct htp_balancer {
   float *pushed;          /* [max units]: scores handed to the unit table */
   double site_seconds[HTP_PAIR_KINDS]; /* hooks' seconds since the last step */
   double slowdown;        /* >= 1: the hooks stretch their time by this */
+  htp_clock clock;        /* what times the hooks */
   int64_t applied_version;
   /* The step and the trace: */
   int suspended;          /* htp_balancer_suspend: the hooks compute every unit */
@@ -164,5 +165,8 @@ htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pai
  * times it (the emulated straggler) and adds slowdown times it to the site
  * seconds. */
 void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed);
+/* Now on the clock that times ctx's hooks (its balancer's; the wall clock
+ * without one). */
+double htp__hook_now(const htp_ctx *ctx);
 
 #endif /* HTP_BALANCE_INTERNAL_H */

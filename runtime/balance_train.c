@@ -343,7 +343,7 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
     }
   }
   if (s.num_in > 0 && (r = backward_in_units(ctx, b, c)) != HTP_OK) return r;
-  htp__balancer_book_site(b, c->kind, htp_now() - started);
+  htp__balancer_book_site(b, c->kind, htp__hook_now(ctx) - started);
   return return_gradients(ctx, b, c, &s);
 }
 
@@ -374,7 +374,7 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
                                      const float *dy, float *dx, float *dwqkv, float *dbqkv,
                                      float *dwproj, float *scratch, int64_t batch, int64_t tokens,
                                      int64_t model_dim, int64_t num_heads, int64_t head_dim) {
-  const double started = htp_now();
+  const double started = htp__hook_now(ctx);
   grad_call c = {.kind = HTP_PAIR_ATTENTION, .pair = pair, .hook = "htp_rt_attention_grad_f32",
                  .x = x, .dy = dy, .dx = dx,
                  .w = {(float *)wqkv, (float *)bqkv, (float *)wproj, num_heads},
@@ -403,7 +403,7 @@ htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const
                                float *dw1, float *db1, float *dw2, float *scratch, int64_t rows,
                                int64_t model_dim, int64_t hidden_dim, int64_t unit_width,
                                int32_t tanh_approx) {
-  const double started = htp_now();
+  const double started = htp__hook_now(ctx);
   const char *hook = "htp_rt_mlp_grad_f32";
   HOOK_INVALID(ctx, unit_width < 1 || hidden_dim < 1 || hidden_dim % unit_width != 0,
                "%s: pair %d: hidden_dim %lld is not a positive multiple of unit_width %lld", hook,

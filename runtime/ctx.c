@@ -38,6 +38,12 @@ double htp_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double htp_thread_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 struct timespec htp__timespec(double seconds) {
   struct timespec ts;
   if (seconds < 0) seconds = 0;

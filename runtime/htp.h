@@ -271,6 +271,9 @@ HTP_API htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration);
 
 /* Monotonic seconds (CLOCK_MONOTONIC), for timing compute. Thread safe. */
 HTP_API double htp_now(void);
+/* The calling thread's CPU seconds (CLOCK_THREAD_CPUTIME_ID): its own work,
+ * not the time it waited for a core or a peer. Thread safe. */
+HTP_API double htp_thread_seconds(void);
 
 /* ===== PLANNING region begin (pairs and units, detection, SEMI plans) ==== *
  *
@@ -601,6 +604,17 @@ HTP_API htp_planner *htp_balancer_planner(htp_balancer *balancer);
  * htp_balancer_hook_seconds and the per-site seconds. factor in [1, 1e6];
  * 1 turns it off. */
 HTP_API htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double factor);
+/* Which clock times the hooks (and so what the planner compares and what
+ * --slow stretches). HTP_CLOCK_WALL (default): the monotonic clock.
+ * HTP_CLOCK_THREAD: the rank thread's CPU time (htp_thread_seconds), for
+ * more ranks than cores, where the wall clock books the time a rank waited
+ * for a core as its work; it is each rank's own work only where the kernels
+ * run on the rank's thread (one kernel thread a rank) and on the CPU.
+ * On it --slow books factor times the hooks' CPU time but does not wait: a
+ * wait is no CPU work, so the caller models the slowed step instead (the
+ * booked seconds less the hooks' own). */
+typedef enum htp_clock { HTP_CLOCK_WALL, HTP_CLOCK_THREAD } htp_clock;
+HTP_API htp_result htp_balancer_set_clock(htp_balancer *balancer, htp_clock clock);
 /* Seconds this rank spent in the hooks since the last end_iteration: the
  * work the plan moves. The best compute_seconds to pass below: the block's
  * other ops (layer norms, residuals) do not shrink when units are shed, and

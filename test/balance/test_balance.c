@@ -633,7 +633,8 @@ static void test_09_comm_seconds(void **unused) {
 /* ----- emulated slowdown -------------------------------------------------- */
 
 static double hooked_plain, hooked_slow, wall_plain, wall_slow;
-static htp_result bad_factor_result;
+static double hooked_thread, wall_thread, cpu_thread;
+static htp_result bad_factor_result, bad_clock_result;
 static void *slowdown_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
@@ -665,6 +666,17 @@ static void *slowdown_main(void *arg) {
       if (wall < *best_wall) *best_wall = wall;
     }
   }
+  /* The thread clock: x1000 is booked on the hooks' CPU time, not waited. */
+  bad_clock_result = htp_balancer_set_clock(b, (htp_clock)7);
+  CHECK(htp_balancer_set_clock(b, HTP_CLOCK_THREAD) == HTP_OK);
+  CHECK(htp_balancer_set_slowdown(b, 1000.0) == HTP_OK);
+  {
+    double started = htp_now(), cpu_started = htp_thread_seconds();
+    for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+    cpu_thread = htp_thread_seconds() - cpu_started;
+    wall_thread = htp_now() - started;
+    hooked_thread = htp_balancer_hook_seconds(b);
+  }
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
@@ -675,7 +687,8 @@ done:
 }
 
 /* 10: htp_balancer_set_slowdown stretches the hooks (booked and waited) by
- * the factor; a factor below 1 is refused. */
+ * the factor; a factor below 1 is refused. On the thread clock the factor
+ * is booked on the hooks' CPU time and nothing waits. */
 static void test_10_slowdown(void **unused) {
   (void)unused;
   model *m = malloc(sizeof *m);
@@ -688,6 +701,11 @@ static void test_10_slowdown(void **unused) {
   assert_true(hooked_plain > 0.0);
   assert_true(hooked_slow > 2.5 * hooked_plain && hooked_slow < 6.0 * hooked_plain);
   assert_true(wall_slow > 2.5 * wall_plain);
+  fprintf(stderr, "thread clock x1000: %.5f s booked, %.5f s CPU, %.5f s wall\n", hooked_thread,
+          cpu_thread, wall_thread);
+  assert_int_equal(bad_clock_result, HTP_ERR_INVALID);
+  assert_true(hooked_thread > 0.0 && hooked_thread <= 1000.0 * cpu_thread * 1.0001);
+  assert_true(wall_thread < hooked_thread / 100.0); /* a wait would take ~hooked_thread */
   model_free(m);
   free(m);
 }

@@ -451,6 +451,8 @@ static void test_train(void **state) {
   assert_true(options.train.lr == 1e-3 && options.train.weight_decay == 0.05);
   assert_int_equal(options.train.schedule, HTP_TRAIN_COSINE);
   assert_int_equal(options.train.augment, HTP_AUGMENT_NONE);
+  assert_true(options.train.label_smoothing == 0.0);
+  assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_WALL);
   assert_int_equal(options.train.limit_train, 0);
   assert_null(options.train.checkpoint);
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--optimizer", "sgd"), 0);
@@ -474,6 +476,13 @@ static void test_train(void **state) {
   assert_string_equal(options.train.params, "p.st");
   assert_string_equal(options.train.checkpoint, "c.st");
   assert_string_equal(options.train.metrics, "m.json");
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--augment", "flip",
+                         "--label-smoothing", "0.1"), 0);
+  assert_int_equal(options.train.augment, HTP_AUGMENT_FLIP);
+  assert_true(options.train.label_smoothing == 0.1);
+  assert_string_equal(htp_run_augment_name(HTP_AUGMENT_FLIP_SHIFT), "flip-shift");
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--clock", "cpu"), 0);
+  assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_CPU);
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");
 
@@ -515,9 +524,19 @@ static void test_train(void **state) {
                      "--optimizer", "adam");
   EXPECT_USAGE_ERROR("--schedule expects cosine|constant, got 'linear'", "m.mlir", "--train",
                      "--schedule", "linear");
-  EXPECT_USAGE_ERROR("--augment expects none|flip-shift, got 'crop'", "m.mlir", "--train",
+  EXPECT_USAGE_ERROR("--augment expects none|flip|flip-shift, got 'crop'", "m.mlir", "--train",
                      "--augment", "crop");
   EXPECT_USAGE_ERROR("--augment is a flag of --train", "m.mlir", "--augment", "flip-shift");
+  EXPECT_USAGE_ERROR("--label-smoothing expects a number in [0, 1), got '1'", "m.mlir",
+                     "--train", "--label-smoothing", "1");
+  EXPECT_USAGE_ERROR("--label-smoothing expects a number in [0, 1)", "m.mlir", "--train",
+                     "--label-smoothing", "-0.1");
+  EXPECT_USAGE_ERROR("--label-smoothing is a flag of --train", "m.mlir", "--label-smoothing",
+                     "0.1");
+  EXPECT_USAGE_ERROR("--clock expects wall|cpu, got 'gpu'", "m.mlir", "--train", "--clock", "gpu");
+  EXPECT_USAGE_ERROR("--clock is a flag of --train", "m.mlir", "--clock", "cpu");
+  EXPECT_USAGE_ERROR("--clock cpu times each rank thread's CPU work: with --device cuda", "m.mlir",
+                     "--train", "--device", "cuda", "--clock", "cpu");
   EXPECT_USAGE_ERROR("--checkpoint needs a file name", "m.mlir", "--train", "--checkpoint", "");
   EXPECT_USAGE_ERROR("--lr given more than once", "m.mlir", "--train", "--lr", "1", "--lr=2");
   EXPECT_USAGE_ERROR("--data needs a value", "m.mlir", "--train", "--data");

@@ -12,7 +12,10 @@ real Fashion-MNIST, rank 1 slowed:
   - priority selection (--select variation) and the average and same
     imputations of the backward run, prune and learn (not repeatable run
     to run: the plans follow measured times);
-  - semi at tp 3 migrates from a bad straggler and learns.
+  - semi at tp 3 migrates from a bad straggler and learns;
+  - --clock cpu (hooks on each rank thread's CPU time, the step modelled):
+    migrate still detects the straggler, hands units off and trains the
+    same model, and the metrics carry the clock and each epoch's model_s.
 usage: check_train_balance.py HTP_RUN WORKDIR [DATA_DIR]"""
 import json
 import os
@@ -102,6 +105,16 @@ semi, rows = run("semi", "--tp", "3", "--slow", "1:1.4", "--slow", "2:4", "--pol
                  "--select", "variation")
 learns(semi, "semi at tp 3, a mild and a bad straggler")
 check(total(rows, "sent") > 0, "semi at tp 3 with a bad straggler migrated nothing")
+
+metrics = os.path.join(work, "cpu-clock.json")
+cpu, rows = run("cpu-clock", "--tp", "2", "--slow", "1:3", "--policy", "migrate", "--clock", "cpu",
+                "--metrics", metrics)
+check(same(cpu, none), f"migrate on the cpu clock {cpu} differs from none {none}")
+check(total(rows, "sent") > 0, "migrate on the cpu clock handed off no unit (trace)")
+with open(metrics) as f:
+    m = json.load(f)
+check(m.get("clock") == "cpu" and len(m["epochs"]) == 2 and
+      all(e.get("model_s", 0) > 0 for e in m["epochs"]), f"cpu clock metrics: {m}")
 
 print("none:", none)
 print("migrate:", migrate)

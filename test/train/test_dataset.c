@@ -96,8 +96,8 @@ static void test_augment(void **state) {
     for (int p = 0; p < PIXELS; p++)
       images[r * PIXELS + p] = (float)(p + 1);
   memcpy(again, images, sizeof images);
-  htp_fmnist_augment(images, ROWS, 7, 11);
-  htp_fmnist_augment(again, ROWS, 7, 11);
+  htp_fmnist_augment(images, ROWS, HTP_FMNIST_SHIFT, 7, 11);
+  htp_fmnist_augment(again, ROWS, HTP_FMNIST_SHIFT, 7, 11);
   assert_memory_equal(images, again, sizeof images);
   const float background = -HTP_FMNIST_MEAN / HTP_FMNIST_STD;
   int drawn[2][SPAN][SPAN] = {{{0}}};
@@ -131,8 +131,54 @@ static void test_augment(void **state) {
   for (int r = 0; r < 10; r++)
     for (int p = 0; p < PIXELS; p++)
       again[r * PIXELS + p] = (float)(p + 1);
-  htp_fmnist_augment(again, 10, 7, 12);
+  htp_fmnist_augment(again, 10, HTP_FMNIST_SHIFT, 7, 12);
   assert_memory_not_equal(again, images, 10 * PIXELS * sizeof(float));
+}
+
+/* Flip only: each image is itself or its mirror, never shifted, both seen. */
+static void test_augment_flip(void **state) {
+  (void)state;
+  enum { ROWS = 200, SIDE = HTP_FMNIST_SIDE, PIXELS = SIDE * SIDE };
+  static float images[ROWS * PIXELS];
+  for (int r = 0; r < ROWS; r++)
+    for (int p = 0; p < PIXELS; p++)
+      images[r * PIXELS + p] = (float)(p + 1);
+  htp_fmnist_augment(images, ROWS, 0, 7, 11);
+  int flipped = 0;
+  for (int r = 0; r < ROWS; r++) {
+    int same = 1, mirror = 1;
+    for (int y = 0; y < SIDE; y++)
+      for (int x = 0; x < SIDE; x++) {
+        const float v = images[r * PIXELS + y * SIDE + x];
+        same &= v == (float)(y * SIDE + x + 1);
+        mirror &= v == (float)(y * SIDE + (SIDE - 1 - x) + 1);
+      }
+    assert_true(same != mirror);
+    flipped += mirror;
+  }
+  assert_true(flipped > ROWS / 4 && flipped < 3 * ROWS / 4);
+}
+
+/* Smoothed targets: (1 - e) + e / 10 at the label, e / 10 elsewhere, rows
+ * summing to 1; rows past `rows` (padding) untouched. */
+static void test_smooth_targets(void **state) {
+  (void)state;
+  float targets[3 * HTP_FMNIST_CLASSES] = {0};
+  targets[4] = 1;
+  targets[HTP_FMNIST_CLASSES + 9] = 1;
+  htp_fmnist_smooth_targets(targets, 2, 0.1);
+  for (int r = 0; r < 2; r++) {
+    double sum = 0;
+    for (int c = 0; c < HTP_FMNIST_CLASSES; c++) {
+      const float v = targets[r * HTP_FMNIST_CLASSES + c];
+      const int label = c == (r == 0 ? 4 : 9);
+      assert_float_equal(v, label ? 0.91 : 0.01, 1e-7);
+      sum += v;
+    }
+    assert_float_equal(sum, 1.0, 1e-6);
+  }
+  for (int c = 0; c < HTP_FMNIST_CLASSES; c++)
+    assert_true(targets[2 * HTP_FMNIST_CLASSES + c] == 0.0f);
 }
 
 static void test_load_errors(void **state) {
@@ -192,6 +238,8 @@ int main(void) {
       cmocka_unit_test(test_shuffle),
       cmocka_unit_test(test_batch),
       cmocka_unit_test(test_augment),
+      cmocka_unit_test(test_augment_flip),
+      cmocka_unit_test(test_smooth_targets),
       cmocka_unit_test(test_load_errors),
       cmocka_unit_test(test_init),
   };

@@ -161,11 +161,23 @@ void htp_run_print_help(FILE *stream) {
       "  --schedule cosine|constant\n"
       "                        cosine (default): lr * (1 + cos(pi t / T)) / 2 over the T\n"
       "                        steps of --epochs, no warm-up; constant: lr\n"
-      "  --augment none|flip-shift\n"
-      "                        training batches as read (none, default) or each image\n"
-      "                        flipped left-right with probability 1/2 and shifted by\n"
-      "                        -2..2 pixels each way (background fills), drawn from\n"
-      "                        (--seed, step): every rank and a resumed run see the same\n"
+      "  --augment none|flip|flip-shift\n"
+      "                        training batches as read (none, default), each image\n"
+      "                        flipped left-right with probability 1/2 (flip), or\n"
+      "                        flipped so and shifted by -2..2 pixels each way\n"
+      "                        (flip-shift; background fills), drawn from (--seed,\n"
+      "                        step): every rank and a resumed run see the same\n"
+      "  --label-smoothing E   training targets (1 - E) one-hot + E / 10, E in [0, 1)\n"
+      "                        (default 0); the train loss is then against them, the\n"
+      "                        test loss against the plain labels\n"
+      "  --clock wall|cpu      wall (default): the hooks and steps are timed by the\n"
+      "                        wall clock and --slow waits. cpu: for more ranks than\n"
+      "                        cores, each rank runs one kernel thread, its hooks are\n"
+      "                        timed by that thread's CPU time (what the planner\n"
+      "                        compares; --slow books F times it and waits not), and\n"
+      "                        each step's time is modelled as on one device a rank:\n"
+      "                        the slowest rank's CPU time in the step plus its --slow\n"
+      "                        share (model_s per epoch in --metrics). CPU only\n"
       "  --momentum X          SGD's momentum in [0, 1) (default 0.9)\n"
       "  --weight-decay X      in [0, 10] (default 0.05 for adamw, 0 for sgd); applied\n"
       "                        to matrices only, not to biases, norms, cls_token or\n"
@@ -319,9 +331,9 @@ enum flag_id {
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
-  FLAG_METRICS, FLAG_AUGMENT
+  FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK
 };
-_Static_assert(FLAG_AUGMENT - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
+_Static_assert(FLAG_CLOCK - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
 static const struct option long_flags[] = {
     {"entry", required_argument, NULL, FLAG_ENTRY},
@@ -356,6 +368,8 @@ static const struct option long_flags[] = {
     {"weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY},
     {"schedule", required_argument, NULL, FLAG_SCHEDULE},
     {"augment", required_argument, NULL, FLAG_AUGMENT},
+    {"label-smoothing", required_argument, NULL, FLAG_LABEL_SMOOTHING},
+    {"clock", required_argument, NULL, FLAG_CLOCK},
     {"limit-train", required_argument, NULL, FLAG_LIMIT_TRAIN},
     {"limit-test", required_argument, NULL, FLAG_LIMIT_TEST},
     {"params", required_argument, NULL, FLAG_PARAMS},
@@ -391,7 +405,14 @@ static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
-static const char *const augment_names[] = {"none", "flip-shift", NULL};
+static const char *const clock_names[] = {"wall", "cpu", NULL}; /* htp_train_clock's order */
+/* In htp_train_augment's order. */
+static const char *const augment_names[] = {"none", "flip", "flip-shift", NULL};
+
+const char *htp_run_augment_name(htp_train_augment augment) {
+  return augment >= HTP_AUGMENT_NONE && augment <= HTP_AUGMENT_FLIP_SHIFT ? augment_names[augment]
+                                                                          : "?";
+}
 
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
                   size_t err_size) {
@@ -703,9 +724,17 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
   case FLAG_AUGMENT:
     if (one_of(flag, value, augment_names, err, err_size))
       return 1;
-    options->train.augment =
-        strcmp(value, "flip-shift") == 0 ? HTP_AUGMENT_FLIP_SHIFT : HTP_AUGMENT_NONE;
+    for (htp_train_augment a = HTP_AUGMENT_NONE; a <= HTP_AUGMENT_FLIP_SHIFT; a++)
+      if (strcmp(value, augment_names[a]) == 0)
+        options->train.augment = a;
     return 0;
+  case FLAG_CLOCK:
+    if (one_of(flag, value, clock_names, err, err_size))
+      return 1;
+    options->train.clock = strcmp(value, "cpu") == 0 ? HTP_TRAIN_CLOCK_CPU : HTP_TRAIN_CLOCK_WALL;
+    return 0;
+  case FLAG_LABEL_SMOOTHING:
+    return parse_double(flag, value, 0, 1, 1, &options->train.label_smoothing, err, err_size);
   case FLAG_LR:
     if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size) ||
         !(options->train.lr > 0))
@@ -838,6 +867,11 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   if (!train->enabled && options->selection == HTP_SELECT_VARIATION && !options->help)
     return htp_set_error(err, err_size, "--select variation ranks units by how their weights "
                          "change in training: use it with --train");
+  if (train->enabled && train->clock == HTP_TRAIN_CLOCK_CPU && strcmp(options->device, "cpu") != 0 &&
+      !options->help)
+    return htp_set_error(err, err_size, "--clock cpu times each rank thread's CPU work: with "
+                         "--device %s the work is the device's (use --clock wall)",
+                         options->device);
   if (train->enabled && train->params && train->resume)
     return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
                          "give one");

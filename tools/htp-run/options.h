@@ -48,7 +48,10 @@ typedef enum htp_report_kind { HTP_REPORT_TABLE, HTP_REPORT_JSON } htp_report_ki
 /* --train's choices. */
 typedef enum htp_train_optimizer { HTP_TRAIN_ADAMW, HTP_TRAIN_SGD } htp_train_optimizer;
 typedef enum htp_train_schedule { HTP_TRAIN_COSINE, HTP_TRAIN_CONSTANT } htp_train_schedule;
-typedef enum htp_train_augment { HTP_AUGMENT_NONE, HTP_AUGMENT_FLIP_SHIFT } htp_train_augment;
+typedef enum htp_train_augment {
+  HTP_AUGMENT_NONE, HTP_AUGMENT_FLIP, HTP_AUGMENT_FLIP_SHIFT
+} htp_train_augment;
+typedef enum htp_train_clock { HTP_TRAIN_CLOCK_WALL, HTP_TRAIN_CLOCK_CPU } htp_train_clock;
 #define HTP_TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 enum { HTP_TRAIN_MAX_EPOCHS = 100000 };
 
@@ -64,6 +67,8 @@ typedef struct htp_train_options {
   int weight_decay_given, lr_given;
   htp_train_schedule schedule;
   htp_train_augment augment;     /* of the training batches */
+  double label_smoothing;        /* in [0, 1): training targets (1 - e) one-hot + e / classes */
+  htp_train_clock clock;         /* what times the hooks and the steps */
   long limit_train, limit_test;  /* 0: the whole set */
   const char *params, *checkpoint, *resume, *metrics;
 } htp_train_options;
@@ -117,5 +122,8 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
 void htp_run_print_help(FILE *stream);
+
+/* --augment's name of a choice ("none", "flip", "flip-shift"). */
+const char *htp_run_augment_name(htp_train_augment augment);
 
 #endif /* HTP_RUN_OPTIONS_H */

@@ -15,6 +15,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/train.h"
 
+#include "kernels/htp_kernels.h" /* htp_cpu_set_blas_threads */
 #include "runtime/comm_internal.h" /* htp__kernel_table/env: the optimizer entries */
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
@@ -45,6 +46,7 @@ enum { MAX_CANDIDATES = 64, NAME_SIZE = 512 };
 typedef struct epoch_metrics {
   long epoch; /* 1-based */
   double train_loss, train_acc, test_loss, test_acc, seconds, eval_seconds, ms_per_step;
+  double model_seconds; /* --clock cpu: the steps' modelled time */
 } epoch_metrics;
 
 /* What every rank reads, and what rank 0 fills. */
@@ -595,12 +597,14 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   }
   for (long e = 0; e < job->epochs_done; e++) {
     const epoch_metrics *m = &job->metrics[e];
-    json_array_append_new(epochs, json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch",
-                                            (json_int_t)m->epoch, "train_loss", m->train_loss,
-                                            "train_acc", m->train_acc, "test_loss", m->test_loss,
-                                            "test_acc", m->test_acc, "epoch_s", m->seconds,
-                                            "eval_s", m->eval_seconds, "ms_per_step",
-                                            m->ms_per_step));
+    json_t *row = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch",
+                            (json_int_t)m->epoch, "train_loss", m->train_loss, "train_acc",
+                            m->train_acc, "test_loss", m->test_loss, "test_acc", m->test_acc,
+                            "epoch_s", m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
+                            m->ms_per_step);
+    if (row && options->train.clock == HTP_TRAIN_CLOCK_CPU)
+      json_object_set_new(row, "model_s", json_real(m->model_seconds));
+    json_array_append_new(epochs, row);
   }
   for (int r = 0; r < job->tp; r++)
     if (job->stragglers[r])
@@ -617,9 +621,10 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "impute", json_string(htp_impute_name(options->impute)));
   json_object_set_new(root, "optimizer", json_string(optimizer_name(options->train.optimizer)));
   json_object_set_new(root, "lr", json_real(options->train.lr));
-  json_object_set_new(root, "augment",
-                      json_string(options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? "flip-shift"
-                                                                                  : "none"));
+  json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
+  json_object_set_new(root, "label_smoothing", json_real(options->train.label_smoothing));
+  json_object_set_new(root, "clock",
+                      json_string(options->train.clock == HTP_TRAIN_CLOCK_CPU ? "cpu" : "wall"));
   json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
                                                         ? "cosine" : "constant"));
   json_object_set_new(root, "weight_decay", json_real(options->train.weight_decay));
@@ -938,8 +943,10 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   float *logits = malloc(sig->results[job->logits].bytes);
   int32_t *labels = malloc((size_t)batch * sizeof *labels);
   uint32_t *order = malloc((size_t)job->train->count * sizeof *order);
+  const int cpu_clock = options->train.clock == HTP_TRAIN_CLOCK_CPU;
+  double *rank_model = malloc((size_t)job->tp * sizeof *rank_model);
   int failed = 0;
-  if (!images || !targets || !logits || !labels || !order) {
+  if (!images || !targets || !logits || !labels || !order || !rank_model) {
     htp_rank_task_fail(run->task, run->ctx, HTP_ERR_NOMEM, "allocating its batch", -1,
                        "out of memory");
     failed = 1;
@@ -947,7 +954,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   const htp_plan *plan = NULL;
   for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++) {
     htp_fmnist_shuffle(order, job->train->count, options->seed, epoch);
-    double loss_sum = 0, started = htp_now();
+    double loss_sum = 0, started = htp_now(), model_seconds = 0;
     long correct = 0, seen = 0;
     for (long s = 0; s < job->steps && !failed; s++) {
       const long step = epoch * job->steps + s;
@@ -956,8 +963,12 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       STEP_TRY(htp_fault_point(run->ctx, step), "the fault point");
       const int real =
           htp_fmnist_batch(job->train, order, (uint32_t)(s * batch), batch, images, targets, labels);
-      if (options->train.augment == HTP_AUGMENT_FLIP_SHIFT)
-        htp_fmnist_augment(images, real, options->seed, step);
+      if (options->train.augment != HTP_AUGMENT_NONE)
+        htp_fmnist_augment(images, real,
+                           options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? HTP_FMNIST_SHIFT : 0,
+                           options->seed, step);
+      if (options->train.label_smoothing > 0)
+        htp_fmnist_smooth_targets(targets, real, options->train.label_smoothing);
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->images], images,
                               sig->args[job->images].bytes), "uploading the batch");
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], targets,
@@ -968,6 +979,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       if (job->balance)
         STEP_TRY(htp_balancer_set_slowdown(balancer, factor), "the slowdown");
       double comm_before = htp_ctx_comm_seconds(run->ctx), wall = 0;
+      const double cpu_before = cpu_clock ? htp_thread_seconds() : 0;
       STEP_TRY(htp_ctx_mark(run->ctx, 0), "the start mark");
       int32_t code = job->fn(run->ctx, b->grad);
       if (code != 0) {
@@ -981,16 +993,31 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       STEP_TRY(htp_ctx_mark(run->ctx, 1), "timing the step");
       STEP_TRY(htp_ctx_elapsed(run->ctx, &wall), "timing the step");
       double compute = wall - (htp_ctx_comm_seconds(run->ctx) - comm_before);
+      if (cpu_clock)
+        compute = htp_thread_seconds() - cpu_before;
       if (compute < 0)
         compute = 0;
       if (factor > 1.0 && !job->balance) {
-        sleep_seconds((factor - 1.0) * compute);
+        if (!cpu_clock)
+          sleep_seconds((factor - 1.0) * compute);
         compute *= factor;
       }
       /* The planner compares the work it can move: the hooks' time. */
+      const double hooks = job->balance ? htp_balancer_hook_seconds(balancer) : 0;
       double seconds = compute > 0 ? compute : 1e-9;
-      if (job->balance && htp_balancer_hook_seconds(balancer) > 0)
-        seconds = htp_balancer_hook_seconds(balancer);
+      if (hooks > 0)
+        seconds = hooks;
+      if (cpu_clock) {
+        /* One device a rank: its CPU work plus the --slow share the hooks
+         * booked (factor x their CPU time) without waiting; the step ends
+         * with its slowest rank. */
+        double mine = compute + (hooks > 0 ? hooks - hooks / factor : 0), slowest = 0;
+        STEP_TRY(htp_allgather(run->ctx, &mine, rank_model, sizeof mine),
+                 "gathering the modelled step times");
+        for (int r = 0; r < job->tp; r++)
+          slowest = rank_model[r] > slowest ? rank_model[r] : slowest;
+        model_seconds += slowest;
+      }
       STEP_TRY(htp_balancer_end_iteration(balancer, seconds, &plan), "the balancer's step");
       if (!is_zero)
         continue;
@@ -1055,10 +1082,14 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     m->seconds = train_seconds;
     m->eval_seconds = eval_seconds;
     m->ms_per_step = 1e3 * train_seconds / (double)job->steps;
+    m->model_seconds = model_seconds;
+    char modelled[64] = "";
+    if (cpu_clock)
+      snprintf(modelled, sizeof modelled, ", modelled %.1f s", model_seconds);
     printf("epoch %ld/%ld: loss %.4f, train acc %.2f%%, test loss %.4f, test acc %.2f%%, %.1f s "
-           "(%.1f ms/step), eval %.1f s\n", m->epoch, options->train.epochs, m->train_loss,
+           "(%.1f ms/step%s), eval %.1f s\n", m->epoch, options->train.epochs, m->train_loss,
            100 * m->train_acc, m->test_loss, 100 * m->test_acc, m->seconds, m->ms_per_step,
-           m->eval_seconds);
+           modelled, m->eval_seconds);
     fflush(stdout);
     char err[2048];
     if (options->train.metrics &&
@@ -1070,6 +1101,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   free(images);
   free(targets);
   free(logits);
+  free(rank_model);
   free(labels);
   free(order);
   return failed;
@@ -1092,6 +1124,8 @@ static void train_rank(htp_rank_task *task, void *user) {
   result = htp_balancer_create(run.ctx, &config, &balancer);
   if (result == HTP_OK)
     htp_balancer_set_trace(balancer, run.job->trace);
+  if (result == HTP_OK && run.job->options->train.clock == HTP_TRAIN_CLOCK_CPU)
+    result = htp_balancer_set_clock(balancer, HTP_CLOCK_THREAD);
   if (result != HTP_OK)
     htp_rank_task_fail(task, run.ctx, result, "creating its balancer", -1,
                        htp_last_error(run.ctx));
@@ -1229,6 +1263,20 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
     goto done;
   htp_run_choose_blas_threads(state, state->process_rank >= 0);
+  if (train->clock == HTP_TRAIN_CLOCK_CPU) {
+    /* A rank's thread CPU time is its work only if its kernels run on it. */
+    htp_cpu_set_blas_threads(1);
+    state->blas_threads = htp_cpu_blas_threads();
+  }
+  char extras[96] = "";
+  if (train->augment != HTP_AUGMENT_NONE)
+    snprintf(extras, sizeof extras, ", augmented (%s)", htp_run_augment_name(train->augment));
+  if (train->label_smoothing > 0)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
+             train->label_smoothing);
+  if (train->clock == HTP_TRAIN_CLOCK_CPU)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras),
+             ", cpu clock (steps modelled)");
   if (!quiet)
     fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank), batch "
             "%d, %u training and %u test images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n",
@@ -1237,7 +1285,7 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
             job.steps,
             optimizer_name(train->optimizer), train->lr,
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
-            train->augment == HTP_AUGMENT_FLIP_SHIFT ? ", augmented (flip-shift)" : "",
+            extras,
             train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
   status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
                               &state->outcome, err, err_size) ? 2 : 0;

@@ -78,16 +78,18 @@ void htp_fmnist_shuffle(uint32_t *order, uint32_t n, uint64_t seed, int64_t epoc
   }
 }
 
-void htp_fmnist_augment(float *images, int rows, uint64_t seed, int64_t step) {
-  enum { SIDE = HTP_FMNIST_SIDE, SPAN = 2 * HTP_FMNIST_SHIFT + 1 };
+void htp_fmnist_augment(float *images, int rows, int max_shift, uint64_t seed, int64_t step) {
+  enum { SIDE = HTP_FMNIST_SIDE };
+  const uint32_t span = 2u * (uint32_t)(max_shift > 0 ? max_shift : 0) + 1u;
   const float background = -HTP_FMNIST_MEAN / HTP_FMNIST_STD;
   float copy[SIDE * SIDE];
   for (int row = 0; row < rows; row++) {
     htp_rng r = htp_rng_seeded(seed ^ (UINT64_C(0x2545f4914f6cdd1d) * (uint64_t)(step + 1)) ^
                                (UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(row + 1)));
     const int flip = (int)htp_rng_below(&r, 2);
-    const int dy = (int)htp_rng_below(&r, SPAN) - HTP_FMNIST_SHIFT;
-    const int dx = (int)htp_rng_below(&r, SPAN) - HTP_FMNIST_SHIFT;
+    /* Flip only draws no shift: flip-shift's draws stay as they were. */
+    const int dy = span > 1 ? (int)htp_rng_below(&r, span) - max_shift : 0;
+    const int dx = span > 1 ? (int)htp_rng_below(&r, span) - max_shift : 0;
     float *image = images + (size_t)row * SIDE * SIDE;
     memcpy(copy, image, sizeof copy);
     for (int y = 0; y < SIDE; y++)
@@ -98,6 +100,12 @@ void htp_fmnist_augment(float *images, int rows, uint64_t seed, int64_t step) {
                                   : background;
       }
   }
+}
+
+void htp_fmnist_smooth_targets(float *targets, int rows, double epsilon) {
+  const float off = (float)(epsilon / HTP_FMNIST_CLASSES), on = (float)(1.0 - epsilon) + off;
+  for (int i = 0; i < rows * HTP_FMNIST_CLASSES; i++)
+    targets[i] = targets[i] > 0.5f ? on : off;
 }
 
 int htp_fmnist_batch(const htp_idx_set *set, const uint32_t *order, uint32_t start, int batch,

@@ -42,12 +42,18 @@ void htp_fmnist_shuffle(uint32_t *order, uint32_t n, uint64_t seed, int64_t epoc
 int htp_fmnist_batch(const htp_idx_set *set, const uint32_t *order, uint32_t start, int batch,
                      float *images, float *targets, int32_t *labels);
 
-/* Augments the first `rows` images of a batch in place (htp-run --augment
- * flip-shift): each flipped left-right with probability 1/2 and shifted by
- * HTP_FMNIST_SHIFT pixels at most along each axis, the uncovered pixels
- * set to the normalised background (a zero pixel). The draws come from
- * (seed, step, row) alone, so every rank and a resumed run agree. */
+/* Augments the first `rows` images of a batch in place (htp-run --augment):
+ * each flipped left-right with probability 1/2 and shifted by at most
+ * `max_shift` pixels along each axis (0: flip only; flip-shift passes
+ * HTP_FMNIST_SHIFT), the uncovered pixels set to the normalised background
+ * (a zero pixel). The draws come from (seed, step, row) alone, so every
+ * rank and a resumed run agree. */
 enum { HTP_FMNIST_SHIFT = 2 };
-void htp_fmnist_augment(float *images, int rows, uint64_t seed, int64_t step);
+void htp_fmnist_augment(float *images, int rows, int max_shift, uint64_t seed, int64_t step);
+
+/* Label smoothing (htp-run --label-smoothing): the first `rows` one-hot
+ * targets of a batch become (1 - epsilon) one-hot + epsilon / classes, so
+ * each row still sums to 1; padding rows (all zero) are left out. */
+void htp_fmnist_smooth_targets(float *targets, int rows, double epsilon);
 
 #endif /* HTP_TRAIN_DATASET_H */
