@@ -483,6 +483,7 @@ static void test_train(void **state) {
   assert_string_equal(htp_run_augment_name(HTP_AUGMENT_FLIP_SHIFT), "flip-shift");
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--clock", "cpu"), 0);
   assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_CPU);
+  assert_string_equal(htp_run_clock_name(HTP_TRAIN_CLOCK_CPU), "cpu");
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");
 

@@ -115,6 +115,16 @@ with open(metrics) as f:
     m = json.load(f)
 check(m.get("clock") == "cpu" and len(m["epochs"]) == 2 and
       all(e.get("model_s", 0) > 0 for e in m["epochs"]), f"cpu clock metrics: {m}")
+# A 1000x straggler on the cpu clock: its slowed share is in the modelled
+# time (every step ends with it) and nobody waits for it on the wall clock.
+metrics = os.path.join(work, "cpu-slow.json")
+run("cpu-slow", "--tp", "2", "--slow", "1:1000", "--policy", "none", "--clock", "cpu",
+    "--metrics", metrics)
+with open(metrics) as f:
+    m = json.load(f)
+check(len(m["epochs"]) == 2 and all(e["model_s"] > 20 * e["epoch_s"] for e in m["epochs"]),
+      "a 1000x straggler on the cpu clock: modelled time not far above the wall time: "
+      f"{[(e['model_s'], e['epoch_s']) for e in m['epochs']]}")
 
 print("none:", none)
 print("migrate:", migrate)

@@ -414,6 +414,10 @@ const char *htp_run_augment_name(htp_train_augment augment) {
                                                                           : "?";
 }
 
+const char *htp_run_clock_name(htp_train_clock clock) {
+  return clock == HTP_TRAIN_CLOCK_WALL || clock == HTP_TRAIN_CLOCK_CPU ? clock_names[clock] : "?";
+}
+
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
                   size_t err_size) {
   for (const char *const *choice = choices; *choice; choice++)

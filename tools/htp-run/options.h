@@ -123,7 +123,9 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
 
 void htp_run_print_help(FILE *stream);
 
-/* --augment's name of a choice ("none", "flip", "flip-shift"). */
+/* --augment's and --clock's names of a choice ("none", "flip", "flip-shift";
+ * "wall", "cpu"). */
 const char *htp_run_augment_name(htp_train_augment augment);
+const char *htp_run_clock_name(htp_train_clock clock);
 
 #endif /* HTP_RUN_OPTIONS_H */

@@ -623,8 +623,7 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "lr", json_real(options->train.lr));
   json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
   json_object_set_new(root, "label_smoothing", json_real(options->train.label_smoothing));
-  json_object_set_new(root, "clock",
-                      json_string(options->train.clock == HTP_TRAIN_CLOCK_CPU ? "cpu" : "wall"));
+  json_object_set_new(root, "clock", json_string(htp_run_clock_name(options->train.clock)));
   json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
                                                         ? "cosine" : "constant"));
   json_object_set_new(root, "weight_decay", json_real(options->train.weight_decay));
