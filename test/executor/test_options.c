@@ -452,6 +452,7 @@ static void test_train(void **state) {
   assert_int_equal(options.train.schedule, HTP_TRAIN_COSINE);
   assert_int_equal(options.train.augment, HTP_AUGMENT_NONE);
   assert_true(options.train.label_smoothing == 0.0);
+  assert_true(options.train.random_erase == 0.0);
   assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_WALL);
   assert_int_equal(options.train.limit_train, 0);
   assert_null(options.train.checkpoint);
@@ -477,8 +478,9 @@ static void test_train(void **state) {
   assert_string_equal(options.train.checkpoint, "c.st");
   assert_string_equal(options.train.metrics, "m.json");
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--augment", "flip",
-                         "--label-smoothing", "0.1"), 0);
+                         "--label-smoothing", "0.1", "--random-erase", "1"), 0);
   assert_int_equal(options.train.augment, HTP_AUGMENT_FLIP);
+  assert_true(options.train.random_erase == 1.0);
   assert_true(options.train.label_smoothing == 0.1);
   assert_string_equal(htp_run_augment_name(HTP_AUGMENT_FLIP_SHIFT), "flip-shift");
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--clock", "cpu"), 0);
@@ -534,6 +536,11 @@ static void test_train(void **state) {
                      "--label-smoothing", "-0.1");
   EXPECT_USAGE_ERROR("--label-smoothing is a flag of --train", "m.mlir", "--label-smoothing",
                      "0.1");
+  EXPECT_USAGE_ERROR("--random-erase expects a number in [0, 1], got '1.5'", "m.mlir",
+                     "--train", "--random-erase", "1.5");
+  EXPECT_USAGE_ERROR("--random-erase expects a number in [0, 1], got 'nan'", "m.mlir",
+                     "--train", "--random-erase", "nan");
+  EXPECT_USAGE_ERROR("--random-erase is a flag of --train", "m.mlir", "--random-erase", "0.5");
   EXPECT_USAGE_ERROR("--clock expects wall|cpu, got 'gpu'", "m.mlir", "--train", "--clock", "gpu");
   EXPECT_USAGE_ERROR("--clock is a flag of --train", "m.mlir", "--clock", "cpu");
   EXPECT_USAGE_ERROR("--clock cpu times each rank thread's CPU work: with --device cuda", "m.mlir",

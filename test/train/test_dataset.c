@@ -159,6 +159,55 @@ static void test_augment_flip(void **state) {
   assert_true(flipped > ROWS / 4 && flipped < 3 * ROWS / 4);
 }
 
+/* Random erasing: an image is untouched or differs in exactly one box of
+ * 2-40 % of the image (the bounding box of its changed pixels, all of them
+ * changed: the fill is noise); about p of the images are erased; the same
+ * (seed, step) erases the same boxes; p 0 erases none, p 1 every image;
+ * rows past `rows` stay as they were. */
+static int erased_box(const float *image, int *area) {
+  enum { SIDE = HTP_FMNIST_SIDE };
+  int top = SIDE, bottom = -1, left = SIDE, right = -1, changed = 0;
+  for (int y = 0; y < SIDE; y++)
+    for (int x = 0; x < SIDE; x++)
+      if (image[y * SIDE + x] != (float)(y * SIDE + x + 1)) {
+        changed++;
+        top = y < top ? y : top, bottom = y > bottom ? y : bottom;
+        left = x < left ? x : left, right = x > right ? x : right;
+      }
+  *area = changed;
+  if (!changed) return 0;
+  assert_int_equal(changed, (bottom - top + 1) * (right - left + 1));
+  return 1;
+}
+
+static void test_erase(void **state) {
+  (void)state;
+  enum { ROWS = 400, SIDE = HTP_FMNIST_SIDE, PIXELS = SIDE * SIDE };
+  static float images[(ROWS + 1) * PIXELS], again[(ROWS + 1) * PIXELS];
+  const double probabilities[] = {0.0, 0.5, 1.0};
+  for (int t = 0; t < 3; t++) {
+    for (int r = 0; r <= ROWS; r++)
+      for (int p = 0; p < PIXELS; p++)
+        images[r * PIXELS + p] = (float)(p + 1);
+    memcpy(again, images, sizeof images);
+    htp_fmnist_erase(images, ROWS, probabilities[t], 7, 11);
+    htp_fmnist_erase(again, ROWS, probabilities[t], 7, 11);
+    assert_memory_equal(images, again, sizeof images);
+    int erased = 0, area;
+    for (int r = 0; r < ROWS; r++)
+      if (erased_box(images + r * PIXELS, &area)) {
+        erased++;
+        assert_true(area >= PIXELS / 50 - 4 && area <= 0.4 * PIXELS + 2 * SIDE);
+      }
+    assert_false(erased_box(images + ROWS * PIXELS, &area));
+    if (t == 0) assert_int_equal(erased, 0);
+    if (t == 1) assert_true(erased > ROWS / 2 - 60 && erased < ROWS / 2 + 60);
+    if (t == 2) assert_true(erased >= ROWS - 4); /* a box may fail its 10 tries */
+  }
+  htp_fmnist_erase(again, ROWS, 0.5, 7, 12); /* another step, other boxes */
+  assert_memory_not_equal(images, again, sizeof images);
+}
+
 /* Smoothed targets: (1 - e) + e / 10 at the label, e / 10 elsewhere, rows
  * summing to 1; rows past `rows` (padding) untouched. */
 static void test_smooth_targets(void **state) {
@@ -240,6 +289,7 @@ int main(void) {
       cmocka_unit_test(test_augment),
       cmocka_unit_test(test_augment_flip),
       cmocka_unit_test(test_smooth_targets),
+      cmocka_unit_test(test_erase),
       cmocka_unit_test(test_load_errors),
       cmocka_unit_test(test_init),
   };

@@ -167,6 +167,10 @@ void htp_run_print_help(FILE *stream) {
       "                        flipped so and shifted by -2..2 pixels each way\n"
       "                        (flip-shift; background fills), drawn from (--seed,\n"
       "                        step): every rank and a resumed run see the same\n"
+      "  --random-erase P      with probability P in [0, 1] (default 0) each training\n"
+      "                        image gets one box of 2-40 % of its area, aspect\n"
+      "                        0.3-3.3, filled with N(0, 1) noise (after --augment;\n"
+      "                        drawn from (--seed, step) like it)\n"
       "  --label-smoothing E   training targets (1 - E) one-hot + E / 10, E in [0, 1)\n"
       "                        (default 0); the train loss is then against them, the\n"
       "                        test loss against the plain labels\n"
@@ -331,9 +335,9 @@ enum flag_id {
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
-  FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK
+  FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK, FLAG_RANDOM_ERASE
 };
-_Static_assert(FLAG_CLOCK - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
+_Static_assert(FLAG_RANDOM_ERASE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
 static const struct option long_flags[] = {
     {"entry", required_argument, NULL, FLAG_ENTRY},
@@ -369,6 +373,7 @@ static const struct option long_flags[] = {
     {"schedule", required_argument, NULL, FLAG_SCHEDULE},
     {"augment", required_argument, NULL, FLAG_AUGMENT},
     {"label-smoothing", required_argument, NULL, FLAG_LABEL_SMOOTHING},
+    {"random-erase", required_argument, NULL, FLAG_RANDOM_ERASE},
     {"clock", required_argument, NULL, FLAG_CLOCK},
     {"limit-train", required_argument, NULL, FLAG_LIMIT_TRAIN},
     {"limit-test", required_argument, NULL, FLAG_LIMIT_TEST},
@@ -739,6 +744,8 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
     return 0;
   case FLAG_LABEL_SMOOTHING:
     return parse_double(flag, value, 0, 1, 1, &options->train.label_smoothing, err, err_size);
+  case FLAG_RANDOM_ERASE:
+    return parse_double(flag, value, 0, 1, 0, &options->train.random_erase, err, err_size);
   case FLAG_LR:
     if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size) ||
         !(options->train.lr > 0))

@@ -68,6 +68,7 @@ typedef struct htp_train_options {
   htp_train_schedule schedule;
   htp_train_augment augment;     /* of the training batches */
   double label_smoothing;        /* in [0, 1): training targets (1 - e) one-hot + e / classes */
+  double random_erase;           /* in [0, 1]: probability of an erased box per image */
   htp_train_clock clock;         /* what times the hooks and the steps */
   long limit_train, limit_test;  /* 0: the whole set */
   const char *params, *checkpoint, *resume, *metrics;

@@ -623,6 +623,7 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "lr", json_real(options->train.lr));
   json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
   json_object_set_new(root, "label_smoothing", json_real(options->train.label_smoothing));
+  json_object_set_new(root, "random_erase", json_real(options->train.random_erase));
   json_object_set_new(root, "clock", json_string(htp_run_clock_name(options->train.clock)));
   json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
                                                         ? "cosine" : "constant"));
@@ -966,6 +967,8 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
         htp_fmnist_augment(images, real,
                            options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? HTP_FMNIST_SHIFT : 0,
                            options->seed, step);
+      if (options->train.random_erase > 0)
+        htp_fmnist_erase(images, real, options->train.random_erase, options->seed, step);
       if (options->train.label_smoothing > 0)
         htp_fmnist_smooth_targets(targets, real, options->train.label_smoothing);
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->images], images,
@@ -1267,9 +1270,12 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     htp_cpu_set_blas_threads(1);
     state->blas_threads = htp_cpu_blas_threads();
   }
-  char extras[96] = "";
+  char extras[160] = "";
   if (train->augment != HTP_AUGMENT_NONE)
     snprintf(extras, sizeof extras, ", augmented (%s)", htp_run_augment_name(train->augment));
+  if (train->random_erase > 0)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", random erase %g",
+             train->random_erase);
   if (train->label_smoothing > 0)
     snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
              train->label_smoothing);

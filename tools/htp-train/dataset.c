@@ -9,6 +9,7 @@
 #include "tools/rng.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,6 +100,34 @@ void htp_fmnist_augment(float *images, int rows, int max_shift, uint64_t seed, i
                                   ? copy[sy * SIDE + sx]
                                   : background;
       }
+  }
+}
+
+void htp_fmnist_erase(float *images, int rows, double p, uint64_t seed, int64_t step) {
+  enum { SIDE = HTP_FMNIST_SIDE };
+  const double min_area = 0.02, max_area = 0.4, max_aspect = 3.3, min_aspect = 0.3;
+  for (int row = 0; row < rows; row++) {
+    /* Salted apart from htp_fmnist_augment's stream of the same row. */
+    htp_rng r = htp_rng_seeded(seed ^ (UINT64_C(0xd1b54a32d192ed03) * (uint64_t)(step + 1)) ^
+                               (UINT64_C(0x8cb92ba72f3d8dd7) * (uint64_t)(row + 1)));
+    if (htp_rng_unit(&r) > p) continue;
+    /* A box that does not fit is drawn again, as timm's RandomErasing does
+     * (10 tries); one that never fits leaves the image as it is. */
+    for (int attempt = 0; attempt < 10; attempt++) {
+      const double area = SIDE * SIDE * (min_area + (max_area - min_area) * htp_rng_unit(&r));
+      const double aspect = exp(log(min_aspect) + (log(max_aspect) - log(min_aspect)) * htp_rng_unit(&r));
+      const int h = (int)lround(sqrt(area * aspect)), w = (int)lround(sqrt(area / aspect));
+      if (h < 1 || w < 1 || h > SIDE || w > SIDE) continue;
+      const int top = (int)htp_rng_below(&r, (uint32_t)(SIDE - h + 1));
+      const int left = (int)htp_rng_below(&r, (uint32_t)(SIDE - w + 1));
+      float *image = images + (size_t)row * SIDE * SIDE;
+      for (int y = top; y < top + h; y++)
+        for (int x = left; x < left + w; x++) { /* Box-Muller, one of the pair */
+          const double radius = sqrt(-2.0 * log(htp_rng_unit(&r)));
+          image[y * SIDE + x] = (float)(radius * cos(6.283185307179586 * htp_rng_unit(&r)));
+        }
+      break;
+    }
   }
 }
 

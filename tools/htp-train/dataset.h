@@ -51,6 +51,13 @@ int htp_fmnist_batch(const htp_idx_set *set, const uint32_t *order, uint32_t sta
 enum { HTP_FMNIST_SHIFT = 2 };
 void htp_fmnist_augment(float *images, int rows, int max_shift, uint64_t seed, int64_t step);
 
+/* Random erasing (htp-run --random-erase; Zhong et al. 2017): with
+ * probability p each of the first `rows` images gets one rectangle of 2 % to
+ * 40 % of its area, aspect ratio log-uniform in [0.3, 3.3], filled with
+ * standard normal noise (the normalised pixels' scale). The draws come from
+ * (seed, step, row) alone, apart from --augment's. */
+void htp_fmnist_erase(float *images, int rows, double p, uint64_t seed, int64_t step);
+
 /* Label smoothing (htp-run --label-smoothing): the first `rows` one-hot
  * targets of a batch become (1 - epsilon) one-hot + epsilon / classes, so
  * each row still sums to 1; padding rows (all zero) are left out. */
