@@ -28,8 +28,12 @@
  * shards (unit-sized GEMMs, slower than the owner's merged ones): at each
  * plan change it packs them (pack_in_units) into blocks of up to
  * units_per_rank units, each a small shard of n units in the same layouts
- * (balance_internal.h, htp__packed_pair), and the hook runs a block as one
- * head or hidden-units call over its n units and one row-parallel linear.
+ * (balance_internal.h, htp__packed_pair). On the CPU with zero imputation a
+ * rank that prunes, hands off or takes in units computes its kept units and
+ * its packed in-units as one compact shard (compute_compact): one
+ * activation call and one row-parallel GEMM in all. Otherwise (a device,
+ * average or same imputation) the hook runs its own units in place and each
+ * packed block as one head or hidden-units call and one row-parallel linear.
  *
  * Importance (config.selection == HTP_SELECT_IMPORTANCE, DESIGN §4: in
  * inference a calibration statistic). Per local unit of each pair:
@@ -646,13 +650,15 @@ static void importance_norms(htp_balancer *b, const pair_call *call) {
 }
 
 /* Importance: one sample per kept unit from the activation the hook just
- * computed (call->act, unit i in columns [i * width, (i + 1) * width)),
+ * computed (act, rows of row_stride floats: unit i in columns [i * width,
+ * (i + 1) * width), or the k-th kept unit in [k * width, ...) when compact),
  * folded into the unit's EWMA: one pass over the kept columns, row by row,
  * summed in double on the stack (kept units in chunks of 64). Pruned and
  * handed-off units keep their last score. */
-static void importance_observe(htp_balancer *b, const pair_call *call, const htp_unit_sets *s) {
+static void importance_observe(htp_balancer *b, const pair_call *call, const htp_unit_sets *s,
+                               const float *act, int64_t row_stride, int compact) {
   if (!b->score || s->num_kept == 0) return;
-  const int64_t rows = call->rows, width = call->width, row_stride = call->units * width;
+  const int64_t rows = call->rows, width = call->width;
   double sums[64];
   const int chunk = (int)(sizeof sums / sizeof sums[0]);
   const size_t base = (size_t)call->pair * (size_t)b->max_units;
@@ -660,9 +666,9 @@ static void importance_observe(htp_balancer *b, const pair_call *call, const htp
     const int n = s->num_kept - k0 < chunk ? s->num_kept - k0 : chunk;
     memset(sums, 0, sizeof sums);
     for (int64_t r = 0; r < rows; ++r) {
-      const float *row = call->act + r * row_stride;
+      const float *row = act + r * row_stride;
       for (int k = 0; k < n; ++k) {
-        const float *a = row + (int64_t)s->kept[k0 + k] * width;
+        const float *a = row + (int64_t)(compact ? k0 + k : s->kept[k0 + k]) * width;
         double acc = 0.0;
         for (int64_t c = 0; c < width; ++c) acc += fabs((double)a[c]);
         sums[k] += acc;
@@ -732,6 +738,50 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
   return status;
 }
 
+/* The kept and migrated-in units as one compact shard (htp__shard) in
+ * balancer memory: the kept units' weights gathered, the packed in-units'
+ * copied after them, one activation call over all of them and one
+ * row-parallel GEMM. A straggler whose kept units are scattered (pruning
+ * picks units by score, not position) would otherwise run one GEMM per run
+ * of consecutive units, each reading and writing all of y, and a helper
+ * one more activation and GEMM per packed block: at small units those
+ * fixed costs outweigh the units' own work, so shedding units saved little
+ * and a helper's first migrated unit cost it a third more. Copying the
+ * weights costs a fraction 1 / rows of the GEMMs. Zero imputation only
+ * (average and same project imputed columns of the rank's own layout), on
+ * the CPU (host loops copy the weights). */
+static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
+                                         const htp_unit_sets *s) {
+  const htp__packed_pair *pk = &b->packed[call->pair];
+  const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim};
+  const int64_t own = s->num_kept, total = own + pk->count, inner = total * call->width;
+  const int64_t per_unit = htp__unit_floats(&b->config, call->kind);
+  const int32_t zero = 0;
+  if (htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)) ||
+      htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
+                          (size_t)(call->rows * inner)))
+    return HTP_KERNEL_ERR_NOMEM;
+  const htp__shard mine = {(float *)call->first, (float *)call->bias, (float *)call->second,
+                           call->units};
+  const htp__shard w = htp__shard_at(b->compact_w, total, &u);
+  htp__gather_units(&mine, s->kept, own, &w, 0, &u);
+  const float *block = pk->data;
+  for (int i0 = 0; i0 < pk->count; i0 += (int)call->units) { /* the packed blocks, in order */
+    const int64_t n = pk->count - i0 < call->units ? pk->count - i0 : call->units;
+    const htp__shard packed = htp__shard_at((float *)block, n, &u);
+    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, &w, own + i0 + j, &u);
+    block += n * per_unit;
+  }
+  float *act = b->compact_scratch;
+  htp_kernel_status status = HTP_KERNEL_OK;
+  if (total > 0)
+    status = PAIR_OPS[call->kind].activate(call, w.first, w.bias, total, NULL, 0, act);
+  if (status != HTP_KERNEL_OK) return status;
+  importance_observe(b, call, s, act, inner, 1);
+  return call->kernels->linear_units_f32(call->env, act, w.second, call->y, call->rows, inner,
+                                         call->model_dim, inner, &zero, total > 0, 0);
+}
+
 /* The body both hooks share, after each checked its own arguments: the
  * plain split block without a (hooked) balancer; otherwise check the pair
  * and shapes against the balancer, register the weights, compute the kept
@@ -767,6 +817,15 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
 
+  HOOK_INVALID(ctx, b->packed[pair].count != s.num_in,
+               "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
+               (int)pair, b->packed[pair].count, ops->unit, s.num_in);
+  if (!timed_on_device(call) && !b->one_by_one && c->impute == HTP_IMPUTE_ZERO &&
+      (s.num_kept < call->units || s.num_in > 0)) {
+    status = compute_compact(b, call, &s);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+    return finish_site(ctx, b, call, started);
+  }
   if (timed_on_device(call)) { /* the device's clock starts with the hook's first kernel */
     htp_result r = htp_ctx_mark(ctx, 0);
     if (r != HTP_OK) return r;
@@ -774,7 +833,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,
                          call->act);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  importance_observe(b, call, &s);
+  importance_observe(b, call, &s, call->act, call->units * call->width, 0);
   const int32_t *projected = s.kept;
   int num_projected = s.num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {
@@ -797,9 +856,6 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
 
   /* Migrated-in units: packed blocks (or one at a time, tests). The apply
    * packed exactly the table's in-units, each cached here. */
-  HOOK_INVALID(ctx, b->packed[pair].count != s.num_in,
-               "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
-               (int)pair, b->packed[pair].count, ops->unit, s.num_in);
   status = b->one_by_one ? add_in_units_one_by_one(b, call, &s)
                          : add_in_units_packed(b, call);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);

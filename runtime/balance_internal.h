@@ -82,6 +82,11 @@ struct htp_balancer {
   uint8_t *same_seen;     /* [num_pairs * max_units]: the unit's part was stored */
   float *grad_out;        /* migrated-in units' weight gradients, unit layout, in-list order */
   size_t grad_out_capacity; /* floats */
+  /* Compact shards of kept and migrated-in units (htp__shard) the hooks
+   * build in place of separate blocks: weights, their gradients, and the
+   * kernels' scratch (backward) or the units' activations (forward). */
+  float *compact_w, *compact_dw, *compact_scratch;
+  size_t compact_w_capacity, compact_dw_capacity, compact_scratch_capacity; /* floats */
   float *unit_staging;    /* one message of unit shards (gradient return) */
   size_t unit_staging_capacity; /* floats */
   /* HTP_SELECT_VARIATION: per pair, the local units' weights at the last
@@ -147,6 +152,39 @@ static inline int64_t htp__unit_parts(htp_pair_kind kind) {
 static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
 }
+
+/* ----- Shards (shard.c). A shard of `units` work units of one pair kind:
+ *   first  [parts * units * width, d] (part q's rows of unit u at
+ *          (q * units + u) * width: q of every unit | k | v, or fc1 rows),
+ *   bias   [parts * units * width] (NULL: none; zeros when copied out),
+ *   second [d, units * width] (proj or fc2 columns).
+ * A one-unit shard is the layout migration moves; packed blocks, the
+ * backward's compact weights and gradients and the forward's compact
+ * weights are shards too. */
+typedef struct htp__shard {
+  float *first, *bias, *second;
+  int64_t units;
+} htp__shard;
+
+typedef struct htp__unit_shape {
+  int64_t parts, width, d; /* htp__unit_parts, htp__unit_width, model_dim */
+} htp__unit_shape;
+
+/* The shard of `units` units laid out from base (htp__units_floats of them). */
+htp__shard htp__shard_at(float *base, int64_t units, const htp__unit_shape *u);
+/* Unit `from` of src into slot `to` of dst; a NULL src bias gives zeros, a
+ * NULL dst bias is skipped. */
+void htp__copy_unit(const htp__shard *src, int64_t from, const htp__shard *dst, int64_t to,
+                    const htp__unit_shape *u);
+/* dst slots at .. at + count - 1 = the listed units of src. */
+void htp__gather_units(const htp__shard *src, const int32_t *list, int64_t count,
+                       const htp__shard *dst, int64_t at, const htp__unit_shape *u);
+/* The listed units of dst = src slots at .. at + count - 1 (gather's inverse). */
+void htp__scatter_units(const htp__shard *src, int64_t at, const int32_t *list, int64_t count,
+                        const htp__shard *dst, const htp__unit_shape *u);
+void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u);
+/* Grows *buffer to hold floats (contents kept); 0, or -1 out of memory. */
+int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats);
 
 /* Argument errors of a hook. The peers of this rank are (or soon will be)
  * in the block's all-reduce, which this rank will not reach: fail the world,

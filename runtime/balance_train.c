@@ -13,9 +13,10 @@
  *     mean part: dx scaled by units / kept), same (the part stored the last
  *     time the unit was computed; this needs each kept unit's part on its
  *     own, so under same the kept units run one at a time);
- *   - migrated-in units: the helper differentiates its packed blocks, adds
- *     their part of dx (the block's all-reduce then sums it as the owner's
- *     would have been) and returns each unit's weight gradient to its owner
+ *   - migrated-in units: the helper differentiates them with its kept units
+ *     as one compact shard (after its kept units under same), so their part
+ *     of dx is in its dx (the block's all-reduce then sums it as the owner's
+ *     would have been), and returns each unit's weight gradient to its owner
  *     at the end of the hook, one message per flow, in the plan's flow
  *     order (every rank walks the same list, so blocking sends cannot
  *     deadlock, as in migrate.c); the owner writes it into its gradient.
@@ -51,83 +52,9 @@
 
 #define TAG_GRADIENTS 0x4F00 /* + kind: migrated units' weight gradients, helper to owner */
 
-/* ===== Shards of units ===================================================
- * A shard of `units` units (the layout at the top of balance.c): first
- * [parts * units * width, d] (part q's rows of unit u at (q * units + u) *
- * width), bias [parts * units * width], second [d, units * width]. One unit's
- * shard is the unit layout migration moves. */
-
-typedef struct shard {
-  float *first, *bias, *second; /* bias may be NULL: no bias (zeros) */
-  int64_t units;
-} shard;
-
-typedef struct unit_shape {
-  int64_t parts, width, d;
-} unit_shape;
-
-/* The shard of `units` units laid out from base. */
-static shard shard_at(float *base, int64_t units, const unit_shape *u) {
-  shard s = {base, base + u->parts * units * u->width * u->d, NULL, units};
-  s.second = s.bias + u->parts * units * u->width;
-  return s;
-}
-
-/* dst (count units) = the listed units of src; a NULL src bias gives
- * zeros, a NULL dst bias is skipped. */
-static void gather_units(const shard *src, const int32_t *list, int64_t count, const shard *dst,
-                         const unit_shape *u) {
-  const int64_t w = u->width, d = u->d;
-  for (int64_t c = 0; c < count; ++c) {
-    const int64_t unit = list[c];
-    for (int64_t q = 0; q < u->parts; ++q) {
-      memcpy(dst->first + (q * count + c) * w * d, src->first + (q * src->units + unit) * w * d,
-             (size_t)(w * d) * sizeof(float));
-      if (!dst->bias) continue;
-      float *to = dst->bias + q * count * w + c * w;
-      if (src->bias) memcpy(to, src->bias + q * src->units * w + unit * w, (size_t)w * sizeof(float));
-      else memset(to, 0, (size_t)w * sizeof(float));
-    }
-    for (int64_t o = 0; o < d; ++o)
-      memcpy(dst->second + o * count * w + c * w, src->second + o * src->units * w + unit * w,
-             (size_t)w * sizeof(float));
-  }
-}
-
-/* The listed units of dst = src (count units); the inverse of gather_units. */
-static void scatter_units(const shard *src, const int32_t *list, int64_t count, const shard *dst,
-                          const unit_shape *u) {
-  const int64_t w = u->width, d = u->d;
-  for (int64_t c = 0; c < count; ++c) {
-    const int64_t unit = list[c];
-    for (int64_t q = 0; q < u->parts; ++q) {
-      memcpy(dst->first + (q * dst->units + unit) * w * d, src->first + (q * count + c) * w * d,
-             (size_t)(w * d) * sizeof(float));
-      if (dst->bias && src->bias)
-        memcpy(dst->bias + q * dst->units * w + unit * w, src->bias + q * count * w + c * w,
-               (size_t)w * sizeof(float));
-    }
-    for (int64_t o = 0; o < d; ++o)
-      memcpy(dst->second + o * dst->units * w + unit * w, src->second + o * count * w + c * w,
-             (size_t)w * sizeof(float));
-  }
-}
-
-static void zero_shard(const shard *s, const unit_shape *u) {
-  const int64_t rows = u->parts * s->units * u->width;
-  memset(s->first, 0, (size_t)(rows * u->d) * sizeof(float));
-  if (s->bias) memset(s->bias, 0, (size_t)rows * sizeof(float));
-  memset(s->second, 0, (size_t)(u->d * s->units * u->width) * sizeof(float));
-}
-
-static int reserve_floats(float **buffer, size_t *capacity, size_t floats) {
-  if (floats <= *capacity) return 0;
-  float *grown = realloc(*buffer, floats * sizeof(float));
-  if (!grown) return -1;
-  *buffer = grown;
-  *capacity = floats;
-  return 0;
-}
+/* Shards (balance_internal.h) under short names. */
+typedef htp__shard shard;
+typedef htp__unit_shape unit_shape;
 
 /* ===== One backward hook call ========================================== */
 
@@ -198,12 +125,12 @@ static htp_kernel_status backward_all(const grad_call *c) {
  * and their weight gradients scattered into c->dw. */
 static htp_kernel_status backward_listed(const grad_call *c, const int32_t *list, int64_t count,
                                          float *dx) {
-  const shard w = shard_at(c->compact_w, count, &c->shape);
-  const shard dw = shard_at(c->compact_dw, count, &c->shape);
-  gather_units(&c->w, list, count, &w, &c->shape);
-  zero_shard(&dw, &c->shape);
+  const shard w = htp__shard_at(c->compact_w, count, &c->shape);
+  const shard dw = htp__shard_at(c->compact_dw, count, &c->shape);
+  htp__gather_units(&c->w, list, count, &w, 0, &c->shape);
+  htp__zero_shard(&dw, &c->shape);
   htp_kernel_status s = shard_backward(c, &w, dx, &dw);
-  if (s == HTP_KERNEL_OK) scatter_units(&dw, list, count, &c->dw, &c->shape);
+  if (s == HTP_KERNEL_OK) htp__scatter_units(&dw, 0, list, count, &c->dw, &c->shape);
   return s;
 }
 
@@ -238,28 +165,54 @@ static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *
   return HTP_OK;
 }
 
-/* The migrated-in units' packed blocks: their part of dx added, their
- * weight gradients into b->grad_out in unit layout, in-list order. */
-static htp_result backward_in_units(htp_ctx *ctx, htp_balancer *b, const grad_call *c) {
+/* The migrated-in units, after the kept ones unless `kept` is 0, as one
+ * compact shard in balancer-owned memory (it may hold more units than the
+ * hook's scratch): one backward for all of them, so a helper pays a block's
+ * fixed costs (dx, its all-reduce input) once, not once more per packed
+ * block. dx is written (kept) or added to (not kept: `same` did the kept
+ * units), the kept units' gradients go into c->dw, the in-units' into
+ * b->grad_out, one-unit shards in in-list order. A helper prunes nothing
+ * (stragglers never receive), so no imputation enters here. */
+static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
+                                         const htp_unit_sets *s, int kept) {
   const htp__packed_pair *pk = &b->packed[c->pair];
+  const int64_t own = kept ? s->num_kept : 0, total = own + pk->count;
   const int64_t per_unit = htp__unit_floats(&b->config, c->kind);
-  if (reserve_floats(&b->grad_out, &b->grad_out_capacity, (size_t)pk->count * (size_t)per_unit))
-    return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %d migrated units' "
-                     "gradients", c->hook, (int)c->pair, pk->count);
+  grad_call all = *c;
+  all.units = total;
+  all.kernel_scratch_floats =
+      c->kind == HTP_PAIR_ATTENTION
+          ? htp_cpu_attention_backward_scratch_floats(c->batch, c->tokens, c->d, total, c->width)
+          : 3 * c->rows * total * c->width;
+  const size_t weights = (size_t)total * (size_t)per_unit;
+  if (all.kernel_scratch_floats < 0 ||
+      htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, weights) ||
+      htp__reserve_floats(&b->compact_dw, &b->compact_dw_capacity, weights) ||
+      htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
+                          (size_t)all.kernel_scratch_floats) ||
+      htp__reserve_floats(&b->grad_out, &b->grad_out_capacity,
+                          (size_t)pk->count * (size_t)per_unit))
+    return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %lld units' weights "
+                     "and gradients", c->hook, (int)c->pair, (long long)total);
+  all.kernel_scratch = b->compact_scratch;
+  const shard w = htp__shard_at(b->compact_w, total, &c->shape);
+  const shard dw = htp__shard_at(b->compact_dw, total, &c->shape);
+  if (kept) htp__gather_units(&c->w, s->kept, own, &w, 0, &c->shape);
   float *block = pk->data;
-  for (int i0 = 0; i0 < pk->count; i0 += (int)c->units) {
+  for (int i0 = 0; i0 < pk->count; i0 += (int)c->units) { /* the packed blocks, in order */
     const int64_t n = pk->count - i0 < c->units ? pk->count - i0 : c->units;
-    const shard w = shard_at(block, n, &c->shape);
-    const shard dw = shard_at(c->compact_dw, n, &c->shape);
-    zero_shard(&dw, &c->shape);
-    htp_kernel_status status = shard_backward(c, &w, c->part, &dw);
-    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
-    add_into(c->dx, c->part, c->rows * c->d);
-    for (int32_t j = 0; j < n; ++j) {
-      const shard one = shard_at(b->grad_out + (size_t)(i0 + j) * (size_t)per_unit, 1, &c->shape);
-      gather_units(&dw, &j, 1, &one, &c->shape);
-    }
+    const shard packed = htp__shard_at(block, n, &c->shape);
+    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, &w, own + i0 + j, &c->shape);
     block += n * per_unit;
+  }
+  htp__zero_shard(&dw, &c->shape);
+  htp_kernel_status status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+  if (!kept) add_into(c->dx, c->part, c->rows * c->d);
+  if (kept) htp__scatter_units(&dw, 0, s->kept, own, &c->dw, &c->shape);
+  for (int i = 0; i < pk->count; ++i) {
+    const shard one = htp__shard_at(b->grad_out + (size_t)i * (size_t)per_unit, 1, &c->shape);
+    htp__copy_unit(&dw, own + i, &one, 0, &c->shape);
   }
   return HTP_OK;
 }
@@ -290,7 +243,7 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
                    floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
       in_index += flow->count;
     } else if (flow->src == rank) {
-      if (reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
+      if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
         return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
       r = htp_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
                    TAG_GRADIENTS + c->kind);
@@ -299,8 +252,8 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
         if (s->out_dst[i] != flow->dst) continue;
         HOOK_INVALID(ctx, at == flow->count, "%s: pair %d: more units handed to rank %d than "
                      "its flow carries", c->hook, (int)c->pair, flow->dst);
-        const shard one = shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
-        scatter_units(&one, &s->out_unit[i], 1, &c->dw, &c->shape);
+        const shard one = htp__shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
+        htp__copy_unit(&one, 0, &c->dw, s->out_unit[i], &c->shape);
       }
     }
     if (r != HTP_OK) return r;
@@ -328,9 +281,13 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
                "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
                (int)c->pair, b->packed[c->pair].count, s.num_in);
 
-  zero_shard(&c->dw, &c->shape);
+  htp__zero_shard(&c->dw, &c->shape);
   if (b->config.impute == HTP_IMPUTE_SAME) {
     r = backward_same(ctx, b, c, &s);
+    if (r == HTP_OK && s.num_in > 0) r = backward_with_in_units(ctx, b, c, &s, 0);
+    if (r != HTP_OK) return r;
+  } else if (s.num_in > 0) {
+    r = backward_with_in_units(ctx, b, c, &s, 1);
     if (r != HTP_OK) return r;
   } else {
     if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw);
@@ -342,7 +299,6 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
       for (int64_t i = 0; i < c->rows * c->d; ++i) c->dx[i] *= scale;
     }
   }
-  if (s.num_in > 0 && (r = backward_in_units(ctx, b, c)) != HTP_OK) return r;
   htp__balancer_book_site(b, c->kind, htp__hook_now(ctx) - started);
   return return_gradients(ctx, b, c, &s);
 }
@@ -460,13 +416,13 @@ static htp_result sample_variation(htp_balancer *b, int p) {
   const int first = b->previous[p] == NULL;
   if (first && !(b->previous[p] = malloc((size_t)units * (size_t)per_unit * sizeof(float))))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
-  if (reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
+  if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
   const size_t slot = (size_t)(b->samples % HTP__VARIATION_WINDOW);
   for (int32_t i = 0; i < units; ++i) {
     float *last = b->previous[p] + (size_t)i * (size_t)per_unit;
-    const shard now = shard_at(first ? last : b->unit_staging, 1, &shape);
-    gather_units(&mine, &i, 1, &now, &shape);
+    const shard now = htp__shard_at(first ? last : b->unit_staging, 1, &shape);
+    htp__copy_unit(&mine, i, &now, 0, &shape);
     if (first) continue;
     double sum = 0.0;
     for (int64_t j = 0; j < per_unit; ++j) {
@@ -503,6 +459,9 @@ void htp__balancer_free_train(htp_balancer *b) {
   free(b->same_floats);
   free(b->same_seen);
   free(b->grad_out);
+  free(b->compact_w);
+  free(b->compact_dw);
+  free(b->compact_scratch);
   free(b->unit_staging);
   free(b->previous);
   free(b->window);

@@ -84,8 +84,12 @@ void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *
     }
     htp__sgemm(CblasNoTrans, CblasTrans, rows, columns, dim, 1.0f, x, dim, w1 + first * dim, dim,
                beta, out, hidden_dim);
-    struct gelu_rows_job job = {out, hidden_dim, columns, tanh_approx};
-    htp__parallel(rows, 1 + HTP_GRAIN / (columns > 0 ? columns : 1), gelu_rows, &job);
+    if (columns == hidden_dim) { /* whole rows: one contiguous block, one vector tail */
+      htp_cpu_gelu_f32(out, out, rows * columns, tanh_approx);
+    } else { /* row by row: each row's odd columns end in a scalar tail */
+      struct gelu_rows_job job = {out, hidden_dim, columns, tanh_approx};
+      htp__parallel(rows, 1 + HTP_GRAIN / (columns > 0 ? columns : 1), gelu_rows, &job);
+    }
     i += run;
   }
 }
