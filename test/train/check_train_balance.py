@@ -48,10 +48,15 @@ common = ["--epochs", "2", "--limit-train", "1280", "--limit-test", "320", "--se
           "--lr", "3e-3"]
 
 
+last_stderr = ""
+
+
 def run(name, *flags):
+    global last_stderr
     trace = os.path.join(work, name + ".jsonl")
     result = subprocess.run([htp_run, mlir, "--train", "--data", data, "--trace", trace,
                              *common, *flags], capture_output=True, text=True)
+    last_stderr = result.stderr
     rows = []
     if os.path.exists(trace):
         with open(trace) as f:
@@ -97,6 +102,8 @@ for impute in ("average", "same"):
                   "--select", "variation", "--impute", impute)
     learns(e, f"resize, variation, {impute}")
     check(total(rows, "pruned") > 0, f"resize, variation, {impute} pruned no unit")
+    warned = "warning: --impute same" in last_stderr
+    check(warned == (impute == "same"), f"{impute}: the stale-output warning {warned}: {last_stderr}")
 
 # SEMI's split of stragglers by deficit is the planner's (test/planner);
 # here a bad straggler must migrate under semi in training too (a mild one's

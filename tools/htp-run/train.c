@@ -1292,6 +1292,13 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
             extras,
             train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
+  if (!quiet && job.tp > 1 && options->impute == HTP_IMPUTE_SAME &&
+      (options->policy == HTP_POLICY_RESIZE || options->policy == HTP_POLICY_SEMI))
+    fprintf(stderr, "htp-run: --train: warning: --impute same fills a pruned unit with its "
+            "output from the last step that computed it; a plan that keeps pruning the same "
+            "units for many steps feeds the model stale outputs of old batches (at tp 4 with "
+            "a 3x straggler: 10%% test accuracy), and each kept unit's backward runs alone. "
+            "zero or average is the choice for training\n");
   status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
                               &state->outcome, err, err_size) ? 2 : 0;
 done:
