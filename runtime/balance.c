@@ -393,29 +393,21 @@ static htp_result pack_in_units(htp_balancer *b) {
       pk->data = grown;
       pk->capacity = need;
     }
+    const htp__unit_shape u = {parts, width, d};
     float *block = pk->data;
     for (int i0 = 0; i0 < s.num_in; i0 += (int)cap) {
-      const int64_t n = s.num_in - i0 < cap ? s.num_in - i0 : cap, inner = n * width;
-      float *first = block, *bias = first + parts * inner * d, *second = bias + parts * inner;
+      const int64_t n = s.num_in - i0 < cap ? s.num_in - i0 : cap;
+      const htp__shard packed = htp__shard_at(block, n, &u);
       for (int64_t j = 0; j < n; ++j) {
         const int src = s.in_src[i0 + j], unit = s.in_unit[i0 + j];
-        const float *shard = htp_migration_weights(b->migration, p, src, unit);
-        if (!shard)
+        const float *cached = htp_migration_weights(b->migration, p, src, unit);
+        if (!cached)
           return htp__ctx_error(b->ctx, HTP_ERR_INTERNAL,
                                 "htp_balancer: pair %d: the weights of rank %d's %s %d are not "
                                 "cached here",
                                 p, src, PAIR_OPS[kind].unit, unit);
-        const float *first_1 = shard, *bias_1 = shard + parts * width * d;
-        const float *second_1 = bias_1 + parts * width;
-        for (int64_t part = 0; part < parts; ++part) {
-          memcpy(first + (part * inner + j * width) * d, first_1 + part * width * d,
-                 (size_t)(width * d) * sizeof(float));
-          memcpy(bias + part * inner + j * width, bias_1 + part * width,
-                 (size_t)width * sizeof(float));
-        }
-        for (int64_t o = 0; o < d; ++o)
-          memcpy(second + o * inner + j * width, second_1 + o * width,
-                 (size_t)width * sizeof(float));
+        const htp__shard one = htp__shard_at((float *)cached, 1, &u);
+        htp__copy_unit(&one, 0, &packed, j, &u);
       }
       block += n * per_unit;
     }
@@ -424,6 +416,27 @@ static htp_result pack_in_units(htp_balancer *b) {
     pk->count = s.num_in;
   }
   return HTP_OK;
+}
+
+int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *mine,
+                                  const int32_t *list, int64_t count, const htp__unit_shape *u,
+                                  htp__shard *out) {
+  const htp_pair_kind kind = htp_pair_kind_of(pair);
+  const htp__packed_pair *pk = &b->packed[pair];
+  const int64_t total = count + pk->count, per_unit = htp__unit_floats(&b->config, kind);
+  const int64_t cap = b->config.planner.units_per_rank[kind];
+  if (htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)))
+    return -1;
+  *out = htp__shard_at(b->compact_w, total, u);
+  htp__gather_units(mine, list, count, out, 0, u);
+  float *block = pk->data;
+  for (int i0 = 0; i0 < pk->count; i0 += (int)cap) { /* the packed blocks, in order */
+    const int64_t n = pk->count - i0 < cap ? pk->count - i0 : cap;
+    const htp__shard packed = htp__shard_at(block, n, u);
+    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, out, count + i0 + j, u);
+    block += n * per_unit;
+  }
+  return 0;
 }
 
 void htp__balancer_set_one_by_one(htp_balancer *b, int one_by_one) {
@@ -752,26 +765,16 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
  * the CPU (host loops copy the weights). */
 static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
                                          const htp_unit_sets *s) {
-  const htp__packed_pair *pk = &b->packed[call->pair];
   const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim};
-  const int64_t own = s->num_kept, total = own + pk->count, inner = total * call->width;
-  const int64_t per_unit = htp__unit_floats(&b->config, call->kind);
+  const int64_t total = s->num_kept + b->packed[call->pair].count, inner = total * call->width;
   const int32_t zero = 0;
-  if (htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)) ||
+  const htp__shard mine = {(float *)call->first, (float *)call->bias, (float *)call->second,
+                           call->units};
+  htp__shard w;
+  if (htp__balancer_compact_weights(b, call->pair, &mine, s->kept, s->num_kept, &u, &w) ||
       htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
                           (size_t)(call->rows * inner)))
     return HTP_KERNEL_ERR_NOMEM;
-  const htp__shard mine = {(float *)call->first, (float *)call->bias, (float *)call->second,
-                           call->units};
-  const htp__shard w = htp__shard_at(b->compact_w, total, &u);
-  htp__gather_units(&mine, s->kept, own, &w, 0, &u);
-  const float *block = pk->data;
-  for (int i0 = 0; i0 < pk->count; i0 += (int)call->units) { /* the packed blocks, in order */
-    const int64_t n = pk->count - i0 < call->units ? pk->count - i0 : call->units;
-    const htp__shard packed = htp__shard_at((float *)block, n, &u);
-    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, &w, own + i0 + j, &u);
-    block += n * per_unit;
-  }
   float *act = b->compact_scratch;
   htp_kernel_status status = HTP_KERNEL_OK;
   if (total > 0)

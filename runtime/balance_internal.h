@@ -186,6 +186,13 @@ void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u);
 /* Grows *buffer to hold floats (contents kept); 0, or -1 out of memory. */
 int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats);
 
+/* The compact shard of a rank's listed own units (of `mine`) followed by
+ * pair's packed migrated-in units, in in-list order, in b->compact_w
+ * (grown); both hooks compute from it. 0, or -1 out of memory. */
+int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *mine,
+                                  const int32_t *list, int64_t count, const htp__unit_shape *u,
+                                  htp__shard *out);
+
 /* Argument errors of a hook. The peers of this rank are (or soon will be)
  * in the block's all-reduce, which this rank will not reach: fail the world,
  * as the collectives do with bad arguments. */

@@ -184,10 +184,11 @@ static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const gr
       c->kind == HTP_PAIR_ATTENTION
           ? htp_cpu_attention_backward_scratch_floats(c->batch, c->tokens, c->d, total, c->width)
           : 3 * c->rows * total * c->width;
-  const size_t weights = (size_t)total * (size_t)per_unit;
+  shard w;
   if (all.kernel_scratch_floats < 0 ||
-      htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, weights) ||
-      htp__reserve_floats(&b->compact_dw, &b->compact_dw_capacity, weights) ||
+      htp__balancer_compact_weights(b, c->pair, &c->w, s->kept, own, &c->shape, &w) ||
+      htp__reserve_floats(&b->compact_dw, &b->compact_dw_capacity,
+                          (size_t)total * (size_t)per_unit) ||
       htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
                           (size_t)all.kernel_scratch_floats) ||
       htp__reserve_floats(&b->grad_out, &b->grad_out_capacity,
@@ -195,16 +196,7 @@ static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const gr
     return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %lld units' weights "
                      "and gradients", c->hook, (int)c->pair, (long long)total);
   all.kernel_scratch = b->compact_scratch;
-  const shard w = htp__shard_at(b->compact_w, total, &c->shape);
   const shard dw = htp__shard_at(b->compact_dw, total, &c->shape);
-  if (kept) htp__gather_units(&c->w, s->kept, own, &w, 0, &c->shape);
-  float *block = pk->data;
-  for (int i0 = 0; i0 < pk->count; i0 += (int)c->units) { /* the packed blocks, in order */
-    const int64_t n = pk->count - i0 < c->units ? pk->count - i0 : c->units;
-    const shard packed = htp__shard_at(block, n, &c->shape);
-    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, &w, own + i0 + j, &c->shape);
-    block += n * per_unit;
-  }
   htp__zero_shard(&dw, &c->shape);
   htp_kernel_status status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
