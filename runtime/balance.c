@@ -254,7 +254,8 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   const size_t n = (size_t)config->planner.world_size;
   b->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof *b->gather);
   b->normalized = calloc(n, sizeof *b->normalized);
-  r = b->gather && b->normalized ? HTP_OK : HTP_ERR_NOMEM;
+  int model = htp__site_model_init(&b->site_model, &config->planner);
+  r = b->gather && b->normalized && model == 0 ? HTP_OK : HTP_ERR_NOMEM;
   if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
   if (r == HTP_OK && !b->hookless) r = create_hook_state(b);
   if (r != HTP_OK) {
@@ -291,6 +292,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp__balancer_free_train(b);
   free(b->gather);
   free(b->normalized);
+  htp__site_model_free(&b->site_model);
   free(b);
 }
 

@@ -13,6 +13,7 @@
 
 #include "kernels/htp_scratch.h"
 #include "runtime/htp.h"
+#include "runtime/planner_internal.h"
 #include "runtime/units_internal.h"
 
 #include <stdint.h>
@@ -97,6 +98,7 @@ struct htp_balancer {
   long samples;           /* htp_balancer_weights_updated calls that compared weights */
   double *gather;         /* [world * (1 + kinds)] the step's all-gather */
   double *normalized;     /* [world] seconds fed to the detector */
+  htp__site_model site_model; /* the hooks' seconds -> the detector's (site_speed.c) */
   FILE *trace;
   double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
 };

@@ -172,7 +172,7 @@ static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *
  * block. dx is written (kept) or added to (not kept: `same` did the kept
  * units), the kept units' gradients go into c->dw, the in-units' into
  * b->grad_out, one-unit shards in in-list order. A helper prunes nothing
- * (stragglers never receive), so no imputation enters here. */
+ * (a rank that receives has action help), so no imputation enters here. */
 static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
                                          const htp_unit_sets *s, int kept) {
   const htp__packed_pair *pk = &b->packed[c->pair];

@@ -324,8 +324,11 @@ HTP_API double htp_thread_seconds(void);
  *     migrate, the rest resize. RESIZE: all resize; MIGRATE: all migrate.
  *   - the target time T is the smallest T >= T0 at which the healthy ranks'
  *     spare capacity, sum over H of max(0, T s_h - 1), covers what the
- *     migrators must shed, sum over M of max(0, 1 - T s_m). Target work per
- *     rank is then T s_r (proportional to speed); a straggler's excess is
+ *     migrators must shed, sum over M of max(0, 1 - T s_m). A straggler
+ *     that finishes its own units within T (T s_r >= 1: a mild one beside
+ *     much slower migrators) joins the helpers and T is solved again (it
+ *     falls, never below 1 / s of a helper). Target work per rank is then
+ *     T s_r (proportional to speed); a straggler's excess is
  *     gamma_r = max(0, 1 - T s_r) of its units, capped at max_gamma.
  *   - in units of a pair kind with u units per rank: a resizer prunes
  *     round(gamma u) (accuracy costs; never more than asked); migrators
@@ -341,8 +344,9 @@ HTP_API double htp_thread_seconds(void);
  * Invariants, checked by htp_plan_check: every unit is computed exactly once
  * (by its owner or one helper) or pruned on its owner; policies NONE and
  * MIGRATE prune nothing; NONE and RESIZE move nothing; no rank receives more
- * than it can absorb; a rank never both sends and receives; stragglers never
- * receive.
+ * than it can absorb; a rank never both sends and receives; only a rank
+ * whose action is help receives (a healthy rank, or a straggler with time to
+ * spare; never one that prunes).
  */
 #include <stdio.h> /* FILE, for the trace */
 
@@ -624,13 +628,16 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  *   {"iter","rank","seconds","comm_seconds","site_seconds":[attention,mlp],
  *    "speed","plan","replanned","policy","target_time","action","gamma",
  *    "pruned":[a,m],"sent":[a,m],"received":[a,m],"moved_bytes",
- *    "stragglers":[{"rank","speed","gamma","action"}]}
+ *    "fixed_units":[a,m],"stragglers":[{"rank","speed","gamma","action"}]}
  * seconds: the compute seconds passed to the step; comm_seconds: what this
  * rank spent in collectives and transfers (waiting for peers included)
  * since its previous line (or since the balancer was created): the growth
  * of htp_ctx_comm_seconds, the step's own all-gather included, so compute
- * and waiting can be plotted side by side. site_seconds is null for a
- * hookless balancer; non-finite numbers are written as null. At most 64
+ * and waiting can be plotted side by side. fixed_units: the hooks' fixed
+ * cost per call fitted so far, in units of each kind (what the detector
+ * adds to a rank's units before comparing time per unit; 0 until a plan
+ * change showed it). site_seconds and fixed_units are null for a hookless
+ * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
  * 8 KiB. The stream stays owned by the caller; NULL turns the trace off.
  * Each line is written with one locked fwrite, so ranks may share a

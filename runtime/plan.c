@@ -347,6 +347,31 @@ static double min_makespan(int u, double max_gamma, double T, const double *spee
   return hi;
 }
 
+/* The target time: the smallest T >= T0 = 1 / (slowest helper's speed) at
+ * which the helpers' spare covers what the migrators (scratch->order[0, m),
+ * worst first) must shed. At T >= T0 every helper has spare T s_h - 1 >= 0,
+ * so with the shedding migrators M' the balance
+ * T sum_H s - |H| = sum_M' (1 - T s_m) is linear:
+ * T = (|H| + |M'|) / (sum_H s + sum_M' s). A migrator with T s_m >= 1
+ * sheds nothing: drop the mildest and solve again (rarely needed). */
+static double target_time(const double *speeds, const htp__plan_scratch *scratch, int h,
+                          int m) {
+  double helper_speed = 0.0, slowest = 1.0;
+  for (int i = 0; i < h; ++i) {
+    double s = speeds[scratch->helpers[i]];
+    helper_speed += s;
+    if (s < slowest) slowest = s;
+  }
+  const double T0 = 1.0 / slowest;
+  for (int shedding = m; shedding > 0; --shedding) {
+    double sum = helper_speed;
+    for (int i = 0; i < shedding; ++i) sum += speeds[scratch->order[i]];
+    double t = (double)(h + shedding) / sum;
+    if (t * speeds[scratch->order[shedding - 1]] < 1.0) return t > T0 ? t : T0;
+  }
+  return T0;
+}
+
 void htp__plan_compute(const htp_planner_config *c, const double *speeds,
                        const uint8_t *stragglers, htp__plan_scratch *scratch,
                        htp__plan_storage *s, htp_plan *plan) {
@@ -381,7 +406,7 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     plan->target_time = 1.0 / slowest_all;
     return;
   }
-  const double T0 = 1.0 / slowest_healthy;
+  const double T0 = 1.0 / slowest_healthy; /* for the deficits */
 
   /* Stragglers sorted by resize deficit; SEMI splits them at resize_limit. */
   deficit_key *keys = scratch->keys;
@@ -409,26 +434,34 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
       scratch->order[num_migrators + num_resizers++] = keys[i].rank;
 
-  /* Target time: the smallest T >= T0 at which the helpers' spare covers
-   * what the migrators must shed. At T >= T0 every helper has spare
-   * T s_h - 1 >= 0, so with the shedding migrators M' the balance
-   * T sum_H s - |H| = sum_M' (1 - T s_m) is linear:
-   * T = (|H| + |M'|) / (sum_H s + sum_M' s). A migrator with T s_m >= 1
-   * sheds nothing: drop the mildest and solve again (rarely needed). */
-  double T = T0;
-  if (num_migrators > 0) {
-    double helper_speed = 0.0;
-    for (int i = 0; i < num_helpers; ++i) helper_speed += speeds[scratch->helpers[i]];
-    for (int shedding = num_migrators; shedding > 0; --shedding) {
-      double sum = helper_speed;
-      for (int i = 0; i < shedding; ++i) sum += speeds[scratch->order[i]];
-      double t = (double)(num_helpers + shedding) / sum;
-      if (t * speeds[scratch->order[shedding - 1]] < 1.0) {
-        T = t > T0 ? t : T0;
-        break;
+  /* Target time, then the stragglers it leaves time to spare. A mild
+   * straggler beside much slower migrators may finish its own units within
+   * T (T s_r >= 1): it sheds nothing and its spare would go unused, so it
+   * helps instead (stragglers at 1.25x, 2x and 3x at tp 4: the 1.25x rank
+   * takes in a head rather than rank 0 taking every head shed). Promotion
+   * lowers T; never below 1 / s of a helper (target_time's T0), so nobody
+   * promoted has to shed. Repeat until no straggler qualifies. */
+  double T = target_time(speeds, scratch, num_helpers, num_migrators);
+  while (num_migrators > 0) {
+    int kept = 0, migrators = 0;
+    for (int i = 0; i < num_migrators + num_resizers; ++i) {
+      int r = scratch->order[i];
+      if (T * speeds[r] >= 1.0) {
+        s->action[r] = HTP_ACTION_KEEP;
+        continue;
       }
+      migrators += i < num_migrators;
+      scratch->order[kept++] = r;
     }
+    if (kept == num_migrators + num_resizers) break;
+    num_migrators = migrators;
+    num_resizers = kept - migrators;
+    num_helpers = 0; /* still in rank order */
+    for (int r = 0; r < n; ++r)
+      if (s->action[r] == HTP_ACTION_KEEP) scratch->helpers[num_helpers++] = r;
+    T = target_time(speeds, scratch, num_helpers, num_migrators);
   }
+  num_stragglers = num_migrators + num_resizers; /* those that may shed */
   plan->target_time = T;
   for (int i = 0; i < num_stragglers; ++i) {
     int r = scratch->order[i];
@@ -653,8 +686,9 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
                          received[r], absorb[r]);
       if (received[r] > 0 && sent[r] > 0)
         return violation(why, why_size, "kind %d rank %d: both sends and receives", k, r);
-      if (received[r] > 0 && plan->straggler[r])
-        return violation(why, why_size, "kind %d rank %d: a straggler receives", k, r);
+      if (received[r] > 0 && plan->action[r] != HTP_ACTION_HELP)
+        return violation(why, why_size, "kind %d rank %d: receives but action %s", k, r,
+                         htp_action_name(plan->action[r]));
       if (pruned[r] > 0 && (plan->policy == HTP_POLICY_MIGRATE || plan->policy == HTP_POLICY_NONE))
         return violation(why, why_size, "kind %d rank %d: policy %s prunes", k, r,
                          htp_policy_name(plan->policy));

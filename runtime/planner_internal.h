@@ -108,6 +108,35 @@ void htp__detector_free(htp__detector *detector);
 int htp__detector_update(htp__detector *detector, const htp_planner_config *config,
                          const double *work, const double *seconds);
 
+/* site_speed.c: the detector's seconds from every rank's balance-hook
+ * seconds, with each kind's fixed cost (in units) fitted across plan
+ * changes. A step's gathered record per rank: compute seconds, then the
+ * hooks' seconds per kind (< 0: not measured). */
+#define HTP__STEP_RECORD_DOUBLES (1 + HTP_PAIR_KINDS)
+typedef struct htp__site_model {
+  int window;            /* steps a plan's means need before they count */
+  double alpha;          /* the detector's EWMA weight */
+  int64_t version;       /* plan the current means are for (-1: none yet) */
+  double *now, *before;  /* [kinds * world] mean site seconds: this plan, the last (< 0: none) */
+  int32_t *samples;      /* [kinds * world] steps under this plan */
+  int32_t *units, *units_before; /* [kinds * world] units computed: this plan, the last */
+  double num[HTP_PAIR_KINDS], den[HTP_PAIR_KINDS]; /* least-squares sums of the fit */
+  double fixed[HTP_PAIR_KINDS]; /* fitted fixed cost, in units (0 until fitted) */
+  int committed;         /* this plan's change is in num / den */
+} htp__site_model;
+/* 0, or -1 when out of memory (free with htp__site_model_free anyway). */
+int htp__site_model_init(htp__site_model *model, const htp_planner_config *config);
+void htp__site_model_free(htp__site_model *model);
+/* Feeds one step's gathered records ([world * HTP__STEP_RECORD_DOUBLES],
+ * measured under plan) and writes the seconds to feed the detector into
+ * out ([world]): per kind, time per unit with the fixed cost counted, over
+ * the fastest rank's, averaged over the rank's work. Returns 1, or 0 (out
+ * untouched; feed the totals) when a rank did not measure its sites or
+ * computed nothing. */
+int htp__site_model_seconds(htp__site_model *model, const htp_plan *plan,
+                            const htp_planner_config *config, const double *records,
+                            double *out);
+
 /* plan.c */
 htp_result htp__planner_error(htp_planner *planner, htp_result code, const char *format, ...)
 #if defined(__GNUC__)

@@ -62,6 +62,11 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
       "moved_bytes", (json_int_t)(b->migration ? htp_migration_last_bytes_received(b->migration)
                                                : 0),
       "stragglers", stragglers);
+  if (line)
+    json_object_set_new(line, "fixed_units",
+                        sites ? json_pack("[oo]", number(b->site_model.fixed[0]),
+                                          number(b->site_model.fixed[1]))
+                              : json_null());
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
   return line;
 }

@@ -662,6 +662,118 @@ static void test_15_replan_gain(void **unused) {
   htp_planner_destroy(p);
 }
 
+/* 16: a straggler the target time leaves time to spare helps. The policy
+ * experiment's chi 3 at tp 4 (2 heads, 8 MLP units a rank; speeds 1, 0.5,
+ * 1/3, 0.8; ranks 1-3 stragglers), SEMI, worked by hand: T0 = 1; deficits
+ * 0.5 and 0.67 migrate, 0.2 (rank 3) resizes; T = (1 + 2) / (1 + 0.5 +
+ * 1/3) = 1.64 and rank 3 finishes within it (1.64 * 0.8 >= 1), so it joins
+ * the helpers: T = 4 / (1 + 0.8 + 0.5 + 1/3) = 1.52. Heads: at 3.75 rank 0
+ * and rank 3 (3 / 0.8) hold 3 each, ranks 1 and 2 keep 1 (2 and 3); below
+ * 3.75 only rank 0 has room, for one of the two heads shed. Alone, rank 0
+ * took both (4). MLP: at 12.5 ranks 1 and 2 keep 6 and 4 (12, 12), rank 0
+ * takes 4 (12), rank 3 2 (10 / 0.8); alone rank 0 took 6 (14). */
+static void test_16_straggler_helps(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 2, 8);
+  const double speeds[4] = {1.0, 0.5, 1.0 / 3.0, 0.8};
+  const uint8_t stragglers[4] = {0, 1, 1, 1};
+  htp_planner *p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_near(plan->target_time, 4.0 / (1.0 + 0.8 + 0.5 + 1.0 / 3.0), 1e-12);
+  const uint8_t actions[4] = {HTP_ACTION_HELP, HTP_ACTION_MIGRATE, HTP_ACTION_MIGRATE,
+                              HTP_ACTION_HELP};
+  assert_memory_equal(plan->action, actions, 4);
+  assert_true(plan->straggler[3]); /* still flagged: the detector's word */
+  assert_near(plan->gamma[3], 0.0, 0.0);
+  const int32_t sent[8] = {0, 1, 1, 0, 0, 2, 4, 0}, received[8] = {1, 0, 0, 1, 4, 0, 0, 2};
+  assert_memory_equal(plan->sent, sent, sizeof sent);
+  assert_memory_equal(plan->received, received, sizeof received);
+  for (int i = 0; i < 8; ++i) assert_int_equal(plan->pruned[i], 0);
+  const htp_flow heads[2] = {{2, 0, 1}, {1, 3, 1}}, mlp[2] = {{2, 0, 4}, {1, 3, 2}};
+  assert_int_equal(plan->num_flows[HTP_PAIR_ATTENTION], 2);
+  assert_int_equal(plan->num_flows[HTP_PAIR_MLP], 2);
+  assert_memory_equal(plan->flows[HTP_PAIR_ATTENTION], heads, sizeof heads);
+  assert_memory_equal(plan->flows[HTP_PAIR_MLP], mlp, sizeof mlp);
+  /* policy migrate: the 1.25x rank is a migrator that need not shed: it helps too */
+  c.policy = HTP_POLICY_MIGRATE;
+  htp_planner_destroy(p);
+  p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_memory_equal(plan->action, actions, 4);
+  assert_memory_equal(plan->received, received, sizeof received);
+  htp_planner_destroy(p);
+}
+
+/* Feeds steps of hook seconds F_r per_unit_k (phi_k + units) under plan:
+ * rank r's device F_r, a fixed cost of phi_k units per call. */
+static void feed_sites(htp__site_model *m, const htp_plan *plan, const htp_planner_config *c,
+                       const double *F, const double *phi, int steps, double *out) {
+  const double per_unit[HTP_PAIR_KINDS] = {1e-3, 1.25e-4};
+  double records[4 * HTP__STEP_RECORD_DOUBLES];
+  for (int i = 0; i < steps; ++i) {
+    for (int r = 0; r < 4; ++r) {
+      double *record = records + r * HTP__STEP_RECORD_DOUBLES;
+      record[0] = 1.0;
+      for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+        record[1 + k] = F[r] * per_unit[k] * (phi[k] + htp_plan_units(plan, (htp_pair_kind)k, r));
+    }
+    assert_int_equal(htp__site_model_seconds(m, plan, c, records, out), 1);
+  }
+}
+
+/* 17: the hooks' fixed costs. With seconds F_r (a_k + b_k u), per-unit
+ * time makes a rank that sheds look slower than it is; the model fits
+ * phi_k = a_k / b_k at the plan change (ranks' units change, devices do
+ * not) and then gives every rank 1 / F_r exactly, before and after. */
+static void test_17_site_fixed_cost(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 2, 8);
+  c.hysteresis_iters = 5;
+  const double F[4] = {1.0, 1.0, 3.0, 1.25}, phi[HTP_PAIR_KINDS] = {0.1, 1.3};
+  htp__site_model m;
+  assert_int_equal(htp__site_model_init(&m, &c), 0);
+  htp_planner *p = make(&c);
+  double out[4];
+  /* The first plan: equal units, so per-unit time is exact already. */
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 20, out);
+  for (int r = 0; r < 4; ++r)
+    assert_near(htp_plan_rank_work(htp_planner_plan(p), &c, r) / out[r], 1.0 / F[r], 1e-12);
+  assert_near(m.fixed[HTP_PAIR_MLP], 0.0, 0.0); /* nothing to fit yet */
+  const double speeds[4] = {1.0, 1.0, 1.0 / 3.0, 0.8};
+  const uint8_t stragglers[4] = {0, 0, 1, 0};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_true(plan->sent[2] > 0 && plan->sent[4 + 2] > 0);
+  /* Before the fit: rank 2, keeping fewer units, looks slower than 3x. */
+  feed_sites(&m, plan, &c, F, phi, 3, out);
+  double seen = htp_plan_rank_work(plan, &c, 2) / out[2];
+  assert_true(seen < 0.9 / F[2]);
+  /* After the window (2 skipped + 5): phi exactly, every rank 1 / F_r. */
+  feed_sites(&m, plan, &c, F, phi, 4, out);
+  assert_near(m.fixed[HTP_PAIR_ATTENTION], phi[HTP_PAIR_ATTENTION], 1e-9);
+  assert_near(m.fixed[HTP_PAIR_MLP], phi[HTP_PAIR_MLP], 1e-9);
+  for (int r = 0; r < 4; ++r)
+    assert_near(htp_plan_rank_work(plan, &c, r) / out[r], 1.0 / F[r], 1e-9);
+  /* A plan change before the window filled fits nothing (the fit stays). */
+  const double faster[4] = {1.0, 1.0, 0.5, 0.8};
+  assert_int_equal(htp_planner_plan_speeds(p, faster, stragglers), HTP_OK);
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 3, out);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 10, out);
+  assert_near(m.fixed[HTP_PAIR_MLP], phi[HTP_PAIR_MLP], 1e-9);
+  /* A rank that did not time its sites: no model, the totals are used. */
+  double records[4 * HTP__STEP_RECORD_DOUBLES] = {0};
+  for (int i = 0; i < 4 * HTP__STEP_RECORD_DOUBLES; ++i) records[i] = 1.0;
+  records[2 * HTP__STEP_RECORD_DOUBLES + 1] = -1.0;
+  assert_int_equal(htp__site_model_seconds(&m, htp_planner_plan(p), &c, records, out), 0);
+  htp_planner_destroy(p);
+  htp__site_model_free(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -671,7 +783,8 @@ int main(void) {
       cmocka_unit_test(test_09_large),           cmocka_unit_test(test_10_cap_and_none),
       cmocka_unit_test(test_11_pure_planning_step), cmocka_unit_test(test_12_pair_encoding),
       cmocka_unit_test(test_13_whole_units_tp2),  cmocka_unit_test(test_14_whole_units_random),
-      cmocka_unit_test(test_15_replan_gain),
+      cmocka_unit_test(test_15_replan_gain),      cmocka_unit_test(test_16_straggler_helps),
+      cmocka_unit_test(test_17_site_fixed_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
