@@ -467,33 +467,13 @@ static int migrates(const htp_plan *plan) {
   return 0;
 }
 
-/* Variation selection under a plan that prunes and moves nothing: every
- * HTP__VARIATION_WINDOW weight updates the scores re-rank the units and the
- * shed sets are made again (local: no transfer depends on them). A plan
- * with flows keeps its sets: its migrated units' ids came with the
- * transfer. */
-static htp_result refresh_shed_sets(htp_balancer *b, const htp_plan *plan) {
-  if (!b->window || migrates(plan) || b->samples - b->scored_at < HTP__VARIATION_WINDOW)
-    return HTP_OK;
-  b->scored_at = b->samples;
-  for (int p = 0; p < b->num_pairs; ++p) {
-    htp__balancer_variation_scores(b, p, b->pushed);
-    htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
-    if (r != HTP_OK) return htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: scores refused", p);
-  }
-  htp_result r = htp_unit_table_update(b->table, plan);
-  return r == HTP_OK ? HTP_OK
-                     : htp__ctx_error(b->ctx, r, "htp_balancer: the unit table refused the plan");
-}
-
 htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (!b || !plan) return HTP_ERR_INVALID;
   if (b->hookless) return HTP_OK;
   const int changed = plan->version != b->applied_version;
   const int stale = b->weights_stale && migrates(plan);
   b->weights_stale = 0;
-  if (!changed && !stale) return refresh_shed_sets(b, plan);
-  b->scored_at = b->samples;
+  if (!changed && !stale) return HTP_OK;
   /* Importance or variation: the scores so far decide the new plan's shed
    * sets (and only a new plan: the sets stay as they are between replans). */
   for (int p = 0; changed && (b->score || b->window) && p < b->num_pairs; ++p) {

@@ -96,7 +96,6 @@ struct htp_balancer {
   float **previous;       /* [num_pairs] */
   double *window;         /* [num_pairs * max_units * HTP__VARIATION_WINDOW] */
   long samples;           /* htp_balancer_weights_updated calls that compared weights */
-  long scored_at;         /* samples when the unit table last took the scores */
   double *gather;         /* [world * (1 + kinds)] the step's all-gather */
   double *normalized;     /* [world] seconds fed to the detector */
   htp__site_model site_model; /* the hooks' seconds -> the detector's (site_speed.c) */

@@ -33,10 +33,7 @@
  * ||W_t - W_{t-1}|| over its whole shard (first rows, bias, second
  * columns) goes into a window of HTP__VARIATION_WINDOW steps; a unit's
  * score is the window's sum, pushed into the unit table at plan changes,
- * so the least-varying units are shed first; under a plan that only
- * prunes, every HTP__VARIATION_WINDOW steps too, so the shed set follows
- * the scores through training rather than the first steps' alone. Steps
- * in which a unit was pruned leave its window as it was.
+ * so the least-varying units are shed first.
  *
  * Balanced backward hooks gather and scatter with host loops: they run on
  * the CPU only for now (the config check refuses variation, and the hook
@@ -414,9 +411,6 @@ static htp_result sample_variation(htp_balancer *b, int p) {
   if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
   const size_t slot = (size_t)(b->samples % HTP__VARIATION_WINDOW);
-  htp_unit_sets sets;
-  if (htp_unit_table_get(b->table, p, &sets) != HTP_OK) sets.num_pruned = 0;
-  int next_pruned = 0;
   for (int32_t i = 0; i < units; ++i) {
     float *last = b->previous[p] + (size_t)i * (size_t)per_unit;
     const shard now = htp__shard_at(first ? last : b->unit_staging, 1, &shape);
@@ -427,14 +421,8 @@ static htp_result sample_variation(htp_balancer *b, int p) {
       const double delta = (double)b->unit_staging[j] - (double)last[j];
       sum += delta * delta;
     }
-    /* A pruned unit had no gradient: what moved it (momentum, decay) says
-     * nothing of how much it learns, and a unit scored low for being
-     * pruned would stay pruned. Its slot keeps what it learned before. */
-    const int pruned = next_pruned < sets.num_pruned && sets.pruned[next_pruned] == i;
-    next_pruned += pruned;
-    if (!pruned)
-      b->window[((size_t)p * (size_t)b->max_units + (size_t)i) * HTP__VARIATION_WINDOW + slot] =
-          sqrt(sum);
+    b->window[((size_t)p * (size_t)b->max_units + (size_t)i) * HTP__VARIATION_WINDOW + slot] =
+        sqrt(sum);
     memcpy(last, b->unit_staging, (size_t)per_unit * sizeof(float));
   }
   return HTP_OK;
