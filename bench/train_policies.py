@@ -28,7 +28,11 @@ rank).
 The ideal time of a chi is the baseline's with its hook work spread over the
 ranks by speed: T0 (1 - h) + T0 h tp / sum_r (1 / F_r), where h is the
 share of the baseline's step spent in the balance hooks (its trace), the
-only work --slow stretches and the planner moves.
+only work --slow stretches and the planner moves. "hooks / ideal" is the
+same for the hooks alone, from the traces: the slowest rank's hook seconds a
+step, over the baseline's mean hook seconds a rank times tp / sum_r (1 / F_r).
+It leaves out the rest of the step and the noise of a max over ranks in the
+baseline.
 
     bench/train_policies.py --htp-run build/tools/htp-run/htp-run --out bench/out/policies \
         --plot bench/figures/train-policies
@@ -87,18 +91,24 @@ def run(a, name, flags, model, tp=None):
         return json.load(f), trace
 
 
-def hook_share(trace_path, tp):
-    """Mean over steps of (mean over ranks of the hooks' seconds) / step seconds.
-    The trace's 'seconds' is what the step fed the planner (the hooks' time);
-    the step's own time is that plus the rest, which the metrics give."""
+def hook_seconds(trace_path, tp, reduce):
+    """Mean over steps of reduce(the ranks' hook seconds): mean for the work
+    a rank does (the baseline's share of the step), max for what the step
+    waits for. The trace's 'seconds' is what the step fed the planner (the
+    hooks' time); the step's own time is that plus the rest, which the
+    metrics give."""
     per_step = {}
     with open(trace_path) as f:
         for line in f:
             row = json.loads(line)
             sites = row.get("site_seconds") or [0, 0]
             per_step.setdefault(row["iter"], []).append(sum(s or 0 for s in sites))
-    steps = [sum(v) / len(v) for v in per_step.values() if len(v) == tp]
+    steps = [reduce(v) for v in per_step.values() if len(v) == tp]
     return sum(steps) / len(steps) if steps else 0.0
+
+
+def mean(values):
+    return sum(values) / len(values)
 
 
 def moved(trace_path):
@@ -243,7 +253,7 @@ def main():
     # such as migrate can only be held to that).
     control = summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
                           tp=a.control_tp)[0])
-    share = hook_share(trace, a.tp)
+    share = hook_seconds(trace, a.tp, mean)
     step_s = base["ms_step"] / 1e3
     h = min(1.0, share / step_s) if step_s > 0 else 0.0
     rows, ideal = [], {}
@@ -260,7 +270,11 @@ def main():
             tag = f"chi{chi}-{name}" + ("" if impute == "zero" else f"-{impute}")
             metrics, trace = run(a, tag, flags + slows(chi, a.factors, a.tp), model)
             pruned, sent = moved(trace)
-            rows.append(dict(summary(metrics), name=name, chi=chi, impute=impute,
+            # The hooks alone: the slowest rank's hook time a step over the
+            # baseline's hook work spread by speed (no noise of the rest of
+            # the step, no max over noisy ranks in the ideal).
+            hooks = hook_seconds(trace, a.tp, max) / (share * a.tp / sum(speeds))
+            rows.append(dict(summary(metrics), name=name, chi=chi, impute=impute, hooks=hooks,
                              pruned=pruned, sent=sent))
 
     lines = [f"Model: depth {a.depth}, dim {a.dim}, {a.heads} heads, MLP {a.mlp}, patch "
@@ -272,15 +286,16 @@ def main():
              f"straggler): {base['acc']:.2f} % in {base['seconds']:.0f} s "
              f"({base['ms_step']:.2f} ms/step; hooks {100 * h:.0f} % of the step).", "",
              "| chi | slowdowns | policy | impute | test acc % | - baseline | train s | / ideal "
+             "| hooks / ideal "
              "| pruned / step (heads, MLP units) | sent / step |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         # none and migrate compute every unit: no imputation applies.
         impute = r["impute"] if r["name"].startswith(("resize", "semi")) else "-"
         lines.append(f"| {r['chi']} | {', '.join(f'{f:g}' for f in a.factors[:r['chi']])} | "
                      f"{r['name']} | {impute} | {r['acc']:.2f} | "
                      f"{r['acc'] - base['acc']:+.2f} | {r['seconds']:.0f} | "
-                     f"{r['seconds'] / ideal[r['chi']]:.2f} | "
+                     f"{r['seconds'] / ideal[r['chi']]:.2f} | {r['hooks']:.2f} | "
                      f"{r['pruned'][0]:.2f}, {r['pruned'][1]:.1f} | "
                      f"{r['sent'][0]:.2f}, {r['sent'][1]:.1f} |")
     lines.append("")
