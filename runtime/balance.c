@@ -252,7 +252,7 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   b->clock = HTP_CLOCK_WALL;
   b->comm_at_last_line = htp_ctx_comm_seconds(ctx);
   const size_t n = (size_t)config->planner.world_size;
-  b->gather = calloc(n * (1 + HTP_PAIR_KINDS), sizeof *b->gather);
+  b->gather = calloc(n * HTP__STEP_RECORD_DOUBLES, sizeof *b->gather);
   b->normalized = calloc(n, sizeof *b->normalized);
   int model = htp__site_model_init(&b->site_model, &config->planner);
   r = b->gather && b->normalized && model == 0 ? HTP_OK : HTP_ERR_NOMEM;

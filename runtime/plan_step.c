@@ -15,8 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#define RECORD_DOUBLES HTP__STEP_RECORD_DOUBLES
-
 htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_plan **plan) {
   if (plan) *plan = NULL;
   if (!b) return HTP_ERR_INVALID;
@@ -27,7 +25,7 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
                           "htp_balancer_step: compute_seconds %g is not finite and > 0",
                           compute_seconds);
   /* Site seconds: -1 says "not measured" (a hookless balancer). */
-  double record[RECORD_DOUBLES] = {compute_seconds, -1.0, -1.0};
+  double record[HTP__STEP_RECORD_DOUBLES] = {compute_seconds, -1.0, -1.0};
   if (!b->hookless)
     for (int k = 0; k < HTP_PAIR_KINDS; ++k) record[1 + k] = b->site_seconds[k];
   memset(b->site_seconds, 0, sizeof b->site_seconds);
@@ -39,7 +37,8 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   const int n = config->world_size;
   if (!htp__site_model_seconds(&b->site_model, htp_planner_plan(planner), config, b->gather,
                                b->normalized))
-    for (int r = 0; r < n; ++r) b->normalized[r] = b->gather[(size_t)r * RECORD_DOUBLES];
+    for (int r = 0; r < n; ++r)
+      b->normalized[r] = b->gather[(size_t)r * HTP__STEP_RECORD_DOUBLES];
   int replanned = 0;
   result = htp_planner_observe(planner, b->normalized, &replanned);
   if (result != HTP_OK)

@@ -118,7 +118,7 @@ typedef struct htp__site_model {
   double alpha;          /* the detector's EWMA weight */
   int64_t version;       /* plan the current means are for (-1: none yet) */
   double *now, *before;  /* [kinds * world] mean site seconds: this plan, the last (< 0: none) */
-  int32_t *samples;      /* [kinds * world] steps under this plan */
+  int32_t steps;         /* steps measured under this plan */
   int32_t *units, *units_before; /* [kinds * world] units computed: this plan, the last */
   double num[HTP_PAIR_KINDS], den[HTP_PAIR_KINDS]; /* least-squares sums of the fit */
   double fixed[HTP_PAIR_KINDS]; /* fitted fixed cost, in units (0 until fitted) */

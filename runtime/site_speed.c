@@ -41,16 +41,14 @@ int htp__site_model_init(htp__site_model *m, const htp_planner_config *config) {
   m->alpha = config->ewma_alpha;
   m->now = calloc(kn, sizeof *m->now);
   m->before = calloc(kn, sizeof *m->before);
-  m->samples = calloc(kn, sizeof *m->samples);
   m->units = calloc(kn, sizeof *m->units);
   m->units_before = calloc(kn, sizeof *m->units_before);
-  return m->now && m->before && m->samples && m->units && m->units_before ? 0 : -1;
+  return m->now && m->before && m->units && m->units_before ? 0 : -1;
 }
 
 void htp__site_model_free(htp__site_model *m) {
   free(m->now);
   free(m->before);
-  free(m->samples);
   free(m->units);
   free(m->units_before);
 }
@@ -101,7 +99,7 @@ static void fit(htp__site_model *m, const htp_planner_config *config, int n, int
 static void start_plan(htp__site_model *m, const htp_plan *plan,
                        const htp_planner_config *config) {
   const int n = plan->world_size;
-  const int counted = m->version < 0 ? 0 : m->samples[0] - SKIP_STEPS;
+  const int counted = m->steps - SKIP_STEPS;
   if (counted >= MIN_STEPS && !m->committed) fit(m, config, n, 1);
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     for (int r = 0; r < n; ++r) {
@@ -109,17 +107,17 @@ static void start_plan(htp__site_model *m, const htp_plan *plan,
       m->before[i] = counted >= MIN_STEPS ? m->now[i] : -1.0;
       m->units_before[i] = m->units[i];
       m->units[i] = htp_plan_units(plan, (htp_pair_kind)k, r);
-      m->samples[i] = 0;
       m->now[i] = 0.0;
     }
   m->version = plan->version;
+  m->steps = 0;
   m->committed = 0;
 }
 
 /* Per kind, a rank's time per unit (fixed cost counted) over the fastest
  * rank's, averaged over its work; written as seconds whose work / seconds
- * is 1 / (the rank's mean slowness). 0 (use the totals) when a site is
- * missing or a rank computed nothing. */
+ * is 1 / (the rank's mean slowness). 0 (use the totals) when a rank
+ * computed nothing. */
 static int normalized(const htp__site_model *m, const htp_plan *plan,
                       const htp_planner_config *config, const double *records, double *out) {
   const int n = plan->world_size;
@@ -129,7 +127,6 @@ static int normalized(const htp__site_model *m, const htp_plan *plan,
     for (int r = 0; r < n; ++r) {
       int units = htp_plan_units(plan, (htp_pair_kind)k, r);
       double site = site_of(records, r, k);
-      if (!(site >= 0.0)) return 0;
       double per = site / (units + m->fixed[k]);
       if (units > 0 && site > 0.0 && per < fastest[k]) fastest[k] = per;
     }
@@ -159,16 +156,14 @@ int htp__site_model_seconds(htp__site_model *m, const htp_plan *plan,
     for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       if (!(site_of(records, r, k) >= 0.0)) return 0; /* not measured: no model */
   if (plan->version != m->version) start_plan(m, plan, config);
-  int counted = 0;
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+  const int counted = ++m->steps - SKIP_STEPS;
+  /* A mean over the first 1 / alpha steps, an EWMA after: the mean under
+   * the old plan must follow a device that changed speed, and the first
+   * sample must not weigh (1 - alpha)^s in it. */
+  const double a = 1.0 / counted > m->alpha ? 1.0 / counted : m->alpha;
+  for (int k = 0; k < HTP_PAIR_KINDS && counted > 0; ++k)
     for (int r = 0; r < n; ++r) {
       size_t i = (size_t)k * n + r;
-      counted = ++m->samples[i] - SKIP_STEPS;
-      if (counted <= 0) continue;
-      /* A mean over the first 1 / alpha steps, an EWMA after: the mean
-       * under the old plan must follow a device that changed speed, and
-       * the first sample must not weigh (1 - alpha)^s in it. */
-      double a = 1.0 / counted > m->alpha ? 1.0 / counted : m->alpha;
       m->now[i] += a * (site_of(records, r, k) - m->now[i]);
     }
   if (counted >= MIN_STEPS && !m->committed) fit(m, config, n, counted >= m->window);
