@@ -635,8 +635,9 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * of htp_ctx_comm_seconds, the step's own all-gather included, so compute
  * and waiting can be plotted side by side. fixed_units: the hooks' fixed
  * cost per call fitted so far, in units of each kind (what the detector
- * adds to a rank's units before comparing time per unit; 0 until a plan
- * change showed it). site_seconds and fixed_units are null for a hookless
+ * adds to a rank's units before comparing time per unit, and the planner
+ * to a rank's units when it splits whole units among migrators and
+ * helpers; 0 until a plan change showed it). site_seconds and fixed_units are null for a hookless
  * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
  * 8 KiB. The stream stays owned by the caller; NULL turns the trace off.

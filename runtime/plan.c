@@ -214,12 +214,13 @@ int64_t htp_planner_iteration(const htp_planner *planner) {
 }
 
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
-                          const double *speeds) {
+                          const double *speeds, const double *fixed) {
   double total = 0.0;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     double slowest = 0.0;
     for (int r = 0; r < plan->world_size; ++r) {
-      double t = (double)htp_plan_units(plan, (htp_pair_kind)k, r) / speeds[r];
+      int units = htp_plan_units(plan, (htp_pair_kind)k, r);
+      double t = units > 0 ? ((double)units + fixed[k]) / speeds[r] : 0.0;
       if (t > slowest) slowest = t;
     }
     total += slowest * config->unit_cost[k];
@@ -279,17 +280,21 @@ static void select_largest(htp__rank_key *keys, int n, int count) {
 }
 
 /* Whole-unit balancing of one pair kind. Time is in units at speed 1: a
- * rank computing L units at relative speed s takes L / s. */
+ * rank computing L > 0 units at relative speed s takes (L + phi) / s, phi
+ * the hooks' fixed cost per call in units (the site model's fit; 0 until
+ * fitted); a rank left with no unit takes no time. */
 
-/* Units a migrator of speed s must hand off to finish u units within t. */
-static int64_t units_to_shed(double t, double s, int u) {
-  double fit = floor(t * s);
-  return fit >= (double)u ? 0 : u - (int64_t)fit;
+/* Units a migrator of speed s must hand off to finish u units within t:
+ * all of them when not even one fits beside the fixed cost. */
+static int64_t units_to_shed(double t, double s, int u, double phi) {
+  double fit = floor(t * s - phi);
+  if (fit >= (double)u) return 0;
+  return fit < 1.0 ? u : u - (int64_t)fit;
 }
 
 /* Units a helper of speed s can take in on top of its own u within t. */
-static int64_t units_room(double t, double s, int u) {
-  double fit = floor(t * s);
+static int64_t units_room(double t, double s, int u, double phi) {
+  double fit = floor(t * s - phi);
   double room = fit - (double)u;
   if (room <= 0.0) return 0;
   return room > (double)INT32_MAX ? INT32_MAX : (int64_t)room;
@@ -298,28 +303,30 @@ static int64_t units_room(double t, double s, int u) {
 /* Whether every migrator (scratch->order[0, m)) finishes within t, shedding
  * at most its cap, with the helpers' (scratch->helpers[0, h)) room at t
  * covering what they shed. Monotone in t. */
-static int makespan_feasible(double t, int u, int32_t cap, const double *speeds,
+static int makespan_feasible(double t, int u, double phi, int32_t cap, const double *speeds,
                              const htp__plan_scratch *scratch, int m, int h) {
   int64_t need = 0, room = 0;
   for (int i = 0; i < m; ++i) {
-    int64_t shed = units_to_shed(t, speeds[scratch->order[i]], u);
+    int64_t shed = units_to_shed(t, speeds[scratch->order[i]], u, phi);
     if (shed > cap) return 0;
     need += shed;
   }
-  for (int i = 0; i < h && room < need; ++i) room += units_room(t, speeds[scratch->helpers[i]], u);
+  for (int i = 0; i < h && room < need; ++i)
+    room += units_room(t, speeds[scratch->helpers[i]], u, phi);
   return need <= room;
 }
 
-/* The smallest feasible makespan (it is some L / s: the feasible set is
- * [t*, inf)), by bisection: the counts at the returned t are the fewest
- * moves that reach t* (to 1e-13 of it). The bracket: the continuous optimum
- * T u (the plan's target time, capped or not) is a lower bound; above it
- * the continuous surplus grows by at least the helpers' speed sum per unit
- * of time and whole units lose at most one per rank, so T u + (m + h) /
- * sum_H s is feasible unless a cap binds; at u / min migrator speed nobody
- * sheds, which is always feasible. Rank order only: the same bits on every
- * rank. */
-static double min_makespan(int u, double max_gamma, double T, const double *speeds,
+/* The smallest feasible makespan (it is some (L + phi) / s: the feasible
+ * set is [t*, inf)), by bisection: the counts at the returned t are the
+ * fewest moves that reach t* (to 1e-13 of it). The bracket: the continuous
+ * optimum T u (the plan's target time, capped or not) is a lower bound, and
+ * fixed costs only lengthen a rank that keeps units; above it the
+ * continuous surplus grows by at least the helpers' speed sum per unit of
+ * time and whole units (and a fixed cost on each) lose at most 1 + phi per
+ * rank, so T u + (m + h) (1 + phi) / sum_H s is feasible unless a cap
+ * binds; at (u + phi) / min migrator speed nobody sheds, which is always
+ * feasible. Rank order only: the same bits on every rank. */
+static double min_makespan(int u, double phi, double max_gamma, double T, const double *speeds,
                            const htp__plan_scratch *scratch, int m, int h) {
   int32_t cap = ceil_units(max_gamma * u);
   if (cap > u) cap = u;
@@ -327,21 +334,21 @@ static double min_makespan(int u, double max_gamma, double T, const double *spee
   for (int i = 0; i < h; ++i) helper_speed += speeds[scratch->helpers[i]];
   double lo = T * (double)u * (1.0 - 1e-9);
   if (lo < 0.5 * (double)u) lo = 0.5 * (double)u; /* below u nobody can take a unit */
-  double hi = T * (double)u + (double)(m + h) / helper_speed;
-  if (!makespan_feasible(hi, u, cap, speeds, scratch, m, h)) {
+  double hi = T * (double)u + (double)(m + h) * (1.0 + phi) / helper_speed;
+  if (!makespan_feasible(hi, u, phi, cap, speeds, scratch, m, h)) {
     hi = 0.0;
     for (int i = 0; i < m; ++i) {
-      double t = (double)u / speeds[scratch->order[i]];
+      double t = ((double)u + phi) / speeds[scratch->order[i]];
       if (t > hi) hi = t;
     }
-    /* u / s * s can round below u: nudge up until nobody sheds. */
-    for (int i = 0; i < 64 && !makespan_feasible(hi, u, 0, speeds, scratch, m, h); ++i)
+    /* (u + phi) / s * s can round below: nudge up until nobody sheds. */
+    for (int i = 0; i < 64 && !makespan_feasible(hi, u, phi, 0, speeds, scratch, m, h); ++i)
       hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
   }
   while (hi - lo > 1e-13 * hi) {
     double mid = lo + (hi - lo) / 2.0;
     if (mid <= lo || mid >= hi) break;
-    if (makespan_feasible(mid, u, cap, speeds, scratch, m, h)) hi = mid;
+    if (makespan_feasible(mid, u, phi, cap, speeds, scratch, m, h)) hi = mid;
     else lo = mid;
   }
   return hi;
@@ -373,7 +380,7 @@ static double target_time(const double *speeds, const htp__plan_scratch *scratch
 }
 
 void htp__plan_compute(const htp_planner_config *c, const double *speeds,
-                       const uint8_t *stragglers, htp__plan_scratch *scratch,
+                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
                        htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
   const size_t kn = (size_t)n * HTP_PAIR_KINDS;
@@ -488,16 +495,17 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
      * 4 of 6 heads at speed 0.31 with one helper), which makes the helper
      * the slower rank. */
     if (num_migrators == 0 || num_helpers == 0) continue;
+    const double phi = fixed[k];
     double makespan =
-        min_makespan(u, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
+        min_makespan(u, phi, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
     int64_t placed = 0, total_absorb = 0;
     for (int i = 0; i < num_migrators; ++i) {
-      scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u);
+      scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u, phi);
       placed += scratch->need[i];
     }
     for (int i = 0; i < num_helpers; ++i) {
       int h = scratch->helpers[i];
-      absorb[h] = (int32_t)units_room(makespan, speeds[h], u);
+      absorb[h] = (int32_t)units_room(makespan, speeds[h], u, phi);
       total_absorb += absorb[h];
     }
     if (placed == 0) continue;
@@ -581,8 +589,8 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
     for (int r = 0; r < n; ++r) flags[r] = speeds[r] < planner->config.enter_threshold;
   }
   memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
-  htp__plan_compute(&planner->config, speeds, flags, &planner->scratch, &planner->storage,
-                    &planner->plan);
+  htp__plan_compute(&planner->config, speeds, flags, planner->fixed, &planner->scratch,
+                    &planner->storage, &planner->plan);
   planner->plan.version++;
   return HTP_OK;
 }
@@ -604,8 +612,8 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
   if (changed) {
-    htp__plan_compute(&planner->config, d->relative, d->straggler, &planner->scratch,
-                      &planner->storage, &planner->plan);
+    htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
+                      &planner->scratch, &planner->storage, &planner->plan);
     planner->plan.version++;
   } else {
     /* A straggler whose speed drifted may replan too, as long as it still
@@ -619,11 +627,13 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
           fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
         drifted = 1;
     if (drifted) {
-      htp__plan_compute(&planner->config, d->relative, d->straggler,
+      htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
                         &planner->candidate_scratch, &planner->candidate_storage,
                         &planner->candidate);
-      double now = htp__plan_makespan(&planner->plan, &planner->config, d->relative);
-      double next = htp__plan_makespan(&planner->candidate, &planner->config, d->relative);
+      double now = htp__plan_makespan(&planner->plan, &planner->config, d->relative,
+                                      planner->fixed);
+      double next = htp__plan_makespan(&planner->candidate, &planner->config, d->relative,
+                                       planner->fixed);
       if (now > next * (1.0 + HTP__REPLAN_MIN_GAIN)) {
         /* Swap: the views point into their own storage, which moves along. */
         htp__plan_storage storage = planner->storage;

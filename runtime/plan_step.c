@@ -39,6 +39,9 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
                                b->normalized))
     for (int r = 0; r < n; ++r)
       b->normalized[r] = b->gather[(size_t)r * HTP__STEP_RECORD_DOUBLES];
+  /* The fit counts in the plans' makespans too: shedding a rank's last
+   * units saves their fixed cost, a helper's extra units do not add one. */
+  memcpy(planner->fixed, b->site_model.fixed, sizeof planner->fixed);
   int replanned = 0;
   result = htp_planner_observe(planner, b->normalized, &replanned);
   if (result != HTP_OK)

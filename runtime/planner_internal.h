@@ -4,10 +4,11 @@
  *   - the detector (detect.c): EWMA speeds and hysteresis, the only state
  *     that carries from one iteration to the next;
  *   - the planning step (htp__plan_compute): a pure function of (config,
- *     relative speeds, straggler flags) that writes a plan into caller-owned
- *     storage, using caller-owned scratch. No I/O, no trace, no collective,
- *     no allocation: two calls with the same inputs give the same plan bit
- *     for bit, whatever the scratch held before.
+ *     relative speeds, straggler flags, the hooks' fixed costs) that writes
+ *     a plan into caller-owned storage, using caller-owned scratch. No I/O,
+ *     no trace, no collective, no allocation: two calls with the same
+ *     inputs give the same plan bit for bit, whatever the scratch held
+ *     before.
  * Gathering timings over the world and the trace are the balancer's
  * (plan_step.c, trace.c).
  *===----------------------------------------------------------------------===*/
@@ -62,12 +63,15 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
                           htp__plan_scratch *scratch, htp_plan *plan);
 void htp__plan_memory_free(htp__plan_storage *storage, htp__plan_scratch *scratch);
 
-/* The planning step: the plan for relative speeds ([world] in (0, 1]) and
- * straggler flags ([world]) under config, written into *plan's storage
- * (plan must come from htp__plan_memory_init for this config). Every field
- * of *plan but version is set; the caller numbers versions. */
+/* The planning step: the plan for relative speeds ([world] in (0, 1]),
+ * straggler flags ([world]) and the hooks' fixed cost per call in units
+ * ([kinds], >= 0: a rank with L > 0 units of kind k takes (L + fixed[k]) /
+ * speed; it moves whole units between migrators and helpers; resizers'
+ * pruning stays proportional to gamma) under config, written into *plan's
+ * storage (plan must come from htp__plan_memory_init for this config).
+ * Every field of *plan but version is set; the caller numbers versions. */
 void htp__plan_compute(const htp_planner_config *config, const double *speeds,
-                       const uint8_t *stragglers, htp__plan_scratch *scratch,
+                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
                        htp__plan_storage *storage, htp_plan *plan);
 
 /* A drifting straggler replans only when the new plan's predicted makespan
@@ -78,11 +82,12 @@ void htp__plan_compute(const htp_planner_config *config, const double *speeds,
 #define HTP__REPLAN_MIN_GAIN 0.03
 
 /* Predicted time of one iteration under the plan at the given relative
- * speeds ([world] in (0, 1]): per pair kind the slowest rank's units / speed
- * (every pair ends in an all-reduce), times unit_cost, summed over kinds and
- * layers. 1 per unit of unit_cost at speed 1. */
+ * speeds ([world] in (0, 1]) and fixed costs ([kinds], as for
+ * htp__plan_compute): per pair kind the slowest rank's (units + fixed) /
+ * speed, 0 for a rank without units (every pair ends in an all-reduce),
+ * times unit_cost, summed over kinds and layers. */
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
-                          const double *speeds);
+                          const double *speeds, const double *fixed);
 
 struct htp_planner {
   htp_planner_config config;
@@ -96,6 +101,9 @@ struct htp_planner {
   htp__plan_scratch candidate_scratch;
   htp_plan candidate;
   double *work;          /* [world] work per rank under the current plan */
+  /* The hooks' fixed cost per call, in units (0 until the balancer's site
+   * model fits it; htp_balancer_step copies it in before each observe). */
+  double fixed[HTP_PAIR_KINDS];
   int64_t iteration;
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };

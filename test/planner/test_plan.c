@@ -48,6 +48,14 @@ static void assert_valid(const htp_plan *plan) {
   if (r != HTP_OK) fail_msg("plan check: %s", why);
 }
 
+/* A tp-4 plan's actions and its sent and received counts ([kind][rank]). */
+static void assert_moves(const htp_plan *plan, const uint8_t actions[4], const int32_t sent[8],
+                         const int32_t received[8]) {
+  assert_memory_equal(plan->action, actions, 4);
+  assert_memory_equal(plan->sent, sent, 8 * sizeof(int32_t));
+  assert_memory_equal(plan->received, received, 8 * sizeof(int32_t));
+}
+
 static double uniform(uint64_t *state) {
   *state = *state * 6364136223846793005ull + 1442695040888963407ull;
   return (double)(*state >> 11) / 9007199254740992.0;
@@ -427,7 +435,8 @@ static void test_11_pure_planning_step(void **unused) {
     memset(scratch[i].order, 0x5a + i, 4 * sizeof(int32_t));
     memset(scratch[i].need, 0x7f, 4 * sizeof(int32_t));
     memset(scratch[i].helpers, 0x33 + i, 4 * sizeof(int32_t));
-    htp__plan_compute(&c, speeds, stragglers, &scratch[i], &storage[i], &plans[i]);
+    const double no_fixed[HTP_PAIR_KINDS] = {0.0, 0.0};
+    htp__plan_compute(&c, speeds, stragglers, no_fixed, &scratch[i], &storage[i], &plans[i]);
   }
   const htp_plan *plan = &plans[0];
   assert_valid(plan);
@@ -438,10 +447,8 @@ static void test_11_pure_planning_step(void **unused) {
   assert_near(plan->gamma[2], 0.0, 0.0);
   const uint8_t actions[4] = {HTP_ACTION_HELP, HTP_ACTION_HELP, HTP_ACTION_KEEP,
                               HTP_ACTION_MIGRATE};
-  assert_memory_equal(plan->action, actions, 4);
   const int32_t sent[8] = {0, 0, 0, 2, 0, 0, 0, 4}, received[8] = {1, 1, 0, 0, 2, 2, 0, 0};
-  assert_memory_equal(plan->sent, sent, sizeof sent);
-  assert_memory_equal(plan->received, received, sizeof received);
+  assert_moves(plan, actions, sent, received);
   for (int i = 0; i < 8; ++i) assert_int_equal(plan->pruned[i], 0);
   assert_int_equal(plan->num_flows[HTP_PAIR_ATTENTION], 2);
   assert_int_equal(plan->num_flows[HTP_PAIR_MLP], 2);
@@ -475,13 +482,20 @@ static void test_12_pair_encoding(void **unused) {
   assert_int_equal(htp_num_pairs(3), 6);
 }
 
+/* A rank's time on load units of one kind: (load + phi) / speed, nothing
+ * without units. */
+static double load_time(int load, double phi, double speed) {
+  return load > 0 ? (load + phi) / speed : 0.0;
+}
+
 /* Independent reference for one pair kind: the smallest makespan (max over
- * ranks of units / speed) over every number of units each migrator hands
- * off (0..cap, odometer), with the handed-off units dealt one at a time to
- * the helper that would finish it first (optimal for identical units), and
- * among those the fewest units moved. */
-static void brute_force_kind(int n, int u, int cap, const double *speeds, const uint8_t *migrator,
-                             double *best_time, int *best_moved) {
+ * ranks of load_time) over every number of units each migrator hands off
+ * (0..cap, odometer), with the handed-off units dealt one at a time to the
+ * helper that would finish it first (optimal for identical units, a
+ * helper's fixed cost being paid already), and among those the fewest
+ * units moved. */
+static void brute_force_kind(int n, int u, double phi, int cap, const double *speeds,
+                             const uint8_t *migrator, double *best_time, int *best_moved) {
   int shed[8] = {0}, load[8];
   *best_time = INFINITY;
   *best_moved = 0;
@@ -494,13 +508,14 @@ static void brute_force_kind(int n, int u, int cap, const double *speeds, const 
     for (int unit = 0; unit < moved; ++unit) {
       int best = -1;
       for (int r = 0; r < n; ++r)
-        if (!migrator[r] && (best < 0 || (load[r] + 1) / speeds[r] < (load[best] + 1) / speeds[best]))
+        if (!migrator[r] && (best < 0 || load_time(load[r] + 1, phi, speeds[r]) <
+                                             load_time(load[best] + 1, phi, speeds[best])))
           best = r;
       load[best]++;
     }
     double t = 0.0;
     for (int r = 0; r < n; ++r)
-      if (load[r] / speeds[r] > t) t = load[r] / speeds[r];
+      if (load_time(load[r], phi, speeds[r]) > t) t = load_time(load[r], phi, speeds[r]);
     if (t < *best_time * (1 - 1e-12) || (t <= *best_time * (1 + 1e-12) && moved < *best_moved)) {
       *best_time = t;
       *best_moved = moved;
@@ -516,11 +531,12 @@ static void brute_force_kind(int n, int u, int cap, const double *speeds, const 
 }
 
 /* The plan's time and moved units for one kind. */
-static void plan_kind(const htp_plan *plan, int k, const double *speeds, double *time, int *moved) {
+static void plan_kind(const htp_plan *plan, int k, double phi, const double *speeds, double *time,
+                      int *moved) {
   *time = 0.0;
   *moved = 0;
   for (int r = 0; r < plan->world_size; ++r) {
-    double t = htp_plan_units(plan, (htp_pair_kind)k, r) / speeds[r];
+    double t = load_time(htp_plan_units(plan, (htp_pair_kind)k, r), phi, speeds[r]);
     if (t > *time) *time = t;
     *moved += plan->sent[k * plan->world_size + r];
   }
@@ -549,9 +565,9 @@ static void test_13_whole_units_tp2(void **unused) {
       for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
         double want_time, got_time;
         int want_moved, got_moved;
-        brute_force_kind(2, c.units_per_rank[k], c.units_per_rank[k], speeds, migrator,
+        brute_force_kind(2, c.units_per_rank[k], 0.0, c.units_per_rank[k], speeds, migrator,
                          &want_time, &want_moved);
-        plan_kind(plan, k, speeds, &got_time, &got_moved);
+        plan_kind(plan, k, 0.0, speeds, &got_time, &got_moved);
         if (!(got_time <= want_time * (1 + 1e-12)) || got_moved != want_moved)
           fail_msg("speed %.3f kind %d: plan %d units (time %g), best %d (time %g)", speeds[1], k,
                    got_moved, got_time, want_moved, want_time);
@@ -572,7 +588,8 @@ static void test_13_whole_units_tp2(void **unused) {
 }
 
 /* 14: the same rule for random small worlds (2..6 ranks, 1..3 migrators,
- * helpers of unequal speed, max_gamma caps): against the brute force. */
+ * helpers of unequal speed, max_gamma caps, fixed costs of 0..2 units in
+ * half the trials): against the brute force. */
 static void test_14_whole_units_random(void **unused) {
   (void)unused;
   uint64_t rng = 1234;
@@ -589,18 +606,20 @@ static void test_14_whole_units_random(void **unused) {
       migrators += migrator[r];
       speeds[r] = migrator[r] ? 0.1 + 0.6 * uniform(&rng) : 0.8 + 0.2 * uniform(&rng);
     }
+    double phi = trial % 2 ? 2.0 * uniform(&rng) : 0.0;
     htp_planner *p = make(&c);
+    p->fixed[HTP_PAIR_MLP] = phi;
     assert_int_equal(htp_planner_plan_speeds(p, speeds, migrator), HTP_OK);
     const htp_plan *plan = htp_planner_plan(p);
     assert_valid(plan);
     int cap = (int)ceil(c.max_gamma * u - 1e-9);
     double want_time, got_time;
     int want_moved, got_moved;
-    brute_force_kind(n, u, cap > u ? u : cap, speeds, migrator, &want_time, &want_moved);
-    plan_kind(plan, HTP_PAIR_MLP, speeds, &got_time, &got_moved);
+    brute_force_kind(n, u, phi, cap > u ? u : cap, speeds, migrator, &want_time, &want_moved);
+    plan_kind(plan, HTP_PAIR_MLP, phi, speeds, &got_time, &got_moved);
     if (!(got_time <= want_time * (1 + 1e-12)) || got_moved != want_moved)
-      fail_msg("trial %d (n %d u %d): plan moves %d (time %g), best %d (time %g)", trial, n, u,
-               got_moved, got_time, want_moved, want_time);
+      fail_msg("trial %d (n %d u %d phi %g): plan moves %d (time %g), best %d (time %g)", trial,
+               n, u, phi, got_moved, got_time, want_moved, want_time);
     htp_planner_destroy(p);
   }
 }
@@ -634,7 +653,10 @@ static void test_15_replan_gain(void **unused) {
   const htp_plan *plan = htp_planner_plan(p);
   assert_int_equal(plan->sent[1], 3);
   assert_int_equal(plan->sent[2 + 1], 12);
-  assert_near(htp__plan_makespan(plan, &c, speeds), 9.0 + 36.0, 1e-9);
+  const double no_fixed[HTP_PAIR_KINDS] = {0.0, 0.0}, fixed[HTP_PAIR_KINDS] = {0.5, 2.0};
+  assert_near(htp__plan_makespan(plan, &c, speeds, no_fixed), 9.0 + 36.0, 1e-9);
+  /* ranks 0 and 1: heads 9 + 0.5 and (3 + 0.5) * 3; MLP 36 + 2 and 14 * 3 */
+  assert_near(htp__plan_makespan(plan, &c, speeds, fixed), 10.5 + 42.0, 1e-9);
   int64_t version = plan->version;
   uint64_t rng = 99;
   for (int it = 0; it < 50; ++it) {
@@ -684,12 +706,10 @@ static void test_16_straggler_helps(void **unused) {
   assert_near(plan->target_time, 4.0 / (1.0 + 0.8 + 0.5 + 1.0 / 3.0), 1e-12);
   const uint8_t actions[4] = {HTP_ACTION_HELP, HTP_ACTION_MIGRATE, HTP_ACTION_MIGRATE,
                               HTP_ACTION_HELP};
-  assert_memory_equal(plan->action, actions, 4);
   assert_true(plan->straggler[3]); /* still flagged: the detector's word */
   assert_near(plan->gamma[3], 0.0, 0.0);
   const int32_t sent[8] = {0, 1, 1, 0, 0, 2, 4, 0}, received[8] = {1, 0, 0, 1, 4, 0, 0, 2};
-  assert_memory_equal(plan->sent, sent, sizeof sent);
-  assert_memory_equal(plan->received, received, sizeof received);
+  assert_moves(plan, actions, sent, received);
   for (int i = 0; i < 8; ++i) assert_int_equal(plan->pruned[i], 0);
   const htp_flow heads[2] = {{2, 0, 1}, {1, 3, 1}}, mlp[2] = {{2, 0, 4}, {1, 3, 2}};
   assert_int_equal(plan->num_flows[HTP_PAIR_ATTENTION], 2);
@@ -774,6 +794,48 @@ static void test_17_site_fixed_cost(void **unused) {
   htp__site_model_free(&m);
 }
 
+/* 18: fixed costs in the whole-unit split. The policy experiment's chi 2
+ * at tp 4 (2 heads, 8 MLP units a rank; speeds 1, 1, 0.8, 1/3; ranks 2 and
+ * 3 stragglers), SEMI, worked by hand: rank 2 helps (T = 4 / 3.13 = 1.28,
+ * 1.28 * 0.8 >= 1), rank 3 migrates. Heads, no fixed cost: keeping one
+ * head (3) ties a helper taking one (3), so one head moves (3 -> 0). With
+ * 0.3 of a head a call, that head costs rank 3 3.9 and a helper's third
+ * only 1 more: both heads move, one to each full-speed helper (3.3; rank 2
+ * would need 4.125 for a third). MLP with a fixed cost of 1 unit: still 5
+ * handed off (rank 3 keeps 3: 12), 3 to rank 0 and 2 to rank 1. */
+static void test_18_fixed_cost_split(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 2, 8);
+  c.num_layers = 1;
+  const double speeds[4] = {1.0, 1.0, 0.8, 1.0 / 3.0};
+  const uint8_t stragglers[4] = {0, 0, 1, 1};
+  htp_planner *p = make(&c);
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  const int32_t sent_plain[8] = {0, 0, 0, 1, 0, 0, 0, 5};
+  assert_memory_equal(plan->sent, sent_plain, sizeof sent_plain);
+  const htp_flow one_head = {3, 0, 1};
+  assert_memory_equal(plan->flows[HTP_PAIR_ATTENTION], &one_head, sizeof one_head);
+  const double fixed[HTP_PAIR_KINDS] = {0.3, 1.0};
+  assert_near(htp__plan_makespan(plan, &c, speeds, fixed), 3.9 + 12.0, 1e-12);
+
+  p->fixed[HTP_PAIR_ATTENTION] = fixed[HTP_PAIR_ATTENTION];
+  p->fixed[HTP_PAIR_MLP] = fixed[HTP_PAIR_MLP];
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  plan = htp_planner_plan(p);
+  assert_valid(plan);
+  const uint8_t actions[4] = {HTP_ACTION_HELP, HTP_ACTION_HELP, HTP_ACTION_KEEP,
+                              HTP_ACTION_MIGRATE};
+  const int32_t sent[8] = {0, 0, 0, 2, 0, 0, 0, 5}, received[8] = {1, 1, 0, 0, 3, 2, 0, 0};
+  assert_moves(plan, actions, sent, received);
+  const htp_flow heads[2] = {{3, 0, 1}, {3, 1, 1}};
+  assert_int_equal(plan->num_flows[HTP_PAIR_ATTENTION], 2);
+  assert_memory_equal(plan->flows[HTP_PAIR_ATTENTION], heads, sizeof heads);
+  assert_near(htp__plan_makespan(plan, &c, speeds, fixed), 3.3 + 12.0, 1e-12);
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -784,7 +846,7 @@ int main(void) {
       cmocka_unit_test(test_11_pure_planning_step), cmocka_unit_test(test_12_pair_encoding),
       cmocka_unit_test(test_13_whole_units_tp2),  cmocka_unit_test(test_14_whole_units_random),
       cmocka_unit_test(test_15_replan_gain),      cmocka_unit_test(test_16_straggler_helps),
-      cmocka_unit_test(test_17_site_fixed_cost),
+      cmocka_unit_test(test_17_site_fixed_cost), cmocka_unit_test(test_18_fixed_cost_split),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
