@@ -91,20 +91,33 @@ def run(a, name, flags, model, tp=None):
         return json.load(f), trace
 
 
-def hook_seconds(trace_path, tp, reduce):
-    """Mean over steps of reduce(the ranks' hook seconds): mean for the work
-    a rank does (the baseline's share of the step), max for what the step
-    waits for. The trace's 'seconds' is what the step fed the planner (the
-    hooks' time); the step's own time is that plus the rest, which the
-    metrics give."""
+def hook_seconds(trace_path, tp, reduce, kinds=(0, 1)):
+    """Mean over steps of reduce(the ranks' hook seconds, of the sites in
+    kinds: 0 attention, 1 MLP): mean for the work a rank does (the
+    baseline's share of the step), max for what the step waits for. The
+    trace's 'seconds' is what the step fed the planner (the hooks' time); the
+    step's own time is that plus the rest, which the metrics give."""
     per_step = {}
     with open(trace_path) as f:
         for line in f:
             row = json.loads(line)
             sites = row.get("site_seconds") or [0, 0]
-            per_step.setdefault(row["iter"], []).append(sum(s or 0 for s in sites))
+            per_step.setdefault(row["iter"], []).append(sum(sites[k] or 0 for k in kinds))
     steps = [reduce(v) for v in per_step.values() if len(v) == tp]
     return sum(steps) / len(steps) if steps else 0.0
+
+
+def whole_unit_floor(units, speeds):
+    """The smallest makespan of units identical units dealt whole among
+    ranks of these speeds (any counts: the best an exact policy can do,
+    fixed costs aside), over the continuous units / sum(speeds). It is
+    some L / s: the first candidate at which the ranks' floor(t s) cover
+    the units."""
+    candidates = sorted(L / s for s in speeds for L in range(1, units + 1))
+    for t in candidates:
+        if sum(int(t * s + 1e-9) for s in speeds) >= units:
+            return t / (units / sum(speeds))
+    return float("inf")
 
 
 def mean(values):
@@ -229,6 +242,10 @@ def main():
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                    help="htp-run --clock: cpu (default) models one device a rank from each "
                         "rank's CPU time; wall times the wall clock (a core a rank needed)")
+    p.add_argument("--units-per-rank",
+                   help="H,M: heads and MLP units a rank, for the whole-unit floor (default: "
+                        "the baseline's metrics, units_per_rank; htp-run before 2026-11-26 "
+                        "did not write it)")
     p.add_argument("--plot", help="PNG prefix: PREFIX-curves.png, PREFIX-bars.png")
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
     a = p.parse_args()
@@ -247,6 +264,8 @@ def main():
 
     metrics, trace = run(a, "baseline", ["--policy", "none"], model)
     base = summary(metrics)
+    units = ([int(x) for x in a.units_per_rank.split(",")] if a.units_per_rank
+             else metrics.get("units_per_rank"))
     # The round-off control: the same model at another tp sums in another
     # order and nothing else; how far its accuracy ends from the baseline's
     # is what f32 round-off alone does over a whole run (exact policies
@@ -254,14 +273,23 @@ def main():
     control = summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
                           tp=a.control_tp)[0])
     share = hook_seconds(trace, a.tp, mean)
+    heads_share = hook_seconds(trace, a.tp, mean, kinds=(0,)) / share if share > 0 else 0.5
     step_s = base["ms_step"] / 1e3
     h = min(1.0, share / step_s) if step_s > 0 else 0.0
-    rows, ideal = [], {}
+    rows, ideal, floor, step_floor = [], {}, {}, {}
     for chi in chis:
         speeds = [1.0] * a.tp
         for i in range(chi):
             speeds[a.tp - 1 - i] = 1.0 / a.factors[i]
         ideal[chi] = base["seconds"] * ((1 - h) + h * a.tp / sum(speeds))
+        # Whole heads and MLP units cannot match the ideal's divisible work:
+        # the hooks' floor for exact policies, each kind weighted by its
+        # share of the baseline's hook time.
+        if units:
+            floor[chi] = (heads_share * whole_unit_floor(a.tp * units[0], speeds) +
+                          (1 - heads_share) * whole_unit_floor(a.tp * units[1], speeds))
+            spread = h * a.tp / sum(speeds)
+            step_floor[chi] = ((1 - h) + spread * floor[chi]) / ((1 - h) + spread)
         runs = [(name, flags, "zero") for name, flags in POLICIES]
         if chi == a.impute_chi:
             runs += [("resize-random", ["--policy", "resize", "--impute", imp], imp)
@@ -304,6 +332,14 @@ def main():
                  f"({control['acc'] - base['acc']:+.2f} points).")
     lines.append("")
     lines.append("Ideal time per chi: " + ", ".join(f"chi {c}: {ideal[c]:.0f} s" for c in chis))
+    if units:
+        lines.append("")
+        lines.append("Whole-unit floor of hooks / ideal for exact policies (the best whole "
+                     f"{a.tp * units[0]} heads and {a.tp * units[1]} MLP units can do, "
+                     f"attention {100 * heads_share:.0f} % of the hooks): " +
+                     ", ".join(f"chi {c}: {floor[c]:.2f}" for c in chis) +
+                     "; of train s / ideal: " +
+                     ", ".join(f"chi {c}: {step_floor[c]:.2f}" for c in chis))
     text = "\n".join(lines)
     print(text)
     with open(os.path.join(a.out, "table.md"), "w") as f:

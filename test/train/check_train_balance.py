@@ -122,6 +122,7 @@ with open(metrics) as f:
     m = json.load(f)
 check(m.get("clock") == "cpu" and len(m["epochs"]) == 2 and
       all(e.get("model_s", 0) > 0 for e in m["epochs"]), f"cpu clock metrics: {m}")
+check(m.get("units_per_rank") == [3, 8], f"units a rank at tp 2 (3 heads, 8 units of 3): {m}")
 # A 1000x straggler on the cpu clock: its slowed share is in the modelled
 # time (every step ends with it) and nobody waits for it on the wall clock.
 metrics = os.path.join(work, "cpu-slow.json")

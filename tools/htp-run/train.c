@@ -636,6 +636,11 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "steps_per_epoch", json_integer(job->steps));
   json_object_set_new(root, "first_epoch", json_integer(job->first_epoch + 1));
   json_object_set_new(root, "stragglers", stragglers);
+  /* What the policies move: heads and MLP units a rank (null unbalanced). */
+  const htp_sig_balance *balance = &job->sig->balance;
+  json_object_set_new(root, "units_per_rank",
+                      balance->present ? json_pack("[ii]", balance->heads, balance->mlp_units)
+                                       : json_null());
   json_object_set_new(root, "epochs", epochs);
   char temporary[4200];
   snprintf(temporary, sizeof temporary, "%s.tmp", options->train.metrics);
