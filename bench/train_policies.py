@@ -187,7 +187,7 @@ def plot(a, base, rows, ideal, control):
     fig.savefig(f"{a.plot}-curves.png", dpi=110)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = [p for p, _ in POLICIES]
+    names = sorted({r["name"] for r in rows}, key=[p for p, _ in POLICIES].index)
     width = 0.8 / len(chis)
     for i, chi in enumerate(chis):
         by = {r["name"]: r for r in rows if r["chi"] == chi and r["impute"] == "zero"}
@@ -236,7 +236,10 @@ def main():
                         "an oversubscribed CPU are noisy; htp-run's own default is 0.3)")
     p.add_argument("--hysteresis", type=int, default=20,
                    help="htp-run's detector hysteresis in steps (default 20; htp-run's 3)")
-    p.add_argument("--impute-chi", type=int, default=2)
+    p.add_argument("--policies", default=",".join(name for name, _ in POLICIES),
+                   help="the policies to run per chi, of: %(default)s")
+    p.add_argument("--impute-chi", type=int, default=2,
+                   help="the chi of the imputation runs (0: none)")
     p.add_argument("--control-tp", type=int, default=2,
                    help="tp of the round-off control run (default 2)")
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
@@ -251,6 +254,10 @@ def main():
     a = p.parse_args()
     a.factors = [float(f) for f in a.factors.split(",")]
     chis = [int(c) for c in a.chis.split(",")]
+    policies = [(name, flags) for name, flags in POLICIES if name in a.policies.split(",")]
+    unknown = set(a.policies.split(",")) - {name for name, _ in POLICIES}
+    if unknown:
+        p.error(f"--policies: unknown {', '.join(sorted(unknown))}")
     if max(chis) > min(len(a.factors), a.tp - 1):
         p.error("each chi needs that many --factors and a fast rank left")
     os.makedirs(a.out, exist_ok=True)
@@ -290,7 +297,7 @@ def main():
                           (1 - heads_share) * whole_unit_floor(a.tp * units[1], speeds))
             spread = h * a.tp / sum(speeds)
             step_floor[chi] = ((1 - h) + spread * floor[chi]) / ((1 - h) + spread)
-        runs = [(name, flags, "zero") for name, flags in POLICIES]
+        runs = [(name, flags, "zero") for name, flags in policies]
         if chi == a.impute_chi:
             runs += [("resize-random", ["--policy", "resize", "--impute", imp], imp)
                      for imp in ("same", "average")]
