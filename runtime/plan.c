@@ -591,6 +591,7 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
   memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
   htp__plan_compute(&planner->config, speeds, flags, planner->fixed, &planner->scratch,
                     &planner->storage, &planner->plan);
+  memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
   planner->plan.version++;
   return HTP_OK;
 }
@@ -614,6 +615,7 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   if (changed) {
     htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
                       &planner->scratch, &planner->storage, &planner->plan);
+    memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
     planner->plan.version++;
   } else {
     /* A straggler whose speed drifted may replan too, as long as it still
@@ -621,12 +623,21 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
      * ranks' drift does not (they are within the thresholds by definition).
      * Both plans are judged at the new speeds: the new one is taken only if
      * it is predicted faster by more than HTP__REPLAN_MIN_GAIN. */
-    int drifted = 0;
-    for (int r = 0; r < n && !drifted; ++r)
+    int drifted = 0, refit = 0, stragglers = 0;
+    for (int r = 0; r < n && !drifted; ++r) {
+      stragglers += d->straggler[r];
       if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
           fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
         drifted = 1;
-    if (drifted) {
+    }
+    /* So does a fixed cost fitted since the plan was made: the fit needs a
+     * plan change to see, so the first plan never has it, and the speeds
+     * it corrects do not drift far enough to replan on their own. */
+    for (int k = 0; k < HTP_PAIR_KINDS && stragglers > 0; ++k)
+      if (fabs(planner->fixed[k] - planner->plan_fixed[k]) >
+          HTP__REFIT_CHANGE * (1.0 + planner->plan_fixed[k]))
+        refit = 1;
+    if (drifted || refit) {
       htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
                         &planner->candidate_scratch, &planner->candidate_storage,
                         &planner->candidate);
@@ -645,6 +656,8 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
         planner->plan.version = planner->candidate.version + 1;
         changed = 1;
       }
+      /* Judged at this fit: the next one must move as far again. */
+      memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
     }
   }
   if (replanned) *replanned = changed;

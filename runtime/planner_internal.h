@@ -81,6 +81,12 @@ void htp__plan_compute(const htp_planner_config *config, const double *speeds,
  * forth for a gain below what the noise itself costs. */
 #define HTP__REPLAN_MIN_GAIN 0.03
 
+/* A straggler's plan is judged again (against HTP__REPLAN_MIN_GAIN) when a
+ * kind's fitted fixed cost moved more than this fraction of (1 + the cost
+ * the plan was made with), in units: the fit settles over a few steps and
+ * each step's nudge must not replan. */
+#define HTP__REFIT_CHANGE 0.1
+
 /* Predicted time of one iteration under the plan at the given relative
  * speeds ([world] in (0, 1]) and fixed costs ([kinds], as for
  * htp__plan_compute): per pair kind the slowest rank's (units + fixed) /
@@ -104,6 +110,7 @@ struct htp_planner {
   /* The hooks' fixed cost per call, in units (0 until the balancer's site
    * model fits it; htp_balancer_step copies it in before each observe). */
   double fixed[HTP_PAIR_KINDS];
+  double plan_fixed[HTP_PAIR_KINDS]; /* the fixed costs the plan was judged at */
   int64_t iteration;
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };
