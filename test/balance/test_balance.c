@@ -699,8 +699,11 @@ static void test_10_slowdown(void **unused) {
           hooked_slow, wall_plain, wall_slow);
   assert_int_equal(bad_factor_result, HTP_ERR_INVALID);
   assert_true(hooked_plain > 0.0);
-  assert_true(hooked_slow > 2.5 * hooked_plain && hooked_slow < 6.0 * hooked_plain);
-  assert_true(wall_slow > 2.5 * wall_plain);
+  /* Wide bounds: the two are timed apart on a machine that may be loaded
+   * (CI beside training runs read 2.3x); a factor not applied reads ~1x,
+   * applied twice ~16x. */
+  assert_true(hooked_slow > 1.5 * hooked_plain && hooked_slow < 8.0 * hooked_plain);
+  assert_true(wall_slow > 1.5 * wall_plain);
   fprintf(stderr, "thread clock x1000: %.5f s booked, %.5f s CPU, %.5f s wall\n", hooked_thread,
           cpu_thread, wall_thread);
   assert_int_equal(bad_clock_result, HTP_ERR_INVALID);
