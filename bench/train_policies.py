@@ -280,7 +280,9 @@ def main():
     control = summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
                           tp=a.control_tp)[0])
     share = hook_seconds(trace, a.tp, mean)
-    heads_share = hook_seconds(trace, a.tp, mean, kinds=(0,)) / share if share > 0 else 0.5
+    if not share > 0:
+        units = None  # no hook seconds in the trace: no shares to weigh the floor by
+    heads_share = hook_seconds(trace, a.tp, mean, kinds=(0,)) / share if units else 0.0
     step_s = base["ms_step"] / 1e3
     h = min(1.0, share / step_s) if step_s > 0 else 0.0
     rows, ideal, floor, step_floor = [], {}, {}, {}

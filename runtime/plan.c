@@ -573,6 +573,14 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
   }
 }
 
+/* The next plan version, for these speeds and flags at the current fit. */
+static void replace_plan(htp_planner *planner, const double *speeds, const uint8_t *stragglers) {
+  htp__plan_compute(&planner->config, speeds, stragglers, planner->fixed, &planner->scratch,
+                    &planner->storage, &planner->plan);
+  memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
+  planner->plan.version++;
+}
+
 htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
                                    const uint8_t *stragglers) {
   if (!planner) return HTP_ERR_INVALID;
@@ -589,10 +597,7 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
     for (int r = 0; r < n; ++r) flags[r] = speeds[r] < planner->config.enter_threshold;
   }
   memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
-  htp__plan_compute(&planner->config, speeds, flags, planner->fixed, &planner->scratch,
-                    &planner->storage, &planner->plan);
-  memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
-  planner->plan.version++;
+  replace_plan(planner, speeds, flags);
   return HTP_OK;
 }
 
@@ -613,27 +618,23 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
   if (changed) {
-    htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
-                      &planner->scratch, &planner->storage, &planner->plan);
-    memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
-    planner->plan.version++;
+    replace_plan(planner, d->relative, d->straggler);
   } else {
     /* A straggler whose speed drifted may replan too, as long as it still
      * looks slow (a recovering one waits for the hysteresis); healthy
      * ranks' drift does not (they are within the thresholds by definition).
      * Both plans are judged at the new speeds: the new one is taken only if
      * it is predicted faster by more than HTP__REPLAN_MIN_GAIN. */
-    int drifted = 0, refit = 0, stragglers = 0;
-    for (int r = 0; r < n && !drifted; ++r) {
-      stragglers += d->straggler[r];
+    int drifted = 0, refit = 0;
+    for (int r = 0; r < n && !drifted; ++r)
       if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
           fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
         drifted = 1;
-    }
     /* So does a fixed cost fitted since the plan was made: the fit needs a
      * plan change to see, so the first plan never has it, and the speeds
-     * it corrects do not drift far enough to replan on their own. */
-    for (int k = 0; k < HTP_PAIR_KINDS && stragglers > 0; ++k)
+     * it corrects do not drift far enough to replan on their own. (Without
+     * stragglers the candidate is the same plan and is not taken.) */
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
       if (fabs(planner->fixed[k] - planner->plan_fixed[k]) >
           HTP__REFIT_CHANGE * (1.0 + planner->plan_fixed[k]))
         refit = 1;
