@@ -6,8 +6,11 @@
  * per column, the rows added in order in double (as the CPU adds within a
  * row block), so a result does not depend on the launch. The CPU sums its
  * row blocks separately, so the two may differ in the last bits of f32.
+ * Every size product is checked for int64 overflow before a launch (an
+ * overflow is refused).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
+#include "kernels/htp_scratch.h"
 
 namespace {
 
@@ -66,6 +69,11 @@ __global__ void colsum_kernel(const float *a, int64_t rows, int64_t cols, int64_
   out[c] = accumulate ? out[c] + (float)sum : (float)sum;
 }
 
+/* a * b * c for sizes >= 0, or -1 when it does not fit int64. */
+int64_t size_product(int64_t a, int64_t b, int64_t c) {
+  return htp__size_mul(htp__size_mul(a, b), c);
+}
+
 int colsum(htp_cuda_kernels *kernels, const float *a, int64_t rows, int64_t cols, int64_t ld,
            float *out, int accumulate) {
   if (cols <= 0)
@@ -85,7 +93,9 @@ extern "C" int htp_cuda_patchify_f32(htp_cuda_kernels *kernels, const float *ima
       height % patch != 0 || width % patch != 0)
     return htp_cuda_fail(kernels, "patchify", "bad sizes (height and width must be multiples "
                                               "of patch)");
-  const int64_t total = batch * channels * height * width;
+  const int64_t total = htp__size_mul(size_product(batch, channels, height), width);
+  if (total < 0)
+    return htp_cuda_fail(kernels, "patchify", "the images' size overflows int64");
   if (total == 0)
     return 0;
   patchify_kernel<<<htp_cuda_blocks(total, kThreads), kThreads, 0, kernels->stream>>>(
@@ -100,7 +110,9 @@ extern "C" int htp_cuda_embed_tokens_f32(htp_cuda_kernels *kernels, const float 
                                          int64_t dim) {
   if (batch < 0 || patches_per_image < 0 || dim < 0)
     return htp_cuda_fail(kernels, "embed_tokens", "negative size");
-  const int64_t total = batch * (patches_per_image + 1) * dim;
+  const int64_t total = size_product(batch, htp__size_add(patches_per_image, 1), dim);
+  if (total < 0)
+    return htp_cuda_fail(kernels, "embed_tokens", "the output's size overflows int64");
   if (total == 0)
     return 0;
   embed_kernel<<<htp_cuda_blocks(total, kThreads), kThreads, 0, kernels->stream>>>(
@@ -113,6 +125,8 @@ extern "C" int htp_cuda_cls_token_f32(htp_cuda_kernels *kernels, const float *x,
                                       int64_t batch, int64_t tokens, int64_t dim) {
   if (batch < 0 || tokens < 1 || dim < 0)
     return htp_cuda_fail(kernels, "cls_token", "needs batch, dim >= 0 and tokens >= 1");
+  if (size_product(batch, tokens, dim) < 0)
+    return htp_cuda_fail(kernels, "cls_token", "the input's size overflows int64");
   const int64_t total = batch * dim;
   if (total == 0)
     return 0;
@@ -127,7 +141,9 @@ extern "C" int htp_cuda_cls_token_backward_f32(htp_cuda_kernels *kernels, const 
                                                int64_t dim) {
   if (batch < 0 || tokens < 1 || dim < 0)
     return htp_cuda_fail(kernels, "cls_token_backward", "needs batch, dim >= 0 and tokens >= 1");
-  const int64_t total = batch * tokens * dim;
+  const int64_t total = size_product(batch, tokens, dim);
+  if (total < 0)
+    return htp_cuda_fail(kernels, "cls_token_backward", "the output's size overflows int64");
   if (total == 0)
     return 0;
   cls_back_kernel<<<htp_cuda_blocks(total, kThreads), kThreads, 0, kernels->stream>>>(
@@ -140,6 +156,8 @@ extern "C" int htp_cuda_row_sum_f32(htp_cuda_kernels *kernels, const float *x, f
                                     int64_t rows, int64_t cols) {
   if (rows < 0 || cols < 0)
     return htp_cuda_fail(kernels, "row_sum", "negative size");
+  if (htp__size_mul(rows, cols) < 0)
+    return htp_cuda_fail(kernels, "row_sum", "the input's size overflows int64");
   return colsum(kernels, x, rows, cols, cols, y, 0);
 }
 
@@ -149,6 +167,8 @@ extern "C" int htp_cuda_embed_tokens_backward_f32(htp_cuda_kernels *kernels, con
                                                   int64_t dim) {
   if (batch < 0 || patches_per_image < 0 || dim < 0)
     return htp_cuda_fail(kernels, "embed_tokens_backward", "negative size");
+  if (size_product(batch, htp__size_add(patches_per_image, 1), dim) < 0)
+    return htp_cuda_fail(kernels, "embed_tokens_backward", "dy's size overflows int64");
   const int64_t n = patches_per_image, stride = (n + 1) * dim;
   if (dpatches && batch * n * dim > 0) {
     const int64_t total = batch * n * dim;

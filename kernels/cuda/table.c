@@ -6,15 +6,17 @@
  * handle and kernel object. Every forward op of the table has its twin,
  * the unit kernels of the balance hooks included (kernels/cuda/units.cu),
  * in f32 and bf16, the same-device sums, and the device's memory, copies,
- * synchronisation and timing marks (events). Of the training entries only
- * the model's ends (embed.cu) and zero have twins so far; the rest are
- * NULL (the runtime reports no kernel). Every entry checks that the
- * environment has a device first, so a table used where no GPU was found
- * fails instead of crashing. Entries only enqueue on env->stream.
+ * synchronisation and timing marks (events), and every training entry:
+ * the model's ends (embed.cu), zero, and the backward, loss and optimizer
+ * entries (train.cu, which take the environment themselves: cuda/train.h).
+ * Every entry checks that the environment has a device first, so a table
+ * used where no GPU was found fails instead of crashing. Entries only
+ * enqueue on env->stream.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
 
 #include "kernels/cuda/kernels_internal.h"
+#include "kernels/cuda/train.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -91,8 +93,8 @@ TWIN_ENTRY(bias_add_bf16, htp_cuda_bias_add_bf16,
            (kernels, x, bias, y, rows, cols))
 
 /* The model's ends (embed.cu), f32. The other training entries (backward
- * of linear, layer norm, GELU, attention; the loss; the optimizers) have
- * no CUDA twin yet: NULL, so the runtime says the table has no kernel. */
+ * of linear, layer norm, GELU, attention; the loss; the optimizers) are
+ * train.cu's, registered as they are (cuda/train.h). */
 TWIN_ENTRY(patchify_f32, htp_cuda_patchify_f32,
            (const htp_kernel_env *env, const float *images, float *patches, int64_t batch,
             int64_t channels, int64_t height, int64_t width, int64_t patch),
@@ -346,6 +348,14 @@ static const htp_kernel_table CUDA_TABLE = {
     .row_sum_f32 = row_sum_f32,
     .embed_tokens_backward_f32 = embed_tokens_backward_f32,
     .cls_token_backward_f32 = cls_token_backward_f32,
+    .linear_backward_f32 = htp__cuda_linear_backward_f32,
+    .layer_norm_backward_f32 = htp__cuda_layer_norm_backward_f32,
+    .gelu_backward_f32 = htp__cuda_gelu_backward_f32,
+    .attention_backward_f32 = htp__cuda_attention_backward_f32,
+    .attention_backward_scratch_floats = htp__cuda_attention_backward_scratch_floats,
+    .softmax_cross_entropy_f32 = htp__cuda_softmax_cross_entropy_f32,
+    .sgd_momentum_f32 = htp__cuda_sgd_momentum_f32,
+    .adamw_f32 = htp__cuda_adamw_f32,
     .zero = zero,
 };
 

@@ -10,8 +10,9 @@
  * gradient written, not accumulated, patch embedding equals a stride-P
  * convolution, and each refuses its bad arguments with a message.
  * With CUDA built: the CUDA table's entries fail
- * (never crash) on an environment without a device, the unit kernels'
- * included (their twins are compared by kernels.cuda). Nothing here needs a GPU; on a machine
+ * (never crash) on an environment without a device, the unit kernels' and
+ * the training entries included (their twins are compared by kernels.cuda
+ * and kernels.train_cuda). Nothing here needs a GPU; on a machine
  * with one the entries are not run on host pointers.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
@@ -610,10 +611,35 @@ static void cuda_table_without_device(void **state) {
     assert_int_equal(t->cls_token_backward_f32(&env, x, y, 1, 2, 2), HTP_KERNEL_ERR_SYSTEM);
     assert_int_equal(t->zero(&env, y, sizeof y), HTP_KERNEL_ERR_SYSTEM);
     assert_non_null(strstr(error, "no CUDA device"));
+    /* The backward, loss and optimizer entries (kernels/cuda/train.cu,
+     * compared with the CPU's by kernels.train_cuda on a GPU): the same. */
+    assert_int_equal(t->linear_backward_f32(&env, x, x, x, y, y, y, 2, 2, 2),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_non_null(strstr(error, "no CUDA device"));
+    assert_int_equal(t->layer_norm_backward_f32(&env, x, x, x, y, y, y, 2, 2, 1e-6f),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->gelu_backward_f32(&env, x, x, y, 8, 0), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->attention_backward_f32(&env, x, x, x, x, NULL, x, y, y, y, y, y, y, 8, 1,
+                                               1, 1, 1, 1),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->softmax_cross_entropy_f32(&env, x, x, y, y, 2, 2), HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->sgd_momentum_f32(&env, y, x, y, 8, 0.1f, 0.9f, 0.0f, 1),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_int_equal(t->adamw_f32(&env, y, x, y, y, 8, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 1),
+                     HTP_KERNEL_ERR_SYSTEM);
+    assert_non_null(strstr(error, "no CUDA device"));
   }
-  /* No twins yet: NULL, so the runtime's entries say "no ... entry". */
-  assert_null(t->linear_backward_f32);
-  assert_null(t->softmax_cross_entropy_f32);
+  /* Every training entry has a twin now (none NULL), and the attention
+   * backward's scratch is the CPU kernel's count, which the runtime's
+   * balance hooks size it by whatever the device (< 0 on overflow). */
+  assert_non_null(t->linear_backward_f32);
+  assert_non_null(t->softmax_cross_entropy_f32);
+  assert_non_null(t->attention_backward_scratch_floats);
+  assert_true(t->attention_backward_scratch_floats(2, 5, 8, 3, 4) ==
+              htp_cpu_attention_backward_scratch_floats(2, 5, 8, 3, 4));
+  assert_true(t->attention_backward_scratch_floats(INT64_MAX / 2, 5, 8, 3, 4) < 0);
+  assert_int_equal(t->sgd_momentum_f32(NULL, y, x, y, 8, 0.1f, 0.9f, 0.0f, 1),
+                   HTP_KERNEL_ERR_SYSTEM);
   /* NULL environment: an error, not a crash. */
   assert_int_equal(t->add_f32(NULL, x, x, y, 8), HTP_KERNEL_ERR_SYSTEM);
   assert_int_equal(t->linear_units_f32(NULL, x, x, y, 2, 2, 2, 1, &unit, 1, 0),
