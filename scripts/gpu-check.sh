@@ -29,12 +29,33 @@
 #                   bench/gpu_policies.py: the tp-4 block on one GPU, rank 0
 #                   on a quarter of the others' SMs (--sms), every policy's
 #                   steady time over the ideal
-#   8. summary.txt  one line per step; its last line is printed last too.
+#   8. train-cpu.json, train-cuda.json, train-*.log, train.txt
+#                   htp-run --train on gpu-blocks/vit_fmnist_tp1.so (a whole
+#                   ViT, depth 2, dim 64) with gpu-blocks/train/ (the first
+#                   2048/512 Fashion-MNIST training/test images), 2 epochs of
+#                   32 steps, --seed 1, once with --device cpu and once with
+#                   --device cuda, each under GPU_CHECK_TRAIN_S (default 60).
+#                   Passes if both finish and, every epoch, the GPU's train
+#                   and test loss are within GPU_CHECK_TRAIN_RTOL (default
+#                   1e-4) of the CPU's, relative, and its test accuracy within
+#                   GPU_CHECK_TRAIN_ACC_POINTS (default 1 point, 5 of 512
+#                   images). Why 1e-4: measured on the CPU, OpenBLAS against
+#                   the plain C GEMM (other sum orders at every step) moves
+#                   the losses by 1e-8 after the 64 steps, and all weights
+#                   perturbed by 1e-5 relative by 5e-7: round-off does not
+#                   grow over so short a run; whereas a 1 % larger learning
+#                   rate moves them by up to 8e-4, no weight decay by up to
+#                   3e-4, another --seed by 3e-2 (and test accuracy by only
+#                   0.6 and 1.6 points: the losses are the finer test). A
+#                   crash or a time-out fails; skipped without the model or
+#                   train/ (gpu-prepare.sh), python3, or zlib in the build.
+#   9. summary.txt  one line per step; its last line is printed last too.
 # OUT_DIR defaults to $OUT, else ./gpu-check-out. Exits 0 only if every step
 # that ran passed; 2 (and a message) when there is no GPU to check.
 # A device machine of this workplace returns eight files at most: at the end
 # everything but summary.txt, device.txt, blocks.csv, policies.txt and the
-# trace picture goes into logs.tar.gz (unpack: tar xzf logs.tar.gz).
+# trace picture (six files at most) goes into logs.tar.gz (unpack: tar xzf
+# logs.tar.gz; the training step's metrics and logs are there).
 # Time limits per step (GPU_CHECK_*_S) keep the whole well under 10 minutes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -232,5 +253,74 @@ else
   fi
 fi
 
+# --- 8. Training on the GPU against the CPU -------------------------------------
+model=$blocks/vit_fmnist_tp1.so
+if [ ! -f "$model" ] || [ ! -d "$blocks/train" ]; then
+  step train skipped "no $model or $blocks/train: run scripts/gpu-prepare.sh where MLIR is, carry gpu-blocks"
+elif [ ! -x "$htp_run" ]; then
+  step train FAILED "$htp_run was not built ($variant build)"
+elif ! command -v "$python" >/dev/null 2>&1; then
+  step train skipped "no $python to compare the metrics"
+else
+  train_s=${GPU_CHECK_TRAIN_S:-60}
+  status='' detail=''
+  for device in cpu cuda; do
+    log=$out/train-$device.log
+    rm -f "$out/train-$device.json"
+    timeout -k 10 "$train_s" "$htp_run" "$model" --train --data "$blocks/train" --epochs 2 \
+      --seed 1 --device "$device" --metrics "$out/train-$device.json" >"$log" 2>&1
+    train_rc=$?
+    if grep -q 'built without zlib' "$log"; then
+      status=skipped detail="htp-run was built without zlib (no zlib1g-dev here): no --train"
+    elif [ "$train_rc" -eq 124 ] || [ "$train_rc" -eq 137 ]; then
+      status=FAILED detail="--device $device did not finish in $train_s s (train-$device.log)"
+    elif [ "$train_rc" -ne 0 ]; then
+      status=FAILED detail="--device $device exited $train_rc: $( (grep -m1 error "$log" ||
+                            tail -n1 "$log") | cut -c1-160) (train-$device.log)"
+    fi
+    [ -n "$status" ] && break
+  done
+  if [ -z "$status" ]; then
+    # Every epoch: train and test loss relative to the CPU's, test accuracy in
+    # points. Exit 0 within tolerance, 1 outside, 2 unreadable metrics.
+    "$python" - "$out/train-cpu.json" "$out/train-cuda.json" "${GPU_CHECK_TRAIN_RTOL:-1e-4}" \
+      "${GPU_CHECK_TRAIN_ACC_POINTS:-1}" >"$out/train.txt" 2>&1 <<'COMPARE'
+import json, math, sys
+cpu_path, cuda_path, rtol, points = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+try:
+    runs = [json.load(open(path)) for path in (cpu_path, cuda_path)]
+    for run, device in zip(runs, ("cpu", "cuda")):
+        if run.get("device") != device or len(run.get("epochs", [])) != 2:
+            raise ValueError(f"{device}'s metrics say device {run.get('device')}, "
+                             f"{len(run.get('epochs', []))} epoch(s)")
+    loss_gaps, accuracy_gaps = [], []
+    for cpu, cuda in zip(runs[0]["epochs"], runs[1]["epochs"]):
+        loss_gaps += [abs(cuda[key] - cpu[key]) / abs(cpu[key]) for key in ("train_loss", "test_loss")]
+        accuracy_gaps.append(100 * abs(cuda["test_acc"] - cpu["test_acc"]))
+        print(f"epoch {cpu['epoch']}: train loss {cpu['train_loss']:.6f} {cuda['train_loss']:.6f}, "
+              f"test loss {cpu['test_loss']:.6f} {cuda['test_loss']:.6f}, test acc "
+              f"{100 * cpu['test_acc']:.2f} {100 * cuda['test_acc']:.2f} % (cpu, cuda)")
+except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+    print(f"cannot compare the metrics: {error!r}")
+    sys.exit(2)
+# A NaN gap is the largest and fails.
+loss_gap = math.nan if any(map(math.isnan, loss_gaps)) else max(loss_gaps)
+accuracy_gap = max(accuracy_gaps)
+def per_epoch(run, key, scale=1, digits=4):
+    return "/".join(f"{scale * epoch[key]:.{digits}f}" for epoch in run["epochs"])
+print(f"train loss {per_epoch(runs[0], 'train_loss')} cpu, {per_epoch(runs[1], 'train_loss')} "
+      f"cuda; test acc {per_epoch(runs[0], 'test_acc', 100, 2)} cpu, "
+      f"{per_epoch(runs[1], 'test_acc', 100, 2)} cuda %; train and test loss gap "
+      f"{loss_gap:.1e} relative (tol {rtol:g}), acc gap {accuracy_gap:.2f} points (tol {points:g})")
+sys.exit(0 if loss_gap <= rtol and accuracy_gap <= points else 1)
+COMPARE
+    case $? in
+      0) status=ok detail="$(tail -n1 "$out/train.txt") (train.txt, train-*.json)" ;;
+      1) status=FAILED detail="$(tail -n1 "$out/train.txt") (train.txt, train-*.json)" ;;
+      *) status=FAILED detail="$(tail -n1 "$out/train.txt") (train.txt)" ;;
+    esac
+  fi
+  step train "$status" "$detail"
+fi
 
 finish
