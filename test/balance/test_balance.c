@@ -708,7 +708,10 @@ static void test_10_slowdown(void **unused) {
           cpu_thread, wall_thread);
   assert_int_equal(bad_clock_result, HTP_ERR_INVALID);
   assert_true(hooked_thread > 0.0 && hooked_thread <= 1000.0 * cpu_thread * 1.0001);
-  assert_true(wall_thread < hooked_thread / 100.0); /* a wait would take ~hooked_thread */
+  /* A wait would add ~hooked_thread (999x the CPU time); a loaded machine
+   * stretches the wall clock alone to ~10x the CPU time (CI read 0.6 ms CPU,
+   * 5.9 ms wall), so the bound leaves that room. */
+  assert_true(wall_thread < hooked_thread / 10.0);
   model_free(m);
   free(m);
 }
