@@ -12,6 +12,8 @@ Runs, all from the same seed (same init, same batches):
     resize-priority             ... the least-varying units (--select variation)
     migrate                     stragglers hand units to fast ranks (exact)
     semi                        mild stragglers resize, bad ones migrate (priority)
+    resize-importance           (only if named) ... the least important units by
+                                output (--select importance), for contrast
   per imputation (at --impute-chi): resize-random with --impute same, average
     (zero is the resize-random run above)
 
@@ -56,14 +58,19 @@ POLICIES = [  # name, htp-run flags
     ("resize-priority", ["--policy", "resize", "--select", "variation"]),
     ("migrate", ["--policy", "migrate"]),
     ("semi", ["--policy", "semi", "--select", "variation"]),
+    # Not in the default set: the inference-time selection, for contrast.
+    ("resize-importance", ["--policy", "resize", "--select", "importance"]),
 ]
+DEFAULT_POLICIES = ["none", "resize-random", "resize-priority", "migrate", "semi"]
 
 
-def slows(chi, factors, tp):
-    """--slow flags for chi stragglers: ranks tp-1, tp-2, ... with factors in order."""
+def slows(chi, factors, tp, onset_step=0):
+    """--slow flags for chi stragglers: ranks tp-1, tp-2, ... with factors in
+    order, slow from training step onset_step on."""
     flags = []
     for i in range(chi):
-        flags += ["--slow", f"{tp - 1 - i}:{factors[i]:g}"]
+        at = f"@{onset_step}" if onset_step else ""
+        flags += ["--slow", f"{tp - 1 - i}:{factors[i]:g}{at}"]
     return flags
 
 
@@ -91,7 +98,7 @@ def run(a, name, flags, model, tp=None):
         return json.load(f), trace
 
 
-def hook_seconds(trace_path, tp, reduce, kinds=(0, 1)):
+def hook_seconds(trace_path, tp, reduce, kinds=(0, 1), from_step=0):
     """Mean over steps of reduce(the ranks' hook seconds, of the sites in
     kinds: 0 attention, 1 MLP): mean for the work a rank does (the
     baseline's share of the step), max for what the step waits for. The
@@ -101,6 +108,8 @@ def hook_seconds(trace_path, tp, reduce, kinds=(0, 1)):
     with open(trace_path) as f:
         for line in f:
             row = json.loads(line)
+            if row["iter"] < from_step:
+                continue
             sites = row.get("site_seconds") or [0, 0]
             per_step.setdefault(row["iter"], []).append(sum(sites[k] or 0 for k in kinds))
     steps = [reduce(v) for v in per_step.values() if len(v) == tp]
@@ -124,14 +133,16 @@ def mean(values):
     return sum(values) / len(values)
 
 
-def moved(trace_path):
-    """Mean per training step, summed over ranks: [heads, MLP units] pruned
-    and [heads, MLP units] sent, from the trace (per layer: every layer runs
-    the same plan)."""
+def moved(trace_path, from_step=0):
+    """Mean per training step from from_step on, summed over ranks: [heads,
+    MLP units] pruned and [heads, MLP units] sent, from the trace (per layer:
+    every layer runs the same plan)."""
     pruned, sent, steps = [0, 0], [0, 0], set()
     with open(trace_path) as f:
         for line in f:
             row = json.loads(line)
+            if row["iter"] < from_step:
+                continue
             steps.add(row["iter"])
             for k in range(2):
                 pruned[k] += (row.get("pruned") or [0, 0])[k]
@@ -231,13 +242,19 @@ def main():
                    help="slowdowns of ranks tp-1, tp-2, tp-3 (default 1.25,3,2: chi 1 is a "
                         "mild straggler, which semi resizes; chi 2 adds a bad one)")
     p.add_argument("--chis", default="1,2,3")
+    p.add_argument("--onset", type=float, default=0.0,
+                   help="the epoch (a fraction is fine) the stragglers turn slow at (default 0: "
+                        "from the first step). Later onsets let the variation priority rank "
+                        "units that have learned something; the ideal and the per-step "
+                        "columns count only the steps from the onset on")
     p.add_argument("--ewma-alpha", type=float, default=0.05,
                    help="htp-run's detector smoothing (default 0.05: steps of a few ms on "
                         "an oversubscribed CPU are noisy; htp-run's own default is 0.3)")
     p.add_argument("--hysteresis", type=int, default=20,
                    help="htp-run's detector hysteresis in steps (default 20; htp-run's 3)")
-    p.add_argument("--policies", default=",".join(name for name, _ in POLICIES),
-                   help="the policies to run per chi, of: %(default)s")
+    p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
+                   help="the policies to run per chi (default %(default)s; also "
+                        "resize-importance: --select importance)")
     p.add_argument("--impute-chi", type=int, default=2,
                    help="the chi of the imputation runs (0: none)")
     p.add_argument("--control-tp", type=int, default=2,
@@ -260,6 +277,8 @@ def main():
         p.error(f"--policies: unknown {', '.join(sorted(unknown))}")
     if max(chis) > min(len(a.factors), a.tp - 1):
         p.error("each chi needs that many --factors and a fast rank left")
+    if not 0 <= a.onset < a.epochs:
+        p.error("--onset: an epoch in [0, --epochs)")
     os.makedirs(a.out, exist_ok=True)
     model = a.model or os.path.join(a.out, "vit.mlir")
     if not a.model:
@@ -285,12 +304,16 @@ def main():
     heads_share = hook_seconds(trace, a.tp, mean, kinds=(0,)) / share if units else 0.0
     step_s = base["ms_step"] / 1e3
     h = min(1.0, share / step_s) if step_s > 0 else 0.0
+    onset_step = round(a.onset * metrics["steps_per_epoch"])
+    slow_share = 1 - onset_step / (a.epochs * metrics["steps_per_epoch"])
     rows, ideal, floor, step_floor = [], {}, {}, {}
     for chi in chis:
         speeds = [1.0] * a.tp
         for i in range(chi):
             speeds[a.tp - 1 - i] = 1.0 / a.factors[i]
-        ideal[chi] = base["seconds"] * ((1 - h) + h * a.tp / sum(speeds))
+        # Before the onset every rank is fast: the ideal is the baseline's.
+        ideal[chi] = base["seconds"] * ((1 - slow_share) +
+                                        slow_share * ((1 - h) + h * a.tp / sum(speeds)))
         # Whole heads and MLP units cannot match the ideal's divisible work:
         # the hooks' floor for exact policies, each kind weighted by its
         # share of the baseline's hook time.
@@ -298,19 +321,21 @@ def main():
             floor[chi] = (heads_share * whole_unit_floor(a.tp * units[0], speeds) +
                           (1 - heads_share) * whole_unit_floor(a.tp * units[1], speeds))
             spread = h * a.tp / sum(speeds)
-            step_floor[chi] = ((1 - h) + spread * floor[chi]) / ((1 - h) + spread)
+            step_floor[chi] = (((1 - slow_share) + slow_share * ((1 - h) + spread * floor[chi])) /
+                               ((1 - slow_share) + slow_share * ((1 - h) + spread)))
         runs = [(name, flags, "zero") for name, flags in policies]
         if chi == a.impute_chi:
             runs += [("resize-random", ["--policy", "resize", "--impute", imp], imp)
                      for imp in ("same", "average")]
         for name, flags, impute in runs:
             tag = f"chi{chi}-{name}" + ("" if impute == "zero" else f"-{impute}")
-            metrics, trace = run(a, tag, flags + slows(chi, a.factors, a.tp), model)
-            pruned, sent = moved(trace)
+            metrics, trace = run(a, tag, flags + slows(chi, a.factors, a.tp, onset_step), model)
+            pruned, sent = moved(trace, onset_step)
             # The hooks alone: the slowest rank's hook time a step over the
             # baseline's hook work spread by speed (no noise of the rest of
             # the step, no max over noisy ranks in the ideal).
-            hooks = hook_seconds(trace, a.tp, max) / (share * a.tp / sum(speeds))
+            hooks = (hook_seconds(trace, a.tp, max, from_step=onset_step) /
+                     (share * a.tp / sum(speeds)))
             rows.append(dict(summary(metrics), name=name, chi=chi, impute=impute, hooks=hooks,
                              pruned=pruned, sent=sent))
 
@@ -319,7 +344,9 @@ def main():
              f"; detector: EWMA alpha {a.ewma_alpha:g}, hysteresis {a.hysteresis}"
              f"{f' of {a.limit_train} images' if a.limit_train else ''}, AdamW lr {a.lr:g} "
              f"cosine, seed {a.seed}; {a.clock} clock"
-             f"{' (one device a rank, modelled)' if a.clock == 'cpu' else ''}. Baseline (no "
+             f"{' (one device a rank, modelled)' if a.clock == 'cpu' else ''}"
+             f"{f'; stragglers from epoch {a.onset:g} (step {onset_step})' if onset_step else ''}"
+             f". Baseline (no "
              f"straggler): {base['acc']:.2f} % in {base['seconds']:.0f} s "
              f"({base['ms_step']:.2f} ms/step; hooks {100 * h:.0f} % of the step).", "",
              "| chi | slowdowns | policy | impute | test acc % | - baseline | train s | / ideal "

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Seeds of one train_policies.py cell side by side: the final test accuracy
+of each policy run in DIR/s*/ (one train_policies.py --out a seed), each
+policy's paired gap to a reference policy per seed (same seed: same init,
+batches and round-off control), the gaps' mean and standard error, and the
+seeds' round-off controls (the baseline at another tp) for scale. Runs
+still in progress (fewer epochs than their baseline) are left out.
+
+    bench/train_seeds.py bench/out/onset --cell chi3 --against resize-random \\
+        --policies resize-priority,resize-importance --plot bench/figures/train-seeds.png
+
+A gap is called shown only if its mean is more than twice its standard
+error over 3 seeds or more (a rough two-sided 95 % for a handful of seeds:
+the count is printed).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import re
+
+
+def final_acc(path, epochs):
+    """The last epoch's test accuracy, or None while the run has fewer than
+    epochs epochs (metrics are written after each) or does not exist."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        done = json.load(f)["epochs"]
+    return 100 * done[-1]["test_acc"] if len(done) == epochs else None
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", help="a folder of s<seed>/ train_policies.py outputs")
+    p.add_argument("--cell", default="chi2", help="the runs' prefix (default chi2)")
+    p.add_argument("--against", default="resize-random",
+                   help="the reference policy of the gaps (default %(default)s)")
+    p.add_argument("--policies", default="resize-priority",
+                   help="policies compared with --against, comma-separated (default "
+                        "%(default)s); a seed counts for a policy once both runs are done")
+    p.add_argument("--plot", help="PNG of the per-seed accuracies and gaps")
+    a = p.parse_args()
+    names = a.policies.split(",")
+    rows = []
+    for d in glob.glob(os.path.join(a.dir, "s*")):
+        m = re.fullmatch(r"s(\d+)", os.path.basename(d))
+        base = os.path.join(d, "baseline.json")
+        if not m or not os.path.exists(base):
+            continue
+        with open(base) as f:
+            epochs = len(json.load(f)["epochs"])
+        row = {k: final_acc(os.path.join(d, f"{a.cell}-{k}.json"), epochs)
+               for k in names + [a.against]}
+        row["baseline"] = final_acc(base, epochs)
+        if row[a.against] is None or all(row[k] is None for k in names):
+            continue
+        controls = glob.glob(os.path.join(d, "baseline-tp*.json"))
+        control = final_acc(controls[0], epochs) if controls else None
+        row["seed"] = int(m.group(1))
+        row["control"] = control - row["baseline"] if control is not None else float("nan")
+        rows.append(row)
+    if not rows:
+        raise SystemExit(f"train_seeds: no s<seed>/ in {a.dir} with finished {a.cell}-"
+                         f"{a.against} and baseline runs")
+    rows.sort(key=lambda r: r["seed"])
+
+    def cell(v):
+        return "-" if v is None else f"{v:+.2f}"
+
+    print(f"| seed | baseline % | {a.against} | " + " | ".join(names) + " | " +
+          " | ".join(f"{k} - {a.against}" for k in names) + " | round-off control |")
+    print("|---" * (3 + 2 * len(names) + 1) + "|")
+    for r in rows:
+        print(f"| {r['seed']} | {r['baseline']:.2f} | {cell(r[a.against] - r['baseline'])} | " +
+              " | ".join(cell(None if r[k] is None else r[k] - r['baseline']) for k in names) +
+              " | " +
+              " | ".join(cell(None if r[k] is None else r[k] - r[a.against]) for k in names) +
+              f" | {r['control']:+.2f} |")
+    print()
+    stats = {}
+    for k in names:
+        gaps = [r[k] - r[a.against] for r in rows if r[k] is not None]
+        n = len(gaps)
+        mean = sum(gaps) / n
+        se = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1) / n) if n > 1 else math.inf
+        stats[k] = (mean, se)
+        print(f"{k} - {a.against} over {n} seeds: mean {mean:+.2f} points, standard error "
+              f"{se:.2f}; {sum(g > 0 for g in gaps)} of {n} above. " +
+              ("Too few seeds to tell (3 at least)." if n < 3 else
+               "Shown (mean > 2 standard errors)." if abs(mean) > 2 * se else
+               "Not shown (mean within 2 standard errors)."))
+    controls = [abs(r["control"]) for r in rows if not math.isnan(r["control"])]
+    if controls:
+        print(f"Round-off controls: mean |gap| {sum(controls) / len(controls):.2f} points.")
+    if a.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+        seeds = [r["seed"] for r in rows]
+        markers = ["o", "^", "v", "D", "x"]
+        for i, k in enumerate(names + [a.against, "baseline"]):
+            left.plot(seeds, [r[k] if r[k] is not None else math.nan for r in rows],
+                      "_" if k == "baseline" else markers[i % len(markers)], label=k,
+                      markersize=12 if k == "baseline" else 8)
+        left.set_xticks(seeds)
+        left.set_xlabel("seed")
+        left.set_ylabel("final test accuracy %")
+        left.set_title(f"{a.cell}: final accuracy per seed")
+        left.legend(fontsize=8)
+        width = 0.8 / len(names)
+        for i, k in enumerate(names):
+            xs = [s + (i - (len(names) - 1) / 2) * width for s in seeds]
+            gaps = [r[k] - r[a.against] if r[k] is not None else math.nan for r in rows]
+            mean, se = stats[k]
+            right.bar(xs, gaps, width, label=f"{k}: mean {mean:+.2f} (se {se:.2f})")
+        right.axhline(0, color="gray", linewidth=0.8)
+        right.set_xticks(seeds)
+        right.set_xlabel("seed")
+        right.set_ylabel(f"gap to {a.against}, points")
+        right.set_title("paired gap (same seed)")
+        right.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(a.plot, dpi=110)
+        print(f"wrote {a.plot}")
+
+
+if __name__ == "__main__":
+    main()
