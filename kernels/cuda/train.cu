@@ -506,6 +506,16 @@ htp_kernel_status device_status(const htp_kernel_env *env, htp_cuda_kernels *ker
                          htp_cuda_kernels_error(kernels));
 }
 
+/* The launches just enqueued: their error (a bad configuration, a sticky
+ * fault), else OK. */
+htp_kernel_status launch_status(const htp_kernel_env *env, const char *op) {
+  const cudaError_t launched = cudaGetLastError();
+  if (launched != cudaSuccess)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
+                           cudaGetErrorString(launched));
+  return HTP_KERNEL_OK;
+}
+
 /* The object's workspace as `count` doubles, or NULL (why on the object). */
 double *workspace_doubles(htp_cuda_kernels *kernels, int64_t count) {
   if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
@@ -570,16 +580,12 @@ extern "C" htp_kernel_status htp__cuda_layer_norm_backward_f32(const htp_kernel_
     return device_status(env, kernels, op, 1);
   layer_norm_rows_kernel<<<grid_for(rows, 1), kThreads, 0, kernels->stream>>>(
       x, gamma, dy, dx, stats, rows, dim, epsilon);
-  cudaError_t launched = cudaGetLastError();
-  if (launched == cudaSuccess && columns) {
-    layer_norm_columns_kernel<<<grid_for(dim, kColumnTile), dim3(kColumnTile, kRowLanes), 0,
-                                kernels->stream>>>(x, dy, stats, dgamma, dbeta, rows, dim);
-    launched = cudaGetLastError();
-  }
-  if (launched != cudaSuccess)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
-                           cudaGetErrorString(launched));
-  return HTP_KERNEL_OK;
+  const htp_kernel_status launched = launch_status(env, op);
+  if (launched != HTP_KERNEL_OK || !columns)
+    return launched;
+  layer_norm_columns_kernel<<<grid_for(dim, kColumnTile), dim3(kColumnTile, kRowLanes), 0,
+                              kernels->stream>>>(x, dy, stats, dgamma, dbeta, rows, dim);
+  return launch_status(env, op);
 }
 
 extern "C" htp_kernel_status htp__cuda_gelu_backward_f32(const htp_kernel_env *env,
@@ -598,11 +604,7 @@ extern "C" htp_kernel_status htp__cuda_gelu_backward_f32(const htp_kernel_env *e
     return refuse(env, op, "x or dy is NULL");
   gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, kernels->stream>>>(x, dy, dx, n,
                                                                                 tanh_approx);
-  const cudaError_t launched = cudaGetLastError();
-  if (launched != cudaSuccess)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
-                           cudaGetErrorString(launched));
-  return HTP_KERNEL_OK;
+  return launch_status(env, op);
 }
 
 extern "C" int64_t htp__cuda_attention_backward_scratch_floats(int64_t batch, int64_t tokens,
@@ -689,15 +691,11 @@ extern "C" htp_kernel_status htp__cuda_softmax_cross_entropy_f32(const htp_kerne
     return device_status(env, kernels, op, 1);
   cross_entropy_rows_kernel<<<grid_for(rows, kWarps), kThreads, 0, kernels->stream>>>(
       logits, targets, dlogits, row_loss, rows, classes, (float)(1.0 / (double)rows));
-  cudaError_t launched = cudaGetLastError();
-  if (launched == cudaSuccess && loss) {
-    mean_kernel<<<1, kThreads, 0, kernels->stream>>>(row_loss, rows, loss);
-    launched = cudaGetLastError();
-  }
-  if (launched != cudaSuccess)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
-                           cudaGetErrorString(launched));
-  return HTP_KERNEL_OK;
+  const htp_kernel_status launched = launch_status(env, op);
+  if (launched != HTP_KERNEL_OK || !loss)
+    return launched;
+  mean_kernel<<<1, kThreads, 0, kernels->stream>>>(row_loss, rows, loss);
+  return launch_status(env, op);
 }
 
 extern "C" htp_kernel_status htp__cuda_sgd_momentum_f32(const htp_kernel_env *env, float *w,
@@ -720,11 +718,7 @@ extern "C" htp_kernel_status htp__cuda_sgd_momentum_f32(const htp_kernel_env *en
   /* momentum 0 keeps no buffer (as PyTorch): m, when given, just gets g'. */
   sgd_kernel<<<grid_for(n, kThreads), kThreads, 0, kernels->stream>>>(
       w, g, m, n, lr, momentum, weight_decay, step == 1);
-  const cudaError_t launched = cudaGetLastError();
-  if (launched != cudaSuccess)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
-                           cudaGetErrorString(launched));
-  return HTP_KERNEL_OK;
+  return launch_status(env, op);
 }
 
 extern "C" htp_kernel_status htp__cuda_adamw_f32(const htp_kernel_env *env, float *w,
@@ -752,9 +746,5 @@ extern "C" htp_kernel_status htp__cuda_adamw_f32(const htp_kernel_env *env, floa
   adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, kernels->stream>>>(
       w, g, m, v, n, (float)(1.0 - (double)lr * (double)weight_decay), beta1, beta2,
       (float)((double)lr / bc1), (float)sqrt(bc2), epsilon);
-  const cudaError_t launched = cudaGetLastError();
-  if (launched != cudaSuccess)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda %s: %s", op,
-                           cudaGetErrorString(launched));
-  return HTP_KERNEL_OK;
+  return launch_status(env, op);
 }

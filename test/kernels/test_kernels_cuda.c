@@ -37,6 +37,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_kernels_cuda.h"
+#include "test/kernels/cuda_test.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -45,51 +46,11 @@
 #include <string.h>
 
 static int failures = 0;
-static unsigned seed = 12345;
-
-static float *host_random(int64_t n, float lo, float hi) {
-  float *data = malloc((size_t)n * sizeof(float));
-  for (int64_t i = 0; i < n; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    data[i] = lo + (hi - lo) * (float)(seed >> 8) / 16777216.0f;
-  }
-  return data;
-}
-
-/* A CUDA runtime call of the test itself: any failure fails the test. */
-static void cuda_or_die(cudaError_t status, const char *what) {
-  if (status != cudaSuccess) {
-    fprintf(stderr, "FAIL: %s: %s\n", what, cudaGetErrorString(status));
-    exit(1);
-  }
-}
-
-static void *to_device_bytes(const void *host, size_t bytes) {
-  void *device = NULL;
-  cuda_or_die(cudaMalloc(&device, bytes > 0 ? bytes : 1), "cudaMalloc");
-  if (host)
-    cuda_or_die(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice),
-                "cudaMemcpy to the device");
-  /* A pageable copy may still be in flight on return, and the kernels'
-   * non-blocking streams do not wait for the default stream. */
-  cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  return device;
-}
-
-static float *to_device(const float *host, int64_t n) {
-  return to_device_bytes(host, (size_t)(n > 0 ? n : 0) * sizeof(float));
-}
 
 /* max |got - want| / max |want| against the tolerance; NaN fails. */
 static void compare_values(const char *name, const float *got, const float *want, int64_t n,
                            double tolerance) {
-  double max_ref = 1e-30, max_diff = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    max_ref = fmax(max_ref, fabs(want[i]));
-    double diff = fabs((double)got[i] - want[i]);
-    max_diff = isnan(diff) ? INFINITY : fmax(max_diff, diff);
-  }
-  double error = max_diff / max_ref;
+  double error = relative_error(got, want, n);
   int ok = error <= tolerance;
   printf("%-30s relative error %.3g %s\n", name, error, ok ? "ok" : "FAIL");
   failures += !ok;

@@ -35,6 +35,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_scratch.h"
+#include "test/kernels/cuda_test.h"
 
 #include <cuda_runtime.h>
 #include <limits.h>
@@ -45,29 +46,8 @@
 #include <string.h>
 
 static int failures = 0;
-static unsigned seed = 20240611u;
 
-/* ----- Host data and device copies -------------------------------------- */
-
-static float uniform(float lo, float hi) {
-  seed = seed * 1664525u + 1013904223u;
-  return lo + (hi - lo) * (float)(seed >> 8) / 16777216.0f;
-}
-
-static float *host_alloc(int64_t n) {
-  float *data = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  if (!data) {
-    fprintf(stderr, "FAIL: out of host memory\n");
-    exit(1);
-  }
-  return data;
-}
-
-static float *host_random(int64_t n, float lo, float hi) {
-  float *data = host_alloc(n);
-  for (int64_t i = 0; i < n; ++i) data[i] = uniform(lo, hi);
-  return data;
-}
+/* ----- Host data and device copies (the rest: cuda_test.h) ------------- */
 
 /* All bytes 0xFF: a NaN in every element. */
 static float *host_nan(int64_t n) {
@@ -88,28 +68,6 @@ static double max_abs(const float *a, int64_t n) {
   return m;
 }
 
-/* A CUDA runtime call of the test itself: any failure fails the test. */
-static void cuda_or_die(cudaError_t status, const char *what) {
-  if (status != cudaSuccess) {
-    fprintf(stderr, "FAIL: %s: %s\n", what, cudaGetErrorString(status));
-    exit(1);
-  }
-}
-
-/* A device copy of host (n floats; uninitialised when host is NULL). */
-static float *device_from(const float *host, int64_t n) {
-  void *device = NULL;
-  const size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
-  cuda_or_die(cudaMalloc(&device, bytes), "cudaMalloc");
-  if (host && n > 0)
-    cuda_or_die(cudaMemcpy(device, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
-                "cudaMemcpy to the device");
-  /* The entries run on the environment's non-blocking stream, which does
-   * not wait for the legacy stream's copies. */
-  cuda_or_die(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  return device;
-}
-
 static void download(float *host, const float *device, int64_t n) {
   if (n > 0)
     cuda_or_die(cudaMemcpy(host, device, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost),
@@ -117,18 +75,6 @@ static void download(float *host, const float *device, int64_t n) {
 }
 
 /* ----- Comparison --------------------------------------------------------- */
-
-/* max |got - want| / max |want|; NaN anywhere in got or want: infinity. */
-static double relative_error(const float *got, const float *want, int64_t n) {
-  double scale = 1e-30, diff = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = fabs((double)got[i] - (double)want[i]);
-    if (isnan(d)) return INFINITY;
-    scale = fmax(scale, fabs(want[i]));
-    diff = fmax(diff, d);
-  }
-  return diff / scale;
-}
 
 /* One case's comparisons: its worst error, and whether any failed. */
 typedef struct verdict {
@@ -215,7 +161,7 @@ static void outputs_begin(output *o, int count, unsigned wanted, int pass) {
       o[i].host = host_random(o[i].n, 0.0f, 0.0f);
     else
       o[i].host = host_random(o[i].n, -o[i].scale, o[i].scale);
-    o[i].device = device_from(o[i].host, o[i].n);
+    o[i].device = to_device(o[i].host, o[i].n);
   }
 }
 
@@ -246,8 +192,8 @@ static int linear_case(twin *t, int64_t rows, int64_t in, int64_t out_features) 
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *x = host_random(rows * in, -1, 1), *w = host_random(out_features * in, -0.5f, 0.5f);
   float *dy = host_random(rows * out_features, -1, 1);
-  float *x_d = device_from(x, rows * in), *w_d = device_from(w, out_features * in);
-  float *dy_d = device_from(dy, rows * out_features);
+  float *x_d = to_device(x, rows * in), *w_d = to_device(w, out_features * in);
+  float *dy_d = to_device(dy, rows * out_features);
   output out[] = {OUTPUT("dx", rows * in, 0), OUTPUT("dw", out_features * in, 1),
                   OUTPUT("db", out_features, 1)};
   static const unsigned masks[] = {7, 1, 2, 4, 6};
@@ -281,8 +227,8 @@ static int layer_norm_case(twin *t, int64_t rows, int64_t dim) {
     for (int64_t i = 0; i < dim; ++i) x[r * dim + i] = shift + spread * x[r * dim + i];
   }
   float *dy = host_random(rows * dim, -1, 1);
-  float *x_d = device_from(x, rows * dim), *gamma_d = device_from(gamma, dim);
-  float *dy_d = device_from(dy, rows * dim);
+  float *x_d = to_device(x, rows * dim), *gamma_d = to_device(gamma, dim);
+  float *dy_d = to_device(dy, rows * dim);
   output out[] = {OUTPUT("dx", rows * dim, 0), OUTPUT("dgamma", dim, 1),
                   OUTPUT("dbeta", dim, 1)};
   static const unsigned masks[] = {7, 1, 6, 4, 2};
@@ -311,19 +257,19 @@ static int layer_norm_case(twin *t, int64_t rows, int64_t dim) {
 static int gelu_case(twin *t, int64_t n) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *x = host_random(n, -6, 6), *dy = host_random(n, -1, 1);
-  float *x_d = device_from(x, n), *dy_d = device_from(dy, n);
+  float *x_d = to_device(x, n), *dy_d = to_device(dy, n);
   verdict v = {0};
   for (int tanh_approx = 0; tanh_approx < 2; ++tanh_approx) {
     const char *form = tanh_approx ? "tanh" : "erf";
     char what[48];
     /* Out of place into NaN. */
-    float *want = host_nan(n), *got_d = device_from(want, n);
+    float *want = host_nan(n), *got_d = to_device(want, n);
     CPU_ENTRY(t, t->cpu->gelu_backward_f32(pe, x, dy, want, n, tanh_approx));
     CUDA_ENTRY(t, t->cuda->gelu_backward_f32(ce, x_d, dy_d, got_d, n, tanh_approx));
     snprintf(what, sizeof what, "dx %s", form);
     check(&v, what, got_d, want, n, 2e-6);
     /* In place: dx = dy. */
-    float *inplace = host_copy(dy, n), *inplace_d = device_from(dy, n);
+    float *inplace = host_copy(dy, n), *inplace_d = to_device(dy, n);
     CPU_ENTRY(t, t->cpu->gelu_backward_f32(pe, x, inplace, inplace, n, tanh_approx));
     CUDA_ENTRY(t, t->cuda->gelu_backward_f32(ce, x_d, inplace_d, inplace_d, n, tanh_approx));
     snprintf(what, sizeof what, "dx = dy %s", form);
@@ -348,14 +294,14 @@ static int attention_case(twin *t, int64_t batch, int64_t tokens, int64_t dim, i
   float *x = host_random(rows * dim, -1, 1), *wqkv = host_random(wide * dim, -0.5f, 0.5f);
   float *bqkv = host_random(wide, -0.2f, 0.2f), *wproj = host_random(dim * inner, -0.4f, 0.4f);
   float *bproj = host_random(dim, -0.2f, 0.2f), *dy = host_random(rows * dim, -1, 1);
-  float *x_d = device_from(x, rows * dim), *wqkv_d = device_from(wqkv, wide * dim);
-  float *bqkv_d = device_from(bqkv, wide), *wproj_d = device_from(wproj, dim * inner);
-  float *bproj_d = device_from(bproj, dim), *dy_d = device_from(dy, rows * dim);
+  float *x_d = to_device(x, rows * dim), *wqkv_d = to_device(wqkv, wide * dim);
+  float *bqkv_d = to_device(bqkv, wide), *wproj_d = to_device(wproj, dim * inner);
+  float *bproj_d = to_device(bproj, dim), *dy_d = to_device(dy, rows * dim);
   const int64_t cpu_floats = t->cpu->attention_backward_scratch_floats(batch, tokens, dim, heads,
                                                                        head_dim);
   const int64_t cuda_floats = t->cuda->attention_backward_scratch_floats(batch, tokens, dim,
                                                                          heads, head_dim);
-  float *scratch = host_alloc(cpu_floats), *scratch_d = device_from(NULL, cuda_floats);
+  float *scratch = host_alloc(cpu_floats), *scratch_d = to_device(NULL, cuda_floats);
   output out[] = {OUTPUT("dx", rows * dim, 0), OUTPUT("dwqkv", wide * dim, 1),
                   OUTPUT("dbqkv", wide, 1), OUTPUT("dwproj", dim * inner, 1),
                   OUTPUT("dbproj", dim, 1)};
@@ -376,7 +322,7 @@ static int attention_case(twin *t, int64_t batch, int64_t tokens, int64_t dim, i
       outputs_end(&v, out, 5, pass, 1e-4);
     }
   /* One float short of the CUDA kernel's count: refused, nothing run. */
-  float *dx_d = device_from(NULL, rows * dim);
+  float *dx_d = to_device(NULL, rows * dim);
   const htp_kernel_status short_scratch = t->cuda->attention_backward_f32(
       ce, x_d, wqkv_d, bqkv_d, wproj_d, bproj_d, dy_d, dx_d, NULL, NULL, NULL, NULL, scratch_d,
       cuda_floats - 1, batch, tokens, dim, heads, head_dim);
@@ -417,8 +363,8 @@ static int cross_entropy_case(twin *t, int64_t rows, int64_t classes, int kind) 
     const double total = kind == 1 ? 1.0 : uniform(0.5f, 2.0f);
     for (int64_t c = 0; c < classes; ++c) row[c] = (float)(row[c] * total / sum);
   }
-  float *logits_d = device_from(logits, rows * classes);
-  float *targets_d = device_from(targets, rows * classes);
+  float *logits_d = to_device(logits, rows * classes);
+  float *targets_d = to_device(targets, rows * classes);
   output out[] = {OUTPUT("loss", 1, 0), OUTPUT("dlogits", rows * classes, 0)};
   static const unsigned masks[] = {3, 1, 2};
   verdict v = {0};
@@ -456,10 +402,10 @@ static int sgd_case(twin *t, int64_t n) {
   verdict v = {0};
   for (size_t k = 0; k < sizeof variants / sizeof *variants; ++k) {
     float *w = host_random(n, -1, 1), *m = host_nan(n);
-    float *w_d = device_from(w, n), *m_d = device_from(m, n);
+    float *w_d = to_device(w, n), *m_d = to_device(m, n);
     float *buffer = variants[k].buffer ? m : NULL, *buffer_d = variants[k].buffer ? m_d : NULL;
     for (int64_t step = 1; step <= 3; ++step) {
-      float *g = host_random(n, -1, 1), *g_d = device_from(g, n);
+      float *g = host_random(n, -1, 1), *g_d = to_device(g, n);
       CPU_ENTRY(t, t->cpu->sgd_momentum_f32(pe, w, g, buffer, n, 0.05f, variants[k].momentum,
                                             variants[k].weight_decay, step));
       CUDA_ENTRY(t, t->cuda->sgd_momentum_f32(ce, w_d, g_d, buffer_d, n, 0.05f,
@@ -486,10 +432,10 @@ static int sgd_case(twin *t, int64_t n) {
 static int adamw_case(twin *t, int64_t n) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *w = host_random(n, -1, 1), *m = host_random(n, 0, 0), *v = host_random(n, 0, 0);
-  float *w_d = device_from(w, n), *m_d = device_from(m, n), *v_d = device_from(v, n);
+  float *w_d = to_device(w, n), *m_d = to_device(m, n), *v_d = to_device(v, n);
   static const int64_t steps[] = {1, 2, 3, 10};
   for (size_t s = 0; s < sizeof steps / sizeof *steps; ++s) {
-    float *g = host_random(n, -1, 1), *g_d = device_from(g, n);
+    float *g = host_random(n, -1, 1), *g_d = to_device(g, n);
     CPU_ENTRY(t, t->cpu->adamw_f32(pe, w, g, m, v, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f,
                                    steps[s]));
     CUDA_ENTRY(t, t->cuda->adamw_f32(ce, w_d, g_d, m_d, v_d, n, 1e-2f, 0.9f, 0.999f, 1e-8f,
@@ -518,8 +464,8 @@ static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, i
 
   /* patchify: a copy, exact; into NaN. */
   float *images = host_random(batch * channels * height * width, -1, 1);
-  float *images_d = device_from(images, batch * channels * height * width);
-  float *patches = host_nan(batch * n * features), *patches_d = device_from(patches, batch * n * features);
+  float *images_d = to_device(images, batch * channels * height * width);
+  float *patches = host_nan(batch * n * features), *patches_d = to_device(patches, batch * n * features);
   CPU_ENTRY(t, t->cpu->patchify_f32(pe, images, patches, batch, channels, height, width, patch));
   CUDA_ENTRY(t, t->cuda->patchify_f32(ce, images_d, patches_d, batch, channels, height, width,
                                       patch));
@@ -528,24 +474,24 @@ static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, i
   /* embed_tokens, cls_token and its adjoint: exact. */
   float *tok = host_random(batch * n * dim, -1, 1), *cls = host_random(dim, -1, 1);
   float *pos = host_random(tokens * dim, -1, 1);
-  float *tok_d = device_from(tok, batch * n * dim), *cls_d = device_from(cls, dim);
-  float *pos_d = device_from(pos, tokens * dim);
-  float *y = host_nan(batch * tokens * dim), *y_d = device_from(y, batch * tokens * dim);
+  float *tok_d = to_device(tok, batch * n * dim), *cls_d = to_device(cls, dim);
+  float *pos_d = to_device(pos, tokens * dim);
+  float *y = host_nan(batch * tokens * dim), *y_d = to_device(y, batch * tokens * dim);
   CPU_ENTRY(t, t->cpu->embed_tokens_f32(pe, tok, cls, pos, y, batch, n, dim));
   CUDA_ENTRY(t, t->cuda->embed_tokens_f32(ce, tok_d, cls_d, pos_d, y_d, batch, n, dim));
   check(&v, "embed_tokens", y_d, y, batch * tokens * dim, 0);
-  float *pooled = host_nan(batch * dim), *pooled_d = device_from(pooled, batch * dim);
+  float *pooled = host_nan(batch * dim), *pooled_d = to_device(pooled, batch * dim);
   CPU_ENTRY(t, t->cpu->cls_token_f32(pe, y, pooled, batch, tokens, dim));
   CUDA_ENTRY(t, t->cuda->cls_token_f32(ce, y_d, pooled_d, batch, tokens, dim));
   check(&v, "cls_token", pooled_d, pooled, batch * dim, 0);
-  float *back = host_nan(batch * tokens * dim), *back_d = device_from(back, batch * tokens * dim);
+  float *back = host_nan(batch * tokens * dim), *back_d = to_device(back, batch * tokens * dim);
   CPU_ENTRY(t, t->cpu->cls_token_backward_f32(pe, pooled, back, batch, tokens, dim));
   CUDA_ENTRY(t, t->cuda->cls_token_backward_f32(ce, pooled_d, back_d, batch, tokens, dim));
   check(&v, "cls_token_backward (written whole)", back_d, back, batch * tokens * dim, 0);
 
   /* embed_tokens' adjoint: dpatches written, dcls and dpos accumulated,
    * each NULL in some runs. */
-  float *dy = host_random(batch * tokens * dim, -1, 1), *dy_d = device_from(dy, batch * tokens * dim);
+  float *dy = host_random(batch * tokens * dim, -1, 1), *dy_d = to_device(dy, batch * tokens * dim);
   output out[] = {OUTPUT("dpatches", batch * n * dim, 0), OUTPUT("dcls", dim, 1),
                   OUTPUT("dpos", tokens * dim, 1)};
   static const unsigned masks[] = {7, 6, 1, 2, 4};
@@ -561,11 +507,11 @@ static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, i
   /* row_sum over the embedded tokens as rows (past the CPU's 256-row
    * blocks when batch * tokens is), written; and over no rows: zeros. */
   const int64_t rows = batch * tokens;
-  float *sums = host_nan(dim), *sums_d = device_from(sums, dim);
+  float *sums = host_nan(dim), *sums_d = to_device(sums, dim);
   CPU_ENTRY(t, t->cpu->row_sum_f32(pe, dy, sums, rows, dim));
   CUDA_ENTRY(t, t->cuda->row_sum_f32(ce, dy_d, sums_d, rows, dim));
   check(&v, "row_sum", sums_d, sums, dim, 1e-6);
-  float *none = host_nan(dim), *none_d = device_from(none, dim);
+  float *none = host_nan(dim), *none_d = to_device(none, dim);
   CPU_ENTRY(t, t->cpu->row_sum_f32(pe, dy, none, 0, dim));
   CUDA_ENTRY(t, t->cuda->row_sum_f32(ce, dy_d, none_d, 0, dim));
   check(&v, "row_sum of no rows", none_d, none, dim, 0);
@@ -588,7 +534,7 @@ static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, i
 static int refusal_cases(twin *t) {
   const htp_kernel_env *ce = &t->cuda_env;
   const htp_kernel_table *k = t->cuda;
-  float *buffer = device_from(NULL, 64);
+  float *buffer = to_device(NULL, 64);
   float *b = buffer;
   const int64_t huge = INT64_MAX / 2;
   struct {
