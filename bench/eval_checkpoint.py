@@ -7,12 +7,21 @@ then mean 0.2860, std 0.3530: tools/htp-train/dataset.h). The accuracy
 htp-run reported for the same checkpoint should agree to a few images
 (f32 against float64 near ties).
 
+--shed TRACE.jsonl evaluates the model as a resizing run trained it last:
+the units each rank pruned under its last plan (the trace's pruned_units,
+local ids, written when a plan takes effect) are zeroed in the
+checkpoint's copy (a head's columns of attn.proj, an MLP unit's columns
+of mlp.fc2: zero imputation), so the pruned model's accuracy can be set
+beside the whole model's. Needs --units-per-rank (the metrics'
+units_per_rank).
+
     bench/eval_checkpoint.py bench/out/d6e60/ck.safetensors \\
         --config '{"depth": 6, "dim": 96, "heads": 8, "mlp": 192, "patch": 7,
                    "image": 28, "channels": 1, "classes": 10}'
 """
 import argparse
 import gzip
+import json
 import os
 import sys
 
@@ -38,6 +47,43 @@ def read_idx(path, dims):
     return payload.reshape(shape)
 
 
+def last_pruned(trace):
+    """Per rank, the pruned_units of its last line that lists them."""
+    last = {}
+    with open(trace) as f:
+        for line in f:
+            row = json.loads(line)
+            if "pruned_units" in row:
+                last[row["rank"]] = row["pruned_units"]
+    if not last:
+        raise ValueError(f"{trace}: no line lists pruned_units")
+    return last
+
+
+def zero_shed(params, c, trace, units_per_rank):
+    """Zeroes (in params) the output columns of every unit the trace's last
+    plans pruned; returns how many units. Rank r's local unit i of a kind
+    is global unit r * units_per_rank + i (Megatron's contiguous split)."""
+    if not units_per_rank:
+        raise ValueError("--shed needs --units-per-rank HEADS,MLP_UNITS")
+    per_rank = [int(v) for v in units_per_rank.split(",")]
+    tp = max(last_pruned(trace)) + 1
+    widths = [c["dim"] // c["heads"], c["mlp"] // (tp * per_rank[1])]
+    if per_rank[0] * tp != c["heads"] or widths[1] * tp * per_rank[1] != c["mlp"]:
+        raise ValueError(f"--units-per-rank {units_per_rank} at tp {tp} does not split "
+                         f"{c['heads']} heads and MLP {c['mlp']}")
+    count = 0
+    for rank, pairs in last_pruned(trace).items():
+        for pair, ids in enumerate(pairs):
+            kind, layer = pair % 2, pair // 2
+            name = f"blocks.{layer}.{'attn.proj' if kind == 0 else 'mlp.fc2'}.weight"
+            for i in ids:
+                start = (rank * per_rank[kind] + i) * widths[kind]
+                params[name][:, start:start + widths[kind]] = 0
+                count += 1
+    return count
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,11 +92,15 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                    help="folder of t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]")
     p.add_argument("--batch", type=int, default=500)
+    p.add_argument("--shed", help="a resizing run's trace: zero the units its last plan pruned")
+    p.add_argument("--units-per-rank", help="heads,MLP units a rank (with --shed)")
     a = p.parse_args()
     try:
         c = vit_train_ref.read_config(a.config)
         params = vit_train_ref.read_params(a.checkpoint)
         vit_train_ref.check_params(params, c)
+        if a.shed:
+            zeroed = zero_shed(params, c, a.shed, a.units_per_rank)
         def find(stem):
             for name in (stem + ".gz", stem):
                 if os.path.exists(os.path.join(a.data, name)):
@@ -60,7 +110,7 @@ def main():
         labels = read_idx(find("t10k-labels-idx1-ubyte"), 1)
         if len(images) != len(labels):
             raise ValueError(f"{len(images)} images but {len(labels)} labels")
-    except (ValueError, OSError, KeyError) as e:
+    except (ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         print(f"eval_checkpoint.py: error: {e}", file=sys.stderr)
         return 1
     x = ((images.astype(np.float32) / 255.0 - MEAN) / STD)[:, None]
@@ -68,8 +118,9 @@ def main():
     for i in range(0, len(x), a.batch):
         logits, _ = vit_train_ref.forward(params, x[i:i + a.batch], c)
         right += int((logits.argmax(1) == labels[i:i + a.batch]).sum())
+    what = f", {zeroed} of its units zeroed as {a.shed} last pruned them" if a.shed else ""
     print(f"{a.checkpoint}: test accuracy {100 * right / len(x):.2f} % "
-          f"({right} of {len(x)}, NumPy float64 forward)")
+          f"({right} of {len(x)}, NumPy float64 forward{what})")
     return 0
 
 

@@ -81,7 +81,7 @@ def run(a, name, flags, model, tp=None):
         with open(metrics) as f:
             return json.load(f), trace
     command = [a.htp_run, model, "--train", "--tp", str(tp or a.tp), "--epochs", str(a.epochs),
-               "--lr", str(a.lr), "--seed", str(a.seed), "--metrics", metrics, "--trace", trace]
+               "--optimizer", a.optimizer, "--lr", str(a.lr), "--seed", str(a.seed), "--metrics", metrics, "--trace", trace]
     if a.limit_train:
         command += ["--limit-train", str(a.limit_train)]
     if a.limit_test:
@@ -233,7 +233,9 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--tp", type=int, default=4)
     p.add_argument("--epochs", type=int, default=8)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
+                   help="htp-run's --optimizer (default adamw; sgd: with momentum 0.9)")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--limit-train", type=int, default=0)
     p.add_argument("--limit-test", type=int, default=0)
@@ -342,7 +344,7 @@ def main():
     lines = [f"Model: depth {a.depth}, dim {a.dim}, {a.heads} heads, MLP {a.mlp}, patch "
              f"{a.patch}, batch {a.batch}; tp {a.tp}; {a.epochs} epochs"
              f"; detector: EWMA alpha {a.ewma_alpha:g}, hysteresis {a.hysteresis}"
-             f"{f' of {a.limit_train} images' if a.limit_train else ''}, AdamW lr {a.lr:g} "
+             f"{f' of {a.limit_train} images' if a.limit_train else ''}, {'AdamW' if a.optimizer == 'adamw' else 'SGD'} lr {a.lr:g} "
              f"cosine, seed {a.seed}; {a.clock} clock"
              f"{' (one device a rank, modelled)' if a.clock == 'cpu' else ''}"
              f"{f'; stragglers from epoch {a.onset:g} (step {onset_step})' if onset_step else ''}"

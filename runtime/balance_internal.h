@@ -101,6 +101,7 @@ struct htp_balancer {
   htp__site_model site_model; /* the hooks' seconds -> the detector's (site_speed.c) */
   FILE *trace;
   double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
+  int64_t traced_sets_version; /* the applied plan whose shed units the trace listed */
 };
 
 /* Steps over which HTP_SELECT_VARIATION sums a unit's update norms. */

@@ -640,7 +640,11 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * helpers; 0 until a plan change showed it). site_seconds and fixed_units are null for a hookless
  * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
- * 8 KiB. The stream stays owned by the caller; NULL turns the trace off.
+ * 8 KiB. On the first line after the hooks applied a new plan (and only
+ * there), "pruned_units" and "sent_units" list per pair the local unit
+ * ids this rank prunes and hands off under it ([[ids of pair 0], ...];
+ * pair 2l is layer l's attention, 2l+1 its MLP), which can make that
+ * line longer. The stream stays owned by the caller; NULL turns the trace off.
  * Each line is written with one locked fwrite, so ranks may share a
  * stream. */
 HTP_API void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream);

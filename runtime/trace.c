@@ -30,6 +30,25 @@ static json_t *kind_pair(const int32_t *per_kind, int n, int rank) {
   return json_pack("[ii]", (int)per_kind[rank], (int)per_kind[n + rank]);
 }
 
+/* Per pair, the local unit ids in one of this rank's shed lists: pruned
+ * (which) or handed off. */
+static json_t *shed_lists(const htp_unit_table *table, int num_pairs, int pruned) {
+  json_t *pairs = json_array();
+  for (int p = 0; pairs && p < num_pairs; ++p) {
+    htp_unit_sets s;
+    json_t *ids = json_array();
+    if (!ids || htp_unit_table_get(table, p, &s) != HTP_OK ||
+        json_array_append_new(pairs, ids) != 0) {
+      json_decref(pairs);
+      return NULL;
+    }
+    const int count = pruned ? s.num_pruned : s.num_out;
+    const int32_t *unit = pruned ? s.pruned : s.out_unit;
+    for (int i = 0; i < count; ++i) json_array_append_new(ids, json_integer(unit[i]));
+  }
+  return pairs;
+}
+
 static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, int replanned,
                           double comm_seconds) {
   const htp_plan *plan = htp_planner_plan(b->planner);
@@ -68,6 +87,20 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
                                           number(b->site_model.fixed[1]))
                               : json_null());
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
+  /* Which units a plan sheds, once: on the first line after the hooks
+   * applied it (the table changes at apply, after this step's line). */
+  if (line && b->table && b->applied_version != b->traced_sets_version) {
+    json_t *pruned = shed_lists(b->table, b->num_pairs, 1);
+    json_t *sent = shed_lists(b->table, b->num_pairs, 0);
+    if (pruned && sent) {
+      json_object_set_new(line, "pruned_units", pruned);
+      json_object_set_new(line, "sent_units", sent);
+      b->traced_sets_version = b->applied_version;
+    } else {
+      json_decref(pruned);
+      json_decref(sent);
+    }
+  }
   return line;
 }
 

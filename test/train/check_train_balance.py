@@ -83,17 +83,38 @@ def total(rows, key):
     return sum(sum(r.get(key) or [0, 0]) for r in rows)
 
 
+def check_unit_lists(rows, name, units):
+    """The trace's pruned_units / sent_units (on each plan's first applied
+    line, per pair, local ids) agree with its per-kind counts; returns how
+    many lines listed them."""
+    listed = 0
+    for r in rows:
+        if "pruned_units" not in r:
+            continue
+        listed += 1
+        for key, counts in (("pruned_units", r["pruned"]), ("sent_units", r["sent"])):
+            for pair, ids in enumerate(r[key]):
+                kind = pair % 2
+                check(len(ids) == counts[kind] and len(set(ids)) == len(ids) and
+                      all(0 <= i < units[kind] for i in ids),
+                      f"{name}: iter {r['iter']} rank {r['rank']} {key} pair {pair}: {ids} "
+                      f"against {counts[kind]} of {units[kind]}")
+    return listed
+
+
 none, _ = run("none", "--tp", "2", "--slow", "1:3", "--policy", "none")
 learns(none, "policy none")
 migrate, rows = run("migrate", "--tp", "2", "--slow", "1:3", "--policy", "migrate")
 check(same(migrate, none), f"migrate {migrate} differs from none {none}")
 check(total(rows, "sent") > 0 and sum(r.get("moved_bytes") or 0 for r in rows) > 0,
       "migrate handed off no unit (trace)")
+check(check_unit_lists(rows, "migrate", (3, 8)) > 0, "migrate: no trace line lists its units")
 
 resize, rows = run("resize", "--tp", "2", "--slow", "1:1.6", "--policy", "resize")
 learns(resize, "resize")
 check(total(rows, "pruned") > 0, "resize pruned no unit (trace)")
 check(total(rows, "sent") == 0, "resize handed units off (trace)")
+check(check_unit_lists(rows, "resize", (3, 8)) > 0, "resize: no trace line lists its units")
 plain, _ = run("plain", "--tp", "2", "--slow", "1:1.6", "--policy", "none")
 check(len(resize) == 2 and resize != plain, f"resize trained the same model as none: {resize}")
 
