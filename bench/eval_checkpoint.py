@@ -67,13 +67,14 @@ def zero_shed(params, c, trace, units_per_rank):
     if not units_per_rank:
         raise ValueError("--shed needs --units-per-rank HEADS,MLP_UNITS")
     per_rank = [int(v) for v in units_per_rank.split(",")]
-    tp = max(last_pruned(trace)) + 1
+    pruned = last_pruned(trace)
+    tp = max(pruned) + 1
     widths = [c["dim"] // c["heads"], c["mlp"] // (tp * per_rank[1])]
     if per_rank[0] * tp != c["heads"] or widths[1] * tp * per_rank[1] != c["mlp"]:
         raise ValueError(f"--units-per-rank {units_per_rank} at tp {tp} does not split "
                          f"{c['heads']} heads and MLP {c['mlp']}")
     count = 0
-    for rank, pairs in last_pruned(trace).items():
+    for rank, pairs in pruned.items():
         for pair, ids in enumerate(pairs):
             kind, layer = pair % 2, pair // 2
             name = f"blocks.{layer}.{'attn.proj' if kind == 0 else 'mlp.fc2'}.weight"

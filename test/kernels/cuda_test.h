@@ -3,12 +3,14 @@
  * What the CUDA kernel tests (test_kernels_cuda.c, test_train_cuda.c) share:
  * a seeded LCG stream per test file (static state: the same numbers on every
  * run), host buffers that exit on allocation failure, device copies that
- * fail the test on any CUDA error, and the relative error the comparisons
- * use. These tests run outside cmocka (they exit 77 without a GPU), so
+ * fail the test on any CUDA error, the relative error the comparisons
+ * use, and the two kernel tables side by side with their entry checks. These tests run outside cmocka (they exit 77 without a GPU), so
  * test_data.h's assert-based helpers do not fit.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_TEST_KERNELS_CUDA_TEST_H
 #define HTP_TEST_KERNELS_CUDA_TEST_H
+
+#include "kernels/htp_kernel_table.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -75,5 +77,47 @@ static inline double relative_error(const float *got, const float *want, int64_t
   }
   return diff / scale;
 }
+
+/* The CPU and CUDA kernel tables, each with its env and error text. */
+typedef struct twin_tables {
+  const htp_kernel_table *cpu, *cuda;
+  htp_kernel_env cpu_env, cuda_env;
+  char cpu_error[256], cuda_error[256];
+} twin_tables;
+
+/* Both tables on device 0; 0, or 1 after saying why not. */
+static inline int twin_tables_open(twin_tables *t) {
+  t->cpu = htp_cpu_kernel_table();
+  t->cuda = htp_cuda_kernel_table();
+  if (htp_cuda_kernel_env_create(0, &t->cuda_env, t->cuda_error, sizeof t->cuda_error) !=
+      HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", t->cuda_error);
+    return 1;
+  }
+  if (htp_cpu_kernel_env_create(&t->cpu_env, t->cpu_error, sizeof t->cpu_error) !=
+      HTP_KERNEL_OK) {
+    fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t->cpu_error);
+    return 1;
+  }
+  return 0;
+}
+
+/* A CUDA entry, then a wait for its stream; a CPU entry. Either failing
+ * ends the test (there is a GPU by now). */
+#define CUDA_ENTRY(t, call)                                                               \
+  do {                                                                                  \
+    if ((call) != HTP_KERNEL_OK ||                                                      \
+        (t)->cuda->synchronize(&(t)->cuda_env) != HTP_KERNEL_OK) {                      \
+      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cuda_error);                        \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
+#define CPU_ENTRY(t, call)                                                                \
+  do {                                                                                  \
+    if ((call) != HTP_KERNEL_OK) {                                                      \
+      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cpu_error);                         \
+      return 1;                                                                         \
+    }                                                                                   \
+  } while (0)
 
 #endif /* HTP_TEST_KERNELS_CUDA_TEST_H */

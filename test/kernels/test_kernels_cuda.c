@@ -371,31 +371,6 @@ static int gather_cases(htp_cuda_kernels *kernels) {
 #define BF16_TOLERANCE 1e-2      /* one bf16 ulp of the largest value (2^-7), above */
 #define BF16_ATTENTION 2e-2      /* the CUDA context's own rounding on top */
 
-typedef struct twin_tables {
-  const htp_kernel_table *cpu, *cuda;
-  htp_kernel_env cpu_env, cuda_env;
-  char cpu_error[256], cuda_error[256];
-} twin_tables;
-
-/* A CUDA entry, then a wait for its stream; a CPU entry. Either failing
- * fails the test (there is a GPU by now). */
-#define CUDA_ENTRY(t, call)                                                               \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK ||                                                      \
-        htp_cuda_kernels_sync((htp_cuda_kernels *)(t)->cuda_env.kernels)) {             \
-      fprintf(stderr, "FAIL: %s: %s %s\n", #call, (t)->cuda_error,                      \
-              htp_cuda_kernels_error((htp_cuda_kernels *)(t)->cuda_env.kernels));       \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-#define CPU_ENTRY(t, call)                                                                \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK) {                                                      \
-      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cpu_error);                         \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
 static htp_bf16 *host_random_bf16(int64_t n, float lo, float hi) {
   float *values = host_random(n, lo, hi);
   htp_bf16 *rounded = malloc((size_t)n * sizeof(htp_bf16));
@@ -669,16 +644,9 @@ static int memory_cases(twin_tables *t) {
 
 static int bf16_cases(int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
                       int64_t head_dim, int64_t mlp) {
-  twin_tables t = {.cpu = htp_cpu_kernel_table(), .cuda = htp_cuda_kernel_table()};
-  if (htp_cuda_kernel_env_create(0, &t.cuda_env, t.cuda_error, sizeof t.cuda_error) !=
-      HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", t.cuda_error);
+  twin_tables t;
+  if (twin_tables_open(&t))
     return 1;
-  }
-  if (htp_cpu_kernel_env_create(&t.cpu_env, t.cpu_error, sizeof t.cpu_error) != HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t.cpu_error);
-    return 1;
-  }
   /* Every entry this compares must exist in both tables (memory_cases
    * runs only the CUDA table's memory entries). */
   const htp_kernel_table *tables[] = {t.cpu, t.cuda};

@@ -110,32 +110,6 @@ static void report(const char *name, const verdict *v) {
   failures += v->failed;
 }
 
-/* ----- The two tables ----------------------------------------------------- */
-
-typedef struct twin {
-  const htp_kernel_table *cpu, *cuda;
-  htp_kernel_env cpu_env, cuda_env;
-  char cpu_error[256], cuda_error[256];
-} twin;
-
-/* A CUDA entry, then a wait for its stream; a CPU entry. Either failing
- * ends the test (there is a GPU by now). */
-#define CUDA_ENTRY(t, call)                                                               \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK ||                                                      \
-        (t)->cuda->synchronize(&(t)->cuda_env) != HTP_KERNEL_OK) {                      \
-      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cuda_error);                        \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-#define CPU_ENTRY(t, call)                                                                \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK) {                                                      \
-      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cpu_error);                         \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-
 /* ----- Outputs: written or accumulated, wanted or NULL -------------------- */
 
 /* One output of an entry. A written one starts as NaN on both sides; an
@@ -188,7 +162,7 @@ static void outputs_end(verdict *v, output *o, int count, int pass, double toler
 
 /* ----- linear_backward ---------------------------------------------------- */
 
-static int linear_case(twin *t, int64_t rows, int64_t in, int64_t out_features) {
+static int linear_case(twin_tables *t, int64_t rows, int64_t in, int64_t out_features) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *x = host_random(rows * in, -1, 1), *w = host_random(out_features * in, -0.5f, 0.5f);
   float *dy = host_random(rows * out_features, -1, 1);
@@ -217,7 +191,7 @@ static int linear_case(twin *t, int64_t rows, int64_t in, int64_t out_features) 
 
 /* ----- layer_norm_backward ------------------------------------------------ */
 
-static int layer_norm_case(twin *t, int64_t rows, int64_t dim) {
+static int layer_norm_case(twin_tables *t, int64_t rows, int64_t dim) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   const float epsilon = 1e-5f;
   /* Rows off centre (the statistics must centre them) with their own spread. */
@@ -254,7 +228,7 @@ static int layer_norm_case(twin *t, int64_t rows, int64_t dim) {
 
 /* ----- gelu_backward ------------------------------------------------------ */
 
-static int gelu_case(twin *t, int64_t n) {
+static int gelu_case(twin_tables *t, int64_t n) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *x = host_random(n, -6, 6), *dy = host_random(n, -1, 1);
   float *x_d = to_device(x, n), *dy_d = to_device(dy, n);
@@ -287,7 +261,7 @@ static int gelu_case(twin *t, int64_t n) {
 
 /* ----- attention_backward ------------------------------------------------- */
 
-static int attention_case(twin *t, int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
+static int attention_case(twin_tables *t, int64_t batch, int64_t tokens, int64_t dim, int64_t heads,
                           int64_t head_dim, int with_bias) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   const int64_t rows = batch * tokens, inner = heads * head_dim, wide = 3 * inner;
@@ -346,7 +320,7 @@ static int attention_case(twin *t, int64_t batch, int64_t tokens, int64_t dim, i
 
 /* kind 0: one-hot rows; 1: probability rows; 2: rows summing to 0.5..2
  * with large logits (the stable forms matter). */
-static int cross_entropy_case(twin *t, int64_t rows, int64_t classes, int kind) {
+static int cross_entropy_case(twin_tables *t, int64_t rows, int64_t classes, int kind) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   const float reach = kind == 2 ? 60.0f : 4.0f;
   float *logits = host_random(rows * classes, -reach, reach);
@@ -390,7 +364,7 @@ static int cross_entropy_case(twin *t, int64_t rows, int64_t classes, int kind) 
 /* Three steps from the same state on both sides (m NaN before step 1: it
  * must be set, not read), then a compare of w and m. Variants: momentum
  * with decay; no momentum and no buffer; no momentum with a buffer. */
-static int sgd_case(twin *t, int64_t n) {
+static int sgd_case(twin_tables *t, int64_t n) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   static const struct {
     float momentum, weight_decay;
@@ -429,7 +403,7 @@ static int sgd_case(twin *t, int64_t n) {
 }
 
 /* Steps 1, 2, 3 and then 10 (bias corrections), with decoupled decay. */
-static int adamw_case(twin *t, int64_t n) {
+static int adamw_case(twin_tables *t, int64_t n) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   float *w = host_random(n, -1, 1), *m = host_random(n, 0, 0), *v = host_random(n, 0, 0);
   float *w_d = to_device(w, n), *m_d = to_device(m, n), *v_d = to_device(v, n);
@@ -455,7 +429,7 @@ static int adamw_case(twin *t, int64_t n) {
 
 /* ----- The model's ends --------------------------------------------------- */
 
-static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, int64_t width,
+static int ends_case(twin_tables *t, int64_t batch, int64_t channels, int64_t height, int64_t width,
                      int64_t patch, int64_t dim) {
   const htp_kernel_env *ce = &t->cuda_env, *pe = &t->cpu_env;
   const int64_t n = (height / patch) * (width / patch), features = channels * patch * patch;
@@ -531,7 +505,7 @@ static int ends_case(twin *t, int64_t batch, int64_t channels, int64_t height, i
 
 /* ----- Refusals (with a device: an environment without one fails first) --- */
 
-static int refusal_cases(twin *t) {
+static int refusal_cases(twin_tables *t) {
   const htp_kernel_env *ce = &t->cuda_env;
   const htp_kernel_table *k = t->cuda;
   float *buffer = to_device(NULL, 64);
@@ -697,16 +671,9 @@ int main(void) {
     return 77;
   }
 
-  twin t = {.cpu = htp_cpu_kernel_table(), .cuda = htp_cuda_kernel_table()};
-  if (htp_cuda_kernel_env_create(0, &t.cuda_env, t.cuda_error, sizeof t.cuda_error) !=
-      HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", t.cuda_error);
+  twin_tables t;
+  if (twin_tables_open(&t))
     return 1;
-  }
-  if (htp_cpu_kernel_env_create(&t.cpu_env, t.cpu_error, sizeof t.cpu_error) != HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t.cpu_error);
-    return 1;
-  }
   int rc =
       /* linear: odd sizes, one-wide ends, and out 0 (dx zeroed, not left). */
       linear_case(&t, 37, 19, 23) || linear_case(&t, 5, 1, 7) || linear_case(&t, 1, 33, 1) ||
