@@ -24,8 +24,11 @@ others instead of delaying them. With --clock cpu each rank's hooks are timed
 by its thread's CPU time (what the planner sees), --slow books F times that
 without waiting, and a step takes as long as its slowest rank's CPU work
 plus its slowed share: the time on one device a rank (model_s per epoch).
---clock wall measures the wall clock instead (for machines with a core a
-rank).
+--clock units times the same way but feeds the planner each hook's units x
+FLOPs x F instead of its CPU time, so the plans do not depend on timer noise
+and runs that differ only in the selection get the same plans (for paired
+comparisons of selections). --clock wall measures the wall clock instead
+(for machines with a core a rank).
 
 The ideal time of a chi is the baseline's with its hook work spread over the
 ranks by speed: T0 (1 - h) + T0 h tp / sum_r (1 / F_r), where h is the
@@ -110,7 +113,9 @@ def hook_seconds(trace_path, tp, reduce, kinds=(0, 1), from_step=0):
             row = json.loads(line)
             if row["iter"] < from_step:
                 continue
-            sites = row.get("site_seconds") or [0, 0]
+            # On the units clock site_seconds are the planner's model;
+            # measured_seconds are the hooks' CPU time, as on the cpu clock.
+            sites = row.get("measured_seconds") or row.get("site_seconds") or [0, 0]
             per_step.setdefault(row["iter"], []).append(sum(sites[k] or 0 for k in kinds))
     steps = [reduce(v) for v in per_step.values() if len(v) == tp]
     return sum(steps) / len(steps) if steps else 0.0
@@ -156,7 +161,7 @@ def summary(metrics):
     under --clock cpu, else the wall clock's), its mean per step, the
     curve as (epoch seconds, accuracy)."""
     epochs = metrics["epochs"]
-    key = "model_s" if metrics.get("clock") == "cpu" else "epoch_s"
+    key = "model_s" if metrics.get("clock") in ("cpu", "units") else "epoch_s"
     seconds = [e[key] for e in epochs]
     return {"acc": 100 * epochs[-1]["test_acc"], "best": 100 * max(e["test_acc"] for e in epochs),
             "seconds": sum(seconds),
@@ -189,7 +194,7 @@ def plot(a, base, rows, ideal, control):
         axis.axvline(ideal[chi], color="grey", linestyle=":", label="ideal end")
         axis.set_title(f"chi = {chi} straggler{'s' if chi > 1 else ''} "
                        f"({', '.join(f'{f:g}x' for f in a.factors[:chi])})")
-        axis.set_xlabel("training time (s" + (", one device a rank" if a.clock == "cpu" else "") + ")")
+        axis.set_xlabel("training time (s" + (", one device a rank" if a.clock != "wall" else "") + ")")
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
     axes[-1].legend(fontsize=8, loc="lower right")
@@ -261,9 +266,11 @@ def main():
                    help="the chi of the imputation runs (0: none)")
     p.add_argument("--control-tp", type=int, default=2,
                    help="tp of the round-off control run (default 2)")
-    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+    p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu",
                    help="htp-run --clock: cpu (default) models one device a rank from each "
-                        "rank's CPU time; wall times the wall clock (a core a rank needed)")
+                        "rank's CPU time; units does too but plans from units x FLOPs x "
+                        "--slow (the same plans whatever --select: paired comparisons); "
+                        "wall times the wall clock (a core a rank needed)")
     p.add_argument("--units-per-rank",
                    help="H,M: heads and MLP units a rank, for the whole-unit floor (default: "
                         "the baseline's metrics, units_per_rank; htp-run before 2026-11-26 "
@@ -346,7 +353,7 @@ def main():
              f"; detector: EWMA alpha {a.ewma_alpha:g}, hysteresis {a.hysteresis}"
              f"{f' of {a.limit_train} images' if a.limit_train else ''}, {'AdamW' if a.optimizer == 'adamw' else 'SGD'} lr {a.lr:g} "
              f"cosine, seed {a.seed}; {a.clock} clock"
-             f"{' (one device a rank, modelled)' if a.clock == 'cpu' else ''}"
+             f"{' (one device a rank, modelled)' if a.clock != 'wall' else ''}"
              f"{f'; stragglers from epoch {a.onset:g} (step {onset_step})' if onset_step else ''}"
              f". Baseline (no "
              f"straggler): {base['acc']:.2f} % in {base['seconds']:.0f} s "

@@ -521,16 +521,16 @@ htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
 
 htp_result htp_balancer_set_clock(htp_balancer *b, htp_clock clock) {
   if (!b) return HTP_ERR_INVALID;
-  if (clock != HTP_CLOCK_WALL && clock != HTP_CLOCK_THREAD)
-    return htp__ctx_error(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_clock: clock %d is neither "
-                          "HTP_CLOCK_WALL nor HTP_CLOCK_THREAD", (int)clock);
+  if (clock != HTP_CLOCK_WALL && clock != HTP_CLOCK_THREAD && clock != HTP_CLOCK_UNITS)
+    return htp__ctx_error(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_clock: clock %d is none of "
+                          "HTP_CLOCK_WALL, HTP_CLOCK_THREAD, HTP_CLOCK_UNITS", (int)clock);
   b->clock = clock;
   return HTP_OK;
 }
 
 double htp__hook_now(const htp_ctx *ctx) {
   const htp_balancer *b = ctx ? ctx->balancer : NULL;
-  return b && b->clock == HTP_CLOCK_THREAD ? htp_thread_seconds() : htp_now();
+  return b && b->clock != HTP_CLOCK_WALL ? htp_thread_seconds() : htp_now();
 }
 
 /* Waits `seconds`: spinning below 200 us, where a sleep would overshoot by
@@ -571,7 +571,7 @@ static int timed_on_device(const pair_call *call) {
  * hook books factor times its compute, so detection sees the factor exactly
  * even where the wait overshoots. */
 static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
-                              double started) {
+                              const htp_unit_sets *s, double started) {
   double elapsed = 0.0;
   if (!timed_on_device(call)) {
     elapsed = htp__hook_now(ctx) - started;
@@ -580,15 +580,17 @@ static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
     if (r == HTP_OK) r = htp_ctx_elapsed(ctx, &elapsed);
     if (r != HTP_OK) return r;
   }
-  htp__balancer_book_site(b, call->kind, elapsed);
+  htp__balancer_book_site(b, call->kind, elapsed, (double)(s->num_kept + s->num_in));
   return HTP_OK;
 }
 
-void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed) {
+void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed, double units) {
   /* On the thread clock the wait would not show (it is no CPU work): the
    * caller models the slowed time from the booked seconds instead. */
   if (b->clock == HTP_CLOCK_WALL) wait_seconds((b->slowdown - 1.0) * elapsed);
   htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
+  b->unit_seconds[kind] += b->slowdown * units * b->config.planner.unit_cost[kind] *
+                           HTP_UNIT_CLOCK_SECONDS;
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -829,7 +831,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
       (s.num_kept < call->units || s.num_in > 0)) {
     status = compute_compact(b, call, &s);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-    return finish_site(ctx, b, call, started);
+    return finish_site(ctx, b, call, &s, started);
   }
   if (timed_on_device(call)) { /* the device's clock starts with the hook's first kernel */
     htp_result r = htp_ctx_mark(ctx, 0);
@@ -864,7 +866,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   status = b->one_by_one ? add_in_units_one_by_one(b, call, &s)
                          : add_in_units_packed(b, call);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  return finish_site(ctx, b, call, started);
+  return finish_site(ctx, b, call, &s, started);
 }
 
 htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,

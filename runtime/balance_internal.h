@@ -70,6 +70,7 @@ struct htp_balancer {
   uint8_t *observed;      /* the unit has had a sample */
   float *pushed;          /* [max units]: scores handed to the unit table */
   double site_seconds[HTP_PAIR_KINDS]; /* hooks' seconds since the last step */
+  double unit_seconds[HTP_PAIR_KINDS]; /* HTP_CLOCK_UNITS: the planner's modelled seconds */
   double slowdown;        /* >= 1: the hooks stretch their time by this */
   htp_clock clock;        /* what times the hooks */
   int64_t applied_version;
@@ -127,10 +128,11 @@ int htp__balancer_packed_units(const htp_balancer *balancer, int pair);
 void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, double seconds);
 
 /* trace.c: the line for this iteration, after the step fed the planner;
- * replanned says whether this step changed the plan, sites is NULL when
- * the sites were not measured. */
+ * replanned says whether this step changed the plan, sites (what the
+ * planner was fed) is NULL when the sites were not measured, measured
+ * (the hooks' own seconds) is non-NULL on HTP_CLOCK_UNITS only. */
 void htp__trace_write(htp_balancer *balancer, double seconds, const double *sites,
-                      int replanned);
+                      const double *measured, int replanned);
 
 /* balance_train.c: frees the training state (htp_balancer_destroy);
  * allocates the variation state (create, HTP_SELECT_VARIATION); the
@@ -210,9 +212,10 @@ htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pai
                                     int32_t pair, int64_t units, int64_t width,
                                     int64_t model_dim, const char *hook);
 /* Books `elapsed` seconds of a hook's compute on kind: waits (slowdown - 1)
- * times it (the emulated straggler) and adds slowdown times it to the site
- * seconds. */
-void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed);
+ * times it (the emulated straggler, wall clock only) and adds slowdown times
+ * it to the site seconds; on HTP_CLOCK_UNITS also `units` (the units the
+ * call ran, weighted: backward counts twice) to the modelled seconds. */
+void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed, double units);
 /* Now on the clock that times ctx's hooks (its balancer's; the wall clock
  * without one). */
 double htp__hook_now(const htp_ctx *ctx);

@@ -291,7 +291,8 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
       for (int64_t i = 0; i < c->rows * c->d; ++i) c->dx[i] *= scale;
     }
   }
-  htp__balancer_book_site(b, c->kind, htp__hook_now(ctx) - started);
+  htp__balancer_book_site(b, c->kind, htp__hook_now(ctx) - started,
+                          2.0 * (double)(s.num_kept + s.num_in));
   return return_gradients(ctx, b, c, &s);
 }
 

@@ -616,8 +616,17 @@ HTP_API htp_result htp_balancer_set_slowdown(htp_balancer *balancer, double fact
  * run on the rank's thread (one kernel thread a rank) and on the CPU.
  * On it --slow books factor times the hooks' CPU time but does not wait: a
  * wait is no CPU work, so the caller models the slowed step instead (the
- * booked seconds less the hooks' own). */
-typedef enum htp_clock { HTP_CLOCK_WALL, HTP_CLOCK_THREAD } htp_clock;
+ * booked seconds less the hooks' own).
+ * HTP_CLOCK_UNITS: as HTP_CLOCK_THREAD for htp_balancer_hook_seconds, but
+ * the planner is fed a modelled time instead of a measured one: each hook
+ * call books the units it ran (kept plus migrated in) times their
+ * unit_cost times the slowdown (twice that in backward), a head's forward
+ * at full speed being HTP_UNIT_CLOCK_SECONDS. Plans then depend on the
+ * units and slowdowns alone, not on timer noise: two runs that differ only
+ * in which units are shed (the selection) get the same plans at the same
+ * steps, which paired accuracy experiments need. */
+typedef enum htp_clock { HTP_CLOCK_WALL, HTP_CLOCK_THREAD, HTP_CLOCK_UNITS } htp_clock;
+#define HTP_UNIT_CLOCK_SECONDS 1e-3
 HTP_API htp_result htp_balancer_set_clock(htp_balancer *balancer, htp_clock clock);
 /* Seconds this rank spent in the hooks since the last end_iteration: the
  * work the plan moves. The best compute_seconds to pass below: the block's
@@ -637,7 +646,10 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * cost per call fitted so far, in units of each kind (what the detector
  * adds to a rank's units before comparing time per unit, and the planner
  * to a rank's units when it splits whole units among migrators and
- * helpers; 0 until a plan change showed it). site_seconds and fixed_units are null for a hookless
+ * helpers; 0 until a plan change showed it). site_seconds are what the
+ * planner was fed: on HTP_CLOCK_UNITS the modelled seconds, and then
+ * "measured_seconds":[a,m] follows with the hooks' own (CPU, times the
+ * slowdown). site_seconds and fixed_units are null for a hookless
  * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
  * 8 KiB. On the first line after the hooks applied a new plan (and only

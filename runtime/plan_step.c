@@ -26,9 +26,14 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
                           compute_seconds);
   /* Site seconds: -1 says "not measured" (a hookless balancer). */
   double record[HTP__STEP_RECORD_DOUBLES] = {compute_seconds, -1.0, -1.0};
+  const int units_clock = b->clock == HTP_CLOCK_UNITS;
+  double measured[HTP_PAIR_KINDS];
+  memcpy(measured, b->site_seconds, sizeof measured);
   if (!b->hookless)
-    for (int k = 0; k < HTP_PAIR_KINDS; ++k) record[1 + k] = b->site_seconds[k];
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      record[1 + k] = units_clock ? b->unit_seconds[k] : b->site_seconds[k];
   memset(b->site_seconds, 0, sizeof b->site_seconds);
+  memset(b->unit_seconds, 0, sizeof b->unit_seconds);
   htp_result result = htp_allgather(ctx, record, b->gather, sizeof record);
   if (result != HTP_OK) return result;
 
@@ -46,7 +51,9 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   result = htp_planner_observe(planner, b->normalized, &replanned);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", htp_planner_last_error(planner));
-  if (b->trace) htp__trace_write(b, compute_seconds, b->hookless ? NULL : record + 1, replanned);
+  if (b->trace)
+    htp__trace_write(b, compute_seconds, b->hookless ? NULL : record + 1,
+                     units_clock && !b->hookless ? measured : NULL, replanned);
   *plan = htp_planner_plan(planner);
   return HTP_OK;
 }

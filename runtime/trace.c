@@ -104,9 +104,13 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
   return line;
 }
 
-void htp__trace_write(htp_balancer *b, double seconds, const double *sites, int replanned) {
+void htp__trace_write(htp_balancer *b, double seconds, const double *sites,
+                      const double *measured, int replanned) {
   const double comm = htp_ctx_comm_seconds(b->ctx);
   json_t *line = trace_line(b, seconds, sites, replanned, comm - b->comm_at_last_line);
+  if (line && measured)
+    json_object_set_new(line, "measured_seconds",
+                        json_pack("[oo]", number(measured[0]), number(measured[1])));
   b->comm_at_last_line = comm;
   /* The trace is best effort: a line that cannot be built (out of memory)
    * is left out rather than failing the iteration. */

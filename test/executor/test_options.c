@@ -486,6 +486,10 @@ static void test_train(void **state) {
   assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--clock", "cpu"), 0);
   assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_CPU);
   assert_string_equal(htp_run_clock_name(HTP_TRAIN_CLOCK_CPU), "cpu");
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "4", "--clock", "units"), 0);
+  assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_UNITS);
+  assert_string_equal(htp_run_clock_name(HTP_TRAIN_CLOCK_UNITS), "units");
+  assert_string_equal(htp_run_clock_name((htp_train_clock)9), "?");
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");
 
@@ -541,7 +545,10 @@ static void test_train(void **state) {
   EXPECT_USAGE_ERROR("--random-erase expects a number in [0, 1], got 'nan'", "m.mlir",
                      "--train", "--random-erase", "nan");
   EXPECT_USAGE_ERROR("--random-erase is a flag of --train", "m.mlir", "--random-erase", "0.5");
-  EXPECT_USAGE_ERROR("--clock expects wall|cpu, got 'gpu'", "m.mlir", "--train", "--clock", "gpu");
+  EXPECT_USAGE_ERROR("--clock expects wall|cpu|units, got 'gpu'", "m.mlir", "--train", "--clock",
+                     "gpu");
+  EXPECT_USAGE_ERROR("--clock units times each rank thread's CPU work: with --device cuda",
+                     "m.mlir", "--train", "--device", "cuda", "--clock", "units");
   EXPECT_USAGE_ERROR("--clock is a flag of --train", "m.mlir", "--clock", "cpu");
   EXPECT_USAGE_ERROR("--clock cpu times each rank thread's CPU work: with --device cuda", "m.mlir",
                      "--train", "--device", "cuda", "--clock", "cpu");

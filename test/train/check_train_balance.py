@@ -15,7 +15,10 @@ real Fashion-MNIST, rank 1 slowed:
   - semi at tp 3 migrates from a bad straggler and learns;
   - --clock cpu (hooks on each rank thread's CPU time, the step modelled):
     migrate still detects the straggler, hands units off and trains the
-    same model, and the metrics carry the clock and each epoch's model_s.
+    same model, and the metrics carry the clock and each epoch's model_s;
+  - --clock units (plans from units x FLOPs x --slow): random and variation
+    selections get the same plans step for step, and book exactly the
+    modelled seconds.
 usage: check_train_balance.py HTP_RUN WORKDIR [DATA_DIR]"""
 import json
 import os
@@ -154,6 +157,36 @@ with open(metrics) as f:
 check(len(m["epochs"]) == 2 and all(e["model_s"] > 20 * e["epoch_s"] for e in m["epochs"]),
       "a 1000x straggler on the cpu clock: modelled time not far above the wall time: "
       f"{[(e['model_s'], e['epoch_s']) for e in m['epochs']]}")
+
+# --clock units: the planner sees units x FLOPs x --slow, not timer noise, so
+# two runs that differ only in --select get the same plans at the same steps
+# (what a paired comparison of selections needs), while they prune different
+# units and so train different models. A head's forward books 1 ms at full
+# speed, its backward 2: rank 0 keeps its 2 heads in each of 2 layers.
+def plans(rows):
+    return {(r["iter"], r["rank"]): (r["plan"], r["action"], r["pruned"], r["sent"],
+                                     r["received"], r["speed"]) for r in rows}
+
+
+paired = {}
+for select in ("random", "variation"):
+    metrics = os.path.join(work, f"units-{select}.json")
+    paired[select] = run("units-" + select, "--tp", "3", "--slow", "1:1.6", "--slow", "2:3",
+                         "--policy", "resize", "--select", select, "--clock", "units",
+                         "--metrics", metrics)
+    learns(paired[select][0], f"resize on the units clock, {select}")
+    with open(metrics) as f:
+        m = json.load(f)
+    check(m.get("clock") == "units" and all(e.get("model_s", 0) > 0 for e in m["epochs"]),
+          f"units clock metrics: {m}")
+(rand, rand_rows), (var, var_rows) = paired["random"], paired["variation"]
+check(total(rand_rows, "pruned") > 0, "resize on the units clock pruned no unit")
+check(len(rand_rows) == 3 * 80 and plans(rand_rows) == plans(var_rows),
+      "the units clock: random and variation selections got different plans")
+check(rand != var, f"random and variation pruned the same units: {rand}")
+first = [r for r in rand_rows if r["iter"] == 0]
+check(all(abs(r["site_seconds"][0] - 0.012 * {0: 1, 1: 1.6, 2: 3}[r["rank"]]) < 1e-12
+          for r in first), f"the units clock's booked attention seconds: {first}")
 
 print("none:", none)
 print("migrate:", migrate)

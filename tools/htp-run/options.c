@@ -174,14 +174,20 @@ void htp_run_print_help(FILE *stream) {
       "  --label-smoothing E   training targets (1 - E) one-hot + E / 10, E in [0, 1)\n"
       "                        (default 0); the train loss is then against them, the\n"
       "                        test loss against the plain labels\n"
-      "  --clock wall|cpu      wall (default): the hooks and steps are timed by the\n"
+      "  --clock wall|cpu|units\n"
+      "                        wall (default): the hooks and steps are timed by the\n"
       "                        wall clock and --slow waits. cpu: for more ranks than\n"
       "                        cores, each rank runs one kernel thread, its hooks are\n"
       "                        timed by that thread's CPU time (what the planner\n"
       "                        compares; --slow books F times it and waits not), and\n"
       "                        each step's time is modelled as on one device a rank:\n"
       "                        the slowest rank's CPU time in the step plus its --slow\n"
-      "                        share (model_s per epoch in --metrics). CPU only\n"
+      "                        share (model_s per epoch in --metrics). units: as cpu,\n"
+      "                        but the planner compares the units each hook ran times\n"
+      "                        their FLOPs times --slow, not measured time, so plans\n"
+      "                        depend on the units and --slow alone and runs that\n"
+      "                        differ only in --select or --impute get the same plans\n"
+      "                        (paired experiments). CPU only\n"
       "  --momentum X          SGD's momentum in [0, 1) (default 0.9)\n"
       "  --weight-decay X      in [0, 10] (default 0.05 for adamw, 0 for sgd); applied\n"
       "                        to matrices only, not to biases, norms, cls_token or\n"
@@ -411,7 +417,7 @@ static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
 static const char *const device_names[] = {"cpu", "cuda", NULL};
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
-static const char *const clock_names[] = {"wall", "cpu", NULL}; /* htp_train_clock's order */
+static const char *const clock_names[] = {"wall", "cpu", "units", NULL}; /* htp_train_clock's order */
 /* In htp_train_augment's order. */
 static const char *const augment_names[] = {"none", "flip", "flip-shift", NULL};
 
@@ -421,7 +427,7 @@ const char *htp_run_augment_name(htp_train_augment augment) {
 }
 
 const char *htp_run_clock_name(htp_train_clock clock) {
-  return clock == HTP_TRAIN_CLOCK_WALL || clock == HTP_TRAIN_CLOCK_CPU ? clock_names[clock] : "?";
+  return clock >= HTP_TRAIN_CLOCK_WALL && clock <= HTP_TRAIN_CLOCK_UNITS ? clock_names[clock] : "?";
 }
 
 static int one_of(const char *flag, const char *value, const char *const *choices, char *err,
@@ -741,7 +747,9 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
   case FLAG_CLOCK:
     if (one_of(flag, value, clock_names, err, err_size))
       return 1;
-    options->train.clock = strcmp(value, "cpu") == 0 ? HTP_TRAIN_CLOCK_CPU : HTP_TRAIN_CLOCK_WALL;
+    for (htp_train_clock c = HTP_TRAIN_CLOCK_WALL; c <= HTP_TRAIN_CLOCK_UNITS; c++)
+      if (strcmp(value, clock_names[c]) == 0)
+        options->train.clock = c;
     return 0;
   case FLAG_LABEL_SMOOTHING:
     return parse_double(flag, value, 0, 1, 1, &options->train.label_smoothing, err, err_size);
@@ -879,11 +887,11 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   if (!train->enabled && options->selection == HTP_SELECT_VARIATION && !options->help)
     return htp_set_error(err, err_size, "--select variation ranks units by how their weights "
                          "change in training: use it with --train");
-  if (train->enabled && train->clock == HTP_TRAIN_CLOCK_CPU && strcmp(options->device, "cpu") != 0 &&
+  if (train->enabled && train->clock != HTP_TRAIN_CLOCK_WALL && strcmp(options->device, "cpu") != 0 &&
       !options->help)
-    return htp_set_error(err, err_size, "--clock cpu times each rank thread's CPU work: with "
+    return htp_set_error(err, err_size, "--clock %s times each rank thread's CPU work: with "
                          "--device %s the work is the device's (use --clock wall)",
-                         options->device);
+                         htp_run_clock_name(train->clock), options->device);
   if (train->enabled && train->params && train->resume)
     return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
                          "give one");

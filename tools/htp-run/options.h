@@ -51,7 +51,11 @@ typedef enum htp_train_schedule { HTP_TRAIN_COSINE, HTP_TRAIN_CONSTANT } htp_tra
 typedef enum htp_train_augment {
   HTP_AUGMENT_NONE, HTP_AUGMENT_FLIP, HTP_AUGMENT_FLIP_SHIFT
 } htp_train_augment;
-typedef enum htp_train_clock { HTP_TRAIN_CLOCK_WALL, HTP_TRAIN_CLOCK_CPU } htp_train_clock;
+typedef enum htp_train_clock {
+  HTP_TRAIN_CLOCK_WALL,
+  HTP_TRAIN_CLOCK_CPU,
+  HTP_TRAIN_CLOCK_UNITS
+} htp_train_clock;
 #define HTP_TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 enum { HTP_TRAIN_MAX_EPOCHS = 100000 };
 

@@ -46,7 +46,7 @@ enum { MAX_CANDIDATES = 64, NAME_SIZE = 512 };
 typedef struct epoch_metrics {
   long epoch; /* 1-based */
   double train_loss, train_acc, test_loss, test_acc, seconds, eval_seconds, ms_per_step;
-  double model_seconds; /* --clock cpu: the steps' modelled time */
+  double model_seconds; /* --clock cpu or units: the steps' modelled time */
 } epoch_metrics;
 
 /* What every rank reads, and what rank 0 fills. */
@@ -602,7 +602,7 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
                             m->train_acc, "test_loss", m->test_loss, "test_acc", m->test_acc,
                             "epoch_s", m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
                             m->ms_per_step);
-    if (row && options->train.clock == HTP_TRAIN_CLOCK_CPU)
+    if (row && options->train.clock != HTP_TRAIN_CLOCK_WALL)
       json_object_set_new(row, "model_s", json_real(m->model_seconds));
     json_array_append_new(epochs, row);
   }
@@ -948,7 +948,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   float *logits = malloc(sig->results[job->logits].bytes);
   int32_t *labels = malloc((size_t)batch * sizeof *labels);
   uint32_t *order = malloc((size_t)job->train->count * sizeof *order);
-  const int cpu_clock = options->train.clock == HTP_TRAIN_CLOCK_CPU;
+  const int cpu_clock = options->train.clock != HTP_TRAIN_CLOCK_WALL; /* cpu or units */
   double *rank_model = malloc((size_t)job->tp * sizeof *rank_model);
   int failed = 0;
   if (!images || !targets || !logits || !labels || !order || !rank_model) {
@@ -1131,8 +1131,10 @@ static void train_rank(htp_rank_task *task, void *user) {
   result = htp_balancer_create(run.ctx, &config, &balancer);
   if (result == HTP_OK)
     htp_balancer_set_trace(balancer, run.job->trace);
-  if (result == HTP_OK && run.job->options->train.clock == HTP_TRAIN_CLOCK_CPU)
-    result = htp_balancer_set_clock(balancer, HTP_CLOCK_THREAD);
+  const htp_train_clock clock = run.job->options->train.clock;
+  if (result == HTP_OK && clock != HTP_TRAIN_CLOCK_WALL)
+    result = htp_balancer_set_clock(balancer, clock == HTP_TRAIN_CLOCK_UNITS ? HTP_CLOCK_UNITS
+                                                                               : HTP_CLOCK_THREAD);
   if (result != HTP_OK)
     htp_rank_task_fail(task, run.ctx, result, "creating its balancer", -1,
                        htp_last_error(run.ctx));
@@ -1270,7 +1272,7 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
     goto done;
   htp_run_choose_blas_threads(state, state->process_rank >= 0);
-  if (train->clock == HTP_TRAIN_CLOCK_CPU) {
+  if (train->clock != HTP_TRAIN_CLOCK_WALL) {
     /* A rank's thread CPU time is its work only if its kernels run on it. */
     htp_cpu_set_blas_threads(1);
     state->blas_threads = htp_cpu_blas_threads();
@@ -1284,9 +1286,10 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   if (train->label_smoothing > 0)
     snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
              train->label_smoothing);
-  if (train->clock == HTP_TRAIN_CLOCK_CPU)
-    snprintf(extras + strlen(extras), sizeof extras - strlen(extras),
-             ", cpu clock (steps modelled)");
+  if (train->clock != HTP_TRAIN_CLOCK_WALL)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", %s clock (steps modelled%s)",
+             htp_run_clock_name(train->clock),
+             train->clock == HTP_TRAIN_CLOCK_UNITS ? ", plans from units" : "");
   if (!quiet)
     fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank), batch "
             "%d, %u training and %u test images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n",
