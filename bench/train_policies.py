@@ -178,8 +178,8 @@ def plot(a, base, rows, ideal, control):
     fig, axes = plt.subplots(1, len(chis), figsize=(5.2 * len(chis), 4.2), sharey=True)
     axes = axes if len(chis) > 1 else [axes]
     for axis, chi in zip(axes, chis):
-        curves = [("baseline (no straggler)", base),
-                  (f"baseline at tp {a.control_tp} (round-off)", control)] + [
+        curves = [("baseline (no straggler)", base)] + (
+            [(f"baseline at tp {a.control_tp} (round-off)", control)] if control else []) + [
             (r["name"], r) for r in rows if r["chi"] == chi and r["impute"] == "zero"]
         for label, r in curves:
             t, accs = 0.0, []
@@ -265,7 +265,7 @@ def main():
     p.add_argument("--impute-chi", type=int, default=2,
                    help="the chi of the imputation runs (0: none)")
     p.add_argument("--control-tp", type=int, default=2,
-                   help="tp of the round-off control run (default 2)")
+                   help="tp of the round-off control run (default 2; 0: no control run)")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu",
                    help="htp-run --clock: cpu (default) models one device a rank from each "
                         "rank's CPU time; units does too but plans from units x FLOPs x "
@@ -305,8 +305,8 @@ def main():
     # order and nothing else; how far its accuracy ends from the baseline's
     # is what f32 round-off alone does over a whole run (exact policies
     # such as migrate can only be held to that).
-    control = summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
-                          tp=a.control_tp)[0])
+    control = (summary(run(a, f"baseline-tp{a.control_tp}", ["--policy", "none"], model,
+                           tp=a.control_tp)[0]) if a.control_tp else None)
     share = hook_seconds(trace, a.tp, mean)
     if not share > 0:
         units = None  # no hook seconds in the trace: no shares to weigh the floor by
@@ -372,9 +372,10 @@ def main():
                      f"{r['pruned'][0]:.2f}, {r['pruned'][1]:.1f} | "
                      f"{r['sent'][0]:.2f}, {r['sent'][1]:.1f} |")
     lines.append("")
-    lines.append(f"Round-off control: the baseline at tp {a.control_tp} (the same model, its "
-                 f"sums in another order) ends at {control['acc']:.2f} % "
-                 f"({control['acc'] - base['acc']:+.2f} points).")
+    if control:
+        lines.append(f"Round-off control: the baseline at tp {a.control_tp} (the same model, "
+                     f"its sums in another order) ends at {control['acc']:.2f} % "
+                     f"({control['acc'] - base['acc']:+.2f} points).")
     lines.append("")
     lines.append("Ideal time per chi: " + ", ".join(f"chi {c}: {ideal[c]:.0f} s" for c in chis))
     if units:
