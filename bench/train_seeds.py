@@ -78,7 +78,7 @@ def main():
               " | ".join(cell(None if r[k] is None else r[k] - r['baseline']) for k in names) +
               " | " +
               " | ".join(cell(None if r[k] is None else r[k] - r[a.against]) for k in names) +
-              f" | {r['control']:+.2f} |")
+              f" | {cell(None if math.isnan(r['control']) else r['control'])} |")
     print()
     stats = {}
     for k in names:
