@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static unsigned seed = 12345;
 
@@ -119,5 +120,22 @@ static inline int twin_tables_open(twin_tables *t) {
       return 1;                                                                         \
     }                                                                                   \
   } while (0)
+
+/* The exit code of a test that found no usable device (why): 1 if any of
+ * the checks that need no GPU failed, or HTP_REQUIRE_GPU is set (non-empty,
+ * not "0"), where a skip would hide a broken GPU run; else 77, skipped. */
+static inline int no_device_exit(const char *why, int failures) {
+  const char *require = getenv("HTP_REQUIRE_GPU");
+  if (failures) {
+    fprintf(stderr, "FAIL: %d of the checks that need no GPU failed\n", failures);
+    return 1;
+  }
+  if (require && strcmp(require, "") != 0 && strcmp(require, "0") != 0) {
+    fprintf(stderr, "FAIL: HTP_REQUIRE_GPU is set and no CUDA device is usable (%s)\n", why);
+    return 1;
+  }
+  printf("no CUDA device (%s): skipped\n", why);
+  return 77;
+}
 
 #endif /* HTP_TEST_KERNELS_CUDA_TEST_H */

@@ -652,24 +652,12 @@ static void no_device_cases(void) {
 }
 
 int main(void) {
-  const char *require = getenv("HTP_REQUIRE_GPU");
-  const int require_gpu = require && strcmp(require, "") != 0 && strcmp(require, "0") != 0;
   no_device_cases();
   int devices = 0;
   const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    const char *why = probe != cudaSuccess ? cudaGetErrorString(probe) : "no device";
-    if (failures) {
-      fprintf(stderr, "FAIL: %d of the checks that need no GPU failed\n", failures);
-      return 1;
-    }
-    if (require_gpu) {
-      fprintf(stderr, "FAIL: HTP_REQUIRE_GPU is set and no CUDA device is usable (%s)\n", why);
-      return 1;
-    }
-    printf("no CUDA device (%s): skipped\n", why);
-    return 77;
-  }
+  if (probe != cudaSuccess || devices == 0)
+    return no_device_exit(probe != cudaSuccess ? cudaGetErrorString(probe) : "no device",
+                          failures);
 
   twin_tables t;
   if (twin_tables_open(&t))

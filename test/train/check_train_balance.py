@@ -138,10 +138,10 @@ learns(semi, "semi at tp 3, a mild and a bad straggler")
 check(total(rows, "sent") > 0, "semi at tp 3 with a bad straggler migrated nothing")
 
 metrics = os.path.join(work, "cpu-clock.json")
-cpu, rows = run("cpu-clock", "--tp", "2", "--slow", "1:3", "--policy", "migrate", "--clock", "cpu",
-                "--metrics", metrics)
+cpu, cpu_rows = run("cpu-clock", "--tp", "2", "--slow", "1:3", "--policy", "migrate", "--clock",
+                    "cpu", "--metrics", metrics)
 check(same(cpu, none), f"migrate on the cpu clock {cpu} differs from none {none}")
-check(total(rows, "sent") > 0, "migrate on the cpu clock handed off no unit (trace)")
+check(total(cpu_rows, "sent") > 0, "migrate on the cpu clock handed off no unit (trace)")
 with open(metrics) as f:
     m = json.load(f)
 check(m.get("clock") == "cpu" and len(m["epochs"]) == 2 and
@@ -187,6 +187,12 @@ check(rand != var, f"random and variation pruned the same units: {rand}")
 first = [r for r in rand_rows if r["iter"] == 0]
 check(all(abs(r["site_seconds"][0] - 0.012 * {0: 1, 1: 1.6, 2: 3}[r["rank"]]) < 1e-12
           for r in first), f"the units clock's booked attention seconds: {first}")
+# Beside the model, the hooks' own CPU time (what train_policies.py weighs
+# the step by); the cpu clock's lines carry only what the planner saw.
+check(all(len(r.get("measured_seconds") or []) == 2 and min(r["measured_seconds"]) > 0
+          for r in rand_rows), "the units clock's trace lacks positive measured_seconds")
+check(not any("measured_seconds" in r for r in cpu_rows),
+      "the cpu clock's trace carries measured_seconds")
 
 print("none:", none)
 print("migrate:", migrate)
