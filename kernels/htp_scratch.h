@@ -66,6 +66,12 @@ static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim
  * probabilities and their gradient; the slots bound the memory, not the
  * threads that use it, so the size does not depend on the machine). */
 enum { HTP_ATTN_BWD_SLOTS = 64 };
+/* Where dqkv [rows, 3 * inner] starts in that scratch (inner = heads x
+ * head_dim). It stays there after the call: the balancer's same imputation
+ * (runtime/balance_train.c) reads each head's part of it. */
+static inline int64_t htp_cpu_attention_backward_dqkv_at(int64_t rows, int64_t inner) {
+  return 5 * rows * inner;
+}
 static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, int64_t tokens,
                                                                 int64_t model_dim,
                                                                 int64_t num_heads,

@@ -160,6 +160,7 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
+  if (c->same_max_age < 0) REJECT("same_max_age %lld is negative", (long long)c->same_max_age);
   /* Importance scores and the same/average imputation read activations and
    * weights with the host's loops: on a device those are device memory. */
   const htp_kernel_table *table = htp__kernel_table(ctx);
@@ -201,8 +202,10 @@ static htp_result create_hook_state(htp_balancer *b) {
   b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
   b->listed = calloc((size_t)max_units, sizeof *b->listed);
   b->iota = calloc((size_t)max_units, sizeof *b->iota);
+  b->imputed = calloc((size_t)max_units, sizeof *b->imputed);
   b->packed = calloc((size_t)b->num_pairs, sizeof *b->packed);
-  htp_result r = b->pairs && b->listed && b->iota && b->packed ? HTP_OK : HTP_ERR_NOMEM;
+  htp_result r =
+      b->pairs && b->listed && b->iota && b->imputed && b->packed ? HTP_OK : HTP_ERR_NOMEM;
   for (int i = 0; r == HTP_OK && i < max_units; ++i) b->iota[i] = i;
   if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
     const size_t n = (size_t)b->num_pairs * (size_t)max_units;
@@ -215,8 +218,8 @@ static htp_result create_hook_state(htp_balancer *b) {
   if (r == HTP_OK && config->impute == HTP_IMPUTE_SAME) { /* the backward hooks' store */
     b->same_part = calloc((size_t)b->num_pairs, sizeof *b->same_part);
     b->same_floats = calloc((size_t)b->num_pairs, sizeof *b->same_floats);
-    b->same_seen = calloc((size_t)b->num_pairs * (size_t)max_units, 1);
-    if (!b->same_part || !b->same_floats || !b->same_seen) r = HTP_ERR_NOMEM;
+    b->same_stored_at = malloc((size_t)b->num_pairs * (size_t)max_units * sizeof(int64_t));
+    if (!b->same_part || !b->same_floats || !b->same_stored_at) r = HTP_ERR_NOMEM;
   }
   if (r == HTP_OK && config->selection == HTP_SELECT_VARIATION) {
     b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
@@ -285,6 +288,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   free(b->pairs);
   free(b->listed);
   free(b->iota);
+  free(b->imputed);
   free(b->norm);
   free(b->score);
   free(b->observed);
@@ -764,9 +768,10 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
  * one more activation and GEMM per packed block: at small units those
  * fixed costs outweigh the units' own work, so shedding units saved little
  * and a helper's first migrated unit cost it a third more. Copying the
- * weights costs a fraction 1 / rows of the GEMMs. Zero imputation only
- * (average and same project imputed columns of the rank's own layout), on
- * the CPU (host loops copy the weights). */
+ * weights costs a fraction 1 / rows of the GEMMs. Only where no pruned
+ * unit is imputed (zero, or same with no recent value: average and same
+ * project imputed columns of the rank's own layout), on the CPU (host loops
+ * copy the weights). */
 static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
                                          const htp_unit_sets *s) {
   const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim};
@@ -827,10 +832,31 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   HOOK_INVALID(ctx, b->packed[pair].count != s.num_in,
                "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
                (int)pair, b->packed[pair].count, ops->unit, s.num_in);
-  if (!timed_on_device(call) && !b->one_by_one && c->impute == HTP_IMPUTE_ZERO &&
+  /* The pruned units given a value: all of them (average), those with a
+   * recent stored value (same), none (zero). */
+  htp_unit_sets imputed = s;
+  if (c->impute == HTP_IMPUTE_ZERO) imputed.num_pruned = 0;
+  if (c->impute == HTP_IMPUTE_SAME) {
+    imputed.num_pruned = 0;
+    imputed.pruned = b->imputed;
+    for (int i = 0; i < s.num_pruned; ++i)
+      if (htp_same_usable(htp_imputer_stored_at(b->imputer, pair, s.pruned[i]), b->steps,
+                          c->same_max_age))
+        b->imputed[imputed.num_pruned++] = s.pruned[i];
+  }
+  if (!timed_on_device(call) && !b->one_by_one && imputed.num_pruned == 0 &&
       (s.num_kept < call->units || s.num_in > 0)) {
     status = compute_compact(b, call, &s);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+    if (c->impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
+      htp_result r = htp_imputer_store_listed(b->imputer, pair, b->compact_scratch,
+                                              (size_t)call->rows,
+                                              (size_t)((s.num_kept + s.num_in) * call->width),
+                                              s.units, (size_t)call->width, s.kept, s.num_kept,
+                                              b->steps);
+      if (r != HTP_OK)
+        return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)pair);
+    }
     return finish_site(ctx, b, call, &s, started);
   }
   if (timed_on_device(call)) { /* the device's clock starts with the hook's first kernel */
@@ -847,13 +873,14 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
     htp_result r = HTP_OK;
     if (c->impute == HTP_IMPUTE_SAME)
       r = htp_imputer_store(b->imputer, pair, call->act, (size_t)call->rows, (size_t)inner,
-                            s.units, (size_t)call->width, &s);
+                            s.units, (size_t)call->width, &s, b->steps);
     if (r == HTP_OK)
       r = htp_impute_fill(b->imputer, pair, c->impute, call->act, (size_t)call->rows,
-                          (size_t)inner, s.units, (size_t)call->width, &s);
+                          (size_t)inner, s.units, (size_t)call->width, &imputed, b->steps,
+                          c->same_max_age);
     if (r != HTP_OK)
       return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)pair);
-    num_projected = merge_units(&s, b->listed);
+    num_projected = merge_units(&imputed, b->listed);
     projected = b->listed;
   }
   status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,

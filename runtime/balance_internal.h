@@ -60,6 +60,7 @@ struct htp_balancer {
   htp__registered_pair *pairs; /* [num_pairs] */
   int32_t *listed;        /* [max units]: kept plus imputed units, ascending */
   int32_t *iota;          /* [max units]: 0, 1, 2, ... (a packed block's unit list) */
+  int32_t *imputed;       /* [max units]: the pruned units same has a recent value for */
   htp__packed_pair *packed; /* [num_pairs]: migrated-in units, packed */
   int one_by_one;         /* tests: run migrated-in units one at a time, from the cache */
   /* Importance (HTP_SELECT_IMPORTANCE only, else NULL), [num_pairs * max
@@ -76,12 +77,14 @@ struct htp_balancer {
   int64_t applied_version;
   /* The step and the trace: */
   int suspended;          /* htp_balancer_suspend: the hooks compute every unit */
+  int64_t steps;          /* htp_balancer_step calls so far: the imputation's clock */
   /* Training (balance_train.c): */
   int weights_stale;      /* htp_balancer_weights_updated since the migrated copies were sent */
   float **same_part;      /* [num_pairs]: HTP_IMPUTE_SAME's dx part per local unit, units x
                            * rows x d floats (allocated at the pair's first backward), or NULL */
   size_t *same_floats;    /* [num_pairs]: floats of same_part[p] */
-  uint8_t *same_seen;     /* [num_pairs * max_units]: the unit's part was stored */
+  int64_t *same_stored_at; /* [num_pairs * max_units]: the step the unit's part was stored
+                           * at (-1: never; set when same_part[p] is allocated) */
   float *grad_out;        /* migrated-in units' weight gradients, unit layout, in-list order */
   size_t grad_out_capacity; /* floats */
   /* Compact shards of kept and migrated-in units (htp__shard) the hooks

@@ -11,8 +11,10 @@
  *   - pruned units get no weight gradient, and their part of dx is imputed
  *     as their activation was: zero (nothing), average (the kept units'
  *     mean part: dx scaled by units / kept), same (the part stored the last
- *     time the unit was computed; this needs each kept unit's part on its
- *     own, so under same the kept units run one at a time);
+ *     time the unit was computed, while config.same_max_age allows: its
+ *     gradient at its first matrix's output (d(pre-activation), dq/dk/dv),
+ *     projected through its current first-matrix rows, as the forward
+ *     projects a stored activation);
  *   - migrated-in units: the helper differentiates them with its kept units
  *     as one compact shard (after its kept units under same), so their part
  *     of dx is in its dx (the block's all-reduce then sums it as the owner's
@@ -78,18 +80,17 @@ typedef struct grad_call {
   const htp_kernel_env *env;
 } grad_call;
 
-/* dx (written) and dw (accumulated) of the `w->units` units of shard w. */
-static htp_kernel_status shard_backward(const grad_call *c, const shard *w, float *dx,
-                                        const shard *dw) {
+/* The MLP's backward as far as its hidden layer: x · fc1ᵀ + b and GELU
+ * recomputed, fc2's gradient added into dw, and d(pre-activation)
+ * [rows, w->units * width] left in the scratch, at *dpre. The scratch's
+ * first rows * units * width floats (pre) are free again after it. */
+static htp_kernel_status mlp_backward_to_hidden(const grad_call *c, const shard *w,
+                                                const shard *dw, float **dpre) {
   const htp_kernel_table *k = c->kernels;
-  if (c->kind == HTP_PAIR_ATTENTION)
-    return k->attention_backward_f32(c->env, c->x, w->first, w->bias, w->second, NULL, c->dy, dx,
-                                     dw->first, dw->bias, dw->second, NULL, c->kernel_scratch,
-                                     c->kernel_scratch_floats, c->batch, c->tokens, c->d,
-                                     w->units, c->width);
   const int64_t hidden = w->units * c->width, n = c->rows * hidden;
   float *pre = c->kernel_scratch, *act = pre + c->rows * c->units * c->width;
   float *dact = act + c->rows * c->units * c->width;
+  *dpre = dact;
   htp_kernel_status s = k->linear_f32(c->env, c->x, w->first, w->bias, pre, c->rows, c->d, hidden);
   if (s == HTP_KERNEL_OK) s = k->gelu_f32(c->env, pre, act, n, c->tanh_approx);
   /* fc2 [d, hidden]: d(act) = dy · fc2, d(fc2) += dyᵀ · act. */
@@ -97,9 +98,32 @@ static htp_kernel_status shard_backward(const grad_call *c, const shard *w, floa
     s = k->linear_backward_f32(c->env, act, w->second, c->dy, dact, dw->second, NULL, c->rows,
                                hidden, c->d);
   if (s == HTP_KERNEL_OK) s = k->gelu_backward_f32(c->env, pre, dact, dact, n, c->tanh_approx);
+  return s;
+}
+
+/* dx (written) and dw (accumulated) of the `w->units` units of shard w.
+ * With g non-NULL, *g is the gradient at the first matrix's output, left
+ * in the scratch: [rows, parts * w->units * width], unit i's columns at
+ * p * w->units * width + i * width for each part p (MLP: d(pre-activation);
+ * attention: dqkv, where the CPU kernel leaves it: the balanced backward
+ * runs on the CPU only). */
+static htp_kernel_status shard_backward(const grad_call *c, const shard *w, float *dx,
+                                        const shard *dw, const float **g) {
+  const htp_kernel_table *k = c->kernels;
+  if (c->kind == HTP_PAIR_ATTENTION) {
+    if (g)
+      *g = c->kernel_scratch + htp_cpu_attention_backward_dqkv_at(c->rows, w->units * c->width);
+    return k->attention_backward_f32(c->env, c->x, w->first, w->bias, w->second, NULL, c->dy, dx,
+                                     dw->first, dw->bias, dw->second, NULL, c->kernel_scratch,
+                                     c->kernel_scratch_floats, c->batch, c->tokens, c->d,
+                                     w->units, c->width);
+  }
+  float *dpre;
+  htp_kernel_status s = mlp_backward_to_hidden(c, w, dw, &dpre);
+  if (g) *g = dpre;
   if (s == HTP_KERNEL_OK)
-    s = k->linear_backward_f32(c->env, c->x, w->first, dact, dx, dw->first, dw->bias, c->rows,
-                               c->d, hidden);
+    s = k->linear_backward_f32(c->env, c->x, w->first, dpre, dx, dw->first, dw->bias, c->rows,
+                               c->d, w->units * c->width);
   return s;
 }
 
@@ -118,7 +142,7 @@ static htp_kernel_status backward_all(const grad_call *c) {
   if (s == HTP_KERNEL_OK && c->dw.bias) s = k->zero(c->env, c->dw.bias, (size_t)rows * sizeof(float));
   if (s == HTP_KERNEL_OK)
     s = k->zero(c->env, c->dw.second, (size_t)(u->d * c->units * u->width) * sizeof(float));
-  return s == HTP_KERNEL_OK ? shard_backward(c, &c->w, c->dx, &c->dw) : s;
+  return s == HTP_KERNEL_OK ? shard_backward(c, &c->w, c->dx, &c->dw, NULL) : s;
 }
 
 /* The listed units compacted: dx (written, or added to when accumulate)
@@ -129,40 +153,84 @@ static htp_kernel_status backward_listed(const grad_call *c, const int32_t *list
   const shard dw = htp__shard_at(c->compact_dw, count, &c->shape);
   htp__gather_units(&c->w, list, count, &w, 0, &c->shape);
   htp__zero_shard(&dw, &c->shape);
-  htp_kernel_status s = shard_backward(c, &w, dx, &dw);
+  htp_kernel_status s = shard_backward(c, &w, dx, &dw, NULL);
   if (s == HTP_KERNEL_OK) htp__scatter_units(&dw, 0, list, count, &c->dw, &c->shape);
   return s;
 }
 
-/* HTP_IMPUTE_SAME: each kept unit alone (its part stored), then the stored
- * parts of the pruned units. */
+/* HTP_IMPUTE_SAME. What a unit stores is its gradient at its first
+ * matrix's output (MLP: d(pre-activation) [rows, width]; a head: its dq,
+ * dk, dv [rows, 3 * width]): the backward's counterpart of the activation
+ * the forward stores. The kept units run as one compact backward, as under
+ * zero, and leave theirs; a pruned unit with a value config.same_max_age
+ * allows adds that value through its current first-matrix rows to dx, as
+ * the forward projects a stored activation through its second matrix.
+ * stored is laid out as g is when every unit is kept: [rows][parts][units
+ * * width], so a run of kept units is one copy per row and part. */
 static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
                                 const htp_unit_sets *s) {
-  const size_t part = (size_t)(c->rows * c->d);
-  const size_t need = (size_t)c->units * part;
+  const htp_kernel_table *k = c->kernels;
+  const int64_t parts = c->shape.parts, width = c->width, cols = parts * width;
+  const int64_t row_floats = parts * c->units * width; /* a row of stored */
+  const size_t need = (size_t)(c->rows * row_floats);
+  int64_t *stored_at = b->same_stored_at + (size_t)c->pair * (size_t)b->max_units;
   if (b->same_floats[c->pair] != need) {
     free(b->same_part[c->pair]);
     b->same_part[c->pair] = malloc(need * sizeof(float));
     b->same_floats[c->pair] = b->same_part[c->pair] ? need : 0;
-    memset(b->same_seen + (size_t)c->pair * (size_t)b->max_units, 0, (size_t)b->max_units);
+    for (int i = 0; i < b->max_units; ++i) stored_at[i] = -1;
     if (!b->same_part[c->pair])
       return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for the same imputation",
                        c->hook, (int)c->pair);
   }
   float *stored = b->same_part[c->pair];
-  uint8_t *seen = b->same_seen + (size_t)c->pair * (size_t)b->max_units;
-  memset(c->dx, 0, part * sizeof(float));
-  for (int i = 0; i < s->num_kept; ++i) {
-    const int32_t unit = s->kept[i];
-    float *mine = stored + (size_t)unit * part;
-    htp_kernel_status status = backward_listed(c, &unit, 1, mine);
+  htp_kernel_status status = HTP_KERNEL_OK;
+  memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float));
+  if (s->num_kept > 0) {
+    const int all = s->num_kept == c->units;
+    const shard w = all ? c->w : htp__shard_at(c->compact_w, s->num_kept, &c->shape);
+    const shard dw = all ? c->dw : htp__shard_at(c->compact_dw, s->num_kept, &c->shape);
+    if (!all) {
+      htp__gather_units(&c->w, s->kept, s->num_kept, &w, 0, &c->shape);
+      htp__zero_shard(&dw, &c->shape);
+    }
+    const float *g;
+    status = shard_backward(c, &w, c->dx, &dw, &g);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
-    seen[unit] = 1;
-    add_into(c->dx, mine, (int64_t)part);
+    if (!all) htp__scatter_units(&dw, 0, s->kept, s->num_kept, &c->dw, &c->shape);
+    const int64_t inner = s->num_kept * width;
+    for (int64_t r = 0; r < c->rows; ++r)
+      for (int64_t p = 0; p < parts; ++p)
+        for (int i = 0, n; i < s->num_kept; i += n) {
+          n = htp_unit_run(s->kept, i, s->num_kept);
+          memcpy(stored + r * row_floats + p * c->units * width + s->kept[i] * width,
+                 g + r * parts * inner + p * inner + i * width,
+                 (size_t)(n * width) * sizeof(float));
+        }
+    for (int i = 0; i < s->num_kept; ++i) stored_at[s->kept[i]] = b->steps;
   }
-  for (int i = 0; i < s->num_pruned; ++i)
-    if (seen[s->pruned[i]]) add_into(c->dx, stored + (size_t)s->pruned[i] * part, (int64_t)part);
-  return HTP_OK;
+  for (int i = 0; status == HTP_KERNEL_OK && i < s->num_pruned; ++i) {
+    const int32_t unit = s->pruned[i];
+    if (!htp_same_usable(stored_at[unit], b->steps, b->config.same_max_age)) continue;
+    /* Its first-matrix rows [parts * width, d] into compact_w (free now),
+     * its stored values [rows, parts * width] into unit_staging. */
+    float *rows_of_unit = c->compact_w;
+    if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity,
+                            (size_t)(c->rows * cols)))
+      return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
+    for (int64_t p = 0; p < parts; ++p)
+      memcpy(rows_of_unit + p * width * c->d, c->w.first + (p * c->units + unit) * width * c->d,
+             (size_t)(width * c->d) * sizeof(float));
+    for (int64_t r = 0; r < c->rows; ++r)
+      for (int64_t p = 0; p < parts; ++p)
+        memcpy(b->unit_staging + r * cols + p * width,
+               stored + r * row_floats + p * c->units * width + unit * width,
+               (size_t)width * sizeof(float));
+    status = k->linear_backward_f32(c->env, NULL, rows_of_unit, b->unit_staging, c->part, NULL,
+                                    NULL, c->rows, c->d, cols);
+    if (status == HTP_KERNEL_OK) add_into(c->dx, c->part, c->rows * c->d);
+  }
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, c->hook);
 }
 
 /* The migrated-in units, after the kept ones unless `kept` is 0, as one
@@ -198,7 +266,7 @@ static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const gr
   all.kernel_scratch = b->compact_scratch;
   const shard dw = htp__shard_at(b->compact_dw, total, &c->shape);
   htp__zero_shard(&dw, &c->shape);
-  htp_kernel_status status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw);
+  htp_kernel_status status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw, NULL);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
   if (!kept) add_into(c->dx, c->part, c->rows * c->d);
   if (kept) htp__scatter_units(&dw, 0, s->kept, own, &c->dw, &c->shape);
@@ -282,7 +350,7 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
     r = backward_with_in_units(ctx, b, c, &s, 1);
     if (r != HTP_OK) return r;
   } else {
-    if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw);
+    if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw, NULL);
     else if (s.num_kept > 0) status = backward_listed(c, s.kept, s.num_kept, c->dx);
     else status = (memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float)), HTP_KERNEL_OK);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
@@ -450,7 +518,7 @@ void htp__balancer_free_train(htp_balancer *b) {
     for (int p = 0; p < b->num_pairs; ++p) free(b->previous[p]);
   free(b->same_part);
   free(b->same_floats);
-  free(b->same_seen);
+  free(b->same_stored_at);
   free(b->grad_out);
   free(b->compact_w);
   free(b->compact_dw);

@@ -512,7 +512,8 @@ HTP_API htp_result htp_select_parse(const char *name, htp_select *selection);
 /* What a pruned unit's activation reads (htp_balancer_config.impute). */
 typedef enum htp_impute {
   HTP_IMPUTE_ZERO = 0,    /* pruned units read 0 (default) */
-  HTP_IMPUTE_SAME = 1,    /* last stored value of the unit (0 if none yet) */
+  HTP_IMPUTE_SAME = 1,    /* last stored value of the unit (0 if none, or older than
+                           * htp_balancer_config.same_max_age) */
   HTP_IMPUTE_AVERAGE = 2  /* per row, the mean of the kept units' vectors */
 } htp_impute;
 
@@ -550,10 +551,11 @@ typedef struct htp_balancer_config {
   int64_t model_dim;          /* d: the block's width [0] */
   int64_t head_dim;           /* channels per head [0] */
   int64_t mlp_unit_width;     /* neurons per MLP unit [0] */
+  int64_t same_max_age;       /* HTP_IMPUTE_SAME: steps a stored value may stand in [0: any] */
 } htp_balancer_config;
 #define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
-   HTP_IMPUTE_ZERO, 0, 0, 0}
+   HTP_IMPUTE_ZERO, 0, 0, 0, 0}
 /* selection:
  *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
  *     table (seed), independent of the data.
@@ -573,6 +575,13 @@ typedef struct htp_balancer_config {
  *     hook ran, all scores are 0 (index order). Scores are deterministic
  *     for a rank's data and need not agree across ranks: the owner
  *     decides, and the migration transfer delivers the ids to helpers. */
+
+/* same_max_age: a pruned unit reads its stored value (forward: its
+ * activation; backward: its part of the input's gradient) only while that
+ * value is at most this many steps (htp_balancer_step calls) old, and 0
+ * after; 1 is "the last step's value". Under a plan that prunes the same
+ * units for many steps an unbounded age (0) replays one old batch's values
+ * every step, which training must not do (htp-run --train bounds it). */
 
 /* Hookless balancer: model_dim, head_dim and mlp_unit_width all 0 (as the
  * initializer leaves them). For a block that calls no hooks: the balancer

@@ -34,6 +34,7 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
       record[1 + k] = units_clock ? b->unit_seconds[k] : b->site_seconds[k];
   memset(b->site_seconds, 0, sizeof b->site_seconds);
   memset(b->unit_seconds, 0, sizeof b->unit_seconds);
+  b->steps++;
   htp_result result = htp_allgather(ctx, record, b->gather, sizeof record);
   if (result != HTP_OK) return result;
 

@@ -297,7 +297,8 @@ htp_result htp_impute_parse(const char *name, htp_impute *impute) {
 }
 
 typedef struct stored_pair {
-  float *values; /* [rows][units * width], compact */
+  float *values;     /* [rows][units * width], compact */
+  int64_t *stored_at; /* [units]: the step each unit was stored at, -1: never */
   size_t rows, width;
   int units;
 } stored_pair;
@@ -325,7 +326,10 @@ htp_result htp_imputer_create(int num_pairs, htp_imputer **out) {
 
 void htp_imputer_destroy(htp_imputer *imputer) {
   if (!imputer) return;
-  for (int p = 0; p < imputer->num_pairs; ++p) free(imputer->pairs[p].values);
+  for (int p = 0; p < imputer->num_pairs; ++p) {
+    free(imputer->pairs[p].values);
+    free(imputer->pairs[p].stored_at);
+  }
   free(imputer->pairs);
   free(imputer);
 }
@@ -336,38 +340,77 @@ static int layout_ok(const float *act, size_t row_stride, int units, size_t unit
          row_stride >= (size_t)units * unit_width;
 }
 
-htp_result htp_imputer_store(htp_imputer *imputer, int pair, const float *act, size_t rows,
-                             size_t row_stride, int units, size_t unit_width,
-                             const htp_unit_sets *sets) {
-  if (!imputer || pair < 0 || pair >= imputer->num_pairs ||
-      !layout_ok(act, row_stride, units, unit_width, sets))
-    return HTP_ERR_INVALID;
+/* Stores units list[0..count) of pair, unit list[i] read from act's columns
+ * at column(i) * unit_width (its own index, or i for a compact act). */
+static htp_result store_units(htp_imputer *imputer, int pair, const float *act, size_t rows,
+                              size_t row_stride, int units, size_t unit_width,
+                              const int32_t *list, int count, int compact, int64_t step) {
   stored_pair *s = &imputer->pairs[pair];
   if (s->rows != rows || s->units != units || s->width != unit_width || !s->values) {
     float *values = calloc(rows * (size_t)units * unit_width, sizeof(float));
-    if (!values) return HTP_ERR_NOMEM;
+    int64_t *stored_at = malloc((size_t)units * sizeof *stored_at);
+    if (!values || !stored_at) {
+      free(values);
+      free(stored_at);
+      return HTP_ERR_NOMEM;
+    }
+    for (int i = 0; i < units; ++i) stored_at[i] = -1;
     free(s->values);
+    free(s->stored_at);
     s->values = values;
+    s->stored_at = stored_at;
     s->rows = rows;
     s->units = units;
     s->width = unit_width;
   }
   const size_t stored_stride = (size_t)units * unit_width;
   for (size_t r = 0; r < rows; ++r)
-    for (int i = 0; i < sets->num_kept; ++i) {
-      size_t at = (size_t)sets->kept[i] * unit_width;
-      memcpy(s->values + r * stored_stride + at, act + r * row_stride + at,
-             unit_width * sizeof(float));
+    for (int i = 0, n; i < count; i += n) { /* runs of consecutive units: one copy each */
+      n = htp_unit_run(list, i, count);
+      memcpy(s->values + r * stored_stride + (size_t)list[i] * unit_width,
+             act + r * row_stride + (size_t)(compact ? i : list[i]) * unit_width,
+             (size_t)n * unit_width * sizeof(float));
     }
+  for (int i = 0; i < count; ++i) s->stored_at[list[i]] = step;
   return HTP_OK;
+}
+
+htp_result htp_imputer_store(htp_imputer *imputer, int pair, const float *act, size_t rows,
+                             size_t row_stride, int units, size_t unit_width,
+                             const htp_unit_sets *sets, int64_t step) {
+  if (!imputer || pair < 0 || pair >= imputer->num_pairs ||
+      !layout_ok(act, row_stride, units, unit_width, sets))
+    return HTP_ERR_INVALID;
+  return store_units(imputer, pair, act, rows, row_stride, units, unit_width, sets->kept,
+                     sets->num_kept, 0, step);
+}
+
+htp_result htp_imputer_store_listed(htp_imputer *imputer, int pair, const float *act,
+                                    size_t rows, size_t row_stride, int units,
+                                    size_t unit_width, const int32_t *list, int count,
+                                    int64_t step) {
+  if (!imputer || pair < 0 || pair >= imputer->num_pairs || units < 1 || unit_width < 1 ||
+      count < 0 || count > units || (count > 0 && (!act || !list)) ||
+      row_stride < (size_t)count * unit_width)
+    return HTP_ERR_INVALID;
+  for (int i = 0; i < count; ++i)
+    if (list[i] < 0 || list[i] >= units) return HTP_ERR_INVALID;
+  return store_units(imputer, pair, act, rows, row_stride, units, unit_width, list, count, 1,
+                     step);
+}
+
+int64_t htp_imputer_stored_at(const htp_imputer *imputer, int pair, int unit) {
+  if (!imputer || pair < 0 || pair >= imputer->num_pairs) return -1;
+  const stored_pair *s = &imputer->pairs[pair];
+  return s->values && unit >= 0 && unit < s->units ? s->stored_at[unit] : -1;
 }
 
 htp_result htp_impute_fill(const htp_imputer *imputer, int pair, htp_impute impute, float *act,
                            size_t rows, size_t row_stride, int units, size_t unit_width,
-                           const htp_unit_sets *sets) {
+                           const htp_unit_sets *sets, int64_t step, int64_t max_age) {
   if (!layout_ok(act, row_stride, units, unit_width, sets) || pair < 0 ||
       (imputer && pair >= imputer->num_pairs) || impute < HTP_IMPUTE_ZERO ||
-      impute > HTP_IMPUTE_AVERAGE)
+      impute > HTP_IMPUTE_AVERAGE || max_age < 0)
     return HTP_ERR_INVALID;
   if (sets->num_pruned == 0) return HTP_OK;
   const stored_pair *s = imputer ? &imputer->pairs[pair] : NULL;
@@ -388,7 +431,8 @@ htp_result htp_impute_fill(const htp_imputer *imputer, int pair, htp_impute impu
     }
     for (int i = 0; i < sets->num_pruned; ++i) {
       size_t at = (size_t)sets->pruned[i] * unit_width;
-      if (have_same) memcpy(row + at, s->values + r * stored_stride + at, unit_width * sizeof(float));
+      if (have_same && htp_same_usable(s->stored_at[sets->pruned[i]], step, max_age))
+        memcpy(row + at, s->values + r * stored_stride + at, unit_width * sizeof(float));
       else memset(row + at, 0, unit_width * sizeof(float));
     }
   }

@@ -70,22 +70,45 @@ htp_result htp_unit_table_set_in_unit(htp_unit_table *table, int pair, int index
  * [i * unit_width, (i + 1) * unit_width) of each row (heads' outputs side by
  * side, or MLP hidden neurons with unit_width = group size). */
 
-/* State for HTP_IMPUTE_SAME: the last kept value of every unit of every pair.
- * Buffers are allocated on the first store of a pair (rows * units *
- * unit_width floats); a later call with another shape re-allocates. */
+/* State for HTP_IMPUTE_SAME: the last kept value of every unit of every pair,
+ * with the step (the caller's count) it was stored at. Buffers are allocated
+ * on the first store of a pair (rows * units * unit_width floats); a later
+ * call with another shape re-allocates. */
 typedef struct htp_imputer htp_imputer;
 htp_result htp_imputer_create(int num_pairs, htp_imputer **imputer);
 void htp_imputer_destroy(htp_imputer *imputer);
 /* Remembers the kept units' values of pair (after computing them). */
 htp_result htp_imputer_store(htp_imputer *imputer, int pair, const float *act, size_t rows,
                              size_t row_stride, int units, size_t unit_width,
-                             const htp_unit_sets *sets);
+                             const htp_unit_sets *sets, int64_t step);
+/* The same for a compact act: unit list[i]'s values are act's columns
+ * [i * unit_width, (i + 1) * unit_width) of each row. */
+htp_result htp_imputer_store_listed(htp_imputer *imputer, int pair, const float *act,
+                                    size_t rows, size_t row_stride, int units,
+                                    size_t unit_width, const int32_t *list, int count,
+                                    int64_t step);
+/* The step pair's unit was last stored at, -1 if never (or no such unit). */
+int64_t htp_imputer_stored_at(const htp_imputer *imputer, int pair, int unit);
 /* Fills the pruned units of act in place. imputer may be NULL for ZERO and
- * AVERAGE; SAME with no stored value for the shape writes zeros. AVERAGE
- * with no kept unit writes zeros. */
+ * AVERAGE; SAME writes zeros for a unit with no stored value for the shape
+ * or one older than max_age steps (htp_same_usable). AVERAGE with no kept
+ * unit writes zeros. */
 htp_result htp_impute_fill(const htp_imputer *imputer, int pair, htp_impute impute, float *act,
                            size_t rows, size_t row_stride, int units, size_t unit_width,
-                           const htp_unit_sets *sets);
+                           const htp_unit_sets *sets, int64_t step, int64_t max_age);
+/* How many entries of an ascending unit list, from index `from`, are
+ * consecutive units (list[from], list[from] + 1, ...): >= 1. */
+static inline int htp_unit_run(const int32_t *list, int from, int count) {
+  int n = 1;
+  while (from + n < count && list[from + n] == list[from] + n) ++n;
+  return n;
+}
+/* Whether a value stored at step stored_at (-1: never) may stand in for a
+ * pruned unit at step `step`: stored, and at most max_age steps old (0: any
+ * age). The forward imputer and the backward hooks' store share it. */
+static inline int htp_same_usable(int64_t stored_at, int64_t step, int64_t max_age) {
+  return stored_at >= 0 && (max_age == 0 || step - stored_at <= max_age);
+}
 
 /* ----- Migration transfers -------------------------------------------------
  * A migrated unit's weights go to its helper once per plan change and stay

@@ -352,7 +352,7 @@ htp_kernel_status htp__cpu_attention_backward_f32(
   float *qkv = scratch;
   float *ctx = qkv + rows * wide;
   float *dctx = ctx + rows * inner;
-  float *dqkv = dctx + rows * inner;
+  float *dqkv = scratch + htp_cpu_attention_backward_dqkv_at(rows, inner); /* after dctx */
   float *slots = dqkv + rows * wide;
 
   if (inner == 0 || tokens == 0) {

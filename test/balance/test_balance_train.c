@@ -237,6 +237,8 @@ typedef struct scenario {
   int no_mlp_bias;       /* b1 and db1 NULL (the model's b1 zeroed) */
   int null_ctx;          /* the hooks get ctx NULL (NO_BALANCER) */
   int same_warmup;       /* a backward under the initial plan, before the forced one */
+  int64_t same_max_age;  /* the config's */
+  int64_t age;           /* steps the balancer's clock moves on after the warmup */
   int suspend;           /* phase 0 suspended, phase 1 not */
   int refresh;           /* phase 1 runs the_new_model's weights: 1 announced by
                           * htp_balancer_weights_updated and re-applied, -1 silently */
@@ -343,6 +345,7 @@ static htp_result backward(htp_ctx *hook_ctx, rank_buffers *buf) {
 
 static htp_balancer_config balancer_config(const scenario *sc) {
   htp_balancer_config c = harness_balancer_config(sc->tp, sc->policy, sc->selection, sc->impute);
+  c.same_max_age = sc->same_max_age;
   if (sc->balancer == HOOKLESS) c.model_dim = c.head_dim = c.mlp_unit_width = 0;
   return c;
 }
@@ -437,6 +440,7 @@ static void *rank_main(void *arg) {
     CHECK(forward(ctx, hook_ctx, buf) == HTP_OK);
     if (sc->same_warmup) CHECK(backward(hook_ctx, buf) == HTP_OK);
     CHECK(force_plan(b, sc->speeds) == HTP_OK);
+    b->steps += sc->age; /* as that many htp_balancer_step calls, without replanning */
   }
   const int phases = sc->suspend || sc->refresh ? 2 : 1;
   for (int phase = 0; phase < phases; ++phase) {
@@ -712,6 +716,30 @@ static void test_04_resize_same(void **unused) {
       }
       delete_model(m);
     }
+}
+
+/* 4b: same_max_age 1: the values stored by the warmup stand in one step
+ * later (the full model's y and dx), and two steps later they are too old:
+ * the pruned units read zero in forward and backward (the pruned model's). */
+static void test_04b_same_max_age(void **unused) {
+  (void)unused;
+  for (int age = 1; age <= 2; ++age) {
+    scenario sc = {.tp = 2, .balancer = HOOKED, .policy = HTP_POLICY_RESIZE,
+                   .impute = HTP_IMPUTE_SAME, .speeds = {1, 0.5, 1, 1}, .same_warmup = 1,
+                   .same_max_age = 1, .age = age};
+    model *m = new_model(2, 402, 0);
+    run_scenario(&sc, m, NULL);
+    const record *rc = &rec[0];
+    assert_half_pruned(rc, 1);
+    errors full = compare(m, rc, &sc, NULL), pruned = compare(m, rc, &sc, rc->pruned);
+    print_errors(age == 1 ? "same, 1 step old: vs the full model" : "same, 2 steps old: vs pruned",
+                 age == 1 ? full : pruned);
+    assert_true(pruned.dw <= TOLERANCE);
+    const errors *match = age == 1 ? &full : &pruned, *other = age == 1 ? &pruned : &full;
+    assert_true(match->y <= TOLERANCE && match->dx <= TOLERANCE);
+    assert_true(other->y > DIFFERENT && other->dx > DIFFERENT);
+    delete_model(m);
+  }
 }
 
 /* 5: MIGRATE: every weight gradient, the summed dx and the forward output
@@ -1128,6 +1156,7 @@ int main(void) {
       cmocka_unit_test(test_02_resize_zero),
       cmocka_unit_test(test_03_resize_average),
       cmocka_unit_test(test_04_resize_same),
+      cmocka_unit_test(test_04b_same_max_age),
       cmocka_unit_test(test_05_migrate),
       cmocka_unit_test(test_06_weights_refresh),
       cmocka_unit_test(test_07_variation),

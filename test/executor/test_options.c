@@ -164,7 +164,7 @@ static void test_missing_values(void **state) {
   static char *flags[] = {"--entry", "--iters",  "--warmup", "--seed",   "--weights", "--input",
                           "--output", "--report", "--tp",    "--backend", "--device", "--policy",
                           "--impute", "--select", "--slow",  "--fault",  "--timeout", "--trace",
-                          "--ewma-alpha", "--hysteresis"};
+                          "--ewma-alpha", "--hysteresis", "--same-max-age"};
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
     char expected[64];
     snprintf(expected, sizeof expected, "%s needs a value", flags[i]);
@@ -225,6 +225,7 @@ static void test_repeated_flags(void **state) {
       {"--weights", "w"},     {"--report", "json"},    {"--tp", "2"},         {"--backend", "mpi"},
       {"--device", "cpu"},    {"--policy", "migrate"}, {"--impute", "same"},  {"--select", "random"},
       {"--timeout", "5"},     {"--trace", "t.jsonl"},  {"--ewma-alpha", "0.1"}, {"--hysteresis", "9"},
+      {"--same-max-age", "2"},
   };
   for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
     char expected[96];
@@ -490,6 +491,16 @@ static void test_train(void **state) {
   assert_int_equal(options.train.clock, HTP_TRAIN_CLOCK_UNITS);
   assert_string_equal(htp_run_clock_name(HTP_TRAIN_CLOCK_UNITS), "units");
   assert_string_equal(htp_run_clock_name((htp_train_clock)9), "?");
+  /* --same-max-age: 1 by default in training, 0 (any age) in a timed run */
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "2", "--impute", "same"), 0);
+  assert_int_equal(options.same_max_age, 1);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--tp", "2", "--impute", "same"), 0);
+  assert_int_equal(options.same_max_age, 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--impute", "same", "--same-max-age",
+                         "0"), 0);
+  assert_int_equal(options.same_max_age, 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--impute", "same", "--same-max-age", "7"), 0);
+  assert_int_equal(options.same_max_age, 7);
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");
 
@@ -550,6 +561,12 @@ static void test_train(void **state) {
   EXPECT_USAGE_ERROR("--clock units times each rank thread's CPU work: with --device cuda",
                      "m.mlir", "--train", "--device", "cuda", "--clock", "units");
   EXPECT_USAGE_ERROR("--clock is a flag of --train", "m.mlir", "--clock", "cpu");
+  EXPECT_USAGE_ERROR("--same-max-age bounds the values --impute same reuses", "m.mlir",
+                     "--train", "--same-max-age", "2");
+  EXPECT_USAGE_ERROR("--same-max-age bounds the values --impute same reuses", "m.mlir",
+                     "--impute", "average", "--same-max-age", "2");
+  EXPECT_USAGE_ERROR("--same-max-age expects an integer >= 0, got '-1'", "m.mlir", "--impute",
+                     "same", "--same-max-age", "-1");
   EXPECT_USAGE_ERROR("--clock cpu times each rank thread's CPU work: with --device cuda", "m.mlir",
                      "--train", "--device", "cuda", "--clock", "cpu");
   EXPECT_USAGE_ERROR("--checkpoint needs a file name", "m.mlir", "--train", "--checkpoint", "");

@@ -171,7 +171,7 @@ static void test_04_impute(void **unused) {
   for (int i = 0; i < ROWS * STRIDE; ++i) act[i] = (float)(i + 1);
   memcpy(before, act, sizeof act);
   /* zero */
-  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, STRIDE, UNITS, W, &sets),
+  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, STRIDE, UNITS, W, &sets, 0, 0),
                    HTP_OK);
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < STRIDE; ++j) {
@@ -182,7 +182,7 @@ static void test_04_impute(void **unused) {
   /* average: mean of units 0 and 2, elementwise */
   memcpy(act, before, sizeof act);
   assert_int_equal(
-      htp_impute_fill(NULL, 0, HTP_IMPUTE_AVERAGE, act, ROWS, STRIDE, UNITS, W, &sets), HTP_OK);
+      htp_impute_fill(NULL, 0, HTP_IMPUTE_AVERAGE, act, ROWS, STRIDE, UNITS, W, &sets, 0, 0), HTP_OK);
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < W; ++j) {
       float mean = (before[r * STRIDE + 0 * W + j] + before[r * STRIDE + 2 * W + j]) / 2;
@@ -195,24 +195,65 @@ static void test_04_impute(void **unused) {
   const int32_t all[] = {0, 1, 2, 3};
   htp_unit_sets all_kept = {.units = UNITS, .num_kept = 4, .kept = all};
   memcpy(act, before, sizeof act);
-  assert_int_equal(htp_imputer_store(imputer, 1, act, ROWS, STRIDE, UNITS, W, &all_kept), HTP_OK);
+  assert_int_equal(htp_imputer_store(imputer, 1, act, ROWS, STRIDE, UNITS, W, &all_kept, 10), HTP_OK);
   for (int i = 0; i < ROWS * STRIDE; ++i) act[i] = -1.0f; /* next iteration's values */
   assert_int_equal(
-      htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W, &sets), HTP_OK);
+      htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W, &sets, 11, 1), HTP_OK);
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < W; ++j) {
       assert_true(act[r * STRIDE + 1 * W + j] == before[r * STRIDE + 1 * W + j]);
       assert_true(act[r * STRIDE + 3 * W + j] == before[r * STRIDE + 3 * W + j]);
       assert_true(act[r * STRIDE + 0 * W + j] == -1.0f); /* kept: untouched */
     }
+  /* same_max_age: stored at step 10, read at 12 with max age 1: zeros; with
+   * max age 2, or 0 (any age): the stored values */
+  for (int i = 0; i < ROWS * STRIDE; ++i) act[i] = -1.0f;
+  assert_int_equal(
+      htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W, &sets, 12, 1), HTP_OK);
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < W; ++j) {
+      assert_true(act[r * STRIDE + 1 * W + j] == 0.0f);
+      assert_true(act[r * STRIDE + 3 * W + j] == 0.0f);
+    }
+  for (int age = 0; age <= 2; age += 2) {
+    for (int i = 0; i < ROWS * STRIDE; ++i) act[i] = -1.0f;
+    assert_int_equal(htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W,
+                                     &sets, 12, age), HTP_OK);
+    assert_true(act[1 * W] == before[1 * W] && act[2 * STRIDE + 3 * W + 1] == before[2 * STRIDE + 3 * W + 1]);
+  }
+  assert_int_equal(htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W,
+                                   &sets, 12, -1), HTP_ERR_INVALID);
+  assert_true(htp_same_usable(10, 11, 1) && !htp_same_usable(-1, 11, 0) && htp_same_usable(0, 99, 0));
+  /* store_listed: a compact act of units 3 then 1 (2 columns of W a row) */
+  {
+    float compact[ROWS * 2 * W];
+    for (int i = 0; i < ROWS * 2 * W; ++i) compact[i] = 100.0f + (float)i;
+    const int32_t listed[] = {3, 1};
+    assert_int_equal(htp_imputer_store_listed(imputer, 1, compact, ROWS, 2 * W, UNITS, W, listed,
+                                              2, 20), HTP_OK);
+    assert_int_equal(htp_imputer_stored_at(imputer, 1, 3), 20);
+    assert_int_equal(htp_imputer_stored_at(imputer, 1, 0), 10);
+    for (int i = 0; i < ROWS * STRIDE; ++i) act[i] = -1.0f;
+    assert_int_equal(htp_impute_fill(imputer, 1, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W,
+                                     &sets, 21, 1), HTP_OK);
+    for (int r = 0; r < ROWS; ++r)
+      for (int j = 0; j < W; ++j) {
+        assert_true(act[r * STRIDE + 3 * W + j] == compact[r * 2 * W + j]);
+        assert_true(act[r * STRIDE + 1 * W + j] == compact[r * 2 * W + W + j]);
+      }
+    const int32_t bad[] = {4};
+    assert_int_equal(htp_imputer_store_listed(imputer, 1, compact, ROWS, 2 * W, UNITS, W, bad, 1,
+                                              22), HTP_ERR_INVALID);
+    assert_int_equal(htp_imputer_stored_at(imputer, 1, 4), -1);
+  }
   /* same with nothing stored for pair 0: zeros */
   assert_int_equal(
-      htp_impute_fill(imputer, 0, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W, &sets), HTP_OK);
+      htp_impute_fill(imputer, 0, HTP_IMPUTE_SAME, act, ROWS, STRIDE, UNITS, W, &sets, 0, 0), HTP_OK);
   assert_true(act[1 * W] == 0.0f);
   /* bad layouts */
-  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, 7, UNITS, W, &sets),
+  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, 7, UNITS, W, &sets, 0, 0),
                    HTP_ERR_INVALID);
-  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, STRIDE, 5, W, &sets),
+  assert_int_equal(htp_impute_fill(NULL, 0, HTP_IMPUTE_ZERO, act, ROWS, STRIDE, 5, W, &sets, 0, 0),
                    HTP_ERR_INVALID);
   htp_impute impute;
   assert_int_equal(htp_impute_parse("average", &impute), HTP_OK);

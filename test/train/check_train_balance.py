@@ -121,13 +121,21 @@ check(check_unit_lists(rows, "resize", (3, 8)) > 0, "resize: no trace line lists
 plain, _ = run("plain", "--tp", "2", "--slow", "1:1.6", "--policy", "none")
 check(len(resize) == 2 and resize != plain, f"resize trained the same model as none: {resize}")
 
-for impute in ("average", "same"):
-    e, rows = run("variation-" + impute, "--tp", "2", "--slow", "1:1.6", "--policy", "resize",
-                  "--select", "variation", "--impute", impute)
-    learns(e, f"resize, variation, {impute}")
-    check(total(rows, "pruned") > 0, f"resize, variation, {impute} pruned no unit")
-    warned = "warning: --impute same" in last_stderr
-    check(warned == (impute == "same"), f"{impute}: the stale-output warning {warned}: {last_stderr}")
+# same: by default only the last step's values stand in (--same-max-age 1);
+# with any age (0) the run warns and, the plan pruning the same units for
+# most steps, trains another model.
+imputed = {}
+for impute, extra in (("average", []), ("same", []), ("same", ["--same-max-age", "0"])):
+    name = "-".join(["variation", impute] + extra[1:])
+    e, rows = run(name, "--tp", "2", "--slow", "1:1.6", "--policy", "resize",
+                  "--select", "variation", "--impute", impute, *extra)
+    imputed[name] = e
+    learns(e, f"resize, variation, {name}")
+    check(total(rows, "pruned") > 0, f"resize, variation, {name} pruned no unit")
+    warned = "warning: --same-max-age 0" in last_stderr
+    check(warned == (extra != []), f"{name}: the stale-output warning {warned}: {last_stderr}")
+check(imputed["variation-same"] != imputed["variation-same-0"],
+      f"--same-max-age 1 and 0 trained the same model: {imputed['variation-same']}")
 
 # SEMI's split of stragglers by deficit is the planner's (test/planner);
 # here a bad straggler must migrate under semi in training too (a mild one's

@@ -108,6 +108,11 @@ void htp_run_print_help(FILE *stream) {
       "                        values of pruned units (resize, semi): zero (default),\n"
       "                        same (the unit's last computed value), average (per\n"
       "                        token, the mean of the kept units)\n"
+      "  --same-max-age N      with --impute same: a unit's stored value stands in for\n"
+      "                        it at most N steps after it was computed, zero after;\n"
+      "                        0 is any age (default: 1 with --train, where an old\n"
+      "                        batch's values replayed for many steps break the\n"
+      "                        model; 0 otherwise)\n"
       "  --select random|importance|variation\n"
       "                        which units a straggler sheds (resize, migrate, semi):\n"
       "                        random (default: a permutation seeded with --seed),\n"
@@ -338,7 +343,7 @@ enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
   FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
-  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS,
+  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
@@ -363,6 +368,7 @@ static const struct option long_flags[] = {
     {"select", required_argument, NULL, FLAG_SELECT},
     {"ewma-alpha", required_argument, NULL, FLAG_EWMA_ALPHA},
     {"hysteresis", required_argument, NULL, FLAG_HYSTERESIS},
+    {"same-max-age", required_argument, NULL, FLAG_SAME_MAX_AGE},
     {"slow", required_argument, NULL, FLAG_SLOW},
     {"fault", required_argument, NULL, FLAG_FAULT},
     {"sms", required_argument, NULL, FLAG_SMS},
@@ -701,6 +707,8 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
     return 0;
   case FLAG_HYSTERESIS:
     return parse_long(flag, value, 1, 1000000, &options->hysteresis, err, err_size);
+  case FLAG_SAME_MAX_AGE:
+    return parse_long(flag, value, 0, 1000000000, &options->same_max_age, err, err_size);
   case FLAG_SLOW:
     if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
       return htp_set_error(err, err_size, "more than %d --slow flags", HTP_RUN_MAX_INJECTIONS);
@@ -814,6 +822,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->device = "cpu";
   options->policy = HTP_POLICY_NONE;
   options->impute = HTP_IMPUTE_ZERO;
+  options->same_max_age = -1; /* by --train, below */
   options->selection = HTP_SELECT_RANDOM;
   {
     const htp_planner_config defaults = HTP_PLANNER_CONFIG_INITIALIZER;
@@ -892,6 +901,10 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     return htp_set_error(err, err_size, "--clock %s times each rank thread's CPU work: with "
                          "--device %s the work is the device's (use --clock wall)",
                          htp_run_clock_name(train->clock), options->device);
+  if (options->same_max_age >= 0 && options->impute != HTP_IMPUTE_SAME && !options->help)
+    return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
+                         "reuses: add --impute same, or leave it out");
+  if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
   if (train->enabled && train->params && train->resume)
     return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
                          "give one");

@@ -94,6 +94,7 @@ typedef struct htp_run_options {
   const char *backend, *device;
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */
+  long same_max_age;             /* --impute same: steps a stored value stands in (0: any) */
   htp_select selection;          /* which units are shed */
   double ewma_alpha;             /* the detector's smoothing (runtime/htp.h's default) */
   long hysteresis;               /* iterations in a row to switch a rank's state */

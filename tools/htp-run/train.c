@@ -619,6 +619,8 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
   json_object_set_new(root, "select", json_string(htp_select_name(options->selection)));
   json_object_set_new(root, "impute", json_string(htp_impute_name(options->impute)));
+  if (options->impute == HTP_IMPUTE_SAME)
+    json_object_set_new(root, "same_max_age", json_integer(options->same_max_age));
   json_object_set_new(root, "optimizer", json_string(optimizer_name(options->train.optimizer)));
   json_object_set_new(root, "lr", json_real(options->train.lr));
   json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
@@ -1300,13 +1302,13 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
             extras,
             train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
-  if (!quiet && job.tp > 1 && options->impute == HTP_IMPUTE_SAME &&
+  if (!quiet && job.tp > 1 && options->impute == HTP_IMPUTE_SAME && options->same_max_age == 0 &&
       (options->policy == HTP_POLICY_RESIZE || options->policy == HTP_POLICY_SEMI))
-    fprintf(stderr, "htp-run: --train: warning: --impute same fills a pruned unit with its "
-            "output from the last step that computed it; a plan that keeps pruning the same "
-            "units for many steps feeds the model stale outputs of old batches (at tp 4 with "
-            "a 3x straggler: 10%% test accuracy), and each kept unit's backward runs alone. "
-            "zero or average is the choice for training\n");
+    fprintf(stderr, "htp-run: --train: warning: --same-max-age 0 lets --impute same fill a "
+            "pruned unit with its values from the last step that computed it however old; a "
+            "plan that keeps pruning the same units for many steps then replays one old "
+            "batch's outputs and input gradients every step (at tp 4 with a 3x straggler: 10%% "
+            "test accuracy). The default, 1, uses only the last step's\n");
   status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
                               &state->outcome, err, err_size) ? 2 : 0;
 done:
