@@ -110,10 +110,13 @@ static void report_table_plan(const htp_run_options *options, const htp_run_stat
   const htp_plan_record *plan = &state->outcome.last_plan;
   const htp_sig_balance *balance = &state->sig.balance;
   const int world = state->tp;
+  char age[48] = "";
+  if (options->impute == HTP_IMPUTE_SAME && options->same_max_age > 0)
+    snprintf(age, sizeof age, " (max age %ld)", options->same_max_age);
   printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons); policy "
-         "%s, impute %s, select %s\n", balance->layers, balance->heads,
+         "%s, impute %s%s, select %s\n", balance->layers, balance->heads,
          (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
-         htp_policy_name(options->policy), htp_impute_name(options->impute),
+         htp_policy_name(options->policy), htp_impute_name(options->impute), age,
          htp_select_name(options->selection));
   printf("plan of the last iteration: version %lld", (long long)plan->version);
   int any = 0;
@@ -274,7 +277,7 @@ static json_t *pair_json(const int32_t *counts, int world, int rank) {
 /* "balance" (the units) of the JSON report. */
 static json_t *balance_json(const htp_run_options *options, const htp_run_state *state) {
   const htp_sig_balance *balance = &state->sig.balance;
-  return json_pack("{s:i, s:I, s:i, s:I, s:i, s:I, s:I, s:I, s:s, s:s}", "layers",
+  json_t *out = json_pack("{s:i, s:I, s:i, s:I, s:i, s:I, s:I, s:I, s:s, s:s}", "layers",
                    balance->layers, "model_dim", (json_int_t)balance->model_dim,
                    "heads_per_rank", balance->heads, "head_dim", (json_int_t)balance->head_dim,
                    "mlp_units_per_rank", balance->mlp_units, "mlp_unit_width",
@@ -284,6 +287,9 @@ static json_t *balance_json(const htp_run_options *options, const htp_run_state 
                    (json_int_t)htp_balancer_unit_bytes(&state->balancer, HTP_PAIR_MLP),
                    "impute", htp_impute_name(options->impute), "select",
                    htp_select_name(options->selection));
+  if (out && options->impute == HTP_IMPUTE_SAME)
+    json_object_set_new(out, "same_max_age", json_integer(options->same_max_age));
+  return out;
 }
 
 /* "plan": the last iteration's plan, the plan changes, the weights handed
