@@ -14,8 +14,11 @@ Runs, all from the same seed (same init, same batches):
     semi                        mild stragglers resize, bad ones migrate (priority)
     resize-importance           (only if named) ... the least important units by
                                 output (--select importance), for contrast
-  per imputation (at --impute-chi): resize-random with --impute same, average
-    (zero is the resize-random run above)
+    resize-displacement         (only if named) ... the units whose weights moved
+                                least net over 16-31 steps (--select displacement)
+  per imputation (at each --impute-chis): resize-random with each of
+    --imputes (default same, average; same:N adds --same-max-age N); zero is
+    the resize-random run above
 
 Time is htp-run's --clock cpu model by default: 4 ranks share the build
 machine's 2 cores, so a wall clock would book the time a rank waits for a
@@ -63,6 +66,7 @@ POLICIES = [  # name, htp-run flags
     ("semi", ["--policy", "semi", "--select", "variation"]),
     # Not in the default set: the inference-time selection, for contrast.
     ("resize-importance", ["--policy", "resize", "--select", "importance"]),
+    ("resize-displacement", ["--policy", "resize", "--select", "displacement"]),
 ]
 DEFAULT_POLICIES = ["none", "resize-random", "resize-priority", "migrate", "semi"]
 
@@ -261,9 +265,14 @@ def main():
                    help="htp-run's detector hysteresis in steps (default 20; htp-run's 3)")
     p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
                    help="the policies to run per chi (default %(default)s; also "
-                        "resize-importance: --select importance)")
-    p.add_argument("--impute-chi", type=int, default=2,
-                   help="the chi of the imputation runs (0: none)")
+                        "resize-importance: --select importance; resize-displacement: --select "
+                        "displacement)")
+    p.add_argument("--impute-chis", "--impute-chi", default="2",
+                   help="the chis of the imputation runs (default 2; 0: none)")
+    p.add_argument("--imputes", default="same,average",
+                   help="the imputation runs' --impute values (default %(default)s); same:N "
+                        "runs --impute same --same-max-age N (htp-run's default in training "
+                        "is 1; 0 is any age)")
     p.add_argument("--control-tp", type=int, default=2,
                    help="tp of the round-off control run (default 2; 0: no control run)")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu",
@@ -280,6 +289,14 @@ def main():
     a = p.parse_args()
     a.factors = [float(f) for f in a.factors.split(",")]
     chis = [int(c) for c in a.chis.split(",")]
+    impute_chis = {int(c) for c in a.impute_chis.split(",")} - {0}
+    imputes = []  # (label, htp-run flags)
+    for item in a.imputes.split(","):
+        kind, _, age = item.partition(":")
+        if kind not in ("same", "average") or (age and (kind != "same" or not age.isdigit())):
+            p.error(f"--imputes: '{item}' is not same, same:N or average")
+        imputes.append((item.replace(":", "-age"),
+                        ["--impute", kind] + (["--same-max-age", age] if age else [])))
     policies = [(name, flags) for name, flags in POLICIES if name in a.policies.split(",")]
     unknown = set(a.policies.split(",")) - {name for name, _ in POLICIES}
     if unknown:
@@ -333,9 +350,9 @@ def main():
             step_floor[chi] = (((1 - slow_share) + slow_share * ((1 - h) + spread * floor[chi])) /
                                ((1 - slow_share) + slow_share * ((1 - h) + spread)))
         runs = [(name, flags, "zero") for name, flags in policies]
-        if chi == a.impute_chi:
-            runs += [("resize-random", ["--policy", "resize", "--impute", imp], imp)
-                     for imp in ("same", "average")]
+        if chi in impute_chis:
+            runs += [("resize-random", ["--policy", "resize"] + flags, label)
+                     for label, flags in imputes]
         for name, flags, impute in runs:
             tag = f"chi{chi}-{name}" + ("" if impute == "zero" else f"-{impute}")
             metrics, trace = run(a, tag, flags + slows(chi, a.factors, a.tp, onset_step), model)

@@ -156,7 +156,7 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
   if (c->planner.world_size != htp_ctx_size(ctx))
     REJECT("config.planner.world_size is %d, the context's world has %d ranks",
            c->planner.world_size, htp_ctx_size(ctx));
-  if (c->selection < HTP_SELECT_RANDOM || c->selection > HTP_SELECT_VARIATION)
+  if (c->selection < HTP_SELECT_RANDOM || c->selection > HTP_SELECT_DISPLACEMENT)
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
@@ -221,7 +221,8 @@ static htp_result create_hook_state(htp_balancer *b) {
     b->same_stored_at = malloc((size_t)b->num_pairs * (size_t)max_units * sizeof(int64_t));
     if (!b->same_part || !b->same_floats || !b->same_stored_at) r = HTP_ERR_NOMEM;
   }
-  if (r == HTP_OK && config->selection == HTP_SELECT_VARIATION) {
+  if (r == HTP_OK && (config->selection == HTP_SELECT_VARIATION ||
+                      config->selection == HTP_SELECT_DISPLACEMENT)) {
     b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
     r = b->pushed ? htp__balancer_create_variation(b) : HTP_ERR_NOMEM;
   }

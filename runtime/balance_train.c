@@ -35,7 +35,10 @@
  * ||W_t - W_{t-1}|| over its whole shard (first rows, bias, second
  * columns) goes into a window of HTP__VARIATION_WINDOW steps; a unit's
  * score is the window's sum, pushed into the unit table at plan changes,
- * so the least-varying units are shed first.
+ * so the least-varying units are shed first. HTP_SELECT_DISPLACEMENT scores
+ * the net change instead: each unit's distance from an anchor copy of its
+ * weights taken every HTP__VARIATION_WINDOW steps (the older of two, so 16
+ * to 31 steps back).
  *
  * Balanced backward hooks gather and scatter with host loops: they run on
  * the CPU only for now (the config check refuses variation, and the hook
@@ -464,8 +467,12 @@ void htp__balancer_variation_scores(const htp_balancer *b, int pair, float *out)
   }
 }
 
-/* One variation sample of pair p: each unit's update norm since the last
- * sample into the window's slot, and the weights kept for the next one. */
+/* One variation sample of pair p. HTP_SELECT_VARIATION: each unit's update
+ * norm since the last sample into the window's slot, and the weights kept
+ * for the next one. HTP_SELECT_DISPLACEMENT: previous[p] holds two anchors,
+ * the weights at the last two samples that were multiples of the window
+ * (the older first); each unit's distance from the older one is its score
+ * (slot 0; the other slots stay 0). */
 static htp_result sample_variation(htp_balancer *b, int p) {
   const htp__registered_pair *reg = &b->pairs[p];
   const htp_pair_kind kind = htp_pair_kind_of(p);
@@ -474,16 +481,25 @@ static htp_result sample_variation(htp_balancer *b, int p) {
   const unit_shape shape = {htp__unit_parts(kind), htp__unit_width(&b->config, kind),
                             b->config.model_dim};
   const shard mine = {(float *)reg->first, (float *)reg->bias, (float *)reg->second, units};
+  const int net = b->config.selection == HTP_SELECT_DISPLACEMENT;
+  const size_t snapshot = (size_t)units * (size_t)per_unit;
   const int first = b->previous[p] == NULL;
-  if (first && !(b->previous[p] = malloc((size_t)units * (size_t)per_unit * sizeof(float))))
+  if (first && !(b->previous[p] = malloc((net ? 2 : 1) * snapshot * sizeof(float))))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
   if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
-  const size_t slot = (size_t)(b->samples % HTP__VARIATION_WINDOW);
+  const size_t slot = net ? 0 : (size_t)(b->samples % HTP__VARIATION_WINDOW);
+  /* displacement: a new anchor every window (the first sample fills both) */
+  const int anchor = net && (first || b->samples % HTP__VARIATION_WINDOW == 0);
+  float *older = b->previous[p], *newer = older + snapshot;
+  if (anchor && !first) memcpy(older, newer, snapshot * sizeof(float));
   for (int32_t i = 0; i < units; ++i) {
-    float *last = b->previous[p] + (size_t)i * (size_t)per_unit;
+    float *last = older + (size_t)i * (size_t)per_unit;
     const shard now = htp__shard_at(first ? last : b->unit_staging, 1, &shape);
     htp__copy_unit(&mine, i, &now, 0, &shape);
+    if (anchor)
+      memcpy(newer + (size_t)i * (size_t)per_unit, first ? last : b->unit_staging,
+             (size_t)per_unit * sizeof(float));
     if (first) continue;
     double sum = 0.0;
     for (int64_t j = 0; j < per_unit; ++j) {
@@ -492,7 +508,7 @@ static htp_result sample_variation(htp_balancer *b, int p) {
     }
     b->window[((size_t)p * (size_t)b->max_units + (size_t)i) * HTP__VARIATION_WINDOW + slot] =
         sqrt(sum);
-    memcpy(last, b->unit_staging, (size_t)per_unit * sizeof(float));
+    if (!net) memcpy(last, b->unit_staging, (size_t)per_unit * sizeof(float));
   }
   return HTP_OK;
 }

@@ -493,7 +493,13 @@ HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config
  *     htp_balancer_config for the statistic.
  *   HTP_SELECT_VARIATION (training): least-varying first, the paper's
  *     priority: how much a unit's weights changed over the last steps (see
- *     htp_balancer_config and htp_balancer_weights_updated).
+ *     htp_balancer_config and htp_balancer_weights_updated): the sum of
+ *     the unit's per-step update norms over the last 16 steps.
+ *   HTP_SELECT_DISPLACEMENT (training): the same reading of "how much the
+ *     weights changed" as the net change instead of the path: the norm of
+ *     the unit's weights now minus 16 to 31 steps ago (an anchor copied
+ *     every 16 steps), so a unit whose updates cancel (noise around a
+ *     settled value) counts as barely changed.
  * Shed sets are nested as gamma grows (prefix of one order), so a plan
  * change moves as few units as it can. The per-rank unit tables, the
  * imputer and the migration cache that carry this out are private to
@@ -501,10 +507,11 @@ HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config
 typedef enum htp_select {
   HTP_SELECT_RANDOM = 0,
   HTP_SELECT_IMPORTANCE = 1,
-  HTP_SELECT_VARIATION = 2
+  HTP_SELECT_VARIATION = 2,
+  HTP_SELECT_DISPLACEMENT = 3
 } htp_select;
 
-/* Returns "random", "importance", "variation" (or "?"); htp_select_parse returns
+/* Returns "random", "importance", "variation", "displacement" (or "?"); htp_select_parse returns
  * HTP_ERR_INVALID for an unknown name. */
 HTP_API const char *htp_select_name(htp_select selection);
 HTP_API htp_result htp_select_parse(const char *name, htp_select *selection);

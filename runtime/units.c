@@ -66,7 +66,7 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
   *out = NULL;
   if (htp_planner_config_check(config, NULL, 0) != HTP_OK || rank < 0 ||
       rank >= config->world_size ||
-      (selection < HTP_SELECT_RANDOM || selection > HTP_SELECT_VARIATION))
+      (selection < HTP_SELECT_RANDOM || selection > HTP_SELECT_DISPLACEMENT))
     return HTP_ERR_INVALID;
   htp_unit_table *t = calloc(1, sizeof *t);
   if (!t) return HTP_ERR_NOMEM;
@@ -263,13 +263,14 @@ const char *htp_select_name(htp_select selection) {
   case HTP_SELECT_RANDOM: return "random";
   case HTP_SELECT_IMPORTANCE: return "importance";
   case HTP_SELECT_VARIATION: return "variation";
+  case HTP_SELECT_DISPLACEMENT: return "displacement";
   }
   return "?";
 }
 
 htp_result htp_select_parse(const char *name, htp_select *selection) {
   if (!name || !selection) return HTP_ERR_INVALID;
-  for (int i = HTP_SELECT_RANDOM; i <= HTP_SELECT_VARIATION; ++i)
+  for (int i = HTP_SELECT_RANDOM; i <= HTP_SELECT_DISPLACEMENT; ++i)
     if (strcmp(name, htp_select_name((htp_select)i)) == 0) {
       *selection = (htp_select)i;
       return HTP_OK;

@@ -243,6 +243,7 @@ typedef struct scenario {
   int refresh;           /* phase 1 runs the_new_model's weights: 1 announced by
                           * htp_balancer_weights_updated and re-applied, -1 silently */
   htp_select selection;  /* [HTP_SELECT_RANDOM] */
+  int oscillate;         /* variation_main: test 7b's updates */
 } scenario;
 
 /* What one phase (forward + backward) recorded; each rank writes its rows. */
@@ -882,6 +883,11 @@ static void perturb_units(shard *shards, int rank, uint64_t *state) {
   }
 }
 
+/* Defined with test 7b. */
+static void oscillate_units(shard *shards, int rank, int round);
+
+/* The first weights' sample, then the scenario's updates (4 perturbations,
+ * or 20 oscillations: test 7b), then the forced plan's shed sets. */
 static void *variation_main(void *arg) {
   rank_run *run = arg;
   const scenario *sc = the_scenario;
@@ -890,8 +896,9 @@ static void *variation_main(void *arg) {
   OPEN_RANK(run, st);
   CHECK(forward(ctx, ctx, buf) == HTP_OK); /* registers the weights */
   CHECK(htp_balancer_weights_updated(b) == HTP_OK); /* the first sample: the starting point */
-  for (int round = 0; round < 4; ++round) {
-    perturb_units(buf->shards, rank, &state);
+  for (int round = 1; round <= (sc->oscillate ? 20 : 4); ++round) {
+    if (sc->oscillate) oscillate_units(buf->shards, rank, round);
+    else perturb_units(buf->shards, rank, &state);
     CHECK(htp_balancer_weights_updated(b) == HTP_OK);
   }
   CHECK(force_plan(b, sc->speeds) == HTP_OK);
@@ -901,15 +908,29 @@ done:
   return NULL;
 }
 
-/* Pruned units that are not the quiet ones of a resizing rank (ranks 1, 2). */
-static int variation_mismatches(const record *rc, int tp) {
+/* Pruned units that are not the quiet ones of a resizing rank (ranks 1, 2),
+ * after variation_main's updates under selection sel at tp 3 (ranks 1 and 2
+ * at half speed prune half their units). */
+static int selection_mismatches(model *m, htp_select sel, int oscillate) {
+  const int tp = 3;
+  scenario sc = {.tp = tp, .balancer = HOOKED, .policy = HTP_POLICY_RESIZE,
+                 .impute = HTP_IMPUTE_ZERO, .speeds = {1, 0.5, 0.5}, .selection = sel,
+                 .oscillate = oscillate};
+  memset(rec, 0, sizeof rec);
+  the_scenario = &sc;
+  the_model = m;
+  run_world(tp, variation_main, NULL);
+  assert_half_pruned(&rec[0], 1);
+  assert_half_pruned(&rec[0], 2);
   int mismatches = 0;
   for (int p = 0; p < PAIRS; ++p) {
     const int u = LAYOUT[htp_pair_kind_of(p)].units;
     for (int r = 0; r < tp; ++r)
       for (int i = 0; i < u; ++i)
-        mismatches += rc->pruned[p][r * u + i] != (r != 0 && quiet_unit(r, p, i));
+        mismatches += rec[0].pruned[p][r * u + i] != (r != 0 && quiet_unit(r, p, i));
   }
+  fprintf(stderr, "%s selection%s: %d units pruned other than the quiet ones\n",
+          htp_select_name(sel), oscillate ? " (quiet units oscillate)" : "", mismatches);
   return mismatches;
 }
 
@@ -919,23 +940,45 @@ static int variation_mismatches(const record *rc, int tp) {
  * on the same updates prunes others. */
 static void test_07_variation(void **unused) {
   (void)unused;
-  const int tp = 3;
-  model *m = new_model(tp, 700, 0);
-  for (int sel = HTP_SELECT_VARIATION; sel >= HTP_SELECT_RANDOM; sel -= 2) {
-    scenario sc = {.tp = tp, .balancer = HOOKED, .policy = HTP_POLICY_RESIZE,
-                   .impute = HTP_IMPUTE_ZERO, .speeds = {1, 0.5, 0.5}, .selection = sel};
-    memset(rec, 0, sizeof rec);
-    the_scenario = &sc;
-    the_model = m;
-    run_world(tp, variation_main, NULL);
-    assert_half_pruned(&rec[0], 1);
-    assert_half_pruned(&rec[0], 2);
-    const int mismatches = variation_mismatches(&rec[0], tp);
-    fprintf(stderr, "%s selection: %d units pruned other than the quiet ones\n",
-            htp_select_name((htp_select)sel), mismatches);
-    if (sel == HTP_SELECT_VARIATION) assert_int_equal(mismatches, 0);
-    else assert_true(mismatches > 0);
+  model *m = new_model(3, 700, 0);
+  assert_int_equal(selection_mismatches(m, HTP_SELECT_VARIATION, 0), 0);
+  assert_true(selection_mismatches(m, HTP_SELECT_RANDOM, 0) > 0);
+  delete_model(m);
+}
+
+/* 7b: variation against displacement. Quiet units now oscillate, +0.05
+ * and -0.05 on alternate updates (a long path, no net change after an even
+ * number of steps); the others drift by 1e-3 an update (a short path, a
+ * net change). After 20 updates (the older anchor is the first sample,
+ * 20 steps back) displacement prunes exactly the oscillating units and
+ * variation exactly the drifting ones. */
+static void oscillate_units(shard *shards, int rank, int round) {
+  for (int p = 0; p < PAIRS; ++p) {
+    const int kind = htp_pair_kind_of(p);
+    const kind_layout *k = &LAYOUT[kind];
+    pair_weights w = weights_of(&shards[htp_pair_layer(p)], kind);
+    for (int unit = 0; unit < k->units; ++unit) {
+      const float a = quiet_unit(rank, p, unit) ? (round % 2 ? 0.05f : -0.05f) : 1e-3f;
+      for (int q = 0; q < k->parts; ++q)
+        for (int j = 0; j < k->width; ++j) {
+          const int row = first_row(k, q, unit, j);
+          for (int c = 0; c < DIM; ++c) w.first[row * DIM + c] += a;
+          w.bias[row] += a;
+        }
+      for (int o = 0; o < DIM; ++o)
+        for (int j = 0; j < k->width; ++j)
+          w.second[o * k->units * k->width + second_column(k, unit, j)] += a;
+    }
   }
+}
+
+static void test_07b_displacement(void **unused) {
+  (void)unused;
+  model *m = new_model(3, 701, 0);
+  int resized = 0; /* units pruned on ranks 1 and 2: each is a mismatch twice when wrong */
+  for (int p = 0; p < PAIRS; ++p) resized += LAYOUT[htp_pair_kind_of(p)].units;
+  assert_int_equal(selection_mismatches(m, HTP_SELECT_DISPLACEMENT, 1), 0);
+  assert_int_equal(selection_mismatches(m, HTP_SELECT_VARIATION, 1), 2 * resized);
   delete_model(m);
 }
 
@@ -1160,6 +1203,7 @@ int main(void) {
       cmocka_unit_test(test_05_migrate),
       cmocka_unit_test(test_06_weights_refresh),
       cmocka_unit_test(test_07_variation),
+      cmocka_unit_test(test_07b_displacement),
       cmocka_unit_test(test_08_suspend),
       cmocka_unit_test(test_09_bad_arguments),
       cmocka_unit_test(test_10_unapplied_plan),

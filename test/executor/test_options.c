@@ -139,7 +139,7 @@ static void test_usage_errors(void **state) {
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi", "a.mlir", "--policy", "all");
   EXPECT_USAGE_ERROR("--impute expects zero|same|average", "a.mlir", "--impute", "mean");
   EXPECT_USAGE_ERROR("--entry needs a function name", "a.mlir", "--entry", "");
-  EXPECT_USAGE_ERROR("--select expects random|importance|variation, got 'best'", "a.mlir", "--select",
+  EXPECT_USAGE_ERROR("--select expects random|importance|variation|displacement, got 'best'", "a.mlir", "--select",
                      "best");
   EXPECT_USAGE_ERROR("--report expects table|json, got ''", "a.mlir", "--report=");
 }
@@ -563,6 +563,8 @@ static void test_train(void **state) {
   EXPECT_USAGE_ERROR("--clock is a flag of --train", "m.mlir", "--clock", "cpu");
   EXPECT_USAGE_ERROR("--same-max-age bounds the values --impute same reuses", "m.mlir",
                      "--train", "--same-max-age", "2");
+  EXPECT_USAGE_ERROR("--select displacement ranks units by how their weights change in "
+                     "training: use it with --train", "m.mlir", "--select", "displacement");
   EXPECT_USAGE_ERROR("--same-max-age bounds the values --impute same reuses", "m.mlir",
                      "--impute", "average", "--same-max-age", "2");
   EXPECT_USAGE_ERROR("--same-max-age expects an integer >= 0, got '-1'", "m.mlir", "--impute",

@@ -113,7 +113,7 @@ void htp_run_print_help(FILE *stream) {
       "                        0 is any age (default: 1 with --train, where an old\n"
       "                        batch's values replayed for many steps break the\n"
       "                        model; 0 otherwise)\n"
-      "  --select random|importance|variation\n"
+      "  --select random|importance|variation|displacement\n"
       "                        which units a straggler sheds (resize, migrate, semi):\n"
       "                        random (default: a permutation seeded with --seed),\n"
       "                        importance (least important first: per unit, an EWMA of\n"
@@ -121,7 +121,10 @@ void htp_run_print_help(FILE *stream) {
       "                        in the iterations before the plan change) or, with\n"
       "                        --train only, variation (the paper's priority: least\n"
       "                        change of the unit's weights over the last 16 steps\n"
-      "                        first). Needs a block with balance hooks, as --policy does\n"
+      "                        first: the sum of its update norms) or displacement\n"
+      "                        (least net change first: its weights now minus 16 to\n"
+      "                        31 steps ago). Needs a block with balance hooks, as\n"
+      "                        --policy does\n"
       "  --ewma-alpha A        the detector's smoothing of each rank's speed, the\n"
       "                        newest sample's weight in (0, 1] (default 0.3)\n"
       "  --hysteresis N        iterations in a row below 0.90 (at or above 0.95) of\n"
@@ -893,9 +896,12 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
                          strcmp(options->run_only_flag, "weights") == 0
                              ? "initial weights are --params FILE"
                              : "it trains over --epochs and writes --metrics and --checkpoint");
-  if (!train->enabled && options->selection == HTP_SELECT_VARIATION && !options->help)
-    return htp_set_error(err, err_size, "--select variation ranks units by how their weights "
-                         "change in training: use it with --train");
+  if (!train->enabled &&
+      (options->selection == HTP_SELECT_VARIATION ||
+       options->selection == HTP_SELECT_DISPLACEMENT) && !options->help)
+    return htp_set_error(err, err_size, "--select %s ranks units by how their weights "
+                         "change in training: use it with --train",
+                         htp_select_name(options->selection));
   if (train->enabled && train->clock != HTP_TRAIN_CLOCK_WALL && strcmp(options->device, "cpu") != 0 &&
       !options->help)
     return htp_set_error(err, err_size, "--clock %s times each rank thread's CPU work: with "
