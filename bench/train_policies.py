@@ -207,13 +207,18 @@ def plot(a, base, rows, ideal, control):
     fig.savefig(f"{a.plot}-curves.png", dpi=110)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    names = sorted({r["name"] for r in rows}, key=[p for p, _ in POLICIES].index)
+    def label(r):  # an imputation run is a bar of its own
+        return r["name"] + ("" if r["impute"] == "zero" else f" ({r['impute']})")
+    names = list(dict.fromkeys(label(r) for r in rows))
     width = 0.8 / len(chis)
+    nan = float("nan")
     for i, chi in enumerate(chis):
-        by = {r["name"]: r for r in rows if r["chi"] == chi and r["impute"] == "zero"}
+        by = {label(r): r for r in rows if r["chi"] == chi}
         xs = [j + (i - (len(chis) - 1) / 2) * width for j in range(len(names))]
-        left.bar(xs, [by[n]["acc"] - base["acc"] for n in names], width, label=f"chi {chi}")
-        right.bar(xs, [by[n]["seconds"] / ideal[chi] for n in names], width, label=f"chi {chi}")
+        left.bar(xs, [by[n]["acc"] - base["acc"] if n in by else nan for n in names], width,
+                 label=f"chi {chi}")
+        right.bar(xs, [by[n]["seconds"] / ideal[chi] if n in by else nan for n in names], width,
+                  label=f"chi {chi}")
     for axis in (left, right):
         axis.set_xticks(range(len(names)))
         axis.set_xticklabels(names, rotation=20, fontsize=8)

@@ -16,7 +16,8 @@
  *      times units / kept;
  *   4. RESIZE, same: after a backward that kept every unit, the pruned
  *      units' stored parts make dx the full model's (without that backward:
- *      the pruned model's);
+ *      the pruned model's); 4b: with same_max_age 1 they do one step
+ *      later and not two (the pruned model's y and dx);
  *   5. MIGRATE (one and several helpers, both kinds, more units than one
  *      packed block): every weight gradient and dx are the full model's
  *      (handed-off units' gradients come back from the helpers);
@@ -25,7 +26,8 @@
  *      without the call they would not, and the test sees it;
  *   7. HTP_SELECT_VARIATION: the units whose weights moved least over some
  *      updates are exactly the ones a RESIZE plan prunes (random selection
- *      prunes others);
+ *      prunes others); 7b: HTP_SELECT_DISPLACEMENT prunes units whose
+ *      updates cancel, where variation prunes the ones that drift;
  *   8. htp_balancer_suspend: every unit computed while suspended, none of
  *      the time booked; pruning again after;
  *   9. bad arguments of the backward hooks;
