@@ -80,8 +80,9 @@ struct htp_balancer {
   int64_t steps;          /* htp_balancer_step calls so far: the imputation's clock */
   /* Training (balance_train.c): */
   int weights_stale;      /* htp_balancer_weights_updated since the migrated copies were sent */
-  float **same_part;      /* [num_pairs]: HTP_IMPUTE_SAME's dx part per local unit, units x
-                           * rows x d floats (allocated at the pair's first backward), or NULL */
+  float **same_part;      /* [num_pairs]: HTP_IMPUTE_SAME's backward store, each local unit's
+                           * gradient at its first matrix's output, rows x parts x units x
+                           * width floats (allocated at the pair's first backward), or NULL */
   size_t *same_floats;    /* [num_pairs]: floats of same_part[p] */
   int64_t *same_stored_at; /* [num_pairs * max_units]: the step the unit's part was stored
                            * at (-1: never; set when same_part[p] is allocated) */
@@ -138,7 +139,8 @@ void htp__trace_write(htp_balancer *balancer, double seconds, const double *site
                       const double *measured, int replanned);
 
 /* balance_train.c: frees the training state (htp_balancer_destroy);
- * allocates the variation state (create, HTP_SELECT_VARIATION); the
+ * allocates the variation state (create, HTP_SELECT_VARIATION or
+ * HTP_SELECT_DISPLACEMENT); the
  * variation scores of pair p into out[units] (apply, at a plan change). */
 void htp__balancer_free_train(htp_balancer *b);
 htp_result htp__balancer_create_variation(htp_balancer *b);

@@ -148,15 +148,15 @@ static htp_kernel_status backward_all(const grad_call *c) {
   return s == HTP_KERNEL_OK ? shard_backward(c, &c->w, c->dx, &c->dw, NULL) : s;
 }
 
-/* The listed units compacted: dx (written, or added to when accumulate)
- * and their weight gradients scattered into c->dw. */
+/* The listed units compacted: dx (written) and their weight gradients
+ * scattered into c->dw; g as shard_backward's (the compact units' order). */
 static htp_kernel_status backward_listed(const grad_call *c, const int32_t *list, int64_t count,
-                                         float *dx) {
+                                         float *dx, const float **g) {
   const shard w = htp__shard_at(c->compact_w, count, &c->shape);
   const shard dw = htp__shard_at(c->compact_dw, count, &c->shape);
   htp__gather_units(&c->w, list, count, &w, 0, &c->shape);
   htp__zero_shard(&dw, &c->shape);
-  htp_kernel_status s = shard_backward(c, &w, dx, &dw, NULL);
+  htp_kernel_status s = shard_backward(c, &w, dx, &dw, g);
   if (s == HTP_KERNEL_OK) htp__scatter_units(&dw, 0, list, count, &c->dw, &c->shape);
   return s;
 }
@@ -188,19 +188,12 @@ static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *
   }
   float *stored = b->same_part[c->pair];
   htp_kernel_status status = HTP_KERNEL_OK;
-  memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float));
+  if (s->num_kept == 0) memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float));
   if (s->num_kept > 0) {
-    const int all = s->num_kept == c->units;
-    const shard w = all ? c->w : htp__shard_at(c->compact_w, s->num_kept, &c->shape);
-    const shard dw = all ? c->dw : htp__shard_at(c->compact_dw, s->num_kept, &c->shape);
-    if (!all) {
-      htp__gather_units(&c->w, s->kept, s->num_kept, &w, 0, &c->shape);
-      htp__zero_shard(&dw, &c->shape);
-    }
     const float *g;
-    status = shard_backward(c, &w, c->dx, &dw, &g);
+    status = s->num_kept == c->units ? shard_backward(c, &c->w, c->dx, &c->dw, &g)
+                                     : backward_listed(c, s->kept, s->num_kept, c->dx, &g);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
-    if (!all) htp__scatter_units(&dw, 0, s->kept, s->num_kept, &c->dw, &c->shape);
     const int64_t inner = s->num_kept * width;
     for (int64_t r = 0; r < c->rows; ++r)
       for (int64_t p = 0; p < parts; ++p)
@@ -354,7 +347,7 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
     if (r != HTP_OK) return r;
   } else {
     if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw, NULL);
-    else if (s.num_kept > 0) status = backward_listed(c, s.kept, s.num_kept, c->dx);
+    else if (s.num_kept > 0) status = backward_listed(c, s.kept, s.num_kept, c->dx, NULL);
     else status = (memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float)), HTP_KERNEL_OK);
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
     if (b->config.impute == HTP_IMPUTE_AVERAGE && s.num_kept > 0 && s.num_pruned > 0) {

@@ -584,7 +584,7 @@ typedef struct htp_balancer_config {
  *     decides, and the migration transfer delivers the ids to helpers. */
 
 /* same_max_age: a pruned unit reads its stored value (forward: its
- * activation; backward: its part of the input's gradient) only while that
+ * activation; backward: its gradient at its first matrix's output) only while that
  * value is at most this many steps (htp_balancer_step calls) old, and 0
  * after; 1 is "the last step's value". Under a plan that prunes the same
  * units for many steps an unbounded age (0) replays one old batch's values
@@ -668,8 +668,9 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * slowdown). site_seconds and fixed_units are null for a hookless
  * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
- * 8 KiB. On the first line after the hooks applied a new plan (and only
- * there), "pruned_units" and "sent_units" list per pair the local unit
+ * 8 KiB. On the first line after the hooks applied a new plan that still
+ * carries that plan (and only there; a plan replaced at once is never
+ * listed), "pruned_units" and "sent_units" list per pair the local unit
  * ids this rank prunes and hands off under it ([[ids of pair 0], ...];
  * pair 2l is layer l's attention, 2l+1 its MLP), which can make that
  * line longer. The stream stays owned by the caller; NULL turns the trace off.

@@ -88,8 +88,11 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
                               : json_null());
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
   /* Which units a plan sheds, once: on the first line after the hooks
-   * applied it (the table changes at apply, after this step's line). */
-  if (line && b->table && b->applied_version != b->traced_sets_version) {
+   * applied it (the table changes at apply, after this step's line) that
+   * still carries that plan. A step that replanned again describes the new
+   * plan, whose counts the applied table's lists would contradict. */
+  if (line && b->table && b->applied_version != b->traced_sets_version &&
+      b->applied_version == plan->version) {
     json_t *pruned = shed_lists(b->table, b->num_pairs, 1);
     json_t *sent = shed_lists(b->table, b->num_pairs, 0);
     if (pruned && sent) {

@@ -501,6 +501,10 @@ static void *bad_arguments_main(void *arg) {
   bad.head_dim = 0;
   CHECK(htp_balancer_create(ctx, &bad, &b) == HTP_ERR_INVALID);
   CHECK(strstr(htp_last_error(ctx), "head_dim"));
+  bad = c;
+  bad.same_max_age = -1;
+  CHECK(htp_balancer_create(ctx, &bad, &b) == HTP_ERR_INVALID);
+  CHECK(strstr(htp_last_error(ctx), "same_max_age"));
   CHECK(htp_balancer_create(ctx, NULL, &b) == HTP_ERR_INVALID);
   CHECK(htp_balancer_create(NULL, &c, &b) == HTP_ERR_INVALID);
   CHECK(htp_ctx_balancer(ctx) == NULL);
