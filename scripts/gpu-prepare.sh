@@ -26,8 +26,10 @@
 #                        /usr/share/datasets/fashion-mnist); without it a
 #                        warning and no train/ (gpu-check then skips the step)
 # About 1.1 MiB for train/ and 36 KiB for the model; the whole folder is
-# checked to be under 64 MiB. OUT_DIR defaults to gpu-blocks/ at the top of
-# the tree (ignored by git; name it in the device tool's carry).
+# checked to be under 64 MiB. scripts/gpu-bundle.sh calls this into
+# gpu-bundle/blocks (fresh every time), beside the binaries that run them;
+# OUT_DIR defaults to gpu-blocks/ at the top of the tree (ignored by git),
+# which gpu-check.sh reads when no bundle was carried.
 # HTP_COMPILE overrides the compiler (default: the newest
 # build*/tools/htp-compile/htp-compile: it must know bf16 blocks).
 set -euo pipefail
