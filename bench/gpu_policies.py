@@ -6,7 +6,9 @@ ranks as threads (local backend), each rank confined to its own SMs with
 htp-run --sms (green contexts, disjoint):
   baseline     every rank on --fast SMs (default 32), policy none: T0
   straggler    rank 0 on --slow SMs (default 8: a quarter), the others on
-               --fast, once per policy (none, resize, migrate, semi), traced
+               --fast, once per policy of --policies (default none, resize,
+               migrate, semi; none is always run: the slowdown comes from
+               its trace), traced
   no straggler semi with every rank on --fast: its cost when nobody lags
 Steady time: the median of the second half of the iterations (detection and
 the one-off weight transfer come first). The straggler's real slowdown f is
@@ -14,11 +16,12 @@ measured, not assumed: from policy none's trace, the median over the second
 half of rank 0's hook seconds over the other ranks' mean. Ideal: T0 * 4 /
 (3 + 1/f), perfect balance of the same work, nothing pruned. Prints a table
 (steady ms, / ideal, / T0), the issue's targets (SEMI <= 1.05x ideal; no
-straggler: SEMI <= 1.02x policy none), writes --csv, and draws semi's trace
-with tools/htp-plot/htp-plot into --plot.
+straggler: SEMI <= 1.02x policy none; when semi runs), writes policies.csv,
+and draws semi's trace with tools/htp-plot/htp-plot (trace_semi.png), all in
+--out. Each run's steady time is printed as it finishes.
 
-    python3 bench/gpu_policies.py --htp-run build-gpu-check/tools/htp-run/htp-run \\
-        --block gpu-blocks/vit_b16_f32_tp4.so --out gpu-policies
+    python3 bench/gpu_policies.py --htp-run gpu-bundle/bin/htp-run \\
+        --block gpu-bundle/blocks/vit_b16_f32_tp4.so --out gpu-policies --policies none,semi
 """
 import argparse
 import csv
@@ -34,16 +37,21 @@ TP = 4
 
 
 def run(args, sms, extra):
+    """One htp-run; its steady time in ms (with --dry-run: prints the command, returns 1)."""
     cmd = [args.htp_run, args.block, "--device", "cuda", "--tp", str(TP), "--iters",
            str(args.iters), "--warmup", "1", "--report", "json", *extra]
     for rank, count in enumerate(sms):
         cmd += ["--sms", f"{rank}:{count}"]
     print("$ " + " ".join(cmd), flush=True)
+    if args.dry_run:
+        return 1.0
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if out.returncode != 0:
         raise RuntimeError(f"exit {out.returncode}: {out.stderr.strip()[-600:]}")
     times = json.loads(out.stdout)["times_ms"]
-    return statistics.median(times[len(times) // 2:])
+    steady = statistics.median(times[len(times) // 2:])
+    print(f"  steady {steady:.3f} ms", flush=True)
+    return steady
 
 
 def slowdown(trace_path):
@@ -73,19 +81,32 @@ def main():
     parser.add_argument("--slow", type=int, default=8, help="SMs of the straggler, rank 0")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=240)
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="comma-separated policies to run with the straggler")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the htp-run commands instead of running them")
     args = parser.parse_args()
+    policies = ["none"] + [p for p in POLICIES if p != "none" and p in args.policies.split(",")]
+    unknown = set(args.policies.split(",")) - set(POLICIES)
+    if unknown:
+        parser.error(f"--policies: unknown {', '.join(sorted(unknown))} (of {', '.join(POLICIES)})")
+    if args.dry_run and not (os.access(args.htp_run, os.X_OK) and os.path.isfile(args.block)):
+        print(f"gpu_policies: no executable {args.htp_run} or no {args.block}")
+        return 1
     os.makedirs(args.out, exist_ok=True)
     fast, slow = [args.fast] * TP, [args.slow] + [args.fast] * (TP - 1)
     try:
         base = run(args, fast, ["--policy", "none"])
         rows = []
-        for policy in POLICIES:
+        for policy in policies:
             trace = os.path.join(args.out, f"trace_{policy}.jsonl")
             rows.append((policy, run(args, slow, ["--policy", policy, "--trace", trace])))
-        quiet_semi = run(args, fast, ["--policy", "semi"])
+        quiet_semi = run(args, fast, ["--policy", "semi"]) if "semi" in policies else None
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         print(f"gpu_policies: {error}")
         return 1
+    if args.dry_run:
+        return 0
     factor = slowdown(os.path.join(args.out, "trace_none.jsonl"))
     ideal = base * TP / (TP - 1 + 1 / factor)
     print(f"\nViT-B/16 block f32, batch 64, tp {TP} on one GPU; fast ranks {args.fast} SMs, "
@@ -95,14 +116,18 @@ def main():
     print("| policy | steady ms | / ideal | / T0 |\n|---|---|---|---|")
     for policy, steady in rows:
         print(f"| {policy} | {steady:.2f} | {steady / ideal:.3f} | {steady / base:.3f} |")
-    print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} |")
+    if quiet_semi is not None:
+        print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} |")
     with open(os.path.join(args.out, "policies.csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["case", "steady_ms", "ideal_ms", "t0_ms", "slowdown", "fast_sms",
                          "slow_sms"])
         for policy, steady in rows:
             writer.writerow([policy, steady, ideal, base, factor, args.fast, args.slow])
-        writer.writerow(["semi_no_straggler", quiet_semi, "", base, "", args.fast, args.fast])
+        if quiet_semi is not None:
+            writer.writerow(["semi_no_straggler", quiet_semi, "", base, "", args.fast, args.fast])
+    if quiet_semi is None:
+        return 0
     semi = dict(rows)["semi"]
     print(f"\ntarget SEMI <= 1.05x ideal: {semi / ideal:.3f} "
           f"({'met' if semi / ideal <= 1.05 else 'MISSED'}); no straggler SEMI <= 1.02x none: "
