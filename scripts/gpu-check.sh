@@ -1,290 +1,601 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh [OUT_DIR] - the GPU validation (issues 7 and 8), one
-# command for a machine with an NVIDIA GPU, run from anywhere in the tree.
+# scripts/gpu-check.sh [OUT_DIR] - the GPU validation (issues 7, 8 and 23): one
+# check, in order of evidence, under one deadline, for a device machine lent
+# for 15 minutes (start included). Here first: scripts/gpu-bundle.sh; there:
+#   run(command="scripts/gpu-check.sh", carry=["gpu-bundle"], timeout_s=360)
+# so that a rerun still fits.
 #
-#   1. device.txt   the GPU, driver and toolkit (nvidia-smi, nvcc --version)
-#   2. build.log    configures and builds the MLIR-free part with CUDA on, in
-#                   build-gpu-check/ (GPU_CHECK_BUILD overrides). Without
-#                   OpenBLAS the CPU kernels use a plain C GEMM
-#                   (-DHTP_WITH_OPENBLAS=OFF); without jansson only kernels/,
-#                   their tests and bench/ are built (-DHTP_KERNELS_ONLY=ON).
-#                   It tries in that order and logs which one it used.
-#   3. tests.log    ctest -R 'cuda|nccl|gpu' with HTP_REQUIRE_GPU=1; a test
-#                   that skips here counts as failed (there is a GPU)
-#   4. kernels.txt, kernels.csv
-#                   build-gpu-check/bench/htp-bench-cuda: each CUDA kernel at
-#                   ViT-B/16 shapes, f32 then bf16, ms and TFLOP/s or GB/s
-#                   next to the bound (FP32 FMA, BF16 tensor or DRAM peak)
-#   5. timm.txt     timm's Block on the GPU, same shapes, f32 and bf16, and
-#                   the bf16 output's error against f32 (if torch and timm
-#                   import; skipped otherwise)
-#   6. blocks.txt, blocks.csv
-#                   bench/gpu_block.py: the compiled ViT-B/16 and ViT-L/16
-#                   blocks of gpu-blocks/ (scripts/gpu-prepare.sh, run where
-#                   MLIR is; GPU_CHECK_BLOCKS overrides) through htp-run
-#                   --device cuda against timm's Block eager and
-#                   torch.compile and the cuBLAS GEMM-only bound (skipped
-#                   without the folder, torch or timm)
-#   7. policies.txt, policies/ (CSV, traces, trace_semi.png)
-#                   bench/gpu_policies.py: the tp-4 block on one GPU, rank 0
-#                   on a quarter of the others' SMs (--sms), every policy's
-#                   steady time over the ideal
-#   8. train-cpu.json, train-cuda.json, train-*.log, train.txt
-#                   htp-run --train on gpu-blocks/vit_fmnist_tp1.so (a whole
-#                   ViT, depth 2, dim 64) with gpu-blocks/train/ (the first
-#                   2048/512 Fashion-MNIST training/test images), 2 epochs of
-#                   32 steps, --seed 1, once with --device cpu and once with
-#                   --device cuda, each under GPU_CHECK_TRAIN_S (default 60).
-#                   Passes if both finish and, every epoch, the GPU's train
-#                   and test loss are within GPU_CHECK_TRAIN_RTOL (default
-#                   1e-4) of the CPU's, relative, and its test accuracy within
-#                   GPU_CHECK_TRAIN_ACC_POINTS (default 1 point, 5 of 512
-#                   images). Why 1e-4: measured on the CPU, OpenBLAS against
-#                   the plain C GEMM (other sum orders at every step) moves
-#                   the losses by 1e-8 after the 64 steps, and all weights
-#                   perturbed by 1e-5 relative by 5e-7: round-off does not
-#                   grow over so short a run; whereas a 1 % larger learning
-#                   rate moves them by up to 8e-4, no weight decay by up to
-#                   3e-4, another --seed by 3e-2 (and test accuracy by only
-#                   0.6 and 1.6 points: the losses are the finer test). A
-#                   crash or a time-out fails; skipped without the model or
-#                   train/ (gpu-prepare.sh), python3, or zlib in the build.
-#   9. summary.txt  one line per step; its last line is printed last too.
-# OUT_DIR defaults to $OUT, else ./gpu-check-out. Exits 0 only if every step
-# that ran passed; 2 (and a message) when there is no GPU to check.
-# A device machine of this workplace returns eight files at most: at the end
-# everything but summary.txt, device.txt, blocks.csv, policies.txt and the
-# trace picture (six files at most) goes into logs.tar.gz (unpack: tar xzf
-# logs.tar.gz; the training step's metrics and logs are there).
-# Time limits per step (GPU_CHECK_*_S) keep the whole well under 10 minutes.
+# It uses the carried gpu-bundle/ as it is (GPU_CHECK_BUNDLE overrides):
+# binaries built here for sm_90 with their libraries beside them, compiled
+# blocks in gpu-bundle/blocks. CUDA, cuBLAS and NCCL come from this machine:
+# torch's nvidia/*/lib wheels first, then /usr/local/cuda, put on
+# LD_LIBRARY_PATH. Only a binary that is missing or does not resolve its
+# libraries is built, from source, in build-gpu-check/ (GPU_CHECK_BUILD),
+# against the bundle's libraries and headers; nothing carried is deleted.
+# Without a bundle the blocks are looked for in gpu-blocks/ (GPU_CHECK_BLOCKS).
+#
+# Steps, each given min(its cap, the time left before the deadline), the rest
+# skipped once the deadline is near:
+#   device            GPU, driver, torch, where each CUDA library comes from,
+#                     ldd of every binary, the bundle's manifest and whether it
+#                     was built from these sources (device.txt)
+#   build             only if a binary is missing (cap 240 s)
+#   kernels.cuda, kernels.train_cuda
+#                     the CUDA kernel tests with HTP_REQUIRE_GPU=1: a skip
+#                     fails (there is a GPU) (cap 60 s each)
+#   blocks            bench/gpu_block.py on ViT-B/16 f32 and ViT-L/16 bf16
+#                     tp 1: htp-run --device cuda timed, --check against the
+#                     same .so on the CPU, and on timm's Block's weights
+#                     against that Block in float64; timm eager, the GEMM
+#                     bound (blocks.csv) (cap 100 s)
+#   compile           the same for ViT-L/16 bf16 with torch.compile (a row
+#                     added to blocks.csv; the 1.3x eager and 1.0x compile
+#                     targets) (cap 90 s)
+#   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
+#                     the others on 32 (--sms); policies none and semi, and
+#                     semi without a straggler (trace_semi.png) (cap 60 s)
+#   train             htp-run --train on blocks/vit_fmnist_tp1.so with
+#                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
+#                     32 steps, --seed 1, --device cpu then cuda (cap
+#                     GPU_CHECK_TRAIN_S, default 60 s, each). Passes if both
+#                     finish and every epoch's train and test loss are within
+#                     GPU_CHECK_TRAIN_RTOL (1e-4) relative and the test
+#                     accuracy within GPU_CHECK_TRAIN_ACC_POINTS (1 point) of
+#                     the CPU's. Why 1e-4: on the CPU, OpenBLAS against the
+#                     plain C GEMM moves the losses by 1e-8 after the 64 steps
+#                     and all weights perturbed by 1e-5 relative by 5e-7,
+#                     whereas a 1 % larger learning rate moves them by up to
+#                     8e-4, no weight decay by 3e-4, another seed by 3e-2
+#   runtime.nccl      the nccl backend's test, one rank, HTP_REQUIRE_GPU=1
+#                     (cap 45 s)
+#   kernels           htp-bench-cuda: every CUDA kernel at ViT-B/16 shapes
+#                     against the device's bound (cap 45 s)
+#
+# OUT_DIR defaults to $OUT, else gpu-check-out/ at the top of the tree. The
+# device tool brings back 8 files at most, so OUT_DIR never holds more, at any
+# moment: summary.txt (a line per step, written as each ends), device.txt,
+# logs.txt (every command's output, streamed: a run stopped at its limit still
+# brings back what was printed), blocks.csv (a row per block as it ends),
+# trace_semi.png, results.tar (CSVs, metrics, traces; replaced after each
+# step through results.tar.new: tar xf results.tar).
+#
+# GPU_CHECK_DEADLINE_S (default 300) is the whole check's budget;
+# GPU_CHECK_<STEP>_S (BUILD, TESTS, BLOCKS, COMPILE, POLICIES, TRAIN, NCCL,
+# KERNELS) override the caps. GPU_CHECK_DRY=1 runs everything that needs no
+# GPU: the environment, the ldd report, the bundle's checks, a build of what
+# is missing, the tests' and the benchmark's no-GPU paths (exit 77), a
+# compiled block and the training step on the CPU, each htp-run GPU command up
+# to the GPU (exit 1 with CUDA's error, not 2 for its command line), and the
+# Python steps with --dry-run: a way to try the bundle where there is no GPU.
+# Exits 0 if every step ran and passed, 1 if one failed, 3 if none failed but
+# some were skipped at the deadline, 2 (at once) when there is no GPU and
+# GPU_CHECK_DRY is not set.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:-${OUT:-./gpu-check-out}}
+out=${1:-${OUT:-$root/gpu-check-out}}
 mkdir -p "$out" || { echo "gpu-check: cannot create $out" >&2; exit 1; }
 out=$(cd "$out" && pwd)
+dry=${GPU_CHECK_DRY:-0}
+[ "$dry" = 0 ] && dry=
+deadline=${GPU_CHECK_DEADLINE_S:-300}
+t_end=$((SECONDS + deadline))
+reserve=5 # for the last summary line and archive
+python=${GPU_CHECK_PYTHON:-python3}
+bundle=${GPU_CHECK_BUNDLE:-$root/gpu-bundle}
 build=${GPU_CHECK_BUILD:-$root/build-gpu-check}
-summary=$out/summary.txt
-: >"$summary"
-failed=0
+export PYTHONUNBUFFERED=1
+export PATH=$PATH:/usr/local/cuda/bin:/sbin:/usr/sbin
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX") || exit 1
+trap 'rm -rf "$work"' EXIT
 
-# step NAME STATUS DETAIL: one summary line; STATUS ok | FAILED | skipped.
-step() {
-  printf '%-10s %-7s %s\n' "$1" "$2" "$3" | tee -a "$summary"
+ours=(summary.txt device.txt logs.txt blocks.csv trace_semi.png results.tar results.tar.new)
+for f in "${ours[@]}"; do rm -f "$out/$f"; done
+: >"$out/summary.txt"
+: >"$out/logs.txt"
+failed=0
+late=0 # steps skipped at the deadline
+
+# summary NAME STATUS DETAIL: one line; STATUS ok | FAILED | skipped | dry.
+summary() {
+  printf '%-18s %-7s %s\n' "$1" "$2" "$3" | tee -a "$out/summary.txt"
   [ "$2" = FAILED ] && failed=$((failed + 1))
   return 0
 }
-finish() {
-  local line
-  if [ "$failed" -eq 0 ]; then
-    line="gpu-check: all steps passed; logs and figures in $out"
+# At most 8 files may come back; the layout above keeps 7 at most.
+count_warned=
+check_out_count() {
+  local n
+  n=$(find "$out" -type f | wc -l)
+  if [ "$n" -gt 8 ] && [ -z "$count_warned" ]; then
+    count_warned=1
+    summary outfiles FAILED "$out holds $n files: the device tool brings back 8 ($(ls "$out" | paste -sd' '))"
+  fi
+}
+# save FILE... (under $work): into results.tar, replaced whole so that a kill
+# leaves the last complete archive.
+save() {
+  local files=()
+  for f in "$@"; do [ -e "$work/$f" ] && files+=("$f"); done
+  [ "${#files[@]}" -gt 0 ] || return 0
+  if [ -f "$out/results.tar" ]; then
+    cp "$out/results.tar" "$out/results.tar.new"
   else
-    line="gpu-check: $failed step(s) FAILED; logs and figures in $out"
+    tar -cf "$out/results.tar.new" -T /dev/null
   fi
-  echo "$line" | tee -a "$summary"
-  [ "$failed" -eq 0 ]
-  exit $?
+  tar -rf "$out/results.tar.new" -C "$work" "${files[@]}" >>"$out/logs.txt" 2>&1 &&
+    mv -f "$out/results.tar.new" "$out/results.tar"
+  check_out_count
+}
+finish() {
+  local line rc=0
+  if [ "$failed" -eq 0 ]; then
+    line="gpu-check: all steps that ran passed"
+  else
+    line="gpu-check: $failed step(s) FAILED"
+    rc=1
+  fi
+  if [ "$late" -gt 0 ]; then
+    line+=", $late skipped at the deadline"
+    [ "$rc" -eq 0 ] && rc=3
+  fi
+  echo "$line (${SECONDS}s of ${deadline}s); files in $out" | tee -a "$out/summary.txt"
+  check_out_count
+  exit "$rc"
 }
 
-# --- At most eight files come back: the rest in one archive --------------------
-bundle() {
-  local keep=(summary.txt device.txt blocks.csv policies.txt logs.tar.gz)
-  [ -f "$out/policies/trace_semi.png" ] && mv "$out/policies/trace_semi.png" "$out/trace_semi.png"
-  keep+=(trace_semi.png)
-  local rest=()
-  for f in "$out"/*; do
-    local name=${f##*/} kept=0
-    for k in "${keep[@]}"; do [ "$name" = "$k" ] && kept=1; done
-    [ "$kept" -eq 0 ] && rest+=("$name")
-  done
-  if [ "${#rest[@]}" -gt 0 ] && tar czf "$out/logs.tar.gz" -C "$out" "${rest[@]}"; then
-    (cd "$out" && rm -rf "${rest[@]}")
-    echo "gpu-check: ${rest[*]} are in logs.tar.gz" >>"$summary"
+# cap STEP DEFAULT: the step's own limit (GPU_CHECK_STEP_S overrides).
+cap() {
+  local var=GPU_CHECK_$1_S
+  echo "${!var:-$2}"
+}
+# budget NAME CAP: sets $limit to min(CAP, time left), or records the step as
+# skipped and fails when less than 5 s are left.
+budget() {
+  local left=$((t_end - SECONDS - reserve))
+  if [ "$left" -lt 5 ]; then
+    summary "$1" skipped "the ${deadline}s deadline is reached"
+    late=$((late + 1))
+    return 1
+  fi
+  limit=$(($2 < left ? $2 : left))
+}
+# run_logged NAME LIMIT COMMAND...: the command under timeout, its output
+# streamed into logs.txt (and $work/NAME.log for the summary); its status.
+run_logged() {
+  local name=$1 lim=$2 t0=$SECONDS rc
+  shift 2
+  printf '\n==== %s at %ss (limit %ss)\n$ %s\n' "$name" "$SECONDS" "$lim" "$*" >>"$out/logs.txt"
+  timeout -k 5 "$lim" "$@" 2>&1 | tee "$work/$name.log" >>"$out/logs.txt"
+  rc=${PIPESTATUS[0]}
+  printf '==== %s: exit %s after %ss\n' "$name" "$rc" "$((SECONDS - t0))" >>"$out/logs.txt"
+  return "$rc"
+}
+# dry_gpu NAME COMMAND...: in a dry run, an htp-run GPU command must get as
+# far as the GPU (exit 1 with CUDA's error), not stop at its command line or
+# at loading the block (exit 2, or an error that does not name CUDA).
+dry_gpu() {
+  local name=$1 rc
+  shift
+  budget "$name" 60 || return
+  run_logged "$name" "$limit" "$@"
+  rc=$?
+  if [ "$rc" -eq 1 ] && grep -q 'cuda: ' "$work/$name.log"; then
+    summary "$name" dry "reached the GPU and stopped there: $(grep -m1 -o 'cuda: .*' "$work/$name.log" | cut -c1-100)"
+  else
+    summary "$name" FAILED "exit $rc before reaching the GPU (logs.txt)"
   fi
 }
-trap bundle EXIT
+# dry_script NAME COMMAND...: a Python step with --dry-run: its arguments
+# checked and the htp-run commands it would run printed.
+dry_script() {
+  local name=$1 rc
+  shift
+  budget "$name" 30 || return
+  run_logged "$name" "$limit" "$@" --dry-run
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    local listed commands
+    listed=$(sed -n 's/^dry run: \([^ ]*\) .*: /\1: /p' "$work/$name.log" | paste -sd';' -)
+    commands=$(grep -c '^\$ ' "$work/$name.log")
+    [ "$commands" -gt 0 ] && listed="${listed:+$listed; }$commands htp-run command(s) printed"
+    summary "$name" dry "--dry-run passed: $listed (logs.txt)"
+  else
+    summary "$name" FAILED "--dry-run exited $rc (logs.txt)"
+  fi
+}
+timed_out() { [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; }
 
-# --- 0. Is there a GPU? -----------------------------------------------------
-export PATH=$PATH:/usr/local/cuda/bin
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+# --- Is there a GPU? ------------------------------------------------------------
+gpu=
+if command -v nvidia-smi >/dev/null 2>&1 && timeout 20 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  gpu=$(timeout 20 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader | head -1)
+fi
+if [ -z "$gpu" ] && [ -z "$dry" ]; then
   echo "gpu-check: no NVIDIA GPU here (nvidia-smi missing or lists none): nothing to check." \
-       "Run this on a machine with a GPU." | tee -a "$summary" >&2
+       "Run this on a machine with a GPU, or GPU_CHECK_DRY=1 to try the bundle without one." |
+    tee -a "$out/summary.txt" >&2
   exit 2
 fi
-if ! command -v nvcc >/dev/null 2>&1; then
-  echo "gpu-check: a GPU but no nvcc (looked on PATH and in /usr/local/cuda/bin):" \
-       "cannot build the CUDA kernels" | tee -a "$summary" >&2
-  exit 2
+[ -n "$dry" ] && [ -n "$gpu" ] && echo "gpu-check: dry run although a GPU is present ($gpu)" >>"$out/summary.txt"
+
+# --- CUDA's libraries: torch's wheels, then the toolkit ----------------------------
+lib_dirs=()
+add_dir() {
+  local d
+  [ -d "$1" ] || return 0
+  for d in "${lib_dirs[@]}"; do [ "$d" = "$1" ] && return 0; done
+  lib_dirs+=("$1")
+}
+if command -v "$python" >/dev/null 2>&1; then
+  while read -r d; do add_dir "$d"; done < <(timeout 30 "$python" - 2>/dev/null <<'WHEELS'
+import glob, os
+try:
+    import nvidia  # a namespace package: one folder per installed nvidia-* wheel
+except ImportError:
+    raise SystemExit
+wanted = ("libcudart.so.*", "libcublas.so.*", "libcublasLt.so.*", "libnccl.so.*")
+for base in nvidia.__path__:
+    for folder in sorted(glob.glob(os.path.join(base, "*", "lib"))):
+        if any(glob.glob(os.path.join(folder, name)) for name in wanted):
+            print(folder)
+WHEELS
+  )
 fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64 \
+         /usr/local/nvidia/lib; do
+  add_dir "$d"
+done
+# provider SONAME: the folder ld.so should take it from (the candidates above
+# in order, then what LD_LIBRARY_PATH already names), or "ldconfig", or nothing.
+provider() {
+  local d inherited=()
+  IFS=: read -ra inherited <<<"${LD_LIBRARY_PATH:-}"
+  for d in "${lib_dirs[@]}" "${inherited[@]}"; do
+    [ -n "$d" ] && [ -e "$d/$1" ] && { echo "$d"; return; }
+  done
+  ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$1 " && echo ldconfig
+}
+# Our binaries get only the folders that provide what they need, first; the
+# Python steps keep their own environment (torch resolves its wheels itself,
+# and a toolkit folder first on its path could hand it another cuDNN).
+needed_libs=(libcuda.so.1 libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2)
+ld_dirs=()
+for so in "${needed_libs[@]}"; do
+  d=$(provider "$so")
+  case $d in ""|ldconfig) continue ;; esac
+  case " ${ld_dirs[*]} " in *" $d "*) ;; *) ld_dirs+=("$d") ;; esac
+done
+ld_path=$(IFS=:; echo "${ld_dirs[*]}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+libenv=(env "LD_LIBRARY_PATH=$ld_path")
 
-# --- 1. Device and driver ----------------------------------------------------
-{
-  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  echo "tree: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)" \
-       "$(git -C "$root" status --porcelain 2>/dev/null | grep -q . && echo '(with uncommitted changes)')"
-  echo "host: $(uname -srm), $(nproc) cores"
-  echo; nvidia-smi
-  echo; nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
-  echo; nvcc --version
-  echo; cmake --version | head -1
-} >"$out/device.txt" 2>&1
-gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
-step device ok "$gpu (device.txt)"
-
-# --- 2. Build ------------------------------------------------------------------
-# The GPU's own architecture (e.g. 9.0 -> 90), so the kernels run natively.
-arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-[[ $arch =~ ^[0-9]+$ ]] || arch=90
-generator=()
-command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-common=(-DCMAKE_BUILD_TYPE=Release -DHTP_ENABLE_MLIR=OFF -DHTP_ENABLE_CUDA=ON
-        -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DCMAKE_CUDA_ARCHITECTURES="$arch")
-variant=
-: >"$out/build.log"
-for try in "full" "no-openblas" "kernels-only"; do
-  case $try in
-    full) extra=() ;;
-    no-openblas) extra=(-DHTP_WITH_OPENBLAS=OFF) ;;
-    kernels-only) extra=(-DHTP_WITH_OPENBLAS=OFF -DHTP_KERNELS_ONLY=ON) ;;
-  esac
-  echo "== configure ($try): cmake ${common[*]} ${extra[*]}" >>"$out/build.log"
-  rm -rf "$build"
-  if timeout "${GPU_CHECK_CONFIGURE_S:-180}" cmake -S "$root" -B "$build" "${generator[@]}" \
-       "${common[@]}" "${extra[@]}" >>"$out/build.log" 2>&1; then
-    variant=$try
-    break
+# --- Binaries: the bundle's, else built ------------------------------------------
+declare -A bin build_path
+# Execute bits may not survive every copy; the files are ours to fix.
+[ -d "$bundle/bin" ] && chmod u+x "$bundle"/bin/* 2>/dev/null
+names=()
+while read -r name path; do
+  names+=("$name")
+  build_path[$name]=$path
+  [ -x "$bundle/bin/$name" ] && bin[$name]=$bundle/bin/$name
+done < <("$root/scripts/gpu-bundle.sh" --targets)
+# A binary whose libraries do not all resolve here is as good as missing.
+missing=()
+for name in "${names[@]}"; do
+  if [ -z "${bin[$name]:-}" ] || "${libenv[@]}" ldd "${bin[$name]}" 2>&1 | grep -q 'not found'; then
+    missing+=("$name")
   fi
 done
-if [ -z "$variant" ]; then
-  step build FAILED "no configuration worked (build.log)"
-  finish
+blocks=${GPU_CHECK_BLOCKS:-}
+if [ -z "$blocks" ]; then
+  blocks=$bundle/blocks
+  [ -f "$blocks/blocks.txt" ] || blocks=$root/gpu-blocks
 fi
-echo "== build ($variant)" >>"$out/build.log"
-if timeout "${GPU_CHECK_BUILD_S:-240}" cmake --build "$build" -j "$(nproc)" >>"$out/build.log" 2>&1; then
-  if [ -x "$build/bench/htp-bench-cuda" ]; then
-    step build ok "$variant, sm_$arch, in $build (build.log)"
+
+# --- 1. Device, environment, ldd -----------------------------------------------------
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')${dry:+ (dry run)}"
+  echo "tree: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo 'unknown (no git)')"
+  echo "host: $(uname -srm), $(nproc) cores, $(ldd --version 2>/dev/null | head -1)"
+  echo "deadline: ${deadline}s"
+  echo
+  if [ -n "$gpu" ]; then
+    timeout 20 nvidia-smi
+    echo
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.max.sm,clocks.max.mem,power.limit --format=csv
   else
-    step build FAILED "$variant built no CUDA targets: was CUDA found? (build.log)"
-    finish
+    echo "no GPU (nvidia-smi missing or lists none)"
   fi
-else
-  step build FAILED "$variant (build.log)"
-  finish
-fi
-
-# --- 3. CUDA tests -------------------------------------------------------------
-export HTP_REQUIRE_GPU=1 OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-timeout "${GPU_CHECK_TESTS_S:-150}" ctest --test-dir "$build" -R 'cuda|nccl|gpu' --output-on-failure \
-  >"$out/tests.log" 2>&1
-tests_rc=$?
-ran=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#' "$out/tests.log")
-skips=$(grep -cE '\*\*\*Skipped|Not Run' "$out/tests.log")
-if [ "$tests_rc" -ne 0 ]; then
-  step tests FAILED "ctest exited $tests_rc, $ran test(s) ran (tests.log)"
-elif [ "$ran" -eq 0 ]; then
-  step tests FAILED "no test matched 'cuda|nccl|gpu' (tests.log)"
-elif [ "$skips" -ne 0 ]; then
-  step tests FAILED "$skips of $ran test(s) skipped although a GPU is present (tests.log)"
-else
-  step tests ok "$ran test(s) passed: $(grep -oE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: [^ ]+' "$out/tests.log" |
-                                       sed -E 's/.*: //' | tr '\n' ' ')(tests.log)"
-fi
-
-# --- 4. Kernel benchmark -------------------------------------------------------
-bench=$build/bench/htp-bench-cuda
-if [ ! -x "$bench" ]; then
-  step kernels FAILED "$bench was not built"
-else
-  timeout "${GPU_CHECK_BENCH_S:-60}" "$bench" --csv "$out/kernels.csv" >"$out/kernels.txt" 2>&1
-  bench_rc=$?
-  if [ "$bench_rc" -eq 0 ]; then
-    step kernels ok "$(grep -c '' "$out/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$out/kernels.txt" |
-                       awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (kernels.txt, kernels.csv)"
+  echo
+  command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -2
+  command -v cmake >/dev/null 2>&1 && cmake --version | head -1
+  # One interpreter: importing torch costs seconds.
+  timeout 40 "$python" - 2>&1 <<'VERSIONS' | tail -2
+import sys
+print("python", sys.version.split()[0], sys.executable)
+try:
+    import torch, timm
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(),
+          "timm", timm.__version__)
+except ImportError as error:
+    print("no", error.name)
+VERSIONS
+  echo
+  echo "== bundle: $bundle"
+  if [ -f "$bundle/MANIFEST.txt" ]; then
+    sed -n '1,/^$/p' "$bundle/MANIFEST.txt"
+    now=$("$root/scripts/gpu-bundle.sh" --fingerprint)
+    if grep -q "^fingerprint: $now\$" "$bundle/MANIFEST.txt"; then
+      echo "sources: the same as the bundle's (fingerprint $now)"
+    else
+      echo "sources: DIFFERENT from the bundle's (fingerprint $now here): the bundle is stale"
+    fi
   else
-    step kernels FAILED "htp-bench-cuda exited $bench_rc (kernels.txt)"
+    echo "no bundle (no $bundle/MANIFEST.txt): built here where needed"
+  fi
+  echo "blocks: $blocks"
+  echo
+  echo "== CUDA libraries (candidates in order: ${lib_dirs[*]:-none})"
+  for so in "${needed_libs[@]}" libnccl.so; do
+    echo "  $so: $(provider "$so")"
+  done
+  echo "LD_LIBRARY_PATH for the binaries: $ld_path"
+  for name in "${names[@]}"; do
+    echo
+    echo "== ldd ${bin[$name]:-$name (not in the bundle)}"
+    [ -n "${bin[$name]:-}" ] && "${libenv[@]}" ldd "${bin[$name]}" 2>&1
+  done
+} >"$out/device.txt" 2>&1
+stale=$(grep -q "the bundle is stale" "$out/device.txt" && echo ", bundle STALE: built from other sources")
+if [ "${#missing[@]}" -eq 0 ]; then
+  summary device ok "${gpu:-no GPU (dry run)}; bundle binaries resolve$stale (device.txt)"
+else
+  summary device ok "${gpu:-no GPU (dry run)}; to build: ${missing[*]}$stale (device.txt)"
+fi
+missing_cuda=$(for so in "${needed_libs[@]}"; do
+                 [ -n "$dry" ] && [ "$so" = libcuda.so.1 ] && continue # no driver without a GPU
+                 [ -n "$(provider "$so")" ] || echo -n "$so "; done)
+[ -n "$missing_cuda" ] && summary cuda-libs FAILED "not found here: $missing_cuda(device.txt)"
+check_out_count
+
+# --- 2. Build what is missing (never deletes a build) ---------------------------------
+if [ "${#missing[@]}" -gt 0 ]; then
+  arch=$(timeout 20 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+  [[ $arch =~ ^[0-9]+$ ]] || arch=90
+  nvcc_path=$(command -v nvcc || true)
+  generator=()
+  command -v ninja >/dev/null 2>&1 && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
+  config=(-DCMAKE_BUILD_TYPE=Release -DHTP_ENABLE_MLIR=OFF -DHTP_ENABLE_CUDA=ON -DHTP_ENABLE_MPI=OFF
+          -DCMAKE_CUDA_ARCHITECTURES="$arch" ${nvcc_path:+-DCMAKE_CUDA_COMPILER="$nvcc_path"})
+  # The bundle's libraries and headers stand in for what this machine lacks.
+  inc=$bundle/include
+  [ -f "$bundle/bin/libjansson.so.4" ] && [ -f "$inc/jansson.h" ] &&
+    config+=(-DHTP_JANSSON="$bundle/bin/libjansson.so.4" -DHTP_JANSSON_INCLUDE="$inc")
+  [ -f "$bundle/bin/libopenblas.so.0" ] && [ -f "$inc/cblas.h" ] &&
+    config+=(-DHTP_OPENBLAS="$bundle/bin/libopenblas.so.0" -DHTP_OPENBLAS_INCLUDE="$inc")
+  [ -f "$bundle/bin/libcmocka.so.0" ] && [ -f "$inc/cmocka.h" ] &&
+    config+=(-DHTP_CMOCKA="$bundle/bin/libcmocka.so.0" -DHTP_CMOCKA_INCLUDE="$inc")
+  # NCCL by its SONAME: torch's wheel has no libnccl.so for find_library.
+  nccl_dir=$(provider libnccl.so.2)
+  [ "$nccl_dir" = ldconfig ] &&
+    nccl_dir=$(dirname "$(ldconfig -p | awk '$1 == "libnccl.so.2" {print $NF; exit}')")
+  nccl_inc=
+  for d in "$nccl_dir/../include" /usr/local/cuda/include /usr/include "$inc"; do
+    [ -f "$d/nccl.h" ] && { nccl_inc=$d; break; }
+  done
+  [ -n "$nccl_dir" ] && [ -n "$nccl_inc" ] &&
+    config+=(-DHTP_NCCL="$nccl_dir/libnccl.so.2" -DHTP_NCCL_INCLUDE="$nccl_inc")
+  # Then OpenBLAS off, then kernels only, should the configuration fail.
+  fallbacks=("" "-DHTP_WITH_OPENBLAS=OFF" "-DHTP_WITH_OPENBLAS=OFF -DHTP_KERNELS_ONLY=ON")
+  # A dry run builds too: it needs no GPU.
+  if ! command -v cmake >/dev/null 2>&1 || [ -z "$nvcc_path" ]; then
+    summary build FAILED "missing ${missing[*]} and no cmake or nvcc to build them"
+  elif budget build "$(cap BUILD 240)"; then
+    configured=
+    if [ -f "$build/CMakeCache.txt" ]; then
+      configured=existing
+    else
+      for extra in "${fallbacks[@]}"; do
+        # shellcheck disable=SC2086 # extra is a list of flags
+        if run_logged configure "$limit" cmake -S "$root" -B "$build" "${generator[@]}" "${config[@]}" $extra; then
+          configured=${extra:-full}
+          break
+        fi
+        rm -f "$build/CMakeCache.txt" # only the cache: the next try reconfigures
+      done
+    fi
+    left=$((t_end - SECONDS - reserve))
+    if [ -z "$configured" ]; then
+      summary build FAILED "no configuration worked (logs.txt)"
+    elif [ "$left" -lt 5 ]; then
+      summary build skipped "configured ($configured); the deadline is reached"
+    else
+      targets=()
+      for name in "${missing[@]}"; do
+        grep -q "^build $name:\|^$name:" "$build/build.ninja" "$build/Makefile" 2>/dev/null && targets+=("$name")
+      done
+      [ "${#targets[@]}" -gt 0 ] || targets=("${missing[@]}")
+      run_logged build "$((limit < left ? limit : left))" cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+      rc=$?
+      built=()
+      for name in "${missing[@]}"; do
+        if [ -x "$build/${build_path[$name]}" ]; then bin[$name]=$build/${build_path[$name]}; built+=("$name"); fi
+      done
+      if [ "$rc" -eq 0 ]; then
+        summary build ok "${built[*]} in $build ($configured configuration) (logs.txt)"
+      else
+        summary build FAILED "exit $rc$(timed_out "$rc" && echo ' (time limit)'); built: ${built[*]:-none} (logs.txt)"
+      fi
+    fi
   fi
 fi
 
-# --- 5. timm reference (optional) ----------------------------------------------
-python=${GPU_CHECK_PYTHON:-python3}
-if command -v "$python" >/dev/null 2>&1; then
-  timeout "${GPU_CHECK_TIMM_S:-60}" "$python" "$root/bench/timm_block_cuda.py" >"$out/timm.txt" 2>&1
-  timm_rc=$?
-  case $timm_rc in
-    0) step timm ok "$(grep -E '^timm_block (f32|bf16) .* median ' "$out/timm.txt" |
-                       sed -E 's/^timm_block ([a-z0-9]+) .*median ([0-9.]+ ms).*/\1 median \2/' |
-                       paste -sd ';' -)$(grep -oE 'max relative error [0-9.e+-]+' "$out/timm.txt" |
-                       sed 's/^/; bf16 vs f32 /') (timm.txt)" ;;
-    77) step timm skipped "$(tail -1 "$out/timm.txt")" ;;
-    *) step timm FAILED "bench/timm_block_cuda.py exited $timm_rc (timm.txt)" ;;
-  esac
-else
-  step timm skipped "no $python"
-fi
-
-# --- 6. Compiled blocks against PyTorch ----------------------------------------
-blocks=${GPU_CHECK_BLOCKS:-$root/gpu-blocks}
-htp_run=$build/tools/htp-run/htp-run
-if [ ! -f "$blocks/blocks.txt" ]; then
-  step blocks skipped "no $blocks/blocks.txt: run scripts/gpu-prepare.sh where MLIR is, carry gpu-blocks"
-elif [ ! -x "$htp_run" ]; then
-  step blocks FAILED "$htp_run was not built ($variant build)"
-else
-  timeout "${GPU_CHECK_BLOCKS_S:-200}" "$python" "$root/bench/gpu_block.py" --htp-run "$htp_run" \
-    --blocks "$blocks" --csv "$out/blocks.csv" >"$out/blocks.txt" 2>&1
-  case $? in
-    0) step blocks ok "$(grep '^target' "$out/blocks.txt" | head -1) (blocks.txt, blocks.csv)" ;;
-    77) step blocks skipped "$(tail -1 "$out/blocks.txt")" ;;
-    *) step blocks FAILED "bench/gpu_block.py failed (blocks.txt)" ;;
-  esac
-fi
-
-# --- 7. Balancing on one GPU ---------------------------------------------------
-if [ ! -f "$blocks/vit_b16_f32_tp4.so" ] || [ ! -x "$htp_run" ]; then
-  step policies skipped "no $blocks/vit_b16_f32_tp4.so or htp-run"
-else
-  timeout "${GPU_CHECK_POLICIES_S:-120}" "$python" "$root/bench/gpu_policies.py" \
-    --htp-run "$htp_run" --block "$blocks/vit_b16_f32_tp4.so" --out "$out/policies" \
-    >"$out/policies.txt" 2>&1
-  if [ $? -eq 0 ]; then
-    step policies ok "$(grep '^target' "$out/policies.txt") (policies.txt)"
+# gpu_test NAME BINARY CAP [VAR=VALUE...]: a CUDA test; with a GPU it must pass
+# (HTP_REQUIRE_GPU=1), in a dry run it must skip (77) after its no-GPU checks.
+gpu_test() {
+  local name=$1 binary=${bin[$2]:-} step_cap=$3
+  shift 3
+  if [ -z "$binary" ]; then
+    summary "$name" FAILED "no $name binary (device.txt)"
+    return
+  fi
+  budget "$name" "$step_cap" || return
+  if [ -n "$dry" ]; then
+    run_logged "$name" "$limit" "${libenv[@]}" "$@" "$binary"
+    local rc=$?
+    if [ "$rc" -eq 77 ]; then
+      summary "$name" dry "no GPU: skipped (77) after its no-GPU checks; would run with HTP_REQUIRE_GPU=1"
+    else
+      summary "$name" FAILED "exit $rc without a GPU, expected 77 (logs.txt)"
+    fi
+    return
+  fi
+  run_logged "$name" "$limit" "${libenv[@]}" HTP_REQUIRE_GPU=1 "$@" "$binary"
+  local rc=$?
+  if [ "$rc" -eq 0 ]; then
+    summary "$name" ok "passed: $(grep -v '^ *$' "$work/$name.log" | tail -1 | cut -c1-120) (logs.txt)"
+  elif [ "$rc" -eq 77 ]; then
+    summary "$name" FAILED "skipped (77) although a GPU is present (logs.txt)"
+  elif timed_out "$rc"; then
+    summary "$name" FAILED "stopped at its ${limit}s limit (logs.txt)"
   else
-    step policies FAILED "bench/gpu_policies.py failed (policies.txt)"
+    summary "$name" FAILED "exit $rc: $(grep -m1 -E 'FAIL|error' "$work/$name.log" | cut -c1-140) (logs.txt)"
+  fi
+}
+
+# --- 3. CUDA kernel tests (as ctest's kernels.cuda, kernels.train_cuda) -------------
+gpu_test kernels.cuda test_kernels_cuda "$(cap TESTS 60)"
+# As ctest runs it: its CPU references single-threaded.
+gpu_test kernels.train_cuda test_train_cuda "$(cap TESTS 60)" OPENBLAS_NUM_THREADS=1
+check_out_count
+
+# htp-run behind a wrapper that gives it the CUDA folders, for the Python
+# steps (which keep their own LD_LIBRARY_PATH). Its CPU runs (--check, the
+# training step's) keep OpenBLAS's default threads: one per core.
+htp_run=
+if [ -n "${bin[htp-run]:-}" ]; then
+  htp_run=$work/htp-run
+  printf '#!/bin/sh\nexec env %q %q "$@"\n' "LD_LIBRARY_PATH=$ld_path" "${bin[htp-run]}" >"$htp_run"
+  chmod +x "$htp_run"
+fi
+have_python=
+command -v "$python" >/dev/null 2>&1 && have_python=1
+
+# --- 4. Blocks against the CPU and timm --------------------------------------------
+block_cmd=("$python" "$root/bench/gpu_block.py" --htp-run "$htp_run" --blocks "$blocks"
+           --csv "$out/blocks.csv" --iters 20 --warmup 3)
+if [ -z "$htp_run" ]; then
+  summary blocks FAILED "no htp-run"
+elif [ ! -f "$blocks/vit_b16_f32_tp1.so" ] || [ ! -f "$blocks/vit_l16_bf16_tp1.so" ]; then
+  summary blocks skipped "no vit_b16_f32_tp1.so / vit_l16_bf16_tp1.so in $blocks (scripts/gpu-bundle.sh)"
+elif [ -n "$dry" ]; then
+  # What runs without a GPU: the bundled htp-run on a compiled block, on the CPU.
+  if budget blocks-cpu 60; then
+    run_logged blocks-cpu "$limit" "$htp_run" "$blocks/vit_b16_f32_tp1.so" --device cpu --iters 1 --warmup 0
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+      summary blocks-cpu dry "the bundled htp-run ran vit_b16_f32_tp1.so on the CPU: $(grep -m1 -iE 'median' "$work/blocks-cpu.log" | cut -c1-100)"
+    else
+      summary blocks-cpu FAILED "the bundled htp-run on vit_b16_f32_tp1.so, CPU: exit $rc (logs.txt)"
+    fi
+  fi
+  dry_gpu blocks-cuda "$htp_run" "$blocks/vit_l16_bf16_tp1.so" --device cuda --iters 1 --warmup 0 --check --report json
+  dry_script blocks "${block_cmd[@]}" --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile
+  dry_script compile "${block_cmd[@]}" --only vit_l16_bf16_tp1 --no-check --append
+elif [ -z "$have_python" ]; then
+  summary blocks skipped "no $python"
+else
+  if budget blocks "$(cap BLOCKS 100)"; then
+    run_logged blocks "$limit" "${block_cmd[@]}" --timeout "$limit" \
+      --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile
+    rc=$?
+    # Per block: the times, the CPU check, the comparison with timm.
+    rows=$( (grep -E '^gpu_block: ' "$work/blocks.log" | cut -c1-120
+             grep '^row ' "$work/blocks.log" | tr ' ' '\n' | awk -F= '
+               $1 == "block" { if (line) print line; line = $2 }
+               $1 == "htp_ms" || $1 == "eager_ms" || $1 == "check_error" || $1 == "timm_error" { line = line " " $1 "=" $2 }
+               END { if (line) print line }') | paste -sd';' -)
+    case $rc in
+      0) summary blocks ok "$rows (blocks.csv)" ;;
+      77) summary blocks skipped "$(tail -1 "$work/blocks.log")" ;;
+      *) summary blocks FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $rows (logs.txt)" ;;
+    esac
+  fi
+  if budget compile "$(cap COMPILE 90)"; then
+    run_logged compile "$limit" "${block_cmd[@]}" --timeout "$limit" \
+      --only vit_l16_bf16_tp1 --no-check --append
+    rc=$?
+    case $rc in
+      0) summary compile ok "$(grep -m1 '^target' "$work/compile.log") (blocks.csv)" ;;
+      77) summary compile skipped "$(tail -1 "$work/compile.log")" ;;
+      *) summary compile FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)" ;;
+    esac
+  fi
+fi
+check_out_count
+
+# --- 5. tp 4 on one GPU, a straggler on a quarter of the SMs --------------------------
+# shellcheck disable=SC2054 # none,semi is one argument
+policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
+            --block "$blocks/vit_b16_f32_tp4.so" --out "$work/policies" --policies none,semi --iters 20)
+if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_b16_f32_tp4.so" ]; then
+  summary policies skipped "no htp-run or $blocks/vit_b16_f32_tp4.so"
+elif [ -n "$dry" ]; then
+  dry_script policies "${policy_cmd[@]}"
+  dry_gpu policies-cuda "$htp_run" "$blocks/vit_b16_f32_tp4.so" --device cuda --tp 4 --iters 1 --warmup 1 \
+    --report json --sms 0:8 --sms 1:32 --sms 2:32 --sms 3:32 --policy semi --trace "$work/dry_trace.jsonl"
+elif [ -z "$have_python" ]; then
+  summary policies skipped "no $python"
+elif budget policies "$(cap POLICIES 60)"; then
+  run_logged policies "$limit" "${policy_cmd[@]}" --timeout "$limit"
+  rc=$?
+  [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"
+  save policies
+  if [ "$rc" -eq 0 ]; then
+    summary policies ok "$(grep -m1 '^target' "$work/policies.log") (logs.txt, trace_semi.png)"
+  else
+    summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 'gpu_policies:' "$work/policies.log" | cut -c1-140) (logs.txt)"
   fi
 fi
 
-# --- 8. Training on the GPU against the CPU -------------------------------------
+# --- 6. Training on the GPU against the CPU -----------------------------------------
 model=$blocks/vit_fmnist_tp1.so
+train_devices=(cpu cuda)
+[ -n "$dry" ] && train_devices=(cpu)
 if [ ! -f "$model" ] || [ ! -d "$blocks/train" ]; then
-  step train skipped "no $model or $blocks/train: run scripts/gpu-prepare.sh where MLIR is, carry gpu-blocks"
-elif [ ! -x "$htp_run" ]; then
-  step train FAILED "$htp_run was not built ($variant build)"
-elif ! command -v "$python" >/dev/null 2>&1; then
-  step train skipped "no $python to compare the metrics"
+  summary train skipped "no $model or $blocks/train (scripts/gpu-bundle.sh)"
+elif [ -z "$htp_run" ]; then
+  summary train FAILED "no htp-run"
+elif [ -z "$have_python" ]; then
+  summary train skipped "no $python to compare the metrics"
 else
-  train_s=${GPU_CHECK_TRAIN_S:-60}
   status='' detail=''
-  for device in cpu cuda; do
-    log=$out/train-$device.log
-    rm -f "$out/train-$device.json"
-    timeout -k 10 "$train_s" "$htp_run" "$model" --train --data "$blocks/train" --epochs 2 \
-      --seed 1 --device "$device" --metrics "$out/train-$device.json" >"$log" 2>&1
+  for device in "${train_devices[@]}"; do
+    budget "train-$device" "$(cap TRAIN 60)" || { status=none; break; }
+    rm -f "$work/train-$device.json"
+    run_logged "train-$device" "$limit" "$htp_run" "$model" --train --data "$blocks/train" --epochs 2 \
+      --seed 1 --device "$device" --metrics "$work/train-$device.json"
     train_rc=$?
+    save "train-$device.json"
+    log=$work/train-$device.log
     if grep -q 'built without zlib' "$log"; then
-      status=skipped detail="htp-run was built without zlib (no zlib1g-dev here): no --train"
-    elif [ "$train_rc" -eq 124 ] || [ "$train_rc" -eq 137 ]; then
-      status=FAILED detail="--device $device did not finish in $train_s s (train-$device.log)"
+      status=skipped detail="htp-run was built without zlib: no --train"
+    elif timed_out "$train_rc"; then
+      status=FAILED detail="--device $device did not finish in ${limit}s (logs.txt)"
     elif [ "$train_rc" -ne 0 ]; then
       status=FAILED detail="--device $device exited $train_rc: $( (grep -m1 error "$log" ||
-                            tail -n1 "$log") | cut -c1-160) (train-$device.log)"
+                            tail -n1 "$log") | cut -c1-140) (logs.txt)"
     fi
     [ -n "$status" ] && break
   done
-  if [ -z "$status" ]; then
+  if [ -n "$dry" ] && [ -z "$status" ]; then
+    summary train dry "--device cpu trained: $(tail -n1 "$work/train-cpu.log" | cut -c1-110)"
+    dry_gpu train-cuda "$htp_run" "$model" --train --data "$blocks/train" --epochs 2 --seed 1 --device cuda \
+      --metrics "$work/train-cuda.json"
+  elif [ -z "$status" ]; then
     # Every epoch: train and test loss relative to the CPU's, test accuracy in
     # points. Exit 0 within tolerance, 1 outside, 2 unreadable metrics.
-    "$python" - "$out/train-cpu.json" "$out/train-cuda.json" "${GPU_CHECK_TRAIN_RTOL:-1e-4}" \
-      "${GPU_CHECK_TRAIN_ACC_POINTS:-1}" >"$out/train.txt" 2>&1 <<'COMPARE'
+    timeout 30 "$python" - "$work/train-cpu.json" "$work/train-cuda.json" "${GPU_CHECK_TRAIN_RTOL:-1e-4}" \
+      "${GPU_CHECK_TRAIN_ACC_POINTS:-1}" >"$work/train.txt" 2>&1 <<'COMPARE'
 import json, math, sys
 cpu_path, cuda_path, rtol, points = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 try:
@@ -314,13 +625,44 @@ print(f"train loss {per_epoch(runs[0], 'train_loss')} cpu, {per_epoch(runs[1], '
       f"{loss_gap:.1e} relative (tol {rtol:g}), acc gap {accuracy_gap:.2f} points (tol {points:g})")
 sys.exit(0 if loss_gap <= rtol and accuracy_gap <= points else 1)
 COMPARE
-    case $? in
-      0) status=ok detail="$(tail -n1 "$out/train.txt") (train.txt, train-*.json)" ;;
-      1) status=FAILED detail="$(tail -n1 "$out/train.txt") (train.txt, train-*.json)" ;;
-      *) status=FAILED detail="$(tail -n1 "$out/train.txt") (train.txt)" ;;
+    rc=$?
+    cat "$work/train.txt" >>"$out/logs.txt"
+    save train.txt
+    case $rc in
+      0) summary train ok "$(tail -n1 "$work/train.txt")" ;;
+      1) summary train FAILED "$(tail -n1 "$work/train.txt")" ;;
+      *) summary train FAILED "$(tail -n1 "$work/train.txt") (logs.txt)" ;;
     esac
+  elif [ "$status" != none ]; then
+    summary train "$status" "$detail"
   fi
-  step train "$status" "$detail"
+fi
+check_out_count
+
+# --- 7. NCCL, one rank ------------------------------------------------------------------
+gpu_test runtime.nccl runtime_nccl_test "$(cap NCCL 45)"
+check_out_count
+
+# --- 8. Kernel benchmark ------------------------------------------------------------------
+bench=${bin[htp-bench-cuda]:-}
+if [ -z "$bench" ]; then
+  summary kernels FAILED "no htp-bench-cuda"
+elif budget kernels "$(cap KERNELS 45)"; then
+  run_logged kernels "$limit" "${libenv[@]}" "$bench" --csv "$work/kernels.csv"
+  rc=$?
+  save kernels.csv
+  if [ -n "$dry" ]; then
+    if [ "$rc" -eq 77 ]; then
+      summary kernels dry "no GPU: skipped (77); would time every CUDA kernel"
+    else
+      summary kernels FAILED "exit $rc without a GPU, expected 77 (logs.txt)"
+    fi
+  elif [ "$rc" -eq 0 ]; then
+    summary kernels ok "$(grep -c '' "$work/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$work/kernels.log" |
+                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (results.tar: kernels.csv)"
+  else
+    summary kernels FAILED "htp-bench-cuda exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
+  fi
 fi
 
 finish
