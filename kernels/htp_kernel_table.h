@@ -51,7 +51,8 @@ typedef int32_t htp_kernel_status;
 
 typedef enum htp_kernel_device {
   HTP_KERNEL_DEVICE_CPU = 0,
-  HTP_KERNEL_DEVICE_CUDA = 1
+  HTP_KERNEL_DEVICE_CUDA = 1,
+  HTP_KERNEL_DEVICE_CHECKED = 2 /* the CPU behaving as a device (kernels/checked/) */
 } htp_kernel_device;
 
 /* What every entry gets first. Owned by whoever created it (the runtime
@@ -68,10 +69,16 @@ typedef struct htp_kernel_env {
   size_t error_size;
 } htp_kernel_env;
 
+/* The timers of an environment (mark/elapsed): 0 is the caller's
+ * (htp_ctx_mark, an iteration or a step), 1 the balance hooks'. */
+#define HTP_KERNEL_TIMERS 2
+#define HTP_KERNEL_TIMER_CALLER 0
+#define HTP_KERNEL_TIMER_HOOKS 1
+
 /* One entry per op. Arguments after env are those of the htp_cpu_* kernel
  * of the same name (kernels/htp_kernels.h), except where noted. */
 typedef struct htp_kernel_table {
-  const char *name;          /* "cpu", "cuda" */
+  const char *name;          /* "cpu", "cuda", "checked" */
   htp_kernel_device device;
 
   htp_kernel_status (*linear_f32)(const htp_kernel_env *env, const float *x, const float *w,
@@ -192,12 +199,15 @@ typedef struct htp_kernel_table {
   /* Waits for everything enqueued on env's stream (the CPU's: nothing). */
   htp_kernel_status (*synchronize)(const htp_kernel_env *env);
   /* Timing on the device's own clock, never the host's around enqueued
-   * work: mark(env, 0) before the work, mark(env, 1) after, then elapsed
-   * waits for mark 1 and gives the seconds between them (CUDA events on
-   * the stream; the CPU's monotonic clock). Needs an environment made by
-   * the device's env_create (the CPU's marks live in its object). */
-  htp_kernel_status (*mark)(const htp_kernel_env *env, int32_t which);
-  htp_kernel_status (*elapsed)(const htp_kernel_env *env, double *seconds);
+   * work: mark(env, timer, 0) before the work, mark(env, timer, 1) after,
+   * then elapsed(env, timer, ...) waits for mark 1 and gives the seconds
+   * between them (CUDA events on the stream; the CPU's monotonic clock).
+   * Each of the HTP_KERNEL_TIMERS timers is one caller's pair of marks, so
+   * a timer running inside another's span (the balance hooks inside an
+   * iteration) does not move its marks. Needs an environment made by the
+   * device's env_create (the marks live in its object). */
+  htp_kernel_status (*mark)(const htp_kernel_env *env, int32_t timer, int32_t which);
+  htp_kernel_status (*elapsed)(const htp_kernel_env *env, int32_t timer, double *seconds);
 
   /* ----- Training (DESIGN §11; f32 for now) -------------------------------
    * Backward entries: the adjoint of the forward entry of the same name.
@@ -311,6 +321,29 @@ const htp_kernel_table *htp_cpu_kernel_table(void);
  * it and accepts an environment without one. */
 htp_kernel_status htp_cpu_kernel_env_create(htp_kernel_env *env, char *error, size_t error_size);
 void htp_cpu_kernel_env_destroy(htp_kernel_env *env);
+
+/* The checked device (kernels/checked/, built everywhere; DESIGN §10): the
+ * CPU's kernels behind a device's contracts, so that code written for a GPU
+ * fails here where it would fail there. Its memory (alloc) is an arena whose
+ * addresses the host cannot dereference (a host load or store through one
+ * faults at once); every entry checks that each tensor is its memory and
+ * that the bytes its shapes imply fit the allocation, and that each host
+ * array (unit lists, part pointers, a copy's host end) is not; attention
+ * scratch is held to the CUDA formula; the stream stays busy
+ * HTP_CHECKED_LATENCY_US (default 200) microseconds per entry after the
+ * entry returns, which synchronize, to_host, to_device and elapsed wait for
+ * and marks see; a pair of marks used by two timers at once fails. The
+ * environment is one rank's stream; the memory is the process's (ranks of a
+ * local world share it, as they share a GPU). */
+const htp_kernel_table *htp_checked_kernel_table(void);
+htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error,
+                                                size_t error_size);
+void htp_checked_kernel_env_destroy(htp_kernel_env *env);
+/* Whether ptr is the checked device's memory (an address its alloc gave,
+ * or one inside it). */
+int htp_checked_is_device(const void *ptr);
+/* Bytes of the checked device's memory allocated and not yet released. */
+size_t htp_checked_live_bytes(void);
 
 /* The CUDA table and its environment: defined only in builds with CUDA
  * (libhtpkernels_cuda; HTP_HAVE_CUDA). The table is static and never NULL;

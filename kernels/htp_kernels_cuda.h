@@ -28,6 +28,7 @@
 #define HTP_KERNELS_CUDA_H
 
 #include "kernels/htp_bf16.h"
+#include "kernels/htp_scratch.h"
 
 #include <stdint.h>
 
@@ -80,10 +81,9 @@ int htp_cuda_embed_tokens_backward_f32(htp_cuda_kernels *kernels, const float *d
                                        int64_t patches_per_image, int64_t dim);
 int htp_cuda_cls_token_backward_f32(htp_cuda_kernels *kernels, const float *dy, float *dx,
                                     int64_t batch, int64_t tokens, int64_t dim);
-/* Scratch differs from the CPU twin's: all heads' scores of one image are
- * computed by one batched GEMM. */
-int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens, int64_t model_dim,
-                                          int64_t num_heads, int64_t head_dim);
+/* Scratch differs from the CPU twin's (all heads' scores of one image are
+ * computed by one batched GEMM): htp_cuda_attention_scratch_floats,
+ * kernels/htp_scratch.h. */
 int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x, const float *wqkv,
                            const float *bqkv, const float *wproj, const float *bproj, float *y,
                            float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,

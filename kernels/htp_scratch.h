@@ -1,6 +1,6 @@
 /*===- kernels/htp_scratch.h - Kernel scratch sizes, one formula each -----===*
  *
- * How many floats of scratch the CPU attention kernel and the runtime's
+ * How many floats of scratch each device's attention kernels and the runtime's
  * balance hooks need. The compiler sizes each block's workspace with these
  * (passes/EntryFunction.cpp) and the kernels and hooks carve their scratch
  * by them, so both sides include this one header. Header-only, so the
@@ -25,18 +25,49 @@ static inline int64_t htp__size_add(int64_t a, int64_t b) {
   return a + b;
 }
 
-/* htp_cpu_attention_f32 (kernels/htp_kernels.h): [qkv: rows * 3 * inner]
- * [context: rows * inner][scores: tokens * tokens], rows = batch * tokens,
- * inner = num_heads * head_dim. model_dim does not enter: the kernel keeps
- * no [rows, model_dim] intermediate. */
+/* An attention kernel's [qkv: rows * 3 * inner][context: rows * inner]
+ * [scores: score_matrices * tokens * tokens], rows = batch * tokens, inner =
+ * num_heads * head_dim. */
+static inline int64_t htp__attention_scratch_floats(int64_t batch, int64_t tokens,
+                                                    int64_t num_heads, int64_t head_dim,
+                                                    int64_t score_matrices) {
+  int64_t rows = htp__size_mul(batch, tokens);
+  int64_t context = htp__size_mul(rows, htp__size_mul(num_heads, head_dim));
+  int64_t qkv = htp__size_mul(context, 3);
+  int64_t scores = htp__size_mul(score_matrices, htp__size_mul(tokens, tokens));
+  return htp__size_add(htp__size_add(qkv, context), scores);
+}
+
+/* htp_cpu_attention_f32 (kernels/htp_kernels.h): one head's scores at a
+ * time. model_dim does not enter: the kernel keeps no [rows, model_dim]
+ * intermediate. */
 static inline int64_t htp_cpu_attention_scratch_floats(int64_t batch, int64_t tokens,
                                                        int64_t model_dim, int64_t num_heads,
                                                        int64_t head_dim) {
   (void)model_dim;
-  int64_t rows = htp__size_mul(batch, tokens);
-  int64_t context = htp__size_mul(rows, htp__size_mul(num_heads, head_dim));
-  int64_t qkv = htp__size_mul(context, 3);
-  return htp__size_add(htp__size_add(qkv, context), htp__size_mul(tokens, tokens));
+  return htp__attention_scratch_floats(batch, tokens, num_heads, head_dim, 1);
+}
+
+/* htp_cuda_attention_f32 (kernels/htp_kernels_cuda.h): one batched GEMM
+ * makes every head's scores of an image at once, so it keeps num_heads
+ * score matrices where the CPU keeps one. */
+static inline int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens,
+                                                        int64_t model_dim, int64_t num_heads,
+                                                        int64_t head_dim) {
+  (void)model_dim;
+  return htp__attention_scratch_floats(batch, tokens, num_heads, head_dim, num_heads);
+}
+
+/* What a compiled block's workspace gives a non-hooked attention: a block
+ * names no device (the same .so runs on the CPU or a GPU), so it holds what
+ * the hungriest device's kernel needs. */
+static inline int64_t htp_attention_scratch_floats(int64_t batch, int64_t tokens,
+                                                   int64_t model_dim, int64_t num_heads,
+                                                   int64_t head_dim) {
+  int64_t cpu = htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+  int64_t cuda = htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+  if (cpu < 0 || cuda < 0) return -1;
+  return cpu > cuda ? cpu : cuda;
 }
 
 /* htp_rt_attention_f32 (runtime/htp.h): the heads' context [rows,
@@ -89,6 +120,29 @@ static inline int64_t htp_cpu_attention_backward_scratch_floats(int64_t batch, i
   int64_t total = htp__size_add(first, htp__size_mul(htp__size_mul(rows, inner), 2));
   total = htp__size_add(total, htp__size_mul(rows, wide));
   return htp__size_add(total, htp__size_mul(slots, slot));
+}
+
+/* The CUDA attention backward (kernels/cuda/train.cu) carves its scratch as
+ * the CPU twin does, so that the balancer reads dqkv at the same place. */
+static inline int64_t htp_cuda_attention_backward_scratch_floats(int64_t batch, int64_t tokens,
+                                                                 int64_t model_dim,
+                                                                 int64_t num_heads,
+                                                                 int64_t head_dim) {
+  return htp_cpu_attention_backward_scratch_floats(batch, tokens, model_dim, num_heads,
+                                                   head_dim);
+}
+
+/* The backward's in a compiled block, as htp_attention_scratch_floats. */
+static inline int64_t htp_attention_backward_scratch_floats(int64_t batch, int64_t tokens,
+                                                            int64_t model_dim,
+                                                            int64_t num_heads,
+                                                            int64_t head_dim) {
+  int64_t cpu = htp_cpu_attention_backward_scratch_floats(batch, tokens, model_dim, num_heads,
+                                                          head_dim);
+  int64_t cuda = htp_cuda_attention_backward_scratch_floats(batch, tokens, model_dim, num_heads,
+                                                            head_dim);
+  if (cpu < 0 || cuda < 0) return -1;
+  return cpu > cuda ? cpu : cuda;
 }
 
 /* Floats of the weights of `units` work units whose first weight has

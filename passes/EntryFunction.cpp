@@ -55,9 +55,8 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
     floats = attention.getPair()
                  ? htp_rt_attention_scratch_floats(batch, tokens, attention.getNumHeads(),
                                                    attention.getHeadDim())
-                 : htp_cpu_attention_scratch_floats(batch, tokens, input.getDimSize(2),
-                                                    attention.getNumHeads(),
-                                                    attention.getHeadDim());
+                 : htp_attention_scratch_floats(batch, tokens, input.getDimSize(2),
+                                                attention.getNumHeads(), attention.getHeadDim());
   } else if (auto mlp = dyn_cast<MLPOp>(op)) {
     auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
     floats = htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
@@ -71,7 +70,7 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
   } else if (auto attentionGrad = dyn_cast<AttentionGradOp>(op)) {
     auto input = cast<RankedTensorType>(attentionGrad.getInput().getType());
     floats = (attentionGrad.getPair() ? htp_rt_attention_grad_scratch_floats
-                                      : htp_cpu_attention_backward_scratch_floats)(
+                                      : htp_attention_backward_scratch_floats)(
         input.getDimSize(0), input.getDimSize(1), input.getDimSize(2),
         attentionGrad.getNumHeads(), attentionGrad.getHeadDim());
   } else if (auto mlpGrad = dyn_cast<MLPGradOp>(op)) {

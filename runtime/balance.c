@@ -564,8 +564,9 @@ void htp__balancer_add_site_seconds(htp_balancer *b, htp_pair_kind kind, double 
  * every rank would look equally fast. There the hook marks the rank's
  * stream before and after its work (htp_ctx_mark: the table's events) and
  * books the device's time between them; htp_ctx_elapsed waits for the
- * hook's work, one wait per hook. The marks are the context's: a caller
- * timing a whole iteration with them must not span a hook. */
+ * hook's work, one wait per hook. The hooks' marks are a timer of their own
+ * (HTP_KERNEL_TIMER_HOOKS), so a caller timing the whole iteration with
+ * htp_ctx_mark keeps its marks. */
 static int timed_on_device(const pair_call *call) {
   return call->kernels->device != HTP_KERNEL_DEVICE_CPU;
 }
@@ -581,8 +582,8 @@ static htp_result finish_site(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
   if (!timed_on_device(call)) {
     elapsed = htp__hook_now(ctx) - started;
   } else {
-    htp_result r = htp_ctx_mark(ctx, 1);
-    if (r == HTP_OK) r = htp_ctx_elapsed(ctx, &elapsed);
+    htp_result r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 1);
+    if (r == HTP_OK) r = htp__ctx_elapsed_timer(ctx, HTP_KERNEL_TIMER_HOOKS, &elapsed);
     if (r != HTP_OK) return r;
   }
   htp__balancer_book_site(b, call->kind, elapsed, (double)(s->num_kept + s->num_in));
@@ -861,7 +862,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
     return finish_site(ctx, b, call, &s, started);
   }
   if (timed_on_device(call)) { /* the device's clock starts with the hook's first kernel */
-    htp_result r = htp_ctx_mark(ctx, 0);
+    htp_result r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
     if (r != HTP_OK) return r;
   }
   status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,

@@ -295,13 +295,13 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
       HOOK_INVALID(ctx, in_index + flow->count > s->num_in || s->in_src[in_index] != flow->src,
                    "%s: pair %d: the migrated-in units do not follow the plan's flow %d", c->hook,
                    (int)c->pair, f);
-      r = htp_send(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
+      r = htp__host_send(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
                    floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
       in_index += flow->count;
     } else if (flow->src == rank) {
       if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
         return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
-      r = htp_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
+      r = htp__host_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
                    TAG_GRADIENTS + c->kind);
       int at = 0;
       for (int i = 0; r == HTP_OK && i < s->num_out; ++i) {
@@ -327,12 +327,28 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
   htp_result r = htp__balancer_check_pair(ctx, b, c->kind, c->pair, c->units, c->width, c->d,
                                           c->hook);
   if (r != HTP_OK) return r;
-  HOOK_INVALID(ctx, c->kernels->device != HTP_KERNEL_DEVICE_CPU,
-               "%s: pair %d: balancing in backward runs on the CPU only for now (the %s device "
-               "has a balancer)", c->hook, (int)c->pair, c->kernels->name);
   htp_unit_sets s;
   if (htp_unit_table_get(b->table, c->pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", c->hook, (int)c->pair);
+  if (c->kernels->device != HTP_KERNEL_DEVICE_CPU) {
+    /* On a device the backward runs whole, on the device's clock, while the
+     * plan keeps every unit at home (policy none, or no straggler yet): the
+     * pruned and migrated paths below still read shards with the host's
+     * loops. */
+    HOOK_INVALID(ctx, s.num_kept != c->units || s.num_in > 0 || s.num_out > 0,
+                 "%s: pair %d: balancing in backward (pruned or migrated units) runs on the CPU "
+                 "only for now; on the %s device train with --policy none",
+                 c->hook, (int)c->pair, c->kernels->name);
+    r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
+    if (r != HTP_OK) return r;
+    status = backward_all(c);
+    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+    double elapsed = 0.0;
+    r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 1);
+    if (r == HTP_OK) r = htp__ctx_elapsed_timer(ctx, HTP_KERNEL_TIMER_HOOKS, &elapsed);
+    if (r == HTP_OK) htp__balancer_book_site(b, c->kind, elapsed, 2.0 * (double)c->units);
+    return r;
+  }
   HOOK_INVALID(ctx, b->packed[c->pair].count != s.num_in,
                "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
                (int)c->pair, b->packed[c->pair].count, s.num_in);

@@ -43,6 +43,11 @@ static inline const char *htp__allreduce_name(htp__elem elem) {
   return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bf16" : "htp_allreduce_sum_f32";
 }
 
+/* Which memory a collective's buffers are in (ctx.c check_space): the
+ * context's device memory (the public collectives; on the CPU, host
+ * memory), or host memory whatever the device (control traffic). */
+typedef enum htp__space { HTP__SPACE_DEVICE, HTP__SPACE_HOST } htp__space;
+
 typedef struct htp__backend_ops {
   const char *name;
   /* Sets world->size and world->process_rank, allocates world->backend. May
@@ -54,13 +59,17 @@ typedef struct htp__backend_ops {
   /* Collectives: arguments are already checked by the core. */
   htp_result (*allreduce_sum)(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                               size_t count, double deadline);
-  htp_result (*allgather)(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
+  /* allreduce_sum moves device memory; the others the space they are
+   * given (the public collectives: device; the runtime's control traffic:
+   * host). */
+  htp_result (*allgather)(htp_ctx *ctx, htp__space space, const void *send, void *recv,
+                          size_t bytes, double deadline);
+  htp_result (*broadcast)(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes, int root,
                           double deadline);
-  htp_result (*broadcast)(htp_ctx *ctx, void *buffer, size_t bytes, int root, double deadline);
-  htp_result (*send)(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
-                     double deadline);
-  htp_result (*recv)(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
-                     double deadline);
+  htp_result (*send)(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes, int peer,
+                     int tag, double deadline);
+  htp_result (*recv)(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes, int peer,
+                     int tag, double deadline);
   htp_result (*barrier)(htp_ctx *ctx, double deadline);
   /* Called once, right after the world was marked failed: wake local waiters,
    * tell remote peers. Must not block. ctx may be NULL (no calling rank). */
@@ -134,6 +143,32 @@ HTP__HIDDEN const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx);
  * without ctx just returns the status. */
 HTP__HIDDEN htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status,
                                           const char *what);
+
+/* The runtime's control traffic (DESIGN §10): the public collectives'
+ * twins on HOST memory whatever the device (the planner's timings, plan
+ * headers, staged unit weights and gradients), over the host world. */
+HTP__HIDDEN htp_result htp__host_allgather(htp_ctx *ctx, const void *send, void *recv,
+                                           size_t bytes);
+HTP__HIDDEN htp_result htp__host_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer,
+                                      int tag);
+HTP__HIDDEN htp_result htp__host_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer,
+                                      int tag);
+/* Whether buffers of `space` are a device's memory the host cannot read
+ * (a GPU's, the checked device's): backends then copy through the kernel
+ * table instead of memcpy. */
+HTP__HIDDEN int htp__space_on_device(const htp_ctx *ctx, htp__space space);
+/* host <- src and dst <- host, src/dst in `space` (to_host / to_device on
+ * a device, memcpy otherwise); a failure fails the world, naming what. */
+HTP__HIDDEN htp_result htp__space_to_host(htp_ctx *ctx, htp__space space, void *host,
+                                          const void *src, size_t bytes, const char *what);
+HTP__HIDDEN htp_result htp__space_from_host(htp_ctx *ctx, htp__space space, void *dst,
+                                            const void *host, size_t bytes, const char *what);
+
+/* htp_ctx_mark / htp_ctx_elapsed on one of the environment's timers
+ * (HTP_KERNEL_TIMER_CALLER is the public one's; the balance hooks time
+ * themselves on HTP_KERNEL_TIMER_HOOKS, inside the caller's span). */
+HTP__HIDDEN htp_result htp__ctx_mark_timer(htp_ctx *ctx, int timer, int which);
+HTP__HIDDEN htp_result htp__ctx_elapsed_timer(htp_ctx *ctx, int timer, double *seconds);
 
 /* Absolute CLOCK_MONOTONIC time for pthread_cond_timedwait. */
 HTP__HIDDEN struct timespec htp__timespec(double seconds);

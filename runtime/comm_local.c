@@ -21,7 +21,9 @@
  * send/recv is a rendezvous with no copy in between: send queues a message
  * that points at its buffer in the receiver's inbox and waits; recv takes the
  * first message of that peer and tag, copies it outside the lock, and marks
- * it done.
+ * it done. The all-gather, broadcast and send/recv move host memory with
+ * memcpy and a device's (the ranks share it) with the table's copy, as the
+ * call's memory space says (comm_internal.h, htp__space).
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -49,6 +51,7 @@ typedef struct local_slot {
   int op;
   size_t count; /* elements or bytes */
   int root;
+  htp__space space;
   const void *send;
   void *recv;
 } local_slot;
@@ -58,6 +61,7 @@ enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
 typedef struct local_message {
   struct local_message *next;
   int source, tag, state;
+  htp__space space;
   const void *buffer;
   size_t bytes;
   htp_result status;
@@ -145,7 +149,7 @@ static int wait_until(local_world *state, double deadline) {
 /* ===== Rendezvous ======================================================= */
 
 static int same_arguments(const local_slot *a, const local_slot *b) {
-  return a->op == b->op && a->count == b->count && a->root == b->root;
+  return a->op == b->op && a->count == b->count && a->root == b->root && a->space == b->space;
 }
 
 static void check_slots(local_world *state) {
@@ -162,10 +166,15 @@ static void check_slots(local_world *state) {
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: count mismatch: rank 0 passed %zu, rank %d passed %zu", op_name(first->op),
                first->count, rank, slot->count);
-    else
+    else if (first->root != slot->root)
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: root mismatch: rank 0 passed %d, rank %d passed %d", op_name(first->op),
                first->root, rank, slot->root);
+    else
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: rank 0 moves %s memory, rank %d %s memory", op_name(first->op),
+               first->space == HTP__SPACE_HOST ? "host" : "device", rank,
+               slot->space == HTP__SPACE_HOST ? "host" : "device");
     return;
   }
 }
@@ -210,13 +219,14 @@ static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const cha
   return HTP_OK;
 }
 
-static htp_result publish(htp_ctx *ctx, int op, size_t count, int root, const void *send,
-                          void *recv, double deadline) {
+static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, int root,
+                          const void *send, void *recv, double deadline) {
   local_world *state = state_of(ctx->world);
   local_slot *slot = &state->slots[ctx->rank];
   slot->op = op;
   slot->count = count;
   slot->root = root;
+  slot->space = space;
   slot->send = send;
   slot->recv = recv;
   return rendezvous(ctx, deadline, 1, op_name(op));
@@ -243,7 +253,7 @@ static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send
   htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   const int op = elem == HTP__ELEM_BF16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE;
-  htp_result rc = publish(ctx, op, count, 0, send, recv, deadline);
+  htp_result rc = publish(ctx, op, HTP__SPACE_DEVICE, count, 0, send, recv, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;
@@ -279,32 +289,52 @@ static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send
   return rendezvous(ctx, deadline, 0, what);
 }
 
-static htp_result local_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
-                                  double deadline) {
-  htp_result rc = publish(ctx, OP_ALLGATHER, bytes, 0, send, recv, deadline);
+/* Bytes between two buffers of `space`: host memory with memcpy; a
+ * device's (ranks of a local world share it) with the table's copy on the
+ * caller's stream, which `settle` then waits for. */
+static htp_kernel_status move(htp_ctx *ctx, htp__space space, void *dst, const void *src,
+                              size_t bytes) {
+  if (!bytes || dst == src) return HTP_KERNEL_OK;
+  if (!htp__space_on_device(ctx, space)) {
+    memcpy(dst, src, bytes);
+    return HTP_KERNEL_OK;
+  }
+  return htp__kernel_table(ctx)->copy(htp__kernel_env(ctx), dst, src, bytes);
+}
+
+static htp_kernel_status settle(htp_ctx *ctx, htp__space space) {
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (!htp__space_on_device(ctx, space) || !table->synchronize) return HTP_KERNEL_OK;
+  return table->synchronize(htp__kernel_env(ctx));
+}
+
+static htp_result local_allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
+                                  size_t bytes, double deadline) {
+  htp_result rc = publish(ctx, OP_ALLGATHER, space, bytes, 0, send, recv, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
-  if (bytes > 0) {
-    for (int rank = 0; rank < state->size; ++rank) {
-      char *target = (char *)recv + (size_t)rank * bytes;
-      /* In place (send == recv + rank * bytes) needs no copy. */
-      if (target != state->slots[rank].send) memcpy(target, state->slots[rank].send, bytes);
-    }
-  }
+  htp_kernel_status status = HTP_KERNEL_OK;
+  for (int rank = 0; bytes > 0 && status == HTP_KERNEL_OK && rank < state->size; ++rank)
+    status = move(ctx, space, (char *)recv + (size_t)rank * bytes, state->slots[rank].send, bytes);
+  if (status == HTP_KERNEL_OK) status = settle(ctx, space);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, "htp_allgather");
   return rendezvous(ctx, deadline, 0, "htp_allgather");
 }
 
-static htp_result local_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root,
-                                  double deadline) {
-  htp_result rc = publish(ctx, OP_BROADCAST, bytes, root, buffer, buffer, deadline);
+static htp_result local_broadcast(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes,
+                                  int root, double deadline) {
+  htp_result rc = publish(ctx, OP_BROADCAST, space, bytes, root, buffer, buffer, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
-  if (ctx->rank != root && bytes > 0) memcpy(buffer, state->slots[root].send, bytes);
+  htp_kernel_status status = HTP_KERNEL_OK;
+  if (ctx->rank != root) status = move(ctx, space, buffer, state->slots[root].send, bytes);
+  if (status == HTP_KERNEL_OK) status = settle(ctx, space);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, "htp_broadcast");
   return rendezvous(ctx, deadline, 0, "htp_broadcast");
 }
 
 static htp_result local_barrier(htp_ctx *ctx, double deadline) {
-  return publish(ctx, OP_BARRIER, 0, 0, NULL, NULL, deadline);
+  return publish(ctx, OP_BARRIER, HTP__SPACE_HOST, 0, 0, NULL, NULL, deadline);
 }
 
 /* ===== Point to point =================================================== */
@@ -318,10 +348,10 @@ static void unlink_message(local_message **inbox, local_message *message) {
   }
 }
 
-static htp_result local_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
-                             double deadline) {
+static htp_result local_send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes,
+                             int peer, int tag, double deadline) {
   local_world *state = state_of(ctx->world);
-  local_message message = {NULL, ctx->rank, tag, MSG_POSTED, buffer, bytes, HTP_OK};
+  local_message message = {NULL, ctx->rank, tag, MSG_POSTED, space, buffer, bytes, HTP_OK};
   pthread_mutex_lock(&state->lock);
   if (failed(ctx->world)) {
     pthread_mutex_unlock(&state->lock);
@@ -342,9 +372,12 @@ static htp_result local_send(htp_ctx *ctx, const void *buffer, size_t bytes, int
   pthread_mutex_unlock(&state->lock);
   if (message.state == MSG_DONE) {
     if (message.status == HTP_OK) return HTP_OK;
-    return htp__ctx_error(ctx, message.status,
-                          "htp_send: rank %d received %zu bytes with tag %d, not %zu", peer,
-                          bytes, tag, message.bytes);
+    if (message.bytes != bytes)
+      return htp__ctx_error(ctx, message.status,
+                            "htp_send: rank %d received %zu bytes with tag %d, not %zu", peer,
+                            bytes, tag, message.bytes);
+    return htp__ctx_error(ctx, message.status, "htp_send: rank %d could not take tag %d (%s)",
+                          peer, tag, htp_strerror(message.status));
   }
   if (timed_out && !failed(ctx->world))
     return htp__fail(ctx, HTP_ERR_TIMEOUT,
@@ -353,8 +386,8 @@ static htp_result local_send(htp_ctx *ctx, const void *buffer, size_t bytes, int
   return htp__check_failed(ctx, "htp_send");
 }
 
-static htp_result local_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
-                             double deadline) {
+static htp_result local_recv(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes,
+                             int peer, int tag, double deadline) {
   local_world *state = state_of(ctx->world);
   pthread_mutex_lock(&state->lock);
   local_message *found = NULL;
@@ -377,6 +410,19 @@ static htp_result local_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer,
     }
   }
   unlink_message(&state->inboxes[ctx->rank], found);
+  if (found->space != space) {
+    found->status = HTP_ERR_INVALID;
+    found->state = MSG_DONE;
+    pthread_cond_broadcast(&state->wake);
+    pthread_mutex_unlock(&state->lock);
+    htp__world_fail(ctx->world, ctx, HTP_ERR_INVALID, -1,
+                    "send/recv space mismatch: rank %d sent %s memory, rank %d receives into "
+                    "%s memory",
+                    peer, space == HTP__SPACE_HOST ? "device" : "host", ctx->rank,
+                    space == HTP__SPACE_HOST ? "host" : "device");
+    return htp__ctx_error(ctx, HTP_ERR_INVALID,
+                          "htp_recv: rank %d sent tag %d from the other memory space", peer, tag);
+  }
   if (found->bytes != bytes) {
     size_t sent = found->bytes;
     found->status = HTP_ERR_INVALID;
@@ -393,12 +439,16 @@ static htp_result local_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer,
   }
   found->state = MSG_CLAIMED;
   pthread_mutex_unlock(&state->lock);
-  if (bytes > 0) memcpy(buffer, found->buffer, bytes);
+  /* The sender's stream was settled before it posted (ctx.c); the copy is
+   * done before the sender may reuse its buffer. */
+  htp_kernel_status status = move(ctx, space, buffer, found->buffer, bytes);
+  if (status == HTP_KERNEL_OK) status = settle(ctx, space);
   pthread_mutex_lock(&state->lock);
+  if (status != HTP_KERNEL_OK) found->status = HTP_ERR_SYSTEM;
   found->state = MSG_DONE;
   pthread_cond_broadcast(&state->wake);
   pthread_mutex_unlock(&state->lock);
-  return HTP_OK;
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, "htp_recv");
 }
 
 /* ===== Faults =========================================================== */

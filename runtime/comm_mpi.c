@@ -278,6 +278,22 @@ static htp_result wait_collective(htp_ctx *ctx, MPI_Request *request, double dea
 
 enum { MAX_CHUNK = INT_MAX / 8 };
 
+/* Sums count floats of the staging buffer over the world, in chunks. */
+static htp_result sum_staged(htp_ctx *ctx, float *buffer, size_t count, double deadline,
+                             const char *what) {
+  size_t done = 0;
+  do {
+    size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
+    MPI_Request request;
+    MPI_CALL(ctx, MPI_Iallreduce(MPI_IN_PLACE, buffer + done, (int)n, MPI_FLOAT, MPI_SUM,
+                                 state_of(ctx->world)->comm, &request));
+    htp_result rc = wait_collective(ctx, &request, deadline, what);
+    if (rc != HTP_OK) return rc;
+    done += n;
+  } while (done < count);
+  return HTP_OK;
+}
+
 /* bf16 travels as f32 (MPI has no bf16 sum): widened into the staging
  * buffer, summed as MPI_FLOAT, rounded once into recv. */
 static htp_result mpi_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
@@ -286,29 +302,47 @@ static htp_result mpi_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, 
   const char *what = htp__allreduce_name(elem);
   float *buffer = staging(ctx, count * sizeof(float));
   if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "%s: out of memory", what);
-  if (elem == HTP__ELEM_BF16)
+  /* bf16 on a device: its bits come to the host first (the tensor is
+   * device memory there), then widen. */
+  const int on_device = htp__space_on_device(ctx, HTP__SPACE_DEVICE);
+  htp_bf16 *bits = NULL;
+  if (elem == HTP__ELEM_BF16 && on_device) {
+    bits = malloc(count ? count * sizeof *bits : 1);
+    if (!bits) return htp__fail(ctx, HTP_ERR_NOMEM, "%s: out of memory", what);
+    htp_result rc = htp__space_to_host(ctx, HTP__SPACE_DEVICE, bits, send, count * sizeof *bits,
+                                       what);
+    if (rc != HTP_OK) {
+      free(bits);
+      return rc;
+    }
+    send = bits;
+  }
+  if (elem == HTP__ELEM_BF16) {
     htp_bf16_to_f32_n(send, buffer, (int64_t)count);
-  else if (count)
-    memcpy(buffer, send, count * sizeof(float));
-  size_t done = 0;
-  do {
-    size_t n = count - done < MAX_CHUNK ? count - done : MAX_CHUNK;
-    MPI_Request request;
-    MPI_CALL(ctx, MPI_Iallreduce(MPI_IN_PLACE, buffer + done, (int)n, MPI_FLOAT, MPI_SUM,
-                                 state->comm, &request));
-    htp_result rc = wait_collective(ctx, &request, deadline, what);
+  } else {
+    (void)state;
+    htp_result rc = htp__space_to_host(ctx, HTP__SPACE_DEVICE, buffer, send,
+                                       count * sizeof(float), what);
     if (rc != HTP_OK) return rc;
-    done += n;
-  } while (done < count);
-  if (elem == HTP__ELEM_BF16)
-    htp_bf16_from_f32_n(buffer, recv, (int64_t)count);
-  else if (count)
-    memcpy(recv, buffer, count * sizeof(float));
-  return HTP_OK;
+  }
+  htp_result summed = sum_staged(ctx, buffer, count, deadline, what);
+  if (summed != HTP_OK) {
+    free(bits);
+    return summed;
+  }
+  if (elem == HTP__ELEM_BF16) {
+    htp_bf16_from_f32_n(buffer, bits ? bits : recv, (int64_t)count);
+    htp_result rc = bits ? htp__space_from_host(ctx, HTP__SPACE_DEVICE, recv, bits,
+                                                count * sizeof *bits, what)
+                         : HTP_OK;
+    free(bits);
+    return rc;
+  }
+  return htp__space_from_host(ctx, HTP__SPACE_DEVICE, recv, buffer, count * sizeof(float), what);
 }
 
-static htp_result mpi_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
-                                double deadline) {
+static htp_result mpi_allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
+                                size_t bytes, double deadline) {
   mpi_world *state = state_of(ctx->world);
   size_t total = bytes * (size_t)ctx->world->size;
   if (bytes > (size_t)MAX_CHUNK)
@@ -317,22 +351,26 @@ static htp_result mpi_allgather(htp_ctx *ctx, const void *send, void *recv, size
                      bytes, MAX_CHUNK);
   char *buffer = staging(ctx, total);
   if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_allgather: out of memory");
-  if (bytes) memcpy(buffer + (size_t)ctx->rank * bytes, send, bytes);
+  htp_result rc = htp__space_to_host(ctx, space, buffer + (size_t)ctx->rank * bytes, send, bytes,
+                                     "htp_allgather");
+  if (rc != HTP_OK) return rc;
   MPI_Request request;
   MPI_CALL(ctx, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer, (int)bytes, MPI_BYTE,
                                state->comm, &request));
-  htp_result rc = wait_collective(ctx, &request, deadline, "htp_allgather");
+  rc = wait_collective(ctx, &request, deadline, "htp_allgather");
   if (rc != HTP_OK) return rc;
-  if (total) memcpy(recv, buffer, total);
-  return HTP_OK;
+  return htp__space_from_host(ctx, space, recv, buffer, total, "htp_allgather");
 }
 
-static htp_result mpi_broadcast(htp_ctx *ctx, void *user_buffer, size_t bytes, int root,
-                                double deadline) {
+static htp_result mpi_broadcast(htp_ctx *ctx, htp__space space, void *user_buffer, size_t bytes,
+                                int root, double deadline) {
   mpi_world *state = state_of(ctx->world);
   char *buffer = staging(ctx, bytes);
   if (!buffer) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_broadcast: out of memory");
-  if (ctx->rank == root && bytes) memcpy(buffer, user_buffer, bytes);
+  if (ctx->rank == root) {
+    htp_result rc = htp__space_to_host(ctx, space, buffer, user_buffer, bytes, "htp_broadcast");
+    if (rc != HTP_OK) return rc;
+  }
   size_t done = 0;
   do {
     size_t n = bytes - done < MAX_CHUNK ? bytes - done : MAX_CHUNK;
@@ -342,7 +380,8 @@ static htp_result mpi_broadcast(htp_ctx *ctx, void *user_buffer, size_t bytes, i
     if (rc != HTP_OK) return rc;
     done += n;
   } while (done < bytes);
-  if (ctx->rank != root && bytes) memcpy(user_buffer, buffer, bytes);
+  if (ctx->rank != root)
+    return htp__space_from_host(ctx, space, user_buffer, buffer, bytes, "htp_broadcast");
   return HTP_OK;
 }
 
@@ -374,8 +413,8 @@ static htp_result check_tag(htp_ctx *ctx, int tag, const char *what) {
 }
 
 /* Issend: completes when the receive has matched, as htp_send promises. */
-static htp_result mpi_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
-                           double deadline) {
+static htp_result send_host(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
+                            double deadline) {
   htp_result rc = check_tag(ctx, tag, "htp_send");
   if (rc != HTP_OK) return rc;
   if (bytes > (size_t)INT_MAX)
@@ -388,8 +427,8 @@ static htp_result mpi_send(htp_ctx *ctx, const void *buffer, size_t bytes, int p
   return rc;
 }
 
-static htp_result mpi_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
-                           double deadline) {
+static htp_result recv_host(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
+                            double deadline) {
   htp_result rc = check_tag(ctx, tag, "htp_recv");
   if (rc != HTP_OK) return rc;
   if (bytes > (size_t)INT_MAX)
@@ -409,6 +448,32 @@ static htp_result mpi_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, i
     return htp__fail(ctx, HTP_ERR_INVALID, "htp_recv: rank %d sent %d bytes with tag %d, not %zu",
                      peer, received, tag, bytes);
   return HTP_OK;
+}
+
+/* A device's memory travels through a host copy (MPI here is not
+ * CUDA-aware): downloaded before the send, uploaded after the receive. */
+static htp_result mpi_send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes,
+                           int peer, int tag, double deadline) {
+  if (!htp__space_on_device(ctx, space) || !bytes)
+    return send_host(ctx, buffer, bytes, peer, tag, deadline);
+  void *host = malloc(bytes);
+  if (!host) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_send: out of memory for %zu bytes", bytes);
+  htp_result rc = htp__space_to_host(ctx, space, host, buffer, bytes, "htp_send");
+  if (rc == HTP_OK) rc = send_host(ctx, host, bytes, peer, tag, deadline);
+  free(host);
+  return rc;
+}
+
+static htp_result mpi_recv(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes, int peer,
+                           int tag, double deadline) {
+  if (!htp__space_on_device(ctx, space) || !bytes)
+    return recv_host(ctx, buffer, bytes, peer, tag, deadline);
+  void *host = malloc(bytes);
+  if (!host) return htp__fail(ctx, HTP_ERR_NOMEM, "htp_recv: out of memory for %zu bytes", bytes);
+  htp_result rc = recv_host(ctx, host, bytes, peer, tag, deadline);
+  if (rc == HTP_OK) rc = htp__space_from_host(ctx, space, buffer, host, bytes, "htp_recv");
+  free(host);
+  return rc;
 }
 
 /* ===== Faults =========================================================== */

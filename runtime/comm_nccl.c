@@ -326,35 +326,49 @@ static htp_result nccl_allreduce(htp_ctx *ctx, htp__elem elem, const void *send,
   return wait_stream(ctx, nccl, deadline, htp__allreduce_name(elem));
 }
 
-static htp_result nccl_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes,
-                                 double deadline) {
+/* A call on the host world for the rank: its failure fails the nccl world
+ * too, with the host world's message. */
+static htp_result host_result(htp_ctx *ctx, htp_result rc) {
+  if (rc == HTP_OK) return HTP_OK;
+  return htp__fail(ctx, rc, "the host world: %s", htp_last_error(ctx_state(ctx)->host));
+}
+
+/* Host memory (the runtime's control traffic) goes over the host world,
+ * never NCCL, which takes device pointers only. */
+static htp_result nccl_allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
+                                 size_t bytes, double deadline) {
   nccl_ctx *rank = ctx_state(ctx);
+  if (space == HTP__SPACE_HOST) return host_result(ctx, htp_allgather(rank->host, send, recv, bytes));
   cudaSetDevice(ctx->device);
   ncclResult_t nccl = ncclAllGather(send, recv, bytes, ncclChar, rank->comm, rank->stream);
   return wait_stream(ctx, nccl, deadline, "htp_allgather");
 }
 
-static htp_result nccl_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root,
-                                 double deadline) {
+static htp_result nccl_broadcast(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes,
+                                 int root, double deadline) {
   nccl_ctx *rank = ctx_state(ctx);
+  if (space == HTP__SPACE_HOST)
+    return host_result(ctx, htp_broadcast(rank->host, buffer, bytes, root));
   cudaSetDevice(ctx->device);
   ncclResult_t nccl = ncclBroadcast(buffer, buffer, bytes, ncclChar, root, rank->comm, rank->stream);
   return wait_stream(ctx, nccl, deadline, "htp_broadcast");
 }
 
-static htp_result nccl_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag,
-                            double deadline) {
-  (void)tag;
+static htp_result nccl_send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes,
+                            int peer, int tag, double deadline) {
   nccl_ctx *rank = ctx_state(ctx);
+  if (space == HTP__SPACE_HOST)
+    return host_result(ctx, htp_send(rank->host, buffer, bytes, peer, tag));
   cudaSetDevice(ctx->device);
   ncclResult_t nccl = ncclSend(buffer, bytes, ncclChar, peer, rank->comm, rank->stream);
   return wait_stream(ctx, nccl, deadline, "htp_send");
 }
 
-static htp_result nccl_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag,
-                            double deadline) {
-  (void)tag;
+static htp_result nccl_recv(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes,
+                            int peer, int tag, double deadline) {
   nccl_ctx *rank = ctx_state(ctx);
+  if (space == HTP__SPACE_HOST)
+    return host_result(ctx, htp_recv(rank->host, buffer, bytes, peer, tag));
   cudaSetDevice(ctx->device);
   ncclResult_t nccl = ncclRecv(buffer, bytes, ncclChar, peer, rank->comm, rank->stream);
   return wait_stream(ctx, nccl, deadline, "htp_recv");

@@ -167,7 +167,8 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
   if (!(config->timeout_s > 0) || config->timeout_s > 1e7)
     REJECT("htp_world_create: timeout_s is %g; it must be in (0, 1e7] seconds",
            config->timeout_s);
-  if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA)
+  if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA &&
+      config->device != HTP_DEVICE_CHECKED)
     REJECT("htp_world_create: unknown device %d", (int)config->device);
   if (config->sm_counts) {
     if (config->device != HTP_DEVICE_CUDA || config->backend != HTP_BACKEND_LOCAL)
@@ -326,6 +327,13 @@ const char *htp_world_last_error(const htp_world *world) {
 static htp_result kernels_init(htp_ctx *ctx) {
   ctx->kernels = htp_cpu_kernel_table();
   htp_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
+  if (ctx->world->config.device == HTP_DEVICE_CHECKED) {
+    if (htp_checked_kernel_env_create(&ctx->kernel_env, ctx->kernel_error,
+                                      sizeof ctx->kernel_error) != HTP_KERNEL_OK)
+      return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", ctx->kernel_error);
+    ctx->kernels = htp_checked_kernel_table();
+    return HTP_OK;
+  }
   if (ctx->world->config.device != HTP_DEVICE_CUDA) {
     if (htp_cpu_kernel_env_create(&ctx->kernel_env, ctx->kernel_error,
                                   sizeof ctx->kernel_error) != HTP_KERNEL_OK)
@@ -348,6 +356,8 @@ static htp_result kernels_init(htp_ctx *ctx) {
 static void kernels_destroy(htp_ctx *ctx) {
   if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CPU)
     htp_cpu_kernel_env_destroy(&ctx->kernel_env);
+  if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CHECKED)
+    htp_checked_kernel_env_destroy(&ctx->kernel_env);
 #ifdef HTP_HAVE_CUDA_KERNELS
   if (ctx->kernels && ctx->kernels->device == HTP_KERNEL_DEVICE_CUDA)
     htp_cuda_kernel_env_destroy(&ctx->kernel_env);
@@ -449,10 +459,23 @@ const char *htp_last_error(const htp_ctx *ctx) {
 
 static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->config.timeout_s; }
 
+/* On a device the rank's own queued kernels finish first, outside the
+ * count: a host clock around a collective would otherwise book them as
+ * communication, and compute = wall - comm would lose them (DESIGN §10). */
+static htp_result settle_stream(htp_ctx *ctx, const char *what) {
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->device == HTP_KERNEL_DEVICE_CPU || !table->synchronize) return HTP_OK;
+  htp_kernel_status status = table->synchronize(htp__kernel_env(ctx));
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, what);
+}
+
 /* Hands over to the backend and adds the time spent there (waiting for
- * peers included) to the context's communication seconds. */
-#define BACKEND_CALL(ctx, call)                                                                \
+ * peers included, the rank's own queued kernels not) to the context's
+ * communication seconds. */
+#define BACKEND_CALL(ctx, what, call)                                                          \
   do {                                                                                         \
+    htp_result settled_ = settle_stream((ctx), (what));                                        \
+    if (settled_ != HTP_OK) return settled_;                                                   \
     double started_ = htp_now();                                                               \
     htp_result called_ = (call);                                                               \
     (ctx)->comm_seconds += htp_now() - started_;                                               \
@@ -460,6 +483,35 @@ static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->c
   } while (0)
 
 double htp_ctx_comm_seconds(const htp_ctx *ctx) { return ctx ? ctx->comm_seconds : 0.0; }
+
+/* Where a collective's buffers must live: the public collectives move the
+ * context's device memory (as NCCL does, on device pointers); the runtime's
+ * control traffic (timings, plan headers, staged weights) moves host memory
+ * over the host world (htp__host_*). The CPU cannot tell the two apart; the
+ * checked device can, and refuses a buffer in the wrong space here, before
+ * any backend touches it, as a GPU would fault on it. */
+static htp_result check_space(htp_ctx *ctx, const char *what, const char *name,
+                              const void *buffer, size_t bytes, htp__space space) {
+  if (!buffer || bytes == 0 || htp__kernel_table(ctx)->device != HTP_KERNEL_DEVICE_CHECKED)
+    return HTP_OK;
+  const int on_device = htp_checked_is_device(buffer);
+  if (space == HTP__SPACE_DEVICE && !on_device)
+    return htp__fail(ctx, HTP_ERR_INVALID,
+                     "%s: %s (%p) is host memory; a collective moves the device's memory (NCCL "
+                     "takes device pointers): control traffic goes over the host world",
+                     what, name, buffer);
+  if (space == HTP__SPACE_HOST && on_device)
+    return htp__fail(ctx, HTP_ERR_INVALID,
+                     "%s: %s (%p) is device memory; the host world moves host memory only",
+                     what, name, buffer);
+  return HTP_OK;
+}
+
+#define SPACE_CHECK(ctx, what, name, buffer, bytes, space)                                     \
+  do {                                                                                         \
+    htp_result spaced_ = check_space((ctx), (what), (name), (buffer), (bytes), (space));       \
+    if (spaced_ != HTP_OK) return spaced_;                                                     \
+  } while (0)
 
 static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                             size_t count) {
@@ -469,7 +521,9 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
              what, send, recv, count);
   INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large", what,
              count);
-  BACKEND_CALL(ctx, ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
+  SPACE_CHECK(ctx, what, "send", send, count, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "recv", recv, count, HTP__SPACE_DEVICE);
+  BACKEND_CALL(ctx, what, ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
 }
 
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
@@ -481,13 +535,25 @@ htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *
   return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
 }
 
-htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
+static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
+                            size_t bytes) {
   ENTER(ctx, "htp_allgather");
   INVALID_IF(ctx, bytes > 0 && (!send || !recv),
              "htp_allgather: send (%p) or recv (%p) is NULL with bytes %zu", send, recv, bytes);
   INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
              "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
-  BACKEND_CALL(ctx, ctx->world->ops->allgather(ctx, send, recv, bytes, deadline_of(ctx)));
+  SPACE_CHECK(ctx, "htp_allgather", "send", send, bytes, space);
+  SPACE_CHECK(ctx, "htp_allgather", "recv", recv, bytes, space);
+  BACKEND_CALL(ctx, "htp_allgather",
+               ctx->world->ops->allgather(ctx, space, send, recv, bytes, deadline_of(ctx)));
+}
+
+htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
+  return allgather(ctx, HTP__SPACE_DEVICE, send, recv, bytes);
+}
+
+htp_result htp__host_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
+  return allgather(ctx, HTP__SPACE_HOST, send, recv, bytes);
 }
 
 htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
@@ -495,7 +561,10 @@ htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
   INVALID_IF(ctx, bytes > 0 && !buffer, "htp_broadcast: buffer is NULL with bytes %zu", bytes);
   INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
              "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
-  BACKEND_CALL(ctx, ctx->world->ops->broadcast(ctx, buffer, bytes, root, deadline_of(ctx)));
+  SPACE_CHECK(ctx, "htp_broadcast", "buffer", buffer, bytes, HTP__SPACE_DEVICE);
+  BACKEND_CALL(ctx, "htp_broadcast",
+               ctx->world->ops->broadcast(ctx, HTP__SPACE_DEVICE, buffer, bytes, root,
+                                          deadline_of(ctx)));
 }
 
 static htp_result check_peer(htp_ctx *ctx, const char *what, const void *buffer, size_t bytes,
@@ -508,23 +577,75 @@ static htp_result check_peer(htp_ctx *ctx, const char *what, const void *buffer,
   return HTP_OK;
 }
 
-htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
+static htp_result send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes,
+                       int peer, int tag) {
   ENTER(ctx, "htp_send");
   htp_result rc = check_peer(ctx, "htp_send", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
-  BACKEND_CALL(ctx, ctx->world->ops->send(ctx, buffer, bytes, peer, tag, deadline_of(ctx)));
+  SPACE_CHECK(ctx, "htp_send", "buffer", buffer, bytes, space);
+  BACKEND_CALL(ctx, "htp_send",
+               ctx->world->ops->send(ctx, space, buffer, bytes, peer, tag, deadline_of(ctx)));
 }
 
-htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
+static htp_result recv(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes, int peer,
+                       int tag) {
   ENTER(ctx, "htp_recv");
   htp_result rc = check_peer(ctx, "htp_recv", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
-  BACKEND_CALL(ctx, ctx->world->ops->recv(ctx, buffer, bytes, peer, tag, deadline_of(ctx)));
+  SPACE_CHECK(ctx, "htp_recv", "buffer", buffer, bytes, space);
+  BACKEND_CALL(ctx, "htp_recv",
+               ctx->world->ops->recv(ctx, space, buffer, bytes, peer, tag, deadline_of(ctx)));
+}
+
+htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
+  return send(ctx, HTP__SPACE_DEVICE, buffer, bytes, peer, tag);
+}
+
+htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
+  return recv(ctx, HTP__SPACE_DEVICE, buffer, bytes, peer, tag);
+}
+
+htp_result htp__host_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
+  return send(ctx, HTP__SPACE_HOST, buffer, bytes, peer, tag);
+}
+
+htp_result htp__host_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
+  return recv(ctx, HTP__SPACE_HOST, buffer, bytes, peer, tag);
+}
+
+int htp__space_on_device(const htp_ctx *ctx, htp__space space) {
+  return space == HTP__SPACE_DEVICE && htp__kernel_table(ctx)->device != HTP_KERNEL_DEVICE_CPU;
+}
+
+/* Bytes between host memory and a buffer of `space`: memcpy where that is
+ * host memory, else the table's to_host / to_device. */
+static htp_result space_copy(htp_ctx *ctx, htp__space space, void *dst, const void *src,
+                             size_t bytes, int to_host, const char *what) {
+  if (!bytes) return HTP_OK;
+  if (!htp__space_on_device(ctx, space)) {
+    memcpy(dst, src, bytes);
+    return HTP_OK;
+  }
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  const htp_kernel_env *env = htp__kernel_env(ctx);
+  htp_kernel_status status =
+      to_host ? table->to_host(env, dst, src, bytes) : table->to_device(env, dst, src, bytes);
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, what);
+}
+
+htp_result htp__space_to_host(htp_ctx *ctx, htp__space space, void *host, const void *src,
+                              size_t bytes, const char *what) {
+  return space_copy(ctx, space, host, src, bytes, 1, what);
+}
+
+htp_result htp__space_from_host(htp_ctx *ctx, htp__space space, void *dst, const void *host,
+                                size_t bytes, const char *what) {
+  return space_copy(ctx, space, dst, host, bytes, 0, what);
 }
 
 htp_result htp_barrier(htp_ctx *ctx) {
   ENTER(ctx, "htp_barrier");
-  BACKEND_CALL(ctx, ctx->world->ops->barrier(ctx, deadline_of(ctx)));
+  BACKEND_CALL(ctx, "htp_barrier", ctx->world->ops->barrier(ctx, deadline_of(ctx)));
 }
 
 void htp_abort(htp_ctx *ctx, htp_result reason) {

@@ -110,8 +110,11 @@ typedef struct htp_ctx htp_ctx; /* one per rank */
  * through it. */
 typedef enum htp_device {
   HTP_DEVICE_CPU = 0,  /* kernels/cpu (default) */
-  HTP_DEVICE_CUDA = 1  /* kernels/cuda: buffers are then DEVICE pointers; only in builds
+  HTP_DEVICE_CUDA = 1, /* kernels/cuda: buffers are then DEVICE pointers; only in builds
                         * with CUDA (else htp_world_create returns HTP_ERR_UNSUPPORTED) */
+  HTP_DEVICE_CHECKED = 2 /* kernels/checked: the CPU's kernels behind a device's contracts
+                          * (memory the host cannot touch, stream timing, CUDA scratch), to
+                          * catch on the CPU what would fail on a GPU; every build */
 } htp_device;
 
 typedef struct htp_config {

@@ -554,15 +554,23 @@ htp_result htp_ctx_synchronize(htp_ctx *ctx) {
                                  : htp__kernel_failed(ctx, status, "htp_ctx_synchronize");
 }
 
-htp_result htp_ctx_mark(htp_ctx *ctx, int which) {
+htp_result htp__ctx_mark_timer(htp_ctx *ctx, int timer, int which) {
   const char *what = "htp_ctx_mark";
   OP_INVALID(ctx, !ctx, "%s: ctx is NULL", what);
   OP_INVALID(ctx, which != 0 && which != 1, "%s: mark %d must be 0 or 1", what, which);
-  OP_DISPATCH(ctx, what, mark, (int32_t)which);
+  OP_DISPATCH(ctx, what, mark, (int32_t)timer, (int32_t)which);
+}
+
+htp_result htp__ctx_elapsed_timer(htp_ctx *ctx, int timer, double *seconds) {
+  const char *what = "htp_ctx_elapsed";
+  OP_INVALID(ctx, !ctx || !seconds, "%s: ctx or seconds is NULL", what);
+  OP_DISPATCH(ctx, what, elapsed, (int32_t)timer, seconds);
+}
+
+htp_result htp_ctx_mark(htp_ctx *ctx, int which) {
+  return htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_CALLER, which);
 }
 
 htp_result htp_ctx_elapsed(htp_ctx *ctx, double *seconds) {
-  const char *what = "htp_ctx_elapsed";
-  OP_INVALID(ctx, !ctx || !seconds, "%s: ctx or seconds is NULL", what);
-  OP_DISPATCH(ctx, what, elapsed, seconds);
+  return htp__ctx_elapsed_timer(ctx, HTP_KERNEL_TIMER_CALLER, seconds);
 }

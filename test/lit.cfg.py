@@ -33,6 +33,17 @@ config.environment["PATH"] = os.pathsep.join([config.llvm_tools_dir, config.envi
 # One BLAS thread: tests share two cores with the rest of the suite.
 config.environment["OPENBLAS_NUM_THREADS"] = "1"
 
+# --param device=checked: htp-run's default device is the checked device
+# (kernels/checked: the CPU behind a GPU's contracts), so that every e2e test
+# also runs as on a GPU (ctest's lit.checked). Tests that state something of
+# the CPU itself say `UNSUPPORTED: checked-device` and why.
+device = lit_config.params.get("device", "cpu")
+if device not in ("cpu", "checked"):
+    lit_config.fatal("--param device=%s: use cpu or checked" % device)
+if device == "checked":
+    config.environment["HTP_DEVICE"] = "checked"
+    config.available_features.add("checked-device")
+
 def has_gpu():
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=20)

@@ -110,22 +110,26 @@ static double now_seconds(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-htp_kernel_status htp__cpu_mark(const htp_kernel_env *env, int32_t which) {
+static int valid_timer(int32_t timer) { return timer >= 0 && timer < HTP_KERNEL_TIMERS; }
+
+htp_kernel_status htp__cpu_mark(const htp_kernel_env *env, int32_t timer, int32_t which) {
   htp__cpu_env *object = env ? env->kernels : NULL;
-  if (!object || (which != 0 && which != 1))
+  if (!object || !valid_timer(timer) || (which != 0 && which != 1))
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "cpu mark %d: needs mark 0 or 1 and an environment from "
-                           "htp_cpu_kernel_env_create",
-                           (int)which);
-  object->marks[which] = now_seconds();
+                           "cpu mark %d of timer %d: needs mark 0 or 1 of a timer in [0, %d) "
+                           "and an environment from htp_cpu_kernel_env_create",
+                           (int)which, (int)timer, HTP_KERNEL_TIMERS);
+  object->marks[timer][which] = now_seconds();
   return HTP_KERNEL_OK;
 }
 
-htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, double *seconds) {
+htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, int32_t timer, double *seconds) {
   htp__cpu_env *object = env ? env->kernels : NULL;
-  if (!object || !seconds)
+  if (!object || !seconds || !valid_timer(timer))
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "cpu elapsed: needs an environment from htp_cpu_kernel_env_create");
-  *seconds = object->marks[1] - object->marks[0];
+                           "cpu elapsed of timer %d: needs a timer in [0, %d) and an "
+                           "environment from htp_cpu_kernel_env_create",
+                           (int)timer, HTP_KERNEL_TIMERS);
+  *seconds = object->marks[timer][1] - object->marks[timer][0];
   return HTP_KERNEL_OK;
 }

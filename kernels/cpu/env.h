@@ -12,7 +12,7 @@
 typedef struct htp__cpu_env {
   float *buffer; /* the bf16 entries' f32 copies, grown as needed, never shrunk */
   int64_t buffer_floats;
-  double marks[2]; /* htp_kernel_table.mark's times, seconds */
+  double marks[HTP_KERNEL_TIMERS][2]; /* htp_kernel_table.mark's times, seconds */
 } htp__cpu_env;
 
 /* f32 room for one call's operands: `floats` floats (< 0: the caller's size
@@ -29,7 +29,7 @@ htp_kernel_status htp__cpu_to_device(const htp_kernel_env *env, void *dst, const
 htp_kernel_status htp__cpu_to_host(const htp_kernel_env *env, void *host_dst, const void *src,
                                    size_t bytes);
 htp_kernel_status htp__cpu_synchronize(const htp_kernel_env *env);
-htp_kernel_status htp__cpu_mark(const htp_kernel_env *env, int32_t which);
-htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, double *seconds);
+htp_kernel_status htp__cpu_mark(const htp_kernel_env *env, int32_t timer, int32_t which);
+htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, int32_t timer, double *seconds);
 
 #endif /* HTP_KERNELS_CPU_ENV_H */

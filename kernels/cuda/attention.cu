@@ -61,14 +61,6 @@ int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows
   return 0;
 }
 
-extern "C" int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens,
-                                                     int64_t model_dim, int64_t num_heads,
-                                                     int64_t head_dim) {
-  (void)model_dim;
-  int64_t rows = batch * tokens, inner = num_heads * head_dim;
-  return rows * 3 * inner + rows * inner + num_heads * tokens * tokens;
-}
-
 namespace {
 
 template <typename T>

@@ -58,8 +58,8 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
     if (err) snprintf(err, (size_t)err_size, "cuBLAS initialisation failed on device %d", device);
     failed = 1;
   }
-  for (int i = 0; !failed && partition && i < 2; ++i) {
-    status = cudaEventCreate(&kernels->marks[i]);
+  for (int i = 0; !failed && partition && i < 2 * HTP_KERNEL_TIMERS; ++i) {
+    status = cudaEventCreate(&kernels->marks[i / 2][i % 2]);
     if (status != cudaSuccess) {
       if (err) snprintf(err, (size_t)err_size, "cudaEventCreate in the green context of device %d: %s",
                         device, cudaGetErrorString(status));
@@ -86,9 +86,9 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
     cudaFree(kernels->staging);
   if (kernels->workspace)
     cudaFree(kernels->workspace);
-  for (int i = 0; i < 2; ++i)
-    if (kernels->marks[i])
-      cudaEventDestroy(kernels->marks[i]);
+  for (int i = 0; i < 2 * HTP_KERNEL_TIMERS; ++i)
+    if (kernels->marks[i / 2][i % 2])
+      cudaEventDestroy(kernels->marks[i / 2][i % 2]);
   if (kernels->blas)
     cublasDestroy(kernels->blas);
   if (kernels->stream && kernels->owns_stream)

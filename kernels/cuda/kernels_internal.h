@@ -9,6 +9,7 @@
 #ifndef HTP_KERNELS_CUDA_INTERNAL_H
 #define HTP_KERNELS_CUDA_INTERNAL_H
 
+#include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels_cuda.h"
 
 #include <cublas_v2.h>
@@ -27,10 +28,11 @@ struct htp_cuda_kernels {
    * demand, freed with the object. */
   void *workspace;
   size_t workspace_bytes;
-  /* The table's timing marks (table.c mark/elapsed): events on the stream,
-   * created on first use; bit i of marks_recorded once mark i was. */
-  cudaEvent_t marks[2];
-  int marks_recorded;
+  /* The table's timing marks (table.c mark/elapsed), a pair per timer:
+   * events on the stream, created on first use (in a green context, at
+   * creation); bit i of marks_recorded[timer] once mark i was. */
+  cudaEvent_t marks[HTP_KERNEL_TIMERS][2];
+  int marks_recorded[HTP_KERNEL_TIMERS];
   /* 0 when stream is the caller's (the nccl backend's, or the partition's
    * below): destroying the object leaves it alone. */
   int owns_stream;

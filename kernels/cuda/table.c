@@ -283,29 +283,32 @@ static htp_kernel_status synchronize(const htp_kernel_env *env) {
 }
 
 /* Events on the stream: the device's clock, never the host's. */
-static htp_kernel_status mark(const htp_kernel_env *env, int32_t which) {
+static htp_kernel_status mark(const htp_kernel_env *env, int32_t timer, int32_t which) {
   WITH_KERNELS("mark");
-  if (which != 0 && which != 1)
-    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda mark %d: needs mark 0 or 1",
-                           (int)which);
-  if (!kernels->marks[which]) {
-    htp_kernel_status rc = cuda_status(env, "mark", cudaEventCreate(&kernels->marks[which]));
+  if (timer < 0 || timer >= HTP_KERNEL_TIMERS || (which != 0 && which != 1))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda mark %d of timer %d: needs mark 0 or 1 of a timer in [0, %d)",
+                           (int)which, (int)timer, HTP_KERNEL_TIMERS);
+  cudaEvent_t *event = &kernels->marks[timer][which];
+  if (!*event) {
+    htp_kernel_status rc = cuda_status(env, "mark", cudaEventCreate(event));
     if (rc != HTP_KERNEL_OK) return rc;
   }
-  htp_kernel_status rc =
-      cuda_status(env, "mark", cudaEventRecord(kernels->marks[which], kernels->stream));
-  if (rc == HTP_KERNEL_OK) kernels->marks_recorded |= 1 << which;
+  htp_kernel_status rc = cuda_status(env, "mark", cudaEventRecord(*event, kernels->stream));
+  if (rc == HTP_KERNEL_OK) kernels->marks_recorded[timer] |= 1 << which;
   return rc;
 }
 
-static htp_kernel_status elapsed(const htp_kernel_env *env, double *seconds) {
+static htp_kernel_status elapsed(const htp_kernel_env *env, int32_t timer, double *seconds) {
   WITH_KERNELS("elapsed");
-  if (!seconds || kernels->marks_recorded != 3)
+  if (!seconds || timer < 0 || timer >= HTP_KERNEL_TIMERS || kernels->marks_recorded[timer] != 3)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "cuda elapsed: needs a result pointer and marks 0 and 1 recorded");
+                           "cuda elapsed of timer %d: needs a result pointer and marks 0 and 1 "
+                           "of that timer recorded", (int)timer);
   float ms = 0.0f;
-  cudaError_t rc = cudaEventSynchronize(kernels->marks[1]);
-  if (rc == cudaSuccess) rc = cudaEventElapsedTime(&ms, kernels->marks[0], kernels->marks[1]);
+  cudaError_t rc = cudaEventSynchronize(kernels->marks[timer][1]);
+  if (rc == cudaSuccess)
+    rc = cudaEventElapsedTime(&ms, kernels->marks[timer][0], kernels->marks[timer][1]);
   *seconds = 1e-3 * (double)ms;
   return cuda_status(env, "elapsed", rc);
 }

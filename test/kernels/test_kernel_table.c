@@ -542,7 +542,7 @@ static void memory_and_timing(void **state) {
   char error[128];
   htp_kernel_env bare;
   htp_kernel_env_init(&bare, error, sizeof error);
-  assert_int_equal(htp_cpu_kernel_table()->mark(&bare, 0), HTP_KERNEL_ERR_INVALID);
+  assert_int_equal(htp_cpu_kernel_table()->mark(&bare, 0, 0), HTP_KERNEL_ERR_INVALID);
   assert_non_null(strstr(error, "htp_cpu_kernel_env_create"));
 }
 

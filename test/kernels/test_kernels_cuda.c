@@ -619,13 +619,13 @@ static int memory_cases(twin_tables *t) {
   void *device = NULL;
   CUDA_ENTRY(t, t->cuda->alloc(ce, (size_t)n * sizeof(float), &device));
   CUDA_ENTRY(t, t->cuda->to_device(ce, device, host, (size_t)n * sizeof(float)));
-  CUDA_ENTRY(t, t->cuda->mark(ce, 0));
+  CUDA_ENTRY(t, t->cuda->mark(ce, 0, 0));
   CUDA_ENTRY(t, t->cuda->add_f32(ce, device, device, device, n));
-  CUDA_ENTRY(t, t->cuda->mark(ce, 1));
+  CUDA_ENTRY(t, t->cuda->mark(ce, 0, 1));
   /* to_host waits for the add enqueued before it. */
   CUDA_ENTRY(t, t->cuda->to_host(ce, back, device, (size_t)n * sizeof(float)));
   double seconds = -1;
-  CUDA_ENTRY(t, t->cuda->elapsed(ce, &seconds));
+  CUDA_ENTRY(t, t->cuda->elapsed(ce, 0, &seconds));
   CUDA_ENTRY(t, t->cuda->synchronize(ce));
   CUDA_ENTRY(t, t->cuda->release(ce, device));
   for (int64_t i = 0; i < n; ++i) want[i] = host[i] + host[i];
@@ -635,7 +635,7 @@ static int memory_cases(twin_tables *t) {
   failures += !timed;
   void *none = NULL;
   const int refused = t->cuda->alloc(ce, 0, &none) == HTP_KERNEL_ERR_INVALID &&
-                      t->cuda->mark(ce, 2) == HTP_KERNEL_ERR_INVALID;
+                      t->cuda->mark(ce, 0, 2) == HTP_KERNEL_ERR_INVALID;
   printf("%-30s %s\n", "table alloc 0 / mark 2", refused ? "refused: ok" : "FAIL");
   failures += !refused;
   free(host), free(back), free(want);
@@ -748,10 +748,10 @@ static int add_through(const htp_kernel_env *env, const char *name) {
   void *device = NULL;
   int rc = table->alloc(env, (size_t)n * sizeof(float), &device) ||
            table->to_device(env, device, host, (size_t)n * sizeof(float)) ||
-           table->mark(env, 0) || table->add_f32(env, device, device, device, n) ||
-           table->mark(env, 1) || table->to_host(env, back, device, (size_t)n * sizeof(float));
+           table->mark(env, 0, 0) || table->add_f32(env, device, device, device, n) ||
+           table->mark(env, 0, 1) || table->to_host(env, back, device, (size_t)n * sizeof(float));
   double seconds = -1;
-  if (!rc) rc = table->elapsed(env, &seconds) || table->release(env, device);
+  if (!rc) rc = table->elapsed(env, 0, &seconds) || table->release(env, device);
   if (rc) {
     fprintf(stderr, "FAIL: %s: %s\n", name, env->error);
     failures++;

@@ -72,14 +72,14 @@ func.func @passthrough(%x: tensor<3x5xbf16>) -> tensor<3x5xbf16> {
 // -----
 
 // The unsplit bf16 attention calls htp_op_attention_bf16 with the same
-// scratch as f32 (lower-to-runtime.mlir): 57 floats of 4 bytes
-// (htp_cpu_attention_scratch_floats(1, 3, 4, 2, 2)), a 256-byte slot.
+// scratch as f32 (lower-to-runtime.mlir): 66 floats of 4 bytes
+// (htp_attention_scratch_floats(1, 3, 4, 2, 2)), a 320-byte slot.
 // CHECK-LABEL: llvm.func @htp_op_attention_bf16(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64) -> i32
 // CHECK-LABEL: llvm.func @htp.entry.attention(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
-// CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(57 : i64) : i64
+// CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(66 : i64) : i64
 // CHECK: llvm.call @htp_op_attention_bf16(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FLOATS]],
-// CHECK: @htp.sig.attention({{.*}}\22workspace_bytes\22:256,
+// CHECK: @htp.sig.attention({{.*}}\22workspace_bytes\22:320,
 func.func @attention(%x: tensor<1x3x4xbf16> {htp.input = "x"},
     %wqkv: tensor<12x4xbf16> {htp.param = "attn.qkv.weight"},
     %bqkv: tensor<12xbf16> {htp.param = "attn.qkv.bias"},

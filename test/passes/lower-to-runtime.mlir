@@ -127,13 +127,15 @@ func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
 // -----
 
 // An unsplit attention calls the runtime's op entry point with its scratch
-// slot and the slot's size in floats (htp_cpu_attention_scratch_floats(1, 3,
-// 4, 2, 2) = 36 qkv + 12 context + 9 scores = 57), so a device whose kernel
-// needs more scratch refuses instead of overrunning the workspace.
+// slot and the slot's size in floats: the hungriest device's
+// (htp_attention_scratch_floats(1, 3, 4, 2, 2): the CUDA kernel's 36 qkv + 12
+// context + 2 heads x 9 scores = 66, where the CPU's needs 57), since the
+// block names no device; a kernel that needs more still refuses instead of
+// overrunning the workspace.
 // CHECK-LABEL: llvm.func @htp_op_attention_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64) -> i32
 // CHECK-LABEL: llvm.func @htp.entry.attention(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
-// CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(57 : i64) : i64
+// CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(66 : i64) : i64
 // CHECK: %[[STATUS:.*]] = llvm.call @htp_op_attention_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FLOATS]],
 // CHECK: llvm.icmp "ne" %[[STATUS]]
 func.func @attention(%x: tensor<1x3x4xf32> {htp.input = "x"},

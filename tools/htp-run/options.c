@@ -79,11 +79,18 @@ void htp_run_print_help(FILE *stream) {
       "                        --device cuda only (mpirun -np N htp-run FILE.so\n"
       "                        --backend nccl --device cuda); rank r drives GPU r\n"
       "                        (modulo the GPUs on its host)\n"
-      "  --device cpu|cuda     where each rank's buffers live and its kernels run\n"
+      "  --device cpu|cuda|checked\n"
+      "                        where each rank's buffers live and its kernels run\n"
       "                        (default cpu). cuda: GPU 0 for the local backend (the\n"
       "                        ranks share it), the rank's own GPU for nccl; needs an\n"
       "                        htp-run built with -DHTP_ENABLE_CUDA=ON and a GPU, else\n"
-      "                        an error (exit 1). See GPUs below\n"
+      "                        an error (exit 1). See GPUs below. checked: the CPU's\n"
+      "                        kernels behind a GPU's contracts (memory the host\n"
+      "                        cannot touch, checked bounds, CUDA scratch sizes, a\n"
+      "                        stream busy HTP_CHECKED_LATENCY_US, default 200, after\n"
+      "                        each kernel): what would fail on a GPU fails here.\n"
+      "                        The environment's HTP_DEVICE, when set, is the default\n"
+      "                        instead of cpu\n"
       "  --sms R:COUNT         (--device cuda, --backend local) confine rank R's work\n"
       "                        to COUNT of the GPU's SMs (a green context; whole\n"
       "                        partition steps, 8 on sm_90), so it is slow in\n"
@@ -423,7 +430,7 @@ static const char *flag_name(int id) {
 /* htp-run's own choices (not runtime enums): the report, backend, device. */
 static const char *const report_names[] = {"table", "json", NULL};
 static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
-static const char *const device_names[] = {"cpu", "cuda", NULL};
+static const char *const device_names[] = {"cpu", "cuda", "checked", NULL};
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const clock_names[] = {"wall", "cpu", "units", NULL}; /* htp_train_clock's order */
@@ -822,7 +829,15 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->warmup = 1;
   options->tp = 1;
   options->backend = "local";
+  /* HTP_DEVICE sets the default (CI reruns the e2e suite on the checked
+   * device with it); --device still wins. */
   options->device = "cpu";
+  const char *device_default = getenv("HTP_DEVICE");
+  if (device_default && *device_default) {
+    if (one_of("device (HTP_DEVICE)", device_default, device_names, err, err_size))
+      return 1;
+    options->device = device_default;
+  }
   options->policy = HTP_POLICY_NONE;
   options->impute = HTP_IMPUTE_ZERO;
   options->same_max_age = -1; /* by --train, below */

@@ -447,7 +447,9 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   const int nccl = strcmp(options->backend, "nccl") == 0;
   const int mpi = nccl || strcmp(options->backend, "mpi") == 0;
   const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
-  state->device = strcmp(options->device, "cuda") == 0 ? HTP_DEVICE_CUDA : HTP_DEVICE_CPU;
+  state->device = strcmp(options->device, "cuda") == 0      ? HTP_DEVICE_CUDA
+                  : strcmp(options->device, "checked") == 0 ? HTP_DEVICE_CHECKED
+                                                            : HTP_DEVICE_CPU;
   state->process_rank = -1;
   int shared = is_shared_object(options->path, err, sizeof err);
   if (shared < 0)
@@ -545,7 +547,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
       htp_run_balance_config(options, state, &job, err, sizeof err) ||
       check_files(options, sig, err, sizeof err) ||
       htp_run_check_memory(options->path, host_staging_bytes(sig, local_ranks), sig,
-                           state->device == HTP_DEVICE_CPU ? local_ranks : 0, 1,
+                           state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1,
                            &state->held_bytes, err, sizeof err) ||
       bind_global_data(options, state, err, sizeof err))
     return fail(err);

@@ -1,0 +1,623 @@
+/*===- kernels/checked/table.c - The checked device's kernel table --------===*
+ *
+ * A device that computes on the CPU but behaves like a GPU towards the code
+ * that drives it (DESIGN §10), so that what would fail on the first GPU run
+ * fails here, in CI, where there is no GPU:
+ *
+ *  - Memory from its own arena (arena.c): device addresses the host cannot
+ *    dereference, each entry checking that every tensor it gets is device
+ *    memory and that the bytes its shapes imply fit in the allocation, and
+ *    that every host array it reads (unit lists, part pointers) is not.
+ *  - The CUDA kernels' contracts where they differ from the CPU's: the
+ *    attention's scratch is the CUDA formula (htp_scratch.h).
+ *  - A stream: the work of an entry is done when the entry returns (by the
+ *    CPU table, on host copies of nothing: the kernels read the arena's
+ *    memory through translated addresses), but the emulated stream stays
+ *    busy for a further `latency` seconds per entry (HTP_CHECKED_LATENCY_US,
+ *    default 200), as a GPU's queue is busy after its launches return.
+ *    synchronize, to_host, to_device and elapsed wait for that; marks are
+ *    events on the stream (the time the stream reaches them), so host clocks
+ *    around enqueued work book too little, and waits book the queue.
+ *  - Marks used as one pair per caller: recording mark 0 again before its
+ *    elapsed was read (two timers sharing one pair), mark 1 without mark 0,
+ *    or elapsed without both, fail.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "kernels/checked/checked.h"
+
+#include "kernels/htp_scratch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct checked_env {
+  htp_kernel_env cpu; /* the CPU environment the kernels run with */
+  double ready;       /* when the emulated stream has done its queued work */
+  double latency;     /* seconds each entry keeps the stream busy after it returns */
+  double marks[HTP_KERNEL_TIMERS][2];
+  int recorded[HTP_KERNEL_TIMERS]; /* bit `which`: mark `which` recorded since the last elapsed */
+} checked_env;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const htp_kernel_table *cpu(void) { return htp_cpu_kernel_table(); }
+
+static checked_env *object_of(const htp_kernel_env *env, const char *entry) {
+  if (!env || !env->kernels) {
+    htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM,
+                    "checked %s: the environment has no checked device "
+                    "(htp_checked_kernel_env_create failed or was not called)",
+                    entry);
+    return NULL;
+  }
+  return (checked_env *)env->kernels;
+}
+
+/* The work an entry just did, started at `started` on the host, as the
+ * stream sees it: after what was queued, then busy for latency more. */
+static void enqueued(checked_env *self, double started) {
+  const double done = now();
+  const double begin = self->ready > started ? self->ready : started;
+  self->ready = begin + (done - started) + self->latency;
+}
+
+static void wait_stream(const checked_env *self) {
+  for (double left = self->ready - now(); left > 0; left = self->ready - now()) {
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
+  }
+}
+
+/* ----- The entries' common shape ---------------------------------------------
+ * BEGIN names the entry; DEVICE / OPTIONAL check one tensor argument and
+ * replace it by its host address; HOST checks a host array; RUN calls the
+ * CPU table's entry and books it on the stream. */
+#define BEGIN(name)                                                                            \
+  checked_env *self = object_of(env, name);                                                    \
+  if (!self) return HTP_KERNEL_ERR_SYSTEM;                                                     \
+  const char *entry_ = name;                                                                   \
+  htp_kernel_status checked_ = HTP_KERNEL_OK
+
+#define SPAN(p, bytes, optional)                                                               \
+  do {                                                                                         \
+    void *host_;                                                                               \
+    checked_ = htp__checked_span(env, entry_, #p, p, (bytes), (optional), &host_);             \
+    if (checked_ != HTP_KERNEL_OK) return checked_;                                            \
+    p = host_;                                                                                 \
+  } while (0)
+#define DEVICE(p, bytes) SPAN(p, bytes, 0)
+#define OPTIONAL(p, bytes) SPAN(p, bytes, 1)
+#define HOST(p, bytes)                                                                         \
+  do {                                                                                         \
+    checked_ = htp__checked_host(env, entry_, #p, p, (bytes));                                 \
+    if (checked_ != HTP_KERNEL_OK) return checked_;                                            \
+  } while (0)
+#define RUN(call)                                                                              \
+  do {                                                                                         \
+    const double started_ = now();                                                             \
+    checked_ = (call);                                                                         \
+    enqueued(self, started_);                                                                  \
+    return checked_;                                                                           \
+  } while (0)
+
+/* Element counts and byte sizes (-1: overflow or a negative size). */
+static int64_t n2(int64_t a, int64_t b) { return htp__size_mul(a, b); }
+static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
+#define F32(n) htp__size_mul((n), (int64_t)sizeof(float))
+#define BF16(n) htp__size_mul((n), (int64_t)sizeof(htp_bf16))
+#define IDS(n) htp__size_mul((n), (int64_t)sizeof(int32_t))
+
+/* ----- Forward entries, f32 and bf16 (T, BYTES: the element type and its size) */
+
+#define ELEMENTWISE_ENTRIES(sfx, T, BYTES)                                                     \
+  static htp_kernel_status linear_##sfx(const htp_kernel_env *env, const T *x, const T *w,     \
+                                        const T *b, T *y, int64_t rows, int64_t in,            \
+                                        int64_t out) {                                         \
+    BEGIN("linear_" #sfx);                                                                     \
+    DEVICE(x, BYTES(n2(rows, in)));                                                            \
+    DEVICE(w, BYTES(n2(out, in)));                                                             \
+    OPTIONAL(b, BYTES(out));                                                                   \
+    DEVICE(y, BYTES(n2(rows, out)));                                                           \
+    RUN(cpu()->linear_##sfx(&self->cpu, x, w, b, y, rows, in, out));                           \
+  }                                                                                            \
+  static htp_kernel_status layer_norm_##sfx(const htp_kernel_env *env, const T *x,             \
+                                            const T *gamma, const T *beta, T *y, int64_t rows, \
+                                            int64_t dim, float epsilon) {                      \
+    BEGIN("layer_norm_" #sfx);                                                                 \
+    DEVICE(x, BYTES(n2(rows, dim)));                                                           \
+    OPTIONAL(gamma, BYTES(dim));                                                               \
+    OPTIONAL(beta, BYTES(dim));                                                                \
+    DEVICE(y, BYTES(n2(rows, dim)));                                                           \
+    RUN(cpu()->layer_norm_##sfx(&self->cpu, x, gamma, beta, y, rows, dim, epsilon));           \
+  }                                                                                            \
+  static htp_kernel_status gelu_##sfx(const htp_kernel_env *env, const T *x, T *y, int64_t n,  \
+                                      int32_t tanh_approx) {                                   \
+    BEGIN("gelu_" #sfx);                                                                       \
+    DEVICE(x, BYTES(n));                                                                       \
+    DEVICE(y, BYTES(n));                                                                       \
+    RUN(cpu()->gelu_##sfx(&self->cpu, x, y, n, tanh_approx));                                  \
+  }                                                                                            \
+  static htp_kernel_status add_##sfx(const htp_kernel_env *env, const T *a, const T *b, T *y,  \
+                                     int64_t n) {                                              \
+    BEGIN("add_" #sfx);                                                                        \
+    DEVICE(a, BYTES(n));                                                                       \
+    DEVICE(b, BYTES(n));                                                                       \
+    DEVICE(y, BYTES(n));                                                                       \
+    RUN(cpu()->add_##sfx(&self->cpu, a, b, y, n));                                             \
+  }                                                                                            \
+  static htp_kernel_status bias_add_##sfx(const htp_kernel_env *env, const T *x,               \
+                                          const T *bias, T *y, int64_t rows, int64_t cols) {   \
+    BEGIN("bias_add_" #sfx);                                                                   \
+    DEVICE(x, BYTES(n2(rows, cols)));                                                          \
+    DEVICE(bias, BYTES(cols));                                                                 \
+    DEVICE(y, BYTES(n2(rows, cols)));                                                          \
+    RUN(cpu()->bias_add_##sfx(&self->cpu, x, bias, y, rows, cols));                            \
+  }
+
+ELEMENTWISE_ENTRIES(f32, float, F32)
+ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
+
+/* The attention's scratch is held to the CUDA kernel's formula: a block
+ * whose workspace was sized for the CPU fails here as on a GPU. */
+#define ATTENTION_ENTRIES(sfx, T, BYTES)                                                       \
+  static htp_kernel_status attention_##sfx(                                                    \
+      const htp_kernel_env *env, const T *x, const T *wqkv, const T *bqkv, const T *wproj,     \
+      const T *bproj, T *y, float *scratch, int64_t scratch_floats, int64_t batch,             \
+      int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {                \
+    BEGIN("attention_" #sfx);                                                                  \
+    const int64_t needed =                                                                     \
+        htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);      \
+    if (needed < 0 || scratch_floats < needed)                                                 \
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,                                      \
+                             "checked attention_" #sfx ": scratch holds %lld floats, the "     \
+                             "CUDA kernel needs %lld (htp_cuda_attention_scratch_floats)",     \
+                             (long long)scratch_floats, (long long)needed);                    \
+    const int64_t rows = n2(batch, tokens), inner = n2(num_heads, head_dim);                   \
+    DEVICE(x, BYTES(n2(rows, model_dim)));                                                     \
+    DEVICE(wqkv, BYTES(n3(3, inner, model_dim)));                                              \
+    OPTIONAL(bqkv, BYTES(n2(3, inner)));                                                       \
+    DEVICE(wproj, BYTES(n2(model_dim, inner)));                                                \
+    OPTIONAL(bproj, BYTES(model_dim));                                                         \
+    DEVICE(y, BYTES(n2(rows, model_dim)));                                                     \
+    DEVICE(scratch, F32(scratch_floats));                                                      \
+    RUN(cpu()->attention_##sfx(&self->cpu, x, wqkv, bqkv, wproj, bproj, y, scratch,            \
+                               scratch_floats, batch, tokens, model_dim, num_heads,            \
+                               head_dim));                                                     \
+  }                                                                                            \
+  static htp_kernel_status attention_heads_##sfx(                                              \
+      const htp_kernel_env *env, const T *x, const T *wqkv, const T *bqkv, T *context,         \
+      float *scratch, int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads,     \
+      int64_t head_dim, const int32_t *heads, int64_t count) {                                 \
+    BEGIN("attention_heads_" #sfx);                                                            \
+    const int64_t rows = n2(batch, tokens), inner = n2(num_heads, head_dim);                   \
+    DEVICE(x, BYTES(n2(rows, model_dim)));                                                     \
+    DEVICE(wqkv, BYTES(n3(3, inner, model_dim)));                                              \
+    OPTIONAL(bqkv, BYTES(n2(3, inner)));                                                       \
+    DEVICE(context, BYTES(n2(rows, inner)));                                                   \
+    /* One head's q, k, v and one image's scores: the CPU twin's and the CUDA one's. */      \
+    DEVICE(scratch, F32(htp__size_add(n3(rows, 3, head_dim), n2(tokens, tokens))));            \
+    HOST(heads, IDS(count));                                                                   \
+    RUN(cpu()->attention_heads_##sfx(&self->cpu, x, wqkv, bqkv, context, scratch, batch,       \
+                                     tokens, model_dim, num_heads, head_dim, heads, count));   \
+  }                                                                                            \
+  static htp_kernel_status mlp_hidden_units_##sfx(                                             \
+      const htp_kernel_env *env, const T *x, const T *w1, const T *b1, T *hidden,              \
+      int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width, const int32_t *units,      \
+      int64_t count, int32_t tanh_approx) {                                                    \
+    BEGIN("mlp_hidden_units_" #sfx);                                                           \
+    DEVICE(x, BYTES(n2(rows, dim)));                                                           \
+    DEVICE(w1, BYTES(n2(hidden_dim, dim)));                                                    \
+    OPTIONAL(b1, BYTES(hidden_dim));                                                           \
+    DEVICE(hidden, BYTES(n2(rows, hidden_dim)));                                               \
+    HOST(units, IDS(count));                                                                   \
+    RUN(cpu()->mlp_hidden_units_##sfx(&self->cpu, x, w1, b1, hidden, rows, dim, hidden_dim,    \
+                                      width, units, count, tanh_approx));                      \
+  }                                                                                            \
+  static htp_kernel_status linear_units_##sfx(                                                 \
+      const htp_kernel_env *env, const T *a, const T *w, T *y, int64_t rows, int64_t in,       \
+      int64_t out, int64_t width, const int32_t *units, int64_t count, int32_t accumulate) {   \
+    BEGIN("linear_units_" #sfx);                                                               \
+    DEVICE(a, BYTES(n2(rows, in)));                                                            \
+    DEVICE(w, BYTES(n2(out, in)));                                                             \
+    DEVICE(y, BYTES(n2(rows, out)));                                                           \
+    HOST(units, IDS(count));                                                                   \
+    RUN(cpu()->linear_units_##sfx(&self->cpu, a, w, y, rows, in, out, width, units, count,     \
+                                  accumulate));                                                \
+  }
+
+ATTENTION_ENTRIES(f32, float, F32)
+ATTENTION_ENTRIES(bf16, htp_bf16, BF16)
+
+/* The same-device reduction: x is a HOST array of device pointers. */
+enum { MAX_PARTS = 256 };
+#define SUM_ENTRY(sfx, T, BYTES)                                                               \
+  static htp_kernel_status sum_##sfx(const htp_kernel_env *env, const T *const *x,             \
+                                     int32_t parts, T *y, int64_t n) {                         \
+    BEGIN("sum_" #sfx);                                                                        \
+    if (parts < 1 || parts > MAX_PARTS)                                                        \
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,                                      \
+                             "checked sum_" #sfx ": %d parts (1 to %d)", (int)parts,           \
+                             (int)MAX_PARTS);                                                  \
+    HOST(x, (int64_t)parts * (int64_t)sizeof *x);                                              \
+    const T *host_parts[MAX_PARTS];                                                            \
+    for (int32_t p = 0; p < parts; ++p) {                                                      \
+      void *host_;                                                                             \
+      char name_[32];                                                                          \
+      snprintf(name_, sizeof name_, "x[%d]", (int)p);                                          \
+      checked_ = htp__checked_span(env, entry_, name_, x[p], BYTES(n), 0, &host_);             \
+      if (checked_ != HTP_KERNEL_OK) return checked_;                                          \
+      host_parts[p] = host_;                                                                   \
+    }                                                                                          \
+    DEVICE(y, BYTES(n));                                                                       \
+    RUN(cpu()->sum_##sfx(&self->cpu, host_parts, parts, y, n));                                \
+  }
+
+SUM_ENTRY(f32, float, F32)
+SUM_ENTRY(bf16, htp_bf16, BF16)
+
+/* ----- Copies, memory, the stream ------------------------------------------- */
+
+static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
+                              size_t bytes) {
+  BEGIN("copy");
+  if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked copy: %zu bytes", bytes);
+  DEVICE(dst, (int64_t)bytes);
+  DEVICE(src, (int64_t)bytes);
+  RUN(cpu()->copy(&self->cpu, dst, src, bytes));
+}
+
+static htp_kernel_status zero(const htp_kernel_env *env, void *dst, size_t bytes) {
+  BEGIN("zero");
+  if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked zero: %zu bytes", bytes);
+  DEVICE(dst, (int64_t)bytes);
+  RUN(cpu()->zero(&self->cpu, dst, bytes));
+}
+
+static htp_kernel_status alloc(const htp_kernel_env *env, size_t bytes, void **out) {
+  if (!object_of(env, "alloc")) return HTP_KERNEL_ERR_SYSTEM;
+  return htp__checked_alloc(env, bytes, out);
+}
+
+static htp_kernel_status release(const htp_kernel_env *env, void *ptr) {
+  if (!object_of(env, "release")) return HTP_KERNEL_ERR_SYSTEM;
+  return htp__checked_release(env, ptr);
+}
+
+/* Host <-> device: after the queued work, done when they return. */
+static htp_kernel_status to_device(const htp_kernel_env *env, void *dst, const void *host_src,
+                                   size_t bytes) {
+  BEGIN("to_device");
+  if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked to_device: %zu bytes", bytes);
+  DEVICE(dst, (int64_t)bytes);
+  HOST(host_src, (int64_t)bytes);
+  wait_stream(self);
+  if (bytes) memcpy(dst, host_src, bytes);
+  return HTP_KERNEL_OK;
+}
+
+static htp_kernel_status to_host(const htp_kernel_env *env, void *host_dst, const void *src,
+                                 size_t bytes) {
+  BEGIN("to_host");
+  if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked to_host: %zu bytes", bytes);
+  HOST(host_dst, (int64_t)bytes);
+  DEVICE(src, (int64_t)bytes);
+  wait_stream(self);
+  if (bytes) memcpy(host_dst, src, bytes);
+  return HTP_KERNEL_OK;
+}
+
+static htp_kernel_status synchronize(const htp_kernel_env *env) {
+  BEGIN("synchronize");
+  (void)entry_, (void)checked_;
+  wait_stream(self);
+  return HTP_KERNEL_OK;
+}
+
+/* An event: the time the stream reaches this point of its queue. */
+static htp_kernel_status mark(const htp_kernel_env *env, int32_t timer, int32_t which) {
+  BEGIN("mark");
+  (void)entry_, (void)checked_;
+  if (timer < 0 || timer >= HTP_KERNEL_TIMERS || (which != 0 && which != 1))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked mark %d of timer %d: needs mark 0 or 1 of a timer in [0, %d)",
+                           (int)which, (int)timer, HTP_KERNEL_TIMERS);
+  int *recorded = &self->recorded[timer];
+  if (which == 0 && (*recorded & 1))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked mark 0 of timer %d: recorded again before its elapsed was "
+                           "read: two timers share one pair of marks",
+                           (int)timer);
+  if (which == 1 && !(*recorded & 1))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked mark 1 of timer %d: mark 0 was not recorded since the last "
+                           "elapsed",
+                           (int)timer);
+  const double t = now();
+  self->marks[timer][which] = self->ready > t ? self->ready : t;
+  *recorded |= 1 << which;
+  return HTP_KERNEL_OK;
+}
+
+static htp_kernel_status elapsed(const htp_kernel_env *env, int32_t timer, double *seconds) {
+  BEGIN("elapsed");
+  (void)entry_, (void)checked_;
+  if (!seconds || timer < 0 || timer >= HTP_KERNEL_TIMERS || self->recorded[timer] != 3)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked elapsed of timer %d: needs a result pointer and marks 0 and "
+                           "1 of that timer recorded since its last elapsed",
+                           (int)timer);
+  const double *marks = self->marks[timer];
+  for (double left = marks[1] - now(); left > 0; left = marks[1] - now()) {
+    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+  *seconds = marks[1] - marks[0];
+  self->recorded[timer] = 0;
+  return HTP_KERNEL_OK;
+}
+
+/* ----- Training entries (f32) ----------------------------------------------- */
+
+static htp_kernel_status linear_backward(const htp_kernel_env *env, const float *x,
+                                         const float *w, const float *dy, float *dx, float *dw,
+                                         float *db, int64_t rows, int64_t in, int64_t out) {
+  BEGIN("linear_backward_f32");
+  DEVICE(x, F32(n2(rows, in)));
+  SPAN(w, F32(n2(out, in)), dx == NULL); /* read for dx only */
+  DEVICE(dy, F32(n2(rows, out)));
+  OPTIONAL(dx, F32(n2(rows, in)));
+  OPTIONAL(dw, F32(n2(out, in)));
+  OPTIONAL(db, F32(out));
+  RUN(cpu()->linear_backward_f32(&self->cpu, x, w, dy, dx, dw, db, rows, in, out));
+}
+
+static htp_kernel_status layer_norm_backward(const htp_kernel_env *env, const float *x,
+                                             const float *gamma, const float *dy, float *dx,
+                                             float *dgamma, float *dbeta, int64_t rows,
+                                             int64_t dim, float epsilon) {
+  BEGIN("layer_norm_backward_f32");
+  DEVICE(x, F32(n2(rows, dim)));
+  OPTIONAL(gamma, F32(dim));
+  DEVICE(dy, F32(n2(rows, dim)));
+  OPTIONAL(dx, F32(n2(rows, dim)));
+  OPTIONAL(dgamma, F32(dim));
+  OPTIONAL(dbeta, F32(dim));
+  RUN(cpu()->layer_norm_backward_f32(&self->cpu, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
+                                     epsilon));
+}
+
+static htp_kernel_status gelu_backward(const htp_kernel_env *env, const float *x,
+                                       const float *dy, float *dx, int64_t n,
+                                       int32_t tanh_approx) {
+  BEGIN("gelu_backward_f32");
+  DEVICE(x, F32(n));
+  DEVICE(dy, F32(n));
+  DEVICE(dx, F32(n));
+  RUN(cpu()->gelu_backward_f32(&self->cpu, x, dy, dx, n, tanh_approx));
+}
+
+static htp_kernel_status attention_backward(
+    const htp_kernel_env *env, const float *x, const float *wqkv, const float *bqkv,
+    const float *wproj, const float *bproj, const float *dy, float *dx, float *dwqkv,
+    float *dbqkv, float *dwproj, float *dbproj, float *scratch, int64_t scratch_floats,
+    int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  BEGIN("attention_backward_f32");
+  const int64_t needed = htp_cuda_attention_backward_scratch_floats(batch, tokens, model_dim,
+                                                                    num_heads, head_dim);
+  if (needed < 0 || scratch_floats < needed)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked attention_backward_f32: scratch holds %lld floats, the CUDA "
+                           "kernel needs %lld",
+                           (long long)scratch_floats, (long long)needed);
+  const int64_t rows = n2(batch, tokens), inner = n2(num_heads, head_dim);
+  DEVICE(x, F32(n2(rows, model_dim)));
+  DEVICE(wqkv, F32(n3(3, inner, model_dim)));
+  OPTIONAL(bqkv, F32(n2(3, inner)));
+  DEVICE(wproj, F32(n2(model_dim, inner)));
+  OPTIONAL(bproj, F32(model_dim));
+  DEVICE(dy, F32(n2(rows, model_dim)));
+  OPTIONAL(dx, F32(n2(rows, model_dim)));
+  OPTIONAL(dwqkv, F32(n3(3, inner, model_dim)));
+  OPTIONAL(dbqkv, F32(n2(3, inner)));
+  OPTIONAL(dwproj, F32(n2(model_dim, inner)));
+  OPTIONAL(dbproj, F32(model_dim));
+  DEVICE(scratch, F32(scratch_floats));
+  RUN(cpu()->attention_backward_f32(&self->cpu, x, wqkv, bqkv, wproj, bproj, dy, dx, dwqkv,
+                                    dbqkv, dwproj, dbproj, scratch, scratch_floats, batch,
+                                    tokens, model_dim, num_heads, head_dim));
+}
+
+static htp_kernel_status softmax_cross_entropy(const htp_kernel_env *env, const float *logits,
+                                               const float *targets, float *loss,
+                                               float *dlogits, int64_t rows, int64_t classes) {
+  BEGIN("softmax_cross_entropy_f32");
+  DEVICE(logits, F32(n2(rows, classes)));
+  DEVICE(targets, F32(n2(rows, classes)));
+  OPTIONAL(loss, F32(1));
+  OPTIONAL(dlogits, F32(n2(rows, classes)));
+  RUN(cpu()->softmax_cross_entropy_f32(&self->cpu, logits, targets, loss, dlogits, rows,
+                                       classes));
+}
+
+static htp_kernel_status sgd_momentum(const htp_kernel_env *env, float *w, const float *g,
+                                      float *m, int64_t n, float lr, float momentum,
+                                      float weight_decay, int64_t step) {
+  BEGIN("sgd_momentum_f32");
+  DEVICE(w, F32(n));
+  DEVICE(g, F32(n));
+  OPTIONAL(m, F32(n));
+  RUN(cpu()->sgd_momentum_f32(&self->cpu, w, g, m, n, lr, momentum, weight_decay, step));
+}
+
+static htp_kernel_status adamw(const htp_kernel_env *env, float *w, const float *g, float *m,
+                               float *v, int64_t n, float lr, float beta1, float beta2,
+                               float epsilon, float weight_decay, int64_t step) {
+  BEGIN("adamw_f32");
+  DEVICE(w, F32(n));
+  DEVICE(g, F32(n));
+  DEVICE(m, F32(n));
+  DEVICE(v, F32(n));
+  RUN(cpu()->adamw_f32(&self->cpu, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay,
+                       step));
+}
+
+static htp_kernel_status patchify(const htp_kernel_env *env, const float *images,
+                                  float *patches, int64_t batch, int64_t channels,
+                                  int64_t height, int64_t width, int64_t patch) {
+  BEGIN("patchify_f32");
+  const int64_t elements = n2(n3(batch, channels, height), width);
+  DEVICE(images, F32(elements));
+  DEVICE(patches, F32(elements));
+  RUN(cpu()->patchify_f32(&self->cpu, images, patches, batch, channels, height, width, patch));
+}
+
+static htp_kernel_status embed_tokens(const htp_kernel_env *env, const float *patches,
+                                      const float *cls, const float *pos, float *y,
+                                      int64_t batch, int64_t patches_per_image, int64_t dim) {
+  BEGIN("embed_tokens_f32");
+  const int64_t tokens = htp__size_add(patches_per_image, 1);
+  DEVICE(patches, F32(n3(batch, patches_per_image, dim)));
+  DEVICE(cls, F32(dim));
+  DEVICE(pos, F32(n2(tokens, dim)));
+  DEVICE(y, F32(n3(batch, tokens, dim)));
+  RUN(cpu()->embed_tokens_f32(&self->cpu, patches, cls, pos, y, batch, patches_per_image, dim));
+}
+
+static htp_kernel_status cls_token(const htp_kernel_env *env, const float *x, float *y,
+                                   int64_t batch, int64_t tokens, int64_t dim) {
+  BEGIN("cls_token_f32");
+  DEVICE(x, F32(n3(batch, tokens, dim)));
+  DEVICE(y, F32(n2(batch, dim)));
+  RUN(cpu()->cls_token_f32(&self->cpu, x, y, batch, tokens, dim));
+}
+
+static htp_kernel_status row_sum(const htp_kernel_env *env, const float *x, float *y,
+                                 int64_t rows, int64_t cols) {
+  BEGIN("row_sum_f32");
+  DEVICE(x, F32(n2(rows, cols)));
+  DEVICE(y, F32(cols));
+  RUN(cpu()->row_sum_f32(&self->cpu, x, y, rows, cols));
+}
+
+static htp_kernel_status embed_tokens_backward(const htp_kernel_env *env, const float *dy,
+                                               float *dpatches, float *dcls, float *dpos,
+                                               int64_t batch, int64_t patches_per_image,
+                                               int64_t dim) {
+  BEGIN("embed_tokens_backward_f32");
+  const int64_t tokens = htp__size_add(patches_per_image, 1);
+  DEVICE(dy, F32(n3(batch, tokens, dim)));
+  OPTIONAL(dpatches, F32(n3(batch, patches_per_image, dim)));
+  OPTIONAL(dcls, F32(dim));
+  OPTIONAL(dpos, F32(n2(tokens, dim)));
+  RUN(cpu()->embed_tokens_backward_f32(&self->cpu, dy, dpatches, dcls, dpos, batch,
+                                       patches_per_image, dim));
+}
+
+static htp_kernel_status cls_token_backward(const htp_kernel_env *env, const float *dy,
+                                            float *dx, int64_t batch, int64_t tokens,
+                                            int64_t dim) {
+  BEGIN("cls_token_backward_f32");
+  DEVICE(dy, F32(n2(batch, dim)));
+  DEVICE(dx, F32(n3(batch, tokens, dim)));
+  RUN(cpu()->cls_token_backward_f32(&self->cpu, dy, dx, batch, tokens, dim));
+}
+
+static const htp_kernel_table CHECKED_TABLE = {
+    .name = "checked",
+    .device = HTP_KERNEL_DEVICE_CHECKED,
+    .linear_f32 = linear_f32,
+    .layer_norm_f32 = layer_norm_f32,
+    .gelu_f32 = gelu_f32,
+    .add_f32 = add_f32,
+    .bias_add_f32 = bias_add_f32,
+    .attention_f32 = attention_f32,
+    .attention_scratch_floats = htp_cuda_attention_scratch_floats,
+    .attention_heads_f32 = attention_heads_f32,
+    .mlp_hidden_units_f32 = mlp_hidden_units_f32,
+    .linear_units_f32 = linear_units_f32,
+    .copy = copy,
+    .sum_f32 = sum_f32,
+    .linear_bf16 = linear_bf16,
+    .layer_norm_bf16 = layer_norm_bf16,
+    .gelu_bf16 = gelu_bf16,
+    .add_bf16 = add_bf16,
+    .bias_add_bf16 = bias_add_bf16,
+    .attention_bf16 = attention_bf16,
+    .attention_heads_bf16 = attention_heads_bf16,
+    .mlp_hidden_units_bf16 = mlp_hidden_units_bf16,
+    .linear_units_bf16 = linear_units_bf16,
+    .sum_bf16 = sum_bf16,
+    .alloc = alloc,
+    .release = release,
+    .to_device = to_device,
+    .to_host = to_host,
+    .synchronize = synchronize,
+    .mark = mark,
+    .elapsed = elapsed,
+    .linear_backward_f32 = linear_backward,
+    .layer_norm_backward_f32 = layer_norm_backward,
+    .gelu_backward_f32 = gelu_backward,
+    .attention_backward_f32 = attention_backward,
+    .attention_backward_scratch_floats = htp_cuda_attention_backward_scratch_floats,
+    .softmax_cross_entropy_f32 = softmax_cross_entropy,
+    .sgd_momentum_f32 = sgd_momentum,
+    .adamw_f32 = adamw,
+    .patchify_f32 = patchify,
+    .embed_tokens_f32 = embed_tokens,
+    .cls_token_f32 = cls_token,
+    .row_sum_f32 = row_sum,
+    .embed_tokens_backward_f32 = embed_tokens_backward,
+    .cls_token_backward_f32 = cls_token_backward,
+    .zero = zero,
+};
+
+const htp_kernel_table *htp_checked_kernel_table(void) { return &CHECKED_TABLE; }
+
+enum { DEFAULT_LATENCY_US = 200 };
+
+htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error,
+                                                size_t error_size) {
+  if (!env) return HTP_KERNEL_ERR_INVALID;
+  htp_kernel_env_init(env, error, error_size);
+  double latency_us = DEFAULT_LATENCY_US;
+  const char *text = getenv("HTP_CHECKED_LATENCY_US");
+  if (text && *text) {
+    char *end = NULL;
+    errno = 0;
+    latency_us = strtod(text, &end);
+    if (errno || end == text || *end || !(latency_us >= 0 && latency_us <= 1e6))
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                             "checked: HTP_CHECKED_LATENCY_US is '%s'; use microseconds in "
+                             "[0, 1e6]",
+                             text);
+  }
+  checked_env *self = calloc(1, sizeof *self);
+  if (!self)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "checked: out of memory for the "
+                                                      "environment");
+  htp_kernel_status rc = htp_cpu_kernel_env_create(&self->cpu, error, error_size);
+  if (rc != HTP_KERNEL_OK) {
+    free(self);
+    return rc;
+  }
+  self->latency = 1e-6 * latency_us;
+  self->ready = now();
+  env->kernels = self;
+  return HTP_KERNEL_OK;
+}
+
+void htp_checked_kernel_env_destroy(htp_kernel_env *env) {
+  if (!env || !env->kernels) return;
+  checked_env *self = env->kernels;
+  htp_cpu_kernel_env_destroy(&self->cpu);
+  free(self);
+  env->kernels = NULL;
+}

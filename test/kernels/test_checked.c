@@ -1,0 +1,364 @@
+/*===- test/kernels/test_checked.c - The checked device --------------------===*
+ *
+ * The checked device (kernels/checked/) behaves like a GPU towards the code
+ * that drives it, so each class of device bug fails here, on the CPU:
+ *  1. its memory: results equal the CPU table's bitwise; a host pointer, a
+ *     freed one, an overrun by one element, device memory where an entry
+ *     takes a host array, each refused with the argument's name; new memory
+ *     reads as NaN; a host store through a device address faults (in a
+ *     child process);
+ *  2. the CUDA kernels' scratch contract: CPU-sized attention scratch is
+ *     refused, and a compiled block's formula (htp_attention_scratch_floats)
+ *     covers both devices;
+ *  3. the stream: entries return before the stream is done, to_host and
+ *     elapsed wait for it, marks see the device's time; two users of one
+ *     timer fail while separate timers nest;
+ *  4. the runtime on it: the public collectives take device memory and
+ *     refuse host buffers, the host world's control traffic refuses device
+ *     memory, and a collective's communication time leaves out the rank's
+ *     own queued kernels.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kernels/htp_kernel_table.h"
+#include "kernels/htp_scratch.h"
+#include "runtime/comm_internal.h"
+#include "runtime/htp.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct device {
+  const htp_kernel_table *table;
+  htp_kernel_env env;
+  char error[256];
+} device;
+
+static void open_device(device *d, const char *latency_us) {
+  setenv("HTP_CHECKED_LATENCY_US", latency_us, 1);
+  d->table = htp_checked_kernel_table();
+  assert_int_equal(htp_checked_kernel_env_create(&d->env, d->error, sizeof d->error),
+                   HTP_KERNEL_OK);
+  unsetenv("HTP_CHECKED_LATENCY_US");
+}
+
+static void close_device(device *d) { htp_checked_kernel_env_destroy(&d->env); }
+
+/* n floats uploaded to fresh device memory. */
+static float *upload(device *d, const float *host, int64_t n) {
+  void *p = NULL;
+  assert_int_equal(d->table->alloc(&d->env, (size_t)n * sizeof(float), &p), HTP_KERNEL_OK);
+  assert_true(htp_checked_is_device(p));
+  assert_int_equal(d->table->to_device(&d->env, p, host, (size_t)n * sizeof(float)),
+                   HTP_KERNEL_OK);
+  return p;
+}
+
+static float *random_host(int64_t n, unsigned seed) {
+  float *p = malloc((size_t)n * sizeof(float));
+  assert_non_null(p);
+  srand(seed);
+  for (int64_t i = 0; i < n; ++i) p[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+  return p;
+}
+
+enum { ROWS = 6, IN = 5, OUT = 7 };
+
+/* 1. Memory: checked results are the CPU table's; each misuse is named. */
+static void memory_is_checked(void **state) {
+  (void)state;
+  device d;
+  open_device(&d, "0");
+  const htp_kernel_table *cpu = htp_cpu_kernel_table();
+  float *x = random_host(ROWS * IN, 1), *w = random_host(OUT * IN, 2), *b = random_host(OUT, 3);
+  float want[ROWS * OUT], got[ROWS * OUT];
+  assert_int_equal(cpu->linear_f32(NULL, x, w, b, want, ROWS, IN, OUT), HTP_KERNEL_OK);
+  float *dx = upload(&d, x, ROWS * IN), *dw = upload(&d, w, OUT * IN), *db = upload(&d, b, OUT);
+  void *dy = NULL;
+  assert_int_equal(d.table->alloc(&d.env, sizeof got, &dy), HTP_KERNEL_OK);
+  /* Fresh device memory is poisoned: NaN until written. */
+  assert_int_equal(d.table->to_host(&d.env, got, dy, sizeof got), HTP_KERNEL_OK);
+  assert_true(isnan(got[0]) && isnan(got[ROWS * OUT - 1]));
+  assert_int_equal(d.table->linear_f32(&d.env, dx, dw, db, dy, ROWS, IN, OUT), HTP_KERNEL_OK);
+  assert_int_equal(d.table->to_host(&d.env, got, dy, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, want, sizeof got);
+
+  /* A host tensor where device memory is due. */
+  assert_int_equal(d.table->linear_f32(&d.env, x, dw, db, dy, ROWS, IN, OUT),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "x ("));
+  assert_non_null(strstr(d.error, "is host memory"));
+  /* One row too many: the output overruns its allocation. */
+  assert_int_equal(d.table->linear_f32(&d.env, dx, dw, db, dy, ROWS + 1, IN, OUT),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "past its end"));
+  /* Inside an allocation but running past it (an offset view). */
+  assert_int_equal(d.table->add_f32(&d.env, dw + 1, dw, dw, OUT * IN), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "add_f32: a needs"));
+  /* A host array given device memory (unit lists live on the host). */
+  assert_int_equal(d.table->linear_units_f32(&d.env, dx, dw, dy, ROWS, IN, OUT, 1,
+                                             (const int32_t *)db, 1, 0),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "host array"));
+  /* The same-device sum: a host array of device pointers. */
+  const float *parts[2] = {dy, dy};
+  assert_int_equal(d.table->sum_f32(&d.env, parts, 2, dy, ROWS * OUT), HTP_KERNEL_OK);
+  assert_int_equal(d.table->to_host(&d.env, got, dy, sizeof got), HTP_KERNEL_OK);
+  assert_true(got[3] == 2 * want[3]);
+  const float *host_part[2] = {dy, want};
+  assert_int_equal(d.table->sum_f32(&d.env, host_part, 2, dy, ROWS * OUT),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "x[1]"));
+  /* Copies: device to device only; host ends only through to_host/to_device. */
+  assert_int_equal(d.table->copy(&d.env, dy, want, sizeof want), HTP_KERNEL_ERR_INVALID);
+  assert_int_equal(d.table->to_host(&d.env, dx, dy, 4), HTP_KERNEL_ERR_INVALID);
+  /* Freed memory and double frees. */
+  assert_int_equal(d.table->release(&d.env, db), HTP_KERNEL_OK);
+  assert_int_equal(d.table->bias_add_f32(&d.env, dy, db, dy, ROWS, OUT), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "no live allocation"));
+  assert_int_equal(d.table->release(&d.env, db), HTP_KERNEL_ERR_INVALID);
+  assert_int_equal(d.table->release(&d.env, dw + 1), HTP_KERNEL_ERR_INVALID);
+  size_t live = htp_checked_live_bytes();
+  assert_int_equal(d.table->release(&d.env, dx), HTP_KERNEL_OK);
+  assert_int_equal(d.table->release(&d.env, dw), HTP_KERNEL_OK);
+  assert_int_equal(d.table->release(&d.env, dy), HTP_KERNEL_OK);
+  assert_int_equal(htp_checked_live_bytes(), live - sizeof got - sizeof(float) * (ROWS + OUT) * IN);
+  free(x), free(w), free(b);
+  close_device(&d);
+}
+
+/* A host store through a device address faults, as on a GPU it would be
+ * garbage: the child dies of a signal, not a silent write. */
+static void host_access_faults(void **state) {
+  (void)state;
+  device d;
+  open_device(&d, "0");
+  void *p = NULL;
+  assert_int_equal(d.table->alloc(&d.env, 64, &p), HTP_KERNEL_OK);
+  fflush(NULL);
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    signal(SIGSEGV, SIG_DFL); /* not cmocka's handler, which would go on testing */
+    signal(SIGBUS, SIG_DFL);
+    volatile float *f = p;
+    f[0] = 1.0f;
+    _exit(0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  /* Killed by the fault (under ASan: reported, then exit 1). */
+  assert_true(WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) != 0));
+  assert_int_equal(d.table->release(&d.env, p), HTP_KERNEL_OK);
+  close_device(&d);
+}
+
+/* 2. The attention's scratch is the CUDA kernel's, and a compiled block's
+ * formula covers it. */
+static void attention_scratch_is_cudas(void **state) {
+  (void)state;
+  enum { B = 2, T = 5, D = 8, H = 2, HD = 4 };
+  const int64_t cpu = htp_cpu_attention_scratch_floats(B, T, D, H, HD);
+  const int64_t cuda = htp_cuda_attention_scratch_floats(B, T, D, H, HD);
+  assert_true(cuda > cpu);
+  assert_int_equal(htp_attention_scratch_floats(B, T, D, H, HD), cuda);
+  device d;
+  open_device(&d, "0");
+  float *x = random_host(B * T * D, 4), *wqkv = random_host(3 * H * HD * D, 5);
+  float *wproj = random_host(D * H * HD, 6);
+  float *dx = upload(&d, x, B * T * D), *dwqkv = upload(&d, wqkv, 3 * H * HD * D);
+  float *dwproj = upload(&d, wproj, D * H * HD);
+  void *y = NULL, *scratch = NULL;
+  assert_int_equal(d.table->alloc(&d.env, sizeof(float) * B * T * D, &y), HTP_KERNEL_OK);
+  assert_int_equal(d.table->alloc(&d.env, sizeof(float) * (size_t)cuda, &scratch), HTP_KERNEL_OK);
+  assert_int_equal(d.table->attention_f32(&d.env, dx, dwqkv, NULL, dwproj, NULL, y, scratch, cpu,
+                                          B, T, D, H, HD),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "the CUDA kernel needs"));
+  assert_int_equal(d.table->attention_f32(&d.env, dx, dwqkv, NULL, dwproj, NULL, y, scratch, cuda,
+                                          B, T, D, H, HD),
+                   HTP_KERNEL_OK);
+  /* Claiming more scratch than was allocated is an overrun. */
+  assert_int_equal(d.table->attention_f32(&d.env, dx, dwqkv, NULL, dwproj, NULL, y, scratch,
+                                          cuda + 1, B, T, D, H, HD),
+                   HTP_KERNEL_ERR_INVALID);
+  void *all[] = {dx, dwqkv, dwproj, y, scratch};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+    assert_int_equal(d.table->release(&d.env, all[i]), HTP_KERNEL_OK);
+  free(x), free(wqkv), free(wproj);
+  close_device(&d);
+}
+
+/* 3. The stream: 20 ms of latency per entry. */
+static void stream_and_timers(void **state) {
+  (void)state;
+  device d;
+  open_device(&d, "20000");
+  float host[16] = {0};
+  float *p = upload(&d, host, 16);
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_CALLER, 0), HTP_KERNEL_OK);
+  double started = now();
+  assert_int_equal(d.table->add_f32(&d.env, p, p, p, 16), HTP_KERNEL_OK);
+  assert_int_equal(d.table->add_f32(&d.env, p, p, p, 16), HTP_KERNEL_OK);
+  const double enqueued = now() - started;
+  /* A nested timer of its own: the hooks' inside the caller's span. */
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_HOOKS, 0), HTP_KERNEL_OK);
+  assert_int_equal(d.table->add_f32(&d.env, p, p, p, 16), HTP_KERNEL_OK);
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_HOOKS, 1), HTP_KERNEL_OK);
+  double hook = 0, whole = 0;
+  assert_int_equal(d.table->elapsed(&d.env, HTP_KERNEL_TIMER_HOOKS, &hook), HTP_KERNEL_OK);
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_CALLER, 1), HTP_KERNEL_OK);
+  assert_int_equal(d.table->elapsed(&d.env, HTP_KERNEL_TIMER_CALLER, &whole), HTP_KERNEL_OK);
+  /* The host got control back long before the device was done. */
+  assert_true(enqueued < 0.02);
+  assert_true(hook >= 0.019 && hook < 0.1);
+  assert_true(whole >= 0.059 && whole < 0.3);
+  /* Two users of one timer: the second mark 0 before the first's elapsed. */
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_CALLER, 0), HTP_KERNEL_OK);
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_CALLER, 0), HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "two timers share"));
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMER_HOOKS, 1), HTP_KERNEL_ERR_INVALID);
+  assert_int_equal(d.table->mark(&d.env, HTP_KERNEL_TIMERS, 0), HTP_KERNEL_ERR_INVALID);
+  /* to_host waits for the queue: the result is the finished one. */
+  assert_int_equal(d.table->add_f32(&d.env, p, p, p, 16), HTP_KERNEL_OK);
+  started = now();
+  assert_int_equal(d.table->to_host(&d.env, host, p, sizeof host), HTP_KERNEL_OK);
+  assert_true(now() - started >= 0.015);
+  assert_int_equal(d.table->release(&d.env, p), HTP_KERNEL_OK);
+  close_device(&d);
+  /* A bad latency is refused, with the variable's name. */
+  setenv("HTP_CHECKED_LATENCY_US", "-3", 1);
+  htp_kernel_env bad;
+  char error[256];
+  assert_int_equal(htp_checked_kernel_env_create(&bad, error, sizeof error),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "HTP_CHECKED_LATENCY_US"));
+  unsetenv("HTP_CHECKED_LATENCY_US");
+}
+
+/* 4. The runtime on the checked device: a world of two ranks. */
+typedef struct rank_job {
+  htp_world *world;
+  int rank;
+  int failures;
+  double comm;
+} rank_job;
+
+#define RANK_CHECK(job, condition)                                                             \
+  do {                                                                                         \
+    if (!(condition)) {                                                                        \
+      fprintf(stderr, "rank %d: %s:%d: %s\n", (job)->rank, __FILE__, __LINE__, #condition);    \
+      (job)->failures++;                                                                       \
+    }                                                                                          \
+  } while (0)
+
+static void *run_rank(void *argument) {
+  rank_job *job = argument;
+  htp_ctx *ctx = NULL;
+  if (htp_ctx_create(job->world, job->rank, &ctx) != HTP_OK) {
+    job->failures++;
+    return NULL;
+  }
+  float host[8], back[16];
+  for (int i = 0; i < 8; ++i) host[i] = (float)(job->rank + 1);
+  void *send = NULL, *recv = NULL;
+  RANK_CHECK(job, htp_mem_alloc(ctx, sizeof host, &send) == HTP_OK);
+  RANK_CHECK(job, htp_mem_alloc(ctx, sizeof back, &recv) == HTP_OK);
+  RANK_CHECK(job, htp_mem_upload(ctx, send, host, sizeof host) == HTP_OK);
+  /* Device buffers: peer copies on the shared device. */
+  RANK_CHECK(job, htp_allgather(ctx, send, recv, sizeof host) == HTP_OK);
+  RANK_CHECK(job, htp_mem_download(ctx, back, recv, sizeof back) == HTP_OK);
+  RANK_CHECK(job, back[0] == 1.0f && back[15] == 2.0f);
+  RANK_CHECK(job, htp_allreduce_sum_f32(ctx, send, send, 8) == HTP_OK);
+  RANK_CHECK(job, htp_mem_download(ctx, back, send, sizeof host) == HTP_OK);
+  RANK_CHECK(job, back[7] == 3.0f);
+  /* Control traffic: host memory over the host world. */
+  double mine = job->rank, all[2] = {-1, -1};
+  RANK_CHECK(job, htp__host_allgather(ctx, &mine, all, sizeof mine) == HTP_OK);
+  RANK_CHECK(job, all[0] == 0.0 && all[1] == 1.0);
+  /* Point to point on the device. */
+  if (job->rank == 0) RANK_CHECK(job, htp_send(ctx, send, sizeof host, 1, 7) == HTP_OK);
+  else RANK_CHECK(job, htp_recv(ctx, recv, sizeof host, 0, 7) == HTP_OK);
+  /* The rank's own queued kernels (50 ms of stream) are not communication:
+   * the collective waits for them before its clock starts. */
+  const htp_kernel_table *table = htp_checked_kernel_table();
+  for (int i = 0; i < 5; ++i)
+    RANK_CHECK(job, table->add_f32(htp__kernel_env(ctx), send, send, send, 8) == HTP_KERNEL_OK);
+  const double before = htp_ctx_comm_seconds(ctx);
+  RANK_CHECK(job, htp_allreduce_sum_f32(ctx, send, send, 8) == HTP_OK);
+  job->comm = htp_ctx_comm_seconds(ctx) - before;
+  /* Last: a host buffer handed to a device collective fails the world,
+   * and the peer learns it. */
+  if (job->rank == 1) {
+    RANK_CHECK(job, htp_allgather(ctx, &mine, all, sizeof mine) == HTP_ERR_INVALID);
+    RANK_CHECK(job, strstr(htp_last_error(ctx), "is host memory") != NULL);
+  } else {
+    RANK_CHECK(job, htp_barrier(ctx) != HTP_OK);
+  }
+  htp_mem_free(ctx, send);
+  htp_mem_free(ctx, recv);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void runtime_on_checked_device(void **state) {
+  (void)state;
+  setenv("HTP_CHECKED_LATENCY_US", "10000", 1);
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.world_size = 2;
+  config.timeout_s = 10;
+  config.device = HTP_DEVICE_CHECKED;
+  htp_world *world = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  rank_job jobs[2] = {{world, 0, 0, 0}, {world, 1, 0, 0}};
+  pthread_t threads[2];
+  for (int r = 0; r < 2; ++r) assert_int_equal(pthread_create(&threads[r], NULL, run_rank, &jobs[r]), 0);
+  for (int r = 0; r < 2; ++r) pthread_join(threads[r], NULL);
+  htp_world_destroy(world);
+  unsetenv("HTP_CHECKED_LATENCY_US");
+  assert_int_equal(jobs[0].failures + jobs[1].failures, 0);
+  /* The host world refuses device memory. */
+  config.world_size = 1;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  void *device_memory = NULL;
+  double host = 0;
+  assert_int_equal(htp_mem_alloc(ctx, 8, &device_memory), HTP_OK);
+  assert_int_equal(htp__host_allgather(ctx, device_memory, &host, 8), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "is device memory"));
+  htp_mem_free(ctx, device_memory);
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  /* Both ranks queued the same 50 ms: their all-reduce waits for no peer,
+   * so its time is the reduction's own (a sum and a copy, 20 ms of stream). */
+  for (int r = 0; r < 2; ++r) assert_true(jobs[r].comm < 0.045);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(memory_is_checked),
+      cmocka_unit_test(host_access_faults),
+      cmocka_unit_test(attention_scratch_is_cudas),
+      cmocka_unit_test(stream_and_timers),
+      cmocka_unit_test(runtime_on_checked_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
