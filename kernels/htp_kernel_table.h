@@ -303,6 +303,12 @@ typedef struct htp_kernel_table {
    * cudaMemsetAsync): what the runtime clears accumulated gradients with
    * before a backward entry, so the op's results are written. */
   htp_kernel_status (*zero)(const htp_kernel_env *env, void *dst, size_t bytes);
+
+  /* The device's memory now: bytes free for alloc and in all (CUDA:
+   * cudaMemGetInfo, the whole GPU's, whoever holds it). NULL where the
+   * device's memory is the host's (the CPU): the host's checks apply. */
+  htp_kernel_status (*memory)(const htp_kernel_env *env, size_t *free_bytes,
+                              size_t *total_bytes);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error
@@ -332,7 +338,9 @@ void htp_cpu_kernel_env_destroy(htp_kernel_env *env);
  * scratch is held to the CUDA formula; the stream stays busy
  * HTP_CHECKED_LATENCY_US (default 200) microseconds per entry after the
  * entry returns, which synchronize, to_host, to_device and elapsed wait for
- * and marks see; a pair of marks used by two timers at once fails. The
+ * and marks see; a pair of marks used by two timers at once fails; it holds
+ * HTP_CHECKED_MEMORY_MB (default 81920, an H100's 80 GiB) in all, beyond
+ * which alloc fails as cudaMalloc does (memory). The
  * environment is one rank's stream; the memory is the process's (ranks of a
  * local world share it, as they share a GPU). */
 const htp_kernel_table *htp_checked_kernel_table(void);

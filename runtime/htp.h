@@ -968,6 +968,11 @@ HTP_API htp_result htp_mem_upload(htp_ctx *ctx, void *dst, const void *host_src,
 HTP_API htp_result htp_mem_download(htp_ctx *ctx, void *host_dst, const void *src,
                                     size_t bytes);
 HTP_API htp_result htp_ctx_synchronize(htp_ctx *ctx);
+/* The context's device memory now: bytes free and in all (a GPU's, shared
+ * with whoever else holds it), so a caller can refuse a run that will not
+ * fit before allocating. HTP_ERR_UNSUPPORTED, without failing the world,
+ * where the device's memory is the host's (the CPU). */
+HTP_API htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
 /* Timing on the device's clock (CUDA events on the rank's stream; the CPU's
  * monotonic clock): mark(ctx, 0) before the work, mark(ctx, 1) after, then
  * elapsed waits for mark 1 and gives the seconds between. */

@@ -540,6 +540,17 @@ htp_result htp_mem_download(htp_ctx *ctx, void *host_dst, const void *src, size_
   OP_DISPATCH(ctx, what, to_host, host_dst, src, bytes);
 }
 
+htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_bytes) {
+  const char *what = "htp_mem_info";
+  OP_INVALID(ctx, !ctx || !free_bytes || !total_bytes, "%s: ctx or a result pointer is NULL",
+             what);
+  /* Host memory has no device count: not a failure of the world. */
+  if (!htp__kernel_table(ctx)->memory)
+    return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED, "%s: the %s device's memory is the host's",
+                          what, htp__kernel_table(ctx)->name);
+  OP_DISPATCH(ctx, what, memory, free_bytes, total_bytes);
+}
+
 htp_result htp_ctx_synchronize(htp_ctx *ctx) {
   /* OP_DISPATCH needs an argument after env; synchronize takes none. */
   const htp_kernel_table *table = htp__kernel_table(ctx);

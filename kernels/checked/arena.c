@@ -19,6 +19,7 @@
  *===----------------------------------------------------------------------===*/
 #include "kernels/checked/checked.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,33 @@ static size_t upper_bound(uintptr_t address) {
 
 enum { ALIGNMENT = 256 }; /* what cudaMalloc guarantees */
 
+/* The device's size: HTP_CHECKED_MEMORY_MB, default an H100's 80 GiB; 0
+ * when the variable is not a size (alloc then says so). */
+static size_t capacity_bytes(void) {
+  const char *text = getenv("HTP_CHECKED_MEMORY_MB");
+  if (!text || !*text) return (size_t)81920 << 20;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long mb = strtoull(text, &end, 10);
+  if (errno || end == text || *end || mb == 0 || mb > (SIZE_MAX >> 21)) return 0;
+  return (size_t)mb << 20;
+}
+
+htp_kernel_status htp__checked_memory(const htp_kernel_env *env, size_t *free_bytes,
+                                      size_t *total_bytes) {
+  if (!free_bytes || !total_bytes)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked memory: a result pointer is "
+                                                        "NULL");
+  const size_t capacity = capacity_bytes();
+  if (!capacity)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked memory: HTP_CHECKED_MEMORY_MB is not a size in MiB");
+  const size_t live = htp_checked_live_bytes();
+  *total_bytes = capacity;
+  *free_bytes = live < capacity ? capacity - live : 0;
+  return HTP_KERNEL_OK;
+}
+
 htp_kernel_status htp__checked_alloc(const htp_kernel_env *env, size_t bytes, void **out) {
   if (!out || bytes == 0)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked alloc: %zu bytes into %p",
@@ -74,7 +102,20 @@ htp_kernel_status htp__checked_alloc(const htp_kernel_env *env, size_t bytes, vo
   }
   memset(memory, 0xFF, rounded);
   const uintptr_t base = (uintptr_t)memory | DEVICE_TAG;
+  const size_t capacity = capacity_bytes();
   pthread_mutex_lock(&arena.lock);
+  if (!capacity || bytes > capacity - (arena.live_bytes < capacity ? arena.live_bytes : capacity)) {
+    const size_t live = arena.live_bytes;
+    pthread_mutex_unlock(&arena.lock);
+    free(memory);
+    if (!capacity)
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                             "checked alloc: HTP_CHECKED_MEMORY_MB is not a size in MiB");
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM,
+                           "checked alloc: out of device memory: %zu bytes asked, %zu of %zu "
+                           "free",
+                           bytes, live < capacity ? capacity - live : 0, capacity);
+  }
   if (arena.count == arena.capacity) {
     size_t capacity = arena.capacity ? 2 * arena.capacity : 64;
     region *grown = realloc(arena.regions, capacity * sizeof *grown);

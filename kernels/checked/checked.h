@@ -14,6 +14,9 @@
 /* The table's alloc and release entries. */
 htp_kernel_status htp__checked_alloc(const htp_kernel_env *env, size_t bytes, void **out);
 htp_kernel_status htp__checked_release(const htp_kernel_env *env, void *ptr);
+/* The table's memory entry: HTP_CHECKED_MEMORY_MB less what is allocated. */
+htp_kernel_status htp__checked_memory(const htp_kernel_env *env, size_t *free_bytes,
+                                      size_t *total_bytes);
 
 /* Checks that ptr is device memory holding `bytes` bytes from ptr on (bytes
  * < 0: the caller's size overflowed) and gives the host address the CPU

@@ -577,6 +577,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .embed_tokens_backward_f32 = embed_tokens_backward,
     .cls_token_backward_f32 = cls_token_backward,
     .zero = zero,
+    .memory = htp__checked_memory,
 };
 
 const htp_kernel_table *htp_checked_kernel_table(void) { return &CHECKED_TABLE; }

@@ -313,6 +313,16 @@ static htp_kernel_status elapsed(const htp_kernel_env *env, int32_t timer, doubl
   return cuda_status(env, "elapsed", rc);
 }
 
+static htp_kernel_status memory(const htp_kernel_env *env, size_t *free_bytes,
+                                size_t *total_bytes) {
+  WITH_KERNELS("memory");
+  if (!free_bytes || !total_bytes)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda memory: a result pointer is NULL");
+  cudaError_t rc = cudaSetDevice(env->device);
+  if (rc == cudaSuccess) rc = cudaMemGetInfo(free_bytes, total_bytes);
+  return cuda_status(env, "memory", rc);
+}
+
 static const htp_kernel_table CUDA_TABLE = {
     .name = "cuda",
     .device = HTP_KERNEL_DEVICE_CUDA,
@@ -360,6 +370,7 @@ static const htp_kernel_table CUDA_TABLE = {
     .sgd_momentum_f32 = htp__cuda_sgd_momentum_f32,
     .adamw_f32 = htp__cuda_adamw_f32,
     .zero = zero,
+    .memory = memory,
 };
 
 const htp_kernel_table *htp_cuda_kernel_table(void) { return &CUDA_TABLE; }

@@ -6,7 +6,7 @@
  *     freed one, an overrun by one element, device memory where an entry
  *     takes a host array, each refused with the argument's name; new memory
  *     reads as NaN; a host store through a device address faults (in a
- *     child process);
+ *     child process); its size is HTP_CHECKED_MEMORY_MB;
  *  2. the CUDA kernels' scratch contract: CPU-sized attention scratch is
  *     refused, and a compiled block's formula (htp_attention_scratch_floats)
  *     covers both devices;
@@ -140,6 +140,16 @@ static void memory_is_checked(void **state) {
   assert_int_equal(d.table->release(&d.env, dw), HTP_KERNEL_OK);
   assert_int_equal(d.table->release(&d.env, dy), HTP_KERNEL_OK);
   assert_int_equal(htp_checked_live_bytes(), live - sizeof got - sizeof(float) * (ROWS + OUT) * IN);
+  /* The device's size: HTP_CHECKED_MEMORY_MB, as cudaMalloc's limit. */
+  setenv("HTP_CHECKED_MEMORY_MB", "1", 1);
+  size_t free_bytes = 0, total_bytes = 0;
+  assert_int_equal(d.table->memory(&d.env, &free_bytes, &total_bytes), HTP_KERNEL_OK);
+  assert_true(total_bytes == (1u << 20) && free_bytes == total_bytes - htp_checked_live_bytes());
+  void *big = NULL;
+  assert_int_equal(d.table->alloc(&d.env, (1u << 20) + 1, &big), HTP_KERNEL_ERR_NOMEM);
+  assert_non_null(strstr(d.error, "out of device memory"));
+  assert_null(big);
+  unsetenv("HTP_CHECKED_MEMORY_MB");
   free(x), free(w), free(b);
   close_device(&d);
 }

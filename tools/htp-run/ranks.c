@@ -366,6 +366,14 @@ static void run_rank(rank_state *state) {
     rank_failed(state, ctx, HTP_ERR_NOMEM, "allocating its buffers", -1, "out of memory");
     goto done;
   }
+  uint64_t buffers = 0;
+  for (int i = 0; i < num_buffers; i++)
+    buffers += buffer_bytes(sig, i) ? buffer_bytes(sig, i) : 1;
+  char why[512];
+  if ((result = htp_rank_check_device_memory(ctx, buffers, why, sizeof why)) != HTP_OK) {
+    rank_failed(state, ctx, result, "checking its device's memory", -1, why);
+    goto done;
+  }
   if (make_device_buffers(state, ctx, device, num_buffers))
     goto done;
   const long total = job->warmup + job->iters;
@@ -499,6 +507,33 @@ static void *rank_thread(void *arg) {
   else
     run_rank(state);
   return NULL;
+}
+
+int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t why_size) {
+  size_t free_bytes = 0, total_bytes = 0;
+  htp_result result = htp_mem_info(ctx, &free_bytes, &total_bytes);
+  if (result == HTP_ERR_UNSUPPORTED)
+    return 0;
+  if (result == HTP_OK)
+    result = htp_barrier(ctx);
+  if (result != HTP_OK) {
+    snprintf(why, why_size, "%s", htp_last_error(ctx));
+    return result;
+  }
+  /* Ranks of a local world share one device; one process per rank has its own. */
+  const htp_world *world = htp_ctx_world(ctx);
+  const uint64_t ranks = htp_world_backend(world) == HTP_BACKEND_LOCAL
+                             ? (uint64_t)htp_world_size(world) : 1;
+  uint64_t needed;
+  if (__builtin_mul_overflow(bytes, ranks, &needed) || needed > free_bytes) {
+    snprintf(why, why_size, "the device has %.4g GB free of %.4g GB; the run needs %.4g GB "
+             "(%llu rank%s on it x %.4g GB of buffers): refused before allocating",
+             (double)free_bytes / 1e9, (double)total_bytes / 1e9,
+             (double)bytes * (double)ranks / 1e9, (unsigned long long)ranks,
+             ranks == 1 ? "" : "s", (double)bytes / 1e9);
+    return HTP_ERR_NOMEM;
+  }
+  return 0;
 }
 
 void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,

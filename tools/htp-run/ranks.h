@@ -133,6 +133,15 @@ htp_world *htp_rank_task_world(const htp_rank_task *task);
 void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
                         long iteration, const char *detail);
 
+/* Before a rank allocates its `bytes` of buffers: on a device with its own
+ * memory every rank asks how much is free, the ranks meet (so none has
+ * allocated when another asks), and each refuses (non-zero, HTP_ERR_NOMEM,
+ * why in `why`) when its device's ranks together need more than is free:
+ * the run ends with the figures instead of in a failed cudaMalloc half way.
+ * On the CPU (host memory, checked before the ranks start) returns 0 at
+ * once. Every rank of the world must call it. */
+int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t why_size);
+
 /* Destroys the world. Under mpi a failed world ends the whole job with
  * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */
 void htp_ranks_close(htp_ranks *ranks);

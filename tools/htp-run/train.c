@@ -764,6 +764,35 @@ static size_t entry_buffer_bytes(const htp_signature *sig, int i) {
   return sig->workspace_bytes;
 }
 
+/* What make_buffers will allocate, against the device's free memory.
+ * Returns 0, or non-zero after failing the task. */
+static int check_device_memory(rank_run *run) {
+  const train_job *job = run->job;
+  const htp_signature *sig = job->sig, *eval = job->eval_sig;
+  const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
+  uint64_t bytes = 0, largest = 0;
+  for (int i = 0; i < sig->num_args + sig->num_results + 1; i++)
+    bytes += entry_buffer_bytes(sig, i) + 1;
+  if (eval != sig)
+    for (int i = eval->num_args; i < eval->num_args + eval->num_results + 1; i++)
+      bytes += entry_buffer_bytes(eval, i) + 1;
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *p = &sig->args[i];
+    if (p->role != HTP_SIG_PARAM)
+      continue;
+    bytes += (uint64_t)kinds * p->bytes;
+    if (p->shard_layout != HTP_SHARD_NONE && p->bytes > largest)
+      largest = p->bytes;
+  }
+  if (job->options->train.checkpoint)
+    bytes += largest * (uint64_t)job->tp;
+  char why[512];
+  htp_result result = htp_rank_check_device_memory(run->ctx, bytes, why, sizeof why);
+  if (result != HTP_OK)
+    htp_rank_task_fail(run->task, run->ctx, result, "checking its device's memory", -1, why);
+  return result != HTP_OK;
+}
+
 static int make_buffers(rank_run *run, rank_buffers *b) {
   const train_job *job = run->job;
   const htp_signature *sig = job->sig, *eval = job->eval_sig;
@@ -777,6 +806,8 @@ static int make_buffers(rank_run *run, rank_buffers *b) {
                        "out of memory");
     return 1;
   }
+  if (check_device_memory(run))
+    return 1;
   for (int i = 0; i < n; i++) {
     size_t bytes = entry_buffer_bytes(sig, i);
     RANK_TRY(htp_mem_alloc(run->ctx, bytes ? bytes : 1, &b->grad[i]), "allocating its buffers",
