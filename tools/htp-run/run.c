@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -441,6 +442,36 @@ static int check_device(const htp_run_state *state, char *err, size_t err_size) 
   return 0;
 }
 
+/* On the checked device a host load or store through device memory faults
+ * (kernels/checked/arena.c): say so before the crash, then die of the
+ * signal as before (async-signal-safe: write, signal, raise, pause). Ranks
+ * fault together: the first explains and dies, the others wait for that. */
+static volatile sig_atomic_t checked_fault_seen;
+
+static void checked_device_fault(int signal_number) {
+  if (checked_fault_seen)
+    for (;;)
+      pause();
+  checked_fault_seen = 1;
+  static const char message[] =
+      "htp-run: crashed on the checked device: most likely host code read or wrote device "
+      "memory (an address with bit 62 set), which would be garbage or a fault on a GPU; "
+      "gdb's backtrace shows where\n";
+  ssize_t written = write(STDERR_FILENO, message, sizeof message - 1);
+  (void)written;
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
+static void explain_checked_faults(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = checked_device_fault;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, NULL);
+  sigaction(SIGBUS, &action, NULL);
+}
+
 static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
   char err[16384];
   /* mpi and nccl: one process per rank under mpirun. */
@@ -450,6 +481,8 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   state->device = strcmp(options->device, "cuda") == 0      ? HTP_DEVICE_CUDA
                   : strcmp(options->device, "checked") == 0 ? HTP_DEVICE_CHECKED
                                                             : HTP_DEVICE_CPU;
+  if (state->device == HTP_DEVICE_CHECKED)
+    explain_checked_faults();
   state->process_rank = -1;
   int shared = is_shared_object(options->path, err, sizeof err);
   if (shared < 0)
