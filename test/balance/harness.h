@@ -278,12 +278,18 @@ typedef struct rank_run {
     }                                                                                      \
   } while (0)
 
+/* The device run_world's contexts compute on: the CPU, or the checked
+ * device (kernels/checked: the CPU behind a GPU's contracts), where every
+ * buffer a hook gets must be device memory (test_balance.c test 14). */
+static htp_device harness_device = HTP_DEVICE_CPU;
+
 /* Runs body on tp rank threads of a fresh local world (10 s deadline),
  * with fault injected when not NULL; asserts no CHECK failed. */
 static inline void run_world(int tp, void *(*body)(void *), const htp_fault *fault) {
   htp_config config = HTP_CONFIG_INITIALIZER;
   config.world_size = tp;
   config.timeout_s = 10.0;
+  config.device = harness_device;
   htp_world *world = NULL;
   assert_int_equal(htp_world_create(&config, &world), HTP_OK);
   if (fault) assert_int_equal(htp_world_add_fault(world, fault), HTP_OK);

@@ -18,6 +18,8 @@
  *   - packed migrated-in units (several per helper, from one or more
  *     owners, more than one block): the same output as computing them one
  *     at a time from their one-unit shards, and as the reference;
+ *   - the plain split, migrate, resize and semi on the checked device
+ *     (every buffer device memory the host cannot read);
  *   - bad arguments, a plan that migrates before the block ran, and
  *     htp_ctx_comm_seconds with a delayed peer.
  *===----------------------------------------------------------------------===*/
@@ -100,10 +102,48 @@ static record rec;
 #define ATT_SCRATCH (ROWS * INNER + ROWS * HEAD_DIM + ROWS * 3 * HEAD_DIM + TOKENS * TOKENS)
 #define MLP_SCRATCH (ROWS * HIDDEN + ROWS * WIDTH)
 
-/* Runs every pair's hook and all-reduces the partial sums into out. */
-static htp_result run_block(htp_ctx *ctx, const shard *shards, float (*out)[ROWS * DIM],
-                            float *scratch) {
-  return harness_forward(ctx, ctx, the_model->x, shards, out, scratch, scratch, 0, 0);
+/* Where a rank's block runs: the input, its shards, its outputs and its
+ * scratch, in host memory on the CPU; on the checked device in device
+ * memory (htp_mem_alloc), the outputs downloaded after each run. */
+typedef struct rank_memory {
+  int on_device;
+  const float *x;
+  const shard *shards;
+  float (*out)[ROWS * DIM]; /* on the device only */
+  float *scratch;
+} rank_memory;
+
+#define OUT_BYTES (sizeof(float) * 2 * LAYERS * ROWS * DIM)
+
+/* Runs every pair's hook and all-reduces the partial sums into out (host). */
+static htp_result run_block(htp_ctx *ctx, const rank_memory *mem, float (*out)[ROWS * DIM]) {
+  htp_result r = harness_forward(ctx, ctx, mem->x, mem->shards, mem->on_device ? mem->out : out,
+                                 mem->scratch, mem->scratch, 0, 0);
+  if (r == HTP_OK && mem->on_device) r = htp_mem_download(ctx, out, mem->out, OUT_BYTES);
+  return r;
+}
+
+/* The rank's memory on the checked device: its shards and the input
+ * uploaded, outputs and scratch allocated (0 on failure). */
+static int device_memory(htp_ctx *ctx, const shard *shards, size_t scratch_bytes,
+                         rank_memory *mem) {
+  void *x = NULL, *s = NULL, *out = NULL, *scratch = NULL;
+  int ok = htp_mem_alloc(ctx, sizeof(float) * ROWS * DIM, &x) == HTP_OK &&
+           htp_mem_alloc(ctx, sizeof(shard) * LAYERS, &s) == HTP_OK &&
+           htp_mem_alloc(ctx, OUT_BYTES, &out) == HTP_OK &&
+           htp_mem_alloc(ctx, scratch_bytes, &scratch) == HTP_OK &&
+           htp_mem_upload(ctx, x, the_model->x, sizeof(float) * ROWS * DIM) == HTP_OK &&
+           htp_mem_upload(ctx, s, shards, sizeof(shard) * LAYERS) == HTP_OK;
+  *mem = (rank_memory){1, x, s, out, scratch};
+  return ok;
+}
+
+static void free_device_memory(htp_ctx *ctx, rank_memory *mem) {
+  if (!mem->on_device) return;
+  htp_mem_free(ctx, (void *)mem->x);
+  htp_mem_free(ctx, (void *)mem->shards);
+  htp_mem_free(ctx, mem->out);
+  htp_mem_free(ctx, mem->scratch);
 }
 
 static htp_balancer_config balancer_config(const scenario *sc) {
@@ -115,6 +155,7 @@ static void *rank_main(void *arg) {
   const scenario *sc = the_scenario;
   htp_ctx *ctx = NULL;
   htp_balancer *b = NULL;
+  rank_memory mem = {0};
   shard *shards = malloc(sizeof(shard) * LAYERS);
   float *scratch = malloc(sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH));
   float(*out)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
@@ -123,6 +164,11 @@ static void *rank_main(void *arg) {
   CHECK(shards && scratch && out);
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  mem = (rank_memory){0, the_model->x, shards, NULL, scratch};
+  if (harness_device != HTP_DEVICE_CPU)
+    CHECK(device_memory(ctx, shards,
+                        sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH),
+                        &mem));
   if (sc->how != DRIVE_NONE) {
     htp_balancer_config c = balancer_config(sc);
     CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
@@ -132,7 +178,7 @@ static void *rank_main(void *arg) {
      * whose seconds the step compares. */
     if (sc->how == DRIVE_DETECTED)
       CHECK(htp_balancer_set_slowdown(b, 1.0 / sc->speeds[run->rank]) == HTP_OK);
-    CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+    CHECK(run_block(ctx, &mem, out) == HTP_OK);
     CHECK(htp_balancer_set_slowdown(b, 1.0) == HTP_OK);
     if (sc->how == DRIVE_FORCED) {
       CHECK(htp_planner_plan_speeds(htp_balancer_planner(b), sc->speeds, NULL) == HTP_OK);
@@ -145,12 +191,12 @@ static void *rank_main(void *arg) {
       CHECK(plan == htp_planner_plan(htp_balancer_planner(b)));
     }
   }
-  CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+  CHECK(run_block(ctx, &mem, out) == HTP_OK);
   if (b) {
     /* A second pass under the same plan: cached weights, same numbers. */
     float(*again)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
     CHECK(again);
-    htp_result r = run_block(ctx, shards, again, scratch);
+    htp_result r = run_block(ctx, &mem, again);
     int same = r == HTP_OK && memcmp(again, out, sizeof(float) * 2 * LAYERS * ROWS * DIM) == 0;
     free(again);
     CHECK(r == HTP_OK && same);
@@ -180,7 +226,7 @@ static void *rank_main(void *arg) {
       double *packed = malloc(sizeof(double) * ROWS * DIM);
       CHECK(alone && packed);
       htp__balancer_set_one_by_one(b, 1);
-      htp_result r = run_block(ctx, shards, alone, scratch);
+      htp_result r = run_block(ctx, &mem, alone);
       htp__balancer_set_one_by_one(b, 0);
       double worst = r == HTP_OK ? 0.0 : INFINITY;
       for (int p = 0; p < 2 * LAYERS && r == HTP_OK; ++p) {
@@ -196,6 +242,7 @@ static void *rank_main(void *arg) {
   if (run->rank == 0) memcpy(rec.out, out, sizeof rec.out);
 done:
   htp_balancer_destroy(b);
+  free_device_memory(ctx, &mem);
   if (ctx && htp_ctx_balancer(ctx) != NULL) { /* destroy detaches */
     fprintf(stderr, "rank %d: the balancer is still attached\n", run->rank);
     __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST);
@@ -433,6 +480,37 @@ static void test_12_importance_migrate(void **unused) {
  * selection. The output equals the unsplit reference (run_and_check) and
  * the one-at-a-time computation from the cached one-unit shards up to fp32
  * round-off; every migrated-in unit was packed. */
+/* 14: the hooks on the checked device (kernels/checked): every buffer they
+ * get is device memory the host cannot read, so a hook that reads a
+ * weight, an activation or a migrated unit with the host's loops, or hands
+ * a host buffer to a device entry or collective, fails here as it would on
+ * a GPU. The plain split, migrate (forced and detected), resize and semi
+ * give what they give on the CPU against the same reference; the selections
+ * and imputations that read on the host are refused, with a message. */
+static void test_14_on_checked_device(void **unused) {
+  (void)unused;
+  harness_device = HTP_DEVICE_CHECKED;
+  for (int tp = 2; tp <= 4; tp += 2) {
+    scenario plain = {tp, DRIVE_NONE, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1, 1, 1, 1}, HTP_SELECT_RANDOM, 0};
+    assert_true(run_and_check(&plain) <= 1e-5);
+    scenario migrate = {tp, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4, 1, 1}, HTP_SELECT_RANDOM, 0};
+    assert_true(run_and_check(&migrate) <= 1e-5);
+    assert_true(rec.sent[1][0] > 0 && rec.sent[1][1] > 0 && rec.bytes[1] > 0);
+    for (int r = 0; r < tp; ++r) assert_int_equal(rec.packed[r][0], rec.in[r][0]);
+    scenario resize = {tp, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_ZERO, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0};
+    assert_true(run_and_check(&resize) > 1e-3);
+    assert_true(total_pruned() > 0);
+  }
+  scenario detected = {3, DRIVE_DETECTED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 1, 0.4, 1}, HTP_SELECT_RANDOM, 0};
+  assert_true(run_and_check(&detected) <= 1e-5);
+  assert_true(rec.sent[2][0] > 0 && rec.bytes[2] > 0);
+  scenario semi = {4, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 0.78, 1, 0.7}, HTP_SELECT_RANDOM, 0};
+  run_and_check(&semi);
+  assert_true(rec.sent[3][0] > 0 && rec.bytes[3] > 0);
+  for (int r = 0; r < 4; ++r) assert_true(rec.plan_ok[r]);
+  harness_device = HTP_DEVICE_CPU;
+}
+
 static void test_13_packed_migrated_units(void **unused) {
   (void)unused;
   const struct {
@@ -649,6 +727,7 @@ static void *slowdown_main(void *arg) {
   CHECK(shards && scratch && out);
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  const rank_memory mem = {0, the_model->x, shards, NULL, scratch};
   scenario sc = {1, DRIVE_FORCED, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1}, HTP_SELECT_RANDOM, 0};
   htp_balancer_config c = balancer_config(&sc);
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
@@ -660,7 +739,7 @@ static void *slowdown_main(void *arg) {
     for (int slow = 0; slow < 2; ++slow) {
       CHECK(htp_balancer_set_slowdown(b, slow ? 4.0 : 1.0) == HTP_OK);
       double started = htp_now();
-      for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+      for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, &mem, out) == HTP_OK);
       double wall = htp_now() - started, hooked = htp_balancer_hook_seconds(b);
       CHECK(htp_balancer_end_iteration(b, 1.0, NULL) == HTP_OK);
       CHECK(htp_balancer_hook_seconds(b) == 0.0); /* reset by end_iteration */
@@ -676,7 +755,7 @@ static void *slowdown_main(void *arg) {
   CHECK(htp_balancer_set_slowdown(b, 1000.0) == HTP_OK);
   {
     double started = htp_now(), cpu_started = htp_thread_seconds();
-    for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, shards, out, scratch) == HTP_OK);
+    for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, &mem, out) == HTP_OK);
     cpu_thread = htp_thread_seconds() - cpu_started;
     wall_thread = htp_now() - started;
     hooked_thread = htp_balancer_hook_seconds(b);
@@ -736,6 +815,7 @@ int main(void) {
       cmocka_unit_test(test_11_importance_resize),
       cmocka_unit_test(test_12_importance_migrate),
       cmocka_unit_test(test_13_packed_migrated_units),
+      cmocka_unit_test(test_14_on_checked_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
