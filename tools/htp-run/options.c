@@ -189,6 +189,12 @@ void htp_run_print_help(FILE *stream) {
       "  --label-smoothing E   training targets (1 - E) one-hot + E / 10, E in [0, 1)\n"
       "                        (default 0); the train loss is then against them, the\n"
       "                        test loss against the plain labels\n"
+      "  --skip-nonfinite      a step whose loss is not finite (nan, inf) leaves the\n"
+      "                        weights as they were and training goes on (counted in\n"
+      "                        the epoch line and --metrics); 100 such steps in a row\n"
+      "                        stop the run. Without it such a step stops the run with\n"
+      "                        an error naming it, before its update. Either way a\n"
+      "                        checkpoint holding a non-finite value is never written\n"
       "  --clock wall|cpu|units\n"
       "                        wall (default): the hooks and steps are timed by the\n"
       "                        wall clock and --slow waits. cpu: for more ranks than\n"
@@ -357,9 +363,10 @@ enum flag_id {
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
-  FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK, FLAG_RANDOM_ERASE
+  FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK, FLAG_RANDOM_ERASE,
+  FLAG_SKIP_NONFINITE
 };
-_Static_assert(FLAG_RANDOM_ERASE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
+_Static_assert(FLAG_SKIP_NONFINITE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
 static const struct option long_flags[] = {
     {"entry", required_argument, NULL, FLAG_ENTRY},
@@ -404,13 +411,15 @@ static const struct option long_flags[] = {
     {"checkpoint", required_argument, NULL, FLAG_CHECKPOINT},
     {"resume", required_argument, NULL, FLAG_RESUME},
     {"metrics", required_argument, NULL, FLAG_METRICS},
+    {"skip-nonfinite", no_argument, NULL, FLAG_SKIP_NONFINITE},
     {NULL, 0, NULL, 0},
 };
 
 /* Flags that may be given more than once: lists, and switches (idempotent). */
 static int repeatable(int id) {
   return id == FLAG_INPUT || id == FLAG_OUTPUT || id == FLAG_SLOW || id == FLAG_FAULT ||
-         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h' || id == FLAG_TRAIN;
+         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h' || id == FLAG_TRAIN ||
+         id == FLAG_SKIP_NONFINITE;
 }
 
 /* Flags of --train only, and flags of the plain run that --train refuses. */
@@ -640,6 +649,9 @@ static int apply_flag(int id, const char *value, htp_run_options *options, char 
     return 0;
   case FLAG_CHECK:
     options->check = 1;
+    return 0;
+  case FLAG_SKIP_NONFINITE:
+    options->train.skip_nonfinite = 1;
     return 0;
   case FLAG_ENTRY:
     if (!*value)

@@ -76,6 +76,7 @@ typedef struct htp_train_options {
   htp_train_clock clock;         /* what times the hooks and the steps */
   long limit_train, limit_test;  /* 0: the whole set */
   const char *params, *checkpoint, *resume, *metrics;
+  int skip_nonfinite;            /* --skip-nonfinite: skip a step with a non-finite loss */
 } htp_train_options;
 
 typedef struct htp_run_options {

@@ -20,6 +20,7 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/host.h"
 #include "tools/htp-run/npy.h"
+#include "tools/htp-run/paths.h"
 #include "tools/htp-run/shard.h"
 #include "tools/htp-run/so_loader.h"
 #include "tools/htp-run/train.h"
@@ -650,7 +651,8 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
     htp_run_print_help(stdout);
     return 0;
   }
-  if (htp_run_check_implemented(&options, err, sizeof err))
+  if (htp_run_check_implemented(&options, err, sizeof err) ||
+      htp_run_check_paths(&options, err, sizeof err))
     return fail(err);
   htp_run_state state;
   memset(&state, 0, sizeof state);

@@ -20,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 static const struct {
   const char *name;
@@ -335,8 +337,8 @@ void htp_safetensors_close(htp_safetensors *st) {
   memset(st, 0, sizeof *st);
 }
 
-int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int count,
-                              const char *const *metadata, char *err, size_t err_size) {
+int htp_safetensors_write_f32_at(const char *path, const htp_st_write *tensors, int count,
+                                 const char *const *metadata, char *err, size_t err_size) {
   json_t *header = json_object();
   json_t *meta = json_object();
   int status = 0;
@@ -385,13 +387,7 @@ int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int
   unsigned char prefix[8];
   for (int i = 0; i < 8; i++)
     prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  /* Written beside the file and renamed over it: a reader (or a crash)
-   * never sees half a checkpoint. */
-  char temporary[4200];
-  if ((size_t)snprintf(temporary, sizeof temporary, "%s.tmp", path) >= sizeof temporary) {
-    free(text);
-    return htp_set_error(err, err_size, "%s: the name is too long", path);
-  }
+  const char *temporary = path;
   FILE *file = fopen(temporary, "wb");
   if (!file) {
     free(text);
@@ -407,18 +403,59 @@ int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int
     ok = fwrite(tensors[i].data, sizeof(float), n, file) == n;
   }
   free(text);
+  /* On the disk before anyone renames it into place (fsync), not only in
+   * the page cache: a power cut after the rename must not find it empty. */
   int saved = errno;
+  if (ok && (fflush(file) != 0 || fsync(fileno(file)) != 0)) {
+    ok = 0;
+    saved = errno;
+  }
   if (fclose(file) != 0 || !ok) {
     if (ok)
       saved = errno;
     remove(temporary);
     return htp_set_error(err, err_size, "%s: cannot write: %s", temporary, strerror(saved));
   }
+  return 0;
+}
+
+int htp_sync_directory_of(const char *path) {
+  char directory[4200];
+  const char *slash = strrchr(path, '/');
+  size_t length = slash ? (size_t)(slash - path) : 0;
+  if (length >= sizeof directory)
+    return -1;
+  if (!slash)
+    snprintf(directory, sizeof directory, ".");
+  else if (!length)
+    snprintf(directory, sizeof directory, "/");
+  else {
+    memcpy(directory, path, length);
+    directory[length] = '\0';
+  }
+  int fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int count,
+                              const char *const *metadata, char *err, size_t err_size) {
+  /* Written beside the file and renamed over it: a reader (or a crash)
+   * never sees half a file. */
+  char temporary[4200];
+  if ((size_t)snprintf(temporary, sizeof temporary, "%s.tmp", path) >= sizeof temporary)
+    return htp_set_error(err, err_size, "%s: the name is too long", path);
+  if (htp_safetensors_write_f32_at(temporary, tensors, count, metadata, err, err_size))
+    return 1;
   if (rename(temporary, path) != 0) {
-    saved = errno;
+    int saved = errno;
     remove(temporary);
     return htp_set_error(err, err_size, "%s: cannot rename %s over it: %s", path, temporary,
                          strerror(saved));
   }
+  htp_sync_directory_of(path);
   return 0;
 }

@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,7 @@ typedef struct epoch_metrics {
   long epoch; /* 1-based */
   double train_loss, train_acc, test_loss, test_acc, seconds, eval_seconds, ms_per_step;
   double model_seconds; /* --clock cpu or units: the steps' modelled time */
+  long skipped;         /* steps left out for a non-finite loss (--skip-nonfinite) */
 } epoch_metrics;
 
 /* What every rank reads, and what rank 0 fills. */
@@ -432,6 +434,56 @@ static const char *optimizer_name(htp_train_optimizer optimizer) {
   return optimizer == HTP_TRAIN_SGD ? "sgd" : "adamw";
 }
 
+const char *htp_train_checkpoint_suffix(int s) {
+  static const char *const suffixes[HTP_TRAIN_CHECKPOINT_FILES] = {"", ".tmp", ".optim",
+                                                                   ".optim.tmp", ".optim.prev"};
+  return s >= 0 && s < HTP_TRAIN_CHECKPOINT_FILES ? suffixes[s] : "";
+}
+
+enum { CK_WEIGHTS, CK_WEIGHTS_NEW, CK_OPTIM, CK_OPTIM_NEW, CK_OPTIM_PREVIOUS };
+
+static void checkpoint_file(const char *checkpoint, int which, char *path, size_t size) {
+  snprintf(path, size, "%s%s", checkpoint, htp_train_checkpoint_suffix(which));
+}
+
+/* The optimizer state that belongs to checkpoint FILE (DESIGN §13):
+ * FILE.optim, or after a commit that stopped half way FILE.optim.prev,
+ * whichever carries FILE's id (htp.checkpoint; a checkpoint written before
+ * ids: the same htp.epoch and htp.step). Its path in path, else err says
+ * what each file holds. */
+static int matching_optim(const char *checkpoint, const htp_safetensors *weights, char *path,
+                          size_t size, char *err, size_t err_size) {
+  const char *id = htp_safetensors_metadata(weights, "htp.checkpoint");
+  const char *epoch = htp_safetensors_metadata(weights, "htp.epoch");
+  const char *step = htp_safetensors_metadata(weights, "htp.step");
+  char seen[2][4800] = {"", ""};
+  const int candidates[2] = {CK_OPTIM, CK_OPTIM_PREVIOUS};
+  for (int c = 0; c < 2; c++) {
+    checkpoint_file(checkpoint, candidates[c], path, size);
+    htp_safetensors st;
+    char reason[512];
+    if (htp_safetensors_open(path, &st, reason, sizeof reason)) {
+      snprintf(seen[c], sizeof seen[c], "%s: %s", path, reason);
+      continue;
+    }
+    const char *other_id = htp_safetensors_metadata(&st, "htp.checkpoint");
+    const char *other_epoch = htp_safetensors_metadata(&st, "htp.epoch");
+    const char *other_step = htp_safetensors_metadata(&st, "htp.step");
+    int same = id ? other_id && strcmp(id, other_id) == 0
+                  : !other_id && epoch && other_epoch && step && other_step &&
+                        strcmp(epoch, other_epoch) == 0 && strcmp(step, other_step) == 0;
+    snprintf(seen[c], sizeof seen[c], "%s is of epoch %s (%s)", path,
+             other_epoch ? other_epoch : "?", other_id ? other_id : "no id");
+    htp_safetensors_close(&st);
+    if (same)
+      return 0;
+  }
+  return htp_set_error(err, err_size, "--resume %s: its optimizer state does not belong to its "
+                       "weights (epoch %s, %s): %s; %s. Refused: resuming would train on a pair "
+                       "from two different steps", checkpoint, epoch ? epoch : "?",
+                       id ? id : "no id", seen[0], seen[1]);
+}
+
 /* --resume FILE: the weights, FILE.optim's moments, and the epochs done. */
 static int resume(const htp_train_options *train, const htp_signature *sig, train_job *job,
                   char *err, size_t err_size) {
@@ -454,6 +506,9 @@ static int resume(const htp_train_options *train, const htp_signature *sig, trai
     status = htp_set_error(err, err_size, "--resume %s has done %ld epoch%s already; --epochs "
                            "%ld asks for no more (--epochs counts all epochs, resumed or not)",
                            train->resume, epoch, epoch == 1 ? "" : "s", train->epochs);
+  char path[4200];
+  if (!status)
+    status = matching_optim(train->resume, &st, path, sizeof path, err, err_size);
   htp_safetensors_close(&st);
   if (status)
     return 1;
@@ -465,8 +520,6 @@ static int resume(const htp_train_options *train, const htp_signature *sig, trai
   free(global.args);
   if (status)
     return 1;
-  char path[4200];
-  snprintf(path, sizeof path, "%s.optim", train->resume);
   const int kinds = train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
   for (int kind = 0; kind < kinds; kind++) {
     if (!(job->moments[kind] = param_buffers(sig)))
@@ -520,16 +573,95 @@ static int check_output(const char *flag, const char *path, char *err, size_t er
   return 0;
 }
 
+/* HTP_TRAIN_CRASH_AT=K (tests only): the process kills itself (SIGKILL, as
+ * kill -9 would) at the K-th step of committing checkpoints, counted over
+ * the run from 1, so that a test can stop a commit between any two of its
+ * writes and renames and check what a resume then finds. */
+static void crash_point(void) {
+  static long reached;
+  const char *text = getenv("HTP_TRAIN_CRASH_AT");
+  if (text && *text && ++reached == strtol(text, NULL, 10)) {
+    fflush(NULL);
+    raise(SIGKILL);
+  }
+}
+
+/* A checkpoint is one unit (DESIGN §13): FILE (the weights, a timm state
+ * dict) and FILE.optim (the moments) carry one id in their metadata, and
+ * are committed so that a reader finds the old pair or the new one,
+ * whatever is killed when: both new files are written and fsync'd beside
+ * the old ones first (.tmp), the old FILE.optim steps aside as
+ * FILE.optim.prev, the new FILE.optim takes its name, and renaming the new
+ * weights over FILE is the commit; FILE.optim.prev goes last. A resume
+ * takes the FILE.optim or FILE.optim.prev whose id is FILE's (resume()). */
+static int commit_checkpoint(const char *checkpoint, const htp_st_write *weights, int count,
+                             const htp_st_write *moments, int written,
+                             const char *const *metadata, char *err, size_t err_size) {
+  char path[HTP_TRAIN_CHECKPOINT_FILES][4200];
+  for (int s = 0; s < HTP_TRAIN_CHECKPOINT_FILES; s++)
+    checkpoint_file(checkpoint, s, path[s], sizeof path[s]);
+  crash_point();
+  if (htp_safetensors_write_f32_at(path[CK_OPTIM_NEW], moments, written, metadata, err,
+                                   err_size))
+    return 1;
+  crash_point();
+  if (htp_safetensors_write_f32_at(path[CK_WEIGHTS_NEW], weights, count, metadata, err,
+                                   err_size)) {
+    remove(path[CK_OPTIM_NEW]);
+    return 1;
+  }
+  struct stat info;
+  const struct {
+    int from, to;
+  } renames[] = {{CK_OPTIM, CK_OPTIM_PREVIOUS}, {CK_OPTIM_NEW, CK_OPTIM}, {CK_WEIGHTS_NEW, CK_WEIGHTS}};
+  for (size_t r = 0; r < sizeof renames / sizeof *renames; r++) {
+    crash_point();
+    if (renames[r].from == CK_OPTIM && stat(path[CK_OPTIM], &info) != 0)
+      continue; /* the first checkpoint: nothing to keep */
+    if (rename(path[renames[r].from], path[renames[r].to]) != 0)
+      return htp_set_error(err, err_size, "%s: cannot rename %s to %s: %s (the previous "
+                           "checkpoint is still whole)", checkpoint, path[renames[r].from],
+                           path[renames[r].to], strerror(errno));
+  }
+  htp_sync_directory_of(checkpoint);
+  crash_point();
+  remove(path[CK_OPTIM_PREVIOUS]);
+  htp_sync_directory_of(checkpoint);
+  return 0;
+}
+
+/* The first non-finite value of a gathered parameter, named in err. */
+static int check_finite(const htp_signature *sig, void **gathered, const char *what, char *err,
+                        size_t err_size) {
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *p = &sig->args[i];
+    if (p->role != HTP_SIG_PARAM)
+      continue;
+    const float *values = gathered[i];
+    for (int64_t k = 0; k < p->global_count; k++)
+      if (!isfinite(values[k]))
+        return htp_set_error(err, err_size, "%s '%s' holds %g at element %lld: not written (the "
+                             "previous checkpoint stays)", what, p->name, (double)values[k],
+                             (long long)k);
+  }
+  return 0;
+}
+
 static int write_checkpoint(const train_job *job, long epochs_done, long steps_done, char *err,
                             size_t err_size) {
   const htp_run_options *options = job->options;
   const htp_train_options *train = &options->train;
   const htp_signature *sig = job->sig;
+  const int kinds = train->optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  for (int kind = 0; kind < kinds; kind++)
+    if (check_finite(sig, job->gathered[kind], kind == 0 ? "parameter" : "an optimizer moment of",
+                     err, err_size))
+      return 1;
   htp_st_write *tensors = calloc((size_t)sig->num_args + 1, sizeof *tensors);
   if (!tensors)
     return htp_set_error(err, err_size, "out of memory");
   char epoch[32], steps[32], batch[32], seed[32], lr[32], wd[32], momentum[32], total[32],
-      tp[16], limit[32];
+      tp[16], limit[32], id[96];
   snprintf(epoch, sizeof epoch, "%ld", epochs_done);
   snprintf(steps, sizeof steps, "%ld", steps_done);
   snprintf(batch, sizeof batch, "%d", job->batch);
@@ -540,6 +672,11 @@ static int write_checkpoint(const train_job *job, long epochs_done, long steps_d
   snprintf(total, sizeof total, "%ld", train->epochs);
   snprintf(tp, sizeof tp, "%d", job->tp);
   snprintf(limit, sizeof limit, "%u", job->train->count);
+  /* The pair's id: its step, and what tells two runs' same step apart. */
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  snprintf(id, sizeof id, "step %ld, %lld.%09ld, process %ld", steps_done,
+           (long long)now.tv_sec, now.tv_nsec, (long)getpid());
   const char *metadata[] = {"format", "pt", "htp.epoch", epoch, "htp.step", steps,
                             "htp.batch", batch, "htp.seed", seed,
                             "htp.optimizer", optimizer_name(train->optimizer), "htp.lr", lr,
@@ -547,10 +684,9 @@ static int write_checkpoint(const train_job *job, long epochs_done, long steps_d
                             "htp.schedule", train->schedule == HTP_TRAIN_COSINE ? "cosine"
                                                                                 : "constant",
                             "htp.epochs", total, "htp.tp", tp, "htp.train_examples", limit,
-                            "htp.entry", sig->entry, NULL};
+                            "htp.entry", sig->entry, "htp.checkpoint", id, NULL};
   /* FILE: the weights under timm's names; FILE.optim: m.NAME (and v.NAME
    * for AdamW), all at their global shapes, with the same metadata. */
-  const int kinds = train->optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
   char (*names)[NAME_SIZE + 2] = calloc((size_t)sig->num_args * 2 + 1, sizeof *names);
   int status = names ? 0 : htp_set_error(err, err_size, "out of memory");
   int count = 0;
@@ -558,9 +694,6 @@ static int write_checkpoint(const train_job *job, long epochs_done, long steps_d
     if (sig->args[i].role == HTP_SIG_PARAM)
       tensors[count++] = (htp_st_write){sig->args[i].name, sig->args[i].rank,
                                         sig->args[i].global_dims, job->gathered[0][i]};
-  if (!status)
-    status = htp_safetensors_write_f32(train->checkpoint, tensors, count, metadata, err,
-                                       err_size);
   htp_st_write *moments = status ? NULL : calloc((size_t)count * 2 + 1, sizeof *moments);
   if (!status && !moments)
     status = htp_set_error(err, err_size, "out of memory");
@@ -574,11 +707,9 @@ static int write_checkpoint(const train_job *job, long epochs_done, long steps_d
       snprintf(name, NAME_SIZE + 2, "%s.%s", kind == 1 ? "m" : "v", p->name);
       moments[written++] = (htp_st_write){name, p->rank, p->global_dims, job->gathered[kind][i]};
     }
-  if (!status) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s.optim", train->checkpoint);
-    status = htp_safetensors_write_f32(path, moments, written, metadata, err, err_size);
-  }
+  if (!status)
+    status = commit_checkpoint(train->checkpoint, tensors, count, moments, written, metadata, err,
+                               err_size);
   free(moments);
   free(names);
   free(tensors);
@@ -597,13 +728,19 @@ static int write_metrics(const train_job *job, const char *eval_entry, char *err
   }
   for (long e = 0; e < job->epochs_done; e++) {
     const epoch_metrics *m = &job->metrics[e];
-    json_t *row = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "epoch",
-                            (json_int_t)m->epoch, "train_loss", m->train_loss, "train_acc",
-                            m->train_acc, "test_loss", m->test_loss, "test_acc", m->test_acc,
-                            "epoch_s", m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
+    /* An epoch whose every step was skipped has no train loss: null. */
+    json_t *row = json_pack("{s:I, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "epoch",
+                            (json_int_t)m->epoch, "train_loss",
+                            isfinite(m->train_loss) ? json_real(m->train_loss) : json_null(),
+                            "train_acc",
+                            isfinite(m->train_acc) ? json_real(m->train_acc) : json_null(),
+                            "test_loss", m->test_loss, "test_acc", m->test_acc, "epoch_s",
+                            m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
                             m->ms_per_step);
     if (row && options->train.clock != HTP_TRAIN_CLOCK_WALL)
       json_object_set_new(row, "model_s", json_real(m->model_seconds));
+    if (row && options->train.skip_nonfinite)
+      json_object_set_new(row, "skipped_steps", json_integer(m->skipped));
     json_array_append_new(epochs, row);
   }
   for (int r = 0; r < job->tp; r++)
@@ -957,6 +1094,34 @@ static int checkpoint(rank_run *run, rank_buffers *b, long epochs_done, long ste
   return 0;
 }
 
+/* The first non-finite value in this rank's parameter shards, described
+ * in why ("parameter 'NAME' holds nan at element K" or that none does). */
+static int describe_parameters(rank_run *run, rank_buffers *b, char *why, size_t why_size) {
+  const htp_signature *sig = run->job->sig;
+  snprintf(why, why_size, "the weights (rank %d's shards) are all finite", run->rank);
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *p = &sig->args[i];
+    if (p->role != HTP_SIG_PARAM)
+      continue;
+    float *values = malloc(p->bytes ? p->bytes : 1);
+    if (!values)
+      return htp_set_error(why, why_size, "out of memory");
+    if (htp_mem_download(run->ctx, values, b->grad[i], p->bytes) != HTP_OK) {
+      free(values);
+      return htp_set_error(why, why_size, "%s", htp_last_error(run->ctx));
+    }
+    for (int64_t k = 0; k < p->count; k++)
+      if (!isfinite(values[k])) {
+        snprintf(why, why_size, "rank %d's shard of parameter '%s' already holds %g at element "
+                 "%lld", run->rank, p->name, (double)values[k], (long long)k);
+        free(values);
+        return 0;
+      }
+    free(values);
+  }
+  return 0;
+}
+
 /* Rank 0's progress on a terminal: epoch, step/steps, loss, ms/step. */
 static void progress(long epoch, long epochs, long step, long steps, double loss, double ms) {
   const int width = 24;
@@ -990,10 +1155,14 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     failed = 1;
   }
   const htp_plan *plan = NULL;
+  /* --skip-nonfinite: steps in a row whose loss was not finite; so many
+   * mean the weights themselves are (no step can repair them). */
+  enum { MAX_NONFINITE_RUN = 100 };
+  long nonfinite_run = 0;
   for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++) {
     htp_fmnist_shuffle(order, job->train->count, options->seed, epoch);
     double loss_sum = 0, started = htp_now(), model_seconds = 0;
-    long correct = 0, seen = 0;
+    long correct = 0, seen = 0, skipped = 0;
     for (long s = 0; s < job->steps && !failed; s++) {
       const long step = epoch * job->steps + s;
 #define STEP_TRY(call, what) RANK_TRY(call, what, step)
@@ -1027,8 +1196,37 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
                            htp_last_error(run->ctx));
         return 1;
       }
-      if (optimizer_step(run, b, step, total))
-        return 1;
+      /* The loss (the same on every rank: it follows the all-reduces)
+       * decides, before the update, whether the step may change the
+       * weights: a non-finite one would make them all nan. */
+      float loss = 0;
+      STEP_TRY(htp_mem_download(run->ctx, &loss, b->grad[sig->num_args + job->loss],
+                                sizeof loss), "downloading the loss");
+      /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. */
+      const char *nan_step = getenv("HTP_TRAIN_NAN_STEP");
+      if (nan_step && *nan_step && strtol(nan_step, NULL, 10) == step)
+        loss = NAN;
+      const int finite = isfinite(loss);
+      if (!finite) {
+        char why[512];
+        describe_parameters(run, b, why, sizeof why);
+        if (!options->train.skip_nonfinite || ++nonfinite_run >= MAX_NONFINITE_RUN) {
+          char detail[1024];
+          snprintf(detail, sizeof detail, "the loss is %g (epoch %ld, batch %ld of %ld)%s; "
+                   "stopped before the update, so nothing non-finite was written (%s)%s",
+                   (double)loss, epoch + 1, s + 1, job->steps,
+                   nonfinite_run ? ", the 100th such step in a row" : "", why,
+                   options->train.skip_nonfinite ? "" : "; --skip-nonfinite skips such steps");
+          htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "the training step", step,
+                             detail);
+          return 1;
+        }
+        skipped++;
+      } else {
+        nonfinite_run = 0;
+        if (optimizer_step(run, b, step, total))
+          return 1;
+      }
       STEP_TRY(htp_balancer_weights_updated(balancer), "noting the updated weights");
       STEP_TRY(htp_ctx_mark(run->ctx, 1), "timing the step");
       STEP_TRY(htp_ctx_elapsed(run->ctx, &wall), "timing the step");
@@ -1063,9 +1261,8 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
         continue;
       for (int r = 0; r < plan->world_size; r++)
         job->stragglers[r] |= plan->straggler[r] != 0;
-      float loss = 0;
-      STEP_TRY(htp_mem_download(run->ctx, &loss, b->grad[sig->num_args + job->loss],
-                                sizeof loss), "downloading the loss");
+      if (!finite)
+        continue;
       STEP_TRY(htp_mem_download(run->ctx, logits, b->grad[sig->num_args + job->logits],
                                 sig->results[job->logits].bytes), "downloading the logits");
       double ignored = 0;
@@ -1073,7 +1270,8 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       loss_sum += loss;
       seen += batch;
       if (tty)
-        progress(epoch + 1, options->train.epochs, s + 1, job->steps, loss_sum / (double)(s + 1),
+        progress(epoch + 1, options->train.epochs, s + 1, job->steps,
+                 loss_sum / (double)(s + 1 - skipped),
                  1e3 * (htp_now() - started) / (double)(s + 1));
 #undef STEP_TRY
     }
@@ -1115,8 +1313,9 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       continue;
     epoch_metrics *m = &job->metrics[job->epochs_done++];
     m->epoch = epoch + 1;
-    m->train_loss = loss_sum / (double)job->steps;
-    m->train_acc = (double)correct / (double)seen;
+    m->train_loss = seen ? loss_sum / (double)(job->steps - skipped) : NAN;
+    m->skipped = skipped;
+    m->train_acc = seen ? (double)correct / (double)seen : NAN;
     m->test_loss = test_loss / (double)job->test->count;
     m->test_acc = (double)test_correct / (double)job->test->count;
     m->seconds = train_seconds;
@@ -1126,10 +1325,14 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     char modelled[64] = "";
     if (cpu_clock)
       snprintf(modelled, sizeof modelled, ", modelled %.1f s", model_seconds);
+    char skipped_note[96] = "";
+    if (m->skipped)
+      snprintf(skipped_note, sizeof skipped_note, ", %ld step%s skipped (non-finite loss)",
+               m->skipped, m->skipped == 1 ? "" : "s");
     printf("epoch %ld/%ld: loss %.4f, train acc %.2f%%, test loss %.4f, test acc %.2f%%, %.1f s "
-           "(%.1f ms/step%s), eval %.1f s\n", m->epoch, options->train.epochs, m->train_loss,
+           "(%.1f ms/step%s), eval %.1f s%s\n", m->epoch, options->train.epochs, m->train_loss,
            100 * m->train_acc, m->test_loss, 100 * m->test_acc, m->seconds, m->ms_per_step,
-           modelled, m->eval_seconds);
+           modelled, m->eval_seconds, skipped_note);
     fflush(stdout);
     char err[2048];
     if (options->train.metrics &&
@@ -1201,6 +1404,9 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     return htp_set_error(err, err_size, "--train --trace: under mpirun the trace is not written "
                          "yet; trace a run of the local backend");
   state->loader = state->shared ? htp_so_loader() : jit;
+  /* A write past the file size limit (ulimit -f) then fails with EFBIG,
+   * which the writers report, instead of killing the process half way. */
+  signal(SIGXFSZ, SIG_IGN);
   if ((train->checkpoint && check_output("checkpoint", train->checkpoint, err, err_size)) ||
       (train->metrics && check_output("metrics", train->metrics, err, err_size)) ||
       (options->trace && check_output("trace", options->trace, err, err_size)))
@@ -1285,6 +1491,28 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
                   "block's batch); give --limit-train >= %d", train_set.count, job.batch,
                   job.batch);
     goto done;
+  }
+  /* The machine's memory, as timed runs check it, before anything large
+   * is allocated: the ranks' buffers (host memory but on a GPU), the global
+   * parameters, their moments and (with --checkpoint) rank 0's gathered
+   * copies of all three. */
+  {
+    uint64_t params = 0, held = 0;
+    for (int i = 0; i < sig->num_args; i++)
+      if (sig->args[i].role == HTP_SIG_PARAM)
+        params += sig->args[i].global_bytes;
+    const uint64_t copies = 1 + (train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1) +
+                            (train->checkpoint ? 3 : 0);
+    const int local_ranks = state->process_rank >= 0 ? 1 : job.tp;
+    uint64_t total = 0;
+    if (__builtin_mul_overflow(params, copies, &held)) {
+      htp_set_error(err, err_size, "%s: its parameters' size overflows", options->path);
+      goto done;
+    }
+    if (htp_run_check_memory(options->path, held, sig,
+                             state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1, &total, err,
+                             err_size))
+      goto done;
   }
   if (!(job.metrics = calloc((size_t)train->epochs, sizeof *job.metrics)) ||
       !(job.stragglers = calloc((size_t)job.tp, sizeof *job.stragglers))) {

@@ -17,4 +17,11 @@
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size);
 
+/* The files of a checkpoint FILE (DESIGN §13): FILE, FILE.tmp,
+ * FILE.optim, FILE.optim.tmp, FILE.optim.prev (suffix s of
+ * HTP_TRAIN_CHECKPOINT_FILES; 0 is ""), so that other outputs can be kept
+ * off all of them (paths.c). */
+enum { HTP_TRAIN_CHECKPOINT_FILES = 5 };
+const char *htp_train_checkpoint_suffix(int s);
+
 #endif /* HTP_RUN_TRAIN_H */

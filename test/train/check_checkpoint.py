@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""A checkpoint is one unit (DESIGN §13), whatever fails or is killed when:
+  - kill -9 at every step of committing a checkpoint (before each write and
+    rename: HTP_TRAIN_CRASH_AT=K), in the first and in a later checkpoint;
+    then --resume either finds no checkpoint (killed before the first one
+    committed) or trains on, printing exactly the uninterrupted run's later
+    epochs, so it found a pair from one step, never new weights beside old
+    moments;
+  - a write that fails half way (the file size limit, as a full disk): the
+    run stops with an error naming the file, and the previous checkpoint
+    still resumes to the uninterrupted run's numbers;
+  - a pair that does not belong together (FILE.optim from another epoch) is
+    refused with a message that says what each file holds;
+  - outputs that name one file (--metrics and --checkpoint, --checkpoint and
+    the program, --trace and --checkpoint's moments, through a symlink) are
+    refused before anything runs, and the files are untouched.
+usage: check_checkpoint.py HTP_RUN WORKDIR [DATA_DIR]"""
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+htp_run, work = sys.argv[1:3]
+data = sys.argv[3] if len(sys.argv) > 3 else "/usr/share/datasets/fashion-mnist"
+os.makedirs(work, exist_ok=True)
+failures = []
+
+
+def check(condition, what):
+    if not condition:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+mlir = os.path.join(work, "vit.mlir")
+subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), "--model",
+                "--depth", "1", "--dim", "16", "--heads", "2", "--mlp", "32", "--patch", "7",
+                "--image", "28", "--channels", "1", "--classes", "10", "--batch", "16",
+                "-o", mlir], check=True)
+# A constant learning rate: a run of 1 epoch then resumed goes where one of
+# 3 goes (the cosine schedule depends on --epochs).
+COMMON = ["--limit-train", "64", "--limit-test", "32", "--seed", "5", "--schedule", "constant"]
+POINTS = 6  # crash points per checkpoint commit (train.c commit_checkpoint)
+
+
+def run(*flags, env=None, limit=None):
+    def preexec():
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    result = subprocess.run([htp_run, mlir, "--train", "--data", data, *COMMON, *flags],
+                            capture_output=True, text=True, env={**os.environ, **(env or {})},
+                            preexec_fn=preexec)
+    return result.returncode, result.stdout, result.stderr
+
+
+def epochs(stdout):
+    return re.findall(r"^(epoch \d+/\d+: loss [\d.]+, train acc [\d.]+%, test loss [\d.]+, "
+                      r"test acc [\d.]+%)", stdout, re.M)
+
+
+def fresh(name):
+    folder = os.path.join(work, name)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    return os.path.join(folder, "ck.safetensors")
+
+
+code, out, err = run("--epochs", "3")
+want = epochs(out)
+check(code == 0 and len(want) == 3, f"the uninterrupted run ({code}): {err[-1000:]}")
+
+# kill -9 at every step of the first two commits.
+for k in range(1, 2 * POINTS + 1):
+    ck = fresh(f"kill{k}")
+    code, out, err = run("--epochs", "3", "--checkpoint", ck, env={"HTP_TRAIN_CRASH_AT": str(k)})
+    check(code == -signal.SIGKILL, f"kill at step {k}: exit {code}, not SIGKILL: {err[-500:]}")
+    # Killed in commit c (0, 1) at its point p: committed once p passed the
+    # rename of the weights (the fifth point).
+    c, p = divmod(k - 1, POINTS)
+    done = c + (1 if p + 1 > 5 else 0)
+    code, out, err = run("--epochs", "3", "--resume", ck, "--checkpoint", ck)
+    if done == 0:
+        check(code != 0 and ("cannot open" in err.lower() or "no such file" in err.lower()),
+              f"kill at step {k} before the first commit: resume gave {code}: {err[-500:]}")
+        continue
+    got = epochs(out)
+    check(code == 0 and got == [e.replace("/3", "/3") for e in want[done:]],
+          f"kill at step {k} ({done} epoch(s) committed): resumed {got}, want {want[done:]} "
+          f"({err[-500:]})")
+    leftovers = sorted(os.listdir(os.path.dirname(ck)))
+    check(leftovers == ["ck.safetensors", "ck.safetensors.optim"],
+          f"kill at step {k}: after the resumed run's own commits the folder holds {leftovers}")
+
+# A write that fails half way: a file size limit between the weights' size
+# and the moments' (AdamW: twice the weights).
+ck = fresh("full")
+code, out, err = run("--epochs", "1", "--checkpoint", ck)
+check(code == 0, f"the first epoch ({code}): {err[-500:]}")
+limit = os.path.getsize(ck) + 4096
+before = {name: open(os.path.join(os.path.dirname(ck), name), "rb").read()
+          for name in os.listdir(os.path.dirname(ck))}
+code, out, err = run("--epochs", "2", "--resume", ck, "--checkpoint", ck, limit=limit)
+check(code != 0 and "cannot write" in err and ".optim.tmp" in err,
+      f"a write past the size limit: exit {code}: {err[-800:]}")
+after = {name: open(os.path.join(os.path.dirname(ck), name), "rb").read()
+         for name in os.listdir(os.path.dirname(ck))}
+check(after == before, f"the failed commit changed the folder: {sorted(before)} -> {sorted(after)}")
+code, out, err = run("--epochs", "3", "--resume", ck)
+check(code == 0 and epochs(out) == want[1:],
+      f"resumed after the failed write: {epochs(out)}, want {want[1:]} ({err[-500:]})")
+
+# A pair from two steps: epoch 1's moments beside epoch 2's weights.
+one, two = fresh("one"), fresh("two")
+run("--epochs", "1", "--checkpoint", one)
+run("--epochs", "2", "--checkpoint", two)
+shutil.copyfile(one + ".optim", two + ".optim")
+code, out, err = run("--epochs", "3", "--resume", two)
+check(code != 0 and "does not belong to its weights" in err and "epoch 1" in err and
+      "epoch 2" in err, f"a torn pair resumed ({code}): {err[-800:]}")
+
+# Outputs that name one file, as files: refused before anything is written.
+ck = fresh("paths")
+metrics = os.path.join(os.path.dirname(ck), "m.json")
+link = os.path.join(os.path.dirname(ck), "link.json")
+os.symlink(ck, link)
+program = open(mlir).read()
+cases = [
+    (["--checkpoint", ck, "--metrics", ck], "--metrics"),
+    (["--checkpoint", mlir], "FILE"),
+    (["--checkpoint", ck, "--trace", ck + ".optim"], "--trace"),
+    (["--checkpoint", ck, "--metrics", link], "--metrics"),
+    (["--checkpoint", ck, "--metrics", ck + ".tmp"], "--metrics"),
+    (["--metrics", metrics, "--trace", "./" + os.path.relpath(metrics)], "--trace"),
+]
+for flags, name in cases:
+    code, out, err = run("--epochs", "1", *flags)
+    check(code != 0 and "are the same file" in err and name in err,
+          f"{flags}: exit {code}: {err[-400:]}")
+check(open(mlir).read() == program, "the program was overwritten")
+check(sorted(os.listdir(os.path.dirname(ck))) == ["link.json"],
+      f"a refused run wrote {sorted(os.listdir(os.path.dirname(ck)))}")
+code, out, err = run("--epochs", "1", "--checkpoint", ck, "--resume", ck)
+check("are the same file" not in err, f"--resume X --checkpoint X was refused: {err[-400:]}")
+
+print("FAIL" if failures else "PASS")
+sys.exit(1 if failures else 0)
