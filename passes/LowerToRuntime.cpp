@@ -4,7 +4,8 @@
 // func.func written in htp ops into an LLVM-dialect function with the entry
 // ABI of runtime/htp_entry.h, calling the runtime's op entry points (the
 // f32 ones, or their _bf16 twins for a bf16 block), and writes each
-// function's JSON signature ("dtype" per argument and result). Where
+// function's JSON signature ("dtype" per argument and result) and its
+// facts, the numbers a loader checks that signature against. Where
 // each value lives was decided by htp-assign-workspace (AssignWorkspace.cpp);
 // each op is lowered by its own pattern (OpLowerings.cpp).
 //
@@ -132,6 +133,7 @@ private:
   std::string resultName(unsigned index);
   std::optional<unsigned> gradientOf(unsigned resultIndex);
   std::string signatureJSON();
+  SmallVector<int64_t> facts(size_t signatureBytes);
 
   func::FuncOp func;
   std::string name;
@@ -491,6 +493,73 @@ std::string EntryLowering::signatureJSON() {
   return text;
 }
 
+static_assert(HTP_FACT_DIMS + HTP_ENTRY_MAX_RANK == HTP_FACT_SHARD_LAYOUT,
+              "a facts record holds every dim");
+
+/// The facts beside the signature (runtime/htp_entry.h): the numbers the
+/// JSON states, taken again from the function's types, the placement and
+/// the counts the op patterns use, so that a signature edited after
+/// compilation no longer matches them.
+SmallVector<int64_t> EntryLowering::facts(size_t signatureBytes) {
+  SmallVector<int64_t> words(HTP_FACTS_HEADER_WORDS, 0);
+  words[HTP_FACTS_FORMAT] = HTP_FACTS_MAGIC;
+  words[HTP_FACTS_SIGNATURE_BYTES] = static_cast<int64_t>(signatureBytes);
+  auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName);
+  words[HTP_FACTS_TP] = tp ? tp.getInt() : 1;
+  words[HTP_FACTS_WORKSPACE_BYTES] = workspaceBytes;
+  words[HTP_FACTS_FLOPS] = gemmFlops;
+  words[HTP_FACTS_NUM_ARGS] = context.numArgs;
+  words[HTP_FACTS_NUM_RESULTS] = numResults;
+  auto addTensor = [&](htp_sig_role role, Type type, std::optional<ShardRecord> shard,
+                       int64_t gradArg) {
+    auto tensor = cast<RankedTensorType>(type);
+    int64_t record[HTP_FACTS_TENSOR_WORDS] = {};
+    record[HTP_FACT_ROLE] = role;
+    record[HTP_FACT_DTYPE] = tensor.getElementType().isBF16() ? HTP_SIG_BF16 : HTP_SIG_F32;
+    // checkEntryFunction made sure the bytes fit.
+    record[HTP_FACT_BYTES] = *(elementCount(tensor) * elementBytes(tensor.getElementType())).get();
+    record[HTP_FACT_RANK] = tensor.getRank();
+    for (auto [index, dim] : llvm::enumerate(tensor.getShape()))
+      record[HTP_FACT_DIMS + index] = dim;
+    if (shard) {
+      record[HTP_FACT_SHARD_LAYOUT] = shard->layout == "qkv" ? HTP_SHARD_QKV : HTP_SHARD_BLOCKS;
+      record[HTP_FACT_SHARD_DIM] = shard->dim;
+      record[HTP_FACT_SHARD_PARTS] = shard->parts;
+    }
+    record[HTP_FACT_GRAD_ARG] = gradArg;
+    words.append(std::begin(record), std::end(record));
+  };
+  for (unsigned index = 0; index < context.numArgs; ++index)
+    addTensor(func.getArgAttrOfType<StringAttr>(index, kParamAttrName) ? HTP_SIG_PARAM
+                                                                        : HTP_SIG_INPUT,
+              func.getArgumentTypes()[index], *readShard(func, index), -1);
+  for (unsigned index = 0; index < numResults; ++index) {
+    std::optional<unsigned> param = gradientOf(index);
+    addTensor(param ? HTP_SIG_GRAD : HTP_SIG_RESULT, func.getResultTypes()[index],
+              param ? *readShard(func, *param) : std::nullopt,
+              param ? static_cast<int64_t>(*param) : -1);
+  }
+  const int64_t balanceWords[HTP_FACTS_BALANCE_WORDS] = {
+      balance.layers != 0, balance.layers,   balance.modelDim,     balance.heads,
+      balance.headDim,     balance.headFlops, balance.mlpUnits,    balance.mlpUnitWidth,
+      balance.mlpUnitFlops};
+  words.append(std::begin(balanceWords), std::end(balanceWords));
+  words[HTP_FACTS_WORDS] = static_cast<int64_t>(words.size());
+  return words;
+}
+
+/// Defines an externally visible constant int64 array `name`.
+static void defineWordsGlobal(OpBuilder &builder, ModuleOp module, StringRef name,
+                              ArrayRef<int64_t> words) {
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToEnd(module.getBody());
+  auto type = LLVM::LLVMArrayType::get(builder.getI64Type(), words.size());
+  auto value = DenseElementsAttr::get(
+      RankedTensorType::get({static_cast<int64_t>(words.size())}, builder.getI64Type()), words);
+  LLVM::GlobalOp::create(builder, module.getLoc(), type, /*isConstant=*/true,
+                         LLVM::Linkage::External, name, value);
+}
+
 /// Defines a NUL-terminated, externally visible constant string `name`.
 static void defineStringGlobal(OpBuilder &builder, ModuleOp module, StringRef name,
                                StringRef value) {
@@ -559,7 +628,9 @@ LogicalResult EntryLowering::run() {
       failed(lowerBody()))
     return failure();
   OpBuilder builder(module.getContext());
-  defineStringGlobal(builder, module, HTP_SIGNATURE_SYMBOL_PREFIX + name, signatureJSON());
+  std::string signature = signatureJSON();
+  defineStringGlobal(builder, module, HTP_SIGNATURE_SYMBOL_PREFIX + name, signature);
+  defineWordsGlobal(builder, module, HTP_FACTS_SYMBOL_PREFIX + name, facts(signature.size()));
   func.erase();
   return success();
 }

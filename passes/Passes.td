@@ -180,7 +180,10 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     The pass also emits `@"htp.sig.F"`, the block's signature as JSON
     (format 2 of `runtime/htp_entry.h`: argument names, roles, dtypes
     (`"f32"` or `"bf16"`), shapes and
-    shards, results, workspace bytes, GEMM FLOPs, tp, balance units), and
+    shards, results, workspace bytes, GEMM FLOPs, tp, balance units),
+    `@"htp.facts.F"`, the same numbers as an int64 array taken from the
+    function's types (what the code was compiled for, which a loader
+    compares with the JSON), and
     `@"htp.default_entry"` (the name F) when the module has exactly one
     public function. Every symbol it defines starts with `htp.` and every
     function it declares with `htp_`, so a function named like a C library,

@@ -11,8 +11,13 @@
  *
  *   int32_t "htp.entry.NAME"(void *rt_ctx, void *const *buffers);
  *   const char "htp.sig.NAME"[];        the signature, NUL-terminated JSON
+ *   const int64_t "htp.facts.NAME"[];   what the code was compiled for (below)
  *   const char "htp.default_entry"[];   NAME, when the module has exactly
  *                                       one public function
+ *
+ * Each data symbol's size is its ELF symbol size (st_size): a loader reads
+ * no byte beyond it, so a signature whose NUL was overwritten is refused,
+ * never read into the bytes that follow it.
  *
  * The dots keep every generated symbol out of C's namespace: a block whose
  * function is called @memcpy or @htp_allreduce_sum_f32 cannot replace a C
@@ -95,6 +100,26 @@
  * limits bound what one signature can claim; whether a machine can hold it
  * is the caller's check (htp-run compares the bytes it would allocate with
  * the physical memory before allocating any).
+ *
+ * Facts (format HTP_FACTS_MAGIC). The signature is text anyone can edit in
+ * a .so without touching the code: shrink a result's shape and the code
+ * still writes the bytes it was compiled for, past the buffer sized from the
+ * JSON. So the lowering also emits "htp.facts.NAME", an int64 array of every
+ * number a caller sizes, slices or plans from, taken from the function's
+ * types as the op patterns are (not from the JSON), and a loader compares
+ * it with the parsed signature field by field: an edit to either one alone
+ * shows as a mismatch that can be named. (Someone who edits both consistently
+ * is not stopped: this ties the signature to its code, it does not sign it.)
+ * Names and the entry name are not repeated: the symbols carry NAME, and a
+ * loader checks the signature's "entry" against the name it looked up.
+ *   words [0, HTP_FACTS_HEADER_WORDS): indexed by htp_facts_header;
+ *   then one record of HTP_FACTS_TENSOR_WORDS per argument, then per
+ *   result, indexed by htp_facts_tensor: role (htp_sig_role), dtype
+ *   (htp_sig_dtype), bytes, rank, dims (HTP_ENTRY_MAX_RANK words, 0 past
+ *   the rank), shard layout (htp_shard_layout), shard dim and parts (0 when
+ *   not sharded), the argument a gradient is of (-1 for any other tensor);
+ *   then HTP_FACTS_BALANCE_WORDS: present (0 or 1), then "balance"'s eight
+ *   fields in the order written above (0 when absent).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_ENTRY_H
 #define HTP_ENTRY_H
@@ -113,7 +138,39 @@ typedef int32_t (*htp_entry_fn)(void *rt_ctx, void *const *buffers);
 #define HTP_ENTRY_SYMBOL_PREFIX "htp.entry."
 #define HTP_SIGNATURE_SYMBOL_PREFIX "htp.sig."
 #define HTP_DEFAULT_ENTRY_SYMBOL "htp.default_entry"
+#define HTP_FACTS_SYMBOL_PREFIX "htp.facts."
 #define HTP_ENTRY_FORMAT_VERSION 2
+/* Word 0 of a facts array: "HTPF" and the facts format, 1. */
+#define HTP_FACTS_MAGIC INT64_C(0x4854504601)
+
+/* The header words of a facts array (above). */
+typedef enum htp_facts_header {
+  HTP_FACTS_FORMAT = 0,          /* HTP_FACTS_MAGIC */
+  HTP_FACTS_WORDS = 1,           /* the array's length in words */
+  HTP_FACTS_SIGNATURE_BYTES = 2, /* the signature's length, its NUL not counted */
+  HTP_FACTS_TP = 3,
+  HTP_FACTS_WORKSPACE_BYTES = 4,
+  HTP_FACTS_FLOPS = 5,
+  HTP_FACTS_NUM_ARGS = 6,
+  HTP_FACTS_NUM_RESULTS = 7,
+  HTP_FACTS_HEADER_WORDS = 8
+} htp_facts_header;
+
+/* The words of one tensor's record in a facts array. */
+typedef enum htp_facts_tensor {
+  HTP_FACT_ROLE = 0,
+  HTP_FACT_DTYPE = 1,
+  HTP_FACT_BYTES = 2,
+  HTP_FACT_RANK = 3,
+  HTP_FACT_DIMS = 4, /* HTP_ENTRY_MAX_RANK words */
+  HTP_FACT_SHARD_LAYOUT = 12,
+  HTP_FACT_SHARD_DIM = 13,
+  HTP_FACT_SHARD_PARTS = 14,
+  HTP_FACT_GRAD_ARG = 15,
+  HTP_FACTS_TENSOR_WORDS = 16
+} htp_facts_tensor;
+
+enum { HTP_FACTS_BALANCE_WORDS = 9 };
 
 /* Limits of a signature (documented in the README). */
 enum {

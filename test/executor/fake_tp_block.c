@@ -12,6 +12,7 @@
  * so y = x W1ᵀ W2ᵀ + b2 and q = the global qkv bias, whatever FAKE_TP is.
  *===----------------------------------------------------------------------===*/
 #include "runtime/htp.h"
+#include "runtime/htp_entry.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -45,6 +46,25 @@ const char fake_block_signature[] __asm__("htp.sig.fake_block") =
     "  {\"name\": \"q\", \"dtype\": \"f32\", \"shape\": [" STR(FAKE_QKV_ROWS) "]}],\n"
     " \"workspace_bytes\": " STR(FAKE_WORKSPACE) ", \"flops\": 480, \"tp\": " STR(FAKE_TP) "}";
 const char fake_default_entry[] __asm__("htp.default_entry") = "fake_block";
+
+/* What the code below is written for, as the lowering states it beside a
+ * compiled block's signature: the loader compares the two. */
+#define F32_2D(role, d0, d1, layout, dim, parts) \
+  role, HTP_SIG_F32, 4 * (d0) * (d1), 2, d0, d1, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1
+#define F32_1D(role, d0, layout, dim, parts) \
+  role, HTP_SIG_F32, 4 * (int64_t)(d0), 1, d0, 0, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1
+const int64_t fake_block_facts[] __asm__("htp.facts.fake_block") = {
+    HTP_FACTS_MAGIC,
+    HTP_FACTS_HEADER_WORDS + 7 * HTP_FACTS_TENSOR_WORDS + HTP_FACTS_BALANCE_WORDS,
+    sizeof fake_block_signature - 1, FAKE_TP, FAKE_WORKSPACE, 480, 5, 2,
+    F32_2D(HTP_SIG_INPUT, B, D, HTP_SHARD_NONE, 0, 0),
+    F32_2D(HTP_SIG_PARAM, H, D, HTP_SHARD_BLOCKS, 0, FAKE_TP),
+    F32_2D(HTP_SIG_PARAM, D, H, HTP_SHARD_BLOCKS, 1, FAKE_TP),
+    F32_1D(HTP_SIG_PARAM, D, HTP_SHARD_NONE, 0, 0),
+    F32_1D(HTP_SIG_PARAM, 3 * Q, HTP_SHARD_QKV, 0, FAKE_TP),
+    F32_2D(HTP_SIG_RESULT, B, D, HTP_SHARD_NONE, 0, 0),
+    F32_1D(HTP_SIG_RESULT, FAKE_QKV_ROWS, HTP_SHARD_NONE, 0, 0),
+    0, 0, 0, 0, 0, 0, 0, 0, 0 /* no balance record */};
 
 int32_t fake_block(void *rt_ctx, void *const *buffers) __asm__("htp.entry.fake_block");
 int32_t fake_block(void *rt_ctx, void *const *buffers) {

@@ -15,7 +15,11 @@
  * (runtime/htp_entry.h). ENTRY NULL picks the entry named by the object's
  * HTP_DEFAULT_ENTRY_SYMBOL string (present when the module had exactly one
  * public function). options->tp is not looked at: the
- * signature says what the object was compiled for. */
+ * signature says what the object was compiled for. The load fails, with a
+ * message naming what differs, unless the signature and the default entry
+ * are NUL-terminated within their ELF symbol sizes, the signature's "entry"
+ * is ENTRY, and every number of the signature equals the object's
+ * HTP_FACTS_SYMBOL_PREFIX ENTRY facts (what its code was compiled for). */
 const htp_compiler *htp_so_loader(void);
 
 #endif /* HTP_RUN_SO_LOADER_H */
