@@ -1,7 +1,8 @@
 /*===- bench/gemm_bound.c - The GEMM-only bound of one ViT block ---------===*
  *
  * Runs exactly the GEMMs a ViT block does (qkv, per-head q·kᵀ and p·v, proj,
- * fc1, fc2) through the same OpenBLAS calls and layouts as kernels/cpu, and
+ * fc1, fc2) through the same library (oneDNN or OpenBLAS) and layouts as
+ * kernels/cpu, and
  * nothing else: no layer norm, softmax, GELU, bias or residual. Its time is
  * the floor htp-run's forward could reach with these GEMMs; the ratio
  * htp-run / bound says how much the rest of the block costs.
@@ -13,7 +14,21 @@
  * its own fused attention loop rather than through BLAS: the stricter floor.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
+#ifdef HTP_BOUND_ONEDNN
+/* The same row-major calls through oneDNN (its OpenMP threads: run with
+ * OMP_NUM_THREADS=<cores>), the library the kernels' GEMMs use. */
+#include <oneapi/dnnl/dnnl.h>
+typedef enum { CblasRowMajor } CBLAS_ORDER;
+typedef enum { CblasNoTrans = 'N', CblasTrans = 'T' } CBLAS_TRANSPOSE;
+static void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, long m, long n,
+                        long k, float alpha, const float *a, long lda, const float *b, long ldb,
+                        float beta, float *c, long ldc) {
+  (void)order;
+  dnnl_sgemm((char)ta, (char)tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#else
 #include <cblas.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -99,6 +99,10 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
  * before ranks start). threads < 1 is ignored. */
 void htp_cpu_set_blas_threads(int threads);
 int htp_cpu_blas_threads(void);
+/* What computes the GEMMs, for reports: "onednn 2.6.3 (avx512_core_amx)"
+ * (the ISA oneDNN generates its kernels for), "openblas (SkylakeX)" (the
+ * core OpenBLAS picked), "blis" or "plain C loop". */
+const char *htp_cpu_gemm_provider(void);
 
 #ifdef __cplusplus
 }

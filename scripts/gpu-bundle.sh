@@ -162,7 +162,7 @@ command -v readelf >/dev/null || die "no readelf (binutils)"
 generator=()
 command -v ninja >/dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)
 config=(-DCMAKE_BUILD_TYPE=Release -DHTP_ENABLE_MLIR=OFF -DHTP_ENABLE_CUDA=ON
-        -DHTP_ENABLE_MPI=OFF -DHTP_WITH_OPENBLAS=ON -DHTP_KERNELS_ONLY=OFF
+        -DHTP_ENABLE_MPI=OFF -DHTP_BLAS=openblas -DHTP_WITH_OPENBLAS=ON -DHTP_KERNELS_ONLY=OFF
         -DCMAKE_CUDA_COMPILER="$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
 log=$build/gpu-bundle.log
 mkdir -p "$build" || die "cannot create $build"

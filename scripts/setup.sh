@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools  # MLIR/LLVM 22
-  libopenblas-dev                                        # GEMMs (cblas_sgemm)
+  libdnnl-dev                                            # CPU GEMMs (oneDNN: kernels for the ISA the CPU reports)
+  libopenblas-dev                                        # CPU GEMMs where oneDNN is not used (-DHTP_BLAS=openblas)
   libcmocka-dev                                          # C unit tests
   libjansson-dev                                         # JSON: signatures, reports, traces, safetensors headers
   libopenmpi-dev openmpi-bin                             # the mpi backend

@@ -43,6 +43,9 @@ if device not in ("cpu", "checked"):
 if device == "checked":
     config.environment["HTP_DEVICE"] = "checked"
     config.available_features.add("checked-device")
+    # Its own Output folders: ctest runs lit and lit.checked at once, and the
+    # tests' %t files must not be shared.
+    config.test_exec_root = os.path.join(config.htp_binary_dir, "test-checked")
 
 def has_gpu():
     try:

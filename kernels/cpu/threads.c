@@ -27,9 +27,14 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #ifndef HTP_BLAS_OPENBLAS
 #include <stdlib.h>
 #include <unistd.h>
+#endif
+#ifdef HTP_BLAS_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 #endif
 
 /* The kernels' thread count; 0 until set or first read. BLAS itself runs
@@ -42,13 +47,14 @@ static _Atomic int kernel_threads;
 void htp_cpu_set_blas_threads(int threads) {
   if (threads >= 1) {
     atomic_store(&kernel_threads, threads);
-#ifdef HTP_BLAS_OPENBLAS
+#if defined(HTP_BLAS_OPENBLAS) && !defined(HTP_BLAS_ONEDNN)
     openblas_set_num_threads(1);
-#endif /* other BLASes (BLIS) are linked in their serial build */
+#endif /* other BLASes (BLIS) are linked in their serial build; oneDNN's
+        * OpenMP threads are held to one per calling thread (one_gemm) */
   }
 }
 
-#ifndef HTP_BLAS_OPENBLAS
+#if !defined(HTP_BLAS_OPENBLAS) || defined(HTP_BLAS_ONEDNN)
 /* What OpenBLAS would answer, for a BLAS that has no such call: the first
  * of these variables that holds a positive count, else every online core. */
 static int default_threads(void) {
@@ -72,7 +78,7 @@ int htp__threads(void) {
   if (threads < 1) {
     /* Not set: what BLAS would have used (OPENBLAS_NUM_THREADS, or every
      * core), taken over once. */
-#ifdef HTP_BLAS_OPENBLAS
+#if defined(HTP_BLAS_OPENBLAS) && !defined(HTP_BLAS_ONEDNN)
     threads = openblas_get_num_threads();
 #else
     threads = default_threads();
@@ -214,22 +220,83 @@ struct sgemm_job {
   int64_t lda, ldb, ldc;
 };
 
+/* One single-threaded row-major GEMM of the library the build chose. */
+static void one_gemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n,
+                     int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                     int64_t ldb, float beta, float *c, int64_t ldc) {
+#ifdef HTP_BLAS_ONEDNN
+  /* oneDNN threads each call with OpenMP, as many threads as the calling
+   * thread's OpenMP setting: one, so that the pool (and a rank's share of
+   * the cores) stays the one owner of the cores. Per thread, once. */
+  static _Thread_local int single;
+  if (!single) {
+    omp_set_num_threads(1);
+    single = 1;
+  }
+  dnnl_sgemm(transa == CblasNoTrans ? 'N' : 'T', transb == CblasNoTrans ? 'N' : 'T', m, n, k,
+             alpha, a, lda, b, ldb, beta, c, ldc);
+#else
+  cblas_sgemm(CblasRowMajor, transa, transb, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+              (int)ldb, beta, c, (int)ldc);
+#endif
+}
+
 /* Rows [begin, end) of C: A's rows, or A's columns when it is transposed. */
 static void sgemm_rows(void *ctx, int64_t begin, int64_t end) {
   const struct sgemm_job *job = ctx;
   const float *a = job->a + (job->transa == CblasNoTrans ? begin * job->lda : begin);
-  cblas_sgemm(CblasRowMajor, job->transa, job->transb, (int)(end - begin), (int)job->n,
-              (int)job->k, job->alpha, a, (int)job->lda, job->b, (int)job->ldb, job->beta,
-              job->c + begin * job->ldc, (int)job->ldc);
+  one_gemm(job->transa, job->transb, end - begin, job->n, job->k, job->alpha, a, job->lda,
+           job->b, job->ldb, job->beta, job->c + begin * job->ldc, job->ldc);
 }
 
 /* Columns [begin, end) of C: B's columns, or B's rows when it is transposed. */
 static void sgemm_cols(void *ctx, int64_t begin, int64_t end) {
   const struct sgemm_job *job = ctx;
   const float *b = job->b + (job->transb == CblasNoTrans ? begin : begin * job->ldb);
-  cblas_sgemm(CblasRowMajor, job->transa, job->transb, (int)job->m, (int)(end - begin),
-              (int)job->k, job->alpha, job->a, (int)job->lda, b, (int)job->ldb, job->beta,
-              job->c + begin, (int)job->ldc);
+  one_gemm(job->transa, job->transb, job->m, end - begin, job->k, job->alpha, job->a, job->lda,
+           b, job->ldb, job->beta, job->c + begin, job->ldc);
+}
+
+static char provider[96];
+
+/* The library, its version and, for oneDNN, the ISA its kernels are
+ * generated for (capped by ONEDNN_MAX_CPU_ISA). */
+static void describe_provider(void) {
+#ifdef HTP_BLAS_ONEDNN
+  static const struct {
+    dnnl_cpu_isa_t isa;
+    const char *name;
+  } isas[] = {{dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+              {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+              {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+              {dnnl_cpu_isa_avx512_core, "avx512_core"},
+              {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+              {dnnl_cpu_isa_avx2, "avx2"},
+              {dnnl_cpu_isa_avx, "avx"},
+              {dnnl_cpu_isa_sse41, "sse41"}};
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  const char *name = "?";
+  for (size_t i = 0; i < sizeof isas / sizeof isas[0]; ++i)
+    if (isa == isas[i].isa) {
+      name = isas[i].name;
+      break;
+    }
+  const dnnl_version_t *version = dnnl_version();
+  snprintf(provider, sizeof provider, "onednn %d.%d.%d (%s)", version->major, version->minor,
+           version->patch, name);
+#elif defined(HTP_BLAS_BLIS)
+  snprintf(provider, sizeof provider, "blis");
+#elif defined(HTP_BLAS_OPENBLAS) && !defined(HTP_PLAIN_BLAS_CBLAS_H)
+  snprintf(provider, sizeof provider, "openblas (%s)", openblas_get_corename());
+#else
+  snprintf(provider, sizeof provider, "plain C loop");
+#endif
+}
+
+const char *htp_cpu_gemm_provider(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, describe_provider);
+  return provider;
 }
 
 enum {

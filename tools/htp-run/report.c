@@ -10,6 +10,8 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/shape.h"
 
+#include "kernels/htp_kernels.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -181,6 +183,8 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
          options->warmup, options->iters, (double)block_flops / 1e9, (double)sig->flops / 1e9);
   printf("  BLAS threads per rank: %d (%s)\n", state->blas_threads,
          state->blas_threads_from ? state->blas_threads_from : "its share of the cores");
+  if (strcmp(options->device, "cuda") != 0)
+    printf("  CPU GEMMs: %s\n", htp_cpu_gemm_provider());
   if (state->balance)
     printf("  %6s %12s %10s %5s  %s\n", "iter", "ms", "GFLOP/s", "plan", "actions");
   else
@@ -382,6 +386,7 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
   put(report, "flops", json_integer(sig->flops), &ok);
   put(report, "block_flops", json_integer(sig->flops * state->tp), &ok);
   put(report, "blas_threads", json_integer(state->blas_threads), &ok);
+  put(report, "gemm_provider", json_string(htp_cpu_gemm_provider()), &ok);
   put(report, "median_ms", number(t.median), &ok);
   put(report, "min_ms", number(t.min), &ok);
   put(report, "mean_ms", number(t.mean), &ok);

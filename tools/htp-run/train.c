@@ -1552,10 +1552,13 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
              htp_run_clock_name(train->clock),
              train->clock == HTP_TRAIN_CLOCK_UNITS ? ", plans from units" : "");
   if (!quiet)
-    fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank), batch "
-            "%d, %u training and %u test images, %ld steps an epoch, %s lr %g (%s)%s%s%s\n",
+    fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank, GEMMs "
+            "%s), batch %d, %u training and %u test images, %ld steps an epoch, %s lr %g "
+            "(%s)%s%s%s\n",
             sig->entry, job.eval_sig->entry, job.tp, state->blas_threads,
-            state->blas_threads == 1 ? "" : "s", job.batch, train_set.count, test_set.count,
+            state->blas_threads == 1 ? "" : "s",
+            state->device == HTP_DEVICE_CUDA ? "cuBLAS" : htp_cpu_gemm_provider(), job.batch,
+            train_set.count, test_set.count,
             job.steps,
             optimizer_name(train->optimizer), train->lr,
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
