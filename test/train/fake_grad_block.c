@@ -11,6 +11,7 @@
  * Loss: mean cross-entropy against the target rows; gradients exact.
  *===----------------------------------------------------------------------===*/
 #include "runtime/htp.h"
+#include "runtime/htp_entry.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -49,6 +50,34 @@ const char grad_signature[] __asm__("htp.sig.lin_loss_grad") =
 const char eval_signature[] __asm__("htp.sig.lin_loss") =
     "{\"htp_entry\": 2, \"entry\": \"lin_loss\",\n" ARGS " \"results\": [\n" RESULTS "],\n"
     " \"workspace_bytes\": 1280, \"tp\": " STR(FAKE_TP) "}";
+
+/* What the code below is written for, as the lowering states it beside a
+ * compiled block's signature (runtime/htp_entry.h): the loader compares. */
+#if FAKE_TP > 1
+#define W_SHARD_FACTS HTP_SHARD_BLOCKS, 1, FAKE_TP
+#else
+#define W_SHARD_FACTS HTP_SHARD_NONE, 0, 0
+#endif
+/* ... is the shard's layout, dim and parts, then the gradient's argument. */
+#define FACT_RECORD(role, bytes, rank, d0, d1, d2, d3, ...) \
+  role, HTP_SIG_F32, bytes, rank, d0, d1, d2, d3, 0, 0, 0, 0, __VA_ARGS__
+#define ARGS_FACTS                                                                       \
+  FACT_RECORD(HTP_SIG_INPUT, 4 * B * F, 4, B, 1, 28, 28, HTP_SHARD_NONE, 0, 0, -1),      \
+      FACT_RECORD(HTP_SIG_INPUT, 4 * B * K, 2, B, K, 0, 0, HTP_SHARD_NONE, 0, 0, -1),    \
+      FACT_RECORD(HTP_SIG_PARAM, 4 * K * L, 2, K, L, 0, 0, W_SHARD_FACTS, -1),           \
+      FACT_RECORD(HTP_SIG_PARAM, 4 * K, 1, K, 0, 0, 0, HTP_SHARD_NONE, 0, 0, -1)
+#define RESULTS_FACTS                                                                    \
+  FACT_RECORD(HTP_SIG_RESULT, 4, 1, 1, 0, 0, 0, HTP_SHARD_NONE, 0, 0, -1),               \
+      FACT_RECORD(HTP_SIG_RESULT, 4 * B * K, 2, B, K, 0, 0, HTP_SHARD_NONE, 0, 0, -1)
+#define NO_BALANCE 0, 0, 0, 0, 0, 0, 0, 0, 0
+const int64_t grad_facts[] __asm__("htp.facts.lin_loss_grad") = {
+    HTP_FACTS_MAGIC, HTP_FACTS_HEADER_WORDS + 8 * HTP_FACTS_TENSOR_WORDS + HTP_FACTS_BALANCE_WORDS,
+    sizeof grad_signature - 1, FAKE_TP, 1280, 0, 4, 4, ARGS_FACTS, RESULTS_FACTS,
+    FACT_RECORD(HTP_SIG_GRAD, 4 * K * L, 2, K, L, 0, 0, W_SHARD_FACTS, 2),
+    FACT_RECORD(HTP_SIG_GRAD, 4 * K, 1, K, 0, 0, 0, HTP_SHARD_NONE, 0, 0, 3), NO_BALANCE};
+const int64_t eval_facts[] __asm__("htp.facts.lin_loss") = {
+    HTP_FACTS_MAGIC, HTP_FACTS_HEADER_WORDS + 6 * HTP_FACTS_TENSOR_WORDS + HTP_FACTS_BALANCE_WORDS,
+    sizeof eval_signature - 1, FAKE_TP, 1280, 0, 4, 2, ARGS_FACTS, RESULTS_FACTS, NO_BALANCE};
 
 /* logits and loss; dlogits (workspace) when asked. */
 static int32_t forward(htp_ctx *ctx, void *const *buffers, float *dlogits) {
