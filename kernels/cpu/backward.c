@@ -210,31 +210,35 @@ htp_kernel_status htp__cpu_layer_norm_backward_f32(const htp_kernel_env *env, co
 /* ----- GELU -------------------------------------------------------------- */
 
 /* Exact: d/dx x Φ(x) = Φ(x) + x φ(x), Φ from the forward's erfc (full
- * relative precision on both sides), φ(x) = e^{-x²/2} / sqrt(2π). */
+ * relative precision on both sides), φ(x) = e^{-x²/2} / sqrt(2π). x φ(x)
+ * takes x clamped (φ is 0 beyond), so the derivative is 1 at +inf and 0 at
+ * -inf rather than inf * 0. */
 HTP_VECTOR_CLONES
 static void gelu_erf_grad(const float *x, const float *dy, float *dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i], e = htp__erfc_gelu(v);
+    const float v = x[i], e = htp__erfc_gelu(v), near = htp__gelu_far_clamp(v);
     const float cdf = v >= 0.0f ? 1.0f - 0.5f * e : 0.5f * e;
-    const float pdf = 0.3989422804014327f * htp__expf(-0.5f * v * v);
-    dx[i] = dy[i] * (cdf + v * pdf);
+    const float pdf = 0.3989422804014327f * htp__expf(-0.5f * near * near);
+    dx[i] = dy[i] * (cdf + near * pdf);
   }
 }
 
 /* Tanh form: y = x (1 + t) / 2, t = tanh(u), u = k (x + c x³):
  * y' = (1 + t) / 2 + x (1 - t²) k (1 + 3 c x²) / 2, with e = e^{-2|u|}:
- * 1 + t as the forward, 1 - t² = 4 e / (1 + e)². */
+ * 1 + t as the forward, 1 - t² = 4 e / (1 + e)². The second term takes x
+ * clamped (1 - t² is 0 beyond), so huge x gives no inf * 0. */
 HTP_VECTOR_CLONES
 static void gelu_tanh_grad(const float *x, const float *dy, float *dx, int64_t n) {
   const float k = 0.7978845608028654f, c = 0.044715f;
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
+    const float v = x[i], near = htp__gelu_far_clamp(v);
     const float u = k * (v + c * v * v * v);
     const float e = htp__expf(-2.0f * fabsf(u));
     const float inv = 1.0f / (1.0f + e);
     const float one_plus_tanh = u >= 0.0f ? 2.0f * inv : 2.0f * e * inv;
     const float sech2 = 4.0f * e * inv * inv;
-    dx[i] = dy[i] * (0.5f * one_plus_tanh + 0.5f * v * sech2 * k * (1.0f + 3.0f * c * v * v));
+    dx[i] = dy[i] * (0.5f * one_plus_tanh +
+                     0.5f * near * sech2 * k * (1.0f + 3.0f * c * near * near));
   }
 }
 
@@ -415,8 +419,9 @@ static double ce_row(const float *l, const float *t, float *d, int64_t classes,
     sum += htp__expf(l[c] - max);
     t_sum += t[c];
     /* T lse - Σ t l = T log Σ - Σ t (l - max): no cancellation of two large
-     * terms when the logits are large. */
-    tl_sum += (double)t[c] * ((double)l[c] - (double)max);
+     * terms when the logits are large. A class with target 0 takes no part
+     * (0 log 0 = 0), so a -inf logit there is not 0 * -inf = NaN. */
+    tl_sum += t[c] != 0.0f ? (double)t[c] * ((double)l[c] - (double)max) : 0.0;
   }
   if (d) {
     const float scale = (float)(t_sum / sum) * inv_rows;

@@ -70,17 +70,24 @@ enum { HTP_GRAIN = 16384 };
 #define HTP_VECTOR_CLONES
 #endif
 
-/* e^x in f32 for every x (overflow to inf above ~88.7, zero below ~-103),
- * within 2 ulp, written so loops over it vectorise: range reduction by
- * x = n ln2 + r with |r| <= ln2/2, a degree-7 Taylor polynomial for e^r, and n
- * added into the exponent bits. */
+/* e^x in f32 for every x, within 2 ulp, written so loops over it
+ * vectorise: range reduction by x = n ln2 + r with |r| <= ln2/2, a degree-7
+ * Taylor polynomial for e^r, and n added into the exponent bits. Defined for
+ * every input: below -104 (past ln 2^-150, where e^x rounds to 0) x is
+ * taken as -104, so -inf gives 0 exactly; above 88.75 as 88.75, which
+ * overflows to +inf; a NaN passes the clamp and the polynomial and comes out
+ * NaN. n is read from the bits of the rounding sum, not converted from a
+ * float (converting a NaN to int32_t is undefined), and the exponents are
+ * shifted unsigned. */
 static inline float htp__expf(float x) {
-  x = x < -103.0f ? -103.0f : (x > 88.75f ? 88.75f : x);
-  /* round(x / ln2) with the 1.5 * 2^23 trick (no call to a rounding function). */
+  x = x < -104.0f ? -104.0f : (x > 88.75f ? 88.75f : x);
+  /* round(x / ln2) with the 1.5 * 2^23 trick: the sum's low mantissa bits
+   * hold n (no call to a rounding function). */
   const float shifter = 12582912.0f;
-  float n = (x * 1.44269504088896341f + shifter) - shifter;
-  float r = x - n * 0.693145751953125f;  /* ln2 high part, exact in f32 */
-  r = r - n * 1.428606765330187e-06f;    /* ln2 low part */
+  const float shifted = x * 1.44269504088896341f + shifter;
+  const float n = shifted - shifter;
+  float r = x - n * 0.693145751953125f; /* ln2 high part, exact in f32 */
+  r = r - n * 1.428606765330187e-06f;   /* ln2 low part */
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -89,10 +96,13 @@ static inline float htp__expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  /* 2^n in two halves so n down to -150 (subnormal results) stays exact. */
-  int32_t ni = (int32_t)n;
-  int32_t half = ni / 2;
-  union { int32_t i; float f; } s1 = {(half + 127) << 23}, s2 = {(ni - half + 127) << 23};
+  /* 2^n in two halves so n down to -150 (subnormal results) stays exact.
+   * For a finite x, n is in [-150, 128]; for a NaN the bits are some
+   * pattern whose difference cannot overflow, and p is NaN anyway. */
+  union { float f; int32_t i; } sum = {shifted}, base = {shifter};
+  const int32_t ni = sum.i - base.i, half = ni / 2;
+  union { uint32_t i; float f; } s1 = {(uint32_t)(half + 127) << 23},
+                                 s2 = {(uint32_t)(ni - half + 127) << 23};
   return p * s1.f * s2.f;
 }
 
@@ -101,9 +111,14 @@ static inline float htp__expf(float x) {
  * degree 9 fitted for this library (least squares on the log of the relative
  * error, in double, against math.erfc; 1e-7 in double). -z^2 = -x^2/2
  * reaches -100 and beyond, where rounding it to f32 alone would cost 1e-5,
- * so x^2 = hi + lo exactly (fmaf) and e^{-hi/2} e^{P - lo/2}. */
+ * so x^2 = hi + lo exactly (fmaf) and e^{-hi/2} e^{P - lo/2}. |x| is taken
+ * as at most HTP_GELU_FAR (where the result is already 0 in f32), so x^2
+ * neither overflows nor meets inf - inf in lo; a NaN stays NaN. */
+#define HTP_GELU_FAR 20.0f
 static inline float htp__erfc_gelu(float x) {
-  float z = fabsf(x) * 0.7071067811865476f;
+  float a = fabsf(x);
+  a = a > HTP_GELU_FAR ? HTP_GELU_FAR : a;
+  float z = a * 0.7071067811865476f;
   float t = 1.0f / (1.0f + 0.5f * z);
   float p = 0.13332033f;
   p = p * t - 0.61785326f;
@@ -115,8 +130,21 @@ static inline float htp__erfc_gelu(float x) {
   p = p * t + 0.39234314f;
   p = p * t + 0.99798669f;
   p = p * t - 1.26541721f;
-  float hi = x * x, lo = fmaf(x, x, -hi);
+  float hi = a * a, lo = fmaf(a, a, -hi);
   return t * htp__expf(-0.5f * hi) * htp__expf(p - 0.5f * lo);
+}
+
+/* x, or -HTP_GELU_FAR below it (NaN as it is): GELU's x Phi(x) with Phi
+ * already 0 out there, so GELU(-inf) is its limit 0 rather than -inf * 0. */
+static inline float htp__gelu_far_left(float x) {
+  return x < -HTP_GELU_FAR ? -HTP_GELU_FAR : x;
+}
+
+/* x within [-HTP_GELU_FAR, HTP_GELU_FAR] (NaN as it is): for the factor x of
+ * the derivative's terms that are 0 out there on both sides (x phi(x), x
+ * (1 - tanh^2)), where inf * 0 would be NaN and the limit is 0. */
+static inline float htp__gelu_far_clamp(float x) {
+  return x > HTP_GELU_FAR ? HTP_GELU_FAR : htp__gelu_far_left(x);
 }
 
 #endif /* HTP_KERNELS_CPU_INTERNAL_H */

@@ -11,13 +11,14 @@
 
 /* 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2), taken as
  * 0.5 x (2 - erfc(|x|/sqrt 2)) for x >= 0 so both sides keep full relative
- * precision (erfc is accurate where it is small, 2 - erfc where it is not). */
+ * precision (erfc is accurate where it is small, 2 - erfc where it is not).
+ * GELU(+inf) = +inf, GELU(-inf) = 0, NaN stays NaN (cpu_internal.h). */
 HTP_VECTOR_CLONES
 static void gelu_erf_range(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
     float e = htp__erfc_gelu(v);
-    y[i] = 0.5f * v * (v >= 0.0f ? 2.0f - e : e);
+    y[i] = 0.5f * htp__gelu_far_left(v) * (v >= 0.0f ? 2.0f - e : e);
   }
 }
 
@@ -30,9 +31,9 @@ static void gelu_tanh_range(const float *x, float *y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
     float u = k * (v + 0.044715f * v * v * v);
-    float e = htp__expf(-2.0f * fabsf(u)); /* in (0, 1] */
+    float e = htp__expf(-2.0f * fabsf(u)); /* in [0, 1] */
     float one_plus_tanh = u >= 0.0f ? 2.0f / (1.0f + e) : 2.0f * e / (1.0f + e);
-    y[i] = 0.5f * v * one_plus_tanh;
+    y[i] = 0.5f * htp__gelu_far_left(v) * one_plus_tanh;
   }
 }
 

@@ -4,9 +4,12 @@
  * the formula in kernels/htp_kernels.h; the tolerance is relative to the
  * largest reference magnitude. Shapes are odd on purpose (no power of two).
  *===----------------------------------------------------------------------===*/
+#include "kernels/htp_bf16.h"
+#include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/cpu/cpu_internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -16,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "test/kernels/test_data.h"
@@ -215,6 +219,278 @@ static void test_gelu_elementwise_precision(void **state) {
   free(x); free(y);
 }
 
+/* ----- NaN, infinities, huge and tiny values ------------------------------
+ * Through every vectorised function of cpu_internal.h and the kernels that
+ * use them, against libm in double. Defined results: NaN stays NaN, e^+inf =
+ * +inf, e^-inf = 0, GELU and its derivative take their limits at +-inf
+ * (GELU(+inf) = +inf, GELU(-inf) = 0; the derivative 1 and 0), a softmax
+ * row or loss row holding a NaN (or a +inf, whose max-subtracted score is
+ * inf - inf) is NaN, and a row that holds none is as usual, huge or tiny
+ * values included. Under UBSan (build-asan) nothing here may trap: e^x once
+ * converted NaN to int32_t and shifted the negative result. */
+
+/* The inputs, 37 of them: longer than a 16-lane vector twice, so specials
+ * land in vector bodies and in scalar tails. */
+static int special_inputs(float *x) {
+  const float values[] = {NAN,      -NAN,     INFINITY, -INFINITY, 0.0f,     -0.0f,
+                          FLT_MAX,  -FLT_MAX, 1e30f,    -1e30f,    1e20f,    -1e20f,
+                          88.72f,   88.73f,   89.0f,    -87.5f,    -100.0f,  -103.5f,
+                          -103.99f, -104.5f,  -110.0f,  -1000.0f,  FLT_MIN,  -FLT_MIN,
+                          1e-45f,   -1e-45f,  1e-30f,   -1e-30f,   1.0f,     -1.0f,
+                          20.0f,    -20.0f,   13.5f,    -13.5f,    3.0f,     -3.0f, 0.0f};
+  const int n = (int)(sizeof values / sizeof values[0]);
+  for (int i = 0; i < n; ++i)
+    x[i] = values[i];
+  const uint32_t signalling = 0x7fa00001u; /* a signalling NaN with a payload */
+  memcpy(&x[n - 1], &signalling, sizeof signalling);
+  return n;
+}
+
+/* got against the double reference want, element by element: NaN where and
+ * only where want is NaN, infinities exactly (also where want is finite but
+ * past FLT_MAX), else within rel |want| plus tiny (a subnormal result keeps
+ * fewer bits than rel asks for). */
+static int special_mismatches_within(const char *what, const float *x, const float *got,
+                                     const double *want, int64_t n, double rel, double tiny) {
+  int bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float rounded = (float)want[i];
+    const int ok = isnan(want[i])    ? isnan(got[i])
+                   : isinf(rounded) ? got[i] == rounded
+                                     : fabs((double)got[i] - want[i]) <=
+                                           rel * fabs(want[i]) + tiny;
+    if (!ok && bad++ < 8)
+      fprintf(stderr, "  %s: at x[%lld] = %g got %.9g, want %.9g\n", what, (long long)i,
+              x ? (double)x[i] : NAN, got[i], want[i]);
+  }
+  return bad;
+}
+
+/* f32 results: within rel, or 8 of the smallest subnormals. */
+static int special_mismatches(const char *what, const float *x, const float *got,
+                              const double *want, int64_t n, double rel) {
+  return special_mismatches_within(what, x, got, want, n, rel, 8 * FLT_TRUE_MIN);
+}
+
+static double reference_gelu(double x, int tanh_approx) {
+  if (isinf(x))
+    return x > 0 ? x : 0.0;
+  if (!tanh_approx)
+    return 0.5 * x * erfc(-x / sqrt(2.0));
+  /* 1 + tanh(u) = 2 / (1 + e^{-2u}), which keeps the tiny values of u << 0. */
+  const double u = sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x);
+  return 0.5 * x * 2.0 / (1.0 + exp(-2.0 * u));
+}
+
+static double reference_gelu_derivative(double x, int tanh_approx) {
+  if (isinf(x))
+    return x > 0 ? 1.0 : 0.0;
+  if (!tanh_approx)
+    return 0.5 * erfc(-x / sqrt(2.0)) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+  const double k = sqrt(2.0 / M_PI), c = 0.044715, u = k * (x + c * x * x * x);
+  const double e = exp(-2.0 * fabs(u)); /* tanh' = 1 - tanh^2 = 4e / (1 + e)^2 */
+  const double one_plus_tanh = u >= 0 ? 2.0 / (1.0 + e) : 2.0 * e / (1.0 + e);
+  const double sech2 = 4.0 * e / ((1.0 + e) * (1.0 + e));
+  return 0.5 * one_plus_tanh + (sech2 == 0 ? 0.0 : 0.5 * x * sech2 * k * (1.0 + 3.0 * c * x * x));
+}
+
+/* htp__expf and the exact GELU's erfc, and GELU forward and backward. */
+static void test_special_values_elementwise(void **state) {
+  (void)state;
+  float x[64], got[64], dy[64];
+  double want[64];
+  const int n = special_inputs(x);
+  for (int i = 0; i < n; ++i) {
+    got[i] = htp__expf(x[i]);
+    want[i] = exp((double)x[i]);
+  }
+  assert_int_equal(special_mismatches("expf", x, got, want, n, 5e-7), 0);
+  /* The limits exactly: no clamp may leave e^-inf a subnormal. */
+  assert_true(htp__expf(-INFINITY) == 0.0f && htp__expf(-104.0f) == 0.0f);
+  assert_true(htp__expf(INFINITY) == INFINITY && isnan(htp__expf(NAN)));
+  for (int i = 0; i < n; ++i) {
+    got[i] = htp__erfc_gelu(x[i]);
+    want[i] = isnan(x[i]) ? NAN : erfc(fabs((double)x[i]) / sqrt(2.0));
+  }
+  assert_int_equal(special_mismatches("erfc_gelu", x, got, want, n, 1e-6), 0);
+  for (int tanh_approx = 0; tanh_approx < 2; ++tanh_approx) {
+    const char *name = tanh_approx ? "gelu tanh" : "gelu";
+    htp_cpu_gelu_f32(x, got, n, tanh_approx);
+    for (int i = 0; i < n; ++i)
+      want[i] = reference_gelu(x[i], tanh_approx);
+    assert_int_equal(special_mismatches(name, x, got, want, n, 2e-6), 0);
+    for (int i = 0; i < n; ++i)
+      dy[i] = 1.0f;
+    assert_int_equal(htp_cpu_kernel_table()->gelu_backward_f32(NULL, x, dy, got, n, tanh_approx),
+                     HTP_KERNEL_OK);
+    for (int i = 0; i < n; ++i)
+      want[i] = reference_gelu_derivative(x[i], tanh_approx);
+    assert_int_equal(special_mismatches(tanh_approx ? "gelu tanh'" : "gelu'", x, got, want, n,
+                                        2e-6),
+                     0);
+    /* bf16 (NaN weights and activations included): widened, the same
+     * kernel, rounded once; against the reference at the rounded input. */
+    htp_bf16 xb[64], yb[64];
+    float widened[64];
+    htp_bf16_from_f32_n(x, xb, n);
+    htp_bf16_to_f32_n(xb, widened, n);
+    assert_int_equal(htp_cpu_kernel_table()->gelu_bf16(NULL, xb, yb, n, tanh_approx),
+                     HTP_KERNEL_OK);
+    htp_bf16_to_f32_n(yb, got, n);
+    for (int i = 0; i < n; ++i)
+      want[i] = reference_gelu(widened[i], tanh_approx);
+    /* Half a bf16 ulp, or a bf16 subnormal step (2^-133). */
+    assert_int_equal(special_mismatches_within(tanh_approx ? "gelu tanh bf16" : "gelu bf16",
+                                               widened, got, want, n, 1.0 / 256, 0x1p-133),
+                     0);
+    /* A NaN gradient stays NaN whatever x is. */
+    for (int i = 0; i < n; ++i)
+      dy[i] = NAN;
+    assert_int_equal(htp_cpu_kernel_table()->gelu_backward_f32(NULL, x, dy, got, n, tanh_approx),
+                     HTP_KERNEL_OK);
+    for (int i = 0; i < n; ++i)
+      assert_true(isnan(got[i]));
+  }
+}
+
+/* Softmax of rows in double, max subtracted as the kernels do: a row with a
+ * NaN is NaN (fmax would skip it), one with +inf too (inf - inf). */
+static void reference_softmax(const float *scores, double *want, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float *row = scores + r * cols;
+    double max = -INFINITY, sum = 0;
+    int has_nan = 0;
+    for (int c = 0; c < cols; ++c) {
+      has_nan |= isnan(row[c]);
+      max = fmax(max, row[c]);
+    }
+    for (int c = 0; c < cols; ++c)
+      sum += want[r * cols + c] = exp((double)row[c] - max);
+    for (int c = 0; c < cols; ++c)
+      want[r * cols + c] = has_nan ? NAN : want[r * cols + c] / sum;
+  }
+}
+
+/* Rows of 19 (a vector body and a tail), each with one kind of value. */
+enum { SPECIAL_COLS = 19 };
+static int special_rows(float *rows) {
+  const float kinds[][3] = {
+      {0.5f, -0.25f, 1.0f},          /* ordinary */
+      {NAN, 0.5f, 1.0f},             /* a NaN first: the max starts from it */
+      {0.5f, NAN, 1.0f},             /* a NaN later */
+      {0.5f, INFINITY, 1.0f},        /* +inf */
+      {0.5f, -INFINITY, 1.0f},       /* -inf: probability 0 */
+      {-INFINITY, -INFINITY, -INFINITY}, /* all -inf: no finite max */
+      {FLT_MAX, -FLT_MAX, 0.0f},     /* huge: l - max overflows to -inf */
+      {-FLT_MAX, -FLT_MAX, -FLT_MAX}, /* all equal and huge */
+      {1e-45f, -1e-45f, 0.0f},       /* subnormal */
+      {1e30f, -1e30f, 88.0f},
+  };
+  const int count = (int)(sizeof kinds / sizeof kinds[0]);
+  for (int r = 0; r < count; ++r)
+    for (int c = 0; c < SPECIAL_COLS; ++c)
+      /* kinds[r][1] at column 11 (past a vector of 8), the others spread. */
+      rows[r * SPECIAL_COLS + c] = c == 0 ? kinds[r][0] : c == 11 ? kinds[r][1]
+                                   : c % 2 ? kinds[r][2] : kinds[r][2] - 0.125f * (float)(c % 5);
+  return count;
+}
+
+static void test_special_values_softmax(void **state) {
+  (void)state;
+  float scores[16 * SPECIAL_COLS], got[16 * SPECIAL_COLS];
+  double want[16 * SPECIAL_COLS];
+  const int rows = special_rows(scores);
+  memcpy(got, scores, sizeof(float) * rows * SPECIAL_COLS);
+  htp__softmax_rows(got, rows, SPECIAL_COLS);
+  reference_softmax(scores, want, rows, SPECIAL_COLS);
+  assert_int_equal(special_mismatches("softmax", scores, got, want, rows * SPECIAL_COLS, 2e-6), 0);
+
+  /* The loss, one row at a time (it is a mean over rows): one-hot targets
+   * on column 11, then on column 3. A zero target takes no part, so a -inf
+   * logit elsewhere leaves the loss finite; on the target it makes it +inf. */
+  const htp_kernel_table *table = htp_cpu_kernel_table();
+  for (int hot = 3; hot <= 11; hot += 8)
+    for (int r = 0; r < rows; ++r) {
+      const float *logits = scores + r * SPECIAL_COLS;
+      float targets[SPECIAL_COLS] = {0}, loss, dlogits[SPECIAL_COLS];
+      targets[hot] = 1.0f;
+      assert_int_equal(table->softmax_cross_entropy_f32(NULL, logits, targets, &loss, dlogits, 1,
+                                                        SPECIAL_COLS),
+                       HTP_KERNEL_OK);
+      const double *p = want + r * SPECIAL_COLS;
+      double max = -INFINITY, sum = 0;
+      for (int c = 0; c < SPECIAL_COLS; ++c)
+        max = fmax(max, logits[c]);
+      for (int c = 0; c < SPECIAL_COLS; ++c)
+        sum += exp((double)logits[c] - max);
+      double want_loss = isnan(p[0]) ? NAN : log(sum) - ((double)logits[hot] - max);
+      double want_d[SPECIAL_COLS];
+      for (int c = 0; c < SPECIAL_COLS; ++c)
+        want_d[c] = p[c] - targets[c];
+      char what[64];
+      snprintf(what, sizeof what, "cross-entropy row %d, target %d", r, hot);
+      assert_int_equal(special_mismatches(what, NULL, &loss, &want_loss, 1, 2e-6), 0);
+      assert_int_equal(special_mismatches(what, logits, dlogits, want_d, SPECIAL_COLS, 2e-6), 0);
+    }
+}
+
+/* Layer norm (in double inside) and attention (its fused softmax) with a
+ * NaN, a +inf and a -inf in some rows or tokens and huge or tiny values in
+ * others: the rows that hold them are NaN, the others as usual. */
+static void test_special_values_rows(void **state) {
+  (void)state;
+  enum { DIM = 19 };
+  float x[16 * DIM], gamma[DIM], beta[DIM], y[16 * DIM];
+  double want[16 * DIM];
+  const int rows = special_rows(x);
+  for (int i = 0; i < DIM; ++i) {
+    gamma[i] = 0.5f + 0.0625f * (float)i;
+    beta[i] = -0.25f + 0.03125f * (float)i;
+  }
+  htp_cpu_layer_norm_f32(x, gamma, beta, y, rows, DIM, 1e-6f);
+  for (int r = 0; r < rows; ++r) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < DIM; ++i) mean += x[r * DIM + i];
+    mean /= DIM;
+    for (int i = 0; i < DIM; ++i) var += (x[r * DIM + i] - mean) * (x[r * DIM + i] - mean);
+    var /= DIM;
+    for (int i = 0; i < DIM; ++i)
+      want[r * DIM + i] = (x[r * DIM + i] - mean) / sqrt(var + 1e-6) * gamma[i] + beta[i];
+  }
+  assert_int_equal(special_mismatches("layer norm", x, y, want, rows * DIM, 1e-5), 0);
+
+  /* Attention over 2 images of 7 tokens: a NaN in image 0's token 3, a
+   * +inf in image 1's token 5; every other input ordinary. */
+  const int64_t batch = 2, tokens = 7, dim = 12, heads = 3, head_dim = 4, inner = 12;
+  float *in = random_floats(batch * tokens * dim, -1, 1);
+  float *wqkv = random_floats(3 * inner * dim, -0.3f, 0.3f), *bqkv = random_floats(3 * inner, -0.1f, 0.1f);
+  float *wproj = random_floats(dim * inner, -0.2f, 0.2f), *bproj = random_floats(dim, -0.1f, 0.1f);
+  float *out = malloc(sizeof(float) * batch * tokens * dim);
+  float *scratch =
+      malloc(sizeof(float) * htp_cpu_attention_scratch_floats(batch, tokens, dim, heads, head_dim));
+  double *reference = malloc(sizeof(double) * batch * tokens * dim);
+  in[3 * dim + 5] = NAN;
+  in[(tokens + 5) * dim + 2] = INFINITY;
+  htp_cpu_attention_f32(in, wqkv, bqkv, wproj, bproj, out, scratch, batch, tokens, dim, heads,
+                        head_dim);
+  reference_attention(in, wqkv, bqkv, wproj, bproj, reference, batch, tokens, dim, heads, head_dim);
+  assert_int_equal(special_mismatches("attention", NULL, out, reference, batch * tokens * dim, 1e-4),
+                   0);
+  /* Its backward recomputes the softmax: no trap, and the NaN reaches dx. */
+  const htp_kernel_table *table = htp_cpu_kernel_table();
+  const int64_t floats = table->attention_backward_scratch_floats(batch, tokens, dim, heads, head_dim);
+  float *backward_scratch = malloc(sizeof(float) * floats);
+  float *dy = random_floats(batch * tokens * dim, -1, 1), *dx = malloc(sizeof(float) * batch * tokens * dim);
+  float *dwqkv = calloc((size_t)(3 * inner * dim), sizeof(float));
+  assert_int_equal(table->attention_backward_f32(NULL, in, wqkv, bqkv, wproj, bproj, dy, dx, dwqkv,
+                                                 NULL, NULL, NULL, backward_scratch, floats, batch,
+                                                 tokens, dim, heads, head_dim),
+                   HTP_KERNEL_OK);
+  assert_true(isnan(dx[3 * dim]) && isnan(dwqkv[0]));
+  free(in); free(wqkv); free(bqkv); free(wproj); free(bproj); free(out); free(scratch);
+  free(reference); free(backward_scratch); free(dy); free(dx); free(dwqkv);
+}
+
 /* The threaded paths (three threads, so nothing divides evenly): sizes above
  * the kernels' single-thread cut-off, row and element counts prime, and
  * attention shapes that use whole vector tiles, tails and the BLAS fallback
@@ -408,6 +684,9 @@ int main(void) {
       cmocka_unit_test(test_attention),
       cmocka_unit_test(test_attention_large_scores),
       cmocka_unit_test(test_gelu_elementwise_precision),
+      cmocka_unit_test(test_special_values_elementwise),
+      cmocka_unit_test(test_special_values_softmax),
+      cmocka_unit_test(test_special_values_rows),
       cmocka_unit_test(test_threaded),
       cmocka_unit_test(test_concurrent_callers),
       cmocka_unit_test(test_pool_jobs_back_to_back),
