@@ -1,7 +1,9 @@
 /*===- kernels/cpu/bf16.c - The CPU table's bf16 entries and the sums -----===*
  *
- * This CPU has no bf16 arithmetic that the kernels use, so every bf16 entry
- * widens its operands to f32 (exact), runs the f32 entry of the same table
+ * Linears run as oneDNN bf16 matmuls where the build has oneDNN and it has
+ * a bf16 matmul for this CPU (cpu/onednn.c: AMX, AVX512-BF16; the same f32
+ * accumulation and one rounding). Otherwise, and for every other entry,
+ * each bf16 entry widens its operands to f32 (exact), runs the f32 entry of the same table
  * (its checks included) and rounds each output once (kernels/htp_bf16.h):
  * the numbers are those of the f32 kernel on bf16-valued data, f32
  * accumulation throughout. The elementwise add and bias add work per element
@@ -22,6 +24,9 @@
 #include "kernels/htp_kernels.h"
 
 #include <stdlib.h>
+#ifdef HTP_BLAS_ONEDNN
+#include "kernels/cpu/onednn.h"
+#endif
 
 /* ===== Conversions, threaded ============================================ */
 
@@ -78,6 +83,11 @@ static const htp_kernel_table *f32_table(void) { return htp_cpu_kernel_table(); 
 htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                        const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                        int64_t rows, int64_t in_features, int64_t out_features) {
+#ifdef HTP_BLAS_ONEDNN
+  /* On the CPU's bf16 units where oneDNN has them (AMX, AVX512-BF16). */
+  if (x && w && y && htp__onednn_linear_bf16(x, w, b, y, rows, in_features, out_features) == 0)
+    return HTP_KERNEL_OK;
+#endif
   carve c = {0};
   carve_count(&c, htp__size_mul(rows, in_features));
   carve_count(&c, htp__size_mul(out_features, in_features));

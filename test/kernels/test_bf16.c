@@ -112,6 +112,41 @@ static htp_kernel_env cpu_env(char *error, size_t size) {
   return env;
 }
 
+/* 2b. A linear large enough that the pool splits its rows into parts
+ * (four threads, whatever the machine), each its own GEMM call (with
+ * oneDNN, a bf16 matmul on the CPU's bf16 units): every element against the
+ * double reference, with a bias and without. Parts running at once once
+ * shared oneDNN's scratchpad and came back 59 % wrong. */
+static void linear_in_parts(void **state) {
+  (void)state;
+  enum { M = 200, K = 256, N = 1024 };
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  char error[128];
+  htp_kernel_env env = cpu_env(error, sizeof error);
+  const int threads = htp_cpu_blas_threads();
+  htp_cpu_set_blas_threads(4);
+  float *xf, *wf, *bf;
+  htp_bf16 *x = random_bf16(M * K, -2, 2, &xf), *w = random_bf16(N * K, -0.5f, 0.5f, &wf);
+  htp_bf16 *b = random_bf16(N, -1, 1, &bf), *y = malloc(sizeof *y * M * N);
+  double *ref = malloc(sizeof *ref * M * N);
+  assert_non_null(y);
+  assert_non_null(ref);
+  for (int with_bias = 0; with_bias < 2; with_bias++) {
+    memset(y, 0xFF, sizeof *y * M * N); /* NaN: an element left unwritten fails */
+    assert_int_equal(t->linear_bf16(&env, x, w, with_bias ? b : NULL, y, M, K, N), HTP_KERNEL_OK);
+    for (int r = 0; r < M; r++)
+      for (int o = 0; o < N; o++) {
+        double s = with_bias ? bf[o] : 0.0;
+        for (int i = 0; i < K; i++) s += (double)xf[r * K + i] * wf[o * K + i];
+        ref[r * N + o] = s;
+      }
+    assert_close_bf16(y, ref, M * N, 1e-6);
+  }
+  htp_cpu_set_blas_threads(threads);
+  free(x), free(xf), free(w), free(wf), free(b), free(bf), free(y), free(ref);
+  htp_cpu_kernel_env_destroy(&env);
+}
+
 /* 2 + 3: linear, layer norm, GELU (both forms), add, bias add. */
 static void elementwise_and_linear(void **state) {
   (void)state;
@@ -371,6 +406,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(rounding),
       cmocka_unit_test(elementwise_and_linear),
+      cmocka_unit_test(linear_in_parts),
       cmocka_unit_test(attention_and_units),
       cmocka_unit_test(sums_and_no_buffers),
       cmocka_unit_test(op_entries),

@@ -1,0 +1,194 @@
+/*===- kernels/cpu/onednn.c - bf16 linears as oneDNN matmuls --------------===*
+ *
+ * A bf16 linear, y = x · wᵀ + b with every tensor bf16, as oneDNN matmul
+ * primitives, which run bf16 on the CPU's own bf16 units (AMX tiles,
+ * AVX512-BF16) where the f32 path would widen, multiply in f32 and round:
+ * f32 accumulation and one rounding of each output, as the widening path
+ * (cpu/bf16.c) promises. The rows are split over the kernels' pool as the
+ * f32 GEMMs are (threads.c), each part a single-threaded primitive, so the
+ * pool stays the one owner of the cores; primitives are created once per
+ * part shape and kept (a few per linear of a model). Where oneDNN has no
+ * bf16 matmul for this CPU (no AVX-512), or anything fails, the caller
+ * falls back to widening.
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "kernels/cpu/onednn.h"
+
+#include "kernels/cpu/cpu_internal.h"
+
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+typedef struct matmul_key {
+  int64_t m, k, n;
+  int bias;
+} matmul_key;
+
+typedef struct matmul_entry {
+  matmul_key key;
+  dnnl_primitive_t primitive;
+  dnnl_memory_desc_t src, weights, bias, dst, scratchpad;
+} matmul_entry;
+
+enum { MAX_PRIMITIVES = 256 };
+
+static struct {
+  pthread_mutex_t lock;
+  dnnl_engine_t engine;
+  int engine_failed;
+  matmul_entry entries[MAX_PRIMITIVES];
+  int count;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static dnnl_engine_t engine(void) {
+  if (!cache.engine && !cache.engine_failed &&
+      dnnl_engine_create(&cache.engine, dnnl_cpu, 0) != dnnl_success)
+    cache.engine_failed = 1;
+  return cache.engine;
+}
+
+/* The primitive for one part shape, made on first use (NULL: oneDNN has
+ * none for this CPU, or the cache is full). */
+static const matmul_entry *primitive_for(matmul_key key) {
+  pthread_mutex_lock(&cache.lock);
+  const matmul_entry *found = NULL;
+  for (int i = 0; i < cache.count && !found; i++)
+    if (cache.entries[i].key.m == key.m && cache.entries[i].key.k == key.k &&
+        cache.entries[i].key.n == key.n && cache.entries[i].key.bias == key.bias)
+      found = &cache.entries[i];
+  if (found || cache.count == MAX_PRIMITIVES || !engine()) {
+    pthread_mutex_unlock(&cache.lock);
+    return found;
+  }
+  matmul_entry e = {.key = key};
+  /* x [m, k] row-major; w [n, k] row-major read as [k, n] (strides 1, k);
+   * bias [1, n]; y [m, n]. */
+  const dnnl_dims_t src_dims = {key.m, key.k}, src_strides = {key.k, 1};
+  const dnnl_dims_t weight_dims = {key.k, key.n}, weight_strides = {1, key.k};
+  const dnnl_dims_t bias_dims = {1, key.n}, bias_strides = {key.n, 1};
+  const dnnl_dims_t dst_dims = {key.m, key.n}, dst_strides = {key.n, 1};
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = NULL;
+  /* The scratchpad is the caller's: with the library's (one global) two
+   * pool threads running parts at once would share it. */
+  dnnl_primitive_attr_t attr = NULL;
+  if (dnnl_primitive_attr_create(&attr) != dnnl_success ||
+      dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success) {
+    dnnl_primitive_attr_destroy(attr);
+    pthread_mutex_unlock(&cache.lock);
+    return NULL;
+  }
+  int ok = dnnl_memory_desc_init_by_strides(&e.src, 2, src_dims, dnnl_bf16, src_strides) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_strides(&e.weights, 2, weight_dims, dnnl_bf16,
+                                            weight_strides) == dnnl_success &&
+           dnnl_memory_desc_init_by_strides(&e.bias, 2, bias_dims, dnnl_bf16, bias_strides) ==
+               dnnl_success &&
+           dnnl_memory_desc_init_by_strides(&e.dst, 2, dst_dims, dnnl_bf16, dst_strides) ==
+               dnnl_success &&
+           dnnl_matmul_desc_init(&desc, &e.src, &e.weights, key.bias ? &e.bias : NULL,
+                                 &e.dst) == dnnl_success &&
+           dnnl_primitive_desc_create(&pd, &desc, attr, cache.engine, NULL) == dnnl_success;
+  dnnl_primitive_attr_destroy(attr);
+  const dnnl_memory_desc_t *scratchpad =
+      ok ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
+  if (scratchpad) e.scratchpad = *scratchpad;
+  ok = ok && scratchpad;
+  /* A reference (non-JIT) implementation would be far slower than widening. */
+  const char *impl = NULL;
+  if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+      impl && (impl[0] == 'r' && impl[1] == 'e' && impl[2] == 'f'))
+    ok = 0;
+  ok = ok && dnnl_primitive_create(&e.primitive, pd) == dnnl_success;
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (ok) {
+    cache.entries[cache.count] = e;
+    found = &cache.entries[cache.count++];
+  }
+  pthread_mutex_unlock(&cache.lock);
+  return found;
+}
+
+struct linear_job {
+  const htp_bf16 *x, *w, *b;
+  htp_bf16 *y;
+  int64_t k, n;
+  _Atomic int failed;
+};
+
+/* Rows [begin, end) of y on this thread: one primitive, one stream. */
+static void linear_rows(void *ctx, int64_t begin, int64_t end) {
+  struct linear_job *job = ctx;
+  static _Thread_local int single;
+  static _Thread_local dnnl_stream_t stream;
+  if (!single) { /* one OpenMP thread: the pool owns the cores (threads.c) */
+    omp_set_num_threads(1);
+    single = 1;
+  }
+  const matmul_entry *e = primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL});
+  if (!e || (!stream && dnnl_stream_create(&stream, cache.engine, dnnl_stream_default_flags) !=
+                            dnnl_success)) {
+    atomic_store(&job->failed, 1);
+    return;
+  }
+  static _Thread_local void *scratch;
+  static _Thread_local size_t scratch_bytes;
+  const size_t needed = dnnl_memory_desc_get_size(&e->scratchpad);
+  if (needed > scratch_bytes) {
+    free(scratch);
+    scratch_bytes = 0;
+    if (!(scratch = malloc(needed))) {
+      atomic_store(&job->failed, 1);
+      return;
+    }
+    scratch_bytes = needed;
+  }
+  dnnl_memory_t src = NULL, weights = NULL, bias = NULL, dst = NULL, pad = NULL;
+  int ok =
+      dnnl_memory_create(&pad, &e->scratchpad, cache.engine, needed ? scratch : NULL) ==
+          dnnl_success &&
+      dnnl_memory_create(&src, &e->src, cache.engine, (void *)(job->x + begin * job->k)) ==
+          dnnl_success &&
+      dnnl_memory_create(&weights, &e->weights, cache.engine, (void *)job->w) == dnnl_success &&
+      (!job->b ||
+       dnnl_memory_create(&bias, &e->bias, cache.engine, (void *)job->b) == dnnl_success) &&
+      dnnl_memory_create(&dst, &e->dst, cache.engine, job->y + begin * job->n) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
+                               {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad},
+                               {DNNL_ARG_BIAS, bias}};
+    ok = dnnl_primitive_execute(e->primitive, stream, job->b ? 5 : 4, args) == dnnl_success &&
+         dnnl_stream_wait(stream) == dnnl_success;
+  }
+  dnnl_memory_destroy(src);
+  dnnl_memory_destroy(weights);
+  dnnl_memory_destroy(bias);
+  dnnl_memory_destroy(dst);
+  dnnl_memory_destroy(pad);
+  if (!ok) atomic_store(&job->failed, 1);
+}
+
+enum { PART_MACS = 2000000 };
+
+int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+                            htp_bf16 *y, int64_t rows, int64_t in_features,
+                            int64_t out_features) {
+  if (rows < 1 || in_features < 1 || out_features < 1) return 1;
+  /* The same primitive for every part: parts of equal rows (the last may be
+   * shorter), at least PART_MACS each, two per thread. */
+  const int64_t threads = htp__threads();
+  const double macs = (double)rows * (double)in_features * (double)out_features;
+  int64_t parts = 2 * threads;
+  if (macs / (double)parts < PART_MACS) parts = (int64_t)(macs / PART_MACS) > 1 ? (int64_t)(macs / PART_MACS) : 1;
+  int64_t grain = (rows + parts - 1) / parts;
+  grain = (grain + 15) / 16 * 16;
+  struct linear_job job = {x, w, b, y, in_features, out_features, 0};
+  if (grain >= rows)
+    linear_rows(&job, 0, rows);
+  else
+    htp__parallel(rows, grain, linear_rows, &job);
+  return atomic_load(&job.failed);
+}
