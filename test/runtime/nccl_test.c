@@ -3,7 +3,9 @@
  * The placement rules (which GPU a rank drives, two ranks on one GPU) are
  * plain functions and run everywhere first. The rest skips (exit 77, ctest
  * SKIP_RETURN_CODE) where no CUDA device is found, as on the build
- * machines. Ranks are threads, one per device (up to 4; one device gives a
+ * machines, unless HTP_REQUIRE_GPU is set: then a missing or unusable
+ * device fails (exit 1), as the CUDA kernel tests' do (cuda_test.h
+ * no_device_exit, shared). Ranks are threads, one per device (up to 4; one device gives a
  * world of one). Buffers are device memory; results are copied back and
  * checked against closed forms, transfers with memcmp. With the CUDA kernel
  * table, a kernel and the all-reduce after it share the nccl stream (no
@@ -14,6 +16,7 @@
 
 #include "runtime/comm_internal.h" /* htp__nccl_local_index, htp__nccl_shared_gpu */
 #include "runtime/htp.h"
+#include "test/kernels/cuda_test.h" /* no_device_exit */
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -26,7 +29,7 @@
 
 #include <cmocka.h>
 
-enum { SKIP = 77, MAX_RANKS = 4, COUNT = 1 << 20 };
+enum { MAX_RANKS = 4, COUNT = 1 << 20 };
 
 typedef struct rank_run {
   htp_world *world;
@@ -313,11 +316,11 @@ int main(void) {
       cmocka_unit_test(test_shared_gpu),
   };
   int failed = cmocka_run_group_tests_name("runtime.nccl placement", placement, NULL, NULL);
+  int devices = 0;
+  const cudaError_t probe = cudaGetDeviceCount(&devices);
+  if (probe != cudaSuccess || devices < 1)
+    return no_device_exit(probe != cudaSuccess ? cudaGetErrorString(probe) : "no device", failed);
   if (failed) return failed;
-  if (device_count() < 1) {
-    printf("no CUDA device: skipping the nccl tests that need one\n");
-    return SKIP;
-  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives),
       cmocka_unit_test(test_kernels_on_the_nccl_stream),
