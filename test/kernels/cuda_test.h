@@ -71,18 +71,6 @@ static inline float *to_device(const float *host, int64_t n) {
   return to_device_bytes(host, (size_t)(n > 0 ? n : 0) * sizeof(float));
 }
 
-/* max |got - want| / max |want|; NaN anywhere in got or want: infinity. */
-static inline double relative_error(const float *got, const float *want, int64_t n) {
-  double scale = 1e-30, diff = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = fabs((double)got[i] - (double)want[i]);
-    if (isnan(d)) return INFINITY;
-    scale = fmax(scale, fabs(want[i]));
-    diff = fmax(diff, d);
-  }
-  return diff / scale;
-}
-
 /* ----- Element-wise comparison against a float64 reference -------------- *
  * Every element i must satisfy |got[i] - ref[i]| <= tol[i], with ref
  * computed in double from the very values the kernel read and tol[i] the
@@ -455,50 +443,6 @@ static inline void embed_tokens_backward_reference(const float *dy, const float 
                          pos_start ? pos_start + t * dim : NULL, dpos + t * dim,
                          dpos_tol + t * dim);
 }
-
-/* ----- The old twin tables (test_kernels_cuda.c until it moves to the device above) */
-
-/* The CPU and CUDA kernel tables, each with its env and error text. */
-typedef struct twin_tables {
-  const htp_kernel_table *cpu, *cuda;
-  htp_kernel_env cpu_env, cuda_env;
-  char cpu_error[256], cuda_error[256];
-} twin_tables;
-
-/* Both tables on device 0; 0, or 1 after saying why not. */
-static inline int twin_tables_open(twin_tables *t) {
-  t->cpu = htp_cpu_kernel_table();
-  t->cuda = htp_cuda_kernel_table();
-  if (htp_cuda_kernel_env_create(0, &t->cuda_env, t->cuda_error, sizeof t->cuda_error) !=
-      HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cuda_kernel_env_create: %s\n", t->cuda_error);
-    return 1;
-  }
-  if (htp_cpu_kernel_env_create(&t->cpu_env, t->cpu_error, sizeof t->cpu_error) !=
-      HTP_KERNEL_OK) {
-    fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", t->cpu_error);
-    return 1;
-  }
-  return 0;
-}
-
-/* A CUDA entry, then a wait for its stream; a CPU entry. Either failing
- * ends the test (there is a GPU by now). */
-#define CUDA_ENTRY(t, call)                                                               \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK ||                                                      \
-        (t)->cuda->synchronize(&(t)->cuda_env) != HTP_KERNEL_OK) {                      \
-      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cuda_error);                        \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
-#define CPU_ENTRY(t, call)                                                                \
-  do {                                                                                  \
-    if ((call) != HTP_KERNEL_OK) {                                                      \
-      fprintf(stderr, "FAIL: %s: %s\n", #call, (t)->cpu_error);                         \
-      return 1;                                                                         \
-    }                                                                                   \
-  } while (0)
 
 /* The exit code of a test that found no usable device (why): 1 if any of
  * the checks that need no GPU failed, or HTP_REQUIRE_GPU is set (non-empty,
