@@ -138,7 +138,7 @@ def main():
     numpy_ms = median_ms(lambda: forward_numpy(x, weights, args), args.iters, args.warmup)
 
     rows = [("htp-run (JIT)", htp["median_ms"]),
-            (f"GEMM-only bound ({blas_of(args.build)})", gemm["median_ms"]),
+            (f"GEMM-only bound ({htp.get('gemm_provider') or blas_of(args.build)})", gemm["median_ms"]),
             ("its four linears alone (qkv, proj, fc1, fc2)", gemm["linears_median_ms"]),
             ("NumPy f32", numpy_ms)]
     eager_ms = None
