@@ -156,6 +156,14 @@ LogicalResult HTPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
   if (!value || value.getValue().empty())
     return op->emitError() << "'" << name << "' on argument #" << argIndex
                            << " must be a non-empty string";
+  // One role per argument: the executor binds a parameter from the weights
+  // and an input from the data, and the signature has one "role" for it.
+  if (auto function = dyn_cast<FunctionOpInterface>(op); function && name == kParamAttrName)
+    if (auto input = function.getArgAttr(argIndex, kInputAttrName))
+      return op->emitError() << "argument #" << argIndex << " is marked both '" << kParamAttrName
+                             << "' (" << value << ") and '" << kInputAttrName << "' (" << input
+                             << "): a parameter is bound from the weights, a data input from "
+                                "the inputs; keep one";
   // A parameter or input is bound to a file's data: its shape must be one
   // the runtime can hold, as for the ops' operands.
   if (auto function = dyn_cast<FunctionOpInterface>(op))

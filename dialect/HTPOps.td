@@ -26,7 +26,8 @@ def HTP_Dialect : Dialect {
     and result of an op has one element type (weights and activations
     alike); a bf16 op computes in f32 and rounds each output once. Function arguments that are parameters carry
     `{htp.param = "blocks.0.attn.qkv.weight"}` (timm's names) so checkpoints
-    bind without renaming; data inputs may carry `{htp.input = "x"}`.
+    bind without renaming; data inputs may carry `{htp.input = "x"}` (an
+    argument is one or the other, never both).
 
     After `--htp-tensor-parallel` the function carries `htp.tp = N : i64`
     and each sharded argument

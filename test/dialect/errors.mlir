@@ -209,6 +209,14 @@ func.func @unknown_arg_attr(%x: tensor<4xf32> {htp.weight = "w"}) -> tensor<4xf3
 
 // -----
 
+// An argument is bound from the weights or from the data, not both.
+// expected-error @+1 {{argument #1 is marked both 'htp.param' ("w") and 'htp.input' ("x"): a parameter is bound from the weights, a data input from the inputs; keep one}}
+func.func @param_and_input(%x: tensor<4xf32>, %w: tensor<4xf32> {htp.param = "w", htp.input = "x"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
 func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x5x12xf32> {
   // expected-error @+1 {{bias must be [12] (the input's last dim), got [5]}}
   %y = htp.bias_add %x, %b : tensor<2x5x12xf32>, tensor<5xf32>
