@@ -127,6 +127,7 @@ private:
   LogicalResult checkSupported();
   LogicalResult readPlacement();
   LogicalResult countFlops();
+  LogicalResult checkBalance();
   LogicalResult addFlops(Operation *op, CheckedInt flops);
   LogicalResult lowerBody();
   std::string argumentName(unsigned index);
@@ -387,6 +388,100 @@ LogicalResult EntryLowering::countFlops() {
   return success();
 }
 
+/// Checks that the "balance" record describes every hooked op, as the
+/// signature's reader and the planner take it: one balanced attention (pair
+/// 2l) and one htp.mlp (pair 2l + 1) for each layer l below the record's
+/// layers, each pair once, all layers alike, and every backward hook's pair
+/// among them. The record counts layers by balanced attentions: a function
+/// without any has none, and its hooks (an htp.mlp, backward hooks, written
+/// by hand) compute every unit, as a plain split block's do.
+LogicalResult EntryLowering::checkBalance() {
+  SmallVector<AttentionOp> attentions;
+  SmallVector<MLPOp> mlps;
+  SmallVector<Operation *> backward;
+  Operation *firstHook = nullptr;
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (!callsBalanceHook(op))
+      continue;
+    if (!firstHook)
+      firstHook = &op;
+    if (auto attention = dyn_cast<AttentionOp>(op))
+      attentions.push_back(attention);
+    else if (auto mlp = dyn_cast<MLPOp>(op))
+      mlps.push_back(mlp);
+    else
+      backward.push_back(&op);
+  }
+  if (attentions.empty())
+    return success();
+  const int64_t layers = attentions.size();
+  if (attentions.size() != mlps.size())
+    return firstHook->emitOpError()
+           << "calls a balance hook, but the function has " << attentions.size()
+           << " balanced attention(s) (with a pair) and " << mlps.size()
+           << " htp.mlp; the signature's balance record takes one of each per layer "
+              "(attention pair 2 * layer, htp.mlp pair 2 * layer + 1), as "
+              "--htp-balance-hooks writes them";
+  SmallVector<Operation *> pairOwner(2 * layers, nullptr);
+  auto claimPair = [&](Operation *op, int64_t pair) -> LogicalResult {
+    if (pair >= 2 * layers)
+      return op->emitOpError() << "has pair " << pair << ", but with " << layers
+                               << " layer(s) of balanced attention and htp.mlp the pairs "
+                                  "are 0 to "
+                               << 2 * layers - 1 << " (attention 2 * layer, MLP 2 * layer + 1)";
+    if (pairOwner[pair]) {
+      InFlightDiagnostic diag = op->emitOpError()
+                                << "has pair " << pair << ", which an earlier op has too; "
+                                << "each layer's attention and MLP have a pair of their own";
+      diag.attachNote(pairOwner[pair]->getLoc()) << "the earlier op with pair " << pair;
+      return diag;
+    }
+    pairOwner[pair] = op;
+    return success();
+  };
+  auto describe = [](AttentionOp attention) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << attention.getNumHeads() << " heads of " << attention.getHeadDim() << " channels on "
+       << attention.getInput().getType();
+    return text;
+  };
+  for (AttentionOp attention : attentions) {
+    if (failed(claimPair(attention, *attention.getPair())))
+      return failure();
+    if (describe(attention) != describe(attentions.front()))
+      return attention.emitOpError()
+             << "has " << describe(attention) << ", but the balanced attention of pair "
+             << *attentions.front().getPair() << " has " << describe(attentions.front())
+             << "; the signature's balance record describes every layer alike";
+  }
+  auto describeMLP = [](MLPOp mlp) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0) / mlp.getUnitWidth()
+       << " units of " << mlp.getUnitWidth() << " neurons on " << mlp.getInput().getType();
+    return text;
+  };
+  for (MLPOp mlp : mlps) {
+    if (failed(claimPair(mlp, mlp.getPair())))
+      return failure();
+    if (describeMLP(mlp) != describeMLP(mlps.front()))
+      return mlp.emitOpError() << "has " << describeMLP(mlp) << ", but the htp.mlp of pair "
+                               << mlps.front().getPair() << " has " << describeMLP(mlps.front())
+                               << "; the signature's balance record describes every layer alike";
+  }
+  for (Operation *op : backward) {
+    auto attentionGrad = dyn_cast<AttentionGradOp>(op);
+    int64_t pair = attentionGrad ? *attentionGrad.getPair() : cast<MLPGradOp>(op).getPair();
+    if (pair >= 2 * layers)
+      return op->emitOpError() << "has pair " << pair
+                               << ", which no balanced attention or htp.mlp of the function has "
+                                  "(its pairs are 0 to "
+                               << 2 * layers - 1 << ")";
+  }
+  return success();
+}
+
 /// The name the signature gives argument `index`: its htp.param (timm's
 /// name) or htp.input, else "argN".
 std::string EntryLowering::argumentName(unsigned index) {
@@ -625,7 +720,7 @@ LogicalResult EntryLowering::lowerBody() {
 
 LogicalResult EntryLowering::run() {
   if (failed(checkSupported()) || failed(readPlacement()) || failed(countFlops()) ||
-      failed(lowerBody()))
+      failed(checkBalance()) || failed(lowerBody()))
     return failure();
   OpBuilder builder(module.getContext());
   std::string signature = signatureJSON();
