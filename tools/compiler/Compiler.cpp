@@ -109,6 +109,18 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
     errorStream << "tp must be >= 1, got " << tp << "\n";
     return nullptr;
   }
+  // The pipeline splits the block for `tp` itself. A function split before
+  // (or only marked so) would either meet the split pass again or keep a tp
+  // the run did not ask for: refused here, for the JIT and htp-compile alike.
+  for (auto func : module->getOps<func::FuncOp>())
+    if (auto marked = func->getAttrOfType<IntegerAttr>(htp::kTPAttrName)) {
+      func.emitError() << "@" << func.getSymName() << " is already marked " << htp::kTPAttrName << " = " << marked.getInt()
+                       << " (split by --htp-tensor-parallel, or by hand); htp-run and "
+                          "htp-compile split a block themselves: give them the unsplit block "
+                          "and --tp "
+                       << marked.getInt();
+      return nullptr;
+    }
   PassManager pm(&context);
   htp::HTPPipelineOptions options;
   options.tp = tp;
