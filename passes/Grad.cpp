@@ -92,6 +92,10 @@ private:
   func::FuncOp func;
   OpBuilder builder;
   llvm::DenseMap<Value, Value> adjoints;
+  /// Values the loss reads through an operand that has no adjoint (the
+  /// images of a patch embedding, the targets of the loss): the op and
+  /// what the operand is, for the message when a parameter is one.
+  llvm::DenseMap<Value, std::pair<Operation *, StringRef>> undifferentiated;
   bool split = false;
 };
 
@@ -235,6 +239,7 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
           return LogicalResult(embed.emitOpError(
               "embeds a computed value; --htp-grad differentiates patch "
               "embeddings of inputs only"));
+        undifferentiated.try_emplace(embed.getImages(), op, "images");
         Operation *grad = create<PatchEmbedGradOp>(
             loc, TypeRange{typeOf(op, 1), typeOf(op, 2)},
             ValueRange{embed.getImages(), dy}, {attribute("patch")});
@@ -274,6 +279,7 @@ LogicalResult AdjointBuilder::run(SmallVectorImpl<Value> &gradients) {
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
     forward.push_back(&op);
+  undifferentiated.try_emplace(loss.getTargets(), loss, "targets");
   accumulate(loss.getLogits(),
              create<CrossEntropyGradOp>(
                  loss.getLoc(), TypeRange{loss.getLogits().getType()},
@@ -297,15 +303,42 @@ LogicalResult AdjointBuilder::run(SmallVectorImpl<Value> &gradients) {
 
   for (BlockArgument arg : paramsOf(func)) {
     Value gradient = adjoints.lookup(arg);
+    Attribute name = func.getArgAttr(arg.getArgNumber(), kParamAttrName);
+    if (!gradient && undifferentiated.count(arg)) {
+      // Data marked as a parameter: it reaches the loss, but only where
+      // the loss has no derivative to give it.
+      auto [op, operand] = undifferentiated.lookup(arg);
+      InFlightDiagnostic diag =
+          func.emitError()
+          << "parameter " << name << " (argument #" << arg.getArgNumber()
+          << ") is the " << operand << " of '" << op->getName()
+          << "', which --htp-grad does not differentiate: that is data, not a "
+             "parameter; mark it htp.input";
+      diag.attachNote(op->getLoc()) << "the '" << op->getName()
+                                    << "' that reads it as its " << operand;
+      return diag;
+    }
     if (!gradient)
       return func.emitError()
-             << "parameter "
-             << func.getArgAttr(arg.getArgNumber(), kParamAttrName)
+             << "parameter " << name
              << " does not reach the loss; --htp-grad has no zero gradient to "
                 "return for it";
     gradients.push_back(gradient);
   }
   return success();
+}
+
+/// Whether `op` is the backward an earlier --htp-grad wrote for `loss`: a
+/// function marked htp.backward with the loss's arguments, returning the
+/// loss's results first.
+bool isBackwardOf(Operation *op, func::FuncOp loss) {
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func || !func->hasAttr(kBackwardAttrName) ||
+      func.getArgumentTypes() != loss.getArgumentTypes() ||
+      func.getNumResults() < loss.getNumResults())
+    return false;
+  return func.getResultTypes().take_front(loss.getNumResults()) ==
+         loss.getResultTypes();
 }
 
 /// Whether `func` is a loss function --htp-grad differentiates.
@@ -333,10 +366,20 @@ struct GradPass : htp::impl::HTPGradBase<GradPass> {
 
     for (func::FuncOp loss : losses) {
       std::string name = (loss.getName() + "_grad").str();
-      if (symbols.lookup(name)) {
+      if (Operation *existing = symbols.lookup(name)) {
+        // An earlier --htp-grad's output (htp-compile runs the pass on
+        // whatever it is given): its backward stands, so a second run
+        // changes nothing.
+        if (isBackwardOf(existing, loss))
+          continue;
         loss.emitError()
             << "--htp-grad would write @" << name
-            << ", but the module already has a symbol of that name";
+            << ", but the module already has a symbol of that name"
+            << (isa<func::FuncOp>(existing) &&
+                        existing->hasAttr(kBackwardAttrName)
+                    ? " marked htp.backward whose arguments or first results "
+                      "are not @" + loss.getName().str() + "'s"
+                    : std::string(" that is no backward (htp.backward)"));
         return signalPassFailure();
       }
       func::FuncOp grad = loss.clone();

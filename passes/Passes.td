@@ -95,9 +95,15 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
     `unit_width` and `approximate`; the lowering calls the runtime's
     backward hooks for them (DESIGN §11).
 
+    A `@NAME_grad` already in the module, marked `htp.backward`, with
+    `@NAME`'s arguments and its results first, is an earlier run's output
+    and is left as it is: running the pass twice changes nothing.
+
     Errors: an op with no adjoint, a patch embedding of a computed value,
-    a second loss, a parameter that does not reach the loss, and an
-    existing symbol named `NAME_grad`.
+    a second loss, a parameter that does not reach the loss, a parameter
+    that reaches it only as data (a patch embedding's images, the loss's
+    targets: mark those `htp.input`), and any other existing symbol named
+    `NAME_grad`.
   }];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }

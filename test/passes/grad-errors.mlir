@@ -70,3 +70,42 @@ func.func @f(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> tensor<1xf32> {
 func.func @f_grad() {
   return
 }
+
+// -----
+
+// @f_grad marked as a backward, but not of @f's arguments.
+// expected-error @+1 {{--htp-grad would write @f_grad, but the module already has a symbol of that name marked htp.backward whose arguments or first results are not @f's}}
+func.func @f(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> tensor<1xf32> {
+  %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+func.func @f_grad(%l: tensor<2x5xf32>) -> tensor<2x5xf32> attributes {htp.backward} {
+  return %l : tensor<2x5xf32>
+}
+
+// -----
+
+// Images marked as a parameter: the patch embedding has no gradient for its
+// images (they are data), which is what the message says.
+// expected-error @+1 {{parameter "images" (argument #0) is the images of 'htp.patch_embed', which --htp-grad does not differentiate: that is data, not a parameter; mark it htp.input}}
+func.func @images_param(%img: tensor<2x1x8x8xf32> {htp.param = "images"}, %w: tensor<4x1x4x4xf32> {htp.param = "w"},
+                        %b: tensor<4xf32> {htp.param = "b"}, %t: tensor<2x4xf32>) -> tensor<1xf32> {
+  // expected-note @+1 {{the 'htp.patch_embed' that reads it as its images}}
+  %p = htp.patch_embed %img, %w, %b {patch = 4 : i64}
+      : (tensor<2x1x8x8xf32>, tensor<4x1x4x4xf32>, tensor<4xf32>) -> tensor<2x4x4xf32>
+  %c = htp.cls_token %p : (tensor<2x4x4xf32>) -> tensor<2x4xf32>
+  %loss = htp.cross_entropy %c, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+// Targets marked as a parameter.
+// expected-error @+1 {{parameter "targets" (argument #2) is the targets of 'htp.cross_entropy', which --htp-grad does not differentiate: that is data, not a parameter; mark it htp.input}}
+func.func @targets_param(%x: tensor<2x8xf32>, %w: tensor<5x8xf32> {htp.param = "w"},
+                         %t: tensor<2x5xf32> {htp.param = "targets"}) -> tensor<1xf32> {
+  %l = htp.linear %x, %w : (tensor<2x8xf32>, tensor<5x8xf32>) -> tensor<2x5xf32>
+  // expected-note @+1 {{the 'htp.cross_entropy' that reads it as its targets}}
+  %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
