@@ -18,6 +18,11 @@
  * before it writes the job: without that, a worker still holding the last
  * job's generation could claim "the next chunk" of it against the new job's
  * count and run it with the new job's half-written fields.
+ *
+ * The workers are joined at exit (an atexit handler registered when the
+ * first starts): a closed generation with `stopping` set wakes them, and
+ * each returns instead of claiming. A process that exits while a job runs,
+ * or a child forked after they started, leaves them alone.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "kernels/htp_kernels.h"
@@ -28,10 +33,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#ifndef HTP_BLAS_OPENBLAS
 #include <stdlib.h>
 #include <unistd.h>
-#endif
 #ifdef HTP_BLAS_ONEDNN
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -98,7 +101,10 @@ static struct {
   pthread_mutex_t busy;       /* held by the caller of the running job */
   pthread_mutex_t wake_lock;  /* with wake: sleeping workers */
   pthread_cond_t wake;
-  int workers;                /* started so far (only grows) */
+  int workers;                /* started so far (only grows until exit) */
+  pthread_t threads[MAX_WORKERS];
+  pid_t owner;                /* the process that started them */
+  _Atomic int stopping;       /* set at exit: workers return, jobs run serially */
   /* (generation << 32) | next unclaimed chunk */
   _Atomic uint64_t state;
   _Atomic int64_t done;       /* chunks finished in this generation */
@@ -147,16 +153,45 @@ static void *worker_main(void *arg) {
       generation = (uint32_t)(atomic_load(&pool.state) >> 32);
     }
     if (generation == seen) {
+      /* `stopping` too: a worker that started late may have taken the stop's
+       * own generation as the one it has seen. */
       pthread_mutex_lock(&pool.wake_lock);
-      while ((generation = (uint32_t)(atomic_load(&pool.state) >> 32)) == seen)
+      while ((generation = (uint32_t)(atomic_load(&pool.state) >> 32)) == seen &&
+             !atomic_load(&pool.stopping))
         pthread_cond_wait(&pool.wake, &pool.wake_lock);
       pthread_mutex_unlock(&pool.wake_lock);
     }
     seen = generation;
+    if (atomic_load(&pool.stopping))
+      return NULL;
     if (index < atomic_load(&pool.allowed))
       run_chunks(generation);
   }
-  return NULL;
+}
+
+/* At exit: wakes the workers with a closed generation and `stopping` set,
+ * and joins them, so no thread (nor its stack) outlives the process's
+ * teardown. Skipped where a job is running (busy held: a rank thread still
+ * computing while another exits) and in a forked child, which has none of
+ * the parent's threads. Jobs after this run on their caller alone. */
+static void stop_workers(void) {
+  if (pool.owner != getpid() || pthread_mutex_trylock(&pool.busy) != 0)
+    return;
+  atomic_store(&pool.stopping, 1);
+  const uint32_t closed = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
+  atomic_store(&pool.state, ((uint64_t)closed << 32) | CLOSED);
+  pthread_mutex_lock(&pool.wake_lock);
+  pthread_cond_broadcast(&pool.wake);
+  pthread_mutex_unlock(&pool.wake_lock);
+  for (int i = 0; i < pool.workers; ++i)
+    pthread_join(pool.threads[i], NULL);
+  pool.workers = 0;
+  pthread_mutex_unlock(&pool.busy);
+}
+
+static void register_stop(void) {
+  pool.owner = getpid();
+  atexit(stop_workers);
 }
 
 void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
@@ -173,14 +208,22 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx) {
     fn(ctx, 0, n);
     return;
   }
+  if (atomic_load(&pool.stopping)) { /* exiting: the workers are gone */
+    pthread_mutex_unlock(&pool.busy);
+    fn(ctx, 0, n);
+    return;
+  }
+  if (pool.workers < threads - 1) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_stop);
+  }
   while (pool.workers < threads - 1) {
-    pthread_t thread;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     /* Attention keeps up to ~150 KiB of tiles on a worker's stack. */
     pthread_attr_setstacksize(&attr, (size_t)8 << 20);
-    int failed = pthread_create(&thread, &attr, worker_main, (void *)(intptr_t)pool.workers);
+    int failed = pthread_create(&pool.threads[pool.workers], &attr, worker_main,
+                                (void *)(intptr_t)pool.workers);
     pthread_attr_destroy(&attr);
     if (failed)
       break; /* fewer helpers; the caller still does every unclaimed chunk */

@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "test/kernels/test_data.h"
@@ -676,7 +679,70 @@ static void test_pool_jobs_back_to_back(void **state) {
     assert_int_equal(failures[i], 0);
 }
 
-int main(void) {
+/* The pool's workers are joined when the process exits (valgrind called
+ * them "possibly lost"). A fresh process (this binary again, so no earlier
+ * test's pool) registers an exit handler before it first uses the pool;
+ * exit handlers run last-registered first, so by the time it runs the
+ * pool's own has joined its workers and only the main thread is left. */
+static int threads_in_process(void) {
+  DIR *tasks = opendir("/proc/self/task");
+  if (!tasks)
+    return -1;
+  int count = 0;
+  for (struct dirent *entry; (entry = readdir(tasks));)
+    count += entry->d_name[0] != '.';
+  closedir(tasks);
+  return count;
+}
+
+static void exit_with_thread_count(void) {
+  /* A joined thread's task can stay listed for a moment after the join
+   * returns (the kernel reaps it just after waking the joiner): a second. */
+  int threads = threads_in_process();
+  for (int wait = 0; wait < 200 && threads > 1; ++wait) {
+    usleep(5000);
+    threads = threads_in_process();
+  }
+  if (threads != 1)
+    fprintf(stderr, "  at exit: %d threads, the pool's workers not joined\n", threads);
+  _exit(threads == 1 ? 0 : 10);
+}
+
+static void add_ones(void *ctx, int64_t begin, int64_t end) {
+  atomic_fetch_add((_Atomic int64_t *)ctx, end - begin);
+}
+
+static int pool_exit_probe(void) {
+  atexit(exit_with_thread_count);
+  htp_cpu_set_blas_threads(4);
+  _Atomic int64_t total = 0;
+  for (int job = 0; job < 20; ++job)
+    htp__parallel(1 << 16, 1024, add_ones, (void *)&total);
+  if (total != 20 << 16 || threads_in_process() < 2) {
+    fprintf(stderr, "  the pool ran %lld items on %d threads\n", (long long)total,
+            threads_in_process());
+    _exit(3);
+  }
+  return 0; /* exit: the pool's handler, then exit_with_thread_count */
+}
+
+static void test_pool_joined_at_exit(void **state) {
+  (void)state;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    execl("/proc/self/exe", "test_kernels", "--pool-exit-probe", (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(child, &status, 0), child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--pool-exit-probe") == 0)
+    return pool_exit_probe();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_linear),
       cmocka_unit_test(test_layer_norm),
@@ -690,6 +756,7 @@ int main(void) {
       cmocka_unit_test(test_threaded),
       cmocka_unit_test(test_concurrent_callers),
       cmocka_unit_test(test_pool_jobs_back_to_back),
+      cmocka_unit_test(test_pool_joined_at_exit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
