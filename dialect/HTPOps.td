@@ -588,6 +588,23 @@ def HTP_ClsTokenGradOp : HTP_TrainOp<"cls_token_grad"> {
   let assemblyFormat = "$dy attr-dict `:` functional-type(operands, results)";
 }
 
+def HTP_ZerosLikeOp : HTP_TrainOp<"zeros_like", [SameOperandsAndResultType]> {
+  let summary = "zeros of its operand's type: the gradient of an unread parameter";
+  let description = [{
+    A tensor of zeros with the type of `input`, whose values are not part
+    of the result. `--htp-grad` returns it as the gradient of a parameter
+    the loss does not read, so a model with an unused parameter still gets
+    one gradient per parameter.
+
+    ```mlir
+    %dw = htp.zeros_like %w : tensor<5x8xf32>
+    ```
+  }] # HTP_TrainDoc;
+  let arguments = (ins HTP_Tensor:$input);
+  let results = (outs HTP_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
 def HTP_CrossEntropyGradOp : HTP_TrainOp<"cross_entropy_grad"> {
   let summary = "gradient of htp.cross_entropy's loss (d loss = 1) in the logits";
   let description = [{

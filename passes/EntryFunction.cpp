@@ -60,6 +60,14 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
   } else if (auto mlp = dyn_cast<MLPOp>(op)) {
     auto hidden = cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0);
     floats = htp_rt_mlp_scratch_floats(leadingRows(mlp.getType()), hidden, mlp.getUnitWidth());
+  } else if (isa<ZerosLikeOp>(op)) {
+    // Two copies of the tensor: cls_token's adjoint writes its zeros into
+    // the second (OpLowerings.cpp).
+    std::optional<int64_t> elements =
+        (elementCount(cast<RankedTensorType>(op->getOperand(0).getType())) * 2).get();
+    if (!elements)
+      return std::nullopt;
+    floats = *elements;
   } else if (isa<PatchEmbedOp, PatchEmbedGradOp>(op)) {
     // The patches, [B*N, C*P*P]: as many floats as the images (B*C*H*W).
     std::optional<int64_t> elements =

@@ -318,11 +318,17 @@ LogicalResult AdjointBuilder::run(SmallVectorImpl<Value> &gradients) {
                                     << "' that reads it as its " << operand;
       return diag;
     }
-    if (!gradient)
-      return func.emitError()
-             << "parameter " << name
-             << " does not reach the loss; --htp-grad has no zero gradient to "
-                "return for it";
+    if (!gradient) {
+      // An unread parameter (a head not used by this loss, a layer left
+      // out): its gradient is zero, and the optimizer then moves it only by
+      // weight decay, as PyTorch's does for a parameter with a zero grad.
+      func.emitWarning() << "parameter " << name << " (argument #"
+                         << arg.getArgNumber()
+                         << ") does not reach the loss: --htp-grad returns a "
+                            "zero gradient for it";
+      gradient = ZerosLikeOp::create(builder, arg.getLoc(), arg.getType(), arg)
+                     .getResult();
+    }
     gradients.push_back(gradient);
   }
   return success();

@@ -545,6 +545,31 @@ struct ClsTokenGradLowering : CallPattern<ClsTokenGradOp> {
   }
 };
 
+/// htp.zeros_like → htp_op_cls_token_backward_f32(ctx, input, scratch, 1,
+/// 2, n), then htp_op_copy(ctx, result, scratch + n, 4n). The runtime has
+/// no fill entry point, and cls_token's adjoint writes exact zeros past
+/// token 0 on every device: with one image of two tokens of n channels,
+/// token 1 of the scratch is n zeros (token 0, a copy of the input, is
+/// not used).
+struct ZerosLikeLowering : CallPattern<ZerosLikeOp> {
+  using CallPattern::CallPattern;
+  void emitCall(ZerosLikeOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                Value result) const override {
+    Location loc = op.getLoc();
+    // checkEntryFunction made sure the bytes fit.
+    const int64_t elements = *elementCount(cast<RankedTensorType>(op.getType())).get();
+    Value scratch = entry.scratchPointer(rewriter, op);
+    entry.callOp(rewriter, loc, "htp_op_cls_token_backward_f32",
+                 {adaptor.getInput(), scratch, constantI64(rewriter, loc, 1),
+                  constantI64(rewriter, loc, 2), constantI64(rewriter, loc, elements)});
+    Value zeros = LLVM::GEPOp::create(rewriter, loc, scratch.getType(), rewriter.getF32Type(),
+                                      scratch,
+                                      ArrayRef<LLVM::GEPArg>{constantI64(rewriter, loc, elements)});
+    entry.callOp(rewriter, loc, "htp_op_copy",
+                 {result, zeros, constantI64(rewriter, loc, byteSize(op.getResult()))});
+  }
+};
+
 /// func.return → copies of the results not computed in place (a returned
 /// argument, a value returned twice) by htp_op_copy, each checked, then
 /// `return 0` (HTP_OK).
@@ -628,6 +653,6 @@ void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,
   patterns.add<PatchEmbedLowering, EmbedTokensLowering, ClsTokenLowering, CrossEntropyLowering,
                CrossEntropyGradLowering, LinearGradLowering, LayerNormGradLowering,
                GeluGradLowering, AttentionGradLowering, MLPGradLowering, RowSumLowering,
-               PatchEmbedGradLowering, EmbedTokensGradLowering, ClsTokenGradLowering>(converter,
-                                                                                      entry);
+               PatchEmbedGradLowering, EmbedTokensGradLowering, ClsTokenGradLowering,
+               ZerosLikeLowering>(converter, entry);
 }

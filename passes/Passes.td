@@ -99,11 +99,13 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
     `@NAME`'s arguments and its results first, is an earlier run's output
     and is left as it is: running the pass twice changes nothing.
 
+    A parameter that does not reach the loss gets a zero gradient
+    (`htp.zeros_like`) and a warning saying so.
+
     Errors: an op with no adjoint, a patch embedding of a computed value,
-    a second loss, a parameter that does not reach the loss, a parameter
-    that reaches it only as data (a patch embedding's images, the loss's
-    targets: mark those `htp.input`), and any other existing symbol named
-    `NAME_grad`.
+    a second loss, a parameter that reaches the loss only as data (a patch
+    embedding's images, the loss's targets: mark those `htp.input`), and any
+    other existing symbol named `NAME_grad`.
   }];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }

@@ -653,3 +653,11 @@ func.func @mlp_grad_dfc1_bias(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: t
       -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<8xf32>)
   return
 }
+
+// -----
+
+func.func @zeros_like_bf16(%w: tensor<5x8xbf16>) -> tensor<5x8xbf16> {
+  // expected-error @+1 {{'htp.zeros_like' op training ops are f32-only for now}}
+  %z = htp.zeros_like %w : tensor<5x8xbf16>
+  return %z : tensor<5x8xbf16>
+}

@@ -92,3 +92,10 @@ func.func @balanced_grads(%x: tensor<2x5x12xf32>, %dy: tensor<2x5x12xf32>,
       -> (tensor<2x5x12xf32>, tensor<24x12xf32>, tensor<12x24xf32>)
   return
 }
+
+// CHECK-LABEL: func.func @zeros_like
+func.func @zeros_like(%w: tensor<5x8xf32>) -> tensor<5x8xf32> {
+  // CHECK: htp.zeros_like %{{.*}} : tensor<5x8xf32>
+  %z = htp.zeros_like %w : tensor<5x8xf32>
+  return %z : tensor<5x8xf32>
+}

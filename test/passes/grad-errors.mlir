@@ -50,17 +50,6 @@ func.func @two_losses(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> (tensor<1xf32
 
 // -----
 
-// A parameter the loss does not depend on has no gradient to return.
-// expected-error @+1 {{parameter "unused" does not reach the loss; --htp-grad has no zero gradient to return for it}}
-func.func @unused(%x: tensor<2x8xf32>, %w: tensor<5x8xf32> {htp.param = "w"},
-                  %u: tensor<5xf32> {htp.param = "unused"}, %t: tensor<2x5xf32>) -> tensor<1xf32> {
-  %l = htp.linear %x, %w : (tensor<2x8xf32>, tensor<5x8xf32>) -> tensor<2x5xf32>
-  %loss = htp.cross_entropy %l, %t : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<1xf32>
-  return %loss : tensor<1xf32>
-}
-
-// -----
-
 // @f_grad is taken.
 // expected-error @+1 {{--htp-grad would write @f_grad, but the module already has a symbol of that name}}
 func.func @f(%l: tensor<2x5xf32>, %t: tensor<2x5xf32>) -> tensor<1xf32> {
