@@ -119,33 +119,73 @@ struct linear_job {
   _Atomic int failed;
 };
 
+/* What a thread keeps between parts: its stream and its scratchpad, freed
+ * when the thread ends (the pool's workers are joined at exit: kept in
+ * _Thread_local pointers, they leaked then). */
+typedef struct thread_state {
+  int single;
+  dnnl_stream_t stream;
+  void *scratch;
+  size_t scratch_bytes;
+} thread_state;
+
+static pthread_key_t state_key;
+static int state_key_failed;
+
+static void free_thread_state(void *data) {
+  thread_state *state = data;
+  if (state->stream) dnnl_stream_destroy(state->stream);
+  free(state->scratch);
+  free(state);
+}
+
+static void make_state_key(void) {
+  state_key_failed = pthread_key_create(&state_key, free_thread_state) != 0;
+}
+
+/* This thread's state, made on first use; NULL when out of memory. */
+static thread_state *this_thread(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_state_key);
+  if (state_key_failed) return NULL;
+  thread_state *state = pthread_getspecific(state_key);
+  if (!state && (state = calloc(1, sizeof *state)) && pthread_setspecific(state_key, state)) {
+    free(state);
+    state = NULL;
+  }
+  return state;
+}
+
 /* Rows [begin, end) of y on this thread: one primitive, one stream. */
 static void linear_rows(void *ctx, int64_t begin, int64_t end) {
   struct linear_job *job = ctx;
-  static _Thread_local int single;
-  static _Thread_local dnnl_stream_t stream;
-  if (!single) { /* one OpenMP thread: the pool owns the cores (threads.c) */
-    omp_set_num_threads(1);
-    single = 1;
-  }
-  const matmul_entry *e = primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL});
-  if (!e || (!stream && dnnl_stream_create(&stream, cache.engine, dnnl_stream_default_flags) !=
-                            dnnl_success)) {
+  thread_state *state = this_thread();
+  if (!state) {
     atomic_store(&job->failed, 1);
     return;
   }
-  static _Thread_local void *scratch;
-  static _Thread_local size_t scratch_bytes;
+  if (!state->single) { /* one OpenMP thread: the pool owns the cores (threads.c) */
+    omp_set_num_threads(1);
+    state->single = 1;
+  }
+  const matmul_entry *e = primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL});
+  if (!e || (!state->stream && dnnl_stream_create(&state->stream, cache.engine,
+                                                  dnnl_stream_default_flags) != dnnl_success)) {
+    atomic_store(&job->failed, 1);
+    return;
+  }
+  dnnl_stream_t stream = state->stream;
   const size_t needed = dnnl_memory_desc_get_size(&e->scratchpad);
-  if (needed > scratch_bytes) {
-    free(scratch);
-    scratch_bytes = 0;
-    if (!(scratch = malloc(needed))) {
+  if (needed > state->scratch_bytes) {
+    free(state->scratch);
+    state->scratch_bytes = 0;
+    if (!(state->scratch = malloc(needed))) {
       atomic_store(&job->failed, 1);
       return;
     }
-    scratch_bytes = needed;
+    state->scratch_bytes = needed;
   }
+  void *scratch = state->scratch;
   dnnl_memory_t src = NULL, weights = NULL, bias = NULL, dst = NULL, pad = NULL;
   int ok =
       dnnl_memory_create(&pad, &e->scratchpad, cache.engine, needed ? scratch : NULL) ==
