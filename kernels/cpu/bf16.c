@@ -184,12 +184,61 @@ htp_kernel_status htp__cpu_bias_add_bf16(const htp_kernel_env *env, const htp_bf
   return HTP_KERNEL_OK;
 }
 
+#ifdef HTP_BLAS_ONEDNN
+/* The attention with its qkv projection (three quarters of its GEMM work)
+ * on the CPU's bf16 units: qkv = x · wqkvᵀ + b as a bf16 GEMM into f32
+ * (not rounded), then what the f32 kernel does (the heads' softmax and sums,
+ * htp__attend; the output projection with wproj widened), y rounded once:
+ * the entry's contract (f32 accumulation, each output rounded once) holds.
+ * Non-zero when oneDNN could not; then the widening path runs. */
+static int attention_on_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
+                                   const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                   const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
+                                   float *scratch, int64_t scratch_floats, int64_t batch,
+                                   int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                   int64_t head_dim) {
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * inner;
+  if (scratch_floats <
+      htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim))
+    return 1;
+  /* The f32 kernel's scratch layout (htp_cpu_attention_scratch_floats). */
+  float *qkv = scratch, *context = qkv + rows * stride, *scores = context + rows * inner;
+  carve c = {0};
+  carve_count(&c, htp__size_mul(rows, model_dim));
+  carve_count(&c, htp__size_mul(model_dim, inner));
+  carve_count(&c, bproj ? model_dim : 0);
+  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
+  if (!room) return 1;
+  c.next = room;
+  float *yf = carve_take(&c, rows * model_dim), *wprojf = carve_take(&c, model_dim * inner);
+  float *bprojf = bproj ? carve_take(&c, model_dim) : NULL;
+  int failed = htp__onednn_linear_bf16_f32(x, wqkv, bqkv, qkv, rows, model_dim, stride);
+  if (!failed) {
+    htp__attend(qkv, stride, inner, 2 * inner, head_dim, num_heads, context, inner, batch,
+                tokens, head_dim, scores);
+    widen(wproj, wprojf, model_dim * inner);
+    widen(bproj, bprojf, model_dim);
+    htp_cpu_linear_f32(context, wprojf, bprojf, yf, rows, inner, model_dim);
+    narrow(yf, y, rows * model_dim);
+  }
+  free(owned);
+  return failed;
+}
+#endif
+
 htp_kernel_status htp__cpu_attention_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                           const htp_bf16 *wqkv, const htp_bf16 *bqkv,
                                           const htp_bf16 *wproj, const htp_bf16 *bproj,
                                           htp_bf16 *y, float *scratch, int64_t scratch_floats,
                                           int64_t batch, int64_t tokens, int64_t model_dim,
                                           int64_t num_heads, int64_t head_dim) {
+#ifdef HTP_BLAS_ONEDNN
+  if (x && wqkv && wproj && y && scratch && batch > 0 && tokens > 0 && model_dim > 0 &&
+      num_heads > 0 && head_dim > 0 &&
+      attention_on_bf16_units(env, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
+                              batch, tokens, model_dim, num_heads, head_dim) == 0)
+    return HTP_KERNEL_OK;
+#endif
   const int64_t rows = htp__size_mul(batch, tokens);
   const int64_t act = htp__size_mul(rows, model_dim);
   const int64_t qkv_rows = htp__size_mul(htp__size_mul(num_heads, head_dim), 3);

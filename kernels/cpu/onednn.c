@@ -25,6 +25,7 @@
 typedef struct matmul_key {
   int64_t m, k, n;
   int bias;
+  int f32_out; /* y in f32 instead of bf16 */
 } matmul_key;
 
 typedef struct matmul_entry {
@@ -57,7 +58,8 @@ static const matmul_entry *primitive_for(matmul_key key) {
   const matmul_entry *found = NULL;
   for (int i = 0; i < cache.count && !found; i++)
     if (cache.entries[i].key.m == key.m && cache.entries[i].key.k == key.k &&
-        cache.entries[i].key.n == key.n && cache.entries[i].key.bias == key.bias)
+        cache.entries[i].key.n == key.n && cache.entries[i].key.bias == key.bias &&
+        cache.entries[i].key.f32_out == key.f32_out)
       found = &cache.entries[i];
   if (found || cache.count == MAX_PRIMITIVES || !engine()) {
     pthread_mutex_unlock(&cache.lock);
@@ -87,7 +89,8 @@ static const matmul_entry *primitive_for(matmul_key key) {
                                             weight_strides) == dnnl_success &&
            dnnl_memory_desc_init_by_strides(&e.bias, 2, bias_dims, dnnl_bf16, bias_strides) ==
                dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&e.dst, 2, dst_dims, dnnl_bf16, dst_strides) ==
+           dnnl_memory_desc_init_by_strides(&e.dst, 2, dst_dims, key.f32_out ? dnnl_f32 : dnnl_bf16,
+                                            dst_strides) ==
                dnnl_success &&
            dnnl_matmul_desc_init(&desc, &e.src, &e.weights, key.bias ? &e.bias : NULL,
                                  &e.dst) == dnnl_success &&
@@ -114,7 +117,8 @@ static const matmul_entry *primitive_for(matmul_key key) {
 
 struct linear_job {
   const htp_bf16 *x, *w, *b;
-  htp_bf16 *y;
+  void *y; /* htp_bf16 or, with f32_out, float */
+  int f32_out;
   int64_t k, n;
   _Atomic int failed;
 };
@@ -168,7 +172,8 @@ static void linear_rows(void *ctx, int64_t begin, int64_t end) {
     omp_set_num_threads(1);
     state->single = 1;
   }
-  const matmul_entry *e = primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL});
+  const matmul_entry *e =
+      primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL, job->f32_out});
   if (!e || (!state->stream && dnnl_stream_create(&state->stream, cache.engine,
                                                   dnnl_stream_default_flags) != dnnl_success)) {
     atomic_store(&job->failed, 1);
@@ -195,7 +200,10 @@ static void linear_rows(void *ctx, int64_t begin, int64_t end) {
       dnnl_memory_create(&weights, &e->weights, cache.engine, (void *)job->w) == dnnl_success &&
       (!job->b ||
        dnnl_memory_create(&bias, &e->bias, cache.engine, (void *)job->b) == dnnl_success) &&
-      dnnl_memory_create(&dst, &e->dst, cache.engine, job->y + begin * job->n) == dnnl_success;
+      dnnl_memory_create(&dst, &e->dst, cache.engine,
+                         (char *)job->y + (size_t)(begin * job->n) *
+                                              (job->f32_out ? sizeof(float) : sizeof(htp_bf16))) ==
+          dnnl_success;
   if (ok) {
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
                                {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad},
@@ -213,9 +221,8 @@ static void linear_rows(void *ctx, int64_t begin, int64_t end) {
 
 enum { PART_MACS = 2000000 };
 
-int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
-                            htp_bf16 *y, int64_t rows, int64_t in_features,
-                            int64_t out_features) {
+static int linear(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b, void *y,
+                  int f32_out, int64_t rows, int64_t in_features, int64_t out_features) {
   if (rows < 1 || in_features < 1 || out_features < 1) return 1;
   /* The same primitive for every part: parts of equal rows (the last may be
    * shorter), at least PART_MACS each, two per thread. */
@@ -225,10 +232,22 @@ int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16
   if (macs / (double)parts < PART_MACS) parts = (int64_t)(macs / PART_MACS) > 1 ? (int64_t)(macs / PART_MACS) : 1;
   int64_t grain = (rows + parts - 1) / parts;
   grain = (grain + 15) / 16 * 16;
-  struct linear_job job = {x, w, b, y, in_features, out_features, 0};
+  struct linear_job job = {x, w, b, y, f32_out, in_features, out_features, 0};
   if (grain >= rows)
     linear_rows(&job, 0, rows);
   else
     htp__parallel(rows, grain, linear_rows, &job);
   return atomic_load(&job.failed);
+}
+
+int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+                            htp_bf16 *y, int64_t rows, int64_t in_features,
+                            int64_t out_features) {
+  return linear(x, w, b, y, 0, rows, in_features, out_features);
+}
+
+int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+                                float *y, int64_t rows, int64_t in_features,
+                                int64_t out_features) {
+  return linear(x, w, b, y, 1, rows, in_features, out_features);
 }

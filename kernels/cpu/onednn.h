@@ -19,4 +19,10 @@ int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16
                             htp_bf16 *y, int64_t rows, int64_t in_features,
                             int64_t out_features);
 
+/* The same with y in f32 (not rounded): a bf16 GEMM whose result an f32
+ * kernel goes on with (the attention's qkv). */
+int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+                                float *y, int64_t rows, int64_t in_features,
+                                int64_t out_features);
+
 #endif /* HTP_KERNELS_CPU_ONEDNN_H */
