@@ -418,7 +418,7 @@ static htp_result local_recv(htp_ctx *ctx, htp__space space, void *buffer, size_
     htp__world_fail(ctx->world, ctx, HTP_ERR_INVALID, -1,
                     "send/recv space mismatch: rank %d sent %s memory, rank %d receives into "
                     "%s memory",
-                    peer, space == HTP__SPACE_HOST ? "device" : "host", ctx->rank,
+                    peer, found->space == HTP__SPACE_HOST ? "host" : "device", ctx->rank,
                     space == HTP__SPACE_HOST ? "host" : "device");
     return htp__ctx_error(ctx, HTP_ERR_INVALID,
                           "htp_recv: rank %d sent tag %d from the other memory space", peer, tag);

@@ -68,13 +68,16 @@ static void enqueued(checked_env *self, double started) {
   self->ready = begin + (done - started) + self->latency;
 }
 
-static void wait_stream(const checked_env *self) {
-  for (double left = self->ready - now(); left > 0; left = self->ready - now()) {
+/* Sleeps until the monotonic clock reads `until`. */
+static void wait_until(double until) {
+  for (double left = until - now(); left > 0; left = until - now()) {
     struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
     while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
     }
   }
 }
+
+static void wait_stream(const checked_env *self) { wait_until(self->ready); }
 
 /* ----- The entries' common shape ---------------------------------------------
  * BEGIN names the entry; DEVICE / OPTIONAL check one tensor argument and
@@ -355,10 +358,7 @@ static htp_kernel_status elapsed(const htp_kernel_env *env, int32_t timer, doubl
                            "1 of that timer recorded since its last elapsed",
                            (int)timer);
   const double *marks = self->marks[timer];
-  for (double left = marks[1] - now(); left > 0; left = marks[1] - now()) {
-    struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
+  wait_until(marks[1]);
   *seconds = marks[1] - marks[0];
   self->recorded[timer] = 0;
   return HTP_KERNEL_OK;

@@ -1159,6 +1159,10 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
    * mean the weights themselves are (no step can repair them). */
   enum { MAX_NONFINITE_RUN = 100 };
   long nonfinite_run = 0;
+  /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. Read
+   * once, not per step. */
+  const char *nan_text = getenv("HTP_TRAIN_NAN_STEP");
+  const long nan_step = nan_text && *nan_text ? strtol(nan_text, NULL, 10) : -1;
   for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++) {
     htp_fmnist_shuffle(order, job->train->count, options->seed, epoch);
     double loss_sum = 0, started = htp_now(), model_seconds = 0;
@@ -1202,9 +1206,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       float loss = 0;
       STEP_TRY(htp_mem_download(run->ctx, &loss, b->grad[sig->num_args + job->loss],
                                 sizeof loss), "downloading the loss");
-      /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. */
-      const char *nan_step = getenv("HTP_TRAIN_NAN_STEP");
-      if (nan_step && *nan_step && strtol(nan_step, NULL, 10) == step)
+      if (step == nan_step)
         loss = NAN;
       const int finite = isfinite(loss);
       if (!finite) {
