@@ -87,7 +87,6 @@ struct htp_world {
 
   pthread_mutex_t lock;       /* guards everything below except fail_code */
   unsigned char *rank_taken;  /* [size]: a context exists for the rank */
-  char message[HTP__MESSAGE_SIZE];
   htp_fault *faults;
   int fault_count, fault_capacity;
   int32_t *sm_counts; /* the world's copy of config.sm_counts, or NULL */
@@ -122,6 +121,9 @@ HTP__HIDDEN htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char 
 /* Marks the world failed (the first failure wins) and calls notify_failure.
  * origin is the rank that failed it, or -1 when every rank sees the same
  * failure (a count mismatch). */
+/* Sets htp_world_last_error for the calling thread (per thread, like errno). */
+HTP__HIDDEN void htp__world_message(const htp_world *world, const char *format, ...)
+    HTP__PRINTF(2, 3);
 HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
                                  const char *format, ...) HTP__PRINTF(5, 6);
 /* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a

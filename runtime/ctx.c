@@ -80,13 +80,19 @@ htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...
   return code;
 }
 
-static void world_message(htp_world *world, const char *format, ...) HTP__PRINTF(2, 3);
-static void world_message(htp_world *world, const char *format, ...) {
+/* World-level failures (htp_ctx_create, htp_world_add_fault) are reported
+ * per calling thread, like errno: ranks create their contexts concurrently,
+ * and one shared buffer let a rank read its peer's half-written message. */
+static _Thread_local struct {
+  const htp_world *world;
+  char text[HTP__MESSAGE_SIZE];
+} thread_world_error;
+
+void htp__world_message(const htp_world *world, const char *format, ...) {
   va_list args;
   va_start(args, format);
-  pthread_mutex_lock(&world->lock);
-  format_message(world->message, format, args);
-  pthread_mutex_unlock(&world->lock);
+  format_message(thread_world_error.text, format, args);
+  thread_world_error.world = world;
   va_end(args);
 }
 
@@ -317,7 +323,7 @@ htp_result htp_world_status(const htp_world *world) {
 
 const char *htp_world_last_error(const htp_world *world) {
   if (!world) return "world is NULL";
-  return world->message;
+  return thread_world_error.world == world ? thread_world_error.text : "";
 }
 
 /* ===== Contexts ========================================================== */
@@ -368,16 +374,16 @@ static void kernels_destroy(htp_ctx *ctx) {
 htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
   if (!world) return HTP_ERR_INVALID;
   if (!ctx_out) {
-    world_message(world, "htp_ctx_create: ctx is NULL");
+    htp__world_message(world, "htp_ctx_create: ctx is NULL");
     return HTP_ERR_INVALID;
   }
   *ctx_out = NULL;
   if (rank < 0 || rank >= world->size) {
-    world_message(world, "htp_ctx_create: rank %d is out of range [0, %d)", rank, world->size);
+    htp__world_message(world, "htp_ctx_create: rank %d is out of range [0, %d)", rank, world->size);
     return HTP_ERR_INVALID;
   }
   if (world->process_rank >= 0 && rank != world->process_rank) {
-    world_message(world, "htp_ctx_create: rank %d is not this process's rank %d", rank,
+    htp__world_message(world, "htp_ctx_create: rank %d is not this process's rank %d", rank,
                   world->process_rank);
     return HTP_ERR_INVALID;
   }
@@ -386,7 +392,7 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
   if (!taken) world->rank_taken[rank] = 1;
   pthread_mutex_unlock(&world->lock);
   if (taken) {
-    world_message(world, "htp_ctx_create: rank %d already has a context", rank);
+    htp__world_message(world, "htp_ctx_create: rank %d already has a context", rank);
     return HTP_ERR_INVALID;
   }
   htp_ctx *ctx = calloc(1, sizeof *ctx);
@@ -394,7 +400,7 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
     pthread_mutex_lock(&world->lock);
     world->rank_taken[rank] = 0;
     pthread_mutex_unlock(&world->lock);
-    world_message(world, "htp_ctx_create: out of memory");
+    htp__world_message(world, "htp_ctx_create: out of memory");
     return HTP_ERR_NOMEM;
   }
   ctx->world = world;
@@ -406,7 +412,7 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
     if (rc != HTP_OK && world->ops->ctx_destroy) world->ops->ctx_destroy(ctx);
   }
   if (rc != HTP_OK) {
-    world_message(world, "htp_ctx_create: rank %d: %s", rank, ctx->last_error);
+    htp__world_message(world, "htp_ctx_create: rank %d: %s", rank, ctx->last_error);
     pthread_mutex_lock(&world->lock);
     world->rank_taken[rank] = 0;
     pthread_mutex_unlock(&world->lock);

@@ -36,15 +36,15 @@ htp_result htp_world_add_fault(htp_world *world, const htp_fault *fault) {
   pthread_mutex_lock(&world->lock);
   htp_result rc = HTP_OK;
   if (problem) {
-    snprintf(world->message, sizeof world->message, "htp_world_add_fault: %s (rank %d of %d)",
-             problem, fault ? fault->rank : -1, world->size);
+    htp__world_message(world, "htp_world_add_fault: %s (rank %d of %d)", problem,
+                       fault ? fault->rank : -1, world->size);
     rc = HTP_ERR_INVALID;
   } else {
     if (world->fault_count == world->fault_capacity) {
       int capacity = world->fault_capacity ? 2 * world->fault_capacity : 4;
       htp_fault *faults = realloc(world->faults, (size_t)capacity * sizeof *faults);
       if (!faults) {
-        snprintf(world->message, sizeof world->message, "htp_world_add_fault: out of memory");
+        htp__world_message(world, "htp_world_add_fault: out of memory");
         rc = HTP_ERR_NOMEM;
       } else {
         world->faults = faults;

@@ -158,9 +158,10 @@ HTP_API htp_backend htp_world_backend(const htp_world *world);
 /* HTP_OK while the world is healthy, else the result that failed it (as seen
  * by the rank that failed it). Thread safe. */
 HTP_API htp_result htp_world_status(const htp_world *world);
-/* The message of the last failed world-level call (htp_ctx_create,
- * htp_world_add_fault) on this world; "" if none. Valid until the next such
- * call; not synchronized with concurrent failing calls. */
+/* The message of this thread's last failed world-level call (htp_ctx_create,
+ * htp_world_add_fault) on this world; "" if none. Per thread, like errno:
+ * ranks that create their contexts concurrently each read their own. Valid
+ * until this thread's next such call. */
 HTP_API const char *htp_world_last_error(const htp_world *world);
 
 /* One context per rank. Local: call from the rank's own thread, rank in

@@ -181,6 +181,43 @@ static void test_config_errors(void **state) {
   assert_string_equal(htp_last_error(NULL), "ctx is NULL");
 }
 
+/* Two threads whose htp_ctx_create calls fail at once each read their own
+ * message (CI once printed a rank's "(no message)": both wrote one buffer,
+ * and vsnprintf empties it first). */
+typedef struct {
+  htp_world *world;
+  int rank;    /* out of range: every call fails */
+  int mixups;  /* calls whose message was not this thread's */
+} create_racer;
+
+static void *race_failing_creates(void *arg) {
+  create_racer *racer = arg;
+  char expected[64];
+  snprintf(expected, sizeof expected, "rank %d is out of range", racer->rank);
+  for (int i = 0; i < 20000; i++) {
+    htp_ctx *ctx = NULL;
+    if (htp_ctx_create(racer->world, racer->rank, &ctx) != HTP_ERR_INVALID ||
+        !strstr(htp_world_last_error(racer->world), expected))
+      racer->mixups++;
+  }
+  return NULL;
+}
+
+static void test_world_error_per_thread(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, 1.0);
+  create_racer racers[2] = {{world, 7, 0}, {world, 1234567, 0}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&threads[i], NULL, race_failing_creates, &racers[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  assert_int_equal(racers[0].mixups, 0);
+  assert_int_equal(racers[1].mixups, 0);
+  /* This thread made no failing call: nothing to read. */
+  assert_string_equal(htp_world_last_error(world), "");
+  htp_world_destroy(world);
+}
+
 static void test_ctx_errors(void **state) {
   (void)state;
   htp_world *world = make_world(2, 1.0);
@@ -874,6 +911,7 @@ int main(void) {
       cmocka_unit_test(test_strerror),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_ctx_errors),
+      cmocka_unit_test(test_world_error_per_thread),
       cmocka_unit_test(test_allreduce_closed_form),
       cmocka_unit_test(test_allreduce_reproducible),
       cmocka_unit_test(test_allreduce_bf16),
