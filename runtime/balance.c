@@ -603,15 +603,46 @@ double htp_balancer_hook_seconds(const htp_balancer *b) {
   return b ? b->site_seconds[HTP_PAIR_ATTENTION] + b->site_seconds[HTP_PAIR_MLP] : 0.0;
 }
 
-htp_result htp_balancer_end_iteration(htp_balancer *b, double compute_seconds,
-                                      const htp_plan **plan_out) {
+/* The measure's figures are the caller's: refuse what no clock gives. */
+static int measure_is_valid(const htp_iteration_measure *m) {
+  const double figures[] = {m->wall_seconds, m->comm_seconds, m->thread_seconds};
+  for (size_t i = 0; i < sizeof figures / sizeof *figures; i++)
+    if (!(figures[i] >= 0.0) || !isfinite(figures[i])) return 0;
+  return 1;
+}
+
+htp_result htp_balancer_end_iteration(htp_balancer *b, const htp_iteration_measure *measured,
+                                      htp_iteration_times *times, const htp_plan **plan_out) {
   if (plan_out) *plan_out = NULL;
+  if (times) *times = (htp_iteration_times){0};
   if (!b) return HTP_ERR_INVALID;
+  if (!measured || !measure_is_valid(measured))
+    return htp__ctx_error(b->ctx, HTP_ERR_INVALID,
+                          measured ? "htp_balancer_end_iteration: a measured figure (wall %g, comm "
+                                     "%g, thread %g seconds) is negative or not finite"
+                                   : "htp_balancer_end_iteration: measured is NULL",
+                          measured ? measured->wall_seconds : 0.0,
+                          measured ? measured->comm_seconds : 0.0,
+                          measured ? measured->thread_seconds : 0.0);
+  double compute = b->clock == HTP_CLOCK_WALL ? measured->wall_seconds - measured->comm_seconds
+                                              : measured->thread_seconds;
+  if (compute < 0.0) compute = 0.0;
+  /* --slow without hooks: the whole iteration is the work to stretch. With
+   * hooks they stretch the unit work themselves (htp__balancer_book_site),
+   * so shedding units sheds slowed time. */
+  if (b->hookless && b->slowdown > 1.0) {
+    if (b->clock == HTP_CLOCK_WALL) wait_seconds((b->slowdown - 1.0) * compute);
+    compute *= b->slowdown;
+  }
+  const double hooks = htp_balancer_hook_seconds(b);
+  /* The planner compares the work it can move: the hooks' time. */
+  const double planned = hooks > 0.0 ? hooks : compute > 0.0 ? compute : 1e-9;
   const htp_plan *plan = NULL;
-  htp_result r = htp_balancer_step(b, compute_seconds, &plan);
+  htp_result r = htp_balancer_step(b, planned, &plan);
   if (r != HTP_OK) return r;
   r = htp__balancer_apply(b, plan);
   if (r != HTP_OK) return r;
+  if (times) *times = (htp_iteration_times){compute, hooks, planned};
   if (plan_out) *plan_out = plan;
   return HTP_OK;
 }

@@ -599,7 +599,8 @@ typedef struct htp_balancer_config {
  * then detects, plans and traces (htp_balancer_step) but has no unit table,
  * imputer or migration cache, so nobody carries its plans out; the hooks
  * treat it as no balancer (every unit computed), and
- * htp_balancer_end_iteration is htp_balancer_step. Otherwise all three
+ * htp_balancer_end_iteration is htp_balancer_step on the measured compute
+ * (stretched by the slowdown). Otherwise all three
  * must be >= 1. */
 
 /* Creates the rank's balancer and attaches it to ctx (one per context), so
@@ -649,9 +650,10 @@ typedef enum htp_clock { HTP_CLOCK_WALL, HTP_CLOCK_THREAD, HTP_CLOCK_UNITS } htp
 #define HTP_UNIT_CLOCK_SECONDS 1e-3
 HTP_API htp_result htp_balancer_set_clock(htp_balancer *balancer, htp_clock clock);
 /* Seconds this rank spent in the hooks since the last end_iteration: the
- * work the plan moves. The best compute_seconds to pass below: the block's
- * other ops (layer norms, residuals) do not shrink when units are shed, and
- * counting them would make a balanced straggler look slower per unit. */
+ * work the plan moves, and what htp_balancer_end_iteration compares when
+ * they ran: the block's other ops (layer norms, residuals) do not shrink
+ * when units are shed, and counting them would make a balanced straggler
+ * look slower per unit. */
 HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
 /* Trace: htp_balancer_step writes one JSON line per rank per iteration:
  *   {"iter","rank","seconds","comm_seconds","site_seconds":[attention,mlp],
@@ -688,26 +690,59 @@ HTP_API void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream);
  * planner the same numbers in rank order (so every rank computes the same
  * plan), writes the trace line, and returns the plan in force for the next
  * iteration in *plan. It does not carry the plan out: that is
- * htp_balancer_end_iteration. compute_seconds (> 0, finite) should exclude
- * time spent waiting for peers: the hooks' seconds (above), or the
- * iteration's time minus the growth of htp_ctx_comm_seconds. Errors:
+ * htp_balancer_end_iteration, which also chooses compute_seconds from what
+ * the caller measured; call this directly only to feed the planner given
+ * seconds (> 0, finite: without time spent waiting for peers). Errors:
  * HTP_ERR_INVALID (NULL arguments, bad compute_seconds; message in the
  * context's last error); those of the all-gather as they are. */
 HTP_API htp_result htp_balancer_step(htp_balancer *balancer, double compute_seconds,
                              const htp_plan **plan);
 
-/* htp_balancer_step, then, when the plan version changed, the unit table and
- * the migration transfers for the new plan (weights packed from where the
- * hooks last saw them). Collective.
- * *plan (may be NULL) receives the plan in force for the next iteration.
- * Errors: those of htp_balancer_step; a failed transfer (e.g. a plan that
- * migrates a pair whose hook never ran: nothing to pack) fails the world,
- * so the peers return HTP_ERR_REMOTE at once rather than at their deadline.
- * With HTP_SELECT_IMPORTANCE the scores the hooks gathered (see
- * htp_balancer_config.selection) are handed to the unit table here, when
- * the plan version changed, before the table is recomputed. */
-HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer, double compute_seconds,
-                                      const htp_plan **plan);
+/* What a rank measured over one iteration's work (its call, and in training
+ * the update that follows it): the caller's marks around it on the rank's
+ * stream (htp_ctx_mark / htp_ctx_elapsed: the device's clock), the growth of
+ * htp_ctx_comm_seconds over the same window (waiting for peers in
+ * collectives, not work), and the growth of htp_thread_seconds (the rank
+ * thread's CPU time). All >= 0 and finite. */
+typedef struct htp_iteration_measure {
+  double wall_seconds;
+  double comm_seconds;
+  double thread_seconds;
+} htp_iteration_measure;
+
+/* What the balancer made of a measure. */
+typedef struct htp_iteration_times {
+  /* The rank's own work: wall - comm (HTP_CLOCK_WALL), or thread_seconds
+   * (HTP_CLOCK_THREAD, HTP_CLOCK_UNITS); on a hookless balancer times the
+   * slowdown (htp_balancer_set_slowdown), which on the wall clock it also
+   * waits out here, as a slower device would take it. */
+  double compute_seconds;
+  /* What the hooks booked (htp_balancer_hook_seconds; 0 when none ran). */
+  double hook_seconds;
+  /* What the planner compared: the hooks' seconds when they ran (the work a
+   * plan can move), else compute_seconds (at least 1e-9: a block too small
+   * for the clock still gets a time). */
+  double planned_seconds;
+} htp_iteration_times;
+
+/* The end of an iteration, once per iteration on every rank (collective).
+ * It chooses the time to compare (htp_iteration_times above) from what the
+ * caller measured, runs htp_balancer_step on it, then, when the plan
+ * version changed, the unit table and the migration transfers for the new
+ * plan (weights packed from where the hooks last saw them).
+ * times (may be NULL) receives the figures; *plan (may be NULL) the plan in
+ * force for the next iteration.
+ * Errors: HTP_ERR_INVALID for a NULL balancer or measured, or a negative or
+ * non-finite figure; those of htp_balancer_step; a failed transfer (e.g. a
+ * plan that migrates a pair whose hook never ran: nothing to pack) fails
+ * the world, so the peers return HTP_ERR_REMOTE at once rather than at
+ * their deadline. With HTP_SELECT_IMPORTANCE the scores the hooks gathered
+ * (see htp_balancer_config.selection) are handed to the unit table here,
+ * when the plan version changed, before the table is recomputed. */
+HTP_API htp_result htp_balancer_end_iteration(htp_balancer *balancer,
+                                              const htp_iteration_measure *measured,
+                                              htp_iteration_times *times,
+                                              const htp_plan **plan);
 
 /* Nonzero: until called again with 0, the hooks compute every unit of the
  * rank's own shard, as without a balancer, and book no time (training

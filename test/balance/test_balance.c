@@ -187,7 +187,8 @@ static void *rank_main(void *arg) {
       const htp_plan *plan = NULL;
       const double work =
           htp_plan_rank_work(htp_planner_plan(htp_balancer_planner(b)), &c.planner, run->rank);
-      CHECK(htp_balancer_end_iteration(b, 1e-3 * work / sc->speeds[run->rank], &plan) == HTP_OK);
+      const htp_iteration_measure measured = {1e-3 * work / sc->speeds[run->rank], 0, 0};
+      CHECK(htp_balancer_end_iteration(b, &measured, NULL, &plan) == HTP_OK);
       CHECK(plan == htp_planner_plan(htp_balancer_planner(b)));
     }
   }
@@ -624,7 +625,8 @@ static void *bad_arguments_main(void *arg) {
   /* bad arguments fail the world, as the collectives do: the peers would
    * otherwise wait for this rank's all-reduce until the deadline */
   CHECK(htp_world_status(run->world) == HTP_ERR_INVALID);
-  CHECK(htp_balancer_end_iteration(NULL, 1.0, NULL) == HTP_ERR_INVALID);
+  CHECK(htp_balancer_end_iteration(NULL, &(htp_iteration_measure){1.0, 0, 0}, NULL, NULL) ==
+        HTP_ERR_INVALID);
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
@@ -741,8 +743,12 @@ static void *slowdown_main(void *arg) {
       double started = htp_now();
       for (int i = 0; i < 20; ++i) CHECK(run_block(ctx, &mem, out) == HTP_OK);
       double wall = htp_now() - started, hooked = htp_balancer_hook_seconds(b);
-      CHECK(htp_balancer_end_iteration(b, 1.0, NULL) == HTP_OK);
+      htp_iteration_times times;
+      CHECK(htp_balancer_end_iteration(b, &(htp_iteration_measure){1.0, 0, 0}, &times, NULL) ==
+            HTP_OK);
       CHECK(htp_balancer_hook_seconds(b) == 0.0); /* reset by end_iteration */
+      /* the hooks ran: the planner compared their time, not the call's */
+      CHECK(times.hook_seconds == hooked && times.planned_seconds == hooked);
       double *best_hooked = slow ? &hooked_slow : &hooked_plain;
       double *best_wall = slow ? &wall_slow : &wall_plain;
       if (hooked < *best_hooked) *best_hooked = hooked;

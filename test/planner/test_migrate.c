@@ -309,8 +309,14 @@ static void *hookless_main(void *arg) {
   FILE *trace = fmemopen(line, sizeof line - 1, "w");
   CHECK(trace != NULL);
   htp_balancer_set_trace(b, trace);
-  CHECK(htp_balancer_end_iteration(b, 1e-3, &plan) == HTP_OK);
+  /* The balancer chooses from what was measured: no hooks ran, so the
+   * planner compares wall - comm (1.5e-3 - 0.5e-3). */
+  htp_iteration_measure measured = {1.5e-3, 0.5e-3, 7.0};
+  htp_iteration_times times;
+  CHECK(htp_balancer_end_iteration(b, &measured, &times, &plan) == HTP_OK);
   fclose(trace);
+  CHECK(fabs(times.compute_seconds - 1e-3) < 1e-12 && times.hook_seconds == 0.0);
+  CHECK(times.planned_seconds == times.compute_seconds);
   htp_balancer_set_trace(b, NULL);
   CHECK(plan != NULL);
   /* no hooks, no site seconds; the forced plan is traced */
@@ -327,6 +333,31 @@ static void *hookless_main(void *arg) {
         HTP_OK);
   CHECK(y[0] == 1.0f && y[1] == 2.0f); /* one token: softmax 1, context = v = x */
   CHECK(htp_balancer_hook_seconds(b) == 0.0);
+  /* --slow without hooks: the whole iteration is stretched, on the wall
+   * clock also waited out (a slower device would take that long); on the
+   * thread clock booked from the thread's CPU time, without a wait. */
+  CHECK(htp_balancer_set_slowdown(b, 3.0) == HTP_OK);
+  measured = (htp_iteration_measure){0.03, 0.01, 5.0};
+  double started = htp_now();
+  CHECK(htp_balancer_end_iteration(b, &measured, &times, NULL) == HTP_OK);
+  CHECK(htp_now() - started >= 0.04); /* (3 - 1) x 0.02 */
+  CHECK(fabs(times.compute_seconds - 0.06) < 1e-12 && times.planned_seconds == times.compute_seconds);
+  CHECK(htp_balancer_set_clock(b, HTP_CLOCK_THREAD) == HTP_OK);
+  measured = (htp_iteration_measure){9.0, 0.0, 0.02};
+  started = htp_now();
+  CHECK(htp_balancer_end_iteration(b, &measured, &times, NULL) == HTP_OK);
+  CHECK(htp_now() - started < 1.0);
+  CHECK(fabs(times.compute_seconds - 0.06) < 1e-12);
+  /* A figure no clock gives is refused, naming it; nothing is stepped. */
+  const htp_iteration_measure bad[] = {{-1.0, 0, 0}, {NAN, 0, 0}, {1, INFINITY, 0}, {1, 0, -2}};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    const htp_plan *refused = plan;
+    CHECK(htp_balancer_end_iteration(b, &bad[i], &times, &refused) == HTP_ERR_INVALID);
+    CHECK(!refused && times.planned_seconds == 0.0);
+    CHECK(strstr(htp_last_error(ctx), "negative or not finite") != NULL);
+  }
+  CHECK(htp_balancer_end_iteration(b, NULL, NULL, NULL) == HTP_ERR_INVALID);
+  CHECK(htp_balancer_end_iteration(NULL, &measured, NULL, NULL) == HTP_ERR_INVALID);
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);

@@ -15,6 +15,7 @@
 
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/shard.h"
+#include "tools/htp-run/step.h"
 
 #include <errno.h>
 #include <math.h>
@@ -109,23 +110,6 @@ void htp_ranks_close(htp_ranks *ranks) {
     return;
   htp_world_destroy(ranks->world);
   free(ranks);
-}
-
-static void sleep_seconds(double seconds) {
-  if (!(seconds > 0))
-    return;
-  struct timespec t = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
-/* The --slow factor of rank at iteration (1 when none applies). */
-static double slow_factor(const htp_rank_job *job, int rank, long iteration) {
-  double factor = 1.0;
-  for (int i = 0; i < job->num_slows; i++)
-    if (job->slows[i].rank == rank && iteration >= job->slows[i].from_iteration)
-      factor = job->slows[i].factor;
-  return factor;
 }
 
 /* Records this rank's failure and aborts the world so its peers stop
@@ -340,24 +324,16 @@ static void run_rank(rank_state *state) {
     rank_failed(state, NULL, result, "creating its context", -1, htp_world_last_error(world));
     return;
   }
-  if (job->balance) {
-    /* Before the first call: the hooks find it on the context. */
-    result = htp_balancer_create(ctx, &job->balancer, &balancer);
-    if (result != HTP_OK) {
-      rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
-      goto done;
-    }
-    planner = htp_balancer_planner(balancer);
-  } else {
-    htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
-    hookless.planner = job->planner;
-    result = htp_balancer_create(ctx, &hookless, &balancer);
-    if (result != HTP_OK) {
-      rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
-      goto done;
-    }
-    planner = htp_balancer_planner(balancer);
+  /* Before the first call: the hooks find it on the context. A block
+   * without hooks gets a hookless one: detection and the trace only. */
+  htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
+  hookless.planner = job->planner;
+  result = htp_balancer_create(ctx, job->balance ? &job->balancer : &hookless, &balancer);
+  if (result != HTP_OK) {
+    rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
+    goto done;
   }
+  planner = htp_balancer_planner(balancer);
   if (per_process && job->trace_path && open_mpi_trace(state, ctx))
     goto done;
   htp_balancer_set_trace(balancer, state->trace);
@@ -383,57 +359,18 @@ static void run_rank(rank_state *state) {
   int64_t version = plan->version;
   if (state->rank == 0)
     record_plan(&outcome->last_plan, plan);
+  const htp_rank_step step = {ctx, balancer, job->fn, device, "the block", NULL, NULL};
   for (long iteration = 0; iteration < total; iteration++) {
-    if ((result = htp_barrier(ctx)) != HTP_OK) {
-      rank_failed(state, ctx, result, "the barrier", iteration, htp_last_error(ctx));
+    htp_step_result done_step;
+    double slowdown = htp_step_slowdown(job->slows, job->num_slows, state->rank, iteration);
+    if (htp_rank_step_run(state, &step, iteration, slowdown, &done_step))
       goto done;
-    }
-    double start = htp_now();
-    if ((result = htp_fault_point(ctx, iteration)) != HTP_OK) {
-      rank_failed(state, ctx, result, "the fault point", iteration, htp_last_error(ctx));
-      goto done;
-    }
-    if (job->balance &&
-        (result = htp_balancer_set_slowdown(balancer, slow_factor(job, state->rank, iteration))) !=
-            HTP_OK) {
-      rank_failed(state, ctx, result, "the slowdown", iteration, htp_last_error(ctx));
-      goto done;
-    }
-    /* The call is timed on the device's clock: marks around it on the
-     * rank's stream (CUDA events; the CPU's monotonic clock), and elapsed
-     * waits for the work to finish. */
-    double comm_before = htp_ctx_comm_seconds(ctx);
-    if ((result = htp_ctx_mark(ctx, 0)) != HTP_OK) {
-      rank_failed(state, ctx, result, "the start mark", iteration, htp_last_error(ctx));
-      goto done;
-    }
-    int32_t code = job->fn(ctx, device);
-    if (code != 0) {
-      rank_failed(state, ctx, code, "the block", iteration, htp_last_error(ctx));
-      goto done;
-    }
-    double wall = 0;
-    if ((result = htp_ctx_mark(ctx, 1)) != HTP_OK ||
-        (result = htp_ctx_elapsed(ctx, &wall)) != HTP_OK) {
-      rank_failed(state, ctx, result, "timing the block", iteration, htp_last_error(ctx));
-      goto done;
-    }
-    /* Waiting for peers in the block's all-reduces is not this rank's work. */
-    double compute = wall - (htp_ctx_comm_seconds(ctx) - comm_before);
-    if (compute < 0)
-      compute = 0;
-    /* --slow: with hooks the balancer stretches the unit work itself (set
-     * before the call, below), so shedding units sheds slowed time; without
-     * hooks the whole call is stretched here. */
-    double factor = slow_factor(job, state->rank, iteration);
-    if (factor > 1.0 && !job->balance) {
-      sleep_seconds((factor - 1.0) * compute);
-      compute *= factor;
-    }
+    plan = done_step.plan;
     if (iteration >= job->warmup) {
       long timed = iteration - job->warmup;
       long i = (long)state->rank * job->iters + timed;
-      outcome->compute_s[i] = compute;
+      outcome->compute_s[i] = done_step.times.compute_seconds;
+      outcome->elapsed_s[i] = done_step.seconds;
       if (state->rank == 0) {
         /* The plan this call ran under (the copy made when it arrived). */
         outcome->plan_version[timed] = outcome->last_plan.version;
@@ -443,33 +380,6 @@ static void run_rank(rank_state *state) {
                (size_t)world_size * sizeof(double));
       }
     }
-    /* The planner needs a positive time; a block too small for the clock
-     * still gets one. */
-    double seconds = compute > 0 ? compute : 1e-9;
-    if (job->balance) {
-      /* The planner compares the work it can move: the hooks' time. */
-      double hooked = htp_balancer_hook_seconds(balancer);
-      if (hooked > 0)
-        seconds = hooked;
-      result = htp_balancer_end_iteration(balancer, seconds, &plan);
-      if (result != HTP_OK) {
-        rank_failed(state, ctx, result, "the balancer's end of iteration", iteration,
-                    htp_last_error(ctx));
-        goto done;
-      }
-    } else {
-      result = htp_balancer_step(balancer, seconds, &plan);
-      if (result != HTP_OK) {
-        rank_failed(state, ctx, result, "the balancer step", iteration, htp_last_error(ctx));
-        goto done;
-      }
-    }
-    /* The iteration ends after the balancing step: its exchange of timings,
-     * a --slow rank's slept extra and any migration transfer are part of
-     * what the iteration costs. */
-    if (iteration >= job->warmup)
-      outcome->elapsed_s[(long)state->rank * job->iters + iteration - job->warmup] =
-          htp_now() - start;
     if (state->rank == 0) {
       note_stragglers(state, plan, planner, iteration);
       note_plan_change(state, plan, &version);

@@ -7,12 +7,9 @@
  * (htp_mem_alloc: host memory on the CPU, device memory on a GPU): its
  * arguments sliced on the host and uploaded once, its results downloaded
  * after the last iteration. A block with balance hooks gets an
- * htp_balancer on each rank's context before its first call. Every
- * iteration: a barrier, the fault point, the call (timed on the device's
- * clock with htp_ctx_mark/htp_ctx_elapsed; the growth of
- * htp_ctx_comm_seconds during it is not compute), the --slow stretch of the
- * compute, then htp_balancer_end_iteration (detection, plan, migration,
- * trace), or htp_balancer_step on a hookless balancer for a block without hooks. Failures of any rank end the run within
+ * htp_balancer on each rank's context before its first call (a hookless
+ * one otherwise: detection only). Every iteration is one rank step
+ * (step.h, shared with --train). Failures of any rank end the run within
  * the deadline and are reported with the rank, the step and the runtime's
  * message; every thread is joined.
  *===----------------------------------------------------------------------===*/

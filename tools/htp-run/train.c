@@ -23,6 +23,7 @@
 #include "tools/htp-run/safetensors.h"
 #include "tools/htp-run/shard.h"
 #include "tools/htp-run/so_loader.h"
+#include "tools/htp-run/step.h"
 #include "tools/htp-train/dataset.h"
 #include "tools/htp-train/init.h"
 
@@ -808,22 +809,6 @@ static int decays(const htp_sig_tensor *p) {
   return p->rank >= 2 && strcmp(p->name, "cls_token") != 0 && strcmp(p->name, "pos_embed") != 0;
 }
 
-static void sleep_seconds(double seconds) {
-  if (!(seconds > 0))
-    return;
-  struct timespec t = {(time_t)seconds, (long)((seconds - floor(seconds)) * 1e9)};
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-  }
-}
-
-static double slow_factor(const htp_run_options *options, int rank, long step) {
-  double factor = 1.0;
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank == rank && step >= options->slows[i].from_iteration)
-      factor = options->slows[i].factor;
-  return factor;
-}
-
 /* Mean cross-entropy (double) and correct argmaxes of the first `rows`
  * rows of logits against labels. */
 static void score(const float *logits, const int32_t *labels, int rows, double *loss_sum,
@@ -1135,6 +1120,69 @@ static void progress(long epoch, long epochs, long step, long steps, double loss
   fflush(stderr);
 }
 
+/* What follows the grad entry inside the timed step (htp_rank_step.after). */
+typedef struct step_update {
+  rank_run *run;
+  rank_buffers *b;
+  htp_balancer *balancer;
+  long total;         /* steps of the whole run: the learning-rate schedule */
+  long nan_step;      /* HTP_TRAIN_NAN_STEP (tests only): this step's loss reads as nan */
+  long step;
+  long nonfinite_run; /* --skip-nonfinite: steps in a row whose loss was not finite */
+  int finite;         /* this step's loss was finite (and the update made) */
+  float loss;
+} step_update;
+
+/* So many non-finite steps in a row mean the weights themselves are (no
+ * step can repair them). */
+enum { MAX_NONFINITE_RUN = 100 };
+
+/* The loss (the same on every rank: it follows the all-reduces) decides,
+ * before the update, whether the step may change the weights: a
+ * non-finite one would make them all nan. */
+static int update_after_step(void *user) {
+  step_update *u = user;
+  rank_run *run = u->run;
+  const train_job *job = run->job;
+  const htp_run_options *options = job->options;
+  const long step = u->step;
+  htp_result result = htp_mem_download(run->ctx, &u->loss,
+                                       u->b->grad[job->sig->num_args + job->loss], sizeof u->loss);
+  if (result != HTP_OK) {
+    htp_rank_task_fail(run->task, run->ctx, result, "downloading the loss", step,
+                       htp_last_error(run->ctx));
+    return 1;
+  }
+  if (step == u->nan_step)
+    u->loss = NAN;
+  u->finite = isfinite(u->loss);
+  if (!u->finite) {
+    char why[512];
+    describe_parameters(run, u->b, why, sizeof why);
+    if (!options->train.skip_nonfinite || ++u->nonfinite_run >= MAX_NONFINITE_RUN) {
+      char detail[1024];
+      snprintf(detail, sizeof detail, "the loss is %g (epoch %ld, batch %ld of %ld)%s; "
+               "stopped before the update, so nothing non-finite was written (%s)%s",
+               (double)u->loss, step / job->steps + 1, step % job->steps + 1, job->steps,
+               u->nonfinite_run ? ", the 100th such step in a row" : "", why,
+               options->train.skip_nonfinite ? "" : "; --skip-nonfinite skips such steps");
+      htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "the training step", step, detail);
+      return 1;
+    }
+  } else {
+    u->nonfinite_run = 0;
+    if (optimizer_step(run, u->b, step, u->total))
+      return 1;
+  }
+  result = htp_balancer_weights_updated(u->balancer);
+  if (result != HTP_OK) {
+    htp_rank_task_fail(run->task, run->ctx, result, "noting the updated weights", step,
+                       htp_last_error(run->ctx));
+    return 1;
+  }
+  return 0;
+}
+
 static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
@@ -1155,14 +1203,13 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     failed = 1;
   }
   const htp_plan *plan = NULL;
-  /* --skip-nonfinite: steps in a row whose loss was not finite; so many
-   * mean the weights themselves are (no step can repair them). */
-  enum { MAX_NONFINITE_RUN = 100 };
-  long nonfinite_run = 0;
   /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. Read
    * once, not per step. */
   const char *nan_text = getenv("HTP_TRAIN_NAN_STEP");
   const long nan_step = nan_text && *nan_text ? strtol(nan_text, NULL, 10) : -1;
+  step_update updater = {run, b, balancer, total, nan_step, 0, 0, 1, 0.0f};
+  const htp_rank_step rank_step = {run->ctx, balancer, job->fn, b->grad, "the grad entry",
+                                   update_after_step, &updater};
   for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++) {
     htp_fmnist_shuffle(order, job->train->count, options->seed, epoch);
     double loss_sum = 0, started = htp_now(), model_seconds = 0;
@@ -1170,8 +1217,8 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     for (long s = 0; s < job->steps && !failed; s++) {
       const long step = epoch * job->steps + s;
 #define STEP_TRY(call, what) RANK_TRY(call, what, step)
-      STEP_TRY(htp_barrier(run->ctx), "the barrier");
-      STEP_TRY(htp_fault_point(run->ctx, step), "the fault point");
+      /* The batch first: the step's barrier and fault point come with its
+       * timed call (step.h). */
       const int real =
           htp_fmnist_batch(job->train, order, (uint32_t)(s * batch), batch, images, targets, labels);
       if (options->train.augment != HTP_AUGMENT_NONE)
@@ -1186,79 +1233,30 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
                               sig->args[job->images].bytes), "uploading the batch");
       STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], targets,
                               sig->args[job->targets].bytes), "uploading the batch");
-      const double factor = slow_factor(options, run->rank, step);
-      /* --slow: with hooks the balancer stretches the unit work itself,
-       * forward and backward, so shedding units sheds slowed time. */
-      if (job->balance)
-        STEP_TRY(htp_balancer_set_slowdown(balancer, factor), "the slowdown");
-      double comm_before = htp_ctx_comm_seconds(run->ctx), wall = 0;
-      const double cpu_before = cpu_clock ? htp_thread_seconds() : 0;
-      STEP_TRY(htp_ctx_mark(run->ctx, 0), "the start mark");
-      int32_t code = job->fn(run->ctx, b->grad);
-      if (code != 0) {
-        htp_rank_task_fail(run->task, run->ctx, code, "the grad entry", step,
-                           htp_last_error(run->ctx));
+      const double factor = htp_step_slowdown(options->slows, options->num_slows, run->rank, step);
+      updater.step = step;
+      updater.finite = 1;
+      htp_step_result done;
+      if (htp_rank_step_run(run->task, &rank_step, step, factor, &done))
         return 1;
-      }
-      /* The loss (the same on every rank: it follows the all-reduces)
-       * decides, before the update, whether the step may change the
-       * weights: a non-finite one would make them all nan. */
-      float loss = 0;
-      STEP_TRY(htp_mem_download(run->ctx, &loss, b->grad[sig->num_args + job->loss],
-                                sizeof loss), "downloading the loss");
-      if (step == nan_step)
-        loss = NAN;
-      const int finite = isfinite(loss);
-      if (!finite) {
-        char why[512];
-        describe_parameters(run, b, why, sizeof why);
-        if (!options->train.skip_nonfinite || ++nonfinite_run >= MAX_NONFINITE_RUN) {
-          char detail[1024];
-          snprintf(detail, sizeof detail, "the loss is %g (epoch %ld, batch %ld of %ld)%s; "
-                   "stopped before the update, so nothing non-finite was written (%s)%s",
-                   (double)loss, epoch + 1, s + 1, job->steps,
-                   nonfinite_run ? ", the 100th such step in a row" : "", why,
-                   options->train.skip_nonfinite ? "" : "; --skip-nonfinite skips such steps");
-          htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "the training step", step,
-                             detail);
-          return 1;
-        }
+      plan = done.plan;
+      const int finite = updater.finite;
+      const float loss = updater.loss;
+      if (!finite)
         skipped++;
-      } else {
-        nonfinite_run = 0;
-        if (optimizer_step(run, b, step, total))
-          return 1;
-      }
-      STEP_TRY(htp_balancer_weights_updated(balancer), "noting the updated weights");
-      STEP_TRY(htp_ctx_mark(run->ctx, 1), "timing the step");
-      STEP_TRY(htp_ctx_elapsed(run->ctx, &wall), "timing the step");
-      double compute = wall - (htp_ctx_comm_seconds(run->ctx) - comm_before);
-      if (cpu_clock)
-        compute = htp_thread_seconds() - cpu_before;
-      if (compute < 0)
-        compute = 0;
-      if (factor > 1.0 && !job->balance) {
-        if (!cpu_clock)
-          sleep_seconds((factor - 1.0) * compute);
-        compute *= factor;
-      }
-      /* The planner compares the work it can move: the hooks' time. */
-      const double hooks = job->balance ? htp_balancer_hook_seconds(balancer) : 0;
-      double seconds = compute > 0 ? compute : 1e-9;
-      if (hooks > 0)
-        seconds = hooks;
       if (cpu_clock) {
         /* One device a rank: its CPU work plus the --slow share the hooks
          * booked (factor x their CPU time) without waiting; the step ends
          * with its slowest rank. */
-        double mine = compute + (hooks > 0 ? hooks - hooks / factor : 0), slowest = 0;
+        const double hooks = done.times.hook_seconds;
+        double mine = done.times.compute_seconds + (hooks > 0 ? hooks - hooks / factor : 0);
+        double slowest = 0;
         STEP_TRY(htp_allgather(run->ctx, &mine, rank_model, sizeof mine),
                  "gathering the modelled step times");
         for (int r = 0; r < job->tp; r++)
           slowest = rank_model[r] > slowest ? rank_model[r] : slowest;
         model_seconds += slowest;
       }
-      STEP_TRY(htp_balancer_end_iteration(balancer, seconds, &plan), "the balancer's step");
       if (!is_zero)
         continue;
       for (int r = 0; r < plan->world_size; r++)
