@@ -991,6 +991,19 @@ HTP_API htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *d
 HTP_API htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
                                                  int64_t batch, int64_t tokens, int64_t dim);
 
+/* Optimizer steps over n parameters w, in place, on their gradients g
+ * (the kernel table's entries: kernels/htp_kernel_table.h gives the exact
+ * updates; PyTorch's SGD with momentum and AdamW with decoupled decay).
+ * step counts from 1 (the bias correction and SGD's first momentum use it);
+ * m (and v) are the optimizer's moments, as long as w. lr, weight_decay,
+ * momentum >= 0 and finite; beta1, beta2 in [0, 1); epsilon > 0. */
+HTP_API htp_result htp_op_sgd_momentum_f32(htp_ctx *ctx, float *w, const float *g, float *m,
+                                           int64_t n, float lr, float momentum,
+                                           float weight_decay, int64_t step);
+HTP_API htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, float *v,
+                                    int64_t n, float lr, float beta1, float beta2, float epsilon,
+                                    float weight_decay, int64_t step);
+
 /* The context's device memory, for buffers a block runs on (htp-run
  * --device): through the kernel table, so host memory on the CPU table and
  * device memory on the CUDA one. alloc gives bytes (>= 1) in *out; free

@@ -11,6 +11,7 @@
 #include "runtime/comm_internal.h"
 
 #include <limits.h>
+#include <math.h>
 
 /* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
 _Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
@@ -403,6 +404,39 @@ htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *d
              "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and dx's size fit)", what,
              (long long)batch, (long long)tokens, (long long)dim);
   OP_DISPATCH(ctx, what, cls_token_backward_f32, dy, dx, batch, tokens, dim);
+}
+
+/* A hyperparameter no optimizer means: negative, not finite. */
+static int nonnegative(float value) { return value >= 0.0f && isfinite(value); }
+
+htp_result htp_op_sgd_momentum_f32(htp_ctx *ctx, float *w, const float *g, float *m, int64_t n,
+                                   float lr, float momentum, float weight_decay, int64_t step) {
+  const char *what = "htp_op_sgd_momentum_f32";
+  OP_INVALID(ctx, !w || !g || !m, "%s: w, g or m is NULL", what);
+  OP_INVALID(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
+             (long long)n, (long long)step);
+  OP_INVALID(ctx, !nonnegative(lr) || !nonnegative(momentum) || !nonnegative(weight_decay),
+             "%s: lr %g, momentum %g and weight_decay %g must be finite and >= 0", what,
+             (double)lr, (double)momentum, (double)weight_decay);
+  OP_DISPATCH(ctx, what, sgd_momentum_f32, w, g, m, n, lr, momentum, weight_decay, step);
+}
+
+htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, float *v,
+                            int64_t n, float lr, float beta1, float beta2, float epsilon,
+                            float weight_decay, int64_t step) {
+  const char *what = "htp_op_adamw_f32";
+  OP_INVALID(ctx, !w || !g || !m || !v, "%s: w, g, m or v is NULL", what);
+  OP_INVALID(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
+             (long long)n, (long long)step);
+  OP_INVALID(ctx, !nonnegative(lr) || !nonnegative(weight_decay),
+             "%s: lr %g and weight_decay %g must be finite and >= 0", what, (double)lr,
+             (double)weight_decay);
+  OP_INVALID(ctx, !(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f) ||
+                      !(epsilon > 0.0f && isfinite(epsilon)),
+             "%s: beta1 %g and beta2 %g must be in [0, 1), epsilon %g finite and > 0", what,
+             (double)beta1, (double)beta2, (double)epsilon);
+  OP_DISPATCH(ctx, what, adamw_f32, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay,
+              step);
 }
 
 htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits, const float *targets,

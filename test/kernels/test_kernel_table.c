@@ -372,6 +372,27 @@ static void training_op_entries(void **state) {
   assert_int_equal(htp_op_cross_entropy_backward_f32(ctx, dy, targets, dlogits, ROWS, OUT),
                    HTP_OK);
   assert_same(dlogits, rdlogits, ROWS * OUT);
+  /* The optimizers: the op's step is the table's, bit for bit. */
+  float *ow = garbage(DIM), *ow2 = fzeros(DIM), *om = fzeros(DIM), *om2 = fzeros(DIM);
+  float *ov = fzeros(DIM), *ov2 = fzeros(DIM);
+  memcpy(ow2, ow, DIM * sizeof *ow);
+  for (int step = 1; step <= 3; ++step) {
+    assert_int_equal(htp_op_adamw_f32(ctx, ow, sums, om, ov, DIM, 1e-2f, 0.9f, 0.999f, 1e-8f,
+                                      0.05f, step), HTP_OK);
+    assert_int_equal(t->adamw_f32(&env, ow2, sums, om2, ov2, DIM, 1e-2f, 0.9f, 0.999f, 1e-8f,
+                                  0.05f, step), HTP_KERNEL_OK);
+  }
+  assert_same(ow, ow2, DIM);
+  assert_same(ov, ov2, DIM);
+  for (int step = 1; step <= 3; ++step) {
+    assert_int_equal(htp_op_sgd_momentum_f32(ctx, ow, sums, om, DIM, 1e-2f, 0.9f, 0.0f, step),
+                     HTP_OK);
+    assert_int_equal(t->sgd_momentum_f32(&env, ow2, sums, om2, DIM, 1e-2f, 0.9f, 0.0f, step),
+                     HTP_KERNEL_OK);
+  }
+  assert_same(ow, ow2, DIM);
+  assert_same(om, om2, DIM);
+  free(ow), free(ow2), free(om), free(om2), free(ov), free(ov2);
   assert_string_equal(htp_last_error(ctx), "");
 
   htp_ctx_destroy(ctx);
@@ -441,6 +462,15 @@ static void training_op_entries_refuse(void **state) {
   REFUSED(htp_op_row_sum_f32(ctx, cf, NULL, 1, 1), "htp_op_row_sum_f32: x or y is NULL");
   REFUSED(htp_op_row_sum_f32(ctx, cf, o, 0, 1), ">= 1");
 
+  REFUSED(htp_op_adamw_f32(ctx, o, cf, o, NULL, 1, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 1),
+          "htp_op_adamw_f32: w, g, m or v is NULL");
+  REFUSED(htp_op_adamw_f32(ctx, o, cf, o, o, 1, 1e-3f, 0.9f, 0.999f, 1e-8f, 0, 0), ">= 1");
+  REFUSED(htp_op_adamw_f32(ctx, o, cf, o, o, 1, NAN, 0.9f, 0.999f, 1e-8f, 0, 1), "finite");
+  REFUSED(htp_op_adamw_f32(ctx, o, cf, o, o, 1, 1e-3f, 1.0f, 0.999f, 1e-8f, 0, 1), "[0, 1)");
+  REFUSED(htp_op_adamw_f32(ctx, o, cf, o, o, 1, 1e-3f, 0.9f, 0.999f, 0, 0, 1), "epsilon");
+  REFUSED(htp_op_sgd_momentum_f32(ctx, o, NULL, o, 1, 1e-3f, 0.9f, 0, 1),
+          "htp_op_sgd_momentum_f32: w, g or m is NULL");
+  REFUSED(htp_op_sgd_momentum_f32(ctx, o, cf, o, 1, 1e-3f, -1.0f, 0, 1), "momentum");
   REFUSED(htp_op_cross_entropy_f32(ctx, cf, cf, NULL, 1, 1),
           "htp_op_cross_entropy_f32: logits, targets or loss is NULL");
   REFUSED(htp_op_cross_entropy_f32(ctx, cf, cf, o, 1, 0), ">= 1");

@@ -16,7 +16,6 @@
 #include "tools/htp-run/train.h"
 
 #include "kernels/htp_kernels.h" /* htp_cpu_set_blas_threads */
-#include "runtime/comm_internal.h" /* htp__kernel_table/env: the optimizer entries */
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/file_map.h"
@@ -997,8 +996,6 @@ static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total)
   const train_job *job = run->job;
   const htp_train_options *train = &job->options->train;
   const htp_signature *sig = job->sig;
-  const htp_kernel_table *table = htp__kernel_table(run->ctx);
-  const htp_kernel_env *env = htp__kernel_env(run->ctx);
   const float lr = (float)learning_rate(train, step, total);
   for (int k = 0; k < sig->num_results; k++) {
     const htp_sig_tensor *g = &sig->results[k];
@@ -1008,17 +1005,18 @@ static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total)
     const float wd = decays(&sig->args[i]) ? (float)train->weight_decay : 0.0f;
     float *w = b->grad[i];
     const float *grad = b->grad[sig->num_args + k];
-    htp_kernel_status status =
+    htp_result result =
         train->optimizer == HTP_TRAIN_ADAMW
-            ? table->adamw_f32(env, w, grad, b->m[i], b->v[i], g->count, lr, (float)ADAM_BETA1,
-                               (float)ADAM_BETA2, (float)ADAM_EPS, wd, step + 1)
-            : table->sgd_momentum_f32(env, w, grad, b->m[i], g->count, lr,
+            ? htp_op_adamw_f32(run->ctx, w, grad, b->m[i], b->v[i], g->count, lr,
+                               (float)ADAM_BETA1, (float)ADAM_BETA2, (float)ADAM_EPS, wd, step + 1)
+            : htp_op_sgd_momentum_f32(run->ctx, w, grad, b->m[i], g->count, lr,
                                       (float)train->momentum, wd, step + 1);
-    if (status != HTP_KERNEL_OK) {
-      char what[NAME_SIZE + 64];
-      snprintf(what, sizeof what, "the %s update of '%s'", optimizer_name(train->optimizer),
-               sig->args[i].name);
-      RANK_TRY(htp__kernel_failed(run->ctx, status, what), "the optimizer", step);
+    if (result != HTP_OK) {
+      char detail[NAME_SIZE + 1024];
+      snprintf(detail, sizeof detail, "the %s update of '%s': %s",
+               optimizer_name(train->optimizer), sig->args[i].name, htp_last_error(run->ctx));
+      htp_rank_task_fail(run->task, run->ctx, result, "the optimizer", step, detail);
+      return 1;
     }
   }
   return 0;

@@ -1,0 +1,28 @@
+# The floors' rule for private headers: a tool (tools/) and a benchmark
+# (bench/) reach the runtime through its public headers alone (runtime/htp.h,
+# the embedding API; runtime/htp_entry.h, the compiled-code ABI), never
+# through a runtime/*_internal.h. Run as
+#   cmake -DROOT=<source dir> -P check_layering.cmake
+# It fails naming each file and line that breaks the rule.
+cmake_minimum_required(VERSION 3.16)
+set(public htp.h htp_entry.h)
+file(GLOB_RECURSE sources
+     ${ROOT}/tools/*.c ${ROOT}/tools/*.h ${ROOT}/tools/*.cpp ${ROOT}/bench/*.c
+     ${ROOT}/bench/*.cu)
+set(broken "")
+foreach(source ${sources})
+  file(STRINGS ${source} includes REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]runtime/")
+  foreach(line ${includes})
+    string(REGEX REPLACE ".*runtime/([^\">]+).*" "\\1" header "${line}")
+    if(NOT header IN_LIST public)
+      file(RELATIVE_PATH where ${ROOT} ${source})
+      string(APPEND broken "  ${where}: ${line}\n")
+    endif()
+  endforeach()
+endforeach()
+if(broken)
+  message(FATAL_ERROR "private runtime headers included outside the runtime "
+                      "(use runtime/htp.h or runtime/htp_entry.h):\n${broken}")
+endif()
+list(LENGTH sources count)
+message(STATUS "layering: ${count} tool and benchmark sources use only the public runtime headers")
