@@ -52,10 +52,12 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
   return context;
 }
 
-OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
-                                       std::string &entry, std::string &errors, int64_t tp,
-                                       bool grad) {
-  llvm::raw_string_ostream errorStream(errors);
+/// Parses the module at `path` (a regular file) into `sourceMgr`, which the
+/// caller keeps, with its diagnostic handler, for as long as the module's
+/// locations may be reported (the pipeline's errors too).
+static OwningOpRef<ModuleOp> parseFile(MLIRContext &context, const std::string &path,
+                                       llvm::SourceMgr &sourceMgr,
+                                       llvm::raw_ostream &errorStream) {
   // A device or a pipe would be read until memory runs out: regular files only.
   llvm::sys::fs::file_status status;
   if (!llvm::sys::fs::status(path, status) && !llvm::sys::fs::is_regular_file(status)) {
@@ -68,18 +70,30 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
     errorStream << "cannot open '" << path << "': " << openError << "\n";
     return nullptr;
   }
-  llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errorStream);
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
 
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+/// The functions a module defines that a caller can run.
+static SmallVector<StringRef> publicFunctions(ModuleOp module) {
+  SmallVector<StringRef> names;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (func.isPublic() && !func.isDeclaration())
+      names.push_back(func.getSymName());
+  return names;
+}
+
+OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
+                                       std::string &entry, std::string &errors, int64_t tp,
+                                       bool grad) {
+  llvm::raw_string_ostream errorStream(errors);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errorStream);
+  OwningOpRef<ModuleOp> module = parseFile(context, path, sourceMgr, errorStream);
   if (!module)
     return nullptr;
 
-  SmallVector<StringRef> publicNames;
-  for (auto func : module->getOps<func::FuncOp>())
-    if (func.isPublic() && !func.isDeclaration())
-      publicNames.push_back(func.getSymName());
+  SmallVector<StringRef> publicNames = publicFunctions(*module);
   if (entry.empty()) {
     if (publicNames.size() != 1) {
       errorStream << path << ": " << (publicNames.empty() ? "no public function to run"
@@ -269,7 +283,25 @@ static void jitUnload(htp_compiled *compiled) {
   compiled->signature = nullptr;
 }
 
+static int jitList(const char *path, void (*each)(void *user, const char *name), void *user,
+                   char *err, size_t errSize) {
+  std::string errors;
+  std::unique_ptr<MLIRContext> context = htp::makeCompilerContext();
+  llvm::raw_string_ostream errorStream(errors);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, context.get(), errorStream);
+  OwningOpRef<ModuleOp> module = parseFile(*context, path, sourceMgr, errorStream);
+  if (!module) {
+    copyError(errors, err, errSize);
+    return -1;
+  }
+  SmallVector<StringRef> names = publicFunctions(*module);
+  for (StringRef name : names)
+    each(user, name.str().c_str());
+  return static_cast<int>(names.size());
+}
+
 extern "C" const htp_compiler *htp_jit_compiler(void) {
-  static const htp_compiler jit = {jitLoad, jitUnload};
+  static const htp_compiler jit = {jitLoad, jitUnload, jitList};
   return &jit;
 }

@@ -41,6 +41,13 @@ typedef struct htp_compiler {
   int (*load)(const char *path, const char *entry, const htp_compile_options *options,
               htp_compiled *out, char *err, size_t err_size);
   void (*unload)(htp_compiled *compiled);
+  /* Lists the entries PATH defines, calling each(user, name) once per name
+   * (NUL-terminated, valid during the call): the JIT a .mlir's public
+   * functions (before the pipeline, so not the NAME_grad --htp-grad writes),
+   * the shared-object loader the entry symbols of its ELF dynamic symbol
+   * table. Returns how many, or -1 with a message in err. */
+  int (*list)(const char *path, void (*each)(void *user, const char *name), void *user,
+              char *err, size_t err_size);
 } htp_compiler;
 
 /* The JIT, or NULL in a build without MLIR (tools/compiler/). */

@@ -10,7 +10,9 @@
 #endif
 #include "tools/htp-run/so_loader.h"
 
+#include "tools/htp-run/elf_entries.h"
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -321,7 +323,21 @@ static void so_unload(htp_compiled *compiled) {
   memset(compiled, 0, sizeof *compiled);
 }
 
+static int so_list(const char *path, void (*each)(void *user, const char *name), void *user,
+                   char *err, size_t err_size) {
+  htp_file_map file;
+  char reason[512];
+  if (htp_file_map_open(path, &file, reason, sizeof reason))
+    return htp_set_error(err, err_size, "%s: %s", path, reason), -1;
+  const char *why = NULL;
+  int count = htp_elf_list_entries(file.bytes, file.size, each, user, &why);
+  htp_file_map_close(&file);
+  if (count < 0)
+    return htp_set_error(err, err_size, "%s: cannot list its entries: %s", path, why), -1;
+  return count;
+}
+
 const htp_compiler *htp_so_loader(void) {
-  static const htp_compiler loader = {so_load, so_unload};
+  static const htp_compiler loader = {so_load, so_unload, so_list};
   return &loader;
 }

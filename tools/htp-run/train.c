@@ -26,7 +26,6 @@
 #include "tools/htp-train/dataset.h"
 #include "tools/htp-train/init.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -83,69 +82,27 @@ static int ends_with(const char *text, const char *suffix) {
   return length >= tail && strcmp(text + length - tail, suffix) == 0;
 }
 
-static int is_name_char(int c) { return isalnum(c) || c == '_' || c == '$' || c == '.'; }
+/* The entries --train may use, from the loader's listing: a .so's entries
+ * as compiled; a .mlir's public functions each as NAME_grad (htp-grad's
+ * name for its backward, written by the pipeline) or as itself when it
+ * already ends in _grad. The signatures decide. */
+typedef struct candidates {
+  char names[MAX_CANDIDATES][NAME_SIZE];
+  int count;
+  int add_grad_suffix; /* a .mlir: the pipeline writes NAME_grad */
+} candidates;
 
-static int add_candidate(char (*names)[NAME_SIZE], int *count, const char *name, size_t length) {
-  if (length == 0 || length >= NAME_SIZE || *count == MAX_CANDIDATES)
-    return 0;
-  for (int i = 0; i < *count; i++)
-    if (strlen(names[i]) == length && memcmp(names[i], name, length) == 0)
-      return 0;
-  memcpy(names[*count], name, length);
-  names[*count][length] = '\0';
-  (*count)++;
-  return 1;
-}
-
-/* The entries a file may hold: a .so's "htp.sig.NAME" strings; a .mlir's
- * public functions, each as NAME_grad (htp-grad's name for its backward)
- * or as itself when it already ends in _grad. The signatures decide. */
-static int list_candidates(const char *path, int shared, char (*names)[NAME_SIZE], char *err,
-                           size_t err_size) {
-  htp_file_map file;
-  if (htp_file_map_open(path, &file, err, err_size))
-    return -1;
-  const char *bytes = (const char *)file.bytes;
-  const size_t size = file.size;
-  int count = 0;
-  const char *key = shared ? HTP_SIGNATURE_SYMBOL_PREFIX : "func.func";
-  const size_t key_length = strlen(key);
-  for (size_t i = 0; i + key_length < size; i++) {
-    if (memcmp(bytes + i, key, key_length) != 0)
-      continue;
-    size_t p = i + key_length;
-    if (shared) {
-      size_t end = p;
-      while (end < size && is_name_char((unsigned char)bytes[end]))
-        end++;
-      if (end < size && bytes[end] == '\0')
-        add_candidate(names, &count, bytes + p, end - p);
-      continue;
-    }
-    /* func.func [public|private|nested] @name */
-    while (p < size && isspace((unsigned char)bytes[p]))
-      p++;
-    if (p + 7 < size && memcmp(bytes + p, "private", 7) == 0)
-      continue;
-    while (p < size && bytes[p] != '@' && bytes[p] != '\n')
-      p++;
-    if (p >= size || bytes[p] != '@')
-      continue;
-    size_t start = ++p;
-    while (p < size && is_name_char((unsigned char)bytes[p]))
-      p++;
-    char name[NAME_SIZE];
-    size_t length = p - start;
-    if (length == 0 || length + 6 >= NAME_SIZE)
-      continue;
-    memcpy(name, bytes + start, length);
-    name[length] = '\0';
-    if (!ends_with(name, "_grad"))
-      strcat(name, "_grad");
-    add_candidate(names, &count, name, strlen(name));
-  }
-  htp_file_map_close(&file);
-  return count;
+static void add_candidate(void *user, const char *name) {
+  candidates *c = user;
+  char candidate[NAME_SIZE];
+  const int grad = c->add_grad_suffix && !ends_with(name, "_grad");
+  if (c->count == MAX_CANDIDATES ||
+      snprintf(candidate, sizeof candidate, "%s%s", name, grad ? "_grad" : "") >= NAME_SIZE)
+    return;
+  for (int i = 0; i < c->count; i++)
+    if (strcmp(c->names[i], candidate) == 0)
+      return;
+  strcpy(c->names[c->count++], candidate);
 }
 
 /* Appends separator and text to buffer (NUL-terminated), cut to fit. */
@@ -202,10 +159,13 @@ static int find_grad_entry(const htp_run_options *options, htp_run_state *state,
                            "e.g. --entry %s_grad", options->entry, path, options->entry);
     return 0;
   }
-  static char names[MAX_CANDIDATES][NAME_SIZE];
-  int count = list_candidates(path, state->shared, names, err, err_size);
-  if (count < 0)
+  static candidates listed;
+  listed.count = 0;
+  listed.add_grad_suffix = !state->shared;
+  if (state->loader->list(path, add_candidate, &listed, err, err_size) < 0)
     return 1;
+  const int count = listed.count;
+  char (*names)[NAME_SIZE] = listed.names;
   int found = 0;
   char first_error[1024] = "", list[2048] = "";
   for (int i = 0; i < count; i++) {
