@@ -58,6 +58,10 @@ if config.have_cuda_build and has_gpu():
     config.available_features.add("cuda-gpu")
 
 # htp-plot (a Python script, run from the source tree) needs matplotlib.
+# Its copy in the build tree (tools/htp-plot/CMakeLists.txt) also knows the
+# Python the build found matplotlib for. The longer name goes first: lit
+# substitutes in order.
+config.substitutions.append(("%htp-plot-built", os.path.join(tools, "htp-plot", "htp-plot")))
 config.substitutions.append(("%htp-plot", os.path.join(config.htp_source_dir, "tools", "htp-plot", "htp-plot")))
 if subprocess.run([config.python, "-c", "import matplotlib"], capture_output=True).returncode == 0:
     config.available_features.add("matplotlib")
