@@ -362,9 +362,12 @@ static void run_rank(rank_state *state) {
   const htp_rank_step step = {ctx, balancer, job->fn, device, "the block", NULL, NULL};
   for (long iteration = 0; iteration < total; iteration++) {
     htp_step_result done_step;
+    htp_step_failure failure;
     double slowdown = htp_step_slowdown(job->slows, job->num_slows, state->rank, iteration);
-    if (htp_rank_step_run(state, &step, iteration, slowdown, &done_step))
+    if (htp_rank_step_run(&step, iteration, slowdown, &done_step, &failure)) {
+      rank_failed(state, ctx, failure.code, failure.what, iteration, failure.detail);
       goto done;
+    }
     plan = done_step.plan;
     if (iteration >= job->warmup) {
       long timed = iteration - job->warmup;

@@ -4,6 +4,8 @@
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/step.h"
 
+#include <stdio.h>
+
 double htp_step_slowdown(const htp_run_slow *slows, int num_slows, int rank, long iteration) {
   double factor = 1.0;
   for (int i = 0; i < num_slows; i++)
@@ -12,18 +14,23 @@ double htp_step_slowdown(const htp_run_slow *slows, int num_slows, int rank, lon
   return factor;
 }
 
+int htp_step_fail(htp_step_failure *failure, int32_t code, const char *what, const char *detail) {
+  failure->code = code;
+  failure->what = what;
+  snprintf(failure->detail, sizeof failure->detail, "%s", detail ? detail : "");
+  return 1;
+}
+
 /* "the fault point" is also how ranks.c tells an injected death. */
 #define STEP_TRY(call, what)                                                                 \
   do {                                                                                       \
     htp_result try_result_ = (call);                                                         \
-    if (try_result_ != HTP_OK) {                                                             \
-      htp_rank_task_fail(task, ctx, try_result_, what, iteration, htp_last_error(ctx));      \
-      return 1;                                                                              \
-    }                                                                                        \
+    if (try_result_ != HTP_OK)                                                               \
+      return htp_step_fail(failure, try_result_, what, htp_last_error(ctx));                 \
   } while (0)
 
-int htp_rank_step_run(htp_rank_task *task, const htp_rank_step *step, long iteration,
-                      double slowdown, htp_step_result *result) {
+int htp_rank_step_run(const htp_rank_step *step, long iteration, double slowdown,
+                      htp_step_result *result, htp_step_failure *failure) {
   htp_ctx *ctx = step->ctx;
   *result = (htp_step_result){{0}, 0, NULL};
   STEP_TRY(htp_barrier(ctx), "the barrier");
@@ -38,11 +45,9 @@ int htp_rank_step_run(htp_rank_task *task, const htp_rank_step *step, long itera
   const double thread_before = htp_thread_seconds();
   STEP_TRY(htp_ctx_mark(ctx, 0), "the start mark");
   int32_t code = step->fn(ctx, step->buffers);
-  if (code != 0) {
-    htp_rank_task_fail(task, ctx, code, step->entry, iteration, htp_last_error(ctx));
-    return 1;
-  }
-  if (step->after && step->after(step->user))
+  if (code != 0)
+    return htp_step_fail(failure, code, step->entry, htp_last_error(ctx));
+  if (step->after && step->after(step->user, failure))
     return 1;
   htp_iteration_measure measured = {0, 0, 0};
   STEP_TRY(htp_ctx_mark(ctx, 1), "timing the step");

@@ -14,11 +14,19 @@
 #include "runtime/htp.h"
 #include "tools/htp-run/entry.h"
 #include "tools/htp-run/options.h"
-#include "tools/htp-run/ranks.h"
 
-/* Work timed with the call; non-zero once it has reported its failure
- * (htp_rank_task_fail). */
-typedef int (*htp_step_after_fn)(void *user);
+#include <stdint.h>
+
+/* Why a step failed, for the caller to report (ranks.h:
+ * htp_rank_task_fail): the result, what failed, the runtime's message. */
+typedef struct htp_step_failure {
+  int32_t code;
+  const char *what; /* "the barrier", "the fault point", the entry's name, ... */
+  char detail[2048];
+} htp_step_failure;
+
+/* Work timed with the call; non-zero once it has filled *failure. */
+typedef int (*htp_step_after_fn)(void *user, htp_step_failure *failure);
 
 typedef struct htp_rank_step {
   htp_ctx *ctx;
@@ -41,9 +49,12 @@ typedef struct htp_step_result {
 /* The --slow factor of rank at iteration (1 when none applies). */
 double htp_step_slowdown(const htp_run_slow *slows, int num_slows, int rank, long iteration);
 
-/* Runs one iteration. Returns 0 with *result, or non-zero once the failure
- * is recorded on task (and the world aborted). */
-int htp_rank_step_run(htp_rank_task *task, const htp_rank_step *step, long iteration,
-                      double slowdown, htp_step_result *result);
+/* Runs one iteration. Returns 0 with *result, or non-zero with *failure
+ * (which the caller reports; the world is not yet aborted). */
+int htp_rank_step_run(const htp_rank_step *step, long iteration, double slowdown,
+                      htp_step_result *result, htp_step_failure *failure);
+
+/* Fills *failure; returns 1 (for `return htp_step_fail(...)`). */
+int htp_step_fail(htp_step_failure *failure, int32_t code, const char *what, const char *detail);
 
 #endif /* HTP_RUN_STEP_H */

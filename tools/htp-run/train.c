@@ -952,7 +952,8 @@ static void free_buffers(htp_ctx *ctx, const train_job *job, rank_buffers *b) {
 }
 
 /* Every parameter's update from its gradient, on this rank's shard. */
-static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total) {
+static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total,
+                          htp_step_failure *failure) {
   const train_job *job = run->job;
   const htp_train_options *train = &job->options->train;
   const htp_signature *sig = job->sig;
@@ -975,8 +976,7 @@ static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total)
       char detail[NAME_SIZE + 1024];
       snprintf(detail, sizeof detail, "the %s update of '%s': %s",
                optimizer_name(train->optimizer), sig->args[i].name, htp_last_error(run->ctx));
-      htp_rank_task_fail(run->task, run->ctx, result, "the optimizer", step, detail);
-      return 1;
+      return htp_step_fail(failure, result, "the optimizer", detail);
     }
   }
   return 0;
@@ -1098,7 +1098,7 @@ enum { MAX_NONFINITE_RUN = 100 };
 /* The loss (the same on every rank: it follows the all-reduces) decides,
  * before the update, whether the step may change the weights: a
  * non-finite one would make them all nan. */
-static int update_after_step(void *user) {
+static int update_after_step(void *user, htp_step_failure *failure) {
   step_update *u = user;
   rank_run *run = u->run;
   const train_job *job = run->job;
@@ -1106,11 +1106,8 @@ static int update_after_step(void *user) {
   const long step = u->step;
   htp_result result = htp_mem_download(run->ctx, &u->loss,
                                        u->b->grad[job->sig->num_args + job->loss], sizeof u->loss);
-  if (result != HTP_OK) {
-    htp_rank_task_fail(run->task, run->ctx, result, "downloading the loss", step,
-                       htp_last_error(run->ctx));
-    return 1;
-  }
+  if (result != HTP_OK)
+    return htp_step_fail(failure, result, "downloading the loss", htp_last_error(run->ctx));
   if (step == u->nan_step)
     u->loss = NAN;
   u->finite = isfinite(u->loss);
@@ -1124,20 +1121,16 @@ static int update_after_step(void *user) {
                (double)u->loss, step / job->steps + 1, step % job->steps + 1, job->steps,
                u->nonfinite_run ? ", the 100th such step in a row" : "", why,
                options->train.skip_nonfinite ? "" : "; --skip-nonfinite skips such steps");
-      htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "the training step", step, detail);
-      return 1;
+      return htp_step_fail(failure, HTP_ERR_INVALID, "the training step", detail);
     }
   } else {
     u->nonfinite_run = 0;
-    if (optimizer_step(run, u->b, step, u->total))
+    if (optimizer_step(run, u->b, step, u->total, failure))
       return 1;
   }
   result = htp_balancer_weights_updated(u->balancer);
-  if (result != HTP_OK) {
-    htp_rank_task_fail(run->task, run->ctx, result, "noting the updated weights", step,
-                       htp_last_error(run->ctx));
-    return 1;
-  }
+  if (result != HTP_OK)
+    return htp_step_fail(failure, result, "noting the updated weights", htp_last_error(run->ctx));
   return 0;
 }
 
@@ -1195,8 +1188,11 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
       updater.step = step;
       updater.finite = 1;
       htp_step_result done;
-      if (htp_rank_step_run(run->task, &rank_step, step, factor, &done))
+      htp_step_failure failure;
+      if (htp_rank_step_run(&rank_step, step, factor, &done, &failure)) {
+        htp_rank_task_fail(run->task, run->ctx, failure.code, failure.what, step, failure.detail);
         return 1;
+      }
       plan = done.plan;
       const int finite = updater.finite;
       const float loss = updater.loss;
