@@ -328,6 +328,33 @@ const char *htp_world_last_error(const htp_world *world) {
 
 /* ===== Contexts ========================================================== */
 
+/* The table's statuses are htp_result values (kernels/htp_kernel_table.h
+ * repeats them so that kernels/ does not include the runtime). */
+_Static_assert(HTP_KERNEL_OK == (int)HTP_OK, "kernel status OK");
+_Static_assert(HTP_KERNEL_ERR_INVALID == (int)HTP_ERR_INVALID, "kernel status INVALID");
+_Static_assert(HTP_KERNEL_ERR_NOMEM == (int)HTP_ERR_NOMEM, "kernel status NOMEM");
+_Static_assert(HTP_KERNEL_ERR_SYSTEM == (int)HTP_ERR_SYSTEM, "kernel status SYSTEM");
+_Static_assert(HTP_KERNEL_ERR_UNSUPPORTED == (int)HTP_ERR_UNSUPPORTED, "kernel status UNSUPPORTED");
+
+/* Without a context: the CPU table, and nowhere to write a message. */
+static const htp_kernel_env NO_CONTEXT_ENV = {.device = -1};
+
+const htp_kernel_table *htp__kernel_table(const htp_ctx *ctx) {
+  return ctx && ctx->kernels ? ctx->kernels : htp_cpu_kernel_table();
+}
+
+const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx) {
+  return ctx && ctx->kernels ? &ctx->kernel_env : &NO_CONTEXT_ENV;
+}
+
+htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char *what) {
+  htp_result code = status > 0 && status < HTP_RESULT_COUNT ? (htp_result)status
+                                                            : HTP_ERR_INTERNAL;
+  if (!ctx) return code;
+  return htp__fail(ctx, code, "%s: %s", what,
+                   ctx->kernel_error[0] ? ctx->kernel_error : htp_strerror(code));
+}
+
 /* The rank's kernel table and environment (htp_config.device). The CUDA
  * environment binds the device the backend gave the rank (nccl), else 0. */
 static htp_result kernels_init(htp_ctx *ctx) {

@@ -5,8 +5,7 @@
  * the entry of the context's kernel table (ctx.c chose it from
  * htp_config.device; a NULL context gets the CPU table). A compiled block
  * therefore names only htp_op_*, htp_rt_* and htp_allreduce_*, and the same
- * artifact runs on whichever device the context holds. Also the table
- * lookups the balance hooks (balance.c) use.
+ * artifact runs on whichever device the context holds.
  *===----------------------------------------------------------------------===*/
 #include "runtime/comm_internal.h"
 
@@ -15,33 +14,6 @@
 
 /* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
 _Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
-
-/* The table's statuses are htp_result values (kernels/htp_kernel_table.h
- * repeats them so that kernels/ does not include the runtime). */
-_Static_assert(HTP_KERNEL_OK == (int)HTP_OK, "kernel status OK");
-_Static_assert(HTP_KERNEL_ERR_INVALID == (int)HTP_ERR_INVALID, "kernel status INVALID");
-_Static_assert(HTP_KERNEL_ERR_NOMEM == (int)HTP_ERR_NOMEM, "kernel status NOMEM");
-_Static_assert(HTP_KERNEL_ERR_SYSTEM == (int)HTP_ERR_SYSTEM, "kernel status SYSTEM");
-_Static_assert(HTP_KERNEL_ERR_UNSUPPORTED == (int)HTP_ERR_UNSUPPORTED, "kernel status UNSUPPORTED");
-
-/* Without a context: the CPU table, and nowhere to write a message. */
-static const htp_kernel_env NO_CONTEXT_ENV = {.device = -1};
-
-const htp_kernel_table *htp__kernel_table(const htp_ctx *ctx) {
-  return ctx && ctx->kernels ? ctx->kernels : htp_cpu_kernel_table();
-}
-
-const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx) {
-  return ctx && ctx->kernels ? &ctx->kernel_env : &NO_CONTEXT_ENV;
-}
-
-htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char *what) {
-  htp_result code = status > 0 && status < HTP_RESULT_COUNT ? (htp_result)status
-                                                            : HTP_ERR_INTERNAL;
-  if (!ctx) return code;
-  return htp__fail(ctx, code, "%s: %s", what,
-                   ctx->kernel_error[0] ? ctx->kernel_error : htp_strerror(code));
-}
 
 /* A bad argument: a message and a failed world, as the hooks do (the rank
  * would not reach the block's all-reduce); without ctx just the code. */

@@ -1,9 +1,10 @@
 /*===- tools/htp-run/executor.h - What run, check and report share --------===*
  *
  * Private to the executor half of htp-run. run.c loads a block, binds its
- * data, runs it on the ranks and owns an htp_run_state; check.c compares
- * its results with the unsplit block (--check); report.c prints the table
- * or the JSON report from it.
+ * data, runs it on the ranks and owns an htp_run_state; prepare.c settles
+ * what a run and a training both need before their ranks start; check.c
+ * compares the results with the unsplit block (--check); report.c prints
+ * the table or the JSON report from them.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_RUN_EXECUTOR_H
 #define HTP_RUN_EXECUTOR_H
@@ -67,8 +68,8 @@ typedef struct htp_run_state {
  * runtime's balancer config from the signature and --policy, --select,
  * --seed, --impute (state->balance, state->balancer; job likewise); without,
  * one layer of one unit per kind, detection only, and --policy other than
- * none or --select other than random are errors (run.c; --train uses it
- * too). */
+ * none or --select other than random are errors (prepare.c, for run.c and
+ * train.c). */
 int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
                            htp_rank_job *job, char *err, size_t err_size);
 
@@ -92,7 +93,7 @@ static inline void htp_free_buffers(void **buffers, int count) {
   free(buffers);
 }
 
-/* run.c. The bytes of sig's buffers, each rounded to its 64-byte
+/* prepare.c. The bytes of sig's buffers, each rounded to its 64-byte
  * alignment: one rank's arguments, results and workspace, and every argument
  * at its global shape. Returns 0 when a sum overflows. */
 int htp_run_buffer_bytes(const htp_signature *sig, uint64_t *per_rank, uint64_t *global);
@@ -105,6 +106,10 @@ int htp_run_buffer_bytes(const htp_signature *sig, uint64_t *per_rank, uint64_t 
 int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *sig,
                          int local_ranks, int globals, uint64_t *total, char *err,
                          size_t err_size);
+/* Host memory beside the ranks' buffers: each local rank's copy of its
+ * results and the argument slice it holds while uploading (the largest);
+ * UINT64_MAX when that overflows. */
+uint64_t htp_run_host_staging_bytes(const htp_signature *sig, int local_ranks);
 
 /* check.c. --check: runs the tp-1 build of the block (jit) on the same
  * global data, on the CPU, and sets state->check_errors. A tp-1 .so (only
