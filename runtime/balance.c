@@ -35,22 +35,7 @@
  * average or same imputation) the hook runs its own units in place and each
  * packed block as one head or hidden-units call and one row-parallel linear.
  *
- * Importance (config.selection == HTP_SELECT_IMPORTANCE, DESIGN §4: in
- * inference a calibration statistic). Per local unit of each pair:
- *   sample = mean over rows and the unit's columns of |activation| (the
- *            head's context columns, the MLP unit's hidden columns after
- *            GELU), taken in the one pass over the kept units' activations
- *            the hook computed anyway,
- *   score  = EWMA (alpha 0.3, the first sample taken as is) of sample x
- *            ||output weights||_F (the head's proj columns, the unit's fc2
- *            columns; computed once per pair, when its hook first sees the
- *            weights or they move to other buffers).
- * EWMA rather than a running max: a max never forgets one outlying batch,
- * an EWMA follows the inputs while staying smooth. Units not computed in an
- * iteration (pruned, handed off) keep their last score. Scores are pushed
- * into the unit table only when a new plan version is applied, so the shed
- * sets stay fixed between replans. They depend only on this rank's data (the
- * owner decides; the migration transfer tells helpers the ids).
+ * Unit scores (importance, variation, displacement): unit_scores.c.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 
@@ -66,8 +51,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define HTP__IMPORTANCE_ALPHA 0.3 /* weight of the newest importance sample */
 
 /* One hook call as both hooks describe it to the shared body. */
 typedef struct pair_call {
@@ -207,24 +190,12 @@ static htp_result create_hook_state(htp_balancer *b) {
   htp_result r =
       b->pairs && b->listed && b->iota && b->imputed && b->packed ? HTP_OK : HTP_ERR_NOMEM;
   for (int i = 0; r == HTP_OK && i < max_units; ++i) b->iota[i] = i;
-  if (r == HTP_OK && config->selection == HTP_SELECT_IMPORTANCE) {
-    const size_t n = (size_t)b->num_pairs * (size_t)max_units;
-    b->norm = calloc(n, sizeof *b->norm);
-    b->score = calloc(n, sizeof *b->score);
-    b->observed = calloc(n, sizeof *b->observed);
-    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
-    if (!b->norm || !b->score || !b->observed || !b->pushed) r = HTP_ERR_NOMEM;
-  }
+  if (r == HTP_OK) r = htp__scores_create(b);
   if (r == HTP_OK && config->impute == HTP_IMPUTE_SAME) { /* the backward hooks' store */
     b->same_part = calloc((size_t)b->num_pairs, sizeof *b->same_part);
     b->same_floats = calloc((size_t)b->num_pairs, sizeof *b->same_floats);
     b->same_stored_at = malloc((size_t)b->num_pairs * (size_t)max_units * sizeof(int64_t));
     if (!b->same_part || !b->same_floats || !b->same_stored_at) r = HTP_ERR_NOMEM;
-  }
-  if (r == HTP_OK && (config->selection == HTP_SELECT_VARIATION ||
-                      config->selection == HTP_SELECT_DISPLACEMENT)) {
-    b->pushed = calloc((size_t)max_units, sizeof *b->pushed);
-    r = b->pushed ? htp__balancer_create_variation(b) : HTP_ERR_NOMEM;
   }
   const int rank = b->ctx->rank;
   if (r == HTP_OK)
@@ -290,11 +261,18 @@ void htp_balancer_destroy(htp_balancer *b) {
   free(b->listed);
   free(b->iota);
   free(b->imputed);
-  free(b->norm);
-  free(b->score);
-  free(b->observed);
-  free(b->pushed);
-  htp__balancer_free_train(b);
+  htp__scores_free(b);
+  /* The backward hooks' state (balance_train.c). */
+  if (b->same_part)
+    for (int p = 0; p < b->num_pairs; ++p) free(b->same_part[p]);
+  free(b->same_part);
+  free(b->same_floats);
+  free(b->same_stored_at);
+  free(b->grad_out);
+  free(b->compact_w);
+  free(b->compact_dw);
+  free(b->compact_scratch);
+  free(b->unit_staging);
   free(b->gather);
   free(b->normalized);
   htp__site_model_free(&b->site_model);
@@ -481,19 +459,9 @@ htp_result htp__balancer_apply(htp_balancer *b, const htp_plan *plan) {
   if (!changed && !stale) return HTP_OK;
   /* Importance or variation: the scores so far decide the new plan's shed
    * sets (and only a new plan: the sets stay as they are between replans). */
-  for (int p = 0; changed && (b->score || b->window) && p < b->num_pairs; ++p) {
-    if (b->score && !b->pairs[p].scored) continue;
-    const int u = b->config.planner.units_per_rank[htp_pair_kind_of(p)];
-    if (b->score) {
-      const double *score = b->score + (size_t)p * (size_t)b->max_units;
-      for (int i = 0; i < u; ++i) b->pushed[i] = (float)score[i];
-    } else {
-      htp__balancer_variation_scores(b, p, b->pushed);
-    }
-    htp_result r = htp_unit_table_set_scores(b->table, p, b->pushed);
-    if (r != HTP_OK)
-      return fail_world(b->ctx, htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: the unit "
-                                               "table refused the scores", p));
+  if (changed) {
+    htp_result r = htp__scores_push(b);
+    if (r != HTP_OK) return fail_world(b->ctx, r);
   }
   /* Weights the optimizer changed: every migrated unit is sent again, not
    * only those new to their helper. */
@@ -599,6 +567,13 @@ void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed
                            HTP_UNIT_CLOCK_SECONDS;
 }
 
+htp_result htp_balancer_weights_updated(htp_balancer *b) {
+  if (!b) return HTP_ERR_INVALID;
+  if (b->hookless) return HTP_OK;
+  b->weights_stale = 1; /* migrated copies go out again at the next apply */
+  return htp__scores_sample(b);
+}
+
 double htp_balancer_hook_seconds(const htp_balancer *b) {
   return b ? b->site_seconds[HTP_PAIR_ATTENTION] + b->site_seconds[HTP_PAIR_MLP] : 0.0;
 }
@@ -684,64 +659,6 @@ static int merge_units(const htp_unit_sets *s, int32_t *out) {
   return n;
 }
 
-/* Importance: the Frobenius norm of each unit's output weights (proj
- * columns of a head, fc2 columns of an MLP unit: `second` is [d, units *
- * width]), once per pair and buffer. */
-static void importance_norms(htp_balancer *b, const pair_call *call) {
-  const int64_t units = call->units, width = call->width, stride = units * width;
-  double *norm = b->norm + (size_t)call->pair * (size_t)b->max_units;
-  for (int64_t i = 0; i < units; ++i) norm[i] = 0.0;
-  for (int64_t o = 0; o < call->model_dim; ++o) {
-    const float *row = call->second + o * stride;
-    for (int64_t i = 0; i < units; ++i)
-      for (int64_t j = 0; j < width; ++j) {
-        const double v = row[i * width + j];
-        norm[i] += v * v;
-      }
-  }
-  for (int64_t i = 0; i < units; ++i) norm[i] = sqrt(norm[i]);
-  b->pairs[call->pair].normed = call->second;
-}
-
-/* Importance: one sample per kept unit from the activation the hook just
- * computed (act, rows of row_stride floats: unit i in columns [i * width,
- * (i + 1) * width), or the k-th kept unit in [k * width, ...) when compact),
- * folded into the unit's EWMA: one pass over the kept columns, row by row,
- * summed in double on the stack (kept units in chunks of 64). Pruned and
- * handed-off units keep their last score. */
-static void importance_observe(htp_balancer *b, const pair_call *call, const htp_unit_sets *s,
-                               const float *act, int64_t row_stride, int compact) {
-  if (!b->score || s->num_kept == 0) return;
-  const int64_t rows = call->rows, width = call->width;
-  double sums[64];
-  const int chunk = (int)(sizeof sums / sizeof sums[0]);
-  const size_t base = (size_t)call->pair * (size_t)b->max_units;
-  for (int k0 = 0; k0 < s->num_kept; k0 += chunk) {
-    const int n = s->num_kept - k0 < chunk ? s->num_kept - k0 : chunk;
-    memset(sums, 0, sizeof sums);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *row = act + r * row_stride;
-      for (int k = 0; k < n; ++k) {
-        const float *a = row + (int64_t)(compact ? k0 + k : s->kept[k0 + k]) * width;
-        double acc = 0.0;
-        for (int64_t c = 0; c < width; ++c) acc += fabs((double)a[c]);
-        sums[k] += acc;
-      }
-    }
-    for (int k = 0; k < n; ++k) {
-      const size_t at = base + (size_t)s->kept[k0 + k];
-      double sample = sums[k] / ((double)rows * (double)width) * b->norm[at];
-      if (isnan(sample)) continue;            /* keep the last score */
-      if (sample > FLT_MAX) sample = FLT_MAX; /* scores stay finite floats */
-      b->score[at] = b->observed[at]
-                         ? b->score[at] + HTP__IMPORTANCE_ALPHA * (sample - b->score[at])
-                         : sample;
-      b->observed[at] = 1;
-    }
-  }
-  b->pairs[call->pair].scored = 1;
-}
-
 /* Adds the migrated-in units' contributions to call->y from the packed
  * blocks: per block of n units, one activation call over all n (unit list
  * 0 .. n-1 of an n-unit shard) into call->act, which the rank's own units
@@ -822,7 +739,7 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
   if (total > 0)
     status = PAIR_OPS[call->kind].activate(call, w.first, w.bias, total, NULL, 0, act);
   if (status != HTP_KERNEL_OK) return status;
-  importance_observe(b, call, s, act, inner, 1);
+  htp__scores_observe(b, call->pair, s, act, call->rows, call->width, inner, 1);
   return call->kernels->linear_units_f32(call->env, act, w.second, call->y, call->rows, inner,
                                          call->model_dim, inner, &zero, total > 0, 0);
 }
@@ -857,7 +774,8 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   w->bias = call->bias;
   w->second = call->second;
   w->seen = 1;
-  if (b->norm && w->normed != call->second) importance_norms(b, call);
+  if (b->norm && w->normed != call->second)
+    htp__scores_norms(b, call->pair, call->second, call->units, call->width, call->model_dim);
   htp_unit_sets s;
   if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
@@ -899,7 +817,8 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,
                          call->act);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  importance_observe(b, call, &s, call->act, call->units * call->width, 0);
+  htp__scores_observe(b, call->pair, &s, call->act, call->rows, call->width,
+                      call->units * call->width, 0);
   const int32_t *projected = s.kept;
   int num_projected = s.num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {

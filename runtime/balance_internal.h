@@ -138,13 +138,25 @@ void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, 
 void htp__trace_write(htp_balancer *balancer, double seconds, const double *sites,
                       const double *measured, int replanned);
 
-/* balance_train.c: frees the training state (htp_balancer_destroy);
- * allocates the variation state (create, HTP_SELECT_VARIATION or
- * HTP_SELECT_DISPLACEMENT); the
- * variation scores of pair p into out[units] (apply, at a plan change). */
-void htp__balancer_free_train(htp_balancer *b);
-htp_result htp__balancer_create_variation(htp_balancer *b);
-void htp__balancer_variation_scores(const htp_balancer *b, int pair, float *out);
+/* unit_scores.c, the scores of config.selection. create allocates them
+ * (htp_balancer_create, after max_units and pairs) and free releases them;
+ * norms and observe feed importance from a forward hook (the output
+ * weights' norms, once per pair and buffer; the kept units' activations,
+ * act: rows of row_stride floats, unit i at columns [i * width, ...), or
+ * the k-th kept unit there when compact); sample takes a variation sample
+ * of every seen pair (htp_balancer_weights_updated); push hands every
+ * pair's scores to the unit table (apply, at a plan change; a refusal has
+ * its message in the context). All are no-ops for a selection without
+ * scores. */
+htp_result htp__scores_create(htp_balancer *b);
+void htp__scores_free(htp_balancer *b);
+void htp__scores_norms(htp_balancer *b, int32_t pair, const float *second, int64_t units,
+                       int64_t width, int64_t model_dim);
+void htp__scores_observe(htp_balancer *b, int32_t pair, const htp_unit_sets *s,
+                         const float *act, int64_t rows, int64_t width, int64_t row_stride,
+                         int compact);
+htp_result htp__scores_sample(htp_balancer *b);
+htp_result htp__scores_push(htp_balancer *b);
 
 /* ----- What the forward hooks (balance.c) and the backward hooks
  * (balance_train.c) share. */

@@ -30,15 +30,7 @@
  * parameter's optimizer across ranks; at these unit sizes the per-step
  * traffic is small next to the block's all-reduces.
  *
- * The variation priority (HTP_SELECT_VARIATION, the paper's choice): at
- * every htp_balancer_weights_updated each local unit's update norm
- * ||W_t - W_{t-1}|| over its whole shard (first rows, bias, second
- * columns) goes into a window of HTP__VARIATION_WINDOW steps; a unit's
- * score is the window's sum, pushed into the unit table at plan changes,
- * so the least-varying units are shed first. HTP_SELECT_DISPLACEMENT scores
- * the net change instead: each unit's distance from an anchor copy of its
- * weights taken every HTP__VARIATION_WINDOW steps (the older of two, so 16
- * to 31 steps back).
+ * Unit scores (variation, displacement): unit_scores.c.
  *
  * Balanced backward hooks gather and scatter with host loops: they run on
  * the CPU only for now (the config check refuses variation, and the hook
@@ -458,97 +450,3 @@ htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const
 
 /* ===== Weights the optimizer changed ===================================== */
 
-htp_result htp__balancer_create_variation(htp_balancer *b) {
-  b->previous = calloc((size_t)b->num_pairs, sizeof *b->previous);
-  b->window = calloc((size_t)b->num_pairs * (size_t)b->max_units * HTP__VARIATION_WINDOW,
-                     sizeof *b->window);
-  return b->previous && b->window ? HTP_OK : HTP_ERR_NOMEM;
-}
-
-void htp__balancer_variation_scores(const htp_balancer *b, int pair, float *out) {
-  const int units = b->config.planner.units_per_rank[htp_pair_kind_of(pair)];
-  for (int i = 0; i < units; ++i) {
-    const double *w = b->window + ((size_t)pair * (size_t)b->max_units + (size_t)i) *
-                                      HTP__VARIATION_WINDOW;
-    double sum = 0.0;
-    for (int k = 0; k < HTP__VARIATION_WINDOW; ++k) sum += w[k];
-    out[i] = (float)sum;
-  }
-}
-
-/* One variation sample of pair p. HTP_SELECT_VARIATION: each unit's update
- * norm since the last sample into the window's slot, and the weights kept
- * for the next one. HTP_SELECT_DISPLACEMENT: previous[p] holds two anchors,
- * the weights at the last two samples that were multiples of the window
- * (the older first); each unit's distance from the older one is its score
- * (slot 0; the other slots stay 0). */
-static htp_result sample_variation(htp_balancer *b, int p) {
-  const htp__registered_pair *reg = &b->pairs[p];
-  const htp_pair_kind kind = htp_pair_kind_of(p);
-  const int units = b->config.planner.units_per_rank[kind];
-  const int64_t per_unit = htp__unit_floats(&b->config, kind);
-  const unit_shape shape = {htp__unit_parts(kind), htp__unit_width(&b->config, kind),
-                            b->config.model_dim};
-  const shard mine = {(float *)reg->first, (float *)reg->bias, (float *)reg->second, units};
-  const int net = b->config.selection == HTP_SELECT_DISPLACEMENT;
-  const size_t snapshot = (size_t)units * (size_t)per_unit;
-  const int first = b->previous[p] == NULL;
-  if (first && !(b->previous[p] = malloc((net ? 2 : 1) * snapshot * sizeof(float))))
-    return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
-  if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, (size_t)per_unit))
-    return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer_weights_updated: out of memory");
-  const size_t slot = net ? 0 : (size_t)(b->samples % HTP__VARIATION_WINDOW);
-  /* displacement: a new anchor every window (the first sample fills both) */
-  const int anchor = net && (first || b->samples % HTP__VARIATION_WINDOW == 0);
-  float *older = b->previous[p], *newer = older + snapshot;
-  if (anchor && !first) memcpy(older, newer, snapshot * sizeof(float));
-  for (int32_t i = 0; i < units; ++i) {
-    float *last = older + (size_t)i * (size_t)per_unit;
-    const shard now = htp__shard_at(first ? last : b->unit_staging, 1, &shape);
-    htp__copy_unit(&mine, i, &now, 0, &shape);
-    if (anchor)
-      memcpy(newer + (size_t)i * (size_t)per_unit, first ? last : b->unit_staging,
-             (size_t)per_unit * sizeof(float));
-    if (first) continue;
-    double sum = 0.0;
-    for (int64_t j = 0; j < per_unit; ++j) {
-      const double delta = (double)b->unit_staging[j] - (double)last[j];
-      sum += delta * delta;
-    }
-    b->window[((size_t)p * (size_t)b->max_units + (size_t)i) * HTP__VARIATION_WINDOW + slot] =
-        sqrt(sum);
-    if (!net) memcpy(last, b->unit_staging, (size_t)per_unit * sizeof(float));
-  }
-  return HTP_OK;
-}
-
-htp_result htp_balancer_weights_updated(htp_balancer *b) {
-  if (!b) return HTP_ERR_INVALID;
-  if (b->hookless) return HTP_OK;
-  b->weights_stale = 1;
-  if (!b->window) return HTP_OK;
-  for (int p = 0; p < b->num_pairs; ++p) {
-    if (!b->pairs[p].seen) continue;
-    htp_result r = sample_variation(b, p);
-    if (r != HTP_OK) return r;
-  }
-  b->samples++;
-  return HTP_OK;
-}
-
-void htp__balancer_free_train(htp_balancer *b) {
-  if (b->same_part)
-    for (int p = 0; p < b->num_pairs; ++p) free(b->same_part[p]);
-  if (b->previous)
-    for (int p = 0; p < b->num_pairs; ++p) free(b->previous[p]);
-  free(b->same_part);
-  free(b->same_floats);
-  free(b->same_stored_at);
-  free(b->grad_out);
-  free(b->compact_w);
-  free(b->compact_dw);
-  free(b->compact_scratch);
-  free(b->unit_staging);
-  free(b->previous);
-  free(b->window);
-}
