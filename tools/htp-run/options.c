@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 void htp_run_print_help(FILE *stream) {
@@ -369,74 +370,6 @@ enum flag_id {
 };
 _Static_assert(FLAG_SKIP_NONFINITE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
-static const struct option long_flags[] = {
-    {"entry", required_argument, NULL, FLAG_ENTRY},
-    {"iters", required_argument, NULL, FLAG_ITERS},
-    {"warmup", required_argument, NULL, FLAG_WARMUP},
-    {"seed", required_argument, NULL, FLAG_SEED},
-    {"weights", required_argument, NULL, FLAG_WEIGHTS},
-    {"input", required_argument, NULL, FLAG_INPUT},
-    {"output", required_argument, NULL, FLAG_OUTPUT},
-    {"report", required_argument, NULL, FLAG_REPORT},
-    {"tp", required_argument, NULL, FLAG_TP},
-    {"backend", required_argument, NULL, FLAG_BACKEND},
-    {"device", required_argument, NULL, FLAG_DEVICE},
-    {"policy", required_argument, NULL, FLAG_POLICY},
-    {"impute", required_argument, NULL, FLAG_IMPUTE},
-    {"select", required_argument, NULL, FLAG_SELECT},
-    {"ewma-alpha", required_argument, NULL, FLAG_EWMA_ALPHA},
-    {"hysteresis", required_argument, NULL, FLAG_HYSTERESIS},
-    {"same-max-age", required_argument, NULL, FLAG_SAME_MAX_AGE},
-    {"slow", required_argument, NULL, FLAG_SLOW},
-    {"fault", required_argument, NULL, FLAG_FAULT},
-    {"sms", required_argument, NULL, FLAG_SMS},
-    {"timeout", required_argument, NULL, FLAG_TIMEOUT},
-    {"trace", required_argument, NULL, FLAG_TRACE},
-    {"check", no_argument, NULL, FLAG_CHECK},
-    {"help", no_argument, NULL, FLAG_HELP},
-    {"train", no_argument, NULL, FLAG_TRAIN},
-    {"data", required_argument, NULL, FLAG_DATA},
-    {"epochs", required_argument, NULL, FLAG_EPOCHS},
-    {"optimizer", required_argument, NULL, FLAG_OPTIMIZER},
-    {"lr", required_argument, NULL, FLAG_LR},
-    {"momentum", required_argument, NULL, FLAG_MOMENTUM},
-    {"weight-decay", required_argument, NULL, FLAG_WEIGHT_DECAY},
-    {"schedule", required_argument, NULL, FLAG_SCHEDULE},
-    {"augment", required_argument, NULL, FLAG_AUGMENT},
-    {"label-smoothing", required_argument, NULL, FLAG_LABEL_SMOOTHING},
-    {"random-erase", required_argument, NULL, FLAG_RANDOM_ERASE},
-    {"clock", required_argument, NULL, FLAG_CLOCK},
-    {"limit-train", required_argument, NULL, FLAG_LIMIT_TRAIN},
-    {"limit-test", required_argument, NULL, FLAG_LIMIT_TEST},
-    {"params", required_argument, NULL, FLAG_PARAMS},
-    {"checkpoint", required_argument, NULL, FLAG_CHECKPOINT},
-    {"resume", required_argument, NULL, FLAG_RESUME},
-    {"metrics", required_argument, NULL, FLAG_METRICS},
-    {"skip-nonfinite", no_argument, NULL, FLAG_SKIP_NONFINITE},
-    {NULL, 0, NULL, 0},
-};
-
-/* Flags that may be given more than once: lists, and switches (idempotent). */
-static int repeatable(int id) {
-  return id == FLAG_INPUT || id == FLAG_OUTPUT || id == FLAG_SLOW || id == FLAG_FAULT ||
-         id == FLAG_SMS || id == FLAG_CHECK || id == FLAG_HELP || id == 'h' || id == FLAG_TRAIN ||
-         id == FLAG_SKIP_NONFINITE;
-}
-
-/* Flags of --train only, and flags of the plain run that --train refuses. */
-static int train_only(int id) { return id > FLAG_TRAIN; }
-static int run_only(int id) {
-  return id == FLAG_ITERS || id == FLAG_WARMUP || id == FLAG_WEIGHTS || id == FLAG_INPUT ||
-         id == FLAG_OUTPUT || id == FLAG_REPORT || id == FLAG_CHECK;
-}
-
-static const char *flag_name(int id) {
-  for (const struct option *flag = long_flags; flag->name; flag++)
-    if (flag->val == id)
-      return flag->name;
-  return "?";
-}
-
 /* htp-run's own choices (not runtime enums): the report, backend, device. */
 static const char *const report_names[] = {"table", "json", NULL};
 static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
@@ -639,190 +572,265 @@ static int take_path(const char *flag, const char *value, const char **out, char
 }
 
 /* Applies one flag and its value (NULL for a switch). */
-static int apply_flag(int id, const char *value, htp_run_options *options, char *err,
-                      size_t err_size) {
-  const char *flag = flag_name(id);
-  long number = 0;
-  switch (id) {
-  case FLAG_HELP:
-  case 'h':
-    options->help = 1;
-    return 0;
-  case FLAG_CHECK:
-    options->check = 1;
-    return 0;
-  case FLAG_SKIP_NONFINITE:
-    options->train.skip_nonfinite = 1;
-    return 0;
-  case FLAG_ENTRY:
-    if (!*value)
-      return htp_set_error(err, err_size, "--entry needs a function name");
-    options->entry = value;
-    return 0;
-  case FLAG_ITERS:
-    return parse_long(flag, value, 1, HTP_RUN_MAX_ITERS, &options->iters, err, err_size);
-  case FLAG_WARMUP:
-    return parse_long(flag, value, 0, HTP_RUN_MAX_ITERS, &options->warmup, err, err_size);
-  case FLAG_SEED: {
-    char *end;
-    errno = 0;
-    unsigned long long seed = strtoull(value, &end, 10);
-    /* strtoull would take blanks and a '-' (negating): digits only. */
-    if (errno || end == value || *end != '\0' || !isdigit((unsigned char)value[0]))
-      return htp_set_error(err, err_size, "--seed expects a non-negative integer below 2^64, got '%s'",
-                           value);
-    options->seed = (uint64_t)seed;
-    return 0;
+/* ----- The flags that need more than the table's kinds ---------------- */
+
+static int parse_entry(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  if (!*value)
+    return htp_set_error(err, err_size, "--entry needs a function name");
+  options->entry = value;
+  return 0;
+}
+
+static int parse_seed(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  char *end;
+  errno = 0;
+  unsigned long long seed = strtoull(value, &end, 10);
+  /* strtoull would take blanks and a '-' (negating): digits only. */
+  if (errno || end == value || *end != '\0' || !isdigit((unsigned char)value[0]))
+    return htp_set_error(err, err_size, "--seed expects a non-negative integer below 2^64, got "
+                         "'%s'", value);
+  options->seed = (uint64_t)seed;
+  return 0;
+}
+
+static int add_path(const char *flag, const char *value, const char **paths, int *count,
+                    char *err, size_t err_size) {
+  if (*count == HTP_RUN_MAX_FILES)
+    return htp_set_error(err, err_size, "more than %d --%s flags", HTP_RUN_MAX_FILES, flag);
+  if (take_path(flag, value, &paths[*count], err, err_size))
+    return 1;
+  (*count)++;
+  return 0;
+}
+
+static int parse_input(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  return add_path("input", value, options->inputs, &options->num_inputs, err, err_size);
+}
+
+static int parse_output(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  return add_path("output", value, options->outputs, &options->num_outputs, err, err_size);
+}
+
+static int parse_policy(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  return htp_policy_parse(value, &options->policy) != HTP_OK
+             ? bad_enum("policy", policy_name_of, value, err, err_size)
+             : 0;
+}
+
+static int parse_impute(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  return htp_impute_parse(value, &options->impute) != HTP_OK
+             ? bad_enum("impute", impute_name_of, value, err, err_size)
+             : 0;
+}
+
+static int parse_select(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  return htp_select_parse(value, &options->selection) != HTP_OK
+             ? bad_enum("select", select_name_of, value, err, err_size)
+             : 0;
+}
+
+static int add_slow(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
+    return htp_set_error(err, err_size, "more than %d --slow flags", HTP_RUN_MAX_INJECTIONS);
+  if (parse_slow(value, &options->slows[options->num_slows], err, err_size))
+    return 1;
+  options->num_slows++;
+  options->slow = value;
+  return 0;
+}
+
+static int add_fault(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  if (options->num_faults == HTP_RUN_MAX_INJECTIONS)
+    return htp_set_error(err, err_size, "more than %d --fault flags", HTP_RUN_MAX_INJECTIONS);
+  if (parse_fault(value, &options->faults[options->num_faults], err, err_size))
+    return 1;
+  options->num_faults++;
+  return 0;
+}
+
+static int parse_timeout(const char *value, htp_run_options *options, char *err,
+                         size_t err_size) {
+  char *end;
+  errno = 0;
+  double seconds = strtod(value, &end);
+  if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
+    return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'", value);
+  options->timeout_s = seconds;
+  return 0;
+}
+
+/* ----- The table --------------------------------------------------------- */
+
+/* How a flag's value is read and where it goes (offset into
+ * htp_run_options). */
+typedef enum flag_kind {
+  KIND_SWITCH, /* no value: the int at offset becomes 1 */
+  KIND_LONG,   /* a long in [min, max] */
+  KIND_DOUBLE, /* a double in [min, max], "(min" with min_open, "max)" with max_open */
+  KIND_PATH,   /* a file path (take_path), const char * */
+  KIND_CHOICE, /* one of choices: its index, as the int-sized enum at offset */
+  KIND_WORD,   /* one of choices: the word itself, const char * */
+  KIND_PARSE,  /* parse() */
+} flag_kind;
+
+enum { REPEATABLE = 1, TRAIN_ONLY = 2, RUN_ONLY = 4 };
+
+typedef struct flag_spec {
+  const char *name;
+  int id;
+  flag_kind kind;
+  size_t offset;
+  double min, max;
+  int min_open, max_open;
+  const char *const *choices;
+  size_t given; /* non-zero: the offset of an int set to 1 when the flag is given */
+  int (*parse)(const char *value, htp_run_options *options, char *err, size_t err_size);
+  unsigned traits;
+} flag_spec;
+
+#define AT(field) offsetof(htp_run_options, field)
+/* Rows by kind: every field given, in flag_spec's order. */
+#define SWITCH(name, id, field, traits) \
+  {name, id, KIND_SWITCH, AT(field), 0, 0, 0, 0, NULL, 0, NULL, traits}
+#define LONG(name, id, field, min, max, given, traits) \
+  {name, id, KIND_LONG, AT(field), min, max, 0, 0, NULL, given, NULL, traits}
+#define DOUBLE(name, id, field, min, max, min_open, max_open, given, traits) \
+  {name, id, KIND_DOUBLE, AT(field), min, max, min_open, max_open, NULL, given, NULL, traits}
+#define PATH(name, id, field, traits) \
+  {name, id, KIND_PATH, AT(field), 0, 0, 0, 0, NULL, 0, NULL, traits}
+#define CHOICE(name, id, kind, field, choices, traits) \
+  {name, id, kind, AT(field), 0, 0, 0, 0, choices, 0, NULL, traits}
+#define PARSE(name, id, parse, traits) {name, id, KIND_PARSE, 0, 0, 0, 0, 0, NULL, 0, parse, traits}
+static const flag_spec FLAGS[] = {
+    PARSE("entry", FLAG_ENTRY, parse_entry, 0),
+    LONG("iters", FLAG_ITERS, iters, 1, HTP_RUN_MAX_ITERS, 0, RUN_ONLY),
+    LONG("warmup", FLAG_WARMUP, warmup, 0, HTP_RUN_MAX_ITERS, 0, RUN_ONLY),
+    PARSE("seed", FLAG_SEED, parse_seed, 0),
+    PATH("weights", FLAG_WEIGHTS, weights, RUN_ONLY),
+    PARSE("input", FLAG_INPUT, parse_input, REPEATABLE | RUN_ONLY),
+    PARSE("output", FLAG_OUTPUT, parse_output, REPEATABLE | RUN_ONLY),
+    CHOICE("report", FLAG_REPORT, KIND_CHOICE, report, report_names, RUN_ONLY),
+    LONG("tp", FLAG_TP, tp, 1, HTP_ENTRY_MAX_TP, AT(tp_given), 0),
+    CHOICE("backend", FLAG_BACKEND, KIND_WORD, backend, backend_names, 0),
+    CHOICE("device", FLAG_DEVICE, KIND_WORD, device, device_names, 0),
+    PARSE("policy", FLAG_POLICY, parse_policy, 0),
+    PARSE("impute", FLAG_IMPUTE, parse_impute, 0),
+    PARSE("select", FLAG_SELECT, parse_select, 0),
+    DOUBLE("ewma-alpha", FLAG_EWMA_ALPHA, ewma_alpha, 0, 1, 1, 0, 0, 0),
+    LONG("hysteresis", FLAG_HYSTERESIS, hysteresis, 1, 1000000, 0, 0),
+    LONG("same-max-age", FLAG_SAME_MAX_AGE, same_max_age, 0, 1000000000, 0, 0),
+    PARSE("slow", FLAG_SLOW, add_slow, REPEATABLE),
+    PARSE("fault", FLAG_FAULT, add_fault, REPEATABLE),
+    PARSE("sms", FLAG_SMS, parse_sms, REPEATABLE),
+    PARSE("timeout", FLAG_TIMEOUT, parse_timeout, 0),
+    PATH("trace", FLAG_TRACE, trace, 0),
+    SWITCH("check", FLAG_CHECK, check, REPEATABLE | RUN_ONLY),
+    SWITCH("help", FLAG_HELP, help, REPEATABLE),
+    SWITCH("train", FLAG_TRAIN, train.enabled, REPEATABLE),
+    PATH("data", FLAG_DATA, train.data, TRAIN_ONLY),
+    LONG("epochs", FLAG_EPOCHS, train.epochs, 1, HTP_TRAIN_MAX_EPOCHS, 0, TRAIN_ONLY),
+    CHOICE("optimizer", FLAG_OPTIMIZER, KIND_CHOICE, train.optimizer, optimizer_names, TRAIN_ONLY),
+    DOUBLE("lr", FLAG_LR, train.lr, 0, 10, 1, 0, AT(train.lr_given), TRAIN_ONLY),
+    DOUBLE("momentum", FLAG_MOMENTUM, train.momentum, 0, 1, 0, 1, 0, TRAIN_ONLY),
+    DOUBLE("weight-decay", FLAG_WEIGHT_DECAY, train.weight_decay, 0, 10, 0, 0,
+           AT(train.weight_decay_given), TRAIN_ONLY),
+    CHOICE("schedule", FLAG_SCHEDULE, KIND_CHOICE, train.schedule, schedule_names, TRAIN_ONLY),
+    CHOICE("augment", FLAG_AUGMENT, KIND_CHOICE, train.augment, augment_names, TRAIN_ONLY),
+    DOUBLE("label-smoothing", FLAG_LABEL_SMOOTHING, train.label_smoothing, 0, 1, 0, 1, 0,
+           TRAIN_ONLY),
+    DOUBLE("random-erase", FLAG_RANDOM_ERASE, train.random_erase, 0, 1, 0, 0, 0, TRAIN_ONLY),
+    CHOICE("clock", FLAG_CLOCK, KIND_CHOICE, train.clock, clock_names, TRAIN_ONLY),
+    LONG("limit-train", FLAG_LIMIT_TRAIN, train.limit_train, 1, INT32_MAX, 0, TRAIN_ONLY),
+    LONG("limit-test", FLAG_LIMIT_TEST, train.limit_test, 1, INT32_MAX, 0, TRAIN_ONLY),
+    PATH("params", FLAG_PARAMS, train.params, TRAIN_ONLY),
+    PATH("checkpoint", FLAG_CHECKPOINT, train.checkpoint, TRAIN_ONLY),
+    PATH("resume", FLAG_RESUME, train.resume, TRAIN_ONLY),
+    PATH("metrics", FLAG_METRICS, train.metrics, TRAIN_ONLY),
+    SWITCH("skip-nonfinite", FLAG_SKIP_NONFINITE, train.skip_nonfinite, REPEATABLE | TRAIN_ONLY),
+};
+#undef SWITCH
+#undef LONG
+#undef DOUBLE
+#undef PATH
+#undef CHOICE
+#undef PARSE
+#undef AT
+enum { NUM_FLAGS = sizeof FLAGS / sizeof *FLAGS };
+_Static_assert(NUM_FLAGS == FLAG_SKIP_NONFINITE - FLAG_ENTRY + 1, "one row per flag id");
+/* KIND_CHOICE writes an int: the enums it fills are int-sized. */
+_Static_assert(sizeof(htp_report_kind) == sizeof(int) && sizeof(htp_train_clock) == sizeof(int),
+               "choice enums are ints");
+
+static const flag_spec *flag_of(int id) {
+  if (id == 'h')
+    id = FLAG_HELP;
+  for (int i = 0; i < NUM_FLAGS; i++)
+    if (FLAGS[i].id == id)
+      return &FLAGS[i];
+  return NULL;
+}
+
+static const char *flag_name(int id) {
+  const flag_spec *spec = flag_of(id);
+  return spec ? spec->name : "?";
+}
+
+/* getopt_long's view of the table (built once: the table is constant). */
+static const struct option *long_flags(void) {
+  static struct option flags[NUM_FLAGS + 1];
+  for (int i = 0; i < NUM_FLAGS; i++)
+    flags[i] = (struct option){FLAGS[i].name,
+                               FLAGS[i].kind == KIND_SWITCH ? no_argument : required_argument,
+                               NULL, FLAGS[i].id};
+  return flags;
+}
+
+static int apply_flag(const flag_spec *spec, const char *value, htp_run_options *options,
+                      char *err, size_t err_size) {
+  char *field = (char *)options + spec->offset;
+  int failed = 0;
+  switch (spec->kind) {
+  case KIND_SWITCH:
+    *(int *)field = 1;
+    break;
+  case KIND_LONG:
+    failed = parse_long(spec->name, value, (long)spec->min, (long)spec->max, (long *)field, err,
+                        err_size);
+    break;
+  case KIND_DOUBLE: {
+    double number = 0;
+    failed = parse_double(spec->name, value, spec->min, spec->max, spec->max_open, &number, err,
+                          err_size);
+    /* An open lower end: one message for every refusal. */
+    if (spec->min_open && (failed || !(number > spec->min)))
+      failed = htp_set_error(err, err_size, "--%s expects a number in (%g, %g], got '%s'",
+                             spec->name, spec->min, spec->max, value);
+    if (!failed)
+      *(double *)field = number;
+    break;
   }
-  case FLAG_WEIGHTS:
-    return take_path(flag, value, &options->weights, err, err_size);
-  case FLAG_TRACE:
-    return take_path(flag, value, &options->trace, err, err_size);
-  case FLAG_INPUT:
-  case FLAG_OUTPUT: {
-    int *count = id == FLAG_INPUT ? &options->num_inputs : &options->num_outputs;
-    const char **paths = id == FLAG_INPUT ? options->inputs : options->outputs;
-    if (*count == HTP_RUN_MAX_FILES)
-      return htp_set_error(err, err_size, "more than %d --%s flags", HTP_RUN_MAX_FILES, flag);
-    if (take_path(flag, value, &paths[*count], err, err_size))
-      return 1;
-    (*count)++;
-    return 0;
+  case KIND_PATH:
+    failed = take_path(spec->name, value, (const char **)field, err, err_size);
+    break;
+  case KIND_CHOICE:
+  case KIND_WORD:
+    if ((failed = one_of(spec->name, value, spec->choices, err, err_size)))
+      break;
+    for (int i = 0; spec->choices[i]; i++)
+      if (strcmp(value, spec->choices[i]) == 0) {
+        if (spec->kind == KIND_CHOICE)
+          *(int *)field = i;
+        else
+          *(const char **)field = spec->choices[i];
+      }
+    break;
+  case KIND_PARSE:
+    failed = spec->parse(value, options, err, err_size);
+    break;
   }
-  case FLAG_REPORT:
-    if (one_of(flag, value, report_names, err, err_size))
-      return 1;
-    options->report = strcmp(value, "json") == 0 ? HTP_REPORT_JSON : HTP_REPORT_TABLE;
-    return 0;
-  case FLAG_TP:
-    if (parse_long(flag, value, 1, HTP_ENTRY_MAX_TP, &number, err, err_size))
-      return 1;
-    options->tp = number;
-    options->tp_given = 1;
-    return 0;
-  case FLAG_BACKEND:
-    if (one_of(flag, value, backend_names, err, err_size))
-      return 1;
-    options->backend = value;
-    return 0;
-  case FLAG_DEVICE:
-    if (one_of(flag, value, device_names, err, err_size))
-      return 1;
-    options->device = value;
-    return 0;
-  case FLAG_POLICY:
-    return htp_policy_parse(value, &options->policy) != HTP_OK
-               ? bad_enum(flag, policy_name_of, value, err, err_size)
-               : 0;
-  case FLAG_IMPUTE:
-    return htp_impute_parse(value, &options->impute) != HTP_OK
-               ? bad_enum(flag, impute_name_of, value, err, err_size)
-               : 0;
-  case FLAG_SELECT:
-    return htp_select_parse(value, &options->selection) != HTP_OK
-               ? bad_enum(flag, select_name_of, value, err, err_size)
-               : 0;
-  case FLAG_EWMA_ALPHA:
-    if (parse_double(flag, value, 0, 1, 0, &options->ewma_alpha, err, err_size) ||
-        !(options->ewma_alpha > 0))
-      return htp_set_error(err, err_size, "--ewma-alpha expects a number in (0, 1], got '%s'",
-                           value);
-    return 0;
-  case FLAG_HYSTERESIS:
-    return parse_long(flag, value, 1, 1000000, &options->hysteresis, err, err_size);
-  case FLAG_SAME_MAX_AGE:
-    return parse_long(flag, value, 0, 1000000000, &options->same_max_age, err, err_size);
-  case FLAG_SLOW:
-    if (options->num_slows == HTP_RUN_MAX_INJECTIONS)
-      return htp_set_error(err, err_size, "more than %d --slow flags", HTP_RUN_MAX_INJECTIONS);
-    if (parse_slow(value, &options->slows[options->num_slows], err, err_size))
-      return 1;
-    options->num_slows++;
-    options->slow = value;
-    return 0;
-  case FLAG_FAULT:
-    if (options->num_faults == HTP_RUN_MAX_INJECTIONS)
-      return htp_set_error(err, err_size, "more than %d --fault flags", HTP_RUN_MAX_INJECTIONS);
-    if (parse_fault(value, &options->faults[options->num_faults], err, err_size))
-      return 1;
-    options->num_faults++;
-    return 0;
-  case FLAG_SMS:
-    return parse_sms(value, options, err, err_size);
-  case FLAG_TRAIN:
-    options->train.enabled = 1;
-    return 0;
-  case FLAG_DATA:
-    return take_path(flag, value, &options->train.data, err, err_size);
-  case FLAG_EPOCHS:
-    return parse_long(flag, value, 1, HTP_TRAIN_MAX_EPOCHS, &options->train.epochs, err,
-                      err_size);
-  case FLAG_OPTIMIZER:
-    if (one_of(flag, value, optimizer_names, err, err_size))
-      return 1;
-    options->train.optimizer = strcmp(value, "sgd") == 0 ? HTP_TRAIN_SGD : HTP_TRAIN_ADAMW;
-    return 0;
-  case FLAG_SCHEDULE:
-    if (one_of(flag, value, schedule_names, err, err_size))
-      return 1;
-    options->train.schedule =
-        strcmp(value, "constant") == 0 ? HTP_TRAIN_CONSTANT : HTP_TRAIN_COSINE;
-    return 0;
-  case FLAG_AUGMENT:
-    if (one_of(flag, value, augment_names, err, err_size))
-      return 1;
-    for (htp_train_augment a = HTP_AUGMENT_NONE; a <= HTP_AUGMENT_FLIP_SHIFT; a++)
-      if (strcmp(value, augment_names[a]) == 0)
-        options->train.augment = a;
-    return 0;
-  case FLAG_CLOCK:
-    if (one_of(flag, value, clock_names, err, err_size))
-      return 1;
-    for (htp_train_clock c = HTP_TRAIN_CLOCK_WALL; c <= HTP_TRAIN_CLOCK_UNITS; c++)
-      if (strcmp(value, clock_names[c]) == 0)
-        options->train.clock = c;
-    return 0;
-  case FLAG_LABEL_SMOOTHING:
-    return parse_double(flag, value, 0, 1, 1, &options->train.label_smoothing, err, err_size);
-  case FLAG_RANDOM_ERASE:
-    return parse_double(flag, value, 0, 1, 0, &options->train.random_erase, err, err_size);
-  case FLAG_LR:
-    if (parse_double(flag, value, 0, 10, 0, &options->train.lr, err, err_size) ||
-        !(options->train.lr > 0))
-      return htp_set_error(err, err_size, "--lr expects a number in (0, 10], got '%s'", value);
-    options->train.lr_given = 1;
-    return 0;
-  case FLAG_MOMENTUM:
-    return parse_double(flag, value, 0, 1, 1, &options->train.momentum, err, err_size);
-  case FLAG_WEIGHT_DECAY:
-    options->train.weight_decay_given = 1;
-    return parse_double(flag, value, 0, 10, 0, &options->train.weight_decay, err, err_size);
-  case FLAG_LIMIT_TRAIN:
-  case FLAG_LIMIT_TEST:
-    return parse_long(flag, value, 1, INT32_MAX,
-                      id == FLAG_LIMIT_TRAIN ? &options->train.limit_train
-                                             : &options->train.limit_test,
-                      err, err_size);
-  case FLAG_PARAMS:
-    return take_path(flag, value, &options->train.params, err, err_size);
-  case FLAG_CHECKPOINT:
-    return take_path(flag, value, &options->train.checkpoint, err, err_size);
-  case FLAG_RESUME:
-    return take_path(flag, value, &options->train.resume, err, err_size);
-  case FLAG_METRICS:
-    return take_path(flag, value, &options->train.metrics, err, err_size);
-  case FLAG_TIMEOUT: {
-    char *end;
-    errno = 0;
-    double seconds = strtod(value, &end);
-    if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
-      return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'",
-                           value);
-    options->timeout_s = seconds;
-    return 0;
-  }
-  }
-  return htp_set_error(err, err_size, "internal error: flag %d has no handler", id);
+  if (!failed && spec->given)
+    *(int *)((char *)options + spec->given) = 1;
+  return failed;
 }
 
 /* "--name" of a word "--name=value" (for the messages), in buffer. */
@@ -879,7 +887,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   uint64_t seen = 0;
   char word[64];
   for (;;) {
-    int id = getopt_long(argc, argv, "-:h", long_flags, NULL);
+    int id = getopt_long(argc, argv, "-:h", long_flags(), NULL);
     if (id == -1)
       break;
     if (id == 1) {
@@ -900,18 +908,21 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     }
     if (id == ':')
       return htp_set_error(err, err_size, "--%s needs a value", flag_name(optopt));
-    uint64_t bit = UINT64_C(1) << (id == 'h' ? FLAG_HELP - FLAG_ENTRY : id - FLAG_ENTRY);
-    if ((seen & bit) && !repeatable(id))
+    const flag_spec *spec = flag_of(id);
+    if (!spec)
+      return htp_set_error(err, err_size, "internal error: flag %d has no row", id);
+    uint64_t bit = UINT64_C(1) << (spec->id - FLAG_ENTRY);
+    if ((seen & bit) && !(spec->traits & REPEATABLE))
       return htp_set_error(err, err_size, "--%s given more than once (it takes one value)",
-                           flag_name(id));
+                           spec->name);
     seen |= bit;
-    if (train_only(id) && !first_train_only)
-      first_train_only = id;
-    if (run_only(id) && !options->given_run_only) {
+    if ((spec->traits & TRAIN_ONLY) && !first_train_only)
+      first_train_only = spec->id;
+    if ((spec->traits & RUN_ONLY) && !options->given_run_only) {
       options->given_run_only = 1;
-      options->run_only_flag = flag_name(id);
+      options->run_only_flag = spec->name;
     }
-    if (apply_flag(id, optarg, options, err, err_size))
+    if (apply_flag(spec, optarg, options, err, err_size))
       return 1;
   }
   htp_train_options *train = &options->train;
