@@ -3,7 +3,7 @@
 the weights (timm names) through test/ref/vit_train_ref.py's NumPy forward
 (written from timm's VisionTransformer, not from HTP's kernels), on
 Fashion-MNIST's test set normalised as htp-run's loader does (pixel / 255,
-then mean 0.2860, std 0.3530: tools/htp-train/dataset.h). The accuracy
+then mean 0.2860, std 0.3530: tools/htp-run/train/dataset.h). The accuracy
 htp-run reported for the same checkpoint should agree to a few images
 (f32 against float64 near ties).
 

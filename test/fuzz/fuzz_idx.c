@@ -5,7 +5,7 @@
  * relies on: success gives 1..4 dimensions, each >= 1, count = their
  * product and count readable bytes; failure gives a message and nothing.
  *===----------------------------------------------------------------------===*/
-#include "tools/htp-train/idx.h"
+#include "tools/htp-run/train/idx.h"
 
 #include <stdint.h>
 #include <stdio.h>

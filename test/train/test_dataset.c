@@ -11,8 +11,8 @@
  * where nothing moved in, every flip and shift drawn, the same draws for
  * the same seed and step).
  *===----------------------------------------------------------------------===*/
-#include "tools/htp-train/dataset.h"
-#include "tools/htp-train/init.h"
+#include "tools/htp-run/train/dataset.h"
+#include "tools/htp-run/train/init.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

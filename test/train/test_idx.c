@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "tools/htp-train/idx.h"
+#include "tools/htp-run/train/idx.h"
 
 static char dir[] = "/tmp/htp-idx-XXXXXX";
 

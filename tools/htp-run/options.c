@@ -385,6 +385,10 @@ const char *htp_run_augment_name(htp_train_augment augment) {
                                                                           : "?";
 }
 
+const char *htp_run_optimizer_name(htp_train_optimizer optimizer) {
+  return optimizer == HTP_TRAIN_SGD ? "sgd" : "adamw";
+}
+
 const char *htp_run_clock_name(htp_train_clock clock) {
   return clock >= HTP_TRAIN_CLOCK_WALL && clock <= HTP_TRAIN_CLOCK_UNITS ? clock_names[clock] : "?";
 }

@@ -59,7 +59,7 @@ typedef enum htp_train_clock {
 #define HTP_TRAIN_DEFAULT_DATA "/usr/share/datasets/fashion-mnist"
 enum { HTP_TRAIN_MAX_EPOCHS = 100000 };
 
-/* --train: htp-run trains the block's gradient entry (tools/htp-run/train.c). */
+/* --train: htp-run trains the block's gradient entry (tools/htp-run/train/). */
 typedef struct htp_train_options {
   int enabled;                   /* --train */
   const char *data;              /* --data DIR */
@@ -134,5 +134,6 @@ void htp_run_print_help(FILE *stream);
  * "wall", "cpu"). */
 const char *htp_run_augment_name(htp_train_augment augment);
 const char *htp_run_clock_name(htp_train_clock clock);
+const char *htp_run_optimizer_name(htp_train_optimizer optimizer);
 
 #endif /* HTP_RUN_OPTIONS_H */

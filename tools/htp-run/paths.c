@@ -12,7 +12,7 @@
 #include "tools/htp-run/paths.h"
 
 #include "tools/htp-run/errors.h"
-#include "tools/htp-run/train.h"
+#include "tools/htp-run/train/train.h"
 
 #include <limits.h>
 #include <stdio.h>

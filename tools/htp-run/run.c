@@ -22,7 +22,7 @@
 #include "tools/htp-run/paths.h"
 #include "tools/htp-run/shard.h"
 #include "tools/htp-run/so_loader.h"
-#include "tools/htp-run/train.h"
+#include "tools/htp-run/train/train.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/*===- tools/htp-train/init.h - A timm-style initialisation of a ViT ------===*
+/*===- tools/htp-run/train/init.h - A timm-style initialisation of a ViT ------===*
  *
  * The starting weights of htp-run --train without --params: per tensor,
  * by its timm name,

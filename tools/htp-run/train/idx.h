@@ -1,4 +1,4 @@
-/*===- tools/htp-train/idx.h - IDX files (MNIST, Fashion-MNIST) -----------===*
+/*===- tools/htp-run/train/idx.h - IDX files (MNIST, Fashion-MNIST) -----------===*
  *
  * Reads the IDX format of the MNIST family (Debian's dataset-fashion-mnist
  * ships them gzipped under /usr/share/datasets/fashion-mnist): a big-endian

@@ -1,11 +1,11 @@
-/*===- tools/htp-train/init.c - A timm-style initialisation of a ViT ------===*
+/*===- tools/htp-run/train/init.c - A timm-style initialisation of a ViT ------===*
  *
  * See init.h. Normals by Box-Muller from tools/rng.h's generator seeded
  * with seed ^ FNV-1a(name); a draw outside the bounds is drawn
  * again (what truncation means), which at std 0.02 and bounds +-2 never
  * happens in practice but is done anyway.
  *===----------------------------------------------------------------------===*/
-#include "tools/htp-train/init.h"
+#include "tools/htp-run/train/init.h"
 
 #include "tools/rng.h"
 

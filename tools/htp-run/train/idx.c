@@ -1,4 +1,4 @@
-/*===- tools/htp-train/idx.c - IDX files (MNIST, Fashion-MNIST) -----------===*
+/*===- tools/htp-run/train/idx.c - IDX files (MNIST, Fashion-MNIST) -----------===*
  *
  * See idx.h. The file is read whole through zlib's gzread (which passes a
  * plain file through unchanged), with a byte cap one past the largest valid
@@ -6,7 +6,7 @@
  * of filling memory; then parsed from memory.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
-#include "tools/htp-train/idx.h"
+#include "tools/htp-run/train/idx.h"
 
 #include <errno.h>
 #include <stdarg.h>

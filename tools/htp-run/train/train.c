@@ -1,4 +1,4 @@
-/*===- tools/htp-run/train.c - htp-run --train ----------------------------===*
+/*===- tools/htp-run/train/train.c - htp-run --train ----------------------===*
  *
  * Trains a block's gradient entry on Fashion-MNIST with htp-run's own
  * machinery: the loader (JIT or .so), the signature, the world and its
@@ -13,7 +13,9 @@
  * into a timm-named checkpoint and writes the metrics.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
-#include "tools/htp-run/train.h"
+#include "tools/htp-run/train/train.h"
+
+#include "tools/htp-run/train/job.h"
 
 #include "kernels/htp_kernels.h" /* htp_cpu_set_blas_threads */
 #include "tools/htp-run/data.h"
@@ -23,8 +25,8 @@
 #include "tools/htp-run/shard.h"
 #include "tools/htp-run/so_loader.h"
 #include "tools/htp-run/step.h"
-#include "tools/htp-train/dataset.h"
-#include "tools/htp-train/init.h"
+#include "tools/htp-run/train/dataset.h"
+#include "tools/htp-run/train/init.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -36,723 +38,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-enum { MAX_CANDIDATES = 64, NAME_SIZE = 512 };
-#define ADAM_BETA1 0.9
-#define ADAM_BETA2 0.999
-#define ADAM_EPS 1e-8
-
-/* One epoch's numbers (rank 0's). */
-typedef struct epoch_metrics {
-  long epoch; /* 1-based */
-  double train_loss, train_acc, test_loss, test_acc, seconds, eval_seconds, ms_per_step;
-  double model_seconds; /* --clock cpu or units: the steps' modelled time */
-  long skipped;         /* steps left out for a non-finite loss (--skip-nonfinite) */
-} epoch_metrics;
-
-/* What every rank reads, and what rank 0 fills. */
-typedef struct train_job {
-  const htp_run_options *options;
-  const htp_signature *sig, *eval_sig; /* eval_sig == sig: no eval entry */
-  htp_entry_fn fn, eval_fn;
-  int images, targets;                 /* argument indices */
-  int loss, logits, eval_logits;       /* result indices */
-  int batch;
-  int tp;
-  const htp_idx_set *train, *test;
-  long steps;                          /* per epoch */
-  long first_epoch;                    /* 0-based: epochs already done (resume) */
-  void **params;                       /* [num_args] global starting values (params only) */
-  void **moments[2];                   /* [num_args] global m, v from --resume, or NULL */
-  void **gathered[3];                  /* [num_args] rank 0's gathered w, m, v (checkpoint) */
-  epoch_metrics *metrics;              /* [epochs] */
-  long epochs_done;                    /* by this run */
-  int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
-  int balance;                         /* the grad entry has balance hooks: a real balancer */
-  htp_balancer_config balancer;        /* its config (without hooks: detection only) */
-  FILE *trace;                         /* --trace: the balancers' lines, or NULL */
-  int process_rank;                    /* mpi: this process's rank; local: -1 */
-} train_job;
-
-/* ---------------------------------------------------------------------- */
-/* Finding the entries.                                                    */
-
-static int ends_with(const char *text, const char *suffix) {
-  size_t length = strlen(text), tail = strlen(suffix);
-  return length >= tail && strcmp(text + length - tail, suffix) == 0;
-}
-
-/* The entries --train may use, from the loader's listing: a .so's entries
- * as compiled; a .mlir's public functions each as NAME_grad (htp-grad's
- * name for its backward, written by the pipeline) or as itself when it
- * already ends in _grad. The signatures decide. */
-typedef struct candidates {
-  char names[MAX_CANDIDATES][NAME_SIZE];
-  int count;
-  int add_grad_suffix; /* a .mlir: the pipeline writes NAME_grad */
-} candidates;
-
-static void add_candidate(void *user, const char *name) {
-  candidates *c = user;
-  char candidate[NAME_SIZE];
-  const int grad = c->add_grad_suffix && !ends_with(name, "_grad");
-  if (c->count == MAX_CANDIDATES ||
-      snprintf(candidate, sizeof candidate, "%s%s", name, grad ? "_grad" : "") >= NAME_SIZE)
-    return;
-  for (int i = 0; i < c->count; i++)
-    if (strcmp(c->names[i], candidate) == 0)
-      return;
-  strcpy(c->names[c->count++], candidate);
-}
-
-/* Appends separator and text to buffer (NUL-terminated), cut to fit. */
-static void append_text(char *buffer, size_t size, const char *separator, const char *text) {
-  const char *parts[2] = {separator, text};
-  size_t used = strlen(buffer);
-  for (int k = 0; k < 2; k++) {
-    size_t n = strlen(parts[k]);
-    if (n > size - 1 - used)
-      n = size - 1 - used;
-    memcpy(buffer + used, parts[k], n);
-    used += n;
-  }
-  buffer[used] = '\0';
-}
-
-static int has_gradients(const htp_signature *sig) {
-  for (int k = 0; k < sig->num_results; k++)
-    if (sig->results[k].role == HTP_SIG_GRAD)
-      return 1;
-  return 0;
-}
-
-/* Loads entry `name` and parses its signature; non-zero with err. */
-static int load_entry(const htp_compiler *loader, const char *path, const char *name, int tp,
-                      htp_compiled *compiled, htp_signature *sig, char *err, size_t err_size) {
-  htp_compile_options compile = {tp, NULL};
-  memset(compiled, 0, sizeof *compiled);
-  if (loader->load(path, name, &compile, compiled, err, err_size)) {
-    memset(compiled, 0, sizeof *compiled);
-    return 1;
-  }
-  char reason[1024];
-  const char *text = compiled->signature;
-  if (htp_signature_parse(text, text ? strlen(text) : 0, sig, reason, sizeof reason) != HTP_OK) {
-    loader->unload(compiled);
-    memset(compiled, 0, sizeof *compiled);
-    return htp_set_error(err, err_size, "%s: entry '%s': bad signature: %s", path, name, reason);
-  }
-  return 0;
-}
-
-/* The grad entry: --entry, or the one entry whose results hold gradients. */
-static int find_grad_entry(const htp_run_options *options, htp_run_state *state, int tp,
-                           char *err, size_t err_size) {
-  const char *path = options->path;
-  if (options->entry) {
-    if (load_entry(state->loader, path, options->entry, tp, &state->compiled, &state->sig, err,
-                   err_size))
-      return 1;
-    if (!has_gradients(&state->sig))
-      return htp_set_error(err, err_size, "--train: entry '%s' of %s returns no gradients (no "
-                           "result of role \"grad\"): name the gradient entry htp-grad wrote, "
-                           "e.g. --entry %s_grad", options->entry, path, options->entry);
-    return 0;
-  }
-  static candidates listed;
-  listed.count = 0;
-  listed.add_grad_suffix = !state->shared;
-  if (state->loader->list(path, add_candidate, &listed, err, err_size) < 0)
-    return 1;
-  const int count = listed.count;
-  char (*names)[NAME_SIZE] = listed.names;
-  int found = 0;
-  char first_error[1024] = "", list[2048] = "";
-  for (int i = 0; i < count; i++) {
-    htp_compiled compiled;
-    htp_signature sig;
-    char why[16384];
-    if (load_entry(state->loader, path, names[i], tp, &compiled, &sig, why, sizeof why)) {
-      if (!first_error[0])
-        append_text(first_error, sizeof first_error, "", why);
-      continue;
-    }
-    if (!has_gradients(&sig)) {
-      htp_signature_free(&sig);
-      state->loader->unload(&compiled);
-      continue;
-    }
-    if (found++ == 0) {
-      state->compiled = compiled;
-      state->sig = sig;
-      append_text(list, sizeof list, "", names[i]);
-    } else {
-      append_text(list, sizeof list, ", ", names[i]);
-      htp_signature_free(&sig);
-      state->loader->unload(&compiled);
-    }
-  }
-  if (found == 1)
-    return 0;
-  if (found > 1)
-    return htp_set_error(err, err_size, "--train: %s has several gradient entries (%s): choose "
-                         "one with --entry", path, list);
-  return htp_set_error(err, err_size, "--train: %s has no gradient entry (a function whose "
-                       "results have role \"grad\", written by the compiler's htp-grad for a "
-                       "function whose first result is an htp.cross_entropy loss)%s%s", path,
-                       first_error[0] ? "; the last attempt said: " : "", first_error);
-}
-
-/* The eval entry: the grad entry's name without "_grad", with the same
- * arguments; without one the grad entry evaluates too (a note says so). */
-static void find_eval_entry(const htp_run_options *options, htp_run_state *state, int tp,
-                            int quiet) {
-  const htp_signature *sig = &state->sig;
-  char name[NAME_SIZE];
-  if (!ends_with(sig->entry, "_grad") || strlen(sig->entry) >= NAME_SIZE)
-    return;
-  snprintf(name, sizeof name, "%.*s", (int)(strlen(sig->entry) - 5), sig->entry);
-  char why[16384] = "";
-  htp_compiled compiled;
-  htp_signature eval;
-  int ok = !load_entry(state->loader, options->path, name, tp, &compiled, &eval, why, sizeof why);
-  if (ok) {
-    int same = eval.num_args == sig->num_args && !has_gradients(&eval);
-    for (int i = 0; same && i < sig->num_args; i++)
-      same = strcmp(eval.args[i].name, sig->args[i].name) == 0 &&
-             eval.args[i].bytes == sig->args[i].bytes && eval.args[i].rank == sig->args[i].rank &&
-             eval.args[i].shard_layout == sig->args[i].shard_layout;
-    if (same) {
-      state->eval_compiled = compiled;
-      state->eval_sig = eval;
-      state->eval_loader = state->loader;
-      return;
-    }
-    snprintf(why, sizeof why, "its arguments differ from %s's", sig->entry);
-    htp_signature_free(&eval);
-    state->loader->unload(&compiled);
-  }
-  if (!quiet)
-    fprintf(stderr, "htp-run: note: --train: no eval entry '%s' (%.300s); the test set runs "
-            "through %s\n", name, why, sig->entry);
-}
-
-/* ---------------------------------------------------------------------- */
-/* Checking what the entries take and give.                                */
-
-static int find_named(const htp_sig_tensor *tensors, int count, const char *name, int role,
-                      int nth) {
-  for (int i = 0; i < count; i++)
-    if ((int)tensors[i].role == role && strcmp(tensors[i].name, name) == 0)
-      return i;
-  for (int i = 0, seen = 0; i < count; i++)
-    if ((int)tensors[i].role == role && seen++ == nth)
-      return i;
-  return -1;
-}
-
-static int is_shape(const htp_sig_tensor *t, int rank, const int64_t *dims) {
-  if (t->rank != rank || t->dtype != HTP_SIG_F32 || t->shard_layout != HTP_SHARD_NONE)
-    return 0;
-  for (int d = 0; d < rank; d++)
-    if (t->dims[d] != dims[d])
-      return 0;
-  return 1;
-}
-
-/* Images [B, 1, 28, 28] and targets [B, 10] (inputs named so, else the
- * first two), loss [1] (named "loss", else result 0), logits [B, 10]
- * ("logits", else the next result); f32, not sharded. */
-static int check_entry(const htp_signature *sig, train_job *job, int *loss, int *logits,
-                       char *err, size_t err_size) {
-  int images = find_named(sig->args, sig->num_args, "images", HTP_SIG_INPUT, 0);
-  int targets = find_named(sig->args, sig->num_args, "targets", HTP_SIG_INPUT, 1);
-  if (images < 0 || targets < 0 || images == targets)
-    return htp_set_error(err, err_size, "--train: entry '%s' needs two data inputs, images and "
-                         "targets", sig->entry);
-  const int64_t batch = sig->args[images].rank > 0 ? sig->args[images].dims[0] : 0;
-  const int64_t image_dims[4] = {batch, 1, HTP_FMNIST_SIDE, HTP_FMNIST_SIDE};
-  const int64_t target_dims[2] = {batch, HTP_FMNIST_CLASSES};
-  if (batch < 1 || batch > INT32_MAX || !is_shape(&sig->args[images], 4, image_dims) ||
-      !is_shape(&sig->args[targets], 2, target_dims))
-    return htp_set_error(err, err_size, "--train: entry '%s' takes '%s' and '%s'; Fashion-MNIST "
-                         "needs images f32 [B, 1, 28, 28] and targets f32 [B, 10] (compile the "
-                         "model with gen_vit.py --model --image 28 --channels 1 --classes 10)",
-                         sig->entry, sig->args[images].name, sig->args[targets].name);
-  *loss = -1;
-  *logits = -1;
-  for (int k = 0; k < sig->num_results; k++) {
-    if (sig->results[k].role == HTP_SIG_GRAD)
-      continue;
-    if (strcmp(sig->results[k].name, "loss") == 0)
-      *loss = k;
-    else if (strcmp(sig->results[k].name, "logits") == 0)
-      *logits = k;
-  }
-  for (int k = 0; k < sig->num_results && (*loss < 0 || *logits < 0); k++)
-    if (sig->results[k].role != HTP_SIG_GRAD && k != *loss && k != *logits) {
-      if (*loss < 0)
-        *loss = k;
-      else
-        *logits = k;
-    }
-  const int64_t one = 1;
-  if (*loss < 0 || *logits < 0 || !is_shape(&sig->results[*loss], 1, &one) ||
-      !is_shape(&sig->results[*logits], 2, target_dims))
-    return htp_set_error(err, err_size, "--train: entry '%s' must return a loss f32 [1] and "
-                         "logits f32 [B, 10] (results named \"loss\" and \"logits\")",
-                         sig->entry);
-  job->images = images;
-  job->targets = targets;
-  job->batch = (int)batch;
-  return 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Starting weights: --params, --resume (and its moments), or the init.    */
-
-static void free_globals(void **globals, int count) {
-  if (!globals)
-    return;
-  for (int i = 0; i < count; i++)
-    free(globals[i]);
-  free(globals);
-}
-
-/* Global host buffers for every parameter of sig (NULL for inputs). */
-static void **param_buffers(const htp_signature *sig) {
-  void **buffers = calloc((size_t)sig->num_args + 1, sizeof *buffers);
-  if (!buffers)
-    return NULL;
-  for (int i = 0; i < sig->num_args; i++)
-    if (sig->args[i].role == HTP_SIG_PARAM && !(buffers[i] = htp_aligned_buffer(sig->args[i].global_bytes))) {
-      free_globals(buffers, sig->num_args);
-      return NULL;
-    }
-  return buffers;
-}
-
-/* sig with every argument at its global shape, unsharded: what the
- * binder matches a safetensors file against. args must be freed. */
-static htp_signature global_view(const htp_signature *sig) {
-  htp_signature global = *sig;
-  global.args = calloc((size_t)sig->num_args + 1, sizeof *global.args);
-  for (int i = 0; global.args && i < sig->num_args; i++) {
-    htp_sig_tensor *arg = &global.args[i];
-    *arg = sig->args[i];
-    memcpy(arg->dims, arg->global_dims, sizeof arg->dims);
-    arg->count = arg->global_count;
-    arg->bytes = arg->global_bytes;
-    arg->shard_layout = HTP_SHARD_NONE;
-  }
-  return global;
-}
-
-static int read_moments(const char *path, const htp_signature *sig, const char *prefix,
-                        void **out, char *err, size_t err_size) {
-  htp_safetensors st;
-  char reason[512];
-  if (htp_safetensors_open(path, &st, reason, sizeof reason))
-    return htp_set_error(err, err_size, "%s: %s", path, reason);
-  int status = 0;
-  for (int i = 0; i < sig->num_args && !status; i++) {
-    const htp_sig_tensor *p = &sig->args[i];
-    if (p->role != HTP_SIG_PARAM)
-      continue;
-    char name[NAME_SIZE + 8];
-    snprintf(name, sizeof name, "%s%s", prefix, p->name);
-    const htp_st_tensor *t = htp_safetensors_find(&st, name);
-    int same = t && t->rank == p->rank;
-    for (int d = 0; same && d < p->rank; d++)
-      same = t->dims[d] == p->global_dims[d];
-    if (!same)
-      status = htp_set_error(err, err_size, "%s: no tensor '%s' of parameter '%s''s global "
-                             "shape (the optimizer state of another model or optimizer?)", path,
-                             name, p->name);
-    else if (htp_safetensors_read_f32(&st, t, out[i], reason, sizeof reason))
-      status = htp_set_error(err, err_size, "%s: %s", path, reason);
-  }
-  htp_safetensors_close(&st);
-  return status;
-}
-
-/* A metadata value of the checkpoint as a non-negative integer. */
-static int metadata_long(const htp_safetensors *st, const char *path, const char *key, long *out,
-                         char *err, size_t err_size) {
-  const char *text = htp_safetensors_metadata(st, key);
-  char *end;
-  errno = 0;
-  long value = text ? strtol(text, &end, 10) : -1;
-  if (!text || errno || end == text || *end || value < 0)
-    return htp_set_error(err, err_size, "%s: not a checkpoint of htp-run --train (its metadata "
-                         "has no valid '%s')", path, key);
-  *out = value;
-  return 0;
-}
-
-static const char *optimizer_name(htp_train_optimizer optimizer) {
-  return optimizer == HTP_TRAIN_SGD ? "sgd" : "adamw";
-}
-
-const char *htp_train_checkpoint_suffix(int s) {
-  static const char *const suffixes[HTP_TRAIN_CHECKPOINT_FILES] = {"", ".tmp", ".optim",
-                                                                   ".optim.tmp", ".optim.prev"};
-  return s >= 0 && s < HTP_TRAIN_CHECKPOINT_FILES ? suffixes[s] : "";
-}
-
-enum { CK_WEIGHTS, CK_WEIGHTS_NEW, CK_OPTIM, CK_OPTIM_NEW, CK_OPTIM_PREVIOUS };
-
-static void checkpoint_file(const char *checkpoint, int which, char *path, size_t size) {
-  snprintf(path, size, "%s%s", checkpoint, htp_train_checkpoint_suffix(which));
-}
-
-/* The optimizer state that belongs to checkpoint FILE (DESIGN §13):
- * FILE.optim, or after a commit that stopped half way FILE.optim.prev,
- * whichever carries FILE's id (htp.checkpoint; a checkpoint written before
- * ids: the same htp.epoch and htp.step). Its path in path, else err says
- * what each file holds. */
-static int matching_optim(const char *checkpoint, const htp_safetensors *weights, char *path,
-                          size_t size, char *err, size_t err_size) {
-  const char *id = htp_safetensors_metadata(weights, "htp.checkpoint");
-  const char *epoch = htp_safetensors_metadata(weights, "htp.epoch");
-  const char *step = htp_safetensors_metadata(weights, "htp.step");
-  char seen[2][4800] = {"", ""};
-  const int candidates[2] = {CK_OPTIM, CK_OPTIM_PREVIOUS};
-  for (int c = 0; c < 2; c++) {
-    checkpoint_file(checkpoint, candidates[c], path, size);
-    htp_safetensors st;
-    char reason[512];
-    if (htp_safetensors_open(path, &st, reason, sizeof reason)) {
-      snprintf(seen[c], sizeof seen[c], "%s: %s", path, reason);
-      continue;
-    }
-    const char *other_id = htp_safetensors_metadata(&st, "htp.checkpoint");
-    const char *other_epoch = htp_safetensors_metadata(&st, "htp.epoch");
-    const char *other_step = htp_safetensors_metadata(&st, "htp.step");
-    int same = id ? other_id && strcmp(id, other_id) == 0
-                  : !other_id && epoch && other_epoch && step && other_step &&
-                        strcmp(epoch, other_epoch) == 0 && strcmp(step, other_step) == 0;
-    snprintf(seen[c], sizeof seen[c], "%s is of epoch %s (%s)", path,
-             other_epoch ? other_epoch : "?", other_id ? other_id : "no id");
-    htp_safetensors_close(&st);
-    if (same)
-      return 0;
-  }
-  return htp_set_error(err, err_size, "--resume %s: its optimizer state does not belong to its "
-                       "weights (epoch %s, %s): %s; %s. Refused: resuming would train on a pair "
-                       "from two different steps", checkpoint, epoch ? epoch : "?",
-                       id ? id : "no id", seen[0], seen[1]);
-}
-
-/* --resume FILE: the weights, FILE.optim's moments, and the epochs done. */
-static int resume(const htp_train_options *train, const htp_signature *sig, train_job *job,
-                  char *err, size_t err_size) {
-  htp_safetensors st;
-  char reason[512];
-  if (htp_safetensors_open(train->resume, &st, reason, sizeof reason))
-    return htp_set_error(err, err_size, "--resume %s: %s", train->resume, reason);
-  long epoch = 0, batch = 0;
-  const char *optimizer = htp_safetensors_metadata(&st, "htp.optimizer");
-  int status = metadata_long(&st, train->resume, "htp.epoch", &epoch, err, err_size) ||
-               metadata_long(&st, train->resume, "htp.batch", &batch, err, err_size);
-  if (!status && (!optimizer || strcmp(optimizer, optimizer_name(train->optimizer)) != 0))
-    status = htp_set_error(err, err_size, "--resume %s was trained with --optimizer %s; this run "
-                           "has --optimizer %s", train->resume, optimizer ? optimizer : "?",
-                           optimizer_name(train->optimizer));
-  if (!status && batch != job->batch)
-    status = htp_set_error(err, err_size, "--resume %s was trained with batches of %ld; this "
-                           "block takes %d", train->resume, batch, job->batch);
-  if (!status && epoch >= train->epochs)
-    status = htp_set_error(err, err_size, "--resume %s has done %ld epoch%s already; --epochs "
-                           "%ld asks for no more (--epochs counts all epochs, resumed or not)",
-                           train->resume, epoch, epoch == 1 ? "" : "s", train->epochs);
-  char path[4200];
-  if (!status)
-    status = matching_optim(train->resume, &st, path, sizeof path, err, err_size);
-  htp_safetensors_close(&st);
-  if (status)
-    return 1;
-  job->first_epoch = epoch;
-  htp_signature global = global_view(sig);
-  if (!global.args)
-    return htp_set_error(err, err_size, "out of memory");
-  status = htp_bind_weights(train->resume, &global, job->params, err, err_size);
-  free(global.args);
-  if (status)
-    return 1;
-  const int kinds = train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
-  for (int kind = 0; kind < kinds; kind++) {
-    if (!(job->moments[kind] = param_buffers(sig)))
-      return htp_set_error(err, err_size, "out of memory");
-    if (read_moments(path, sig, kind ? "v." : "m.", job->moments[kind], err, err_size))
-      return 1;
-  }
-  return 0;
-}
-
-static int starting_weights(const htp_train_options *train, const htp_signature *sig,
-                            train_job *job, char *err, size_t err_size) {
-  if (!(job->params = param_buffers(sig)))
-    return htp_set_error(err, err_size, "out of memory");
-  if (train->resume)
-    return resume(train, sig, job, err, err_size);
-  if (train->params) {
-    htp_signature global = global_view(sig);
-    if (!global.args)
-      return htp_set_error(err, err_size, "out of memory");
-    int status = htp_bind_weights(train->params, &global, job->params, err, err_size);
-    free(global.args);
-    return status;
-  }
-  for (int i = 0; i < sig->num_args; i++)
-    if (sig->args[i].role == HTP_SIG_PARAM)
-      htp_train_init_param(sig->args[i].name, sig->args[i].global_count, job->options->seed,
-                           job->params[i]);
-  return 0;
-}
-
-/* ---------------------------------------------------------------------- */
-/* Writing: the checkpoint, its optimizer state, the metrics.             */
-
-/* An output path must be a regular file where it exists, in a directory
- * where one can be created: checked before training, not after an epoch. */
-static int check_output(const char *flag, const char *path, char *err, size_t err_size) {
-  struct stat info;
-  if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
-    return htp_set_error(err, err_size, "--%s %s: not a regular file (a directory, device or "
-                         "pipe?)", flag, path);
-  char probe[4200];
-  if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", path) >= sizeof probe)
-    return htp_set_error(err, err_size, "--%s: the name is too long", flag);
-  FILE *file = fopen(probe, "wb");
-  if (!file)
-    return htp_set_error(err, err_size, "--%s %s: cannot create %s: %s", flag, path, probe,
-                         strerror(errno));
-  fclose(file);
-  remove(probe);
-  return 0;
-}
-
-/* HTP_TRAIN_CRASH_AT=K (tests only): the process kills itself (SIGKILL, as
- * kill -9 would) at the K-th step of committing checkpoints, counted over
- * the run from 1, so that a test can stop a commit between any two of its
- * writes and renames and check what a resume then finds. */
-static void crash_point(void) {
-  static long reached;
-  const char *text = getenv("HTP_TRAIN_CRASH_AT");
-  if (text && *text && ++reached == strtol(text, NULL, 10)) {
-    fflush(NULL);
-    raise(SIGKILL);
-  }
-}
-
-/* A checkpoint is one unit (DESIGN §13): FILE (the weights, a timm state
- * dict) and FILE.optim (the moments) carry one id in their metadata, and
- * are committed so that a reader finds the old pair or the new one,
- * whatever is killed when: both new files are written and fsync'd beside
- * the old ones first (.tmp), the old FILE.optim steps aside as
- * FILE.optim.prev, the new FILE.optim takes its name, and renaming the new
- * weights over FILE is the commit; FILE.optim.prev goes last. A resume
- * takes the FILE.optim or FILE.optim.prev whose id is FILE's (resume()). */
-static int commit_checkpoint(const char *checkpoint, const htp_st_write *weights, int count,
-                             const htp_st_write *moments, int written,
-                             const char *const *metadata, char *err, size_t err_size) {
-  char path[HTP_TRAIN_CHECKPOINT_FILES][4200];
-  for (int s = 0; s < HTP_TRAIN_CHECKPOINT_FILES; s++)
-    checkpoint_file(checkpoint, s, path[s], sizeof path[s]);
-  crash_point();
-  if (htp_safetensors_write_f32_at(path[CK_OPTIM_NEW], moments, written, metadata, err,
-                                   err_size))
-    return 1;
-  crash_point();
-  if (htp_safetensors_write_f32_at(path[CK_WEIGHTS_NEW], weights, count, metadata, err,
-                                   err_size)) {
-    remove(path[CK_OPTIM_NEW]);
-    return 1;
-  }
-  struct stat info;
-  const struct {
-    int from, to;
-  } renames[] = {{CK_OPTIM, CK_OPTIM_PREVIOUS}, {CK_OPTIM_NEW, CK_OPTIM}, {CK_WEIGHTS_NEW, CK_WEIGHTS}};
-  for (size_t r = 0; r < sizeof renames / sizeof *renames; r++) {
-    crash_point();
-    if (renames[r].from == CK_OPTIM && stat(path[CK_OPTIM], &info) != 0)
-      continue; /* the first checkpoint: nothing to keep */
-    if (rename(path[renames[r].from], path[renames[r].to]) != 0)
-      return htp_set_error(err, err_size, "%s: cannot rename %s to %s: %s (the previous "
-                           "checkpoint is still whole)", checkpoint, path[renames[r].from],
-                           path[renames[r].to], strerror(errno));
-  }
-  htp_sync_directory_of(checkpoint);
-  crash_point();
-  remove(path[CK_OPTIM_PREVIOUS]);
-  htp_sync_directory_of(checkpoint);
-  return 0;
-}
-
-/* The first non-finite value of a gathered parameter, named in err. */
-static int check_finite(const htp_signature *sig, void **gathered, const char *what, char *err,
-                        size_t err_size) {
-  for (int i = 0; i < sig->num_args; i++) {
-    const htp_sig_tensor *p = &sig->args[i];
-    if (p->role != HTP_SIG_PARAM)
-      continue;
-    const float *values = gathered[i];
-    for (int64_t k = 0; k < p->global_count; k++)
-      if (!isfinite(values[k]))
-        return htp_set_error(err, err_size, "%s '%s' holds %g at element %lld: not written (the "
-                             "previous checkpoint stays)", what, p->name, (double)values[k],
-                             (long long)k);
-  }
-  return 0;
-}
-
-static int write_checkpoint(const train_job *job, long epochs_done, long steps_done, char *err,
-                            size_t err_size) {
-  const htp_run_options *options = job->options;
-  const htp_train_options *train = &options->train;
-  const htp_signature *sig = job->sig;
-  const int kinds = train->optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
-  for (int kind = 0; kind < kinds; kind++)
-    if (check_finite(sig, job->gathered[kind], kind == 0 ? "parameter" : "an optimizer moment of",
-                     err, err_size))
-      return 1;
-  htp_st_write *tensors = calloc((size_t)sig->num_args + 1, sizeof *tensors);
-  if (!tensors)
-    return htp_set_error(err, err_size, "out of memory");
-  char epoch[32], steps[32], batch[32], seed[32], lr[32], wd[32], momentum[32], total[32],
-      tp[16], limit[32], id[96];
-  snprintf(epoch, sizeof epoch, "%ld", epochs_done);
-  snprintf(steps, sizeof steps, "%ld", steps_done);
-  snprintf(batch, sizeof batch, "%d", job->batch);
-  snprintf(seed, sizeof seed, "%llu", (unsigned long long)options->seed);
-  snprintf(lr, sizeof lr, "%.17g", train->lr);
-  snprintf(wd, sizeof wd, "%.17g", train->weight_decay);
-  snprintf(momentum, sizeof momentum, "%.17g", train->momentum);
-  snprintf(total, sizeof total, "%ld", train->epochs);
-  snprintf(tp, sizeof tp, "%d", job->tp);
-  snprintf(limit, sizeof limit, "%u", job->train->count);
-  /* The pair's id: its step, and what tells two runs' same step apart. */
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  snprintf(id, sizeof id, "step %ld, %lld.%09ld, process %ld", steps_done,
-           (long long)now.tv_sec, now.tv_nsec, (long)getpid());
-  const char *metadata[] = {"format", "pt", "htp.epoch", epoch, "htp.step", steps,
-                            "htp.batch", batch, "htp.seed", seed,
-                            "htp.optimizer", optimizer_name(train->optimizer), "htp.lr", lr,
-                            "htp.weight_decay", wd, "htp.momentum", momentum,
-                            "htp.schedule", train->schedule == HTP_TRAIN_COSINE ? "cosine"
-                                                                                : "constant",
-                            "htp.epochs", total, "htp.tp", tp, "htp.train_examples", limit,
-                            "htp.entry", sig->entry, "htp.checkpoint", id, NULL};
-  /* FILE: the weights under timm's names; FILE.optim: m.NAME (and v.NAME
-   * for AdamW), all at their global shapes, with the same metadata. */
-  char (*names)[NAME_SIZE + 2] = calloc((size_t)sig->num_args * 2 + 1, sizeof *names);
-  int status = names ? 0 : htp_set_error(err, err_size, "out of memory");
-  int count = 0;
-  for (int i = 0; i < sig->num_args && !status; i++)
-    if (sig->args[i].role == HTP_SIG_PARAM)
-      tensors[count++] = (htp_st_write){sig->args[i].name, sig->args[i].rank,
-                                        sig->args[i].global_dims, job->gathered[0][i]};
-  htp_st_write *moments = status ? NULL : calloc((size_t)count * 2 + 1, sizeof *moments);
-  if (!status && !moments)
-    status = htp_set_error(err, err_size, "out of memory");
-  int written = 0;
-  for (int kind = 1; kind < kinds && !status; kind++)
-    for (int i = 0; i < sig->num_args; i++) {
-      const htp_sig_tensor *p = &sig->args[i];
-      if (p->role != HTP_SIG_PARAM)
-        continue;
-      char *name = names[(size_t)(kind - 1) * (size_t)sig->num_args + (size_t)i];
-      snprintf(name, NAME_SIZE + 2, "%s.%s", kind == 1 ? "m" : "v", p->name);
-      moments[written++] = (htp_st_write){name, p->rank, p->global_dims, job->gathered[kind][i]};
-    }
-  if (!status)
-    status = commit_checkpoint(train->checkpoint, tensors, count, moments, written, metadata, err,
-                               err_size);
-  free(moments);
-  free(names);
-  free(tensors);
-  return status;
-}
-
-static int write_metrics(const train_job *job, const char *eval_entry, char *err,
-                         size_t err_size) {
-  const htp_run_options *options = job->options;
-  json_t *root = json_object(), *epochs = json_array(), *stragglers = json_array();
-  if (!root || !epochs || !stragglers) {
-    json_decref(root);
-    json_decref(epochs);
-    json_decref(stragglers);
-    return htp_set_error(err, err_size, "out of memory");
-  }
-  for (long e = 0; e < job->epochs_done; e++) {
-    const epoch_metrics *m = &job->metrics[e];
-    /* An epoch whose every step was skipped has no train loss: null. */
-    json_t *row = json_pack("{s:I, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "epoch",
-                            (json_int_t)m->epoch, "train_loss",
-                            isfinite(m->train_loss) ? json_real(m->train_loss) : json_null(),
-                            "train_acc",
-                            isfinite(m->train_acc) ? json_real(m->train_acc) : json_null(),
-                            "test_loss", m->test_loss, "test_acc", m->test_acc, "epoch_s",
-                            m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
-                            m->ms_per_step);
-    if (row && options->train.clock != HTP_TRAIN_CLOCK_WALL)
-      json_object_set_new(row, "model_s", json_real(m->model_seconds));
-    if (row && options->train.skip_nonfinite)
-      json_object_set_new(row, "skipped_steps", json_integer(m->skipped));
-    json_array_append_new(epochs, row);
-  }
-  for (int r = 0; r < job->tp; r++)
-    if (job->stragglers[r])
-      json_array_append_new(stragglers, json_integer(r));
-  json_object_set_new(root, "entry", json_string(job->sig->entry));
-  json_object_set_new(root, "eval_entry", json_string(eval_entry));
-  json_object_set_new(root, "file", json_string(options->path));
-  json_object_set_new(root, "tp", json_integer(job->tp));
-  json_object_set_new(root, "backend", json_string(options->backend));
-  json_object_set_new(root, "device", json_string(options->device));
-  json_object_set_new(root, "policy", json_string(htp_policy_name(options->policy)));
-  json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
-  json_object_set_new(root, "select", json_string(htp_select_name(options->selection)));
-  json_object_set_new(root, "impute", json_string(htp_impute_name(options->impute)));
-  if (options->impute == HTP_IMPUTE_SAME)
-    json_object_set_new(root, "same_max_age", json_integer(options->same_max_age));
-  json_object_set_new(root, "optimizer", json_string(optimizer_name(options->train.optimizer)));
-  json_object_set_new(root, "lr", json_real(options->train.lr));
-  json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
-  json_object_set_new(root, "label_smoothing", json_real(options->train.label_smoothing));
-  json_object_set_new(root, "random_erase", json_real(options->train.random_erase));
-  json_object_set_new(root, "clock", json_string(htp_run_clock_name(options->train.clock)));
-  json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
-                                                        ? "cosine" : "constant"));
-  json_object_set_new(root, "weight_decay", json_real(options->train.weight_decay));
-  json_object_set_new(root, "momentum", json_real(options->train.momentum));
-  json_object_set_new(root, "seed", json_integer((json_int_t)options->seed));
-  json_object_set_new(root, "batch", json_integer(job->batch));
-  json_object_set_new(root, "train_examples", json_integer(job->train->count));
-  json_object_set_new(root, "test_examples", json_integer(job->test->count));
-  json_object_set_new(root, "steps_per_epoch", json_integer(job->steps));
-  json_object_set_new(root, "first_epoch", json_integer(job->first_epoch + 1));
-  json_object_set_new(root, "stragglers", stragglers);
-  /* What the policies move: heads and MLP units a rank (null unbalanced). */
-  const htp_sig_balance *balance = &job->sig->balance;
-  json_object_set_new(root, "units_per_rank",
-                      balance->present ? json_pack("[ii]", balance->heads, balance->mlp_units)
-                                       : json_null());
-  json_object_set_new(root, "epochs", epochs);
-  char temporary[4200];
-  snprintf(temporary, sizeof temporary, "%s.tmp", options->train.metrics);
-  int failed = json_dump_file(root, temporary, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0 ||
-               rename(temporary, options->train.metrics) != 0;
-  json_decref(root);
-  if (failed) {
-    remove(temporary);
-    return htp_set_error(err, err_size, "--metrics %s: cannot write: %s",
-                         options->train.metrics, strerror(errno));
-  }
-  return 0;
-}
 
 /* ---------------------------------------------------------------------- */
 /* The ranks.                                                              */
@@ -975,7 +260,7 @@ static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total,
     if (result != HTP_OK) {
       char detail[NAME_SIZE + 1024];
       snprintf(detail, sizeof detail, "the %s update of '%s': %s",
-               optimizer_name(train->optimizer), sig->args[i].name, htp_last_error(run->ctx));
+               htp_run_optimizer_name(train->optimizer), sig->args[i].name, htp_last_error(run->ctx));
       return htp_step_fail(failure, result, "the optimizer", detail);
     }
   }
@@ -1030,7 +315,7 @@ static int checkpoint(rank_run *run, rank_buffers *b, long epochs_done, long ste
   if (run->rank != 0)
     return 0;
   char err[2048];
-  if (write_checkpoint(job, epochs_done, steps_done, err, sizeof err)) {
+  if (htp_train_write_checkpoint(job, epochs_done, steps_done, err, sizeof err)) {
     htp_rank_task_fail(run->task, run->ctx, HTP_ERR_SYSTEM, "writing the checkpoint", -1, err);
     return 1;
   }
@@ -1290,7 +575,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     fflush(stdout);
     char err[2048];
     if (options->train.metrics &&
-        write_metrics(job, eval == sig ? sig->entry : eval->entry, err, sizeof err)) {
+        htp_train_write_metrics(job, eval == sig ? sig->entry : eval->entry, err, sizeof err)) {
       htp_rank_task_fail(run->task, run->ctx, HTP_ERR_SYSTEM, "writing the metrics", -1, err);
       failed = 1;
     }
@@ -1339,11 +624,11 @@ static void train_rank(htp_rank_task *task, void *user) {
 
 static void release_job(train_job *job) {
   const int n = job->sig ? job->sig->num_args : 0;
-  free_globals(job->params, n);
+  htp_train_free_globals(job->params, n);
   for (int k = 0; k < 2; k++)
-    free_globals(job->moments[k], n);
+    htp_train_free_globals(job->moments[k], n);
   for (int k = 0; k < 3; k++)
-    free_globals(job->gathered[k], n);
+    htp_train_free_globals(job->gathered[k], n);
   free(job->metrics);
   free(job->stragglers);
   if (job->trace)
@@ -1361,14 +646,14 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   /* A write past the file size limit (ulimit -f) then fails with EFBIG,
    * which the writers report, instead of killing the process half way. */
   signal(SIGXFSZ, SIG_IGN);
-  if ((train->checkpoint && check_output("checkpoint", train->checkpoint, err, err_size)) ||
-      (train->metrics && check_output("metrics", train->metrics, err, err_size)) ||
-      (options->trace && check_output("trace", options->trace, err, err_size)))
+  if ((train->checkpoint && htp_train_check_output("checkpoint", train->checkpoint, err, err_size)) ||
+      (train->metrics && htp_train_check_output("metrics", train->metrics, err, err_size)) ||
+      (options->trace && htp_train_check_output("trace", options->trace, err, err_size)))
     return 1;
   if (train->checkpoint) {
     char optim[4200];
     snprintf(optim, sizeof optim, "%s.optim", train->checkpoint);
-    if (check_output("checkpoint", optim, err, err_size))
+    if (htp_train_check_output("checkpoint", optim, err, err_size))
       return 1;
   }
   train_job job;
@@ -1388,7 +673,7 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     htp_set_error(err, err_size, "--data: %s", reason);
     goto done;
   }
-  if (find_grad_entry(options, state, requested_tp, err, err_size))
+  if (htp_train_find_grad_entry(options, state, requested_tp, err, err_size))
     goto done;
   const htp_signature *sig = &state->sig;
   if (sig->tp != requested_tp && !(state->shared && !options->tp_given)) {
@@ -1419,11 +704,11 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     goto done;
   }
   int loss, logits;
-  if (check_entry(sig, &job, &loss, &logits, err, err_size))
+  if (htp_train_check_entry(sig, &job, &loss, &logits, err, err_size))
     goto done;
   job.loss = loss;
   job.logits = logits;
-  find_eval_entry(options, state, sig->tp, quiet);
+  htp_train_find_eval_entry(options, state, sig->tp, quiet);
   job.sig = sig;
   job.fn = state->compiled.fn;
   job.eval_sig = sig;
@@ -1432,7 +717,7 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   if (state->eval_loader) {
     train_job probe = job;
     int eval_loss;
-    if (check_entry(&state->eval_sig, &probe, &eval_loss, &job.eval_logits, err, err_size))
+    if (htp_train_check_entry(&state->eval_sig, &probe, &eval_loss, &job.eval_logits, err, err_size))
       goto done;
     job.eval_sig = &state->eval_sig;
     job.eval_fn = state->eval_compiled.fn;
@@ -1473,11 +758,11 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     htp_set_error(err, err_size, "out of memory");
     goto done;
   }
-  if (starting_weights(train, sig, &job, err, err_size))
+  if (htp_train_starting_weights(train, sig, &job, err, err_size))
     goto done;
   if (train->checkpoint)
     for (int k = 0; k < 3; k++)
-      if (!(job.gathered[k] = param_buffers(sig))) {
+      if (!(job.gathered[k] = htp_train_param_buffers(sig))) {
         htp_set_error(err, err_size, "out of memory");
         goto done;
       }
@@ -1514,7 +799,7 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
             state->device == HTP_DEVICE_CUDA ? "cuBLAS" : htp_cpu_gemm_provider(), job.batch,
             train_set.count, test_set.count,
             job.steps,
-            optimizer_name(train->optimizer), train->lr,
+            htp_run_optimizer_name(train->optimizer), train->lr,
             train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
             extras,
             train->resume ? ", resumed from " : "", train->resume ? train->resume : "");

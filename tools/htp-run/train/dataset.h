@@ -1,4 +1,4 @@
-/*===- tools/htp-train/dataset.h - Fashion-MNIST batches for training -----===*
+/*===- tools/htp-run/train/dataset.h - Fashion-MNIST batches for training -----===*
  *
  * What htp-run --train feeds a block: Fashion-MNIST read from Debian's
  * dataset-fashion-mnist files (idx.h), a seeded shuffle per epoch, and
@@ -9,7 +9,7 @@
 #ifndef HTP_TRAIN_DATASET_H
 #define HTP_TRAIN_DATASET_H
 
-#include "tools/htp-train/idx.h"
+#include "tools/htp-run/train/idx.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,10 +1,10 @@
-/*===- tools/htp-train/dataset.c - Fashion-MNIST batches for training -----===*
+/*===- tools/htp-run/train/dataset.c - Fashion-MNIST batches for training -----===*
  *
  * See dataset.h. The shuffle and the augmentation draw from tools/rng.h,
  * the generator htp-run's random data uses.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
-#include "tools/htp-train/dataset.h"
+#include "tools/htp-run/train/dataset.h"
 
 #include "tools/rng.h"
 

@@ -1,0 +1,82 @@
+/*===- tools/htp-run/train/job.h - What --train's files share -------------===*
+ *
+ * Private to the training wing: the job every rank reads and rank 0 fills
+ * (train.c), and what each file does for it: finding and checking the
+ * entries (entries.c), the starting weights and the checkpoint
+ * (checkpoint.c), the metrics (metrics.c).
+ *===----------------------------------------------------------------------===*/
+#ifndef HTP_RUN_TRAIN_JOB_H
+#define HTP_RUN_TRAIN_JOB_H
+
+#include "tools/htp-run/executor.h"
+#include "tools/htp-run/train/dataset.h"
+
+#include <stdio.h>
+
+enum { MAX_CANDIDATES = 64, NAME_SIZE = 512 };
+#define ADAM_BETA1 0.9
+#define ADAM_BETA2 0.999
+#define ADAM_EPS 1e-8
+
+/* One epoch's numbers (rank 0's). */
+typedef struct epoch_metrics {
+  long epoch; /* 1-based */
+  double train_loss, train_acc, test_loss, test_acc, seconds, eval_seconds, ms_per_step;
+  double model_seconds; /* --clock cpu or units: the steps' modelled time */
+  long skipped;         /* steps left out for a non-finite loss (--skip-nonfinite) */
+} epoch_metrics;
+
+/* What every rank reads, and what rank 0 fills. */
+typedef struct train_job {
+  const htp_run_options *options;
+  const htp_signature *sig, *eval_sig; /* eval_sig == sig: no eval entry */
+  htp_entry_fn fn, eval_fn;
+  int images, targets;                 /* argument indices */
+  int loss, logits, eval_logits;       /* result indices */
+  int batch;
+  int tp;
+  const htp_idx_set *train, *test;
+  long steps;                          /* per epoch */
+  long first_epoch;                    /* 0-based: epochs already done (resume) */
+  void **params;                       /* [num_args] global starting values (params only) */
+  void **moments[2];                   /* [num_args] global m, v from --resume, or NULL */
+  void **gathered[3];                  /* [num_args] rank 0's gathered w, m, v (checkpoint) */
+  epoch_metrics *metrics;              /* [epochs] */
+  long epochs_done;                    /* by this run */
+  int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
+  int balance;                         /* the grad entry has balance hooks: a real balancer */
+  htp_balancer_config balancer;        /* its config (without hooks: detection only) */
+  FILE *trace;                         /* --trace: the balancers' lines, or NULL */
+  int process_rank;                    /* mpi: this process's rank; local: -1 */
+} train_job;
+
+/* entries.c. The grad entry: --entry, or the one entry of the file (the
+ * loader's listing) whose results hold gradients, into state; the eval
+ * entry, its name without _grad (quiet: say nothing when there is none);
+ * what an entry takes and gives, checked and noted in job (the images,
+ * targets, loss and logits indices, the batch). Non-zero with err. */
+int htp_train_find_grad_entry(const htp_run_options *options, htp_run_state *state, int tp,
+                              char *err, size_t err_size);
+void htp_train_find_eval_entry(const htp_run_options *options, htp_run_state *state, int tp,
+                               int quiet);
+int htp_train_check_entry(const htp_signature *sig, train_job *job, int *loss, int *logits,
+                          char *err, size_t err_size);
+
+/* checkpoint.c. Global host buffers for every parameter of sig (NULL for
+ * inputs), and their release; the starting weights (--params, --resume and
+ * its moments, or the init) into job; an output path that must not be a
+ * directory or device; rank 0's gathered job->gathered written as one
+ * atomic checkpoint (weights and moments committed together, DESIGN §13). */
+void htp_train_free_globals(void **globals, int count);
+void **htp_train_param_buffers(const htp_signature *sig);
+int htp_train_starting_weights(const htp_train_options *train, const htp_signature *sig,
+                               train_job *job, char *err, size_t err_size);
+int htp_train_check_output(const char *flag, const char *path, char *err, size_t err_size);
+int htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done,
+                               char *err, size_t err_size);
+
+/* metrics.c. --metrics: the epochs so far as JSON, written atomically. */
+int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,
+                            size_t err_size);
+
+#endif /* HTP_RUN_TRAIN_JOB_H */

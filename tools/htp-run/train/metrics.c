@@ -1,0 +1,94 @@
+/*===- tools/htp-run/train/metrics.c - --metrics --------------------------===*
+ *
+ * The epochs so far, the stragglers and the run's settings, as one JSON
+ * object (written to a temporary file, then renamed).
+ *===----------------------------------------------------------------------===*/
+#define _POSIX_C_SOURCE 200809L
+#include "tools/htp-run/train/job.h"
+
+#include "tools/htp-run/errors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,
+                         size_t err_size) {
+  const htp_run_options *options = job->options;
+  json_t *root = json_object(), *epochs = json_array(), *stragglers = json_array();
+  if (!root || !epochs || !stragglers) {
+    json_decref(root);
+    json_decref(epochs);
+    json_decref(stragglers);
+    return htp_set_error(err, err_size, "out of memory");
+  }
+  for (long e = 0; e < job->epochs_done; e++) {
+    const epoch_metrics *m = &job->metrics[e];
+    /* An epoch whose every step was skipped has no train loss: null. */
+    json_t *row = json_pack("{s:I, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "epoch",
+                            (json_int_t)m->epoch, "train_loss",
+                            isfinite(m->train_loss) ? json_real(m->train_loss) : json_null(),
+                            "train_acc",
+                            isfinite(m->train_acc) ? json_real(m->train_acc) : json_null(),
+                            "test_loss", m->test_loss, "test_acc", m->test_acc, "epoch_s",
+                            m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
+                            m->ms_per_step);
+    if (row && options->train.clock != HTP_TRAIN_CLOCK_WALL)
+      json_object_set_new(row, "model_s", json_real(m->model_seconds));
+    if (row && options->train.skip_nonfinite)
+      json_object_set_new(row, "skipped_steps", json_integer(m->skipped));
+    json_array_append_new(epochs, row);
+  }
+  for (int r = 0; r < job->tp; r++)
+    if (job->stragglers[r])
+      json_array_append_new(stragglers, json_integer(r));
+  json_object_set_new(root, "entry", json_string(job->sig->entry));
+  json_object_set_new(root, "eval_entry", json_string(eval_entry));
+  json_object_set_new(root, "file", json_string(options->path));
+  json_object_set_new(root, "tp", json_integer(job->tp));
+  json_object_set_new(root, "backend", json_string(options->backend));
+  json_object_set_new(root, "device", json_string(options->device));
+  json_object_set_new(root, "policy", json_string(htp_policy_name(options->policy)));
+  json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
+  json_object_set_new(root, "select", json_string(htp_select_name(options->selection)));
+  json_object_set_new(root, "impute", json_string(htp_impute_name(options->impute)));
+  if (options->impute == HTP_IMPUTE_SAME)
+    json_object_set_new(root, "same_max_age", json_integer(options->same_max_age));
+  json_object_set_new(root, "optimizer", json_string(htp_run_optimizer_name(options->train.optimizer)));
+  json_object_set_new(root, "lr", json_real(options->train.lr));
+  json_object_set_new(root, "augment", json_string(htp_run_augment_name(options->train.augment)));
+  json_object_set_new(root, "label_smoothing", json_real(options->train.label_smoothing));
+  json_object_set_new(root, "random_erase", json_real(options->train.random_erase));
+  json_object_set_new(root, "clock", json_string(htp_run_clock_name(options->train.clock)));
+  json_object_set_new(root, "schedule", json_string(options->train.schedule == HTP_TRAIN_COSINE
+                                                        ? "cosine" : "constant"));
+  json_object_set_new(root, "weight_decay", json_real(options->train.weight_decay));
+  json_object_set_new(root, "momentum", json_real(options->train.momentum));
+  json_object_set_new(root, "seed", json_integer((json_int_t)options->seed));
+  json_object_set_new(root, "batch", json_integer(job->batch));
+  json_object_set_new(root, "train_examples", json_integer(job->train->count));
+  json_object_set_new(root, "test_examples", json_integer(job->test->count));
+  json_object_set_new(root, "steps_per_epoch", json_integer(job->steps));
+  json_object_set_new(root, "first_epoch", json_integer(job->first_epoch + 1));
+  json_object_set_new(root, "stragglers", stragglers);
+  /* What the policies move: heads and MLP units a rank (null unbalanced). */
+  const htp_sig_balance *balance = &job->sig->balance;
+  json_object_set_new(root, "units_per_rank",
+                      balance->present ? json_pack("[ii]", balance->heads, balance->mlp_units)
+                                       : json_null());
+  json_object_set_new(root, "epochs", epochs);
+  char temporary[4200];
+  snprintf(temporary, sizeof temporary, "%s.tmp", options->train.metrics);
+  int failed = json_dump_file(root, temporary, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0 ||
+               rename(temporary, options->train.metrics) != 0;
+  json_decref(root);
+  if (failed) {
+    remove(temporary);
+    return htp_set_error(err, err_size, "--metrics %s: cannot write: %s",
+                         options->train.metrics, strerror(errno));
+  }
+  return 0;
+}
+
