@@ -66,7 +66,7 @@ static size_t make_idx(uint8_t *out, int dims, const uint32_t *d, size_t extra_d
 static void expect_error(const char *path, const char *needle) {
   htp_idx idx;
   char err[256] = "";
-  assert_int_equal(htp_idx_read(path, &idx, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read(path, &idx, err, sizeof err), 1);
   assert_null(idx.data);
   if (!strstr(err, needle)) fail_msg("error \"%s\" lacks \"%s\"", err, needle);
 }
@@ -131,12 +131,12 @@ static void bad_files(void **state) {
   expect_error(write_file("broken.gz", gz, gz_size / 2, 0), "");
   htp_idx idx;
   char err[256];
-  assert_int_equal(htp_idx_read(path_of("broken.gz"), &idx, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read(path_of("broken.gz"), &idx, err, sizeof err), 1);
 
   expect_error(dir, "not a regular file");
   expect_error("/dev/zero", "not a regular file");
   expect_error(path_of("missing"), "No such file");
-  assert_int_equal(htp_idx_parse(NULL, 0, &idx, err, sizeof err), -1);
+  assert_int_equal(htp_idx_parse(NULL, 0, &idx, err, sizeof err), 1);
 }
 
 static void labelled_sets(void **state) {
@@ -154,14 +154,14 @@ static void labelled_sets(void **state) {
   assert_int_equal(set.rows, 4);
   assert_int_equal(set.cols, 3);
   htp_idx_free_set(&set);
-  assert_int_equal(htp_idx_read_set(im, lb, 2, &set, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read_set(im, lb, 2, &set, err, sizeof err), 1);
   assert_non_null(strstr(err, "label 2 is 2; the classes are 0..1"));
   const char *lb5 = write_file("labels5", labels, make_idx(labels, 1, dl5, 0), 0);
-  assert_int_equal(htp_idx_read_set(im, lb5, 251, &set, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read_set(im, lb5, 251, &set, err, sizeof err), 1);
   assert_non_null(strstr(err, "holds 6 images but"));
-  assert_int_equal(htp_idx_read_set(lb, lb, 251, &set, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read_set(lb, lb, 251, &set, err, sizeof err), 1);
   assert_non_null(strstr(err, "images need 3 dimensions"));
-  assert_int_equal(htp_idx_read_set(im, im, 251, &set, err, sizeof err), -1);
+  assert_int_equal(htp_idx_read_set(im, im, 251, &set, err, sizeof err), 1);
   assert_non_null(strstr(err, "labels need 1 dimension"));
 }
 

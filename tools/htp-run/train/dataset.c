@@ -6,24 +6,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/train/dataset.h"
 
+#include "tools/htp-run/errors.h"
+
 #include "tools/rng.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static int fail(char *err, size_t err_size, const char *format, ...) {
-  if (err && err_size) {
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, err_size, format, args);
-    va_end(args);
-  }
-  return -1;
-}
 
 int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx_set *out,
                     char *err, size_t err_size) {
@@ -32,36 +23,39 @@ int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx
   struct stat info;
   int missing = stat(dir, &info) != 0;
   if (missing || !S_ISDIR(info.st_mode))
-    return fail(err, err_size, "%s: %s: no Fashion-MNIST here (install the Debian package %s, "
-                "or give --data DIR holding %s-images-idx3-ubyte.gz and its labels)", dir,
-                missing ? strerror(errno) : "not a directory", HTP_FMNIST_PACKAGE, prefix);
+    return htp_set_error(err, err_size,
+                         "%s: %s: no Fashion-MNIST here (install the Debian package %s, "
+                         "or give --data DIR holding %s-images-idx3-ubyte.gz and its labels)",
+                         dir, missing ? strerror(errno) : "not a directory", HTP_FMNIST_PACKAGE,
+                         prefix);
   char images[4096], labels[4096];
   if ((size_t)snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix) >=
           sizeof images ||
       (size_t)snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix) >=
           sizeof labels)
-    return fail(err, err_size, "%s: the directory name is too long", dir);
+    return htp_set_error(err, err_size, "%s: the directory name is too long", dir);
   const char *paths[2] = {images, labels};
   for (int i = 0; i < 2; i++)
     if (stat(paths[i], &info) != 0)
-      return fail(err, err_size, "%s: %s (Fashion-MNIST's %s set; the Debian package %s "
-                  "installs it under %s)", paths[i], strerror(errno),
-                  split == HTP_FMNIST_TRAIN ? "training" : "test", HTP_FMNIST_PACKAGE,
-                  "/usr/share/datasets/fashion-mnist");
-  if (htp_idx_read_set(images, labels, HTP_FMNIST_CLASSES, out, err, err_size) != 0)
-    return -1;
+      return htp_set_error(err, err_size,
+                           "%s: %s (Fashion-MNIST's %s set; the Debian package %s "
+                           "installs it under %s)",
+                           paths[i], strerror(errno),
+                           split == HTP_FMNIST_TRAIN ? "training" : "test", HTP_FMNIST_PACKAGE,
+                           "/usr/share/datasets/fashion-mnist");
+  if (htp_idx_read_set(images, labels, HTP_FMNIST_CLASSES, out, err, err_size) != 0) return 1;
   if (out->rows != HTP_FMNIST_SIDE || out->cols != HTP_FMNIST_SIDE) {
     int rows = (int)out->rows, cols = (int)out->cols;
     htp_idx_free_set(out);
-    return fail(err, err_size, "%s: images of %dx%d, not Fashion-MNIST's 28x28", images, rows,
-                cols);
+    return htp_set_error(err, err_size, "%s: images of %dx%d, not Fashion-MNIST's 28x28", images,
+                         rows, cols);
   }
   if (limit > 0) {
     if ((uint64_t)limit > out->count) {
       uint32_t count = out->count;
       htp_idx_free_set(out);
-      return fail(err, err_size, "--limit-%s %ld: %s holds only %u images",
-                  split == HTP_FMNIST_TRAIN ? "train" : "test", limit, images, count);
+      return htp_set_error(err, err_size, "--limit-%s %ld: %s holds only %u images",
+                           split == HTP_FMNIST_TRAIN ? "train" : "test", limit, images, count);
     }
     out->count = (uint32_t)limit; /* the first `limit` examples; the rest stay unread */
   }

@@ -26,7 +26,7 @@ typedef enum htp_fmnist_split { HTP_FMNIST_TRAIN, HTP_FMNIST_TEST } htp_fmnist_s
  * directory or file is an error naming it and the Debian package; a file
  * that is not a regular file (a device, a FIFO) is refused by the reader.
  * limit > 0 keeps the first limit examples (an error when the set has
- * fewer). 0 on success, else -1 with why in err. */
+ * fewer). 0 on success, else 1 with why in err. */
 int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx_set *out,
                     char *err, size_t err_size);
 

@@ -25,7 +25,7 @@ typedef struct htp_idx {
   uint8_t *data;  /* count bytes, row-major; owned */
 } htp_idx;
 
-/* Reads path (plain or gzip) into *out. 0 on success; else -1 with why in
+/* Reads path (plain or gzip) into *out. 0 on success; else 1 with why in
  * err (path named) and *out empty. */
 int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size);
 /* The same from memory holding a plain (not gzipped) IDX file; what the
@@ -34,7 +34,7 @@ int htp_idx_parse(const uint8_t *bytes, size_t size, htp_idx *out, char *err, si
 void htp_idx_free(htp_idx *idx); /* accepts NULL and an empty one */
 
 /* A labelled image set: images [count, rows, cols] and labels [count], both
- * of the same count, labels < classes. 0 on success, else -1 with why. */
+ * of the same count, labels < classes. 0 on success, else 1 with why. */
 typedef struct htp_idx_set {
   htp_idx images, labels;
   uint32_t count, rows, cols;
