@@ -2,7 +2,7 @@
  *
  * Private to libhtprt and its tests. The balancer (balance.c) owns the
  * rank's planner and, unless it is hookless, the unit table, imputer and
- * migration cache its hooks follow; plan_step.c runs its per-iteration
+ * migration cache its hooks follow; balancer_step.c runs its per-iteration
  * step (gather, detect, plan) and trace.c writes its trace line.
  * htp_balancer_end_iteration is "step, then apply"; tests force a plan with
  * htp_planner_plan_speeds on htp_balancer_planner() and then apply it here,
@@ -175,7 +175,7 @@ static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_ki
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
 }
 
-/* ----- Shards (shard.c). A shard of `units` work units of one pair kind:
+/* ----- Shards (unit_shard.c). A shard of `units` work units of one pair kind:
  *   first  [parts * units * width, d] (part q's rows of unit u at
  *          (q * units + u) * width: q of every unit | k | v, or fc1 rows),
  *   bias   [parts * units * width] (NULL: none; zeros when copied out),

@@ -10,7 +10,7 @@
  *     inputs give the same plan bit for bit, whatever the scratch held
  *     before.
  * Gathering timings over the world and the trace are the balancer's
- * (plan_step.c, trace.c).
+ * (balancer_step.c, trace.c).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_PLANNER_INTERNAL_H
 #define HTP_PLANNER_INTERNAL_H
@@ -159,7 +159,7 @@ htp_result htp__planner_error(htp_planner *planner, htp_result code, const char 
 #endif
     ;
 
-/* units.c: shared by migrate.c */
+/* unit_table.c: shared by migrate.c */
 uint64_t htp__splitmix64(uint64_t *state);
 
 #endif /* HTP_PLANNER_INTERNAL_H */

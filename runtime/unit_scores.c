@@ -2,7 +2,7 @@
  *
  * The scores behind htp_balancer_config.selection, in one place: each
  * rank's per-unit numbers, gathered by the hooks and by
- * htp_balancer_weights_updated, pushed into the unit table (units.c, which
+ * htp_balancer_weights_updated, pushed into the unit table (unit_table.c, which
  * orders the shed sets by them) only when a new plan version is applied.
  *
  * Importance (config.selection == HTP_SELECT_IMPORTANCE, DESIGN §4: in

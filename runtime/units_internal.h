@@ -2,8 +2,8 @@
  *
  * Private to libhtprt and its tests: the per-rank machinery the balancer
  * (balance.c) owns to carry out a plan. The unit table says WHICH units a
- * rank keeps, prunes, hands off and takes in (units.c); the imputer fills
- * pruned units' activations (units.c); the migration moves and caches
+ * rank keeps, prunes, hands off and takes in (unit_table.c); the imputer fills
+ * pruned units' activations (unit_table.c); the migration moves and caches
  * handed-off units' weights (migrate.c). Embedders never touch these: they
  * create an htp_balancer (runtime/htp.h), which drives all three.
  *===----------------------------------------------------------------------===*/

@@ -79,7 +79,7 @@
  *
  * CUDA only: the direct API's refusals, the same-device reduction, unit
  * packing and imputation (reference loops written from runtime/balance.c
- * pack_in_units and runtime/units.c htp_impute_fill), SM partitions
+ * pack_in_units and runtime/unit_table.c htp_impute_fill), SM partitions
  * (green contexts, kernels/cuda/green.c) and a caller's stream. The
  * partition test also checks where the work ran: a probe kernel
  * (kernels/cuda/probe.cu) records each block's SM id (%smid); a partition

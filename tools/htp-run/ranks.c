@@ -14,7 +14,7 @@
 #include "tools/htp-run/ranks.h"
 
 #include "tools/htp-run/errors.h"
-#include "tools/htp-run/shard.h"
+#include "tools/htp-run/slice.h"
 #include "tools/htp-run/step.h"
 
 #include <errno.h>

@@ -20,7 +20,7 @@
 #include "tools/htp-run/host.h"
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/paths.h"
-#include "tools/htp-run/shard.h"
+#include "tools/htp-run/slice.h"
 #include "tools/htp-run/so_loader.h"
 #include "tools/htp-run/train/train.h"
 

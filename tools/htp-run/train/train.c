@@ -3,7 +3,7 @@
  * Trains a block's gradient entry on Fashion-MNIST with htp-run's own
  * machinery: the loader (JIT or .so), the signature, the world and its
  * rank threads (ranks.h tasks), each rank's buffers in its context's
- * memory, the shard layouts (shard.h), --params through the safetensors
+ * memory, the shard layouts (slice.h), --params through the safetensors
  * binder, --slow/--fault and straggler detection. Per step every rank
  * takes the same batch, calls the grad entry (loss, logits, one gradient
  * per parameter: LOCAL shards, so a rank updates only what it holds), then
@@ -22,7 +22,7 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/file_map.h"
 #include "tools/htp-run/safetensors.h"
-#include "tools/htp-run/shard.h"
+#include "tools/htp-run/slice.h"
 #include "tools/htp-run/so_loader.h"
 #include "tools/htp-run/step.h"
 #include "tools/htp-run/train/dataset.h"

@@ -1,4 +1,4 @@
-/*===- tools/htp-run/shard.h - Cut a rank's slice out of a global tensor ---===*
+/*===- tools/htp-run/slice.h - Cut a rank's slice out of a global tensor ---===*
  *
  * A tensor-parallel block (entry.h, "shard" records) takes on rank r a slice
  * of each split parameter; htp-run holds the parameters at their global

@@ -1,4 +1,4 @@
-/*===- runtime/shard.c - shards of work units: copy, gather, scatter ------===*
+/*===- runtime/unit_shard.c - shards of work units: copy, gather, scatter ------===*
  *
  * The one place that knows the shard layout of balance_internal.h
  * (htp__shard): the forward hooks (balance.c) and the backward hooks

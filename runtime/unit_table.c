@@ -1,4 +1,4 @@
-/*===- runtime/units.c - unit tables (who keeps, prunes, moves) and imputation ===*
+/*===- runtime/unit_table.c - unit tables (who keeps, prunes, moves) and imputation ===*
  *
  * The plan says HOW MANY units of each pair a rank prunes or hands off;
  * the unit table says WHICH, for one rank: a shed order per pair (a seeded

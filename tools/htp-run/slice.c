@@ -1,13 +1,13 @@
-/*===- tools/htp-run/shard.c - Cut a rank's slice out of a global tensor ---===*
+/*===- tools/htp-run/slice.c - Cut a rank's slice out of a global tensor ---===*
  *
- * This file implements shard.h. A slice of dim `dim` is, for each index of
+ * This file implements slice.h. A slice of dim `dim` is, for each index of
  * the dims before it, one contiguous run of L * inner elements (inner = the
  * product of the dims after it), so the copy is a loop of memcpy's. The qkv
  * layout is three such slices, one per block of rows. Only the element size
  * matters (f32 or bf16 alike): everything is counted in elements and copied
  * in bytes.
  *===----------------------------------------------------------------------===*/
-#include "tools/htp-run/shard.h"
+#include "tools/htp-run/slice.h"
 
 #include "tools/htp-run/errors.h"
 

@@ -1,4 +1,4 @@
-/*===- runtime/plan_step.c - htp_balancer_step: gather, detect, plan, trace ===*
+/*===- runtime/balancer_step.c - htp_balancer_step: gather, detect, plan, trace ===*
  *
  * The per-iteration step compiled code and htp-run call, on a balancer
  * (hookless or not): each rank all-gathers a small fixed record (compute

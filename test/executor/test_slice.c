@@ -1,4 +1,4 @@
-/*===- test/executor/test_shard.c - Slicing global tensors for ranks -------===*
+/*===- test/executor/test_slice.c - Slicing global tensors for ranks -------===*
  *
  * htp_shard_slice against a naive element-by-element reference for every
  * layout, rank and part, with 4-byte (f32) and 2-byte (bf16) elements; the
@@ -7,7 +7,7 @@
  * htp_format_shape, how htp-run prints the shapes.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/shape.h"
-#include "tools/htp-run/shard.h"
+#include "tools/htp-run/slice.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
