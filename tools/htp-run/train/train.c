@@ -419,6 +419,58 @@ static int update_after_step(void *user, htp_step_failure *failure) {
   return 0;
 }
 
+/* The test set through the eval entry, in batches of B: a last partial
+ * batch padded with zeros, the padding left out of the loss and accuracy
+ * (rank 0 scores). The whole model is evaluated, whatever the plan (every
+ * rank alike). Non-zero once the failure is reported. */
+static int evaluate(rank_run *run, rank_buffers *b, htp_balancer *balancer, float *images,
+                    float *targets, float *logits, int32_t *labels, double *test_loss,
+                    long *test_correct) {
+  const train_job *job = run->job;
+  const htp_signature *sig = job->sig, *eval = job->eval_sig;
+  const int batch = job->batch;
+  RANK_TRY(htp_balancer_suspend(balancer, 1), "suspending the balancer", -1);
+  for (uint32_t start = 0; start < job->test->count; start += (uint32_t)batch) {
+    int real = htp_fmnist_batch(job->test, NULL, start, batch, images, targets, labels);
+    RANK_TRY(htp_barrier(run->ctx), "the test barrier", -1);
+    RANK_TRY(htp_mem_upload(run->ctx, b->eval[job->images], images, sig->args[job->images].bytes),
+             "uploading a test batch", -1);
+    RANK_TRY(htp_mem_upload(run->ctx, b->eval[job->targets], targets,
+                            sig->args[job->targets].bytes), "uploading a test batch", -1);
+    int32_t code = job->eval_fn(run->ctx, eval == sig ? b->grad : b->eval);
+    if (code != 0) {
+      htp_rank_task_fail(run->task, run->ctx, code, "the eval entry", -1,
+                         htp_last_error(run->ctx));
+      return 1;
+    }
+    if (run->rank != 0)
+      continue;
+    void *source = eval == sig ? b->grad[sig->num_args + job->logits]
+                               : b->eval[eval->num_args + job->eval_logits];
+    RANK_TRY(htp_mem_download(run->ctx, logits, source, sig->results[job->logits].bytes),
+             "downloading the test logits", -1);
+    score(logits, labels, real, test_loss, test_correct);
+  }
+  RANK_TRY(htp_balancer_suspend(balancer, 0), "resuming the balancer", -1);
+  return 0;
+}
+
+/* Rank 0's line for an epoch on stdout. */
+static void print_epoch(const epoch_metrics *m, long epochs, int cpu_clock) {
+  char modelled[64] = "";
+  if (cpu_clock)
+    snprintf(modelled, sizeof modelled, ", modelled %.1f s", m->model_seconds);
+  char skipped_note[96] = "";
+  if (m->skipped)
+    snprintf(skipped_note, sizeof skipped_note, ", %ld step%s skipped (non-finite loss)",
+             m->skipped, m->skipped == 1 ? "" : "s");
+  printf("epoch %ld/%ld: loss %.4f, train acc %.2f%%, test loss %.4f, test acc %.2f%%, %.1f s "
+         "(%.1f ms/step%s), eval %.1f s%s\n", m->epoch, epochs, m->train_loss,
+         100 * m->train_acc, m->test_loss, 100 * m->test_acc, m->seconds, m->ms_per_step,
+         modelled, m->eval_seconds, skipped_note);
+  fflush(stdout);
+}
+
 static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
@@ -515,34 +567,10 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
 #undef STEP_TRY
     }
     const double train_seconds = htp_now() - started;
-    /* The test set, in batches of B: a last partial batch padded with
-     * zeros, the padding left out of the loss and accuracy. */
     double test_loss = 0, eval_started = htp_now();
     long test_correct = 0;
-    /* The whole model is evaluated, whatever the plan (every rank alike). */
-    RANK_TRY(htp_balancer_suspend(balancer, 1), "suspending the balancer", -1);
-    for (uint32_t start = 0; start < job->test->count; start += (uint32_t)batch) {
-      int real = htp_fmnist_batch(job->test, NULL, start, batch, images, targets, labels);
-      RANK_TRY(htp_barrier(run->ctx), "the test barrier", -1);
-      RANK_TRY(htp_mem_upload(run->ctx, b->eval[job->images], images, sig->args[job->images].bytes),
-               "uploading a test batch", -1);
-      RANK_TRY(htp_mem_upload(run->ctx, b->eval[job->targets], targets,
-                              sig->args[job->targets].bytes), "uploading a test batch", -1);
-      int32_t code = job->eval_fn(run->ctx, eval == sig ? b->grad : b->eval);
-      if (code != 0) {
-        htp_rank_task_fail(run->task, run->ctx, code, "the eval entry", -1,
-                           htp_last_error(run->ctx));
-        return 1;
-      }
-      if (!is_zero)
-        continue;
-      void *source = eval == sig ? b->grad[sig->num_args + job->logits]
-                                 : b->eval[eval->num_args + job->eval_logits];
-      RANK_TRY(htp_mem_download(run->ctx, logits, source, sig->results[job->logits].bytes),
-               "downloading the test logits", -1);
-      score(logits, labels, real, &test_loss, &test_correct);
-    }
-    RANK_TRY(htp_balancer_suspend(balancer, 0), "resuming the balancer", -1);
+    if (evaluate(run, b, balancer, images, targets, logits, labels, &test_loss, &test_correct))
+      return 1;
     const double eval_seconds = htp_now() - eval_started;
     if (tty)
       fputc('\n', stderr);
@@ -561,18 +589,7 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
     m->eval_seconds = eval_seconds;
     m->ms_per_step = 1e3 * train_seconds / (double)job->steps;
     m->model_seconds = model_seconds;
-    char modelled[64] = "";
-    if (cpu_clock)
-      snprintf(modelled, sizeof modelled, ", modelled %.1f s", model_seconds);
-    char skipped_note[96] = "";
-    if (m->skipped)
-      snprintf(skipped_note, sizeof skipped_note, ", %ld step%s skipped (non-finite loss)",
-               m->skipped, m->skipped == 1 ? "" : "s");
-    printf("epoch %ld/%ld: loss %.4f, train acc %.2f%%, test loss %.4f, test acc %.2f%%, %.1f s "
-           "(%.1f ms/step%s), eval %.1f s%s\n", m->epoch, options->train.epochs, m->train_loss,
-           100 * m->train_acc, m->test_loss, 100 * m->test_acc, m->seconds, m->ms_per_step,
-           modelled, m->eval_seconds, skipped_note);
-    fflush(stdout);
+    print_epoch(m, options->train.epochs, cpu_clock);
     char err[2048];
     if (options->train.metrics &&
         htp_train_write_metrics(job, eval == sig ? sig->entry : eval->entry, err, sizeof err)) {
