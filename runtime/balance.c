@@ -630,21 +630,19 @@ htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pai
   const htp_balancer_config *c = &b->config;
   const int config_units = c->planner.units_per_rank[kind];
   const char *unit = kind == HTP_PAIR_ATTENTION ? "head" : "MLP unit";
-  HOOK_INVALID(ctx, pair < 0 || pair >= b->num_pairs,
-               "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)",
-               hook, (int)pair, b->num_pairs);
-  HOOK_INVALID(ctx, htp_pair_kind_of(pair) != kind,
-               "%s: pair %d is %s pair (pairs of this hook are %s)", hook, (int)pair,
-               kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
-               kind == HTP_PAIR_ATTENTION ? "even" : "odd");
-  HOOK_INVALID(ctx,
-               units != config_units || width != htp__unit_width(c, kind) ||
-                   model_dim != c->model_dim,
-               "%s: pair %d: %lld %ss of width %lld, model_dim %lld disagree with the "
-               "balancer's %d of %lld, %lld",
-               hook, (int)pair, (long long)units, unit, (long long)width,
-               (long long)model_dim, config_units, (long long)htp__unit_width(c, kind),
-               (long long)c->model_dim);
+  HTP__INVALID_IF(ctx, pair < 0 || pair >= b->num_pairs,
+                  "%s: pair %d is out of range [0, %d) (2 * layers of the balancer's config)", hook,
+                  (int)pair, b->num_pairs);
+  HTP__INVALID_IF(ctx, htp_pair_kind_of(pair) != kind,
+                  "%s: pair %d is %s pair (pairs of this hook are %s)", hook, (int)pair,
+                  kind == HTP_PAIR_ATTENTION ? "an MLP" : "an attention",
+                  kind == HTP_PAIR_ATTENTION ? "even" : "odd");
+  HTP__INVALID_IF(
+      ctx, units != config_units || width != htp__unit_width(c, kind) || model_dim != c->model_dim,
+      "%s: pair %d: %lld %ss of width %lld, model_dim %lld disagree with the "
+      "balancer's %d of %lld, %lld",
+      hook, (int)pair, (long long)units, unit, (long long)width, (long long)model_dim, config_units,
+      (long long)htp__unit_width(c, kind), (long long)c->model_dim);
   return HTP_OK;
 }
 
@@ -780,9 +778,9 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
 
-  HOOK_INVALID(ctx, b->packed[pair].count != s.num_in,
-               "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
-               (int)pair, b->packed[pair].count, ops->unit, s.num_in);
+  HTP__INVALID_IF(ctx, b->packed[pair].count != s.num_in,
+                  "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
+                  (int)pair, b->packed[pair].count, ops->unit, s.num_in);
   /* The pruned units given a value: all of them (average), those with a
    * recent stored value (same), none (zero). */
   htp_unit_sets imputed = s;
@@ -854,17 +852,17 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                                 int64_t num_heads, int64_t head_dim) {
   const char *what = PAIR_OPS[HTP_PAIR_ATTENTION].hook;
   const double started = htp__hook_now(ctx);
-  HOOK_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
-               "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
-  HOOK_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
-               "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim "
-               "%lld must all be >= 1",
-               what, (int)pair, (long long)batch, (long long)tokens, (long long)model_dim,
-               (long long)num_heads, (long long)head_dim);
-  HOOK_INVALID(ctx,
-               batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
-                   num_heads > INT_MAX / 3 / head_dim,
-               "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
+  HTP__INVALID_IF(ctx, !x || !wqkv || !wproj || !y || !scratch,
+                  "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
+  HTP__INVALID_IF(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
+                  "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim "
+                  "%lld must all be >= 1",
+                  what, (int)pair, (long long)batch, (long long)tokens, (long long)model_dim,
+                  (long long)num_heads, (long long)head_dim);
+  HTP__INVALID_IF(ctx,
+                  batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
+                      num_heads > INT_MAX / 3 / head_dim,
+                  "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
   const int64_t rows = batch * tokens, inner = num_heads * head_dim;
   /* scratch: context [rows, inner], one migrated head [rows, head_dim],
    * then the head kernel's own (htp_rt_attention_scratch_floats). */
@@ -884,24 +882,37 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                           int64_t unit_width, int32_t tanh_approx) {
   const char *what = PAIR_OPS[HTP_PAIR_MLP].hook;
   const double started = htp__hook_now(ctx);
-  HOOK_INVALID(ctx, !x || !w1 || !w2 || !y || !scratch,
-               "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
-  HOOK_INVALID(ctx, rows < 1 || model_dim < 1 || hidden_dim < 1 || unit_width < 1,
-               "%s: pair %d: rows %lld, model_dim %lld, hidden_dim %lld, unit_width %lld must "
-               "all be >= 1",
-               what, (int)pair, (long long)rows, (long long)model_dim, (long long)hidden_dim,
-               (long long)unit_width);
-  HOOK_INVALID(ctx, hidden_dim % unit_width != 0,
-               "%s: pair %d: hidden_dim %lld is not a multiple of unit_width %lld", what,
-               (int)pair, (long long)hidden_dim, (long long)unit_width);
-  HOOK_INVALID(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
-               "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
+  HTP__INVALID_IF(ctx, !x || !w1 || !w2 || !y || !scratch,
+                  "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
+  HTP__INVALID_IF(ctx, rows < 1 || model_dim < 1 || hidden_dim < 1 || unit_width < 1,
+                  "%s: pair %d: rows %lld, model_dim %lld, hidden_dim %lld, unit_width %lld must "
+                  "all be >= 1",
+                  what, (int)pair, (long long)rows, (long long)model_dim, (long long)hidden_dim,
+                  (long long)unit_width);
+  HTP__INVALID_IF(ctx, hidden_dim % unit_width != 0,
+                  "%s: pair %d: hidden_dim %lld is not a multiple of unit_width %lld", what,
+                  (int)pair, (long long)hidden_dim, (long long)unit_width);
+  HTP__INVALID_IF(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
+                  "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
   /* scratch: hidden [rows, hidden_dim], one migrated unit [rows, unit_width]. */
-  const pair_call call = {
-      .kind = HTP_PAIR_MLP, .pair = pair, .x = x, .first = w1, .bias = b1, .second = w2,
-      .y = y, .act = scratch, .migrated = scratch + rows * hidden_dim, .kernel_scratch = NULL,
-      .batch = 1, .tokens = rows, .rows = rows, .model_dim = model_dim,
-      .units = hidden_dim / unit_width, .width = unit_width, .tanh_approx = tanh_approx,
-      .kernels = htp__kernel_table(ctx), .env = htp__kernel_env(ctx)};
+  const pair_call call = {.kind = HTP_PAIR_MLP,
+                          .pair = pair,
+                          .x = x,
+                          .first = w1,
+                          .bias = b1,
+                          .second = w2,
+                          .y = y,
+                          .act = scratch,
+                          .migrated = scratch + rows * hidden_dim,
+                          .kernel_scratch = NULL,
+                          .batch = 1,
+                          .tokens = rows,
+                          .rows = rows,
+                          .model_dim = model_dim,
+                          .units = hidden_dim / unit_width,
+                          .width = unit_width,
+                          .tanh_approx = tanh_approx,
+                          .kernels = htp__kernel_table(ctx),
+                          .env = htp__kernel_env(ctx)};
   return run_pair(ctx, &call, started);
 }

@@ -215,15 +215,7 @@ int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *m
                                   const int32_t *list, int64_t count, const htp__unit_shape *u,
                                   htp__shard *out);
 
-/* Argument errors of a hook. The peers of this rank are (or soon will be)
- * in the block's all-reduce, which this rank will not reach: fail the world,
- * as the collectives do with bad arguments. */
-#define HOOK_INVALID(ctx, condition, ...)                                                      \
-  do {                                                                                         \
-    if (condition) return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID; \
-  } while (0)
-
-/* A hook's pair and shapes against the balancer's config (HOOK_INVALID's
+/* A hook's pair and shapes against the balancer's config (HTP__INVALID_IF's
  * error otherwise). */
 htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pair_kind kind,
                                     int32_t pair, int64_t units, int64_t width,

@@ -284,11 +284,11 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
     const size_t floats = (size_t)flow->count * (size_t)per_unit;
     htp_result r = HTP_OK;
     if (flow->dst == rank) {
-      HOOK_INVALID(ctx, in_index + flow->count > s->num_in || s->in_src[in_index] != flow->src,
-                   "%s: pair %d: the migrated-in units do not follow the plan's flow %d", c->hook,
-                   (int)c->pair, f);
+      HTP__INVALID_IF(ctx, in_index + flow->count > s->num_in || s->in_src[in_index] != flow->src,
+                      "%s: pair %d: the migrated-in units do not follow the plan's flow %d",
+                      c->hook, (int)c->pair, f);
       r = htp__host_send(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
-                   floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
+                         floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
       in_index += flow->count;
     } else if (flow->src == rank) {
       if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
@@ -298,9 +298,12 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
       int at = 0;
       for (int i = 0; r == HTP_OK && i < s->num_out; ++i) {
         if (s->out_dst[i] != flow->dst) continue;
-        HOOK_INVALID(ctx, at == flow->count, "%s: pair %d: more units handed to rank %d than "
-                     "its flow carries", c->hook, (int)c->pair, flow->dst);
-        const shard one = htp__shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
+        HTP__INVALID_IF(ctx, at == flow->count,
+                        "%s: pair %d: more units handed to rank %d than "
+                        "its flow carries",
+                        c->hook, (int)c->pair, flow->dst);
+        const shard one =
+            htp__shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
         htp__copy_unit(&one, 0, &c->dw, s->out_unit[i], &c->shape);
       }
     }
@@ -327,10 +330,10 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
      * plan keeps every unit at home (policy none, or no straggler yet): the
      * pruned and migrated paths below still read shards with the host's
      * loops. */
-    HOOK_INVALID(ctx, s.num_kept != c->units || s.num_in > 0 || s.num_out > 0,
-                 "%s: pair %d: balancing in backward (pruned or migrated units) runs on the CPU "
-                 "only for now; on the %s device train with --policy none",
-                 c->hook, (int)c->pair, c->kernels->name);
+    HTP__INVALID_IF(ctx, s.num_kept != c->units || s.num_in > 0 || s.num_out > 0,
+                    "%s: pair %d: balancing in backward (pruned or migrated units) runs on the CPU "
+                    "only for now; on the %s device train with --policy none",
+                    c->hook, (int)c->pair, c->kernels->name);
     r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
     if (r != HTP_OK) return r;
     status = backward_all(c);
@@ -341,9 +344,9 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
     if (r == HTP_OK) htp__balancer_book_site(b, c->kind, elapsed, 2.0 * (double)c->units);
     return r;
   }
-  HOOK_INVALID(ctx, b->packed[c->pair].count != s.num_in,
-               "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
-               (int)c->pair, b->packed[c->pair].count, s.num_in);
+  HTP__INVALID_IF(ctx, b->packed[c->pair].count != s.num_in,
+                  "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
+                  (int)c->pair, b->packed[c->pair].count, s.num_in);
 
   htp__zero_shard(&c->dw, &c->shape);
   if (b->config.impute == HTP_IMPUTE_SAME) {
@@ -371,22 +374,23 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
 /* The checks both backward hooks share, after which c is complete but for
  * its scratch layout. */
 static htp_result check_grad_call(htp_ctx *ctx, const grad_call *c) {
-  HOOK_INVALID(ctx, !c->x || !c->w.first || !c->w.second || !c->dy || !c->dx || !c->dw.first ||
-                        !c->dw.second || !c->compact_w,
-               "%s: pair %d: x, a weight, dy, dx, a weight gradient or scratch is NULL", c->hook,
-               (int)c->pair);
-  HOOK_INVALID(ctx, (c->w.bias == NULL) != (c->dw.bias == NULL),
-               "%s: pair %d: a bias gradient is wanted exactly when there is a bias", c->hook,
-               (int)c->pair);
-  HOOK_INVALID(ctx, c->batch < 1 || c->tokens < 1 || c->d < 1 || c->units < 1 || c->width < 1,
-               "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, units %lld, width %lld "
-               "must all be >= 1",
-               c->hook, (int)c->pair, (long long)c->batch, (long long)c->tokens, (long long)c->d,
-               (long long)c->units, (long long)c->width);
-  HOOK_INVALID(ctx,
-               c->batch > INT_MAX / c->tokens || c->d > INT_MAX ||
-                   c->units > INT_MAX / c->shape.parts / c->width,
-               "%s: pair %d: a dimension exceeds BLAS's int range", c->hook, (int)c->pair);
+  HTP__INVALID_IF(ctx,
+                  !c->x || !c->w.first || !c->w.second || !c->dy || !c->dx || !c->dw.first ||
+                      !c->dw.second || !c->compact_w,
+                  "%s: pair %d: x, a weight, dy, dx, a weight gradient or scratch is NULL", c->hook,
+                  (int)c->pair);
+  HTP__INVALID_IF(ctx, (c->w.bias == NULL) != (c->dw.bias == NULL),
+                  "%s: pair %d: a bias gradient is wanted exactly when there is a bias", c->hook,
+                  (int)c->pair);
+  HTP__INVALID_IF(ctx, c->batch < 1 || c->tokens < 1 || c->d < 1 || c->units < 1 || c->width < 1,
+                  "%s: pair %d: batch %lld, tokens %lld, model_dim %lld, units %lld, width %lld "
+                  "must all be >= 1",
+                  c->hook, (int)c->pair, (long long)c->batch, (long long)c->tokens, (long long)c->d,
+                  (long long)c->units, (long long)c->width);
+  HTP__INVALID_IF(ctx,
+                  c->batch > INT_MAX / c->tokens || c->d > INT_MAX ||
+                      c->units > INT_MAX / c->shape.parts / c->width,
+                  "%s: pair %d: a dimension exceeds BLAS's int range", c->hook, (int)c->pair);
   return HTP_OK;
 }
 
@@ -406,7 +410,7 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
                  .env = htp__kernel_env(ctx)};
   htp_result r = check_grad_call(ctx, &c);
   if (r != HTP_OK) return r;
-  HOOK_INVALID(ctx, !bqkv, "%s: pair %d: bqkv is NULL", c.hook, (int)pair);
+  HTP__INVALID_IF(ctx, !bqkv, "%s: pair %d: bqkv is NULL", c.hook, (int)pair);
   c.rows = batch * tokens;
   const int64_t weights = htp__units_floats(num_heads, 3, head_dim, model_dim);
   c.compact_dw = scratch + weights;
@@ -414,8 +418,8 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
   c.kernel_scratch = c.part + c.rows * model_dim;
   c.kernel_scratch_floats = htp_cpu_attention_backward_scratch_floats(batch, tokens, model_dim,
                                                                       num_heads, head_dim);
-  HOOK_INVALID(ctx, weights < 0 || c.kernel_scratch_floats < 0,
-               "%s: pair %d: the scratch's size overflows", c.hook, (int)pair);
+  HTP__INVALID_IF(ctx, weights < 0 || c.kernel_scratch_floats < 0,
+                  "%s: pair %d: the scratch's size overflows", c.hook, (int)pair);
   return run_pair_backward(ctx, &c, started);
 }
 
@@ -426,20 +430,33 @@ htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const
                                int32_t tanh_approx) {
   const double started = htp__hook_now(ctx);
   const char *hook = "htp_rt_mlp_grad_f32";
-  HOOK_INVALID(ctx, unit_width < 1 || hidden_dim < 1 || hidden_dim % unit_width != 0,
-               "%s: pair %d: hidden_dim %lld is not a positive multiple of unit_width %lld", hook,
-               (int)pair, (long long)hidden_dim, (long long)unit_width);
+  HTP__INVALID_IF(ctx, unit_width < 1 || hidden_dim < 1 || hidden_dim % unit_width != 0,
+                  "%s: pair %d: hidden_dim %lld is not a positive multiple of unit_width %lld",
+                  hook, (int)pair, (long long)hidden_dim, (long long)unit_width);
   const int64_t units = hidden_dim / unit_width;
-  grad_call c = {.kind = HTP_PAIR_MLP, .pair = pair, .hook = hook, .x = x, .dy = dy, .dx = dx,
+  grad_call c = {.kind = HTP_PAIR_MLP,
+                 .pair = pair,
+                 .hook = hook,
+                 .x = x,
+                 .dy = dy,
+                 .dx = dx,
                  .w = {(float *)w1, (float *)b1, (float *)w2, units},
-                 .dw = {dw1, db1, dw2, units}, .shape = {1, unit_width, model_dim},
-                 .batch = 1, .tokens = rows, .rows = rows, .d = model_dim, .units = units,
-                 .width = unit_width, .tanh_approx = tanh_approx, .compact_w = scratch,
-                 .kernels = htp__kernel_table(ctx), .env = htp__kernel_env(ctx)};
+                 .dw = {dw1, db1, dw2, units},
+                 .shape = {1, unit_width, model_dim},
+                 .batch = 1,
+                 .tokens = rows,
+                 .rows = rows,
+                 .d = model_dim,
+                 .units = units,
+                 .width = unit_width,
+                 .tanh_approx = tanh_approx,
+                 .compact_w = scratch,
+                 .kernels = htp__kernel_table(ctx),
+                 .env = htp__kernel_env(ctx)};
   htp_result r = check_grad_call(ctx, &c);
   if (r != HTP_OK) return r;
-  HOOK_INVALID(ctx, hidden_dim > INT_MAX, "%s: pair %d: a dimension exceeds BLAS's int range",
-               hook, (int)pair);
+  HTP__INVALID_IF(ctx, hidden_dim > INT_MAX, "%s: pair %d: a dimension exceeds BLAS's int range",
+                  hook, (int)pair);
   const int64_t weights = htp__units_floats(units, 1, unit_width, model_dim);
   c.compact_dw = scratch + weights;
   c.part = c.compact_dw + weights;

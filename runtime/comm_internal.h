@@ -121,6 +121,17 @@ HTP__HIDDEN htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char 
 /* Marks the world failed (the first failure wins) and calls notify_failure.
  * origin is the rank that failed it, or -1 when every rank sees the same
  * failure (a count mismatch). */
+/* A bad argument of a call this rank's peers wait behind (an op, a hook, a
+ * collective: they are, or soon will be, in a collective this rank would
+ * not reach): its message and a failed world, so the peers stop at once
+ * rather than at their deadline; without ctx just the code. The runtime's
+ * one such check. */
+#define HTP__INVALID_IF(ctx, condition, ...)                                                   \
+  do {                                                                                         \
+    if (condition)                                                                             \
+      return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID;        \
+  } while (0)
+
 /* Sets htp_world_last_error for the calling thread (per thread, like errno). */
 HTP__HIDDEN void htp__world_message(const htp_world *world, const char *format, ...)
     HTP__PRINTF(2, 3);

@@ -485,11 +485,6 @@ const char *htp_last_error(const htp_ctx *ctx) {
     if (entered_ != HTP_OK) return entered_;                                                   \
   } while (0)
 
-#define INVALID_IF(ctx, condition, ...)                                                        \
-  do {                                                                                         \
-    if (condition) return htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__);                      \
-  } while (0)
-
 static double deadline_of(const htp_ctx *ctx) { return htp_now() + ctx->world->config.timeout_s; }
 
 /* On a device the rank's own queued kernels finish first, outside the
@@ -550,13 +545,14 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
                             size_t count) {
   const char *what = htp__allreduce_name(elem);
   ENTER(ctx, what);
-  INVALID_IF(ctx, count > 0 && (!send || !recv), "%s: send (%p) or recv (%p) is NULL with count %zu",
-             what, send, recv, count);
-  INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large", what,
-             count);
+  HTP__INVALID_IF(ctx, count > 0 && (!send || !recv),
+                  "%s: send (%p) or recv (%p) is NULL with count %zu", what, send, recv, count);
+  HTP__INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large", what,
+                  count);
   SPACE_CHECK(ctx, what, "send", send, count, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "recv", recv, count, HTP__SPACE_DEVICE);
-  BACKEND_CALL(ctx, what, ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
+  BACKEND_CALL(ctx, what,
+               ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
 }
 
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
@@ -571,10 +567,11 @@ htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
                             size_t bytes) {
   ENTER(ctx, "htp_allgather");
-  INVALID_IF(ctx, bytes > 0 && (!send || !recv),
-             "htp_allgather: send (%p) or recv (%p) is NULL with bytes %zu", send, recv, bytes);
-  INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
-             "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
+  HTP__INVALID_IF(ctx, bytes > 0 && (!send || !recv),
+                  "htp_allgather: send (%p) or recv (%p) is NULL with bytes %zu", send, recv,
+                  bytes);
+  HTP__INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
+                  "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
   SPACE_CHECK(ctx, "htp_allgather", "send", send, bytes, space);
   SPACE_CHECK(ctx, "htp_allgather", "recv", recv, bytes, space);
   BACKEND_CALL(ctx, "htp_allgather",
@@ -591,27 +588,27 @@ htp_result htp__host_allgather(htp_ctx *ctx, const void *send, void *recv, size_
 
 htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
   ENTER(ctx, "htp_broadcast");
-  INVALID_IF(ctx, bytes > 0 && !buffer, "htp_broadcast: buffer is NULL with bytes %zu", bytes);
-  INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
-             "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
+  HTP__INVALID_IF(ctx, bytes > 0 && !buffer, "htp_broadcast: buffer is NULL with bytes %zu", bytes);
+  HTP__INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
+                  "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
   SPACE_CHECK(ctx, "htp_broadcast", "buffer", buffer, bytes, HTP__SPACE_DEVICE);
-  BACKEND_CALL(ctx, "htp_broadcast",
-               ctx->world->ops->broadcast(ctx, HTP__SPACE_DEVICE, buffer, bytes, root,
-                                          deadline_of(ctx)));
+  BACKEND_CALL(
+      ctx, "htp_broadcast",
+      ctx->world->ops->broadcast(ctx, HTP__SPACE_DEVICE, buffer, bytes, root, deadline_of(ctx)));
 }
 
 static htp_result check_peer(htp_ctx *ctx, const char *what, const void *buffer, size_t bytes,
                              int peer, int tag) {
-  INVALID_IF(ctx, bytes > 0 && !buffer, "%s: buffer is NULL with bytes %zu", what, bytes);
-  INVALID_IF(ctx, peer < 0 || peer >= ctx->world->size, "%s: peer %d is out of range [0, %d)",
-             what, peer, ctx->world->size);
-  INVALID_IF(ctx, peer == ctx->rank, "%s: peer %d is the calling rank itself", what, peer);
-  INVALID_IF(ctx, tag < 0, "%s: tag %d is negative", what, tag);
+  HTP__INVALID_IF(ctx, bytes > 0 && !buffer, "%s: buffer is NULL with bytes %zu", what, bytes);
+  HTP__INVALID_IF(ctx, peer < 0 || peer >= ctx->world->size, "%s: peer %d is out of range [0, %d)",
+                  what, peer, ctx->world->size);
+  HTP__INVALID_IF(ctx, peer == ctx->rank, "%s: peer %d is the calling rank itself", what, peer);
+  HTP__INVALID_IF(ctx, tag < 0, "%s: tag %d is negative", what, tag);
   return HTP_OK;
 }
 
-static htp_result send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes,
-                       int peer, int tag) {
+static htp_result send(htp_ctx *ctx, htp__space space, const void *buffer, size_t bytes, int peer,
+                       int tag) {
   ENTER(ctx, "htp_send");
   htp_result rc = check_peer(ctx, "htp_send", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;

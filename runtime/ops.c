@@ -15,14 +15,6 @@
 /* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
 _Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
 
-/* A bad argument: a message and a failed world, as the hooks do (the rank
- * would not reach the block's all-reduce); without ctx just the code. */
-#define OP_INVALID(ctx, condition, ...)                                                        \
-  do {                                                                                         \
-    if (condition)                                                                             \
-      return (ctx) ? htp__fail((ctx), HTP_ERR_INVALID, __VA_ARGS__) : HTP_ERR_INVALID;        \
-  } while (0)
-
 /* Calls `entry` of ctx's table with ctx's environment and turns a failure
  * into the context's message. */
 #define OP_DISPATCH(ctx, what, entry, ...)                                                     \
@@ -52,46 +44,46 @@ static int blas_dim(int64_t n) { return n >= 1 && n <= INT_MAX; }
 static htp_result check_linear(htp_ctx *ctx, const char *what, const void *x, const void *w,
                                const void *y, int64_t rows, int64_t in_features,
                                int64_t out_features) {
-  OP_INVALID(ctx, !x || !w || !y, "%s: x, w or y is NULL", what);
-  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
-             "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
-             (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
+  HTP__INVALID_IF(ctx, !x || !w || !y, "%s: x, w or y is NULL", what);
+  HTP__INVALID_IF(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
+                  "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
+                  (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
   return HTP_OK;
 }
 
 static htp_result check_layer_norm(htp_ctx *ctx, const char *what, const void *x,
                                    const void *gamma, const void *beta, const void *y,
                                    int64_t rows, int64_t dim, float epsilon) {
-  OP_INVALID(ctx, !x || !gamma || !beta || !y, "%s: x, gamma, beta or y is NULL", what);
-  OP_INVALID(ctx, rows < 1 || dim < 1 || rows > INT64_MAX / dim,
-             "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)dim);
-  OP_INVALID(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  HTP__INVALID_IF(ctx, !x || !gamma || !beta || !y, "%s: x, gamma, beta or y is NULL", what);
+  HTP__INVALID_IF(ctx, rows < 1 || dim < 1 || rows > INT64_MAX / dim,
+                  "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)dim);
+  HTP__INVALID_IF(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
   return HTP_OK;
 }
 
 static htp_result check_gelu(htp_ctx *ctx, const char *what, const void *x, const void *y,
                              int64_t n, int32_t tanh_approx) {
-  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
-  OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
-  OP_INVALID(ctx, tanh_approx != 0 && tanh_approx != 1, "%s: tanh_approx %d must be 0 or 1",
-             what, (int)tanh_approx);
+  HTP__INVALID_IF(ctx, !x || !y, "%s: x or y is NULL", what);
+  HTP__INVALID_IF(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
+  HTP__INVALID_IF(ctx, tanh_approx != 0 && tanh_approx != 1, "%s: tanh_approx %d must be 0 or 1",
+                  what, (int)tanh_approx);
   return HTP_OK;
 }
 
 static htp_result check_add(htp_ctx *ctx, const char *what, const void *a, const void *b,
                             const void *y, int64_t n) {
-  OP_INVALID(ctx, !a || !b || !y, "%s: a, b or y is NULL", what);
-  OP_INVALID(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
+  HTP__INVALID_IF(ctx, !a || !b || !y, "%s: a, b or y is NULL", what);
+  HTP__INVALID_IF(ctx, n < 1, "%s: n %lld must be >= 1", what, (long long)n);
   return HTP_OK;
 }
 
-static htp_result check_bias_add(htp_ctx *ctx, const char *what, const void *x,
-                                 const void *bias, const void *y, int64_t rows, int64_t cols) {
-  OP_INVALID(ctx, !x || !bias || !y, "%s: x, bias or y is NULL", what);
-  OP_INVALID(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
-             "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)cols);
+static htp_result check_bias_add(htp_ctx *ctx, const char *what, const void *x, const void *bias,
+                                 const void *y, int64_t rows, int64_t cols) {
+  HTP__INVALID_IF(ctx, !x || !bias || !y, "%s: x, bias or y is NULL", what);
+  HTP__INVALID_IF(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
+                  "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)cols);
   return HTP_OK;
 }
 
@@ -100,19 +92,19 @@ static htp_result check_attention(htp_ctx *ctx, const char *what, const void *x,
                                   const float *scratch, int64_t scratch_floats, int64_t batch,
                                   int64_t tokens, int64_t model_dim, int64_t num_heads,
                                   int64_t head_dim) {
-  OP_INVALID(ctx, !x || !wqkv || !wproj || !y || !scratch,
-             "%s: x, wqkv, wproj, y or scratch is NULL", what);
-  OP_INVALID(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
-             "%s: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim %lld must "
-             "all be >= 1",
-             what, (long long)batch, (long long)tokens, (long long)model_dim,
-             (long long)num_heads, (long long)head_dim);
-  OP_INVALID(ctx,
-             batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
-                 num_heads > INT_MAX / 3 / head_dim,
-             "%s: a dimension exceeds BLAS's int range", what);
-  OP_INVALID(ctx, scratch_floats < 0, "%s: scratch_floats %lld is negative", what,
-             (long long)scratch_floats);
+  HTP__INVALID_IF(ctx, !x || !wqkv || !wproj || !y || !scratch,
+                  "%s: x, wqkv, wproj, y or scratch is NULL", what);
+  HTP__INVALID_IF(ctx, batch < 1 || tokens < 1 || model_dim < 1 || num_heads < 1 || head_dim < 1,
+                  "%s: batch %lld, tokens %lld, model_dim %lld, num_heads %lld, head_dim %lld must "
+                  "all be >= 1",
+                  what, (long long)batch, (long long)tokens, (long long)model_dim,
+                  (long long)num_heads, (long long)head_dim);
+  HTP__INVALID_IF(ctx,
+                  batch > INT_MAX / tokens || tokens > INT_MAX / tokens || model_dim > INT_MAX ||
+                      num_heads > INT_MAX / 3 / head_dim,
+                  "%s: a dimension exceeds BLAS's int range", what);
+  HTP__INVALID_IF(ctx, scratch_floats < 0, "%s: scratch_floats %lld is negative", what,
+                  (long long)scratch_floats);
   return HTP_OK;
 }
 
@@ -220,7 +212,7 @@ htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t
 htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   const char *what = "htp_op_copy";
   if (bytes == 0) return HTP_OK;
-  OP_INVALID(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  HTP__INVALID_IF(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
   OP_DISPATCH(ctx, what, copy, dst, src, bytes);
 }
 
@@ -263,25 +255,25 @@ static int sizes_fit(int64_t a, int64_t b, int64_t c) {
 static htp_result check_patch_embed(htp_ctx *ctx, const char *what, int64_t scratch_floats,
                                     int64_t batch, int64_t channels, int64_t height,
                                     int64_t width, int64_t patch, int64_t dim) {
-  OP_INVALID(ctx,
-             batch < 1 || channels < 1 || height < 1 || width < 1 || patch < 1 || dim < 1,
-             "%s: batch %lld, channels %lld, height %lld, width %lld, patch %lld, dim %lld must "
-             "all be >= 1",
-             what, (long long)batch, (long long)channels, (long long)height, (long long)width,
-             (long long)patch, (long long)dim);
-  OP_INVALID(ctx, height % patch != 0 || width % patch != 0,
-             "%s: height %lld and width %lld must be multiples of patch %lld", what,
-             (long long)height, (long long)width, (long long)patch);
+  HTP__INVALID_IF(
+      ctx, batch < 1 || channels < 1 || height < 1 || width < 1 || patch < 1 || dim < 1,
+      "%s: batch %lld, channels %lld, height %lld, width %lld, patch %lld, dim %lld must "
+      "all be >= 1",
+      what, (long long)batch, (long long)channels, (long long)height, (long long)width,
+      (long long)patch, (long long)dim);
+  HTP__INVALID_IF(ctx, height % patch != 0 || width % patch != 0,
+                  "%s: height %lld and width %lld must be multiples of patch %lld", what,
+                  (long long)height, (long long)width, (long long)patch);
   const int64_t rows = htp__size_mul(batch, htp__size_mul(height / patch, width / patch));
   const int64_t features = htp__size_mul(channels, htp__size_mul(patch, patch));
-  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(features) || !blas_dim(dim),
-             "%s: the patch linear's rows %lld, features %lld or dim %lld exceed BLAS's int "
-             "range",
-             what, (long long)rows, (long long)features, (long long)dim);
+  HTP__INVALID_IF(ctx, !blas_dim(rows) || !blas_dim(features) || !blas_dim(dim),
+                  "%s: the patch linear's rows %lld, features %lld or dim %lld exceed BLAS's int "
+                  "range",
+                  what, (long long)rows, (long long)features, (long long)dim);
   const int64_t needed = htp__size_mul(rows, features);
-  OP_INVALID(ctx, needed < 0 || scratch_floats < needed,
-             "%s: scratch holds %lld floats, the patches need %lld", what,
-             (long long)scratch_floats, (long long)needed);
+  HTP__INVALID_IF(ctx, needed < 0 || scratch_floats < needed,
+                  "%s: scratch holds %lld floats, the patches need %lld", what,
+                  (long long)scratch_floats, (long long)needed);
   return HTP_OK;
 }
 
@@ -290,10 +282,10 @@ htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float
                                   int64_t scratch_floats, int64_t batch, int64_t channels,
                                   int64_t height, int64_t width, int64_t patch, int64_t dim) {
   const char *what = "htp_op_patch_embed_f32";
-  OP_INVALID(ctx, !images || !w || !b || !y || !scratch,
-             "%s: images, w, b, y or scratch is NULL", what);
-  OP_CHECKED(check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width,
-                               patch, dim));
+  HTP__INVALID_IF(ctx, !images || !w || !b || !y || !scratch,
+                  "%s: images, w, b, y or scratch is NULL", what);
+  OP_CHECKED(
+      check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width, patch, dim));
   OP_NEEDS(ctx, what, patchify_f32);
   OP_NEEDS(ctx, what, linear_f32);
   OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
@@ -307,10 +299,10 @@ htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images, co
                                            int64_t channels, int64_t height, int64_t width,
                                            int64_t patch, int64_t dim) {
   const char *what = "htp_op_patch_embed_backward_f32";
-  OP_INVALID(ctx, !images || !dy || !dw || !db || !scratch,
-             "%s: images, dy, dw, db or scratch is NULL", what);
-  OP_CHECKED(check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width,
-                               patch, dim));
+  HTP__INVALID_IF(ctx, !images || !dy || !dw || !db || !scratch,
+                  "%s: images, dy, dw, db or scratch is NULL", what);
+  OP_CHECKED(
+      check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width, patch, dim));
   OP_NEEDS(ctx, what, patchify_f32);
   OP_NEEDS(ctx, what, linear_backward_f32);
   OP_NEEDS(ctx, what, zero);
@@ -328,13 +320,13 @@ htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const flo
                                    const float *pos, float *y, int64_t batch,
                                    int64_t patches_per_image, int64_t dim) {
   const char *what = "htp_op_embed_tokens_f32";
-  OP_INVALID(ctx, !patches || !cls || !pos || !y, "%s: patches, cls, pos or y is NULL", what);
-  OP_INVALID(ctx,
-             patches_per_image < 1 || patches_per_image >= INT64_MAX ||
-                 !sizes_fit(batch, patches_per_image + 1, dim),
-             "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and the "
-             "output's size fit)",
-             what, (long long)batch, (long long)patches_per_image, (long long)dim);
+  HTP__INVALID_IF(ctx, !patches || !cls || !pos || !y, "%s: patches, cls, pos or y is NULL", what);
+  HTP__INVALID_IF(ctx,
+                  patches_per_image < 1 || patches_per_image >= INT64_MAX ||
+                      !sizes_fit(batch, patches_per_image + 1, dim),
+                  "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and the "
+                  "output's size fit)",
+                  what, (long long)batch, (long long)patches_per_image, (long long)dim);
   OP_DISPATCH(ctx, what, embed_tokens_f32, patches, cls, pos, y, batch, patches_per_image, dim);
 }
 
@@ -342,14 +334,14 @@ htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float
                                             float *dcls, float *dpos, int64_t batch,
                                             int64_t patches_per_image, int64_t dim) {
   const char *what = "htp_op_embed_tokens_backward_f32";
-  OP_INVALID(ctx, !dy || !dpatches || !dcls || !dpos, "%s: dy, dpatches, dcls or dpos is NULL",
-             what);
-  OP_INVALID(ctx,
-             patches_per_image < 1 || patches_per_image >= INT64_MAX ||
-                 !sizes_fit(batch, patches_per_image + 1, dim),
-             "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and dy's size "
-             "fit)",
-             what, (long long)batch, (long long)patches_per_image, (long long)dim);
+  HTP__INVALID_IF(ctx, !dy || !dpatches || !dcls || !dpos, "%s: dy, dpatches, dcls or dpos is NULL",
+                  what);
+  HTP__INVALID_IF(ctx,
+                  patches_per_image < 1 || patches_per_image >= INT64_MAX ||
+                      !sizes_fit(batch, patches_per_image + 1, dim),
+                  "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and dy's size "
+                  "fit)",
+                  what, (long long)batch, (long long)patches_per_image, (long long)dim);
   OP_NEEDS(ctx, what, embed_tokens_backward_f32);
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dcls, dim);
@@ -361,20 +353,20 @@ htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float
 htp_result htp_op_cls_token_f32(htp_ctx *ctx, const float *x, float *y, int64_t batch,
                                 int64_t tokens, int64_t dim) {
   const char *what = "htp_op_cls_token_f32";
-  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
-  OP_INVALID(ctx, !sizes_fit(batch, tokens, dim),
-             "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and x's size fit)", what,
-             (long long)batch, (long long)tokens, (long long)dim);
+  HTP__INVALID_IF(ctx, !x || !y, "%s: x or y is NULL", what);
+  HTP__INVALID_IF(ctx, !sizes_fit(batch, tokens, dim),
+                  "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and x's size fit)", what,
+                  (long long)batch, (long long)tokens, (long long)dim);
   OP_DISPATCH(ctx, what, cls_token_f32, x, y, batch, tokens, dim);
 }
 
 htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
                                          int64_t batch, int64_t tokens, int64_t dim) {
   const char *what = "htp_op_cls_token_backward_f32";
-  OP_INVALID(ctx, !dy || !dx, "%s: dy or dx is NULL", what);
-  OP_INVALID(ctx, !sizes_fit(batch, tokens, dim),
-             "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and dx's size fit)", what,
-             (long long)batch, (long long)tokens, (long long)dim);
+  HTP__INVALID_IF(ctx, !dy || !dx, "%s: dy or dx is NULL", what);
+  HTP__INVALID_IF(ctx, !sizes_fit(batch, tokens, dim),
+                  "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and dx's size fit)", what,
+                  (long long)batch, (long long)tokens, (long long)dim);
   OP_DISPATCH(ctx, what, cls_token_backward_f32, dy, dx, batch, tokens, dim);
 }
 
@@ -384,12 +376,12 @@ static int nonnegative(float value) { return value >= 0.0f && isfinite(value); }
 htp_result htp_op_sgd_momentum_f32(htp_ctx *ctx, float *w, const float *g, float *m, int64_t n,
                                    float lr, float momentum, float weight_decay, int64_t step) {
   const char *what = "htp_op_sgd_momentum_f32";
-  OP_INVALID(ctx, !w || !g || !m, "%s: w, g or m is NULL", what);
-  OP_INVALID(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
-             (long long)n, (long long)step);
-  OP_INVALID(ctx, !nonnegative(lr) || !nonnegative(momentum) || !nonnegative(weight_decay),
-             "%s: lr %g, momentum %g and weight_decay %g must be finite and >= 0", what,
-             (double)lr, (double)momentum, (double)weight_decay);
+  HTP__INVALID_IF(ctx, !w || !g || !m, "%s: w, g or m is NULL", what);
+  HTP__INVALID_IF(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
+                  (long long)n, (long long)step);
+  HTP__INVALID_IF(ctx, !nonnegative(lr) || !nonnegative(momentum) || !nonnegative(weight_decay),
+                  "%s: lr %g, momentum %g and weight_decay %g must be finite and >= 0", what,
+                  (double)lr, (double)momentum, (double)weight_decay);
   OP_DISPATCH(ctx, what, sgd_momentum_f32, w, g, m, n, lr, momentum, weight_decay, step);
 }
 
@@ -397,27 +389,27 @@ htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, fl
                             int64_t n, float lr, float beta1, float beta2, float epsilon,
                             float weight_decay, int64_t step) {
   const char *what = "htp_op_adamw_f32";
-  OP_INVALID(ctx, !w || !g || !m || !v, "%s: w, g, m or v is NULL", what);
-  OP_INVALID(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
-             (long long)n, (long long)step);
-  OP_INVALID(ctx, !nonnegative(lr) || !nonnegative(weight_decay),
-             "%s: lr %g and weight_decay %g must be finite and >= 0", what, (double)lr,
-             (double)weight_decay);
-  OP_INVALID(ctx, !(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f) ||
+  HTP__INVALID_IF(ctx, !w || !g || !m || !v, "%s: w, g, m or v is NULL", what);
+  HTP__INVALID_IF(ctx, n < 1 || step < 1, "%s: n %lld and step %lld must be >= 1", what,
+                  (long long)n, (long long)step);
+  HTP__INVALID_IF(ctx, !nonnegative(lr) || !nonnegative(weight_decay),
+                  "%s: lr %g and weight_decay %g must be finite and >= 0", what, (double)lr,
+                  (double)weight_decay);
+  HTP__INVALID_IF(ctx,
+                  !(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f) ||
                       !(epsilon > 0.0f && isfinite(epsilon)),
-             "%s: beta1 %g and beta2 %g must be in [0, 1), epsilon %g finite and > 0", what,
-             (double)beta1, (double)beta2, (double)epsilon);
-  OP_DISPATCH(ctx, what, adamw_f32, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay,
-              step);
+                  "%s: beta1 %g and beta2 %g must be in [0, 1), epsilon %g finite and > 0", what,
+                  (double)beta1, (double)beta2, (double)epsilon);
+  OP_DISPATCH(ctx, what, adamw_f32, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay, step);
 }
 
 htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits, const float *targets,
                                     float *loss, int64_t rows, int64_t classes) {
   const char *what = "htp_op_cross_entropy_f32";
-  OP_INVALID(ctx, !logits || !targets || !loss, "%s: logits, targets or loss is NULL", what);
-  OP_INVALID(ctx, !sizes_fit(rows, classes, 1),
-             "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)classes);
+  HTP__INVALID_IF(ctx, !logits || !targets || !loss, "%s: logits, targets or loss is NULL", what);
+  HTP__INVALID_IF(ctx, !sizes_fit(rows, classes, 1),
+                  "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)classes);
   OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, loss, NULL, rows, classes);
 }
 
@@ -425,23 +417,22 @@ htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
                                              const float *targets, float *dlogits,
                                              int64_t rows, int64_t classes) {
   const char *what = "htp_op_cross_entropy_backward_f32";
-  OP_INVALID(ctx, !logits || !targets || !dlogits, "%s: logits, targets or dlogits is NULL",
-             what);
-  OP_INVALID(ctx, !sizes_fit(rows, classes, 1),
-             "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)classes);
-  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, NULL, dlogits, rows,
-              classes);
+  HTP__INVALID_IF(ctx, !logits || !targets || !dlogits, "%s: logits, targets or dlogits is NULL",
+                  what);
+  HTP__INVALID_IF(ctx, !sizes_fit(rows, classes, 1),
+                  "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)classes);
+  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, NULL, dlogits, rows, classes);
 }
 
 htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float *w,
                                       const float *dy, float *dx, float *dw, float *db,
                                       int64_t rows, int64_t in_features, int64_t out_features) {
   const char *what = "htp_op_linear_backward_f32";
-  OP_INVALID(ctx, !x || !w || !dy || !dx || !dw, "%s: x, w, dy, dx or dw is NULL", what);
-  OP_INVALID(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
-             "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
-             (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
+  HTP__INVALID_IF(ctx, !x || !w || !dy || !dx || !dw, "%s: x, w, dy, dx or dw is NULL", what);
+  HTP__INVALID_IF(ctx, !blas_dim(rows) || !blas_dim(in_features) || !blas_dim(out_features),
+                  "%s: rows %lld, in_features %lld, out_features %lld must be in [1, %d]", what,
+                  (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
   OP_NEEDS(ctx, what, linear_backward_f32);
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dw, out_features * in_features);
@@ -455,12 +446,12 @@ htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const fl
                                           float *dbeta, int64_t rows, int64_t dim,
                                           float epsilon) {
   const char *what = "htp_op_layer_norm_backward_f32";
-  OP_INVALID(ctx, !x || !gamma || !dy || !dx || !dgamma || !dbeta,
-             "%s: x, gamma, dy, dx, dgamma or dbeta is NULL", what);
-  OP_INVALID(ctx, !sizes_fit(rows, dim, 1),
-             "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)dim);
-  OP_INVALID(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  HTP__INVALID_IF(ctx, !x || !gamma || !dy || !dx || !dgamma || !dbeta,
+                  "%s: x, gamma, dy, dx, dgamma or dbeta is NULL", what);
+  HTP__INVALID_IF(ctx, !sizes_fit(rows, dim, 1),
+                  "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)dim);
+  HTP__INVALID_IF(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
   OP_NEEDS(ctx, what, layer_norm_backward_f32);
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dgamma, dim);
@@ -472,7 +463,7 @@ htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const fl
 htp_result htp_op_gelu_backward_f32(htp_ctx *ctx, const float *x, const float *dy, float *dx,
                                     int64_t n, int32_t tanh_approx) {
   const char *what = "htp_op_gelu_backward_f32";
-  OP_INVALID(ctx, !dy, "%s: dy is NULL", what);
+  HTP__INVALID_IF(ctx, !dy, "%s: dy is NULL", what);
   OP_CHECKED(check_gelu(ctx, what, x, dx, n, tanh_approx));
   OP_DISPATCH(ctx, what, gelu_backward_f32, x, dy, dx, n, tanh_approx);
 }
@@ -484,19 +475,19 @@ htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const flo
                                          int64_t batch, int64_t tokens, int64_t model_dim,
                                          int64_t num_heads, int64_t head_dim) {
   const char *what = "htp_op_attention_backward_f32";
-  OP_INVALID(ctx, !dy || !dwqkv || !dbqkv || !dwproj, "%s: dy, dwqkv, dbqkv or dwproj is NULL",
-             what);
-  OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, dx, scratch, scratch_floats, batch,
-                             tokens, model_dim, num_heads, head_dim));
+  HTP__INVALID_IF(ctx, !dy || !dwqkv || !dbqkv || !dwproj, "%s: dy, dwqkv, dbqkv or dwproj is NULL",
+                  what);
+  OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, dx, scratch, scratch_floats, batch, tokens,
+                             model_dim, num_heads, head_dim));
   OP_NEEDS(ctx, what, attention_backward_f32);
   OP_NEEDS(ctx, what, zero);
   const htp_kernel_table *table = htp__kernel_table(ctx);
   if (table->attention_backward_scratch_floats) { /* refused before anything is cleared */
     const int64_t needed = table->attention_backward_scratch_floats(batch, tokens, model_dim,
                                                                     num_heads, head_dim);
-    OP_INVALID(ctx, needed < 0 || scratch_floats < needed,
-               "%s: scratch holds %lld floats, the %s kernel needs %lld", what,
-               (long long)scratch_floats, table->name, (long long)needed);
+    HTP__INVALID_IF(ctx, needed < 0 || scratch_floats < needed,
+                    "%s: scratch holds %lld floats, the %s kernel needs %lld", what,
+                    (long long)scratch_floats, table->name, (long long)needed);
   }
   const int64_t wide = 3 * num_heads * head_dim;
   OP_ZERO(ctx, what, dwqkv, wide * model_dim);
@@ -511,10 +502,10 @@ htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const flo
 htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t rows,
                               int64_t cols) {
   const char *what = "htp_op_row_sum_f32";
-  OP_INVALID(ctx, !x || !y, "%s: x or y is NULL", what);
-  OP_INVALID(ctx, !sizes_fit(rows, cols, 1),
-             "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
-             (long long)rows, (long long)cols);
+  HTP__INVALID_IF(ctx, !x || !y, "%s: x or y is NULL", what);
+  HTP__INVALID_IF(ctx, !sizes_fit(rows, cols, 1),
+                  "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)cols);
   OP_DISPATCH(ctx, what, row_sum_f32, x, y, rows, cols);
 }
 
@@ -522,7 +513,7 @@ htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t ro
 
 htp_result htp_mem_alloc(htp_ctx *ctx, size_t bytes, void **out) {
   const char *what = "htp_mem_alloc";
-  OP_INVALID(ctx, !out || bytes == 0, "%s: %zu bytes into %p", what, bytes, (void *)out);
+  HTP__INVALID_IF(ctx, !out || bytes == 0, "%s: %zu bytes into %p", what, bytes, (void *)out);
   *out = NULL;
   OP_DISPATCH(ctx, what, alloc, bytes, out);
 }
@@ -535,21 +526,21 @@ htp_result htp_mem_free(htp_ctx *ctx, void *ptr) {
 htp_result htp_mem_upload(htp_ctx *ctx, void *dst, const void *host_src, size_t bytes) {
   const char *what = "htp_mem_upload";
   if (bytes == 0) return HTP_OK;
-  OP_INVALID(ctx, !dst || !host_src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  HTP__INVALID_IF(ctx, !dst || !host_src, "%s: dst or src is NULL with bytes %zu", what, bytes);
   OP_DISPATCH(ctx, what, to_device, dst, host_src, bytes);
 }
 
 htp_result htp_mem_download(htp_ctx *ctx, void *host_dst, const void *src, size_t bytes) {
   const char *what = "htp_mem_download";
   if (bytes == 0) return HTP_OK;
-  OP_INVALID(ctx, !host_dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  HTP__INVALID_IF(ctx, !host_dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
   OP_DISPATCH(ctx, what, to_host, host_dst, src, bytes);
 }
 
 htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_bytes) {
   const char *what = "htp_mem_info";
-  OP_INVALID(ctx, !ctx || !free_bytes || !total_bytes, "%s: ctx or a result pointer is NULL",
-             what);
+  HTP__INVALID_IF(ctx, !ctx || !free_bytes || !total_bytes, "%s: ctx or a result pointer is NULL",
+                  what);
   /* Host memory has no device count: not a failure of the world. */
   if (!htp__kernel_table(ctx)->memory)
     return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED, "%s: the %s device's memory is the host's",
@@ -573,14 +564,14 @@ htp_result htp_ctx_synchronize(htp_ctx *ctx) {
 
 htp_result htp__ctx_mark_timer(htp_ctx *ctx, int timer, int which) {
   const char *what = "htp_ctx_mark";
-  OP_INVALID(ctx, !ctx, "%s: ctx is NULL", what);
-  OP_INVALID(ctx, which != 0 && which != 1, "%s: mark %d must be 0 or 1", what, which);
+  HTP__INVALID_IF(ctx, !ctx, "%s: ctx is NULL", what);
+  HTP__INVALID_IF(ctx, which != 0 && which != 1, "%s: mark %d must be 0 or 1", what, which);
   OP_DISPATCH(ctx, what, mark, (int32_t)timer, (int32_t)which);
 }
 
 htp_result htp__ctx_elapsed_timer(htp_ctx *ctx, int timer, double *seconds) {
   const char *what = "htp_ctx_elapsed";
-  OP_INVALID(ctx, !ctx || !seconds, "%s: ctx or seconds is NULL", what);
+  HTP__INVALID_IF(ctx, !ctx || !seconds, "%s: ctx or seconds is NULL", what);
   OP_DISPATCH(ctx, what, elapsed, (int32_t)timer, seconds);
 }
 
