@@ -29,6 +29,11 @@ static void norm_row(const float *in, const float *gamma, const float *beta, flo
     out[i] = (float)((double)in[i] - mean) * inv_std * gamma[i] + beta[i];
 }
 
+void htp__layer_norm_row(const float *in, const float *gamma, const float *beta, float *out,
+                         int64_t dim, float epsilon) {
+  norm_row(in, gamma, beta, out, dim, epsilon);
+}
+
 struct norm_job {
   const float *x, *gamma, *beta;
   float *y;

@@ -274,6 +274,18 @@ static void attention_and_units(void **state) {
       ref[r * DIM + o] = s;
     }
   assert_close_bf16(y, ref, R * DIM, 1e-5);
+  /* Both ways of cutting the work into tasks (with oneDNN: one thread
+   * takes an image per task, four an (image, head) each), same bound. */
+  const int threads = htp_cpu_blas_threads();
+  for (int count = 1; count <= 4; count *= 4) {
+    htp_bf16 again[R * DIM];
+    htp_cpu_set_blas_threads(count);
+    assert_int_equal(t->attention_bf16(&env, x, wq, bq, wp, bp, again, scratch, scratch_floats,
+                                       BATCH, TOKENS, DIM, HEADS, HEAD_DIM),
+                     HTP_KERNEL_OK);
+    assert_close_bf16(again, ref, R * DIM, 1e-5);
+  }
+  htp_cpu_set_blas_threads(threads);
 
   /* Listed heads: heads 2 and 0; head 1's columns stay as they were. */
   const int32_t heads[] = {2, 0};
