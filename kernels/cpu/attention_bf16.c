@@ -3,21 +3,26 @@
  * The bf16 attention entry's work as oneDNN bf16 matmuls (AMX tiles,
  * AVX512-BF16), with the entry's contract kept: f32 accumulation, f32
  * intermediates, y rounded once. qkv = x · wqkvᵀ + b is a bf16 product
- * into f32. Its q, k and v, and the softmax's p, are f32 values, which the
- * bf16 units cannot take whole; each is split into two bf16 parts,
- * v = hi + lo with hi = bf16(v) and lo = bf16(v - hi) (within 2^-16 |v|),
- * and a product of two such operands is taken as three bf16 products
- * summed in f32, hi·hi + hi·lo + lo·hi (lo·lo, below 2^-16 of the
- * product, is left out): one matmul each, over the parts side by side
- * along k, q = [qhi | qhi | qlo] against k = [khi | klo | khi]. The softmax
- * itself stays in f32 (the f32 kernel's: max, htp__expf, the division by
- * the sum left to the context). The context is split the same way and the
- * output projection is one matmul over [chi | clo] and [wproj | wproj],
- * rounding y once. Three times the bf16 work of a plain bf16 attention, and
- * still several times faster than the f32 kernel's.
+ * into f32. Its q, k and v, the softmax's p and the context are f32 values,
+ * which the bf16 units cannot take whole; each is split into bf16 pieces,
+ * hi = bf16(v), then the rest likewise, and a product of two split operands
+ * is the sum in f32 of the pieces' products, one matmul over the pieces
+ * side by side along k:
+ *   scores q·kᵀ: three pieces each (exact: three bf16 hold f32's 24 bits),
+ *     the six products down to 2^-24 of the whole (an error of e in a
+ *     score is one of e relative in its probability, and scores reach the
+ *     tens: two pieces, 2^-16, failed kernels.bf16's bound at 197 tokens);
+ *   p·v: two pieces each, hi·hi + hi·lo + lo·hi (within 2^-16);
+ *   the output projection: the context in two pieces against wproj twice.
+ * The softmax itself stays in f32 (the f32 kernel's: max, htp__expf, the
+ * division by the sum left to the context). Four times the bf16 work of a
+ * plain bf16 attention's products, and still faster than the f32 kernel.
  *
- * One task per (image, head) on the kernels' pool; a task's operands live
- * in its thread's work room (cpu/onednn.c), about 0.7 MiB for ViT-B.
+ * Tasks on the kernels' pool: an image each where there are at least two
+ * per thread (the image's qkv, 1.8 MiB of f32 for ViT-B, stays in the
+ * thread's work room, cpu/onednn.c, instead of going through memory), else
+ * an (image, head) each after one qkv GEMM over all rows. A head's operands
+ * take about 0.8 MiB of the room for ViT-B.
  * Built where the GEMMs are oneDNN's; non-zero from the entry point sends
  * the caller to the widening path.
  *===----------------------------------------------------------------------===*/
@@ -51,6 +56,27 @@ static void split(const float *x, float scale, htp_bf16 *hi, htp_bf16 *hi2, htp_
   }
   if (hi2)
     for (int64_t i = 0; i < n; i++) hi2[i] = hi[i];
+}
+
+/* The scores' operands in three pieces, v = hi + mid + lo exactly, and the
+ * six products down to 2^-24 of the whole, along k:
+ *   q: [hi | hi  | hi | mid | mid | lo]
+ *   k: [hi | mid | lo | hi  | mid | hi]
+ * The pieces of each part are placed where its row of SCORE_Q / SCORE_K
+ * says (0 hi, 1 mid, 2 lo). */
+static const int SCORE_Q[6] = {0, 0, 0, 1, 1, 2}, SCORE_K[6] = {0, 1, 2, 0, 1, 0};
+
+HTP_VECTOR_CLONES
+static void split3(const float *x, float scale, htp_bf16 *row, int64_t n, const int *where) {
+  for (int64_t i = 0; i < n; i++) {
+    const float v = x[i] * scale;
+    const htp_bf16 hi = htp_bf16_from_f32(v);
+    const float rest = v - htp_bf16_to_f32(hi);
+    const htp_bf16 mid = htp_bf16_from_f32(rest);
+    const htp_bf16 lo = htp_bf16_from_f32(rest - htp_bf16_to_f32(mid));
+    const htp_bf16 piece[3] = {hi, mid, lo};
+    for (int part = 0; part < 6; part++) row[part * n + i] = piece[where[part]];
+  }
 }
 
 /* One softmax row's numerators p = e^(s - max s), split into pcat's three
@@ -119,7 +145,7 @@ static int take_room(const struct head_job *job, head_room *room) {
   room->qkv = room->inv + tokens;
   /* The zero padding along k (the same for every head). */
   for (int64_t t = 0; t < tokens; t++) {
-    for (int64_t i = 3 * head_dim; i < kq; i++) room->qcat[t * kq + i] = room->kcat[t * kq + i] = 0;
+    for (int64_t i = 6 * head_dim; i < kq; i++) room->qcat[t * kq + i] = room->kcat[t * kq + i] = 0;
     for (int64_t i = 3 * tokens; i < kp; i++) room->pcat[t * kp + i] = 0;
   }
   for (int64_t i = 3 * tokens * head_dim; i < kp * head_dim; i++) room->vcat[i] = 0;
@@ -151,8 +177,8 @@ static int one_head(const struct head_job *job, const head_room *room, const flo
         for (int64_t d = 0; d < head_dim; d += 16)
           __builtin_prefetch(q + PREFETCH_ROWS * stride + part * inner + d);
     htp_bf16 *qr = qcat + t * kq, *kr = kcat + t * kq;
-    split(q, job->scale, qr, qr + head_dim, qr + 2 * head_dim, head_dim);
-    split(k, 1.0f, kr, kr + 2 * head_dim, kr + head_dim, head_dim);
+    split3(q, job->scale, qr, head_dim, SCORE_Q);
+    split3(k, 1.0f, kr, head_dim, SCORE_K);
     split(v, 1.0f, vcat + t * head_dim, vcat + (2 * tokens + t) * head_dim,
           vcat + (tokens + t) * head_dim, head_dim);
   }
@@ -237,7 +263,7 @@ int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
    * qkv stays in the thread's room instead of going through memory in f32. */
   const int per_image = batch >= 2 * htp__threads();
   struct head_job job = {per_image ? NULL : qkv, x, wqkv, bqkv, ccat, tokens, num_heads,
-                         head_dim, inner, model_dim, padded_k(3 * head_dim),
+                         head_dim, inner, model_dim, padded_k(6 * head_dim),
                          padded_k(3 * tokens), 1.0f / sqrtf((float)head_dim), 0};
   int failed =
       per_image ? 0 : htp__onednn_linear_bf16_f32(x, wqkv, bqkv, qkv, rows, model_dim, 3 * inner);
