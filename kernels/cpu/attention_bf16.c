@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { PREFETCH_ROWS = 6 };
 
@@ -58,24 +59,37 @@ static void split(const float *x, float scale, htp_bf16 *hi, htp_bf16 *hi2, htp_
     for (int64_t i = 0; i < n; i++) hi2[i] = hi[i];
 }
 
-/* The scores' operands in three pieces, v = hi + mid + lo exactly, and the
- * six products down to 2^-24 of the whole, along k:
+/* The scores' operands in three pieces, v = hi + mid + lo exactly; the six
+ * products down to 2^-24 of the whole are taken along k as
  *   q: [hi | hi  | hi | mid | mid | lo]
- *   k: [hi | mid | lo | hi  | mid | hi]
- * The pieces of each part are placed where its row of SCORE_Q / SCORE_K
- * says (0 hi, 1 mid, 2 lo). */
-static const int SCORE_Q[6] = {0, 0, 0, 1, 1, 2}, SCORE_K[6] = {0, 1, 2, 0, 1, 0};
-
+ *   k: [hi | mid | lo | hi  | mid | hi]  */
 HTP_VECTOR_CLONES
-static void split3(const float *x, float scale, htp_bf16 *row, int64_t n, const int *where) {
+static void split3(const float *x, float scale, htp_bf16 *hi, htp_bf16 *mid, htp_bf16 *lo,
+                   int64_t n) {
   for (int64_t i = 0; i < n; i++) {
     const float v = x[i] * scale;
-    const htp_bf16 hi = htp_bf16_from_f32(v);
-    const float rest = v - htp_bf16_to_f32(hi);
-    const htp_bf16 mid = htp_bf16_from_f32(rest);
-    const htp_bf16 lo = htp_bf16_from_f32(rest - htp_bf16_to_f32(mid));
-    const htp_bf16 piece[3] = {hi, mid, lo};
-    for (int part = 0; part < 6; part++) row[part * n + i] = piece[where[part]];
+    const htp_bf16 h = htp_bf16_from_f32(v);
+    const float rest = v - htp_bf16_to_f32(h);
+    const htp_bf16 m = htp_bf16_from_f32(rest);
+    hi[i] = h;
+    mid[i] = m;
+    lo[i] = htp_bf16_from_f32(rest - htp_bf16_to_f32(m));
+  }
+}
+
+/* One row of q (scaled) or k, n values, into its six parts of n. */
+static void score_row(const float *x, float scale, int is_q, htp_bf16 *row, int64_t n) {
+  const size_t bytes = (size_t)n * sizeof *row;
+  if (is_q) {
+    split3(x, scale, row, row + 3 * n, row + 5 * n, n);
+    memcpy(row + n, row, bytes);
+    memcpy(row + 2 * n, row, bytes);
+    memcpy(row + 4 * n, row + 3 * n, bytes);
+  } else {
+    split3(x, scale, row, row + n, row + 2 * n, n);
+    memcpy(row + 3 * n, row, bytes);
+    memcpy(row + 4 * n, row + n, bytes);
+    memcpy(row + 5 * n, row, bytes);
   }
 }
 
@@ -177,8 +191,8 @@ static int one_head(const struct head_job *job, const head_room *room, const flo
         for (int64_t d = 0; d < head_dim; d += 16)
           __builtin_prefetch(q + PREFETCH_ROWS * stride + part * inner + d);
     htp_bf16 *qr = qcat + t * kq, *kr = kcat + t * kq;
-    split3(q, job->scale, qr, head_dim, SCORE_Q);
-    split3(k, 1.0f, kr, head_dim, SCORE_K);
+    score_row(q, job->scale, 1, qr, head_dim);
+    score_row(k, 1.0f, 0, kr, head_dim);
     split(v, 1.0f, vcat + t * head_dim, vcat + (2 * tokens + t) * head_dim,
           vcat + (tokens + t) * head_dim, head_dim);
   }
