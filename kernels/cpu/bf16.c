@@ -1,13 +1,15 @@
 /*===- kernels/cpu/bf16.c - The CPU table's bf16 entries and the sums -----===*
  *
- * Linears run as oneDNN bf16 matmuls where the build has oneDNN and it has
- * a bf16 matmul for this CPU (cpu/onednn.c: AMX, AVX512-BF16; the same f32
- * accumulation and one rounding). Otherwise, and for every other entry,
- * each bf16 entry widens its operands to f32 (exact), runs the f32 entry of the same table
- * (its checks included) and rounds each output once (kernels/htp_bf16.h):
- * the numbers are those of the f32 kernel on bf16-valued data, f32
- * accumulation throughout. The elementwise add and bias add work per element
- * and need no buffer; the others take their f32 copies from the
+ * Linears and the attention run as oneDNN bf16 matmuls where the build has
+ * oneDNN and it has a bf16 matmul for this CPU (cpu/onednn.c,
+ * cpu/attention_bf16.c: AMX, AVX512-BF16; f32 accumulation, f32-precise
+ * intermediates, one rounding). Otherwise, and for every other entry, each
+ * bf16 entry widens its operands to f32 (exact), runs the f32 kernel (the
+ * f32 entry of the same table, its checks included, or for layer norm and
+ * GELU its code on a block at a time) and rounds each output once
+ * (kernels/htp_bf16.h): the numbers are those of the f32 kernel on
+ * bf16-valued data, f32 accumulation throughout. The elementwise add and
+ * bias add work per element and need no buffer; the others take their f32 copies from the
  * environment's object (cpu/env.c), or from one allocation per call where
  * it has none. Weights are widened on every call:
  * the table keeps no state between calls, so weights that change (training)
