@@ -137,8 +137,11 @@ typedef struct htp_kernel_table {
    * to bf16 (round to nearest even). Scratch stays f32 and is sized by
    * the f32 formulas (attention_scratch_floats, kernels/htp_scratch.h), so
    * a compiled block's workspace does not depend on its dtype's kernels.
-   * The CPU has no bf16 arithmetic here: its entries convert their operands
-   * to f32, run the f32 kernel and round the result (cpu/bf16.c). */
+   * The CPU's linears and attention run as oneDNN bf16 matmuls where it
+   * has them (the attention's f32 intermediates split into bf16 pieces,
+   * cpu/attention_bf16.c); its other entries, and all of them without
+   * oneDNN, convert their operands to f32, run the f32 kernel and round the
+   * result (cpu/bf16.c). */
   htp_kernel_status (*linear_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
                                    const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                    int64_t rows, int64_t in_features, int64_t out_features);

@@ -1,13 +1,15 @@
 /*===- kernels/cpu/bf16.c - The CPU table's bf16 entries and the sums -----===*
  *
- * Linears run as oneDNN bf16 matmuls where the build has oneDNN and it has
- * a bf16 matmul for this CPU (cpu/onednn.c: AMX, AVX512-BF16; the same f32
- * accumulation and one rounding). Otherwise, and for every other entry,
- * each bf16 entry widens its operands to f32 (exact), runs the f32 entry of the same table
- * (its checks included) and rounds each output once (kernels/htp_bf16.h):
- * the numbers are those of the f32 kernel on bf16-valued data, f32
- * accumulation throughout. The elementwise add and bias add work per element
- * and need no buffer; the others take their f32 copies from the
+ * Linears and the attention run as oneDNN bf16 matmuls where the build has
+ * oneDNN and it has a bf16 matmul for this CPU (cpu/onednn.c,
+ * cpu/attention_bf16.c: AMX, AVX512-BF16; f32 accumulation, f32-precise
+ * intermediates, one rounding). Otherwise, and for every other entry, each
+ * bf16 entry widens its operands to f32 (exact), runs the f32 kernel (the
+ * f32 entry of the same table, its checks included, or for layer norm and
+ * GELU its code on a block at a time) and rounds each output once
+ * (kernels/htp_bf16.h): the numbers are those of the f32 kernel on
+ * bf16-valued data, f32 accumulation throughout. The elementwise add and
+ * bias add work per element and need no buffer; the others take their f32 copies from the
  * environment's object (cpu/env.c), or from one allocation per call where
  * it has none. Weights are widened on every call:
  * the table keeps no state between calls, so weights that change (training)
@@ -23,8 +25,10 @@
 #include "kernels/cpu/env.h"
 #include "kernels/htp_kernels.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #ifdef HTP_BLAS_ONEDNN
+#include "kernels/cpu/attention_bf16.h"
 #include "kernels/cpu/onednn.h"
 #endif
 
@@ -108,37 +112,79 @@ htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16
   return status;
 }
 
-htp_kernel_status htp__cpu_layer_norm_bf16(const htp_kernel_env *env, const htp_bf16 *x,
-                                           const htp_bf16 *gamma, const htp_bf16 *beta,
-                                           htp_bf16 *y, int64_t rows, int64_t dim,
-                                           float epsilon) {
-  const int64_t n = htp__size_mul(rows, dim);
-  carve c = {0};
-  carve_count(&c, n);
-  carve_count(&c, htp__size_mul(dim, 2));
-  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
-  if (!room) return HTP_KERNEL_ERR_NOMEM;
-  c.next = room;
-  float *xf = carve_take(&c, n), *gf = carve_take(&c, dim), *bf = carve_take(&c, dim);
-  widen(x, xf, n);
-  widen(gamma, gf, dim);
-  widen(beta, bf, dim);
-  /* In place: each row's statistics are taken before the row is written. */
-  htp_kernel_status status = f32_table()->layer_norm_f32(env, xf, gf, bf, xf, rows, dim, epsilon);
-  if (status == HTP_KERNEL_OK) narrow(xf, y, n);
-  free(owned);
-  return status;
+/* Elements (GELU) or rows (layer norm) widened into a block on the stack,
+ * computed by the f32 kernel's own code on that block and rounded back: the
+ * numbers of widening the whole tensor, without its f32 copies going
+ * through memory. */
+enum { BLOCK_FLOATS = 2048 };
+
+struct gelu_job {
+  const htp_bf16 *x;
+  htp_bf16 *y;
+  int32_t tanh_approx;
+};
+
+static void gelu_chunk(void *ctx, int64_t begin, int64_t end) {
+  const struct gelu_job *job = ctx;
+  float block[BLOCK_FLOATS];
+  for (int64_t i = begin; i < end; i += BLOCK_FLOATS) {
+    const int64_t n = end - i < BLOCK_FLOATS ? end - i : BLOCK_FLOATS;
+    widen_chunk(&(struct convert_job){job->x + i, block}, 0, n);
+    htp__gelu_range(block, block, n, job->tanh_approx);
+    narrow_chunk(&(struct convert_job){block, job->y + i}, 0, n);
+  }
 }
 
 htp_kernel_status htp__cpu_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x, htp_bf16 *y,
                                      int64_t n, int32_t tanh_approx) {
-  float *owned, *xf = htp__cpu_f32_room(env, n, &owned);
-  if (!xf) return HTP_KERNEL_ERR_NOMEM;
-  widen(x, xf, n);
-  htp_kernel_status status = f32_table()->gelu_f32(env, xf, xf, n, tanh_approx);
-  if (status == HTP_KERNEL_OK) narrow(xf, y, n);
+  (void)env;
+  struct gelu_job job = {x, y, tanh_approx};
+  if (n > 0) htp__parallel(n, HTP_GRAIN, gelu_chunk, &job);
+  return HTP_KERNEL_OK;
+}
+
+struct norm_job {
+  const htp_bf16 *x;
+  const float *gamma, *beta;
+  htp_bf16 *y;
+  int64_t dim;
+  float epsilon;
+  _Atomic int failed;
+};
+
+static void norm_rows(void *ctx, int64_t begin, int64_t end) {
+  struct norm_job *job = ctx;
+  const int64_t dim = job->dim;
+  float block[BLOCK_FLOATS], *row = dim <= BLOCK_FLOATS ? block : malloc(sizeof *row * dim);
+  if (!row) {
+    atomic_store(&job->failed, 1);
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    widen_chunk(&(struct convert_job){job->x + r * dim, row}, 0, dim);
+    /* In place: the row's statistics are taken before it is written. */
+    htp__layer_norm_row(row, job->gamma, job->beta, row, dim, job->epsilon);
+    narrow_chunk(&(struct convert_job){row, job->y + r * dim}, 0, dim);
+  }
+  if (row != block) free(row);
+}
+
+htp_kernel_status htp__cpu_layer_norm_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+                                           const htp_bf16 *gamma, const htp_bf16 *beta,
+                                           htp_bf16 *y, int64_t rows, int64_t dim,
+                                           float epsilon) {
+  if (rows <= 0 || dim <= 0) return HTP_KERNEL_OK;
+  float *owned, *room = htp__cpu_f32_room(env, htp__size_mul(dim, 2), &owned);
+  if (!room) return HTP_KERNEL_ERR_NOMEM;
+  widen(gamma, room, dim);
+  widen(beta, room + dim, dim);
+  struct norm_job job = {x, room, room + dim, y, dim, epsilon, 0};
+  htp__parallel(rows, 1 + HTP_GRAIN / dim, norm_rows, &job);
   free(owned);
-  return status;
+  if (atomic_load(&job.failed))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu layer norm bf16: out of memory for a row of %lld",
+                           (long long)dim);
+  return HTP_KERNEL_OK;
 }
 
 struct add_job {
@@ -184,47 +230,6 @@ htp_kernel_status htp__cpu_bias_add_bf16(const htp_kernel_env *env, const htp_bf
   return HTP_KERNEL_OK;
 }
 
-#ifdef HTP_BLAS_ONEDNN
-/* The attention with its qkv projection (three quarters of its GEMM work)
- * on the CPU's bf16 units: qkv = x · wqkvᵀ + b as a bf16 GEMM into f32
- * (not rounded), then what the f32 kernel does (the heads' softmax and sums,
- * htp__attend; the output projection with wproj widened), y rounded once:
- * the entry's contract (f32 accumulation, each output rounded once) holds.
- * Non-zero when oneDNN could not; then the widening path runs. */
-static int attention_on_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
-                                   const htp_bf16 *wqkv, const htp_bf16 *bqkv,
-                                   const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
-                                   float *scratch, int64_t scratch_floats, int64_t batch,
-                                   int64_t tokens, int64_t model_dim, int64_t num_heads,
-                                   int64_t head_dim) {
-  const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * inner;
-  if (scratch_floats <
-      htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim))
-    return 1;
-  /* The f32 kernel's scratch layout (htp_cpu_attention_scratch_floats). */
-  float *qkv = scratch, *context = qkv + rows * stride, *scores = context + rows * inner;
-  carve c = {0};
-  carve_count(&c, htp__size_mul(rows, model_dim));
-  carve_count(&c, htp__size_mul(model_dim, inner));
-  carve_count(&c, bproj ? model_dim : 0);
-  float *owned, *room = htp__cpu_f32_room(env, c.total, &owned);
-  if (!room) return 1;
-  c.next = room;
-  float *yf = carve_take(&c, rows * model_dim), *wprojf = carve_take(&c, model_dim * inner);
-  float *bprojf = bproj ? carve_take(&c, model_dim) : NULL;
-  int failed = htp__onednn_linear_bf16_f32(x, wqkv, bqkv, qkv, rows, model_dim, stride);
-  if (!failed) {
-    htp__attend(qkv, stride, inner, 2 * inner, head_dim, num_heads, context, inner, batch,
-                tokens, head_dim, scores);
-    widen(wproj, wprojf, model_dim * inner);
-    widen(bproj, bprojf, model_dim);
-    htp_cpu_linear_f32(context, wprojf, bprojf, yf, rows, inner, model_dim);
-    narrow(yf, y, rows * model_dim);
-  }
-  free(owned);
-  return failed;
-}
-#endif
 
 htp_kernel_status htp__cpu_attention_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                           const htp_bf16 *wqkv, const htp_bf16 *bqkv,
@@ -235,8 +240,8 @@ htp_kernel_status htp__cpu_attention_bf16(const htp_kernel_env *env, const htp_b
 #ifdef HTP_BLAS_ONEDNN
   if (x && wqkv && wproj && y && scratch && batch > 0 && tokens > 0 && model_dim > 0 &&
       num_heads > 0 && head_dim > 0 &&
-      attention_on_bf16_units(env, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
-                              batch, tokens, model_dim, num_heads, head_dim) == 0)
+      htp__attention_bf16_units(env, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
+                                batch, tokens, model_dim, num_heads, head_dim) == 0)
     return HTP_KERNEL_OK;
 #endif
   const int64_t rows = htp__size_mul(batch, tokens);

@@ -33,6 +33,13 @@ void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t
  * the AVX-512 ones could run, so both are checked on one machine. */
 void htp__attention_force_narrow(int narrow);
 
+/* One range of htp_cpu_gelu_f32 and one row of htp_cpu_layer_norm_f32, on
+ * the calling thread (the same numbers): for the bf16 entries, which widen
+ * and round a block at a time around them. In place is allowed. */
+void htp__gelu_range(const float *x, float *y, int64_t n, int32_t tanh_approx);
+void htp__layer_norm_row(const float *in, const float *gamma, const float *beta, float *out,
+                         int64_t dim, float epsilon);
+
 /* The threads the kernels' own loops may use: the same count as BLAS's
  * (htp_cpu_set_blas_threads), so a rank's loops stay within its share of
  * the cores and tp ranks do not oversubscribe them. Always >= 1. */

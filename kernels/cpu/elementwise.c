@@ -43,12 +43,16 @@ struct gelu_job {
   int32_t tanh_approx;
 };
 
+void htp__gelu_range(const float *x, float *y, int64_t n, int32_t tanh_approx) {
+  if (tanh_approx)
+    gelu_tanh_range(x, y, n);
+  else
+    gelu_erf_range(x, y, n);
+}
+
 static void gelu_chunk(void *ctx, int64_t begin, int64_t end) {
   const struct gelu_job *job = ctx;
-  if (job->tanh_approx)
-    gelu_tanh_range(job->x + begin, job->y + begin, end - begin);
-  else
-    gelu_erf_range(job->x + begin, job->y + begin, end - begin);
+  htp__gelu_range(job->x + begin, job->y + begin, end - begin, job->tanh_approx);
 }
 
 void htp_cpu_gelu_f32(const float *x, float *y, int64_t n, int32_t tanh_approx) {

@@ -2,22 +2,59 @@
  *
  * Mean and variance are accumulated in double: rows are long (768+) and the
  * two-pass form in double keeps the result within f32 round-off of an exact
- * reference even when |mean| is large compared with the spread. Rows are
- * independent, so they are split over the kernels' threads.
+ * reference even when |mean| is large compared with the spread. Both sums
+ * run in vector lanes; the mean's only where that gives the in-order sum
+ * exactly (row_sum). Rows are independent, so they are split over the
+ * kernels' threads.
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernels.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The row's sum in double, as the loop in order gives it, in vector lanes
+ * where that is provably the same number: every element is a multiple of
+ * the smallest one's ulp, 2^(emin - 150), and below 2^(emax - 126), so every
+ * partial sum is exact in double (53 bits) when emax - emin + 24 plus the
+ * bits of dim stays below 53, whatever the order. Otherwise (a wide spread
+ * of magnitudes, where cancellation makes the order matter; inf, NaN) the
+ * loop in order. */
+HTP_VECTOR_CLONES
+static double row_sum(const float *in, int64_t dim) {
+  uint32_t emax = 0, emin = 255;
+  double sum = 0.0;
+#pragma omp simd reduction(max : emax) reduction(min : emin) reduction(+ : sum)
+  for (int64_t i = 0; i < dim; ++i) {
+    uint32_t bits;
+    memcpy(&bits, &in[i], sizeof bits);
+    const uint32_t e = (bits >> 23) & 0xffu;
+    /* Zeros do not count; subnormals have the ulp of exponent field 1. */
+    const uint32_t quantum = (bits & 0x7fffffffu) ? (e ? e : 1u) : 255u;
+    emax = e > emax ? e : emax;
+    emin = quantum < emin ? quantum : emin;
+    sum += in[i];
+  }
+  int64_t dim_bits = 0;
+  while (dim_bits < 63 && (INT64_C(1) << dim_bits) <= dim)
+    ++dim_bits;
+  if (emax < 255 && (int64_t)emax - (int64_t)emin + 24 + dim_bits < 53)
+    return sum;
+  sum = 0.0;
+  for (int64_t i = 0; i < dim; ++i)
+    sum += in[i];
+  return sum;
+}
 
 HTP_VECTOR_CLONES
 static void norm_row(const float *in, const float *gamma, const float *beta, float *out,
                      int64_t dim, float epsilon) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < dim; ++i)
-    sum += in[i];
-  double mean = sum / (double)dim;
+  double mean = row_sum(in, dim) / (double)dim;
+  /* Squares are never negative: no cancellation, and their sum in vector
+   * lanes is within dim ulps of double of the sum in order. */
   double squares = 0.0;
+#pragma omp simd reduction(+ : squares)
   for (int64_t i = 0; i < dim; ++i) {
     double centered = in[i] - mean;
     squares += centered * centered;
@@ -27,6 +64,11 @@ static void norm_row(const float *in, const float *gamma, const float *beta, flo
    * large mean, which is a lot next to a small spread. */
   for (int64_t i = 0; i < dim; ++i)
     out[i] = (float)((double)in[i] - mean) * inv_std * gamma[i] + beta[i];
+}
+
+void htp__layer_norm_row(const float *in, const float *gamma, const float *beta, float *out,
+                         int64_t dim, float epsilon) {
+  norm_row(in, gamma, beta, out, dim, epsilon);
 }
 
 struct norm_job {

@@ -21,11 +21,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* The primitive's shape: htp__onednn_matmul's, every field an int64_t so
+ * that keys compare with memcmp (no padding). */
 typedef struct matmul_key {
-  int64_t m, k, n;
-  int bias;
-  int f32_out; /* y in f32 instead of bf16 */
+  int64_t batch, m, k, n;
+  int64_t a_batch, a_row, b_batch, b_k, b_n, c_batch, c_row;
+  int64_t bias, f32_out;
 } matmul_key;
 
 typedef struct matmul_entry {
@@ -51,27 +54,34 @@ static dnnl_engine_t engine(void) {
   return cache.engine;
 }
 
-/* The primitive for one part shape, made on first use (NULL: oneDNN has
- * none for this CPU, or the cache is full). */
-static const matmul_entry *primitive_for(matmul_key key) {
+static matmul_key key_of(const htp__matmul *shape) {
+  return (matmul_key){shape->batch,   shape->m,     shape->k,       shape->n,
+                      shape->a_batch, shape->a_row, shape->b_batch, shape->b_k,
+                      shape->b_n,     shape->c_batch, shape->c_row, shape->bias != 0,
+                      shape->f32_out != 0};
+}
+
+/* The primitive for one shape, made on first use (NULL: oneDNN has none
+ * for this CPU, or the cache is full). */
+static const matmul_entry *primitive_for(const htp__matmul *shape) {
+  const matmul_key key = key_of(shape);
   pthread_mutex_lock(&cache.lock);
   const matmul_entry *found = NULL;
   for (int i = 0; i < cache.count && !found; i++)
-    if (cache.entries[i].key.m == key.m && cache.entries[i].key.k == key.k &&
-        cache.entries[i].key.n == key.n && cache.entries[i].key.bias == key.bias &&
-        cache.entries[i].key.f32_out == key.f32_out)
-      found = &cache.entries[i];
+    if (memcmp(&cache.entries[i].key, &key, sizeof key) == 0) found = &cache.entries[i];
   if (found || cache.count == MAX_PRIMITIVES || !engine()) {
     pthread_mutex_unlock(&cache.lock);
     return found;
   }
   matmul_entry e = {.key = key};
-  /* x [m, k] row-major; w [n, k] row-major read as [k, n] (strides 1, k);
-   * bias [1, n]; y [m, n]. */
-  const dnnl_dims_t src_dims = {key.m, key.k}, src_strides = {key.k, 1};
-  const dnnl_dims_t weight_dims = {key.k, key.n}, weight_strides = {1, key.k};
-  const dnnl_dims_t bias_dims = {1, key.n}, bias_strides = {key.n, 1};
-  const dnnl_dims_t dst_dims = {key.m, key.n}, dst_strides = {key.n, 1};
+  /* Three dimensions, the batch first; bias [1, 1, n]. */
+  const dnnl_dims_t src_dims = {key.batch, key.m, key.k},
+                    src_strides = {key.a_batch, key.a_row, 1};
+  const dnnl_dims_t weight_dims = {key.batch, key.k, key.n},
+                    weight_strides = {key.b_batch, key.b_k, key.b_n};
+  const dnnl_dims_t bias_dims = {1, 1, key.n}, bias_strides = {key.n, key.n, 1};
+  const dnnl_dims_t dst_dims = {key.batch, key.m, key.n},
+                    dst_strides = {key.c_batch, key.c_row, 1};
   dnnl_matmul_desc_t desc;
   dnnl_primitive_desc_t pd = NULL;
   /* The scratchpad is the caller's: with the library's (one global) two
@@ -83,15 +93,14 @@ static const matmul_entry *primitive_for(matmul_key key) {
     pthread_mutex_unlock(&cache.lock);
     return NULL;
   }
-  int ok = dnnl_memory_desc_init_by_strides(&e.src, 2, src_dims, dnnl_bf16, src_strides) ==
+  int ok = dnnl_memory_desc_init_by_strides(&e.src, 3, src_dims, dnnl_bf16, src_strides) ==
                dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&e.weights, 2, weight_dims, dnnl_bf16,
+           dnnl_memory_desc_init_by_strides(&e.weights, 3, weight_dims, dnnl_bf16,
                                             weight_strides) == dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&e.bias, 2, bias_dims, dnnl_bf16, bias_strides) ==
+           dnnl_memory_desc_init_by_strides(&e.bias, 3, bias_dims, dnnl_bf16, bias_strides) ==
                dnnl_success &&
-           dnnl_memory_desc_init_by_strides(&e.dst, 2, dst_dims, key.f32_out ? dnnl_f32 : dnnl_bf16,
-                                            dst_strides) ==
-               dnnl_success &&
+           dnnl_memory_desc_init_by_strides(&e.dst, 3, dst_dims, key.f32_out ? dnnl_f32 : dnnl_bf16,
+                                            dst_strides) == dnnl_success &&
            dnnl_matmul_desc_init(&desc, &e.src, &e.weights, key.bias ? &e.bias : NULL,
                                  &e.dst) == dnnl_success &&
            dnnl_primitive_desc_create(&pd, &desc, attr, cache.engine, NULL) == dnnl_success;
@@ -103,7 +112,7 @@ static const matmul_entry *primitive_for(matmul_key key) {
   /* A reference (non-JIT) implementation would be far slower than widening. */
   const char *impl = NULL;
   if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-      impl && (impl[0] == 'r' && impl[1] == 'e' && impl[2] == 'f'))
+      impl && strncmp(impl, "ref", 3) == 0)
     ok = 0;
   ok = ok && dnnl_primitive_create(&e.primitive, pd) == dnnl_success;
   if (pd) dnnl_primitive_desc_destroy(pd);
@@ -115,22 +124,14 @@ static const matmul_entry *primitive_for(matmul_key key) {
   return found;
 }
 
-struct linear_job {
-  const htp_bf16 *x, *w, *b;
-  void *y; /* htp_bf16 or, with f32_out, float */
-  int f32_out;
-  int64_t k, n;
-  _Atomic int failed;
-};
-
-/* What a thread keeps between parts: its stream and its scratchpad, freed
- * when the thread ends (the pool's workers are joined at exit: kept in
- * _Thread_local pointers, they leaked then). */
+/* What a thread keeps between calls: its stream, its scratchpad and its
+ * work room, freed when the thread ends (the pool's workers are joined at
+ * exit: kept in _Thread_local pointers, they leaked then). */
 typedef struct thread_state {
   int single;
   dnnl_stream_t stream;
-  void *scratch;
-  size_t scratch_bytes;
+  void *scratch, *room;
+  size_t scratch_bytes, room_bytes;
 } thread_state;
 
 static pthread_key_t state_key;
@@ -140,6 +141,7 @@ static void free_thread_state(void *data) {
   thread_state *state = data;
   if (state->stream) dnnl_stream_destroy(state->stream);
   free(state->scratch);
+  free(state->room);
   free(state);
 }
 
@@ -160,63 +162,82 @@ static thread_state *this_thread(void) {
   return state;
 }
 
-/* Rows [begin, end) of y on this thread: one primitive, one stream. */
-static void linear_rows(void *ctx, int64_t begin, int64_t end) {
-  struct linear_job *job = ctx;
+/* Grows *buffer to at least `bytes` (64-byte aligned); 0 when out of memory. */
+static int grow(void **buffer, size_t *size, size_t bytes) {
+  if (bytes <= *size) return 1;
+  free(*buffer);
+  *size = 0;
+  bytes = (bytes + 63) / 64 * 64;
+  if (!(*buffer = aligned_alloc(64, bytes))) return 0;
+  *size = bytes;
+  return 1;
+}
+
+void *htp__onednn_thread_room(size_t bytes) {
   thread_state *state = this_thread();
-  if (!state) {
-    atomic_store(&job->failed, 1);
-    return;
-  }
+  return state && grow(&state->room, &state->room_bytes, bytes) ? state->room : NULL;
+}
+
+int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,
+                       const htp_bf16 *bias, void *c) {
+  thread_state *state = this_thread();
+  if (!state) return 1;
   if (!state->single) { /* one OpenMP thread: the pool owns the cores (threads.c) */
     omp_set_num_threads(1);
     state->single = 1;
   }
-  const matmul_entry *e =
-      primitive_for((matmul_key){end - begin, job->k, job->n, job->b != NULL, job->f32_out});
+  const matmul_entry *e = primitive_for(shape);
   if (!e || (!state->stream && dnnl_stream_create(&state->stream, cache.engine,
-                                                  dnnl_stream_default_flags) != dnnl_success)) {
-    atomic_store(&job->failed, 1);
-    return;
-  }
-  dnnl_stream_t stream = state->stream;
+                                                  dnnl_stream_default_flags) != dnnl_success))
+    return 1;
   const size_t needed = dnnl_memory_desc_get_size(&e->scratchpad);
-  if (needed > state->scratch_bytes) {
-    free(state->scratch);
-    state->scratch_bytes = 0;
-    if (!(state->scratch = malloc(needed))) {
-      atomic_store(&job->failed, 1);
-      return;
-    }
-    state->scratch_bytes = needed;
-  }
-  void *scratch = state->scratch;
-  dnnl_memory_t src = NULL, weights = NULL, bias = NULL, dst = NULL, pad = NULL;
-  int ok =
-      dnnl_memory_create(&pad, &e->scratchpad, cache.engine, needed ? scratch : NULL) ==
-          dnnl_success &&
-      dnnl_memory_create(&src, &e->src, cache.engine, (void *)(job->x + begin * job->k)) ==
-          dnnl_success &&
-      dnnl_memory_create(&weights, &e->weights, cache.engine, (void *)job->w) == dnnl_success &&
-      (!job->b ||
-       dnnl_memory_create(&bias, &e->bias, cache.engine, (void *)job->b) == dnnl_success) &&
-      dnnl_memory_create(&dst, &e->dst, cache.engine,
-                         (char *)job->y + (size_t)(begin * job->n) *
-                                              (job->f32_out ? sizeof(float) : sizeof(htp_bf16))) ==
-          dnnl_success;
+  if (!grow(&state->scratch, &state->scratch_bytes, needed)) return 1;
+  dnnl_memory_t src = NULL, weights = NULL, bias_memory = NULL, dst = NULL, pad = NULL;
+  int ok = dnnl_memory_create(&pad, &e->scratchpad, cache.engine,
+                              needed ? state->scratch : NULL) == dnnl_success &&
+           dnnl_memory_create(&src, &e->src, cache.engine, (void *)a) == dnnl_success &&
+           dnnl_memory_create(&weights, &e->weights, cache.engine, (void *)b) == dnnl_success &&
+           (!e->key.bias || dnnl_memory_create(&bias_memory, &e->bias, cache.engine,
+                                               (void *)bias) == dnnl_success) &&
+           dnnl_memory_create(&dst, &e->dst, cache.engine, c) == dnnl_success;
   if (ok) {
     dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights},
                                {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, pad},
-                               {DNNL_ARG_BIAS, bias}};
-    ok = dnnl_primitive_execute(e->primitive, stream, job->b ? 5 : 4, args) == dnnl_success &&
-         dnnl_stream_wait(stream) == dnnl_success;
+                               {DNNL_ARG_BIAS, bias_memory}};
+    ok = dnnl_primitive_execute(e->primitive, state->stream, e->key.bias ? 5 : 4, args) ==
+             dnnl_success &&
+         dnnl_stream_wait(state->stream) == dnnl_success;
   }
   dnnl_memory_destroy(src);
   dnnl_memory_destroy(weights);
-  dnnl_memory_destroy(bias);
+  dnnl_memory_destroy(bias_memory);
   dnnl_memory_destroy(dst);
   dnnl_memory_destroy(pad);
-  if (!ok) atomic_store(&job->failed, 1);
+  return !ok;
+}
+
+struct linear_job {
+  const htp_bf16 *x, *w, *b;
+  void *y; /* htp_bf16 or, with f32_out, float */
+  int f32_out;
+  int64_t k, n;
+  _Atomic int failed;
+};
+
+/* Rows [begin, end) of y on this thread: one primitive. */
+static void linear_rows(void *ctx, int64_t begin, int64_t end) {
+  struct linear_job *job = ctx;
+  const int64_t rows = end - begin;
+  /* x [rows, k] row-major; w [n, k] row-major read as [k, n]; y [rows, n]. */
+  const htp__matmul shape = {.batch = 1, .m = rows, .k = job->k, .n = job->n,
+                             .a_batch = rows * job->k, .a_row = job->k,
+                             .b_batch = job->k * job->n, .b_k = 1, .b_n = job->k,
+                             .c_batch = rows * job->n, .c_row = job->n,
+                             .bias = job->b != NULL, .f32_out = job->f32_out};
+  char *y = (char *)job->y +
+            (size_t)(begin * job->n) * (job->f32_out ? sizeof(float) : sizeof(htp_bf16));
+  if (htp__onednn_matmul(&shape, job->x + begin * job->k, job->w, job->b, y))
+    atomic_store(&job->failed, 1);
 }
 
 enum { PART_MACS = 2000000 };

@@ -8,6 +8,7 @@
 
 #include "kernels/htp_bf16.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* y [rows, out] = x [rows, in] · w [out, in]ᵀ + b [out] (b may be NULL), all
@@ -24,5 +25,28 @@ int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16
 int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
                                 float *y, int64_t rows, int64_t in_features,
                                 int64_t out_features);
+
+/* One bf16 product on the calling thread, f32 accumulation:
+ *   C[b] = A[b] · B[b] (+ bias) for b in [0, batch), A [m, k], B [k, n],
+ * element (i, p) of A[b] at a[b * a_batch + i * a_row + p], (p, j) of B[b]
+ * at b[b * b_batch + p * b_k + j * b_n] (a weight [n, k] row-major is
+ * b_k = 1, b_n = k), (i, j) of C[b] at c[b * c_batch + i * c_row + j];
+ * bias (bf16 [n], with `bias` set) added before C is rounded; C is bf16,
+ * each element rounded once, or with f32_out f32. Primitives are made once
+ * per shape and kept. Returns 0, or non-zero where oneDNN has no JIT
+ * kernel for it on this CPU or anything failed (C unspecified). */
+typedef struct htp__matmul {
+  int64_t batch, m, k, n;
+  int64_t a_batch, a_row, b_batch, b_k, b_n, c_batch, c_row;
+  int bias, f32_out;
+} htp__matmul;
+
+int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,
+                       const htp_bf16 *bias, void *c);
+
+/* This thread's work room of at least `bytes` (64-byte aligned), kept
+ * between calls and freed when the thread ends; NULL when out of memory.
+ * Its contents are the caller's until its next call on this thread. */
+void *htp__onednn_thread_room(size_t bytes);
 
 #endif /* HTP_KERNELS_CPU_ONEDNN_H */

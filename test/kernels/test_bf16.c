@@ -220,6 +220,52 @@ static void elementwise_and_linear(void **state) {
   assert_null(env.kernels);
 }
 
+/* The naive attention in double, on the widened operands: qkv = x wqkvᵀ +
+ * b; per image and head softmax(q kᵀ / sqrt d) v; the projection. */
+static void attention_reference(const float *xf, const float *wqf, const float *bqf,
+                                const float *wpf, const float *bpf, int batch, int tokens,
+                                int heads, int head_dim, double *ref) {
+  const int dim = heads * head_dim, rows = batch * tokens, qkv_cols = 3 * dim;
+  double *qkv = malloc(sizeof *qkv * rows * qkv_cols), *context = malloc(sizeof *context * rows * dim);
+  double *p = malloc(sizeof *p * tokens);
+  assert_non_null(qkv);
+  assert_non_null(context);
+  assert_non_null(p);
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < qkv_cols; o++) {
+      double s = bqf[o];
+      for (int i = 0; i < dim; i++) s += (double)xf[r * dim + i] * wqf[o * dim + i];
+      qkv[r * qkv_cols + o] = s;
+    }
+  for (int b = 0; b < batch; b++)
+    for (int h = 0; h < heads; h++)
+      for (int i = 0; i < tokens; i++) {
+        const double *q = qkv + (b * tokens + i) * qkv_cols + h * head_dim;
+        double max = -INFINITY, sum = 0;
+        for (int j = 0; j < tokens; j++) {
+          const double *k = qkv + (b * tokens + j) * qkv_cols + dim + h * head_dim;
+          double s = 0;
+          for (int d = 0; d < head_dim; d++) s += q[d] * k[d];
+          p[j] = s / sqrt(head_dim);
+          max = fmax(max, p[j]);
+        }
+        for (int j = 0; j < tokens; j++) sum += p[j] = exp(p[j] - max);
+        for (int d = 0; d < head_dim; d++) {
+          double c = 0;
+          for (int j = 0; j < tokens; j++)
+            c += p[j] / sum * qkv[(b * tokens + j) * qkv_cols + 2 * dim + h * head_dim + d];
+          context[(b * tokens + i) * dim + h * head_dim + d] = c;
+        }
+      }
+  for (int r = 0; r < rows; r++)
+    for (int o = 0; o < dim; o++) {
+      double s = bpf[o];
+      for (int i = 0; i < dim; i++) s += context[r * dim + i] * wpf[o * dim + i];
+      ref[r * dim + o] = s;
+    }
+  free(qkv), free(context), free(p);
+}
+
 /* 2 + 3: attention against a naive one, and the unit kernels against the f32
  * ones (which test_units.c checks against the full kernels). */
 static void attention_and_units(void **state) {
@@ -235,45 +281,24 @@ static void attention_and_units(void **state) {
   int64_t scratch_floats = t->attention_scratch_floats(BATCH, TOKENS, DIM, HEADS, HEAD_DIM);
   float *scratch = malloc((size_t)scratch_floats * sizeof(float));
   htp_bf16 y[R * DIM];
-  double ref[R * DIM], context[R * DIM];
+  double ref[R * DIM];
   assert_int_equal(t->attention_bf16(&env, x, wq, bq, wp, bp, y, scratch, scratch_floats, BATCH,
                                      TOKENS, DIM, HEADS, HEAD_DIM),
                    HTP_KERNEL_OK);
-  /* naive: qkv = x wqkvᵀ + b; per image and head softmax(q kᵀ / sqrt d) v; proj */
-  static double qkv[R * QKV];
-  for (int r = 0; r < R; r++)
-    for (int o = 0; o < QKV; o++) {
-      double s = bqf[o];
-      for (int i = 0; i < DIM; i++) s += (double)xf[r * DIM + i] * wqf[o * DIM + i];
-      qkv[r * QKV + o] = s;
-    }
-  for (int b = 0; b < BATCH; b++)
-    for (int h = 0; h < HEADS; h++)
-      for (int i = 0; i < TOKENS; i++) {
-        double p[TOKENS], max = -INFINITY, sum = 0;
-        for (int j = 0; j < TOKENS; j++) {
-          double s = 0;
-          for (int d = 0; d < HEAD_DIM; d++)
-            s += qkv[(b * TOKENS + i) * QKV + h * HEAD_DIM + d] *
-                 qkv[(b * TOKENS + j) * QKV + DIM + h * HEAD_DIM + d];
-          p[j] = s / sqrt(HEAD_DIM);
-          max = fmax(max, p[j]);
-        }
-        for (int j = 0; j < TOKENS; j++) sum += p[j] = exp(p[j] - max);
-        for (int d = 0; d < HEAD_DIM; d++) {
-          double c = 0;
-          for (int j = 0; j < TOKENS; j++)
-            c += p[j] / sum * qkv[(b * TOKENS + j) * QKV + 2 * DIM + h * HEAD_DIM + d];
-          context[(b * TOKENS + i) * DIM + h * HEAD_DIM + d] = c;
-        }
-      }
-  for (int r = 0; r < R; r++)
-    for (int o = 0; o < DIM; o++) {
-      double s = bpf[o];
-      for (int i = 0; i < DIM; i++) s += context[r * DIM + i] * wpf[o * DIM + i];
-      ref[r * DIM + o] = s;
-    }
+  attention_reference(xf, wqf, bqf, wpf, bpf, BATCH, TOKENS, HEADS, HEAD_DIM, ref);
   assert_close_bf16(y, ref, R * DIM, 1e-5);
+  /* Both ways of cutting the work into tasks (with oneDNN: one thread
+   * takes an image per task, four an (image, head) each), same bound. */
+  const int threads = htp_cpu_blas_threads();
+  for (int count = 1; count <= 4; count *= 4) {
+    htp_bf16 again[R * DIM];
+    htp_cpu_set_blas_threads(count);
+    assert_int_equal(t->attention_bf16(&env, x, wq, bq, wp, bp, again, scratch, scratch_floats,
+                                       BATCH, TOKENS, DIM, HEADS, HEAD_DIM),
+                     HTP_KERNEL_OK);
+    assert_close_bf16(again, ref, R * DIM, 1e-5);
+  }
+  htp_cpu_set_blas_threads(threads);
 
   /* Listed heads: heads 2 and 0; head 1's columns stay as they were. */
   const int32_t heads[] = {2, 0};
@@ -324,6 +349,43 @@ static void attention_and_units(void **state) {
 
   free(x), free(xf), free(wq), free(wqf), free(bq), free(bqf), free(wp), free(wpf), free(bp);
   free(bpf), free(w1), free(w1f), free(b1), free(b1f), free(w2), free(w2f), free(scratch);
+  htp_cpu_kernel_env_destroy(&env);
+}
+
+/* 2c. Attention at a ViT head's size (197 tokens, head_dim 64) with scores
+ * in the tens, against the double reference with the same bound: an error
+ * of e in a score is one of e relative in its probability, so this is where
+ * intermediates held to about 2^-16 (two bf16 pieces each) already fail,
+ * while the f32 kernel passes. Both task cuts (one and four threads). */
+static void attention_large_scores(void **state) {
+  (void)state;
+  enum { B = 2, T = 197, H = 2, HD = 64, D = H * HD, R = B * T, Q = 3 * D };
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  char error[128];
+  htp_kernel_env env = cpu_env(error, sizeof error);
+  float *xf, *wqf, *bqf, *wpf, *bpf;
+  htp_bf16 *x = random_bf16(R * D, -2, 2, &xf), *wq = random_bf16(Q * D, -0.4f, 0.4f, &wqf);
+  htp_bf16 *bq = random_bf16(Q, -0.2f, 0.2f, &bqf), *wp = random_bf16(D * D, -0.3f, 0.3f, &wpf);
+  htp_bf16 *bp = random_bf16(D, -0.2f, 0.2f, &bpf), *y = malloc(sizeof *y * R * D);
+  const int64_t scratch_floats = t->attention_scratch_floats(B, T, D, H, HD);
+  float *scratch = malloc(sizeof *scratch * (size_t)scratch_floats);
+  double *ref = malloc(sizeof *ref * R * D);
+  assert_non_null(y);
+  assert_non_null(scratch);
+  assert_non_null(ref);
+  attention_reference(xf, wqf, bqf, wpf, bpf, B, T, H, HD, ref);
+  const int threads = htp_cpu_blas_threads();
+  for (int count = 1; count <= 4; count *= 4) {
+    htp_cpu_set_blas_threads(count);
+    memset(y, 0xFF, sizeof *y * R * D); /* NaN: an element left unwritten fails */
+    assert_int_equal(t->attention_bf16(&env, x, wq, bq, wp, bp, y, scratch, scratch_floats, B, T,
+                                       D, H, HD),
+                     HTP_KERNEL_OK);
+    assert_close_bf16(y, ref, R * D, 1e-5);
+  }
+  htp_cpu_set_blas_threads(threads);
+  free(x), free(xf), free(wq), free(wqf), free(bq), free(bqf), free(wp), free(wpf), free(bp);
+  free(bpf), free(y), free(scratch), free(ref);
   htp_cpu_kernel_env_destroy(&env);
 }
 
@@ -408,6 +470,7 @@ int main(void) {
       cmocka_unit_test(elementwise_and_linear),
       cmocka_unit_test(linear_in_parts),
       cmocka_unit_test(attention_and_units),
+      cmocka_unit_test(attention_large_scores),
       cmocka_unit_test(sums_and_no_buffers),
       cmocka_unit_test(op_entries),
   };
