@@ -48,9 +48,8 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
       b->normalized[r] = b->gather[(size_t)r * HTP__STEP_RECORD_DOUBLES];
   /* The fit counts in the plans' makespans too: shedding a rank's last
    * units saves their fixed cost, a helper's extra units do not add one. */
-  memcpy(planner->fixed, b->site_model.fixed, sizeof planner->fixed);
   int replanned = 0;
-  result = htp_planner_observe(planner, b->normalized, &replanned);
+  result = htp__planner_observe_sites(planner, b->normalized, b->site_model.fixed, &replanned);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", htp_planner_last_error(planner));
   if (b->trace)

@@ -665,6 +665,12 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   return HTP_OK;
 }
 
+htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
+                                      const double *fixed, int *replanned) {
+  if (planner && fixed) memcpy(planner->fixed, fixed, sizeof planner->fixed);
+  return htp_planner_observe(planner, seconds, replanned);
+}
+
 /* ---- invariants --------------------------------------------------------- */
 
 static htp_result violation(char *why, size_t why_size, const char *format, ...)

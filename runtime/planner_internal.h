@@ -108,12 +108,18 @@ struct htp_planner {
   htp_plan candidate;
   double *work;          /* [world] work per rank under the current plan */
   /* The hooks' fixed cost per call, in units (0 until the balancer's site
-   * model fits it; htp_balancer_step copies it in before each observe). */
+   * model fits it; htp__planner_observe_sites takes it with each sample). */
   double fixed[HTP_PAIR_KINDS];
   double plan_fixed[HTP_PAIR_KINDS]; /* the fixed costs the plan was judged at */
   int64_t iteration;
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };
+
+/* htp_planner_observe with the hooks' fitted fixed cost per call
+ * ([kinds], in units), which the plans' makespans count from then on
+ * (htp_balancer_step's: the site model's fit). */
+htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
+                                      const double *fixed, int *replanned);
 
 /* detect.c */
 int htp__detector_init(htp__detector *detector, int world_size);
