@@ -652,6 +652,87 @@ static void release_job(train_job *job) {
     fclose(job->trace);
 }
 
+/* The outputs a training writes must not be directories or devices (the
+ * checkpoint's .optim too); non-zero with err. */
+static int check_outputs(const htp_run_options *options, char *err, size_t err_size) {
+  const htp_train_options *train = &options->train;
+  if ((train->checkpoint && htp_train_check_output("checkpoint", train->checkpoint, err, err_size)) ||
+      (train->metrics && htp_train_check_output("metrics", train->metrics, err, err_size)) ||
+      (options->trace && htp_train_check_output("trace", options->trace, err, err_size)))
+    return 1;
+  if (train->checkpoint) {
+    char optim[4200];
+    snprintf(optim, sizeof optim, "%s.optim", train->checkpoint);
+    if (htp_train_check_output("checkpoint", optim, err, err_size))
+      return 1;
+  }
+  return 0;
+}
+
+/* The machine's memory, as timed runs check it, before anything large is
+ * allocated: the ranks' buffers (host memory but on a GPU), the global
+ * parameters, their moments and (with --checkpoint) rank 0's gathered
+ * copies of all three. Non-zero with err. */
+static int check_memory(const htp_run_options *options, const htp_run_state *state, int tp,
+                        char *err, size_t err_size) {
+  const htp_train_options *train = &options->train;
+  const htp_signature *sig = &state->sig;
+  uint64_t params = 0, held = 0;
+  for (int i = 0; i < sig->num_args; i++)
+    if (sig->args[i].role == HTP_SIG_PARAM)
+      params += sig->args[i].global_bytes;
+  const uint64_t copies = 1 + (train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1) +
+                          (train->checkpoint ? 3 : 0);
+  const int local_ranks = state->process_rank >= 0 ? 1 : tp;
+  uint64_t total = 0;
+  if (__builtin_mul_overflow(params, copies, &held)) {
+    htp_set_error(err, err_size, "%s: its parameters' size overflows", options->path);
+    return 1;
+  }
+  return htp_run_check_memory(options->path, held, sig,
+                              state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1, &total, err,
+                              err_size);
+}
+
+/* What the run is, on stderr before it starts (rank 0). */
+static void print_banner(const htp_run_options *options, const htp_run_state *state,
+                         const train_job *job) {
+  const htp_train_options *train = &options->train;
+  const htp_signature *sig = job->sig;
+  char extras[160] = "";
+  if (train->augment != HTP_AUGMENT_NONE)
+    snprintf(extras, sizeof extras, ", augmented (%s)", htp_run_augment_name(train->augment));
+  if (train->random_erase > 0)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", random erase %g",
+             train->random_erase);
+  if (train->label_smoothing > 0)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
+             train->label_smoothing);
+  if (train->clock != HTP_TRAIN_CLOCK_WALL)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", %s clock (steps modelled%s)",
+             htp_run_clock_name(train->clock),
+             train->clock == HTP_TRAIN_CLOCK_UNITS ? ", plans from units" : "");
+  fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank, GEMMs "
+          "%s), batch %d, %u training and %u test images, %ld steps an epoch, %s lr %g "
+          "(%s)%s%s%s\n",
+          sig->entry, job->eval_sig->entry, job->tp, state->blas_threads,
+          state->blas_threads == 1 ? "" : "s",
+          state->device == HTP_DEVICE_CUDA ? "cuBLAS" : htp_cpu_gemm_provider(), job->batch,
+          job->train->count, job->test->count, job->steps,
+          htp_run_optimizer_name(train->optimizer), train->lr,
+          train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
+          extras,
+          train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
+  if (job->tp > 1 && options->impute == HTP_IMPUTE_SAME && options->same_max_age == 0 &&
+      (options->policy == HTP_POLICY_RESIZE || options->policy == HTP_POLICY_SEMI))
+    fprintf(stderr, "htp-run: --train: warning: --same-max-age 0 lets --impute same fill a "
+            "pruned unit with its values from the last step that computed it however old; a "
+            "plan that keeps pruning the same units for many steps then replays one old "
+            "batch's outputs and gradients every step, and computes them (bench/RESULTS.md, "
+            "tp 4, 3 stragglers: 1.5 points lost and 1.35x the ideal time, against 0.3 and "
+            "1.09x with the default, 1: only the last step's values)\n");
+}
+
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
@@ -663,16 +744,8 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   /* A write past the file size limit (ulimit -f) then fails with EFBIG,
    * which the writers report, instead of killing the process half way. */
   signal(SIGXFSZ, SIG_IGN);
-  if ((train->checkpoint && htp_train_check_output("checkpoint", train->checkpoint, err, err_size)) ||
-      (train->metrics && htp_train_check_output("metrics", train->metrics, err, err_size)) ||
-      (options->trace && htp_train_check_output("trace", options->trace, err, err_size)))
+  if (check_outputs(options, err, err_size))
     return 1;
-  if (train->checkpoint) {
-    char optim[4200];
-    snprintf(optim, sizeof optim, "%s.optim", train->checkpoint);
-    if (htp_train_check_output("checkpoint", optim, err, err_size))
-      return 1;
-  }
   train_job job;
   memset(&job, 0, sizeof job);
   job.options = options;
@@ -748,28 +821,8 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
                   job.batch);
     goto done;
   }
-  /* The machine's memory, as timed runs check it, before anything large
-   * is allocated: the ranks' buffers (host memory but on a GPU), the global
-   * parameters, their moments and (with --checkpoint) rank 0's gathered
-   * copies of all three. */
-  {
-    uint64_t params = 0, held = 0;
-    for (int i = 0; i < sig->num_args; i++)
-      if (sig->args[i].role == HTP_SIG_PARAM)
-        params += sig->args[i].global_bytes;
-    const uint64_t copies = 1 + (train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1) +
-                            (train->checkpoint ? 3 : 0);
-    const int local_ranks = state->process_rank >= 0 ? 1 : job.tp;
-    uint64_t total = 0;
-    if (__builtin_mul_overflow(params, copies, &held)) {
-      htp_set_error(err, err_size, "%s: its parameters' size overflows", options->path);
-      goto done;
-    }
-    if (htp_run_check_memory(options->path, held, sig,
-                             state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1, &total, err,
-                             err_size))
-      goto done;
-  }
+  if (check_memory(options, state, job.tp, err, err_size))
+    goto done;
   if (!(job.metrics = calloc((size_t)train->epochs, sizeof *job.metrics)) ||
       !(job.stragglers = calloc((size_t)job.tp, sizeof *job.stragglers))) {
     htp_set_error(err, err_size, "out of memory");
@@ -794,40 +847,8 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     htp_cpu_set_blas_threads(1);
     state->blas_threads = htp_cpu_blas_threads();
   }
-  char extras[160] = "";
-  if (train->augment != HTP_AUGMENT_NONE)
-    snprintf(extras, sizeof extras, ", augmented (%s)", htp_run_augment_name(train->augment));
-  if (train->random_erase > 0)
-    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", random erase %g",
-             train->random_erase);
-  if (train->label_smoothing > 0)
-    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
-             train->label_smoothing);
-  if (train->clock != HTP_TRAIN_CLOCK_WALL)
-    snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", %s clock (steps modelled%s)",
-             htp_run_clock_name(train->clock),
-             train->clock == HTP_TRAIN_CLOCK_UNITS ? ", plans from units" : "");
   if (!quiet)
-    fprintf(stderr, "htp-run: --train: %s (eval: %s), tp %d (%d kernel thread%s a rank, GEMMs "
-            "%s), batch %d, %u training and %u test images, %ld steps an epoch, %s lr %g "
-            "(%s)%s%s%s\n",
-            sig->entry, job.eval_sig->entry, job.tp, state->blas_threads,
-            state->blas_threads == 1 ? "" : "s",
-            state->device == HTP_DEVICE_CUDA ? "cuBLAS" : htp_cpu_gemm_provider(), job.batch,
-            train_set.count, test_set.count,
-            job.steps,
-            htp_run_optimizer_name(train->optimizer), train->lr,
-            train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant",
-            extras,
-            train->resume ? ", resumed from " : "", train->resume ? train->resume : "");
-  if (!quiet && job.tp > 1 && options->impute == HTP_IMPUTE_SAME && options->same_max_age == 0 &&
-      (options->policy == HTP_POLICY_RESIZE || options->policy == HTP_POLICY_SEMI))
-    fprintf(stderr, "htp-run: --train: warning: --same-max-age 0 lets --impute same fill a "
-            "pruned unit with its values from the last step that computed it however old; a "
-            "plan that keeps pruning the same units for many steps then replays one old "
-            "batch's outputs and gradients every step, and computes them (bench/RESULTS.md, "
-            "tp 4, 3 stragglers: 1.5 points lost and 1.35x the ideal time, against 0.3 and "
-            "1.09x with the default, 1: only the last step's values)\n");
+    print_banner(options, state, &job);
   status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
                               &state->outcome, err, err_size) ? 2 : 0;
 done:
