@@ -363,6 +363,88 @@ static void explain_checked_faults(void) {
   sigaction(SIGBUS, &action, NULL);
 }
 
+/* mpi and nccl: the world first, from the launcher (its size is the tp,
+ * and only rank 0 reports). Non-zero with err. */
+static int open_launcher_world(const htp_run_options *options, htp_run_state *state,
+                               htp_backend backend, long *requested, char *err,
+                               size_t err_size) {
+  /* Without a launcher MPI_Init would make a world of one, silently. */
+  if (!htp_host_mpi_launcher()) {
+    htp_set_error(err, err_size, "--backend %s must be started by an MPI launcher, one "
+                  "process per rank (mpirun -np N htp-run ... --backend %s%s); no launcher's "
+                  "environment was found (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, ...). "
+                  "For ranks in this process use --backend local", options->backend,
+                  options->backend, backend == HTP_BACKEND_NCCL ? " --device cuda" : "");
+    return 1;
+  }
+  /* The world first: its size is the tp, and only rank 0 reports. */
+  if (htp_ranks_open(&state->ranks, backend, 0, options->timeout_s, state->device, NULL, err,
+                     err_size))
+    return 1;
+  state->process_rank = htp_ranks_process_rank(state->ranks);
+  errors_muted = state->process_rank != 0;
+  int size = htp_ranks_size(state->ranks);
+  if (options->tp_given && options->tp != size) {
+    htp_set_error(err, err_size, "--tp %ld but mpirun started %d processes: they must be "
+                  "equal (mpirun -np %ld)", options->tp, size, options->tp);
+    return 1;
+  }
+  *requested = size;
+  return 0;
+}
+
+/* --train, after the world (mpi) and the file kind are known. */
+static int run_training(const htp_run_options *options, const htp_compiler *jit,
+                        htp_run_state *state, int mpi, long requested) {
+#ifdef HTP_RUN_HAVE_TRAIN
+  char err[16384];
+  state->tp = (int)requested; /* --sms's table; the entry's own tp is checked later */
+  if (make_sm_counts(options, state, err, sizeof err) ||
+      (!mpi && check_device(state, err, sizeof err)))
+    return fail(err);
+  int status = htp_train(options, jit, state, &state->ranks, (int)requested, err, sizeof err);
+  if (mpi && state->process_rank != 0 && status != 2)
+    return status ? EXIT_ERROR : 0;
+  if (status == 1)
+    return fail(err);
+  if (status == 2)
+    return fail_run(state, err);
+  return 0;
+#else
+  (void)options, (void)jit, (void)state, (void)mpi, (void)requested;
+  return fail("--train: this htp-run was built without zlib (the training data's reader); "
+              "install zlib1g-dev and rebuild");
+#endif
+}
+
+/* Rank 0 after the run: the outputs, --check, the table or JSON report,
+ * and the check's verdict. */
+static int report_run(const htp_run_options *options, const htp_compiler *jit,
+                      htp_run_state *state, int mpi) {
+  char err[16384];
+  const htp_signature *sig = &state->sig;
+  if (finish_results(options, state, mpi, err, sizeof err))
+    return fail(err);
+  if (options->check && htp_run_check(options, jit, state, err, sizeof err))
+    return fail(err);
+  if (htp_summarise_ranks(options, state))
+    return fail("out of memory");
+  if (htp_report(options, state, err, sizeof err))
+    return fail(err);
+  if (fflush(stdout) != 0)
+    return fail("cannot write the report to stdout");
+  if (state->check_errors)
+    for (int r = 0; r < sig->num_results; r++)
+      if (htp_check_failed(state, r)) {
+        htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
+                      "%.3e (relative), above the tolerance %g", sig->results[r].name,
+                      state->check_errors[r], htp_check_tolerance(state));
+        return fail(err);
+      }
+  return 0;
+  return 0;
+}
+
 static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
   char err[16384];
   /* mpi and nccl: one process per rank under mpirun. */
@@ -394,49 +476,10 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
     return fail(err);
   }
   long requested = options->tp;
-  if (mpi) {
-    /* Without a launcher MPI_Init would make a world of one, silently. */
-    if (!htp_host_mpi_launcher()) {
-      htp_set_error(err, sizeof err, "--backend %s must be started by an MPI launcher, one "
-                    "process per rank (mpirun -np N htp-run ... --backend %s%s); no launcher's "
-                    "environment was found (OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_SIZE, ...). "
-                    "For ranks in this process use --backend local", options->backend,
-                    options->backend, nccl ? " --device cuda" : "");
-      return fail(err);
-    }
-    /* The world first: its size is the tp, and only rank 0 reports. */
-    if (htp_ranks_open(&state->ranks, backend, 0, options->timeout_s, state->device, NULL, err,
-                       sizeof err))
-      return fail(err);
-    state->process_rank = htp_ranks_process_rank(state->ranks);
-    errors_muted = state->process_rank != 0;
-    int size = htp_ranks_size(state->ranks);
-    if (options->tp_given && options->tp != size) {
-      htp_set_error(err, sizeof err, "--tp %ld but mpirun started %d processes: they must be "
-                    "equal (mpirun -np %ld)", options->tp, size, options->tp);
-      return fail(err);
-    }
-    requested = size;
-  }
-  if (options->train.enabled) {
-#ifdef HTP_RUN_HAVE_TRAIN
-    state->tp = (int)requested; /* --sms's table; the entry's own tp is checked later */
-    if (make_sm_counts(options, state, err, sizeof err) ||
-        (!mpi && check_device(state, err, sizeof err)))
-      return fail(err);
-    int status = htp_train(options, jit, state, &state->ranks, (int)requested, err, sizeof err);
-    if (mpi && state->process_rank != 0 && status != 2)
-      return status ? EXIT_ERROR : 0;
-    if (status == 1)
-      return fail(err);
-    if (status == 2)
-      return fail_run(state, err);
-    return 0;
-#else
-    return fail("--train: this htp-run was built without zlib (the training data's reader); "
-                "install zlib1g-dev and rebuild");
-#endif
-  }
+  if (mpi && open_launcher_world(options, state, backend, &requested, err, sizeof err))
+    return fail(err);
+  if (options->train.enabled)
+    return run_training(options, jit, state, mpi, requested);
   state->loader = shared ? htp_so_loader() : jit;
   htp_compile_options compile = {(int)requested, NULL};
   if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
@@ -509,25 +552,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   if (mpi && state->process_rank != 0)
     return 0; /* rank 0 reports and writes the outputs */
 
-  if (finish_results(options, state, mpi, err, sizeof err))
-    return fail(err);
-  if (options->check && htp_run_check(options, jit, state, err, sizeof err))
-    return fail(err);
-  if (htp_summarise_ranks(options, state))
-    return fail("out of memory");
-  if (htp_report(options, state, err, sizeof err))
-    return fail(err);
-  if (fflush(stdout) != 0)
-    return fail("cannot write the report to stdout");
-  if (state->check_errors)
-    for (int r = 0; r < sig->num_results; r++)
-      if (htp_check_failed(state, r)) {
-        htp_set_error(err, sizeof err, "--check: result '%s' differs from the unsplit block by "
-                      "%.3e (relative), above the tolerance %g", sig->results[r].name,
-                      state->check_errors[r], htp_check_tolerance(state));
-        return fail(err);
-      }
-  return 0;
+  return report_run(options, jit, state, mpi);
 }
 
 int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
