@@ -379,12 +379,89 @@ static double target_time(const double *speeds, const htp__plan_scratch *scratch
   return T0;
 }
 
-void htp__plan_compute(const htp_planner_config *c, const double *speeds,
-                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
-                       htp__plan_storage *s, htp_plan *plan) {
+/* Migrators and helpers of pair kind k: the whole unit counts that
+ * minimise the pair's makespan (units_per_rank / speed, max over ranks;
+ * every pair ends in an all-reduce, so each kind is balanced on its own),
+ * moving as few units as reach it, and the flows that carry them.
+ * Rounding gamma u up per rank instead hands off a whole extra unit for any
+ * speed a hair under the exact one (3.16 -> 4 of 6 heads at speed 0.31 with
+ * one helper), which makes the helper the slower rank. phi: the kind's
+ * fixed cost per call, in units. */
+static void place_migrated_units(const htp_planner_config *c, int k, double T,
+                                 const double *speeds, double phi, int num_migrators,
+                                 int num_helpers, htp__plan_scratch *scratch,
+                                 htp__plan_storage *s, htp_plan *plan) {
+  const int n = c->world_size;
+  const int u = c->units_per_rank[k];
+  int32_t *sent = s->sent + (size_t)k * n;
+  int32_t *received = s->received + (size_t)k * n, *absorb = s->absorb + (size_t)k * n;
+  double makespan =
+      min_makespan(u, phi, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
+  int64_t placed = 0, total_absorb = 0;
+  for (int i = 0; i < num_migrators; ++i) {
+    scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u, phi);
+    placed += scratch->need[i];
+  }
+  for (int i = 0; i < num_helpers; ++i) {
+    int h = scratch->helpers[i];
+    absorb[h] = (int32_t)units_room(makespan, speeds[h], u, phi);
+    total_absorb += absorb[h];
+  }
+  if (placed == 0) return;
+  /* Quotas in proportion to room, largest remainder: every helper stays
+   * within the makespan whatever its share. */
+  int64_t given = 0;
+  deficit_key *rest = scratch->keys; /* reuse: key = remainder, rank = helper */
+  int num_rest = 0;
+  for (int i = 0; i < num_helpers; ++i) {
+    int h = scratch->helpers[i];
+    double exact = (double)placed * (double)absorb[h] / (double)total_absorb;
+    int32_t quota = (int32_t)floor(exact);
+    if (quota > absorb[h]) quota = absorb[h];
+    received[h] = quota;
+    given += quota;
+    if (quota < absorb[h]) {
+      rest[num_rest].key = exact - floor(exact);
+      rest[num_rest].rank = h;
+      num_rest++;
+    }
+  }
+  /* The largest remainders get one more unit each (usually one pass). */
+  int64_t left = placed - given;
+  select_largest(rest, num_rest, left < num_rest ? (int)left : num_rest);
+  while (given < placed) {
+    for (int i = 0; i < num_rest && given < placed; ++i) {
+      int h = rest[i].rank;
+      if (received[h] < absorb[h]) {
+        received[h]++;
+        given++;
+      }
+    }
+  }
+  /* Flows: migrators in deficit order against helpers in rank order. */
+  htp_flow *flows = s->flows[k];
+  int num_flows = 0, hi = 0;
+  int32_t left_at_helper = num_helpers > 0 ? received[scratch->helpers[0]] : 0;
+  for (int i = 0; i < num_migrators; ++i) {
+    int m = scratch->order[i];
+    int32_t left = scratch->need[i];
+    sent[m] = left;
+    while (left > 0) {
+      while (left_at_helper == 0) left_at_helper = received[scratch->helpers[++hi]];
+      int32_t count = left < left_at_helper ? left : left_at_helper;
+      flows[num_flows++] = (htp_flow){m, scratch->helpers[hi], count};
+      left -= count;
+      left_at_helper -= count;
+    }
+  }
+  plan->num_flows[k] = num_flows;
+}
+
+/* Every field of the plan's storage at "nothing moves", and no flows. */
+static void clear_plan(const htp_planner_config *c, const double *speeds,
+                       const uint8_t *stragglers, htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
   const size_t kn = (size_t)n * HTP_PAIR_KINDS;
-
   memcpy(s->speed, speeds, (size_t)n * sizeof(double));
   memcpy(s->straggler, stragglers, (size_t)n);
   memset(s->gamma, 0, (size_t)n * sizeof(double));
@@ -398,6 +475,13 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     plan->num_flows[k] = 0;
   }
   plan->policy = c->policy;
+}
+
+void htp__plan_compute(const htp_planner_config *c, const double *speeds,
+                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
+                       htp__plan_storage *s, htp_plan *plan) {
+  const int n = c->world_size;
+  clear_plan(c, speeds, stragglers, s, plan);
 
   /* Healthy ranks (helpers) in rank order; their slowest sets T0. */
   int num_helpers = 0;
@@ -477,85 +561,18 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     s->gamma[r] = gamma > c->max_gamma ? c->max_gamma : gamma;
   }
 
-  /* Per kind: whole units. */
+  /* Per kind: whole units, pruned by resizers, moved from migrators. */
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     const int u = c->units_per_rank[k];
-    int32_t *pruned = s->pruned + (size_t)k * n, *sent = s->sent + (size_t)k * n;
-    int32_t *received = s->received + (size_t)k * n, *absorb = s->absorb + (size_t)k * n;
+    int32_t *pruned = s->pruned + (size_t)k * n;
     for (int i = num_migrators; i < num_stragglers; ++i) {
       int r = scratch->order[i];
       int32_t units = round_units(s->gamma[r] * u);
       pruned[r] = units > u ? u : units;
     }
-    /* Migrators and helpers: the whole unit counts that minimise the pair's
-     * makespan (units_per_rank / speed, max over ranks; every pair ends in
-     * an all-reduce, so each kind is balanced on its own), moving as few
-     * units as reach it. Rounding gamma u up per rank instead hands off a
-     * whole extra unit for any speed a hair under the exact one (3.16 ->
-     * 4 of 6 heads at speed 0.31 with one helper), which makes the helper
-     * the slower rank. */
-    if (num_migrators == 0 || num_helpers == 0) continue;
-    const double phi = fixed[k];
-    double makespan =
-        min_makespan(u, phi, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
-    int64_t placed = 0, total_absorb = 0;
-    for (int i = 0; i < num_migrators; ++i) {
-      scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u, phi);
-      placed += scratch->need[i];
-    }
-    for (int i = 0; i < num_helpers; ++i) {
-      int h = scratch->helpers[i];
-      absorb[h] = (int32_t)units_room(makespan, speeds[h], u, phi);
-      total_absorb += absorb[h];
-    }
-    if (placed == 0) continue;
-    /* Quotas in proportion to room, largest remainder: every helper stays
-     * within the makespan whatever its share. */
-    int64_t given = 0;
-    deficit_key *rest = keys; /* reuse: key = remainder, rank = helper */
-    int num_rest = 0;
-    for (int i = 0; i < num_helpers; ++i) {
-      int h = scratch->helpers[i];
-      double exact = (double)placed * (double)absorb[h] / (double)total_absorb;
-      int32_t quota = (int32_t)floor(exact);
-      if (quota > absorb[h]) quota = absorb[h];
-      received[h] = quota;
-      given += quota;
-      if (quota < absorb[h]) {
-        rest[num_rest].key = exact - floor(exact);
-        rest[num_rest].rank = h;
-        num_rest++;
-      }
-    }
-    /* The largest remainders get one more unit each (usually one pass). */
-    int64_t left = placed - given;
-    select_largest(rest, num_rest, left < num_rest ? (int)left : num_rest);
-    while (given < placed) {
-      for (int i = 0; i < num_rest && given < placed; ++i) {
-        int h = rest[i].rank;
-        if (received[h] < absorb[h]) {
-          received[h]++;
-          given++;
-        }
-      }
-    }
-    /* Flows: migrators in deficit order against helpers in rank order. */
-    htp_flow *flows = s->flows[k];
-    int num_flows = 0, hi = 0;
-    int32_t left_at_helper = num_helpers > 0 ? received[scratch->helpers[0]] : 0;
-    for (int i = 0; i < num_migrators; ++i) {
-      int m = scratch->order[i];
-      int32_t left = scratch->need[i];
-      sent[m] = left;
-      while (left > 0) {
-        while (left_at_helper == 0) left_at_helper = received[scratch->helpers[++hi]];
-        int32_t count = left < left_at_helper ? left : left_at_helper;
-        flows[num_flows++] = (htp_flow){m, scratch->helpers[hi], count};
-        left -= count;
-        left_at_helper -= count;
-      }
-    }
-    plan->num_flows[k] = num_flows;
+    if (num_migrators > 0 && num_helpers > 0)
+      place_migrated_units(c, k, T, speeds, fixed[k], num_migrators, num_helpers, scratch, s,
+                           plan);
   }
   for (int i = 0; i < num_helpers; ++i) {
     int h = scratch->helpers[i];
