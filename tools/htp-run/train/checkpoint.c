@@ -13,6 +13,7 @@
 #include "tools/htp-run/train/init.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -230,11 +231,19 @@ int htp_train_check_output(const char *flag, const char *path, char *err, size_t
   char probe[4200];
   if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", path) >= sizeof probe)
     return htp_set_error(err, err_size, "--%s: the name is too long", flag);
-  FILE *file = fopen(probe, "wb");
-  if (!file)
+  /* The probe never touches a file that is there already: --trace writes
+   * FILE itself, not FILE.tmp, so FILE.tmp may be another file of the user's
+   * (even this run's --params or program); only a probe made here is removed. */
+  int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  if (fd < 0 && errno == EEXIST)
+    return access(probe, W_OK) == 0
+               ? 0
+               : htp_set_error(err, err_size, "--%s %s: cannot write %s: %s", flag, path, probe,
+                               strerror(errno));
+  if (fd < 0)
     return htp_set_error(err, err_size, "--%s %s: cannot create %s: %s", flag, path, probe,
                          strerror(errno));
-  fclose(file);
+  close(fd);
   remove(probe);
   return 0;
 }
