@@ -545,7 +545,10 @@ def nan_case(n, step, skip, tp, optimizer, resumed):
 
 # ----- class 4 ----------------------------------------------------------------
 def signature_span(data, entry):
-    m = re.search(rb'\{"entry":"' + entry.encode() + rb'"[^\x00]*\x00', data)
+    # The signature is one NUL-terminated JSON object that opens with its
+    # format ('{"htp_entry":2,"entry":"NAME",...').
+    m = re.search(rb'\{"htp_entry":\d+,"entry":"' + re.escape(entry.encode()) + rb'"[^\x00]*\x00',
+                  data)
     return (m.start(), m.end() - 1) if m else None
 
 
@@ -558,7 +561,9 @@ def tamper_cases(so, entry, label, count):
     lo, hi = span
     sig = data[lo:hi]
     edits = []
-    numbers = [m for m in re.finditer(rb"\d+", sig)]
+    # JSON numbers only (after a colon, comma or bracket), not digits inside
+    # names: a renamed tensor is metadata the facts do not carry.
+    numbers = [m for m in re.finditer(rb"(?<=[:,\[])\d+", sig)]
     for m in rng.sample(numbers, min(count, len(numbers))):
         digits = m.group(0)
         i = rng.randrange(len(digits))
@@ -788,7 +793,7 @@ if 4 in only or 5 in only:
 
 
 def entry_of(so):
-    m = re.search(rb'\{"entry":"([^"]+)"', open(so, "rb").read())
+    m = re.search(rb'\{"htp_entry":\d+,"entry":"([^"]+)"', open(so, "rb").read())
     return m.group(1).decode()
 
 

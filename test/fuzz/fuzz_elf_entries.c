@@ -1,7 +1,8 @@
 /*===- test/fuzz/fuzz_elf_entries.c - libFuzzer target: a .so's entries ---===*
  *
  * Feeds arbitrary bytes to htp_elf_list_entries (what htp-run --train runs
- * on a shared object's mapped file). Besides what ASan/UBSan catch, it
+ * on a shared object's mapped file) and htp_elf_check_whole (what the
+ * loader runs before dlopen). Besides what ASan/UBSan catch, it
  * checks what a caller relies on: every name is 1 to HTP_ENTRY_MAX_NAME
  * bytes, the count is the number of calls, and a failure says why and
  * lists nothing.
@@ -32,6 +33,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fprintf(stderr, "count %d, %d names, why '%s'\n", count, calls, why ? why : "(null)");
     abort();
   }
+  /* The whole-file check: a verdict, and a reason with a refusal. */
+  why = NULL;
+  int whole = htp_elf_check_whole(bytes, size, &why);
+  if (whole != 0 && whole != -1) abort();
+  if (whole == -1 && (!why || !why[0])) abort();
   free(bytes);
   return 0;
 }

@@ -38,7 +38,8 @@ int htp_elf_list_entries(const unsigned char *bytes, size_t size,
     return -1;
   }
   const size_t prefix = sizeof HTP_ENTRY_SYMBOL_PREFIX - 1;
-  int count = 0;
+  /* Every dynamic symbol table checked before any name is listed: a
+   * refusal lists nothing. */
   for (size_t i = 0; i < header.e_shnum; i++) {
     ElfW(Shdr) symbols, names;
     if (!section_at(bytes, size, &header, i, &symbols) || symbols.sh_type != SHT_DYNSYM)
@@ -49,6 +50,13 @@ int htp_elf_list_entries(const unsigned char *bytes, size_t size,
       *why = "its dynamic symbol table is malformed";
       return -1;
     }
+  }
+  int count = 0;
+  for (size_t i = 0; i < header.e_shnum; i++) {
+    ElfW(Shdr) symbols, names;
+    if (!section_at(bytes, size, &header, i, &symbols) || symbols.sh_type != SHT_DYNSYM ||
+        !section_at(bytes, size, &header, symbols.sh_link, &names))
+      continue;
     const char *strings = (const char *)bytes + names.sh_offset;
     for (size_t k = 0; k < symbols.sh_size / sizeof(ElfW(Sym)); k++) {
       ElfW(Sym) symbol;
@@ -69,3 +77,35 @@ int htp_elf_list_entries(const unsigned char *bytes, size_t size,
   return count;
 }
 
+
+int htp_elf_check_whole(const unsigned char *bytes, size_t size, const char **why) {
+  ElfW(Ehdr) header;
+  if (size < sizeof header || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
+    *why = "not an ELF object";
+    return -1;
+  }
+  memcpy(&header, bytes, sizeof header);
+  if (header.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
+      header.e_phentsize != sizeof(ElfW(Phdr)) || header.e_phoff > size ||
+      header.e_phnum > (size - header.e_phoff) / sizeof(ElfW(Phdr))) {
+    *why = "not an ELF object of this machine, or it is cut short (its program headers "
+           "lie past its end)";
+    return -1;
+  }
+  for (size_t i = 0; i < header.e_phnum; i++) {
+    ElfW(Phdr) segment;
+    memcpy(&segment, bytes + header.e_phoff + i * sizeof segment, sizeof segment);
+    if (segment.p_type == PT_LOAD &&
+        (segment.p_offset > size || segment.p_filesz > size - segment.p_offset)) {
+      *why = "the file is cut short: a loadable segment ends past its end";
+      return -1;
+    }
+  }
+  if (header.e_shnum &&
+      (header.e_shentsize != sizeof(ElfW(Shdr)) || header.e_shoff > size ||
+       header.e_shnum > (size - header.e_shoff) / sizeof(ElfW(Shdr)))) {
+    *why = "the file is cut short: its section headers lie past its end";
+    return -1;
+  }
+  return 0;
+}

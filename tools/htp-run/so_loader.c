@@ -243,6 +243,21 @@ static int so_load(const char *path, const char *entry, const htp_compile_option
     strcpy(relative, "./");
     strcat(relative, path);
   }
+  /* dlopen maps a file cut short as if whole (zeros, or SIGBUS, past its
+   * end): refuse one first. */
+  htp_file_map file;
+  char reason[512];
+  const char *why = NULL;
+  if (htp_file_map_open(path, &file, reason, sizeof reason)) {
+    free(relative);
+    return htp_set_error(err, err_size, "cannot load '%s': %s", path, reason);
+  }
+  const int whole = htp_elf_check_whole(file.bytes, file.size, &why) == 0;
+  htp_file_map_close(&file);
+  if (!whole) {
+    free(relative);
+    return htp_set_error(err, err_size, "cannot load '%s': %s", path, why);
+  }
   dlerror();
   void *handle = dlopen(relative ? relative : path, RTLD_NOW | RTLD_LOCAL);
   free(relative);
