@@ -9,6 +9,7 @@
  * lookups the balance hooks (balance.c) use.
  *===----------------------------------------------------------------------===*/
 #include "runtime/comm_internal.h"
+#include "runtime/htp_ops.h"
 
 #include <limits.h>
 #include <math.h>

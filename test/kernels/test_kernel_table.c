@@ -31,6 +31,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
 enum { ROWS = 6, IN = 5, OUT = 7, BATCH = 2, TOKENS = 3, HEADS = 2, HEAD_DIM = 3, DIM = 5 };
 
