@@ -2,7 +2,7 @@
  *
  * The CPU kernel table (kernels/htp_kernel_table.h) computes exactly what the
  * htp_cpu_* kernels compute when called by name (bitwise: the table only
- * forwards); the runtime's op entry points (htp_op_*, runtime/htp.h) give
+ * forwards); the runtime's op entry points (htp_op_*, runtime/htp_ops.h) give
  * the same through a context's table and through a NULL context, refuse bad
  * arguments with a message, and a world asking for the CUDA table either
  * gets it or fails cleanly; device memory and timing through a CPU context.
