@@ -7,7 +7,7 @@
  * htp_cuda_kernel_table, built with CUDA) wraps the htp_cuda_* twins. The
  * runtime context owns its rank's table and environment, and compiled
  * blocks and the balance hooks reach the kernels only through it (the
- * runtime's htp_op_* entry points, runtime/htp.h), so nothing outside
+ * runtime's htp_op_* entry points, runtime/htp_ops.h), so nothing outside
  * kernels/ names a device-specific kernel and one compiled block runs on
  * either device.
  *

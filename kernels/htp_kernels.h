@@ -70,7 +70,7 @@ void htp_cpu_attention_f32(const float *x, const float *wqkv, const float *bqkv,
  * other heads are left untouched. context is [batch * tokens, num_heads *
  * head_dim]; wqkv/bqkv as htp_cpu_attention_f32 (num_heads heads). scratch
  * holds batch * tokens * 3 * head_dim + tokens * tokens floats (one head's
- * q, k, v and one image's scores; runtime/htp.h's
+ * q, k, v and one image's scores; runtime/htp_ops.h's
  * htp_rt_attention_scratch_floats counts on exactly this). */
 void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float *bqkv,
                                  float *context, float *scratch, int64_t batch, int64_t tokens,

@@ -70,7 +70,7 @@ static inline int64_t htp_attention_scratch_floats(int64_t batch, int64_t tokens
   return cpu > cuda ? cpu : cuda;
 }
 
-/* htp_rt_attention_f32 (runtime/htp.h): the heads' context [rows,
+/* htp_rt_attention_f32 (runtime/htp_ops.h): the heads' context [rows,
  * num_heads * head_dim], one migrated head's context [rows, head_dim], then
  * the head kernel's own scratch (htp_cpu_attention_heads_f32: rows * 3 *
  * head_dim + tokens * tokens). */
@@ -83,7 +83,7 @@ static inline int64_t htp_rt_attention_scratch_floats(int64_t batch, int64_t tok
                        htp__size_mul(tokens, tokens));
 }
 
-/* htp_rt_mlp_f32 (runtime/htp.h): the hidden activation [rows, hidden_dim]
+/* htp_rt_mlp_f32 (runtime/htp_ops.h): the hidden activation [rows, hidden_dim]
  * and one migrated unit's [rows, unit_width]. */
 static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim,
                                                 int64_t unit_width) {
@@ -157,7 +157,7 @@ static inline int64_t htp__units_floats(int64_t units, int64_t parts, int64_t wi
   return htp__size_mul(units, one);
 }
 
-/* htp_rt_attention_grad_f32 (runtime/htp.h): the listed heads' weights
+/* htp_rt_attention_grad_f32 (runtime/htp_ops.h): the listed heads' weights
  * compacted and their gradients [2 * units' floats], one dx part [rows,
  * model_dim], then the CPU attention backward's own scratch over all
  * num_heads (a compacted shard has at most as many). */
@@ -171,7 +171,7 @@ static inline int64_t htp_rt_attention_grad_scratch_floats(int64_t batch, int64_
                                                                  num_heads, head_dim));
 }
 
-/* htp_rt_mlp_grad_f32 (runtime/htp.h): the listed units' weights compacted
+/* htp_rt_mlp_grad_f32 (runtime/htp_ops.h): the listed units' weights compacted
  * and their gradients [2 * units' floats], one dx part [rows, model_dim],
  * then the pre-activation, the activation and its gradient [rows,
  * hidden_dim] each. */

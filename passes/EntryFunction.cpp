@@ -10,7 +10,7 @@
 
 #include "dialect/HTPOps.h"
 #include "kernels/htp_kernels.h"
-#include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
 #include "mlir/IR/TypeUtilities.h"
 

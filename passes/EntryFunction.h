@@ -68,7 +68,7 @@ Type opElementType(Operation *op);
 
 /// Bytes of kernel scratch `op` needs in the workspace while it runs (0:
 /// none), or none when they pass int64. The formulas are the kernels' and
-/// the hooks' own (kernels/htp_kernels.h, runtime/htp.h); the scratch is f32
+/// the hooks' own (kernels/htp_scratch.h, runtime/htp_ops.h); the scratch is f32
 /// floats in a bf16 block too (the kernels compute in f32).
 std::optional<int64_t> scratchBytes(Operation *op);
 

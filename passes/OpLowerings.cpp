@@ -1,7 +1,8 @@
 //===- OpLowerings.cpp - One lowering pattern per htp op ------------------===//
 //
 // This file implements the patterns of --htp-lower-to-runtime: each htp op
-// becomes a call of libhtprt (runtime/htp.h) with the rank's context first:
+// becomes a call of libhtprt (runtime/htp_ops.h; the all-reduce runtime/htp.h)
+// with the rank's context first:
 // its op entry point (htp_op_*_f32 or, on bf16 tensors, htp_op_*_bf16,
 // which dispatches through the context's kernel table, so the block names
 // no device-specific kernel), a balance
@@ -50,7 +51,7 @@ Value optionalPointer(OpBuilder &builder, Location loc, Value converted) {
 }
 
 /// The runtime's entry point `base`_f32 or `base`_bf16 for the element
-/// type `op` computes on (runtime/htp.h: the bf16 twins take the same
+/// type `op` computes on (runtime/htp_ops.h: the bf16 twins take the same
 /// arguments, with bf16 pointers).
 std::string opEntryPoint(StringRef base, Operation *op) {
   return (base + "_" + dtypeName(opElementType(op))).str();

@@ -168,7 +168,8 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     (no `llvm.memcpy`: the buffers may live on a device).
 
     One conversion pattern per op (passes/OpLowerings.cpp): each op becomes
-    a call of libhtprt (`runtime/htp.h`) with the rank's context `%rt_ctx`
+    a call of libhtprt (`runtime/htp_ops.h`; the all-reduce `runtime/htp.h`)
+    with the rank's context `%rt_ctx`
     first: its op entry point (`htp_op_linear_f32`, `htp_op_layer_norm_f32`,
     `htp_op_gelu_f32`, `htp_op_add_f32`, `htp_op_bias_add_f32`,
     `htp_op_attention_f32` with its scratch's size in floats), which

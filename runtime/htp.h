@@ -1,9 +1,19 @@
-/*===- runtime/htp.h - libhtprt, the HTP runtime: the one public header ---===*
+/*===- runtime/htp.h - libhtprt, the HTP runtime: the embedding API -------===*
  *
  * libhtprt runs tensor-parallel blocks on ranks whose speeds differ: it owns
  * the communicators (local threads, MPI processes, NCCL GPUs), puts a deadline
  * on every wait, measures each rank, detects stragglers and plans the
- * SEMI-migration policy (DESIGN §4-5). Everything else in runtime/ is private.
+ * SEMI-migration policy (DESIGN §4-5).
+ *
+ * Public headers, by audience:
+ *   runtime/htp.h        this one: the embedding API, for a program that
+ *                        creates worlds and contexts and drives the planner
+ *                        and the balancer (htp-run, htp-sim, tests).
+ *   runtime/htp_entry.h  what a compiled block exports (entry symbol,
+ *                        signature, facts) and the signature reader.
+ *   runtime/htp_ops.h    what a compiled block calls by name: the op entry
+ *                        points (htp_op_*) and the balance hooks (htp_rt_*).
+ * Everything else in runtime/ is private.
  *
  * Conventions: every function returns an htp_result (HTP_OK = 0) unless said
  * otherwise; on failure the context's last error (htp_last_error) says why.
@@ -19,30 +29,31 @@
  *
  * Sections, in order: results; worlds and contexts; collectives and
  * transfers; fault injection; planning (pairs and units, detection, SEMI
- * plans, selection and imputation choices); balance hooks (the balancer, its
- * per-iteration step and trace, and what compiled blocks call).
+ * plans, selection and imputation choices); the balancer (its configuration,
+ * per-iteration step and trace; the hooks it drives are in runtime/htp_ops.h);
+ * device memory and timing.
  *
- * Only what this header (and runtime/htp_entry.h) declares with HTP_API is
- * exported from libhtprt; every other symbol is hidden
- * (-fvisibility=hidden), so a shared build or an executable that exports
- * libhtprt for JIT-compiled code exposes exactly this API.
+ * Only what the three public headers declare with HTP_API is exported from
+ * libhtprt; every other symbol is hidden (-fvisibility=hidden), so a shared
+ * build or an executable that exports libhtprt for JIT-compiled code exposes
+ * exactly this API (the test runtime.visibility checks it).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_H
 #define HTP_H
 
-#include "kernels/htp_scratch.h"
-
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h> /* FILE, for the balancer's trace */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Marks the exported API. libhtprt is compiled with -fvisibility=hidden;
- * compiled blocks resolve htp_allreduce_sum_f32 and the balance hooks by
- * name from the process (htp-run exports them), so those must stay
- * default-visibility. */
+/* Marks the exported API (here, in runtime/htp_entry.h and in
+ * runtime/htp_ops.h). libhtprt is compiled with -fvisibility=hidden;
+ * compiled blocks resolve htp_allreduce_sum_f32 and the functions of
+ * runtime/htp_ops.h by name from the process (htp-run exports them), so
+ * those must stay default-visibility. */
 #if defined(__GNUC__) || defined(__clang__)
 #define HTP_API __attribute__((visibility("default")))
 #else
@@ -106,8 +117,8 @@ typedef struct htp_ctx htp_ctx; /* one per rank */
 /* New fields go at the end only. A config not started from
  * HTP_CONFIG_INITIALIZER is rejected (magic). */
 /* The device whose kernel table each context of the world owns (DESIGN
- * §6): every htp_op_* entry point and balance hook of a context computes
- * through it. */
+ * §6): every htp_op_* entry point and balance hook of a context
+ * (runtime/htp_ops.h) computes through it. */
 typedef enum htp_device {
   HTP_DEVICE_CPU = 0,  /* kernels/cpu (default) */
   HTP_DEVICE_CUDA = 1, /* kernels/cuda: buffers are then DEVICE pointers; only in builds
@@ -279,7 +290,7 @@ HTP_API double htp_now(void);
  * not the time it waited for a core or a peer. Thread safe. */
 HTP_API double htp_thread_seconds(void);
 
-/* ===== PLANNING region begin (pairs and units, detection, SEMI plans) ==== *
+/* ===== Planning: pairs and units, detection, SEMI plans ================ *
  *
  * The work-unit model (DESIGN §4): a block has num_layers layers and each
  * layer two column->row pairs, attention (units = heads) and MLP (units =
@@ -352,8 +363,6 @@ HTP_API double htp_thread_seconds(void);
  * whose action is help receives (a healthy rank, or a straggler with time to
  * spare; never one that prunes).
  */
-#include <stdio.h> /* FILE, for the trace */
-
 typedef enum htp_policy {
   HTP_POLICY_NONE = 0,    /* detect and trace only */
   HTP_POLICY_RESIZE = 1,  /* stragglers prune gamma of their units (approximate) */
@@ -531,18 +540,18 @@ typedef enum htp_impute {
 HTP_API const char *htp_impute_name(htp_impute impute);
 HTP_API htp_result htp_impute_parse(const char *name, htp_impute *impute);
 
-/* ===== Balance hooks: what compiled blocks call ========================= *
+/* ===== The balancer: what the balance hooks carry out ================== *
  *
- * --htp-balance-hooks marks each split attention and MLP pair of a block
- * with its pair number (2 * layer + kind); the lowering then calls the hooks
- * below instead of the plain kernels. A hook computes the rank's share of
- * the pair as the current plan says (DESIGN §4): the units it keeps, the
- * pruned units imputed (zero: skipped; same / average: filled in and
- * projected), nothing for the units handed off, plus the units of other
- * ranks it helps with, from the migrated weights it caches. It writes the
- * rank's partial sum of the pair's output (no bias), which the block's
- * all-reduce then completes. With no balancer attached to the context every
- * unit is kept: the plain split block.
+ * --htp-balance-hooks marks each split attention and MLP pair of a block with
+ * its pair number (2 * layer + kind); the lowering then calls the hooks
+ * (htp_rt_*, runtime/htp_ops.h) instead of the plain kernels. A hook computes
+ * the rank's share of the pair as the current plan says (DESIGN §4): the
+ * units it keeps, the pruned units imputed (zero: skipped; same / average:
+ * filled in and projected), nothing for the units handed off, plus the units
+ * of other ranks it helps with, from the migrated weights it caches. It
+ * writes the rank's partial sum of the pair's output (no bias), which the
+ * block's all-reduce then completes. With no balancer attached to the context
+ * every unit is kept: the plain split block.
  *
  * The balancer owns the rank's planner, unit table, imputer and migration
  * cache. Weights must stay in the same buffers across iterations: the hooks
@@ -764,245 +773,9 @@ HTP_API htp_result htp_balancer_suspend(htp_balancer *balancer, int suspended);
  * HTP_ERR_INVALID for NULL; HTP_ERR_NOMEM. */
 HTP_API htp_result htp_balancer_weights_updated(htp_balancer *balancer);
 
-/* The hooks. Shapes and layouts as htp_cpu_attention_f32 (without proj
- * bias) and as an MLP pair (fc1 [hidden, dim] + bias, GELU, fc2 [dim,
- * hidden], no fc2 bias); y receives the partial sum (overwritten, not
- * accumulated; it must not alias an input). bqkv / b1 may be NULL (no
- * bias). scratch holds htp_rt_attention_scratch_floats(...) or
- * htp_rt_mlp_scratch_floats(...) floats (kernels/htp_scratch.h: the compiler
- * sizes the block's workspace with them). ctx may be NULL, or have no
- * balancer: every unit is computed (for the MLP, hidden_dim need only be a
- * multiple of unit_width). With a balancer, pair must be in [0, 2 *
- * num_layers), even for attention and odd for MLP, and the shapes must be
- * the config's: num_heads == units_per_rank[HTP_PAIR_ATTENTION], head_dim,
- * model_dim; unit_width == mlp_unit_width and hidden_dim ==
- * units_per_rank[HTP_PAIR_MLP] * unit_width. The hook records where the
- * pair's weights are (for packing handed-off units later), so pass the same
- * buffers every iteration. It adds its wall time to the balancer's site
- * seconds. Not collective: no hook talks to other ranks.
- * Return HTP_OK, or HTP_ERR_INVALID with htp_last_error(ctx) (NULL
- * buffers, sizes < 1 or beyond BLAS's int, a pair out of range or of the
- * other kind, shapes that disagree with the balancer's config), or
- * HTP_ERR_INTERNAL (a migrated-in unit's weights are not cached). A failing
- * hook also fails the world, as the collectives do with bad arguments: this
- * rank will not reach the block's all-reduce, and its peers should learn
- * it at once. Without ctx only HTP_ERR_INVALID, and no message. */
-
-HTP_API htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
-                                const float *bqkv, const float *wproj, float *y, float *scratch,
-                                int64_t batch, int64_t tokens, int64_t model_dim,
-                                int64_t num_heads, int64_t head_dim);
-HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
-                          const float *b1, const float *w2, float *y, float *scratch,
-                          int64_t rows, int64_t model_dim, int64_t hidden_dim,
-                          int64_t unit_width, int32_t tanh_approx);
-
-/* The backward hooks (DESIGN §11): the adjoints of the two hooks above,
- * which htp-grad writes for a hooked attention (htp.attention_grad with a
- * pair) and a hooked MLP (htp.mlp_grad). Operands as the forward hook's,
- * then dy (the partial sum's gradient, [rows, model_dim]); dx (this rank's
- * part of the input's gradient, which the block all-reduces) is WRITTEN, and
- * so is every weight gradient (dwqkv, dbqkv, dwproj; dw1, db1, dw2: the
- * hook zeroes them first). db1 may be NULL exactly when b1 is. scratch
- * holds htp_rt_attention_grad_scratch_floats(...) or
- * htp_rt_mlp_grad_scratch_floats(...) floats (kernels/htp_scratch.h).
- * Without a balancer (or a hookless one) every unit is differentiated, as
- * htp_op_attention_backward_f32 and the MLP's linear/GELU adjoints would.
- * With one, they follow the plan the forward hook of the same pair ran
- * under:
- *   kept unit       its weight gradient and its part of dx;
- *   pruned unit     no weight gradient (zeros), and its part of dx imputed
- *                   as its activation was: zero (none), average (the mean
- *                   of the kept units' parts) or same (its part from the
- *                   last step that computed it; zero before that);
- *   handed off      computed by the helper, whose weight gradient is sent
- *                   back here (written into this rank's gradient slice);
- *   migrated in     this helper adds the unit's part of dx and sends its
- *                   weight gradient to the owner.
- * The gradient return makes the backward hooks collective over the ranks
- * of the plan's flows (point-to-point, one global order, as the migration
- * transfers); with no flow they talk to no one. Errors as the forward
- * hooks', plus those of the transfers; a failing hook fails the world. */
-HTP_API htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
-                                             const float *wqkv, const float *bqkv,
-                                             const float *wproj, const float *dy, float *dx,
-                                             float *dwqkv, float *dbqkv, float *dwproj,
-                                             float *scratch, int64_t batch, int64_t tokens,
-                                             int64_t model_dim, int64_t num_heads,
-                                             int64_t head_dim);
-HTP_API htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
-                                       const float *w1, const float *b1, const float *w2,
-                                       const float *dy, float *dx, float *dw1, float *db1,
-                                       float *dw2, float *scratch, int64_t rows,
-                                       int64_t model_dim, int64_t hidden_dim, int64_t unit_width,
-                                       int32_t tanh_approx);
-
-/* ===== Op entry points: what compiled blocks call for every op ========== *
- *
- * Each computes one op through the context's kernel table (htp_config.device:
- * the CPU table by default), so compiled code names no device-specific
- * kernel and one compiled block runs on either device. Layouts, in-place
- * rules and scratch are those of the CPU kernels of the same name
- * (kernels/htp_kernels.h); pointers are the context's device memory (host
- * memory on the CPU). ctx may be NULL: the CPU table is used and a failure
- * has no message (embedders running a tp-1 block without a context keep
- * working). Sizes must be >= 1 and GEMM dimensions fit BLAS's int; b, bqkv,
- * bproj may be NULL (no bias). Return HTP_OK; HTP_ERR_INVALID (a NULL
- * buffer, a size out of range, too little scratch for the device's kernel);
- * HTP_ERR_UNSUPPORTED (no kernel for the op on the context's device);
- * HTP_ERR_SYSTEM (the device failed). Like the hooks, a failing op fails
- * the world (this rank will not reach the block's all-reduce) and says why
- * in htp_last_error(ctx). Not collective. On a CUDA table the op is only
- * enqueued on the rank's stream. */
-HTP_API htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w,
-                                     const float *b, float *y, int64_t rows,
-                                     int64_t in_features, int64_t out_features);
-HTP_API htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
-                                         const float *beta, float *y, int64_t rows,
-                                         int64_t dim, float epsilon);
-HTP_API htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
-                                   int32_t tanh_approx);
-HTP_API htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y,
-                                  int64_t n);
-HTP_API htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias,
-                                       float *y, int64_t rows, int64_t cols);
-/* scratch holds scratch_floats floats: at least what the device's kernel
- * needs (on the CPU htp_cpu_attention_scratch_floats, kernels/htp_scratch.h,
- * which is what compiled blocks reserve). */
-HTP_API htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
-                                        const float *bqkv, const float *wproj,
-                                        const float *bproj, float *y, float *scratch,
-                                        int64_t scratch_floats, int64_t batch, int64_t tokens,
-                                        int64_t model_dim, int64_t num_heads,
-                                        int64_t head_dim);
-/* The same ops on bf16 tensors (bfloat16 bit patterns in uint16_t; every
- * tensor of the op bf16, the attention's scratch still f32 and as large as
- * for f32): f32 arithmetic, each output rounded once to nearest even
- * (kernels/htp_bf16.h). Same arguments, checks and results as above. */
-HTP_API htp_result htp_op_linear_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
-                                      const uint16_t *b, uint16_t *y, int64_t rows,
-                                      int64_t in_features, int64_t out_features);
-HTP_API htp_result htp_op_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x,
-                                          const uint16_t *gamma, const uint16_t *beta,
-                                          uint16_t *y, int64_t rows, int64_t dim,
-                                          float epsilon);
-HTP_API htp_result htp_op_gelu_bf16(htp_ctx *ctx, const uint16_t *x, uint16_t *y, int64_t n,
-                                    int32_t tanh_approx);
-HTP_API htp_result htp_op_add_bf16(htp_ctx *ctx, const uint16_t *a, const uint16_t *b,
-                                   uint16_t *y, int64_t n);
-HTP_API htp_result htp_op_bias_add_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *bias,
-                                        uint16_t *y, int64_t rows, int64_t cols);
-HTP_API htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv,
-                                         const uint16_t *bqkv, const uint16_t *wproj,
-                                         const uint16_t *bproj, uint16_t *y, float *scratch,
-                                         int64_t scratch_floats, int64_t batch, int64_t tokens,
-                                         int64_t model_dim, int64_t num_heads,
-                                         int64_t head_dim);
-/* dst = src (bytes bytes, no overlap): a compiled block's result copies,
- * which may live on the device. bytes 0 is a no-op. */
-HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);
-
-/* ----- Training ops (f32 only; issue 9's spec, sections A and B) ----------
- * Same conventions as above (ctx may be NULL, sizes >= 1, GEMM dimensions
- * within BLAS's int, HTP_ERR_INVALID / _UNSUPPORTED / _SYSTEM). Layouts are
- * the kernel table's entries of the same names (kernels/htp_kernel_table.h).
- * Every output, gradients included, is WRITTEN (the ops are pure values):
- * the entries clear the parameter gradients that the table's backward
- * kernels accumulate (its `zero` entry) before calling them. No output may
- * overlap an input. Pointers other than those marked "may be NULL" must
- * not be NULL. */
-
-/* y [B, N, D] = patchify(images [B, C, H, W]) · w[D, C·P·P]ᵀ + b [D],
- * N = (H/P)(W/P) tokens in row-major patch-grid order, patch vectors in
- * (c, ky, kx) order (timm's Conv2d patch_embed.proj weight [D, C, P, P]).
- * H and W are multiples of P. scratch holds scratch_floats >= B·C·H·W
- * floats (the patches, [B·N, C·P·P]). */
-HTP_API htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float *w,
-                                          const float *b, float *y, float *scratch,
-                                          int64_t scratch_floats, int64_t batch,
-                                          int64_t channels, int64_t height, int64_t width,
-                                          int64_t patch, int64_t dim);
-/* y [B, N+1, D]: y[b, 0] = cls + pos[0], y[b, 1+i] = patches[b, i] + pos[1+i];
- * patches [B, N, D], cls [1, 1, D], pos [1, N+1, D]. */
-HTP_API htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const float *cls,
-                                           const float *pos, float *y, int64_t batch,
-                                           int64_t patches_per_image, int64_t dim);
-/* y [B, D] = x[:, 0] (x [B, T, D]; timm's global_pool='token'). */
-HTP_API htp_result htp_op_cls_token_f32(htp_ctx *ctx, const float *x, float *y, int64_t batch,
-                                        int64_t tokens, int64_t dim);
-/* *loss = mean over rows of -Σ_k t_k log softmax(logits)_k: logits and
- * targets [rows, classes] (targets are class probabilities, e.g. one-hot
- * rows), loss one float of the context's device memory. */
-HTP_API htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits,
-                                            const float *targets, float *loss, int64_t rows,
-                                            int64_t classes);
-/* dlogits [rows, classes] = d(cross_entropy)/d(logits) for d(loss) = 1:
- * (softmax · Σ_k t_k - t) / rows. */
-HTP_API htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
-                                                     const float *targets, float *dlogits,
-                                                     int64_t rows, int64_t classes);
-/* linear's adjoint: dx [rows, in] = dy · w; dw [out, in] = dyᵀ · x; db [out]
- * = Σ_rows dy (db may be NULL: not wanted). */
-HTP_API htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float *w,
-                                              const float *dy, float *dx, float *dw, float *db,
-                                              int64_t rows, int64_t in_features,
-                                              int64_t out_features);
-/* layer norm's adjoint (statistics recomputed from x): dx [rows, dim],
- * dgamma and dbeta [dim]. */
-HTP_API htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x,
-                                                  const float *gamma, const float *dy,
-                                                  float *dx, float *dgamma, float *dbeta,
-                                                  int64_t rows, int64_t dim, float epsilon);
-/* dx = dy · GELU'(x), n elements, exact (tanh_approx 0) or tanh form (1);
- * dx may equal dy. */
-HTP_API htp_result htp_op_gelu_backward_f32(htp_ctx *ctx, const float *x, const float *dy,
-                                            float *dx, int64_t n, int32_t tanh_approx);
-/* The whole attention's adjoint (the forward recomputed in scratch): dx
- * [B·T, model_dim], dwqkv, dbqkv, dwproj as their parameters, dbproj [model_dim]
- * (may be NULL: not wanted). bqkv may be NULL (no qkv bias), as in the
- * forward. The projection's bias changes no gradient but its own, so it is
- * not an argument. scratch holds scratch_floats floats, at least what the
- * device's kernel needs (on the CPU htp_cpu_attention_backward_scratch_floats,
- * kernels/htp_scratch.h). */
-HTP_API htp_result htp_op_attention_backward_f32(
-    htp_ctx *ctx, const float *x, const float *wqkv, const float *bqkv, const float *wproj,
-    const float *dy, float *dx, float *dwqkv, float *dbqkv, float *dwproj, float *dbproj,
-    float *scratch, int64_t scratch_floats, int64_t batch, int64_t tokens, int64_t model_dim,
-    int64_t num_heads, int64_t head_dim);
-/* y [cols] = Σ_rows x [rows, cols] (bias_add's bias gradient), summed in an
- * order that does not depend on the thread count. */
-HTP_API htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t rows,
-                                      int64_t cols);
-/* patch_embed's parameter gradients from dy [B, N, D]: dw [D, C, P, P], db
- * [D]. Scratch as htp_op_patch_embed_f32's (the patches again). */
-HTP_API htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images,
-                                                   const float *dy, float *dw, float *db,
-                                                   float *scratch, int64_t scratch_floats,
-                                                   int64_t batch, int64_t channels,
-                                                   int64_t height, int64_t width, int64_t patch,
-                                                   int64_t dim);
-/* embed_tokens' adjoint from dy [B, N+1, D]: dpatches [B, N, D] = dy[:, 1:],
- * dcls [1, 1, D] = Σ_b dy[b, 0], dpos [1, N+1, D] = Σ_b dy[b]. */
-HTP_API htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy,
-                                                    float *dpatches, float *dcls, float *dpos,
-                                                    int64_t batch, int64_t patches_per_image,
-                                                    int64_t dim);
-/* cls_token's adjoint: dx [B, T, D] = dy [B, D] at token 0, zero elsewhere. */
-HTP_API htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
-                                                 int64_t batch, int64_t tokens, int64_t dim);
-
-/* Optimizer steps over n parameters w, in place, on their gradients g
- * (the kernel table's entries: kernels/htp_kernel_table.h gives the exact
- * updates; PyTorch's SGD with momentum and AdamW with decoupled decay).
- * step counts from 1 (the bias correction and SGD's first momentum use it);
- * m (and v) are the optimizer's moments, as long as w. lr, weight_decay,
- * momentum >= 0 and finite; beta1, beta2 in [0, 1); epsilon > 0. */
-HTP_API htp_result htp_op_sgd_momentum_f32(htp_ctx *ctx, float *w, const float *g, float *m,
-                                           int64_t n, float lr, float momentum,
-                                           float weight_decay, int64_t step);
-HTP_API htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, float *v,
-                                    int64_t n, float lr, float beta1, float beta2, float epsilon,
-                                    float weight_decay, int64_t step);
+/* ===== Device memory and timing ======================================= *
+ * What an embedder runs a block's buffers on (the context's kernel table:
+ * host memory on the CPU), and the clocks that time it. */
 
 /* The context's device memory, for buffers a block runs on (htp-run
  * --device): through the kernel table, so host memory on the CPU table and
@@ -1033,8 +806,6 @@ HTP_API htp_result htp_ctx_elapsed(htp_ctx *ctx, double *seconds);
  * time minus the growth of this: otherwise every rank would look as slow
  * as the slowest, which it waits for in the all-reduce. */
 HTP_API double htp_ctx_comm_seconds(const htp_ctx *ctx);
-
-/* ===== PLANNING region end ===== */
 
 #ifdef __cplusplus
 }

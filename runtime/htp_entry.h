@@ -1,6 +1,7 @@
 /*===- runtime/htp_entry.h - The entry ABI of compiled htp blocks ---------===*
  *
- * Public, next to runtime/htp.h. The seam between the compiler (htp-opt
+ * Public, next to runtime/htp.h (the embedding API) and runtime/htp_ops.h
+ * (what a compiled block calls). The seam between the compiler (htp-opt
  * --htp-lower-to-runtime, htp-compile, the JIT in htp-run) and whoever runs
  * a compiled block (htp-run, or a C program that embeds libhtprt). It says
  * which symbols a compiled block exports, how to call its entry point, and
@@ -27,17 +28,18 @@
  *
  * Calling the entry. buffers[] holds, in order: one pointer per argument
  * (data inputs and parameters, dense row-major, the LOCAL shapes of the
- * signature), one per result (allocated by the caller, written by the
- * block), and last a workspace of workspace_bytes (never NULL; 64-byte
- * aligned). Every op of a block calls the runtime with rt_ctx (its op
- * entry points htp_op_*, the balance hooks htp_rt_*, htp_allreduce_sum_f32),
- * which computes through the context's kernel table, so a compiled block
- * references no device-specific kernel. rt_ctx is the rank's htp_ctx
- * (runtime/htp.h); NULL is allowed for a block that calls no collective
- * (tp 1): its ops then run on the CPU kernel table. The buffers are memory
- * of the context's device (host memory on the CPU). The entry returns 0
- * (HTP_OK) or the htp_result of the first call that failed (bad arguments,
- * a device error, or with tp > 1 a peer that hung or died), at once.
+ * signature), one per result (allocated by the caller, written by the block),
+ * and last a workspace of workspace_bytes (never NULL; 64-byte aligned).
+ * Every op of a block calls the runtime with rt_ctx (its op entry points
+ * htp_op_* and the balance hooks htp_rt_*, runtime/htp_ops.h;
+ * htp_allreduce_sum_f32), which computes through the context's kernel table,
+ * so a compiled block references no device-specific kernel. rt_ctx is the
+ * rank's htp_ctx (runtime/htp.h); NULL is allowed for a block that calls no
+ * collective (tp 1): its ops then run on the CPU kernel table. The buffers
+ * are memory of the context's device (host memory on the CPU). The entry
+ * returns 0 (HTP_OK) or the htp_result of the first call that failed (bad
+ * arguments, a device error, or with tp > 1 a peer that hung or died), at
+ * once.
  *
  * Signature (JSON, format version 2). Unknown keys are ignored by readers,
  * so later versions can add keys; a different "htp_entry" version is

@@ -6,7 +6,7 @@
  * in double written from the math, and a local world whose ranks are
  * threads. Rank threads only compute and record; they report a failed CHECK
  * through `failures`, which run_world asserts is 0 on the main thread.
- * Include after <cmocka.h> and runtime/htp.h. Everything here is static
+ * Include after <cmocka.h> and runtime/htp_ops.h. Everything here is static
  * inline: each test is one translation unit and uses what it needs.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_TEST_BALANCE_HARNESS_H

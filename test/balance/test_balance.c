@@ -37,6 +37,7 @@
 
 #include "runtime/balance_internal.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 #include "harness.h"
 
 /* Units whose output weights the `damp` scenarios scale by 1e-3 (local ids,

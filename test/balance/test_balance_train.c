@@ -51,6 +51,7 @@
 
 #include "runtime/balance_internal.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 #include "harness.h"
 
 enum { PAIRS = 2 * LAYERS };

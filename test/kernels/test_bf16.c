@@ -29,6 +29,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
 enum { ROWS = 6, IN = 40, OUT = 24, BATCH = 2, TOKENS = 5, HEADS = 3, HEAD_DIM = 8 };
 enum { DIM = HEADS * HEAD_DIM };

@@ -38,6 +38,7 @@
 #include "kernels/htp_scratch.h"
 #include "runtime/comm_internal.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
 static double now(void) {
   struct timespec t;

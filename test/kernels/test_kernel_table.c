@@ -2,7 +2,7 @@
  *
  * The CPU kernel table (kernels/htp_kernel_table.h) computes exactly what the
  * htp_cpu_* kernels compute when called by name (bitwise: the table only
- * forwards); the runtime's op entry points (htp_op_*, runtime/htp.h) give
+ * forwards); the runtime's op entry points (htp_op_*, runtime/htp_ops.h) give
  * the same through a context's table and through a NULL context, refuse bad
  * arguments with a message, and a world asking for the CUDA table either
  * gets it or fails cleanly; device memory and timing through a CPU context.
@@ -31,6 +31,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
 enum { ROWS = 6, IN = 5, OUT = 7, BATCH = 2, TOKENS = 3, HEADS = 2, HEAD_DIM = 3, DIM = 5 };
 

@@ -21,6 +21,7 @@
 
 #include "runtime/balance_internal.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 #include "runtime/units_internal.h"
 
 #include <jansson.h>

@@ -16,6 +16,7 @@
 
 #include "runtime/comm_internal.h" /* htp__nccl_local_index, htp__nccl_shared_gpu */
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 #include "test/kernels/cuda_test.h" /* no_device_exit */
 
 #include <cuda_runtime_api.h>

@@ -18,6 +18,7 @@
 #include "tools/htp-run/train/job.h"
 
 #include "kernels/htp_kernels.h" /* htp_cpu_set_blas_threads */
+#include "runtime/htp_ops.h" /* htp_op_sgd_momentum_f32, htp_op_adamw_f32 */
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/file_map.h"
