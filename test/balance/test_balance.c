@@ -736,9 +736,10 @@ static void *slowdown_main(void *arg) {
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
   CHECK(htp_balancer_hook_seconds(b) == 0.0);
   bad_factor_result = htp_balancer_set_slowdown(b, 0.5);
-  /* Many calls, so the timer's noise averages out; the best of three. */
+  /* Many calls, so the timer's noise averages out; the best of five rounds,
+   * plain and slowed interleaved, so a burst of load meets both alike. */
   hooked_plain = hooked_slow = wall_plain = wall_slow = 1e9;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 5; ++round) {
     for (int slow = 0; slow < 2; ++slow) {
       CHECK(htp_balancer_set_slowdown(b, slow ? 4.0 : 1.0) == HTP_OK);
       double started = htp_now();
@@ -790,9 +791,11 @@ static void test_10_slowdown(void **unused) {
   assert_int_equal(bad_factor_result, HTP_ERR_INVALID);
   assert_true(hooked_plain > 0.0);
   /* Wide bounds: the two are timed apart on a machine that may be loaded
-   * (CI beside training runs read 2.3x); a factor not applied reads ~1x,
-   * applied twice ~16x. */
-  assert_true(hooked_slow > 1.5 * hooked_plain && hooked_slow < 8.0 * hooked_plain);
+   * (CI beside training runs read 2.3x; this test failed once in an ASan
+   * build under heavy load, which bound unrecorded, so the upper one is now
+   * 12x and the rounds five); a factor not applied reads ~1x, applied twice
+   * ~16x. */
+  assert_true(hooked_slow > 1.5 * hooked_plain && hooked_slow < 12.0 * hooked_plain);
   assert_true(wall_slow > 1.5 * wall_plain);
   fprintf(stderr, "thread clock x1000: %.5f s booked, %.5f s CPU, %.5f s wall\n", hooked_thread,
           cpu_thread, wall_thread);
