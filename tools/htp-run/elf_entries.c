@@ -22,19 +22,37 @@ static int section_at(const unsigned char *bytes, size_t size, const ElfW(Ehdr) 
          (section->sh_offset <= size && section->sh_size <= size - section->sh_offset);
 }
 
-int htp_elf_list_entries(const unsigned char *bytes, size_t size,
-                              void (*each)(void *user, const char *name), void *user,
-                              const char **why) {
-  ElfW(Ehdr) header;
-  if (size < sizeof header || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
+/* The file's ELF header, when it is an ELF object of this machine's class;
+ * else 0 with *why. */
+static int read_header(const unsigned char *bytes, size_t size, ElfW(Ehdr) *header,
+                       const char **why) {
+  if (size < sizeof *header || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
     *why = "not an ELF object";
-    return -1;
+    return 0;
   }
-  memcpy(&header, bytes, sizeof header);
-  if (header.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-      header.e_shentsize != sizeof(ElfW(Shdr)) || header.e_shoff > size ||
-      header.e_shnum > (size - header.e_shoff) / sizeof(ElfW(Shdr))) {
-    *why = "not an ELF object of this machine, or its section headers lie outside the file";
+  memcpy(header, bytes, sizeof *header);
+  if (header->e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32)) {
+    *why = "not an ELF object of this machine's class";
+    return 0;
+  }
+  return 1;
+}
+
+/* The section header table lies within the file (none counts as within). */
+static int sections_within(const ElfW(Ehdr) *header, size_t size) {
+  return header->e_shnum == 0 ||
+         (header->e_shentsize == sizeof(ElfW(Shdr)) && header->e_shoff <= size &&
+          header->e_shnum <= (size - header->e_shoff) / sizeof(ElfW(Shdr)));
+}
+
+int htp_elf_list_entries(const unsigned char *bytes, size_t size,
+                         void (*each)(void *user, const char *name), void *user,
+                         const char **why) {
+  ElfW(Ehdr) header;
+  if (!read_header(bytes, size, &header, why))
+    return -1;
+  if (!sections_within(&header, size)) {
+    *why = "its section headers lie outside the file";
     return -1;
   }
   const size_t prefix = sizeof HTP_ENTRY_SYMBOL_PREFIX - 1;
@@ -80,16 +98,11 @@ int htp_elf_list_entries(const unsigned char *bytes, size_t size,
 
 int htp_elf_check_whole(const unsigned char *bytes, size_t size, const char **why) {
   ElfW(Ehdr) header;
-  if (size < sizeof header || memcmp(bytes, ELFMAG, SELFMAG) != 0) {
-    *why = "not an ELF object";
+  if (!read_header(bytes, size, &header, why))
     return -1;
-  }
-  memcpy(&header, bytes, sizeof header);
-  if (header.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) ||
-      header.e_phentsize != sizeof(ElfW(Phdr)) || header.e_phoff > size ||
+  if (header.e_phentsize != sizeof(ElfW(Phdr)) || header.e_phoff > size ||
       header.e_phnum > (size - header.e_phoff) / sizeof(ElfW(Phdr))) {
-    *why = "not an ELF object of this machine, or it is cut short (its program headers "
-           "lie past its end)";
+    *why = "the file is cut short: its program headers lie past its end";
     return -1;
   }
   for (size_t i = 0; i < header.e_phnum; i++) {
@@ -101,9 +114,7 @@ int htp_elf_check_whole(const unsigned char *bytes, size_t size, const char **wh
       return -1;
     }
   }
-  if (header.e_shnum &&
-      (header.e_shentsize != sizeof(ElfW(Shdr)) || header.e_shoff > size ||
-       header.e_shnum > (size - header.e_shoff) / sizeof(ElfW(Shdr)))) {
+  if (!sections_within(&header, size)) {
     *why = "the file is cut short: its section headers lie past its end";
     return -1;
   }
