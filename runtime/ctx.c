@@ -300,6 +300,8 @@ int htp_backend_available(htp_backend backend) {
 
 void htp_world_destroy(htp_world *world) {
   if (!world) return;
+  /* A world made later at the same address must not read this one's message. */
+  if (thread_world_error.world == world) thread_world_error.world = NULL;
   world->ops->world_destroy(world);
   pthread_mutex_destroy(&world->lock);
   free(world->rank_taken);
