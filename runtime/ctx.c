@@ -430,6 +430,8 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
     world->rank_taken[rank] = 0;
     pthread_mutex_unlock(&world->lock);
     htp__world_message(world, "htp_ctx_create: out of memory");
+    htp__world_fail(world, NULL, HTP_ERR_NOMEM, rank,
+                    "rank %d could not create its context: out of memory", rank);
     return HTP_ERR_NOMEM;
   }
   ctx->world = world;
@@ -442,6 +444,12 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
   }
   if (rc != HTP_OK) {
     htp__world_message(world, "htp_ctx_create: rank %d: %s", rank, ctx->last_error);
+    /* The peers may already wait in their first collective: without a
+     * context there is nothing for the caller to abort, so the world fails
+     * here (as for out of memory above) and they learn it at once, not at
+     * the deadline. */
+    htp__world_fail(world, NULL, rc, rank, "rank %d could not create its context: %s", rank,
+                    ctx->last_error);
     pthread_mutex_lock(&world->lock);
     world->rank_taken[rank] = 0;
     pthread_mutex_unlock(&world->lock);

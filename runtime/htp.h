@@ -182,7 +182,9 @@ HTP_API const char *htp_world_last_error(const htp_world *world);
  * context or the deadline passes. Errors (message in htp_world_last_error):
  * HTP_ERR_INVALID for NULL pointers, a rank out of range, not this process's
  * rank, or a rank that already has a context; HTP_ERR_SYSTEM, HTP_ERR_TIMEOUT
- * (nccl communicator setup). */
+ * (nccl communicator setup, the device's kernels: a GPU or its SMs taken).
+ * A context that fails past the argument checks fails the world, so that
+ * peers waiting in a collective get HTP_ERR_REMOTE at once. */
 HTP_API htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx);
 /* Frees the context (NULL is fine); the rank may then get a new one. */
 HTP_API void htp_ctx_destroy(htp_ctx *ctx);

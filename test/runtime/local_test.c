@@ -805,17 +805,19 @@ static void test_transfer_timeouts(void **state) {
   }
 }
 
+/* A rank's thread that waits: in a hung fault point, or in a barrier. */
 typedef struct abort_job {
   htp_world *world;
   htp_ctx *ctx;
   htp_result result;
   double seconds;
+  int in_barrier;
 } abort_job;
 
 static void *hang_thread(void *argument) {
   abort_job *job = argument;
   double start = htp_now();
-  job->result = htp_fault_point(job->ctx, 5);
+  job->result = job->in_barrier ? htp_barrier(job->ctx) : htp_fault_point(job->ctx, 5);
   job->seconds = htp_now() - start;
   return NULL;
 }
@@ -825,7 +827,7 @@ static void test_abort_releases_hang(void **state) {
   htp_world *world = make_world(2, 30.0); /* the hang would last 300 s */
   htp_fault hang = {HTP_FAULT_HANG, 0, 0, 0};
   assert_int_equal(htp_world_add_fault(world, &hang), HTP_OK);
-  abort_job job = {world, NULL, HTP_ERR_INTERNAL, 0};
+  abort_job job = {world, NULL, HTP_ERR_INTERNAL, 0, 0};
   htp_ctx *other = NULL;
   assert_int_equal(htp_ctx_create(world, 0, &job.ctx), HTP_OK);
   assert_int_equal(htp_ctx_create(world, 1, &other), HTP_OK);
@@ -888,6 +890,40 @@ static void test_fault_errors(void **state) {
   htp_world_destroy(world);
 }
 
+/* A rank whose context fails past the argument checks (here the checked
+ * device refusing its environment) fails the world: a peer already in a
+ * barrier hears it at once, not at the 30 s deadline (on an H200 a rank
+ * refused its SMs left three peers waiting in their first collective). */
+static void test_failed_context_fails_world(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_LOCAL;
+  config.device = HTP_DEVICE_CHECKED;
+  config.world_size = 2;
+  config.timeout_s = 30.0;
+  htp_world *world = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  unsetenv("HTP_CHECKED_LATENCY_US");
+  abort_job job = {world, NULL, HTP_ERR_INTERNAL, 0, 1};
+  assert_int_equal(htp_ctx_create(world, 1, &job.ctx), HTP_OK);
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, hang_thread, &job), 0);
+  struct timespec pause = {0, 50 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  setenv("HTP_CHECKED_LATENCY_US", "not a number", 1);
+  htp_ctx *refused = NULL;
+  assert_int_not_equal(htp_ctx_create(world, 0, &refused), HTP_OK);
+  unsetenv("HTP_CHECKED_LATENCY_US");
+  assert_null(refused);
+  assert_non_null(strstr(htp_world_last_error(world), "HTP_CHECKED_LATENCY_US"));
+  pthread_join(thread, NULL);
+  assert_int_equal(job.result, HTP_ERR_REMOTE);
+  assert_true(job.seconds < 5.0);
+  assert_non_null(strstr(htp_last_error(job.ctx), "rank 0 could not create its context"));
+  htp_ctx_destroy(job.ctx);
+  htp_world_destroy(world);
+}
+
 /* A rank that never creates its context: the others time out. */
 static void test_missing_rank_times_out(void **state) {
   (void)state;
@@ -929,6 +965,7 @@ int main(void) {
       cmocka_unit_test(test_hang_cap),
       cmocka_unit_test(test_fault_errors),
       cmocka_unit_test(test_missing_rank_times_out),
+      cmocka_unit_test(test_failed_context_fails_world),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
 }
