@@ -114,6 +114,13 @@ int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *si
   return 0;
 }
 
+float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t floats) {
+  if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
+                              (size_t)floats * sizeof(float)))
+    return NULL;
+  return (float *)kernels->workspace;
+}
+
 int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,
                        int64_t c) {
   if (a < 0 || b < 0 || c < 0 || a > INT_MAX || b > INT_MAX || c > INT_MAX)

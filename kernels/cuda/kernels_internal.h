@@ -23,9 +23,9 @@ struct htp_cuda_kernels {
    * gather kernels read (gather.cu); grown on demand, freed with the object. */
   void *staging;
   size_t staging_bytes;
-  /* f32 intermediates of the bf16 unit kernels (units.cu), which get no
-   * scratch from their caller but must round their outputs once; grown on
-   * demand, freed with the object. */
+  /* f32 intermediates of the bf16 kernels that get no scratch from their
+   * caller but must round their outputs once (the linear with a bias, the
+   * unit kernels); grown on demand, freed with the object. */
   void *workspace;
   size_t workspace_bytes;
   /* The table's timing marks (table.c mark/elapsed), a pair per timer:
@@ -88,6 +88,10 @@ int htp_cuda_kernels_create_on(int device, cudaStream_t stream, htp_cuda_partiti
  * may still read the old buffer). Returns 0, or non-zero with the error. */
 int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *size,
                             size_t bytes);
+/* The object's f32 workspace with room for `floats` floats, or NULL with
+ * the error: the f32 results of the bf16 kernels that round once (the
+ * linear with a bias, the unit kernels). */
+float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t floats);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the

@@ -2,11 +2,17 @@
  *
  * cuBLAS is column-major: the row-major y[rows, out] = x·wᵀ is the
  * column-major yᵀ = w·xᵀ, i.e. gemm(T, N) with w and x as stored. The bias is
- * broadcast into y first and the GEMM accumulates onto it (beta = 1): cuBLAS
- * adds beta·C in f32 before it rounds C, so a bf16 y is still rounded once.
+ * broadcast into an f32 C first and the GEMM accumulates onto it (beta = 1).
+ * A bf16 y with a bias gets that C in the f32 workspace and is rounded from
+ * it once: cuBLAS's own epilogues rounded x·wᵀ to bf16 before adding the
+ * bias for some shapes on an H200 (cuBLAS 13: beta = 1 onto a bf16 C at
+ * ViT-B/16's, cuBLASLt's bias epilogue at K = 333), up to 4 bf16 ulps off
+ * where the bias cancels the product (gpu-check, 2026-11-27).
  * One body for every element type pair (htp_cuda_linear, kernels_internal.h).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
+
+#include <type_traits>
 
 namespace {
 
@@ -26,16 +32,27 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
     return 1;
   if (rows == 0 || out_features == 0)
     return 0;
-  float beta = 0.0f;
-  if (b) {
-    broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0,
-                            kernels->stream>>>(b, y, rows, out_features);
-    HTP_CUDA_CHECK_LAUNCH(kernels);
-    beta = 1.0f;
+  if (!b)
+    return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                         (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
+                         0.0f, y, (int)out_features);
+  float *sum;
+  if constexpr (std::is_same_v<Out, float>) {
+    sum = y;
+  } else if (!(sum = htp_cuda_workspace(kernels, rows * out_features))) {
+    return 1;
   }
-  return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
-                       (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, beta,
-                       y, (int)out_features);
+  broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0, kernels->stream>>>(
+      b, sum, rows, out_features);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                    (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 1.0f, sum,
+                    (int)out_features))
+    return 1;
+  if constexpr (!std::is_same_v<Out, float>)
+    return htp_cuda_convert_block(kernels, (const float *)sum, out_features, y, out_features,
+                                  rows, out_features);
+  return 0;
 }
 
 template int htp_cuda_linear<float, float>(htp_cuda_kernels *, const float *, const float *,

@@ -58,14 +58,6 @@ int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   return n;
 }
 
-/* The object's f32 workspace with room for `floats` floats, or NULL. */
-float *workspace(htp_cuda_kernels *kernels, int64_t floats) {
-  if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
-                              (size_t)floats * sizeof(float)))
-    return NULL;
-  return (float *)kernels->workspace;
-}
-
 /* qkv[r, part*head_dim + c] = bqkv[part*inner + head*head_dim + c]: head h's
  * three bias slices broadcast over the rows, the GEMM then adds onto them. */
 template <typename T>
@@ -176,7 +168,7 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
       widest = run > widest ? run : widest;
       i += run;
     }
-    if (count && !(pre = workspace(kernels, rows * widest * width)))
+    if (count && !(pre = htp_cuda_workspace(kernels, rows * widest * width)))
       return 1;
   }
   for (int64_t i = 0; i < count;) {
@@ -226,7 +218,7 @@ int linear_units(htp_cuda_kernels *kernels, const T *a, const T *w, T *y, int64_
   if constexpr (std::is_same_v<T, float>) {
     sum = y;
   } else {
-    if (!(sum = workspace(kernels, rows * out_features)) ||
+    if (!(sum = htp_cuda_workspace(kernels, rows * out_features)) ||
         (accumulate && htp_cuda_convert_block(kernels, (const T *)y, out_features, sum,
                                               out_features, rows, out_features)))
       return 1;
