@@ -4,7 +4,7 @@
 The tp-4 ViT-B/16 block of gpu-blocks/ (scripts/gpu-prepare.sh) on one GPU,
 ranks as threads (local backend), each rank confined to its own SMs with
 htp-run --sms (green contexts, disjoint):
-  baseline     every rank on --fast SMs (default 32), policy none: T0
+  baseline     every rank on --fast SMs (default 24), policy none: T0
   straggler    rank 0 on --slow SMs (default 8: a quarter), the others on
                --fast, once per policy of --policies (default none, resize,
                migrate, semi; none is always run: the slowdown comes from
@@ -77,7 +77,8 @@ def main():
     parser.add_argument("--htp-run", required=True)
     parser.add_argument("--block", default=os.path.join("gpu-blocks", "vit_b16_f32_tp4.so"))
     parser.add_argument("--out", default="gpu-policies", help="folder for traces, CSV, picture")
-    parser.add_argument("--fast", type=int, default=32, help="SMs of each fast rank")
+    # 4 x 24: an H100 or H200 splits 120 of its 132 SMs into groups of 8, so 4 x 32 does not fit.
+    parser.add_argument("--fast", type=int, default=24, help="SMs of each fast rank")
     parser.add_argument("--slow", type=int, default=8, help="SMs of the straggler, rank 0")
     parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=240)

@@ -32,7 +32,7 @@
 #                     added to blocks.csv; the 1.3x eager and 1.0x compile
 #                     targets) (cap 90 s)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
-#                     the others on 32 (--sms); policies none and semi, and
+#                     the others on 24 (--sms); policies none and semi, and
 #                     semi without a straggler (trace_semi.png) (cap 60 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
