@@ -18,7 +18,10 @@ half of rank 0's hook seconds over the other ranks' mean. Ideal: T0 * 4 /
 (steady ms, / ideal, / T0), the issue's targets (SEMI <= 1.05x ideal; no
 straggler: SEMI <= 1.02x policy none; when semi runs), writes policies.csv,
 and draws semi's trace with tools/htp-plot/htp-plot (trace_semi.png), all in
---out. Each run's steady time is printed as it finishes.
+--out. Per traced policy the table also splits the steady time: the slowest rank's
+attention and MLP hooks (each pair ends in an all-reduce, so a site balanced on its own
+matters, not a rank's sum), the busiest rank's compute + communication, and what is left
+(on an H200 on 2026-11-27 about 1.2 ms per iteration). Each run's steady time is printed as it finishes.
 
     python3 bench/gpu_policies.py --htp-run gpu-bundle/bin/htp-run \\
         --block gpu-bundle/blocks/vit_b16_f32_tp4.so --out gpu-policies --policies none,semi
@@ -72,6 +75,24 @@ def slowdown(trace_path):
     return statistics.median(ratios) if ratios else float("nan")
 
 
+def breakdown(trace_path):
+    """Where a traced run's iteration goes, medians over the second half: the slowest
+    rank's attention and MLP hook seconds (each pair ends in an all-reduce, so these add),
+    and the busiest rank's compute + communication, all in ms. The steady wall time minus
+    the last is what no rank's clock saw (launches, synchronisation, the balancer's step)."""
+    per_iter = {}
+    with open(trace_path) as handle:
+        for line in handle:
+            row = json.loads(line)
+            per_iter.setdefault(row["iter"], []).append(row)
+    iters = sorted(per_iter)[len(per_iter) // 2:]
+    def median_of(value):
+        return 1e3 * statistics.median(max(value(row) for row in per_iter[i]) for i in iters)
+    sites = lambda k: (lambda row: (row.get("site_seconds") or [0, 0])[k] or 0)
+    return (median_of(sites(0)), median_of(sites(1)),
+            median_of(lambda row: row["seconds"] + row["comm_seconds"]))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--htp-run", required=True)
@@ -114,11 +135,14 @@ def main():
           f"rank 0 {args.slow} SMs: measured slowdown {factor:.2f}x; T0 {base:.2f} ms, ideal "
           f"{ideal:.2f} ms; steady = median of the last {args.iters - args.iters // 2} of "
           f"{args.iters} iterations\n")
-    print("| policy | steady ms | / ideal | / T0 |\n|---|---|---|---|")
+    print("| policy | steady ms | / ideal | / T0 | slowest attention ms | slowest MLP ms | "
+          "busiest compute + comm ms | unaccounted ms |\n|---|---|---|---|---|---|---|---|")
     for policy, steady in rows:
-        print(f"| {policy} | {steady:.2f} | {steady / ideal:.3f} | {steady / base:.3f} |")
+        attention, mlp, busiest = breakdown(os.path.join(args.out, f"trace_{policy}.jsonl"))
+        print(f"| {policy} | {steady:.2f} | {steady / ideal:.3f} | {steady / base:.3f} | "
+              f"{attention:.2f} | {mlp:.2f} | {busiest:.2f} | {steady - busiest:.2f} |")
     if quiet_semi is not None:
-        print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} |")
+        print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} | | | | |")
     with open(os.path.join(args.out, "policies.csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["case", "steady_ms", "ideal_ms", "t0_ms", "slowdown", "fast_sms",
