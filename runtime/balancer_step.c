@@ -49,7 +49,8 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   /* The fit counts in the plans' makespans too: shedding a rank's last
    * units saves their fixed cost, a helper's extra units do not add one. */
   int replanned = 0;
-  result = htp__planner_observe_sites(planner, b->normalized, b->site_model.fixed, &replanned);
+  result = htp__planner_observe_sites(planner, b->normalized, b->site_model.fixed,
+                                      b->hookless ? NULL : b->site_model.kind_speed, &replanned);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", htp_planner_last_error(planner));
   if (b->trace)

@@ -145,8 +145,9 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
   scratch->helpers = calloc(n, sizeof(int32_t));
   scratch->keys = calloc(n, sizeof(htp__rank_key));
   scratch->need = calloc(n, sizeof(int32_t));
-  ok = ok && scratch->order && scratch->helpers && scratch->keys &&
-       scratch->need;
+  scratch->kind_speed = calloc(n, sizeof(double));
+  ok = ok && scratch->order && scratch->helpers && scratch->keys && scratch->need &&
+       scratch->kind_speed;
   if (!ok) return -1;
   plan_reset(config, s, plan);
   return 0;
@@ -166,6 +167,7 @@ void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   free(scratch->helpers);
   free(scratch->keys);
   free(scratch->need);
+  free(scratch->kind_speed);
 }
 
 htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
@@ -175,8 +177,11 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
   htp_planner *planner = calloc(1, sizeof *planner);
   if (!planner) return HTP_ERR_NOMEM;
   planner->config = *config;
+  const size_t kn = (size_t)config->world_size * HTP_PAIR_KINDS;
   planner->work = calloc((size_t)config->world_size, sizeof(double));
-  if (!planner->work ||
+  planner->kind_speed = calloc(kn, sizeof(double));
+  planner->plan_kind_speed = calloc(kn, sizeof(double));
+  if (!planner->work || !planner->kind_speed || !planner->plan_kind_speed ||
       htp__plan_memory_init(config, &planner->storage, &planner->scratch, &planner->plan) != 0 ||
       htp__plan_memory_init(config, &planner->candidate_storage, &planner->candidate_scratch,
                             &planner->candidate) != 0 ||
@@ -194,6 +199,8 @@ void htp_planner_destroy(htp_planner *planner) {
   htp__plan_memory_free(&planner->candidate_storage, &planner->candidate_scratch);
   htp__detector_free(&planner->detector);
   free(planner->work);
+  free(planner->kind_speed);
+  free(planner->plan_kind_speed);
   free(planner);
 }
 
@@ -213,14 +220,25 @@ int64_t htp_planner_iteration(const htp_planner *planner) {
   return planner ? planner->iteration : -1;
 }
 
+/* Rank r's speed on units of kind k: measured (kind_speeds, kind-major),
+ * else its one speed. */
+static double kind_speed_of(const double *speeds, const double *kind_speeds, int n, int k,
+                            int r) {
+  const double measured = kind_speeds ? kind_speeds[(size_t)k * n + r] : 0.0;
+  return measured > 0.0 ? measured : speeds[r];
+}
+
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
-                          const double *speeds, const double *fixed) {
+                          const double *speeds, const double *fixed, const double *kind_speeds) {
+  const int n = plan->world_size;
   double total = 0.0;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     double slowest = 0.0;
-    for (int r = 0; r < plan->world_size; ++r) {
+    for (int r = 0; r < n; ++r) {
       int units = htp_plan_units(plan, (htp_pair_kind)k, r);
-      double t = units > 0 ? ((double)units + fixed[k]) / speeds[r] : 0.0;
+      double t = units > 0
+                     ? ((double)units + fixed[k]) / kind_speed_of(speeds, kind_speeds, n, k, r)
+                     : 0.0;
       if (t > slowest) slowest = t;
     }
     total += slowest * config->unit_cost[k];
@@ -478,8 +496,8 @@ static void clear_plan(const htp_planner_config *c, const double *speeds,
 }
 
 void htp__plan_compute(const htp_planner_config *c, const double *speeds,
-                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
-                       htp__plan_storage *s, htp_plan *plan) {
+                       const uint8_t *stragglers, const double *fixed, const double *kind_speeds,
+                       htp__plan_scratch *scratch, htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
   clear_plan(c, speeds, stragglers, s, plan);
 
@@ -570,9 +588,16 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
       int32_t units = round_units(s->gamma[r] * u);
       pruned[r] = units > u ? u : units;
     }
-    if (num_migrators > 0 && num_helpers > 0)
-      place_migrated_units(c, k, T, speeds, fixed[k], num_migrators, num_helpers, scratch, s,
-                           plan);
+    if (num_migrators > 0 && num_helpers > 0) {
+      /* The kind's own speeds, and the target time they give (the
+       * makespan search starts from it). */
+      for (int r = 0; r < n; ++r)
+        scratch->kind_speed[r] = kind_speed_of(speeds, kind_speeds, n, k, r);
+      const double T_k =
+          kind_speeds ? target_time(scratch->kind_speed, scratch, num_helpers, num_migrators) : T;
+      place_migrated_units(c, k, T_k, scratch->kind_speed, fixed[k], num_migrators, num_helpers,
+                           scratch, s, plan);
+    }
   }
   for (int i = 0; i < num_helpers; ++i) {
     int h = scratch->helpers[i];
@@ -590,12 +615,33 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
   }
 }
 
-/* The next plan version, for these speeds and flags at the current fit. */
-static void replace_plan(htp_planner *planner, const double *speeds, const uint8_t *stragglers) {
-  htp__plan_compute(&planner->config, speeds, stragglers, planner->fixed, &planner->scratch,
-                    &planner->storage, &planner->plan);
+/* The next plan version, for these speeds and flags at the current fit
+ * and kind speeds (NULL: the rank speeds alone, as given to
+ * htp_planner_plan_speeds). */
+static void replace_plan(htp_planner *planner, const double *speeds, const uint8_t *stragglers,
+                         const double *kind_speeds) {
+  const size_t kn = (size_t)planner->config.world_size * HTP_PAIR_KINDS;
+  htp__plan_compute(&planner->config, speeds, stragglers, planner->fixed, kind_speeds,
+                    &planner->scratch, &planner->storage, &planner->plan);
   memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
+  if (kind_speeds) memcpy(planner->plan_kind_speed, kind_speeds, kn * sizeof(double));
+  else memset(planner->plan_kind_speed, 0, kn * sizeof(double));
   planner->plan.version++;
+}
+
+/* Whether a straggler's speed on some kind moved more than replan_delta
+ * since the plan was judged, or was first measured since (kind-major). */
+static int kind_speeds_drifted(const htp_planner *planner) {
+  const int n = planner->config.world_size;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < n; ++r) {
+      const size_t i = (size_t)k * n + r;
+      const double now = planner->kind_speed[i], then = planner->plan_kind_speed[i];
+      if (planner->detector.straggler[r] && now > 0.0 &&
+          (then <= 0.0 || fabs(now - then) > planner->config.replan_delta))
+        return 1;
+    }
+  return 0;
 }
 
 htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
@@ -614,7 +660,7 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
     for (int r = 0; r < n; ++r) flags[r] = speeds[r] < planner->config.enter_threshold;
   }
   memcpy(planner->detector.relative, speeds, (size_t)n * sizeof(double));
-  replace_plan(planner, speeds, flags);
+  replace_plan(planner, speeds, flags, NULL);
   return HTP_OK;
 }
 
@@ -635,7 +681,7 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
   if (changed) {
-    replace_plan(planner, d->relative, d->straggler);
+    replace_plan(planner, d->relative, d->straggler, planner->kind_speed);
   } else {
     /* A straggler whose speed drifted may replan too, as long as it still
      * looks slow (a recovering one waits for the hysteresis); healthy
@@ -655,14 +701,17 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
       if (fabs(planner->fixed[k] - planner->plan_fixed[k]) >
           HTP__REFIT_CHANGE * (1.0 + planner->plan_fixed[k]))
         refit = 1;
-    if (drifted || refit) {
+    /* And so do speeds per kind measured or moved since the plan was
+     * judged (a device slowed unevenly: its kinds' units placed apart). */
+    const int kinds_moved = kind_speeds_drifted(planner);
+    if (drifted || refit || kinds_moved) {
       htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
-                        &planner->candidate_scratch, &planner->candidate_storage,
-                        &planner->candidate);
+                        planner->kind_speed, &planner->candidate_scratch,
+                        &planner->candidate_storage, &planner->candidate);
       double now = htp__plan_makespan(&planner->plan, &planner->config, d->relative,
-                                      planner->fixed);
+                                      planner->fixed, planner->kind_speed);
       double next = htp__plan_makespan(&planner->candidate, &planner->config, d->relative,
-                                       planner->fixed);
+                                       planner->fixed, planner->kind_speed);
       if (now > next * (1.0 + HTP__REPLAN_MIN_GAIN)) {
         /* Swap: the views point into their own storage, which moves along. */
         htp__plan_storage storage = planner->storage;
@@ -676,6 +725,8 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
       }
       /* Judged at this fit: the next one must move as far again. */
       memcpy(planner->plan_fixed, planner->fixed, sizeof planner->plan_fixed);
+      memcpy(planner->plan_kind_speed, planner->kind_speed,
+             (size_t)n * HTP_PAIR_KINDS * sizeof(double));
     }
   }
   if (replanned) *replanned = changed;
@@ -683,8 +734,12 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
 }
 
 htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
-                                      const double *fixed, int *replanned) {
+                                      const double *fixed, const double *kind_speeds,
+                                      int *replanned) {
   if (planner && fixed) memcpy(planner->fixed, fixed, sizeof planner->fixed);
+  if (planner && kind_speeds)
+    memcpy(planner->kind_speed, kind_speeds,
+           (size_t)planner->config.world_size * HTP_PAIR_KINDS * sizeof(double));
   return htp_planner_observe(planner, seconds, replanned);
 }
 

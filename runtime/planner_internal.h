@@ -4,7 +4,8 @@
  *   - the detector (detect.c): EWMA speeds and hysteresis, the only state
  *     that carries from one iteration to the next;
  *   - the planning step (htp__plan_compute): a pure function of (config,
- *     relative speeds, straggler flags, the hooks' fixed costs) that writes
+ *     relative speeds, straggler flags, the hooks' fixed costs, per-kind
+ *     speeds where measured) that writes
  *     a plan into caller-owned storage, using caller-owned scratch. No I/O,
  *     no trace, no collective, no allocation: two calls with the same
  *     inputs give the same plan bit for bit, whatever the scratch held
@@ -53,6 +54,7 @@ typedef struct htp__plan_scratch {
   int32_t *helpers;      /* healthy ranks in rank order */
   htp__rank_key *keys;   /* stragglers by deficit, then helpers by remainder */
   int32_t *need;         /* units a migrator hands off (one kind) */
+  double *kind_speed;    /* one kind's speeds: measured, else the rank's */
 } htp__plan_scratch;
 
 /* Allocates storage and scratch for world ranks, and points *plan at the
@@ -69,9 +71,16 @@ void htp__plan_memory_free(htp__plan_storage *storage, htp__plan_scratch *scratc
  * speed; it moves whole units between migrators and helpers; resizers'
  * pruning stays proportional to gamma) under config, written into *plan's
  * storage (plan must come from htp__plan_memory_init for this config).
- * Every field of *plan but version is set; the caller numbers versions. */
+ * kind_speeds ([kinds * world], kind-major; NULL: none) are each rank's
+ * speed per kind of unit, relative to the kind's fastest rank, 0 where not
+ * measured: a device may be slowed unevenly (a GPU rank on a third of the
+ * SMs ran its MLP units 2.8x and its heads 2.0x slower), and each kind's
+ * units are placed at that kind's speeds; detection, the target time and
+ * gamma keep the rank's one speed. Every field of *plan but version is set;
+ * the caller numbers versions. */
 void htp__plan_compute(const htp_planner_config *config, const double *speeds,
-                       const uint8_t *stragglers, const double *fixed, htp__plan_scratch *scratch,
+                       const uint8_t *stragglers, const double *fixed,
+                       const double *kind_speeds, htp__plan_scratch *scratch,
                        htp__plan_storage *storage, htp_plan *plan);
 
 /* A drifting straggler replans only when the new plan's predicted makespan
@@ -88,12 +97,12 @@ void htp__plan_compute(const htp_planner_config *config, const double *speeds,
 #define HTP__REFIT_CHANGE 0.1
 
 /* Predicted time of one iteration under the plan at the given relative
- * speeds ([world] in (0, 1]) and fixed costs ([kinds], as for
- * htp__plan_compute): per pair kind the slowest rank's (units + fixed) /
- * speed, 0 for a rank without units (every pair ends in an all-reduce),
- * times unit_cost, summed over kinds and layers. */
+ * speeds ([world] in (0, 1]), fixed costs and per-kind speeds (as for
+ * htp__plan_compute; kind_speeds may be NULL): per pair kind the slowest
+ * rank's (units + fixed) / speed, 0 for a rank without units (every pair
+ * ends in an all-reduce), times unit_cost, summed over kinds and layers. */
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
-                          const double *speeds, const double *fixed);
+                          const double *speeds, const double *fixed, const double *kind_speeds);
 
 struct htp_planner {
   htp_planner_config config;
@@ -111,15 +120,21 @@ struct htp_planner {
    * model fits it; htp__planner_observe_sites takes it with each sample). */
   double fixed[HTP_PAIR_KINDS];
   double plan_fixed[HTP_PAIR_KINDS]; /* the fixed costs the plan was judged at */
+  /* [kinds * world] speed per kind (0: not measured; the site model's,
+   * htp__planner_observe_sites takes them with each sample), and those the
+   * plan was judged at. */
+  double *kind_speed, *plan_kind_speed;
   int64_t iteration;
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };
 
 /* htp_planner_observe with the hooks' fitted fixed cost per call
- * ([kinds], in units), which the plans' makespans count from then on
- * (htp_balancer_step's: the site model's fit). */
+ * ([kinds], in units) and the ranks' speeds per kind ([kinds * world],
+ * kind-major, 0: not measured; NULL: none), which the plans count from then
+ * on (htp_balancer_step's: the site model's). */
 htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
-                                      const double *fixed, int *replanned);
+                                      const double *fixed, const double *kind_speeds,
+                                      int *replanned);
 
 /* detect.c */
 int htp__detector_init(htp__detector *detector, int world_size);
@@ -144,6 +159,11 @@ typedef struct htp__site_model {
   double num[HTP_PAIR_KINDS], den[HTP_PAIR_KINDS]; /* least-squares sums of the fit */
   double fixed[HTP_PAIR_KINDS]; /* fitted fixed cost, in units (0 until fitted) */
   int committed;         /* this plan's change is in num / den */
+  /* [kinds * world] each rank's speed per kind: the kind's fastest rank's
+   * time per unit over its own (fixed cost counted), an EWMA over steps
+   * past a plan change's first ones; 0 until the rank computed a unit of
+   * the kind. */
+  double *kind_speed;
 } htp__site_model;
 /* 0, or -1 when out of memory (free with htp__site_model_free anyway). */
 int htp__site_model_init(htp__site_model *model, const htp_planner_config *config);

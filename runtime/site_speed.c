@@ -17,6 +17,11 @@
  * phi (y - 1) = u1 - y u0; least squares over every rank and change so far
  * (the newest change provisionally from MIN_STEPS steps on, for good after
  * hysteresis_iters steps or at the next change).
+ * The same per-unit times give each rank's speed per kind (the kind's
+ * fastest rank's time per unit over its own, an EWMA): the detector keeps
+ * one speed per rank, but a device can be slowed unevenly (on an H200, a
+ * rank on 8 of 24 SMs ran its heads 2.0x and its MLP units 2.8x slower),
+ * and the planner places each kind's migrated units at that kind's speeds.
  * Everything runs on the gathered records in rank order: the same numbers,
  * the same fit, on every rank.
  *===----------------------------------------------------------------------===*/
@@ -43,7 +48,8 @@ int htp__site_model_init(htp__site_model *m, const htp_planner_config *config) {
   m->before = calloc(kn, sizeof *m->before);
   m->units = calloc(kn, sizeof *m->units);
   m->units_before = calloc(kn, sizeof *m->units_before);
-  return m->now && m->before && m->units && m->units_before ? 0 : -1;
+  m->kind_speed = calloc(kn, sizeof *m->kind_speed);
+  return m->now && m->before && m->units && m->units_before && m->kind_speed ? 0 : -1;
 }
 
 void htp__site_model_free(htp__site_model *m) {
@@ -51,6 +57,7 @@ void htp__site_model_free(htp__site_model *m) {
   free(m->before);
   free(m->units);
   free(m->units_before);
+  free(m->kind_speed);
 }
 
 static double site_of(const double *records, int r, int kind) {
@@ -114,23 +121,45 @@ static void start_plan(htp__site_model *m, const htp_plan *plan,
   m->committed = 0;
 }
 
-/* Per kind, a rank's time per unit (fixed cost counted) over the fastest
- * rank's, averaged over its work; written as seconds whose work / seconds
- * is 1 / (the rank's mean slowness). 0 (use the totals) when a rank
- * computed nothing. */
-static int normalized(const htp__site_model *m, const htp_plan *plan,
-                      const htp_planner_config *config, const double *records, double *out) {
-  const int n = plan->world_size;
-  double fastest[HTP_PAIR_KINDS];
+/* Per kind, the fastest rank's time per unit this step (fixed cost
+ * counted); INFINITY when no rank computed a unit of the kind. */
+static void fastest_per_unit(const htp__site_model *m, const htp_plan *plan,
+                             const double *records, double *fastest) {
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     fastest[k] = INFINITY;
-    for (int r = 0; r < n; ++r) {
+    for (int r = 0; r < plan->world_size; ++r) {
       int units = htp_plan_units(plan, (htp_pair_kind)k, r);
       double site = site_of(records, r, k);
       double per = site / (units + m->fixed[k]);
       if (units > 0 && site > 0.0 && per < fastest[k]) fastest[k] = per;
     }
   }
+}
+
+/* The step's speed per kind of every rank that computed units of it, into
+ * the EWMA (the first sample as it is). */
+static void update_kind_speeds(htp__site_model *m, const htp_plan *plan, const double *records,
+                               const double *fastest) {
+  const int n = plan->world_size;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < n; ++r) {
+      int units = htp_plan_units(plan, (htp_pair_kind)k, r);
+      double site = site_of(records, r, k);
+      if (units == 0 || !(site > 0.0) || !isfinite(fastest[k])) continue;
+      double speed = fastest[k] / (site / (units + m->fixed[k]));
+      double *kept = &m->kind_speed[(size_t)k * n + r];
+      *kept = *kept > 0.0 ? *kept + m->alpha * (speed - *kept) : speed;
+    }
+}
+
+/* Per kind, a rank's time per unit (fixed cost counted) over the fastest
+ * rank's, averaged over its work; written as seconds whose work / seconds
+ * is 1 / (the rank's mean slowness). 0 (use the totals) when a rank
+ * computed nothing. */
+static int normalized(const htp__site_model *m, const htp_plan *plan,
+                      const htp_planner_config *config, const double *records,
+                      const double *fastest, double *out) {
+  const int n = plan->world_size;
   for (int r = 0; r < n; ++r) {
     double work = 0.0, slowed = 0.0;
     for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
@@ -167,5 +196,9 @@ int htp__site_model_seconds(htp__site_model *m, const htp_plan *plan,
       m->now[i] += a * (site_of(records, r, k) - m->now[i]);
     }
   if (counted >= MIN_STEPS && !m->committed) fit(m, config, n, counted >= m->window);
-  return normalized(m, plan, config, records, out);
+  double fastest[HTP_PAIR_KINDS];
+  fastest_per_unit(m, plan, records, fastest);
+  /* Past a plan change's first steps, as the means: those pay one-offs. */
+  if (counted > 0) update_kind_speeds(m, plan, records, fastest);
+  return normalized(m, plan, config, records, fastest, out);
 }

@@ -81,11 +81,17 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
       "moved_bytes", (json_int_t)(b->migration ? htp_migration_last_bytes_received(b->migration)
                                                : 0),
       "stragglers", stragglers);
-  if (line)
+  if (line) {
+    const double *kinds = b->site_model.kind_speed;
     json_object_set_new(line, "fixed_units",
                         sites ? json_pack("[oo]", number(b->site_model.fixed[0]),
                                           number(b->site_model.fixed[1]))
                               : json_null());
+    json_object_set_new(line, "kind_speeds",
+                        sites && kinds ? json_pack("[oo]", number(kinds[rank]),
+                                                   number(kinds[(size_t)n + rank]))
+                                       : json_null());
+  }
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
   /* Which units a plan sheds, once: on the first line after the hooks
    * applied it (the table changes at apply, after this step's line) that
