@@ -495,6 +495,120 @@ static void clear_plan(const htp_planner_config *c, const double *speeds,
   plan->policy = c->policy;
 }
 
+/* Stragglers sorted by resize deficit (against T0, the slowest helper's
+ * time), each marked migrate or resize (SEMI splits them at resize_limit):
+ * scratch->order holds the migrators, then the resizers, each in deficit
+ * order. Returns the migrators' count; *num_resizers the resizers'. */
+static int order_stragglers(const htp_planner_config *c, const double *speeds,
+                            const uint8_t *stragglers, double T0, htp__plan_scratch *scratch,
+                            htp__plan_storage *s, int *num_resizers) {
+  const int n = c->world_size;
+  deficit_key *keys = scratch->keys;
+  int num_stragglers = 0;
+  for (int r = 0; r < n; ++r)
+    if (stragglers[r]) {
+      double deficit = 1.0 - speeds[r] * T0;
+      keys[num_stragglers].key = deficit > 0.0 ? deficit : 0.0;
+      keys[num_stragglers].rank = r;
+      num_stragglers++;
+    }
+  qsort(keys, (size_t)num_stragglers, sizeof(deficit_key), by_deficit);
+  for (int i = 0; i < num_stragglers; ++i) {
+    int r = keys[i].rank;
+    int migrate = c->policy == HTP_POLICY_MIGRATE ||
+                  (c->policy == HTP_POLICY_SEMI && keys[i].key > c->resize_limit);
+    s->action[r] = migrate ? HTP_ACTION_MIGRATE : HTP_ACTION_RESIZE;
+  }
+  int num_migrators = 0;
+  for (int i = 0; i < num_stragglers; ++i)
+    if (s->action[keys[i].rank] == HTP_ACTION_MIGRATE) scratch->order[num_migrators++] = keys[i].rank;
+  *num_resizers = 0;
+  for (int i = 0; i < num_stragglers; ++i)
+    if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
+      scratch->order[num_migrators + (*num_resizers)++] = keys[i].rank;
+  return num_migrators;
+}
+
+/* Target time, then the stragglers it leaves time to spare. A mild
+ * straggler beside much slower migrators may finish its own units within
+ * T (T s_r >= 1): it sheds nothing and its spare would go unused, so it
+ * helps instead (stragglers at 1.25x, 2x and 3x at tp 4: the 1.25x rank
+ * takes in a head rather than rank 0 taking every head shed). Promotion
+ * lowers T; never below 1 / s of a helper (target_time's T0), so nobody
+ * promoted has to shed. Repeat until no straggler qualifies. Updates the
+ * counts and scratch->order / helpers; returns T. */
+static double promote_spare_stragglers(int n, const double *speeds, htp__plan_scratch *scratch,
+                                       htp__plan_storage *s, int *num_migrators,
+                                       int *num_resizers, int *num_helpers) {
+  double T = target_time(speeds, scratch, *num_helpers, *num_migrators);
+  while (*num_migrators > 0) {
+    int kept = 0, migrators = 0;
+    for (int i = 0; i < *num_migrators + *num_resizers; ++i) {
+      int r = scratch->order[i];
+      if (T * speeds[r] >= 1.0) {
+        s->action[r] = HTP_ACTION_KEEP;
+        continue;
+      }
+      migrators += i < *num_migrators;
+      scratch->order[kept++] = r;
+    }
+    if (kept == *num_migrators + *num_resizers) break;
+    *num_migrators = migrators;
+    *num_resizers = kept - migrators;
+    *num_helpers = 0; /* still in rank order */
+    for (int r = 0; r < n; ++r)
+      if (s->action[r] == HTP_ACTION_KEEP) scratch->helpers[(*num_helpers)++] = r;
+    T = target_time(speeds, scratch, *num_helpers, *num_migrators);
+  }
+  return T;
+}
+
+/* Per kind: whole units, pruned by resizers (in proportion to gamma),
+ * moved from migrators (at the kind's own speeds, and the target time they
+ * give: the makespan search starts from it). */
+static void shed_units(const htp_planner_config *c, const double *speeds, const double *fixed,
+                       const double *kind_speeds, double T, int num_migrators,
+                       int num_stragglers, int num_helpers, htp__plan_scratch *scratch,
+                       htp__plan_storage *s, htp_plan *plan) {
+  const int n = c->world_size;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    const int u = c->units_per_rank[k];
+    int32_t *pruned = s->pruned + (size_t)k * n;
+    for (int i = num_migrators; i < num_stragglers; ++i) {
+      int r = scratch->order[i];
+      int32_t units = round_units(s->gamma[r] * u);
+      pruned[r] = units > u ? u : units;
+    }
+    if (num_migrators > 0 && num_helpers > 0) {
+      for (int r = 0; r < n; ++r)
+        scratch->kind_speed[r] = kind_speed_of(speeds, kind_speeds, n, k, r);
+      const double T_k =
+          kind_speeds ? target_time(scratch->kind_speed, scratch, num_helpers, num_migrators) : T;
+      place_migrated_units(c, k, T_k, scratch->kind_speed, fixed[k], num_migrators, num_helpers,
+                           scratch, s, plan);
+    }
+  }
+}
+
+/* Helpers that received units help; a straggler whose share rounds to no
+ * whole unit (or whose units found no room) keeps them all: say so, rather
+ * than "resize" with nothing pruned. */
+static void name_actions(int n, int num_helpers, int num_stragglers,
+                         const htp__plan_scratch *scratch, htp__plan_storage *s) {
+  for (int i = 0; i < num_helpers; ++i) {
+    int h = scratch->helpers[i];
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      if (s->received[(size_t)k * n + h] > 0) s->action[h] = HTP_ACTION_HELP;
+  }
+  for (int i = 0; i < num_stragglers; ++i) {
+    int r = scratch->order[i];
+    int32_t shed = 0;
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+      shed += s->pruned[(size_t)k * n + r] + s->sent[(size_t)k * n + r];
+    if (shed == 0) s->action[r] = HTP_ACTION_KEEP;
+  }
+}
+
 void htp__plan_compute(const htp_planner_config *c, const double *speeds,
                        const uint8_t *stragglers, const double *fixed, const double *kind_speeds,
                        htp__plan_scratch *scratch, htp__plan_storage *s, htp_plan *plan) {
@@ -515,62 +629,12 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     plan->target_time = 1.0 / slowest_all;
     return;
   }
-  const double T0 = 1.0 / slowest_healthy; /* for the deficits */
-
-  /* Stragglers sorted by resize deficit; SEMI splits them at resize_limit. */
-  deficit_key *keys = scratch->keys;
-  int num_stragglers = 0;
-  for (int r = 0; r < n; ++r)
-    if (stragglers[r]) {
-      double deficit = 1.0 - speeds[r] * T0;
-      keys[num_stragglers].key = deficit > 0.0 ? deficit : 0.0;
-      keys[num_stragglers].rank = r;
-      num_stragglers++;
-    }
-  qsort(keys, (size_t)num_stragglers, sizeof(deficit_key), by_deficit);
-  int num_migrators = 0;
-  for (int i = 0; i < num_stragglers; ++i) {
-    int r = keys[i].rank;
-    int migrate = c->policy == HTP_POLICY_MIGRATE ||
-                  (c->policy == HTP_POLICY_SEMI && keys[i].key > c->resize_limit);
-    s->action[r] = migrate ? HTP_ACTION_MIGRATE : HTP_ACTION_RESIZE;
-  }
-  /* Migrators first in deficit order, then resizers in deficit order. */
-  for (int i = 0; i < num_stragglers; ++i)
-    if (s->action[keys[i].rank] == HTP_ACTION_MIGRATE) scratch->order[num_migrators++] = keys[i].rank;
   int num_resizers = 0;
-  for (int i = 0; i < num_stragglers; ++i)
-    if (s->action[keys[i].rank] == HTP_ACTION_RESIZE)
-      scratch->order[num_migrators + num_resizers++] = keys[i].rank;
-
-  /* Target time, then the stragglers it leaves time to spare. A mild
-   * straggler beside much slower migrators may finish its own units within
-   * T (T s_r >= 1): it sheds nothing and its spare would go unused, so it
-   * helps instead (stragglers at 1.25x, 2x and 3x at tp 4: the 1.25x rank
-   * takes in a head rather than rank 0 taking every head shed). Promotion
-   * lowers T; never below 1 / s of a helper (target_time's T0), so nobody
-   * promoted has to shed. Repeat until no straggler qualifies. */
-  double T = target_time(speeds, scratch, num_helpers, num_migrators);
-  while (num_migrators > 0) {
-    int kept = 0, migrators = 0;
-    for (int i = 0; i < num_migrators + num_resizers; ++i) {
-      int r = scratch->order[i];
-      if (T * speeds[r] >= 1.0) {
-        s->action[r] = HTP_ACTION_KEEP;
-        continue;
-      }
-      migrators += i < num_migrators;
-      scratch->order[kept++] = r;
-    }
-    if (kept == num_migrators + num_resizers) break;
-    num_migrators = migrators;
-    num_resizers = kept - migrators;
-    num_helpers = 0; /* still in rank order */
-    for (int r = 0; r < n; ++r)
-      if (s->action[r] == HTP_ACTION_KEEP) scratch->helpers[num_helpers++] = r;
-    T = target_time(speeds, scratch, num_helpers, num_migrators);
-  }
-  num_stragglers = num_migrators + num_resizers; /* those that may shed */
+  int num_migrators =
+      order_stragglers(c, speeds, stragglers, 1.0 / slowest_healthy, scratch, s, &num_resizers);
+  const double T = promote_spare_stragglers(n, speeds, scratch, s, &num_migrators,
+                                            &num_resizers, &num_helpers);
+  const int num_stragglers = num_migrators + num_resizers; /* those that may shed */
   plan->target_time = T;
   for (int i = 0; i < num_stragglers; ++i) {
     int r = scratch->order[i];
@@ -578,41 +642,9 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
     gamma = gamma < 0.0 ? 0.0 : gamma;
     s->gamma[r] = gamma > c->max_gamma ? c->max_gamma : gamma;
   }
-
-  /* Per kind: whole units, pruned by resizers, moved from migrators. */
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    const int u = c->units_per_rank[k];
-    int32_t *pruned = s->pruned + (size_t)k * n;
-    for (int i = num_migrators; i < num_stragglers; ++i) {
-      int r = scratch->order[i];
-      int32_t units = round_units(s->gamma[r] * u);
-      pruned[r] = units > u ? u : units;
-    }
-    if (num_migrators > 0 && num_helpers > 0) {
-      /* The kind's own speeds, and the target time they give (the
-       * makespan search starts from it). */
-      for (int r = 0; r < n; ++r)
-        scratch->kind_speed[r] = kind_speed_of(speeds, kind_speeds, n, k, r);
-      const double T_k =
-          kind_speeds ? target_time(scratch->kind_speed, scratch, num_helpers, num_migrators) : T;
-      place_migrated_units(c, k, T_k, scratch->kind_speed, fixed[k], num_migrators, num_helpers,
-                           scratch, s, plan);
-    }
-  }
-  for (int i = 0; i < num_helpers; ++i) {
-    int h = scratch->helpers[i];
-    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
-      if (s->received[(size_t)k * n + h] > 0) s->action[h] = HTP_ACTION_HELP;
-  }
-  /* A straggler whose share rounds to no whole unit (or whose units found no
-   * room) keeps them all: say so, rather than "resize" with nothing pruned. */
-  for (int i = 0; i < num_stragglers; ++i) {
-    int r = scratch->order[i];
-    int32_t shed = 0;
-    for (int k = 0; k < HTP_PAIR_KINDS; ++k)
-      shed += s->pruned[(size_t)k * n + r] + s->sent[(size_t)k * n + r];
-    if (shed == 0) s->action[r] = HTP_ACTION_KEEP;
-  }
+  shed_units(c, speeds, fixed, kind_speeds, T, num_migrators, num_stragglers, num_helpers,
+             scratch, s, plan);
+  name_actions(n, num_helpers, num_stragglers, scratch, s);
 }
 
 /* The next plan version, for these speeds and flags at the current fit
