@@ -472,138 +472,204 @@ static void print_epoch(const epoch_metrics *m, long epochs, int cpu_clock) {
   fflush(stdout);
 }
 
+/* A rank's host side of the steps: the batch, its logits, the shuffle
+ * order and the ranks' modelled step times. */
+typedef struct host_batch {
+  float *images, *targets, *logits;
+  int32_t *labels;
+  uint32_t *order;
+  double *rank_model;
+} host_batch;
+
+static void host_batch_free(host_batch *h) {
+  free(h->images);
+  free(h->targets);
+  free(h->logits);
+  free(h->rank_model);
+  free(h->labels);
+  free(h->order);
+}
+
+/* Non-zero once the failure is reported. */
+static int host_batch_alloc(rank_run *run, host_batch *h) {
+  const train_job *job = run->job;
+  const htp_signature *sig = job->sig;
+  h->images = malloc(sig->args[job->images].bytes);
+  h->targets = malloc(sig->args[job->targets].bytes);
+  h->logits = malloc(sig->results[job->logits].bytes);
+  h->labels = malloc((size_t)job->batch * sizeof *h->labels);
+  h->order = malloc((size_t)job->train->count * sizeof *h->order);
+  h->rank_model = malloc((size_t)job->tp * sizeof *h->rank_model);
+  if (h->images && h->targets && h->logits && h->labels && h->order && h->rank_model)
+    return 0;
+  htp_rank_task_fail(run->task, run->ctx, HTP_ERR_NOMEM, "allocating its batch", -1,
+                     "out of memory");
+  return 1;
+}
+
+/* Step s of the epoch's batch on the host, augmented as the options say:
+ * made before the step's barrier and fault point (they come with its timed
+ * call, step.h). Returns the real images in it. */
+static int make_batch(const train_job *job, host_batch *h, long s, long step) {
+  const htp_run_options *options = job->options;
+  const int real = htp_fmnist_batch(job->train, h->order, (uint32_t)(s * job->batch), job->batch,
+                                    h->images, h->targets, h->labels);
+  if (options->train.augment != HTP_AUGMENT_NONE)
+    htp_fmnist_augment(h->images, real,
+                       options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? HTP_FMNIST_SHIFT : 0,
+                       options->seed, step);
+  if (options->train.random_erase > 0)
+    htp_fmnist_erase(h->images, real, options->train.random_erase, options->seed, step);
+  if (options->train.label_smoothing > 0)
+    htp_fmnist_smooth_targets(h->targets, real, options->train.label_smoothing);
+  return real;
+}
+
+/* What an epoch's steps add up to (the scores on rank 0 only). */
+typedef struct epoch_sums {
+  double loss_sum, model_seconds;
+  long correct, seen, skipped;
+} epoch_sums;
+
+/* With a CPU or units clock, one device a rank: its CPU work plus the
+ * --slow share the hooks booked (factor x their CPU time) without waiting;
+ * the step ends with its slowest rank. Non-zero once the failure is
+ * reported. */
+static int model_step(rank_run *run, host_batch *h, const htp_step_result *done, double factor,
+                      long step, double *seconds) {
+  const double hooks = done->times.hook_seconds;
+  double mine = done->times.compute_seconds + (hooks > 0 ? hooks - hooks / factor : 0);
+  double slowest = 0;
+  RANK_TRY(htp_allgather(run->ctx, &mine, h->rank_model, sizeof mine),
+           "gathering the modelled step times", step);
+  for (int r = 0; r < run->job->tp; r++)
+    slowest = h->rank_model[r] > slowest ? h->rank_model[r] : slowest;
+  *seconds += slowest;
+  return 0;
+}
+
+/* Training step s of epoch: the batch uploaded, the rank step (the update
+ * inside it), the modelled time; rank 0 notes the stragglers and scores the
+ * logits. Non-zero once the failure is reported. */
+static int train_step(rank_run *run, rank_buffers *b, const htp_rank_step *rank_step,
+                      step_update *updater, host_batch *h, long epoch, long s, double started,
+                      epoch_sums *sums) {
+  train_job *job = run->job;
+  const htp_run_options *options = job->options;
+  const htp_signature *sig = job->sig;
+  const long step = epoch * job->steps + s;
+  make_batch(job, h, s, step);
+  RANK_TRY(htp_mem_upload(run->ctx, b->grad[job->images], h->images,
+                          sig->args[job->images].bytes), "uploading the batch", step);
+  RANK_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], h->targets,
+                          sig->args[job->targets].bytes), "uploading the batch", step);
+  const double factor = htp_step_slowdown(options->slows, options->num_slows, run->rank, step);
+  updater->step = step;
+  updater->finite = 1;
+  htp_step_result done;
+  htp_step_failure failure;
+  if (htp_rank_step_run(rank_step, step, factor, &done, &failure)) {
+    htp_rank_task_fail(run->task, run->ctx, failure.code, failure.what, step, failure.detail);
+    return 1;
+  }
+  if (options->train.clock != HTP_TRAIN_CLOCK_WALL &&
+      model_step(run, h, &done, factor, step, &sums->model_seconds))
+    return 1;
+  if (run->rank != 0)
+    return 0;
+  for (int r = 0; r < done.plan->world_size; r++)
+    job->stragglers[r] |= done.plan->straggler[r] != 0;
+  if (!updater->finite) {
+    sums->skipped++;
+    return 0;
+  }
+  RANK_TRY(htp_mem_download(run->ctx, h->logits, b->grad[sig->num_args + job->logits],
+                            sig->results[job->logits].bytes), "downloading the logits", step);
+  double ignored = 0;
+  score(h->logits, h->labels, job->batch, &ignored, &sums->correct);
+  sums->loss_sum += updater->loss;
+  sums->seen += job->batch;
+  if (isatty(STDERR_FILENO))
+    progress(epoch + 1, options->train.epochs, s + 1, job->steps,
+             sums->loss_sum / (double)(s + 1 - sums->skipped),
+             1e3 * (htp_now() - started) / (double)(s + 1));
+  return 0;
+}
+
+/* Rank 0's metrics of an epoch: kept, printed, and written to --metrics.
+ * Non-zero once the failure is reported. */
+static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, double train_seconds,
+                        double test_loss, long test_correct, double eval_seconds) {
+  train_job *job = run->job;
+  const htp_run_options *options = job->options;
+  epoch_metrics *m = &job->metrics[job->epochs_done++];
+  m->epoch = epoch + 1;
+  m->train_loss = sums->seen ? sums->loss_sum / (double)(job->steps - sums->skipped) : NAN;
+  m->skipped = sums->skipped;
+  m->train_acc = sums->seen ? (double)sums->correct / (double)sums->seen : NAN;
+  m->test_loss = test_loss / (double)job->test->count;
+  m->test_acc = (double)test_correct / (double)job->test->count;
+  m->seconds = train_seconds;
+  m->eval_seconds = eval_seconds;
+  m->ms_per_step = 1e3 * train_seconds / (double)job->steps;
+  m->model_seconds = sums->model_seconds;
+  print_epoch(m, options->train.epochs, options->train.clock != HTP_TRAIN_CLOCK_WALL);
+  char err[2048];
+  const htp_signature *eval = job->eval_sig;
+  if (options->train.metrics &&
+      htp_train_write_metrics(job, eval == job->sig ? job->sig->entry : eval->entry, err,
+                              sizeof err)) {
+    htp_rank_task_fail(run->task, run->ctx, HTP_ERR_SYSTEM, "writing the metrics", -1, err);
+    return 1;
+  }
+  return 0;
+}
+
+/* One epoch: its steps, the test set, the checkpoint, rank 0's metrics.
+ * Non-zero once the failure is reported. */
+static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
+                     const htp_rank_step *rank_step, step_update *updater, host_batch *h,
+                     long epoch) {
+  train_job *job = run->job;
+  const htp_run_options *options = job->options;
+  htp_fmnist_shuffle(h->order, job->train->count, options->seed, epoch);
+  epoch_sums sums = {0};
+  const double started = htp_now();
+  for (long s = 0; s < job->steps; s++)
+    if (train_step(run, b, rank_step, updater, h, epoch, s, started, &sums))
+      return 1;
+  const double train_seconds = htp_now() - started;
+  double test_loss = 0, eval_started = htp_now();
+  long test_correct = 0;
+  if (evaluate(run, b, balancer, h->images, h->targets, h->logits, h->labels, &test_loss,
+               &test_correct))
+    return 1;
+  const double eval_seconds = htp_now() - eval_started;
+  if (run->rank == 0 && isatty(STDERR_FILENO))
+    fputc('\n', stderr);
+  if (options->train.checkpoint && checkpoint(run, b, epoch + 1, (epoch + 1) * job->steps))
+    return 1;
+  if (run->rank != 0)
+    return 0;
+  return record_epoch(run, epoch, &sums, train_seconds, test_loss, test_correct, eval_seconds);
+}
+
 static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
-  const htp_signature *sig = job->sig, *eval = job->eval_sig;
-  const int batch = job->batch, is_zero = run->rank == 0;
-  const long total = options->train.epochs * job->steps;
-  const int tty = is_zero && isatty(STDERR_FILENO);
-  float *images = malloc(sig->args[job->images].bytes), *targets = malloc(sig->args[job->targets].bytes);
-  float *logits = malloc(sig->results[job->logits].bytes);
-  int32_t *labels = malloc((size_t)batch * sizeof *labels);
-  uint32_t *order = malloc((size_t)job->train->count * sizeof *order);
-  const int cpu_clock = options->train.clock != HTP_TRAIN_CLOCK_WALL; /* cpu or units */
-  double *rank_model = malloc((size_t)job->tp * sizeof *rank_model);
-  int failed = 0;
-  if (!images || !targets || !logits || !labels || !order || !rank_model) {
-    htp_rank_task_fail(run->task, run->ctx, HTP_ERR_NOMEM, "allocating its batch", -1,
-                       "out of memory");
-    failed = 1;
-  }
-  const htp_plan *plan = NULL;
+  host_batch h = {0};
+  int failed = host_batch_alloc(run, &h);
   /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. Read
    * once, not per step. */
   const char *nan_text = getenv("HTP_TRAIN_NAN_STEP");
   const long nan_step = nan_text && *nan_text ? strtol(nan_text, NULL, 10) : -1;
-  step_update updater = {run, b, balancer, total, nan_step, 0, 0, 1, 0.0f};
+  step_update updater = {run, b, balancer, options->train.epochs * job->steps, nan_step, 0, 0, 1,
+                         0.0f};
   const htp_rank_step rank_step = {run->ctx, balancer, job->fn, b->grad, "the grad entry",
                                    update_after_step, &updater};
-  for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++) {
-    htp_fmnist_shuffle(order, job->train->count, options->seed, epoch);
-    double loss_sum = 0, started = htp_now(), model_seconds = 0;
-    long correct = 0, seen = 0, skipped = 0;
-    for (long s = 0; s < job->steps && !failed; s++) {
-      const long step = epoch * job->steps + s;
-#define STEP_TRY(call, what) RANK_TRY(call, what, step)
-      /* The batch first: the step's barrier and fault point come with its
-       * timed call (step.h). */
-      const int real =
-          htp_fmnist_batch(job->train, order, (uint32_t)(s * batch), batch, images, targets, labels);
-      if (options->train.augment != HTP_AUGMENT_NONE)
-        htp_fmnist_augment(images, real,
-                           options->train.augment == HTP_AUGMENT_FLIP_SHIFT ? HTP_FMNIST_SHIFT : 0,
-                           options->seed, step);
-      if (options->train.random_erase > 0)
-        htp_fmnist_erase(images, real, options->train.random_erase, options->seed, step);
-      if (options->train.label_smoothing > 0)
-        htp_fmnist_smooth_targets(targets, real, options->train.label_smoothing);
-      STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->images], images,
-                              sig->args[job->images].bytes), "uploading the batch");
-      STEP_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], targets,
-                              sig->args[job->targets].bytes), "uploading the batch");
-      const double factor = htp_step_slowdown(options->slows, options->num_slows, run->rank, step);
-      updater.step = step;
-      updater.finite = 1;
-      htp_step_result done;
-      htp_step_failure failure;
-      if (htp_rank_step_run(&rank_step, step, factor, &done, &failure)) {
-        htp_rank_task_fail(run->task, run->ctx, failure.code, failure.what, step, failure.detail);
-        return 1;
-      }
-      plan = done.plan;
-      const int finite = updater.finite;
-      const float loss = updater.loss;
-      if (!finite)
-        skipped++;
-      if (cpu_clock) {
-        /* One device a rank: its CPU work plus the --slow share the hooks
-         * booked (factor x their CPU time) without waiting; the step ends
-         * with its slowest rank. */
-        const double hooks = done.times.hook_seconds;
-        double mine = done.times.compute_seconds + (hooks > 0 ? hooks - hooks / factor : 0);
-        double slowest = 0;
-        STEP_TRY(htp_allgather(run->ctx, &mine, rank_model, sizeof mine),
-                 "gathering the modelled step times");
-        for (int r = 0; r < job->tp; r++)
-          slowest = rank_model[r] > slowest ? rank_model[r] : slowest;
-        model_seconds += slowest;
-      }
-      if (!is_zero)
-        continue;
-      for (int r = 0; r < plan->world_size; r++)
-        job->stragglers[r] |= plan->straggler[r] != 0;
-      if (!finite)
-        continue;
-      STEP_TRY(htp_mem_download(run->ctx, logits, b->grad[sig->num_args + job->logits],
-                                sig->results[job->logits].bytes), "downloading the logits");
-      double ignored = 0;
-      score(logits, labels, batch, &ignored, &correct);
-      loss_sum += loss;
-      seen += batch;
-      if (tty)
-        progress(epoch + 1, options->train.epochs, s + 1, job->steps,
-                 loss_sum / (double)(s + 1 - skipped),
-                 1e3 * (htp_now() - started) / (double)(s + 1));
-#undef STEP_TRY
-    }
-    const double train_seconds = htp_now() - started;
-    double test_loss = 0, eval_started = htp_now();
-    long test_correct = 0;
-    if (evaluate(run, b, balancer, images, targets, logits, labels, &test_loss, &test_correct))
-      return 1;
-    const double eval_seconds = htp_now() - eval_started;
-    if (tty)
-      fputc('\n', stderr);
-    if (options->train.checkpoint && checkpoint(run, b, epoch + 1, (epoch + 1) * job->steps))
-      return 1;
-    if (!is_zero)
-      continue;
-    epoch_metrics *m = &job->metrics[job->epochs_done++];
-    m->epoch = epoch + 1;
-    m->train_loss = seen ? loss_sum / (double)(job->steps - skipped) : NAN;
-    m->skipped = skipped;
-    m->train_acc = seen ? (double)correct / (double)seen : NAN;
-    m->test_loss = test_loss / (double)job->test->count;
-    m->test_acc = (double)test_correct / (double)job->test->count;
-    m->seconds = train_seconds;
-    m->eval_seconds = eval_seconds;
-    m->ms_per_step = 1e3 * train_seconds / (double)job->steps;
-    m->model_seconds = model_seconds;
-    print_epoch(m, options->train.epochs, cpu_clock);
-    char err[2048];
-    if (options->train.metrics &&
-        htp_train_write_metrics(job, eval == sig ? sig->entry : eval->entry, err, sizeof err)) {
-      htp_rank_task_fail(run->task, run->ctx, HTP_ERR_SYSTEM, "writing the metrics", -1, err);
-      failed = 1;
-    }
-  }
-  free(images);
-  free(targets);
-  free(logits);
-  free(rank_model);
-  free(labels);
-  free(order);
+  for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++)
+    failed = run_epoch(run, b, balancer, &rank_step, &updater, &h, epoch);
+  host_batch_free(&h);
   return failed;
 }
 
@@ -734,6 +800,101 @@ static void print_banner(const htp_run_options *options, const htp_run_state *st
             "1.09x with the default, 1: only the last step's values)\n");
 }
 
+/* The grad entry found and checked against the run (tp, --slow's ranks),
+ * the balancer's configuration, the trace opened, the eval entry found.
+ * Non-zero with err. */
+static int bind_entries(const htp_run_options *options, htp_run_state *state, int requested_tp,
+                        int quiet, train_job *job, char *err, size_t err_size) {
+  if (htp_train_find_grad_entry(options, state, requested_tp, err, err_size))
+    return 1;
+  const htp_signature *sig = &state->sig;
+  if (sig->tp != requested_tp && !(state->shared && !options->tp_given))
+    return htp_set_error(err, err_size, "%s: entry '%s' is for tp %d, the run for tp %d",
+                         options->path, sig->entry, sig->tp, requested_tp);
+  state->tp = job->tp = sig->tp;
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
+                           options->slow, options->slows[i].rank, state->tp, state->tp);
+  htp_rank_job probe;
+  memset(&probe, 0, sizeof probe);
+  if (htp_run_balance_config(options, state, &probe, err, err_size))
+    return 1;
+  job->balance = state->balance;
+  if (job->balance) {
+    job->balancer = state->balancer;
+  } else {
+    job->balancer = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
+    job->balancer.planner = probe.planner; /* detection only, with --ewma-alpha/--hysteresis */
+  }
+  if (options->trace && !(job->trace = fopen(options->trace, "w")))
+    return htp_set_error(err, err_size, "--trace %s: %s", options->trace, strerror(errno));
+  int loss, logits;
+  if (htp_train_check_entry(sig, job, &loss, &logits, err, err_size))
+    return 1;
+  job->loss = loss;
+  job->logits = logits;
+  htp_train_find_eval_entry(options, state, sig->tp, quiet);
+  job->sig = sig;
+  job->fn = state->compiled.fn;
+  job->eval_sig = sig;
+  job->eval_fn = job->fn;
+  job->eval_logits = logits;
+  if (state->eval_loader) {
+    train_job eval_probe = *job;
+    int eval_loss;
+    if (htp_train_check_entry(&state->eval_sig, &eval_probe, &eval_loss, &job->eval_logits, err,
+                              err_size))
+      return 1;
+    job->eval_sig = &state->eval_sig;
+    job->eval_fn = state->eval_compiled.fn;
+  }
+  return 0;
+}
+
+/* The job's steps and host memory: the memory check, the metrics, the
+ * starting weights, the checkpoint's gather buffers. Non-zero with err. */
+static int size_job(const htp_run_options *options, const htp_run_state *state, train_job *job,
+                    char *err, size_t err_size) {
+  const htp_train_options *train = &options->train;
+  job->steps = (long)(job->train->count / (uint32_t)job->batch);
+  if (job->steps < 1)
+    return htp_set_error(err, err_size, "--train: %u training images make no batch of %d (the "
+                         "block's batch); give --limit-train >= %d", job->train->count,
+                         job->batch, job->batch);
+  if (check_memory(options, state, job->tp, err, err_size))
+    return 1;
+  if (!(job->metrics = calloc((size_t)train->epochs, sizeof *job->metrics)) ||
+      !(job->stragglers = calloc((size_t)job->tp, sizeof *job->stragglers)))
+    return htp_set_error(err, err_size, "out of memory");
+  if (htp_train_starting_weights(train, job->sig, job, err, err_size))
+    return 1;
+  if (train->checkpoint)
+    for (int k = 0; k < 3; k++)
+      if (!(job->gathered[k] = htp_train_param_buffers(job->sig)))
+        return htp_set_error(err, err_size, "out of memory");
+  return 0;
+}
+
+/* The local world (unless the caller brought one), its faults and the
+ * BLAS threads. Non-zero with err. */
+static int open_train_ranks(const htp_run_options *options, htp_run_state *state,
+                            const train_job *job, htp_ranks **ranks, char *err,
+                            size_t err_size) {
+  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s,
+                                state->device, state->sm_counts, err, err_size))
+    return 1;
+  if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
+    return 1;
+  htp_run_choose_blas_threads(state, state->process_rank >= 0);
+  if (options->train.clock != HTP_TRAIN_CLOCK_WALL) {
+    /* A rank's thread CPU time is its work only if its kernels run on it. */
+    htp_cpu_set_blas_threads(1);
+    state->blas_threads = htp_cpu_blas_threads();
+  }
+  return 0;
+}
+
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
@@ -754,105 +915,24 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   htp_idx_set train_set, test_set;
   memset(&train_set, 0, sizeof train_set);
   memset(&test_set, 0, sizeof test_set);
+  job.train = &train_set;
+  job.test = &test_set;
   int status = 1;
   char reason[2048];
   /* The data first: its errors are the cheapest to hit. */
   if (htp_fmnist_load(train->data, HTP_FMNIST_TRAIN, train->limit_train, &train_set, reason,
                       sizeof reason) ||
       htp_fmnist_load(train->data, HTP_FMNIST_TEST, train->limit_test, &test_set, reason,
-                      sizeof reason)) {
+                      sizeof reason))
     htp_set_error(err, err_size, "--data: %s", reason);
-    goto done;
+  else if (!bind_entries(options, state, requested_tp, quiet, &job, err, err_size) &&
+           !size_job(options, state, &job, err, err_size) &&
+           !open_train_ranks(options, state, &job, ranks, err, err_size)) {
+    if (!quiet)
+      print_banner(options, state, &job);
+    status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
+                                &state->outcome, err, err_size) ? 2 : 0;
   }
-  if (htp_train_find_grad_entry(options, state, requested_tp, err, err_size))
-    goto done;
-  const htp_signature *sig = &state->sig;
-  if (sig->tp != requested_tp && !(state->shared && !options->tp_given)) {
-    htp_set_error(err, err_size, "%s: entry '%s' is for tp %d, the run for tp %d", options->path,
-                  sig->entry, sig->tp, requested_tp);
-    goto done;
-  }
-  state->tp = job.tp = sig->tp;
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank >= state->tp) {
-      htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)", options->slow,
-                    options->slows[i].rank, state->tp, state->tp);
-      goto done;
-    }
-  htp_rank_job probe;
-  memset(&probe, 0, sizeof probe);
-  if (htp_run_balance_config(options, state, &probe, err, err_size))
-    goto done;
-  job.balance = state->balance;
-  if (job.balance) {
-    job.balancer = state->balancer;
-  } else {
-    job.balancer = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
-    job.balancer.planner = probe.planner; /* detection only, with --ewma-alpha/--hysteresis */
-  }
-  if (options->trace && !(job.trace = fopen(options->trace, "w"))) {
-    htp_set_error(err, err_size, "--trace %s: %s", options->trace, strerror(errno));
-    goto done;
-  }
-  int loss, logits;
-  if (htp_train_check_entry(sig, &job, &loss, &logits, err, err_size))
-    goto done;
-  job.loss = loss;
-  job.logits = logits;
-  htp_train_find_eval_entry(options, state, sig->tp, quiet);
-  job.sig = sig;
-  job.fn = state->compiled.fn;
-  job.eval_sig = sig;
-  job.eval_fn = job.fn;
-  job.eval_logits = logits;
-  if (state->eval_loader) {
-    train_job probe = job;
-    int eval_loss;
-    if (htp_train_check_entry(&state->eval_sig, &probe, &eval_loss, &job.eval_logits, err, err_size))
-      goto done;
-    job.eval_sig = &state->eval_sig;
-    job.eval_fn = state->eval_compiled.fn;
-  }
-  job.train = &train_set;
-  job.test = &test_set;
-  job.steps = (long)(train_set.count / (uint32_t)job.batch);
-  if (job.steps < 1) {
-    htp_set_error(err, err_size, "--train: %u training images make no batch of %d (the "
-                  "block's batch); give --limit-train >= %d", train_set.count, job.batch,
-                  job.batch);
-    goto done;
-  }
-  if (check_memory(options, state, job.tp, err, err_size))
-    goto done;
-  if (!(job.metrics = calloc((size_t)train->epochs, sizeof *job.metrics)) ||
-      !(job.stragglers = calloc((size_t)job.tp, sizeof *job.stragglers))) {
-    htp_set_error(err, err_size, "out of memory");
-    goto done;
-  }
-  if (htp_train_starting_weights(train, sig, &job, err, err_size))
-    goto done;
-  if (train->checkpoint)
-    for (int k = 0; k < 3; k++)
-      if (!(job.gathered[k] = htp_train_param_buffers(sig))) {
-        htp_set_error(err, err_size, "out of memory");
-        goto done;
-      }
-  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job.tp, options->timeout_s,
-                                state->device, state->sm_counts, err, err_size))
-    goto done;
-  if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
-    goto done;
-  htp_run_choose_blas_threads(state, state->process_rank >= 0);
-  if (train->clock != HTP_TRAIN_CLOCK_WALL) {
-    /* A rank's thread CPU time is its work only if its kernels run on it. */
-    htp_cpu_set_blas_threads(1);
-    state->blas_threads = htp_cpu_blas_threads();
-  }
-  if (!quiet)
-    print_banner(options, state, &job);
-  status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
-                              &state->outcome, err, err_size) ? 2 : 0;
-done:
   release_job(&job);
   htp_idx_free_set(&train_set);
   htp_idx_free_set(&test_set);
