@@ -851,15 +851,15 @@ static const char *word_flag(const char *word, char *buffer, size_t size) {
   return buffer;
 }
 
-int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
-                          size_t err_size) {
+/* The defaults, before any flag: HTP_DEVICE sets the device's (CI reruns
+ * the e2e suite on the checked device with it; --device still wins).
+ * Non-zero with err. */
+static int set_defaults(htp_run_options *options, char *err, size_t err_size) {
   memset(options, 0, sizeof *options);
   options->iters = 10;
   options->warmup = 1;
   options->tp = 1;
   options->backend = "local";
-  /* HTP_DEVICE sets the default (CI reruns the e2e suite on the checked
-   * device with it); --device still wins. */
   options->device = "cpu";
   const char *device_default = getenv("HTP_DEVICE");
   if (device_default && *device_default) {
@@ -869,13 +869,11 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   }
   options->policy = HTP_POLICY_NONE;
   options->impute = HTP_IMPUTE_ZERO;
-  options->same_max_age = -1; /* by --train, below */
+  options->same_max_age = -1; /* by --train, in check_combinations */
   options->selection = HTP_SELECT_RANDOM;
-  {
-    const htp_planner_config defaults = HTP_PLANNER_CONFIG_INITIALIZER;
-    options->ewma_alpha = defaults.ewma_alpha;
-    options->hysteresis = defaults.hysteresis_iters;
-  }
+  const htp_planner_config defaults = HTP_PLANNER_CONFIG_INITIALIZER;
+  options->ewma_alpha = defaults.ewma_alpha;
+  options->hysteresis = defaults.hysteresis_iters;
   options->report = HTP_REPORT_TABLE;
   options->timeout_s = 60.0;
   options->train.data = HTP_TRAIN_DEFAULT_DATA;
@@ -883,8 +881,14 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   options->train.optimizer = HTP_TRAIN_ADAMW;
   options->train.momentum = 0.9;
   options->train.schedule = HTP_TRAIN_COSINE;
-  int first_train_only = 0;
+  return 0;
+}
 
+/* The flags through getopt_long, each applied by its table row; the file
+ * where it stands. *first_train_only: the first flag of --train seen.
+ * Non-zero with err. */
+static int read_flags(int argc, char **argv, htp_run_options *options, int *first_train_only,
+                      char *err, size_t err_size) {
   /* getopt_long keeps its state in globals: optind = 0 restarts it (glibc),
    * opterr = 0 keeps its own messages off stderr (ours say more). In the
    * option string, '-' hands over the file where it stands (as option 1)
@@ -897,7 +901,7 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   for (;;) {
     int id = getopt_long(argc, argv, "-:h", long_flags(), NULL);
     if (id == -1)
-      break;
+      return 0;
     if (id == 1) {
       if (options->path)
         return htp_set_error(err, err_size, "more than one file given ('%s' and '%s')",
@@ -924,8 +928,8 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
       return htp_set_error(err, err_size, "--%s given more than once (it takes one value)",
                            spec->name);
     seen |= bit;
-    if ((spec->traits & TRAIN_ONLY) && !first_train_only)
-      first_train_only = spec->id;
+    if ((spec->traits & TRAIN_ONLY) && !*first_train_only)
+      *first_train_only = spec->id;
     if ((spec->traits & RUN_ONLY) && !options->given_run_only) {
       options->given_run_only = 1;
       options->run_only_flag = spec->name;
@@ -933,6 +937,13 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     if (apply_flag(spec, optarg, options, err, err_size))
       return 1;
   }
+}
+
+/* Flags that do not go together, and the defaults that depend on others
+ * (--same-max-age on --train, lr and weight decay on the optimizer).
+ * Non-zero with err. */
+static int check_combinations(htp_run_options *options, int first_train_only, char *err,
+                              size_t err_size) {
   htp_train_options *train = &options->train;
   if (first_train_only && !train->enabled && !options->help)
     return htp_set_error(err, err_size, "--%s is a flag of --train (add --train, or leave it "
@@ -966,6 +977,16 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
     train->lr = train->optimizer == HTP_TRAIN_SGD ? 0.05 : 1e-3;
   if (!train->weight_decay_given)
     train->weight_decay = train->optimizer == HTP_TRAIN_SGD ? 0.0 : 0.05;
+  return 0;
+}
+
+int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char *err,
+                          size_t err_size) {
+  int first_train_only = 0;
+  if (set_defaults(options, err, err_size) ||
+      read_flags(argc, argv, options, &first_train_only, err, err_size) ||
+      check_combinations(options, first_train_only, err, err_size))
+    return 1;
   /* After "--": the file, which may then start with '-'. */
   for (int i = optind; i < argc; i++) {
     if (options->path)

@@ -308,50 +308,44 @@ done:
   return result != HTP_OK;
 }
 
-static void run_rank(rank_state *state) {
-  const htp_rank_job *job = state->job;
-  htp_rank_outcome *outcome = state->outcome;
-  htp_world *world = state->ranks->world;
-  const int per_process = state->ranks->per_process;
-  const htp_signature *sig = job->sig;
-  const int num_buffers = sig->num_args + sig->num_results + 1;
-  void **device = NULL; /* the rank's buffers, in its context's memory */
-  htp_ctx *ctx = NULL;
-  htp_balancer *balancer = NULL; /* without hooks: a hookless one, detection only */
-  htp_planner *planner = NULL;
-  htp_result result = htp_ctx_create(world, state->rank, &ctx);
-  if (result != HTP_OK) {
-    rank_failed(state, NULL, result, "creating its context", -1, htp_world_last_error(world));
-    return;
-  }
-  /* Before the first call: the hooks find it on the context. A block
-   * without hooks gets a hookless one: detection and the trace only. */
-  htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
-  hookless.planner = job->planner;
-  result = htp_balancer_create(ctx, job->balance ? &job->balancer : &hookless, &balancer);
-  if (result != HTP_OK) {
-    rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
-    goto done;
-  }
-  planner = htp_balancer_planner(balancer);
-  if (per_process && job->trace_path && open_mpi_trace(state, ctx))
-    goto done;
-  htp_balancer_set_trace(balancer, state->trace);
-
-  if (!(device = calloc((size_t)num_buffers, sizeof *device))) {
+/* The rank's buffers in its context's memory, checked against the
+ * device's memory first. Returns 0, or non-zero after rank_failed. */
+static int make_rank_buffers(rank_state *state, htp_ctx *ctx, void ***device, int num_buffers) {
+  const htp_signature *sig = state->job->sig;
+  if (!(*device = calloc((size_t)num_buffers, sizeof **device))) {
     rank_failed(state, ctx, HTP_ERR_NOMEM, "allocating its buffers", -1, "out of memory");
-    goto done;
+    return 1;
   }
   uint64_t buffers = 0;
   for (int i = 0; i < num_buffers; i++)
     buffers += buffer_bytes(sig, i) ? buffer_bytes(sig, i) : 1;
   char why[512];
-  if ((result = htp_rank_check_device_memory(ctx, buffers, why, sizeof why)) != HTP_OK) {
+  htp_result result = htp_rank_check_device_memory(ctx, buffers, why, sizeof why);
+  if (result != HTP_OK) {
     rank_failed(state, ctx, result, "checking its device's memory", -1, why);
-    goto done;
+    return 1;
   }
-  if (make_device_buffers(state, ctx, device, num_buffers))
-    goto done;
+  return make_device_buffers(state, ctx, *device, num_buffers);
+}
+
+/* Rank 0's record of a timed iteration: the plan it ran under (the copy
+ * made when it arrived). */
+static void record_timed(rank_state *state, long timed, int world_size) {
+  htp_rank_outcome *outcome = state->outcome;
+  outcome->plan_version[timed] = outcome->last_plan.version;
+  memcpy(outcome->plan_action + (size_t)timed * world_size, outcome->last_plan.action,
+         (size_t)world_size);
+  memcpy(outcome->plan_gamma + (size_t)timed * world_size, outcome->last_plan.gamma,
+         (size_t)world_size * sizeof(double));
+}
+
+/* The warm-up and timed iterations, each one rank step; the timings, and
+ * on rank 0 the plans. Returns 0, or non-zero after rank_failed. */
+static int run_iterations(rank_state *state, htp_ctx *ctx, htp_balancer *balancer,
+                          void **device) {
+  const htp_rank_job *job = state->job;
+  htp_rank_outcome *outcome = state->outcome;
+  htp_planner *planner = htp_balancer_planner(balancer);
   const long total = job->warmup + job->iters;
   const int world_size = htp_ctx_size(ctx);
   /* The plan in force for the next call; rank 0 keeps a copy for the report. */
@@ -366,7 +360,7 @@ static void run_rank(rank_state *state) {
     double slowdown = htp_step_slowdown(job->slows, job->num_slows, state->rank, iteration);
     if (htp_rank_step_run(&step, iteration, slowdown, &done_step, &failure)) {
       rank_failed(state, ctx, failure.code, failure.what, iteration, failure.detail);
-      goto done;
+      return 1;
     }
     plan = done_step.plan;
     if (iteration >= job->warmup) {
@@ -374,14 +368,8 @@ static void run_rank(rank_state *state) {
       long i = (long)state->rank * job->iters + timed;
       outcome->compute_s[i] = done_step.times.compute_seconds;
       outcome->elapsed_s[i] = done_step.seconds;
-      if (state->rank == 0) {
-        /* The plan this call ran under (the copy made when it arrived). */
-        outcome->plan_version[timed] = outcome->last_plan.version;
-        memcpy(outcome->plan_action + (size_t)timed * world_size, outcome->last_plan.action,
-               (size_t)world_size);
-        memcpy(outcome->plan_gamma + (size_t)timed * world_size, outcome->last_plan.gamma,
-               (size_t)world_size * sizeof(double));
-      }
+      if (state->rank == 0)
+        record_timed(state, timed, world_size);
     }
     if (state->rank == 0) {
       note_stragglers(state, plan, planner, iteration);
@@ -390,7 +378,38 @@ static void run_rank(rank_state *state) {
         record_plan(&outcome->last_plan, plan);
     }
   }
+  return 0;
+}
 
+static void run_rank(rank_state *state) {
+  const htp_rank_job *job = state->job;
+  htp_world *world = state->ranks->world;
+  const int per_process = state->ranks->per_process;
+  const htp_signature *sig = job->sig;
+  const int num_buffers = sig->num_args + sig->num_results + 1;
+  void **device = NULL; /* the rank's buffers, in its context's memory */
+  htp_ctx *ctx = NULL;
+  htp_balancer *balancer = NULL; /* without hooks: a hookless one, detection only */
+  htp_result result = htp_ctx_create(world, state->rank, &ctx);
+  if (result != HTP_OK) {
+    rank_failed(state, NULL, result, "creating its context", -1, htp_world_last_error(world));
+    return;
+  }
+  /* Before the first call: the hooks find it on the context. A block
+   * without hooks gets a hookless one: detection and the trace only. */
+  htp_balancer_config hookless = HTP_BALANCER_CONFIG_INITIALIZER;
+  hookless.planner = job->planner;
+  result = htp_balancer_create(ctx, job->balance ? &job->balancer : &hookless, &balancer);
+  if (result != HTP_OK) {
+    rank_failed(state, ctx, result, "creating its balancer", -1, htp_last_error(ctx));
+    goto done;
+  }
+  if (per_process && job->trace_path && open_mpi_trace(state, ctx))
+    goto done;
+  htp_balancer_set_trace(balancer, state->trace);
+  if (make_rank_buffers(state, ctx, &device, num_buffers) ||
+      run_iterations(state, ctx, balancer, device))
+    goto done;
   /* The last iteration's results, for --output and --check. */
   for (int k = 0; k < sig->num_results; k++) {
     result = htp_mem_download(ctx, job->results[state->rank][k], device[sig->num_args + k],

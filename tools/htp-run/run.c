@@ -255,7 +255,10 @@ static int fail_run(const htp_run_state *state, const char *err) {
 static int gather_outputs(const htp_run_options *options, htp_run_state *state, int mpi,
                           char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
-  if (!(state->outputs = calloc((size_t)sig->num_results, sizeof *state->outputs)))
+  /* At least one slot: the signature's count is >= 0, which the
+   * compiler cannot see. */
+  const size_t slots = sig->num_results > 0 ? (size_t)sig->num_results : 1;
+  if (!(state->outputs = calloc(slots, sizeof *state->outputs)))
     return htp_set_error(err, err_size, "out of memory");
   char reason[512];
   for (int r = 0; r < sig->num_results; r++) {
@@ -445,104 +448,124 @@ static int report_run(const htp_run_options *options, const htp_compiler *jit,
   return 0;
 }
 
-static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
-  char err[16384];
-  /* mpi and nccl: one process per rank under mpirun. */
-  const int nccl = strcmp(options->backend, "nccl") == 0;
-  const int mpi = nccl || strcmp(options->backend, "mpi") == 0;
-  const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
+/* The device, and whether the file is a shared object this htp-run can
+ * run as asked (a .mlir needs the JIT; --check of a .so only on a GPU).
+ * Non-zero with err. */
+static int open_input(const htp_run_options *options, const htp_compiler *jit,
+                      htp_run_state *state, char *err, size_t err_size) {
   state->device = strcmp(options->device, "cuda") == 0      ? HTP_DEVICE_CUDA
                   : strcmp(options->device, "checked") == 0 ? HTP_DEVICE_CHECKED
                                                             : HTP_DEVICE_CPU;
   if (state->device == HTP_DEVICE_CHECKED)
     explain_checked_faults();
   state->process_rank = -1;
-  int shared = is_shared_object(options->path, err, sizeof err);
+  int shared = is_shared_object(options->path, err, err_size);
   if (shared < 0)
-    return fail(err);
+    return 1;
   state->shared = shared;
-  if (!shared && !jit) {
-    htp_set_error(err, sizeof err,
-                  "%s: this htp-run was built without MLIR, so it cannot compile .mlir files; "
-                  "compile with htp-compile elsewhere and run the .so",
-                  options->path);
-    return fail(err);
-  }
+  if (!shared && !jit)
+    return htp_set_error(err, err_size,
+                         "%s: this htp-run was built without MLIR, so it cannot compile .mlir "
+                         "files; compile with htp-compile elsewhere and run the .so",
+                         options->path);
   /* On the CPU a .so has no other build to compare with; on a GPU a tp-1
    * .so is compared with itself on the CPU (checked once its tp is known). */
-  if (shared && options->check && state->device != HTP_DEVICE_CUDA) {
-    htp_set_error(err, sizeof err, "--check needs the JIT (it compiles the block again at tp 1); "
-                  "%s is a shared object: run --check on the .mlir", options->path);
-    return fail(err);
+  if (shared && options->check && state->device != HTP_DEVICE_CUDA)
+    return htp_set_error(err, err_size, "--check needs the JIT (it compiles the block again at "
+                         "tp 1); %s is a shared object: run --check on the .mlir",
+                         options->path);
+  return 0;
+}
+
+/* The entry loaded (JIT or .so) for `requested` ranks and its signature
+ * parsed. Non-zero with err. */
+static int load_entry(const htp_run_options *options, const htp_compiler *jit,
+                      htp_run_state *state, long requested, char *err, size_t err_size) {
+  state->loader = state->shared ? htp_so_loader() : jit;
+  htp_compile_options compile = {(int)requested, NULL};
+  if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
+                          err_size)) {
+    state->loader = NULL;
+    return 1;
   }
+  char reason[1024];
+  const char *text = state->compiled.signature;
+  if (htp_signature_parse(text, text ? strlen(text) : 0, &state->sig, reason, sizeof reason) !=
+      HTP_OK)
+    return htp_set_error(err, err_size, "%s: bad entry signature: %s", options->path, reason);
+  if (state->shared && options->check && state->sig.tp != 1)
+    return htp_set_error(err, err_size, "--check of a shared object compares it with itself on "
+                         "the CPU, so it needs a tp-1 .so; %s is for tp %d: check a tp-1 build "
+                         "(htp-compile --tp 1), or run --check on the .mlir", options->path,
+                         state->sig.tp);
+  return 0;
+}
+
+/* Everything the ranks need before they start: tp and device checked, the
+ * balancer's configuration, the files, host memory, the global data, the
+ * results' buffers, the local world and its faults, the BLAS threads.
+ * Non-zero with err. */
+static int prepare_run(const htp_run_options *options, htp_run_state *state, int mpi,
+                       long requested, htp_rank_job *job, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  if (check_tp(options, state->shared, requested, state, err, err_size) ||
+      (!mpi && check_device(state, err, err_size)))
+    return 1;
+  /* Host memory: the global arguments and the ranks' staging; on the CPU
+   * the ranks' buffers too (its memory is host memory), not on a GPU. */
+  const int local_ranks = mpi ? 1 : state->tp;
+  if (make_sm_counts(options, state, err, err_size) ||
+      htp_run_balance_config(options, state, job, err, err_size) ||
+      check_files(options, sig, err, err_size) ||
+      htp_run_check_memory(options->path, htp_run_host_staging_bytes(sig, local_ranks), sig,
+                           state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1,
+                           &state->held_bytes, err, err_size) ||
+      bind_global_data(options, state, err, err_size))
+    return 1;
+  state->results = calloc((size_t)state->tp, sizeof *state->results);
+  if (!state->results)
+    return htp_set_error(err, err_size, "out of memory");
+  for (int r = 0; r < state->tp; r++)
+    if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, err_size))
+      return 1;
+  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
+                             state->device, state->sm_counts, err, err_size))
+    return 1;
+  if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, err_size))
+    return 1;
+  htp_run_choose_blas_threads(state, mpi);
+  job->fn = state->compiled.fn;
+  job->sig = sig;
+  job->global = (const void *const *)state->global;
+  job->results = (void *const *const *)state->results;
+  job->warmup = options->warmup;
+  job->iters = options->iters;
+  job->slows = options->slows;
+  job->num_slows = options->num_slows;
+  job->faults = options->faults;
+  job->num_faults = options->num_faults;
+  job->trace_path = options->trace;
+  return 0;
+}
+
+static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state) {
+  char err[16384];
+  /* mpi and nccl: one process per rank under mpirun. */
+  const int nccl = strcmp(options->backend, "nccl") == 0;
+  const int mpi = nccl || strcmp(options->backend, "mpi") == 0;
+  const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
+  if (open_input(options, jit, state, err, sizeof err))
+    return fail(err);
   long requested = options->tp;
   if (mpi && open_launcher_world(options, state, backend, &requested, err, sizeof err))
     return fail(err);
   if (options->train.enabled)
     return run_training(options, jit, state, mpi, requested);
-  state->loader = shared ? htp_so_loader() : jit;
-  htp_compile_options compile = {(int)requested, NULL};
-  if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
-                          sizeof err)) {
-    state->loader = NULL;
-    return fail(err);
-  }
-
-  char reason[1024];
-  const char *text = state->compiled.signature;
-  if (htp_signature_parse(text, text ? strlen(text) : 0, &state->sig, reason, sizeof reason) !=
-      HTP_OK) {
-    htp_set_error(err, sizeof err, "%s: bad entry signature: %s", options->path, reason);
-    return fail(err);
-  }
-  const htp_signature *sig = &state->sig;
-  if (shared && options->check && sig->tp != 1) {
-    htp_set_error(err, sizeof err, "--check of a shared object compares it with itself on the "
-                  "CPU, so it needs a tp-1 .so; %s is for tp %d: check a tp-1 build "
-                  "(htp-compile --tp 1), or run --check on the .mlir", options->path, sig->tp);
-    return fail(err);
-  }
   htp_rank_job job;
   memset(&job, 0, sizeof job);
-  if (check_tp(options, shared, requested, state, err, sizeof err) ||
-      (!mpi && check_device(state, err, sizeof err)))
+  if (load_entry(options, jit, state, requested, err, sizeof err) ||
+      prepare_run(options, state, mpi, requested, &job, err, sizeof err))
     return fail(err);
-  /* Host memory: the global arguments and the ranks' staging; on the CPU
-   * the ranks' buffers too (its memory is host memory), not on a GPU. */
-  const int local_ranks = mpi ? 1 : state->tp;
-  if (make_sm_counts(options, state, err, sizeof err) ||
-      htp_run_balance_config(options, state, &job, err, sizeof err) ||
-      check_files(options, sig, err, sizeof err) ||
-      htp_run_check_memory(options->path, htp_run_host_staging_bytes(sig, local_ranks), sig,
-                           state->device != HTP_DEVICE_CUDA ? local_ranks : 0, 1,
-                           &state->held_bytes, err, sizeof err) ||
-      bind_global_data(options, state, err, sizeof err))
-    return fail(err);
-  state->results = calloc((size_t)state->tp, sizeof *state->results);
-  if (!state->results)
-    return fail("out of memory");
-  for (int r = 0; r < state->tp; r++)
-    if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, sizeof err))
-      return fail(err);
-
-  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
-                             state->device, state->sm_counts, err, sizeof err))
-    return fail(err);
-  if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, sizeof err))
-    return fail(err);
-  htp_run_choose_blas_threads(state, mpi);
-
-  job.fn = state->compiled.fn;
-  job.sig = sig;
-  job.global = (const void *const *)state->global;
-  job.results = (void *const *const *)state->results;
-  job.warmup = options->warmup;
-  job.iters = options->iters;
-  job.slows = options->slows;
-  job.num_slows = options->num_slows;
-  job.faults = options->faults;
-  job.num_faults = options->num_faults;
-  job.trace_path = options->trace;
   errors_muted = 0; /* from here on, each process reports its own rank */
   int failed = htp_ranks_run(state->ranks, &job, &state->outcome, err, sizeof err);
   if (mpi && state->process_rank != 0)
@@ -551,7 +574,6 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
     return fail_run(state, err);
   if (mpi && state->process_rank != 0)
     return 0; /* rank 0 reports and writes the outputs */
-
   return report_run(options, jit, state, mpi);
 }
 
