@@ -103,65 +103,72 @@ static int parse_shape(dict_reader *reader, htp_array *out, char *err, size_t er
   }
 }
 
-static int parse_npy(const unsigned char *bytes, size_t size, htp_array *out, char *err,
-                     size_t err_size) {
+/* The magic, the version and the header's length: *prefix bytes before
+ * the header, *header_length of it, both within size. Non-zero with err. */
+static int read_preamble(const unsigned char *bytes, size_t size, size_t *prefix,
+                         size_t *header_length, char *err, size_t err_size) {
   if (size < 10 || memcmp(bytes, npy_magic, sizeof npy_magic) != 0)
     return htp_set_error(err, err_size, "not a .npy file (no \\x93NUMPY magic)");
   unsigned major = bytes[6];
-  size_t header_length, prefix;
   if (major == 1) {
-    header_length = (size_t)bytes[8] | (size_t)bytes[9] << 8;
-    prefix = 10;
+    *header_length = (size_t)bytes[8] | (size_t)bytes[9] << 8;
+    *prefix = 10;
   } else if (major == 2 || major == 3) {
     if (size < 12)
       return htp_set_error(err, err_size, "truncated .npy header");
-    header_length = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 |
-                    (size_t)bytes[11] << 24;
-    prefix = 12;
+    *header_length = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 |
+                     (size_t)bytes[11] << 24;
+    *prefix = 12;
   } else {
     return htp_set_error(err, err_size, "unsupported .npy version %u.%u", major, bytes[7]);
   }
-  if (header_length > HTP_NPY_MAX_HEADER)
+  if (*header_length > HTP_NPY_MAX_HEADER)
     return htp_set_error(err, err_size, ".npy header of %zu bytes is over the %d-byte limit",
-                         header_length, HTP_NPY_MAX_HEADER);
-  if (header_length > size - prefix)
+                         *header_length, HTP_NPY_MAX_HEADER);
+  if (*header_length > size - *prefix)
     return htp_set_error(err, err_size,
                          "truncated .npy file: header of %zu bytes, only %zu bytes follow",
-                         header_length, size - prefix);
+                         *header_length, size - *prefix);
+  return 0;
+}
 
-  dict_reader reader = {(const char *)bytes + prefix, (const char *)bytes + prefix + header_length};
+/* The header's dict: each of descr, fortran_order and shape once, nothing
+ * else; a C-order array of '<f4' or '<f8' (*item: its bytes). Non-zero
+ * with err. */
+static int parse_header(dict_reader *reader, htp_array *out, size_t *item, char *err,
+                        size_t err_size) {
   char key[32], descr[16] = "";
   int have_descr = 0, have_order = 0, have_shape = 0, fortran = 0;
-  if (!accept(&reader, '{'))
+  if (!accept(reader, '{'))
     return htp_set_error(err, err_size, "bad .npy header: not a dict");
-  while (!accept(&reader, '}')) {
-    if (read_quoted(&reader, key, sizeof key) || !accept(&reader, ':'))
+  while (!accept(reader, '}')) {
+    if (read_quoted(reader, key, sizeof key) || !accept(reader, ':'))
       return htp_set_error(err, err_size, "bad .npy header: expected 'key': value");
     if (strcmp(key, "descr") == 0 && !have_descr) {
       have_descr = 1;
-      if (read_quoted(&reader, descr, sizeof descr))
+      if (read_quoted(reader, descr, sizeof descr))
         return htp_set_error(err, err_size, "bad .npy header: 'descr' is not a dtype string");
     } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
       have_order = 1;
-      if (accept_word(&reader, "True"))
+      if (accept_word(reader, "True"))
         fortran = 1;
-      else if (!accept_word(&reader, "False"))
+      else if (!accept_word(reader, "False"))
         return htp_set_error(err, err_size, "bad .npy header: 'fortran_order' is not a bool");
     } else if (strcmp(key, "shape") == 0 && !have_shape) {
       have_shape = 1;
-      if (parse_shape(&reader, out, err, err_size))
+      if (parse_shape(reader, out, err, err_size))
         return 1;
     } else {
       return htp_set_error(err, err_size, "bad .npy header: unexpected or repeated key '%s'", key);
     }
-    if (!accept(&reader, ',')) {
-      if (!accept(&reader, '}'))
+    if (!accept(reader, ',')) {
+      if (!accept(reader, '}'))
         return htp_set_error(err, err_size, "bad .npy header: expected ',' or '}'");
       break;
     }
   }
-  skip_blanks(&reader);
-  if (reader.cursor != reader.end)
+  skip_blanks(reader);
+  if (reader->cursor != reader->end)
     return htp_set_error(err, err_size, "bad .npy header: text after the dict");
   if (!have_descr || !have_order || !have_shape)
     return htp_set_error(err, err_size, "bad .npy header: missing '%s'",
@@ -169,15 +176,24 @@ static int parse_npy(const unsigned char *bytes, size_t size, htp_array *out, ch
   if (fortran)
     return htp_set_error(err, err_size, "Fortran-order arrays are not supported (save a C-order "
                          "array: numpy.ascontiguousarray)");
-  size_t item;
   if (strcmp(descr, "<f4") == 0)
-    item = 4;
+    *item = 4;
   else if (strcmp(descr, "<f8") == 0)
-    item = 8;
+    *item = 8;
   else
     return htp_set_error(err, err_size, "dtype '%s' is not supported (use float32, '<f4', or "
                          "float64, '<f8')", descr);
+  return 0;
+}
 
+static int parse_npy(const unsigned char *bytes, size_t size, htp_array *out, char *err,
+                     size_t err_size) {
+  size_t prefix = 0, header_length = 0, item = 0;
+  if (read_preamble(bytes, size, &prefix, &header_length, err, err_size))
+    return 1;
+  dict_reader reader = {(const char *)bytes + prefix, (const char *)bytes + prefix + header_length};
+  if (parse_header(&reader, out, &item, err, err_size))
+    return 1;
   const unsigned char *data = bytes + prefix + header_length;
   size_t available = size - prefix - header_length;
   uint64_t needed = (uint64_t)out->count * item;

@@ -230,42 +230,88 @@ static int check_signature(void *handle, const char *path, const char *entry,
   return failed;
 }
 
-static int so_load(const char *path, const char *entry, const htp_compile_options *options,
-                   htp_compiled *out, char *err, size_t err_size) {
-  (void)options;
-  memset(out, 0, sizeof *out);
-  /* dlopen searches the library path for a name without a slash. */
-  char *relative = NULL;
-  if (!strchr(path, '/')) {
-    relative = malloc(strlen(path) + 3);
-    if (!relative)
-      return htp_set_error(err, err_size, "out of memory");
-    strcpy(relative, "./");
-    strcat(relative, path);
-  }
-  /* dlopen maps a file cut short as if whole (zeros, or SIGBUS, past its
-   * end): refuse one first. */
+/* dlopen of path, refused first if the file is cut short (dlopen maps one
+ * as if whole: zeros, or SIGBUS, past its end). NULL with err. */
+static void *open_whole(const char *path, char *err, size_t err_size) {
   htp_file_map file;
   char reason[512];
   const char *why = NULL;
   if (htp_file_map_open(path, &file, reason, sizeof reason)) {
-    free(relative);
-    return htp_set_error(err, err_size, "cannot load '%s': %s", path, reason);
+    htp_set_error(err, err_size, "cannot load '%s': %s", path, reason);
+    return NULL;
   }
   const int whole = htp_elf_check_whole(file.bytes, file.size, &why) == 0;
   htp_file_map_close(&file);
   if (!whole) {
-    free(relative);
-    return htp_set_error(err, err_size, "cannot load '%s': %s", path, why);
+    htp_set_error(err, err_size, "cannot load '%s': %s", path, why);
+    return NULL;
+  }
+  /* dlopen searches the library path for a name without a slash. */
+  char *relative = NULL;
+  if (!strchr(path, '/')) {
+    if (!(relative = malloc(strlen(path) + 3))) {
+      htp_set_error(err, err_size, "out of memory");
+      return NULL;
+    }
+    strcpy(relative, "./");
+    strcat(relative, path);
   }
   dlerror();
   void *handle = dlopen(relative ? relative : path, RTLD_NOW | RTLD_LOCAL);
   free(relative);
   if (!handle) {
-    const char *reason = dlerror();
-    return htp_set_error(err, err_size, "cannot load '%s': %s", path,
-                         reason ? reason : "unknown dlopen error");
+    const char *dl_reason = dlerror();
+    htp_set_error(err, err_size, "cannot load '%s': %s", path,
+                  dl_reason ? dl_reason : "unknown dlopen error");
   }
+  return handle;
+}
+
+/* prefix followed by the entry's name (length bytes), or NULL. */
+static char *symbol_name(const char *prefix, const char *entry, size_t length) {
+  const size_t used = strlen(prefix);
+  char *name = malloc(used + length + 1);
+  if (name) {
+    memcpy(name, prefix, used);
+    memcpy(name + used, entry, length + 1);
+  }
+  return name;
+}
+
+/* The entry's function, signature and facts symbols (the prefixes followed
+ * by its name, runtime/htp_entry.h, so no name can reach a C library or
+ * runtime symbol), the signature checked. Non-zero with err. */
+static int find_entry(void *handle, const char *path, const char *entry, size_t length,
+                      void **function, const char **signature, char *err, size_t err_size) {
+  char *function_name = symbol_name(HTP_ENTRY_SYMBOL_PREFIX, entry, length);
+  char *signature_name = symbol_name(HTP_SIGNATURE_SYMBOL_PREFIX, entry, length);
+  char *facts_name = symbol_name(HTP_FACTS_SYMBOL_PREFIX, entry, length);
+  size_t signature_length = 0;
+  int failed = 0;
+  if (!function_name || !signature_name || !facts_name)
+    failed = htp_set_error(err, err_size, "out of memory");
+  else if (!(*function = dlsym(handle, function_name)))
+    failed = htp_set_error(err, err_size, "%s: unknown entry '%.200s'", path, entry);
+  else if (!(*signature = string_symbol(handle, path, signature_name,
+                                        "the entry has no signature (not written by "
+                                        "htp-compile?)", &signature_length, err, err_size)))
+    failed = 1;
+  else
+    failed = check_signature(handle, path, entry, facts_name, *signature, signature_length, err,
+                             err_size);
+  free(function_name);
+  free(signature_name);
+  free(facts_name);
+  return failed;
+}
+
+static int so_load(const char *path, const char *entry, const htp_compile_options *options,
+                   htp_compiled *out, char *err, size_t err_size) {
+  (void)options;
+  memset(out, 0, sizeof *out);
+  void *handle = open_whole(path, err, err_size);
+  if (!handle)
+    return 1;
   size_t length;
   if (!entry) {
     entry = string_symbol(handle, path, HTP_DEFAULT_ENTRY_SYMBOL,
@@ -279,46 +325,14 @@ static int so_load(const char *path, const char *entry, const htp_compile_option
   } else {
     length = strnlen(entry, HTP_ENTRY_MAX_NAME + 1);
   }
-  /* The symbols are the prefixes followed by the entry's name (runtime/
-   * htp_entry.h), so no name can reach a C library or runtime symbol. */
   if (length == 0 || length > HTP_ENTRY_MAX_NAME) {
     dlclose(handle);
     return htp_set_error(err, err_size, "%s: the entry name must be 1 to %d bytes", path,
                          HTP_ENTRY_MAX_NAME);
   }
-  char *function_name = malloc(sizeof HTP_ENTRY_SYMBOL_PREFIX + length);
-  char *signature_name = malloc(sizeof HTP_SIGNATURE_SYMBOL_PREFIX + length);
-  char *facts_name = malloc(sizeof HTP_FACTS_SYMBOL_PREFIX + length);
-  if (!function_name || !signature_name || !facts_name) {
-    free(function_name);
-    free(signature_name);
-    free(facts_name);
-    dlclose(handle);
-    return htp_set_error(err, err_size, "out of memory");
-  }
-  memcpy(function_name, HTP_ENTRY_SYMBOL_PREFIX, sizeof HTP_ENTRY_SYMBOL_PREFIX - 1);
-  memcpy(function_name + sizeof HTP_ENTRY_SYMBOL_PREFIX - 1, entry, length + 1);
-  memcpy(signature_name, HTP_SIGNATURE_SYMBOL_PREFIX, sizeof HTP_SIGNATURE_SYMBOL_PREFIX - 1);
-  memcpy(signature_name + sizeof HTP_SIGNATURE_SYMBOL_PREFIX - 1, entry, length + 1);
-  memcpy(facts_name, HTP_FACTS_SYMBOL_PREFIX, sizeof HTP_FACTS_SYMBOL_PREFIX - 1);
-  memcpy(facts_name + sizeof HTP_FACTS_SYMBOL_PREFIX - 1, entry, length + 1);
-  void *function = dlsym(handle, function_name);
+  void *function = NULL;
   const char *signature = NULL;
-  size_t signature_length = 0;
-  int failed = 0;
-  if (!function)
-    failed = htp_set_error(err, err_size, "%s: unknown entry '%.200s'", path, entry);
-  else if (!(signature = string_symbol(handle, path, signature_name,
-                                       "the entry has no signature (not written by "
-                                       "htp-compile?)", &signature_length, err, err_size)))
-    failed = 1;
-  else
-    failed = check_signature(handle, path, entry, facts_name, signature, signature_length, err,
-                             err_size);
-  free(function_name);
-  free(signature_name);
-  free(facts_name);
-  if (failed) {
+  if (find_entry(handle, path, entry, length, &function, &signature, err, err_size)) {
     dlclose(handle);
     return 1;
   }
