@@ -122,8 +122,8 @@ int htp_cuda_linear_units_f32(htp_cuda_kernels *kernels, const float *a, const f
 int htp_cuda_reduce_sum_f32(htp_cuda_kernels *kernels, const float *const *inputs,
                             int64_t count, float *y, int64_t n);
 
-/* Unit packing, the layout runtime/balance.c pack_in_units builds for the
- * units a helper took in. A pair of `units` units of `width` columns with
+/* Unit packing, the layout runtime/unit_weights.c pack_in_units builds for
+ * the units a helper took in. A pair of `units` units of `width` columns with
  * `parts` row blocks per unit (attention: q, k, v = 3; MLP: 1) is
  *   first  [parts * units * width, model_dim]  (part p, unit u: rows
  *          p*units*width + u*width ...)

@@ -99,7 +99,7 @@ static inline int64_t htp_rt_mlp_scratch_floats(int64_t rows, int64_t hidden_dim
 enum { HTP_ATTN_BWD_SLOTS = 64 };
 /* Where dqkv [rows, 3 * inner] starts in that scratch (inner = heads x
  * head_dim). It stays there after the call: the balancer's same imputation
- * (runtime/balance_train.c) reads each head's part of it. */
+ * (runtime/balance_hooks.c, backward_same) reads each head's part of it. */
 static inline int64_t htp_cpu_attention_backward_dqkv_at(int64_t rows, int64_t inner) {
   return 5 * rows * inner;
 }

@@ -1,12 +1,12 @@
 /*===- runtime/balance_internal.h - the balancer's private state ----------===*
  *
- * Private to libhtprt and its tests. The balancer (balance.c) owns the
+ * Private to libhtprt and its tests. The balancer (balancer.c) owns the
  * rank's planner and, unless it is hookless, the unit table, imputer and
- * migration cache its hooks follow; balancer_step.c runs its per-iteration
- * step (gather, detect, plan) and trace.c writes its trace line.
- * htp_balancer_end_iteration is "step, then apply"; tests force a plan with
- * htp_planner_plan_speeds on htp_balancer_planner() and then apply it here,
- * bypassing detection.
+ * migration cache its hooks (balance_hooks.c) follow; balancer_step.c runs
+ * its per-iteration step (gather, detect, plan) and trace.c writes its
+ * trace line. htp_balancer_end_iteration (site_timing.c) is "step, then
+ * apply" (unit_weights.c); tests force a plan with htp_planner_plan_speeds
+ * on htp_balancer_planner() and then apply it here, bypassing detection.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_BALANCE_INTERNAL_H
 #define HTP_BALANCE_INTERNAL_H
@@ -30,7 +30,7 @@ typedef struct htp__registered_pair {
 } htp__registered_pair;
 
 /* A helper's migrated-in units of one pair, packed at each plan change
- * (balance.c, pack_in_units) so the hook runs them as few, large calls:
+ * (unit_weights.c, pack_in_units) so the hook runs them as few, large calls:
  * the pair's in-units in unit-table order, cut into blocks of at most
  * units_per_rank units (so a block's activations fit the hook's own
  * activation scratch), each block a small shard of n units in the layouts
@@ -78,7 +78,7 @@ struct htp_balancer {
   /* The step and the trace: */
   int suspended;          /* htp_balancer_suspend: the hooks compute every unit */
   int64_t steps;          /* htp_balancer_step calls so far: the imputation's clock */
-  /* Training (balance_train.c): */
+  /* Training (weights_stale: unit_weights.c; the rest: the backward hooks, balance_hooks.c): */
   int weights_stale;      /* htp_balancer_weights_updated since the migrated copies were sent */
   float **same_part;      /* [num_pairs]: HTP_IMPUTE_SAME's backward store, each local unit's
                            * gradient at its first matrix's output, rows x parts x units x
@@ -112,24 +112,24 @@ struct htp_balancer {
 /* Steps over which HTP_SELECT_VARIATION sums a unit's update norms. */
 #define HTP__VARIATION_WINDOW 16
 
-/* Makes plan the one the hooks follow: the unit table and the migration
- * transfers for it (collective over the plan's flows, as
- * htp_migration_apply). A version already applied costs nothing, unless
- * htp_balancer_weights_updated said the weights changed and the plan
- * migrates units: then every migrated unit's weights are sent again. A
- * hookless balancer applies nothing. */
-htp_result htp__balancer_apply(htp_balancer *balancer, const htp_plan *plan);
-/* The balancer's unit table and migration cache (NULL when hookless). */
+/* balancer.c: the balancer's unit table and migration cache (NULL when
+ * hookless). */
 htp_unit_table *htp__balancer_table(htp_balancer *balancer);
 htp_migration *htp__balancer_migration(htp_balancer *balancer);
+
+/* ----- The weights a plan moves (unit_weights.c). Makes plan the one the
+ * hooks follow: the unit table and the migration transfers for it
+ * (collective over the plan's flows, as htp_migration_apply). A version
+ * already applied costs nothing, unless htp_balancer_weights_updated said
+ * the weights changed and the plan migrates units: then every migrated
+ * unit's weights are sent again. A hookless balancer applies nothing. */
+htp_result htp__balancer_apply(htp_balancer *balancer, const htp_plan *plan);
 /* Tests: nonzero makes the hooks compute migrated-in units one at a time
  * from their cached one-unit shards (the path before packing) instead of
  * from the packed blocks; the two agree to fp32 round-off. */
 void htp__balancer_set_one_by_one(htp_balancer *balancer, int one_by_one);
 /* Migrated-in units of pair packed for the hooks (-1: bad arguments). */
 int htp__balancer_packed_units(const htp_balancer *balancer, int pair);
-/* Books seconds of hook work on a pair kind, as a hook does (tests). */
-void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, double seconds);
 
 /* trace.c: the line for this iteration, after the step fed the planner;
  * replanned says whether this step changed the plan, sites (what the
@@ -158,8 +158,7 @@ void htp__scores_observe(htp_balancer *b, int32_t pair, const htp_unit_sets *s,
 htp_result htp__scores_sample(htp_balancer *b);
 htp_result htp__scores_push(htp_balancer *b);
 
-/* ----- What the forward hooks (balance.c) and the backward hooks
- * (balance_train.c) share. */
+/* ----- A unit of each pair kind. */
 
 /* Columns of one unit's activation: a head's channels or an MLP unit's
  * neurons. */
@@ -170,7 +169,7 @@ static inline int64_t htp__unit_width(const htp_balancer_config *c, htp_pair_kin
 static inline int64_t htp__unit_parts(htp_pair_kind kind) {
   return kind == HTP_PAIR_ATTENTION ? 3 : 1;
 }
-/* Floats of one unit's shard (the layout at the top of balance.c). */
+/* Floats of one unit's shard (the layout at the top of unit_weights.c). */
 static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
 }
@@ -208,25 +207,24 @@ void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u);
 /* Grows *buffer to hold floats (contents kept); 0, or -1 out of memory. */
 int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats);
 
-/* The compact shard of a rank's listed own units (of `mine`) followed by
- * pair's packed migrated-in units, in in-list order, in b->compact_w
- * (grown); both hooks compute from it. 0, or -1 out of memory. */
+/* unit_weights.c: the compact shard of a rank's listed own units (of
+ * `mine`) followed by pair's packed migrated-in units, in in-list order, in
+ * b->compact_w (grown); the forward and the backward hooks compute from it.
+ * 0, or -1 out of memory. */
 int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *mine,
                                   const int32_t *list, int64_t count, const htp__unit_shape *u,
                                   htp__shard *out);
 
-/* A hook's pair and shapes against the balancer's config (HTP__INVALID_IF's
- * error otherwise). */
-htp_result htp__balancer_check_pair(htp_ctx *ctx, const htp_balancer *b, htp_pair_kind kind,
-                                    int32_t pair, int64_t units, int64_t width,
-                                    int64_t model_dim, const char *hook);
-/* Books `elapsed` seconds of a hook's compute on kind: waits (slowdown - 1)
- * times it (the emulated straggler, wall clock only) and adds slowdown times
- * it to the site seconds; on HTP_CLOCK_UNITS also `units` (the units the
- * call ran, weighted: backward counts twice) to the modelled seconds. */
-void htp__balancer_book_site(htp_balancer *b, htp_pair_kind kind, double elapsed, double units);
-/* Now on the clock that times ctx's hooks (its balancer's; the wall clock
- * without one). */
+/* ----- Site timing (site_timing.c). Now on the clock that times ctx's
+ * hooks (its balancer's; the wall clock without one): a hook's start. */
 double htp__hook_now(const htp_ctx *ctx);
+/* Ends a hook on kind that started at `started` (htp__hook_now), or on a
+ * device at its HTP_KERNEL_TIMER_HOOKS mark 0, and books its seconds,
+ * --slow included; `units` is what it ran, weighted (backward counts
+ * twice), for HTP_CLOCK_UNITS. */
+htp_result htp__balancer_end_site(htp_ctx *ctx, htp_balancer *b, htp_pair_kind kind,
+                                  int on_device, double units, double started);
+/* Books seconds of hook work on a pair kind, as a hook does (tests). */
+void htp__balancer_add_site_seconds(htp_balancer *balancer, htp_pair_kind kind, double seconds);
 
 #endif /* HTP_BALANCE_INTERNAL_H */

@@ -107,7 +107,7 @@ struct htp_ctx {
   char last_error[HTP__MESSAGE_SIZE];
   void *backend;
   double comm_seconds; /* inside collectives and transfers (htp_ctx_comm_seconds) */
-  void *balancer;      /* htp_balancer attached by balance.c, or NULL */
+  void *balancer;      /* htp_balancer attached by balancer.c, or NULL */
   /* The rank's kernel table and its environment (ctx.c, htp_config.device);
    * every op entry point and hook computes through them (ops.c). */
   const htp_kernel_table *kernels;

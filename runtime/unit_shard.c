@@ -1,9 +1,10 @@
 /*===- runtime/unit_shard.c - shards of work units: copy, gather, scatter ------===*
  *
  * The one place that knows the shard layout of balance_internal.h
- * (htp__shard): the forward hooks (balance.c) and the backward hooks
- * (balance_train.c) build compact shards with it, and the migration's
- * one-unit shards are shards of one unit.
+ * (htp__shard): the forward and backward hooks (balance_hooks.c) build
+ * compact shards with it, a helper packs its migrated-in units with it
+ * (unit_weights.c), and the migration's one-unit shards are shards of one
+ * unit.
  *===----------------------------------------------------------------------===*/
 #include "runtime/balance_internal.h"
 

@@ -1,7 +1,7 @@
 /*===- runtime/units_internal.h - unit tables, imputation, migration ------===*
  *
  * Private to libhtprt and its tests: the per-rank machinery the balancer
- * (balance.c) owns to carry out a plan. The unit table says WHICH units a
+ * (balancer.c) owns to carry out a plan. The unit table says WHICH units a
  * rank keeps, prunes, hands off and takes in (unit_table.c); the imputer fills
  * pruned units' activations (unit_table.c); the migration moves and caches
  * handed-off units' weights (migrate.c). Embedders never touch these: they

@@ -3,8 +3,8 @@
  * The memory-bound kernels around the balance hooks: a same-device sum of
  * the partial results of ranks that share one GPU (f32 or bf16, summed in
  * f32 either way), the packing of units into the contiguous block layout
- * of runtime/balance.c pack_in_units, and the imputation of pruned units
- * (runtime/units.c htp_impute_fill). Their lists arrive in host memory and
+ * of runtime/unit_weights.c pack_in_units, and the imputation of pruned
+ * units (runtime/unit_table.c htp_impute_fill). Their lists arrive in host memory and
  * are copied to the object's staging buffer on the stream before the launch
  * (stream order keeps a later call's copy from overwriting a list an
  * earlier launch still reads). One thread per output element; the lists

@@ -1,6 +1,6 @@
 /*===- test/balance/test_balance_train.c - the backward balance hooks -----===*
  *
- * htp_rt_attention_grad_f32 and htp_rt_mlp_grad_f32 (runtime/balance_train.c)
+ * htp_rt_attention_grad_f32 and htp_rt_mlp_grad_f32 (runtime/balance_hooks.c)
  * over threads of one local world, on the random split model of harness.h.
  * Each rank runs the forward hooks, then the backward hooks with the same dy
  * on every rank (the gradient of the pair's all-reduced output); the test

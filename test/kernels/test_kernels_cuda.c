@@ -78,7 +78,7 @@
  * HTP_TEST_CHECKED_SHAPES=all).
  *
  * CUDA only: the direct API's refusals, the same-device reduction, unit
- * packing and imputation (reference loops written from runtime/balance.c
+ * packing and imputation (reference loops written from runtime/unit_weights.c
  * pack_in_units and runtime/unit_table.c htp_impute_fill), SM partitions
  * (green contexts, kernels/cuda/green.c) and a caller's stream. The
  * partition test also checks where the work ran: a probe kernel

@@ -1,0 +1,200 @@
+/*===- runtime/balancer.c - the balancer: config, create, destroy ----------===*
+ *
+ * The run-time half of heterogeneous tensor parallelism (DESIGN §4). The
+ * balancer ties together what the planner region provides for one rank:
+ * planner (how many units), unit table (which ones), imputer (values of
+ * pruned units) and migration cache (weights of units computed for others).
+ * This file makes and unmakes it: the config checks, the state a balancer
+ * with hooks allocates for them (a hookless one only steps and traces), the
+ * accessors and htp_balancer_suspend. What the balancer does lives by
+ * concern (struct htp_balancer: balance_internal.h):
+ *   balance_hooks.c  the hooks compiled blocks call in place of the plain
+ *                    attention and MLP kernels, forward and backward;
+ *   unit_weights.c   the weights a plan moves: the one-unit shards the
+ *                    migration sends, a helper's packed blocks of the units
+ *                    it took in, and the apply of a plan;
+ *   site_timing.c    the hooks' clock, --slow, and htp_balancer_end_iteration;
+ *   balancer_step.c  htp_balancer_step: gather, detect, plan, trace;
+ *   unit_scores.c    which units a plan sheds first.
+ *===----------------------------------------------------------------------===*/
+#include "runtime/balance_internal.h"
+#include "runtime/comm_internal.h"
+
+#include "kernels/htp_kernel_table.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind) {
+  return config ? htp__unit_floats(config, kind) * (int64_t)sizeof(float) : 0;
+}
+
+/* ===== Lifecycle ========================================================= */
+
+static int is_hookless(const htp_balancer_config *c) {
+  return c->model_dim == 0 && c->head_dim == 0 && c->mlp_unit_width == 0;
+}
+
+static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
+#define REJECT(...) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: " __VA_ARGS__)
+  if (!c) REJECT("config is NULL");
+  if (c->magic != HTP_BALANCER_CONFIG_MAGIC)
+    REJECT("config.magic is 0x%08x, not HTP_BALANCER_CONFIG_MAGIC (start from "
+           "HTP_BALANCER_CONFIG_INITIALIZER)",
+           (unsigned)c->magic);
+  char why[HTP__MESSAGE_SIZE - 64];
+  if (htp_planner_config_check(&c->planner, why, sizeof why) != HTP_OK)
+    REJECT("config.planner: %s", why);
+  if (c->planner.world_size != htp_ctx_size(ctx))
+    REJECT("config.planner.world_size is %d, the context's world has %d ranks",
+           c->planner.world_size, htp_ctx_size(ctx));
+  if (c->selection < HTP_SELECT_RANDOM || c->selection > HTP_SELECT_DISPLACEMENT)
+    REJECT("unknown selection %d", (int)c->selection);
+  if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
+    REJECT("unknown impute %d", (int)c->impute);
+  if (c->same_max_age < 0) REJECT("same_max_age %lld is negative", (long long)c->same_max_age);
+  /* Importance scores and the same/average imputation read activations and
+   * weights with the host's loops: on a device those are device memory. */
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->device != HTP_KERNEL_DEVICE_CPU &&
+      (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("on the %s device only random selection and zero imputation run yet (importance, "
+           "variation and the same/average imputation read device memory on the host); asked: "
+           "select %s, impute %s",
+           table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
+  if (is_hookless(c)) return HTP_OK;
+  /* Every GEMM dimension must fit BLAS's int. */
+  const int64_t limit = INT_MAX / 4;
+  if (c->model_dim < 1 || c->model_dim > limit) REJECT("model_dim %lld is out of range [1, %lld]",
+                                                      (long long)c->model_dim, (long long)limit);
+  if (c->head_dim < 1 || c->head_dim > limit / c->planner.units_per_rank[HTP_PAIR_ATTENTION])
+    REJECT("head_dim %lld is out of range (heads per rank %d)", (long long)c->head_dim,
+           c->planner.units_per_rank[HTP_PAIR_ATTENTION]);
+  if (c->mlp_unit_width < 1 || c->mlp_unit_width > limit / c->planner.units_per_rank[HTP_PAIR_MLP])
+    REJECT("mlp_unit_width %lld is out of range (MLP units per rank %d)",
+           (long long)c->mlp_unit_width, c->planner.units_per_rank[HTP_PAIR_MLP]);
+  if (htp__unit_floats(c, HTP_PAIR_ATTENTION) > limit || htp__unit_floats(c, HTP_PAIR_MLP) > limit)
+    REJECT("one unit's weights are too large (%lld / %lld floats)",
+           (long long)htp__unit_floats(c, HTP_PAIR_ATTENTION), (long long)htp__unit_floats(c, HTP_PAIR_MLP));
+  return HTP_OK;
+#undef REJECT
+}
+
+/* The hook state: unit table, imputer, migration cache, registered pairs
+ * and the importance arrays. */
+static htp_result create_hook_state(htp_balancer *b) {
+  const htp_balancer_config *config = &b->config;
+  const int max_units = config->planner.units_per_rank[0] > config->planner.units_per_rank[1]
+                            ? config->planner.units_per_rank[0]
+                            : config->planner.units_per_rank[1];
+  const size_t bytes[HTP_PAIR_KINDS] = {
+      (size_t)htp__unit_floats(config, HTP_PAIR_ATTENTION) * sizeof(float),
+      (size_t)htp__unit_floats(config, HTP_PAIR_MLP) * sizeof(float)};
+  b->max_units = max_units;
+  b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
+  b->listed = calloc((size_t)max_units, sizeof *b->listed);
+  b->iota = calloc((size_t)max_units, sizeof *b->iota);
+  b->imputed = calloc((size_t)max_units, sizeof *b->imputed);
+  b->packed = calloc((size_t)b->num_pairs, sizeof *b->packed);
+  htp_result r =
+      b->pairs && b->listed && b->iota && b->imputed && b->packed ? HTP_OK : HTP_ERR_NOMEM;
+  for (int i = 0; r == HTP_OK && i < max_units; ++i) b->iota[i] = i;
+  if (r == HTP_OK) r = htp__scores_create(b);
+  if (r == HTP_OK && config->impute == HTP_IMPUTE_SAME) { /* the backward hooks' store */
+    b->same_part = calloc((size_t)b->num_pairs, sizeof *b->same_part);
+    b->same_floats = calloc((size_t)b->num_pairs, sizeof *b->same_floats);
+    b->same_stored_at = malloc((size_t)b->num_pairs * (size_t)max_units * sizeof(int64_t));
+    if (!b->same_part || !b->same_floats || !b->same_stored_at) r = HTP_ERR_NOMEM;
+  }
+  const int rank = b->ctx->rank;
+  if (r == HTP_OK)
+    r = htp_unit_table_create(&config->planner, rank, config->selection, config->seed, &b->table);
+  if (r == HTP_OK && config->impute != HTP_IMPUTE_ZERO)
+    r = htp_imputer_create(b->num_pairs, &b->imputer);
+  if (r == HTP_OK) r = htp_migration_create(&config->planner, rank, bytes, &b->migration);
+  return r;
+}
+
+htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
+                               htp_balancer **out) {
+  if (!ctx) return HTP_ERR_INVALID;
+  if (!out) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: balancer is NULL");
+  *out = NULL;
+  htp_result r = check_config(ctx, config);
+  if (r != HTP_OK) return r;
+  if (ctx->balancer)
+    return htp__ctx_error(ctx, HTP_ERR_INVALID,
+                          "htp_balancer_create: rank %d already has a balancer", ctx->rank);
+  htp_balancer *b = calloc(1, sizeof *b);
+  if (!b) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "htp_balancer_create: out of memory");
+  b->ctx = ctx;
+  b->config = *config;
+  b->hookless = is_hookless(config);
+  b->num_pairs = htp_num_pairs(config->planner.num_layers);
+  b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */
+  b->slowdown = 1.0;
+  b->clock = HTP_CLOCK_WALL;
+  b->comm_at_last_line = htp_ctx_comm_seconds(ctx);
+  const size_t n = (size_t)config->planner.world_size;
+  b->gather = calloc(n * HTP__STEP_RECORD_DOUBLES, sizeof *b->gather);
+  b->normalized = calloc(n, sizeof *b->normalized);
+  int model = htp__site_model_init(&b->site_model, &config->planner);
+  r = b->gather && b->normalized && model == 0 ? HTP_OK : HTP_ERR_NOMEM;
+  if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
+  if (r == HTP_OK && !b->hookless) r = create_hook_state(b);
+  if (r != HTP_OK) {
+    b->ctx = NULL; /* not attached yet */
+    htp_balancer_destroy(b);
+    return htp__ctx_error(ctx, r, "htp_balancer_create: %s",
+                          r == HTP_ERR_NOMEM ? "out of memory" : "planner objects rejected the config");
+  }
+  ctx->balancer = b;
+  *out = b;
+  return HTP_OK;
+}
+
+void htp_balancer_destroy(htp_balancer *b) {
+  if (!b) return;
+  if (b->ctx && b->ctx->balancer == b) b->ctx->balancer = NULL;
+  htp_migration_destroy(b->migration);
+  htp_imputer_destroy(b->imputer);
+  htp_unit_table_destroy(b->table);
+  htp_planner_destroy(b->planner);
+  if (b->packed)
+    for (int p = 0; p < b->num_pairs; ++p) {
+      free(b->packed[p].data);
+      if (b->ctx && b->packed[p].device) htp_mem_free(b->ctx, b->packed[p].device);
+    }
+  free(b->packed);
+  free(b->pairs);
+  free(b->listed);
+  free(b->iota);
+  free(b->imputed);
+  htp__scores_free(b);
+  /* The backward hooks' state (balance_hooks.c). */
+  if (b->same_part)
+    for (int p = 0; p < b->num_pairs; ++p) free(b->same_part[p]);
+  free(b->same_part);
+  free(b->same_floats);
+  free(b->same_stored_at);
+  free(b->grad_out);
+  free(b->compact_w);
+  free(b->compact_dw);
+  free(b->compact_scratch);
+  free(b->unit_staging);
+  free(b->gather);
+  free(b->normalized);
+  htp__site_model_free(&b->site_model);
+  free(b);
+}
+
+htp_balancer *htp_ctx_balancer(const htp_ctx *ctx) { return ctx ? ctx->balancer : NULL; }
+htp_planner *htp_balancer_planner(htp_balancer *b) { return b ? b->planner : NULL; }
+htp_unit_table *htp__balancer_table(htp_balancer *b) { return b ? b->table : NULL; }
+htp_migration *htp__balancer_migration(htp_balancer *b) { return b ? b->migration : NULL; }
+
+htp_result htp_balancer_suspend(htp_balancer *b, int suspended) {
+  if (!b) return HTP_ERR_INVALID;
+  b->suspended = suspended != 0;
+  return HTP_OK;
+}
