@@ -379,22 +379,26 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
  * kept units, score them, impute the pruned ones, project, add the
  * migrated-in units from their packed blocks, and book the time (slowdown
  * included). */
-static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) {
+/* The plain split block (no balancer, a hookless one, or suspended):
+ * every unit. */
+static htp_result run_all_units(htp_ctx *ctx, const pair_call *call) {
   const pair_ops *ops = &PAIR_OPS[call->kind];
   const int64_t inner = call->units * call->width;
   const int32_t zero = 0;
-  htp_balancer *b = ctx ? ctx->balancer : NULL;
-  htp_kernel_status status;
-  if (!b || b->hookless || b->suspended) { /* the plain split block: every unit */
-    status = ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
-    if (status == HTP_KERNEL_OK)
-      status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
-                                               call->rows, inner, call->model_dim, inner,
-                                               &zero, 1, 0);
-    return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, ops->hook);
-  }
+  htp_kernel_status status =
+      ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
+  if (status == HTP_KERNEL_OK)
+    status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
+                                             call->rows, inner, call->model_dim, inner, &zero, 1,
+                                             0);
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, ops->hook);
+}
 
-  const htp_balancer_config *c = &b->config;
+/* The call checked against the pair's registration, its weights noted (the
+ * migration packs from them), and the unit sets the plan gives it. */
+static htp_result register_call(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
+                                htp_unit_sets *s) {
+  const pair_ops *ops = &PAIR_OPS[call->kind];
   const int32_t pair = call->pair;
   htp_result checked = check_pair(ctx, b, call->kind, pair, call->units, call->width,
                                   call->model_dim, ops->hook);
@@ -406,76 +410,106 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   w->seen = 1;
   if (b->norm && w->normed != call->second)
     htp__scores_norms(b, call->pair, call->second, call->units, call->width, call->model_dim);
-  htp_unit_sets s;
-  if (htp_unit_table_get(b->table, pair, &s) != HTP_OK)
+  if (htp_unit_table_get(b->table, pair, s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
-
-  HTP__INVALID_IF(ctx, b->packed[pair].count != s.num_in,
+  HTP__INVALID_IF(ctx, b->packed[pair].count != s->num_in,
                   "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
-                  (int)pair, b->packed[pair].count, ops->unit, s.num_in);
-  /* The pruned units given a value: all of them (average), those with a
-   * recent stored value (same), none (zero). */
-  htp_unit_sets imputed = s;
+                  (int)pair, b->packed[pair].count, ops->unit, s->num_in);
+  return HTP_OK;
+}
+
+/* The pruned units given a value: all of them (average), those with a
+ * recent stored value (same), none (zero). */
+static htp_unit_sets imputed_units(htp_balancer *b, int32_t pair, const htp_unit_sets *s) {
+  const htp_balancer_config *c = &b->config;
+  htp_unit_sets imputed = *s;
   if (c->impute == HTP_IMPUTE_ZERO) imputed.num_pruned = 0;
   if (c->impute == HTP_IMPUTE_SAME) {
     imputed.num_pruned = 0;
     imputed.pruned = b->imputed;
-    for (int i = 0; i < s.num_pruned; ++i)
-      if (htp_same_usable(htp_imputer_stored_at(b->imputer, pair, s.pruned[i]), b->steps,
+    for (int i = 0; i < s->num_pruned; ++i)
+      if (htp_same_usable(htp_imputer_stored_at(b->imputer, pair, s->pruned[i]), b->steps,
                           c->same_max_age))
-        b->imputed[imputed.num_pruned++] = s.pruned[i];
+        b->imputed[imputed.num_pruned++] = s->pruned[i];
   }
-  if (!on_device(call) && !b->one_by_one && imputed.num_pruned == 0 &&
-      (s.num_kept < call->units || s.num_in > 0)) {
-    status = compute_compact(b, call, &s);
-    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-    if (c->impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
-      htp_result r = htp_imputer_store_listed(b->imputer, pair, b->compact_scratch,
-                                              (size_t)call->rows,
-                                              (size_t)((s.num_kept + s.num_in) * call->width),
-                                              s.units, (size_t)call->width, s.kept, s.num_kept,
-                                              b->steps);
-      if (r != HTP_OK)
-        return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)pair);
-    }
-    return finish_site(ctx, b, call, &s, started);
+  return imputed;
+}
+
+/* The compact path: kept and migrated-in units as one shard (the CPU,
+ * zero imputation, or same imputation that has nothing to fill). */
+static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
+                              const htp_unit_sets *s, double started) {
+  const pair_ops *ops = &PAIR_OPS[call->kind];
+  htp_kernel_status status = compute_compact(b, call, s);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+  if (b->config.impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
+    htp_result r = htp_imputer_store_listed(b->imputer, call->pair, b->compact_scratch,
+                                            (size_t)call->rows,
+                                            (size_t)((s->num_kept + s->num_in) * call->width),
+                                            s->units, (size_t)call->width, s->kept, s->num_kept,
+                                            b->steps);
+    if (r != HTP_OK)
+      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)call->pair);
   }
+  return finish_site(ctx, b, call, s, started);
+}
+
+/* The in-place path (a device, average or same imputation): the kept
+ * units' activations where the whole block would put them, the pruned
+ * ones imputed, the listed ones projected, then the migrated-in units. */
+static htp_result run_in_place(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
+                               const htp_unit_sets *s, const htp_unit_sets *imputed,
+                               double started) {
+  const pair_ops *ops = &PAIR_OPS[call->kind];
+  const htp_balancer_config *c = &b->config;
+  const int64_t inner = call->units * call->width;
   if (on_device(call)) { /* the device's clock starts with the hook's first kernel */
     htp_result r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
     if (r != HTP_OK) return r;
   }
-  status = ops->activate(call, call->first, call->bias, call->units, s.kept, s.num_kept,
-                         call->act);
+  htp_kernel_status status = ops->activate(call, call->first, call->bias, call->units, s->kept,
+                                           s->num_kept, call->act);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  htp__scores_observe(b, call->pair, &s, call->act, call->rows, call->width,
+  htp__scores_observe(b, call->pair, s, call->act, call->rows, call->width,
                       call->units * call->width, 0);
-  const int32_t *projected = s.kept;
-  int num_projected = s.num_kept;
+  const int32_t *projected = s->kept;
+  int num_projected = s->num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {
     htp_result r = HTP_OK;
     if (c->impute == HTP_IMPUTE_SAME)
-      r = htp_imputer_store(b->imputer, pair, call->act, (size_t)call->rows, (size_t)inner,
-                            s.units, (size_t)call->width, &s, b->steps);
+      r = htp_imputer_store(b->imputer, call->pair, call->act, (size_t)call->rows, (size_t)inner,
+                            s->units, (size_t)call->width, s, b->steps);
     if (r == HTP_OK)
-      r = htp_impute_fill(b->imputer, pair, c->impute, call->act, (size_t)call->rows,
-                          (size_t)inner, s.units, (size_t)call->width, &imputed, b->steps,
+      r = htp_impute_fill(b->imputer, call->pair, c->impute, call->act, (size_t)call->rows,
+                          (size_t)inner, s->units, (size_t)call->width, imputed, b->steps,
                           c->same_max_age);
     if (r != HTP_OK)
-      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)pair);
-    num_projected = merge_units(&imputed, b->listed);
+      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)call->pair);
+    num_projected = merge_units(imputed, b->listed);
     projected = b->listed;
   }
   status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
                                            call->rows, inner, call->model_dim, call->width,
                                            projected, num_projected, 0);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-
   /* Migrated-in units: packed blocks (or one at a time, tests). The apply
    * packed exactly the table's in-units, each cached here. */
-  status = b->one_by_one ? add_in_units_one_by_one(b, call, &s)
-                         : add_in_units_packed(b, call);
+  status = b->one_by_one ? add_in_units_one_by_one(b, call, s) : add_in_units_packed(b, call);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
-  return finish_site(ctx, b, call, &s, started);
+  return finish_site(ctx, b, call, s, started);
+}
+
+static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) {
+  htp_balancer *b = ctx ? ctx->balancer : NULL;
+  if (!b || b->hookless || b->suspended) return run_all_units(ctx, call);
+  htp_unit_sets s;
+  htp_result r = register_call(ctx, b, call, &s);
+  if (r != HTP_OK) return r;
+  const htp_unit_sets imputed = imputed_units(b, call->pair, &s);
+  if (!on_device(call) && !b->one_by_one && imputed.num_pruned == 0 &&
+      (s.num_kept < call->units || s.num_in > 0))
+    return run_compact(ctx, b, call, &s, started);
+  return run_in_place(ctx, b, call, &s, &imputed, started);
 }
 
 /* ===== Backward: run_pair_backward ===================================== */
