@@ -153,139 +153,194 @@ static int cached_count(const htp_flow *flows, int count, int src, int dst) {
   return hit ? hit->count : 0;
 }
 
-static int simulate(const options *o, int world, int chi, double slowdown, htp_policy policy,
-                    row *out) {
-  htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
-  c.world_size = world;
-  c.num_layers = o->layers;
-  c.units_per_rank[HTP_PAIR_ATTENTION] = o->heads;
-  c.units_per_rank[HTP_PAIR_MLP] = o->mlp_units;
-  c.unit_cost[HTP_PAIR_ATTENTION] = o->head_cost;
-  c.unit_cost[HTP_PAIR_MLP] = 1.0;
-  c.policy = policy;
-  c.resize_limit = o->resize_limit;
-  htp_planner *planner = NULL;
-  if (htp_planner_create(&c, &planner) != HTP_OK) return -1;
-  double *base = malloc((size_t)world * sizeof(double));
-  double *speed = malloc((size_t)world * sizeof(double));
-  double *seconds = malloc((size_t)world * sizeof(double));
-  double *moved = calloc((size_t)world, sizeof(double));
-  /* The last plan's flows per kind, sorted by (src, dst): what helpers hold.
-   * A plan has at most one flow per (src, dst) pair and fewer than
+/* One row's simulation: the planner and what it keeps across iterations. */
+typedef struct sim {
+  htp_planner_config config;
+  htp_planner *planner;
+  double *base, *speed, *seconds, *moved; /* [world] */
+  /* The last plan's flows per kind, sorted by (src, dst): what helpers
+   * hold. A plan has at most one flow per (src, dst) pair and fewer than
    * 2 * world flows per kind. */
   htp_flow *held_flows[HTP_PAIR_KINDS];
-  int num_held[HTP_PAIR_KINDS] = {0, 0};
+  int num_held[HTP_PAIR_KINDS];
+} sim;
+
+static void sim_free(sim *m) {
+  htp_planner_destroy(m->planner);
+  free(m->base);
+  free(m->speed);
+  free(m->seconds);
+  free(m->moved);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(m->held_flows[k]);
+}
+
+/* The planner for the options' shape, the buffers, and chi stragglers
+ * placed at random (base speed 1 / slowdown). 0, or -1 (then sim_free). */
+static int sim_init(sim *m, const options *o, int world, int chi, double slowdown,
+                    htp_policy policy, unsigned long long *rng) {
+  memset(m, 0, sizeof *m);
+  htp_planner_config *c = &m->config;
+  *c = (htp_planner_config)HTP_PLANNER_CONFIG_INITIALIZER;
+  c->world_size = world;
+  c->num_layers = o->layers;
+  c->units_per_rank[HTP_PAIR_ATTENTION] = o->heads;
+  c->units_per_rank[HTP_PAIR_MLP] = o->mlp_units;
+  c->unit_cost[HTP_PAIR_ATTENTION] = o->head_cost;
+  c->unit_cost[HTP_PAIR_MLP] = 1.0;
+  c->policy = policy;
+  c->resize_limit = o->resize_limit;
+  if (htp_planner_create(c, &m->planner) != HTP_OK) return -1;
+  m->base = malloc((size_t)world * sizeof(double));
+  m->speed = malloc((size_t)world * sizeof(double));
+  m->seconds = malloc((size_t)world * sizeof(double));
+  m->moved = calloc((size_t)world, sizeof(double));
+  int ok = m->base && m->speed && m->seconds && m->moved;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
-    held_flows[k] = malloc((size_t)2 * world * sizeof(htp_flow));
-  unsigned long long rng = o->seed * 0x9E3779B97F4A7C15ull + (unsigned long long)world;
-  for (int r = 0; r < world; ++r) base[r] = 1.0;
+    ok = ok && (m->held_flows[k] = malloc((size_t)2 * world * sizeof(htp_flow)));
+  if (!ok) return -1;
+  for (int r = 0; r < world; ++r) m->base[r] = 1.0;
   for (int placed = 0; placed < chi && placed < world;) {
-    int r = (int)(uniform(&rng) * world);
-    if (base[r] == 1.0) { base[r] = 1.0 / slowdown; placed++; }
+    int r = (int)(uniform(rng) * world);
+    if (m->base[r] == 1.0) { m->base[r] = 1.0 / slowdown; placed++; }
   }
+  return 0;
+}
+
+/* Seconds of weight transfer a new plan costs: every unit that moves (all
+ * layers); a rank's link carries what it sends or receives. Helpers keep
+ * what they hold (libhtprt's migration cache, nested unit sets): a flow
+ * only moves the units it has beyond the same (src, dst) flow of the last
+ * plan. Adds the bytes to *moved_total. */
+static double transfer_seconds(sim *m, const options *o, const htp_plan *plan,
+                               double *moved_total) {
+  const int world = m->config.world_size;
   const double bytes[HTP_PAIR_KINDS] = {o->head_bytes, o->mlp_unit_bytes};
-  const double cost[HTP_PAIR_KINDS] = {o->head_cost, 1.0};
-  const double per_rank_work = o->heads * o->head_cost + o->mlp_units;
-  double total_time = 0, total_ideal = 0, steady_time = 0, steady_ideal = 0;
-  double pruned_work = 0, all_work = 0, moved_total = 0, plan_sum = 0, plan_max = 0;
-  int replans = 0;
-  double transfer_due = 0; /* seconds of weight transfer charged to the next iteration */
-  for (int it = 0; it < o->iters; ++it) {
-    const htp_plan *plan = htp_planner_plan(planner);
-    double sum_speed = 0;
-    for (int r = 0; r < world; ++r) {
-      speed[r] = base[r] * (1.0 + o->noise * (2.0 * uniform(&rng) - 1.0));
-      sum_speed += speed[r];
+  memset(m->moved, 0, (size_t)world * sizeof(double));
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    for (int f = 0; f < plan->num_flows[k]; ++f) {
+      const htp_flow *flow = &plan->flows[k][f];
+      int held = cached_count(m->held_flows[k], m->num_held[k], flow->src, flow->dst);
+      double b = (flow->count > held ? flow->count - held : 0) * bytes[k] * o->layers;
+      m->moved[flow->src] += b;
+      m->moved[flow->dst] += b;
+      *moved_total += b;
     }
-    double iteration = 0;
-    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-      double slowest = 0;
-      for (int r = 0; r < world; ++r) {
-        double t = htp_plan_units(plan, (htp_pair_kind)k, r) * cost[k] / speed[r];
-        if (t > slowest) slowest = t;
-        pruned_work += o->layers * plan->pruned[k * world + r] * cost[k];
-      }
-      iteration += slowest;
-    }
-    all_work += o->layers * per_rank_work * world;
-    iteration = iteration * o->layers * o->unit_seconds + transfer_due;
-    double ideal = o->layers * per_rank_work * world / sum_speed * o->unit_seconds;
-    total_time += iteration;
-    total_ideal += ideal;
-    if (it >= o->warmup) { steady_time += iteration; steady_ideal += ideal; }
-    for (int r = 0; r < world; ++r)
-      seconds[r] = htp_plan_rank_work(plan, &c, r) / speed[r] * o->unit_seconds;
-    int replanned = 0;
-    double t0 = now_seconds();
-    if (htp_planner_observe(planner, seconds, &replanned) != HTP_OK) return -1;
-    double spent = now_seconds() - t0;
-    plan_sum += spent;
-    if (spent > plan_max) plan_max = spent;
-    transfer_due = 0;
-    if (replanned) {
-      replans++;
-      plan = htp_planner_plan(planner);
-      char why[256];
-      if (htp_plan_check(plan, why, sizeof why) != HTP_OK) {
-        fprintf(stderr, "htp-sim: invalid plan: %s\n", why);
-        return -1;
-      }
-      /* Weights of every unit that moves (all layers); a rank's link
-       * carries what it sends or receives. Helpers keep what they hold
-       * (libhtprt's migration cache, nested unit sets): a flow only moves
-       * the units it has beyond the same (src, dst) flow of the last plan. */
-      memset(moved, 0, (size_t)world * sizeof(double));
-      for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-        for (int f = 0; f < plan->num_flows[k]; ++f) {
-          const htp_flow *flow = &plan->flows[k][f];
-          int held = cached_count(held_flows[k], num_held[k], flow->src, flow->dst);
-          double b = (flow->count > held ? flow->count - held : 0) * bytes[k] * o->layers;
-          moved[flow->src] += b;
-          moved[flow->dst] += b;
-          moved_total += b;
-        }
-        num_held[k] = plan->num_flows[k];
-        memcpy(held_flows[k], plan->flows[k], (size_t)num_held[k] * sizeof(htp_flow));
-        qsort(held_flows[k], (size_t)num_held[k], sizeof(htp_flow), by_route);
-      }
-      double busiest = 0;
-      for (int r = 0; r < world; ++r) busiest = moved[r] > busiest ? moved[r] : busiest;
-      transfer_due = busiest / o->bandwidth;
-    }
+    m->num_held[k] = plan->num_flows[k];
+    memcpy(m->held_flows[k], plan->flows[k], (size_t)m->num_held[k] * sizeof(htp_flow));
+    qsort(m->held_flows[k], (size_t)m->num_held[k], sizeof(htp_flow), by_route);
   }
-  out->steady_ratio = steady_time / steady_ideal;
-  out->run_ratio = total_time / total_ideal;
-  out->pruned_fraction = pruned_work / all_work;
-  out->moved_mib = replans ? moved_total / replans / 1048576.0 : 0;
-  out->plan_us_mean = plan_sum / o->iters * 1e6;
-  out->plan_us_max = plan_max * 1e6;
-  out->replans = replans;
-  /* The cost of one replan alone, without the machine's noise: median of
-   * 21 forced replans from the detector's final speeds and stragglers. */
+  double busiest = 0;
+  for (int r = 0; r < world; ++r) busiest = m->moved[r] > busiest ? m->moved[r] : busiest;
+  return busiest / o->bandwidth;
+}
+
+/* The cost of one replan alone, without the machine's noise: median of 21
+ * forced replans from the detector's final speeds and stragglers, in s. */
+static double replan_seconds(sim *m) {
+  const int world = m->config.world_size;
   double samples[21];
-  memcpy(speed, htp_planner_speeds(planner), (size_t)world * sizeof(double));
+  memcpy(m->speed, htp_planner_speeds(m->planner), (size_t)world * sizeof(double));
   uint8_t *flags = malloc((size_t)world);
-  memcpy(flags, htp_planner_plan(planner)->straggler, (size_t)world);
+  if (!flags) return NAN;
+  memcpy(flags, htp_planner_plan(m->planner)->straggler, (size_t)world);
   for (int i = 0; i < 21; ++i) {
     double t0 = now_seconds();
-    htp_planner_plan_speeds(planner, speed, flags);
+    htp_planner_plan_speeds(m->planner, m->speed, flags);
     samples[i] = now_seconds() - t0;
   }
+  free(flags);
   for (int i = 1; i < 21; ++i)
     for (int j = i; j > 0 && samples[j - 1] > samples[j]; --j) {
       double t = samples[j];
       samples[j] = samples[j - 1];
       samples[j - 1] = t;
     }
-  out->replan_us = samples[10] * 1e6;
-  free(flags);
-  htp_planner_destroy(planner);
-  free(base);
-  free(speed);
-  free(seconds);
-  free(moved);
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k) free(held_flows[k]);
+  return samples[10];
+}
+
+/* What a row adds up over its iterations. */
+typedef struct sim_sums {
+  double total_time, total_ideal, steady_time, steady_ideal;
+  double pruned_work, all_work, moved_total, plan_sum, plan_max;
+  int replans;
+} sim_sums;
+
+/* One iteration under the plan in force: every rank's noisy speed, each
+ * pair's slowest rank, the transfer a replan charged; then the planner
+ * fed the ranks' seconds (timed), and a new plan's transfer charged to the
+ * next iteration (*transfer_due). 0, or -1 for a planner error. */
+static int sim_iteration(sim *m, const options *o, int it, unsigned long long *rng,
+                         double *transfer_due, sim_sums *sums) {
+  const int world = m->config.world_size;
+  const double cost[HTP_PAIR_KINDS] = {o->head_cost, 1.0};
+  const double per_rank_work = o->heads * o->head_cost + o->mlp_units;
+  const htp_plan *plan = htp_planner_plan(m->planner);
+  double sum_speed = 0;
+  for (int r = 0; r < world; ++r) {
+    m->speed[r] = m->base[r] * (1.0 + o->noise * (2.0 * uniform(rng) - 1.0));
+    sum_speed += m->speed[r];
+  }
+  double iteration = 0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    double slowest = 0;
+    for (int r = 0; r < world; ++r) {
+      double t = htp_plan_units(plan, (htp_pair_kind)k, r) * cost[k] / m->speed[r];
+      if (t > slowest) slowest = t;
+      sums->pruned_work += o->layers * plan->pruned[k * world + r] * cost[k];
+    }
+    iteration += slowest;
+  }
+  sums->all_work += o->layers * per_rank_work * world;
+  iteration = iteration * o->layers * o->unit_seconds + *transfer_due;
+  double ideal = o->layers * per_rank_work * world / sum_speed * o->unit_seconds;
+  sums->total_time += iteration;
+  sums->total_ideal += ideal;
+  if (it >= o->warmup) {
+    sums->steady_time += iteration;
+    sums->steady_ideal += ideal;
+  }
+  for (int r = 0; r < world; ++r)
+    m->seconds[r] = htp_plan_rank_work(plan, &m->config, r) / m->speed[r] * o->unit_seconds;
+  int replanned = 0;
+  double t0 = now_seconds();
+  if (htp_planner_observe(m->planner, m->seconds, &replanned) != HTP_OK) return -1;
+  double spent = now_seconds() - t0;
+  sums->plan_sum += spent;
+  if (spent > sums->plan_max) sums->plan_max = spent;
+  *transfer_due = 0;
+  if (!replanned) return 0;
+  sums->replans++;
+  plan = htp_planner_plan(m->planner);
+  char why[256];
+  if (htp_plan_check(plan, why, sizeof why) != HTP_OK) {
+    fprintf(stderr, "htp-sim: invalid plan: %s\n", why);
+    return -1;
+  }
+  *transfer_due = transfer_seconds(m, o, plan, &sums->moved_total);
   return 0;
+}
+
+static int simulate(const options *o, int world, int chi, double slowdown, htp_policy policy,
+                    row *out) {
+  unsigned long long rng = o->seed * 0x9E3779B97F4A7C15ull + (unsigned long long)world;
+  sim m;
+  int failed = sim_init(&m, o, world, chi, slowdown, policy, &rng);
+  sim_sums sums = {0};
+  double transfer_due = 0; /* seconds of weight transfer charged to the next iteration */
+  for (int it = 0; !failed && it < o->iters; ++it)
+    failed = sim_iteration(&m, o, it, &rng, &transfer_due, &sums);
+  if (!failed) {
+    out->steady_ratio = sums.steady_time / sums.steady_ideal;
+    out->run_ratio = sums.total_time / sums.total_ideal;
+    out->pruned_fraction = sums.pruned_work / sums.all_work;
+    out->moved_mib = sums.replans ? sums.moved_total / sums.replans / 1048576.0 : 0;
+    out->plan_us_mean = sums.plan_sum / o->iters * 1e6;
+    out->plan_us_max = sums.plan_max * 1e6;
+    out->replans = sums.replans;
+    out->replan_us = replan_seconds(&m) * 1e6;
+  }
+  sim_free(&m);
+  return failed ? -1 : 0;
 }
 
 int main(int argc, char **argv) {
