@@ -23,6 +23,14 @@
  * thread's work room, cpu/onednn.c, instead of going through memory), else
  * an (image, head) each after one qkv GEMM over all rows. A head's operands
  * take about 0.8 MiB of the room for ViT-B.
+ * Without AMX (AVX512-BF16 alone) a bf16 product runs at only about twice
+ * an f32 one's rate, so the pieces' products (six and three times the
+ * work) cost more than the f32 kernel's fused heads: there the heads run
+ * in f32 on the f32 qkv (htp__attend, the f32 entry's own), and only the
+ * qkv and output projections are bf16 products (on a Zen 5, 2 cores, ViT-B
+ * batch 8, alternating: the bf16 block 34.1-35.9 ms against 36.0-37.7 ms
+ * with the pieces). ONEDNN_MAX_CPU_ISA picks the path as it caps oneDNN's
+ * ISA.
  * Built where the GEMMs are oneDNN's; non-zero from the entry point sends
  * the caller to the widening path.
  *===----------------------------------------------------------------------===*/
@@ -256,6 +264,65 @@ static void concat_rows(void *ctx, int64_t begin, int64_t end) {
           job->w[o * job->inner + i];
 }
 
+/* y = ccat · [wproj | wproj]ᵀ + bproj: the context, split into [chi | clo]
+ * rows, through the output projection, rounded once. */
+static int project_context(const htp_kernel_env *env, const htp_bf16 *ccat,
+                           const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
+                           int64_t rows, int64_t inner, int64_t model_dim) {
+  float *owned, *room = htp__cpu_f32_room(env, htp__size_mul(model_dim, inner), &owned);
+  if (!room) return 1;
+  struct concat_job concat = {wproj, (htp_bf16 *)room /* [model_dim, 2 inner] */, inner};
+  htp__parallel(model_dim, 1 + HTP_GRAIN / (2 * inner), concat_rows, &concat);
+  const int failed =
+      htp__onednn_linear_bf16(ccat, concat.wcat, bproj, y, rows, 2 * inner, model_dim);
+  free(owned);
+  return failed;
+}
+
+struct split_job {
+  float *context; /* [rows, inner] f32, becoming [rows, 2 inner] bf16 in place */
+  int64_t inner;
+  _Atomic int failed;
+};
+
+/* Rows [begin, end) of the f32 context into [chi | clo], each in place
+ * (a row's bf16 pair takes its f32 bytes) through the thread's room. */
+static void split_rows(void *ctx, int64_t begin, int64_t end) {
+  struct split_job *job = ctx;
+  const int64_t inner = job->inner;
+  float *row_copy = htp__onednn_thread_room((size_t)inner * sizeof(float));
+  if (!row_copy) {
+    atomic_store(&job->failed, 1);
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    float *row = job->context + r * inner;
+    memcpy(row_copy, row, (size_t)inner * sizeof(float));
+    htp_bf16 *pair = (htp_bf16 *)row;
+    scale_split(row_copy, 1.0f, pair, pair + inner, inner);
+  }
+}
+
+/* Without AMX: qkv a bf16 product into f32, the heads in f32 (the f32
+ * kernel's), the context split for the bf16 output projection. The scratch
+ * as the f32 kernel's: [qkv][context][scores]. */
+static int attention_f32_heads(const htp_kernel_env *env, const htp_bf16 *x,
+                               const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                               const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
+                               float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
+                               int64_t num_heads, int64_t head_dim) {
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim;
+  float *qkv = scratch, *context = qkv + rows * 3 * inner, *scores = context + rows * inner;
+  if (htp__onednn_linear_bf16_f32(x, wqkv, bqkv, qkv, rows, model_dim, 3 * inner)) return 1;
+  htp__attend(qkv, 3 * inner, inner, 2 * inner, head_dim, num_heads, context, inner, batch,
+              tokens, head_dim, scores);
+  struct split_job split = {context, inner, 0};
+  htp__parallel(rows, 1 + HTP_GRAIN / inner, split_rows, &split);
+  if (atomic_load(&split.failed)) return 1;
+  return project_context(env, (const htp_bf16 *)context, wproj, bproj, y, rows, inner,
+                         model_dim);
+}
+
 int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
                               const htp_bf16 *wqkv, const htp_bf16 *bqkv,
                               const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,
@@ -265,14 +332,14 @@ int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
   const int64_t needed =
       htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
   if (needed < 0 || scratch_floats < needed) return 1;
+  if (!htp__onednn_has_amx())
+    return attention_f32_heads(env, x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens,
+                               model_dim, num_heads, head_dim);
   const int64_t rows = batch * tokens, inner = num_heads * head_dim;
   /* The f32 kernel's scratch layout: qkv (f32), then the context's floats,
    * which hold [chi | clo] exactly. */
   float *qkv = scratch;
   htp_bf16 *ccat = (htp_bf16 *)(qkv + rows * 3 * inner);
-  float *owned, *room = htp__cpu_f32_room(env, htp__size_mul(model_dim, inner), &owned);
-  if (!room) return 1;
-  htp_bf16 *wcat = (htp_bf16 *)room; /* [model_dim, 2 inner] */
   /* An image per task where there are enough images for the threads: its
    * qkv stays in the thread's room instead of going through memory in f32. */
   const int per_image = batch >= 2 * htp__threads();
@@ -285,11 +352,6 @@ int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
     htp__parallel(per_image ? batch : batch * num_heads, 1, head_tasks, &job);
     failed = atomic_load(&job.failed);
   }
-  if (!failed) {
-    struct concat_job concat = {wproj, wcat, inner};
-    htp__parallel(model_dim, 1 + HTP_GRAIN / (2 * inner), concat_rows, &concat);
-    failed = htp__onednn_linear_bf16(ccat, wcat, bproj, y, rows, 2 * inner, model_dim);
-  }
-  free(owned);
-  return failed;
+  return failed ||
+         project_context(env, ccat, wproj, bproj, y, rows, inner, model_dim);
 }

@@ -173,6 +173,11 @@ static int grow(void **buffer, size_t *size, size_t bytes) {
   return 1;
 }
 
+int htp__onednn_has_amx(void) {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+}
+
 void *htp__onednn_thread_room(size_t bytes) {
   thread_state *state = this_thread();
   return state && grow(&state->room, &state->room_bytes, bytes) ? state->room : NULL;
