@@ -140,6 +140,13 @@ HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code
 /* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a
  * failure that started on another rank is HTP_ERR_REMOTE; HTP_OK if healthy. */
 HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
+/* The local all-reduce's split of count elements over size ranks: rank's
+ * chunk [*begin, *end), in proportion to sm_counts where every rank has a
+ * partition of one GPU (else equal; sm_counts may be NULL), each chunk's
+ * start a multiple of align (no two ranks write one cache line). The same
+ * on every rank; the chunks tile [0, count). */
+HTP__HIDDEN void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int rank,
+                                      size_t align, size_t *begin, size_t *end);
 /* A failure found by a backend on ctx: fails the world and records the
  * message on ctx. Returns code. */
 HTP__HIDDEN htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *format, ...)

@@ -236,8 +236,44 @@ static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, 
 
 enum { ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
 
+void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int rank,
+                          size_t align, size_t *begin, size_t *end) {
+  int64_t total = 0;
+  for (int r = 0; sm_counts && r < size; ++r) {
+    if (sm_counts[r] <= 0) { /* a rank on the whole GPU: no proportion to keep */
+      total = 0;
+      break;
+    }
+    total += sm_counts[r];
+  }
+  if (total == 0) {
+    size_t chunk = (count + (size_t)size - 1) / (size_t)size;
+    chunk = (chunk + align - 1) / align * align;
+    *begin = chunk * (size_t)rank;
+    *end = *begin + chunk < count ? *begin + chunk : count;
+    if (*begin > count) *begin = count;
+    return;
+  }
+  /* Where rank r's chunk starts: its SMs' share of the elements before
+   * it, rounded up to whole lines (monotone, so the chunks tile). */
+  int64_t before = 0;
+  for (int r = 0; r < rank; ++r) before += sm_counts[r];
+  const int64_t through = before + sm_counts[rank];
+  size_t at = (size_t)((unsigned __int128)count * (uint64_t)before / (uint64_t)total);
+  size_t next = rank + 1 == size
+                    ? count
+                    : (size_t)((unsigned __int128)count * (uint64_t)through / (uint64_t)total);
+  at = (at + align - 1) / align * align;
+  if (rank + 1 < size) next = (next + align - 1) / align * align;
+  *begin = at < count ? at : count;
+  *end = next < count ? next : count;
+}
+
 /* Ranks of a local world share one address space and one device, so each
  * rank sums its chunk of every rank's part with its kernel table's sum entry
+ * (chunks in proportion to the ranks' SMs where they partition one GPU: a
+ * rank on 8 of an H200's SMs took a quarter of the sum beside ranks on 24,
+ * htp__allreduce_chunk)
  * (on the CPU host memory; on a GPU device memory the host cannot read, on
  * the rank's stream) and copies the sum into every other rank's recv with
  * the table's copy, then waits for its stream before the closing
@@ -257,11 +293,9 @@ static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;
-  /* Chunks are whole cache lines so that no two ranks write one line. */
-  size_t chunk = (count + (size_t)size - 1) / (size_t)size;
-  chunk = (chunk + ALIGN_ELEMENTS - 1) / ALIGN_ELEMENTS * ALIGN_ELEMENTS;
-  size_t begin = chunk * (size_t)ctx->rank;
-  size_t end = begin + chunk < count ? begin + chunk : count;
+  size_t begin, end;
+  htp__allreduce_chunk(count, size, ctx->world->sm_counts, ctx->rank, ALIGN_ELEMENTS, &begin,
+                       &end);
   const size_t elem_size = htp__elem_size(elem);
   if (begin < end) {
     const char *stack_parts[MAX_STACK_PARTS];

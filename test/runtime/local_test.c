@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "kernels/htp_bf16.h"
+#include "runtime/comm_internal.h"
 #include "runtime/htp.h"
 
 #include <pthread.h>
@@ -890,6 +891,39 @@ static void test_fault_errors(void **state) {
   htp_world_destroy(world);
 }
 
+/* The all-reduce's chunks: equal without SM counts (whole cache lines, the
+ * last short, as always), in proportion to the SMs where every rank has a
+ * partition (an H200 rank on 8 SMs beside three on 24 summed a quarter),
+ * equal again when a rank has the whole GPU; they tile [0, count). */
+static void test_allreduce_chunks(void **state) {
+  (void)state;
+  const int32_t sms[4] = {8, 24, 24, 24}, whole[4] = {8, 0, 24, 24};
+  for (size_t count = 0; count < 3000; count += 7)
+    for (int variant = 0; variant < 3; ++variant) {
+      const int32_t *counts = variant == 0 ? NULL : variant == 1 ? sms : whole;
+      size_t at = 0;
+      for (int r = 0; r < 4; ++r) {
+        size_t begin, end;
+        htp__allreduce_chunk(count, 4, counts, r, 32, &begin, &end);
+        if (begin >= end) continue;
+        assert_int_equal(begin, at);
+        assert_int_equal(begin % 32, 0);
+        at = end;
+      }
+      assert_int_equal(at, count);
+    }
+  size_t begin, end;
+  htp__allreduce_chunk(1000, 4, NULL, 1, 32, &begin, &end);
+  assert_int_equal(begin, 256); /* ceil(1000 / 4) = 250, a whole line: 256 */
+  assert_int_equal(end, 512);
+  const size_t block = (size_t)64 * 197 * 768; /* ViT-B/16's output, batch 64 */
+  htp__allreduce_chunk(block, 4, sms, 0, 32, &begin, &end);
+  assert_int_equal(begin, 0);
+  assert_true(end > block / 10 - 32 && end <= block / 10 + 32); /* 8 of 80 SMs */
+  htp__allreduce_chunk(block, 4, whole, 0, 32, &begin, &end);
+  assert_int_equal(end, block / 4);
+}
+
 /* A rank whose context fails past the argument checks (here the checked
  * device refusing its environment) fails the world: a peer already in a
  * barrier hears it at once, not at the 30 s deadline (on an H200 a rank
@@ -966,6 +1000,7 @@ int main(void) {
       cmocka_unit_test(test_fault_errors),
       cmocka_unit_test(test_missing_rank_times_out),
       cmocka_unit_test(test_failed_context_fails_world),
+      cmocka_unit_test(test_allreduce_chunks),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
 }
