@@ -81,7 +81,7 @@ int htp_cuda_embed_tokens_backward_f32(htp_cuda_kernels *kernels, const float *d
                                        int64_t patches_per_image, int64_t dim);
 int htp_cuda_cls_token_backward_f32(htp_cuda_kernels *kernels, const float *dy, float *dx,
                                     int64_t batch, int64_t tokens, int64_t dim);
-/* Scratch differs from the CPU twin's (all heads' scores of one image are
+/* Scratch differs from the CPU twin's (every image's scores of a head are
  * computed by one batched GEMM): htp_cuda_attention_scratch_floats,
  * kernels/htp_scratch.h. */
 int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x, const float *wqkv,

@@ -48,14 +48,16 @@ static inline int64_t htp_cpu_attention_scratch_floats(int64_t batch, int64_t to
   return htp__attention_scratch_floats(batch, tokens, num_heads, head_dim, 1);
 }
 
-/* htp_cuda_attention_f32 (kernels/htp_kernels_cuda.h): one batched GEMM
- * makes every head's scores of an image at once, so it keeps num_heads
- * score matrices where the CPU keeps one. */
+/* htp_cuda_attention_f32 (kernels/htp_kernels_cuda.h): a batched GEMM per
+ * head makes that head's scores of every image at once, so it keeps batch
+ * x num_heads score matrices where the CPU keeps one (a loop over the
+ * images was launch-bound on an H200: three launches per image). */
 static inline int64_t htp_cuda_attention_scratch_floats(int64_t batch, int64_t tokens,
                                                         int64_t model_dim, int64_t num_heads,
                                                         int64_t head_dim) {
   (void)model_dim;
-  return htp__attention_scratch_floats(batch, tokens, num_heads, head_dim, num_heads);
+  return htp__attention_scratch_floats(batch, tokens, num_heads, head_dim,
+                                       htp__size_mul(batch, num_heads));
 }
 
 /* What a compiled block's workspace gives a non-hooked attention: a block
