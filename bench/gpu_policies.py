@@ -5,7 +5,7 @@ The tp-4 ViT-B/16 block of gpu-blocks/ (scripts/gpu-prepare.sh) on one GPU,
 ranks as threads (local backend), each rank confined to its own SMs with
 htp-run --sms (green contexts, disjoint):
   baseline     every rank on --fast SMs (default 24), policy none: T0
-  straggler    rank 0 on --slow SMs (default 8: a quarter), the others on
+  straggler    rank 0 on --slow SMs (default 8: a third of a fast rank), the others on
                --fast, once per policy of --policies (default none, resize,
                migrate, semi; none is always run: the slowdown comes from
                its trace), traced

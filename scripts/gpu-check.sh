@@ -32,7 +32,7 @@
 #                     added to blocks.csv; the 1.3x eager and 1.0x compile
 #                     targets) (cap 90 s)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
-#                     the others on 24 (--sms); policies none and semi, and
+#                     the others on 24 (--sms); every policy (40 iterations), and
 #                     semi without a straggler (trace_semi.png) (cap 60 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
@@ -533,10 +533,10 @@ else
 fi
 check_out_count
 
-# --- 5. tp 4 on one GPU, a straggler on a quarter of the SMs --------------------------
-# shellcheck disable=SC2054 # none,semi is one argument
+# --- 5. tp 4 on one GPU, a straggler on 8 SMs, the others on 24 -----------------------
+# shellcheck disable=SC2054 # the policies are one argument
 policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
-            --block "$blocks/vit_b16_f32_tp4.so" --out "$work/policies" --policies none,semi --iters 20)
+            --block "$blocks/vit_b16_f32_tp4.so" --out "$work/policies" --policies none,resize,migrate,semi --iters 40)
 if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_b16_f32_tp4.so" ]; then
   summary policies skipped "no htp-run or $blocks/vit_b16_f32_tp4.so"
 elif [ -n "$dry" ]; then
