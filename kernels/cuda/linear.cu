@@ -1,13 +1,16 @@
 /*===- kernels/cuda/linear.cu - y = x·wᵀ + b through cuBLAS --------------===*
  *
  * cuBLAS is column-major: the row-major y[rows, out] = x·wᵀ is the
- * column-major yᵀ = w·xᵀ, i.e. gemm(T, N) with w and x as stored. The bias is
- * broadcast into an f32 C first and the GEMM accumulates onto it (beta = 1).
- * A bf16 y with a bias gets that C in the f32 workspace and is rounded from
- * it once: cuBLAS's own epilogues rounded x·wᵀ to bf16 before adding the
- * bias for some shapes on an H200 (cuBLAS 13: beta = 1 onto a bf16 C at
- * ViT-B/16's, cuBLASLt's bias epilogue at K = 333), up to 4 bf16 ulps off
- * where the bias cancels the product (gpu-check, 2026-11-27).
+ * column-major yᵀ = w·xᵀ, i.e. gemm(T, N) with w and x as stored. An f32 y
+ * with a bias gets the bias broadcast into it first and the GEMM
+ * accumulates onto it (beta = 1). A bf16 y with a bias is rounded once from
+ * f32: the GEMM writes x·wᵀ into the f32 workspace and one pass adds the
+ * bias and rounds (10 bytes an element, where broadcast, accumulate and
+ * convert took 18). Not cuBLAS's own epilogues: they rounded x·wᵀ to bf16
+ * before adding the bias for some shapes on an H200 (cuBLAS 13: beta = 1
+ * onto a bf16 C at ViT-B/16's, cuBLASLt's bias epilogue at K = 333), up to
+ * 4 bf16 ulps off where the bias cancels the product (gpu-check,
+ * 2026-11-27).
  * One body for every element type pair (htp_cuda_linear, kernels_internal.h).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
@@ -23,6 +26,15 @@ __global__ void broadcast_bias_kernel(const In *bias, Out *y, int64_t rows, int6
     htp_cuda_store(y, i, htp_cuda_load(bias, i % cols));
 }
 
+/* y = round(sum + bias), bias broadcast over the rows. */
+template <typename In, typename Out>
+__global__ void add_bias_kernel(const float *sum, const In *bias, Out *y, int64_t rows,
+                                int64_t cols) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < rows * cols)
+    htp_cuda_store(y, i, sum[i] + htp_cuda_load(bias, i % cols));
+}
+
 } // namespace
 
 template <typename In, typename Out>
@@ -36,23 +48,24 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
                          0.0f, y, (int)out_features);
-  float *sum;
+  const unsigned blocks = htp_cuda_blocks(rows * out_features, 256);
   if constexpr (std::is_same_v<Out, float>) {
-    sum = y;
-  } else if (!(sum = htp_cuda_workspace(kernels, rows * out_features))) {
-    return 1;
+    broadcast_bias_kernel<<<blocks, 256, 0, kernels->stream>>>(b, y, rows, out_features);
+    HTP_CUDA_CHECK_LAUNCH(kernels);
+    return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                         (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
+                         1.0f, y, (int)out_features);
+  } else {
+    float *sum = htp_cuda_workspace(kernels, rows * out_features);
+    if (!sum ||
+        htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
+                      (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 0.0f,
+                      sum, (int)out_features))
+      return 1;
+    add_bias_kernel<<<blocks, 256, 0, kernels->stream>>>(sum, b, y, rows, out_features);
+    HTP_CUDA_CHECK_LAUNCH(kernels);
+    return 0;
   }
-  broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0, kernels->stream>>>(
-      b, sum, rows, out_features);
-  HTP_CUDA_CHECK_LAUNCH(kernels);
-  if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
-                    (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 1.0f, sum,
-                    (int)out_features))
-    return 1;
-  if constexpr (!std::is_same_v<Out, float>)
-    return htp_cuda_convert_block(kernels, (const float *)sum, out_features, y, out_features,
-                                  rows, out_features);
-  return 0;
 }
 
 template int htp_cuda_linear<float, float>(htp_cuda_kernels *, const float *, const float *,
