@@ -349,6 +349,13 @@ void htp_cpu_kernel_env_destroy(htp_kernel_env *env);
 const htp_kernel_table *htp_checked_kernel_table(void);
 htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error,
                                                 size_t error_size);
+/* The same for a rank confined to sm_count SMs of the emulated GPU (0: the
+ * whole device), as the CUDA device's green contexts: 132 SMs, 120 in 15
+ * groups of 8; the counts of the ranks sharing it must fit, else
+ * HTP_KERNEL_ERR_INVALID with the CUDA device's words. Nothing runs
+ * slower: the partition is bookkeeping, for the runs that pass --sms. */
+htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env *env,
+                                                   char *error, size_t error_size);
 void htp_checked_kernel_env_destroy(htp_kernel_env *env);
 /* Whether ptr is the checked device's memory (an address its alloc gave,
  * or one inside it). */

@@ -177,9 +177,10 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
       config->device != HTP_DEVICE_CHECKED)
     REJECT("htp_world_create: unknown device %d", (int)config->device);
   if (config->sm_counts) {
-    if (config->device != HTP_DEVICE_CUDA || config->backend != HTP_BACKEND_LOCAL)
+    if ((config->device != HTP_DEVICE_CUDA && config->device != HTP_DEVICE_CHECKED) ||
+        config->backend != HTP_BACKEND_LOCAL)
       REJECT("htp_world_create: sm_counts partitions one GPU among the threads of a local "
-             "world: it needs device CUDA and the local backend");
+             "world: it needs device CUDA (or the checked device) and the local backend");
     for (int r = 0; r < config->world_size; r++)
       if (config->sm_counts[r] < 0)
         REJECT("htp_world_create: sm_counts[%d] is %d; SM counts are >= 0 (0: the whole "
@@ -362,9 +363,10 @@ htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char
 static htp_result kernels_init(htp_ctx *ctx) {
   ctx->kernels = htp_cpu_kernel_table();
   htp_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
+  const int sm_count = ctx->world->sm_counts ? ctx->world->sm_counts[ctx->rank] : 0;
   if (ctx->world->config.device == HTP_DEVICE_CHECKED) {
-    if (htp_checked_kernel_env_create(&ctx->kernel_env, ctx->kernel_error,
-                                      sizeof ctx->kernel_error) != HTP_KERNEL_OK)
+    if (htp_checked_kernel_env_create_on(sm_count, &ctx->kernel_env, ctx->kernel_error,
+                                         sizeof ctx->kernel_error) != HTP_KERNEL_OK)
       return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", ctx->kernel_error);
     ctx->kernels = htp_checked_kernel_table();
     return HTP_OK;
@@ -377,7 +379,6 @@ static htp_result kernels_init(htp_ctx *ctx) {
   }
 #ifdef HTP_HAVE_CUDA_KERNELS
   const int device = ctx->device >= 0 ? ctx->device : 0;
-  const int sm_count = ctx->world->sm_counts ? ctx->world->sm_counts[ctx->rank] : 0;
   if (htp_cuda_kernel_env_create_on(device, sm_count, ctx->cuda_stream, &ctx->kernel_env,
                                     ctx->kernel_error, sizeof ctx->kernel_error) != HTP_KERNEL_OK)
     return htp__ctx_error(ctx, HTP_ERR_SYSTEM, "%s", ctx->kernel_error);

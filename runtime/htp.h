@@ -135,10 +135,11 @@ typedef struct htp_config {
   double timeout_s;     /* deadline of every blocking wait, in (0, 1e7]; default 60 s */
   htp_device device;    /* kernel table of every context; default HTP_DEVICE_CPU. CUDA:
                          * the rank's device (nccl: the one it drives; else device 0) */
-  /* SM partitions of one GPU (device CUDA, local backend only): world_size
-   * entries, rank r's work confined to sm_counts[r] SMs (a green context;
-   * whole partition steps, 8 on sm_90), 0 = the whole device. Copied by
-   * htp_world_create. NULL (default): no partitions. */
+  /* SM partitions of one GPU (device CUDA or CHECKED, local backend only):
+   * world_size entries, rank r's work confined to sm_counts[r] SMs (a green
+   * context; whole partition steps, 8 on sm_90; the checked device counts
+   * them alike), 0 = the whole device. Copied by htp_world_create. NULL
+   * (default): no partitions. */
   const int32_t *sm_counts;
 } htp_config;
 #define HTP_CONFIG_INITIALIZER                                                                 \

@@ -21,13 +21,17 @@
  *  - Marks used as one pair per caller: recording mark 0 again before its
  *    elapsed was read (two timers sharing one pair), mark 1 without mark 0,
  *    or elapsed without both, fail.
+ *  - SM partitions (htp-run --sms) counted as the CUDA device's green
+ *    contexts take them: whole groups of 8, no more than the device has.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "kernels/checked/checked.h"
 
 #include "kernels/htp_scratch.h"
+#include "kernels/sm_partition.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +43,7 @@ typedef struct checked_env {
   double latency;     /* seconds each entry keeps the stream busy after it returns */
   double marks[HTP_KERNEL_TIMERS][2];
   int recorded[HTP_KERNEL_TIMERS]; /* bit `which`: mark `which` recorded since the last elapsed */
+  int sm_groups;      /* SM groups this rank's partition holds (0: the whole device) */
 } checked_env;
 
 static double now(void) {
@@ -584,10 +589,57 @@ const htp_kernel_table *htp_checked_kernel_table(void) { return &CHECKED_TABLE; 
 
 enum { DEFAULT_LATENCY_US = 200 };
 
+/* The emulated GPU's SMs, as an H200 reported them (2026-11-27): 132, of
+ * which 120 partition into 15 groups of 8. Partitions of the ranks that
+ * share it are disjoint: groups taken are counted process-wide (the
+ * memory is the process's too). */
+enum { CHECKED_SMS = 132, CHECKED_SM_STEP = 8, CHECKED_SM_GROUPS = 15 };
+static pthread_mutex_t partition_lock = PTHREAD_MUTEX_INITIALIZER;
+static int groups_taken;
+
+/* sm_count's groups, taken for a rank: 0, or an error as the CUDA
+ * device's (kernels/cuda/green.c). */
+static htp_kernel_status take_partition(const htp_kernel_env *env, int sm_count, int *groups) {
+  char why[512];
+  if (htp_sm_count_check("the checked device", sm_count, CHECKED_SMS, CHECKED_SM_STEP,
+                         CHECKED_SM_GROUPS, why, sizeof why))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked: %s", why);
+  const int wanted = sm_count / CHECKED_SM_STEP;
+  pthread_mutex_lock(&partition_lock);
+  const int free_groups = CHECKED_SM_GROUPS - groups_taken;
+  if (free_groups >= wanted) groups_taken += wanted;
+  pthread_mutex_unlock(&partition_lock);
+  if (free_groups < wanted)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked: %d SMs of the checked device: only %d of its %d "
+                           "partitionable SMs are free (the other ranks' partitions hold %d): "
+                           "the SM counts of the ranks sharing it add up to more than the "
+                           "device",
+                           sm_count, free_groups * CHECKED_SM_STEP,
+                           CHECKED_SM_GROUPS * CHECKED_SM_STEP,
+                           (CHECKED_SM_GROUPS - free_groups) * CHECKED_SM_STEP);
+  *groups = wanted;
+  return HTP_KERNEL_OK;
+}
+
+static void release_partition(int groups) {
+  pthread_mutex_lock(&partition_lock);
+  groups_taken -= groups;
+  pthread_mutex_unlock(&partition_lock);
+}
+
 htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error,
                                                 size_t error_size) {
+  return htp_checked_kernel_env_create_on(0, env, error, error_size);
+}
+
+htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env *env,
+                                                   char *error, size_t error_size) {
   if (!env) return HTP_KERNEL_ERR_INVALID;
   htp_kernel_env_init(env, error, error_size);
+  if (sm_count < 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "checked: %d SMs; a count is >= 0 (0: the whole device)", sm_count);
   double latency_us = DEFAULT_LATENCY_US;
   const char *text = getenv("HTP_CHECKED_LATENCY_US");
   if (text && *text) {
@@ -600,15 +652,24 @@ htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error
                              "[0, 1e6]",
                              text);
   }
+  int groups = 0;
+  if (sm_count > 0) {
+    htp_kernel_status taken = take_partition(env, sm_count, &groups);
+    if (taken != HTP_KERNEL_OK) return taken;
+  }
   checked_env *self = calloc(1, sizeof *self);
-  if (!self)
+  if (!self) {
+    release_partition(groups);
     return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "checked: out of memory for the "
                                                       "environment");
+  }
   htp_kernel_status rc = htp_cpu_kernel_env_create(&self->cpu, error, error_size);
   if (rc != HTP_KERNEL_OK) {
+    release_partition(groups);
     free(self);
     return rc;
   }
+  self->sm_groups = groups;
   self->latency = 1e-6 * latency_us;
   self->ready = now();
   env->kernels = self;
@@ -619,6 +680,7 @@ void htp_checked_kernel_env_destroy(htp_kernel_env *env) {
   if (!env || !env->kernels) return;
   checked_env *self = env->kernels;
   htp_cpu_kernel_env_destroy(&self->cpu);
+  release_partition(self->sm_groups);
   free(self);
   env->kernels = NULL;
 }

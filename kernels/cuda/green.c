@@ -28,6 +28,7 @@
 
 #include "kernels/cuda/kernels_internal.h"
 #include "kernels/htp_kernel_table.h"
+#include "kernels/sm_partition.h"
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -35,36 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ----- The SM-count check (pure: tested without a GPU) ------------------- */
-
-int htp_cuda_sm_count_check(int device, int sm_count, int total_sms, int step, int groups,
-                            char *err, size_t err_size) {
-  const int largest = step * groups;
-  if (step > 0 && groups > 0 && sm_count >= step && sm_count <= largest &&
-      sm_count % step == 0)
-    return 0;
-  if (step <= 0 || groups <= 0) {
-    snprintf(err, err_size, "device %d (%d SMs) cannot be partitioned into SM groups", device,
-             total_sms);
-    return 1;
-  }
-  /* The nearest valid counts around the asked one. */
-  int below = sm_count / step * step, above = below + step;
-  if (below < step) below = 0;
-  if (above > largest) above = 0;
-  if (below > largest) below = largest;
-  char nearest[64] = "";
-  if (below && above) snprintf(nearest, sizeof nearest, "; nearest: %d or %d", below, above);
-  else if (below || above) snprintf(nearest, sizeof nearest, "; nearest: %d", below ? below : above);
-  snprintf(err, err_size,
-           "%d SMs is not a partition of device %d: it has %d SMs, partitioned in steps of %d "
-           "into at most %d groups, so the valid counts are %d, %d, ..., %d (multiples of %d "
-           "up to %d)%s",
-           sm_count, device, total_sms, step, groups, step, groups > 1 ? 2 * step : step,
-           largest, step, largest, nearest);
-  return 1;
-}
 
 /* ----- The driver entry points ------------------------------------------- */
 
@@ -252,8 +223,10 @@ int htp_cuda_partition_create(int device, int sm_count, htp_cuda_partition **out
   int failed = load_driver(err, err_size) || split_device(device, d, err, err_size)
                    ? HTP_KERNEL_ERR_SYSTEM
                    : HTP_KERNEL_OK;
-  if (!failed && htp_cuda_sm_count_check(device, sm_count, d->total_sms, d->step,
-                                         (int)d->count, err, err_size))
+  char name[32];
+  snprintf(name, sizeof name, "device %d", device);
+  if (!failed && htp_sm_count_check(name, sm_count, d->total_sms, d->step, (int)d->count, err,
+                                    err_size))
     failed = HTP_KERNEL_ERR_INVALID;
   if (!failed) {
     const unsigned wanted = (unsigned)(sm_count / d->step);

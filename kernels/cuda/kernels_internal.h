@@ -65,11 +65,6 @@ void htp_cuda_partition_destroy(htp_cuda_partition *partition);
 int htp_cuda_partition_enter(htp_cuda_partition *partition, char *err, size_t err_size);
 void htp_cuda_partition_leave(htp_cuda_partition *partition);
 int htp_cuda_partition_sm_count(const htp_cuda_partition *partition);
-/* 0 when sm_count is a valid partition of a device of total_sms SMs split
- * into `groups` groups of `step`: a multiple of step in [step, step *
- * groups]; else non-zero with a message naming the valid counts. */
-int htp_cuda_sm_count_check(int device, int sm_count, int total_sms, int step, int groups,
-                            char *err, size_t err_size);
 
 /* htp_cuda_kernels_create on a given stream: stream NULL creates the
  * object's own; otherwise the object uses it and never destroys it, and

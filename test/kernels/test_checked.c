@@ -264,6 +264,42 @@ static void stream_and_timers(void **state) {
   unsetenv("HTP_CHECKED_LATENCY_US");
 }
 
+/* 3b. SM partitions, counted as an H200's: 120 SMs in groups of 8, taken
+ * by the environments that hold them and given back when they go; a count
+ * that is no partition, or past what is free, is refused with the CUDA
+ * device's words. */
+static void sm_partitions(void **state) {
+  (void)state;
+  htp_kernel_env envs[16];
+  char error[512];
+  assert_int_equal(htp_checked_kernel_env_create_on(12, &envs[0], error, sizeof error),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "12 SMs is not a partition of the checked device"));
+  assert_non_null(strstr(error, "nearest: 8 or 16"));
+  assert_int_equal(htp_checked_kernel_env_create_on(-8, &envs[0], error, sizeof error),
+                   HTP_KERNEL_ERR_INVALID);
+  for (int i = 0; i < 15; i++)
+    assert_int_equal(htp_checked_kernel_env_create_on(8, &envs[i], error, sizeof error),
+                     HTP_KERNEL_OK);
+  assert_int_equal(htp_checked_kernel_env_create_on(8, &envs[15], error, sizeof error),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(error, "only 0 of its 120 partitionable SMs are free"));
+  /* The whole device (0) is no partition: it still opens. */
+  assert_int_equal(htp_checked_kernel_env_create_on(0, &envs[15], error, sizeof error),
+                   HTP_KERNEL_OK);
+  htp_checked_kernel_env_destroy(&envs[15]);
+  for (int i = 0; i < 3; i++) htp_checked_kernel_env_destroy(&envs[i]);
+  assert_int_equal(htp_checked_kernel_env_create_on(24, &envs[0], error, sizeof error),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_checked_kernel_env_create_on(8, &envs[1], error, sizeof error),
+                   HTP_KERNEL_ERR_INVALID);
+  htp_checked_kernel_env_destroy(&envs[0]);
+  for (int i = 3; i < 15; i++) htp_checked_kernel_env_destroy(&envs[i]);
+  assert_int_equal(htp_checked_kernel_env_create_on(120, &envs[0], error, sizeof error),
+                   HTP_KERNEL_OK);
+  htp_checked_kernel_env_destroy(&envs[0]);
+}
+
 /* 4. The runtime on the checked device: a world of two ranks. */
 typedef struct rank_job {
   htp_world *world;
@@ -369,6 +405,7 @@ int main(void) {
       cmocka_unit_test(host_access_faults),
       cmocka_unit_test(attention_scratch_is_cudas),
       cmocka_unit_test(stream_and_timers),
+      cmocka_unit_test(sm_partitions),
       cmocka_unit_test(runtime_on_checked_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

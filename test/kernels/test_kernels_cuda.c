@@ -96,6 +96,7 @@
 
 #include "kernels/cuda/kernels_internal.h" /* the SM-count check, the partition */
 #include "kernels/htp_kernel_table.h"
+#include "kernels/sm_partition.h"
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_kernels_cuda.h"
 #include "test/kernels/cuda_test.h"
@@ -1304,8 +1305,8 @@ static void sm_count_cases(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     char why[512] = "";
-    const int rc = htp_cuda_sm_count_check(0, cases[i].count, 132, cases[i].step,
-                                           cases[i].groups, why, sizeof why);
+    const int rc = htp_sm_count_check("device 0", cases[i].count, 132, cases[i].step,
+                                      cases[i].groups, why, sizeof why);
     /* A "; nearest" hint ends the message; the rest may be anywhere. */
     const int said = cases[i].says[0] == ';' ? ends_with(why, cases[i].says)
                                               : contains(why, cases[i].says);

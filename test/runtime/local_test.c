@@ -159,12 +159,14 @@ static void test_config_errors(void **state) {
     config.backend = HTP_BACKEND_MPI;
     expect_config_rejected(config, HTP_ERR_UNSUPPORTED, "not built");
   }
-  /* SM partitions: one GPU's, among local threads; counts >= 0. */
+  /* SM partitions: one GPU's (CUDA or the checked device), among local
+   * threads; counts >= 0. */
   const int32_t sms[2] = {32, 0}, negative[2] = {8, -8};
   config = good;
   config.world_size = 2;
   config.sm_counts = sms;
-  expect_config_rejected(config, HTP_ERR_INVALID, "device CUDA and the local backend");
+  expect_config_rejected(config, HTP_ERR_INVALID,
+                         "device CUDA (or the checked device) and the local backend");
   config.device = HTP_DEVICE_CUDA;
   config.sm_counts = negative;
   expect_config_rejected(config, HTP_ERR_INVALID, "sm_counts[1] is -8");

@@ -98,7 +98,9 @@ static const char *const HELP[] = {
     "                        partition steps, 8 on sm_90), so it is slow in\n"
     "                        hardware; ranks not named use the whole GPU. R in\n"
     "                        [0, tp), COUNT >= 1, once per rank; repeatable. --slow\n"
-    "                        still applies on top\n"
+    "                        still applies on top. --device checked counts the\n"
+    "                        partitions as an H200's (132 SMs, 120 in groups of\n"
+    "                        8) and refuses what the GPU would, running no slower\n"
     "  --policy none|resize|migrate|semi\n"
     "                        what the ranks do about stragglers (see Balancing):\n"
     "                          none     detect and trace only (default)\n"
@@ -1005,9 +1007,9 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     return htp_set_error(err, err_size, "--backend nccl runs on GPUs: it needs --device cuda "
                          "(mpirun -np N htp-run FILE.so --backend nccl --device cuda); on the "
                          "CPU use --backend local or mpi");
-  if (options->num_sms && !cuda)
+  if (options->num_sms && !cuda && strcmp(options->device, "checked") != 0)
     return htp_set_error(err, err_size, "--sms partitions a GPU's SMs among the ranks: it needs "
-                         "--device cuda");
+                         "--device cuda (or checked, which counts them as an H200's)");
   if (options->num_sms && strcmp(options->backend, "local") != 0)
     return htp_set_error(err, err_size, "--sms partitions one GPU among the ranks of this "
                          "process: it needs --backend local (with --backend %s each rank has "
