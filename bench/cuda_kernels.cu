@@ -231,12 +231,15 @@ int parse_int(const char *flag, const char *value, int64_t lo, int64_t *out) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  Shape s;
+struct Options {
+  Shape shape;
   int64_t repeats = 20, warmup = 3, device = 0;
   const char *csv_path = nullptr;
+};
+
+/* The command line into o: 0, or the exit code (2) after a message. */
+int parse_args(int argc, char **argv, Options *o) {
+  Shape &s = o->shape;
   for (int i = 1; i < argc; ++i) {
     const char *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : nullptr;
     int bad = 0;
@@ -245,10 +248,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(flag, "--dim")) bad = parse_int(flag, value, 1, &s.dim);
     else if (!strcmp(flag, "--heads")) bad = parse_int(flag, value, 1, &s.heads);
     else if (!strcmp(flag, "--mlp")) bad = parse_int(flag, value, 1, &s.mlp);
-    else if (!strcmp(flag, "--repeats")) bad = parse_int(flag, value, 1, &repeats);
-    else if (!strcmp(flag, "--warmup")) bad = parse_int(flag, value, 0, &warmup);
-    else if (!strcmp(flag, "--device")) bad = parse_int(flag, value, 0, &device);
-    else if (!strcmp(flag, "--csv") && value) csv_path = value;
+    else if (!strcmp(flag, "--repeats")) bad = parse_int(flag, value, 1, &o->repeats);
+    else if (!strcmp(flag, "--warmup")) bad = parse_int(flag, value, 0, &o->warmup);
+    else if (!strcmp(flag, "--device")) bad = parse_int(flag, value, 0, &o->device);
+    else if (!strcmp(flag, "--csv") && value) o->csv_path = value;
     else {
       fprintf(stderr, "htp-bench-cuda: unknown or incomplete argument '%s'\n", flag);
       return 2;
@@ -262,7 +265,18 @@ int main(int argc, char **argv) {
             (long long)s.dim, (long long)s.heads);
     return 2;
   }
+  return 0;
+}
 
+/* The device and the bounds its rows are measured against. */
+struct Device {
+  cudaDeviceProp prop;
+  int sm_khz = 0, mem_khz = 0, lanes = 0, bf16_per_clock = 0;
+  double peak_flops = 0, peak_bf16 = 0, peak_bytes = 0;
+};
+
+/* 0, 77 (no CUDA device), or another exit code after a message. */
+int read_device(int64_t device, Device *d) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     printf("htp-bench-cuda: no CUDA device: skipped\n");
@@ -272,37 +286,145 @@ int main(int argc, char **argv) {
     fprintf(stderr, "htp-bench-cuda: no device %lld (%d present)\n", (long long)device, devices);
     return 2;
   }
-  cudaDeviceProp prop;
-  int sm_khz = 0, mem_khz = 0;
-  if (cudaGetDeviceProperties(&prop, (int)device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sm_khz, cudaDevAttrClockRate, (int)device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, (int)device) != cudaSuccess) {
+  if (cudaGetDeviceProperties(&d->prop, (int)device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&d->sm_khz, cudaDevAttrClockRate, (int)device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&d->mem_khz, cudaDevAttrMemoryClockRate, (int)device) !=
+          cudaSuccess) {
     fprintf(stderr, "htp-bench-cuda: cannot read the properties of device %lld\n",
             (long long)device);
     return 1;
   }
+  const cudaDeviceProp &prop = d->prop;
   /* FP32 lanes per SM: 64 on compute capability 6.0, 7.x and 8.0, 128 on
    * the others from 6.1 on (8.6, 8.9, 9.0, 10.x, 12.x). */
-  const int lanes = (prop.major == 7 || (prop.major == 8 && prop.minor == 0) ||
-                     (prop.major == 6 && prop.minor == 0))
-                        ? 64
-                        : 128;
-  const double peak_flops = (double)prop.multiProcessorCount * sm_khz * 1e3 * lanes * 2.0;
+  d->lanes = (prop.major == 7 || (prop.major == 8 && prop.minor == 0) ||
+              (prop.major == 6 && prop.minor == 0))
+                 ? 64
+                 : 128;
+  d->peak_flops = (double)prop.multiProcessorCount * d->sm_khz * 1e3 * d->lanes * 2.0;
   /* Dense BF16 tensor FLOPs per SM and clock, f32 accumulation: 0 where
    * this program does not know the device's (no bound printed). */
-  const int bf16_per_clock = prop.major == 9 && prop.minor == 0   ? 4096
-                             : prop.major == 8 && prop.minor == 0 ? 2048
-                                                                  : 0;
-  const double peak_bf16 = (double)prop.multiProcessorCount * sm_khz * 1e3 * bf16_per_clock;
-  const double peak_bytes = 2.0 * mem_khz * 1e3 * prop.memoryBusWidth / 8.0;
+  d->bf16_per_clock = prop.major == 9 && prop.minor == 0   ? 4096
+                      : prop.major == 8 && prop.minor == 0 ? 2048
+                                                           : 0;
+  d->peak_bf16 = (double)prop.multiProcessorCount * d->sm_khz * 1e3 * d->bf16_per_clock;
+  d->peak_bytes = 2.0 * d->mem_khz * 1e3 * prop.memoryBusWidth / 8.0;
+  return 0;
+}
 
+void print_header(const Options &o, const Device &d, FILE *csv) {
+  const cudaDeviceProp &prop = d.prop;
+  const Shape &s = o.shape;
+  printf("device %lld: %s, sm_%d%d, %d SMs at %.0f MHz, %d-bit memory at %.0f MHz, L2 %.0f MiB\n",
+         (long long)o.device, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
+         d.sm_khz / 1e3, prop.memoryBusWidth, d.mem_khz / 1e3, prop.l2CacheSize / 1048576.0);
+  printf("bounds: FP32 FMA %.1f TFLOP/s (%d SMs x %.0f MHz x %d lanes x 2), "
+         "DRAM %.0f GB/s (2 x %.0f MHz x %d bit / 8)\n",
+         d.peak_flops / 1e12, prop.multiProcessorCount, d.sm_khz / 1e3, d.lanes,
+         d.peak_bytes / 1e9, d.mem_khz / 1e3, prop.memoryBusWidth);
+  if (d.bf16_per_clock)
+    printf("        BF16 dense tensor, f32 accumulate %.1f TFLOP/s (%d SMs x %.0f MHz x %d)\n",
+           d.peak_bf16 / 1e12, prop.multiProcessorCount, d.sm_khz / 1e3, d.bf16_per_clock);
+  else
+    printf("        BF16 tensor: no bound known for sm_%d%d (bf16 GEMM rows print none)\n",
+           prop.major, prop.minor);
+  printf("shape: batch %lld, tokens %lld, dim %lld, heads %lld, mlp %lld, f32 then bf16; %lld "
+         "repeats after %lld warm-up, L2 flushed before each\n",
+         (long long)s.batch, (long long)s.tokens, (long long)s.dim, (long long)s.heads,
+         (long long)s.mlp, (long long)o.repeats, (long long)o.warmup);
+  printf("%-17s %-40s %9s %9s %12s %12s %6s\n", "kernel", "shape", "median_ms", "min_ms",
+         "achieved", "bound", "of_bound");
+  if (csv)
+    fprintf(csv, "kernel,dtype,shape,median_ms,min_ms,achieved,bound,unit,fraction_of_bound,"
+                 "device\n");
+}
+
+/* The L2 flush buffer and the events around each timed call. */
+struct Timer {
+  void *flush = nullptr;
+  size_t flush_bytes = 0;
+  cudaEvent_t start = nullptr, stop = nullptr;
+};
+
+/* Case k's times (ms) after warm-up calls, each from a cold L2, sorted.
+ * 0, or 1 after a message. */
+int time_case(htp_cuda_kernels *kernels, const Case &k, const Options &o, const Timer &t,
+              std::vector<float> *ms) {
+  for (int64_t i = 0; i < o.warmup + o.repeats; ++i) {
+    if (cudaMemsetAsync(t.flush, i & 0xff, t.flush_bytes, kernels->stream) != cudaSuccess ||
+        cudaEventRecord(t.start, kernels->stream) != cudaSuccess || k.run(kernels, k.args) ||
+        cudaEventRecord(t.stop, kernels->stream) != cudaSuccess ||
+        htp_cuda_kernels_sync(kernels)) {
+      fprintf(stderr, "htp-bench-cuda: %s failed: %s\n", k.name.c_str(),
+              htp_cuda_kernels_error(kernels));
+      return 1;
+    }
+    float elapsed = 0;
+    cudaEventElapsedTime(&elapsed, t.start, t.stop);
+    if (i >= o.warmup)
+      ms->push_back(elapsed);
+  }
+  std::sort(ms->begin(), ms->end());
+  return 0;
+}
+
+/* A case's row: median and best, what it achieved and against which bound. */
+void print_row(const Case &k, const Device &d, double median, double best, FILE *csv) {
+  const bool gemm = k.flops > 0;
+  const double achieved = gemm ? k.flops / (median * 1e-3) : k.bytes / (median * 1e-3);
+  const double bound = gemm ? (k.bf16 ? d.peak_bf16 : d.peak_flops) : d.peak_bytes;
+  const double scale = gemm ? 1e12 : 1e9;
+  const char *unit = gemm ? "TFLOP/s" : "GB/s", *dtype = k.bf16 ? "bf16" : "f32";
+  if (bound > 0) {
+    printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %7.1f %-4s %5.1f%%\n", k.name.c_str(),
+           k.shape.c_str(), median, best, achieved / scale, gemm ? "TF/s" : "GB/s",
+           bound / scale, gemm ? "TF/s" : "GB/s", 100.0 * achieved / bound);
+    if (csv)
+      fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,%.3f,%s,%.4f,\"%s\"\n", k.name.c_str(), dtype,
+              k.shape.c_str(), median, best, achieved / scale, bound / scale, unit,
+              achieved / bound, d.prop.name);
+  } else {
+    printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %12s %6s\n", k.name.c_str(), k.shape.c_str(),
+           median, best, achieved / scale, "TF/s", "n/a", "");
+    if (csv)
+      fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,,%s,,\"%s\"\n", k.name.c_str(), dtype,
+              k.shape.c_str(), median, best, achieved / scale, unit, d.prop.name);
+  }
+}
+
+/* One pre-norm block as the twins would run it, per dtype: ln, attention,
+ * add, ln, fc1, GELU, fc2, add (fc1's and fc2's biases are inside linear). */
+void print_block_sums(const std::vector<Case> &cases, const std::vector<double> &medians,
+                      const Device &d, FILE *csv) {
+  for (size_t first = 0; first < cases.size(); first += kCasesPerType) {
+    const double *m = &medians[first];
+    const double block = m[kLayerNorm] + m[kAttention] + m[kAdd] + m[kLayerNorm] + m[kFc1] +
+                         m[kGelu] + m[kFc2] + m[kAdd];
+    const char *dtype = cases[first].bf16 ? "bf16" : "f32";
+    printf("block_sum %-7s %-40s %9.4f (ln+attention+add+ln+fc1+gelu+fc2+add, medians, each "
+           "from a cold L2)\n",
+           dtype, "", block);
+    if (csv)
+      fprintf(csv, "block_sum,%s,\"ln+attention+add+ln+fc1+gelu+fc2+add\",%.5f,,,,ms,,\"%s\"\n",
+              dtype, block, d.prop.name);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options o;
+  Device d;
+  int code = parse_args(argc, argv, &o);
+  if (code || (code = read_device(o.device, &d)))
+    return code;
+  const Shape &s = o.shape;
   char err[256];
   htp_cuda_kernels *kernels = nullptr;
-  if (htp_cuda_kernels_create((int)device, &kernels, err, sizeof err)) {
+  if (htp_cuda_kernels_create((int)o.device, &kernels, err, sizeof err)) {
     fprintf(stderr, "htp-bench-cuda: %s\n", err);
     return 1;
   }
-
   Buffers buf;
   /* One f32 scratch for both dtypes: the bf16 attention needs what f32 does. */
   const int64_t scratch_floats =
@@ -314,109 +436,38 @@ int main(int argc, char **argv) {
   add_cases<float>(cases, f32_args, buf, s, scratch);
   add_cases<htp_bf16>(cases, bf16_args, buf, s, scratch);
   /* Writing this flushes the L2 (twice its size, so no line survives). */
-  const size_t flush_bytes = 2 * (size_t)std::max(prop.l2CacheSize, 1 << 20);
-  void *flush = nullptr;
-  if (cudaMalloc(&flush, flush_bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+  Timer timer;
+  timer.flush_bytes = 2 * (size_t)std::max(d.prop.l2CacheSize, 1 << 20);
+  if (cudaMalloc(&timer.flush, timer.flush_bytes) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) {
     fprintf(stderr, "htp-bench-cuda: cannot allocate or fill the buffers\n");
     return 1;
   }
-  buf.owned.push_back(flush);
-
+  buf.owned.push_back(timer.flush);
   FILE *csv = nullptr;
-  if (csv_path && !(csv = fopen(csv_path, "w"))) {
-    fprintf(stderr, "htp-bench-cuda: cannot write %s\n", csv_path);
+  if (o.csv_path && !(csv = fopen(o.csv_path, "w"))) {
+    fprintf(stderr, "htp-bench-cuda: cannot write %s\n", o.csv_path);
     return 1;
   }
-  printf("device %lld: %s, sm_%d%d, %d SMs at %.0f MHz, %d-bit memory at %.0f MHz, L2 %.0f MiB\n",
-         (long long)device, prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-         sm_khz / 1e3, prop.memoryBusWidth, mem_khz / 1e3, prop.l2CacheSize / 1048576.0);
-  printf("bounds: FP32 FMA %.1f TFLOP/s (%d SMs x %.0f MHz x %d lanes x 2), "
-         "DRAM %.0f GB/s (2 x %.0f MHz x %d bit / 8)\n",
-         peak_flops / 1e12, prop.multiProcessorCount, sm_khz / 1e3, lanes, peak_bytes / 1e9,
-         mem_khz / 1e3, prop.memoryBusWidth);
-  if (bf16_per_clock)
-    printf("        BF16 dense tensor, f32 accumulate %.1f TFLOP/s (%d SMs x %.0f MHz x %d)\n",
-           peak_bf16 / 1e12, prop.multiProcessorCount, sm_khz / 1e3, bf16_per_clock);
-  else
-    printf("        BF16 tensor: no bound known for sm_%d%d (bf16 GEMM rows print none)\n",
-           prop.major, prop.minor);
-  printf("shape: batch %lld, tokens %lld, dim %lld, heads %lld, mlp %lld, f32 then bf16; %lld "
-         "repeats after %lld warm-up, L2 flushed before each\n",
-         (long long)s.batch, (long long)s.tokens, (long long)s.dim, (long long)s.heads,
-         (long long)s.mlp, (long long)repeats, (long long)warmup);
-  printf("%-17s %-40s %9s %9s %12s %12s %6s\n", "kernel", "shape", "median_ms", "min_ms",
-         "achieved", "bound", "of_bound");
-  if (csv)
-    fprintf(csv, "kernel,dtype,shape,median_ms,min_ms,achieved,bound,unit,fraction_of_bound,"
-                 "device\n");
-
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  print_header(o, d, csv);
+  cudaEventCreate(&timer.start);
+  cudaEventCreate(&timer.stop);
   int failed = 0;
   std::vector<double> medians(cases.size(), 0.0);
   for (size_t c = 0; c < cases.size() && !failed; ++c) {
-    const Case &k = cases[c];
     std::vector<float> ms;
-    for (int64_t i = 0; i < warmup + repeats; ++i) {
-      if (cudaMemsetAsync(flush, i & 0xff, flush_bytes, kernels->stream) != cudaSuccess ||
-          cudaEventRecord(start, kernels->stream) != cudaSuccess || k.run(kernels, k.args) ||
-          cudaEventRecord(stop, kernels->stream) != cudaSuccess ||
-          htp_cuda_kernels_sync(kernels)) {
-        fprintf(stderr, "htp-bench-cuda: %s failed: %s\n", k.name.c_str(),
-                htp_cuda_kernels_error(kernels));
-        failed = 1;
-        break;
-      }
-      float t = 0;
-      cudaEventElapsedTime(&t, start, stop);
-      if (i >= warmup)
-        ms.push_back(t);
-    }
+    failed = time_case(kernels, cases[c], o, timer, &ms);
     if (failed)
       break;
-    std::sort(ms.begin(), ms.end());
-    const double median = ms[ms.size() / 2], best = ms[0];
-    medians[c] = median;
-    const bool gemm = k.flops > 0;
-    const double achieved = gemm ? k.flops / (median * 1e-3) : k.bytes / (median * 1e-3);
-    const double bound = gemm ? (k.bf16 ? peak_bf16 : peak_flops) : peak_bytes;
-    const double scale = gemm ? 1e12 : 1e9;
-    const char *unit = gemm ? "TFLOP/s" : "GB/s", *dtype = k.bf16 ? "bf16" : "f32";
-    if (bound > 0) {
-      printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %7.1f %-4s %5.1f%%\n", k.name.c_str(),
-             k.shape.c_str(), median, best, achieved / scale, gemm ? "TF/s" : "GB/s",
-             bound / scale, gemm ? "TF/s" : "GB/s", 100.0 * achieved / bound);
-      if (csv)
-        fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,%.3f,%s,%.4f,\"%s\"\n", k.name.c_str(), dtype,
-                k.shape.c_str(), median, best, achieved / scale, bound / scale, unit,
-                achieved / bound, prop.name);
-    } else {
-      printf("%-17s %-40s %9.4f %9.4f %7.1f %-4s %12s %6s\n", k.name.c_str(), k.shape.c_str(),
-             median, best, achieved / scale, "TF/s", "n/a", "");
-      if (csv)
-        fprintf(csv, "%s,%s,\"%s\",%.5f,%.5f,%.3f,,%s,,\"%s\"\n", k.name.c_str(), dtype,
-                k.shape.c_str(), median, best, achieved / scale, unit, prop.name);
-    }
+    medians[c] = ms[ms.size() / 2];
+    print_row(cases[c], d, medians[c], ms[0], csv);
   }
-  /* One pre-norm block as the twins would run it, per dtype: ln, attention,
-   * add, ln, fc1, GELU, fc2, add (fc1's and fc2's biases are inside linear). */
-  for (size_t first = 0; !failed && first < cases.size(); first += kCasesPerType) {
-    const double *m = &medians[first];
-    const double block = m[kLayerNorm] + m[kAttention] + m[kAdd] + m[kLayerNorm] + m[kFc1] +
-                         m[kGelu] + m[kFc2] + m[kAdd];
-    const char *dtype = cases[first].bf16 ? "bf16" : "f32";
-    printf("block_sum %-7s %-40s %9.4f (ln+attention+add+ln+fc1+gelu+fc2+add, medians, each "
-           "from a cold L2)\n",
-           dtype, "", block);
-    if (csv)
-      fprintf(csv, "block_sum,%s,\"ln+attention+add+ln+fc1+gelu+fc2+add\",%.5f,,,,ms,,\"%s\"\n",
-              dtype, block, prop.name);
-  }
+  if (!failed)
+    print_block_sums(cases, medians, d, csv);
   if (csv)
     fclose(csv);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  cudaEventDestroy(timer.start);
+  cudaEventDestroy(timer.stop);
   htp_cuda_kernels_destroy(kernels);
   return failed;
 }
