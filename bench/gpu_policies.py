@@ -21,7 +21,11 @@ and draws semi's trace with tools/htp-plot/htp-plot (trace_semi.png), all in
 --out. Per traced policy the table also splits the steady time: the slowest rank's
 attention and MLP hooks (each pair ends in an all-reduce, so a site balanced on its own
 matters, not a rank's sum), the busiest rank's compute + communication, and what is left
-(on an H200 on 2026-11-27 about 1.2 ms per iteration). Each run's steady time is printed as it finishes.
+(on an H200 on 2026-11-27 about 1.2 ms per iteration). With --reference (the same
+block compiled for tp 1) every policy's last output is compared with tp 1's under the same
+seed: none, migrate and semi must agree within --tolerance (1e-5; migration is exact, the
+sums' order aside), resize is reported (it prunes); a mismatch exits 1. Each run's steady
+time is printed as it finishes.
 
     python3 bench/gpu_policies.py --htp-run gpu-bundle/bin/htp-run \\
         --block gpu-bundle/blocks/vit_b16_f32_tp4.so --out gpu-policies --policies none,semi
@@ -39,10 +43,15 @@ POLICIES = ["none", "resize", "migrate", "semi"]
 TP = 4
 
 
+SEED = 11
+# Policies whose output must equal tp 1's (migration is exact); resize prunes.
+EXACT = ("none", "migrate", "semi")
+
+
 def run(args, sms, extra):
     """One htp-run; its steady time in ms (with --dry-run: prints the command, returns 1)."""
     cmd = [args.htp_run, args.block, "--device", "cuda", "--tp", str(TP), "--iters",
-           str(args.iters), "--warmup", "1", "--report", "json", *extra]
+           str(args.iters), "--warmup", "1", "--report", "json", "--seed", str(SEED), *extra]
     for rank, count in enumerate(sms):
         cmd += ["--sms", f"{rank}:{count}"]
     print("$ " + " ".join(cmd), flush=True)
@@ -55,6 +64,31 @@ def run(args, sms, extra):
     steady = statistics.median(times[len(times) // 2:])
     print(f"  steady {steady:.3f} ms", flush=True)
     return steady
+
+
+def reference(args):
+    """The tp-1 block's output for SEED on the GPU (--reference), or None."""
+    if not args.reference:
+        return None
+    path = os.path.join(args.out, "tp1.npy")
+    cmd = [args.htp_run, args.reference, "--device", "cuda", "--iters", "1", "--warmup", "0",
+           "--seed", str(SEED), "--output", path]
+    print("$ " + " ".join(cmd), flush=True)
+    if args.dry_run:
+        return None
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"the tp-1 reference: exit {out.returncode}: {out.stderr.strip()[-600:]}")
+    return path
+
+
+def relative_error(path, reference_path):
+    """max |y - y_tp1| / max |y_tp1| (numpy imported only here: --dry-run needs none)."""
+    import numpy as np
+    got, want = np.load(path).astype(np.float64), np.load(reference_path).astype(np.float64)
+    if got.shape != want.shape:
+        raise RuntimeError(f"{path}: shape {got.shape}, tp 1's {want.shape}")
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
 
 
 def slowdown(trace_path):
@@ -105,6 +139,10 @@ def main():
     parser.add_argument("--timeout", type=float, default=240)
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated policies to run with the straggler")
+    parser.add_argument("--reference", default=None,
+                        help="the same block compiled for tp 1: every policy's output is "
+                             "compared with it (none, migrate and semi within --tolerance)")
+    parser.add_argument("--tolerance", type=float, default=1e-5)
     parser.add_argument("--dry-run", action="store_true",
                         help="print the htp-run commands instead of running them")
     args = parser.parse_args()
@@ -118,11 +156,16 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     fast, slow = [args.fast] * TP, [args.slow] + [args.fast] * (TP - 1)
     try:
+        tp1 = reference(args)
         base = run(args, fast, ["--policy", "none"])
-        rows = []
+        rows, errors = [], {}
         for policy in policies:
             trace = os.path.join(args.out, f"trace_{policy}.jsonl")
-            rows.append((policy, run(args, slow, ["--policy", policy, "--trace", trace])))
+            output = os.path.join(args.out, f"y_{policy}.npy")
+            rows.append((policy, run(args, slow, ["--policy", policy, "--trace", trace,
+                                                  "--output", output])))
+            if tp1:
+                errors[policy] = relative_error(output, tp1)
         quiet_semi = run(args, fast, ["--policy", "semi"]) if "semi" in policies else None
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         print(f"gpu_policies: {error}")
@@ -151,8 +194,14 @@ def main():
             writer.writerow([policy, steady, ideal, base, factor, args.fast, args.slow])
         if quiet_semi is not None:
             writer.writerow(["semi_no_straggler", quiet_semi, "", base, "", args.fast, args.fast])
+    wrong = [p for p in EXACT if p in errors and not errors[p] <= args.tolerance]
+    if errors:
+        print("\noutputs against tp 1 (max |y - y_tp1| / max |y_tp1|, the last iteration's): " +
+              ", ".join(f"{p} {e:.1e}" for p, e in errors.items()) +
+              f"; none, migrate and semi within {args.tolerance:g}: " +
+              ("met" if not wrong else "FAILED (" + ", ".join(wrong) + ")"))
     if quiet_semi is None:
-        return 0
+        return 1 if wrong else 0
     semi = dict(rows)["semi"]
     print(f"\ntarget SEMI <= 1.05x ideal: {semi / ideal:.3f} "
           f"({'met' if semi / ideal <= 1.05 else 'MISSED'}); no straggler SEMI <= 1.02x none: "
@@ -164,7 +213,7 @@ def main():
                            f"{args.fast} SMs"], capture_output=True, text=True)
     print(f"trace picture: {picture}" if plot.returncode == 0 else
           f"htp-plot failed: {plot.stderr.strip()[-300:]}")
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@
 #                     targets) (cap 90 s)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
 #                     the others on 24 (--sms); every policy (40 iterations), and
-#                     semi without a straggler (trace_semi.png) (cap 60 s)
+#                     semi without a straggler (trace_semi.png); each policy's
+#                     output against the tp-1 block's, same seed (none,
+#                     migrate and semi within 1e-5) (cap 60 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
 #                     32 steps, --seed 1, --device cpu then cuda (cap
@@ -537,6 +539,8 @@ check_out_count
 # shellcheck disable=SC2054 # the policies are one argument
 policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
             --block "$blocks/vit_b16_f32_tp4.so" --out "$work/policies" --policies none,resize,migrate,semi --iters 40)
+# Every policy's output against the tp-1 block's, same seed (none, migrate, semi exact).
+[ -f "$blocks/vit_b16_f32_tp1.so" ] && policy_cmd+=(--reference "$blocks/vit_b16_f32_tp1.so")
 if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_b16_f32_tp4.so" ]; then
   summary policies skipped "no htp-run or $blocks/vit_b16_f32_tp4.so"
 elif [ -n "$dry" ]; then
@@ -551,9 +555,9 @@ elif budget policies "$(cap POLICIES 60)"; then
   [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"
   save policies
   if [ "$rc" -eq 0 ]; then
-    summary policies ok "$(grep -m1 '^target' "$work/policies.log") (logs.txt, trace_semi.png)"
+    summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; none/none/') (logs.txt, trace_semi.png)"
   else
-    summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 'gpu_policies:' "$work/policies.log" | cut -c1-140) (logs.txt)"
+    summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.log" | cut -c1-200) (logs.txt)"
   fi
 fi
 
