@@ -671,7 +671,8 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  *   {"iter","rank","seconds","comm_seconds","site_seconds":[attention,mlp],
  *    "speed","plan","replanned","policy","target_time","action","gamma",
  *    "pruned":[a,m],"sent":[a,m],"received":[a,m],"moved_bytes",
- *    "fixed_units":[a,m],"stragglers":[{"rank","speed","gamma","action"}]}
+ *    "fixed_units":[a,m],"kind_speeds":[a,m],
+ *    "stragglers":[{"rank","speed","gamma","action"}]}
  * seconds: the compute seconds passed to the step; comm_seconds: what this
  * rank spent in collectives and transfers (waiting for peers included)
  * since its previous line (or since the balancer was created): the growth
@@ -680,10 +681,13 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * cost per call fitted so far, in units of each kind (what the detector
  * adds to a rank's units before comparing time per unit, and the planner
  * to a rank's units when it splits whole units among migrators and
- * helpers; 0 until a plan change showed it). site_seconds are what the
+ * helpers; 0 until a plan change showed it). kind_speeds: this rank's
+ * speed per kind of unit, the kind's fastest rank's time per unit over its
+ * own (an EWMA), which places migrated units kind by kind; null until the
+ * rank computed a unit of the kind. site_seconds are what the
  * planner was fed: on HTP_CLOCK_UNITS the modelled seconds, and then
  * "measured_seconds":[a,m] follows with the hooks' own (CPU, times the
- * slowdown). site_seconds and fixed_units are null for a hookless
+ * slowdown). site_seconds, fixed_units and kind_speeds are null for a hookless
  * balancer; non-finite numbers are written as null. At most 64
  * stragglers are listed (then "truncated":true), so a line stays under
  * 8 KiB. On the first line after the hooks applied a new plan that still

@@ -87,10 +87,14 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
                         sites ? json_pack("[oo]", number(b->site_model.fixed[0]),
                                           number(b->site_model.fixed[1]))
                               : json_null());
+    /* 0 is "not measured yet" (the rank has computed no unit of the kind). */
     json_object_set_new(line, "kind_speeds",
-                        sites && kinds ? json_pack("[oo]", number(kinds[rank]),
-                                                   number(kinds[(size_t)n + rank]))
-                                       : json_null());
+                        sites && kinds
+                            ? json_pack("[oo]", kinds[rank] > 0 ? number(kinds[rank]) : json_null(),
+                                        kinds[(size_t)n + rank] > 0
+                                            ? number(kinds[(size_t)n + rank])
+                                            : json_null())
+                            : json_null());
   }
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
   /* Which units a plan sheds, once: on the first line after the hooks
