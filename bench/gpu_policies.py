@@ -174,7 +174,7 @@ def main():
         return 0
     factor = slowdown(os.path.join(args.out, "trace_none.jsonl"))
     ideal = base * TP / (TP - 1 + 1 / factor)
-    print(f"\nViT-B/16 block f32, batch 64, tp {TP} on one GPU; fast ranks {args.fast} SMs, "
+    print(f"\n{os.path.basename(args.block)}, tp {TP} on one GPU; fast ranks {args.fast} SMs, "
           f"rank 0 {args.slow} SMs: measured slowdown {factor:.2f}x; T0 {base:.2f} ms, ideal "
           f"{ideal:.2f} ms; steady = median of the last {args.iters - args.iters // 2} of "
           f"{args.iters} iterations\n")
