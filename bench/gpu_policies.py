@@ -127,6 +127,24 @@ def breakdown(trace_path):
             median_of(lambda row: row["seconds"] + row["comm_seconds"]))
 
 
+def straggler_speeds(trace_path):
+    """Rank 0's speed as the detector saw it and per kind of unit ([heads, MLP units], the
+    trace's kind_speeds), medians over the second half; None where the trace has none."""
+    rows = []
+    with open(trace_path) as handle:
+        for line in handle:
+            row = json.loads(line)
+            if row["rank"] == 0:
+                rows.append(row)
+    rows = sorted(rows, key=lambda row: row["iter"])[len(rows) // 2:]
+    def median_of(values):
+        values = [v for v in values if isinstance(v, (int, float))]
+        return statistics.median(values) if values else None
+    kinds = [row.get("kind_speeds") or [None, None] for row in rows]
+    return (median_of(row.get("speed") for row in rows), median_of(k[0] for k in kinds),
+            median_of(k[1] for k in kinds))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--htp-run", required=True)
@@ -186,6 +204,12 @@ def main():
               f"{attention:.2f} | {mlp:.2f} | {busiest:.2f} | {steady - busiest:.2f} |")
     if quiet_semi is not None:
         print(f"| semi, no straggler | {quiet_semi:.2f} | — | {quiet_semi / base:.3f} | | | | |")
+    fmt = lambda v: "—" if v is None else f"{v:.2f}"
+    print("\nrank 0's speed (median, second half): " + "; ".join(
+        f"{policy} {fmt(one)} (heads {fmt(heads)}, MLP units {fmt(mlp)})"
+        for policy, _ in rows
+        for one, heads, mlp in [straggler_speeds(os.path.join(args.out,
+                                                                f"trace_{policy}.jsonl"))]))
     with open(os.path.join(args.out, "policies.csv"), "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["case", "steady_ms", "ideal_ms", "t0_ms", "slowdown", "fast_sms",
