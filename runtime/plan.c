@@ -792,6 +792,77 @@ static htp_result violation(char *why, size_t why_size, const char *format, ...)
   return HTP_ERR_INTERNAL;
 }
 
+/* Kind k's counts on rank r: non-negative, within the rank's units, and
+ * what the policy and the rank's action allow. */
+static htp_result check_rank_counts(const htp_plan *plan, int k, int r, char *why,
+                                    size_t why_size) {
+  const int n = plan->world_size, u = plan->units_per_rank[k];
+  const size_t i = (size_t)k * n + r;
+  const int32_t pruned = plan->pruned[i], sent = plan->sent[i], received = plan->received[i];
+  if (pruned < 0 || sent < 0 || received < 0)
+    return violation(why, why_size, "kind %d rank %d: negative count", k, r);
+  if (pruned + sent > u)
+    return violation(why, why_size, "kind %d rank %d: prunes %d and sends %d of %d units", k, r,
+                     pruned, sent, u);
+  if (received > plan->absorb[i])
+    return violation(why, why_size, "kind %d rank %d: receives %d but can absorb %d", k, r,
+                     received, plan->absorb[i]);
+  if (received > 0 && sent > 0)
+    return violation(why, why_size, "kind %d rank %d: both sends and receives", k, r);
+  if (received > 0 && plan->action[r] != HTP_ACTION_HELP)
+    return violation(why, why_size, "kind %d rank %d: receives but action %s", k, r,
+                     htp_action_name(plan->action[r]));
+  if (pruned > 0 && (plan->policy == HTP_POLICY_MIGRATE || plan->policy == HTP_POLICY_NONE))
+    return violation(why, why_size, "kind %d rank %d: policy %s prunes", k, r,
+                     htp_policy_name(plan->policy));
+  if (sent > 0 && (plan->policy == HTP_POLICY_RESIZE || plan->policy == HTP_POLICY_NONE))
+    return violation(why, why_size, "kind %d rank %d: policy %s moves units", k, r,
+                     htp_policy_name(plan->policy));
+  if (pruned > 0 && plan->action[r] != HTP_ACTION_RESIZE)
+    return violation(why, why_size, "kind %d rank %d: prunes but action %s", k, r,
+                     htp_action_name(plan->action[r]));
+  if (sent > 0 && plan->action[r] != HTP_ACTION_MIGRATE)
+    return violation(why, why_size, "kind %d rank %d: sends but action %s", k, r,
+                     htp_action_name(plan->action[r]));
+  return HTP_OK;
+}
+
+/* Kind k's flows: well formed, and carrying exactly each rank's sent and
+ * received counts (total_sent in all). */
+static htp_result check_flows(const htp_plan *plan, int k, int64_t total_sent, char *why,
+                              size_t why_size) {
+  const int n = plan->world_size;
+  int64_t flow_total = 0;
+  for (int f = 0; f < plan->num_flows[k]; ++f) {
+    const htp_flow *flow = &plan->flows[k][f];
+    if (flow->src < 0 || flow->src >= n || flow->dst < 0 || flow->dst >= n ||
+        flow->src == flow->dst || flow->count <= 0)
+      return violation(why, why_size, "kind %d flow %d: bad (%d -> %d, %d)", k, f, flow->src,
+                       flow->dst, flow->count);
+    flow_total += flow->count;
+  }
+  if (flow_total != total_sent)
+    return violation(why, why_size, "kind %d: flows carry %lld units, plan sends %lld", k,
+                     (long long)flow_total, (long long)total_sent);
+  int64_t *out = calloc((size_t)n * 2, sizeof(int64_t));
+  if (!out) return violation(why, why_size, "out of memory while checking");
+  int64_t *in = out + n;
+  for (int f = 0; f < plan->num_flows[k]; ++f) {
+    out[plan->flows[k][f].src] += plan->flows[k][f].count;
+    in[plan->flows[k][f].dst] += plan->flows[k][f].count;
+  }
+  htp_result result = HTP_OK;
+  for (int r = 0; r < n && result == HTP_OK; ++r) {
+    const size_t i = (size_t)k * n + r;
+    if (out[r] != plan->sent[i] || in[r] != plan->received[i])
+      result = violation(why, why_size, "kind %d rank %d: flows say %lld out %lld in, plan %d/%d",
+                         k, r, (long long)out[r], (long long)in[r], plan->sent[i],
+                         plan->received[i]);
+  }
+  free(out);
+  return result;
+}
+
 htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
   if (!plan) return violation(why, why_size, "plan is NULL");
   const int n = plan->world_size;
@@ -805,39 +876,14 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
   }
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     const int u = plan->units_per_rank[k];
-    const int32_t *pruned = plan->pruned + (size_t)k * n, *sent = plan->sent + (size_t)k * n;
-    const int32_t *received = plan->received + (size_t)k * n;
-    const int32_t *absorb = plan->absorb + (size_t)k * n;
     int64_t total_sent = 0, total_received = 0, computed = 0, total_pruned = 0;
     for (int r = 0; r < n; ++r) {
-      if (pruned[r] < 0 || sent[r] < 0 || received[r] < 0)
-        return violation(why, why_size, "kind %d rank %d: negative count", k, r);
-      if (pruned[r] + sent[r] > u)
-        return violation(why, why_size, "kind %d rank %d: prunes %d and sends %d of %d units", k,
-                         r, pruned[r], sent[r], u);
-      if (received[r] > absorb[r])
-        return violation(why, why_size, "kind %d rank %d: receives %d but can absorb %d", k, r,
-                         received[r], absorb[r]);
-      if (received[r] > 0 && sent[r] > 0)
-        return violation(why, why_size, "kind %d rank %d: both sends and receives", k, r);
-      if (received[r] > 0 && plan->action[r] != HTP_ACTION_HELP)
-        return violation(why, why_size, "kind %d rank %d: receives but action %s", k, r,
-                         htp_action_name(plan->action[r]));
-      if (pruned[r] > 0 && (plan->policy == HTP_POLICY_MIGRATE || plan->policy == HTP_POLICY_NONE))
-        return violation(why, why_size, "kind %d rank %d: policy %s prunes", k, r,
-                         htp_policy_name(plan->policy));
-      if (sent[r] > 0 && (plan->policy == HTP_POLICY_RESIZE || plan->policy == HTP_POLICY_NONE))
-        return violation(why, why_size, "kind %d rank %d: policy %s moves units", k, r,
-                         htp_policy_name(plan->policy));
-      if (pruned[r] > 0 && plan->action[r] != HTP_ACTION_RESIZE)
-        return violation(why, why_size, "kind %d rank %d: prunes but action %s", k, r,
-                         htp_action_name(plan->action[r]));
-      if (sent[r] > 0 && plan->action[r] != HTP_ACTION_MIGRATE)
-        return violation(why, why_size, "kind %d rank %d: sends but action %s", k, r,
-                         htp_action_name(plan->action[r]));
-      total_sent += sent[r];
-      total_received += received[r];
-      total_pruned += pruned[r];
+      htp_result result = check_rank_counts(plan, k, r, why, why_size);
+      if (result != HTP_OK) return result;
+      const size_t i = (size_t)k * n + r;
+      total_sent += plan->sent[i];
+      total_received += plan->received[i];
+      total_pruned += plan->pruned[i];
       computed += htp_plan_units(plan, (htp_pair_kind)k, r);
     }
     if (total_sent != total_received)
@@ -847,36 +893,8 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
     if (computed + total_pruned != (int64_t)n * u)
       return violation(why, why_size, "kind %d: %lld computed + %lld pruned != %lld units", k,
                        (long long)computed, (long long)total_pruned, (long long)n * u);
-    /* The flows carry exactly the sent / received counts. */
-    int64_t flow_total = 0;
-    for (int f = 0; f < plan->num_flows[k]; ++f) {
-      const htp_flow *flow = &plan->flows[k][f];
-      if (flow->src < 0 || flow->src >= n || flow->dst < 0 || flow->dst >= n ||
-          flow->src == flow->dst || flow->count <= 0)
-        return violation(why, why_size, "kind %d flow %d: bad (%d -> %d, %d)", k, f, flow->src,
-                         flow->dst, flow->count);
-      flow_total += flow->count;
-    }
-    if (flow_total != total_sent)
-      return violation(why, why_size, "kind %d: flows carry %lld units, plan sends %lld", k,
-                       (long long)flow_total, (long long)total_sent);
-    int64_t *out = calloc((size_t)n * 2, sizeof(int64_t));
-    if (!out) return violation(why, why_size, "out of memory while checking");
-    int64_t *in = out + n;
-    for (int f = 0; f < plan->num_flows[k]; ++f) {
-      out[plan->flows[k][f].src] += plan->flows[k][f].count;
-      in[plan->flows[k][f].dst] += plan->flows[k][f].count;
-    }
-    for (int r = 0; r < n; ++r)
-      if (out[r] != sent[r] || in[r] != received[r]) {
-        htp_result result = violation(why, why_size,
-                                      "kind %d rank %d: flows say %lld out %lld in, plan %d/%d",
-                                      k, r, (long long)out[r], (long long)in[r], sent[r],
-                                      received[r]);
-        free(out);
-        return result;
-      }
-    free(out);
+    htp_result result = check_flows(plan, k, total_sent, why, why_size);
+    if (result != HTP_OK) return result;
   }
   if (why && why_size) why[0] = '\0';
   return HTP_OK;

@@ -152,12 +152,11 @@ static void report_table_plan(const htp_run_options *options, const htp_run_stat
          (long long)state->outcome.handoff_units[HTP_PAIR_MLP], (double)handoff_bytes(state) / 1e6);
 }
 
-static void report_table(const htp_run_options *options, const htp_run_state *state, timing t) {
-  const htp_signature *sig = &state->sig;
+/* The block's inputs, parameters and outputs at their global shapes. */
+static void report_table_block(const htp_run_options *options, const htp_signature *sig) {
   char shape[128];
   size_t param_bytes = 0;
   int params = 0;
-  int64_t block_flops = sig->flops * state->tp;
   printf("%s (%s)\n", sig->entry, options->path);
   for (int i = 0; i < sig->num_args; i++) {
     const htp_sig_tensor *arg = &sig->args[i];
@@ -177,6 +176,12 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
   if (sig->results[0].dtype == HTP_SIG_BF16) /* a signature has at least one result */
     printf("  dtype bf16: tensors stored as bf16, arithmetic in f32 (the CPU kernels convert "
            "per call), --output widened to f32\n");
+}
+
+static void report_table(const htp_run_options *options, const htp_run_state *state, timing t) {
+  const htp_signature *sig = &state->sig;
+  int64_t block_flops = sig->flops * state->tp;
+  report_table_block(options, sig);
   printf("  tp %d, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
          "%.4g GFLOP per block (%.4g per rank)\n",
          state->tp, options->backend, options->device, htp_policy_name(options->policy),
