@@ -35,7 +35,8 @@
 #                     the others on 24 (--sms); every policy (40 iterations), and
 #                     semi without a straggler (trace_semi.png); each policy's
 #                     output against the tp-1 block's, same seed (none,
-#                     migrate and semi within 1e-5) (cap 60 s)
+#                     migrate and semi within 1e-5 where the last plan
+#                     pruned nothing) (cap 60 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
 #                     32 steps, --seed 1, --device cpu then cuda (cap
@@ -555,7 +556,7 @@ elif budget policies "$(cap POLICIES 60)"; then
   [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"
   save policies
   if [ "$rc" -eq 0 ]; then
-    summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; none/none/') (logs.txt, trace_semi.png)"
+    summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; unpruned/unpruned/') (logs.txt, trace_semi.png)"
   else
     summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.log" | cut -c1-200) (logs.txt)"
   fi
