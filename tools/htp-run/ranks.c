@@ -4,7 +4,8 @@
  * the iteration, the result and htp_last_error) with the time it noticed.
  * One is reported as the cause, the others as its consequences: an injected
  * death first, then a deadline that passed (a hung rank times its peers out,
- * then is released by their abort), then the earliest. Any failure aborts
+ * then is released by their abort), then the earliest of the rest, and last
+ * the ranks that only heard of a peer's failure. Any failure aborts
  * the world, so no rank waits for a dead peer longer than the deadline.
  * Every buffer a rank hands the block, and the exchange of timings under
  * mpi/nccl, goes through the runtime's memory API, so the CPU runs the very
@@ -43,7 +44,7 @@ typedef struct rank_state {
   FILE *trace; /* local: shared by the ranks; mpi: this process's stream */
   int rank;
   int failed;
-  int priority; /* 0 injected death, 1 deadline passed, 2 other */
+  int priority; /* 0 injected death, 1 deadline passed, 2 other, 3 a peer's failure heard */
   double failed_at;
   char message[HTP_RANKS_MESSAGE];
 } rank_state;
@@ -118,7 +119,9 @@ static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const cha
                         long iteration, const char *detail) {
   state->failed = 1;
   state->failed_at = htp_now();
-  state->priority = code == HTP_ERR_TIMEOUT ? 1 : 2;
+  /* A rank that only heard of a peer's failure reports a consequence: it
+   * may notice before the failed rank has recorded its cause. */
+  state->priority = code == HTP_ERR_TIMEOUT ? 1 : code == HTP_ERR_REMOTE ? 3 : 2;
   for (int i = 0; i < state->num_faults; i++) {
     const htp_run_fault *fault = &state->faults[i];
     if (fault->kind == HTP_RUN_FAULT_DIE && fault->rank == state->rank &&
