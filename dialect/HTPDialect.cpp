@@ -38,7 +38,8 @@ void HTPDialect::initialize() {
 }
 
 LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dim,
-                                int64_t parts, ShardLayout layout) {
+                                int64_t parts, ShardLayout layout, DenseI64ArrayAttr units,
+                                int64_t unit) {
   if (dim < 0 || dim >= HTP_ENTRY_MAX_RANK)
     return emitError() << "shard dim must be from 0 to " << int64_t(HTP_ENTRY_MAX_RANK) - 1
                        << " (below HTP_ENTRY_MAX_RANK), got " << dim;
@@ -47,7 +48,38 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, in
                        << " (HTP_ENTRY_MAX_TP), got " << parts;
   if (layout == ShardLayout::Qkv && dim != 0)
     return emitError() << "a qkv shard cuts dim 0 (the q, k and v rows), got dim " << dim;
+  if (!units) {
+    if (unit != 0)
+      return emitError() << "a shard's unit (" << unit << ") goes with its units (uneven shards)";
+    return success();
+  }
+  if (static_cast<int64_t>(units.size()) != parts)
+    return emitError() << "an uneven shard has one unit count per part: " << parts
+                       << " parts, " << units.size() << " counts";
+  for (auto [part, count] : llvm::enumerate(units.asArrayRef()))
+    if (count < 1 || count > HTP_ENTRY_MAX_SHARD_UNITS)
+      return emitError() << "an uneven shard's unit count must be from 1 to "
+                         << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ", part " << part << " has "
+                         << count;
+  if (unit < 1 || unit > HTP_ENTRY_MAX_DIM)
+    return emitError() << "an uneven shard's unit must be from 1 to "
+                       << int64_t(HTP_ENTRY_MAX_DIM) << " rows or columns, got " << unit;
   return success();
+}
+
+/// The extent along the shard's dim of the global tensor and of each rank's
+/// argument (for qkv: one of the three blocks), or nullopt on overflow.
+static std::optional<std::pair<int64_t, int64_t>> unevenExtents(ShardAttr shard) {
+  int64_t total = 0, most = 0;
+  for (int64_t count : shard.getUnits().asArrayRef()) {
+    total += count; // each <= 2^20, at most 1024 of them
+    most = std::max(most, count);
+  }
+  std::optional<int64_t> global = llvm::checkedMul(total, shard.getUnit());
+  std::optional<int64_t> local = llvm::checkedMul(most, shard.getUnit());
+  if (!global || !local)
+    return std::nullopt;
+  return std::make_pair(*global, *local);
 }
 
 /// Checks a shard against the argument it is attached to (the attribute
@@ -80,15 +112,33 @@ static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Att
     return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
                            << " has parts = " << shard.getParts() << ", but the function's "
                            << kTPAttrName << " is " << tp.getInt();
-  // The global tensor the executor assembles: dim × parts, checked.
+  // The global tensor the executor assembles: dim × parts, or sum(units)
+  // × unit (× 3 for qkv), checked.
   SmallVector<int64_t> global(type.getShape());
-  std::optional<int64_t> size = llvm::checkedMul(global[shard.getDim()], shard.getParts());
+  std::optional<int64_t> size;
+  if (!shard.getUnits()) {
+    size = llvm::checkedMul(global[shard.getDim()], shard.getParts());
+  } else {
+    const int64_t blocks = shard.getLayout() == ShardLayout::Qkv ? 3 : 1;
+    auto extents = unevenExtents(shard);
+    std::optional<int64_t> local = extents ? llvm::checkedMul(extents->second, blocks)
+                                           : std::nullopt;
+    if (!local || *local != type.getDimSize(shard.getDim()))
+      return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                             << ": an uneven shard's dim " << shard.getDim()
+                             << " holds the most units of any rank ("
+                             << (blocks == 3 ? "3 x " : "") << "max(units) x unit), but it is "
+                             << type.getDimSize(shard.getDim());
+    size = llvm::checkedMul(extents->first, blocks);
+  }
   global[shard.getDim()] = size ? *size : std::numeric_limits<int64_t>::max();
   return verifyTensorTypeLimits(
       [op]() { return op->emitError(); },
       RankedTensorType::get(global, type.getElementType()),
       "argument #" + Twine(argIndex) + "'s global tensor (dim " + Twine(shard.getDim()) +
-          " times " + Twine(shard.getParts()) + " parts)");
+          (shard.getUnits() ? " of sum(units) x unit" : " times " + Twine(shard.getParts()) +
+                                                            " parts") +
+          ")");
 }
 
 LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {

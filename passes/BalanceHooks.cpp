@@ -92,6 +92,16 @@ bool isBF16Block(func::FuncOp func) {
   return found;
 }
 
+/// The uneven htp.shard of `value` when it is an argument of `func` split
+/// by shares, else null.
+ShardAttr unevenShardOf(func::FuncOp func, Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  if (!arg || arg.getOwner()->getParentOp() != func)
+    return {};
+  auto shard = func.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName);
+  return shard && shard.getUnits() ? shard : ShardAttr();
+}
+
 int64_t dimOf(Value value, unsigned dim) {
   return cast<RankedTensorType>(value.getType()).getDimSize(dim);
 }
@@ -143,6 +153,17 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     for (auto [layer, chain] : llvm::enumerate(mlps)) {
       int64_t hidden = dimOf(chain.fc1.getWeight(), 0);
       int64_t width = mlpUnitWidth ? mlpUnitWidth : automaticUnitWidth(hidden);
+      // An uneven split owns whole units of its own width: the hooks' units
+      // must be those, or a rank's empty slots would not be whole units.
+      if (ShardAttr shard = unevenShardOf(func, chain.fc1.getWeight())) {
+        if (mlpUnitWidth && mlpUnitWidth != shard.getUnit()) {
+          chain.fc1.emitOpError() << "was split by shares into MLP units of " << shard.getUnit()
+                                  << " neurons, but mlp-unit-width is "
+                                  << static_cast<int64_t>(mlpUnitWidth);
+          return signalPassFailure();
+        }
+        width = shard.getUnit();
+      }
       if (hidden % width != 0) {
         chain.fc1.emitOpError() << "hidden width (" << hidden
                                 << ") is not a multiple of mlp-unit-width (" << width << ")";

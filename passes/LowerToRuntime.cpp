@@ -69,6 +69,8 @@ std::string quotedName(StringRef name) {
 struct ShardRecord {
   int64_t dim, parts;
   std::string layout;
+  SmallVector<int64_t> units; ///< uneven shards only
+  int64_t unit = 0;
 };
 
 /// Argument `index`'s shard record: none when it is not sharded, failure
@@ -78,8 +80,11 @@ FailureOr<std::optional<ShardRecord>> readShard(func::FuncOp func, unsigned inde
   auto shard = func.getArgAttrOfType<ShardAttr>(index, kShardAttrName);
   if (!shard)
     return std::optional<ShardRecord>();
-  return std::optional<ShardRecord>(ShardRecord{
-      shard.getDim(), shard.getParts(), stringifyShardLayout(shard.getLayout()).str()});
+  ShardRecord record{shard.getDim(), shard.getParts(),
+                     stringifyShardLayout(shard.getLayout()).str(), {}, shard.getUnit()};
+  if (shard.getUnits())
+    record.units.assign(shard.getUnits().asArrayRef().begin(), shard.getUnits().asArrayRef().end());
+  return std::optional<ShardRecord>(std::move(record));
 }
 
 /// What the signature's "balance" record says: the shape of the work units
@@ -536,6 +541,13 @@ std::string EntryLowering::signatureJSON() {
         json.attribute("dim", shard->dim);
         json.attribute("parts", shard->parts);
         json.attribute("layout", shard->layout);
+        if (!shard->units.empty()) {
+          json.attributeArray("units", [&] {
+            for (int64_t count : shard->units)
+              json.value(count);
+          });
+          json.attribute("unit", shard->unit);
+        }
       });
   };
   json.object([&] {
@@ -620,6 +632,11 @@ SmallVector<int64_t> EntryLowering::facts(size_t signatureBytes) {
       record[HTP_FACT_SHARD_LAYOUT] = shard->layout == "qkv" ? HTP_SHARD_QKV : HTP_SHARD_BLOCKS;
       record[HTP_FACT_SHARD_DIM] = shard->dim;
       record[HTP_FACT_SHARD_PARTS] = shard->parts;
+      if (!shard->units.empty()) {
+        record[HTP_FACT_SHARD_UNIT] = shard->unit;
+        record[HTP_FACT_SHARD_UNITS_HASH] =
+            htp_facts_units_hash(shard->units.data(), static_cast<int>(shard->units.size()));
+      }
     }
     record[HTP_FACT_GRAD_ARG] = gradArg;
     words.append(std::begin(record), std::end(record));

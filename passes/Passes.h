@@ -24,6 +24,10 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
   Option<int64_t> tp{*this, "tp",
                      llvm::cl::desc("Tensor-parallel ranks to split for (1: unsharded)"),
                      llvm::cl::init(1)};
+  ListOption<int64_t> shares{
+      *this, "shares",
+      llvm::cl::desc("Uneven split: one positive share per rank (--htp-tensor-parallel's "
+                     "shares; empty: even)")};
   Option<bool> hooks{*this, "hooks",
                      llvm::cl::desc("With tp > 1, add the balance hooks (--htp-balance-hooks) so "
                                     "the runtime can prune or migrate work units"),

@@ -33,10 +33,26 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
     `htp.shard = #htp.shard<dim = D, parts = N, layout = L>`; the function gets `htp.tp`. Heads or
     neurons not divisible by `tp`, and a parameter used both by a split op
     and elsewhere, are errors. `tp = 1` leaves the function unchanged.
+
+    Uneven shards (DESIGN §12): `shares=3,3,2,1` (one positive number per
+    rank) gives rank r a part of each layer's heads and MLP units in
+    proportion to shares[r], whole units only (largest remainder; ties to
+    the lower rank). An MLP unit is `mlp-unit-width` neurons (0: the
+    smallest divisor of the hidden width that is at least
+    min(64, hidden / (8 tp))), the unit the balance hooks then use. Every
+    rank's arguments have room for the most units any rank owns; rank r's
+    own units come first, the rest are empty slots (zero weights, so they
+    contribute nothing), and the shards say which global units each rank
+    owns (`units`, `unit`). A rank whose share rounds to no unit, or a
+    hidden width the unit does not divide, is an error.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
-           "Number of tensor-parallel ranks (>= 1)">
+           "Number of tensor-parallel ranks (>= 1)">,
+    ListOption<"shares", "shares", "int64_t",
+               "Uneven split: one positive share per rank (empty: even)">,
+    Option<"mlpUnitWidth", "mlp-unit-width", "int64_t", /*default=*/"0",
+           "With shares: hidden neurons per MLP unit (0: automatic)">
   ];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }

@@ -21,6 +21,7 @@ void htp::buildHTPPipeline(OpPassManager &pm,
   if (options.tp > 1) {
     HTPTensorParallelOptions split;
     split.tp = options.tp;
+    split.shares.assign(options.shares.begin(), options.shares.end());
     pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
   }
   if (options.tp > 1 && options.hooks)

@@ -23,6 +23,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "runtime/htp_entry.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/InterleavedRange.h"
 
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPTENSORPARALLEL
@@ -34,22 +35,64 @@ using namespace mlir::htp;
 
 namespace {
 
-/// How one argument is split: its dim `dim` is divided into tp slices.
+/// How one argument is split: its dim `dim` is divided into tp slices;
+/// uneven ones (shares) give rank r units[r] units of `unit` rows or
+/// columns (per q, k and v block for qkv), each rank holding room for the
+/// most any rank owns.
 struct Shard {
   int64_t dim;
   ShardLayout layout;
+  SmallVector<int64_t> units; ///< empty: even
+  int64_t unit = 0;
   bool operator==(const Shard &other) const {
-    return dim == other.dim && layout == other.layout;
+    return dim == other.dim && layout == other.layout && units == other.units &&
+           unit == other.unit;
   }
+  int64_t blocks() const { return layout == ShardLayout::Qkv ? 3 : 1; }
 };
+
+/// The whole units of `total` for each share, in proportion (largest
+/// remainder; ties to the lower rank). Exact integer arithmetic: shares
+/// and totals are bounded by the caller.
+SmallVector<int64_t> apportion(int64_t total, ArrayRef<int64_t> shares) {
+  int64_t sum = 0;
+  for (int64_t share : shares)
+    sum += share;
+  SmallVector<int64_t> units;
+  SmallVector<std::pair<int64_t, size_t>> remainders; // (remainder, rank)
+  int64_t given = 0;
+  for (auto [rank, share] : llvm::enumerate(shares)) {
+    // total * share fits: total <= 2^31, share <= 2^20.
+    units.push_back(total * share / sum);
+    given += units.back();
+    remainders.push_back({total * share % sum, rank});
+  }
+  llvm::stable_sort(remainders, [](auto a, auto b) { return a.first > b.first; });
+  for (size_t i = 0; given < total; ++i, ++given)
+    ++units[remainders[i].second];
+  return units;
+}
+
+/// The smallest divisor of `hidden` at least min(64, hidden / (8 tp)): about
+/// 8 or more units per rank, each a GEMM of a few dozen columns.
+int64_t automaticUnitWidth(int64_t hidden, int64_t tp) {
+  int64_t floor = std::max<int64_t>(1, std::min<int64_t>(64, hidden / (8 * tp)));
+  for (int64_t width = floor; width < hidden; ++width)
+    if (hidden % width == 0)
+      return width;
+  return hidden;
+}
 
 /// One split function; collects the shards, then rewrites.
 class FunctionSplitter {
 public:
-  FunctionSplitter(func::FuncOp func, int64_t tp) : func(func), tp(tp), builder(func) {}
+  FunctionSplitter(func::FuncOp func, int64_t tp, ArrayRef<int64_t> shares,
+                   int64_t mlpUnitWidth)
+      : func(func), tp(tp), shares(shares), mlpUnitWidth(mlpUnitWidth), builder(func) {}
   LogicalResult run();
 
 private:
+  FailureOr<SmallVector<int64_t>> unevenUnits(Operation *op, int64_t total, StringRef what);
   LogicalResult shardOperand(Operation *op, unsigned operandIndex, Shard shard, StringRef role);
   void allowShardedUses(Operation *op, ArrayRef<unsigned> operandIndices);
   LogicalResult checkShardedUses();
@@ -60,6 +103,8 @@ private:
 
   func::FuncOp func;
   int64_t tp;
+  ArrayRef<int64_t> shares; ///< empty: even
+  int64_t mlpUnitWidth;
   OpBuilder builder;
   llvm::MapVector<unsigned, Shard> shards; ///< argument number → shard
   /// The (op, operand) places where a sharded argument may be used.
@@ -85,6 +130,16 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
                              << describeArgument(func, arg.getArgNumber())
                              << ", is split differently by another op";
   int64_t size = cast<RankedTensorType>(arg.getType()).getDimSize(shard.dim);
+  if (!shard.units.empty()) {
+    int64_t total = 0;
+    for (int64_t count : shard.units)
+      total += count;
+    if (size != shard.blocks() * total * shard.unit)
+      return op->emitOpError() << "cannot be split by shares: dim " << shard.dim << " of its "
+                               << role << " (" << size << ") is not " << shard.blocks() * total
+                               << " units of " << shard.unit;
+    return success();
+  }
   // tp is bounded by HTP_ENTRY_MAX_TP in runOnOperation; checked all the same.
   std::optional<int64_t> parts = shard.layout == ShardLayout::Qkv ? llvm::checkedMul<int64_t>(3, tp)
                                                         : std::optional<int64_t>(tp);
@@ -95,6 +150,19 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
                              << " of its " << role << " (" << size << ") is not divisible by "
                              << *parts;
   return success();
+}
+
+/// The units of `total` (heads or MLP units) each rank owns under the
+/// shares; an error naming the rank whose share rounds to none.
+FailureOr<SmallVector<int64_t>> FunctionSplitter::unevenUnits(Operation *op, int64_t total,
+                                                              StringRef what) {
+  SmallVector<int64_t> units = apportion(total, shares);
+  for (auto [rank, count] : llvm::enumerate(units))
+    if (count == 0)
+      return op->emitOpError() << "cannot be split by shares=" << llvm::interleaved(shares, ",")
+                               << ": rank " << rank << "'s share gets none of the " << total
+                               << " " << what << " (each rank needs at least one whole unit)";
+  return units;
 }
 
 /// Records that `op` reads its operands `operandIndices` as shards.
@@ -127,20 +195,29 @@ Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value 
 }
 
 LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
-  int64_t heads = attention.getNumHeads();
-  if (heads % tp != 0)
+  int64_t heads = attention.getNumHeads(), localHeads = heads / tp;
+  SmallVector<int64_t> units;
+  if (!shares.empty()) {
+    FailureOr<SmallVector<int64_t>> owned = unevenUnits(attention, heads, "heads");
+    if (failed(owned))
+      return failure();
+    units = std::move(*owned);
+    localHeads = *llvm::max_element(units);
+  } else if (heads % tp != 0) {
     return attention.emitOpError() << "cannot be split over tp = " << tp << ": num_heads ("
                                    << heads << ") is not divisible by tp";
-  if (failed(shardOperand(attention, 1, {0, ShardLayout::Qkv}, "qkv weight")) ||
-      failed(shardOperand(attention, 2, {0, ShardLayout::Qkv}, "qkv bias")) ||
-      failed(shardOperand(attention, 3, {1, ShardLayout::Blocks}, "proj weight")))
+  }
+  const int64_t unit = units.empty() ? 0 : attention.getHeadDim();
+  if (failed(shardOperand(attention, 1, {0, ShardLayout::Qkv, units, unit}, "qkv weight")) ||
+      failed(shardOperand(attention, 2, {0, ShardLayout::Qkv, units, unit}, "qkv bias")) ||
+      failed(shardOperand(attention, 3, {1, ShardLayout::Blocks, units, unit}, "proj weight")))
     return failure();
   Value bias = attention.getProjBias();
   builder.setInsertionPoint(attention);
   auto local = AttentionOp::create(builder, attention.getLoc(), attention.getType(),
                                    attention.getInput(), attention.getQkvWeight(),
                                    attention.getQkvBias(), attention.getProjWeight(),
-                                   /*proj_bias=*/Value(), builder.getI64IntegerAttr(heads / tp),
+                                   /*proj_bias=*/Value(), builder.getI64IntegerAttr(localHeads),
                                    /*pair=*/IntegerAttr());
   allowShardedUses(local, {1, 2, 3});
   attention.getResult().replaceAllUsesWith(reduceAndAddBias(local, local.getResult(), bias));
@@ -151,18 +228,34 @@ LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
 LogicalResult FunctionSplitter::splitMLP(LinearOp column, ArrayRef<GeluOp> activations,
                                          LinearOp row) {
   int64_t neurons = cast<RankedTensorType>(column.getWeight().getType()).getDimSize(0);
-  if (neurons % tp != 0)
+  int64_t localNeurons = neurons / tp, unit = 0;
+  SmallVector<int64_t> units;
+  if (!shares.empty()) {
+    unit = mlpUnitWidth ? mlpUnitWidth : automaticUnitWidth(neurons, tp);
+    if (neurons % unit != 0)
+      return column.emitOpError() << "cannot be split by shares: out_features (" << neurons
+                                  << ") of this column-parallel linear is not a multiple of "
+                                     "mlp-unit-width ("
+                                  << unit << ")";
+    FailureOr<SmallVector<int64_t>> owned = unevenUnits(column, neurons / unit, "MLP units");
+    if (failed(owned))
+      return failure();
+    units = std::move(*owned);
+    localNeurons = *llvm::max_element(units) * unit;
+  } else if (neurons % tp != 0) {
     return column.emitOpError() << "cannot be split over tp = " << tp << ": out_features ("
                                 << neurons << ") of this column-parallel linear is not "
                                 << "divisible by tp";
-  if (failed(shardOperand(column, 1, {0, ShardLayout::Blocks}, "weight")) ||
-      (column.getBias() && failed(shardOperand(column, 2, {0, ShardLayout::Blocks}, "bias"))) ||
-      failed(shardOperand(row, 1, {1, ShardLayout::Blocks}, "weight")))
+  }
+  if (failed(shardOperand(column, 1, {0, ShardLayout::Blocks, units, unit}, "weight")) ||
+      (column.getBias() &&
+       failed(shardOperand(column, 2, {0, ShardLayout::Blocks, units, unit}, "bias"))) ||
+      failed(shardOperand(row, 1, {1, ShardLayout::Blocks, units, unit}, "weight")))
     return failure();
-  // The hidden activation keeps neurons / tp columns on this rank.
+  // The hidden activation keeps this rank's room of neurons.
   auto hidden = cast<RankedTensorType>(column.getType());
   SmallVector<int64_t> shape(hidden.getShape());
-  shape.back() /= tp;
+  shape.back() = localNeurons;
   auto localHidden = RankedTensorType::get(shape, hidden.getElementType());
   column.getResult().setType(localHidden);
   for (GeluOp gelu : activations)
@@ -205,10 +298,17 @@ void FunctionSplitter::rewriteSignature() {
     BlockArgument arg = body.getArgument(index);
     auto type = cast<RankedTensorType>(arg.getType());
     SmallVector<int64_t> shape(type.getShape());
-    shape[shard.dim] /= tp;
+    if (shard.units.empty())
+      shape[shard.dim] /= tp;
+    else
+      shape[shard.dim] = shard.blocks() * *llvm::max_element(shard.units) * shard.unit;
     arg.setType(RankedTensorType::get(shape, type.getElementType()));
     func.setArgAttr(index, kShardAttrName,
-                    ShardAttr::get(builder.getContext(), shard.dim, tp, shard.layout));
+                    shard.units.empty()
+                        ? ShardAttr::get(builder.getContext(), shard.dim, tp, shard.layout)
+                        : ShardAttr::get(builder.getContext(), shard.dim, tp, shard.layout,
+                                         builder.getDenseI64ArrayAttr(shard.units),
+                                         shard.unit));
   }
   func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
                                                func.getFunctionType().getResults()));
@@ -266,9 +366,26 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
                                  << int64_t(HTP_ENTRY_MAX_TP) << " (HTP_ENTRY_MAX_TP), got " << static_cast<int64_t>(tp);
       return signalPassFailure();
     }
+    if (!shares.empty() && static_cast<int64_t>(shares.size()) != tp) {
+      getOperation().emitError() << "--htp-tensor-parallel: shares needs one share per rank ("
+                                 << static_cast<int64_t>(tp) << "), got " << shares.size();
+      return signalPassFailure();
+    }
+    for (int64_t share : shares)
+      if (share < 1 || share > HTP_ENTRY_MAX_SHARD_UNITS) {
+        getOperation().emitError() << "--htp-tensor-parallel: each share must be from 1 to "
+                                   << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ", got " << share;
+        return signalPassFailure();
+      }
+    if (mlpUnitWidth < 0) {
+      getOperation().emitError() << "--htp-tensor-parallel: mlp-unit-width must be >= 0, got "
+                                 << static_cast<int64_t>(mlpUnitWidth);
+      return signalPassFailure();
+    }
     if (tp == 1)
       return;
-    if (failed(FunctionSplitter(getOperation(), tp).run()))
+    SmallVector<int64_t> rankShares(shares.begin(), shares.end());
+    if (failed(FunctionSplitter(getOperation(), tp, rankShares, mlpUnitWidth).run()))
       signalPassFailure();
   }
 };

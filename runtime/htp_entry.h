@@ -71,6 +71,12 @@
  *     "blocks": rows/columns [r * d, (r + 1) * d) of dim `dim` (d = local size);
  *     "qkv":    dim 0 of the global tensor is q | k | v, each ordered by head;
  *               rank r holds slice r of each of the three, in that order.
+ *   An uneven shard (htp-opt's shares) adds "units": [u_0, ..., u_{parts-1}]
+ *   (each 1 to HTP_ENTRY_MAX_SHARD_UNITS) and "unit": N: along `dim` (for
+ *   qkv: in each of the three blocks) the global tensor is sum(u) units of
+ *   N rows or columns, rank r owns u_r of them starting at unit
+ *   u_0 + ... + u_{r-1}, and every rank's dim is max(u) * N (x 3 for qkv):
+ *   its own units first, then empty slots (zeros: they contribute nothing).
  *   Arguments without "shard" are the same on every rank; every result is
  *   complete and identical on every rank, but a gradient (below). A
  *   result's "role", when written, is "result" or "grad"; its "name" is
@@ -119,7 +125,9 @@
  *   result, indexed by htp_facts_tensor: role (htp_sig_role), dtype
  *   (htp_sig_dtype), bytes, rank, dims (HTP_ENTRY_MAX_RANK words, 0 past
  *   the rank), shard layout (htp_shard_layout), shard dim and parts (0 when
- *   not sharded), the argument a gradient is of (-1 for any other tensor);
+ *   not sharded), the argument a gradient is of (-1 for any other tensor),
+ *   an uneven shard's unit and htp_facts_units_hash of its units (0 and 0
+ *   for an even shard or none);
  *   then HTP_FACTS_BALANCE_WORDS: present (0 or 1), then "balance"'s eight
  *   fields in the order written above (0 when absent).
  *===----------------------------------------------------------------------===*/
@@ -143,7 +151,7 @@ typedef int32_t (*htp_entry_fn)(void *rt_ctx, void *const *buffers);
 #define HTP_FACTS_SYMBOL_PREFIX "htp.facts."
 #define HTP_ENTRY_FORMAT_VERSION 2
 /* Word 0 of a facts array: "HTPF" and the facts format, 1. */
-#define HTP_FACTS_MAGIC INT64_C(0x4854504601)
+#define HTP_FACTS_MAGIC INT64_C(0x4854504602)
 
 /* The header words of a facts array (above). */
 typedef enum htp_facts_header {
@@ -169,7 +177,9 @@ typedef enum htp_facts_tensor {
   HTP_FACT_SHARD_DIM = 13,
   HTP_FACT_SHARD_PARTS = 14,
   HTP_FACT_GRAD_ARG = 15,
-  HTP_FACTS_TENSOR_WORDS = 16
+  HTP_FACT_SHARD_UNIT = 16,       /* an uneven shard's unit, else 0 */
+  HTP_FACT_SHARD_UNITS_HASH = 17, /* htp_facts_units_hash of its units, else 0 */
+  HTP_FACTS_TENSOR_WORDS = 18
 } htp_facts_tensor;
 
 enum { HTP_FACTS_BALANCE_WORDS = 9 };
@@ -184,6 +194,7 @@ enum {
   HTP_ENTRY_MAX_UNITS = 1 << 24    /* heads or MLP units per rank */
 };
 #define HTP_ENTRY_MAX_DIM INT64_C(2147483647)            /* 2^31 - 1: BLAS's int */
+#define HTP_ENTRY_MAX_SHARD_UNITS INT64_C(1048576)      /* 2^20: one rank's units of a shard */
 #define HTP_ENTRY_MAX_TENSOR_BYTES (INT64_C(1) << 40)    /* 1 TiB, global shape */
 #define HTP_ENTRY_MAX_WORKSPACE_BYTES (INT64_C(1) << 40)
 
@@ -218,7 +229,10 @@ typedef struct htp_sig_tensor {
   size_t bytes;                             /* count * element_size */
   htp_shard_layout shard_layout;            /* HTP_SHARD_NONE without "shard" */
   int shard_dim, shard_parts;
-  int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts */
+  int64_t *shard_units;                     /* uneven: shard_parts counts (owned), else NULL */
+  int64_t shard_unit;                       /* uneven: rows or columns a unit, else 0 */
+  int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts, or uneven:
+                                             * sum(units) * unit (x 3 for qkv) */
   int64_t global_count;
   size_t global_bytes;                      /* global_count * element_size */
   htp_sig_dtype dtype;
@@ -252,6 +266,19 @@ typedef struct htp_signature {
   int tp;                   /* 1 when absent */
   htp_sig_balance balance;
 } htp_signature;
+
+/* The hash of an uneven shard's unit counts in its facts record (FNV-1a
+ * over the counts' 8 little-endian bytes each, top bit cleared): the
+ * lowering and the loader compute it alike. */
+static inline int64_t htp_facts_units_hash(const int64_t *units, int count) {
+  uint64_t hash = UINT64_C(14695981039346656037);
+  for (int i = 0; i < count; i++)
+    for (int byte = 0; byte < 8; byte++) {
+      hash ^= ((uint64_t)units[i] >> (8 * byte)) & 0xff;
+      hash *= UINT64_C(1099511628211);
+    }
+  return (int64_t)(hash >> 1);
+}
 
 /* Parses and validates the JSON signature text (length bytes; a NUL inside
  * is an error) into *sig, which the caller frees with htp_signature_free.

@@ -128,6 +128,30 @@ static json_t *member(reader *in, json_t *object, const char *key, const char *w
       return check_result_;                                                                    \
   } while (0)
 
+/* An uneven shard's "units" (one count per part) and "unit": the counts
+ * are allocated into tensor->shard_units (freed with the signature). */
+static htp_result read_units(reader *in, json_t *shard, const char *where,
+                             htp_sig_tensor *tensor) {
+  json_t *units = json_object_get(shard, "units"), *unit = json_object_get(shard, "unit");
+  if (!units && !unit)
+    return HTP_OK;
+  char what[128];
+  if (!units || !unit)
+    return invalid(in, "%s: an uneven shard has both \"units\" and \"unit\"", where);
+  if (!json_is_array(units) || json_array_size(units) != (size_t)tensor->shard_parts)
+    return invalid(in, "%s: shard units must be an array of one count per part (%d)", where,
+                   tensor->shard_parts);
+  if (!(tensor->shard_units = malloc((size_t)tensor->shard_parts * sizeof *tensor->shard_units)))
+    return out_of_memory(in);
+  for (int part = 0; part < tensor->shard_parts; part++) {
+    snprintf(what, sizeof what, "%s: shard units[%d]", where, part);
+    CHECK(read_integer(in, json_array_get(units, (size_t)part), what, 1,
+                       HTP_ENTRY_MAX_SHARD_UNITS, &tensor->shard_units[part]));
+  }
+  snprintf(what, sizeof what, "%s: shard unit", where);
+  return read_integer(in, unit, what, 1, HTP_ENTRY_MAX_DIM, &tensor->shard_unit);
+}
+
 /* "shard": {"dim", "parts", "layout"} of tensor, then its global shape. */
 static htp_result read_shard(reader *in, json_t *shard, const char *where, int tp,
                              htp_sig_tensor *tensor) {
@@ -161,6 +185,36 @@ static htp_result read_shard(reader *in, json_t *shard, const char *where, int t
   } else {
     return invalid(in, "%s: shard layout must be \"blocks\" or \"qkv\"", where);
   }
+  return read_units(in, shard, where, tensor);
+}
+
+/* The global dim of a shard: dim x parts, or for an uneven one sum(units) x
+ * unit (x 3 for qkv) after checking that the local dim is max(units) x unit
+ * (x 3). Counts are <= 2^20 and parts <= 2^10, so the sums cannot overflow. */
+static htp_result global_dim(reader *in, const char *where, const htp_sig_tensor *tensor,
+                             int64_t *global) {
+  const int64_t local = tensor->dims[tensor->shard_dim];
+  if (!tensor->shard_units) {
+    if (!product_within(local, tensor->shard_parts, HTP_ENTRY_MAX_DIM, global))
+      return invalid(in, "%s: the global dim %d is larger than %lld", where, tensor->shard_dim,
+                     (long long)HTP_ENTRY_MAX_DIM);
+    return HTP_OK;
+  }
+  const int64_t blocks = tensor->shard_layout == HTP_SHARD_QKV ? 3 : 1;
+  int64_t total = 0, most = 0, room = 0;
+  for (int part = 0; part < tensor->shard_parts; part++) {
+    total += tensor->shard_units[part];
+    if (tensor->shard_units[part] > most)
+      most = tensor->shard_units[part];
+  }
+  if (!product_within(most * blocks, tensor->shard_unit, HTP_ENTRY_MAX_DIM, &room) ||
+      room != local)
+    return invalid(in, "%s: an uneven shard's dim %d (%lld) must hold the most units of any "
+                   "rank (%s%lld x %lld)", where, tensor->shard_dim, (long long)local,
+                   blocks == 3 ? "3 x " : "", (long long)most, (long long)tensor->shard_unit);
+  if (!product_within(total * blocks, tensor->shard_unit, HTP_ENTRY_MAX_DIM, global))
+    return invalid(in, "%s: the global dim %d is larger than %lld", where, tensor->shard_dim,
+                   (long long)HTP_ENTRY_MAX_DIM);
   return HTP_OK;
 }
 
@@ -252,16 +306,26 @@ static htp_result read_tensor(reader *in, json_t *object, const char *list, int 
                      "only a gradient, with \"grad_of\", carries its parameter's shard)", where);
     CHECK(read_shard(in, shard, where, tp, tensor));
     int64_t *global = &tensor->global_dims[tensor->shard_dim];
-    if (!product_within(*global, tensor->shard_parts, HTP_ENTRY_MAX_DIM, global))
-      return invalid(in, "%s: the global dim %d is larger than %lld", where, tensor->shard_dim,
-                     (long long)HTP_ENTRY_MAX_DIM);
-    if (!product_within(tensor->count, tensor->shard_parts, max_count, &tensor->global_count))
+    CHECK(global_dim(in, where, tensor, global));
+    /* count / local dim is exact: the other dims' product. */
+    if (!product_within(tensor->count / tensor->dims[tensor->shard_dim], *global, max_count,
+                        &tensor->global_count))
       return invalid(in, "%s: the global tensor is larger than %lld bytes", where,
                      (long long)HTP_ENTRY_MAX_TENSOR_BYTES);
   }
   tensor->global_bytes = (size_t)tensor->global_count * tensor->element_size;
   snprintf(what, sizeof what, "%s: name", where);
   return read_name(in, name, what, &tensor->name);
+}
+
+/* Whether two shards of the same parts own the same units (both even, or
+ * both uneven alike). */
+static int same_units(const htp_sig_tensor *a, const htp_sig_tensor *b) {
+  if (!a->shard_units || !b->shard_units)
+    return !a->shard_units && !b->shard_units;
+  return a->shard_unit == b->shard_unit &&
+         memcmp(a->shard_units, b->shard_units, (size_t)a->shard_parts * sizeof *a->shard_units) ==
+             0;
 }
 
 /* Each gradient against the arguments: grad_of names a parameter, at most
@@ -295,11 +359,13 @@ static htp_result check_gradients(reader *in, htp_signature *sig) {
                      k, grad->name, grad->grad_of);
     if (grad->shard_layout != param->shard_layout ||
         (param->shard_layout != HTP_SHARD_NONE &&
-         (grad->shard_dim != param->shard_dim || grad->shard_parts != param->shard_parts)))
+         (grad->shard_dim != param->shard_dim || grad->shard_parts != param->shard_parts ||
+          !same_units(grad, param))))
       return invalid(in, "results[%d] ('%s'): its shard must be that of parameter '%s' (%s)", k,
                      grad->name, grad->grad_of,
-                     param->shard_layout == HTP_SHARD_NONE ? "none: it is replicated"
-                                                           : "the same dim, parts and layout");
+                     param->shard_layout == HTP_SHARD_NONE
+                         ? "none: it is replicated"
+                         : "the same dim, parts, layout, units and unit");
     grad->grad_arg = found;
   }
   return HTP_OK;
@@ -447,11 +513,14 @@ htp_result htp_signature_parse(const char *text, size_t length, htp_signature *s
 void htp_signature_free(htp_signature *sig) {
   if (!sig)
     return;
-  for (int i = 0; i < sig->num_args; i++)
+  for (int i = 0; i < sig->num_args; i++) {
     free(sig->args[i].name);
+    free(sig->args[i].shard_units);
+  }
   for (int i = 0; i < sig->num_results; i++) {
     free(sig->results[i].name);
     free(sig->results[i].grad_of);
+    free(sig->results[i].shard_units);
   }
   free(sig->args);
   free(sig->results);

@@ -297,6 +297,56 @@ func.func @shard_dictionary(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, lay
 
 // -----
 
+// expected-error @+1 {{an uneven shard has one unit count per part: 2 parts, 3 counts}}
+func.func @shard_units_count(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [1, 1, 1], unit = 2>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{an uneven shard's unit count must be from 1 to 1048576, part 1 has 0}}
+func.func @shard_units_zero(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 0], unit = 2>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{an uneven shard's unit must be from 1 to 2147483647 rows or columns, got 0}}
+func.func @shard_unit_zero(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 1]>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{a shard's unit (2) goes with its units (uneven shards)}}
+func.func @shard_unit_alone(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, unit = 2>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
+// Room for the most units of any rank: 2 x 2 rows, not 6.
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 holds the most units of any rank (max(units) x unit), but it is 6}}
+func.func @shard_units_room(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 1], unit = 2>}) -> tensor<6x6xf32> {
+  return %w : tensor<6x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 holds the most units of any rank (3 x max(units) x unit), but it is 6}}
+func.func @shard_units_room_qkv(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 2>}) -> tensor<6x6xf32> {
+  return %w : tensor<6x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{argument #0's global tensor (dim 0 of sum(units) x unit)}}
+func.func @shard_units_global(%w: tensor<1073741824xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [1, 1], unit = 1073741824>}) -> tensor<1073741824xf32> {
+  return %w : tensor<1073741824xf32>
+}
+
+// -----
+
 // expected-error @+2 {{expected ::mlir::htp::ShardLayout to be one of: blocks, qkv}}
 // expected-error @+1 {{failed to parse HTP_ShardAttr parameter 'layout'}}
 func.func @shard_layout(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = rows>}) -> tensor<4x6xf32> {

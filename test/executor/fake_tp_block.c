@@ -50,9 +50,9 @@ const char fake_default_entry[] __asm__("htp.default_entry") = "fake_block";
 /* What the code below is written for, as the lowering states it beside a
  * compiled block's signature: the loader compares the two. */
 #define F32_2D(role, d0, d1, layout, dim, parts) \
-  role, HTP_SIG_F32, 4 * (d0) * (d1), 2, d0, d1, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1
+  role, HTP_SIG_F32, 4 * (d0) * (d1), 2, d0, d1, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1, 0, 0
 #define F32_1D(role, d0, layout, dim, parts) \
-  role, HTP_SIG_F32, 4 * (int64_t)(d0), 1, d0, 0, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1
+  role, HTP_SIG_F32, 4 * (int64_t)(d0), 1, d0, 0, 0, 0, 0, 0, 0, 0, layout, dim, parts, -1, 0, 0
 const int64_t fake_block_facts[] __asm__("htp.facts.fake_block") = {
     HTP_FACTS_MAGIC,
     HTP_FACTS_HEADER_WORDS + 7 * HTP_FACTS_TENSOR_WORDS + HTP_FACTS_BALANCE_WORDS,

@@ -436,6 +436,50 @@ static void test_tp_and_shards(void **state) {
                       RESULT_Y, ", \"tp\": 8", "the global tensor is larger than");
 }
 
+/* Uneven shards: rank r owns units[r] units of `unit` rows; each local
+ * dim has room for the most (x 3 for qkv), the global one holds them all. */
+static void test_uneven_shards(void **state) {
+  (void)state;
+  htp_signature sig;
+  expect_parsed_with(
+      "[{\"name\": \"qkv\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [18, 12],"
+      "  \"shard\": {\"dim\": 0, \"parts\": 3, \"layout\": \"qkv\", \"units\": [2, 1, 1],"
+      "  \"unit\": 3}},"
+      " {\"name\": \"fc2\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [8, 10],"
+      "  \"shard\": {\"dim\": 1, \"parts\": 3, \"layout\": \"blocks\", \"units\": [5, 3, 2],"
+      "  \"unit\": 2}}]",
+      RESULT_Y, ", \"tp\": 3", &sig);
+  assert_true(sig.args[0].shard_units && sig.args[0].shard_units[0] == 2 &&
+              sig.args[0].shard_units[2] == 1 && sig.args[0].shard_unit == 3);
+  assert_true(sig.args[0].global_dims[0] == 36 && sig.args[0].global_count == 36 * 12);
+  assert_true(sig.args[1].global_dims[0] == 8 && sig.args[1].global_dims[1] == 20);
+  assert_int_equal(sig.args[1].global_bytes, 8 * 20 * 4);
+  htp_signature_free(&sig);
+#define UNEVEN(shape, units_and_unit)                                                        \
+  SHARDED(shape, "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\", " units_and_unit "}")
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 1]"), RESULT_Y, ", \"tp\": 2",
+                      "an uneven shard has both \"units\" and \"unit\"");
+  expect_refused_with(UNEVEN("[4, 4]", "\"unit\": 2"), RESULT_Y, ", \"tp\": 2",
+                      "an uneven shard has both");
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 1, 1], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "shard units must be an array of one count per part (2)");
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": 3, \"unit\": 2"), RESULT_Y, ", \"tp\": 2",
+                      "shard units must be an array");
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 0], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "args[0]: shard units[1] is 0, not in [1, 1048576]");
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 1], \"unit\": 0"), RESULT_Y,
+                      ", \"tp\": 2", "args[0]: shard unit is 0");
+  expect_refused_with(UNEVEN("[6, 4]", "\"units\": [2, 1], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "an uneven shard's dim 0 (6) must hold the most units of "
+                      "any rank (2 x 2)");
+  /* The room's product overflows before it is compared. */
+  expect_refused_with(UNEVEN("[4, 4]", "\"units\": [1048576, 1], \"unit\": 2147483647"),
+                      RESULT_Y, ", \"tp\": 2", "must hold the most units");
+  expect_refused_with(UNEVEN("[2147483647]", "\"units\": [1, 1], \"unit\": 2147483647"),
+                      RESULT_Y, ", \"tp\": 2", "the global dim 0 is larger than 2147483647");
+#undef UNEVEN
+}
+
 #define SHARDED_BF16(shape, shard)                                                           \
   "[{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"bf16\", \"shape\": " shape          \
   ", \"shard\": " shard "}]"
@@ -619,7 +663,17 @@ static void test_gradients(void **state) {
   /* The parameter's shard: missing, on a replicated parameter, or another. */
   expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
                       "\"grad_of\": \"w\", \"dtype\": \"f32\", \"shape\": [3, 4]}]", ", \"tp\": 2",
-                      "its shard must be that of parameter 'w' (the same dim, parts and layout)");
+                      "its shard must be that of parameter 'w' (the same dim, parts, layout, "
+                      "units and unit)");
+  /* An uneven parameter's gradient owns the same units. */
+  expect_refused_with("[{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": "
+                      "[4, 4], \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\", "
+                      "\"units\": [2, 1], \"unit\": 2}}]",
+                      "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", \"grad_of\": \"w\", "
+                      "\"dtype\": \"f32\", \"shape\": [4, 4], \"shard\": {\"dim\": 0, \"parts\": 2, "
+                      "\"layout\": \"blocks\", \"units\": [1, 2], \"unit\": 2}}]", ", \"tp\": 2",
+                      "its shard must be that of parameter 'w' (the same dim, parts, layout, "
+                      "units and unit)");
   expect_refused_with(GRAD_ARGS, "[" LOSS ", {\"name\": \"g\", \"role\": \"grad\", "
                       "\"grad_of\": \"b\", \"dtype\": \"f32\", \"shape\": [6], " W_SHARD "}]",
                       ", \"tp\": 2", "its shard must be that of parameter 'b' (none: it is "
@@ -651,7 +705,7 @@ int main(void) {
       cmocka_unit_test(test_dims_and_sizes),  cmocka_unit_test(test_too_many_tensors),
       cmocka_unit_test(test_tp_and_shards),   cmocka_unit_test(test_names),
       cmocka_unit_test(test_messages),        cmocka_unit_test(test_bf16),
-      cmocka_unit_test(test_gradients),
+      cmocka_unit_test(test_gradients),       cmocka_unit_test(test_uneven_shards),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,7 +91,7 @@ static void check_layout_sized(size_t element_size, int rank, const int64_t *loc
     char err[256] = "";
     memset(local, 0xff, (size_t)local_count * element_size);
     assert_int_equal(htp_shard_slice(global, local, element_size, rank, local_dims, dim, parts,
-                                     part, layout, err, sizeof err), 0);
+                                     part, layout, NULL, 0, err, sizeof err), 0);
     for (int64_t i = 0; i < local_count; i++) {
       int64_t expected = reference_index(rank, local_dims, dim, parts, part, layout, i);
       int64_t got = element_at(local, element_size, i);
@@ -165,13 +165,13 @@ static void test_qkv_explicit(void **state) {
   int64_t dims[1] = {3};
   char err[128];
   assert_int_equal(htp_shard_slice(global, local, sizeof(float), 1, dims, 0, 2, 1,
-                                   HTP_SHARD_QKV, err, sizeof err), 0);
+                                   HTP_SHARD_QKV, NULL, 0, err, sizeof err), 0);
   assert_true(local[0] == 1 && local[1] == 3 && local[2] == 5);
   /* The same in bf16 bit patterns (1.0 .. 5.0 are exact: 0x3f80 ...). */
   const uint16_t global_bf16[6] = {0x0000, 0x3f80, 0x4000, 0x4040, 0x4080, 0x40a0};
   uint16_t local_bf16[3] = {0xffff, 0xffff, 0xffff};
   assert_int_equal(htp_shard_slice(global_bf16, local_bf16, 2, 1, dims, 0, 2, 1, HTP_SHARD_QKV,
-                                   err, sizeof err), 0);
+                                   NULL, 0, err, sizeof err), 0);
   assert_true(local_bf16[0] == 0x3f80 && local_bf16[1] == 0x4040 && local_bf16[2] == 0x40a0);
 }
 
@@ -186,7 +186,7 @@ static void expect_refused(int rank, const int64_t *dims, int dim, int parts, in
                            htp_shard_layout layout, const char *expected) {
   float global[64] = {0}, local[64];
   char err[256] = "";
-  if (htp_shard_slice(global, local, sizeof(float), rank, dims, dim, parts, part, layout, err,
+  if (htp_shard_slice(global, local, sizeof(float), rank, dims, dim, parts, part, layout, NULL, 0, err,
                       sizeof err) == 0 ||
       !strstr(err, expected))
     fail_msg("expected a refusal containing \"%s\", got \"%s\"", expected, err);
@@ -208,7 +208,7 @@ static void test_refused(void **state) {
   /* An element size that is neither f32's nor bf16's. */
   float global[16] = {0}, local[16];
   char err[256] = "";
-  assert_int_not_equal(htp_shard_slice(global, local, 8, 2, dims, 0, 2, 0, HTP_SHARD_BLOCKS, err,
+  assert_int_not_equal(htp_shard_slice(global, local, 8, 2, dims, 0, 2, 0, HTP_SHARD_BLOCKS, NULL, 0, err,
                                        sizeof err), 0);
   assert_non_null(strstr(err, "elements of 8 bytes"));
 }
@@ -248,9 +248,9 @@ static void test_place_round_trip(void **state) {
       memset(rebuilt, 0, sizeof rebuilt);
       for (int part = 0; part < TP; part++) {
         assert_int_equal(htp_shard_slice(global, local, element, 2, dims, cases[c].dim, TP, part,
-                                         cases[c].layout, err, sizeof err), 0);
+                                         cases[c].layout, NULL, 0, err, sizeof err), 0);
         assert_int_equal(htp_shard_place(local, rebuilt, element, 2, dims, cases[c].dim, TP,
-                                         part, cases[c].layout, err, sizeof err), 0);
+                                         part, cases[c].layout, NULL, 0, err, sizeof err), 0);
       }
       size_t bytes = (size_t)(dims[0] * dims[1] * TP) * element;
       assert_memory_equal(rebuilt, global, bytes);
@@ -258,11 +258,71 @@ static void test_place_round_trip(void **state) {
   }
   char err[256];
   assert_int_not_equal(htp_shard_place(local, rebuilt, 4, 2, cases[0].dims, 0, TP, TP,
-                                       HTP_SHARD_BLOCKS, err, sizeof err), 0);
+                                       HTP_SHARD_BLOCKS, NULL, 0, err, sizeof err), 0);
+}
+
+/* Uneven shards against a naive reference: units 3, 1, 2 of 2 rows (qkv:
+ * per block; blocks: rows of dim 0, then columns of dim 1). Part p's local
+ * rows are its own units' global rows, then zeros up to 3 units; placing
+ * every part back rebuilds the global tensor. Bad units are refused. */
+static void test_uneven(void **state) {
+  (void)state;
+  enum { TP = 3, UNIT = 2, MOST = 3, TOTAL = 6, INNER = 4 };
+  const int64_t units[TP] = {3, 1, 2}, first[TP] = {0, 3, 4};
+  const struct {
+    int dim;
+    htp_shard_layout layout;
+    int blocks;
+  } cases[] = {{0, HTP_SHARD_BLOCKS, 1}, {0, HTP_SHARD_QKV, 3}, {1, HTP_SHARD_BLOCKS, 1}};
+  for (int c = 0; c < 3; c++) {
+    const int blocks = cases[c].blocks, by_columns = cases[c].dim == 1;
+    /* Global: blocks x TOTAL units x UNIT rows x INNER (by columns: INNER
+     * rows of TOTAL x UNIT columns). */
+    const int64_t global_rows = (int64_t)blocks * TOTAL * UNIT, local_rows = blocks * MOST * UNIT;
+    float global[3 * TOTAL * UNIT * INNER], local[3 * MOST * UNIT * INNER],
+        rebuilt[3 * TOTAL * UNIT * INNER];
+    for (int i = 0; i < global_rows * INNER; i++)
+      global[i] = (float)i + 1.0f;
+    const int64_t dims[2] = {by_columns ? INNER : local_rows, by_columns ? local_rows : INNER};
+    memset(rebuilt, 0, sizeof rebuilt);
+    for (int part = 0; part < TP; part++) {
+      char err[256];
+      assert_int_equal(htp_shard_slice(global, local, 4, 2, dims, cases[c].dim, TP, part,
+                                       cases[c].layout, units, UNIT, err, sizeof err), 0);
+      for (int b = 0; b < blocks; b++)
+        for (int row = 0; row < MOST * UNIT; row++)
+          for (int k = 0; k < INNER; k++) {
+            const int64_t local_row = (int64_t)b * MOST * UNIT + row;
+            const int64_t global_row = (int64_t)b * TOTAL * UNIT + first[part] * UNIT + row;
+            const float got = by_columns ? local[k * local_rows + local_row]
+                                         : local[local_row * INNER + k];
+            const float want = row >= units[part] * UNIT ? 0.0f
+                               : by_columns             ? global[k * global_rows + global_row]
+                                                        : global[global_row * INNER + k];
+            if (got != want)
+              fail_msg("case %d part %d block %d row %d col %d: %g, want %g", c, part, b, row, k,
+                       got, want);
+          }
+      assert_int_equal(htp_shard_place(local, rebuilt, 4, 2, dims, cases[c].dim, TP, part,
+                                       cases[c].layout, units, UNIT, err, sizeof err), 0);
+    }
+    assert_memory_equal(rebuilt, global, (size_t)global_rows * INNER * sizeof(float));
+  }
+  char err[256];
+  float global[TOTAL * UNIT * INNER] = {0}, local[MOST * UNIT * INNER];
+  const int64_t dims[2] = {MOST * UNIT, INNER}, wrong_room[2] = {4 * UNIT, INNER};
+  const int64_t zero[TP] = {3, 0, 2};
+  assert_int_not_equal(htp_shard_slice(global, local, 4, 2, dims, 0, TP, 1, HTP_SHARD_BLOCKS,
+                                       zero, UNIT, err, sizeof err), 0);
+  assert_non_null(strstr(err, "part 1 owns 0 units"));
+  assert_int_not_equal(htp_shard_slice(global, local, 4, 2, wrong_room, 0, TP, 1,
+                                       HTP_SHARD_BLOCKS, units, UNIT, err, sizeof err), 0);
+  assert_non_null(strstr(err, "is not the most units of a part (3) x the unit (2)"));
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_uneven),
       cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
       cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
       cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),

@@ -232,6 +232,8 @@ def main():
     parser.add_argument("--eps", type=float, default=1e-6)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (htp-run --tp)")
+    parser.add_argument("--shares", help="an uneven split, one share per rank, e.g. 3,3,2,1 "
+                                         "(htp-run and htp-compile --shares)")
     parser.add_argument("--extra", default="",
                         help="more htp-run arguments, one string split at blanks, e.g. "
                              "\"--policy migrate --slow 1:4 --iters 8\" (--iters or "
@@ -259,8 +261,9 @@ def main():
                     "-o", block] + (["--dtype", "bf16"] if a.dtype == "bf16" else []), check=True)
     if a.so:
         so = os.path.join(a.workdir, "block.so")
-        build = subprocess.run([a.so, "--tp", str(a.tp), block, "-o", so], capture_output=True,
-                               text=True)
+        build = subprocess.run([a.so, "--tp", str(a.tp), block, "-o", so]
+                               + ([f"--shares={a.shares}"] if a.shares else []),
+                               capture_output=True, text=True)
         if build.returncode != 0:
             print(f"FAIL: htp-compile exited with {build.returncode}\n{build.stderr}")
             return 1
@@ -275,7 +278,8 @@ def main():
     extra = a.extra.split()
     defaults = [arg for flag, value in (("--iters", "1"), ("--warmup", "0")) if flag not in extra
                 for arg in (flag, value)]
-    tp = [] if a.so else ["--tp", str(a.tp)]  # a .so's signature says its tp
+    # A .so's signature says its tp and shares.
+    tp = [] if a.so else ["--tp", str(a.tp)] + (["--shares", a.shares] if a.shares else [])
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
                           "--output", output_path] + tp + defaults + extra,
                          capture_output=True, text=True)
@@ -289,6 +293,7 @@ def main():
         return 1
     shape = (f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
              f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}"
+             + (f" shares={a.shares}" if a.shares else "")
              + (f" dtype={a.dtype} weights={weights_dtype}" if a.dtype != "f32" else "")
              + (" so" if a.so else "") + (f" extra='{a.extra}'" if a.extra else ""))
     if a.dtype == "f32":

@@ -58,9 +58,10 @@ const char eval_signature[] __asm__("htp.sig.lin_loss") =
 #else
 #define W_SHARD_FACTS HTP_SHARD_NONE, 0, 0
 #endif
-/* ... is the shard's layout, dim and parts, then the gradient's argument. */
+/* ... is the shard's layout, dim and parts, then the gradient's argument
+ * (no uneven shard: unit and units hash 0). */
 #define FACT_RECORD(role, bytes, rank, d0, d1, d2, d3, ...) \
-  role, HTP_SIG_F32, bytes, rank, d0, d1, d2, d3, 0, 0, 0, 0, __VA_ARGS__
+  role, HTP_SIG_F32, bytes, rank, d0, d1, d2, d3, 0, 0, 0, 0, __VA_ARGS__, 0, 0
 #define ARGS_FACTS                                                                       \
   FACT_RECORD(HTP_SIG_INPUT, 4 * B * F, 4, B, 1, 28, 28, HTP_SHARD_NONE, 0, 0, -1),      \
       FACT_RECORD(HTP_SIG_INPUT, 4 * B * K, 2, B, K, 0, 0, HTP_SHARD_NONE, 0, 0, -1),    \

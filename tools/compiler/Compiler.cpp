@@ -85,7 +85,7 @@ static SmallVector<StringRef> publicFunctions(ModuleOp module) {
 
 OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
                                        std::string &entry, std::string &errors, int64_t tp,
-                                       bool grad) {
+                                       bool grad, ArrayRef<int64_t> shares) {
   llvm::raw_string_ostream errorStream(errors);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errorStream);
@@ -138,6 +138,7 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
   PassManager pm(&context);
   htp::HTPPipelineOptions options;
   options.tp = tp;
+  options.shares = shares;
   options.grad = grad;
   htp::buildHTPPipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -233,7 +234,11 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
   jit->context = htp::makeCompilerContext();
   std::string entryName = entry ? entry : "";
   OwningOpRef<ModuleOp> module =
-      htp::compileFile(*jit->context, path, entryName, errors, options ? options->tp : 1);
+      htp::compileFile(*jit->context, path, entryName, errors, options ? options->tp : 1,
+                       /*grad=*/true,
+                       options && options->num_shares
+                           ? ArrayRef<int64_t>(options->shares, options->num_shares)
+                           : ArrayRef<int64_t>());
   if (!module) {
     copyError(errors, err, errSize);
     return 1;

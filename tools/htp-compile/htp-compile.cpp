@@ -30,6 +30,12 @@ static cl::opt<int64_t> tensorParallel("tp",
                                        cl::desc("Split the block over N tensor-parallel ranks "
                                                 "(default 1: unsharded)"),
                                        cl::value_desc("N"), cl::init(1), cl::cat(htpCategory));
+static cl::list<int64_t> shares("shares",
+                                cl::desc("Uneven split: one positive share per rank, e.g. "
+                                         "--shares=3,3,2,1 with --tp 4 (heads and MLP units "
+                                         "in proportion, whole units)"),
+                                cl::CommaSeparated, cl::value_desc("S,S,..."),
+                                cl::cat(htpCategory));
 static cl::opt<bool> withGrad("grad",
                               cl::desc("Also compile NAME_grad, the backward of each function "
                                        "whose result #0 is an htp.cross_entropy loss (--htp-grad; "
@@ -54,7 +60,7 @@ int main(int argc, char **argv) {
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
   auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel,
-                                              withGrad);
+                                       withGrad, shares);
   // On success too: warnings (e.g. a bf16 block left without balance hooks).
   llvm::errs() << errors;
   if (!module)

@@ -67,7 +67,7 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
     one = sig;
     reference = state->compiled.fn;
   } else {
-    htp_compile_options compile = {1, NULL};
+    htp_compile_options compile = {.tp = 1};
     if (jit->load(options->path, options->entry, &compile, &state->check_compiled, err,
                   err_size))
       return 1;

@@ -22,6 +22,8 @@ extern "C" {
 /* Options the executor forwards to the compiler half. */
 typedef struct htp_compile_options {
   int tp;                 /* tensor-parallel degree; 1 = unsharded */
+  const int64_t *shares;  /* num_shares (0 or tp) shares: an uneven split */
+  int num_shares;
   const char *pipeline;   /* extra pipeline text, or NULL for the default */
 } htp_compile_options;
 

@@ -71,6 +71,14 @@ static const char *const HELP[] = {
     "                        (--htp-tensor-parallel); a .so runs at the tp it was\n"
     "                        compiled for (htp-compile --tp N), and a --tp that\n"
     "                        differs is an error\n"
+    "  --shares S,S,...      (.mlir) split unevenly: rank r gets the heads and MLP\n"
+    "                        units of each layer in proportion to its share, whole\n"
+    "                        units only, e.g. --tp 4 --shares 3,3,2,1 for a rank\n"
+    "                        that is half as fast (one share per rank; --tp, when\n"
+    "                        left out, is their count). Weights are sliced from the\n"
+    "                        global ones as for an even split, and the result is the\n"
+    "                        same up to the order of sums. For a .so: htp-compile\n"
+    "                        --shares\n"
     "  --backend local|mpi|nccl\n"
     "                        collectives backend (default local: one thread per rank\n"
     "                        in this process). mpi: one process per rank under\n"
@@ -366,7 +374,7 @@ void htp_run_print_help(FILE *stream) {
 enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
-  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
+  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_SHARES, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
   FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
@@ -530,6 +538,26 @@ static int parse_sms(const char *value, htp_run_options *options, char *err, siz
   options->sms[options->num_sms].rank = (int)rank;
   options->sms[options->num_sms].count = (int)count;
   options->num_sms++;
+  return 0;
+}
+
+/* "S,S,...": one share per rank, each in [1, HTP_ENTRY_MAX_SHARD_UNITS]. */
+static int parse_shares(const char *value, htp_run_options *options, char *err,
+                        size_t err_size) {
+  const char *p = value;
+  options->num_shares = 0;
+  do {
+    long share;
+    if (options->num_shares == HTP_ENTRY_MAX_TP ||
+        take_count(&p, HTP_ENTRY_MAX_SHARD_UNITS, &share) || share < 1)
+      return htp_set_error(err, err_size, "--shares expects one share per rank, each in [1, "
+                           "%lld], comma-separated (at most %d), e.g. 3,3,2,1, got '%s'",
+                           (long long)HTP_ENTRY_MAX_SHARD_UNITS, HTP_ENTRY_MAX_TP, value);
+    options->shares[options->num_shares++] = share;
+  } while (*p++ == ',');
+  if (p[-1] != '\0')
+    return htp_set_error(err, err_size, "--shares expects one share per rank, comma-separated, "
+                         "e.g. 3,3,2,1, got '%s'", value);
   return 0;
 }
 
@@ -732,6 +760,7 @@ static const flag_spec FLAGS[] = {
     PARSE("slow", FLAG_SLOW, add_slow, REPEATABLE),
     PARSE("fault", FLAG_FAULT, add_fault, REPEATABLE),
     PARSE("sms", FLAG_SMS, parse_sms, REPEATABLE),
+    PARSE("shares", FLAG_SHARES, parse_shares, 0),
     PARSE("timeout", FLAG_TIMEOUT, parse_timeout, 0),
     PATH("trace", FLAG_TRACE, trace, 0),
     SWITCH("check", FLAG_CHECK, check, REPEATABLE | RUN_ONLY),
@@ -971,6 +1000,11 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
                          "reuses: add --impute same, or leave it out");
   if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
+  if (options->num_shares && !options->tp_given)
+    options->tp = options->num_shares;
+  if (options->num_shares && options->num_shares != options->tp && !options->help)
+    return htp_set_error(err, err_size, "--shares gives %d shares but --tp is %ld: one share per "
+                         "rank", options->num_shares, options->tp);
   if (train->enabled && train->params && train->resume)
     return htp_set_error(err, err_size, "--params and --resume both give the starting weights: "
                          "give one");

@@ -7,6 +7,7 @@
 #define HTP_RUN_OPTIONS_H
 
 #include "runtime/htp.h"
+#include "runtime/htp_entry.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +93,8 @@ typedef struct htp_run_options {
   htp_report_kind report;
   long tp;
   int tp_given;                  /* --tp was on the command line */
+  int64_t shares[HTP_ENTRY_MAX_TP]; /* --shares: one per rank (num_shares 0: even) */
+  int num_shares;
   const char *backend, *device;
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */

@@ -280,7 +280,7 @@ static int gather_outputs(const htp_run_options *options, htp_run_state *state, 
     for (int rank = 0; rank < state->tp; rank++)
       if (htp_shard_place(state->results[rank][r], state->outputs[r], result->element_size,
                           result->rank, result->dims, result->shard_dim, result->shard_parts,
-                          rank, result->shard_layout, reason, sizeof reason))
+                          rank, result->shard_layout, result->shard_units, result->shard_unit, reason, sizeof reason))
         return htp_set_error(err, err_size, "gathering result '%s': %s", result->name, reason);
   }
   return 0;
@@ -468,6 +468,10 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
                          "%s: this htp-run was built without MLIR, so it cannot compile .mlir "
                          "files; compile with htp-compile elsewhere and run the .so",
                          options->path);
+  if (shared && options->num_shares)
+    return htp_set_error(err, err_size, "--shares splits a .mlir as it is compiled: %s was "
+                         "compiled with its split (htp-compile --shares); leave --shares out",
+                         options->path);
   /* On the CPU a .so has no other build to compare with; on a GPU a tp-1
    * .so is compared with itself on the CPU (checked once its tp is known). */
   if (shared && options->check && state->device != HTP_DEVICE_CUDA)
@@ -482,7 +486,8 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
 static int load_entry(const htp_run_options *options, const htp_compiler *jit,
                       htp_run_state *state, long requested, char *err, size_t err_size) {
   state->loader = state->shared ? htp_so_loader() : jit;
-  htp_compile_options compile = {(int)requested, NULL};
+  htp_compile_options compile = {.tp = (int)requested, .shares = options->shares,
+                                 .num_shares = options->num_shares};
   if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
                           err_size)) {
     state->loader = NULL;

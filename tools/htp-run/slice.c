@@ -3,7 +3,8 @@
  * This file implements slice.h. A slice of dim `dim` is, for each index of
  * the dims before it, one contiguous run of L * inner elements (inner = the
  * product of the dims after it), so the copy is a loop of memcpy's. The qkv
- * layout is three such slices, one per block of rows. Only the element size
+ * layout is three such slices, one per block of rows. An uneven part copies
+ * the rows it owns and zeroes the rest of its L. Only the element size
  * matters (f32 or bf16 alike): everything is counted in elements and copied
  * in bytes.
  *===----------------------------------------------------------------------===*/
@@ -22,11 +23,43 @@ static void move(int place, unsigned char *local, unsigned char *global, size_t 
     memcpy(local, global, n);
 }
 
+/* Where part `part` sits along the cut dim, in rows of one block (qkv: of
+ * each of the three): the global block's rows, the local block's, the
+ * first global row the part owns and how many it owns (the rest of its
+ * local rows are empty slots). Even: owned = local = rows / parts. */
+typedef struct part_rows {
+  int64_t global, local, first, owned;
+} part_rows;
+
+static int rows_of_part(int64_t local_rows, int parts, int part, const int64_t *units,
+                        int64_t unit, part_rows *rows, char *err, size_t err_size) {
+  if (!units) {
+    *rows = (part_rows){local_rows * parts, local_rows, local_rows * part, local_rows};
+    return 0;
+  }
+  int64_t before = 0, total = 0, most = 0;
+  for (int p = 0; p < parts; p++) {
+    if (units[p] < 1 || units[p] > HTP_ENTRY_MAX_SHARD_UNITS)
+      return htp_set_error(err, err_size, "shard: part %d owns %lld units", p,
+                           (long long)units[p]);
+    if (p < part)
+      before += units[p];
+    total += units[p];
+    most = units[p] > most ? units[p] : most;
+  }
+  if (unit < 1 || most * unit != local_rows)
+    return htp_set_error(err, err_size, "shard: an uneven slice of %lld rows is not the most "
+                         "units of a part (%lld) x the unit (%lld)", (long long)local_rows,
+                         (long long)most, (long long)unit);
+  *rows = (part_rows){total * unit, local_rows, before * unit, units[part] * unit};
+  return 0;
+}
+
 /* Slice (place 0: global -> local) or place (1: local -> global). */
 static int shard_copy(int place, unsigned char *global, unsigned char *local,
                       size_t element_size, int rank, const int64_t *local_dims, int dim,
-                      int parts, int part, htp_shard_layout layout, char *err,
-                      size_t err_size) {
+                      int parts, int part, htp_shard_layout layout, const int64_t *units,
+                      int64_t unit, char *err, size_t err_size) {
   if (element_size != 2 && element_size != 4)
     return htp_set_error(err, err_size, "shard: elements of %zu bytes (2 or 4)", element_size);
   if (rank < 0 || rank > HTP_ENTRY_MAX_RANK)
@@ -44,46 +77,48 @@ static int shard_copy(int place, unsigned char *global, unsigned char *local,
     return htp_set_error(err, err_size, "shard: dim %d of a rank-%d tensor", dim, rank);
   if (parts < 1 || part < 0 || part >= parts)
     return htp_set_error(err, err_size, "shard: part %d of %d", part, parts);
+  if (layout == HTP_SHARD_QKV && (dim != 0 || local_dims[0] % 3 != 0))
+    return htp_set_error(err, err_size, "shard: a qkv slice must be of dim 0 with a multiple of "
+                         "3 rows (dim %d, %lld rows)", dim, (long long)local_dims[dim]);
 
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < dim; d++)
     outer *= local_dims[d];
   for (int d = dim + 1; d < rank; d++)
     inner *= local_dims[d];
-  int64_t length = local_dims[dim]; /* the slice's extent along dim */
-
-  if (layout == HTP_SHARD_BLOCKS) {
-    /* For each outer index, global holds parts * length rows of inner elements. */
-    const int64_t run = length * inner, stride = (int64_t)parts * length * inner;
-    unsigned char *first = global + (size_t)((int64_t)part * run) * element_size;
-    for (int64_t i = 0; i < outer; i++)
-      move(place, local + (size_t)(i * run) * element_size,
-           first + (size_t)(i * stride) * element_size, (size_t)run * element_size);
-    return 0;
+  /* Blocks: one block of local_dims[dim] rows per outer index; qkv: three
+   * blocks (q, k, v) of local_dims[0] / 3 rows, outer = 1. Either way each
+   * block is a run of whole rows of `inner` elements. */
+  const int64_t blocks = layout == HTP_SHARD_QKV ? 3 : outer;
+  part_rows rows;
+  if (rows_of_part(local_dims[dim] / (layout == HTP_SHARD_QKV ? 3 : 1), parts, part, units, unit,
+                   &rows, err, err_size))
+    return 1;
+  const size_t row_bytes = (size_t)inner * element_size;
+  for (int64_t b = 0; b < blocks; b++) {
+    unsigned char *to = local + (size_t)(b * rows.local) * row_bytes;
+    unsigned char *from = global + (size_t)(b * rows.global + rows.first) * row_bytes;
+    move(place, to, from, (size_t)rows.owned * row_bytes);
+    if (!place && rows.owned < rows.local) /* empty slots: zeros, which contribute nothing */
+      memset(to + (size_t)rows.owned * row_bytes, 0,
+             (size_t)(rows.local - rows.owned) * row_bytes);
   }
-  if (dim != 0 || length % 3 != 0)
-    return htp_set_error(err, err_size, "shard: a qkv slice must be of dim 0 with a multiple of "
-                         "3 rows (dim %d, %lld rows)", dim, (long long)length);
-  /* Global rows: [q | k | v], each block parts * (length / 3) rows. */
-  int64_t per_block = length / 3, block_rows = per_block * parts;
-  for (int block = 0; block < 3; block++)
-    move(place, local + (size_t)(block * per_block * inner) * element_size,
-         global + (size_t)((block * block_rows + (int64_t)part * per_block) * inner) * element_size,
-         (size_t)(per_block * inner) * element_size);
   return 0;
 }
 
 int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, char *err, size_t err_size) {
+                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    size_t err_size) {
   /* Slicing only reads global: the cast is for the shared copier. */
   return shard_copy(0, (unsigned char *)(uintptr_t)global, local, element_size, rank,
-                    local_dims, dim, parts, part, layout, err, err_size);
+                    local_dims, dim, parts, part, layout, units, unit, err, err_size);
 }
 
 int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, char *err, size_t err_size) {
+                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    size_t err_size) {
   return shard_copy(1, global, (unsigned char *)(uintptr_t)local, element_size, rank,
-                    local_dims, dim, parts, part, layout, err, err_size);
+                    local_dims, dim, parts, part, layout, units, unit, err, err_size);
 }

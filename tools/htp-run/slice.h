@@ -25,18 +25,26 @@
  *                     rows each, and local is slice `part` (L / 3 rows) of each
  *                     block, in order q, k, v;
  *   HTP_SHARD_NONE:   local is a copy of global (parts is ignored).
+ * An uneven shard (units: `parts` counts, unit >= 1; NULL and 0 for an even
+ * one): along dim (in each qkv block) the global tensor is sum(units) units
+ * of `unit` rows or columns and L = max(units) * unit; part p's first
+ * units[p] * unit come from global unit units[0] + ... + units[p-1] on, and
+ * the rest of its L are empty slots: zeroed by slice, skipped by place.
  * Returns 0, or non-zero with a message in err for a bad request (an
  * element size other than 2 or 4, rank out of [0, HTP_ENTRY_MAX_RANK], dim out of range, part not in [0, parts),
- * a qkv slice that is not of dim 0 or not three equal blocks). */
+ * a qkv slice that is not of dim 0 or not three equal blocks, an uneven L
+ * that is not max(units) * unit). */
 int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, char *err, size_t err_size);
+                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    size_t err_size);
 
 /* The inverse: copies `local`, part `part` of `parts`, into its place in
  * `global` (same arguments and checks as htp_shard_slice; NONE copies the
  * whole tensor). Gathering every part rebuilds the global tensor. */
 int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, char *err, size_t err_size);
+                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    size_t err_size);
 
 #endif /* HTP_RUN_SHARD_H */

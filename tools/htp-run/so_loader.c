@@ -166,6 +166,10 @@ static int check_facts(const char *path, const htp_signature *sig, const unsigne
     TENSOR_FACT("shard parts", sharded ? t->shard_parts : 0, HTP_FACT_SHARD_PARTS, NULL, 0);
     TENSOR_FACT("gradient's argument", t->role == HTP_SIG_GRAD ? t->grad_arg : -1,
                 HTP_FACT_GRAD_ARG, NULL, 0);
+    TENSOR_FACT("shard unit", t->shard_unit, HTP_FACT_SHARD_UNIT, NULL, 0);
+    TENSOR_FACT("shard units", t->shard_units ? htp_facts_units_hash(t->shard_units,
+                                                                     t->shard_parts) : 0,
+                HTP_FACT_SHARD_UNITS_HASH, NULL, 0);
 #undef TENSOR_FACT
   }
   const htp_sig_balance *b = &sig->balance;

@@ -59,10 +59,13 @@ static int has_gradients(const htp_signature *sig) {
   return 0;
 }
 
-/* Loads entry `name` and parses its signature; non-zero with err. */
-static int load_entry(const htp_compiler *loader, const char *path, const char *name, int tp,
-                      htp_compiled *compiled, htp_signature *sig, char *err, size_t err_size) {
-  htp_compile_options compile = {tp, NULL};
+/* Loads entry `name` (split for tp ranks, by options' shares when given)
+ * and parses its signature; non-zero with err. */
+static int load_entry(const htp_compiler *loader, const htp_run_options *options,
+                      const char *path, const char *name, int tp, htp_compiled *compiled,
+                      htp_signature *sig, char *err, size_t err_size) {
+  htp_compile_options compile = {.tp = tp, .shares = options->shares,
+                                 .num_shares = options->num_shares};
   memset(compiled, 0, sizeof *compiled);
   if (loader->load(path, name, &compile, compiled, err, err_size)) {
     memset(compiled, 0, sizeof *compiled);
@@ -83,7 +86,7 @@ int htp_train_find_grad_entry(const htp_run_options *options, htp_run_state *sta
                            char *err, size_t err_size) {
   const char *path = options->path;
   if (options->entry) {
-    if (load_entry(state->loader, path, options->entry, tp, &state->compiled, &state->sig, err,
+    if (load_entry(state->loader, options, path, options->entry, tp, &state->compiled, &state->sig, err,
                    err_size))
       return 1;
     if (!has_gradients(&state->sig))
@@ -105,7 +108,7 @@ int htp_train_find_grad_entry(const htp_run_options *options, htp_run_state *sta
     htp_compiled compiled;
     htp_signature sig;
     char why[16384];
-    if (load_entry(state->loader, path, names[i], tp, &compiled, &sig, why, sizeof why)) {
+    if (load_entry(state->loader, options, path, names[i], tp, &compiled, &sig, why, sizeof why)) {
       if (!first_error[0])
         append_text(first_error, sizeof first_error, "", why);
       continue;
@@ -148,7 +151,7 @@ void htp_train_find_eval_entry(const htp_run_options *options, htp_run_state *st
   char why[16384] = "";
   htp_compiled compiled;
   htp_signature eval;
-  int ok = !load_entry(state->loader, options->path, name, tp, &compiled, &eval, why, sizeof why);
+  int ok = !load_entry(state->loader, options, options->path, name, tp, &compiled, &eval, why, sizeof why);
   if (ok) {
     int same = eval.num_args == sig->num_args && !has_gradients(&eval);
     for (int i = 0; same && i < sig->num_args; i++)
