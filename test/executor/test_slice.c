@@ -186,7 +186,8 @@ static void expect_refused(int rank, const int64_t *dims, int dim, int parts, in
                            htp_shard_layout layout, const char *expected) {
   float global[64] = {0}, local[64];
   char err[256] = "";
-  if (htp_shard_slice(global, local, sizeof(float), rank, dims, dim, parts, part, layout, NULL, 0, err,
+  if (htp_shard_slice(global, local, sizeof(float), rank, dims, dim, parts, part, layout, NULL, 0,
+                      err,
                       sizeof err) == 0 ||
       !strstr(err, expected))
     fail_msg("expected a refusal containing \"%s\", got \"%s\"", expected, err);
@@ -208,7 +209,8 @@ static void test_refused(void **state) {
   /* An element size that is neither f32's nor bf16's. */
   float global[16] = {0}, local[16];
   char err[256] = "";
-  assert_int_not_equal(htp_shard_slice(global, local, 8, 2, dims, 0, 2, 0, HTP_SHARD_BLOCKS, NULL, 0, err,
+  assert_int_not_equal(htp_shard_slice(global, local, 8, 2, dims, 0, 2, 0, HTP_SHARD_BLOCKS, NULL,
+                                       0, err,
                                        sizeof err), 0);
   assert_non_null(strstr(err, "elements of 8 bytes"));
 }

@@ -22,7 +22,8 @@ namespace mlir::htp {
 std::unique_ptr<mlir::MLIRContext> makeCompilerContext();
 
 /// Parses `path` and lowers it to the LLVM dialect, split over `tp` ranks
-/// when tp > 1 (unevenly by `shares` when given: one per rank), with the backward NAME_grad of each loss function when
+/// when tp > 1 (unevenly by `shares` when given: one per rank), with the
+/// backward NAME_grad of each loss function when
 /// `grad` (--htp-grad). Checks that `entry` (if non-empty) is a public
 /// function of the file or, with `grad`, one the pipeline wrote (NAME_grad),
 /// or else picks the only public one and stores its name in `entry`. On

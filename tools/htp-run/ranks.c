@@ -243,7 +243,8 @@ static int make_device_buffers(rank_state *state, htp_ctx *ctx, void **device, i
         return 1;
       }
       if (htp_shard_slice(global, slice, arg->element_size, arg->rank, arg->dims, arg->shard_dim,
-                          arg->shard_parts, state->rank, arg->shard_layout, arg->shard_units, arg->shard_unit, reason,
+                          arg->shard_parts, state->rank, arg->shard_layout, arg->shard_units,
+                          arg->shard_unit, reason,
                           sizeof reason)) {
         free(slice);
         rank_failed(state, ctx, HTP_ERR_INVALID, "slicing its arguments", -1, reason);

@@ -280,7 +280,8 @@ static int gather_outputs(const htp_run_options *options, htp_run_state *state, 
     for (int rank = 0; rank < state->tp; rank++)
       if (htp_shard_place(state->results[rank][r], state->outputs[r], result->element_size,
                           result->rank, result->dims, result->shard_dim, result->shard_parts,
-                          rank, result->shard_layout, result->shard_units, result->shard_unit, reason, sizeof reason))
+                          rank, result->shard_layout, result->shard_units, result->shard_unit,
+                          reason, sizeof reason))
         return htp_set_error(err, err_size, "gathering result '%s': %s", result->name, reason);
   }
   return 0;

@@ -86,7 +86,8 @@ int htp_train_find_grad_entry(const htp_run_options *options, htp_run_state *sta
                            char *err, size_t err_size) {
   const char *path = options->path;
   if (options->entry) {
-    if (load_entry(state->loader, options, path, options->entry, tp, &state->compiled, &state->sig, err,
+    if (load_entry(state->loader, options, path, options->entry, tp, &state->compiled,
+                   &state->sig, err,
                    err_size))
       return 1;
     if (!has_gradients(&state->sig))
@@ -151,7 +152,8 @@ void htp_train_find_eval_entry(const htp_run_options *options, htp_run_state *st
   char why[16384] = "";
   htp_compiled compiled;
   htp_signature eval;
-  int ok = !load_entry(state->loader, options, options->path, name, tp, &compiled, &eval, why, sizeof why);
+  int ok = !load_entry(state->loader, options, options->path, name, tp, &compiled, &eval, why,
+                       sizeof why);
   if (ok) {
     int same = eval.num_args == sig->num_args && !has_gradients(&eval);
     for (int i = 0; same && i < sig->num_args; i++)

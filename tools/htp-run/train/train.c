@@ -111,7 +111,8 @@ static int upload_slice(rank_run *run, const htp_sig_tensor *t, const void *glob
       return 1;
     }
     if (htp_shard_slice(global, slice, t->element_size, t->rank, t->dims, t->shard_dim,
-                        t->shard_parts, run->rank, t->shard_layout, t->shard_units, t->shard_unit, reason, sizeof reason)) {
+                        t->shard_parts, run->rank, t->shard_layout, t->shard_units, t->shard_unit,
+                        reason, sizeof reason)) {
       free(slice);
       htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "slicing", -1, reason);
       return 1;
@@ -290,7 +291,8 @@ static int gather(rank_run *run, rank_buffers *b, int i, const void *device, voi
   int bad = 0;
   for (int r = 0; result == HTP_OK && !bad && r < run->job->tp; r++)
     bad = htp_shard_place(all + p->bytes * (size_t)r, out, p->element_size, p->rank, p->dims,
-                          p->shard_dim, p->shard_parts, r, p->shard_layout, p->shard_units, p->shard_unit, reason,
+                          p->shard_dim, p->shard_parts, r, p->shard_layout, p->shard_units,
+                          p->shard_unit, reason,
                           sizeof reason);
   free(all);
   RANK_TRY(result, "the checkpoint", -1);
