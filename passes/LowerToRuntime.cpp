@@ -24,6 +24,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/InterleavedRange.h"
 #include "llvm/Support/JSON.h"
 
 #include <limits>
@@ -87,11 +88,26 @@ FailureOr<std::optional<ShardRecord>> readShard(func::FuncOp func, unsigned inde
   return std::optional<ShardRecord>(std::move(record));
 }
 
+/// The units each rank owns of an uneven split, from the htp.shard of the
+/// function argument `weight` (an attention's qkv weight, an MLP's fc1
+/// weight); empty for an even split.
+static SmallVector<int32_t> ownedUnits(Value weight) {
+  auto arg = dyn_cast<BlockArgument>(weight);
+  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+  auto shard = func ? func.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName)
+                    : ShardAttr();
+  if (!shard || !shard.getUnits())
+    return {};
+  return SmallVector<int32_t>(shard.getUnits().asArrayRef().begin(),
+                              shard.getUnits().asArrayRef().end());
+}
+
 /// What the signature's "balance" record says: the shape of the work units
 /// of the pairs the balance hooks marked (all layers alike, checked there).
 struct BalanceSummary {
   int64_t layers = 0, modelDim = 0, heads = 0, headDim = 0, headFlops = 0;
   int64_t mlpUnits = 0, mlpUnitWidth = 0, mlpUnitFlops = 0;
+  SmallVector<int32_t> headsOwned, mlpUnitsOwned; ///< uneven shares only
 
   void noteAttention(AttentionOp attention, int64_t flopsPerHead) {
     ++layers;
@@ -99,11 +115,13 @@ struct BalanceSummary {
     heads = attention.getNumHeads();
     headDim = attention.getHeadDim();
     headFlops = flopsPerHead;
+    headsOwned = ownedUnits(attention.getQkvWeight());
   }
   void noteMLP(MLPOp mlp, int64_t units, int64_t flopsPerUnit) {
     mlpUnits = units;
     mlpUnitWidth = mlp.getUnitWidth();
     mlpUnitFlops = flopsPerUnit;
+    mlpUnitsOwned = ownedUnits(mlp.getFc1Weight());
   }
 };
 
@@ -449,6 +467,8 @@ LogicalResult EntryLowering::checkBalance() {
     llvm::raw_string_ostream os(text);
     os << attention.getNumHeads() << " heads of " << attention.getHeadDim() << " channels on "
        << attention.getInput().getType();
+    if (SmallVector<int32_t> owned = ownedUnits(attention.getQkvWeight()); !owned.empty())
+      os << ", owned per rank " << llvm::interleaved(owned, ",");
     return text;
   };
   for (AttentionOp attention : attentions) {
@@ -465,6 +485,8 @@ LogicalResult EntryLowering::checkBalance() {
     llvm::raw_string_ostream os(text);
     os << cast<RankedTensorType>(mlp.getFc1Weight().getType()).getDimSize(0) / mlp.getUnitWidth()
        << " units of " << mlp.getUnitWidth() << " neurons on " << mlp.getInput().getType();
+    if (SmallVector<int32_t> owned = ownedUnits(mlp.getFc1Weight()); !owned.empty())
+      os << ", owned per rank " << llvm::interleaved(owned, ",");
     return text;
   };
   for (MLPOp mlp : mlps) {
@@ -595,6 +617,16 @@ std::string EntryLowering::signatureJSON() {
         json.attribute("mlp_units", balance.mlpUnits);
         json.attribute("mlp_unit_width", balance.mlpUnitWidth);
         json.attribute("mlp_unit_flops", balance.mlpUnitFlops);
+        if (!balance.headsOwned.empty() || !balance.mlpUnitsOwned.empty()) {
+          json.attributeArray("heads_owned", [&] {
+            for (int32_t count : balance.headsOwned)
+              json.value(count);
+          });
+          json.attributeArray("mlp_units_owned", [&] {
+            for (int32_t count : balance.mlpUnitsOwned)
+              json.value(count);
+          });
+        }
       });
   });
   return text;
@@ -634,8 +666,9 @@ SmallVector<int64_t> EntryLowering::facts(size_t signatureBytes) {
       record[HTP_FACT_SHARD_PARTS] = shard->parts;
       if (!shard->units.empty()) {
         record[HTP_FACT_SHARD_UNIT] = shard->unit;
+        SmallVector<int32_t> units(shard->units.begin(), shard->units.end());
         record[HTP_FACT_SHARD_UNITS_HASH] =
-            htp_facts_units_hash(shard->units.data(), static_cast<int>(shard->units.size()));
+            htp_facts_units_hash(units.data(), static_cast<int>(units.size()));
       }
     }
     record[HTP_FACT_GRAD_ARG] = gradArg;
@@ -654,7 +687,11 @@ SmallVector<int64_t> EntryLowering::facts(size_t signatureBytes) {
   const int64_t balanceWords[HTP_FACTS_BALANCE_WORDS] = {
       balance.layers != 0, balance.layers,   balance.modelDim,     balance.heads,
       balance.headDim,     balance.headFlops, balance.mlpUnits,    balance.mlpUnitWidth,
-      balance.mlpUnitFlops};
+      balance.mlpUnitFlops,
+      htp_facts_units_hash(balance.headsOwned.empty() ? nullptr : balance.headsOwned.data(),
+                           static_cast<int>(balance.headsOwned.size())),
+      htp_facts_units_hash(balance.mlpUnitsOwned.empty() ? nullptr : balance.mlpUnitsOwned.data(),
+                           static_cast<int>(balance.mlpUnitsOwned.size()))};
   words.append(std::begin(balanceWords), std::end(balanceWords));
   words[HTP_FACTS_WORDS] = static_cast<int64_t>(words.size());
   return words;

@@ -727,7 +727,7 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
      * plan keeps every unit at home (policy none, or no straggler yet): the
      * pruned and migrated paths below still read shards with the host's
      * loops. */
-    HTP__INVALID_IF(ctx, s.num_kept != c->units || s.num_in > 0 || s.num_out > 0,
+    HTP__INVALID_IF(ctx, s.num_kept != s.owned || s.num_in > 0 || s.num_out > 0,
                     "%s: pair %d: balancing in backward (pruned or migrated units) runs on the CPU "
                     "only for now; on the %s device train with --policy none",
                     c->hook, (int)c->pair, c->kernels->name);

@@ -51,6 +51,7 @@ typedef struct htp__packed_pair {
 struct htp_balancer {
   htp_ctx *ctx;
   htp_balancer_config config;
+  int32_t *owned;         /* config.planner.owned's copy ([kinds * world]), or NULL */
   int hookless;           /* no hook state: step and trace only */
   int num_pairs;
   htp_planner *planner;

@@ -138,9 +138,18 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   const size_t n = (size_t)config->planner.world_size;
   b->gather = calloc(n * HTP__STEP_RECORD_DOUBLES, sizeof *b->gather);
   b->normalized = calloc(n, sizeof *b->normalized);
-  int model = htp__site_model_init(&b->site_model, &config->planner);
-  r = b->gather && b->normalized && model == 0 ? HTP_OK : HTP_ERR_NOMEM;
-  if (r == HTP_OK) r = htp_planner_create(&config->planner, &b->planner);
+  /* The owned units (uneven shares) are copied: the table and the
+   * migration read them for the balancer's life, not the caller's. */
+  const int uneven = config->planner.owned[0] || config->planner.owned[1];
+  if (uneven && (b->owned = malloc(n * HTP_PAIR_KINDS * sizeof *b->owned)))
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+      for (size_t i = 0; i < n; ++i)
+        b->owned[k * n + i] = htp_config_owned(&config->planner, (htp_pair_kind)k, (int)i);
+      b->config.planner.owned[k] = b->owned + k * n;
+    }
+  int model = htp__site_model_init(&b->site_model, &b->config.planner);
+  r = b->gather && b->normalized && model == 0 && (!uneven || b->owned) ? HTP_OK : HTP_ERR_NOMEM;
+  if (r == HTP_OK) r = htp_planner_create(&b->config.planner, &b->planner);
   if (r == HTP_OK && !b->hookless) r = create_hook_state(b);
   if (r != HTP_OK) {
     b->ctx = NULL; /* not attached yet */
@@ -160,6 +169,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp_imputer_destroy(b->imputer);
   htp_unit_table_destroy(b->table);
   htp_planner_destroy(b->planner);
+  free(b->owned);
   if (b->packed)
     for (int p = 0; p < b->num_pairs; ++p) {
       free(b->packed[p].data);

@@ -422,10 +422,16 @@ typedef struct htp_planner_config {
   double replan_delta;    /* replan when a straggler's speed moved more [0.05] (and the
                            * new plan is predicted > 3% faster) */
   double max_gamma;       /* cap on gamma, (0, 1] [0.95] */
+  /* Uneven shards (htp-opt's shares): owned[kind][rank] is how many of its
+   * units_per_rank slots rank owns, 1 to units_per_rank (the rest are
+   * empty: never computed, shed or moved). NULL: every rank owns all
+   * [NULL, NULL]. The planner copies them; a rank's work, and so the
+   * speeds it detects and plans with, counts the units it owns. */
+  const int32_t *owned[HTP_PAIR_KINDS];
 } htp_planner_config;
 #define HTP_PLANNER_CONFIG_INITIALIZER                                                   \
   {HTP_PLANNER_CONFIG_MAGIC, 1, 1, {1, 1}, {1.0, 1.0}, HTP_POLICY_SEMI, 0.3, 0.90, 0.95, 3, \
-   0.25, 0.05, 0.95}
+   0.25, 0.05, 0.95, {NULL, NULL}}
 
 /* One flow: `count` units of every pair of `kind` go from src to dst. */
 typedef struct htp_flow {
@@ -453,6 +459,7 @@ typedef struct htp_plan {
   const int32_t *absorb;    /* [kind][world] most units the rank may take in */
   int num_flows[HTP_PAIR_KINDS];
   const htp_flow *flows[HTP_PAIR_KINDS]; /* sorted by (src deficit order, dst) */
+  const int32_t *owned;     /* [kind][world] units each rank owns (NULL: units_per_rank) */
 } htp_plan;
 
 typedef struct htp_planner htp_planner;
@@ -495,7 +502,14 @@ HTP_API int htp_plan_equal(const htp_plan *a, const htp_plan *b);
  * htp-sim all count with it. */
 static inline int32_t htp_plan_units(const htp_plan *plan, htp_pair_kind kind, int rank) {
   const int i = (int)kind * plan->world_size + rank;
-  return plan->units_per_rank[kind] - plan->pruned[i] - plan->sent[i] + plan->received[i];
+  const int32_t owned = plan->owned ? plan->owned[i] : plan->units_per_rank[kind];
+  return owned - plan->pruned[i] - plan->sent[i] + plan->received[i];
+}
+/* Units rank owns of kind under the config (its share of an uneven split;
+ * units_per_rank when even). */
+static inline int32_t htp_config_owned(const htp_planner_config *config, htp_pair_kind kind,
+                                       int rank) {
+  return config->owned[kind] ? config->owned[kind][rank] : config->units_per_rank[kind];
 }
 /* Work of rank r under the plan, in units of cost: the sum over kinds of
  * htp_plan_units * unit_cost, times num_layers. */

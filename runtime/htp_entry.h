@@ -96,7 +96,9 @@
  *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
  *   heads of `head_dim` channels (`head_flops` each per call) and
  *   `mlp_units` units of `mlp_unit_width` neurons (`mlp_unit_flops` each),
- *   in a block of width `model_dim`.
+ *   in a block of width `model_dim`. An uneven split adds "heads_owned" and
+ *   "mlp_units_owned" (both or neither): tp counts, rank r owning the first
+ *   heads_owned[r] of its `heads` slots (1 to heads), and so on.
  *
  * Limits, checked by htp_signature_parse before anything is sized from the
  * signature (an absurd claim is refused, never allocated): the constants
@@ -129,7 +131,9 @@
  *   an uneven shard's unit and htp_facts_units_hash of its units (0 and 0
  *   for an even shard or none);
  *   then HTP_FACTS_BALANCE_WORDS: present (0 or 1), then "balance"'s eight
- *   fields in the order written above (0 when absent).
+ *   fields in the order written above (0 when absent), then
+ *   htp_facts_units_hash of "heads_owned" and of "mlp_units_owned" (0 when
+ *   absent).
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_ENTRY_H
 #define HTP_ENTRY_H
@@ -182,7 +186,7 @@ typedef enum htp_facts_tensor {
   HTP_FACTS_TENSOR_WORDS = 18
 } htp_facts_tensor;
 
-enum { HTP_FACTS_BALANCE_WORDS = 9 };
+enum { HTP_FACTS_BALANCE_WORDS = 11 };
 
 /* Limits of a signature (documented in the README). */
 enum {
@@ -229,7 +233,7 @@ typedef struct htp_sig_tensor {
   size_t bytes;                             /* count * element_size */
   htp_shard_layout shard_layout;            /* HTP_SHARD_NONE without "shard" */
   int shard_dim, shard_parts;
-  int64_t *shard_units;                     /* uneven: shard_parts counts (owned), else NULL */
+  int32_t *shard_units;                     /* uneven: shard_parts counts (owned), else NULL */
   int64_t shard_unit;                       /* uneven: rows or columns a unit, else 0 */
   int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts, or uneven:
                                              * sum(units) * unit (x 3 for qkv) */
@@ -253,6 +257,8 @@ typedef struct htp_sig_balance {
   int mlp_units;          /* per rank */
   int64_t mlp_unit_width; /* neurons per unit */
   int64_t mlp_unit_flops; /* per unit per call */
+  int32_t *heads_owned;     /* uneven shares: tp counts (1 to heads), else NULL */
+  int32_t *mlp_units_owned; /* the same for MLP units (1 to mlp_units) */
 } htp_sig_balance;
 
 typedef struct htp_signature {
@@ -267,14 +273,17 @@ typedef struct htp_signature {
   htp_sig_balance balance;
 } htp_signature;
 
-/* The hash of an uneven shard's unit counts in its facts record (FNV-1a
- * over the counts' 8 little-endian bytes each, top bit cleared): the
- * lowering and the loader compute it alike. */
-static inline int64_t htp_facts_units_hash(const int64_t *units, int count) {
+/* The hash of a list of unit counts in the facts (an uneven shard's units,
+ * the balance record's owned units): FNV-1a over the counts' 4
+ * little-endian bytes each, top bit cleared; 0 for no list. The lowering
+ * and the loader compute it alike. */
+static inline int64_t htp_facts_units_hash(const int32_t *units, int count) {
+  if (!units)
+    return 0;
   uint64_t hash = UINT64_C(14695981039346656037);
   for (int i = 0; i < count; i++)
-    for (int byte = 0; byte < 8; byte++) {
-      hash ^= ((uint64_t)units[i] >> (8 * byte)) & 0xff;
+    for (int byte = 0; byte < 4; byte++) {
+      hash ^= ((uint32_t)units[i] >> (8 * byte)) & 0xff;
       hash *= UINT64_C(1099511628211);
     }
   return (int64_t)(hash >> 1);

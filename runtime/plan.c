@@ -78,6 +78,9 @@ htp_result htp_planner_config_check(const htp_planner_config *c, char *why, size
       return config_error(why, why_size, "units_per_rank must be in [1, 2^20]");
     if (!(c->unit_cost[k] > 0.0) || !isfinite(c->unit_cost[k]))
       return config_error(why, why_size, "unit_cost must be finite and > 0");
+    for (int r = 0; c->owned[k] && r < c->world_size; ++r)
+      if (c->owned[k][r] < 1 || c->owned[k][r] > c->units_per_rank[k])
+        return config_error(why, why_size, "owned units must be in [1, units_per_rank]");
   }
   if (c->policy < HTP_POLICY_NONE || c->policy > HTP_POLICY_SEMI)
     return config_error(why, why_size, "unknown policy");
@@ -119,7 +122,30 @@ static void plan_reset(const htp_planner_config *config, htp__plan_storage *s, h
   plan->sent = s->sent;
   plan->received = s->received;
   plan->absorb = s->absorb;
+  plan->owned = s->owned;
   for (int r = 0; r < n; ++r) s->speed[r] = 1.0;
+}
+
+/* The owned units of every rank, and each rank's share of a full rank's
+ * work (the speeds the planner plans with are per whole rank: a rank with
+ * half the units at half the speed per unit is as fast as the others). */
+static void fill_owned(const htp_planner_config *config, htp__plan_storage *s) {
+  const int n = config->world_size;
+  double full = 0.0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) full += config->unit_cost[k] * config->units_per_rank[k];
+  for (int r = 0; r < n; ++r) {
+    double work = 0.0;
+    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+      s->owned[(size_t)k * n + r] = htp_config_owned(config, (htp_pair_kind)k, r);
+      work += config->unit_cost[k] * s->owned[(size_t)k * n + r];
+    }
+    s->share[r] = work == full ? 1.0 : work / full;
+  }
+}
+
+/* Whether every rank owns all its slots (an even split). */
+static int owns_all(const htp_planner_config *config) {
+  return !config->owned[HTP_PAIR_ATTENTION] && !config->owned[HTP_PAIR_MLP];
 }
 
 int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s,
@@ -129,14 +155,16 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
   memset(scratch, 0, sizeof *scratch);
   s->speed = calloc(n, sizeof(double));
   s->gamma = calloc(n, sizeof(double));
+  s->owned = calloc(kn, sizeof(int32_t));
+  s->share = calloc(n, sizeof(double));
   s->straggler = calloc(n, 1);
   s->action = calloc(n, 1);
   s->pruned = calloc(kn, sizeof(int32_t));
   s->sent = calloc(kn, sizeof(int32_t));
   s->received = calloc(kn, sizeof(int32_t));
   s->absorb = calloc(kn, sizeof(int32_t));
-  int ok = s->speed && s->gamma && s->straggler && s->action && s->pruned && s->sent &&
-           s->received && s->absorb;
+  int ok = s->speed && s->gamma && s->owned && s->share && s->straggler && s->action &&
+           s->pruned && s->sent && s->received && s->absorb;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     s->flows[k] = calloc(n, sizeof(htp_flow));
     ok = ok && s->flows[k];
@@ -146,9 +174,11 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
   scratch->keys = calloc(n, sizeof(htp__rank_key));
   scratch->need = calloc(n, sizeof(int32_t));
   scratch->kind_speed = calloc(n, sizeof(double));
+  scratch->rank_speed = calloc(n, sizeof(double));
   ok = ok && scratch->order && scratch->helpers && scratch->keys && scratch->need &&
-       scratch->kind_speed;
+       scratch->kind_speed && scratch->rank_speed;
   if (!ok) return -1;
+  fill_owned(config, s);
   plan_reset(config, s, plan);
   return 0;
 }
@@ -156,6 +186,8 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
 void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   free(s->speed);
   free(s->gamma);
+  free(s->owned);
+  free(s->share);
   free(s->straggler);
   free(s->action);
   free(s->pruned);
@@ -168,6 +200,7 @@ void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   free(scratch->keys);
   free(scratch->need);
   free(scratch->kind_speed);
+  free(scratch->rank_speed);
 }
 
 htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
@@ -189,6 +222,10 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
     htp_planner_destroy(planner);
     return HTP_ERR_NOMEM;
   }
+  /* The caller's owned arrays need not outlive the planner: its copy. */
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    if (config->owned[k])
+      planner->config.owned[k] = planner->storage.owned + (size_t)k * config->world_size;
   *planner_out = planner;
   return HTP_OK;
 }
@@ -220,12 +257,24 @@ int64_t htp_planner_iteration(const htp_planner *planner) {
   return planner ? planner->iteration : -1;
 }
 
-/* Rank r's speed on units of kind k: measured (kind_speeds, kind-major),
- * else its one speed. */
-static double kind_speed_of(const double *speeds, const double *kind_speeds, int n, int k,
-                            int r) {
+/* Rank r's speed per unit of kind k: measured (kind_speeds, kind-major),
+ * else its one speed (per whole rank) times its share of a full rank's
+ * work. */
+static double kind_speed_of(const double *speeds, const double *kind_speeds, double share, int n,
+                            int k, int r) {
   const double measured = kind_speeds ? kind_speeds[(size_t)k * n + r] : 0.0;
-  return measured > 0.0 ? measured : speeds[r];
+  return measured > 0.0 ? measured : speeds[r] * share;
+}
+
+/* Rank r's share of a full rank's work under plan (fill_owned's). */
+static double rank_share(const htp_plan *plan, const htp_planner_config *config, int r) {
+  if (!plan->owned) return 1.0;
+  double work = 0.0, full = 0.0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    work += config->unit_cost[k] * plan->owned[(size_t)k * plan->world_size + r];
+    full += config->unit_cost[k] * plan->units_per_rank[k];
+  }
+  return work == full ? 1.0 : work / full;
 }
 
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
@@ -236,9 +285,10 @@ double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config
     double slowest = 0.0;
     for (int r = 0; r < n; ++r) {
       int units = htp_plan_units(plan, (htp_pair_kind)k, r);
-      double t = units > 0
-                     ? ((double)units + fixed[k]) / kind_speed_of(speeds, kind_speeds, n, k, r)
-                     : 0.0;
+      double t = units > 0 ? ((double)units + fixed[k]) /
+                                 kind_speed_of(speeds, kind_speeds, rank_share(plan, config, r),
+                                               n, k, r)
+                           : 0.0;
       if (t > slowest) slowest = t;
     }
     total += slowest * config->unit_cost[k];
@@ -318,19 +368,28 @@ static int64_t units_room(double t, double s, int u, double phi) {
   return room > (double)INT32_MAX ? INT32_MAX : (int64_t)room;
 }
 
+/* The most units of its own u a migrator may shed (max_gamma of them). */
+static int32_t shed_cap(double max_gamma, int u) {
+  int32_t cap = ceil_units(max_gamma * u);
+  return cap > u ? u : cap;
+}
+
 /* Whether every migrator (scratch->order[0, m)) finishes within t, shedding
- * at most its cap, with the helpers' (scratch->helpers[0, h)) room at t
- * covering what they shed. Monotone in t. */
-static int makespan_feasible(double t, int u, double phi, int32_t cap, const double *speeds,
+ * at most its cap (none with `nobody_sheds`), with the helpers'
+ * (scratch->helpers[0, h)) room at t covering what they shed. owned: the
+ * kind's units per rank. Monotone in t. */
+static int makespan_feasible(double t, const int32_t *owned, double phi, double max_gamma,
+                             int nobody_sheds, const double *speeds,
                              const htp__plan_scratch *scratch, int m, int h) {
   int64_t need = 0, room = 0;
   for (int i = 0; i < m; ++i) {
-    int64_t shed = units_to_shed(t, speeds[scratch->order[i]], u, phi);
-    if (shed > cap) return 0;
+    const int r = scratch->order[i];
+    int64_t shed = units_to_shed(t, speeds[r], owned[r], phi);
+    if (shed > (nobody_sheds ? 0 : shed_cap(max_gamma, owned[r]))) return 0;
     need += shed;
   }
   for (int i = 0; i < h && room < need; ++i)
-    room += units_room(t, speeds[scratch->helpers[i]], u, phi);
+    room += units_room(t, speeds[scratch->helpers[i]], owned[scratch->helpers[i]], phi);
   return need <= room;
 }
 
@@ -344,29 +403,39 @@ static int makespan_feasible(double t, int u, double phi, int32_t cap, const dou
  * rank, so T u + (m + h) (1 + phi) / sum_H s is feasible unless a cap
  * binds; at (u + phi) / min migrator speed nobody sheds, which is always
  * feasible. Rank order only: the same bits on every rank. */
-static double min_makespan(int u, double phi, double max_gamma, double T, const double *speeds,
-                           const htp__plan_scratch *scratch, int m, int h) {
-  int32_t cap = ceil_units(max_gamma * u);
-  if (cap > u) cap = u;
+static double min_makespan(int u, const int32_t *owned, int even, double phi, double max_gamma,
+                           double T, const double *speeds, const htp__plan_scratch *scratch,
+                           int m, int h) {
   double helper_speed = 0.0;
   for (int i = 0; i < h; ++i) helper_speed += speeds[scratch->helpers[i]];
+  /* Uneven shares: T u is the continuous optimum only up to each rank's
+   * rounding to whole units; the search starts from the slowest helper's
+   * own units (helpers shed nothing, so no makespan is below that). */
   double lo = T * (double)u * (1.0 - 1e-9);
-  if (lo < 0.5 * (double)u) lo = 0.5 * (double)u; /* below u nobody can take a unit */
+  if (even && lo < 0.5 * (double)u) lo = 0.5 * (double)u; /* below u nobody can take a unit */
+  for (int i = 0; !even && i < h; ++i) {
+    const int r = scratch->helpers[i];
+    const double own = ((double)owned[r] + phi) / speeds[r] * (1.0 - 1e-9);
+    if (i == 0 || own > lo) lo = own;
+  }
   double hi = T * (double)u + (double)(m + h) * (1.0 + phi) / helper_speed;
-  if (!makespan_feasible(hi, u, phi, cap, speeds, scratch, m, h)) {
+  if (hi < lo) hi = lo / (1.0 - 1e-9); /* uneven: a helper's own units take longer */
+  if (!makespan_feasible(hi, owned, phi, max_gamma, 0, speeds, scratch, m, h)) {
     hi = 0.0;
     for (int i = 0; i < m; ++i) {
-      double t = ((double)u + phi) / speeds[scratch->order[i]];
+      const int r = scratch->order[i];
+      double t = ((double)owned[r] + phi) / speeds[r];
       if (t > hi) hi = t;
     }
     /* (u + phi) / s * s can round below: nudge up until nobody sheds. */
-    for (int i = 0; i < 64 && !makespan_feasible(hi, u, phi, 0, speeds, scratch, m, h); ++i)
+    for (int i = 0;
+         i < 64 && !makespan_feasible(hi, owned, phi, max_gamma, 1, speeds, scratch, m, h); ++i)
       hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
   }
   while (hi - lo > 1e-13 * hi) {
     double mid = lo + (hi - lo) / 2.0;
     if (mid <= lo || mid >= hi) break;
-    if (makespan_feasible(mid, u, phi, cap, speeds, scratch, m, h)) hi = mid;
+    if (makespan_feasible(mid, owned, phi, max_gamma, 0, speeds, scratch, m, h)) hi = mid;
     else lo = mid;
   }
   return hi;
@@ -411,18 +480,20 @@ static void place_migrated_units(const htp_planner_config *c, int k, double T,
                                  htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
   const int u = c->units_per_rank[k];
+  const int32_t *owned = s->owned + (size_t)k * n;
   int32_t *sent = s->sent + (size_t)k * n;
   int32_t *received = s->received + (size_t)k * n, *absorb = s->absorb + (size_t)k * n;
-  double makespan =
-      min_makespan(u, phi, c->max_gamma, T, speeds, scratch, num_migrators, num_helpers);
+  double makespan = min_makespan(u, owned, owns_all(c), phi, c->max_gamma, T, speeds, scratch,
+                                 num_migrators, num_helpers);
   int64_t placed = 0, total_absorb = 0;
   for (int i = 0; i < num_migrators; ++i) {
-    scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[scratch->order[i]], u, phi);
+    const int r = scratch->order[i];
+    scratch->need[i] = (int32_t)units_to_shed(makespan, speeds[r], owned[r], phi);
     placed += scratch->need[i];
   }
   for (int i = 0; i < num_helpers; ++i) {
     int h = scratch->helpers[i];
-    absorb[h] = (int32_t)units_room(makespan, speeds[h], u, phi);
+    absorb[h] = (int32_t)units_room(makespan, speeds[h], owned[h], phi);
     total_absorb += absorb[h];
   }
   if (placed == 0) return;
@@ -570,20 +641,30 @@ static void shed_units(const htp_planner_config *c, const double *speeds, const 
                        const double *kind_speeds, double T, int num_migrators,
                        int num_stragglers, int num_helpers, htp__plan_scratch *scratch,
                        htp__plan_storage *s, htp_plan *plan) {
-  const int n = c->world_size;
+  const int n = c->world_size, even = owns_all(c);
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    const int u = c->units_per_rank[k];
+    const int32_t *owned = s->owned + (size_t)k * n;
     int32_t *pruned = s->pruned + (size_t)k * n;
     for (int i = num_migrators; i < num_stragglers; ++i) {
       int r = scratch->order[i];
-      int32_t units = round_units(s->gamma[r] * u);
-      pruned[r] = units > u ? u : units;
+      int32_t units = round_units(s->gamma[r] * owned[r]);
+      pruned[r] = units > owned[r] ? owned[r] : units;
     }
     if (num_migrators > 0 && num_helpers > 0) {
-      for (int r = 0; r < n; ++r)
-        scratch->kind_speed[r] = kind_speed_of(speeds, kind_speeds, n, k, r);
-      const double T_k =
-          kind_speeds ? target_time(scratch->kind_speed, scratch, num_helpers, num_migrators) : T;
+      /* Per unit (speeds are per whole rank): uneven, scaled so the fastest
+       * is 1 like measured kind speeds; the target time from the same
+       * speeds per whole rank. */
+      double fastest = 0.0;
+      for (int r = 0; r < n && !even; ++r)
+        if (speeds[r] * s->share[r] > fastest) fastest = speeds[r] * s->share[r];
+      for (int r = 0; r < n; ++r) {
+        scratch->kind_speed[r] =
+            kind_speed_of(speeds, kind_speeds, even ? 1.0 : s->share[r] / fastest, n, k, r);
+        scratch->rank_speed[r] = scratch->kind_speed[r] / s->share[r];
+      }
+      const double T_k = kind_speeds || !even ? target_time(scratch->rank_speed, scratch,
+                                                            num_helpers, num_migrators)
+                                              : T;
       place_migrated_units(c, k, T_k, scratch->kind_speed, fixed[k], num_migrators, num_helpers,
                            scratch, s, plan);
     }
@@ -708,7 +789,10 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
                                 seconds[r]);
   /* Work each rank did under the current plan. */
   double *work = planner->work;
-  for (int r = 0; r < n; ++r) work[r] = htp_plan_rank_work(&planner->plan, &planner->config, r);
+  /* Per whole rank (divided by its share): a rank that owns half the
+   * units and runs at half the speed per unit is not a straggler. */
+  for (int r = 0; r < n; ++r)
+    work[r] = htp_plan_rank_work(&planner->plan, &planner->config, r) / planner->storage.share[r];
   htp__detector *d = &planner->detector;
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
@@ -796,8 +880,9 @@ static htp_result violation(char *why, size_t why_size, const char *format, ...)
  * what the policy and the rank's action allow. */
 static htp_result check_rank_counts(const htp_plan *plan, int k, int r, char *why,
                                     size_t why_size) {
-  const int n = plan->world_size, u = plan->units_per_rank[k];
+  const int n = plan->world_size;
   const size_t i = (size_t)k * n + r;
+  const int u = plan->owned ? plan->owned[i] : plan->units_per_rank[k];
   const int32_t pruned = plan->pruned[i], sent = plan->sent[i], received = plan->received[i];
   if (pruned < 0 || sent < 0 || received < 0)
     return violation(why, why_size, "kind %d rank %d: negative count", k, r);
@@ -875,12 +960,12 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
       return violation(why, why_size, "rank %d: unknown action %d", r, plan->action[r]);
   }
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    const int u = plan->units_per_rank[k];
-    int64_t total_sent = 0, total_received = 0, computed = 0, total_pruned = 0;
+    int64_t total_sent = 0, total_received = 0, computed = 0, total_pruned = 0, units = 0;
     for (int r = 0; r < n; ++r) {
       htp_result result = check_rank_counts(plan, k, r, why, why_size);
       if (result != HTP_OK) return result;
       const size_t i = (size_t)k * n + r;
+      units += plan->owned ? plan->owned[i] : plan->units_per_rank[k];
       total_sent += plan->sent[i];
       total_received += plan->received[i];
       total_pruned += plan->pruned[i];
@@ -890,9 +975,9 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
       return violation(why, why_size, "kind %d: %lld units sent, %lld received", k,
                        (long long)total_sent, (long long)total_received);
     /* Every unit computed once or pruned on its owner. */
-    if (computed + total_pruned != (int64_t)n * u)
+    if (computed + total_pruned != units)
       return violation(why, why_size, "kind %d: %lld computed + %lld pruned != %lld units", k,
-                       (long long)computed, (long long)total_pruned, (long long)n * u);
+                       (long long)computed, (long long)total_pruned, (long long)units);
     htp_result result = check_flows(plan, k, total_sent, why, why_size);
     if (result != HTP_OK) return result;
   }
@@ -912,7 +997,9 @@ int htp_plan_equal(const htp_plan *a, const htp_plan *b) {
       memcmp(a->action, b->action, n) || memcmp(a->pruned, b->pruned, kn * sizeof(int32_t)) ||
       memcmp(a->sent, b->sent, kn * sizeof(int32_t)) ||
       memcmp(a->received, b->received, kn * sizeof(int32_t)) ||
-      memcmp(a->absorb, b->absorb, kn * sizeof(int32_t)))
+      memcmp(a->absorb, b->absorb, kn * sizeof(int32_t)) ||
+      (a->owned == NULL) != (b->owned == NULL) ||
+      (a->owned && memcmp(a->owned, b->owned, kn * sizeof(int32_t))))
     return 0;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     if (a->num_flows[k] != b->num_flows[k] ||

@@ -42,6 +42,11 @@ typedef struct htp__rank_key {
 /* What a plan view points into. */
 typedef struct htp__plan_storage {
   double *speed, *gamma;         /* [world] */
+  /* The config's owned units ([kinds * world], units_per_rank where it has
+   * none) and each rank's share of a full rank's work ([world]: its owned
+   * units' cost over units_per_rank's; 1 when even). */
+  int32_t *owned;
+  double *share;
   uint8_t *straggler, *action;   /* [world] */
   int32_t *pruned, *sent, *received, *absorb; /* [kinds * world] */
   htp_flow *flows[HTP_PAIR_KINDS];            /* [world] each: flows <= world */
@@ -54,7 +59,8 @@ typedef struct htp__plan_scratch {
   int32_t *helpers;      /* healthy ranks in rank order */
   htp__rank_key *keys;   /* stragglers by deficit, then helpers by remainder */
   int32_t *need;         /* units a migrator hands off (one kind) */
-  double *kind_speed;    /* one kind's speeds: measured, else the rank's */
+  double *kind_speed;    /* one kind's speeds per unit: measured, else the rank's */
+  double *rank_speed;    /* the same per whole rank (kind_speed / share) */
 } htp__plan_scratch;
 
 /* Allocates storage and scratch for world ranks, and points *plan at the

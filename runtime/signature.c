@@ -144,9 +144,11 @@ static htp_result read_units(reader *in, json_t *shard, const char *where,
   if (!(tensor->shard_units = malloc((size_t)tensor->shard_parts * sizeof *tensor->shard_units)))
     return out_of_memory(in);
   for (int part = 0; part < tensor->shard_parts; part++) {
+    int64_t count = 0;
     snprintf(what, sizeof what, "%s: shard units[%d]", where, part);
     CHECK(read_integer(in, json_array_get(units, (size_t)part), what, 1,
-                       HTP_ENTRY_MAX_SHARD_UNITS, &tensor->shard_units[part]));
+                       HTP_ENTRY_MAX_SHARD_UNITS, &count));
+    tensor->shard_units[part] = (int32_t)count;
   }
   snprintf(what, sizeof what, "%s: shard unit", where);
   return read_integer(in, unit, what, 1, HTP_ENTRY_MAX_DIM, &tensor->shard_unit);
@@ -394,7 +396,36 @@ static htp_result read_tensors(reader *in, json_t *root, const char *key, int mi
 
 /* "balance": every count >= 1; the per-rank widths and one unit's weights
  * fit the limits, so the balancer and the migration can size from them. */
-static htp_result read_balance(reader *in, json_t *object, htp_sig_balance *balance) {
+/* "heads_owned" and "mlp_units_owned" (uneven shares): tp counts, each 1
+ * to the slots of its kind; both or neither. */
+static htp_result read_owned(reader *in, json_t *object, int tp, htp_sig_balance *balance) {
+  json_t *lists[2] = {json_object_get(object, "heads_owned"),
+                      json_object_get(object, "mlp_units_owned")};
+  if (!lists[0] && !lists[1])
+    return HTP_OK;
+  if (!lists[0] || !lists[1])
+    return invalid(in, "balance: an uneven split has both \"heads_owned\" and "
+                   "\"mlp_units_owned\"");
+  static const char *const keys[2] = {"heads_owned", "mlp_units_owned"};
+  const int slots[2] = {balance->heads, balance->mlp_units};
+  int32_t **owned[2] = {&balance->heads_owned, &balance->mlp_units_owned};
+  for (int k = 0; k < 2; k++) {
+    if (!json_is_array(lists[k]) || json_array_size(lists[k]) != (size_t)tp)
+      return invalid(in, "balance.%s must be an array of one count per rank (%d)", keys[k], tp);
+    if (!(*owned[k] = malloc((size_t)tp * sizeof **owned[k])))
+      return out_of_memory(in);
+    for (int r = 0; r < tp; r++) {
+      char what[64];
+      int64_t count = 0;
+      snprintf(what, sizeof what, "balance.%s[%d]", keys[k], r);
+      CHECK(read_integer(in, json_array_get(lists[k], (size_t)r), what, 1, slots[k], &count));
+      (*owned[k])[r] = (int32_t)count;
+    }
+  }
+  return HTP_OK;
+}
+
+static htp_result read_balance(reader *in, json_t *object, int tp, htp_sig_balance *balance) {
   if (!json_is_object(object))
     return invalid(in, "\"balance\" must be an object");
   static const struct {
@@ -436,7 +467,7 @@ static htp_result read_balance(reader *in, json_t *object, htp_sig_balance *bala
   balance->mlp_units = (int)value[5];
   balance->mlp_unit_width = value[6];
   balance->mlp_unit_flops = value[7];
-  return HTP_OK;
+  return read_owned(in, object, tp, balance);
 }
 
 static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
@@ -476,7 +507,7 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
   }
   json_t *balance = json_object_get(root, "balance");
   if (balance && !json_is_null(balance))
-    CHECK(read_balance(in, balance, &sig->balance));
+    CHECK(read_balance(in, balance, sig->tp, &sig->balance));
   return HTP_OK;
 }
 
@@ -525,6 +556,8 @@ void htp_signature_free(htp_signature *sig) {
   free(sig->args);
   free(sig->results);
   free(sig->entry);
+  free(sig->balance.heads_owned);
+  free(sig->balance.mlp_units_owned);
   empty(sig);
 }
 
@@ -543,5 +576,8 @@ htp_result htp_signature_balancer_config(const htp_signature *sig, htp_balancer_
   config->model_dim = balance->model_dim;
   config->head_dim = balance->head_dim;
   config->mlp_unit_width = balance->mlp_unit_width;
+  /* Uneven shares: the signature's arrays (a balancer copies them). */
+  config->planner.owned[HTP_PAIR_ATTENTION] = balance->heads_owned;
+  config->planner.owned[HTP_PAIR_MLP] = balance->mlp_units_owned;
   return HTP_OK;
 }

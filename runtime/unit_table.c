@@ -107,14 +107,16 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
     htp_unit_table_destroy(t);
     return HTP_ERR_NOMEM;
   }
+  /* Only the units the rank owns are ever kept, shed or moved: an uneven
+   * split's empty slots (its last) are in no set. */
   for (size_t p = 0; p < pairs; ++p) {
-    int u = config->units_per_rank[htp_pair_kind_of((int)p)];
+    int owned = htp_config_owned(config, htp_pair_kind_of((int)p), rank);
     int32_t *order = t->order + t->offset[p];
-    if (selection == HTP_SELECT_RANDOM) random_order(seed, rank, (int)p, u, order);
+    if (selection == HTP_SELECT_RANDOM) random_order(seed, rank, (int)p, owned, order);
     else
-      for (int i = 0; i < u; ++i) order[i] = i; /* all scores 0: by index */
-    t->num_kept[p] = u;
-    for (int i = 0; i < u; ++i) t->kept[t->offset[p] + i] = i;
+      for (int i = 0; i < owned; ++i) order[i] = i; /* all scores 0: by index */
+    t->num_kept[p] = owned;
+    for (int i = 0; i < owned; ++i) t->kept[t->offset[p] + i] = i;
   }
   *out = t;
   return HTP_OK;
@@ -150,13 +152,14 @@ htp_result htp_unit_table_set_scores(htp_unit_table *t, int pair, const float *s
   if (!t || !scores || pair < 0 || pair >= t->num_pairs || t->selection == HTP_SELECT_RANDOM)
     return HTP_ERR_INVALID;
   int u = t->config.units_per_rank[htp_pair_kind_of(pair)];
+  int owned = htp_config_owned(&t->config, htp_pair_kind_of(pair), t->rank);
   memcpy(t->scores + t->offset[pair], scores, (size_t)u * sizeof(float));
-  for (int i = 0; i < u; ++i) {
+  for (int i = 0; i < owned; ++i) {
     t->keys[i].key = -(double)scores[i];
     t->keys[i].rank = i;
   }
-  qsort(t->keys, (size_t)u, sizeof(htp__rank_key), by_key);
-  for (int i = 0; i < u; ++i) t->order[t->offset[pair] + i] = t->keys[i].rank;
+  qsort(t->keys, (size_t)owned, sizeof(htp__rank_key), by_key);
+  for (int i = 0; i < owned; ++i) t->order[t->offset[pair] + i] = t->keys[i].rank;
   return HTP_OK;
 }
 
@@ -170,7 +173,7 @@ htp_result htp_unit_table_update(htp_unit_table *t, const htp_plan *plan) {
   if (!t || !plan || !same_shape(t, plan)) return HTP_ERR_INVALID;
   const int n = plan->world_size, rank = t->rank;
   for (int p = 0; p < t->num_pairs; ++p) {
-    const int k = htp_pair_kind_of(p), u = t->config.units_per_rank[k];
+    const int k = htp_pair_kind_of(p), u = htp_config_owned(&t->config, k, rank);
     const int32_t *order = t->order + t->offset[p];
     const int pruned = plan->pruned[k * n + rank], sent = plan->sent[k * n + rank];
     const int received = plan->received[k * n + rank];
@@ -219,7 +222,9 @@ htp_result htp_unit_table_update(htp_unit_table *t, const htp_plan *plan) {
       int start = 0;
       for (int g = 0; g < f; ++g)
         if (plan->flows[k][g].src == flow->src) start += plan->flows[k][g].count;
-      if (t->selection == HTP_SELECT_RANDOM) random_order(t->seed, flow->src, p, u, t->scratch);
+      if (t->selection == HTP_SELECT_RANDOM)
+        random_order(t->seed, flow->src, p, htp_config_owned(&t->config, k, flow->src),
+                     t->scratch);
       for (int c = 0; c < flow->count; ++c) {
         t->in_src[p][ni] = flow->src;
         t->in_unit[p][ni] = t->selection == HTP_SELECT_RANDOM ? t->scratch[start + c] : -1;
@@ -235,6 +240,7 @@ htp_result htp_unit_table_get(const htp_unit_table *t, int pair, htp_unit_sets *
   if (!t || !sets || pair < 0 || pair >= t->num_pairs) return HTP_ERR_INVALID;
   const int32_t o = t->offset[pair];
   sets->units = t->config.units_per_rank[htp_pair_kind_of(pair)];
+  sets->owned = htp_config_owned(&t->config, htp_pair_kind_of(pair), t->rank);
   sets->num_kept = t->num_kept[pair];
   sets->kept = t->kept + o;
   sets->num_pruned = t->num_pruned[pair];

@@ -35,7 +35,9 @@ typedef struct htp_unit_table htp_unit_table;
 /* The sets of one pair on one rank; arrays owned by the table, valid until
  * its next update or destroy. Local unit indices are in [0, units). */
 typedef struct htp_unit_sets {
-  int units;                /* units this rank owns in the pair */
+  int units;                /* slots this rank has in the pair (units_per_rank) */
+  int owned;                /* units it owns, the first `owned` slots (uneven shares:
+                             * fewer; the rest are empty, in no set below) */
   int num_kept;
   const int32_t *kept;      /* ascending */
   int num_pruned;

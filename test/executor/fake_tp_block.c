@@ -64,7 +64,7 @@ const int64_t fake_block_facts[] __asm__("htp.facts.fake_block") = {
     F32_1D(HTP_SIG_PARAM, 3 * Q, HTP_SHARD_QKV, 0, FAKE_TP),
     F32_2D(HTP_SIG_RESULT, B, D, HTP_SHARD_NONE, 0, 0),
     F32_1D(HTP_SIG_RESULT, FAKE_QKV_ROWS, HTP_SHARD_NONE, 0, 0),
-    0, 0, 0, 0, 0, 0, 0, 0, 0 /* no balance record */};
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 /* no balance record */};
 
 int32_t fake_block(void *rt_ctx, void *const *buffers) __asm__("htp.entry.fake_block");
 int32_t fake_block(void *rt_ctx, void *const *buffers) {

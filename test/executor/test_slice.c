@@ -270,7 +270,8 @@ static void test_place_round_trip(void **state) {
 static void test_uneven(void **state) {
   (void)state;
   enum { TP = 3, UNIT = 2, MOST = 3, TOTAL = 6, INNER = 4 };
-  const int64_t units[TP] = {3, 1, 2}, first[TP] = {0, 3, 4};
+  const int32_t units[TP] = {3, 1, 2};
+  const int64_t first[TP] = {0, 3, 4};
   const struct {
     int dim;
     htp_shard_layout layout;
@@ -313,7 +314,7 @@ static void test_uneven(void **state) {
   char err[256];
   float global[TOTAL * UNIT * INNER] = {0}, local[MOST * UNIT * INNER];
   const int64_t dims[2] = {MOST * UNIT, INNER}, wrong_room[2] = {4 * UNIT, INNER};
-  const int64_t zero[TP] = {3, 0, 2};
+  const int32_t zero[TP] = {3, 0, 2};
   assert_int_not_equal(htp_shard_slice(global, local, 4, 2, dims, 0, TP, 1, HTP_SHARD_BLOCKS,
                                        zero, UNIT, err, sizeof err), 0);
   assert_non_null(strstr(err, "part 1 owns 0 units"));

@@ -495,15 +495,16 @@ static double load_time(int load, double phi, double speed) {
  * helper that would finish it first (optimal for identical units, a
  * helper's fixed cost being paid already), and among those the fewest
  * units moved. */
-static void brute_force_kind(int n, int u, double phi, int cap, const double *speeds,
-                             const uint8_t *migrator, double *best_time, int *best_moved) {
+static void brute_force_owned(int n, const int *owned, double phi, const int *cap,
+                              const double *speeds, const uint8_t *migrator, double *best_time,
+                              int *best_moved) {
   int shed[8] = {0}, load[8];
   *best_time = INFINITY;
   *best_moved = 0;
   for (;;) {
     int moved = 0;
     for (int r = 0; r < n; ++r) {
-      load[r] = migrator[r] ? u - shed[r] : u;
+      load[r] = migrator[r] ? owned[r] - shed[r] : owned[r];
       moved += shed[r];
     }
     for (int unit = 0; unit < moved; ++unit) {
@@ -522,13 +523,24 @@ static void brute_force_kind(int n, int u, double phi, int cap, const double *sp
       *best_moved = moved;
     }
     int r = 0;
-    while (r < n && (!migrator[r] || shed[r] == cap)) {
+    while (r < n && (!migrator[r] || shed[r] == cap[r])) {
       if (migrator[r]) shed[r] = 0;
       ++r;
     }
     if (r == n) break;
     shed[r]++;
   }
+}
+
+/* Every rank owning u units, each shedding at most cap. */
+static void brute_force_kind(int n, int u, double phi, int cap, const double *speeds,
+                             const uint8_t *migrator, double *best_time, int *best_moved) {
+  int owned[8], caps[8];
+  for (int r = 0; r < n; ++r) {
+    owned[r] = u;
+    caps[r] = cap;
+  }
+  brute_force_owned(n, owned, phi, caps, speeds, migrator, best_time, best_moved);
 }
 
 /* The plan's time and moved units for one kind. */
@@ -1012,6 +1024,119 @@ static void test_21_site_kind_speeds(void **unused) {
   htp__site_model_free(&m);
 }
 
+/* 22: uneven shares (config owned): the planner's speeds are per whole
+ * rank, so a rank that owns half the units at half the speed per unit is
+ * as fast as the others (the detector sees no straggler); a migrator sheds
+ * at most max_gamma of what it owns, and each kind's whole-unit counts are
+ * the brute force's over the owned units at the speeds per unit (speed per
+ * rank x its share of a full rank's work). Owned counts outside [1,
+ * units_per_rank] are refused. */
+static void test_22_owned(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 3, 8);
+  const int32_t heads[4] = {3, 3, 3, 2}, mlp[4] = {8, 8, 8, 4};
+  c.owned[HTP_PAIR_ATTENTION] = heads;
+  c.owned[HTP_PAIR_MLP] = mlp;
+  c.ewma_alpha = 1.0;
+  char why[128];
+  assert_int_equal(htp_planner_config_check(&c, why, sizeof why), HTP_OK);
+  const int32_t zero[4] = {3, 0, 3, 3}, over[4] = {3, 4, 3, 3};
+  htp_planner_config bad = c;
+  bad.owned[HTP_PAIR_ATTENTION] = zero;
+  assert_int_equal(htp_planner_config_check(&bad, why, sizeof why), HTP_ERR_INVALID);
+  assert_non_null(strstr(why, "owned units must be in [1, units_per_rank]"));
+  bad.owned[HTP_PAIR_ATTENTION] = over;
+  assert_int_equal(htp_planner_config_check(&bad, why, sizeof why), HTP_ERR_INVALID);
+
+  /* Rank 3 owns 6 of 11 units' cost (half of each kind but one head) at
+   * half the speed per unit: about as fast per whole rank. The planner
+   * copied the owned arrays: the caller's may go. */
+  int32_t heads_copy[4], mlp_copy[4];
+  memcpy(heads_copy, heads, sizeof heads);
+  memcpy(mlp_copy, mlp, sizeof mlp);
+  htp_planner_config owned_copy = c;
+  owned_copy.owned[HTP_PAIR_ATTENTION] = heads_copy;
+  owned_copy.owned[HTP_PAIR_MLP] = mlp_copy;
+  htp_planner *p = make(&owned_copy);
+  memset(heads_copy, 0, sizeof heads_copy);
+  memset(mlp_copy, 0, sizeof mlp_copy);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_ATTENTION, 3), 2);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 3), 4);
+  for (int i = 0; i < 10; ++i) {
+    double seconds[4];
+    for (int r = 0; r < 4; ++r)
+      seconds[r] = htp_plan_rank_work(plan, &c, r) / (r == 3 ? 0.5 : 1.0);
+    assert_int_equal(htp_planner_observe(p, seconds, NULL), HTP_OK);
+  }
+  for (int r = 0; r < 4; ++r) assert_false(htp_planner_plan(p)->straggler[r]);
+  assert_true(htp_planner_speeds(p)[3] > 0.9);
+  htp_planner_destroy(p);
+
+  /* Random worlds, owned counts and speeds (policy migrate) against the
+   * brute force per kind; resizers prune gamma of what they own. */
+  uint64_t rng = 99;
+  for (int trial = 0; trial < 300; ++trial) {
+    int n = 2 + (int)(uniform(&rng) * 4);
+    int u[2] = {1 + (int)(uniform(&rng) * 5), 1 + (int)(uniform(&rng) * 6)};
+    int32_t own[2][8];
+    for (int k = 0; k < 2; ++k)
+      for (int r = 0; r < n; ++r) own[k][r] = r == 0 ? u[k] : 1 + (int)(uniform(&rng) * u[k]);
+    htp_planner_config t = make_config(n, trial % 2 ? HTP_POLICY_MIGRATE : HTP_POLICY_RESIZE,
+                                       u[0], u[1]);
+    t.owned[0] = own[0];
+    t.owned[1] = own[1];
+    t.max_gamma = trial % 3 == 0 ? 0.5 : 0.95;
+    double speeds[8], share[8], fastest = 0.0;
+    uint8_t migrator[8];
+    int migrators = 0;
+    for (int r = 0; r < n; ++r) {
+      migrator[r] = r > 0 && migrators < 3 && uniform(&rng) < 0.5;
+      migrators += migrator[r];
+      speeds[r] = migrator[r] ? 0.1 + 0.6 * uniform(&rng) : 0.8 + 0.2 * uniform(&rng);
+      share[r] = (own[0][r] + own[1][r]) / (double)(u[0] + u[1]); /* unit costs 1 */
+      if (speeds[r] * share[r] > fastest) fastest = speeds[r] * share[r];
+    }
+    htp_planner *q = make(&t);
+    assert_int_equal(htp_planner_plan_speeds(q, speeds, migrator), HTP_OK);
+    const htp_plan *got = htp_planner_plan(q);
+    assert_valid(got);
+    for (int k = 0; k < 2; ++k) {
+      int owned[8], caps[8];
+      double per_unit[8];
+      for (int r = 0; r < n; ++r) {
+        owned[r] = own[k][r];
+        caps[r] = (int)ceil(t.max_gamma * owned[r] - 1e-9);
+        if (caps[r] > owned[r]) caps[r] = owned[r];
+        per_unit[r] = speeds[r] * share[r] / fastest;
+        assert_true(got->pruned[k * n + r] + got->sent[k * n + r] <= owned[r]);
+        if (got->action[r] == HTP_ACTION_RESIZE)
+          assert_int_equal(got->pruned[k * n + r],
+                           (int)fmin(floor(got->gamma[r] * owned[r] + 0.5), owned[r]));
+      }
+      if (t.policy != HTP_POLICY_MIGRATE) continue;
+      /* The roles the plan gave (a straggler that finishes in time helps). */
+      uint8_t role[8];
+      for (int r = 0; r < n; ++r) role[r] = got->action[r] == HTP_ACTION_MIGRATE;
+      int any = 0;
+      for (int r = 0; r < n; ++r) any |= role[r];
+      if (!any) continue;
+      double want_time, got_time = 0.0;
+      int want_moved, got_moved = 0;
+      brute_force_owned(n, owned, 0.0, caps, per_unit, role, &want_time, &want_moved);
+      for (int r = 0; r < n; ++r) {
+        double time = load_time(htp_plan_units(got, (htp_pair_kind)k, r), 0.0, per_unit[r]);
+        if (time > got_time) got_time = time;
+        got_moved += got->sent[k * n + r];
+      }
+      if (!(got_time <= want_time * (1 + 1e-9)) || got_moved != want_moved)
+        fail_msg("trial %d kind %d (n %d): plan moves %d (time %g), best %d (time %g)", trial, k,
+                 n, got_moved, got_time, want_moved, want_time);
+    }
+    htp_planner_destroy(q);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1024,7 +1149,7 @@ int main(void) {
       cmocka_unit_test(test_15_replan_gain),      cmocka_unit_test(test_16_straggler_helps),
       cmocka_unit_test(test_17_site_fixed_cost), cmocka_unit_test(test_18_fixed_cost_split),
       cmocka_unit_test(test_19_refit_replans),   cmocka_unit_test(test_20_kind_speeds),
-      cmocka_unit_test(test_21_site_kind_speeds),
+      cmocka_unit_test(test_21_site_kind_speeds), cmocka_unit_test(test_22_owned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,21 +39,19 @@ static htp_planner *semi_plan(const htp_planner_config *c, double mild, double b
   return p;
 }
 
-/* 1: over all ranks' tables, each global unit is computed exactly once or
+/* Over all ranks' tables, each global unit is computed exactly once or
  * pruned on its owner, for every pair; counts match the plan. */
-static void test_01_exactly_once(void **unused) {
-  (void)unused;
-  htp_planner_config c = make_config(HTP_POLICY_SEMI);
-  htp_planner *p = semi_plan(&c, 0.8, 0.3);
+static void check_exactly_once(const htp_planner_config *c) {
+  htp_planner *p = semi_plan(c, 0.8, 0.3);
   const htp_plan *plan = htp_planner_plan(p);
   htp_unit_table *tables[WORLD];
   for (int r = 0; r < WORLD; ++r) {
-    assert_int_equal(htp_unit_table_create(&c, r, HTP_SELECT_RANDOM, 99, &tables[r]), HTP_OK);
+    assert_int_equal(htp_unit_table_create(c, r, HTP_SELECT_RANDOM, 99, &tables[r]), HTP_OK);
     assert_int_equal(htp_unit_table_update(tables[r], plan), HTP_OK);
   }
   int saw_pruned = 0, saw_moved = 0;
   for (int pair = 0; pair < 2 * LAYERS; ++pair) {
-    int k = pair & 1, u = c.units_per_rank[k];
+    int k = pair & 1, u = c->units_per_rank[k];
     int computed[WORLD][40], pruned[WORLD][40];
     memset(computed, 0, sizeof computed);
     memset(pruned, 0, sizeof pruned);
@@ -61,14 +59,15 @@ static void test_01_exactly_once(void **unused) {
       htp_unit_sets s;
       assert_int_equal(htp_unit_table_get(tables[r], pair, &s), HTP_OK);
       assert_int_equal(s.units, u);
+      assert_int_equal(s.owned, htp_config_owned(c, (htp_pair_kind)k, r));
       assert_int_equal(s.num_pruned, plan->pruned[k * WORLD + r]);
       assert_int_equal(s.num_out, plan->sent[k * WORLD + r]);
       assert_int_equal(s.num_in, plan->received[k * WORLD + r]);
-      assert_int_equal(s.num_kept + s.num_pruned + s.num_out, u);
+      assert_int_equal(s.num_kept + s.num_pruned + s.num_out, s.owned);
       for (int i = 0; i < s.num_kept; ++i) computed[r][s.kept[i]]++;
       for (int i = 0; i < s.num_pruned; ++i) pruned[r][s.pruned[i]]++;
       for (int i = 0; i < s.num_in; ++i) {
-        assert_in_range(s.in_unit[i], 0, u - 1);
+        assert_in_range(s.in_unit[i], 0, htp_config_owned(c, (htp_pair_kind)k, s.in_src[i]) - 1);
         computed[s.in_src[i]][s.in_unit[i]]++;
       }
       for (int i = 0; i < s.num_out; ++i) assert_int_not_equal(s.out_dst[i], r);
@@ -76,15 +75,30 @@ static void test_01_exactly_once(void **unused) {
       saw_pruned += s.num_pruned;
       saw_moved += s.num_in;
     }
+    /* Each owned unit computed once or pruned; an empty slot never. */
     for (int r = 0; r < WORLD; ++r)
       for (int i = 0; i < u; ++i)
-        if (computed[r][i] + pruned[r][i] != 1)
+        if (computed[r][i] + pruned[r][i] != (i < htp_config_owned(c, (htp_pair_kind)k, r)))
           fail_msg("pair %d unit %d of rank %d: computed %d pruned %d", pair, i, r,
                    computed[r][i], pruned[r][i]);
   }
   assert_true(saw_pruned > 0 && saw_moved > 0);
   for (int r = 0; r < WORLD; ++r) htp_unit_table_destroy(tables[r]);
   htp_planner_destroy(p);
+}
+
+/* 1: every unit is computed exactly once or pruned on its owner, with
+ * every rank owning all its slots and with uneven shares (the last slots
+ * of some ranks empty: in no set). */
+static void test_01_exactly_once(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(HTP_POLICY_SEMI);
+  check_exactly_once(&c);
+  const int32_t heads[WORLD] = {6, 6, 5, 6, 4, 3, 6, 6};
+  const int32_t mlp[WORLD] = {40, 40, 33, 40, 20, 17, 40, 40};
+  c.owned[HTP_PAIR_ATTENTION] = heads;
+  c.owned[HTP_PAIR_MLP] = mlp;
+  check_exactly_once(&c);
 }
 
 /* 2: shed sets are nested: a worse straggler prunes a superset. */

@@ -70,7 +70,7 @@ const char eval_signature[] __asm__("htp.sig.lin_loss") =
 #define RESULTS_FACTS                                                                    \
   FACT_RECORD(HTP_SIG_RESULT, 4, 1, 1, 0, 0, 0, HTP_SHARD_NONE, 0, 0, -1),               \
       FACT_RECORD(HTP_SIG_RESULT, 4 * B * K, 2, B, K, 0, 0, HTP_SHARD_NONE, 0, 0, -1)
-#define NO_BALANCE 0, 0, 0, 0, 0, 0, 0, 0, 0
+#define NO_BALANCE 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 const int64_t grad_facts[] __asm__("htp.facts.lin_loss_grad") = {
     HTP_FACTS_MAGIC, HTP_FACTS_HEADER_WORDS + 8 * HTP_FACTS_TENSOR_WORDS + HTP_FACTS_BALANCE_WORDS,
     sizeof grad_signature - 1, FAKE_TP, 1280, 0, 4, 4, ARGS_FACTS, RESULTS_FACTS,

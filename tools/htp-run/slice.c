@@ -31,7 +31,7 @@ typedef struct part_rows {
   int64_t global, local, first, owned;
 } part_rows;
 
-static int rows_of_part(int64_t local_rows, int parts, int part, const int64_t *units,
+static int rows_of_part(int64_t local_rows, int parts, int part, const int32_t *units,
                         int64_t unit, part_rows *rows, char *err, size_t err_size) {
   if (!units) {
     *rows = (part_rows){local_rows * parts, local_rows, local_rows * part, local_rows};
@@ -58,7 +58,7 @@ static int rows_of_part(int64_t local_rows, int parts, int part, const int64_t *
 /* Slice (place 0: global -> local) or place (1: local -> global). */
 static int shard_copy(int place, unsigned char *global, unsigned char *local,
                       size_t element_size, int rank, const int64_t *local_dims, int dim,
-                      int parts, int part, htp_shard_layout layout, const int64_t *units,
+                      int parts, int part, htp_shard_layout layout, const int32_t *units,
                       int64_t unit, char *err, size_t err_size) {
   if (element_size != 2 && element_size != 4)
     return htp_set_error(err, err_size, "shard: elements of %zu bytes (2 or 4)", element_size);
@@ -108,7 +108,7 @@ static int shard_copy(int place, unsigned char *global, unsigned char *local,
 
 int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,
                     size_t err_size) {
   /* Slicing only reads global: the cast is for the shared copier. */
   return shard_copy(0, (unsigned char *)(uintptr_t)global, local, element_size, rank,
@@ -117,7 +117,7 @@ int htp_shard_slice(const void *global, void *local, size_t element_size, int ra
 
 int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,
                     size_t err_size) {
   return shard_copy(1, global, (unsigned char *)(uintptr_t)local, element_size, rank,
                     local_dims, dim, parts, part, layout, units, unit, err, err_size);

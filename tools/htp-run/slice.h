@@ -36,7 +36,7 @@
  * that is not max(units) * unit). */
 int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,
                     size_t err_size);
 
 /* The inverse: copies `local`, part `part` of `parts`, into its place in
@@ -44,7 +44,7 @@ int htp_shard_slice(const void *global, void *local, size_t element_size, int ra
  * whole tensor). Gathering every part rebuilds the global tensor. */
 int htp_shard_place(const void *local, void *global, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
-                    htp_shard_layout layout, const int64_t *units, int64_t unit, char *err,
+                    htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,
                     size_t err_size);
 
 #endif /* HTP_RUN_SHARD_H */

@@ -167,19 +167,21 @@ static int check_facts(const char *path, const htp_signature *sig, const unsigne
     TENSOR_FACT("gradient's argument", t->role == HTP_SIG_GRAD ? t->grad_arg : -1,
                 HTP_FACT_GRAD_ARG, NULL, 0);
     TENSOR_FACT("shard unit", t->shard_unit, HTP_FACT_SHARD_UNIT, NULL, 0);
-    TENSOR_FACT("shard units", t->shard_units ? htp_facts_units_hash(t->shard_units,
-                                                                     t->shard_parts) : 0,
+    TENSOR_FACT("shard units", htp_facts_units_hash(t->shard_units, t->shard_parts),
                 HTP_FACT_SHARD_UNITS_HASH, NULL, 0);
 #undef TENSOR_FACT
   }
   const htp_sig_balance *b = &sig->balance;
   const int64_t balance[HTP_FACTS_BALANCE_WORDS] = {
       b->present,   b->layers,    b->model_dim,      b->heads,         b->head_dim,
-      b->head_flops, b->mlp_units, b->mlp_unit_width, b->mlp_unit_flops};
+      b->head_flops, b->mlp_units, b->mlp_unit_width, b->mlp_unit_flops,
+      htp_facts_units_hash(b->heads_owned, sig->tp),
+      htp_facts_units_hash(b->mlp_units_owned, sig->tp)};
   static const char *const balance_names[HTP_FACTS_BALANCE_WORDS] = {
       "balance",           "balance.layers",         "balance.model_dim",
       "balance.heads",     "balance.head_dim",       "balance.head_flops",
-      "balance.mlp_units", "balance.mlp_unit_width", "balance.mlp_unit_flops"};
+      "balance.mlp_units", "balance.mlp_unit_width", "balance.mlp_unit_flops",
+      "balance.heads_owned", "balance.mlp_units_owned"};
   static const char *const present[] = {"absent", "present"};
   for (int i = 0; i < HTP_FACTS_BALANCE_WORDS; i++)
     FACT(balance_names[i], b->present ? balance[i] : 0, at + (size_t)i, i ? NULL : present,
