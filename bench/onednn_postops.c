@@ -15,12 +15,14 @@
  *                 residual as src1), or a sum post-op onto y holding the
  *                 residual already (the in-place best case)
  *
- * plus, in f32, the matmul primitive with bias alone (is the primitive
- * itself as fast as dnnl_sgemm?) and each epilogue pass alone. Variants
- * alternate within each round; each prints its median over every call of
- * every round and the median of the per-round ratios to the unfused one.
- * It also checks the numbers: oneDNN's gelu_erf per element over [-12, 12]
- * against erfc in double (the project's GELU holds 1e-6 relative), and each
+ * plus the matmul primitive with bias alone (in f32: is the primitive
+ * itself as fast as dnnl_sgemm?), each epilogue pass alone, and the
+ * table's fused entry (linear_gelu_bf16, which this measurement led to).
+ * Variants alternate within each round; each prints its median over every
+ * call of every round and the median of the per-round ratios to the
+ * unfused one.
+ * It also checks the numbers: oneDNN's GELU per element over [-12, 12]
+ * against double (the project's GELU holds 1e-6 relative), and each
  * fc1 variant's first rows against a float64 reference.
  *
  *   htp-bench-postops [--batch 8] [--iters 10] [--rounds 7] [--threads N]
@@ -292,6 +294,9 @@ static void fc1_bf16_matmul_bias(tensors *t) {
 static void fc1_bf16_fused(tensors *t) {
   fused_linear(t->xb, t->w1b, t->b1b, NULL, t->hb, t->rows, t->dim, t->hidden, 1, EPILOGUE_GELU);
 }
+static void fc1_bf16_table_fused(tensors *t) {
+  OK(table->linear_gelu_bf16(&env, t->xb, t->w1b, t->b1b, t->hb, t->rows, t->dim, t->hidden, 0));
+}
 static void fc2_f32_unfused(tensors *t) {
   OK(table->linear_f32(&env, t->h, t->w2, t->b2, t->y, t->rows, t->hidden, t->dim));
   OK(table->add_f32(&env, t->residual, t->y, t->y, t->rows * t->dim));
@@ -350,6 +355,8 @@ static const variant variants[] = {
      fc1_bf16_matmul_bias},
     {"fc1 bf16 matmul + bias + gelu_erf post-op", "fc1 bf16 linear+bias, then GELU (table)",
      fc1_bf16_fused},
+    {"fc1 bf16 linear_gelu_bf16 (table, fused)", "fc1 bf16 linear+bias, then GELU (table)",
+     fc1_bf16_table_fused},
     {"fc2 f32  linear+bias, then add (table)", NULL, fc2_f32_unfused},
     {"fc2 f32  linear+bias alone (table)", "fc2 f32  linear+bias, then add (table)",
      fc2_f32_linear_only},
@@ -379,9 +386,10 @@ static int index_of(const char *name) {
 
 /* ===== Numbers =========================================================== */
 
-/* oneDNN's gelu_erf alone (its eltwise primitive: the same JIT injector as
- * the post-op) per element over [-12, 12], against 0.5 x erfc(-x/sqrt 2). */
-static void check_gelu_elementwise(void) {
+/* oneDNN's GELU alone (its eltwise primitive: the same JIT injector as the
+ * post-op) per element over [-12, 12], exact and tanh forms, against double
+ * (0.5 x erfc(-x/sqrt 2); the tanh formula), beside htp_cpu_gelu_f32. */
+static void check_gelu_elementwise(int tanh_approx) {
   enum { N = 20001 };
   float *x = allocate(N * sizeof(float)), *y = allocate(N * sizeof(float));
   float *ours = allocate(N * sizeof(float));
@@ -395,8 +403,9 @@ static void check_gelu_elementwise(void) {
   const dnnl_dims_t dims = {N};
   CHECK_DNNL(dnnl_memory_desc_init_by_tag(&md, 1, dims, dnnl_f32, dnnl_a));
   dnnl_eltwise_desc_t desc;
-  CHECK_DNNL(dnnl_eltwise_forward_desc_init(&desc, dnnl_forward_inference, dnnl_eltwise_gelu_erf,
-                                            &md, 0.0f, 0.0f));
+  CHECK_DNNL(dnnl_eltwise_forward_desc_init(
+      &desc, dnnl_forward_inference, tanh_approx ? dnnl_eltwise_gelu_tanh : dnnl_eltwise_gelu_erf,
+      &md, 0.0f, 0.0f));
   dnnl_primitive_desc_t pd;
   CHECK_DNNL(dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL));
   const char *impl = "?";
@@ -409,21 +418,25 @@ static void check_gelu_elementwise(void) {
   dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}};
   CHECK_DNNL(dnnl_primitive_execute(eltwise, stream, 2, args));
   CHECK_DNNL(dnnl_stream_wait(stream));
-  htp_cpu_gelu_f32(x, ours, N, 0);
+  htp_cpu_gelu_f32(x, ours, N, tanh_approx);
   double worst[2] = {0, 0}, worst_x[2] = {0, 0}, worst_abs[2] = {0, 0};
   for (int i = 0; i < N; ++i) {
-    const double want = 0.5 * x[i] * erfc(-x[i] / sqrt(2.0));
+    const double v = x[i];
+    const double want =
+        tanh_approx ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
+                    : 0.5 * v * erfc(-v / sqrt(2.0));
     const float got[2] = {y[i], ours[i]};
-    for (int v = 0; v < 2; ++v) {
-      const double abs_err = fabs(got[v] - want);
-      const double err = want == 0 ? fabs(got[v]) : abs_err / fabs(want);
-      if (err > worst[v]) worst_x[v] = x[i];
-      worst[v] = fmax(worst[v], err);
-      worst_abs[v] = fmax(worst_abs[v], abs_err);
+    for (int k = 0; k < 2; ++k) {
+      const double abs_err = fabs(got[k] - want);
+      const double err = want == 0 ? fabs(got[k]) : abs_err / fabs(want);
+      if (err > worst[k]) worst_x[k] = x[i];
+      worst[k] = fmax(worst[k], err);
+      worst_abs[k] = fmax(worst_abs[k], abs_err);
     }
   }
-  printf("gelu_erf per element over [-12, 12] against erfc in double (%s):\n", impl);
-  printf("  oneDNN eltwise_gelu_erf: worst relative %.3g at x = %g, worst absolute %.3g\n",
+  const char *name = tanh_approx ? "gelu_tanh" : "gelu_erf";
+  printf("%s per element over [-12, 12] against double (%s):\n", name, impl);
+  printf("  oneDNN eltwise_%-9s worst relative %.3g at x = %g, worst absolute %.3g\n", name,
          worst[0], worst_x[0], worst_abs[0]);
   printf("  htp_cpu_gelu_f32:        worst relative %.3g at x = %g, worst absolute %.3g\n",
          worst[1], worst_x[1], worst_abs[1]);
@@ -541,7 +554,8 @@ int main(int argc, char **argv) {
          "%d threads, %s\n",
          (long long)rows, (long long)batch, (long long)dim, (long long)hidden, (long long)hidden,
          (long long)dim, htp__threads(), htp_cpu_gemm_provider());
-  check_gelu_elementwise();
+  check_gelu_elementwise(0);
+  check_gelu_elementwise(1);
   check_outputs(&t);
   /* fc2's inputs: fc1's fused bf16 output and its f32 twin (both GELUs of
    * the same numbers), so fc2 sees a block's hidden values. */
