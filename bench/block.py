@@ -229,7 +229,7 @@ def main_bf16(args):
     y32, y16 = outputs["f32"], outputs["bf16"]
     rows = [("htp-run f32 (JIT)", reports["f32"]["median_ms"], relative_error(y32, reference),
              "—"),
-            ("htp-run bf16 (JIT; linears and the attention on oneDNN bf16 matmuls where built, norms and GELU in f32 a block at a time)", reports["bf16"]["median_ms"],
+            ("htp-run bf16 (JIT; linears and the attention on oneDNN bf16 matmuls where built, fc1 with GELU as its post-op, norms in f32 a block at a time)", reports["bf16"]["median_ms"],
              relative_error(y16, reference), relative_error(y16, y32))]
     try:
         import torch

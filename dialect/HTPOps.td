@@ -101,12 +101,27 @@ def HTP_LinearOp : HTP_Op<"linear"> {
     %z = htp.linear %u, %v : (tensor<8x197x768xbf16>, tensor<3072x768xbf16>)
                            -> tensor<8x197x3072xbf16>
     ```
+
+    `gelu`, when present, applies GELU to the result (`gelu none`: exact,
+    `gelu tanh`: the tanh form, as htp.gelu's `approximate`): the epilogue
+    `--htp-fuse-linear-gelu` folds a single-use linear's htp.gelu into, so
+    the lowering makes one kernel call (on the CPU, a oneDNN post-op).
+    Forward only: --htp-grad refuses it, and --htp-tensor-parallel never
+    takes it for the row half of a pair (its GELU cannot follow a partial sum).
+
+    ```mlir
+    %h = htp.linear %x, %w1, %b1 gelu none
+        : (tensor<8x197x768xf32>, tensor<3072x768xf32>, tensor<3072xf32>)
+          -> tensor<8x197x3072xf32>
+    ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight,
-                       Optional<HTP_Tensor>:$bias);
+                       Optional<HTP_Tensor>:$bias,
+                       OptionalAttr<HTP_ApproximationAttr>:$gelu);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+    $input `,` $weight (`,` $bias^)? (`gelu` `` $gelu^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 

@@ -312,6 +312,28 @@ typedef struct htp_kernel_table {
    * device's memory is the host's (the CPU): the host's checks apply. */
   htp_kernel_status (*memory)(const htp_kernel_env *env, size_t *free_bytes,
                               size_t *total_bytes);
+
+  /* ----- Fused forward entries (issue 25, item 1) --------------------------
+   * May be NULL: the runtime then runs the unfused entries (htp_op_*).
+   * y = GELU(x · wᵀ + b), exact (tanh_approx 0) or tanh form: linear's
+   * arguments and layout, then gelu's flag. y must not alias x, w or b.
+   * The CPU's bf16 entry runs oneDNN matmuls with an eltwise GELU post-op
+   * where it has bf16 units (the GELU applied to the f32 accumulator, y
+   * rounded once; unfused, the GELU pass read y back and rounded twice) and
+   * falls back to linear_bf16 then gelu_bf16. Its f32 entry is NULL: at
+   * ViT-B's fc1 an f32 matmul primitive with the post-op was within 2 % of
+   * dnnl_sgemm then the GELU pass (bench/onednn_postops.c). The GELU is
+   * oneDNN's: within 4e-7 absolute of the exact one, where the unfused
+   * kernel holds 1e-6 relative per element (it flushes GELU(x) for x below
+   * about -5.5, |GELU| < 1e-7, to zero). */
+  htp_kernel_status (*linear_gelu_f32)(const htp_kernel_env *env, const float *x, const float *w,
+                                       const float *b, float *y, int64_t rows,
+                                       int64_t in_features, int64_t out_features,
+                                       int32_t tanh_approx);
+  htp_kernel_status (*linear_gelu_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                        const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                        int64_t rows, int64_t in_features, int64_t out_features,
+                                        int32_t tanh_approx);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error

@@ -145,7 +145,13 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
     return NamedAttribute(builder.getStringAttr(name), op->getAttr(name));
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case([&](LinearOp linear) {
+      .Case([&](LinearOp linear) -> LogicalResult {
+        // The fusion runs after this pass (htp-pipeline): only IR written
+        // with a fused GELU gets here.
+        if (linear.getGelu())
+          return linear.emitOpError("has a fused GELU, which has no adjoint here: write "
+                                    "htp.gelu after it (--htp-fuse-linear-gelu runs after "
+                                    "--htp-grad)");
         SmallVector<Type> types{typeOf(op, 0), typeOf(op, 1)};
         if (linear.getBias())
           types.push_back(typeOf(op, 2));

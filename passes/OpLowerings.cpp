@@ -140,19 +140,26 @@ SmallVector<Value> attentionDims(OpBuilder &builder, Location loc, Value input, 
           constantI64(builder, loc, headDim)};
 }
 
-/// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out).
+/// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out);
+/// with a fused `gelu`, htp_op_linear_gelu_f32 or _bf16(..., out, tanh).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
   void emitCall(LinearOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
     auto weight = cast<RankedTensorType>(op.getWeight().getType());
-    entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear", op),
-                     {adaptor.getInput(), adaptor.getWeight(),
-                      optionalPointer(rewriter, loc, adaptor.getBias()), result,
-                      constantI64(rewriter, loc, leadingRows(op.getType())),
-                      constantI64(rewriter, loc, weight.getDimSize(1)),
-                      constantI64(rewriter, loc, weight.getDimSize(0))});
+    SmallVector<Value> args{adaptor.getInput(), adaptor.getWeight(),
+                            optionalPointer(rewriter, loc, adaptor.getBias()), result,
+                            constantI64(rewriter, loc, leadingRows(op.getType())),
+                            constantI64(rewriter, loc, weight.getDimSize(1)),
+                            constantI64(rewriter, loc, weight.getDimSize(0))};
+    std::optional<Approximation> gelu = op.getGelu();
+    if (!gelu) {
+      entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear", op), args);
+      return;
+    }
+    args.push_back(constantI32(rewriter, loc, *gelu == Approximation::Tanh ? 1 : 0));
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear_gelu", op), args);
   }
 };
 

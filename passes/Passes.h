@@ -37,6 +37,10 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
                                    "result #0 is an htp.cross_entropy loss (--htp-grad; a module "
                                    "without one is unchanged)"),
                     llvm::cl::init(true)};
+  Option<bool> fuse{*this, "fuse",
+                    llvm::cl::desc("Fold each single-use linear's GELU into it "
+                                   "(--htp-fuse-linear-gelu)"),
+                    llvm::cl::init(true)};
 };
 
 /// Adds the whole chain (htp on tensors → LLVM dialect) to `pm`: what

@@ -4,7 +4,8 @@
 // (DESIGN §1): `--htp-pipeline=tp=4` splits over 4 ranks, adds the balance
 // hooks (`hooks=false` leaves them out) and writes the backward of each
 // loss function (`grad=false` leaves it out), whose adjoints of the hooked
-// ops are hooked too (DESIGN §11).
+// ops are hooked too (DESIGN §11), then folds each single-use linear's GELU
+// into it (`fuse=false` leaves them apart).
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +35,9 @@ void htp::buildHTPPipeline(OpPassManager &pm,
     pm.addPass(htp::createHTPGrad());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // After the passes that match or differentiate the unfused pair.
+  if (options.fuse)
+    pm.addNestedPass<func::FuncOp>(htp::createHTPFuseLinearGelu());
   pm.addNestedPass<func::FuncOp>(htp::createHTPAssignWorkspace());
   pm.addPass(htp::createHTPLowerToRuntime());
   pm.addPass(
@@ -47,7 +51,8 @@ void htp::registerHTPPassesAndPipeline() {
       "Run the whole htp chain: split over tp ranks (--htp-tensor-parallel), "
       "add the balance hooks (--htp-balance-hooks) when tp > 1, write the "
       "backward of each cross-entropy loss function, hooked where its forward "
-      "is (--htp-grad), place every value in a buffer or the workspace "
+      "is (--htp-grad), fold single-use linears' GELUs into them "
+      "(--htp-fuse-linear-gelu), place every value in a buffer or the workspace "
       "(--htp-assign-workspace), then htp ops on tensors to LLVM-dialect "
       "entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {

@@ -196,6 +196,19 @@ HTP_API htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const 
                                          int64_t scratch_floats, int64_t batch, int64_t tokens,
                                          int64_t model_dim, int64_t num_heads,
                                          int64_t head_dim);
+/* y = GELU(x · wᵀ + b): htp.linear with its GELU fused
+ * (--htp-fuse-linear-gelu), linear's arguments then gelu's flag; y must
+ * not overlap x, w or b. Where the table has the fused entry (the CPU's
+ * bf16, as a oneDNN post-op) one pass, else the linear then the GELU in
+ * place on y, both through the table. Checks and results as the others. */
+HTP_API htp_result htp_op_linear_gelu_f32(htp_ctx *ctx, const float *x, const float *w,
+                                          const float *b, float *y, int64_t rows,
+                                          int64_t in_features, int64_t out_features,
+                                          int32_t tanh_approx);
+HTP_API htp_result htp_op_linear_gelu_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                                           const uint16_t *b, uint16_t *y, int64_t rows,
+                                           int64_t in_features, int64_t out_features,
+                                           int32_t tanh_approx);
 /* dst = src (bytes bytes, no overlap): a compiled block's result copies,
  * which may live on the device. bytes 0 is a no-op. */
 HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);

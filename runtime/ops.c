@@ -159,6 +159,36 @@ htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
               batch, tokens, model_dim, num_heads, head_dim);
 }
 
+/* ===== Fused linear and GELU ============================================ */
+
+/* The fused entry where the table has one, else its linear then its GELU
+ * on y in place (the unfused op pair's entries, the same numbers). */
+#define LINEAR_GELU(ctx, what, fused, linear, gelu, x, w, b, y, rows, in, out, tanh_approx)    \
+  do {                                                                                         \
+    OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in, out));                               \
+    HTP__INVALID_IF(ctx, tanh_approx != 0 && tanh_approx != 1,                                 \
+                    "%s: tanh_approx %d must be 0 or 1", what, (int)tanh_approx);              \
+    if (htp__kernel_table(ctx)->fused)                                                         \
+      OP_DISPATCH(ctx, what, fused, x, w, b, y, rows, in, out, tanh_approx);                   \
+    OP_CHECKED(linear(ctx, x, w, b, y, rows, in, out));                                        \
+    return gelu(ctx, y, y, (rows) * (out), tanh_approx);                                       \
+  } while (0)
+
+htp_result htp_op_linear_gelu_f32(htp_ctx *ctx, const float *x, const float *w, const float *b,
+                                  float *y, int64_t rows, int64_t in_features,
+                                  int64_t out_features, int32_t tanh_approx) {
+  LINEAR_GELU(ctx, "htp_op_linear_gelu_f32", linear_gelu_f32, htp_op_linear_f32,
+              htp_op_gelu_f32, x, w, b, y, rows, in_features, out_features, tanh_approx);
+}
+
+htp_result htp_op_linear_gelu_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                                   const uint16_t *b, uint16_t *y, int64_t rows,
+                                   int64_t in_features, int64_t out_features,
+                                   int32_t tanh_approx) {
+  LINEAR_GELU(ctx, "htp_op_linear_gelu_bf16", linear_gelu_bf16, htp_op_linear_bf16,
+              htp_op_gelu_bf16, x, w, b, y, rows, in_features, out_features, tanh_approx);
+}
+
 /* ===== bf16 (htp_bf16 tensors, f32 scratch) ============================= */
 
 htp_result htp_op_linear_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,

@@ -271,6 +271,21 @@ enum { MAX_PARTS = 256 };
 SUM_ENTRY(f32, float, F32)
 SUM_ENTRY(bf16, htp_bf16, BF16)
 
+/* The CPU's fused linear and GELU (bf16 only: the CPU has no f32 one, and
+ * the runtime runs the pair where an entry is NULL), so that the checked
+ * device's numbers stay the CPU's. */
+static htp_kernel_status linear_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+                                          const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                          int64_t rows, int64_t in, int64_t out,
+                                          int32_t tanh_approx) {
+  BEGIN("linear_gelu_bf16");
+  DEVICE(x, BF16(n2(rows, in)));
+  DEVICE(w, BF16(n2(out, in)));
+  OPTIONAL(b, BF16(out));
+  DEVICE(y, BF16(n2(rows, out)));
+  RUN(cpu()->linear_gelu_bf16(&self->cpu, x, w, b, y, rows, in, out, tanh_approx));
+}
+
 /* ----- Copies, memory, the stream ------------------------------------------- */
 
 static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
@@ -551,6 +566,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .copy = copy,
     .sum_f32 = sum_f32,
     .linear_bf16 = linear_bf16,
+    .linear_gelu_bf16 = linear_gelu_bf16,
     .layer_norm_bf16 = layer_norm_bf16,
     .gelu_bf16 = gelu_bf16,
     .add_bf16 = add_bf16,

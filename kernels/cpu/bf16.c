@@ -112,6 +112,23 @@ htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16
   return status;
 }
 
+htp_kernel_status htp__cpu_linear_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+                                            const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                            int64_t rows, int64_t in_features,
+                                            int64_t out_features, int32_t tanh_approx) {
+#ifdef HTP_BLAS_ONEDNN
+  /* One pass: the GELU as the matmul's post-op, one rounding. */
+  if (x && w && y &&
+      htp__onednn_linear_gelu_bf16(x, w, b, y, rows, in_features, out_features, tanh_approx) == 0)
+    return HTP_KERNEL_OK;
+#endif
+  htp_kernel_status status =
+      htp__cpu_linear_bf16(env, x, w, b, y, rows, in_features, out_features);
+  return status == HTP_KERNEL_OK
+             ? htp__cpu_gelu_bf16(env, y, y, rows * out_features, tanh_approx)
+             : status;
+}
+
 /* Elements (GELU) or rows (layer norm) widened into a block on the stack,
  * computed by the f32 kernel's own code on that block and rounded back: the
  * numbers of widening the whole tensor, without its f32 copies going

@@ -12,6 +12,12 @@
 htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                        const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                        int64_t rows, int64_t in_features, int64_t out_features);
+/* linear_bf16 with its GELU fused (oneDNN's post-op where it runs the
+ * linear, else the two entries one after the other). */
+htp_kernel_status htp__cpu_linear_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+                                            const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                            int64_t rows, int64_t in_features,
+                                            int64_t out_features, int32_t tanh_approx);
 htp_kernel_status htp__cpu_layer_norm_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                            const htp_bf16 *gamma, const htp_bf16 *beta,
                                            htp_bf16 *y, int64_t rows, int64_t dim,

@@ -20,6 +20,13 @@ int htp__onednn_linear_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16
                             htp_bf16 *y, int64_t rows, int64_t in_features,
                             int64_t out_features);
 
+/* y = GELU(x · wᵀ + b), the GELU (exact, or the tanh form with
+ * tanh_approx) oneDNN's eltwise post-op on the f32 accumulator, y rounded
+ * once. Returns as htp__onednn_linear_bf16. */
+int htp__onednn_linear_gelu_bf16(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+                                 htp_bf16 *y, int64_t rows, int64_t in_features,
+                                 int64_t out_features, int32_t tanh_approx);
+
 /* The same with y in f32 (not rounded): a bf16 GEMM whose result an f32
  * kernel goes on with (the attention's qkv). */
 int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
@@ -32,13 +39,17 @@ int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_
  * at b[b * b_batch + p * b_k + j * b_n] (a weight [n, k] row-major is
  * b_k = 1, b_n = k), (i, j) of C[b] at c[b * c_batch + i * c_row + j];
  * bias (bf16 [n], with `bias` set) added before C is rounded; C is bf16,
- * each element rounded once, or with f32_out f32. Primitives are made once
+ * each element rounded once, or with f32_out f32; with gelu, GELU applied
+ * to each element (after the bias, before the rounding) as oneDNN's eltwise
+ * post-op. Primitives are made once
  * per shape and kept. Returns 0, or non-zero where oneDNN has no JIT
  * kernel for it on this CPU or anything failed (C unspecified). */
+enum { HTP_MATMUL_NO_GELU = 0, HTP_MATMUL_GELU_ERF = 1, HTP_MATMUL_GELU_TANH = 2 };
+
 typedef struct htp__matmul {
   int64_t batch, m, k, n;
   int64_t a_batch, a_row, b_batch, b_k, b_n, c_batch, c_row;
-  int bias, f32_out;
+  int bias, f32_out, gelu; /* gelu: HTP_MATMUL_* */
 } htp__matmul;
 
 int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,

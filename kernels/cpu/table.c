@@ -157,6 +157,9 @@ static const htp_kernel_table CPU_TABLE = {
     .embed_tokens_backward_f32 = htp__cpu_embed_tokens_backward_f32,
     .cls_token_backward_f32 = htp__cpu_cls_token_backward_f32,
     .zero = htp__cpu_zero,
+    /* linear_gelu_f32 NULL: the runtime runs linear then GELU (fusing was
+     * no faster in f32, bench/onednn_postops.c). */
+    .linear_gelu_bf16 = htp__cpu_linear_gelu_bf16,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }

@@ -9,6 +9,7 @@
  * 3. The documented construction: each bf16 entry equals the f32 entry on
  *    the widened operands, rounded once (bitwise), and the unit kernels
  *    leave untouched columns bit for bit.
+ *    2c: the fused linear + GELU the same way, and its runtime entries.
  * 4. The same-device sums (f32, bf16, in place, bad arguments), the
  *    environment's conversion buffers reused across calls, and the
  *    runtime's htp_op_*_bf16 entries dispatching to the table.
@@ -145,6 +146,82 @@ static void linear_in_parts(void **state) {
   }
   htp_cpu_set_blas_threads(threads);
   free(x), free(xf), free(w), free(wf), free(b), free(bf), free(y), free(ref);
+  htp_cpu_kernel_env_destroy(&env);
+}
+
+/* 2c. The fused linear + GELU (linear_gelu_bf16; with oneDNN the GELU is
+ * its matmul post-op, parts as in 2b), both forms, with a bias and without,
+ * against GELU of the double reference: rounded once, within 2^-8 relative
+ * plus oneDNN's GELU (4e-7 absolute) and f32 accumulation; where oneDNN has
+ * no bf16 matmul (the capped-ISA runs) the entry is the unfused pair, bit
+ * for bit (its two roundings miss that bound where GELU' is large). Then the
+ * runtime's htp_op_linear_gelu_* entries: the bf16 one the table's, the
+ * f32 one (no CPU entry) the f32 linear then GELU, bit for bit, and a bad
+ * tanh flag refused. */
+static double gelu_reference(double x, int tanh_approx) {
+  return tanh_approx ? 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)))
+                     : 0.5 * x * erfc(-x / sqrt(2.0));
+}
+
+static void linear_gelu(void **state) {
+  (void)state;
+  enum { M = 200, K = 256, N = 1024 };
+  const htp_kernel_table *t = htp_cpu_kernel_table();
+  char error[128];
+  htp_kernel_env env = cpu_env(error, sizeof error);
+  const int threads = htp_cpu_blas_threads();
+  htp_cpu_set_blas_threads(4);
+  float *xf, *wf, *bf;
+  htp_bf16 *x = random_bf16(M * K, -2, 2, &xf), *w = random_bf16(N * K, -0.5f, 0.5f, &wf);
+  htp_bf16 *b = random_bf16(N, -1, 1, &bf), *y = malloc(sizeof *y * M * N);
+  htp_bf16 *pair = malloc(sizeof *pair * M * N);
+  double *pre = malloc(sizeof *pre * M * N), *ref = malloc(sizeof *ref * M * N);
+  assert_non_null(y);
+  assert_non_null(pair);
+  assert_non_null(pre);
+  assert_non_null(ref);
+  assert_non_null(t->linear_gelu_bf16);
+  for (int with_bias = 0; with_bias < 2; with_bias++) {
+    for (int r = 0; r < M; r++)
+      for (int o = 0; o < N; o++) {
+        double s = with_bias ? bf[o] : 0.0;
+        for (int i = 0; i < K; i++) s += (double)xf[r * K + i] * wf[o * K + i];
+        pre[r * N + o] = s;
+      }
+    for (int tanh_approx = 0; tanh_approx < 2; tanh_approx++) {
+      for (int64_t i = 0; i < M * N; i++) ref[i] = gelu_reference(pre[i], tanh_approx);
+      assert_int_equal(t->linear_bf16(&env, x, w, with_bias ? b : NULL, pair, M, K, N),
+                       HTP_KERNEL_OK);
+      assert_int_equal(t->gelu_bf16(&env, pair, pair, M * N, tanh_approx), HTP_KERNEL_OK);
+      for (int through_runtime = 0; through_runtime < 2; through_runtime++) {
+        memset(y, 0xFF, sizeof *y * M * N);
+        if (through_runtime)
+          assert_int_equal(htp_op_linear_gelu_bf16(NULL, x, w, with_bias ? b : NULL, y, M, K,
+                                                   N, tanh_approx),
+                           HTP_OK);
+        else
+          assert_int_equal(t->linear_gelu_bf16(&env, x, w, with_bias ? b : NULL, y, M, K, N,
+                                               tanh_approx),
+                           HTP_KERNEL_OK);
+        if (memcmp(y, pair, sizeof *y * M * N) != 0) /* fused: one rounding */
+          assert_close_bf16(y, ref, M * N, 1e-6);
+      }
+    }
+  }
+  /* f32: the runtime's pair, exactly the two kernels. */
+  float *yf = malloc(sizeof *yf * M * N), *want = malloc(sizeof *want * M * N);
+  assert_non_null(yf);
+  assert_non_null(want);
+  htp_cpu_linear_f32(xf, wf, bf, want, M, K, N);
+  htp_cpu_gelu_f32(want, want, M * N, 0);
+  assert_int_equal(htp_op_linear_gelu_f32(NULL, xf, wf, bf, yf, M, K, N, 0), HTP_OK);
+  assert_memory_equal(yf, want, sizeof *yf * M * N);
+  assert_int_equal(htp_op_linear_gelu_f32(NULL, xf, wf, bf, yf, M, K, N, 2), HTP_ERR_INVALID);
+  assert_int_equal(htp_op_linear_gelu_bf16(NULL, x, w, b, y, M, K, N, -1), HTP_ERR_INVALID);
+  assert_int_equal(htp_op_linear_gelu_bf16(NULL, x, NULL, b, y, M, K, N, 0), HTP_ERR_INVALID);
+  htp_cpu_set_blas_threads(threads);
+  free(x), free(xf), free(w), free(wf), free(b), free(bf), free(y), free(pre), free(ref);
+  free(yf), free(want), free(pair);
   htp_cpu_kernel_env_destroy(&env);
 }
 
@@ -470,6 +547,7 @@ int main(void) {
       cmocka_unit_test(rounding),
       cmocka_unit_test(elementwise_and_linear),
       cmocka_unit_test(linear_in_parts),
+      cmocka_unit_test(linear_gelu),
       cmocka_unit_test(attention_and_units),
       cmocka_unit_test(attention_large_scores),
       cmocka_unit_test(sums_and_no_buffers),

@@ -68,3 +68,34 @@ func.func @shared_hidden(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor
   %y = htp.linear %h, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
   return %y, %h : tensor<3x8xf32>, tensor<3x20xf32>
 }
+
+// -----
+
+// A linear whose GELU is already fused is a column half (the GELU is per
+// neuron: @fused_column) but never a row half, whose GELU would have to
+// follow a partial sum (@fused_row: nothing splits).
+// CHECK-LABEL: func.func @fused_column(
+// CHECK-SAME: %{{[^:]*}}: tensor<10x8xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks>}
+// CHECK-SAME: %{{[^:]*}}: tensor<8x10xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>}
+// CHECK: htp.linear %{{.*}} gelu none : (tensor<3x8xf32>, tensor<10x8xf32>) -> tensor<3x10xf32>
+// CHECK: htp.all_reduce
+func.func @fused_column(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>,
+                        %w2: tensor<8x20xf32>) -> tensor<3x8xf32> {
+  %h = htp.linear %x, %w1 gelu none : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+  %y = htp.linear %h, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused_row(
+// CHECK-NOT: htp.shard
+// CHECK: htp.linear %{{.*}} : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+// CHECK-NEXT: htp.linear %{{.*}} gelu tanh : (tensor<3x20xf32>, tensor<6x20xf32>) -> tensor<3x6xf32>
+// CHECK-NOT: htp.all_reduce
+func.func @fused_row(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>,
+                     %w2: tensor<6x20xf32>) -> tensor<3x6xf32> {
+  %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+  %y = htp.linear %h, %w2 gelu tanh : (tensor<3x20xf32>, tensor<6x20xf32>) -> tensor<3x6xf32>
+  return %y : tensor<3x6xf32>
+}
