@@ -422,9 +422,10 @@ static void check_gelu_elementwise(int tanh_approx) {
   double worst[2] = {0, 0}, worst_x[2] = {0, 0}, worst_abs[2] = {0, 0};
   for (int i = 0; i < N; ++i) {
     const double v = x[i];
-    const double want =
-        tanh_approx ? 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)))
-                    : 0.5 * v * erfc(-v / sqrt(2.0));
+    const double pi = 3.14159265358979323846; /* M_PI is not C11 (_POSIX_C_SOURCE hides it) */
+    const double want = tanh_approx
+                            ? 0.5 * v * (1 + tanh(sqrt(2 / pi) * (v + 0.044715 * v * v * v)))
+                            : 0.5 * v * erfc(-v / sqrt(2.0));
     const float got[2] = {y[i], ours[i]};
     for (int k = 0; k < 2; ++k) {
       const double abs_err = fabs(got[k] - want);

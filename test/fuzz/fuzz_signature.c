@@ -48,8 +48,24 @@ static void check_tensor(const htp_sig_tensor *tensor, int tp) {
     CHECK(tensor->shard_layout == HTP_SHARD_BLOCKS || tensor->shard_layout == HTP_SHARD_QKV);
     CHECK(tensor->shard_dim >= 0 && tensor->shard_dim < tensor->rank);
     CHECK(tensor->shard_parts == tp);
-    CHECK(tensor->global_dims[tensor->shard_dim] ==
-          tensor->dims[tensor->shard_dim] * tensor->shard_parts);
+    if (!tensor->shard_units) {
+      CHECK(tensor->shard_unit == 0);
+      CHECK(tensor->global_dims[tensor->shard_dim] ==
+            tensor->dims[tensor->shard_dim] * tensor->shard_parts);
+    } else {
+      /* Uneven: room for the most units, the global dim holds them all. */
+      const int64_t blocks = tensor->shard_layout == HTP_SHARD_QKV ? 3 : 1;
+      int64_t total = 0, most = 0;
+      for (int part = 0; part < tensor->shard_parts; part++) {
+        CHECK(tensor->shard_units[part] >= 1 &&
+              tensor->shard_units[part] <= HTP_ENTRY_MAX_SHARD_UNITS);
+        total += tensor->shard_units[part];
+        most = tensor->shard_units[part] > most ? tensor->shard_units[part] : most;
+      }
+      CHECK(tensor->shard_unit >= 1);
+      CHECK(tensor->dims[tensor->shard_dim] == blocks * most * tensor->shard_unit);
+      CHECK(tensor->global_dims[tensor->shard_dim] == blocks * total * tensor->shard_unit);
+    }
     if (tensor->shard_layout == HTP_SHARD_QKV)
       CHECK(tensor->shard_dim == 0 && tensor->dims[0] % 3 == 0);
   }
@@ -96,6 +112,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(isfinite(config.planner.unit_cost[HTP_PAIR_MLP]) &&
           config.planner.unit_cost[HTP_PAIR_MLP] > 0);
     CHECK(config.planner.world_size == sig.tp);
+    /* Owned units (uneven shares): both lists or neither, each count within
+     * the rank's slots (what the planner's config check asks), in the
+     * config. */
+    CHECK(!sig.balance.heads_owned == !sig.balance.mlp_units_owned);
+    for (int r = 0; sig.balance.heads_owned && r < sig.tp; r++)
+      CHECK(sig.balance.heads_owned[r] >= 1 && sig.balance.heads_owned[r] <= sig.balance.heads &&
+            sig.balance.mlp_units_owned[r] >= 1 &&
+            sig.balance.mlp_units_owned[r] <= sig.balance.mlp_units);
+    CHECK(config.planner.owned[HTP_PAIR_ATTENTION] == sig.balance.heads_owned);
+    CHECK(config.planner.owned[HTP_PAIR_MLP] == sig.balance.mlp_units_owned);
   } else {
     CHECK(balance != HTP_OK);
   }

@@ -115,11 +115,23 @@ static void report_table_plan(const htp_run_options *options, const htp_run_stat
   char age[48] = "";
   if (options->impute == HTP_IMPUTE_SAME && options->same_max_age > 0)
     snprintf(age, sizeof age, " (max age %ld)", options->same_max_age);
-  printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons); policy "
-         "%s, impute %s%s, select %s\n", balance->layers, balance->heads,
-         (long long)balance->head_dim, balance->mlp_units, (long long)balance->mlp_unit_width,
-         htp_policy_name(options->policy), htp_impute_name(options->impute), age,
-         htp_select_name(options->selection));
+  if (balance->heads_owned) {
+    /* Uneven shares: what each rank owns, of the room every rank has. */
+    printf("units per rank (uneven shares): %d layers x (heads", balance->layers);
+    for (int r = 0; r < world; r++)
+      printf("%s%d", r ? "," : " ", (int)balance->heads_owned[r]);
+    printf(" of %lld channels + MLP units", (long long)balance->head_dim);
+    for (int r = 0; r < world; r++)
+      printf("%s%d", r ? "," : " ", (int)balance->mlp_units_owned[r]);
+    printf(" of %lld neurons; room for %d and %d)", (long long)balance->mlp_unit_width,
+           balance->heads, balance->mlp_units);
+  } else {
+    printf("units per rank: %d layers x (%d heads of %lld + %d MLP units of %lld neurons)",
+           balance->layers, balance->heads, (long long)balance->head_dim, balance->mlp_units,
+           (long long)balance->mlp_unit_width);
+  }
+  printf("; policy %s, impute %s%s, select %s\n", htp_policy_name(options->policy),
+         htp_impute_name(options->impute), age, htp_select_name(options->selection));
   printf("plan of the last iteration: version %lld", (long long)plan->version);
   int any = 0;
   for (int r = 0; r < world; r++) {
@@ -298,6 +310,15 @@ static json_t *balance_json(const htp_run_options *options, const htp_run_state 
                    htp_select_name(options->selection));
   if (out && options->impute == HTP_IMPUTE_SAME)
     json_object_set_new(out, "same_max_age", json_integer(options->same_max_age));
+  if (out && balance->heads_owned) { /* uneven shares: what each rank owns */
+    json_t *heads = json_array(), *mlp = json_array();
+    for (int r = 0; r < state->tp && heads && mlp; r++) {
+      json_array_append_new(heads, json_integer(balance->heads_owned[r]));
+      json_array_append_new(mlp, json_integer(balance->mlp_units_owned[r]));
+    }
+    json_object_set_new(out, "heads_owned", heads);
+    json_object_set_new(out, "mlp_units_owned", mlp);
+  }
   return out;
 }
 
