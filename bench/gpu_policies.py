@@ -10,6 +10,9 @@ htp-run --sms (green contexts, disjoint):
                migrate, semi; none is always run: the slowdown comes from
                its trace), traced
   no straggler semi with every rank on --fast: its cost when nobody lags
+  shares       (--shares-block: the block compiled with uneven shares, e.g. htp-compile
+               --shares=1,3,3,3) the straggler's SMs as above, policy none then semi: the
+               split redrawn once for the mixed fleet (issue 27) against migrating
 Steady time: the median of the second half of the iterations (detection and
 the one-off weight transfer come first). The straggler's real slowdown f is
 measured, not assumed: from policy none's trace, the median over the second
@@ -53,9 +56,10 @@ SEED = 11
 EXACT = ("none", "migrate", "semi")
 
 
-def run(args, sms, extra):
-    """One htp-run; its steady time in ms (with --dry-run: prints the command, returns 1)."""
-    cmd = [args.htp_run, args.block, "--device", "cuda", "--tp", str(TP), "--iters",
+def run(args, sms, extra, block=None):
+    """One htp-run of block (default --block); its steady time in ms (with --dry-run:
+    prints the command, returns 1)."""
+    cmd = [args.htp_run, block or args.block, "--device", "cuda", "--tp", str(TP), "--iters",
            str(args.iters), "--warmup", "1", "--report", "json", "--seed", str(SEED), *extra]
     for rank, count in enumerate(sms):
         cmd += ["--sms", f"{rank}:{count}"]
@@ -177,6 +181,10 @@ def main():
                         help="the same block compiled for tp 1: every policy's output is "
                              "compared with it (none, migrate and semi within --tolerance)")
     parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--shares-block", default=None,
+                        help="the block compiled with uneven shares for the slow rank (run "
+                             "under the same SMs, policy none and semi; its output against "
+                             "tp 1's too)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the htp-run commands instead of running them")
     args = parser.parse_args()
@@ -202,6 +210,14 @@ def main():
             if tp1:
                 errors[policy] = (relative_error(output, tp1), pruned_at_end(trace))
         quiet_semi = run(args, fast, ["--policy", "semi"]) if "semi" in policies else None
+        for policy in (("none", "semi") if args.shares_block else ()):
+            name = f"shares-{policy}"
+            trace = os.path.join(args.out, f"trace_{name}.jsonl")
+            output = os.path.join(args.out, f"y_{name}.npy")
+            rows.append((name, run(args, slow, ["--policy", policy, "--trace", trace,
+                                                "--output", output], args.shares_block)))
+            if tp1:
+                errors[name] = (relative_error(output, tp1), pruned_at_end(trace))
     except (RuntimeError, subprocess.TimeoutExpired) as error:
         print(f"gpu_policies: {error}")
         return 1
@@ -249,7 +265,8 @@ def main():
         if quiet_semi is not None:
             writer.writerow(["semi_no_straggler", quiet_semi, "", "", base, "", args.fast,
                              args.fast])
-    wrong = [p for p in EXACT
+    exact = EXACT + ("shares-none", "shares-semi")
+    wrong = [p for p in exact
              if p in errors and not errors[p][1] and not errors[p][0] <= args.tolerance]
     if errors:
         print("\noutputs against tp 1 (max |y - y_tp1| / max |y_tp1|, the last iteration's): " +

@@ -33,10 +33,12 @@
 #                     targets) (cap 90 s)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
 #                     the others on 24 (--sms); every policy (40 iterations), and
-#                     semi without a straggler (trace_semi.png); each policy's
-#                     output against the tp-1 block's, same seed (none,
-#                     migrate and semi within 1e-5 where the last plan
-#                     pruned nothing) (cap 60 s)
+#                     semi without a straggler (trace_semi.png), the block
+#                     split unevenly for the straggler (shares 1,3,3,3: none
+#                     and semi); each policy's output against the tp-1
+#                     block's, same seed (none, migrate, semi and the shares
+#                     rows within 1e-5 where the last plan pruned nothing)
+#                     (cap 80 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
 #                     32 steps, --seed 1, --device cpu then cuda (cap
@@ -542,6 +544,8 @@ policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
             --block "$blocks/vit_b16_f32_tp4.so" --out "$work/policies" --policies none,resize,migrate,semi --iters 40)
 # Every policy's output against the tp-1 block's, same seed (none, migrate, semi exact).
 [ -f "$blocks/vit_b16_f32_tp1.so" ] && policy_cmd+=(--reference "$blocks/vit_b16_f32_tp1.so")
+# The split redrawn for the straggler (uneven shares, issue 27): none and semi.
+[ -f "$blocks/vit_b16_f32_tp4_shares.so" ] && policy_cmd+=(--shares-block "$blocks/vit_b16_f32_tp4_shares.so")
 if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_b16_f32_tp4.so" ]; then
   summary policies skipped "no htp-run or $blocks/vit_b16_f32_tp4.so"
 elif [ -n "$dry" ]; then
@@ -550,7 +554,7 @@ elif [ -n "$dry" ]; then
     --report json --sms 0:8 --sms 1:32 --sms 2:32 --sms 3:32 --policy semi --trace "$work/dry_trace.jsonl"
 elif [ -z "$have_python" ]; then
   summary policies skipped "no $python"
-elif budget policies "$(cap POLICIES 60)"; then
+elif budget policies "$(cap POLICIES 80)"; then
   run_logged policies "$limit" "${policy_cmd[@]}" --timeout "$limit"
   rc=$?
   [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"

@@ -9,6 +9,11 @@
 #   vit_l16_bf16_tp1.so
 #   vit_b16_f32_tp4.so   ViT-B/16 split over 4 ranks, with balance hooks
 #                        (bf16 blocks get no hooks: f32 for balancing)
+#   vit_b16_f32_tp4_shares.so
+#                        the same split unevenly, --shares=1,3,3,3 (rank 0
+#                        owns 1 head of 12 and 5 MLP units of 48: gpu-check's
+#                        straggler on 8 SMs against 24 ran its MLP units 2.8x
+#                        slower on an H200); not in blocks.txt
 # all batch 64, 197 tokens, depth 1; plus blocks.txt (one line per block:
 # file, model, dtype, tp, dim, heads, mlp, batch, tokens). No weights: htp-run
 # draws seeded random ones, so the folder stays small enough to carry.
@@ -63,6 +68,12 @@ vit_l16_bf16_tp1 vit_l16 1024 16 4096 bf16 1
 vit_b16_f32_tp4 vit_b16 768 12 3072 f32 4
 BLOCKS
 mv "$out/blocks.txt.new" "$out/blocks.txt"
+
+# The uneven split for the policies' straggler (see above).
+"$python" "$root/examples/gen_vit.py" --depth 1 --dim 768 --heads 12 --mlp 3072 --tokens 197 \
+  --batch 64 -o "$tmp/vit_b16_shares.mlir"
+"$compile" "$tmp/vit_b16_shares.mlir" --tp=4 --shares=1,3,3,3 -o "$out/vit_b16_f32_tp4_shares.so"
+echo "gpu-prepare: $out/vit_b16_f32_tp4_shares.so (vit_b16, f32, tp 4, shares 1,3,3,3)"
 
 # The training step's model and data (see above).
 "$python" "$root/examples/gen_vit.py" --model --depth 2 --dim 64 --heads 8 --mlp 128 --patch 7 \
