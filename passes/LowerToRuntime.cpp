@@ -123,6 +123,16 @@ struct BalanceSummary {
     mlpUnitFlops = flopsPerUnit;
     mlpUnitsOwned = ownedUnits(mlp.getFc1Weight());
   }
+  /// The record has both owned lists or neither: a kind split evenly beside
+  /// an uneven one (IR written by hand) owns all its slots on every rank.
+  void completeOwned(size_t tp) {
+    if (headsOwned.empty() == mlpUnitsOwned.empty())
+      return;
+    if (headsOwned.empty())
+      headsOwned.assign(tp, static_cast<int32_t>(heads));
+    else
+      mlpUnitsOwned.assign(tp, static_cast<int32_t>(mlpUnits));
+  }
 };
 
 /// Whether `op` lowers to a call of a balance hook: a balanced attention or
@@ -776,6 +786,8 @@ LogicalResult EntryLowering::run() {
   if (failed(checkSupported()) || failed(readPlacement()) || failed(countFlops()) ||
       failed(checkBalance()) || failed(lowerBody()))
     return failure();
+  if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName); tp && balance.layers)
+    balance.completeOwned(static_cast<size_t>(tp.getInt()));
   OpBuilder builder(module.getContext());
   std::string signature = signatureJSON();
   defineStringGlobal(builder, module, HTP_SIGNATURE_SYMBOL_PREFIX + name, signature);
