@@ -18,6 +18,10 @@ its --slow share; bench/train_policies.py explains why):
   shares-none     uneven shares (1 / F_r), --policy none
   shares-migrate  uneven shares, migration on top (nothing to do if they fit)
   shares-semi     uneven shares, SEMI on top (resizes what whole units leave over)
+  reload          even split under SEMI for the first epoch, then the split redrawn
+                  from live state the Tenplex way: a checkpoint at the epoch's end,
+                  a new process that compiles the shares and resumes from it (its
+                  one-off cost: the two runs' wall time outside their epochs)
 
 For each: modelled ms per step, its ratio to the ideal (the baseline's step
 with its balance-hook share spread over the ranks by speed: T0 (1 - h) +
@@ -36,6 +40,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -53,6 +58,41 @@ def moved_bytes(trace_path, from_step):
             if row["iter"] >= from_step:
                 per_step[row["iter"]] = per_step.get(row["iter"], 0) + 2 * row.get("moved_bytes", 0)
     return sum(per_step.values()) / len(per_step) if per_step else 0.0
+
+
+def timed(command):
+    """Runs htp-run; its wall seconds."""
+    print(f"[{time.strftime('%H:%M:%S')}] {' '.join(command)}", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"mixed_fleet: exit {done.returncode}:\n{done.stderr}")
+    return time.monotonic() - start
+
+
+def reload_run(a, model, slow, shares):
+    """The Tenplex-style re-partition: epoch 1 even under SEMI with a checkpoint,
+    then a new process resuming it on the shares. Returns (summary over all
+    epochs, trace of epoch 1, one-off seconds, steps of epoch 1)."""
+    common = [a.htp_run, model, "--train", "--tp", str(a.tp), "--optimizer", a.optimizer,
+              "--lr", str(a.lr), "--seed", str(a.seed), "--limit-train", str(a.limit_train),
+              "--limit-test", str(a.limit_test), "--ewma-alpha", str(a.ewma_alpha),
+              "--hysteresis", str(a.hysteresis), "--clock", a.clock] + slow
+    checkpoint = os.path.join(a.out, "reload.safetensors")
+    first, second = (os.path.join(a.out, f"reload-{i}.json") for i in (1, 2))
+    trace = os.path.join(a.out, "reload-1.jsonl")
+    wall = [timed(common + ["--epochs", "1", "--policy", "semi", "--checkpoint", checkpoint,
+                            "--metrics", first, "--trace", trace]),
+            timed(common + ["--epochs", str(a.epochs), "--policy", "none", "--shares", shares,
+                            "--resume", checkpoint, "--metrics", second])]
+    metrics = [json.load(open(path)) for path in (first, second)]
+    inside = [sum(e["epoch_s"] + e["eval_s"] for e in m["epochs"]) for m in metrics]
+    joined = dict(metrics[1])
+    joined["epochs"] = metrics[0]["epochs"] + metrics[1]["epochs"]
+    # The second process's start (compile, load, slice) and the first one's
+    # checkpoint are what the re-partition costs once.
+    one_off = sum(w - i for w, i in zip(wall, inside))
+    return train_policies.summary(joined), trace, one_off, metrics[0]["steps_per_epoch"]
 
 
 def main():
@@ -101,6 +141,7 @@ def main():
     for name, flags in runs:
         metrics, trace = train_policies.run(a, name, flags, model)
         results[name] = (train_policies.summary(metrics), trace, metrics)
+    reload_summary, reload_trace, one_off, first_steps = reload_run(a, model, slow, shares)
     base, base_trace, base_metrics = results["baseline"]
     step_s = base["ms_step"] / 1e3
     hooks = train_policies.hook_seconds(base_trace, a.tp, train_policies.mean)
@@ -122,6 +163,17 @@ def main():
         lines.append(f"| {name} | {s['ms_step']:.2f} | {s['ms_step'] / ideal_ms:.3f} | "
                      f"{moved_bytes(trace, a.settle):,.0f} | {sent[0]:.2f}, {sent[1]:.2f} | "
                      f"{s['acc']:.2f} |")
+    # The reload row: bytes per step over the whole run (epoch 1 migrates,
+    # then nothing moves); its one-off cost in the text.
+    steps = a.epochs * base_metrics["steps_per_epoch"]
+    reload_bytes = moved_bytes(reload_trace, a.settle) * (first_steps - a.settle) / steps
+    lines.append(f"| reload (even + semi for epoch 1, then shares) | {reload_summary['ms_step']:.2f} | "
+                 f"{reload_summary['ms_step'] / ideal_ms:.3f} | {reload_bytes:,.0f} (over the run) "
+                 f"| — | {reload_summary['acc']:.2f} |")
+    lines += ["", f"reload: the re-partition through a checkpoint cost {one_off:.2f} s of wall "
+              f"time once (writing it, then a new process compiling the shares, loading and "
+              f"slicing it), the time of {1e3 * one_off / reload_summary['ms_step']:.0f} "
+              f"modelled steps"]
     table = "\n".join(lines)
     print(table)
     with open(os.path.join(a.out, "table.md"), "w") as f:
