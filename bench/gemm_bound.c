@@ -29,21 +29,12 @@ static void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE t
 #else
 #include <cblas.h>
 #endif
+#include "bench_time.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static float *filled(long n) {
   float *data = malloc((size_t)n * sizeof(float));
@@ -92,9 +83,9 @@ int main(int argc, char **argv) {
   double *linear_times = malloc(sizeof(double) * (size_t)iters);
 
   for (int iter = -warmup; iter < iters; ++iter) {
-    double start = now_ms(), in_linears = 0.0;
+    double start = bench_now_ms(), in_linears = 0.0;
     linear(x, wqkv, qkv, rows, dim, qkv_stride);
-    in_linears += now_ms() - start;
+    in_linears += bench_now_ms() - start;
     for (int b = 0; b < batch; ++b)
       for (int h = 0; h < heads; ++h) {
         const float *block = qkv + (long)b * tokens * qkv_stride;
@@ -105,11 +96,11 @@ int main(int argc, char **argv) {
                     scores, tokens, block + 2 * dim + h * head_dim, qkv_stride, 0.0f,
                     context + (long)b * tokens * dim + h * head_dim, dim);
       }
-    double linears_start = now_ms();
+    double linears_start = bench_now_ms();
     linear(context, wproj, y, rows, dim, dim);
     linear(y, w1, hidden, rows, dim, mlp);
     linear(hidden, w2, y, rows, mlp, dim);
-    double end = now_ms();
+    double end = bench_now_ms();
     if (iter >= 0) {
       times[iter] = end - start;
       linear_times[iter] = in_linears + end - linears_start;
@@ -117,11 +108,7 @@ int main(int argc, char **argv) {
   }
   double flops = 2.0 * rows * dim * (3.0 * dim + dim + 2.0 * mlp) +
                  4.0 * batch * heads * (double)tokens * tokens * head_dim;
-  qsort(times, (size_t)iters, sizeof(double), compare_doubles);
-  qsort(linear_times, (size_t)iters, sizeof(double), compare_doubles);
-  double median = iters % 2 ? times[iters / 2] : 0.5 * (times[iters / 2 - 1] + times[iters / 2]);
-  double linears = iters % 2 ? linear_times[iters / 2]
-                             : 0.5 * (linear_times[iters / 2 - 1] + linear_times[iters / 2]);
+  double median = bench_median(times, iters), linears = bench_median(linear_times, iters);
   printf("{\"median_ms\": %.4f, \"min_ms\": %.4f, \"gflops\": %.3f, \"flops\": %.0f, "
          "\"linears_median_ms\": %.4f}\n",
          median, times[0], flops / (median * 1e6), flops, linears);

@@ -36,26 +36,12 @@
 #include <omp.h>
 #include <pthread.h>
 #include <oneapi/dnnl/dnnl.h>
+#include "bench_time.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *values, int n) {
-  qsort(values, (size_t)n, sizeof *values, compare_doubles);
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 static void die(const char *what) {
   fprintf(stderr, "htp-bench-postops: %s\n", what);
@@ -571,25 +557,25 @@ int main(int argc, char **argv) {
     for (int v = 0; v < VARIANTS; ++v) {
       double *mine = samples + (v * rounds + round) * iters;
       for (int64_t i = 0; i < iters; ++i) {
-        const double start = now_ms();
+        const double start = bench_now_ms();
         variants[v].run(&t);
-        mine[i] = now_ms() - start;
+        mine[i] = bench_now_ms() - start;
       }
       double copy[iters];
       memcpy(copy, mine, sizeof copy);
-      round_medians[v * rounds + round] = median(copy, (int)iters);
+      round_medians[v * rounds + round] = bench_median(copy, (int)iters);
     }
   printf("%-52s %9s %9s %s\n", "variant", "median ms", "min ms", "ratio to unfused (per-round median)");
   for (int v = 0; v < VARIANTS; ++v) {
     double *mine = samples + v * rounds * iters;
-    const double med = median(mine, (int)(rounds * iters)), least = mine[0];
+    const double med = bench_median(mine, (int)(rounds * iters)), least = mine[0];
     printf("%-52s %9.3f %9.3f", variants[v].name, med, least);
     const int base = variants[v].baseline ? index_of(variants[v].baseline) : -1;
     if (base >= 0) {
       double ratios[rounds];
       for (int64_t r = 0; r < rounds; ++r)
         ratios[r] = round_medians[v * rounds + r] / round_medians[base * rounds + r];
-      printf(" %.3f", median(ratios, (int)rounds));
+      printf(" %.3f", bench_median(ratios, (int)rounds));
     }
     printf("\n");
   }

@@ -37,6 +37,28 @@ void HTPDialect::initialize() {
       >();
 }
 
+ShardAttr mlir::htp::getArgumentShard(Value value) {
+  auto arg = dyn_cast<BlockArgument>(value);
+  auto function = arg ? dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()) : nullptr;
+  return function ? function.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName)
+                  : ShardAttr();
+}
+
+int64_t mlir::htp::smallestDivisorAtLeast(int64_t n, int64_t floor) {
+  floor = std::max<int64_t>(1, floor);
+  // A divisor d <= sqrt(n) at or above the floor, smallest first.
+  int64_t d = floor;
+  for (; d <= n / d; ++d)
+    if (n % d == 0)
+      return d;
+  // Otherwise the answer is a co-divisor n / q with q < d: the largest such
+  // q gives the smallest co-divisor, which must still reach the floor.
+  for (int64_t q = std::min(d - 1, n / floor); q >= 1; --q)
+    if (n % q == 0)
+      return n / q;
+  return n;
+}
+
 LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t dim,
                                 int64_t parts, ShardLayout layout, DenseI64ArrayAttr units,
                                 int64_t unit) {

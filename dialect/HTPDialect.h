@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Value.h"
 
 #include "dialect/HTPOpsDialect.h.inc"
 
@@ -70,6 +71,15 @@ LogicalResult verifyTensorTypeLimits(llvm::function_ref<InFlightDiagnostic()> em
 
 /// Bytes of one element of an htp tensor: 4 for f32, 2 for bf16.
 int64_t elementBytes(Type elementType);
+/// The htp.shard of `value` when it is an argument of the function that
+/// holds it, else null: how a pass asks whether an op reads a shard.
+ShardAttr getArgumentShard(Value value);
+
+/// The smallest divisor of `n` at or above `floor` (n itself when none is
+/// smaller): divisor pairs are searched up to sqrt(n), so a prime n as large
+/// as 2^31 - 1 takes 46341 steps. The MLP unit width of the split and of the
+/// balance hooks.
+int64_t smallestDivisorAtLeast(int64_t n, int64_t floor);
 } // namespace mlir::htp
 
 #endif // HTP_DIALECT_HTPDIALECT_H

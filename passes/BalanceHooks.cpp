@@ -63,17 +63,7 @@ std::optional<MLPChain> matchMLP(LinearOp fc2) {
 int64_t automaticUnitWidth(int64_t hidden) {
   int64_t floor = std::max<int64_t>(1, std::min<int64_t>(64, hidden / 8));
   floor = std::max<int64_t>(floor, llvm::divideCeil(hidden, int64_t(HTP_ENTRY_MAX_UNITS)));
-  // A divisor d <= sqrt(hidden) at or above the floor, smallest first.
-  int64_t d = floor;
-  for (; d <= hidden / d; ++d)
-    if (hidden % d == 0)
-      return d;
-  // Otherwise the answer is a co-divisor hidden / q with q < d: the largest
-  // such q gives the smallest co-divisor, which must still reach the floor.
-  for (int64_t q = std::min(d - 1, hidden / floor); q >= 1; --q)
-    if (hidden % q == 0)
-      return hidden / q;
-  return hidden;
+  return smallestDivisorAtLeast(hidden, floor);
 }
 
 /// True when any tensor of `func` (an argument, a result, an op's operand
@@ -90,16 +80,6 @@ bool isBF16Block(func::FuncOp func) {
       found = true;
   });
   return found;
-}
-
-/// The uneven htp.shard of `value` when it is an argument of `func` split
-/// by shares, else null.
-ShardAttr unevenShardOf(func::FuncOp func, Value value) {
-  auto arg = dyn_cast<BlockArgument>(value);
-  if (!arg || arg.getOwner()->getParentOp() != func)
-    return {};
-  auto shard = func.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName);
-  return shard && shard.getUnits() ? shard : ShardAttr();
 }
 
 int64_t dimOf(Value value, unsigned dim) {
@@ -155,7 +135,7 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       int64_t width = mlpUnitWidth ? mlpUnitWidth : automaticUnitWidth(hidden);
       // An uneven split owns whole units of its own width: the hooks' units
       // must be those, or a rank's empty slots would not be whole units.
-      if (ShardAttr shard = unevenShardOf(func, chain.fc1.getWeight())) {
+      if (ShardAttr shard = getArgumentShard(chain.fc1.getWeight()); shard && shard.getUnits()) {
         if (mlpUnitWidth && mlpUnitWidth != shard.getUnit()) {
           chain.fc1.emitOpError() << "was split by shares into MLP units of " << shard.getUnit()
                                   << " neurons, but mlp-unit-width is "

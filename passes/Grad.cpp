@@ -128,11 +128,7 @@ Value AdjointBuilder::allReduce(Value partial) {
 /// `dim`, when given): the mark of an op that --htp-tensor-parallel split.
 bool AdjointBuilder::readsShardOf(Operation *op, unsigned operandIndex,
                                   std::optional<int64_t> dim) {
-  auto arg = dyn_cast<BlockArgument>(op->getOperand(operandIndex));
-  if (!arg)
-    return false;
-  auto shard =
-      func.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName);
+  ShardAttr shard = getArgumentShard(op->getOperand(operandIndex));
   return shard && (!dim || shard.getDim() == *dim);
 }
 

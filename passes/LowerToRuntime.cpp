@@ -92,10 +92,7 @@ FailureOr<std::optional<ShardRecord>> readShard(func::FuncOp func, unsigned inde
 /// function argument `weight` (an attention's qkv weight, an MLP's fc1
 /// weight); empty for an even split.
 static SmallVector<int32_t> ownedUnits(Value weight) {
-  auto arg = dyn_cast<BlockArgument>(weight);
-  auto func = arg ? dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
-  auto shard = func ? func.getArgAttrOfType<ShardAttr>(arg.getArgNumber(), kShardAttrName)
-                    : ShardAttr();
+  ShardAttr shard = getArgumentShard(weight);
   if (!shard || !shard.getUnits())
     return {};
   return SmallVector<int32_t>(shard.getUnits().asArrayRef().begin(),

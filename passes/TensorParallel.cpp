@@ -24,6 +24,7 @@
 #include "runtime/htp_entry.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/InterleavedRange.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPTENSORPARALLEL
@@ -73,14 +74,14 @@ SmallVector<int64_t> apportion(int64_t total, ArrayRef<int64_t> shares) {
   return units;
 }
 
-/// The smallest divisor of `hidden` at least min(64, hidden / (8 tp)): about
-/// 8 or more units per rank, each a GEMM of a few dozen columns.
+/// The balance hooks' rule on the whole hidden width: the smallest divisor
+/// at least min(64, hidden / (8 tp)) (about 8 or more units per rank, each
+/// a GEMM of a few dozen columns) that leaves at most
+/// HTP_ENTRY_MAX_SHARD_UNITS units, so no rank owns more than a shard holds.
 int64_t automaticUnitWidth(int64_t hidden, int64_t tp) {
   int64_t floor = std::max<int64_t>(1, std::min<int64_t>(64, hidden / (8 * tp)));
-  for (int64_t width = floor; width < hidden; ++width)
-    if (hidden % width == 0)
-      return width;
-  return hidden;
+  floor = std::max<int64_t>(floor, llvm::divideCeil(hidden, int64_t(HTP_ENTRY_MAX_SHARD_UNITS)));
+  return smallestDivisorAtLeast(hidden, floor);
 }
 
 /// One split function; collects the shards, then rewrites.
@@ -157,11 +158,17 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
 FailureOr<SmallVector<int64_t>> FunctionSplitter::unevenUnits(Operation *op, int64_t total,
                                                               StringRef what) {
   SmallVector<int64_t> units = apportion(total, shares);
-  for (auto [rank, count] : llvm::enumerate(units))
+  for (auto [rank, count] : llvm::enumerate(units)) {
+    if (count > HTP_ENTRY_MAX_SHARD_UNITS)
+      return op->emitOpError() << "cannot be split by shares: rank " << rank << " would own "
+                               << count << " " << what << ", more than a shard holds ("
+                               << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ")"
+                               << (what == "MLP units" ? "; give a wider mlp-unit-width" : "");
     if (count == 0)
       return op->emitOpError() << "cannot be split by shares=" << llvm::interleaved(shares, ",")
                                << ": rank " << rank << "'s share gets none of the " << total
                                << " " << what << " (each rank needs at least one whole unit)";
+  }
   return units;
 }
 

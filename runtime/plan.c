@@ -126,21 +126,27 @@ static void plan_reset(const htp_planner_config *config, htp__plan_storage *s, h
   for (int r = 0; r < n; ++r) s->speed[r] = 1.0;
 }
 
-/* The owned units of every rank, and each rank's share of a full rank's
- * work (the speeds the planner plans with are per whole rank: a rank with
- * half the units at half the speed per unit is as fast as the others). */
+/* Rank r's share of a full rank's work: the cost of the units it owns
+ * (owned, [kind][world]) over that of units_per_rank; exactly 1 when it
+ * owns them all. */
+static double share_of(const htp_planner_config *config, const int32_t *owned, int r) {
+  double work = 0.0, full = 0.0;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    work += config->unit_cost[k] * owned[(size_t)k * config->world_size + r];
+    full += config->unit_cost[k] * config->units_per_rank[k];
+  }
+  return work == full ? 1.0 : work / full;
+}
+
+/* The owned units of every rank, and each rank's share (the speeds the
+ * planner plans with are per whole rank: a rank with half the units at
+ * half the speed per unit is as fast as the others). */
 static void fill_owned(const htp_planner_config *config, htp__plan_storage *s) {
   const int n = config->world_size;
-  double full = 0.0;
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k) full += config->unit_cost[k] * config->units_per_rank[k];
-  for (int r = 0; r < n; ++r) {
-    double work = 0.0;
-    for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < n; ++r)
       s->owned[(size_t)k * n + r] = htp_config_owned(config, (htp_pair_kind)k, r);
-      work += config->unit_cost[k] * s->owned[(size_t)k * n + r];
-    }
-    s->share[r] = work == full ? 1.0 : work / full;
-  }
+  for (int r = 0; r < n; ++r) s->share[r] = share_of(config, s->owned, r);
 }
 
 /* Whether every rank owns all its slots (an even split). */
@@ -266,17 +272,6 @@ static double kind_speed_of(const double *speeds, const double *kind_speeds, dou
   return measured > 0.0 ? measured : speeds[r] * share;
 }
 
-/* Rank r's share of a full rank's work under plan (fill_owned's). */
-static double rank_share(const htp_plan *plan, const htp_planner_config *config, int r) {
-  if (!plan->owned) return 1.0;
-  double work = 0.0, full = 0.0;
-  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    work += config->unit_cost[k] * plan->owned[(size_t)k * plan->world_size + r];
-    full += config->unit_cost[k] * plan->units_per_rank[k];
-  }
-  return work == full ? 1.0 : work / full;
-}
-
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
                           const double *speeds, const double *fixed, const double *kind_speeds) {
   const int n = plan->world_size;
@@ -286,7 +281,8 @@ double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config
     for (int r = 0; r < n; ++r) {
       int units = htp_plan_units(plan, (htp_pair_kind)k, r);
       double t = units > 0 ? ((double)units + fixed[k]) /
-                                 kind_speed_of(speeds, kind_speeds, rank_share(plan, config, r),
+                                 kind_speed_of(speeds, kind_speeds,
+                                               plan->owned ? share_of(config, plan->owned, r) : 1.0,
                                                n, k, r)
                            : 0.0;
       if (t > slowest) slowest = t;

@@ -239,6 +239,34 @@ static void test_balance(void **state) {
   assert_int_equal(htp_signature_balancer_config(NULL, &config), HTP_ERR_INVALID);
   htp_signature_free(&sig);
 
+  /* Owned units (uneven shares): into the config; refused malformed. */
+#define OWNED(lists) ", \"tp\": 3, \"balance\": {" BALANCE ", \"mlp_unit_flops\": 1" lists "}"
+  expect_parsed_with(ARG_X, RESULT_Y,
+                     OWNED(", \"heads_owned\": [2, 2, 1], \"mlp_units_owned\": [8, 6, 4]"), &sig);
+  assert_true(sig.balance.heads_owned && sig.balance.heads_owned[2] == 1);
+  assert_true(sig.balance.mlp_units_owned && sig.balance.mlp_units_owned[1] == 6);
+  config = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
+  assert_int_equal(htp_signature_balancer_config(&sig, &config), HTP_OK);
+  assert_ptr_equal(config.planner.owned[HTP_PAIR_ATTENTION], sig.balance.heads_owned);
+  assert_ptr_equal(config.planner.owned[HTP_PAIR_MLP], sig.balance.mlp_units_owned);
+  htp_signature_free(&sig);
+  expect_refused_with(ARG_X, RESULT_Y, OWNED(", \"heads_owned\": [2, 2, 1]"),
+                      "balance: an uneven split has both \"heads_owned\" and "
+                      "\"mlp_units_owned\"");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      OWNED(", \"heads_owned\": [2, 2], \"mlp_units_owned\": [8, 6, 4]"),
+                      "balance.heads_owned must be an array of one count per rank (3)");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      OWNED(", \"heads_owned\": [2, 3, 1], \"mlp_units_owned\": [8, 6, 4]"),
+                      "balance.heads_owned[1] is 3, not in [1, 2]");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      OWNED(", \"heads_owned\": [2, 2, 1], \"mlp_units_owned\": [8, 0, 4]"),
+                      "balance.mlp_units_owned[1] is 0, not in [1, 8]");
+  expect_refused_with(ARG_X, RESULT_Y,
+                      OWNED(", \"heads_owned\": 2, \"mlp_units_owned\": [8, 6, 4]"),
+                      "balance.heads_owned must be an array");
+#undef OWNED
+
   expect_refused_with(ARG_X, RESULT_Y, ", \"balance\": [1]", "\"balance\" must be an object");
   expect_refused_with(ARG_X, RESULT_Y, ", \"balance\": {" BALANCE "}",
                       "\"balance\" has no \"mlp_unit_flops\"");

@@ -25,3 +25,4 @@ func.func @unit_width(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor<8x
   %y = htp.linear %g, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
+
