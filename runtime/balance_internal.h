@@ -48,6 +48,39 @@ typedef struct htp__packed_pair {
   size_t device_capacity; /* floats allocated in device */
 } htp__packed_pair;
 
+/* A buffer that moves with a pair weight's units (htp_balancer_add_state). */
+typedef struct htp__unit_state {
+  const void *weight;
+  float *state;
+} htp__unit_state;
+
+/* One move of a re-partition: `count` units of a kind from src's slots
+ * [from, from + count) to dst's [to, to + count). */
+typedef struct htp__unit_move {
+  int32_t src, dst, count, from, to;
+} htp__unit_move;
+
+/* States a weight may carry along (AdamW has two moments). */
+#define HTP__PARTITION_MAX_STATES 4
+
+/* Run-time ownership (repartition.c; repartition_ratio in htp.h). */
+typedef struct htp__partition {
+  int32_t *slot_unit[HTP_PAIR_KINDS]; /* [world * units_per_rank[k]]: global unit, -1 empty */
+  htp__unit_state *states;
+  int num_states, states_capacity;
+  uint8_t *migrators;   /* [world] the ranks whose migration `held` counts */
+  int64_t held;         /* steps the same ranks have migrated (0: no migration) */
+  double step_bytes;    /* bytes this step's plan moves a step */
+  double spent_bytes;   /* their sum over the held steps */
+  double once_bytes;    /* what a re-partition would move now */
+  int pending;          /* the step chose to re-partition; end_iteration carries it out */
+  int64_t count;        /* re-partitions carried out */
+  int32_t *owned;       /* [kinds * world] scratch: owned counts after the moves */
+  htp__unit_move *moves; /* [kinds * world] scratch: a kind's moves (one per flow at most) */
+  float *staging;       /* one move's units (weights, then states) */
+  size_t staging_capacity; /* floats */
+} htp__partition;
+
 struct htp_balancer {
   htp_ctx *ctx;
   htp_balancer_config config;
@@ -108,6 +141,7 @@ struct htp_balancer {
   FILE *trace;
   double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
   int64_t traced_sets_version; /* the applied plan whose shed units the trace listed */
+  htp__partition partition;
 };
 
 /* Steps over which HTP_SELECT_VARIATION sums a unit's update norms. */
@@ -138,6 +172,20 @@ int htp__balancer_packed_units(const htp_balancer *balancer, int pair);
  * (the hooks' own seconds) is non-NULL on HTP_CLOCK_UNITS only. */
 void htp__trace_write(htp_balancer *balancer, double seconds, const double *sites,
                       const double *measured, int replanned);
+
+/* repartition.c (DESIGN §12). init builds the slot maps of the compiled
+ * split (hooked balancers only; 0 or HTP_ERR_NOMEM), free releases. weigh
+ * runs in the step before the trace line: it adds the step's plan to the
+ * migration held so far and sets pending when a re-partition pays.
+ * carry_out runs at the end of iteration, after the step: with pending it
+ * moves the units (collective: every rank decided alike), installs the new
+ * ownership and points *plan at the planner's fresh plan; else nothing. */
+htp_result htp__partition_init(htp_balancer *b);
+void htp__partition_free(htp_balancer *b);
+void htp__partition_weigh(htp_balancer *b, const htp_plan *plan);
+htp_result htp__partition_carry_out(htp_balancer *b, const htp_plan **plan);
+/* Restarts the scores (after units changed slots): as just created. */
+htp_result htp__scores_reset(htp_balancer *b);
 
 /* unit_scores.c, the scores of config.selection. create allocates them
  * (htp_balancer_create, after max_units and pairs) and free releases them;
@@ -205,6 +253,9 @@ void htp__gather_units(const htp__shard *src, const int32_t *list, int64_t count
 void htp__scatter_units(const htp__shard *src, int64_t at, const int32_t *list, int64_t count,
                         const htp__shard *dst, const htp__unit_shape *u);
 void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u);
+/* Zeroes slot `unit` of s (its rows, bias and columns; a NULL bias is
+ * skipped). */
+void htp__zero_unit(const htp__shard *s, int64_t unit, const htp__unit_shape *u);
 /* Grows *buffer to hold floats (contents kept); 0, or -1 out of memory. */
 int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats);
 

@@ -62,6 +62,11 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
            "variation and the same/average imputation read device memory on the host); asked: "
            "select %s, impute %s",
            table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
+  if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
+    REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
+  if (c->repartition_ratio > 0.0 && table->device != HTP_KERNEL_DEVICE_CPU)
+    REJECT("re-partition (repartition_ratio %g) moves weights in host memory: not on the %s "
+           "device yet", c->repartition_ratio, table->name);
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
@@ -112,6 +117,7 @@ static htp_result create_hook_state(htp_balancer *b) {
   if (r == HTP_OK && config->impute != HTP_IMPUTE_ZERO)
     r = htp_imputer_create(b->num_pairs, &b->imputer);
   if (r == HTP_OK) r = htp_migration_create(&config->planner, rank, bytes, &b->migration);
+  if (r == HTP_OK) r = htp__partition_init(b);
   return r;
 }
 
@@ -169,6 +175,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   htp_imputer_destroy(b->imputer);
   htp_unit_table_destroy(b->table);
   htp_planner_destroy(b->planner);
+  htp__partition_free(b);
   free(b->owned);
   if (b->packed)
     for (int p = 0; p < b->num_pairs; ++p) {

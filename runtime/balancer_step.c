@@ -53,6 +53,7 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
                                       b->hookless ? NULL : b->site_model.kind_speed, &replanned);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", htp_planner_last_error(planner));
+  htp__partition_weigh(b, htp_planner_plan(planner));
   if (b->trace)
     htp__trace_write(b, compute_seconds, b->hookless ? NULL : record + 1,
                      units_clock && !b->hookless ? measured : NULL, replanned);

@@ -589,10 +589,11 @@ typedef struct htp_balancer_config {
   int64_t head_dim;           /* channels per head [0] */
   int64_t mlp_unit_width;     /* neurons per MLP unit [0] */
   int64_t same_max_age;       /* HTP_IMPUTE_SAME: steps a stored value may stand in [0: any] */
+  double repartition_ratio;   /* run-time re-partition, see below; 0: never [0] */
 } htp_balancer_config;
 #define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
-   HTP_IMPUTE_ZERO, 0, 0, 0, 0}
+   HTP_IMPUTE_ZERO, 0, 0, 0, 0, 0.0}
 /* selection:
  *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
  *     table (seed), independent of the data.
@@ -619,6 +620,33 @@ typedef struct htp_balancer_config {
  * after; 1 is "the last step's value". Under a plan that prunes the same
  * units for many steps an unbounded age (0) replays one old batch's values
  * every step, which training must not do (htp-run --train bounds it). */
+
+/* repartition_ratio (DESIGN §12): with it > 0 a migration that holds is
+ * turned into a change of ownership. Migration moves a unit's weights to a
+ * helper once per plan, and in training (htp_balancer_weights_updated
+ * every step) again every step with its gradient back: 2 x its weights a
+ * step. A re-partition moves the unit for good, into an empty slot of the
+ * helper (the split's room beyond what it owns: uneven shares or spare
+ * room), with the buffers registered beside its weights
+ * (htp_balancer_add_state: optimizer moments) and zeroes its old slot; the
+ * rank then owns and updates it, and nothing crosses per step. Rent or buy:
+ * while the same ranks migrate, the balancer adds up the bytes the
+ * migration of the units a re-partition could move (those its helpers have
+ * empty slots for) costs a step (predicted from the flows; 0 in inference,
+ * where helpers keep what they were sent), and when that sum reaches
+ * repartition_ratio x the bytes the re-partition would move once,
+ * and the migration has held for hysteresis_iters steps, it re-partitions
+ * at the end of that iteration: the plan's flows become moves (as many of
+ * each flow's units as the helper has empty slots for; a rank keeps at
+ * least one), every rank moves them at once, the planner starts over on
+ * the new ownership (a new plan version that balances nothing, the
+ * detector reset) and the selection scores and imputation stores restart.
+ * The default 2 is the break-even of a move there and one back when the
+ * slowdown ends. A helper's moved-in units go to its first empty slots,
+ * the migrator gives its last owned ones, so owned units stay the first
+ * slots. Ranks must register the same states (the bytes agree); the
+ * context must be the CPU's (host memory; refused on a device). The trace
+ * says what was weighed ("partition", htp_balancer_set_trace). */
 
 /* Hookless balancer: model_dim, head_dim and mlp_unit_width all 0 (as the
  * initializer leaves them). For a block that calls no hooks: the balancer
@@ -709,7 +737,14 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * listed), "pruned_units" and "sent_units" list per pair the local unit
  * ids this rank prunes and hands off under it ([[ids of pair 0], ...];
  * pair 2l is layer l's attention, 2l+1 its MLP), which can make that
- * line longer. The stream stays owned by the caller; NULL turns the trace off.
+ * line longer. With repartition_ratio > 0 every line has "owned":[a,m] (the
+ * units this rank owns of each kind now) and "repartitions" (so far), and
+ * a line whose plan migrates has "partition":{"held","step_bytes",
+ * "spent_bytes","once_bytes","choice"}: steps the same ranks have
+ * migrated, the bytes a step of this plan moves, the sum so far, what a
+ * re-partition would move once, and "migrate" or "repartition" (carried
+ * out at the end of this iteration). The stream stays owned by the caller;
+ * NULL turns the trace off.
  * Each line is written with one locked fwrite, so ranks may share a
  * stream. */
 HTP_API void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream);
@@ -793,6 +828,32 @@ HTP_API htp_result htp_balancer_suspend(htp_balancer *balancer, int suspended);
  * collective. HTP_OK for a hookless balancer (nothing to do);
  * HTP_ERR_INVALID for NULL; HTP_ERR_NOMEM. */
 HTP_API htp_result htp_balancer_weights_updated(htp_balancer *balancer);
+
+/* Run-time re-partition (repartition_ratio above). A buffer of the shape
+ * of a weight the balance hooks read (a pair's first weight, its bias or
+ * its second weight, as the hooks are passed them) that belongs to the
+ * same units and moves with them: an optimizer moment. Registered once per
+ * buffer on every rank alike, before or after the hooks first ran (matched
+ * by the weight's address when a re-partition moves units); weight and
+ * state stay owned by the caller and must stay where they are. A weight
+ * may have several states (AdamW's m and v). HTP_ERR_INVALID for NULL
+ * arguments or a state registered twice; HTP_ERR_NOMEM. Not collective. */
+HTP_API htp_result htp_balancer_add_state(htp_balancer *balancer, const void *weight,
+                                          void *state);
+/* Re-partitions carried out so far (0 for NULL). */
+HTP_API int64_t htp_balancer_repartitions(const htp_balancer *balancer);
+/* Who owns what now, for the pair weight (or registered state) at `weight`
+ * on this rank: its kind's slots on every rank, slot_units[r * room + s] =
+ * the global unit (head, or MLP unit of mlp_unit_width neurons, numbered
+ * as in the global tensor) in slot s of rank r, -1 for an empty slot;
+ * room = units_per_rank of the kind, written to *room. count is
+ * slot_units' length (>= world_size x room). Before any re-partition this
+ * is the compiled split: rank r's owned units follow rank r - 1's. A
+ * gather of a re-partitioned weight must follow it. HTP_ERR_INVALID for
+ * NULL arguments, a short array, a hookless balancer, or an address that
+ * is no weight or state of a pair the hooks have run. */
+HTP_API htp_result htp_balancer_slot_units(const htp_balancer *balancer, const void *weight,
+                                           int32_t *slot_units, size_t count, int64_t *room);
 
 /* ===== Device memory and timing ======================================= *
  * What an embedder runs a block's buffers on (the context's kernel table:

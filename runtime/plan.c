@@ -236,6 +236,46 @@ htp_result htp_planner_create(const htp_planner_config *config, htp_planner **pl
   return HTP_OK;
 }
 
+htp_result htp__planner_set_owned(htp_planner *planner, const int32_t *owned) {
+  if (!planner || !owned) return HTP_ERR_INVALID;
+  htp_planner_config *c = &planner->config;
+  const int n = c->world_size;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < n; ++r)
+      if (owned[(size_t)k * n + r] < 1 || owned[(size_t)k * n + r] > c->units_per_rank[k])
+        return htp__planner_error(planner, HTP_ERR_INVALID,
+                                  "re-partition: rank %d would own %d units of kind %d, not in "
+                                  "[1, %d]",
+                                  r, owned[(size_t)k * n + r], k, c->units_per_rank[k]);
+  const size_t kn = (size_t)n * HTP_PAIR_KINDS;
+  htp__plan_storage *both[2] = {&planner->storage, &planner->candidate_storage};
+  for (int i = 0; i < 2; ++i) {
+    memcpy(both[i]->owned, owned, kn * sizeof(int32_t));
+    for (int r = 0; r < n; ++r) both[i]->share[r] = share_of(c, both[i]->owned, r);
+  }
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) c->owned[k] = planner->storage.owned + (size_t)k * n;
+  htp__detector *d = &planner->detector;
+  d->samples = 0;
+  for (int r = 0; r < n; ++r) {
+    d->ewma[r] = 0.0;
+    d->relative[r] = 1.0;
+    d->straggler[r] = 0;
+    d->streak[r] = 0;
+  }
+  const int64_t version = planner->plan.version;
+  htp__plan_storage *s = &planner->storage; /* the plan that balances nothing */
+  memset(s->pruned, 0, kn * sizeof(int32_t));
+  memset(s->sent, 0, kn * sizeof(int32_t));
+  memset(s->received, 0, kn * sizeof(int32_t));
+  memset(s->absorb, 0, kn * sizeof(int32_t));
+  memset(s->gamma, 0, (size_t)n * sizeof(double));
+  memset(s->straggler, 0, (size_t)n);
+  memset(s->action, HTP_ACTION_KEEP, (size_t)n);
+  plan_reset(c, s, &planner->plan);
+  planner->plan.version = version + 1;
+  return HTP_OK;
+}
+
 void htp_planner_destroy(htp_planner *planner) {
   if (!planner) return;
   htp__plan_memory_free(&planner->storage, &planner->scratch);

@@ -142,6 +142,15 @@ htp_result htp__planner_observe_sites(htp_planner *planner, const double *second
                                       const double *fixed, const double *kind_speeds,
                                       int *replanned);
 
+/* A change of ownership (a re-partition, repartition.c): owned
+ * ([kinds * world], each in [1, units_per_rank]) becomes the planner's,
+ * each rank's share follows, the detector starts over (speeds and
+ * streaks: the old samples counted other work), and the plan becomes a new
+ * version that balances nothing. The config's owned then point into the
+ * planner's storage (also where they were NULL). HTP_ERR_INVALID for a
+ * count out of range. */
+htp_result htp__planner_set_owned(htp_planner *planner, const int32_t *owned);
+
 /* detect.c */
 int htp__detector_init(htp__detector *detector, int world_size);
 void htp__detector_free(htp__detector *detector);

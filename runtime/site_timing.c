@@ -147,6 +147,7 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, const htp_iteration_measu
   const double planned = hooks > 0.0 ? hooks : compute > 0.0 ? compute : 1e-9;
   const htp_plan *plan = NULL;
   htp_result r = htp_balancer_step(b, planned, &plan);
+  if (r == HTP_OK) r = htp__partition_carry_out(b, &plan);
   if (r != HTP_OK) return r;
   r = htp__balancer_apply(b, plan);
   if (r != HTP_OK) return r;

@@ -97,6 +97,19 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
                             : json_null());
   }
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
+  const htp__partition *P = &b->partition;
+  if (line && !b->hookless && b->config.repartition_ratio > 0.0) {
+    json_object_set_new(line, "owned",
+                        json_pack("[ii]", htp_config_owned(&b->config.planner, HTP_PAIR_ATTENTION, rank),
+                                  htp_config_owned(&b->config.planner, HTP_PAIR_MLP, rank)));
+    json_object_set_new(line, "repartitions", json_integer((json_int_t)P->count));
+    if (P->held > 0)
+      json_object_set_new(line, "partition",
+                          json_pack("{s:I, s:o, s:o, s:o, s:s}", "held", (json_int_t)P->held,
+                                    "step_bytes", number(P->step_bytes), "spent_bytes",
+                                    number(P->spent_bytes), "once_bytes", number(P->once_bytes),
+                                    "choice", P->pending ? "repartition" : "migrate"));
+  }
   /* Which units a plan sheds, once: on the first line after the hooks
    * applied it (the table changes at apply, after this step's line) that
    * still carries that plan. A step that replanned again describes the new

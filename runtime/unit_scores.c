@@ -214,6 +214,21 @@ void htp__scores_free(htp_balancer *b) {
   free(b->pushed);
 }
 
+htp_result htp__scores_reset(htp_balancer *b) {
+  htp__scores_free(b);
+  b->previous = NULL;
+  b->window = NULL;
+  b->norm = b->score = NULL;
+  b->observed = NULL;
+  b->pushed = NULL;
+  b->samples = 0;
+  for (int p = 0; p < b->num_pairs; ++p) {
+    b->pairs[p].normed = NULL;
+    b->pairs[p].scored = 0;
+  }
+  return htp__scores_create(b);
+}
+
 htp_result htp__scores_push(htp_balancer *b) {
   for (int p = 0; (b->score || b->window) && p < b->num_pairs; ++p) {
     if (b->score && !b->pairs[p].scored) continue;

@@ -50,6 +50,15 @@ void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u) {
   memset(s->second, 0, (size_t)(u->d * s->units * u->width) * sizeof(float));
 }
 
+void htp__zero_unit(const htp__shard *s, int64_t unit, const htp__unit_shape *u) {
+  const int64_t w = u->width, d = u->d, row_bytes = w * (int64_t)sizeof(float);
+  for (int64_t q = 0; q < u->parts; ++q) {
+    memset(s->first + (q * s->units + unit) * w * d, 0, (size_t)(d * row_bytes));
+    if (s->bias) memset(s->bias + q * s->units * w + unit * w, 0, (size_t)row_bytes);
+  }
+  for (int64_t o = 0; o < d; ++o) memset(s->second + o * s->units * w + unit * w, 0, (size_t)row_bytes);
+}
+
 int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats) {
   if (floats <= *capacity) return 0;
   float *grown = realloc(*buffer, floats * sizeof(float));

@@ -60,6 +60,22 @@ static int by_key(const void *a, const void *b) {
 }
 
 
+/* The shed orders as at creation, every owned unit kept. Only the units
+ * the rank owns are ever kept, shed or moved: empty slots (the last) are in
+ * no set. */
+static void reset_orders(htp_unit_table *t) {
+  for (int p = 0; p < t->num_pairs; ++p) {
+    int owned = htp_config_owned(&t->config, htp_pair_kind_of(p), t->rank);
+    int32_t *order = t->order + t->offset[p];
+    if (t->selection == HTP_SELECT_RANDOM) random_order(t->seed, t->rank, p, owned, order);
+    else
+      for (int i = 0; i < owned; ++i) order[i] = i; /* all scores 0: by index */
+    t->num_kept[p] = owned;
+    t->num_pruned[p] = t->num_out[p] = t->num_in[p] = 0;
+    for (int i = 0; i < owned; ++i) t->kept[t->offset[p] + i] = i;
+  }
+}
+
 htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
                                  htp_select selection, uint64_t seed, htp_unit_table **out) {
   if (!out) return HTP_ERR_INVALID;
@@ -107,18 +123,19 @@ htp_result htp_unit_table_create(const htp_planner_config *config, int rank,
     htp_unit_table_destroy(t);
     return HTP_ERR_NOMEM;
   }
-  /* Only the units the rank owns are ever kept, shed or moved: an uneven
-   * split's empty slots (its last) are in no set. */
-  for (size_t p = 0; p < pairs; ++p) {
-    int owned = htp_config_owned(config, htp_pair_kind_of((int)p), rank);
-    int32_t *order = t->order + t->offset[p];
-    if (selection == HTP_SELECT_RANDOM) random_order(seed, rank, (int)p, owned, order);
-    else
-      for (int i = 0; i < owned; ++i) order[i] = i; /* all scores 0: by index */
-    t->num_kept[p] = owned;
-    for (int i = 0; i < owned; ++i) t->kept[t->offset[p] + i] = i;
-  }
+  reset_orders(t);
   *out = t;
+  return HTP_OK;
+}
+
+htp_result htp_unit_table_set_owned(htp_unit_table *t, const int32_t *const *owned) {
+  if (!t || !owned || !owned[HTP_PAIR_ATTENTION] || !owned[HTP_PAIR_MLP]) return HTP_ERR_INVALID;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < t->config.world_size; ++r)
+      if (owned[k][r] < 1 || owned[k][r] > t->config.units_per_rank[k]) return HTP_ERR_INVALID;
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) t->config.owned[k] = owned[k];
+  memset(t->scores, 0, (size_t)t->offset[t->num_pairs] * sizeof(float));
+  reset_orders(t);
   return HTP_OK;
 }
 

@@ -62,6 +62,12 @@ htp_result htp_unit_table_set_scores(htp_unit_table *table, int pair, const floa
  * same config). Allocates nothing. */
 htp_result htp_unit_table_update(htp_unit_table *table, const htp_plan *plan);
 htp_result htp_unit_table_get(const htp_unit_table *table, int pair, htp_unit_sets *sets);
+/* A re-partition changed which slots each rank owns: owned[kind] ([world]
+ * each, kept by the caller for the table's life) replace the config's,
+ * the shed orders start over (random: the permutation for the new count;
+ * scores: all 0, index order) and every owned unit is kept until the next
+ * update. */
+htp_result htp_unit_table_set_owned(htp_unit_table *table, const int32_t *const *owned);
 /* Sets the owner's local unit of migrated-in entry i of pair (used by the
  * migration transfer for HTP_SELECT_IMPORTANCE). */
 htp_result htp_unit_table_set_in_unit(htp_unit_table *table, int pair, int index, int unit);

@@ -263,6 +263,14 @@ static void test_place_round_trip(void **state) {
                                        HTP_SHARD_BLOCKS, NULL, 0, err, sizeof err), 0);
 }
 
+/* The cuts a split in units takes: rows (qkv: of each of three blocks) or
+ * columns. */
+static const struct {
+  int dim;
+  htp_shard_layout layout;
+  int blocks;
+} UNIT_CASES[] = {{0, HTP_SHARD_BLOCKS, 1}, {0, HTP_SHARD_QKV, 3}, {1, HTP_SHARD_BLOCKS, 1}};
+
 /* Uneven shards against a naive reference: units 3, 1, 2 of 2 rows (qkv:
  * per block; blocks: rows of dim 0, then columns of dim 1). Part p's local
  * rows are its own units' global rows, then zeros up to 3 units; placing
@@ -272,13 +280,8 @@ static void test_uneven(void **state) {
   enum { TP = 3, UNIT = 2, MOST = 3, TOTAL = 6, INNER = 4 };
   const int32_t units[TP] = {3, 1, 2};
   const int64_t first[TP] = {0, 3, 4};
-  const struct {
-    int dim;
-    htp_shard_layout layout;
-    int blocks;
-  } cases[] = {{0, HTP_SHARD_BLOCKS, 1}, {0, HTP_SHARD_QKV, 3}, {1, HTP_SHARD_BLOCKS, 1}};
   for (int c = 0; c < 3; c++) {
-    const int blocks = cases[c].blocks, by_columns = cases[c].dim == 1;
+    const int blocks = UNIT_CASES[c].blocks, by_columns = UNIT_CASES[c].dim == 1;
     /* Global: blocks x TOTAL units x UNIT rows x INNER (by columns: INNER
      * rows of TOTAL x UNIT columns). */
     const int64_t global_rows = (int64_t)blocks * TOTAL * UNIT, local_rows = blocks * MOST * UNIT;
@@ -290,8 +293,8 @@ static void test_uneven(void **state) {
     memset(rebuilt, 0, sizeof rebuilt);
     for (int part = 0; part < TP; part++) {
       char err[256];
-      assert_int_equal(htp_shard_slice(global, local, 4, 2, dims, cases[c].dim, TP, part,
-                                       cases[c].layout, units, UNIT, err, sizeof err), 0);
+      assert_int_equal(htp_shard_slice(global, local, 4, 2, dims, UNIT_CASES[c].dim, TP, part,
+                                       UNIT_CASES[c].layout, units, UNIT, err, sizeof err), 0);
       for (int b = 0; b < blocks; b++)
         for (int row = 0; row < MOST * UNIT; row++)
           for (int k = 0; k < INNER; k++) {
@@ -306,8 +309,8 @@ static void test_uneven(void **state) {
               fail_msg("case %d part %d block %d row %d col %d: %g, want %g", c, part, b, row, k,
                        got, want);
           }
-      assert_int_equal(htp_shard_place(local, rebuilt, 4, 2, dims, cases[c].dim, TP, part,
-                                       cases[c].layout, units, UNIT, err, sizeof err), 0);
+      assert_int_equal(htp_shard_place(local, rebuilt, 4, 2, dims, UNIT_CASES[c].dim, TP, part,
+                                       UNIT_CASES[c].layout, units, UNIT, err, sizeof err), 0);
     }
     assert_memory_equal(rebuilt, global, (size_t)global_rows * INNER * sizeof(float));
   }
@@ -323,9 +326,65 @@ static void test_uneven(void **state) {
   assert_non_null(strstr(err, "is not the most units of a part (3) x the unit (2)"));
 }
 
+/* A re-partitioned split (DESIGN §12): slots in any order, some empty.
+ * Every part's slice is built element by element from the map; placing
+ * them all with htp_shard_place_slots rebuilds the global tensor, empty
+ * slots touch nothing, bad maps are refused. */
+static void test_place_slots(void **state) {
+  (void)state;
+  enum { TP = 3, UNIT = 2, ROOM = 3, TOTAL = 6, INNER = 4 };
+  const int32_t slots[TP][ROOM] = {{4, 0, -1}, {1, 5, 2}, {3, -1, -1}};
+  for (int c = 0; c < 3; c++) {
+    const int blocks = UNIT_CASES[c].blocks, by_columns = UNIT_CASES[c].dim == 1;
+    const int64_t global_rows = (int64_t)blocks * TOTAL * UNIT, local_rows = blocks * ROOM * UNIT;
+    float global[3 * TOTAL * UNIT * INNER], local[3 * ROOM * UNIT * INNER],
+        rebuilt[3 * TOTAL * UNIT * INNER];
+    for (int i = 0; i < global_rows * INNER; i++)
+      global[i] = (float)i + 1.0f;
+    const int64_t dims[2] = {by_columns ? INNER : local_rows, by_columns ? local_rows : INNER};
+    memset(rebuilt, 0, sizeof rebuilt);
+    for (int part = 0; part < TP; part++) {
+      for (int b = 0; b < blocks; b++)
+        for (int row = 0; row < ROOM * UNIT; row++)
+          for (int k = 0; k < INNER; k++) {
+            const int32_t unit = slots[part][row / UNIT];
+            const int64_t local_row = (int64_t)b * ROOM * UNIT + row;
+            const int64_t global_row = (int64_t)b * TOTAL * UNIT + unit * UNIT + row % UNIT;
+            float *got = by_columns ? &local[k * local_rows + local_row]
+                                    : &local[local_row * INNER + k];
+            *got = unit < 0 ? -7.0f /* never placed */
+                   : by_columns ? global[k * global_rows + global_row]
+                                : global[global_row * INNER + k];
+          }
+      char err[256];
+      assert_int_equal(htp_shard_place_slots(local, rebuilt, 4, 2, dims, UNIT_CASES[c].dim,
+                                             UNIT_CASES[c].layout, slots[part], UNIT, TOTAL, err,
+                                             sizeof err),
+                       0);
+    }
+    assert_memory_equal(rebuilt, global, (size_t)global_rows * INNER * sizeof(float));
+  }
+  char err[256];
+  float global[TOTAL * UNIT * INNER] = {0}, local[ROOM * UNIT * INNER] = {0};
+  const int64_t dims[2] = {ROOM * UNIT, INNER}, odd[2] = {ROOM * UNIT + 1, INNER};
+  const int32_t beyond[ROOM] = {0, 6, -1};
+  assert_int_not_equal(htp_shard_place_slots(local, global, 4, 2, dims, 0, HTP_SHARD_BLOCKS,
+                                             beyond, UNIT, TOTAL, err, sizeof err),
+                       0);
+  assert_non_null(strstr(err, "slot 1 holds unit 6 of 6"));
+  assert_int_not_equal(htp_shard_place_slots(local, global, 4, 2, odd, 0, HTP_SHARD_BLOCKS,
+                                             slots[0], UNIT, TOTAL, err, sizeof err),
+                       0);
+  assert_non_null(strstr(err, "not whole units"));
+  assert_int_not_equal(htp_shard_place_slots(local, global, 4, 2, dims, 0, HTP_SHARD_NONE,
+                                             slots[0], UNIT, TOTAL, err, sizeof err),
+                       0);
+  assert_non_null(strstr(err, "not sharded"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_uneven),
+      cmocka_unit_test(test_uneven), cmocka_unit_test(test_place_slots),
       cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
       cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
       cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),

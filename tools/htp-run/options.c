@@ -151,6 +151,18 @@ static const char *const HELP[] = {
     "                        straggler, 1 <= N <= 10^6 (default 3). Noisy clocks\n"
     "                        (short steps, more ranks than cores) want a smaller A\n"
     "                        and a larger N, or plans change every few iterations\n"
+    "  --repartition R       rent or buy: while the same ranks migrate, add\n"
+    "                        up the bytes the migration moves a step (in\n"
+    "                        training each migrated unit's weights out and its\n"
+    "                        gradient back; none in inference, where helpers keep\n"
+    "                        what they were sent), and when they reach R times what\n"
+    "                        moving those units for good would move once (weights\n"
+    "                        and, with --train, optimizer moments), move them into\n"
+    "                        the helpers' empty slots (uneven --shares, or spare\n"
+    "                        room): the helpers own them from then on and nothing\n"
+    "                        crosses per step. 0 turns it off. Default 2 (a move\n"
+    "                        there and one back) on the CPU; 0 on other devices\n"
+    "                        (not built there yet)\n"
     "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
     "                        (default 0), so it stays F times slower at whatever work\n"
     "                        the plan gives it: in a block with balance hooks each\n"
@@ -375,7 +387,7 @@ enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
   FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_SHARES, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
-  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE,
+  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE, FLAG_REPARTITION,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
@@ -757,6 +769,8 @@ static const flag_spec FLAGS[] = {
     DOUBLE("ewma-alpha", FLAG_EWMA_ALPHA, ewma_alpha, 0, 1, 1, 0, 0, 0),
     LONG("hysteresis", FLAG_HYSTERESIS, hysteresis, 1, 1000000, 0, 0),
     LONG("same-max-age", FLAG_SAME_MAX_AGE, same_max_age, 0, 1000000000, 0, 0),
+    DOUBLE("repartition", FLAG_REPARTITION, repartition, 0, 1e12, 0, 0, AT(repartition_given),
+           0),
     PARSE("slow", FLAG_SLOW, add_slow, REPEATABLE),
     PARSE("fault", FLAG_FAULT, add_fault, REPEATABLE),
     PARSE("sms", FLAG_SMS, parse_sms, REPEATABLE),
@@ -1000,6 +1014,13 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
                          "reuses: add --impute same, or leave it out");
   if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
+  /* Re-partition moves weights in host memory: on by default on the CPU. */
+  if (!options->repartition_given)
+    options->repartition = strcmp(options->device, "cpu") == 0 ? 2.0 : 0.0;
+  else if (options->repartition > 0 && strcmp(options->device, "cpu") != 0 && !options->help)
+    return htp_set_error(err, err_size, "--repartition %g moves units' weights in host memory: "
+                         "with --device %s use --repartition 0 (or leave it out)",
+                         options->repartition, options->device);
   if (options->num_shares && !options->tp_given)
     options->tp = options->num_shares;
   if (options->num_shares && options->num_shares != options->tp && !options->help)

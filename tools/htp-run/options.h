@@ -102,6 +102,8 @@ typedef struct htp_run_options {
   htp_select selection;          /* which units are shed */
   double ewma_alpha;             /* the detector's smoothing (runtime/htp.h's default) */
   long hysteresis;               /* iterations in a row to switch a rank's state */
+  double repartition;            /* --repartition: the balancer's repartition_ratio */
+  int repartition_given;
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
   double timeout_s;              /* deadline of every collective */

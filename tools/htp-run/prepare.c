@@ -99,6 +99,7 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
   config.seed = options->seed;
   config.impute = options->impute;
   config.same_max_age = options->same_max_age;
+  config.repartition_ratio = options->repartition;
   if (htp_signature_balancer_config(&state->sig, &config) != HTP_OK)
     return htp_set_error(err, err_size, "%s: no balancer config from its signature",
                          options->path);

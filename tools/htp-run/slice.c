@@ -55,15 +55,51 @@ static int rows_of_part(int64_t local_rows, int parts, int part, const int32_t *
   return 0;
 }
 
+/* A sharded tensor's shape around its cut dim: `blocks` runs (one per
+ * outer index; qkv: q, k, v) of whole rows of `inner` elements, `local_rows`
+ * rows of each on this part. Checks the arguments both copies share. */
+typedef struct cut_shape {
+  int64_t blocks, local_rows;
+  size_t row_bytes;
+} cut_shape;
+
+static int cut_shape_of(size_t element_size, int rank, const int64_t *local_dims, int dim,
+                        htp_shard_layout layout, cut_shape *cut, char *err, size_t err_size) {
+  if (layout != HTP_SHARD_BLOCKS && layout != HTP_SHARD_QKV)
+    return htp_set_error(err, err_size, "shard: unknown layout %d", (int)layout);
+  if (dim < 0 || dim >= rank)
+    return htp_set_error(err, err_size, "shard: dim %d of a rank-%d tensor", dim, rank);
+  if (layout == HTP_SHARD_QKV && (dim != 0 || local_dims[0] % 3 != 0))
+    return htp_set_error(err, err_size, "shard: a qkv slice must be of dim 0 with a multiple of "
+                         "3 rows (dim %d, %lld rows)", dim, (long long)local_dims[dim]);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; d++)
+    outer *= local_dims[d];
+  for (int d = dim + 1; d < rank; d++)
+    inner *= local_dims[d];
+  /* Blocks: one block of local_dims[dim] rows per outer index; qkv: three
+   * blocks (q, k, v) of local_dims[0] / 3 rows, outer = 1. */
+  *cut = (cut_shape){layout == HTP_SHARD_QKV ? 3 : outer,
+                     local_dims[dim] / (layout == HTP_SHARD_QKV ? 3 : 1),
+                     (size_t)inner * element_size};
+  return 0;
+}
+
+static int check_element(size_t element_size, int rank, char *err, size_t err_size) {
+  if (element_size != 2 && element_size != 4)
+    return htp_set_error(err, err_size, "shard: elements of %zu bytes (2 or 4)", element_size);
+  if (rank < 0 || rank > HTP_ENTRY_MAX_RANK)
+    return htp_set_error(err, err_size, "shard: rank %d out of [0, %d]", rank, HTP_ENTRY_MAX_RANK);
+  return 0;
+}
+
 /* Slice (place 0: global -> local) or place (1: local -> global). */
 static int shard_copy(int place, unsigned char *global, unsigned char *local,
                       size_t element_size, int rank, const int64_t *local_dims, int dim,
                       int parts, int part, htp_shard_layout layout, const int32_t *units,
                       int64_t unit, char *err, size_t err_size) {
-  if (element_size != 2 && element_size != 4)
-    return htp_set_error(err, err_size, "shard: elements of %zu bytes (2 or 4)", element_size);
-  if (rank < 0 || rank > HTP_ENTRY_MAX_RANK)
-    return htp_set_error(err, err_size, "shard: rank %d out of [0, %d]", rank, HTP_ENTRY_MAX_RANK);
+  if (check_element(element_size, rank, err, err_size))
+    return 1;
   int64_t count = 1;
   for (int d = 0; d < rank; d++)
     count *= local_dims[d];
@@ -71,38 +107,54 @@ static int shard_copy(int place, unsigned char *global, unsigned char *local,
     move(place, local, global, (size_t)count * element_size);
     return 0;
   }
-  if (layout != HTP_SHARD_BLOCKS && layout != HTP_SHARD_QKV)
-    return htp_set_error(err, err_size, "shard: unknown layout %d", (int)layout);
-  if (dim < 0 || dim >= rank)
-    return htp_set_error(err, err_size, "shard: dim %d of a rank-%d tensor", dim, rank);
+  cut_shape cut;
+  if (cut_shape_of(element_size, rank, local_dims, dim, layout, &cut, err, err_size))
+    return 1;
   if (parts < 1 || part < 0 || part >= parts)
     return htp_set_error(err, err_size, "shard: part %d of %d", part, parts);
-  if (layout == HTP_SHARD_QKV && (dim != 0 || local_dims[0] % 3 != 0))
-    return htp_set_error(err, err_size, "shard: a qkv slice must be of dim 0 with a multiple of "
-                         "3 rows (dim %d, %lld rows)", dim, (long long)local_dims[dim]);
-
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; d++)
-    outer *= local_dims[d];
-  for (int d = dim + 1; d < rank; d++)
-    inner *= local_dims[d];
-  /* Blocks: one block of local_dims[dim] rows per outer index; qkv: three
-   * blocks (q, k, v) of local_dims[0] / 3 rows, outer = 1. Either way each
-   * block is a run of whole rows of `inner` elements. */
-  const int64_t blocks = layout == HTP_SHARD_QKV ? 3 : outer;
-  part_rows rows;
-  if (rows_of_part(local_dims[dim] / (layout == HTP_SHARD_QKV ? 3 : 1), parts, part, units, unit,
-                   &rows, err, err_size))
+  part_rows rows = {0};
+  if (rows_of_part(cut.local_rows, parts, part, units, unit, &rows, err, err_size))
     return 1;
-  const size_t row_bytes = (size_t)inner * element_size;
-  for (int64_t b = 0; b < blocks; b++) {
-    unsigned char *to = local + (size_t)(b * rows.local) * row_bytes;
-    unsigned char *from = global + (size_t)(b * rows.global + rows.first) * row_bytes;
-    move(place, to, from, (size_t)rows.owned * row_bytes);
+  for (int64_t b = 0; b < cut.blocks; b++) {
+    unsigned char *to = local + (size_t)(b * rows.local) * cut.row_bytes;
+    unsigned char *from = global + (size_t)(b * rows.global + rows.first) * cut.row_bytes;
+    move(place, to, from, (size_t)rows.owned * cut.row_bytes);
     if (!place && rows.owned < rows.local) /* empty slots: zeros, which contribute nothing */
-      memset(to + (size_t)rows.owned * row_bytes, 0,
-             (size_t)(rows.local - rows.owned) * row_bytes);
+      memset(to + (size_t)rows.owned * cut.row_bytes, 0,
+             (size_t)(rows.local - rows.owned) * cut.row_bytes);
   }
+  return 0;
+}
+
+int htp_shard_place_slots(const void *local, void *global, size_t element_size, int rank,
+                          const int64_t *local_dims, int dim, htp_shard_layout layout,
+                          const int32_t *slot_units, int64_t unit, int64_t global_units,
+                          char *err, size_t err_size) {
+  if (check_element(element_size, rank, err, err_size))
+    return 1;
+  cut_shape cut;
+  if (layout == HTP_SHARD_NONE)
+    return htp_set_error(err, err_size, "shard: a slot map for a tensor that is not sharded");
+  if (cut_shape_of(element_size, rank, local_dims, dim, layout, &cut, err, err_size))
+    return 1;
+  if (unit < 1 || cut.local_rows % unit != 0 || global_units < 1 ||
+      global_units > HTP_ENTRY_MAX_DIM / unit)
+    return htp_set_error(err, err_size, "shard: %lld rows are not whole units of %lld, or %lld "
+                         "global units are out of range", (long long)cut.local_rows,
+                         (long long)unit, (long long)global_units);
+  const int64_t slots = cut.local_rows / unit, global_rows = global_units * unit;
+  const size_t unit_bytes = (size_t)unit * cut.row_bytes;
+  for (int64_t s = 0; s < slots; s++)
+    if (slot_units[s] >= global_units)
+      return htp_set_error(err, err_size, "shard: slot %lld holds unit %d of %lld",
+                           (long long)s, slot_units[s], (long long)global_units);
+  const unsigned char *from = local;
+  unsigned char *to = global;
+  for (int64_t b = 0; b < cut.blocks; b++)
+    for (int64_t s = 0; s < slots; s++)
+      if (slot_units[s] >= 0) /* an empty slot has nothing to place */
+        memcpy(to + (size_t)(b * global_rows + slot_units[s] * unit) * cut.row_bytes,
+               from + (size_t)(b * cut.local_rows + s * unit) * cut.row_bytes, unit_bytes);
   return 0;
 }
 

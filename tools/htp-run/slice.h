@@ -47,4 +47,17 @@ int htp_shard_place(const void *local, void *global, size_t element_size, int ra
                     htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,
                     size_t err_size);
 
+/* Places a re-partitioned slice (runtime ownership, DESIGN §12: the
+ * balancer's htp_balancer_slot_units) into `global`: along dim (in each qkv
+ * block) local slot s, `unit` rows or columns, holds global unit
+ * slot_units[s] of the global tensor's global_units, or is empty (-1:
+ * skipped). The slots are local_dims[dim] / unit (/ 3 for qkv) and the
+ * global tensor has global_units * unit there. Returns 0, or non-zero with
+ * a message in err (as htp_shard_place; also a dim that is not whole
+ * units, a unit id out of range). */
+int htp_shard_place_slots(const void *local, void *global, size_t element_size, int rank,
+                          const int64_t *local_dims, int dim, htp_shard_layout layout,
+                          const int32_t *slot_units, int64_t unit, int64_t global_units,
+                          char *err, size_t err_size);
+
 #endif /* HTP_RUN_SHARD_H */

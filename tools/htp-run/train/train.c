@@ -88,6 +88,7 @@ typedef struct rank_run {
   htp_ctx *ctx;
   train_job *job;
   int rank;
+  htp_balancer *balancer;
 } rank_run;
 
 #define RANK_TRY(call, step, iteration)                                                      \
@@ -269,6 +270,30 @@ static int optimizer_step(rank_run *run, rank_buffers *b, long step, long total,
   return 0;
 }
 
+/* Who owns which unit of split parameter i once the balancer has
+ * re-partitioned (htp_balancer_slot_units: every rank's slots, room each,
+ * `units` in the global tensor); *slots stays NULL before any re-partition,
+ * when the compiled split still holds. Non-zero with reason. */
+static int owner_map(rank_run *run, rank_buffers *b, int i, int32_t **slots, int64_t *room,
+                     int64_t *units, char *reason, size_t reason_size) {
+  const htp_sig_tensor *p = &run->job->sig->args[i];
+  if (!run->balancer || htp_balancer_repartitions(run->balancer) == 0)
+    return 0;
+  if (!p->shard_unit)
+    return htp_set_error(reason, reason_size, "'%s' was re-partitioned but its shard has no "
+                         "unit", p->name);
+  const int64_t rows = p->dims[p->shard_dim] / (p->shard_layout == HTP_SHARD_QKV ? 3 : 1);
+  const size_t count = (size_t)run->job->tp * (size_t)(rows / p->shard_unit);
+  if (!(*slots = malloc(count * sizeof **slots)))
+    return htp_set_error(reason, reason_size, "'%s': out of memory for its slot map", p->name);
+  if (htp_balancer_slot_units(run->balancer, b->grad[i], *slots, count, room) != HTP_OK)
+    return htp_set_error(reason, reason_size, "'%s': %s", p->name, htp_last_error(run->ctx));
+  *units = 0;
+  for (size_t s = 0; s < (size_t)run->job->tp * (size_t)*room; s++)
+    *units += (*slots)[s] >= 0;
+  return 0;
+}
+
 /* Gathers one tensor of parameter i (w, m or v on device) into rank 0's
  * global host copy `out`. Every rank takes part (the all-gather). */
 static int gather(rank_run *run, rank_buffers *b, int i, const void *device, void *out) {
@@ -288,12 +313,19 @@ static int gather(rank_run *run, rank_buffers *b, int i, const void *device, voi
   }
   htp_result result = htp_mem_download(run->ctx, all, b->gather, p->bytes * (size_t)run->job->tp);
   char reason[512] = "";
-  int bad = 0;
+  int32_t *slots = NULL;
+  int64_t room = 0, units = 0;
+  int bad = result == HTP_OK ? owner_map(run, b, i, &slots, &room, &units, reason, sizeof reason)
+                             : 0;
   for (int r = 0; result == HTP_OK && !bad && r < run->job->tp; r++)
-    bad = htp_shard_place(all + p->bytes * (size_t)r, out, p->element_size, p->rank, p->dims,
-                          p->shard_dim, p->shard_parts, r, p->shard_layout, p->shard_units,
-                          p->shard_unit, reason,
-                          sizeof reason);
+    bad = slots ? htp_shard_place_slots(all + p->bytes * (size_t)r, out, p->element_size, p->rank,
+                                        p->dims, p->shard_dim, p->shard_layout,
+                                        slots + (size_t)r * (size_t)room, p->shard_unit, units,
+                                        reason, sizeof reason)
+                : htp_shard_place(all + p->bytes * (size_t)r, out, p->element_size, p->rank,
+                                  p->dims, p->shard_dim, p->shard_parts, r, p->shard_layout,
+                                  p->shard_units, p->shard_unit, reason, sizeof reason);
+  free(slots);
   free(all);
   RANK_TRY(result, "the checkpoint", -1);
   if (bad) {
@@ -675,8 +707,26 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   return failed;
 }
 
+/* A re-partition (DESIGN §12) moves a unit's optimizer moments with its
+ * weights: each split parameter's are registered beside it (the balancer
+ * matches them to the weights its hooks read). */
+static int register_moments(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
+  const htp_signature *sig = run->job->sig;
+  if (!run->job->balance || !(run->job->balancer.repartition_ratio > 0.0))
+    return 0;
+  for (int i = 0; i < sig->num_args; i++) {
+    if (sig->args[i].role != HTP_SIG_PARAM || sig->args[i].shard_layout == HTP_SHARD_NONE)
+      continue;
+    RANK_TRY(htp_balancer_add_state(balancer, b->grad[i], b->m[i]), "registering its moments", -1);
+    if (b->v[i])
+      RANK_TRY(htp_balancer_add_state(balancer, b->grad[i], b->v[i]), "registering its moments",
+               -1);
+  }
+  return 0;
+}
+
 static void train_rank(htp_rank_task *task, void *user) {
-  rank_run run = {task, NULL, user, htp_rank_task_rank(task)};
+  rank_run run = {task, NULL, user, htp_rank_task_rank(task), NULL};
   rank_buffers buffers;
   memset(&buffers, 0, sizeof buffers);
   htp_balancer *balancer = NULL;
@@ -699,8 +749,10 @@ static void train_rank(htp_rank_task *task, void *user) {
   if (result != HTP_OK)
     htp_rank_task_fail(task, run.ctx, result, "creating its balancer", -1,
                        htp_last_error(run.ctx));
-  else if (!make_buffers(&run, &buffers))
+  else if (!make_buffers(&run, &buffers) && !register_moments(&run, &buffers, balancer)) {
+    run.balancer = balancer;
     run_epochs(&run, &buffers, balancer);
+  }
   free_buffers(run.ctx, run.job, &buffers);
   htp_balancer_destroy(balancer);
   htp_ctx_destroy(run.ctx);
