@@ -57,6 +57,84 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
 
+def HTPImportShard : Pass<"htp-import-shard", "mlir::ModuleOp"> {
+  let summary = "Split functions whose weights carry upstream shard annotations";
+  let description = [{
+    Reads the upstream `shard` dialect's annotations of function arguments
+    (`%t = shard.shard %arg to %s [annotate_for_users]`, `%s` a
+    `shard.sharding` on a `shard.grid`, chains of them included), derives
+    what `--htp-tensor-parallel` needs, drops the annotations, runs that
+    very split, and then checks that every annotation states exactly what
+    the split made of its argument (DESIGN §12):
+
+    - tp is the size of the annotations' grid, which must be 1-D and static
+      (`shard.grid @g(shape = 4)`), the same for every annotation of the
+      function, and equal to the `tp` option when that is given.
+    - No `sharded_dims_offsets` (or equidistant ones, as upstream's
+      canonicalizer reads them) is the even split. Uneven offsets give the
+      shares: the blocks of the uneven annotation of the longest dim,
+      divided by their gcd. Every other annotation must then be what the
+      split gives with those shares, whole heads or MLP units of
+      `mlp-unit-width` neurons apportioned by largest remainder: the split
+      has one ratio per function.
+    - The weights that can carry a split sharding are those the split cuts
+      into contiguous blocks: an MLP pair's first weight and bias (dim 0,
+      `split_axes = [[0]]`) and second weight (dim 1, `[[], [0]]`), and an
+      attention's proj weight (dim 1), whose columns decide its heads.
+      Other arguments may be stated replicated (`[[]]`) or left alone.
+
+    Refused, with an error naming the argument: an attention's qkv weight
+    or bias with any annotation (Megatron's qkv split is strided, rank r
+    taking its heads from each of the q, k and v blocks, and a sharding's
+    blocks are contiguous; the proj's annotation decides the heads), a
+    split of any other argument or of a computed value, a grid of several
+    axes or a dynamic one, grids of different sizes, a grid that is not
+    the `tp` option, halos, dynamic offsets, offsets that do not run from 0
+    to the dim's size, a boundary inside a unit, a wrong dim, a pair whose
+    blocks are not the apportionment of the function's ratio, and two
+    different annotations of one argument. A function without annotations
+    is left as it is; the grids the annotations named are erased once
+    unused. The output is what `--htp-tensor-parallel` with the derived
+    options makes. A function split already (`htp.tp`, such as the output
+    of `--htp-export-shard`) is not split again: its annotations, which
+    then state global rows and columns of its shards, are checked against
+    its `htp.shard`s in the same way and dropped.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"0",
+           "Tensor-parallel ranks the grid must have (0: the grid's size)">,
+    Option<"mlpUnitWidth", "mlp-unit-width", "int64_t", /*default=*/"0",
+           "With uneven offsets: hidden neurons per MLP unit (0: the split's automatic width)">
+  ];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
+def HTPExportShard : Pass<"htp-export-shard", "mlir::ModuleOp"> {
+  let summary = "State the split's shards of linear and proj weights as upstream shard annotations";
+  let description = [{
+    On each function `--htp-tensor-parallel` split (`htp.tp = N`), states
+    every argument with a blocks `htp.shard` as the upstream `shard`
+    dialect does: a `shard.grid @htp_tpN(shape = N)` at the top of the
+    module (made once, reused), and at the top of the function
+    `%s = shard.sharding @htp_tpN split_axes = [[0]]` (dim 0) or
+    `[[], [0]]` (dim 1), with `sharded_dims_offsets` in global rows or
+    columns for uneven shards (rank r owns [offsets[r], offsets[r+1]) of
+    the global tensor; even shards need none, upstream's default being the
+    even split), and `shard.shard %arg to %s`. The sharding describes the
+    global tensor while the argument is the rank's local one (with room for
+    the most units any rank owns, under shares): the function stays HTP's
+    SPMD program, and the htp ops keep reading the arguments, so the
+    annotations' results are unused (a canonicalizer erases them).
+
+    A qkv shard is strided (rank r's rows of each of q, k and v), which no
+    `shard.sharding` states: its argument gets a remark instead, and its
+    `htp.shard` remains the statement. The annotations are for other
+    tools: run the export last (the lowering takes htp ops only), and once
+    (a function whose arguments are annotated already is an error).
+  }];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
   let summary = "Let the runtime prune or migrate the work units of a split block";
   let description = [{

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/TensorParallel.h"
 
 #include "dialect/HTPDialect.h"
 #include "dialect/HTPOps.h"
@@ -111,13 +112,6 @@ private:
   /// The (op, operand) places where a sharded argument may be used.
   llvm::DenseSet<std::pair<Operation *, unsigned>> shardedUses;
 };
-
-/// Names an argument for diagnostics: its htp.param name, or its number.
-std::string describeArgument(func::FuncOp func, unsigned index) {
-  if (auto name = func.getArgAttrOfType<StringAttr>(index, kParamAttrName))
-    return "argument #" + std::to_string(index) + " ('" + name.getValue().str() + "')";
-  return "argument #" + std::to_string(index);
-}
 
 LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandIndex, Shard shard,
                                              StringRef role) {
@@ -395,9 +389,20 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
     if (tp == 1)
       return;
     SmallVector<int64_t> rankShares(shares.begin(), shares.end());
-    if (failed(FunctionSplitter(getOperation(), tp, rankShares, mlpUnitWidth).run()))
+    if (failed(splitForTensorParallel(getOperation(), tp, rankShares, mlpUnitWidth)))
       signalPassFailure();
   }
 };
 
 } // namespace
+
+std::string mlir::htp::describeArgument(func::FuncOp func, unsigned index) {
+  if (auto name = func.getArgAttrOfType<StringAttr>(index, kParamAttrName))
+    return "argument #" + std::to_string(index) + " ('" + name.getValue().str() + "')";
+  return "argument #" + std::to_string(index);
+}
+
+LogicalResult mlir::htp::splitForTensorParallel(func::FuncOp func, int64_t tp,
+                                                ArrayRef<int64_t> shares, int64_t mlpUnitWidth) {
+  return FunctionSplitter(func, tp, shares, mlpUnitWidth).run();
+}
