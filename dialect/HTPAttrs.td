@@ -48,16 +48,18 @@ def HTP_ShardAttr : AttrDef<HTP_Dialect, "Shard"> {
     `units = array<i64: 4, 4, 3, 1>, unit = 64`: along `dim` (per block for
     qkv) the global tensor is sum(units) units of `unit` rows or columns,
     rank r owns units[r] of them, consecutive and in rank order, and every
-    rank's argument has room for max(units): rank r's first units[r] units
-    are its own, the rest are empty slots (zeros, contributing nothing).
+    rank's argument has room for the same number of units, at least
+    max(units) (more with `spare`): rank r's first units[r] units are its
+    own, the rest are empty slots (zeros, contributing nothing).
 
     On its own the attribute needs 0 <= dim < 8, 1 <= parts <= 1024
     (HTP_ENTRY_MAX_TP), and with `units` one count per part, each from 1 to
     2^20, and `unit` >= 1. Where it is attached the dialect also checks that
     dim is below the argument's rank, that the global shape (dim × parts,
     or sum(units) × unit) stays within the tensor limits, that a qkv shard's
-    rows divide by 3, that an uneven shard's dim is max(units) × unit (× 3
-    for qkv), and that parts equals the function's `htp.tp` when it has one.
+    rows divide by 3, that an uneven shard's dim is room × unit (× 3 for
+    qkv) for a whole room from max(units) to 2^20 units, and that parts
+    equals the function's `htp.tp` when it has one.
   }];
   let parameters = (ins "int64_t":$dim, "int64_t":$parts,
                         EnumParameter<HTP_ShardLayout>:$layout,

@@ -89,8 +89,9 @@ LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError, in
   return success();
 }
 
-/// The extent along the shard's dim of the global tensor and of each rank's
-/// argument (for qkv: one of the three blocks), or nullopt on overflow.
+/// The extent along the shard's dim of the global tensor and the least of
+/// each rank's argument, the most units any rank owns (for qkv: one of the
+/// three blocks), or nullopt on overflow.
 static std::optional<std::pair<int64_t, int64_t>> unevenExtents(ShardAttr shard) {
   int64_t total = 0, most = 0;
   for (int64_t count : shard.getUnits().asArrayRef()) {
@@ -141,16 +142,22 @@ static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Att
   if (!shard.getUnits()) {
     size = llvm::checkedMul(global[shard.getDim()], shard.getParts());
   } else {
+    // The room: whole units (per q, k and v block for qkv), at least the
+    // most any rank owns (the rest are spare slots), at most a shard's 2^20.
     const int64_t blocks = shard.getLayout() == ShardLayout::Qkv ? 3 : 1;
+    const int64_t extent = type.getDimSize(shard.getDim());
     auto extents = unevenExtents(shard);
-    std::optional<int64_t> local = extents ? llvm::checkedMul(extents->second, blocks)
+    std::optional<int64_t> least = extents ? llvm::checkedMul(extents->second, blocks)
                                            : std::nullopt;
-    if (!local || *local != type.getDimSize(shard.getDim()))
+    std::optional<int64_t> rows = llvm::checkedMul(shard.getUnit(), blocks);
+    if (!least || !rows || extent < *least || extent % *rows != 0 ||
+        extent / *rows > HTP_ENTRY_MAX_SHARD_UNITS)
       return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
                              << ": an uneven shard's dim " << shard.getDim()
-                             << " holds the most units of any rank ("
-                             << (blocks == 3 ? "3 x " : "") << "max(units) x unit), but it is "
-                             << type.getDimSize(shard.getDim());
+                             << " is room for whole units ("
+                             << (blocks == 3 ? "3 x " : "") << "room x unit), from the most "
+                             << "units of any rank (max(units)) to "
+                             << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ", but it is " << extent;
     size = llvm::checkedMul(extents->first, blocks);
   }
   global[shard.getDim()] = size ? *size : std::numeric_limits<int64_t>::max();

@@ -28,6 +28,11 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
       *this, "shares",
       llvm::cl::desc("Uneven split: one positive share per rank (--htp-tensor-parallel's "
                      "shares; empty: even)")};
+  Option<int64_t> spare{
+      *this, "spare",
+      llvm::cl::desc("Spare room per rank, in percent of the most units any rank owns "
+                     "(--htp-tensor-parallel's spare, 0 to 1000; 0: none)"),
+      llvm::cl::init(0)};
   Option<bool> hooks{*this, "hooks",
                      llvm::cl::desc("With tp > 1, add the balance hooks (--htp-balance-hooks) so "
                                     "the runtime can prune or migrate work units"),

@@ -45,6 +45,15 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
     contribute nothing), and the shards say which global units each rank
     owns (`units`, `unit`). A rank whose share rounds to no unit, or a
     hidden width the unit does not divide, is an error.
+
+    Spare room (DESIGN §12): `spare=P` (a whole percent, 0 to 1000) gives
+    every rank room for max(units) + ceil(max(units) × P / 100) units of
+    each kind, so that units can later move into a rank's empty slots. With
+    shares the units are theirs; on an even split each rank owns heads / tp
+    heads and its width / tp of MLP neurons in units of `mlp-unit-width` (0:
+    the balance hooks' choice on a rank's width), and the shards record
+    them as above (`units`, `unit`). A room of more than 2^20 units, or of
+    more rows or columns than a dim holds (2^31 - 1), is an error.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", /*default=*/"1",
@@ -52,7 +61,10 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
     ListOption<"shares", "shares", "int64_t",
                "Uneven split: one positive share per rank (empty: even)">,
     Option<"mlpUnitWidth", "mlp-unit-width", "int64_t", /*default=*/"0",
-           "With shares: hidden neurons per MLP unit (0: automatic)">
+           "With shares or spare: hidden neurons per MLP unit (0: automatic)">,
+    Option<"spare", "spare", "int64_t", /*default=*/"0",
+           "Spare room per rank, in percent of the most units any rank owns "
+           "(0 to 1000; 0: none)">
   ];
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }

@@ -23,6 +23,7 @@ void htp::buildHTPPipeline(OpPassManager &pm,
     HTPTensorParallelOptions split;
     split.tp = options.tp;
     split.shares.assign(options.shares.begin(), options.shares.end());
+    split.spare = options.spare;
     pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
   }
   if (options.tp > 1 && options.hooks)

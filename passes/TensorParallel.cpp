@@ -38,17 +38,18 @@ using namespace mlir::htp;
 namespace {
 
 /// How one argument is split: its dim `dim` is divided into tp slices;
-/// uneven ones (shares) give rank r units[r] units of `unit` rows or
-/// columns (per q, k and v block for qkv), each rank holding room for the
-/// most any rank owns.
+/// uneven ones (shares, or spare room) give rank r units[r] units of `unit`
+/// rows or columns (per q, k and v block for qkv), each rank holding room
+/// for `room` units: the most any rank owns, plus the spare.
 struct Shard {
   int64_t dim;
   ShardLayout layout;
   SmallVector<int64_t> units; ///< empty: even
   int64_t unit = 0;
+  int64_t room = 0; ///< units every rank has room for (uneven only)
   bool operator==(const Shard &other) const {
     return dim == other.dim && layout == other.layout && units == other.units &&
-           unit == other.unit;
+           unit == other.unit && room == other.room;
   }
   int64_t blocks() const { return layout == ShardLayout::Qkv ? 3 : 1; }
 };
@@ -89,12 +90,17 @@ int64_t automaticUnitWidth(int64_t hidden, int64_t tp) {
 class FunctionSplitter {
 public:
   FunctionSplitter(func::FuncOp func, int64_t tp, ArrayRef<int64_t> shares,
-                   int64_t mlpUnitWidth)
-      : func(func), tp(tp), shares(shares), mlpUnitWidth(mlpUnitWidth), builder(func) {}
+                   int64_t mlpUnitWidth, int64_t spare)
+      : func(func), tp(tp), shares(shares), mlpUnitWidth(mlpUnitWidth), spare(spare),
+        builder(func) {}
   LogicalResult run();
 
 private:
-  FailureOr<SmallVector<int64_t>> unevenUnits(Operation *op, int64_t total, StringRef what);
+  /// Whether shards record units (shares, or spare room beside an even split).
+  bool unevenShards() const { return !shares.empty() || spare > 0; }
+  FailureOr<SmallVector<int64_t>> ownedUnits(Operation *op, int64_t total, StringRef what);
+  FailureOr<int64_t> roomFor(Operation *op, ArrayRef<int64_t> units, int64_t rows,
+                             StringRef what);
   LogicalResult shardOperand(Operation *op, unsigned operandIndex, Shard shard, StringRef role);
   void allowShardedUses(Operation *op, ArrayRef<unsigned> operandIndices);
   LogicalResult checkShardedUses();
@@ -107,6 +113,7 @@ private:
   int64_t tp;
   ArrayRef<int64_t> shares; ///< empty: even
   int64_t mlpUnitWidth;
+  int64_t spare; ///< percent of the most units any rank owns, 0 to 1000
   OpBuilder builder;
   llvm::MapVector<unsigned, Shard> shards; ///< argument number → shard
   /// The (op, operand) places where a sharded argument may be used.
@@ -147,15 +154,20 @@ LogicalResult FunctionSplitter::shardOperand(Operation *op, unsigned operandInde
   return success();
 }
 
-/// The units of `total` (heads or MLP units) each rank owns under the
-/// shares; an error naming the rank whose share rounds to none.
-FailureOr<SmallVector<int64_t>> FunctionSplitter::unevenUnits(Operation *op, int64_t total,
-                                                              StringRef what) {
-  SmallVector<int64_t> units = apportion(total, shares);
+/// The units of `total` (heads or MLP units) each rank owns: in
+/// proportion to the shares, or total / tp each (an even split with spare
+/// room; the caller checked that tp divides total); an error naming a rank
+/// whose share rounds to none or that would own more than a shard holds.
+FailureOr<SmallVector<int64_t>> FunctionSplitter::ownedUnits(Operation *op, int64_t total,
+                                                             StringRef what) {
+  SmallVector<int64_t> units =
+      shares.empty() ? SmallVector<int64_t>(tp, total / tp) : apportion(total, shares);
   for (auto [rank, count] : llvm::enumerate(units)) {
     if (count > HTP_ENTRY_MAX_SHARD_UNITS)
-      return op->emitOpError() << "cannot be split by shares: rank " << rank << " would own "
-                               << count << " " << what << ", more than a shard holds ("
+      return op->emitOpError() << "cannot be split "
+                               << (shares.empty() ? "with spare room" : "by shares") << ": rank "
+                               << rank << " would own " << count << " " << what
+                               << ", more than a shard holds ("
                                << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ")"
                                << (what == "MLP units" ? "; give a wider mlp-unit-width" : "");
     if (count == 0)
@@ -164,6 +176,28 @@ FailureOr<SmallVector<int64_t>> FunctionSplitter::unevenUnits(Operation *op, int
                                << " " << what << " (each rank needs at least one whole unit)";
   }
   return units;
+}
+
+/// The units every rank has room for: the most any rank owns plus spare
+/// percent of it, rounded up (exact: the most is <= 2^20 and spare <=
+/// 1000). `rows` is the rows or columns the room takes per unit (a qkv
+/// shard's three blocks counted). An error when the room is more units than
+/// a shard holds or more rows than a dim.
+FailureOr<int64_t> FunctionSplitter::roomFor(Operation *op, ArrayRef<int64_t> units,
+                                             int64_t rows, StringRef what) {
+  const int64_t most = *llvm::max_element(units);
+  const int64_t room = most + llvm::divideCeil(most * spare, int64_t(100));
+  if (room > HTP_ENTRY_MAX_SHARD_UNITS)
+    return op->emitOpError() << "cannot make spare=" << spare << " room: every rank would have "
+                             << "room for " << room << " " << what << " (the most any rank owns, "
+                             << most << ", and " << spare << "% of it), more than a shard holds ("
+                             << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ")";
+  std::optional<int64_t> extent = llvm::checkedMul(room, rows);
+  if (!extent || *extent > HTP_ENTRY_MAX_DIM)
+    return op->emitOpError() << "cannot make spare=" << spare << " room: " << room << " " << what
+                             << " of " << rows << " rows or columns each overflow a dim (at most "
+                             << int64_t(HTP_ENTRY_MAX_DIM) << ")";
+  return room;
 }
 
 /// Records that `op` reads its operands `operandIndices` as shards.
@@ -197,21 +231,28 @@ Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value 
 
 LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
   int64_t heads = attention.getNumHeads(), localHeads = heads / tp;
+  if (shares.empty() && heads % tp != 0)
+    return attention.emitOpError() << "cannot be split over tp = " << tp << ": num_heads ("
+                                   << heads << ") is not divisible by tp";
   SmallVector<int64_t> units;
-  if (!shares.empty()) {
-    FailureOr<SmallVector<int64_t>> owned = unevenUnits(attention, heads, "heads");
+  const int64_t unit = unevenShards() ? attention.getHeadDim() : 0;
+  if (unevenShards()) {
+    FailureOr<SmallVector<int64_t>> owned = ownedUnits(attention, heads, "heads");
     if (failed(owned))
       return failure();
     units = std::move(*owned);
-    localHeads = *llvm::max_element(units);
-  } else if (heads % tp != 0) {
-    return attention.emitOpError() << "cannot be split over tp = " << tp << ": num_heads ("
-                                   << heads << ") is not divisible by tp";
+    // The qkv rows are the widest extent a head's room takes.
+    FailureOr<int64_t> room = roomFor(attention, units, 3 * unit, "heads");
+    if (failed(room))
+      return failure();
+    localHeads = *room;
   }
-  const int64_t unit = units.empty() ? 0 : attention.getHeadDim();
-  if (failed(shardOperand(attention, 1, {0, ShardLayout::Qkv, units, unit}, "qkv weight")) ||
-      failed(shardOperand(attention, 2, {0, ShardLayout::Qkv, units, unit}, "qkv bias")) ||
-      failed(shardOperand(attention, 3, {1, ShardLayout::Blocks, units, unit}, "proj weight")))
+  const int64_t room = units.empty() ? 0 : localHeads;
+  if (failed(shardOperand(attention, 1, {0, ShardLayout::Qkv, units, unit, room},
+                          "qkv weight")) ||
+      failed(shardOperand(attention, 2, {0, ShardLayout::Qkv, units, unit, room}, "qkv bias")) ||
+      failed(shardOperand(attention, 3, {1, ShardLayout::Blocks, units, unit, room},
+                          "proj weight")))
     return failure();
   Value bias = attention.getProjBias();
   builder.setInsertionPoint(attention);
@@ -229,29 +270,40 @@ LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
 LogicalResult FunctionSplitter::splitMLP(LinearOp column, ArrayRef<GeluOp> activations,
                                          LinearOp row) {
   int64_t neurons = cast<RankedTensorType>(column.getWeight().getType()).getDimSize(0);
-  int64_t localNeurons = neurons / tp, unit = 0;
-  SmallVector<int64_t> units;
-  if (!shares.empty()) {
-    unit = mlpUnitWidth ? mlpUnitWidth : automaticUnitWidth(neurons, tp);
-    if (neurons % unit != 0)
-      return column.emitOpError() << "cannot be split by shares: out_features (" << neurons
-                                  << ") of this column-parallel linear is not a multiple of "
-                                     "mlp-unit-width ("
-                                  << unit << ")";
-    FailureOr<SmallVector<int64_t>> owned = unevenUnits(column, neurons / unit, "MLP units");
-    if (failed(owned))
-      return failure();
-    units = std::move(*owned);
-    localNeurons = *llvm::max_element(units) * unit;
-  } else if (neurons % tp != 0) {
+  int64_t localNeurons = neurons / tp, unit = 0, room = 0;
+  if (shares.empty() && neurons % tp != 0)
     return column.emitOpError() << "cannot be split over tp = " << tp << ": out_features ("
                                 << neurons << ") of this column-parallel linear is not "
                                 << "divisible by tp";
+  SmallVector<int64_t> units;
+  if (unevenShards()) {
+    // Shares cut the whole width into units; an even split's units are
+    // those the balance hooks would pick on a rank's width, so spare room
+    // changes no unit.
+    unit = mlpUnitWidth ? mlpUnitWidth
+                        : (shares.empty() ? automaticUnitWidth(neurons / tp, 1)
+                                          : automaticUnitWidth(neurons, tp));
+    const int64_t width = shares.empty() ? neurons / tp : neurons;
+    if (width % unit != 0)
+      return column.emitOpError()
+             << "cannot be split " << (shares.empty() ? "with spare room" : "by shares") << ": "
+             << (shares.empty() ? "a rank's share of out_features (" : "out_features (") << width
+             << ") of this column-parallel linear is not a multiple of mlp-unit-width (" << unit
+             << ")";
+    FailureOr<SmallVector<int64_t>> owned = ownedUnits(column, neurons / unit, "MLP units");
+    if (failed(owned))
+      return failure();
+    units = std::move(*owned);
+    FailureOr<int64_t> rooms = roomFor(column, units, unit, "MLP units");
+    if (failed(rooms))
+      return failure();
+    room = *rooms;
+    localNeurons = room * unit;
   }
-  if (failed(shardOperand(column, 1, {0, ShardLayout::Blocks, units, unit}, "weight")) ||
+  if (failed(shardOperand(column, 1, {0, ShardLayout::Blocks, units, unit, room}, "weight")) ||
       (column.getBias() &&
-       failed(shardOperand(column, 2, {0, ShardLayout::Blocks, units, unit}, "bias"))) ||
-      failed(shardOperand(row, 1, {1, ShardLayout::Blocks, units, unit}, "weight")))
+       failed(shardOperand(column, 2, {0, ShardLayout::Blocks, units, unit, room}, "bias"))) ||
+      failed(shardOperand(row, 1, {1, ShardLayout::Blocks, units, unit, room}, "weight")))
     return failure();
   // The hidden activation keeps this rank's room of neurons.
   auto hidden = cast<RankedTensorType>(column.getType());
@@ -302,7 +354,7 @@ void FunctionSplitter::rewriteSignature() {
     if (shard.units.empty())
       shape[shard.dim] /= tp;
     else
-      shape[shard.dim] = shard.blocks() * *llvm::max_element(shard.units) * shard.unit;
+      shape[shard.dim] = shard.blocks() * shard.room * shard.unit;
     arg.setType(RankedTensorType::get(shape, type.getElementType()));
     func.setArgAttr(index, kShardAttrName,
                     shard.units.empty()
@@ -381,6 +433,12 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
                                    << int64_t(HTP_ENTRY_MAX_SHARD_UNITS) << ", got " << share;
         return signalPassFailure();
       }
+    if (spare < 0 || spare > 1000) {
+      getOperation().emitError() << "--htp-tensor-parallel: spare must be from 0 to 1000 "
+                                    "(percent of the most units any rank owns), got "
+                                 << static_cast<int64_t>(spare);
+      return signalPassFailure();
+    }
     if (mlpUnitWidth < 0) {
       getOperation().emitError() << "--htp-tensor-parallel: mlp-unit-width must be >= 0, got "
                                  << static_cast<int64_t>(mlpUnitWidth);
@@ -389,7 +447,7 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
     if (tp == 1)
       return;
     SmallVector<int64_t> rankShares(shares.begin(), shares.end());
-    if (failed(splitForTensorParallel(getOperation(), tp, rankShares, mlpUnitWidth)))
+    if (failed(splitForTensorParallel(getOperation(), tp, rankShares, mlpUnitWidth, spare)))
       signalPassFailure();
   }
 };
@@ -403,6 +461,7 @@ std::string mlir::htp::describeArgument(func::FuncOp func, unsigned index) {
 }
 
 LogicalResult mlir::htp::splitForTensorParallel(func::FuncOp func, int64_t tp,
-                                                ArrayRef<int64_t> shares, int64_t mlpUnitWidth) {
-  return FunctionSplitter(func, tp, shares, mlpUnitWidth).run();
+                                                ArrayRef<int64_t> shares, int64_t mlpUnitWidth,
+                                                int64_t spare) {
+  return FunctionSplitter(func, tp, shares, mlpUnitWidth, spare).run();
 }

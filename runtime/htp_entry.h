@@ -71,12 +71,14 @@
  *     "blocks": rows/columns [r * d, (r + 1) * d) of dim `dim` (d = local size);
  *     "qkv":    dim 0 of the global tensor is q | k | v, each ordered by head;
  *               rank r holds slice r of each of the three, in that order.
- *   An uneven shard (htp-opt's shares) adds "units": [u_0, ..., u_{parts-1}]
- *   (each 1 to HTP_ENTRY_MAX_SHARD_UNITS) and "unit": N: along `dim` (for
- *   qkv: in each of the three blocks) the global tensor is sum(u) units of
- *   N rows or columns, rank r owns u_r of them starting at unit
- *   u_0 + ... + u_{r-1}, and every rank's dim is max(u) * N (x 3 for qkv):
- *   its own units first, then empty slots (zeros: they contribute nothing).
+ *   An uneven shard (htp-opt's shares or spare) adds "units": [u_0, ...,
+ *   u_{parts-1}] (each 1 to HTP_ENTRY_MAX_SHARD_UNITS) and "unit": N: along
+ *   `dim` (for qkv: in each of the three blocks) the global tensor is sum(u)
+ *   units of N rows or columns, rank r owns u_r of them starting at unit
+ *   u_0 + ... + u_{r-1}, and every rank's dim is room * N (x 3 for qkv), for
+ *   one whole room of max(u) to HTP_ENTRY_MAX_SHARD_UNITS units (more than
+ *   max(u) with spare room): its own units first, then empty slots (zeros:
+ *   they contribute nothing). The room is the local shape's, in the facts.
  *   Arguments without "shard" are the same on every rank; every result is
  *   complete and identical on every rank, but a gradient (below). A
  *   result's "role", when written, is "result" or "grad"; its "name" is
@@ -96,9 +98,10 @@
  *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
  *   heads of `head_dim` channels (`head_flops` each per call) and
  *   `mlp_units` units of `mlp_unit_width` neurons (`mlp_unit_flops` each),
- *   in a block of width `model_dim`. An uneven split adds "heads_owned" and
- *   "mlp_units_owned" (both or neither): tp counts, rank r owning the first
- *   heads_owned[r] of its `heads` slots (1 to heads), and so on.
+ *   in a block of width `model_dim`. An uneven split (shares or spare
+ *   room) adds "heads_owned" and "mlp_units_owned" (both or neither): tp
+ *   counts, rank r owning the first heads_owned[r] of its `heads` slots (1
+ *   to heads: `heads` is the room), and so on.
  *
  * Limits, checked by htp_signature_parse before anything is sized from the
  * signature (an absurd claim is refused, never allocated): the constants
@@ -233,7 +236,9 @@ typedef struct htp_sig_tensor {
   size_t bytes;                             /* count * element_size */
   htp_shard_layout shard_layout;            /* HTP_SHARD_NONE without "shard" */
   int shard_dim, shard_parts;
-  int32_t *shard_units;                     /* uneven: shard_parts counts (owned), else NULL */
+  int32_t *shard_units;                     /* uneven: shard_parts counts (owned, each at
+                                             * most the room: dims[shard_dim] / unit, / 3 for
+                                             * qkv), else NULL */
   int64_t shard_unit;                       /* uneven: rows or columns a unit, else 0 */
   int64_t global_dims[HTP_ENTRY_MAX_RANK];  /* dims[shard_dim] * shard_parts, or uneven:
                                              * sum(units) * unit (x 3 for qkv) */

@@ -191,8 +191,10 @@ static htp_result read_shard(reader *in, json_t *shard, const char *where, int t
 }
 
 /* The global dim of a shard: dim x parts, or for an uneven one sum(units) x
- * unit (x 3 for qkv) after checking that the local dim is max(units) x unit
- * (x 3). Counts are <= 2^20 and parts <= 2^10, so the sums cannot overflow. */
+ * unit (x 3 for qkv) after checking that the local dim is room x unit (x 3)
+ * for a whole room from max(units) to HTP_ENTRY_MAX_SHARD_UNITS units (above
+ * max(units): spare slots). Counts are <= 2^20 and parts <= 2^10, so the
+ * sums cannot overflow. */
 static htp_result global_dim(reader *in, const char *where, const htp_sig_tensor *tensor,
                              int64_t *global) {
   const int64_t local = tensor->dims[tensor->shard_dim];
@@ -203,17 +205,22 @@ static htp_result global_dim(reader *in, const char *where, const htp_sig_tensor
     return HTP_OK;
   }
   const int64_t blocks = tensor->shard_layout == HTP_SHARD_QKV ? 3 : 1;
-  int64_t total = 0, most = 0, room = 0;
+  int64_t total = 0, most = 0, least = 0, rows = 0;
   for (int part = 0; part < tensor->shard_parts; part++) {
     total += tensor->shard_units[part];
     if (tensor->shard_units[part] > most)
       most = tensor->shard_units[part];
   }
-  if (!product_within(most * blocks, tensor->shard_unit, HTP_ENTRY_MAX_DIM, &room) ||
-      room != local)
-    return invalid(in, "%s: an uneven shard's dim %d (%lld) must hold the most units of any "
-                   "rank (%s%lld x %lld)", where, tensor->shard_dim, (long long)local,
-                   blocks == 3 ? "3 x " : "", (long long)most, (long long)tensor->shard_unit);
+  /* unit <= 2^31 - 1: rows and least cannot overflow, but are kept within
+   * a dim as every extent is. */
+  if (!product_within(blocks, tensor->shard_unit, HTP_ENTRY_MAX_DIM, &rows) ||
+      !product_within(most, rows, HTP_ENTRY_MAX_DIM, &least) || local < least ||
+      local % rows != 0 || local / rows > HTP_ENTRY_MAX_SHARD_UNITS)
+    return invalid(in, "%s: an uneven shard's dim %d (%lld) must be room for whole units "
+                   "(%sroom x %lld), at least the most units of any rank (%lld) and at most "
+                   "%lld", where, tensor->shard_dim, (long long)local, blocks == 3 ? "3 x " : "",
+                   (long long)tensor->shard_unit, (long long)most,
+                   (long long)HTP_ENTRY_MAX_SHARD_UNITS);
   if (!product_within(total * blocks, tensor->shard_unit, HTP_ENTRY_MAX_DIM, global))
     return invalid(in, "%s: the global dim %d is larger than %lld", where, tensor->shard_dim,
                    (long long)HTP_ENTRY_MAX_DIM);
@@ -396,8 +403,8 @@ static htp_result read_tensors(reader *in, json_t *root, const char *key, int mi
 
 /* "balance": every count >= 1; the per-rank widths and one unit's weights
  * fit the limits, so the balancer and the migration can size from them. */
-/* "heads_owned" and "mlp_units_owned" (uneven shares): tp counts, each 1
- * to the slots of its kind; both or neither. */
+/* "heads_owned" and "mlp_units_owned" (uneven shares or spare room): tp
+ * counts, each 1 to the slots of its kind (the room); both or neither. */
 static htp_result read_owned(reader *in, json_t *object, int tp, htp_sig_balance *balance) {
   json_t *lists[2] = {json_object_get(object, "heads_owned"),
                       json_object_get(object, "mlp_units_owned")};

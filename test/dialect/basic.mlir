@@ -72,6 +72,22 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
   return %y : tensor<2x5x12xf32>
 }
 
+// Uneven shards with spare room: 2 and 1 heads of 3 channels owned, room
+// for 3 on every rank (9 rows of each of q, k, v; the proj's 9 columns).
+// CHECK-LABEL: func.func @spare_room(
+// CHECK-SAME: tensor<27x12xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 3>}
+// CHECK-SAME: tensor<12x9xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks, units = [2, 1], unit = 3>}
+func.func @spare_room(%x: tensor<2x5x12xf32>,
+                      %wqkv: tensor<27x12xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 3>},
+                      %bqkv: tensor<27xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 3>},
+                      %wp: tensor<12x9xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks, units = [2, 1], unit = 3>})
+    -> tensor<2x5x12xf32> attributes {htp.tp = 2 : i64} {
+  %p = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<27x12xf32>, tensor<27xf32>, tensor<12x9xf32>) -> tensor<2x5x12xf32>
+  %s = htp.all_reduce %p : tensor<2x5x12xf32>
+  return %s : tensor<2x5x12xf32>
+}
+
 // The fused MLP pair the balance hooks make (fc1 bias optional).
 // CHECK-LABEL: func.func @mlp_pair(
 func.func @mlp_pair(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %b1: tensor<10xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {

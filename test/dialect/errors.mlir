@@ -325,17 +325,40 @@ func.func @shard_unit_alone(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0,
 
 // -----
 
-// Room for the most units of any rank: 2 x 2 rows, not 6.
-// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 holds the most units of any rank (max(units) x unit), but it is 6}}
-func.func @shard_units_room(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 1], unit = 2>}) -> tensor<6x6xf32> {
+// Room for whole units, at least the most of any rank: 2 units of 2 rows
+// at least (6 rows, room for 3, is spare room), never 3 rows or 5.
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 is room for whole units (room x unit), from the most units of any rank (max(units)) to 1048576, but it is 2}}
+func.func @shard_units_room(%w: tensor<2x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 1], unit = 2>}) -> tensor<2x6xf32> {
+  return %w : tensor<2x6xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 is room for whole units (room x unit), from the most units of any rank (max(units)) to 1048576, but it is 5}}
+func.func @shard_units_room_partial(%w: tensor<5x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks, units = [2, 1], unit = 2>}) -> tensor<5x6xf32> {
+  return %w : tensor<5x6xf32>
+}
+
+// -----
+
+// A room of more units than a shard holds (2^20 + 1 units of 1 column).
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 1 is room for whole units (room x unit), from the most units of any rank (max(units)) to 1048576, but it is 1048577}}
+func.func @shard_units_room_bound(%w: tensor<1x1048577xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks, units = [2, 1], unit = 1>}) -> tensor<1x1048577xf32> {
+  return %w : tensor<1x1048577xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 is room for whole units (3 x room x unit), from the most units of any rank (max(units)) to 1048576, but it is 6}}
+func.func @shard_units_room_qkv(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 2>}) -> tensor<6x6xf32> {
   return %w : tensor<6x6xf32>
 }
 
 // -----
 
-// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 holds the most units of any rank (3 x max(units) x unit), but it is 6}}
-func.func @shard_units_room_qkv(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 2>}) -> tensor<6x6xf32> {
-  return %w : tensor<6x6xf32>
+// expected-error @+1 {{'htp.shard' on argument #0: an uneven shard's dim 0 is room for whole units (3 x room x unit), from the most units of any rank (max(units)) to 1048576, but it is 15}}
+func.func @shard_units_room_qkv_partial(%w: tensor<15x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = qkv, units = [2, 1], unit = 2>}) -> tensor<15x6xf32> {
+  return %w : tensor<15x6xf32>
 }
 
 // -----

@@ -250,6 +250,17 @@ static void test_balance(void **state) {
   assert_ptr_equal(config.planner.owned[HTP_PAIR_ATTENTION], sig.balance.heads_owned);
   assert_ptr_equal(config.planner.owned[HTP_PAIR_MLP], sig.balance.mlp_units_owned);
   htp_signature_free(&sig);
+  /* Spare room (an even split with spare): every rank owns fewer than its
+   * slots (1 of 2 heads, 6 of 8 MLP units), and the planner is told so. */
+  expect_parsed_with(ARG_X, RESULT_Y,
+                     OWNED(", \"heads_owned\": [1, 1, 1], \"mlp_units_owned\": [6, 6, 6]"), &sig);
+  config = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
+  assert_int_equal(htp_signature_balancer_config(&sig, &config), HTP_OK);
+  assert_int_equal(config.planner.units_per_rank[HTP_PAIR_ATTENTION], 2);
+  assert_int_equal(config.planner.units_per_rank[HTP_PAIR_MLP], 8);
+  assert_int_equal(htp_config_owned(&config.planner, HTP_PAIR_ATTENTION, 2), 1);
+  assert_int_equal(htp_config_owned(&config.planner, HTP_PAIR_MLP, 0), 6);
+  htp_signature_free(&sig);
   expect_refused_with(ARG_X, RESULT_Y, OWNED(", \"heads_owned\": [2, 2, 1]"),
                       "balance: an uneven split has both \"heads_owned\" and "
                       "\"mlp_units_owned\"");
@@ -483,6 +494,23 @@ static void test_uneven_shards(void **state) {
   assert_true(sig.args[1].global_dims[0] == 8 && sig.args[1].global_dims[1] == 20);
   assert_int_equal(sig.args[1].global_bytes, 8 * 20 * 4);
   htp_signature_free(&sig);
+  /* Spare room: more slots than any rank owns (3 heads of room for 2, 1;
+   * 7 MLP units for 3, 3), in whole units; the global tensors are the
+   * owned units' alone. */
+  expect_parsed_with(
+      "[{\"name\": \"qkv\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [27, 12],"
+      "  \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"qkv\", \"units\": [2, 1],"
+      "  \"unit\": 3}},"
+      " {\"name\": \"fc1\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [14, 8],"
+      "  \"shard\": {\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\", \"units\": [3, 3],"
+      "  \"unit\": 2}}]",
+      RESULT_Y, ", \"tp\": 2", &sig);
+  assert_true(sig.args[0].dims[0] == 27 && sig.args[0].global_dims[0] == 27 &&
+              sig.args[0].global_dims[1] == 12);
+  assert_true(sig.args[1].dims[0] == 14 && sig.args[1].global_dims[0] == 12 &&
+              sig.args[1].global_count == 12 * 8);
+  assert_true(sig.args[1].shard_units[0] == 3 && sig.args[1].shard_unit == 2);
+  htp_signature_free(&sig);
 #define UNEVEN(shape, units_and_unit)                                                        \
   SHARDED(shape, "{\"dim\": 0, \"parts\": 2, \"layout\": \"blocks\", " units_and_unit "}")
   expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 1]"), RESULT_Y, ", \"tp\": 2",
@@ -497,12 +525,21 @@ static void test_uneven_shards(void **state) {
                       ", \"tp\": 2", "args[0]: shard units[1] is 0, not in [1, 1048576]");
   expect_refused_with(UNEVEN("[4, 4]", "\"units\": [2, 1], \"unit\": 0"), RESULT_Y,
                       ", \"tp\": 2", "args[0]: shard unit is 0");
-  expect_refused_with(UNEVEN("[6, 4]", "\"units\": [2, 1], \"unit\": 2"), RESULT_Y,
-                      ", \"tp\": 2", "an uneven shard's dim 0 (6) must hold the most units of "
-                      "any rank (2 x 2)");
-  /* The room's product overflows before it is compared. */
+  /* The room: less than the most units of any rank, not whole units, more
+   * units than a shard holds. */
+  expect_refused_with(UNEVEN("[2, 4]", "\"units\": [2, 1], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "an uneven shard's dim 0 (2) must be room for whole units "
+                      "(room x 2), at least the most units of any rank (2) and at most 1048576");
+  expect_refused_with(UNEVEN("[5, 4]", "\"units\": [2, 1], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "an uneven shard's dim 0 (5) must be room for whole units");
+  expect_refused_with(UNEVEN("[2097154]", "\"units\": [2, 1], \"unit\": 2"), RESULT_Y,
+                      ", \"tp\": 2", "(2097154) must be room for whole units");
+  expect_refused_with(SHARDED("[15, 4]", "{\"dim\": 0, \"parts\": 2, \"layout\": \"qkv\", "
+                              "\"units\": [2, 1], \"unit\": 2}"),
+                      RESULT_Y, ", \"tp\": 2", "(15) must be room for whole units (3 x room x 2)");
+  /* The least room's product overflows before it is compared. */
   expect_refused_with(UNEVEN("[4, 4]", "\"units\": [1048576, 1], \"unit\": 2147483647"),
-                      RESULT_Y, ", \"tp\": 2", "must hold the most units");
+                      RESULT_Y, ", \"tp\": 2", "must be room for whole units");
   expect_refused_with(UNEVEN("[2147483647]", "\"units\": [1, 1], \"unit\": 2147483647"),
                       RESULT_Y, ", \"tp\": 2", "the global dim 0 is larger than 2147483647");
 #undef UNEVEN

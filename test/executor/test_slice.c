@@ -272,20 +272,22 @@ static const struct {
 } UNIT_CASES[] = {{0, HTP_SHARD_BLOCKS, 1}, {0, HTP_SHARD_QKV, 3}, {1, HTP_SHARD_BLOCKS, 1}};
 
 /* Uneven shards against a naive reference: units 3, 1, 2 of 2 rows (qkv:
- * per block; blocks: rows of dim 0, then columns of dim 1). Part p's local
- * rows are its own units' global rows, then zeros up to 3 units; placing
- * every part back rebuilds the global tensor. Bad units are refused. */
-static void test_uneven(void **state) {
-  (void)state;
-  enum { TP = 3, UNIT = 2, MOST = 3, TOTAL = 6, INNER = 4 };
+ * per block; blocks: rows of dim 0, then columns of dim 1), every part with
+ * room for `room` units (3, the most; more is spare room). Part p's local
+ * rows are its own units' global rows, then zeros up to the room; placing
+ * every part back rebuilds the global tensor, whatever its empty slots hold
+ * (place skips them: they are filled with garbage first). */
+static void check_uneven(int room) {
+  enum { TP = 3, UNIT = 2, MAX_ROOM = 5, TOTAL = 6, INNER = 4 };
+  assert_true(room >= 3 && room <= MAX_ROOM);
   const int32_t units[TP] = {3, 1, 2};
   const int64_t first[TP] = {0, 3, 4};
   for (int c = 0; c < 3; c++) {
     const int blocks = UNIT_CASES[c].blocks, by_columns = UNIT_CASES[c].dim == 1;
     /* Global: blocks x TOTAL units x UNIT rows x INNER (by columns: INNER
      * rows of TOTAL x UNIT columns). */
-    const int64_t global_rows = (int64_t)blocks * TOTAL * UNIT, local_rows = blocks * MOST * UNIT;
-    float global[3 * TOTAL * UNIT * INNER], local[3 * MOST * UNIT * INNER],
+    const int64_t global_rows = (int64_t)blocks * TOTAL * UNIT, local_rows = blocks * room * UNIT;
+    float global[3 * TOTAL * UNIT * INNER], local[3 * MAX_ROOM * UNIT * INNER],
         rebuilt[3 * TOTAL * UNIT * INNER];
     for (int i = 0; i < global_rows * INNER; i++)
       global[i] = (float)i + 1.0f;
@@ -293,37 +295,73 @@ static void test_uneven(void **state) {
     memset(rebuilt, 0, sizeof rebuilt);
     for (int part = 0; part < TP; part++) {
       char err[256];
+      for (size_t i = 0; i < sizeof local / sizeof *local; i++)
+        local[i] = -7.0f; /* what slice must overwrite, empty slots too */
       assert_int_equal(htp_shard_slice(global, local, 4, 2, dims, UNIT_CASES[c].dim, TP, part,
                                        UNIT_CASES[c].layout, units, UNIT, err, sizeof err), 0);
       for (int b = 0; b < blocks; b++)
-        for (int row = 0; row < MOST * UNIT; row++)
+        for (int row = 0; row < room * UNIT; row++)
           for (int k = 0; k < INNER; k++) {
-            const int64_t local_row = (int64_t)b * MOST * UNIT + row;
+            const int64_t local_row = (int64_t)b * room * UNIT + row;
             const int64_t global_row = (int64_t)b * TOTAL * UNIT + first[part] * UNIT + row;
-            const float got = by_columns ? local[k * local_rows + local_row]
-                                         : local[local_row * INNER + k];
+            float *at = by_columns ? &local[k * local_rows + local_row]
+                                   : &local[local_row * INNER + k];
             const float want = row >= units[part] * UNIT ? 0.0f
                                : by_columns             ? global[k * global_rows + global_row]
                                                         : global[global_row * INNER + k];
-            if (got != want)
-              fail_msg("case %d part %d block %d row %d col %d: %g, want %g", c, part, b, row, k,
-                       got, want);
+            if (*at != want)
+              fail_msg("room %d case %d part %d block %d row %d col %d: %g, want %g", room, c,
+                       part, b, row, k, *at, want);
+            if (row >= units[part] * UNIT)
+              *at = 99.0f; /* an empty slot: place must not copy it anywhere */
           }
       assert_int_equal(htp_shard_place(local, rebuilt, 4, 2, dims, UNIT_CASES[c].dim, TP, part,
                                        UNIT_CASES[c].layout, units, UNIT, err, sizeof err), 0);
     }
     assert_memory_equal(rebuilt, global, (size_t)global_rows * INNER * sizeof(float));
   }
+}
+
+static void test_uneven(void **state) {
+  (void)state;
+  check_uneven(3);
+}
+
+/* Spare room: 1 and 2 units beyond the most any part owns. */
+static void test_uneven_spare(void **state) {
+  (void)state;
+  check_uneven(4);
+  check_uneven(5);
+}
+
+/* Bad units and rooms are refused: a part that owns none, a room below the
+ * most any part owns (3 units of 2 rows), one that is not whole units, one
+ * of more units than a shard holds. */
+static void test_uneven_refused(void **state) {
+  (void)state;
+  enum { TP = 3, UNIT = 2, MOST = 3, TOTAL = 6, INNER = 4 };
+  const int32_t units[TP] = {3, 1, 2};
   char err[256];
   float global[TOTAL * UNIT * INNER] = {0}, local[MOST * UNIT * INNER];
-  const int64_t dims[2] = {MOST * UNIT, INNER}, wrong_room[2] = {4 * UNIT, INNER};
+  const int64_t dims[2] = {MOST * UNIT, INNER};
   const int32_t zero[TP] = {3, 0, 2};
   assert_int_not_equal(htp_shard_slice(global, local, 4, 2, dims, 0, TP, 1, HTP_SHARD_BLOCKS,
                                        zero, UNIT, err, sizeof err), 0);
   assert_non_null(strstr(err, "part 1 owns 0 units"));
-  assert_int_not_equal(htp_shard_slice(global, local, 4, 2, wrong_room, 0, TP, 1,
-                                       HTP_SHARD_BLOCKS, units, UNIT, err, sizeof err), 0);
-  assert_non_null(strstr(err, "is not the most units of a part (3) x the unit (2)"));
+  const int64_t small_room[2] = {2 * UNIT, INNER}, partial_room[2] = {7, INNER},
+                huge_room[2] = {(HTP_ENTRY_MAX_SHARD_UNITS + 1) * UNIT, INNER};
+  const int64_t *rooms[3] = {small_room, partial_room, huge_room};
+  const char *const says[3] = {"slice of 4 rows", "slice of 7 rows", "slice of 2097154 rows"};
+  for (int k = 0; k < 3; k++) {
+    /* Refused before anything is copied (local is too small for the last). */
+    assert_int_not_equal(htp_shard_slice(global, local, 4, 2, rooms[k], 0, TP, 1,
+                                         HTP_SHARD_BLOCKS, units, UNIT, err, sizeof err), 0);
+    assert_non_null(strstr(err, "is not room for whole units of 2, from the most units of a "
+                                "part (3) to 1048576"));
+    assert_non_null(strstr(err, says[k]));
+    assert_int_not_equal(htp_shard_place(local, global, 4, 2, rooms[k], 0, TP, 1,
+                                         HTP_SHARD_BLOCKS, units, UNIT, err, sizeof err), 0);
+  }
 }
 
 /* A re-partitioned split (DESIGN §12): slots in any order, some empty.
@@ -384,7 +422,8 @@ static void test_place_slots(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_uneven), cmocka_unit_test(test_place_slots),
+      cmocka_unit_test(test_uneven),        cmocka_unit_test(test_uneven_spare),
+      cmocka_unit_test(test_uneven_refused), cmocka_unit_test(test_place_slots),
       cmocka_unit_test(test_blocks_rows),   cmocka_unit_test(test_blocks_columns),
       cmocka_unit_test(test_blocks_other_ranks), cmocka_unit_test(test_qkv),
       cmocka_unit_test(test_qkv_explicit),  cmocka_unit_test(test_none),

@@ -30,7 +30,9 @@ static void check_tensor(const htp_sig_tensor *tensor, int tp) {
   int64_t count = 1, global_count = 1;
   for (int d = 0; d < tensor->rank; d++) {
     CHECK(tensor->dims[d] >= 1 && tensor->dims[d] <= HTP_ENTRY_MAX_DIM);
-    CHECK(tensor->global_dims[d] >= tensor->dims[d]);
+    /* Spare room may make an uneven shard's local dim the wider one. */
+    CHECK(tensor->global_dims[d] >= tensor->dims[d] ||
+          (tensor->shard_units && d == tensor->shard_dim));
     count *= tensor->dims[d];
     global_count *= tensor->global_dims[d];
     CHECK(global_count <= HTP_ENTRY_MAX_TENSOR_BYTES);
@@ -53,7 +55,8 @@ static void check_tensor(const htp_sig_tensor *tensor, int tp) {
       CHECK(tensor->global_dims[tensor->shard_dim] ==
             tensor->dims[tensor->shard_dim] * tensor->shard_parts);
     } else {
-      /* Uneven: room for the most units, the global dim holds them all. */
+      /* Uneven: room for whole units, at least the most any part owns and
+       * at most a shard's bound; the global dim holds the owned units. */
       const int64_t blocks = tensor->shard_layout == HTP_SHARD_QKV ? 3 : 1;
       int64_t total = 0, most = 0;
       for (int part = 0; part < tensor->shard_parts; part++) {
@@ -62,8 +65,10 @@ static void check_tensor(const htp_sig_tensor *tensor, int tp) {
         total += tensor->shard_units[part];
         most = tensor->shard_units[part] > most ? tensor->shard_units[part] : most;
       }
-      CHECK(tensor->shard_unit >= 1);
-      CHECK(tensor->dims[tensor->shard_dim] == blocks * most * tensor->shard_unit);
+      CHECK(tensor->shard_unit >= 1 && tensor->shard_unit <= HTP_ENTRY_MAX_DIM);
+      const int64_t rows = blocks * tensor->shard_unit, local = tensor->dims[tensor->shard_dim];
+      CHECK(local % rows == 0 && local / rows >= most &&
+            local / rows <= HTP_ENTRY_MAX_SHARD_UNITS);
       CHECK(tensor->global_dims[tensor->shard_dim] == blocks * total * tensor->shard_unit);
     }
     if (tensor->shard_layout == HTP_SHARD_QKV)
@@ -112,9 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(isfinite(config.planner.unit_cost[HTP_PAIR_MLP]) &&
           config.planner.unit_cost[HTP_PAIR_MLP] > 0);
     CHECK(config.planner.world_size == sig.tp);
-    /* Owned units (uneven shares): both lists or neither, each count within
-     * the rank's slots (what the planner's config check asks), in the
-     * config. */
+    /* Owned units (uneven shares or spare room): both lists or neither,
+     * each count within the rank's slots (what the planner's config check
+     * asks), in the config. */
     CHECK(!sig.balance.heads_owned == !sig.balance.mlp_units_owned);
     for (int r = 0; sig.balance.heads_owned && r < sig.tp; r++)
       CHECK(sig.balance.heads_owned[r] >= 1 && sig.balance.heads_owned[r] <= sig.balance.heads &&

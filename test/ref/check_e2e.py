@@ -234,6 +234,8 @@ def main():
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (htp-run --tp)")
     parser.add_argument("--shares", help="an uneven split, one share per rank, e.g. 3,3,2,1 "
                                          "(htp-run and htp-compile --shares)")
+    parser.add_argument("--spare", type=int,
+                        help="spare room per rank, percent (htp-run and htp-compile --spare)")
     parser.add_argument("--extra", default="",
                         help="more htp-run arguments, one string split at blanks, e.g. "
                              "\"--policy migrate --slow 1:4 --iters 8\" (--iters or "
@@ -262,7 +264,8 @@ def main():
     if a.so:
         so = os.path.join(a.workdir, "block.so")
         build = subprocess.run([a.so, "--tp", str(a.tp), block, "-o", so]
-                               + ([f"--shares={a.shares}"] if a.shares else []),
+                               + ([f"--shares={a.shares}"] if a.shares else [])
+                               + ([f"--spare={a.spare}"] if a.spare is not None else []),
                                capture_output=True, text=True)
         if build.returncode != 0:
             print(f"FAIL: htp-compile exited with {build.returncode}\n{build.stderr}")
@@ -278,8 +281,9 @@ def main():
     extra = a.extra.split()
     defaults = [arg for flag, value in (("--iters", "1"), ("--warmup", "0")) if flag not in extra
                 for arg in (flag, value)]
-    # A .so's signature says its tp and shares.
-    tp = [] if a.so else ["--tp", str(a.tp)] + (["--shares", a.shares] if a.shares else [])
+    # A .so's signature says its tp, shares and room.
+    tp = [] if a.so else (["--tp", str(a.tp)] + (["--shares", a.shares] if a.shares else [])
+                          + (["--spare", str(a.spare)] if a.spare is not None else []))
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
                           "--output", output_path] + tp + defaults + extra,
                          capture_output=True, text=True)
@@ -294,6 +298,7 @@ def main():
     shape = (f"depth={a.depth} dim={a.dim} heads={a.heads} mlp={a.mlp} tokens={a.tokens} "
              f"batch={a.batch} gelu={a.gelu} eps={a.eps:g} tp={a.tp}"
              + (f" shares={a.shares}" if a.shares else "")
+             + (f" spare={a.spare}" if a.spare is not None else "")
              + (f" dtype={a.dtype} weights={weights_dtype}" if a.dtype != "f32" else "")
              + (" so" if a.so else "") + (f" extra='{a.extra}'" if a.extra else ""))
     if a.dtype == "f32":

@@ -85,7 +85,7 @@ static SmallVector<StringRef> publicFunctions(ModuleOp module) {
 
 OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &path,
                                        std::string &entry, std::string &errors, int64_t tp,
-                                       bool grad, ArrayRef<int64_t> shares) {
+                                       bool grad, ArrayRef<int64_t> shares, int64_t spare) {
   llvm::raw_string_ostream errorStream(errors);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errorStream);
@@ -123,6 +123,12 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
     errorStream << "tp must be >= 1, got " << tp << "\n";
     return nullptr;
   }
+  // Spare room is room in a split; at tp 1 there is none to make.
+  if (spare != 0 && tp == 1) {
+    errorStream << "spare room (spare = " << spare << ") is room in a tensor-parallel split: "
+                << "it needs tp >= 2\n";
+    return nullptr;
+  }
   // The pipeline splits the block for `tp` itself. A function split before
   // (or only marked so) would either meet the split pass again or keep a tp
   // the run did not ask for: refused here, for the JIT and htp-compile alike.
@@ -139,6 +145,7 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
   htp::HTPPipelineOptions options;
   options.tp = tp;
   options.shares = shares;
+  options.spare = spare;
   options.grad = grad;
   htp::buildHTPPipeline(pm, options);
   if (failed(pm.run(*module)))
@@ -238,7 +245,8 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
                        /*grad=*/true,
                        options && options->num_shares
                            ? ArrayRef<int64_t>(options->shares, options->num_shares)
-                           : ArrayRef<int64_t>());
+                           : ArrayRef<int64_t>(),
+                       options ? options->spare : 0);
   if (!module) {
     copyError(errors, err, errSize);
     return 1;

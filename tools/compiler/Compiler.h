@@ -22,7 +22,8 @@ namespace mlir::htp {
 std::unique_ptr<mlir::MLIRContext> makeCompilerContext();
 
 /// Parses `path` and lowers it to the LLVM dialect, split over `tp` ranks
-/// when tp > 1 (unevenly by `shares` when given: one per rank), with the
+/// when tp > 1 (unevenly by `shares` when given: one per rank; with `spare`
+/// percent of spare room per rank, which needs tp > 1), with the
 /// backward NAME_grad of each loss function when
 /// `grad` (--htp-grad). Checks that `entry` (if non-empty) is a public
 /// function of the file or, with `grad`, one the pipeline wrote (NAME_grad),
@@ -32,7 +33,8 @@ std::unique_ptr<mlir::MLIRContext> makeCompilerContext();
 mlir::OwningOpRef<mlir::ModuleOp> compileFile(mlir::MLIRContext &context, const std::string &path,
                                               std::string &entry, std::string &errors,
                                               int64_t tp = 1, bool grad = true,
-                                              llvm::ArrayRef<int64_t> shares = {});
+                                              llvm::ArrayRef<int64_t> shares = {},
+                                              int64_t spare = 0);
 
 /// Translates a lowered module to LLVM IR, optimises it (-O3) and writes a
 /// position-independent object file for the host to `objectPath`.

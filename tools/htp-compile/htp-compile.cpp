@@ -36,6 +36,12 @@ static cl::list<int64_t> shares("shares",
                                          "in proportion, whole units)"),
                                 cl::CommaSeparated, cl::value_desc("S,S,..."),
                                 cl::cat(htpCategory));
+static cl::opt<int64_t> spare("spare",
+                             cl::desc("Spare room per rank: P percent (0 to 1000, default 0) "
+                                      "more slots of each kind than the most units any rank "
+                                      "owns, rounded up to whole units; with --tp 2 or more, "
+                                      "with or without --shares"),
+                             cl::value_desc("P"), cl::init(0), cl::cat(htpCategory));
 static cl::opt<bool> withGrad("grad",
                               cl::desc("Also compile NAME_grad, the backward of each function "
                                        "whose result #0 is an htp.cross_entropy loss (--htp-grad; "
@@ -60,7 +66,7 @@ int main(int argc, char **argv) {
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
   auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel,
-                                       withGrad, shares);
+                                       withGrad, shares, spare);
   // On success too: warnings (e.g. a bf16 block left without balance hooks).
   llvm::errs() << errors;
   if (!module)

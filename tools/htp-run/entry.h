@@ -25,6 +25,7 @@ typedef struct htp_compile_options {
   const int64_t *shares;  /* num_shares (0 or tp) shares: an uneven split */
   int num_shares;
   const char *pipeline;   /* extra pipeline text, or NULL for the default */
+  int spare;              /* spare room per rank, percent (0: none) */
 } htp_compile_options;
 
 /* A loaded entry point: what either half hands the executor. */

@@ -79,6 +79,14 @@ static const char *const HELP[] = {
     "                        global ones as for an even split, and the result is the\n"
     "                        same up to the order of sums. For a .so: htp-compile\n"
     "                        --shares\n"
+    "  --spare P             (.mlir, --tp 2 or more) give every rank spare room: P\n"
+    "                        percent (0 to 1000, default 0) more slots of each kind\n"
+    "                        than the most heads or MLP units any rank owns,\n"
+    "                        rounded up to whole units, with or without --shares.\n"
+    "                        Room a run-time re-partition could move units into;\n"
+    "                        for now the slots stay empty (zeros: the result is\n"
+    "                        the same, and a balance policy computes only owned\n"
+    "                        units). For a .so: htp-compile --spare\n"
     "  --backend local|mpi|nccl\n"
     "                        collectives backend (default local: one thread per rank\n"
     "                        in this process). mpi: one process per rank under\n"
@@ -386,8 +394,8 @@ void htp_run_print_help(FILE *stream) {
 enum flag_id {
   FLAG_ENTRY = 256, FLAG_ITERS, FLAG_WARMUP, FLAG_SEED, FLAG_WEIGHTS, FLAG_INPUT, FLAG_OUTPUT,
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
-  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_SHARES, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK, FLAG_HELP,
-  FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE, FLAG_REPARTITION,
+  FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_SHARES, FLAG_SPARE, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK,
+  FLAG_HELP, FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE, FLAG_REPARTITION,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
@@ -775,6 +783,7 @@ static const flag_spec FLAGS[] = {
     PARSE("fault", FLAG_FAULT, add_fault, REPEATABLE),
     PARSE("sms", FLAG_SMS, parse_sms, REPEATABLE),
     PARSE("shares", FLAG_SHARES, parse_shares, 0),
+    LONG("spare", FLAG_SPARE, spare, 0, 1000, 0, 0),
     PARSE("timeout", FLAG_TIMEOUT, parse_timeout, 0),
     PATH("trace", FLAG_TRACE, trace, 0),
     SWITCH("check", FLAG_CHECK, check, REPEATABLE | RUN_ONLY),

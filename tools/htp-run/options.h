@@ -95,6 +95,7 @@ typedef struct htp_run_options {
   int tp_given;                  /* --tp was on the command line */
   int64_t shares[HTP_ENTRY_MAX_TP]; /* --shares: one per rank (num_shares 0: even) */
   int num_shares;
+  long spare;                    /* --spare: percent of spare room per rank, 0 to 1000 */
   const char *backend, *device;
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */

@@ -116,8 +116,9 @@ static void report_table_plan(const htp_run_options *options, const htp_run_stat
   if (options->impute == HTP_IMPUTE_SAME && options->same_max_age > 0)
     snprintf(age, sizeof age, " (max age %ld)", options->same_max_age);
   if (balance->heads_owned) {
-    /* Uneven shares: what each rank owns, of the room every rank has. */
-    printf("units per rank (uneven shares): %d layers x (heads", balance->layers);
+    /* Uneven shares or spare room: what each rank owns, of the room every
+     * rank has. */
+    printf("units per rank (owned of the room): %d layers x (heads", balance->layers);
     for (int r = 0; r < world; r++)
       printf("%s%d", r ? "," : " ", (int)balance->heads_owned[r]);
     printf(" of %lld channels + MLP units", (long long)balance->head_dim);

@@ -473,6 +473,10 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
     return htp_set_error(err, err_size, "--shares splits a .mlir as it is compiled: %s was "
                          "compiled with its split (htp-compile --shares); leave --shares out",
                          options->path);
+  if (shared && options->spare)
+    return htp_set_error(err, err_size, "--spare makes room in a .mlir's split as it is "
+                         "compiled: %s was compiled with its room (htp-compile --spare); leave "
+                         "--spare out", options->path);
   /* On the CPU a .so has no other build to compare with; on a GPU a tp-1
    * .so is compared with itself on the CPU (checked once its tp is known). */
   if (shared && options->check && state->device != HTP_DEVICE_CUDA)
@@ -488,7 +492,8 @@ static int load_entry(const htp_run_options *options, const htp_compiler *jit,
                       htp_run_state *state, long requested, char *err, size_t err_size) {
   state->loader = state->shared ? htp_so_loader() : jit;
   htp_compile_options compile = {.tp = (int)requested, .shares = options->shares,
-                                 .num_shares = options->num_shares};
+                                 .num_shares = options->num_shares,
+                                 .spare = (int)options->spare};
   if (state->loader->load(options->path, options->entry, &compile, &state->compiled, err,
                           err_size)) {
     state->loader = NULL;

@@ -4,7 +4,8 @@
  * the dims before it, one contiguous run of L * inner elements (inner = the
  * product of the dims after it), so the copy is a loop of memcpy's. The qkv
  * layout is three such slices, one per block of rows. An uneven part copies
- * the rows it owns and zeroes the rest of its L. Only the element size
+ * the rows it owns and zeroes the rest of its L (the slots of smaller
+ * shares and any spare room alike). Only the element size
  * matters (f32 or bf16 alike): everything is counted in elements and copied
  * in bytes.
  *===----------------------------------------------------------------------===*/
@@ -47,10 +48,14 @@ static int rows_of_part(int64_t local_rows, int parts, int part, const int32_t *
     total += units[p];
     most = units[p] > most ? units[p] : most;
   }
-  if (unit < 1 || most * unit != local_rows)
-    return htp_set_error(err, err_size, "shard: an uneven slice of %lld rows is not the most "
-                         "units of a part (%lld) x the unit (%lld)", (long long)local_rows,
-                         (long long)most, (long long)unit);
+  /* The room: whole units, from the most a part owns (spare room above it)
+   * to a shard's bound; most * unit stays far from overflow (2^20 x 2^31). */
+  if (unit < 1 || unit > HTP_ENTRY_MAX_DIM || local_rows < most * unit || local_rows % unit != 0 ||
+      local_rows / unit > HTP_ENTRY_MAX_SHARD_UNITS)
+    return htp_set_error(err, err_size, "shard: an uneven slice of %lld rows is not room for "
+                         "whole units of %lld, from the most units of a part (%lld) to %lld",
+                         (long long)local_rows, (long long)unit, (long long)most,
+                         (long long)HTP_ENTRY_MAX_SHARD_UNITS);
   *rows = (part_rows){total * unit, local_rows, before * unit, units[part] * unit};
   return 0;
 }

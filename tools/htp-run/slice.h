@@ -27,13 +27,17 @@
  *   HTP_SHARD_NONE:   local is a copy of global (parts is ignored).
  * An uneven shard (units: `parts` counts, unit >= 1; NULL and 0 for an even
  * one): along dim (in each qkv block) the global tensor is sum(units) units
- * of `unit` rows or columns and L = max(units) * unit; part p's first
+ * of `unit` rows or columns and L = room * unit, the room the same whole
+ * number of units on every part, from max(units) (shares alone) up to
+ * HTP_ENTRY_MAX_SHARD_UNITS (spare room, htp-opt's spare); part p's first
  * units[p] * unit come from global unit units[0] + ... + units[p-1] on, and
- * the rest of its L are empty slots: zeroed by slice, skipped by place.
+ * the rest of its L (room - units[p] units) are empty slots: zeroed by
+ * slice, skipped by place (global holds no rows for them).
  * Returns 0, or non-zero with a message in err for a bad request (an
  * element size other than 2 or 4, rank out of [0, HTP_ENTRY_MAX_RANK], dim out of range, part not in [0, parts),
  * a qkv slice that is not of dim 0 or not three equal blocks, an uneven L
- * that is not max(units) * unit). */
+ * that is not room * unit for a room from max(units) to
+ * HTP_ENTRY_MAX_SHARD_UNITS). */
 int htp_shard_slice(const void *global, void *local, size_t element_size, int rank,
                     const int64_t *local_dims, int dim, int parts, int part,
                     htp_shard_layout layout, const int32_t *units, int64_t unit, char *err,

@@ -59,13 +59,15 @@ static int has_gradients(const htp_signature *sig) {
   return 0;
 }
 
-/* Loads entry `name` (split for tp ranks, by options' shares when given)
+/* Loads entry `name` (split for tp ranks, by options' shares and spare room
+ * when given)
  * and parses its signature; non-zero with err. */
 static int load_entry(const htp_compiler *loader, const htp_run_options *options,
                       const char *path, const char *name, int tp, htp_compiled *compiled,
                       htp_signature *sig, char *err, size_t err_size) {
   htp_compile_options compile = {.tp = tp, .shares = options->shares,
-                                 .num_shares = options->num_shares};
+                                 .num_shares = options->num_shares,
+                                 .spare = (int)options->spare};
   memset(compiled, 0, sizeof *compiled);
   if (loader->load(path, name, &compile, compiled, err, err_size)) {
     memset(compiled, 0, sizeof *compiled);
