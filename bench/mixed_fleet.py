@@ -18,6 +18,9 @@ its --slow share; bench/train_policies.py explains why):
   shares-none     uneven shares (1 / F_r), --policy none
   shares-migrate  uneven shares, migration on top (nothing to do if they fit)
   shares-semi     uneven shares, SEMI on top (resizes what whole units leave over)
+  spare-migrate   even split with --spare room, migration until the run-time
+                  re-partition (--repartition, default 2) moves the units for good
+  spare-semi      the same under SEMI
   reload          even split under SEMI for the first epoch, then the split redrawn
                   from live state the Tenplex way: a checkpoint at the epoch's end,
                   a new process that compiles the shares and resumes from it (its
@@ -58,6 +61,22 @@ def moved_bytes(trace_path, from_step):
             if row["iter"] >= from_step:
                 per_step[row["iter"]] = per_step.get(row["iter"], 0) + 2 * row.get("moved_bytes", 0)
     return sum(per_step.values()) / len(per_step) if per_step else 0.0
+
+
+def repartitions(trace_path):
+    """The run-time re-partitions in a trace: (step, bytes sent, seconds on
+    the slowest rank) for each (the first line after one says what each rank
+    sent and received in it and how long it took there)."""
+    done = {}
+    with open(trace_path) as f:
+        for line in f:
+            row = json.loads(line)
+            if "repartitioned" in row:
+                it = row["iter"] - 1
+                moved, seconds = done.get(it, (0.0, 0.0))
+                done[it] = (moved + row["repartitioned"]["bytes"] / 2,
+                            max(seconds, row["repartitioned"]["seconds"]))
+    return [(it, moved, seconds) for it, (moved, seconds) in sorted(done.items())]
 
 
 def timed(command):
@@ -115,6 +134,8 @@ def main():
     p.add_argument("--settle", type=int, default=50, help="steps before bytes are counted")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu")
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
+    p.add_argument("--spare", type=int, default=15,
+                   help="spare room (percent) of the run-time re-partition rows")
     a = p.parse_args()
     # What train_policies.run reads from its arguments.
     a.optimizer, a.lr, a.seed, a.data = "adamw", 2e-3, 1, None
@@ -136,7 +157,9 @@ def main():
             ("even-semi", ["--policy", "semi"] + slow),
             ("shares-none", ["--policy", "none", "--shares", shares] + slow),
             ("shares-migrate", ["--policy", "migrate", "--shares", shares] + slow),
-            ("shares-semi", ["--policy", "semi", "--shares", shares] + slow)]
+            ("shares-semi", ["--policy", "semi", "--shares", shares] + slow),
+            ("spare-migrate", ["--policy", "migrate", "--spare", str(a.spare)] + slow),
+            ("spare-semi", ["--policy", "semi", "--spare", str(a.spare)] + slow)]
     results = {}
     for name, flags in runs:
         metrics, trace = train_policies.run(a, name, flags, model)
@@ -170,6 +193,12 @@ def main():
     lines.append(f"| reload (even + semi for epoch 1, then shares) | {reload_summary['ms_step']:.2f} | "
                  f"{reload_summary['ms_step'] / ideal_ms:.3f} | {reload_bytes:,.0f} (over the run) "
                  f"| — | {reload_summary['acc']:.2f} |")
+    for name in ("spare-migrate", "spare-semi"):
+        done = repartitions(results[name][1])
+        lines += ["", f"{name}: " + ("; ".join(
+            f"re-partitioned at step {it}: {moved:,.0f} bytes moved once (each counted by its "
+            f"sender), {1e3 * seconds:.2f} ms on the slowest rank" for it, moved, seconds in done)
+            if done else "never re-partitioned")]
     lines += ["", f"reload: the re-partition through a checkpoint cost {one_off:.2f} s of wall "
               f"time once (writing it, then a new process compiling the shares, loading and "
               f"slicing it), the time of {1e3 * one_off / reload_summary['ms_step']:.0f} "

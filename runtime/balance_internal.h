@@ -75,6 +75,9 @@ typedef struct htp__partition {
   double once_bytes;    /* what a re-partition would move now */
   int pending;          /* the step chose to re-partition; end_iteration carries it out */
   int64_t count;        /* re-partitions carried out */
+  int reported;         /* the trace has described the last one */
+  double last_bytes;    /* what this rank sent and received in the last one */
+  double last_seconds;  /* how long it took here (moves and the new ownership) */
   int32_t *owned;       /* [kinds * world] scratch: owned counts after the moves */
   htp__unit_move *moves; /* [kinds * world] scratch: a kind's moves (one per flow at most) */
   float *staging;       /* one move's units (weights, then states) */

@@ -743,7 +743,10 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * "spent_bytes","once_bytes","choice"}: steps the same ranks have
  * migrated, the bytes a step of this plan moves, the sum so far, what a
  * re-partition would move once, and "migrate" or "repartition" (carried
- * out at the end of this iteration). The stream stays owned by the caller;
+ * out at the end of this iteration); the first line after a re-partition
+ * has "repartitioned":{"bytes","seconds"}: what this rank sent and
+ * received in it and how long it took here. The stream stays owned by the
+ * caller;
  * NULL turns the trace off.
  * Each line is written with one locked fwrite, so ranks may share a
  * stream. */

@@ -207,9 +207,11 @@ static htp_result move_pair(htp_balancer *b, int p, const htp__unit_move *moves,
         }
       r = htp__host_send(ctx, b->partition.staging, floats * sizeof(float), m->dst,
                          TAG_REPARTITION + k);
+      b->partition.last_bytes += (double)(floats * sizeof(float));
     } else {
       r = htp__host_recv(ctx, b->partition.staging, floats * sizeof(float), m->src,
                          TAG_REPARTITION + k);
+      b->partition.last_bytes += (double)(floats * sizeof(float));
       for (int s = 0; r == HTP_OK && s <= states; ++s)
         for (int j = 0; j < m->count; ++j) htp__copy_unit(&staged[s], j, &mine[s], m->to + j, &u);
     }
@@ -245,6 +247,8 @@ htp_result htp__partition_carry_out(htp_balancer *b, const htp_plan **plan) {
   htp__partition *P = &b->partition;
   if (!P->pending) return HTP_OK;
   P->pending = 0;
+  const double started = htp_now();
+  P->last_bytes = 0.0;
   const htp_planner_config *c = &b->config.planner;
   const int n = c->world_size;
   int32_t *owned = P->owned;
@@ -283,6 +287,8 @@ htp_result htp__partition_carry_out(htp_balancer *b, const htp_plan **plan) {
     return htp__ctx_error(b->ctx, r, "re-partition: %s",
                           r == HTP_ERR_NOMEM ? "out of memory" : htp_planner_last_error(b->planner));
   P->count++;
+  P->reported = 0;
+  P->last_seconds = htp_now() - started;
   P->held = 0;
   P->spent_bytes = 0.0;
   *plan = htp_planner_plan(b->planner);

@@ -97,12 +97,18 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
                             : json_null());
   }
   if (line && truncated) json_object_set_new(line, "truncated", json_true());
-  const htp__partition *P = &b->partition;
+  htp__partition *P = &b->partition;
   if (line && !b->hookless && b->config.repartition_ratio > 0.0) {
     json_object_set_new(line, "owned",
                         json_pack("[ii]", htp_config_owned(&b->config.planner, HTP_PAIR_ATTENTION, rank),
                                   htp_config_owned(&b->config.planner, HTP_PAIR_MLP, rank)));
     json_object_set_new(line, "repartitions", json_integer((json_int_t)P->count));
+    if (P->count > 0 && !P->reported) {
+      json_object_set_new(line, "repartitioned",
+                          json_pack("{s:o, s:o}", "bytes", number(P->last_bytes), "seconds",
+                                    number(P->last_seconds)));
+      b->partition.reported = 1;
+    }
     if (P->held > 0)
       json_object_set_new(line, "partition",
                           json_pack("{s:I, s:o, s:o, s:o, s:s}", "held", (json_int_t)P->held,
