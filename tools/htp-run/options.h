@@ -36,7 +36,13 @@ typedef struct htp_run_sms {
 } htp_run_sms;
 
 /* --fault KIND:R@K: an htp_fault (runtime/htp.h) of kind delay|hang|die. */
-typedef enum htp_run_fault_kind { HTP_RUN_FAULT_DELAY, HTP_RUN_FAULT_HANG, HTP_RUN_FAULT_DIE } htp_run_fault_kind;
+/* rejoin is no runtime fault: --train --elastic brings the rank back. */
+typedef enum htp_run_fault_kind {
+  HTP_RUN_FAULT_DELAY,
+  HTP_RUN_FAULT_HANG,
+  HTP_RUN_FAULT_DIE,
+  HTP_RUN_FAULT_REJOIN
+} htp_run_fault_kind;
 typedef struct htp_run_fault {
   htp_run_fault_kind kind;
   int rank;
@@ -78,6 +84,8 @@ typedef struct htp_train_options {
   long limit_train, limit_test;  /* 0: the whole set */
   const char *params, *checkpoint, *resume, *metrics;
   int skip_nonfinite;            /* --skip-nonfinite: skip a step with a non-finite loss */
+  long elastic;                  /* --elastic K: steps between snapshots (0: chosen) */
+  int elastic_given;
 } htp_train_options;
 
 typedef struct htp_run_options {

@@ -46,6 +46,8 @@ typedef struct rank_state {
   int failed;
   int priority; /* 0 injected death, 1 deadline passed, 2 other, 3 a peer's failure heard */
   double failed_at;
+  long failed_iteration;
+  int injected; /* the failure is an injected death (--fault die) */
   char message[HTP_RANKS_MESSAGE];
 } rank_state;
 
@@ -92,6 +94,8 @@ int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int coun
                          size_t err_size) {
   static const htp_fault_kind kinds[] = {HTP_FAULT_DELAY, HTP_FAULT_HANG, HTP_FAULT_DIE};
   for (int i = 0; i < count; i++) {
+    if (faults[i].kind == HTP_RUN_FAULT_REJOIN)
+      continue;
     htp_fault fault = {kinds[faults[i].kind], faults[i].rank, faults[i].iteration,
                        faults[i].seconds};
     if (htp_world_add_fault(ranks->world, &fault) != HTP_OK)
@@ -119,14 +123,17 @@ static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const cha
                         long iteration, const char *detail) {
   state->failed = 1;
   state->failed_at = htp_now();
+  state->failed_iteration = iteration;
   /* A rank that only heard of a peer's failure reports a consequence: it
    * may notice before the failed rank has recorded its cause. */
   state->priority = code == HTP_ERR_TIMEOUT ? 1 : code == HTP_ERR_REMOTE ? 3 : 2;
   for (int i = 0; i < state->num_faults; i++) {
     const htp_run_fault *fault = &state->faults[i];
     if (fault->kind == HTP_RUN_FAULT_DIE && fault->rank == state->rank &&
-        fault->iteration == iteration && strcmp(step, "the fault point") == 0)
+        fault->iteration == iteration && strcmp(step, "the fault point") == 0) {
       state->priority = 0;
+      state->injected = 1;
+    }
   }
   char where[96] = "";
   if (iteration >= 0)
@@ -519,6 +526,12 @@ static int run_states(htp_ranks *ranks, rank_state *states, int local_ranks,
          (states[i].priority == states[first].priority &&
           states[i].failed_at < states[first].failed_at)))
       first = i;
+  outcome->died_rank = -1;
+  outcome->died_at = -1;
+  if (first >= 0 && states[first].injected) {
+    outcome->died_rank = states[first].rank;
+    outcome->died_at = states[first].failed_iteration;
+  }
   if (first >= 0) {
     outcome->failed = 1;
     snprintf(outcome->message, sizeof outcome->message, "%s", states[first].message);

@@ -87,6 +87,10 @@ typedef struct htp_rank_outcome {
   int64_t handoff_units[2];
   int failed;                          /* a rank failed (this process's ranks) */
   char message[HTP_RANKS_MESSAGE];     /* the first failure, "rank R: ..." */
+  /* When that failure is an injected death (--fault die): the rank and
+   * the iteration it died at; else -1 and -1. */
+  int died_rank;
+  long died_at;
   char notes[HTP_RANKS_MESSAGE];       /* the other ranks' failures, one per line */
 } htp_rank_outcome;
 
@@ -97,6 +101,8 @@ typedef struct htp_rank_outcome {
  * err (a build without CUDA or without the backend says so). */
 int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, double timeout_s,
                    htp_device device, const int32_t *sm_counts, char *err, size_t err_size);
+/* Registers the runtime faults among faults (delay, hang, die; a rejoin is
+ * htp-run's own). */
 int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int count, char *err,
                          size_t err_size);
 int htp_ranks_size(const htp_ranks *ranks);

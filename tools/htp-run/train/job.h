@@ -26,6 +26,36 @@ typedef struct epoch_metrics {
   long skipped;         /* steps left out for a non-finite loss (--skip-nonfinite) */
 } epoch_metrics;
 
+/* What an epoch's steps add up to (the scores on rank 0 only). */
+typedef struct epoch_sums {
+  double loss_sum, model_seconds;
+  long correct, seen, skipped;
+} epoch_sums;
+
+/* --elastic (DESIGN §12): the live ranks, the split they run, and the
+ * snapshot a new world of them resumes from (elastic.c). */
+typedef struct train_elastic {
+  long every;              /* steps between snapshots; 0: choose after the first; -1: off */
+  int logical_tp;          /* the split as compiled */
+  int *original;           /* [logical_tp]: live rank i is original rank original[i] */
+  int32_t **units;         /* [num_args]: a split tensor's units per live rank (NULL: as
+                            * compiled, when every rank lives) */
+  int32_t *owned[2];       /* [logical_tp]: the balancer's owned heads and MLP units */
+  void **state[3];         /* [num_args]: global w, m, v after `step` steps */
+  void **staging[3];       /* the next snapshot, swapped in once whole */
+  long step;               /* steps the snapshot has done */
+  epoch_sums sums;         /* its epoch's sums so far (rank 0) */
+  double epoch_seconds;    /* that epoch's training seconds so far */
+  long taken;              /* snapshots taken */
+  double seconds;          /* their total wall time (rank 0) */
+  long start_step;         /* where this world starts */
+  long stop_at;            /* it stops after this many steps (a rank rejoins); -1: never */
+  int stopped;             /* it stopped there */
+  int *fired;              /* [num_faults]: the deaths that happened */
+  double lost_at;          /* when the last world ended (htp_now), 0: none */
+  char note[512];          /* what rank 0 says when the new world's first step starts */
+} train_elastic;
+
 /* What every rank reads, and what rank 0 fills. */
 typedef struct train_job {
   const htp_run_options *options;
@@ -48,6 +78,7 @@ typedef struct train_job {
   htp_balancer_config balancer;        /* its config (without hooks: detection only) */
   FILE *trace;                         /* --trace: the balancers' lines, or NULL */
   int process_rank;                    /* mpi: this process's rank; local: -1 */
+  train_elastic elastic;
 } train_job;
 
 /* entries.c. The grad entry: --entry, or the one entry of the file (the
@@ -74,6 +105,26 @@ int htp_train_starting_weights(const htp_train_options *train, const htp_signatu
 int htp_train_check_output(const char *flag, const char *path, char *err, size_t err_size);
 int htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done,
                                char *err, size_t err_size);
+
+/* elastic.c. prepare: --elastic's checks (local backend, a split with room
+ * for a lost rank's units on the others) and its snapshot buffers, the
+ * first snapshot being the starting weights; a no-op without --elastic.
+ * split: the live ranks' split after a death or a rejoin (live[i] the
+ * original rank of live rank i, n of them: units per tensor and owned per
+ * kind, even over the live ranks; the compiled split when all live).
+ * faults: the runtime faults the next world registers (deaths not yet
+ * happened, of live ranks, renumbered; from start_step on) into out
+ * (room for num_faults); next_rejoin: the step the next world stops at for
+ * a rejoin (-1: none). free releases. Non-zero with err. */
+int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, char *err,
+                              size_t err_size);
+int htp_train_elastic_split(train_job *job, const int *live, int n, char *err, size_t err_size);
+int htp_train_elastic_faults(const htp_run_options *options, const train_job *job,
+                             htp_run_fault *out);
+long htp_train_elastic_next_rejoin(const htp_run_options *options, const train_job *job);
+void htp_train_elastic_free(train_job *job);
+/* A split tensor's units per live rank now (the signature's when as compiled). */
+const int32_t *htp_train_units(const train_job *job, int arg);
 
 /* metrics.c. --metrics: the epochs so far as JSON, written atomically. */
 int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,

@@ -89,7 +89,14 @@ typedef struct rank_run {
   train_job *job;
   int rank;
   htp_balancer *balancer;
+  long every;       /* --elastic: steps between snapshots (0: choose; -1: off) */
+  long snapshot_at; /* steps done at this rank's last snapshot */
+  double step_sum;  /* --elastic 0: seconds of this world's steps after its first */
+  long step_count;
 } rank_run;
+
+/* --elastic 0 chooses K once this many steps after a world's first were timed. */
+enum { ELASTIC_TIMED_STEPS = 7 };
 
 #define RANK_TRY(call, step, iteration)                                                      \
   do {                                                                                       \
@@ -112,7 +119,8 @@ static int upload_slice(rank_run *run, const htp_sig_tensor *t, const void *glob
       return 1;
     }
     if (htp_shard_slice(global, slice, t->element_size, t->rank, t->dims, t->shard_dim,
-                        t->shard_parts, run->rank, t->shard_layout, t->shard_units, t->shard_unit,
+                        run->job->tp, run->rank, t->shard_layout,
+                        htp_train_units(run->job, (int)(t - run->job->sig->args)), t->shard_unit,
                         reason, sizeof reason)) {
       free(slice);
       htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "slicing", -1, reason);
@@ -153,7 +161,7 @@ static int check_device_memory(rank_run *run) {
     if (p->shard_layout != HTP_SHARD_NONE && p->bytes > largest)
       largest = p->bytes;
   }
-  if (job->options->train.checkpoint)
+  if (job->options->train.checkpoint || job->elastic.every >= 0)
     bytes += largest * (uint64_t)job->tp;
   char why[512];
   htp_result result = htp_rank_check_device_memory(run->ctx, bytes, why, sizeof why);
@@ -194,14 +202,19 @@ static int make_buffers(rank_run *run, rank_buffers *b) {
     b->eval[i] = b->grad[i];
     if (p->role != HTP_SIG_PARAM)
       continue;
-    if (upload_slice(run, p, job->params[i], b->grad[i]))
+    /* Under --elastic every world starts from the snapshot (the first is
+     * the starting weights). */
+    const int elastic = job->elastic.every >= 0;
+    if (upload_slice(run, p, elastic ? job->elastic.state[0][i] : job->params[i], b->grad[i]))
       return 1;
     void **moment[2] = {&b->m[i], &b->v[i]};
     const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
     for (int kind = 0; kind < kinds; kind++) {
       RANK_TRY(htp_mem_alloc(run->ctx, p->bytes, moment[kind]), "allocating its buffers", -1);
-      if (job->moments[kind]) {
-        if (upload_slice(run, p, job->moments[kind][i], *moment[kind]))
+      const void *start = elastic ? job->elastic.state[1 + kind][i]
+                                  : job->moments[kind] ? job->moments[kind][i] : NULL;
+      if (start) {
+        if (upload_slice(run, p, start, *moment[kind]))
           return 1;
       } else {
         void *zeros = calloc(1, p->bytes);
@@ -214,7 +227,7 @@ static int make_buffers(rank_run *run, rank_buffers *b) {
     if (p->shard_layout != HTP_SHARD_NONE && p->bytes > largest)
       largest = p->bytes;
   }
-  if (largest && job->options->train.checkpoint)
+  if (largest && (job->options->train.checkpoint || job->elastic.every >= 0))
     RANK_TRY(htp_mem_alloc(run->ctx, largest * (size_t)job->tp, &b->gather),
              "allocating its buffers", -1);
   return 0;
@@ -323,8 +336,9 @@ static int gather(rank_run *run, rank_buffers *b, int i, const void *device, voi
                                         slots + (size_t)r * (size_t)room, p->shard_unit, units,
                                         reason, sizeof reason)
                 : htp_shard_place(all + p->bytes * (size_t)r, out, p->element_size, p->rank,
-                                  p->dims, p->shard_dim, p->shard_parts, r, p->shard_layout,
-                                  p->shard_units, p->shard_unit, reason, sizeof reason);
+                                  p->dims, p->shard_dim, run->job->tp, r, p->shard_layout,
+                                  htp_train_units(run->job, i), p->shard_unit, reason,
+                                  sizeof reason);
   free(slots);
   free(all);
   RANK_TRY(result, "the checkpoint", -1);
@@ -559,12 +573,6 @@ static int make_batch(const train_job *job, host_batch *h, long s, long step) {
   return real;
 }
 
-/* What an epoch's steps add up to (the scores on rank 0 only). */
-typedef struct epoch_sums {
-  double loss_sum, model_seconds;
-  long correct, seen, skipped;
-} epoch_sums;
-
 /* With a CPU or units clock, one device a rank: its CPU work plus the
  * --slow share the hooks booked (factor x their CPU time) without waiting;
  * the step ends with its slowest rank. Non-zero once the failure is
@@ -597,7 +605,8 @@ static int train_step(rank_run *run, rank_buffers *b, const htp_rank_step *rank_
                           sig->args[job->images].bytes), "uploading the batch", step);
   RANK_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], h->targets,
                           sig->args[job->targets].bytes), "uploading the batch", step);
-  const double factor = htp_step_slowdown(options->slows, options->num_slows, run->rank, step);
+  const int original = job->elastic.original ? job->elastic.original[run->rank] : run->rank;
+  const double factor = htp_step_slowdown(options->slows, options->num_slows, original, step);
   updater->step = step;
   updater->finite = 1;
   htp_step_result done;
@@ -636,6 +645,11 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
                         double test_loss, long test_correct, double eval_seconds) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
+  if (job->epochs_done >= options->train.epochs) { /* a world replayed a recorded epoch */
+    htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INTERNAL, "recording the epoch", -1,
+                       "more epochs recorded than the run has");
+    return 1;
+  }
   epoch_metrics *m = &job->metrics[job->epochs_done++];
   m->epoch = epoch + 1;
   m->train_loss = sums->seen ? sums->loss_sum / (double)(job->steps - sums->skipped) : NAN;
@@ -659,19 +673,95 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
   return 0;
 }
 
-/* One epoch: its steps, the test set, the checkpoint, rank 0's metrics.
+/* --elastic: the model and its moments gathered into rank 0's host memory
+ * after `done` steps (the staging set, swapped in only once whole, so a
+ * death in the middle leaves the last snapshot as it was), with the
+ * epoch's sums so far. Every rank takes part. With --elastic 0 the first
+ * one after ELASTIC_TIMED_STEPS timed steps also chooses K: the ranks agree
+ * on the slowest snapshot and mean step (step_seconds), and K makes
+ * snapshots cost about 1 % of the steps.
  * Non-zero once the failure is reported. */
+enum { ELASTIC_STOPPED = 2 }; /* run_epoch: the world stopped for a rejoin */
+
+static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums *sums,
+                    double epoch_seconds, double step_seconds) {
+  train_job *job = run->job;
+  train_elastic *e = &job->elastic;
+  const double started = htp_now();
+  const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  for (int i = 0; i < job->sig->num_args; i++) {
+    if (job->sig->args[i].role != HTP_SIG_PARAM)
+      continue;
+    const void *sources[3] = {b->grad[i], b->m[i], b->v[i]};
+    for (int k = 0; k < kinds; k++)
+      if (gather(run, b, i, sources[k], run->rank == 0 ? e->staging[k][i] : NULL))
+        return 1;
+  }
+  run->snapshot_at = done;
+  const double seconds = htp_now() - started;
+  if (run->every == 0) {
+    double mine[2] = {seconds, step_seconds}, all[2 * HTP_ENTRY_MAX_TP];
+    RANK_TRY(htp_allgather(run->ctx, mine, all, sizeof mine), "choosing --elastic's K", done);
+    double slowest[2] = {0, 1e-9};
+    for (int r = 0; r < job->tp; r++)
+      for (int k = 0; k < 2; k++)
+        slowest[k] = all[2 * r + k] > slowest[k] ? all[2 * r + k] : slowest[k];
+    const double k = slowest[0] / (0.01 * slowest[1]);
+    run->every = k < 1 ? 1 : k > 1e6 ? 1000000 : (long)(k + 0.999);
+  }
+  if (run->rank != 0)
+    return 0;
+  for (int k = 0; k < kinds; k++) {
+    void **swap = e->state[k];
+    e->state[k] = e->staging[k];
+    e->staging[k] = swap;
+  }
+  e->step = done;
+  e->sums = *sums;
+  e->epoch_seconds = epoch_seconds;
+  e->taken++;
+  e->seconds += seconds;
+  e->every = run->every;
+  return 0;
+}
+
+/* One epoch: its steps (from `first` on: a world that resumed a snapshot
+ * inside it, its sums so far in `sums`), the test set, the checkpoint,
+ * rank 0's metrics; --elastic's snapshots and stop. Non-zero once the
+ * failure is reported, ELASTIC_STOPPED when the world stops here. */
 static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
                      const htp_rank_step *rank_step, step_update *updater, host_batch *h,
-                     long epoch) {
+                     long epoch, long first, epoch_sums sums, double seconds_before) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
+  train_elastic *e = &job->elastic;
   htp_fmnist_shuffle(h->order, job->train->count, options->seed, epoch);
-  epoch_sums sums = {0};
-  const double started = htp_now();
-  for (long s = 0; s < job->steps; s++)
+  const double started = htp_now() - seconds_before;
+  for (long s = first; s < job->steps; s++) {
+    const double step_started = htp_now();
     if (train_step(run, b, rank_step, updater, h, epoch, s, started, &sums))
       return 1;
+    if (run->rank == 0 && e->note[0]) { /* the new world's first step is done */
+      fprintf(stderr, "%s, %.2f s after the last world ended\n", e->note,
+              htp_now() - e->lost_at);
+      e->note[0] = '\0';
+    }
+    /* Also at each epoch's end: a world that resumes never replays into an
+     * epoch already scored and recorded. */
+    const long done = epoch * job->steps + s + 1;
+    if (s > first) { /* a world's first step pays for its start */
+      run->step_sum += htp_now() - step_started;
+      run->step_count++;
+    }
+    const int choose = run->every == 0 && run->step_count >= ELASTIC_TIMED_STEPS;
+    const int due = run->every >= 0 && (choose || (run->every > 0 && done % run->every == 0) ||
+                                        s + 1 == job->steps || done == e->stop_at);
+    if (due && snapshot(run, b, done, &sums, htp_now() - started,
+                        run->step_count ? run->step_sum / (double)run->step_count : 0.0))
+      return 1;
+    if (done == e->stop_at && s + 1 < job->steps)
+      return ELASTIC_STOPPED;
+  }
   const double train_seconds = htp_now() - started;
   double test_loss = 0, eval_started = htp_now();
   long test_correct = 0;
@@ -683,14 +773,19 @@ static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
     fputc('\n', stderr);
   if (options->train.checkpoint && checkpoint(run, b, epoch + 1, (epoch + 1) * job->steps))
     return 1;
-  if (run->rank != 0)
-    return 0;
-  return record_epoch(run, epoch, &sums, train_seconds, test_loss, test_correct, eval_seconds);
+  if (run->rank == 0 &&
+      record_epoch(run, epoch, &sums, train_seconds, test_loss, test_correct, eval_seconds))
+    return 1;
+  return (epoch + 1) * job->steps == e->stop_at ? ELASTIC_STOPPED : 0;
 }
 
+/* The epochs from the world's first step on (job->elastic.start_step: the
+ * resumed epochs, or a snapshot's step). Non-zero once the failure is
+ * reported. */
 static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
   train_job *job = run->job;
   const htp_run_options *options = job->options;
+  const train_elastic *e = &job->elastic;
   host_batch h = {0};
   int failed = host_batch_alloc(run, &h);
   /* HTP_TRAIN_NAN_STEP=K (tests only): step K's loss reads as nan. Read
@@ -701,10 +796,17 @@ static int run_epochs(rank_run *run, rank_buffers *b, htp_balancer *balancer) {
                          0.0f};
   const htp_rank_step rank_step = {run->ctx, balancer, job->fn, b->grad, "the grad entry",
                                    update_after_step, &updater};
-  for (long epoch = job->first_epoch; !failed && epoch < options->train.epochs; epoch++)
-    failed = run_epoch(run, b, balancer, &rank_step, &updater, &h, epoch);
+  const long start = e->every >= 0 ? e->start_step : job->first_epoch * job->steps;
+  for (long epoch = start / job->steps; !failed && epoch < options->train.epochs; epoch++) {
+    /* A snapshot inside this epoch: its steps so far are done and scored. */
+    const int inside = epoch == start / job->steps && start % job->steps != 0;
+    const epoch_sums none = {0};
+    failed = run_epoch(run, b, balancer, &rank_step, &updater, &h, epoch,
+                       inside ? start % job->steps : 0, inside ? e->sums : none,
+                       inside ? e->epoch_seconds : 0.0);
+  }
   host_batch_free(&h);
-  return failed;
+  return failed == ELASTIC_STOPPED ? 0 : failed;
 }
 
 /* A re-partition (DESIGN §12) moves a unit's optimizer moments with its
@@ -726,7 +828,8 @@ static int register_moments(rank_run *run, rank_buffers *b, htp_balancer *balanc
 }
 
 static void train_rank(htp_rank_task *task, void *user) {
-  rank_run run = {task, NULL, user, htp_rank_task_rank(task), NULL};
+  train_job *job = user;
+  rank_run run = {task, NULL, job, htp_rank_task_rank(task), NULL, job->elastic.every, -1, 0, 0};
   rank_buffers buffers;
   memset(&buffers, 0, sizeof buffers);
   htp_balancer *balancer = NULL;
@@ -739,6 +842,11 @@ static void train_rank(htp_rank_task *task, void *user) {
   /* With balance hooks (tp > 1) the signature's config and --policy;
    * without (tp 1), detection only. */
   htp_balancer_config config = run.job->balancer;
+  if (run.job->elastic.units) { /* a world without some ranks: the split it runs */
+    config.planner.world_size = run.job->tp;
+    for (int k = 0; k < HTP_PAIR_KINDS; k++)
+      config.planner.owned[k] = run.job->elastic.owned[k];
+  }
   result = htp_balancer_create(run.ctx, &config, &balancer);
   if (result == HTP_OK)
     htp_balancer_set_trace(balancer, run.job->trace);
@@ -769,6 +877,7 @@ static void release_job(train_job *job) {
     htp_train_free_globals(job->gathered[k], n);
   free(job->metrics);
   free(job->stragglers);
+  htp_train_elastic_free(job);
   if (job->trace)
     fclose(job->trace);
 }
@@ -802,8 +911,10 @@ static int check_memory(const htp_run_options *options, const htp_run_state *sta
   for (int i = 0; i < sig->num_args; i++)
     if (sig->args[i].role == HTP_SIG_PARAM)
       params += sig->args[i].global_bytes;
-  const uint64_t copies = 1 + (train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1) +
-                          (train->checkpoint ? 3 : 0);
+  const uint64_t moments = train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
+  /* --elastic keeps a snapshot and the next one: twice the model and moments. */
+  const uint64_t copies = 1 + moments + (train->checkpoint ? 3 : 0) +
+                          (train->elastic_given ? 2 * (1 + moments) : 0);
   const int local_ranks = state->process_rank >= 0 ? 1 : tp;
   uint64_t total = 0;
   if (__builtin_mul_overflow(params, copies, &held)) {
@@ -921,7 +1032,8 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
   if (!(job->metrics = calloc((size_t)train->epochs, sizeof *job->metrics)) ||
       !(job->stragglers = calloc((size_t)job->tp, sizeof *job->stragglers)))
     return htp_set_error(err, err_size, "out of memory");
-  if (htp_train_starting_weights(train, job->sig, job, err, err_size))
+  if (htp_train_starting_weights(train, job->sig, job, err, err_size) ||
+      htp_train_elastic_prepare(options, job, err, err_size))
     return 1;
   if (train->checkpoint)
     for (int k = 0; k < 3; k++)
@@ -938,8 +1050,6 @@ static int open_train_ranks(const htp_run_options *options, htp_run_state *state
   if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s,
                                 state->device, state->sm_counts, err, err_size))
     return 1;
-  if (htp_ranks_add_faults(*ranks, options->faults, options->num_faults, err, err_size))
-    return 1;
   htp_run_choose_blas_threads(state, state->process_rank >= 0);
   if (options->train.clock != HTP_TRAIN_CLOCK_WALL) {
     /* A rank's thread CPU time is its work only if its kernels run on it. */
@@ -947,6 +1057,109 @@ static int open_train_ranks(const htp_run_options *options, htp_run_state *state
     state->blas_threads = htp_cpu_blas_threads();
   }
   return 0;
+}
+
+/* --elastic's cost, once the run is over: how often it snapshot and what
+ * that took beside the steps (rank 0's clock). */
+static void print_elastic(const htp_run_options *options, const train_job *job) {
+  const train_elastic *e = &job->elastic;
+  double steps_seconds = 0;
+  for (long i = 0; i < job->epochs_done; i++)
+    steps_seconds += job->metrics[i].seconds;
+  fprintf(stderr, "htp-run: --train --elastic: %ld snapshot%s every %ld steps (%s), %.3g ms "
+          "each, %.2g %% of the training steps' wall time\n", e->taken, e->taken == 1 ? "" : "s",
+          e->every, options->train.elastic ? "given" : "chosen from the first: about 1 % of a "
+          "step", 1e3 * e->seconds / (double)e->taken,
+          steps_seconds > 0 ? 100 * e->seconds / steps_seconds : 0.0);
+}
+
+/* The live ranks after the world that just ended: without the rank that
+ * died (its death noted as happened), or with the ranks whose rejoin is at
+ * the step it stopped at. *n of them into live (original ranks, in order);
+ * what happened in note. Returns 0, or 1 when the run cannot go on. */
+static int next_world(const htp_run_options *options, train_job *job,
+                      const htp_rank_outcome *outcome, int failed, int *live, int *n) {
+  train_elastic *e = &job->elastic;
+  char *note = e->note;
+  const size_t size = sizeof e->note;
+  *n = 0;
+  if (failed) {
+    if (outcome->died_rank < 0 || job->tp < 2)
+      return 1; /* not a death the survivors can go on from */
+    const int died = e->original[outcome->died_rank];
+    for (int i = 0; i < options->num_faults; i++)
+      if (options->faults[i].kind == HTP_RUN_FAULT_DIE && options->faults[i].rank == died &&
+          options->faults[i].iteration == outcome->died_at)
+        e->fired[i] = 1;
+    for (int r = 0; r < job->tp; r++)
+      if (r != outcome->died_rank)
+        live[(*n)++] = e->original[r];
+    snprintf(note, size, "htp-run: --train --elastic: rank %d died at step %ld; went on at tp "
+             "%d from the snapshot of step %ld (%ld step%s replayed)", died, outcome->died_at,
+             *n, e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
+    return 0;
+  }
+  int back[HTP_ENTRY_MAX_TP] = {0};
+  for (int r = 0; r < job->tp; r++)
+    back[e->original[r]] = 1;
+  int written = snprintf(note, size, "htp-run: --train --elastic: at step %ld rank", e->stop_at);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN &&
+        options->faults[i].iteration == e->stop_at && !back[options->faults[i].rank]) {
+      back[options->faults[i].rank] = 1;
+      if (written > 0 && (size_t)written < size)
+        written += snprintf(note + written, size - (size_t)written, " %d",
+                            options->faults[i].rank);
+    }
+  for (int r = 0; r < e->logical_tp; r++)
+    if (back[r])
+      live[(*n)++] = r;
+  if (written > 0 && (size_t)written < size)
+    snprintf(note + written, size - (size_t)written, " rejoined: tp %d", *n);
+  return 0;
+}
+
+/* The run's worlds: one, or under --elastic a new one in this process after
+ * each death (the survivors) and each rejoin (with the rank back), each
+ * resuming from the last snapshot. Returns 0, 2 when a rank failed (the
+ * outcome says how), or 1 with err. */
+static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_ranks **ranks,
+                      train_job *job, char *err, size_t err_size) {
+  train_elastic *e = &job->elastic;
+  htp_run_fault faults[HTP_RUN_MAX_INJECTIONS];
+  for (;;) {
+    const htp_run_fault *registered = options->faults;
+    int count = options->num_faults;
+    if (e->every >= 0) {
+      count = htp_train_elastic_faults(options, job, faults);
+      registered = faults;
+      e->stop_at = htp_train_elastic_next_rejoin(options, job);
+    }
+    if (htp_ranks_add_faults(*ranks, registered, count, err, err_size))
+      return 1;
+    const int failed = htp_ranks_run_task(*ranks, train_rank, job, registered, count,
+                                          &state->outcome, err, err_size);
+    if (e->every < 0 || (!failed && e->stop_at < 0))
+      return failed ? 2 : 0;
+    int live[HTP_ENTRY_MAX_TP], n;
+    if (next_world(options, job, &state->outcome, failed, live, &n))
+      return 2;
+    char why[1024];
+    if (htp_train_elastic_split(job, live, n, why, sizeof why)) {
+      /* The death stands as the run's error; why it could not go on, below it. */
+      htp_rank_outcome *outcome = &state->outcome;
+      const size_t used = strlen(outcome->notes);
+      snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s: the run ends\n", why);
+      return 2;
+    }
+    e->lost_at = htp_now();
+    e->start_step = e->step;
+    htp_ranks_close(*ranks);
+    *ranks = NULL;
+    if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s, state->device,
+                       job->tp == e->logical_tp ? state->sm_counts : NULL, err, err_size))
+      return 1;
+  }
 }
 
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
@@ -984,8 +1197,9 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
            !open_train_ranks(options, state, &job, ranks, err, err_size)) {
     if (!quiet)
       print_banner(options, state, &job);
-    status = htp_ranks_run_task(*ranks, train_rank, &job, options->faults, options->num_faults,
-                                &state->outcome, err, err_size) ? 2 : 0;
+    status = run_worlds(options, state, ranks, &job, err, err_size);
+    if (!quiet && job.elastic.taken > 0)
+      print_elastic(options, &job);
   }
   release_job(&job);
   htp_idx_free_set(&train_set);

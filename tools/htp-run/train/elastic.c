@@ -1,0 +1,205 @@
+/*===- tools/htp-run/train/elastic.c - Going on without a lost rank ---------===*
+ *
+ * --train --elastic (DESIGN §12, shrink and grow). The ranks' state lives on
+ * their threads; a rank that dies ends the world (the local world is sticky
+ * once failed, §5). So the run keeps, every K steps, a snapshot of the
+ * whole model and its optimizer moments in host memory (gathered to rank 0
+ * as a checkpoint is, but not written), and when a rank dies htp-run makes
+ * a new world of the survivors in this process and resumes from the
+ * snapshot: the same compiled block (one SPMD function; its room holds
+ * more units than a rank owns when split with --spare), the lost rank's
+ * units spread over the survivors' empty slots, the steps since the
+ * snapshot replayed on the same batches. A rejoin is the same in the other
+ * direction: the world stops at a step, snapshots, and the full world
+ * resumes. This file holds what the worlds share: the live ranks, their
+ * split, the snapshot buffers and the faults each world registers.
+ *===----------------------------------------------------------------------===*/
+#include "tools/htp-run/train/job.h"
+
+#include "tools/htp-run/errors.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows (per qkv block) of a split tensor along its cut, and its unit. */
+static int64_t slot_rows(const htp_sig_tensor *t) {
+  return t->dims[t->shard_dim] / (t->shard_layout == HTP_SHARD_QKV ? 3 : 1);
+}
+
+static int64_t total_units(const int32_t *units, int parts) {
+  int64_t total = 0;
+  for (int p = 0; p < parts; p++)
+    total += units[p];
+  return total;
+}
+
+/* total units over n ranks, evenly (the remainder to the lower ranks). */
+static void even_units(int64_t total, int n, int32_t *out) {
+  for (int r = 0; r < n; r++)
+    out[r] = (int32_t)(total / n + (r < total % n ? 1 : 0));
+}
+
+const int32_t *htp_train_units(const train_job *job, int arg) {
+  return job->elastic.units ? job->elastic.units[arg] : job->sig->args[arg].shard_units;
+}
+
+int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, char *err,
+                              size_t err_size) {
+  train_elastic *e = &job->elastic;
+  e->every = -1;
+  e->stop_at = -1;
+  e->logical_tp = job->tp;
+  if (!options->train.elastic_given)
+    return 0;
+  if (job->process_rank >= 0)
+    return htp_set_error(err, err_size, "--elastic goes on in this process with the survivors: "
+                         "the local backend only (under mpirun a lost process ends the job; "
+                         "Open MPI 4 cannot shrink a communicator without ULFM)");
+  if (job->tp < 2 || !job->balance)
+    return htp_set_error(err, err_size, "--elastic needs a split with balance hooks (--tp > 1) "
+                         "whose ranks can take a lost rank's units; this run is tp %d", job->tp);
+  const htp_signature *sig = job->sig;
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *t = &sig->args[i];
+    if (t->role != HTP_SIG_PARAM || t->shard_layout == HTP_SHARD_NONE)
+      continue;
+    const int spare = (100 + job->tp - 2) / (job->tp - 1); /* percent that makes room */
+    if (!t->shard_units)
+      return htp_set_error(err, err_size, "--elastic: '%s' is split evenly without spare room: "
+                           "a lost rank's units would have nowhere to go; split with spare room "
+                           "(--spare P, P >= %d)", t->name, spare);
+    const int64_t room = slot_rows(t) / t->shard_unit;
+    const int64_t total = total_units(t->shard_units, t->shard_parts);
+    if (room * (job->tp - 1) < total)
+      return htp_set_error(err, err_size, "--elastic: if a rank is lost, the other %d have room "
+                           "for %lld of the %lld units of '%s'; split with more spare room "
+                           "(--spare P, P >= %d)", job->tp - 1, (long long)(room * (job->tp - 1)),
+                           (long long)total, t->name, spare);
+  }
+  e->every = options->train.elastic;
+  e->original = calloc((size_t)job->tp, sizeof *e->original);
+  e->fired = calloc((size_t)options->num_faults + 1, sizeof *e->fired);
+  for (int k = 0; k < 2; k++)
+    e->owned[k] = calloc((size_t)job->tp, sizeof *e->owned[k]);
+  if (!e->original || !e->fired || !e->owned[0] || !e->owned[1])
+    return htp_set_error(err, err_size, "out of memory");
+  for (int r = 0; r < job->tp; r++)
+    e->original[r] = r;
+  const int kinds = options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  for (int k = 0; k < kinds; k++)
+    if (!(e->state[k] = htp_train_param_buffers(sig)) ||
+        !(e->staging[k] = htp_train_param_buffers(sig)))
+      return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+  /* The first snapshot: where the run starts (zero moments unless resumed). */
+  for (int i = 0; i < sig->num_args; i++) {
+    if (sig->args[i].role != HTP_SIG_PARAM)
+      continue;
+    const size_t bytes = sig->args[i].global_bytes;
+    memcpy(e->state[0][i], job->params[i], bytes);
+    for (int k = 1; k < kinds; k++) {
+      if (job->moments[k - 1])
+        memcpy(e->state[k][i], job->moments[k - 1][i], bytes);
+      else
+        memset(e->state[k][i], 0, bytes);
+    }
+  }
+  e->step = e->start_step = job->first_epoch * job->steps;
+  return 0;
+}
+
+int htp_train_elastic_split(train_job *job, const int *live, int n, char *err, size_t err_size) {
+  train_elastic *e = &job->elastic;
+  const htp_signature *sig = job->sig;
+  for (int i = 0; i < sig->num_args; i++) { /* room for every unit on the live ranks? */
+    const htp_sig_tensor *t = &sig->args[i];
+    if (t->role != HTP_SIG_PARAM || !t->shard_units)
+      continue;
+    const int64_t room = slot_rows(t) / t->shard_unit, total = total_units(t->shard_units,
+                                                                           t->shard_parts);
+    if (room * n < total || total < n)
+      return htp_set_error(err, err_size, "--elastic: %d live rank%s %s room for %lld of the "
+                           "%lld units of '%s'", n, n == 1 ? "" : "s", n == 1 ? "has" : "have",
+                           (long long)(room * n), (long long)total, t->name);
+  }
+  memcpy(e->original, live, (size_t)n * sizeof *live);
+  if (e->units)
+    for (int i = 0; i < sig->num_args; i++)
+      free(e->units[i]);
+  free(e->units);
+  e->units = NULL;
+  job->tp = n;
+  if (n == e->logical_tp)
+    return 0; /* everyone: the split as compiled */
+  if (!(e->units = calloc((size_t)sig->num_args, sizeof *e->units)))
+    return htp_set_error(err, err_size, "out of memory");
+  for (int i = 0; i < sig->num_args; i++) {
+    const htp_sig_tensor *t = &sig->args[i];
+    if (t->role != HTP_SIG_PARAM || !t->shard_units)
+      continue;
+    if (!(e->units[i] = malloc((size_t)n * sizeof *e->units[i])))
+      return htp_set_error(err, err_size, "out of memory");
+    even_units(total_units(t->shard_units, t->shard_parts), n, e->units[i]);
+  }
+  const htp_sig_balance *balance = &sig->balance;
+  const int per_rank[2] = {balance->heads, balance->mlp_units};
+  const int32_t *compiled[2] = {balance->heads_owned, balance->mlp_units_owned};
+  for (int k = 0; k < 2; k++)
+    even_units(compiled[k] ? total_units(compiled[k], e->logical_tp)
+                           : (int64_t)per_rank[k] * e->logical_tp,
+               n, e->owned[k]);
+  return 0;
+}
+
+int htp_train_elastic_faults(const htp_run_options *options, const train_job *job,
+                             htp_run_fault *out) {
+  const train_elastic *e = &job->elastic;
+  int count = 0;
+  for (int i = 0; i < options->num_faults; i++) {
+    const htp_run_fault *f = &options->faults[i];
+    if (f->kind == HTP_RUN_FAULT_REJOIN || (e->fired && e->fired[i]) ||
+        (e->original && f->iteration < e->start_step))
+      continue;
+    int live = e->original ? -1 : f->rank;
+    for (int r = 0; e->original && r < job->tp; r++)
+      if (e->original[r] == f->rank)
+        live = r;
+    if (live < 0)
+      continue; /* not in this world */
+    out[count] = *f;
+    out[count++].rank = live;
+  }
+  return count;
+}
+
+long htp_train_elastic_next_rejoin(const htp_run_options *options, const train_job *job) {
+  const train_elastic *e = &job->elastic;
+  long next = -1;
+  for (int i = 0; e->original && i < options->num_faults; i++) {
+    const htp_run_fault *f = &options->faults[i];
+    int live = 0;
+    for (int r = 0; r < job->tp; r++)
+      live |= e->original[r] == f->rank;
+    if (f->kind == HTP_RUN_FAULT_REJOIN && !live && f->iteration > e->start_step &&
+        (next < 0 || f->iteration < next))
+      next = f->iteration;
+  }
+  return next;
+}
+
+void htp_train_elastic_free(train_job *job) {
+  train_elastic *e = &job->elastic;
+  const int n = job->sig ? job->sig->num_args : 0;
+  for (int k = 0; k < 3; k++) {
+    htp_train_free_globals(e->state[k], n);
+    htp_train_free_globals(e->staging[k], n);
+  }
+  if (e->units)
+    for (int i = 0; i < n; i++)
+      free(e->units[i]);
+  free(e->units);
+  free(e->original);
+  free(e->fired);
+  free(e->owned[0]);
+  free(e->owned[1]);
+  memset(e, 0, sizeof *e);
+}
