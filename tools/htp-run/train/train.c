@@ -739,13 +739,13 @@ static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
   const double started = htp_now() - seconds_before;
   for (long s = first; s < job->steps; s++) {
     const double step_started = htp_now();
-    if (train_step(run, b, rank_step, updater, h, epoch, s, started, &sums))
-      return 1;
-    if (run->rank == 0 && e->note[0]) { /* the new world's first step is done */
-      fprintf(stderr, "%s, %.2f s after the last world ended\n", e->note,
-              htp_now() - e->lost_at);
+    if (run->rank == 0 && e->note[0]) { /* a new world's first step: it is up */
+      fprintf(stderr, "%s; its first step started %.3f s after the last world ended\n", e->note,
+              step_started - e->lost_at);
       e->note[0] = '\0';
     }
+    if (train_step(run, b, rank_step, updater, h, epoch, s, started, &sums))
+      return 1;
     /* Also at each epoch's end: a world that resumes never replays into an
      * epoch already scored and recorded. */
     const long done = epoch * job->steps + s + 1;
