@@ -53,6 +53,11 @@ typedef struct train_elastic {
   int stopped;             /* it stopped there */
   int *fired;              /* [num_faults]: the deaths that happened */
   double lost_at;          /* when the last world ended (htp_now), 0: none */
+  struct {                 /* the deaths and rejoins so far (--metrics) */
+    long step, replayed;
+    int rank, tp, rejoin;
+  } events[HTP_RUN_MAX_INJECTIONS];
+  int num_events;
   char note[512];          /* what rank 0 says when the new world's first step starts */
 } train_elastic;
 
@@ -78,6 +83,9 @@ typedef struct train_job {
   htp_balancer_config balancer;        /* its config (without hooks: detection only) */
   FILE *trace;                         /* --trace: the balancers' lines, or NULL */
   int process_rank;                    /* mpi: this process's rank; local: -1 */
+  long repartitions;                   /* run-time re-partitions so far (rank 0's balancer,
+                                        * all worlds) */
+  long repartitions_before;            /* those of the worlds that ended */
   train_elastic elastic;
 } train_job;
 

@@ -78,6 +78,24 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   json_object_set_new(root, "units_per_rank",
                       balance->present ? json_pack("[ii]", balance->heads, balance->mlp_units)
                                        : json_null());
+  json_object_set_new(root, "repartitions", json_integer(job->repartitions));
+  /* --elastic: how often it snapshot, and the deaths and rejoins so far. */
+  const train_elastic *e = &job->elastic;
+  json_t *elastic = json_null();
+  if (e->every >= 0) {
+    json_t *events = json_array();
+    for (int i = 0; events && i < e->num_events; i++)
+      json_array_append_new(events, json_pack("{s:s, s:i, s:I, s:I, s:i}", "event",
+                                              e->events[i].rejoin ? "rejoin" : "death", "rank",
+                                              e->events[i].rank, "step",
+                                              (json_int_t)e->events[i].step, "replayed",
+                                              (json_int_t)e->events[i].replayed, "tp",
+                                              e->events[i].tp));
+    elastic = json_pack("{s:I, s:I, s:f, s:o}", "every", (json_int_t)e->every, "snapshots",
+                        (json_int_t)e->taken, "snapshot_seconds", e->seconds,
+                        "events", events ? events : json_null());
+  }
+  json_object_set_new(root, "elastic", elastic ? elastic : json_null());
   json_object_set_new(root, "epochs", epochs);
   char temporary[4200];
   snprintf(temporary, sizeof temporary, "%s.tmp", options->train.metrics);

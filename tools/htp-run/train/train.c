@@ -650,6 +650,7 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
                        "more epochs recorded than the run has");
     return 1;
   }
+  job->repartitions = job->repartitions_before + htp_balancer_repartitions(run->balancer);
   epoch_metrics *m = &job->metrics[job->epochs_done++];
   m->epoch = epoch + 1;
   m->train_loss = sums->seen ? sums->loss_sum / (double)(job->steps - sums->skipped) : NAN;
@@ -860,6 +861,8 @@ static void train_rank(htp_rank_task *task, void *user) {
   else if (!make_buffers(&run, &buffers) && !register_moments(&run, &buffers, balancer)) {
     run.balancer = balancer;
     run_epochs(&run, &buffers, balancer);
+    if (run.rank == 0)
+      job->repartitions_before += htp_balancer_repartitions(balancer);
   }
   free_buffers(run.ctx, run.job, &buffers);
   htp_balancer_destroy(balancer);
@@ -1097,6 +1100,13 @@ static int next_world(const htp_run_options *options, train_job *job,
     snprintf(note, size, "htp-run: --train --elastic: rank %d died at step %ld; went on at tp "
              "%d from the snapshot of step %ld (%ld step%s replayed)", died, outcome->died_at,
              *n, e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
+    if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
+      e->events[e->num_events].step = outcome->died_at;
+      e->events[e->num_events].replayed = outcome->died_at - e->step;
+      e->events[e->num_events].rank = died;
+      e->events[e->num_events].tp = *n;
+      e->events[e->num_events++].rejoin = 0;
+    }
     return 0;
   }
   int back[HTP_ENTRY_MAX_TP] = {0};
@@ -1107,6 +1117,13 @@ static int next_world(const htp_run_options *options, train_job *job,
     if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN &&
         options->faults[i].iteration == e->stop_at && !back[options->faults[i].rank]) {
       back[options->faults[i].rank] = 1;
+      if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
+        e->events[e->num_events].step = e->stop_at;
+        e->events[e->num_events].replayed = 0;
+        e->events[e->num_events].rank = options->faults[i].rank;
+        e->events[e->num_events].tp = 0; /* filled below */
+        e->events[e->num_events++].rejoin = 1;
+      }
       if (written > 0 && (size_t)written < size)
         written += snprintf(note + written, size - (size_t)written, " %d",
                             options->faults[i].rank);
@@ -1114,6 +1131,9 @@ static int next_world(const htp_run_options *options, train_job *job,
   for (int r = 0; r < e->logical_tp; r++)
     if (back[r])
       live[(*n)++] = r;
+  for (int i = 0; i < e->num_events; i++)
+    if (e->events[i].rejoin && e->events[i].tp == 0)
+      e->events[i].tp = *n;
   if (written > 0 && (size_t)written < size)
     snprintf(note + written, size - (size_t)written, " rejoined: tp %d", *n);
   return 0;
