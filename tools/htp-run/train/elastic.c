@@ -11,13 +11,16 @@
  * units spread over the survivors' empty slots, the steps since the
  * snapshot replayed on the same batches. A rejoin is the same in the other
  * direction: the world stops at a step, snapshots, and the full world
- * resumes. This file holds what the worlds share: the live ranks, their
- * split, the snapshot buffers and the faults each world registers.
+ * resumes. This file holds what the worlds share (the live ranks, their
+ * split, the snapshot buffers, the faults each world registers) and what
+ * happens between two of them (who lives next, the events); train.c runs
+ * the worlds and takes the snapshots.
  *===----------------------------------------------------------------------===*/
 #include "tools/htp-run/train/job.h"
 
 #include "tools/htp-run/errors.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -184,6 +187,83 @@ long htp_train_elastic_next_rejoin(const htp_run_options *options, const train_j
       next = f->iteration;
   }
   return next;
+}
+
+/* --elastic's cost, once the run is over: how often it snapshot and what
+ * that took beside the steps (rank 0's clock). */
+void htp_train_elastic_report(const htp_run_options *options, const train_job *job) {
+  const train_elastic *e = &job->elastic;
+  double steps_seconds = 0;
+  for (long i = 0; i < job->epochs_done; i++)
+    steps_seconds += job->metrics[i].seconds;
+  fprintf(stderr, "htp-run: --train --elastic: %ld snapshot%s every %ld steps (%s), %.3g ms "
+          "each, %.2g %% of the training steps' wall time\n", e->taken, e->taken == 1 ? "" : "s",
+          e->every, options->train.elastic ? "given" : "chosen from the first: about 1 % of a "
+          "step", 1e3 * e->seconds / (double)e->taken,
+          steps_seconds > 0 ? 100 * e->seconds / steps_seconds : 0.0);
+}
+
+/* The live ranks after the world that just ended: without the rank that
+ * died (its death noted as happened), or with the ranks whose rejoin is at
+ * the step it stopped at. *n of them into live (original ranks, in order);
+ * what happened in note. Returns 0, or 1 when the run cannot go on. */
+int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
+                                 const htp_rank_outcome *outcome, int failed, int *live, int *n) {
+  train_elastic *e = &job->elastic;
+  char *note = e->note;
+  const size_t size = sizeof e->note;
+  *n = 0;
+  if (failed) {
+    if (outcome->died_rank < 0 || job->tp < 2)
+      return 1; /* not a death the survivors can go on from */
+    const int died = e->original[outcome->died_rank];
+    for (int i = 0; i < options->num_faults; i++)
+      if (options->faults[i].kind == HTP_RUN_FAULT_DIE && options->faults[i].rank == died &&
+          options->faults[i].iteration == outcome->died_at)
+        e->fired[i] = 1;
+    for (int r = 0; r < job->tp; r++)
+      if (r != outcome->died_rank)
+        live[(*n)++] = e->original[r];
+    snprintf(note, size, "htp-run: --train --elastic: rank %d died at step %ld; went on at tp "
+             "%d from the snapshot of step %ld (%ld step%s replayed)", died, outcome->died_at,
+             *n, e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
+    if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
+      e->events[e->num_events].step = outcome->died_at;
+      e->events[e->num_events].replayed = outcome->died_at - e->step;
+      e->events[e->num_events].rank = died;
+      e->events[e->num_events].tp = *n;
+      e->events[e->num_events++].rejoin = 0;
+    }
+    return 0;
+  }
+  int back[HTP_ENTRY_MAX_TP] = {0};
+  for (int r = 0; r < job->tp; r++)
+    back[e->original[r]] = 1;
+  int written = snprintf(note, size, "htp-run: --train --elastic: at step %ld rank", e->stop_at);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN &&
+        options->faults[i].iteration == e->stop_at && !back[options->faults[i].rank]) {
+      back[options->faults[i].rank] = 1;
+      if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
+        e->events[e->num_events].step = e->stop_at;
+        e->events[e->num_events].replayed = 0;
+        e->events[e->num_events].rank = options->faults[i].rank;
+        e->events[e->num_events].tp = 0; /* filled below */
+        e->events[e->num_events++].rejoin = 1;
+      }
+      if (written > 0 && (size_t)written < size)
+        written += snprintf(note + written, size - (size_t)written, " %d",
+                            options->faults[i].rank);
+    }
+  for (int r = 0; r < e->logical_tp; r++)
+    if (back[r])
+      live[(*n)++] = r;
+  for (int i = 0; i < e->num_events; i++)
+    if (e->events[i].rejoin && e->events[i].tp == 0)
+      e->events[i].tp = *n;
+  if (written > 0 && (size_t)written < size)
+    snprintf(note + written, size - (size_t)written, " rejoined: tp %d", *n);
+  return 0;
 }
 
 void htp_train_elastic_free(train_job *job) {

@@ -131,6 +131,15 @@ int htp_train_elastic_faults(const htp_run_options *options, const train_job *jo
                              htp_run_fault *out);
 long htp_train_elastic_next_rejoin(const htp_run_options *options, const train_job *job);
 void htp_train_elastic_free(train_job *job);
+/* After a world ended (failed: by a rank's failure, else stopped for a
+ * rejoin): the next world's live ranks (original ranks, in order) into
+ * live, *n of them, what happened noted for the new world's first step and
+ * in the events. 1 when the run cannot go on (a failure that is no injected
+ * death, or the last rank). */
+int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
+                                 const htp_rank_outcome *outcome, int failed, int *live, int *n);
+/* On stderr once the run is over: the snapshots and what they cost. */
+void htp_train_elastic_report(const htp_run_options *options, const train_job *job);
 /* A split tensor's units per live rank now (the signature's when as compiled). */
 const int32_t *htp_train_units(const train_job *job, int arg);
 
