@@ -136,8 +136,8 @@ void htp__partition_weigh(htp_balancer *b, const htp_plan *plan) {
   int32_t *owned = P->owned;
   htp__unit_move *moves = P->moves;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
-    const double unit_bytes =
-        (double)htp_balancer_unit_bytes(&b->config, (htp_pair_kind)k) * c->num_layers;
+    const double unit_bytes = (double)htp__unit_floats(&b->config, (htp_pair_kind)k) *
+                              (double)sizeof(float) * c->num_layers;
     int64_t moved = 0;
     for (int r = 0; r < n; ++r) owned[r] = htp_config_owned(c, (htp_pair_kind)k, r);
     const int count = plan_moves(b, plan, k, owned, moves);
