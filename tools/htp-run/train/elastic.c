@@ -19,6 +19,7 @@
 #include "tools/htp-run/train/job.h"
 
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/slice.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,9 +91,34 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
     e->original[r] = r;
   const int kinds = options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
   for (int k = 0; k < kinds; k++)
-    if (!(e->state[k] = htp_train_param_buffers(sig)) ||
-        !(e->staging[k] = htp_train_param_buffers(sig)))
+    if (!(e->state[k] = htp_train_param_buffers(sig)))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+  /* Each rank's copies: its local shards (the local shape is the same for
+   * every live rank and world: the room). */
+  for (int set = 0; set < 2; set++) {
+    if (!(e->maps[set] = calloc((size_t)sig->num_args + 1, sizeof *e->maps[set])))
+      return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+    for (int k = 0; k < kinds; k++) {
+      if (!(e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k])))
+        return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+      for (int r = 0; r < job->tp; r++) {
+        void **mine = e->copies[set][k][r] = calloc((size_t)sig->num_args + 1, sizeof *mine);
+        /* Touched now (zeros), so a snapshot's time is its copy, not the
+         * first use of fresh pages. */
+        for (int i = 0; mine && i < sig->num_args; i++) {
+          if (sig->args[i].role != HTP_SIG_PARAM)
+            continue;
+          if ((mine[i] = malloc(sig->args[i].bytes)))
+            memset(mine[i], 0, sig->args[i].bytes);
+          else
+            mine = NULL;
+        }
+        if (!mine)
+          return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+      }
+    }
+  }
+  e->copies_step = -1;
   /* The first snapshot: where the run starts (zero moments unless resumed). */
   for (int i = 0; i < sig->num_args; i++) {
     if (sig->args[i].role != HTP_SIG_PARAM)
@@ -107,6 +133,41 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
     }
   }
   e->step = e->start_step = job->first_epoch * job->steps;
+  return 0;
+}
+
+int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size) {
+  train_elastic *e = &job->elastic;
+  if (e->copies_step < 0)
+    return 0; /* this world took no snapshot */
+  const htp_signature *sig = job->sig;
+  const int set = e->current, parts = e->copies_parts;
+  for (int k = 0; k < 3 && e->state[k]; k++)
+    for (int i = 0; i < sig->num_args; i++) {
+      const htp_sig_tensor *t = &sig->args[i];
+      if (t->role != HTP_SIG_PARAM)
+        continue;
+      if (t->shard_layout == HTP_SHARD_NONE) { /* the same on every rank */
+        memcpy(e->state[k][i], e->copies[set][k][0][i], t->bytes);
+        continue;
+      }
+      const int32_t *map = e->maps[set][i];
+      const int64_t room = map ? slot_rows(t) / t->shard_unit : 0;
+      int64_t units = 0;
+      for (int64_t slot = 0; map && slot < parts * room; slot++)
+        units += map[slot] >= 0;
+      for (int r = 0; r < parts; r++)
+        if (map ? htp_shard_place_slots(e->copies[set][k][r][i], e->state[k][i], t->element_size,
+                                        t->rank, t->dims, t->shard_dim, t->shard_layout,
+                                        map + (size_t)r * (size_t)room, t->shard_unit, units, err,
+                                        err_size)
+                : htp_shard_place(e->copies[set][k][r][i], e->state[k][i], t->element_size,
+                                  t->rank, t->dims, t->shard_dim, parts, r, t->shard_layout,
+                                  htp_train_units(job, i), t->shard_unit, err, err_size))
+          return 1;
+    }
+  e->step = e->copies_step;
+  e->copies_step = -1;
   return 0;
 }
 
@@ -269,9 +330,20 @@ int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
 void htp_train_elastic_free(train_job *job) {
   train_elastic *e = &job->elastic;
   const int n = job->sig ? job->sig->num_args : 0;
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 3; k++)
     htp_train_free_globals(e->state[k], n);
-    htp_train_free_globals(e->staging[k], n);
+  for (int set = 0; set < 2; set++) {
+    for (int k = 0; k < 3; k++) {
+      for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++) {
+        for (int i = 0; e->copies[set][k][r] && i < n; i++)
+          free(e->copies[set][k][r][i]);
+        free(e->copies[set][k][r]);
+      }
+      free(e->copies[set][k]);
+    }
+    for (int i = 0; e->maps[set] && i < n; i++)
+      free(e->maps[set][i]);
+    free(e->maps[set]);
   }
   if (e->units)
     for (int i = 0; i < n; i++)

@@ -41,9 +41,19 @@ typedef struct train_elastic {
   int32_t **units;         /* [num_args]: a split tensor's units per live rank (NULL: as
                             * compiled, when every rank lives) */
   int32_t *owned[2];       /* [logical_tp]: the balancer's owned heads and MLP units */
-  void **state[3];         /* [num_args]: global w, m, v after `step` steps */
-  void **staging[3];       /* the next snapshot, swapped in once whole */
-  long step;               /* steps the snapshot has done */
+  void **state[3];         /* [num_args]: global w, m, v after `step` steps: what a
+                            * world starts from */
+  long step;               /* steps the global state has done */
+  /* Each rank's own copy of its shards, taken every K steps by the rank
+   * itself (no collective but a barrier): set `current` is the last whole
+   * snapshot, the other the one being written. A world that ends puts the
+   * current set together into `state` (assemble). */
+  void ***copies[2][3];    /* [set][w, m, v][rank][num_args]: host copies (local shapes) */
+  int32_t **maps[2];       /* [set][num_args]: a re-partitioned tensor's slot map (every
+                            * rank's slots), NULL while it is as split */
+  int current;             /* the set of the last whole snapshot */
+  long copies_step;        /* steps that set has done (-1: none this world) */
+  int copies_parts;        /* the live ranks when it was taken */
   epoch_sums sums;         /* its epoch's sums so far (rank 0) */
   double epoch_seconds;    /* that epoch's training seconds so far */
   long taken;              /* snapshots taken */
@@ -142,6 +152,11 @@ int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
 void htp_train_elastic_report(const htp_run_options *options, const train_job *job);
 /* A split tensor's units per live rank now (the signature's when as compiled). */
 const int32_t *htp_train_units(const train_job *job, int arg);
+/* After a world ended: its last whole snapshot (each rank's copies of its
+ * shards, with the split and slot maps they were taken under) put
+ * together into the global state the next world starts from. A world that
+ * took none leaves the state as it was. Non-zero with err. */
+int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size);
 
 /* metrics.c. --metrics: the epochs so far as JSON, written atomically. */
 int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,

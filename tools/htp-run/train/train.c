@@ -161,7 +161,7 @@ static int check_device_memory(rank_run *run) {
     if (p->shard_layout != HTP_SHARD_NONE && p->bytes > largest)
       largest = p->bytes;
   }
-  if (job->options->train.checkpoint || job->elastic.every >= 0)
+  if (job->options->train.checkpoint)
     bytes += largest * (uint64_t)job->tp;
   char why[512];
   htp_result result = htp_rank_check_device_memory(run->ctx, bytes, why, sizeof why);
@@ -227,7 +227,7 @@ static int make_buffers(rank_run *run, rank_buffers *b) {
     if (p->shard_layout != HTP_SHARD_NONE && p->bytes > largest)
       largest = p->bytes;
   }
-  if (largest && (job->options->train.checkpoint || job->elastic.every >= 0))
+  if (largest && job->options->train.checkpoint)
     RANK_TRY(htp_mem_alloc(run->ctx, largest * (size_t)job->tp, &b->gather),
              "allocating its buffers", -1);
   return 0;
@@ -674,14 +674,16 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
   return 0;
 }
 
-/* --elastic: the model and its moments gathered into rank 0's host memory
- * after `done` steps (the staging set, swapped in only once whole, so a
- * death in the middle leaves the last snapshot as it was), with the
- * epoch's sums so far. Every rank takes part. With --elastic 0 the first
- * one after ELASTIC_TIMED_STEPS timed steps also chooses K: the ranks agree
- * on the slowest snapshot and mean step (step_seconds), and K makes
- * snapshots cost about 1 % of the steps.
- * Non-zero once the failure is reported. */
+/* --elastic: after `done` steps every rank copies its own shards of the
+ * model and its moments into its host copies of the set being written (no
+ * gather: each rank its own, at once), rank 0 notes the slot maps of any
+ * re-partitioned tensor, and after a barrier rank 0 makes that set the
+ * current one (a death before leaves the last whole one), with the epoch's
+ * sums so far. A world that ends puts the current set together
+ * (htp_train_elastic_assemble). With --elastic 0 the first snapshot after
+ * ELASTIC_TIMED_STEPS timed steps also chooses K: the ranks agree on the
+ * slowest snapshot and mean step (step_seconds), and K makes snapshots cost
+ * about 1 % of the steps. Non-zero once the failure is reported. */
 enum { ELASTIC_STOPPED = 2 }; /* run_epoch: the world stopped for a rejoin */
 
 static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums *sums,
@@ -689,15 +691,31 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
   train_job *job = run->job;
   train_elastic *e = &job->elastic;
   const double started = htp_now();
+  const int set = 1 - e->current; /* flipped by rank 0 only after everyone's barrier */
   const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
   for (int i = 0; i < job->sig->num_args; i++) {
-    if (job->sig->args[i].role != HTP_SIG_PARAM)
+    const htp_sig_tensor *p = &job->sig->args[i];
+    if (p->role != HTP_SIG_PARAM)
       continue;
     const void *sources[3] = {b->grad[i], b->m[i], b->v[i]};
     for (int k = 0; k < kinds; k++)
-      if (gather(run, b, i, sources[k], run->rank == 0 ? e->staging[k][i] : NULL))
+      RANK_TRY(htp_mem_download(run->ctx, e->copies[set][k][run->rank][i], sources[k], p->bytes),
+               "taking a snapshot", done);
+    if (run->rank == 0 && p->shard_layout != HTP_SHARD_NONE) {
+      char reason[512] = "";
+      int32_t *slots = NULL;
+      int64_t room = 0, units = 0;
+      if (owner_map(run, b, i, &slots, &room, &units, reason, sizeof reason)) {
+        free(slots);
+        htp_rank_task_fail(run->task, run->ctx, HTP_ERR_INVALID, "taking a snapshot", done,
+                           reason);
         return 1;
+      }
+      free(e->maps[set][i]);
+      e->maps[set][i] = slots; /* NULL: as split */
+    }
   }
+  RANK_TRY(htp_barrier(run->ctx), "the snapshot's barrier", done);
   run->snapshot_at = done;
   const double seconds = htp_now() - started;
   if (run->every == 0) {
@@ -712,12 +730,9 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
   }
   if (run->rank != 0)
     return 0;
-  for (int k = 0; k < kinds; k++) {
-    void **swap = e->state[k];
-    e->state[k] = e->staging[k];
-    e->staging[k] = swap;
-  }
-  e->step = done;
+  e->current = set;
+  e->copies_step = done;
+  e->copies_parts = job->tp;
   e->sums = *sums;
   e->epoch_seconds = epoch_seconds;
   e->taken++;
@@ -915,12 +930,17 @@ static int check_memory(const htp_run_options *options, const htp_run_state *sta
     if (sig->args[i].role == HTP_SIG_PARAM)
       params += sig->args[i].global_bytes;
   const uint64_t moments = train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
-  /* --elastic keeps a snapshot and the next one: twice the model and moments. */
-  const uint64_t copies = 1 + moments + (train->checkpoint ? 3 : 0) +
-                          (train->elastic_given ? 2 * (1 + moments) : 0);
+  const uint64_t copies = 1 + moments + (train->checkpoint ? 3 : 0);
   const int local_ranks = state->process_rank >= 0 ? 1 : tp;
+  /* --elastic: the global state a world starts from, and two sets of every
+   * rank's copies of its shards (the last snapshot and the next). */
+  uint64_t elastic = 0;
+  for (int i = 0; train->elastic_given && i < sig->num_args; i++)
+    if (sig->args[i].role == HTP_SIG_PARAM)
+      elastic += (1 + moments) * (sig->args[i].global_bytes + 2 * (uint64_t)tp * sig->args[i].bytes);
   uint64_t total = 0;
-  if (__builtin_mul_overflow(params, copies, &held)) {
+  if (__builtin_mul_overflow(params, copies, &held) ||
+      __builtin_add_overflow(held, elastic, &held)) {
     htp_set_error(err, err_size, "%s: its parameters' size overflows", options->path);
     return 1;
   }
@@ -1082,9 +1102,12 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
       return 1;
     const int failed = htp_ranks_run_task(*ranks, train_rank, job, registered, count,
                                           &state->outcome, err, err_size);
+    e->lost_at = htp_now(); /* the world has ended: the next one is timed from here */
     if (e->every < 0 || (!failed && e->stop_at < 0))
       return failed ? 2 : 0;
     int live[HTP_ENTRY_MAX_TP], n;
+    if (htp_train_elastic_assemble(job, err, err_size))
+      return 1;
     if (htp_train_elastic_next_world(options, job, &state->outcome, failed, live, &n))
       return 2;
     char why[1024];
@@ -1095,7 +1118,6 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
       snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s: the run ends\n", why);
       return 2;
     }
-    e->lost_at = htp_now();
     e->start_step = e->step;
     htp_ranks_close(*ranks);
     *ranks = NULL;
