@@ -3,8 +3,9 @@
  * --train --elastic (DESIGN §12, shrink and grow). The ranks' state lives on
  * their threads; a rank that dies ends the world (the local world is sticky
  * once failed, §5). So the run keeps, every K steps, a snapshot of the
- * whole model and its optimizer moments in host memory (gathered to rank 0
- * as a checkpoint is, but not written), and when a rank dies htp-run makes
+ * whole model and its optimizer moments in host memory (each rank's copy of
+ * its own shards, put together only when a world ends), and when a rank
+ * dies htp-run makes
  * a new world of the survivors in this process and resumes from the
  * snapshot: the same compiled block (one SPMD function; its room holds
  * more units than a rank owns when split with --spare), the lost rank's
