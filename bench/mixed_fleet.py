@@ -79,6 +79,41 @@ def repartitions(trace_path):
     return [(it, moved, seconds) for it, (moved, seconds) in sorted(done.items())]
 
 
+def plot(results, names, settle, path):
+    """Bytes moved per step (every rank's migrated weights in, and as many
+    gradient bytes back, plus a re-partition's one move) and the slow rank's
+    owned heads, step by step, for the runs in names."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for name in names:
+        trace = results[name][1]
+        moved, owned = {}, {}
+        with open(trace) as f:
+            for line in f:
+                row = json.loads(line)
+                it = row["iter"]
+                moved[it] = moved.get(it, 0) + 2 * row.get("moved_bytes", 0)
+                if "repartitioned" in row:  # its move, sent and received counted once each
+                    moved[it - 1] = moved.get(it - 1, 0) + row["repartitioned"]["bytes"] / 2
+                if row["rank"] == max(results[name][2].get("slow_rank", 0), 0) and "owned" in row:
+                    owned[it] = row["owned"][0]
+        steps = sorted(moved)
+        top.plot(steps, [moved[i] / 1e3 for i in steps], label=name, lw=1)
+        if owned:
+            bottom.plot(sorted(owned), [owned[i] for i in sorted(owned)], label=name, lw=1)
+    top.set_ylabel("KB moved in the step")
+    top.set_yscale("symlog", linthresh=10)
+    top.legend()
+    bottom.set_ylabel("heads the slow rank owns")
+    bottom.set_xlabel("training step")
+    bottom.legend()
+    fig.suptitle("a rank 2x slower at tp 4: migration pays every step, a re-partition once")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def timed(command):
     """Runs htp-run; its wall seconds."""
     print(f"[{time.strftime('%H:%M:%S')}] {' '.join(command)}", file=sys.stderr, flush=True)
@@ -136,6 +171,8 @@ def main():
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
     p.add_argument("--spare", type=int, default=15,
                    help="spare room (percent) of the run-time re-partition rows")
+    p.add_argument("--plot", help="also draw bytes moved and the slow rank's heads per step "
+                   "(PNG; needs matplotlib)")
     a = p.parse_args()
     # What train_policies.run reads from its arguments.
     a.optimizer, a.lr, a.seed, a.data = "adamw", 2e-3, 1, None
@@ -207,6 +244,10 @@ def main():
     print(table)
     with open(os.path.join(a.out, "table.md"), "w") as f:
         f.write(table + "\n")
+    if a.plot:
+        for name in results:
+            results[name][2]["slow_rank"] = slow_rank
+        plot(results, ["even-migrate", "spare-migrate", "shares-none"], a.settle, a.plot)
 
 
 if __name__ == "__main__":
