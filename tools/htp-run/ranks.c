@@ -48,6 +48,7 @@ typedef struct rank_state {
   double failed_at;
   long failed_iteration;
   int injected; /* the failure is an injected death (--fault die) */
+  int hung;     /* the rank hung (--fault hang) until the world's failure released it */
   char message[HTP_RANKS_MESSAGE];
 } rank_state;
 
@@ -134,6 +135,11 @@ static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const cha
       state->priority = 0;
       state->injected = 1;
     }
+    /* A hang is not the cause reported (the deadline that found it is),
+     * but it is the rank that was lost. */
+    if (fault->kind == HTP_RUN_FAULT_HANG && fault->rank == state->rank &&
+        fault->iteration <= iteration && strcmp(step, "the fault point") == 0)
+      state->hung = 1;
   }
   char where[96] = "";
   if (iteration >= 0)
@@ -528,10 +534,17 @@ static int run_states(htp_ranks *ranks, rank_state *states, int local_ranks,
       first = i;
   outcome->died_rank = -1;
   outcome->died_at = -1;
+  outcome->hung = 0;
   if (first >= 0 && states[first].injected) {
     outcome->died_rank = states[first].rank;
     outcome->died_at = states[first].failed_iteration;
   }
+  for (int i = 0; first >= 0 && outcome->died_rank < 0 && i < local_ranks; i++)
+    if (states[i].hung) {
+      outcome->died_rank = states[i].rank;
+      outcome->died_at = states[i].failed_iteration;
+      outcome->hung = 1;
+    }
   if (first >= 0) {
     outcome->failed = 1;
     snprintf(outcome->message, sizeof outcome->message, "%s", states[first].message);

@@ -87,10 +87,12 @@ typedef struct htp_rank_outcome {
   int64_t handoff_units[2];
   int failed;                          /* a rank failed (this process's ranks) */
   char message[HTP_RANKS_MESSAGE];     /* the first failure, "rank R: ..." */
-  /* When that failure is an injected death (--fault die): the rank and
-   * the iteration it died at; else -1 and -1. */
+  /* When that failure is an injected death (--fault die), or a deadline
+   * that an injected hang (--fault hang) caused: the rank lost and the
+   * iteration it died or hung at (hung 1 for a hang); else -1 and -1. */
   int died_rank;
   long died_at;
+  int hung;
   char notes[HTP_RANKS_MESSAGE];       /* the other ranks' failures, one per line */
 } htp_rank_outcome;
 

@@ -279,16 +279,20 @@ int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
     if (outcome->died_rank < 0 || job->tp < 2)
       return 1; /* not a death the survivors can go on from */
     const int died = e->original[outcome->died_rank];
-    for (int i = 0; i < options->num_faults; i++)
-      if (options->faults[i].kind == HTP_RUN_FAULT_DIE && options->faults[i].rank == died &&
-          options->faults[i].iteration == outcome->died_at)
+    for (int i = 0; i < options->num_faults; i++) /* what happened does not happen again */
+      if (options->faults[i].rank == died &&
+          ((options->faults[i].kind == HTP_RUN_FAULT_DIE && !outcome->hung &&
+            options->faults[i].iteration == outcome->died_at) ||
+           (options->faults[i].kind == HTP_RUN_FAULT_HANG && outcome->hung &&
+            options->faults[i].iteration <= outcome->died_at)))
         e->fired[i] = 1;
     for (int r = 0; r < job->tp; r++)
       if (r != outcome->died_rank)
         live[(*n)++] = e->original[r];
-    snprintf(note, size, "htp-run: --train --elastic: rank %d died at step %ld; went on at tp "
-             "%d from the snapshot of step %ld (%ld step%s replayed)", died, outcome->died_at,
-             *n, e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
+    snprintf(note, size, "htp-run: --train --elastic: rank %d %s at step %ld; went on at tp "
+             "%d from the snapshot of step %ld (%ld step%s replayed)", died,
+             outcome->hung ? "hung (the deadline found it)" : "died", outcome->died_at, *n,
+             e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
     if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
       e->events[e->num_events].step = outcome->died_at;
       e->events[e->num_events].replayed = outcome->died_at - e->step;
