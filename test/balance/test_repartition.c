@@ -14,6 +14,8 @@
  *   - every global unit is owned by exactly one rank (the slot maps agree
  *     on every rank and count what each owns), each slot holds its global
  *     unit's weights and states bit for bit, empty slots are zero;
+ *   - the same under SEMI with importance selection and the same imputation
+ *     (their per-slot state restarts);
  *   - a transient straggler (slow for a few steps) and ratio 0 migrate and
  *     never re-partition;
  *   - bad arguments are refused with a message.
@@ -45,6 +47,10 @@ typedef struct scenario {
   int slow_steps;     /* steps rank 2 is slow (then 1) */
   int steps;
   FILE *trace;        /* may be NULL */
+  /* The balancer's choices (0, 0, 0: migrate, random, zero). */
+  htp_policy policy;
+  htp_select selection;
+  htp_impute impute;
 } scenario;
 
 static const scenario *the_scenario;
@@ -132,7 +138,8 @@ static void *rank_main(void *arg) {
     for (int j = 0; j < STATES; ++j) scale_shard(&rep->shards[l], (float)(j + 2), &rep->states[j][l]);
   }
   htp_balancer_config config =
-      harness_balancer_config(WORLD, HTP_POLICY_MIGRATE, HTP_SELECT_RANDOM, HTP_IMPUTE_ZERO);
+      harness_balancer_config(WORLD, sc->policy ? sc->policy : HTP_POLICY_MIGRATE,
+                              sc->selection, sc->impute);
   config.planner.owned[HTP_PAIR_ATTENTION] = OWNED_HEADS;
   config.planner.owned[HTP_PAIR_MLP] = OWNED_UNITS;
   config.repartition_ratio = sc->ratio;
@@ -244,7 +251,7 @@ static void test_01_persistent_straggler_repartitions(void **unused) {
   (void)unused;
   FILE *trace = tmpfile();
   assert_non_null(trace);
-  const scenario sc = {2.0, 3.0, 1000, 24, trace};
+  const scenario sc = {.ratio = 2.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 24, .trace = trace};
   run(&sc);
   for (int r = 0; r < WORLD; ++r) {
     assert_true(reports[r].worst_error < 1e-5);
@@ -271,12 +278,30 @@ static void test_01_persistent_straggler_repartitions(void **unused) {
   assert_true(after > 0);
 }
 
+/* The same under SEMI (a 3x straggler migrates) with importance selection
+ * and the same imputation: their per-slot state (scores, stored values)
+ * restarts at the re-partition, and nothing else changes. */
+static void test_01b_importance_and_same(void **unused) {
+  (void)unused;
+  const scenario sc = {.ratio = 2.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 24,
+                       .policy = HTP_POLICY_SEMI, .selection = HTP_SELECT_IMPORTANCE,
+                       .impute = HTP_IMPUTE_SAME};
+  run(&sc);
+  for (int r = 0; r < WORLD; ++r) {
+    assert_true(reports[r].worst_error < 1e-5);
+    assert_int_equal(reports[r].repartitions, 1);
+    assert_int_equal(reports[r].flows_at_end, 0);
+  }
+  assert_ownership_exact();
+}
+
 /* A straggler slow for 3 steps only: it migrates and the plan ends before
  * the bytes pay for a re-partition (ratio 50); and with ratio 0 a
  * persistent one migrates for ever. Ownership stays as compiled. */
 static void test_02_transient_and_off_migrate(void **unused) {
   (void)unused;
-  const scenario transient = {50.0, 3.0, 3, 16, NULL}, off = {0.0, 3.0, 1000, 16, NULL};
+  const scenario transient = {.ratio = 50.0, .slowdown = 3.0, .slow_steps = 3, .steps = 16},
+                 off = {.ratio = 0.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 16};
   const scenario *cases[2] = {&transient, &off};
   for (int c = 0; c < 2; ++c) {
     run(cases[c]);
@@ -333,6 +358,7 @@ static void test_03_bad_arguments(void **unused) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_persistent_straggler_repartitions),
+      cmocka_unit_test(test_01b_importance_and_same),
       cmocka_unit_test(test_02_transient_and_off_migrate),
       cmocka_unit_test(test_03_bad_arguments),
   };
