@@ -144,6 +144,7 @@ struct htp_balancer {
   FILE *trace;
   double comm_at_last_line; /* htp_ctx_comm_seconds at the previous trace line */
   int64_t traced_sets_version; /* the applied plan whose shed units the trace listed */
+  int64_t trace_first_iter;    /* "iter" of the first step's line */
   htp__partition partition;
 };
 

@@ -751,6 +751,11 @@ HTP_API double htp_balancer_hook_seconds(const htp_balancer *balancer);
  * Each line is written with one locked fwrite, so ranks may share a
  * stream. */
 HTP_API void htp_balancer_set_trace(htp_balancer *balancer, FILE *stream);
+/* The trace's "iter" of this balancer's first step (default 0): a run that
+ * goes on in a new world (htp-run --train --elastic) numbers its lines by
+ * the run's steps, not the new balancer's. Negative values are taken as 0;
+ * NULL is fine. */
+HTP_API void htp_balancer_set_trace_first_iter(htp_balancer *balancer, int64_t first);
 
 /* The per-iteration step, once per iteration on every rank (collective):
  * all-gathers this rank's compute_seconds and the per-site seconds its

@@ -70,7 +70,8 @@ static json_t *trace_line(htp_balancer *b, double seconds, const double *sites, 
   /* "o" steals each reference, also when json_pack fails. */
   json_t *line = json_pack(
       "{s:I, s:i, s:o, s:o, s:o, s:o, s:I, s:b, s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:I, s:o}",
-      "iter", (json_int_t)(htp_planner_iteration(b->planner) - 1), "rank", rank,
+      "iter", (json_int_t)(b->trace_first_iter + htp_planner_iteration(b->planner) - 1),
+      "rank", rank,
       "seconds", number(seconds), "comm_seconds", number(comm_seconds), "site_seconds",
       sites ? json_pack("[oo]", number(sites[0]), number(sites[1])) : json_null(), "speed",
       number(htp_planner_speeds(b->planner)[rank]), "plan", (json_int_t)plan->version,
@@ -154,4 +155,8 @@ void htp__trace_write(htp_balancer *b, double seconds, const double *sites,
   fputc('\n', b->trace);
   funlockfile(b->trace);
   free(text);
+}
+
+void htp_balancer_set_trace_first_iter(htp_balancer *b, int64_t first) {
+  if (b) b->trace_first_iter = first > 0 ? first : 0;
 }

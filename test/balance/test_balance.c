@@ -6,7 +6,8 @@
  * record; the main thread checks everything against an unsharded reference
  * written from the math in double (never against the hooks' own output):
  *   - no balancer: the plain split block, exact;
- *   - MIGRATE (forced plan, and detected from compute seconds): exact, and
+ *   - MIGRATE (forced plan, and detected through end_iteration on the units
+ *     clock, so a loaded machine cannot flip the plan): exact, and
  *     units really moved;
  *   - RESIZE with zero imputation: equals the reference WITHOUT the pruned
  *     units, and not the full one;
@@ -174,6 +175,10 @@ static void *rank_main(void *arg) {
     htp_balancer_config c = balancer_config(sc);
     CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
     CHECK(htp_ctx_balancer(ctx) == b);
+    /* Detection on the units clock: the hooks book their units times the
+     * slowdown, so the plan is the slowdown's, not a loaded machine's timer
+     * noise (on the wall clock, two busy cores flipped these plans). */
+    if (sc->how == DRIVE_DETECTED) CHECK(htp_balancer_set_clock(b, HTP_CLOCK_UNITS) == HTP_OK);
     /* The first iteration runs the initial plan (every unit kept) and
      * registers the weights; a detected straggler is slowed in its hooks,
      * whose seconds the step compares. */

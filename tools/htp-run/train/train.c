@@ -864,8 +864,12 @@ static void train_rank(htp_rank_task *task, void *user) {
       config.planner.owned[k] = run.job->elastic.owned[k];
   }
   result = htp_balancer_create(run.ctx, &config, &balancer);
-  if (result == HTP_OK)
+  if (result == HTP_OK) {
     htp_balancer_set_trace(balancer, run.job->trace);
+    /* A later world's lines go on from the run's step it starts at. */
+    if (run.job->elastic.every >= 0)
+      htp_balancer_set_trace_first_iter(balancer, run.job->elastic.start_step);
+  }
   const htp_train_clock clock = run.job->options->train.clock;
   if (result == HTP_OK && clock != HTP_TRAIN_CLOCK_WALL)
     result = htp_balancer_set_clock(balancer, clock == HTP_TRAIN_CLOCK_UNITS ? HTP_CLOCK_UNITS
