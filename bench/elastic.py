@@ -24,6 +24,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import train_policies  # noqa: E402  (write_model)
 
 
 def run(a, model, name, flags):
@@ -66,10 +68,7 @@ def main():
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(a.out, "vit.mlir")
-    subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"), "--model",
-                    "--depth", str(a.depth), "--dim", str(a.dim), "--heads", str(a.heads),
-                    "--mlp", str(a.mlp), "--patch", "7", "--image", "28", "--channels", "1",
-                    "--classes", "10", "--batch", "64", "-o", model], check=True)
+    train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp)
     faults = ["--fault", f"die:{a.rank}@{a.die}", "--fault", f"rejoin:{a.rank}@{a.back}"]
     runs = [("no snapshots, no fault", []),
             ("--elastic 0, no fault", ["--elastic", "0"]),

@@ -179,11 +179,7 @@ def main():
     a.ewma_alpha, a.hysteresis = 0.05, 20
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(a.out, "vit.mlir")
-    subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"), "--model",
-                    "--depth", str(a.depth), "--dim", str(a.dim), "--heads", str(a.heads),
-                    "--mlp", str(a.mlp), "--patch", str(a.patch), "--image", "28",
-                    "--channels", "1", "--classes", "10", "--batch", str(a.batch), "-o", model],
-                   check=True)
+    train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch)
     slow_rank = a.tp - 1
     slow = ["--slow", f"{slow_rank}:{a.factor:g}"]
     # Shares in proportion to speed, in whole numbers: 1 / F_r of 10.

@@ -81,6 +81,15 @@ def slows(chi, factors, tp, onset_step=0):
     return flags
 
 
+def write_model(path, depth, dim, heads, mlp, patch=7, batch=64):
+    """The Fashion-MNIST ViT these benchmarks train (gen_vit.py --model:
+    28x28 grey images, 10 classes) written to path."""
+    subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"), "--model",
+                    "--depth", str(depth), "--dim", str(dim), "--heads", str(heads), "--mlp",
+                    str(mlp), "--patch", str(patch), "--image", "28", "--channels", "1",
+                    "--classes", "10", "--batch", str(batch), "-o", path], check=True)
+
+
 def run(a, name, flags, model, tp=None):
     metrics = os.path.join(a.out, f"{name}.json")
     trace = os.path.join(a.out, f"{name}.jsonl")
@@ -313,11 +322,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     model = a.model or os.path.join(a.out, "vit.mlir")
     if not a.model:
-        subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"),
-                        "--model", "--depth", str(a.depth), "--dim", str(a.dim), "--heads",
-                        str(a.heads), "--mlp", str(a.mlp), "--patch", str(a.patch), "--image",
-                        "28", "--channels", "1", "--classes", "10", "--batch", str(a.batch),
-                        "-o", model], check=True)
+        write_model(model, a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch)
 
     metrics, trace = run(a, "baseline", ["--policy", "none"], model)
     base = summary(metrics)

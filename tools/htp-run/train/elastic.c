@@ -142,7 +142,7 @@ int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size) {
   if (e->copies_step < 0)
     return 0; /* this world took no snapshot */
   const htp_signature *sig = job->sig;
-  const int set = e->current, parts = e->copies_parts;
+  const int set = e->current, parts = job->tp; /* the world that took it: not yet split anew */
   for (int k = 0; k < 3 && e->state[k]; k++)
     for (int i = 0; i < sig->num_args; i++) {
       const htp_sig_tensor *t = &sig->args[i];

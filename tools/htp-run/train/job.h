@@ -53,7 +53,6 @@ typedef struct train_elastic {
                             * rank's slots), NULL while it is as split */
   int current;             /* the set of the last whole snapshot */
   long copies_step;        /* steps that set has done (-1: none this world) */
-  int copies_parts;        /* the live ranks when it was taken */
   epoch_sums sums;         /* its epoch's sums so far (rank 0) */
   double epoch_seconds;    /* that epoch's training seconds so far */
   long taken;              /* snapshots taken */

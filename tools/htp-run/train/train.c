@@ -732,7 +732,6 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
     return 0;
   e->current = set;
   e->copies_step = done;
-  e->copies_parts = job->tp;
   e->sums = *sums;
   e->epoch_seconds = epoch_seconds;
   e->taken++;
