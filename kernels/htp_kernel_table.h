@@ -125,6 +125,13 @@ typedef struct htp_kernel_table {
   /* dst = src, bytes bytes, both in this device's memory (result copies of
    * compiled blocks: they may live on the device). No overlap. */
   htp_kernel_status (*copy)(const htp_kernel_env *env, void *dst, const void *src, size_t bytes);
+  /* rows rows of row_bytes bytes: row i from src + i * src_pitch to dst +
+   * i * dst_pitch, both in this device's memory (CUDA cudaMemcpy2DAsync):
+   * the balancer gathers and scatters work units' rows and columns with it
+   * (runtime/unit_shard.c). Pitches >= row_bytes; no overlap. */
+  htp_kernel_status (*copy_2d)(const htp_kernel_env *env, void *dst, size_t dst_pitch,
+                               const void *src, size_t src_pitch, size_t row_bytes,
+                               size_t rows);
   /* y[i] = the sum over the `parts` arrays x[p][i], n elements, all in this
    * device's memory: the same-device reduction (ranks that share a device
    * sum their partials here). Elementwise, so y may equal any x[p]. */

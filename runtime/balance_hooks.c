@@ -52,10 +52,13 @@
  *
  * Unit scores (importance, variation, displacement): unit_scores.c.
  *
- * Balanced backward hooks gather and scatter with host loops: they run on
- * the CPU only for now (the config check refuses variation, and the hook
- * refuses a balancer on a device). Without a balancer they use only the
- * kernel table, on either device.
+ * On a device the shards are its memory: the backward hooks gather and
+ * scatter units with the table's 2-D copies (unit_shard.c's movers), a
+ * helper copies its in-units' gradients down in one piece to send them and
+ * an owner uploads what it receives, and the hook is timed on the device's
+ * clock. The same imputation and average's scaling read dx and stored
+ * gradients with host loops: CPU only (the config check refuses them on a
+ * device, as it refuses the priority selections).
  *===----------------------------------------------------------------------===*/
 #include "runtime/balance_internal.h"
 #include "runtime/comm_internal.h"
@@ -116,6 +119,7 @@ typedef struct grad_call {
   int64_t kernel_scratch_floats;
   const htp_kernel_table *kernels;
   const htp_kernel_env *env;
+  htp__unit_mover memory; /* where the shards are (run_pair_backward sets it) */
 } grad_call;
 
 /* ===== What differs between a head and an MLP unit ===================== */
@@ -190,8 +194,8 @@ static htp_kernel_status mlp_backward_to_hidden(const grad_call *c, const shard 
  * With g non-NULL, *g is the gradient at the first matrix's output, left
  * in the scratch: [rows, parts * w->units * width], unit i's columns at
  * p * w->units * width + i * width for each part p (MLP: d(pre-activation);
- * attention: dqkv, where the CPU kernel leaves it: the balanced backward
- * runs on the CPU only). */
+ * attention: dqkv, where the CPU kernel leaves it). Only the same
+ * imputation asks for g, on the CPU only. */
 static htp_kernel_status shard_backward(const grad_call *c, const shard *w, float *dx,
                                         const shard *dw, const float **g) {
   const htp_kernel_table *k = c->kernels;
@@ -360,8 +364,8 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
                            call->units};
   htp__shard w;
   if (htp__balancer_compact_weights(b, call->pair, &mine, s->kept, s->num_kept, &u, &w) ||
-      htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
-                          (size_t)(call->rows * inner)))
+      htp__balancer_reserve(b, &b->compact_scratch, &b->compact_scratch_capacity,
+                            (size_t)(call->rows * inner)))
     return HTP_KERNEL_ERR_NOMEM;
   float *act = b->compact_scratch;
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -538,10 +542,11 @@ static htp_kernel_status backward_listed(const grad_call *c, const int32_t *list
                                          float *dx, const float **g) {
   const shard w = htp__shard_at(c->compact_w, count, &c->shape);
   const shard dw = htp__shard_at(c->compact_dw, count, &c->shape);
-  htp__gather_units(&c->w, list, count, &w, 0, &c->shape);
-  htp__zero_shard(&dw, &c->shape);
-  htp_kernel_status s = shard_backward(c, &w, dx, &dw, g);
-  if (s == HTP_KERNEL_OK) htp__scatter_units(&dw, 0, list, count, &c->dw, &c->shape);
+  htp_kernel_status s = htp__gather_units_on(&c->memory, &c->w, list, count, &w, 0, &c->shape);
+  if (s == HTP_KERNEL_OK) s = htp__zero_shard_on(&c->memory, &dw, &c->shape);
+  if (s == HTP_KERNEL_OK) s = shard_backward(c, &w, dx, &dw, g);
+  if (s == HTP_KERNEL_OK) s = htp__scatter_units_on(&c->memory, &dw, 0, list, count, &c->dw,
+                                                    &c->shape);
   return s;
 }
 
@@ -619,41 +624,53 @@ static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *
  * fixed costs (dx, its all-reduce input) once, not once more per packed
  * block. dx is written (kept) or added to (not kept: `same` did the kept
  * units), the kept units' gradients go into c->dw, the in-units' into
- * b->grad_out, one-unit shards in in-list order. A helper prunes nothing
- * (a rank that receives has action help), so no imputation enters here. */
+ * b->grad_out (host memory: they travel), one-unit shards in in-list order.
+ * A helper prunes nothing (a rank that receives has action help), so no
+ * imputation enters here. */
 static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const grad_call *c,
                                          const htp_unit_sets *s, int kept) {
   const htp__packed_pair *pk = &b->packed[c->pair];
   const int64_t own = kept ? s->num_kept : 0, total = own + pk->count;
   const int64_t per_unit = htp__unit_floats(&b->config, c->kind);
+  const size_t out_floats = (size_t)pk->count * (size_t)per_unit;
+  const int device = c->memory.table != NULL;
   grad_call all = *c;
   all.units = total;
   all.kernel_scratch_floats =
       c->kind == HTP_PAIR_ATTENTION
-          ? htp_cpu_attention_backward_scratch_floats(c->batch, c->tokens, c->d, total, c->width)
+          ? c->kernels->attention_backward_scratch_floats(c->batch, c->tokens, c->d, total,
+                                                          c->width)
           : 3 * c->rows * total * c->width;
   shard w;
   if (all.kernel_scratch_floats < 0 ||
       htp__balancer_compact_weights(b, c->pair, &c->w, s->kept, own, &c->shape, &w) ||
-      htp__reserve_floats(&b->compact_dw, &b->compact_dw_capacity,
-                          (size_t)total * (size_t)per_unit) ||
-      htp__reserve_floats(&b->compact_scratch, &b->compact_scratch_capacity,
-                          (size_t)all.kernel_scratch_floats) ||
-      htp__reserve_floats(&b->grad_out, &b->grad_out_capacity,
-                          (size_t)pk->count * (size_t)per_unit))
+      htp__balancer_reserve(b, &b->compact_dw, &b->compact_dw_capacity,
+                            (size_t)total * (size_t)per_unit) ||
+      htp__balancer_reserve(b, &b->compact_scratch, &b->compact_scratch_capacity,
+                            (size_t)all.kernel_scratch_floats) ||
+      htp__reserve_floats(&b->grad_out, &b->grad_out_capacity, out_floats) ||
+      (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, out_floats)))
     return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %lld units' weights "
                      "and gradients", c->hook, (int)c->pair, (long long)total);
   all.kernel_scratch = b->compact_scratch;
   const shard dw = htp__shard_at(b->compact_dw, total, &c->shape);
-  htp__zero_shard(&dw, &c->shape);
-  htp_kernel_status status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw, NULL);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
-  if (!kept) add_into(c->dx, c->part, c->rows * c->d);
-  if (kept) htp__scatter_units(&dw, 0, s->kept, own, &c->dw, &c->shape);
-  for (int i = 0; i < pk->count; ++i) {
-    const shard one = htp__shard_at(b->grad_out + (size_t)i * (size_t)per_unit, 1, &c->shape);
-    htp__copy_unit(&dw, own + i, &one, 0, &c->shape);
+  htp_kernel_status status = htp__zero_shard_on(&c->memory, &dw, &c->shape);
+  if (status == HTP_KERNEL_OK)
+    status = shard_backward(&all, &w, kept ? c->dx : c->part, &dw, NULL);
+  if (status == HTP_KERNEL_OK && !kept) status = c->kernels->add_f32(c->env, c->dx, c->part, c->dx,
+                                                                     c->rows * c->d);
+  if (status == HTP_KERNEL_OK && kept)
+    status = htp__scatter_units_on(&c->memory, &dw, 0, s->kept, own, &c->dw, &c->shape);
+  /* One-unit shards back to back, where they are computed, then (a
+   * device) down in one copy. */
+  float *out = device ? b->unit_device : b->grad_out;
+  for (int i = 0; status == HTP_KERNEL_OK && i < pk->count; ++i) {
+    const shard one = htp__shard_at(out + (size_t)i * (size_t)per_unit, 1, &c->shape);
+    status = htp__move_units(&c->memory, &dw, own + i, &one, 0, 1, &c->shape);
   }
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
+  if (device && out_floats > 0)
+    return htp_mem_download(ctx, b->grad_out, b->unit_device, out_floats * sizeof(float));
   return HTP_OK;
 }
 
@@ -683,10 +700,17 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
                          floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
       in_index += flow->count;
     } else if (flow->src == rank) {
-      if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats))
+      /* Received in host memory; on a device uploaded, then each unit put
+       * in place there. */
+      const int device = c->memory.table != NULL;
+      if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats) ||
+          (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, floats)))
         return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
       r = htp__host_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
                    TAG_GRADIENTS + c->kind);
+      if (r == HTP_OK && device)
+        r = htp_mem_upload(ctx, b->unit_device, b->unit_staging, floats * sizeof(float));
+      float *staged = device ? b->unit_device : b->unit_staging;
       int at = 0;
       for (int i = 0; r == HTP_OK && i < s->num_out; ++i) {
         if (s->out_dst[i] != flow->dst) continue;
@@ -694,9 +718,10 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
                         "%s: pair %d: more units handed to rank %d than "
                         "its flow carries",
                         c->hook, (int)c->pair, flow->dst);
-        const shard one =
-            htp__shard_at(b->unit_staging + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
-        htp__copy_unit(&one, 0, &c->dw, s->out_unit[i], &c->shape);
+        const shard one = htp__shard_at(staged + (size_t)at++ * (size_t)per_unit, 1, &c->shape);
+        htp_kernel_status status =
+            htp__move_units(&c->memory, &one, 0, &c->dw, s->out_unit[i], 1, &c->shape);
+        if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
       }
     }
     if (r != HTP_OK) return r;
@@ -710,7 +735,7 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
  * migrated-in units, impute the pruned ones' part of dx, book the time
  * (backward counts twice) and return the in-units' weight gradients to
  * their owners. */
-static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double started) {
+static htp_result run_pair_backward(htp_ctx *ctx, grad_call *c, double started) {
   htp_balancer *b = ctx ? ctx->balancer : NULL;
   htp_kernel_status status;
   if (!b || b->hookless || b->suspended) {
@@ -722,26 +747,23 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
   htp_unit_sets s;
   if (htp_unit_table_get(b->table, c->pair, &s) != HTP_OK)
     return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", c->hook, (int)c->pair);
-  if (c->kernels->device != HTP_KERNEL_DEVICE_CPU) {
-    /* On a device the backward runs whole, on the device's clock, while the
-     * plan keeps every unit at home (policy none, or no straggler yet): the
-     * pruned and migrated paths below still read shards with the host's
-     * loops. */
-    HTP__INVALID_IF(ctx, s.num_kept != s.owned || s.num_in > 0 || s.num_out > 0,
-                    "%s: pair %d: balancing in backward (pruned or migrated units) runs on the CPU "
-                    "only for now; on the %s device train with --policy none",
-                    c->hook, (int)c->pair, c->kernels->name);
-    r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
-    if (r != HTP_OK) return r;
-    status = backward_all(c);
-    if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
-    return htp__balancer_end_site(ctx, b, c->kind, 1, 2.0 * (double)c->units, started);
-  }
   HTP__INVALID_IF(ctx, b->packed[c->pair].count != s.num_in,
                   "%s: pair %d: %d migrated-in units packed, the unit table has %d", c->hook,
                   (int)c->pair, b->packed[c->pair].count, s.num_in);
-
-  htp__zero_shard(&c->dw, &c->shape);
+  /* On a device the shards are its memory and the hook is timed on its
+   * clock; the same imputation and average's scaling read dx and stored
+   * gradients with host loops (the balancer refuses them there). */
+  c->memory = htp__balancer_memory(b);
+  const int device = c->memory.table != NULL;
+  HTP__INVALID_IF(ctx, device && b->config.impute != HTP_IMPUTE_ZERO,
+                  "%s: pair %d: only zero imputation runs on the %s device", c->hook, (int)c->pair,
+                  c->kernels->name);
+  if (device) {
+    r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
+    if (r != HTP_OK) return r;
+  }
+  status = htp__zero_shard_on(&c->memory, &c->dw, &c->shape);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
   if (b->config.impute == HTP_IMPUTE_SAME) {
     r = backward_same(ctx, b, c, &s);
     if (r == HTP_OK && s.num_in > 0) r = backward_with_in_units(ctx, b, c, &s, 0);
@@ -752,14 +774,15 @@ static htp_result run_pair_backward(htp_ctx *ctx, const grad_call *c, double sta
   } else {
     if (s.num_kept == c->units) status = shard_backward(c, &c->w, c->dx, &c->dw, NULL);
     else if (s.num_kept > 0) status = backward_listed(c, s.kept, s.num_kept, c->dx, NULL);
-    else status = (memset(c->dx, 0, (size_t)(c->rows * c->d) * sizeof(float)), HTP_KERNEL_OK);
+    else status = c->kernels->zero(c->env, c->dx, (size_t)(c->rows * c->d) * sizeof(float));
     if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, c->hook);
     if (b->config.impute == HTP_IMPUTE_AVERAGE && s.num_kept > 0 && s.num_pruned > 0) {
       const float scale = (float)(s.num_kept + s.num_pruned) / (float)s.num_kept;
       for (int64_t i = 0; i < c->rows * c->d; ++i) c->dx[i] *= scale;
     }
   }
-  r = htp__balancer_end_site(ctx, b, c->kind, 0, 2.0 * (double)(s.num_kept + s.num_in), started);
+  r = htp__balancer_end_site(ctx, b, c->kind, device, 2.0 * (double)(s.num_kept + s.num_in),
+                             started);
   if (r != HTP_OK) return r;
   return return_gradients(ctx, b, c, &s);
 }

@@ -11,6 +11,7 @@
 #ifndef HTP_BALANCE_INTERNAL_H
 #define HTP_BALANCE_INTERNAL_H
 
+#include "kernels/htp_kernel_table.h"
 #include "kernels/htp_scratch.h"
 #include "runtime/htp.h"
 #include "runtime/planner_internal.h"
@@ -82,6 +83,8 @@ typedef struct htp__partition {
   htp__unit_move *moves; /* [kinds * world] scratch: a kind's moves (one per flow at most) */
   float *staging;       /* one move's units (weights, then states) */
   size_t staging_capacity; /* floats */
+  float *mirror;        /* on a device: a pair's shards in host memory (weights, then states) */
+  size_t mirror_capacity; /* floats */
 } htp__partition;
 
 struct htp_balancer {
@@ -127,11 +130,14 @@ struct htp_balancer {
   size_t grad_out_capacity; /* floats */
   /* Compact shards of kept and migrated-in units (htp__shard) the hooks
    * build in place of separate blocks: weights, their gradients, and the
-   * kernels' scratch (backward) or the units' activations (forward). */
+   * kernels' scratch (backward) or the units' activations (forward); in
+   * the context's memory (htp__balancer_reserve). */
   float *compact_w, *compact_dw, *compact_scratch;
   size_t compact_w_capacity, compact_dw_capacity, compact_scratch_capacity; /* floats */
   float *unit_staging;    /* one message of unit shards (gradient return) */
   size_t unit_staging_capacity; /* floats */
+  float *unit_device;     /* on a device: unit_staging's or grad_out's twin in its memory */
+  size_t unit_device_capacity; /* floats */
   /* HTP_SELECT_VARIATION: per pair, the local units' weights at the last
    * sample (unit layout, units x unit floats), and per unit a window of
    * update norms. */
@@ -244,6 +250,16 @@ typedef struct htp__unit_shape {
   int64_t parts, width, d; /* htp__unit_parts, htp__unit_width, model_dim */
 } htp__unit_shape;
 
+/* Where shards' floats live: host memory (a NULL mover, or a NULL table)
+ * or the memory of a kernel table's device, copied with its copy_2d and
+ * cleared with its zero (the balanced backward on a device). The _on
+ * functions take one and return the table's status; the others are host
+ * memory. */
+typedef struct htp__unit_mover {
+  const htp_kernel_table *table;
+  const htp_kernel_env *env;
+} htp__unit_mover;
+
 /* The shard of `units` units laid out from base (htp__units_floats of them). */
 htp__shard htp__shard_at(float *base, int64_t units, const htp__unit_shape *u);
 /* Unit `from` of src into slot `to` of dst; a NULL src bias gives zeros, a
@@ -257,6 +273,19 @@ void htp__gather_units(const htp__shard *src, const int32_t *list, int64_t count
 void htp__scatter_units(const htp__shard *src, int64_t at, const int32_t *list, int64_t count,
                         const htp__shard *dst, const htp__unit_shape *u);
 void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u);
+/* count consecutive units: src's from .. from + count - 1 into dst's to ..
+ * (a NULL src bias gives zeros, a NULL dst bias is skipped). */
+htp_kernel_status htp__move_units(const htp__unit_mover *m, const htp__shard *src, int64_t from,
+                                  const htp__shard *dst, int64_t to, int64_t count,
+                                  const htp__unit_shape *u);
+htp_kernel_status htp__gather_units_on(const htp__unit_mover *m, const htp__shard *src,
+                                       const int32_t *list, int64_t count, const htp__shard *dst,
+                                       int64_t at, const htp__unit_shape *u);
+htp_kernel_status htp__scatter_units_on(const htp__unit_mover *m, const htp__shard *src,
+                                        int64_t at, const int32_t *list, int64_t count,
+                                        const htp__shard *dst, const htp__unit_shape *u);
+htp_kernel_status htp__zero_shard_on(const htp__unit_mover *m, const htp__shard *s,
+                                     const htp__unit_shape *u);
 /* Zeroes slot `unit` of s (its rows, bias and columns; a NULL bias is
  * skipped). */
 void htp__zero_unit(const htp__shard *s, int64_t unit, const htp__unit_shape *u);
@@ -265,11 +294,19 @@ int htp__reserve_floats(float **buffer, size_t *capacity, size_t floats);
 
 /* unit_weights.c: the compact shard of a rank's listed own units (of
  * `mine`) followed by pair's packed migrated-in units, in in-list order, in
- * b->compact_w (grown); the forward and the backward hooks compute from it.
- * 0, or -1 out of memory. */
+ * b->compact_w (grown; the context's memory, as the weights); the forward
+ * and the backward hooks compute from it. 0, or -1 out of memory or a
+ * failed copy. */
 int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *mine,
                                   const int32_t *list, int64_t count, const htp__unit_shape *u,
                                   htp__shard *out);
+/* The memory the context's weights are in (a device's, or the host's). */
+htp__unit_mover htp__balancer_memory(const htp_balancer *b);
+/* Buffers of b in that memory: *buffer grown to hold floats (contents kept
+ * in host memory, not on a device: the device buffers are scratch, or
+ * rewritten whole); 0, or -1 out of memory. release frees one (NULL: no-op). */
+int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, size_t floats);
+void htp__balancer_release(htp_balancer *b, float *buffer);
 
 /* ----- Site timing (site_timing.c). Now on the clock that times ctx's
  * hooks (its balancer's; the wall clock without one): a hook's start. */

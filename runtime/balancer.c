@@ -64,9 +64,6 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
            table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
-  if (c->repartition_ratio > 0.0 && table->device != HTP_KERNEL_DEVICE_CPU)
-    REJECT("re-partition (repartition_ratio %g) moves weights in host memory: not on the %s "
-           "device yet", c->repartition_ratio, table->name);
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
@@ -180,7 +177,7 @@ void htp_balancer_destroy(htp_balancer *b) {
   if (b->packed)
     for (int p = 0; p < b->num_pairs; ++p) {
       free(b->packed[p].data);
-      if (b->ctx && b->packed[p].device) htp_mem_free(b->ctx, b->packed[p].device);
+      if (b->ctx) htp__balancer_release(b, b->packed[p].device);
     }
   free(b->packed);
   free(b->pairs);
@@ -195,9 +192,12 @@ void htp_balancer_destroy(htp_balancer *b) {
   free(b->same_floats);
   free(b->same_stored_at);
   free(b->grad_out);
-  free(b->compact_w);
-  free(b->compact_dw);
-  free(b->compact_scratch);
+  if (b->ctx) {
+    htp__balancer_release(b, b->compact_w);
+    htp__balancer_release(b, b->compact_dw);
+    htp__balancer_release(b, b->compact_scratch);
+    htp__balancer_release(b, b->unit_device);
+  }
   free(b->unit_staging);
   free(b->gather);
   free(b->normalized);

@@ -2,7 +2,7 @@
  *
  * The per-iteration step compiled code and htp-run call, on a balancer
  * (hookless or not): each rank all-gathers a small fixed record (compute
- * seconds, attention and MLP seconds of its hooks) with htp__host_allgather
+ * seconds, attention and MLP seconds of its hooks) with htp_allgather_host
  * (host memory, over the host world on every backend), then feeds its own
  * planner the same numbers in rank order, so every rank ends
  * with the same plan, and writes its trace line. When every rank measured
@@ -36,7 +36,7 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   memset(b->site_seconds, 0, sizeof b->site_seconds);
   memset(b->unit_seconds, 0, sizeof b->unit_seconds);
   b->steps++;
-  htp_result result = htp__host_allgather(ctx, record, b->gather, sizeof record);
+  htp_result result = htp_allgather_host(ctx, record, b->gather, sizeof record);
   if (result != HTP_OK) return result;
 
   htp_planner *planner = b->planner;

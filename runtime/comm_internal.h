@@ -166,9 +166,8 @@ HTP__HIDDEN htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status
 
 /* The runtime's control traffic (DESIGN §10): the public collectives'
  * twins on HOST memory whatever the device (the planner's timings, plan
- * headers, staged unit weights and gradients), over the host world. */
-HTP__HIDDEN htp_result htp__host_allgather(htp_ctx *ctx, const void *send, void *recv,
-                                           size_t bytes);
+ * headers, staged unit weights and gradients), over the host world; the
+ * all-gather is public (htp_allgather_host). */
 HTP__HIDDEN htp_result htp__host_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer,
                                       int tag);
 HTP__HIDDEN htp_result htp__host_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer,

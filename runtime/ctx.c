@@ -593,7 +593,7 @@ htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t byte
   return allgather(ctx, HTP__SPACE_DEVICE, send, recv, bytes);
 }
 
-htp_result htp__host_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
+htp_result htp_allgather_host(htp_ctx *ctx, const void *send, void *recv, size_t bytes) {
   return allgather(ctx, HTP__SPACE_HOST, send, recv, bytes);
 }
 

@@ -238,6 +238,10 @@ HTP_API htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, ui
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); otherwise no overlap. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
+/* The same on host memory whatever the device, over the host world: control
+ * values (timings, counts), which on a GPU would otherwise need a device
+ * copy each way. */
+HTP_API htp_result htp_allgather_host(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
 /* Copies root's buffer into every other rank's buffer; root in [0, size),
  * the same on every rank. */
 HTP_API htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root);
@@ -644,8 +648,11 @@ typedef struct htp_balancer_config {
  * The default 2 is the break-even of a move there and one back when the
  * slowdown ends. A helper's moved-in units go to its first empty slots,
  * the migrator gives its last owned ones, so owned units stay the first
- * slots. Ranks must register the same states (the bytes agree); the
- * context must be the CPU's (host memory; refused on a device). The trace
+ * slots. Ranks must register the same states (the bytes agree). On a
+ * device the weights and states are device memory: a rank that moves
+ * units copies its shards of the pair down, moves the units in host
+ * memory and copies them back up (built; run on the checked device, not
+ * yet on a GPU). The trace
  * says what was weighed ("partition", htp_balancer_set_trace). */
 
 /* Hookless balancer: model_dim, head_dim and mlp_unit_width all 0 (as the

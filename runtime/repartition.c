@@ -61,6 +61,7 @@ void htp__partition_free(htp_balancer *b) {
   free(P->owned);
   free(P->moves);
   free(P->staging);
+  free(P->mirror);
   memset(P, 0, sizeof *P);
 }
 
@@ -170,23 +171,65 @@ static int pair_shard(htp_balancer *b, int p, int s, int states, htp__shard *out
   return 0;
 }
 
+/* The three parts of a shard (a NULL bias is skipped) between device
+ * memory and host memory of the same layout: download (to_host) or upload. */
+static htp_result shard_transfer(htp_ctx *ctx, const htp__shard *device, const htp__shard *host,
+                                 const htp__unit_shape *u, int to_host) {
+  const size_t rows = (size_t)(u->parts * device->units * u->width), d = (size_t)u->d;
+  float *const dev[3] = {device->first, device->bias, device->second};
+  float *const mem[3] = {host->first, host->bias, host->second};
+  const size_t floats[3] = {rows * d, rows, d * (size_t)(device->units * u->width)};
+  for (int i = 0; i < 3; ++i) {
+    if (!dev[i]) continue;
+    const size_t bytes = floats[i] * sizeof(float);
+    htp_result r = to_host ? htp_mem_download(ctx, mem[i], dev[i], bytes)
+                           : htp_mem_upload(ctx, dev[i], mem[i], bytes);
+    if (r != HTP_OK) return r;
+  }
+  return HTP_OK;
+}
+
 /* Moves kind k's units of pair p: this rank's part of every move, in move
  * order on every rank (blocking sends cannot deadlock: the earliest
- * unfinished move has both ends at it). */
+ * unfinished move has both ends at it).
+ *
+ * On a device the registered weights and states are device memory: a rank
+ * that takes part works on host mirrors of its whole shards, downloaded
+ * before and uploaded after (one large copy each way of each part, where a
+ * unit's columns of `second` alone would be d small ones), and the units
+ * between ranks go as host messages, as a migration's do. */
 static htp_result move_pair(htp_balancer *b, int p, const htp__unit_move *moves, int count,
                             int states) {
   htp_ctx *ctx = b->ctx;
   const int k = htp_pair_kind_of(p), rank = ctx->rank;
+  int involved = 0;
+  for (int i = 0; i < count; ++i) involved |= moves[i].src == rank || moves[i].dst == rank;
+  if (!involved) return HTP_OK;
   const htp__unit_shape u = {htp__unit_parts(k), htp__unit_width(&b->config, k),
                              b->config.model_dim};
   const int64_t per_unit = htp__unit_floats(&b->config, k);
-  htp__shard mine[1 + HTP__PARTITION_MAX_STATES];
+  htp__shard mine[1 + HTP__PARTITION_MAX_STATES], device[1 + HTP__PARTITION_MAX_STATES];
   for (int s = -1; s < states; ++s)
     if (pair_shard(b, p, s, states, &mine[s + 1]))
       return htp__ctx_error(ctx, HTP_ERR_INVALID,
                             "re-partition: pair %d: its weights do not all have the %d states "
                             "its first weight has (htp_balancer_add_state)",
                             p, states);
+  const int on_device = htp__kernel_table(ctx)->device != HTP_KERNEL_DEVICE_CPU;
+  if (on_device) {
+    const int64_t room = mine[0].units, shard_floats = room * per_unit;
+    if (htp__reserve_floats(&b->partition.mirror, &b->partition.mirror_capacity,
+                            (size_t)(1 + states) * (size_t)shard_floats))
+      return htp__ctx_error(ctx, HTP_ERR_NOMEM,
+                            "re-partition: pair %d: out of memory for a host copy of its shards", p);
+    for (int s = 0; s <= states; ++s) {
+      device[s] = mine[s];
+      mine[s] = htp__shard_at(b->partition.mirror + (size_t)s * (size_t)shard_floats, room, &u);
+      if (!device[s].bias) mine[s].bias = NULL;
+      htp_result r = shard_transfer(ctx, &device[s], &mine[s], &u, 1);
+      if (r != HTP_OK) return r;
+    }
+  }
   for (int i = 0; i < count; ++i) {
     const htp__unit_move *m = &moves[i];
     if (m->src != rank && m->dst != rank) continue;
@@ -215,6 +258,10 @@ static htp_result move_pair(htp_balancer *b, int p, const htp__unit_move *moves,
       for (int s = 0; r == HTP_OK && s <= states; ++s)
         for (int j = 0; j < m->count; ++j) htp__copy_unit(&staged[s], j, &mine[s], m->to + j, &u);
     }
+    if (r != HTP_OK) return r;
+  }
+  for (int s = 0; on_device && s <= states; ++s) {
+    htp_result r = shard_transfer(ctx, &device[s], &mine[s], &u, 0);
     if (r != HTP_OK) return r;
   }
   return HTP_OK;

@@ -8,6 +8,8 @@
  *===----------------------------------------------------------------------===*/
 #include "runtime/balance_internal.h"
 
+#include "kernels/htp_kernel_table.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,38 +19,92 @@ htp__shard htp__shard_at(float *base, int64_t units, const htp__unit_shape *u) {
   return s;
 }
 
+/* Host memory without a table; else the table's device memory. */
+static htp_kernel_status copy_2d(const htp__unit_mover *m, float *dst, int64_t dst_pitch,
+                                 const float *src, int64_t src_pitch, int64_t row, int64_t rows) {
+  const size_t f = sizeof(float);
+  if (m && m->table)
+    return m->table->copy_2d(m->env, dst, (size_t)dst_pitch * f, src, (size_t)src_pitch * f,
+                             (size_t)row * f, (size_t)rows);
+  for (int64_t i = 0; i < rows; ++i)
+    memcpy(dst + i * dst_pitch, src + i * src_pitch, (size_t)row * f);
+  return HTP_KERNEL_OK;
+}
+
+static htp_kernel_status zero(const htp__unit_mover *m, float *dst, int64_t floats) {
+  if (m && m->table) return m->table->zero(m->env, dst, (size_t)floats * sizeof(float));
+  memset(dst, 0, (size_t)floats * sizeof(float));
+  return HTP_KERNEL_OK;
+}
+
+/* Units from .. from + count - 1 of src into to .. to + count - 1 of dst:
+ * each part's rows are one block, its bias one, and second's columns one
+ * block of d rows, so a run of units is three 2-D copies whatever its
+ * length. */
+htp_kernel_status htp__move_units(const htp__unit_mover *m, const htp__shard *src, int64_t from,
+                                  const htp__shard *dst, int64_t to, int64_t count,
+                                  const htp__unit_shape *u) {
+  const int64_t w = u->width, d = u->d, run = count * w;
+  htp_kernel_status s = copy_2d(m, dst->first + to * w * d, dst->units * w * d,
+                                src->first + from * w * d, src->units * w * d, run * d, u->parts);
+  if (s == HTP_KERNEL_OK && dst->bias && src->bias)
+    s = copy_2d(m, dst->bias + to * w, dst->units * w, src->bias + from * w, src->units * w, run,
+                u->parts);
+  for (int64_t q = 0; s == HTP_KERNEL_OK && dst->bias && !src->bias && q < u->parts; ++q)
+    s = zero(m, dst->bias + (q * dst->units + to) * w, run);
+  if (s == HTP_KERNEL_OK)
+    s = copy_2d(m, dst->second + to * w, dst->units * w, src->second + from * w, src->units * w,
+                run, d);
+  return s;
+}
+
 void htp__copy_unit(const htp__shard *src, int64_t from, const htp__shard *dst, int64_t to,
                     const htp__unit_shape *u) {
-  const int64_t w = u->width, d = u->d, row_bytes = w * (int64_t)sizeof(float);
-  for (int64_t q = 0; q < u->parts; ++q) {
-    memcpy(dst->first + (q * dst->units + to) * w * d, src->first + (q * src->units + from) * w * d,
-           (size_t)(d * row_bytes));
-    if (!dst->bias) continue;
-    float *bias = dst->bias + q * dst->units * w + to * w;
-    if (src->bias) memcpy(bias, src->bias + q * src->units * w + from * w, (size_t)row_bytes);
-    else memset(bias, 0, (size_t)row_bytes);
+  htp__move_units(NULL, src, from, dst, to, 1, u);
+}
+
+htp_kernel_status htp__gather_units_on(const htp__unit_mover *m, const htp__shard *src,
+                                       const int32_t *list, int64_t count, const htp__shard *dst,
+                                       int64_t at, const htp__unit_shape *u) {
+  htp_kernel_status s = HTP_KERNEL_OK;
+  for (int c = 0, n; s == HTP_KERNEL_OK && c < count; c += n) {
+    n = htp_unit_run(list, c, (int)count);
+    s = htp__move_units(m, src, list[c], dst, at + c, n, u);
   }
-  for (int64_t o = 0; o < d; ++o)
-    memcpy(dst->second + o * dst->units * w + to * w, src->second + o * src->units * w + from * w,
-           (size_t)row_bytes);
+  return s;
+}
+
+htp_kernel_status htp__scatter_units_on(const htp__unit_mover *m, const htp__shard *src,
+                                        int64_t at, const int32_t *list, int64_t count,
+                                        const htp__shard *dst, const htp__unit_shape *u) {
+  htp_kernel_status s = HTP_KERNEL_OK;
+  for (int c = 0, n; s == HTP_KERNEL_OK && c < count; c += n) {
+    n = htp_unit_run(list, c, (int)count);
+    s = htp__move_units(m, src, at + c, dst, list[c], n, u);
+  }
+  return s;
 }
 
 void htp__gather_units(const htp__shard *src, const int32_t *list, int64_t count,
                        const htp__shard *dst, int64_t at, const htp__unit_shape *u) {
-  for (int64_t c = 0; c < count; ++c) htp__copy_unit(src, list[c], dst, at + c, u);
+  htp__gather_units_on(NULL, src, list, count, dst, at, u);
 }
 
 void htp__scatter_units(const htp__shard *src, int64_t at, const int32_t *list, int64_t count,
                         const htp__shard *dst, const htp__unit_shape *u) {
-  for (int64_t c = 0; c < count; ++c) htp__copy_unit(src, at + c, dst, list[c], u);
+  htp__scatter_units_on(NULL, src, at, list, count, dst, u);
 }
 
-void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u) {
+htp_kernel_status htp__zero_shard_on(const htp__unit_mover *m, const htp__shard *s,
+                                     const htp__unit_shape *u) {
   const int64_t rows = u->parts * s->units * u->width;
-  memset(s->first, 0, (size_t)(rows * u->d) * sizeof(float));
-  if (s->bias) memset(s->bias, 0, (size_t)rows * sizeof(float));
-  memset(s->second, 0, (size_t)(u->d * s->units * u->width) * sizeof(float));
+  htp_kernel_status st = zero(m, s->first, rows * u->d);
+  if (st == HTP_KERNEL_OK && s->bias) st = zero(m, s->bias, rows);
+  if (st == HTP_KERNEL_OK) st = zero(m, s->second, u->d * s->units * u->width);
+  return st;
 }
+
+void htp__zero_shard(const htp__shard *s, const htp__unit_shape *u) { htp__zero_shard_on(NULL, s, u); }
 
 void htp__zero_unit(const htp__shard *s, int64_t unit, const htp__unit_shape *u) {
   const int64_t w = u->width, d = u->d, row_bytes = w * (int64_t)sizeof(float);

@@ -41,62 +41,42 @@ static int on_device(const htp_balancer *b) {
   return htp__kernel_table(b->ctx)->device != HTP_KERNEL_DEVICE_CPU;
 }
 
-/* bytes of the registered weights at src into the host shard at dst: a
- * memcpy on the CPU, a download from a device (once per plan change). */
-static int fetch(const htp_balancer *b, void *dst, const void *src, size_t bytes) {
-  if (!on_device(b)) {
-    memcpy(dst, src, bytes);
-    return 0;
-  }
-  return htp_mem_download(b->ctx, dst, src, bytes) == HTP_OK ? 0 : -1;
-}
-
-/* The shard layout at the top of this file, for either kind. */
+/* The shard layout at the top of this file, for either kind, cut from the
+ * registered weights: on a device cut there and copied down in one piece
+ * (once per plan change, or per step in training). */
 static int pack_unit(void *user, int pair, int unit, void *dst) {
-  const htp_balancer *b = user;
+  htp_balancer *b = user;
   const htp_balancer_config *c = &b->config;
   if (pair < 0 || pair >= b->num_pairs || !b->pairs[pair].seen) return -1;
   const htp_pair_kind kind = htp_pair_kind_of(pair);
   const int units = c->planner.units_per_rank[kind];
   if (unit < 0 || unit >= units) return -1;
   const htp__registered_pair *w = &b->pairs[pair];
-  const int64_t d = c->model_dim, width = htp__unit_width(c, kind), inner = units * width;
-  const int64_t parts = htp__unit_parts(kind);
-  float *out = dst;
-  int failed = 0;
-  for (int64_t part = 0; part < parts && !failed; ++part) /* the unit's rows of each block */
-    failed = fetch(b, out + part * width * d, w->first + (part * inner + unit * width) * d,
-                   (size_t)(width * d) * sizeof(float));
-  out += parts * width * d;
-  for (int64_t part = 0; part < parts && !failed; ++part) {
-    if (w->bias)
-      failed = fetch(b, out + part * width, w->bias + part * inner + unit * width,
-                     (size_t)width * sizeof(float));
-    else memset(out + part * width, 0, (size_t)width * sizeof(float));
+  const htp__unit_shape u = {htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim};
+  const htp__shard mine = {(float *)w->first, (float *)w->bias, (float *)w->second, units};
+  const int64_t floats = htp__unit_floats(c, kind);
+  const htp__unit_mover memory = htp__balancer_memory(b);
+  float *one = dst;
+  if (on_device(b)) {
+    if (htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, (size_t)floats))
+      return -1;
+    one = b->unit_device;
   }
-  out += parts * width;
-  for (int64_t o = 0; o < d && !failed; ++o) /* the unit's columns of second */
-    failed = fetch(b, out + o * width, w->second + o * inner + unit * width,
-                   (size_t)width * sizeof(float));
-  return failed ? -1 : 0;
+  const htp__shard out = htp__shard_at(one, 1, &u);
+  if (htp__move_units(&memory, &mine, unit, &out, 0, 1, &u) != HTP_KERNEL_OK) return -1;
+  if (on_device(b) &&
+      htp_mem_download(b->ctx, dst, b->unit_device, (size_t)floats * sizeof(float)) != HTP_OK)
+    return -1;
+  return 0;
 }
 
 /* On a device, pair pk's host blocks uploaded for the hooks (the buffer
  * grows and is kept, as the host one). */
 static htp_result upload_packed(htp_balancer *b, int pair, htp__packed_pair *pk, size_t floats) {
   if (!on_device(b) || floats == 0) return HTP_OK;
-  if (floats > pk->device_capacity) {
-    if (pk->device) htp_mem_free(b->ctx, pk->device);
-    pk->device = NULL;
-    pk->device_capacity = 0;
-    void *grown = NULL;
-    htp_result r = htp_mem_alloc(b->ctx, floats * sizeof(float), &grown);
-    if (r != HTP_OK)
-      return htp__ctx_error(b->ctx, r, "htp_balancer: pair %d: no device memory for %zu floats "
-                            "of migrated units", pair, floats);
-    pk->device = grown;
-    pk->device_capacity = floats;
-  }
+  if (htp__balancer_reserve(b, &pk->device, &pk->device_capacity, floats))
+    return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer: pair %d: no device memory for "
+                          "%zu floats of migrated units", pair, floats);
   return htp_mem_upload(b->ctx, pk->device, pk->data, floats * sizeof(float));
 }
 
@@ -159,18 +139,42 @@ int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *m
   const htp__packed_pair *pk = &b->packed[pair];
   const int64_t total = count + pk->count, per_unit = htp__unit_floats(&b->config, kind);
   const int64_t cap = b->config.planner.units_per_rank[kind];
-  if (htp__reserve_floats(&b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)))
+  if (htp__balancer_reserve(b, &b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)))
     return -1;
   *out = htp__shard_at(b->compact_w, total, u);
-  htp__gather_units(mine, list, count, out, 0, u);
-  float *block = pk->data;
-  for (int i0 = 0; i0 < pk->count; i0 += (int)cap) { /* the packed blocks, in order */
+  const htp__unit_mover memory = htp__balancer_memory(b);
+  htp_kernel_status s = htp__gather_units_on(&memory, mine, list, count, out, 0, u);
+  float *block = on_device(b) ? pk->device : pk->data;
+  for (int i0 = 0; s == HTP_KERNEL_OK && i0 < pk->count; i0 += (int)cap) { /* the blocks, in order */
     const int64_t n = pk->count - i0 < cap ? pk->count - i0 : cap;
     const htp__shard packed = htp__shard_at(block, n, u);
-    for (int64_t j = 0; j < n; ++j) htp__copy_unit(&packed, j, out, count + i0 + j, u);
+    s = htp__move_units(&memory, &packed, 0, out, count + i0, n, u);
     block += n * per_unit;
   }
+  return s == HTP_KERNEL_OK ? 0 : -1;
+}
+
+htp__unit_mover htp__balancer_memory(const htp_balancer *b) {
+  if (!on_device(b)) return (htp__unit_mover){NULL, NULL};
+  return (htp__unit_mover){htp__kernel_table(b->ctx), htp__kernel_env(b->ctx)};
+}
+
+int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, size_t floats) {
+  if (!on_device(b)) return htp__reserve_floats(buffer, capacity, floats);
+  if (floats <= *capacity) return 0;
+  htp__balancer_release(b, *buffer);
+  *buffer = NULL;
+  *capacity = 0;
+  void *grown = NULL;
+  if (htp_mem_alloc(b->ctx, floats * sizeof(float), &grown) != HTP_OK) return -1;
+  *buffer = grown;
+  *capacity = floats;
   return 0;
+}
+
+void htp__balancer_release(htp_balancer *b, float *buffer) {
+  if (!on_device(b)) free(buffer);
+  else if (buffer) htp_mem_free(b->ctx, buffer);
 }
 
 void htp__balancer_set_one_by_one(htp_balancer *b, int one_by_one) {

@@ -51,6 +51,13 @@
 #                     and all weights perturbed by 1e-5 relative by 5e-7,
 #                     whereas a 1 % larger learning rate moves them by up to
 #                     8e-4, no weight decay by 3e-4, another seed by 3e-2
+#   train-balanced    the same model split over 2 ranks with spare room
+#                     (blocks/vit_fmnist_tp2_spare.so), rank 1 3x slower,
+#                     --policy migrate --repartition 2 on the GPU (the checked
+#                     device in a dry run): the balanced backward and the
+#                     re-partition on a device. Passes if the losses and
+#                     accuracy are the train step's CPU ones within its
+#                     tolerances and it re-partitioned (cap GPU_CHECK_TRAIN_S)
 #   runtime.nccl      the nccl backend's test, one rank, HTP_REQUIRE_GPU=1
 #                     (cap 45 s)
 #   kernels           htp-bench-cuda: every CUDA kernel at ViT-B/16 shapes
@@ -566,6 +573,48 @@ elif budget policies "$(cap POLICIES 80)"; then
   fi
 fi
 
+# compare_training CPU_JSON OTHER_JSON DEVICE [REPARTITIONS]: every epoch's
+# train and test loss of OTHER (htp-run --metrics, on DEVICE) relative to the
+# CPU's, test accuracy in points; with REPARTITIONS, OTHER must also have
+# re-partitioned at least that often. Exit 0 within tolerance, 1 outside, 2
+# unreadable metrics.
+compare_training() {
+  timeout 30 "$python" - "$1" "$2" "$3" "${4:-0}" "${GPU_CHECK_TRAIN_RTOL:-1e-4}" \
+    "${GPU_CHECK_TRAIN_ACC_POINTS:-1}" <<'COMPARE'
+import json, math, sys
+cpu_path, other_path, device = sys.argv[1:4]
+moves, rtol, points = int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
+try:
+    runs = [json.load(open(path)) for path in (cpu_path, other_path)]
+    for run, want in zip(runs, ("cpu", device)):
+        if run.get("device") != want or len(run.get("epochs", [])) != 2:
+            raise ValueError(f"{want}'s metrics say device {run.get('device')}, "
+                             f"{len(run.get('epochs', []))} epoch(s)")
+    loss_gaps, accuracy_gaps = [], []
+    for cpu, other in zip(runs[0]["epochs"], runs[1]["epochs"]):
+        loss_gaps += [abs(other[key] - cpu[key]) / abs(cpu[key]) for key in ("train_loss", "test_loss")]
+        accuracy_gaps.append(100 * abs(other["test_acc"] - cpu["test_acc"]))
+        print(f"epoch {cpu['epoch']}: train loss {cpu['train_loss']:.6f} {other['train_loss']:.6f}, "
+              f"test loss {cpu['test_loss']:.6f} {other['test_loss']:.6f}, test acc "
+              f"{100 * cpu['test_acc']:.2f} {100 * other['test_acc']:.2f} % (cpu, {device})")
+    repartitions = int(runs[1].get("repartitions", 0))
+except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+    print(f"cannot compare the metrics: {error!r}")
+    sys.exit(2)
+# A NaN gap is the largest and fails.
+loss_gap = math.nan if any(map(math.isnan, loss_gaps)) else max(loss_gaps)
+accuracy_gap = max(accuracy_gaps)
+def per_epoch(run, key, scale=1, digits=4):
+    return "/".join(f"{scale * epoch[key]:.{digits}f}" for epoch in run["epochs"])
+print(f"train loss {per_epoch(runs[0], 'train_loss')} cpu, {per_epoch(runs[1], 'train_loss')} "
+      f"{device}; test acc {per_epoch(runs[0], 'test_acc', 100, 2)} cpu, "
+      f"{per_epoch(runs[1], 'test_acc', 100, 2)} {device} %; train and test loss gap "
+      f"{loss_gap:.1e} relative (tol {rtol:g}), acc gap {accuracy_gap:.2f} points (tol {points:g})"
+      + (f"; {repartitions} re-partition(s) (at least {moves})" if moves else ""))
+sys.exit(0 if loss_gap <= rtol and accuracy_gap <= points and repartitions >= moves else 1)
+COMPARE
+}
+
 # --- 6. Training on the GPU against the CPU -----------------------------------------
 model=$blocks/vit_fmnist_tp1.so
 train_devices=(cpu cuda)
@@ -601,39 +650,7 @@ else
     dry_gpu train-cuda "$htp_run" "$model" --train --data "$blocks/train" --epochs 2 --seed 1 --device cuda \
       --metrics "$work/train-cuda.json"
   elif [ -z "$status" ]; then
-    # Every epoch: train and test loss relative to the CPU's, test accuracy in
-    # points. Exit 0 within tolerance, 1 outside, 2 unreadable metrics.
-    timeout 30 "$python" - "$work/train-cpu.json" "$work/train-cuda.json" "${GPU_CHECK_TRAIN_RTOL:-1e-4}" \
-      "${GPU_CHECK_TRAIN_ACC_POINTS:-1}" >"$work/train.txt" 2>&1 <<'COMPARE'
-import json, math, sys
-cpu_path, cuda_path, rtol, points = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-try:
-    runs = [json.load(open(path)) for path in (cpu_path, cuda_path)]
-    for run, device in zip(runs, ("cpu", "cuda")):
-        if run.get("device") != device or len(run.get("epochs", [])) != 2:
-            raise ValueError(f"{device}'s metrics say device {run.get('device')}, "
-                             f"{len(run.get('epochs', []))} epoch(s)")
-    loss_gaps, accuracy_gaps = [], []
-    for cpu, cuda in zip(runs[0]["epochs"], runs[1]["epochs"]):
-        loss_gaps += [abs(cuda[key] - cpu[key]) / abs(cpu[key]) for key in ("train_loss", "test_loss")]
-        accuracy_gaps.append(100 * abs(cuda["test_acc"] - cpu["test_acc"]))
-        print(f"epoch {cpu['epoch']}: train loss {cpu['train_loss']:.6f} {cuda['train_loss']:.6f}, "
-              f"test loss {cpu['test_loss']:.6f} {cuda['test_loss']:.6f}, test acc "
-              f"{100 * cpu['test_acc']:.2f} {100 * cuda['test_acc']:.2f} % (cpu, cuda)")
-except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as error:
-    print(f"cannot compare the metrics: {error!r}")
-    sys.exit(2)
-# A NaN gap is the largest and fails.
-loss_gap = math.nan if any(map(math.isnan, loss_gaps)) else max(loss_gaps)
-accuracy_gap = max(accuracy_gaps)
-def per_epoch(run, key, scale=1, digits=4):
-    return "/".join(f"{scale * epoch[key]:.{digits}f}" for epoch in run["epochs"])
-print(f"train loss {per_epoch(runs[0], 'train_loss')} cpu, {per_epoch(runs[1], 'train_loss')} "
-      f"cuda; test acc {per_epoch(runs[0], 'test_acc', 100, 2)} cpu, "
-      f"{per_epoch(runs[1], 'test_acc', 100, 2)} cuda %; train and test loss gap "
-      f"{loss_gap:.1e} relative (tol {rtol:g}), acc gap {accuracy_gap:.2f} points (tol {points:g})")
-sys.exit(0 if loss_gap <= rtol and accuracy_gap <= points else 1)
-COMPARE
+    compare_training "$work/train-cpu.json" "$work/train-cuda.json" cuda >"$work/train.txt" 2>&1
     rc=$?
     cat "$work/train.txt" >>"$out/logs.txt"
     save train.txt
@@ -644,6 +661,41 @@ COMPARE
     esac
   elif [ "$status" != none ]; then
     summary train "$status" "$detail"
+  fi
+fi
+check_out_count
+
+# --- 6b. Balanced training: a straggler's units migrate, then re-partition ------------
+# The same model split over 2 ranks with spare room, rank 1 3x slower
+# (--slow: waits), --policy migrate, --repartition 2: the balanced backward
+# and the re-partition on the device. Migration is exact, so the losses must
+# be the tp-1 CPU run's (the train step's) within its tolerance, and the run
+# must have re-partitioned. A dry run runs it on the checked device.
+balanced=$blocks/vit_fmnist_tp2_spare.so
+balanced_device=cuda
+[ -n "$dry" ] && balanced_device=checked
+if [ ! -f "$balanced" ] || [ ! -d "$blocks/train" ]; then
+  summary train-balanced skipped "no $balanced or $blocks/train (scripts/gpu-bundle.sh)"
+elif [ -z "$htp_run" ] || [ -z "$have_python" ] || [ ! -f "$work/train-cpu.json" ]; then
+  summary train-balanced skipped "no htp-run, $python or the train step's CPU metrics"
+elif budget train-balanced "$(cap TRAIN 60)"; then
+  rm -f "$work/train-balanced.json"
+  run_logged train-balanced "$limit" "$htp_run" "$balanced" --train --data "$blocks/train" --epochs 2 \
+    --seed 1 --device "$balanced_device" --policy migrate --slow 1:3 --repartition 2 \
+    --metrics "$work/train-balanced.json"
+  rc=$?
+  save train-balanced.json
+  if [ "$rc" -ne 0 ]; then
+    summary train-balanced FAILED "--device $balanced_device exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $( (grep -m1 error "$work/train-balanced.log" || tail -n1 "$work/train-balanced.log") | cut -c1-140) (logs.txt)"
+  else
+    compare_training "$work/train-cpu.json" "$work/train-balanced.json" "$balanced_device" 1 \
+      >"$work/train-balanced.txt" 2>&1
+    rc=$?
+    cat "$work/train-balanced.txt" >>"$out/logs.txt"
+    case $rc in
+      0) summary train-balanced ok "$(tail -n1 "$work/train-balanced.txt")" ;;
+      *) summary train-balanced FAILED "$(tail -n1 "$work/train-balanced.txt") (logs.txt)" ;;
+    esac
   fi
 fi
 check_out_count

@@ -23,6 +23,10 @@
 #                        10 classes, batch 64) at tp 1, with @vit_loss_grad
 #                        (htp-compile's --grad, on by default) beside @vit_loss
 #                        (the eval entry) and @vit; not in blocks.txt
+#   vit_fmnist_tp2_spare.so
+#                        the same at tp 2 with 50 % spare room (--spare=50):
+#                        gpu-check's balanced training (migration, then a
+#                        re-partition into the spare slots)
 #   train/               the first 2048 training and 512 test images and
 #                        labels of Fashion-MNIST, gzipped IDX files under the
 #                        names htp-run --train --data DIR reads
@@ -80,6 +84,9 @@ echo "gpu-prepare: $out/vit_b16_f32_tp4_shares.so (vit_b16, f32, tp 4, shares 1,
   --image 28 --channels 1 --classes 10 --batch 64 -o "$tmp/vit_fmnist.mlir"
 "$compile" "$tmp/vit_fmnist.mlir" --tp=1 --entry vit_loss_grad -o "$out/vit_fmnist_tp1.so"
 echo "gpu-prepare: $out/vit_fmnist_tp1.so (whole ViT with its gradient entry, tp 1)"
+"$compile" "$tmp/vit_fmnist.mlir" --tp=2 --spare=50 --entry vit_loss_grad \
+  -o "$out/vit_fmnist_tp2_spare.so"
+echo "gpu-prepare: $out/vit_fmnist_tp2_spare.so (the same, tp 2 with 50 % spare room)"
 fmnist=${FMNIST_DIR:-/usr/share/datasets/fashion-mnist}
 rm -rf "$out/train" "$out/train.new"
 if [ -f "$fmnist/train-images-idx3-ubyte.gz" ]; then

@@ -297,6 +297,29 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   RUN(cpu()->copy(&self->cpu, dst, src, bytes));
 }
 
+/* The span from the first row's start to the last row's end must lie in
+ * one allocation, at each end. */
+static htp_kernel_status copy_2d(const htp_kernel_env *env, void *dst, size_t dst_pitch,
+                                 const void *src, size_t src_pitch, size_t row_bytes,
+                                 size_t rows) {
+  BEGIN("copy_2d");
+  if (rows == 0 || row_bytes == 0) return HTP_KERNEL_OK;
+  if (dst_pitch < row_bytes || src_pitch < row_bytes)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked copy_2d: a pitch (%zu, %zu) is "
+                           "below the row's %zu bytes", dst_pitch, src_pitch, row_bytes);
+  const int64_t dst_span = htp__size_add(n2((int64_t)rows - 1, (int64_t)dst_pitch),
+                                         (int64_t)row_bytes);
+  const int64_t src_span = htp__size_add(n2((int64_t)rows - 1, (int64_t)src_pitch),
+                                         (int64_t)row_bytes);
+  if (rows > (size_t)INT64_MAX || dst_pitch > (size_t)INT64_MAX || src_pitch > (size_t)INT64_MAX ||
+      dst_span < 0 || src_span < 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked copy_2d: %zu rows of pitch %zu "
+                           "and %zu overflow", rows, dst_pitch, src_pitch);
+  DEVICE(dst, dst_span);
+  DEVICE(src, src_span);
+  RUN(cpu()->copy_2d(&self->cpu, dst, dst_pitch, src, src_pitch, row_bytes, rows));
+}
+
 static htp_kernel_status zero(const htp_kernel_env *env, void *dst, size_t bytes) {
   BEGIN("zero");
   if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked zero: %zu bytes", bytes);
@@ -564,6 +587,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .mlp_hidden_units_f32 = mlp_hidden_units_f32,
     .linear_units_f32 = linear_units_f32,
     .copy = copy,
+    .copy_2d = copy_2d,
     .sum_f32 = sum_f32,
     .linear_bf16 = linear_bf16,
     .linear_gelu_bf16 = linear_gelu_bf16,

@@ -110,6 +110,15 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   return HTP_KERNEL_OK;
 }
 
+static htp_kernel_status copy_2d(const htp_kernel_env *env, void *dst, size_t dst_pitch,
+                                 const void *src, size_t src_pitch, size_t row_bytes,
+                                 size_t rows) {
+  (void)env;
+  for (size_t i = 0; i < rows && row_bytes; ++i)
+    memcpy((char *)dst + i * dst_pitch, (const char *)src + i * src_pitch, row_bytes);
+  return HTP_KERNEL_OK;
+}
+
 static const htp_kernel_table CPU_TABLE = {
     .name = "cpu",
     .device = HTP_KERNEL_DEVICE_CPU,
@@ -124,6 +133,7 @@ static const htp_kernel_table CPU_TABLE = {
     .mlp_hidden_units_f32 = mlp_hidden_units,
     .linear_units_f32 = linear_units,
     .copy = copy,
+    .copy_2d = copy_2d,
     .sum_f32 = htp__cpu_sum_f32,
     .linear_bf16 = htp__cpu_linear_bf16,
     .layer_norm_bf16 = htp__cpu_layer_norm_bf16,

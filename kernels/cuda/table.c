@@ -216,6 +216,20 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
   return HTP_KERNEL_OK;
 }
 
+/* Rows of work units' weights (enqueued, device to device). */
+static htp_kernel_status copy_2d(const htp_kernel_env *env, void *dst, size_t dst_pitch,
+                                 const void *src, size_t src_pitch, size_t row_bytes,
+                                 size_t rows) {
+  WITH_KERNELS("copy_2d");
+  if (!rows || !row_bytes) return HTP_KERNEL_OK;
+  cudaError_t rc = cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows,
+                                     cudaMemcpyDeviceToDevice, kernels->stream);
+  if (rc != cudaSuccess)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_SYSTEM, "cuda copy_2d: %s",
+                           cudaGetErrorString(rc));
+  return HTP_KERNEL_OK;
+}
+
 /* Clears accumulated gradients before a backward entry (enqueued). */
 static htp_kernel_status zero(const htp_kernel_env *env, void *dst, size_t bytes) {
   WITH_KERNELS("zero");
@@ -337,6 +351,7 @@ static const htp_kernel_table CUDA_TABLE = {
     .mlp_hidden_units_f32 = mlp_hidden_units_f32,
     .linear_units_f32 = linear_units_f32,
     .copy = copy,
+    .copy_2d = copy_2d,
     .sum_f32 = sum_f32,
     .linear_bf16 = linear_bf16,
     .layer_norm_bf16 = layer_norm_bf16,

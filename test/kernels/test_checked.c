@@ -157,6 +157,44 @@ static void memory_is_checked(void **state) {
 
 /* A host store through a device address faults, as on a GPU it would be
  * garbage: the child dies of a signal, not a silent write. */
+/* copy_2d (the balancer's unit gathers): the rows land where the pitches
+ * say, equal to the CPU table's; a last row past either allocation, a pitch
+ * below the row and host memory are refused, naming what is wrong. */
+static void copy_2d_is_checked(void **state) {
+  (void)state;
+  device d;
+  open_device(&d, "0");
+  enum { LINES = 5, SRC = 7, DST = 4, ROW = 3 };
+  float *host = random_host(LINES * SRC, 9), got[LINES * DST], want[LINES * DST];
+  float *src = upload(&d, host, LINES * SRC);
+  memset(want, 0, sizeof want);
+  float *dst = upload(&d, want, LINES * DST);
+  const size_t f = sizeof(float);
+  /* Columns 2..4 of each source row into columns 1..3 of each destination row. */
+  assert_int_equal(d.table->copy_2d(&d.env, dst + 1, DST * f, src + 2, SRC * f, ROW * f, LINES),
+                   HTP_KERNEL_OK);
+  assert_int_equal(htp_cpu_kernel_table()->copy_2d(NULL, want + 1, DST * f, host + 2, SRC * f,
+                                                   ROW * f, LINES),
+                   HTP_KERNEL_OK);
+  assert_int_equal(d.table->to_host(&d.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, want, sizeof got);
+  for (int r = 0; r < LINES; ++r) assert_true(want[r * DST + 1] == host[r * SRC + 2]);
+  /* One row too many: the last one ends past the destination. */
+  assert_int_equal(d.table->copy_2d(&d.env, dst + 1, DST * f, src, SRC * f, ROW * f, LINES + 1),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "past its end"));
+  assert_int_equal(d.table->copy_2d(&d.env, dst, DST * f, src, 2 * f, ROW * f, 2),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "pitch"));
+  assert_int_equal(d.table->copy_2d(&d.env, dst, DST * f, host, SRC * f, ROW * f, 2),
+                   HTP_KERNEL_ERR_INVALID);
+  assert_non_null(strstr(d.error, "is host memory"));
+  assert_int_equal(d.table->release(&d.env, src), HTP_KERNEL_OK);
+  assert_int_equal(d.table->release(&d.env, dst), HTP_KERNEL_OK);
+  free(host);
+  close_device(&d);
+}
+
 static void host_access_faults(void **state) {
   (void)state;
   device d;
@@ -338,7 +376,7 @@ static void *run_rank(void *argument) {
   RANK_CHECK(job, back[7] == 3.0f);
   /* Control traffic: host memory over the host world. */
   double mine = job->rank, all[2] = {-1, -1};
-  RANK_CHECK(job, htp__host_allgather(ctx, &mine, all, sizeof mine) == HTP_OK);
+  RANK_CHECK(job, htp_allgather_host(ctx, &mine, all, sizeof mine) == HTP_OK);
   RANK_CHECK(job, all[0] == 0.0 && all[1] == 1.0);
   /* Point to point on the device. */
   if (job->rank == 0) RANK_CHECK(job, htp_send(ctx, send, sizeof host, 1, 7) == HTP_OK);
@@ -389,7 +427,7 @@ static void runtime_on_checked_device(void **state) {
   void *device_memory = NULL;
   double host = 0;
   assert_int_equal(htp_mem_alloc(ctx, 8, &device_memory), HTP_OK);
-  assert_int_equal(htp__host_allgather(ctx, device_memory, &host, 8), HTP_ERR_INVALID);
+  assert_int_equal(htp_allgather_host(ctx, device_memory, &host, 8), HTP_ERR_INVALID);
   assert_non_null(strstr(htp_last_error(ctx), "is device memory"));
   htp_mem_free(ctx, device_memory);
   htp_ctx_destroy(ctx);
@@ -402,6 +440,7 @@ static void runtime_on_checked_device(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(memory_is_checked),
+      cmocka_unit_test(copy_2d_is_checked),
       cmocka_unit_test(host_access_faults),
       cmocka_unit_test(attention_scratch_is_cudas),
       cmocka_unit_test(stream_and_timers),

@@ -319,6 +319,34 @@ def read_safetensors(path):
     return out
 
 
+def checkpoints_differ_by(a, b, tolerance=1e-4):
+    """The largest difference between two training checkpoints (weights in
+    a / b, moments in a.optim / b.optim), each tensor's relative to its
+    largest value; AssertionError where one exceeds tolerance. Runs that
+    differ only in the order of sums (a split, a device, a migration) must
+    agree this way. The key bias is left out: it has no gradient but
+    rounding (it adds the same q . b_k to every logit of a row, which
+    softmax ignores), and AdamW scales that noise up to the learning rate,
+    so its values are a random walk any change of summation order changes;
+    the q and v biases are compared."""
+    worst = 0.0
+    for suffix in ("", ".optim"):
+        x, y = read_safetensors(a + suffix), read_safetensors(b + suffix)
+        assert x.keys() == y.keys(), (sorted(x), sorted(y))
+        for k in x:
+            assert x[k].shape == y[k].shape, k
+            u, w = x[k], y[k]
+            if k.endswith("attn.qkv.bias"):
+                third = u.shape[0] // 3
+                u = np.concatenate([u[:third], u[2 * third:]])
+                w = np.concatenate([w[:third], w[2 * third:]])
+            scale = float(np.max(np.abs(u))) or 1.0
+            error = float(np.max(np.abs(u - w))) / scale
+            assert error < tolerance, (a + suffix, b + suffix, k, error)
+            worst = max(worst, error)
+    return worst
+
+
 def read_params(path):
     if path.endswith(".npz"):
         with np.load(path) as z:

@@ -169,8 +169,8 @@ static const char *const HELP[] = {
     "                        the helpers' empty slots (uneven --shares, or spare\n"
     "                        room): the helpers own them from then on and nothing\n"
     "                        crosses per step. 0 turns it off. Default 2 (a move\n"
-    "                        there and one back) on the CPU; 0 on other devices\n"
-    "                        (not built there yet)\n"
+    "                        there and one back); 0 with --device cuda (built, not\n"
+    "                        yet run on a GPU: give R to use it there)\n"
     "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
     "                        (default 0), so it stays F times slower at whatever work\n"
     "                        the plan gives it: in a block with balance hooks each\n"
@@ -262,7 +262,7 @@ static const char *const HELP[] = {
     "                        their FLOPs times --slow, not measured time, so plans\n"
     "                        depend on the units and --slow alone and runs that\n"
     "                        differ only in --select or --impute get the same plans\n"
-    "                        (paired experiments). CPU only\n"
+    "                        (paired experiments). CPU and checked device only\n"
     "  --momentum X          SGD's momentum in [0, 1) (default 0.9)\n"
     "  --weight-decay X      in [0, 10] (default 0.05 for adamw, 0 for sgd); applied\n"
     "                        to matrices only, not to biases, norms, cls_token or\n"
@@ -1041,8 +1041,9 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--select %s ranks units by how their weights "
                          "change in training: use it with --train",
                          htp_select_name(options->selection));
+  /* The checked device computes on the rank's thread, as the CPU does. */
   if (train->enabled && train->clock != HTP_TRAIN_CLOCK_WALL && strcmp(options->device, "cpu") != 0 &&
-      !options->help)
+      strcmp(options->device, "checked") != 0 && !options->help)
     return htp_set_error(err, err_size, "--clock %s times each rank thread's CPU work: with "
                          "--device %s the work is the device's (use --clock wall)",
                          htp_run_clock_name(train->clock), options->device);
@@ -1050,13 +1051,10 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
                          "reuses: add --impute same, or leave it out");
   if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
-  /* Re-partition moves weights in host memory: on by default on the CPU. */
+  /* On by default where it has run: the CPU and the checked device (not
+   * yet on a GPU, where it is asked for by name). */
   if (!options->repartition_given)
-    options->repartition = strcmp(options->device, "cpu") == 0 ? 2.0 : 0.0;
-  else if (options->repartition > 0 && strcmp(options->device, "cpu") != 0 && !options->help)
-    return htp_set_error(err, err_size, "--repartition %g moves units' weights in host memory: "
-                         "with --device %s use --repartition 0 (or leave it out)",
-                         options->repartition, options->device);
+    options->repartition = strcmp(options->device, "cuda") == 0 ? 0.0 : 2.0;
   if (options->num_shares && !options->tp_given)
     options->tp = options->num_shares;
   if (options->num_shares && options->num_shares != options->tp && !options->help)

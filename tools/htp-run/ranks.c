@@ -283,45 +283,31 @@ static void free_device_buffers(htp_ctx *ctx, void **device, int count) {
   free(device);
 }
 
-/* Per-process ranks send rank 0 their timings: through the context's
- * memory, since the nccl backend's collectives take device pointers.
- * Returns 0, or non-zero after rank_failed. */
+/* Per-process ranks send rank 0 their timings (control values: over the
+ * host world, whatever the device). Returns 0, or non-zero after
+ * rank_failed. */
 static int gather_timings(rank_state *state, htp_ctx *ctx) {
   const htp_rank_job *job = state->job;
   htp_rank_outcome *outcome = state->outcome;
   const int world = htp_ctx_size(ctx);
   const size_t bytes = (size_t)job->iters * sizeof(double);
   double *mine = malloc(2 * bytes), *all = malloc(2 * bytes * (size_t)world);
-  void *device_mine = NULL, *device_all = NULL;
-  const char *failure = NULL;
-  htp_result result = HTP_OK;
-  if (!mine || !all) {
-    result = HTP_ERR_NOMEM;
-    failure = "out of memory";
-    goto done;
+  htp_result result = HTP_ERR_NOMEM;
+  if (mine && all) {
+    memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
+    memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
+    result = htp_allgather_host(ctx, mine, all, 2 * bytes);
   }
-  memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
-  memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
-  if ((result = htp_mem_alloc(ctx, 2 * bytes, &device_mine)) != HTP_OK ||
-      (result = htp_mem_alloc(ctx, 2 * bytes * (size_t)world, &device_all)) != HTP_OK ||
-      (result = htp_mem_upload(ctx, device_mine, mine, 2 * bytes)) != HTP_OK ||
-      (result = htp_allgather(ctx, device_mine, device_all, 2 * bytes)) != HTP_OK ||
-      (result = htp_mem_download(ctx, all, device_all, 2 * bytes * (size_t)world)) != HTP_OK) {
-    failure = htp_last_error(ctx);
-    goto done;
-  }
-  for (int r = 0; r < world; r++) {
+  for (int r = 0; result == HTP_OK && r < world; r++) {
     memcpy(outcome->compute_s + (size_t)r * job->iters, all + 2 * (size_t)r * job->iters, bytes);
     memcpy(outcome->elapsed_s + (size_t)r * job->iters, all + (2 * (size_t)r + 1) * job->iters,
            bytes);
   }
-done:
-  htp_mem_free(ctx, device_mine);
-  htp_mem_free(ctx, device_all);
   free(all);
   free(mine);
   if (result != HTP_OK)
-    rank_failed(state, ctx, result, "gathering the timings", -1, failure);
+    rank_failed(state, ctx, result, "gathering the timings", -1,
+                result == HTP_ERR_NOMEM ? "out of memory" : htp_last_error(ctx));
   return result != HTP_OK;
 }
 

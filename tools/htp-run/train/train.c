@@ -582,7 +582,7 @@ static int model_step(rank_run *run, host_batch *h, const htp_step_result *done,
   const double hooks = done->times.hook_seconds;
   double mine = done->times.compute_seconds + (hooks > 0 ? hooks - hooks / factor : 0);
   double slowest = 0;
-  RANK_TRY(htp_allgather(run->ctx, &mine, h->rank_model, sizeof mine),
+  RANK_TRY(htp_allgather_host(run->ctx, &mine, h->rank_model, sizeof mine),
            "gathering the modelled step times", step);
   for (int r = 0; r < run->job->tp; r++)
     slowest = h->rank_model[r] > slowest ? h->rank_model[r] : slowest;
@@ -720,7 +720,7 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
   const double seconds = htp_now() - started;
   if (run->every == 0) {
     double mine[2] = {seconds, step_seconds}, all[2 * HTP_ENTRY_MAX_TP];
-    RANK_TRY(htp_allgather(run->ctx, mine, all, sizeof mine), "choosing --elastic's K", done);
+    RANK_TRY(htp_allgather_host(run->ctx, mine, all, sizeof mine), "choosing --elastic's K", done);
     double slowest[2] = {0, 1e-9};
     for (int r = 0; r < job->tp; r++)
       for (int k = 0; k < 2; k++)
