@@ -33,7 +33,9 @@
  *   9. bad arguments of the backward hooks;
  *  10. a plan the planner made after the forward but nobody applied: the
  *      backward refuses (or stays exact), never loses the handed-off units'
- *      gradients silently.
+ *      gradients silently;
+ *  11. RESIZE and MIGRATE as in 2 and 5 on the checked device, every
+ *      buffer device memory.
  * Scratch buffers have exactly the floats kernels/htp_scratch.h asks for,
  * and gradient buffers hold garbage before each call (the hooks write them).
  *===----------------------------------------------------------------------===*/
@@ -247,6 +249,7 @@ typedef struct scenario {
                           * htp_balancer_weights_updated and re-applied, -1 silently */
   htp_select selection;  /* [HTP_SELECT_RANDOM] */
   int oscillate;         /* variation_main: test 7b's updates */
+  int on_device;         /* the checked device: every buffer device memory (test 11) */
 } scenario;
 
 /* What one phase (forward + backward) recorded; each rank writes its rows. */
@@ -270,11 +273,24 @@ static const model *the_model;     /* x and the weights the ranks start from */
 static const model *the_new_model; /* refresh: the weights of phase 1 */
 static float the_dy[PAIRS][ROWS * DIM];
 
-/* A rank's buffers; every scratch exactly the size kernels/htp_scratch.h gives. */
+/* What a rank computes with on the checked device: the input, dy, its
+ * shards, gradients and outputs in one device allocation (the host
+ * buffers' twins, uploaded or downloaded around each hook pass). */
+typedef struct device_block {
+  float x[ROWS * DIM], dy[PAIRS][ROWS * DIM];
+  shard shards[LAYERS], grads[LAYERS];
+  float y[PAIRS][ROWS * DIM], dx[PAIRS][ROWS * DIM];
+} device_block;
+
+/* A rank's buffers; every scratch exactly the size kernels/htp_scratch.h
+ * gives (device memory on the checked device, where `device` holds the
+ * rest). */
 typedef struct rank_buffers {
   shard shards[LAYERS], grads[LAYERS];
   float y[PAIRS][ROWS * DIM], dx[PAIRS][ROWS * DIM];
   float *attention_scratch, *mlp_scratch, *attention_grad_scratch, *mlp_grad_scratch;
+  htp_ctx *device_ctx; /* the context the device memory is of, or NULL */
+  device_block *device;
 } rank_buffers;
 
 static float *scratch_of(int64_t floats) {
@@ -292,12 +308,44 @@ static rank_buffers *buffers_create(void) {
   return buf;
 }
 
+/* The checked device's twins of buf: the block and the scratches (the host
+ * scratches freed); the input, dy and the shards uploaded. */
+static htp_result buffers_to_device(htp_ctx *ctx, rank_buffers *buf) {
+  float **scratches[] = {&buf->attention_scratch, &buf->mlp_scratch,
+                         &buf->attention_grad_scratch, &buf->mlp_grad_scratch};
+  const int64_t floats[] = {
+      htp_rt_attention_scratch_floats(BATCH, TOKENS, HEADS, HEAD_DIM),
+      htp_rt_mlp_scratch_floats(ROWS, HIDDEN, WIDTH),
+      htp_rt_attention_grad_scratch_floats(BATCH, TOKENS, DIM, HEADS, HEAD_DIM),
+      htp_rt_mlp_grad_scratch_floats(ROWS, DIM, HIDDEN, WIDTH)};
+  buf->device_ctx = ctx;
+  htp_result r = htp_mem_alloc(ctx, sizeof *buf->device, (void **)&buf->device);
+  for (int i = 0; r == HTP_OK && i < 4; ++i) {
+    free(*scratches[i]);
+    *scratches[i] = NULL;
+    r = htp_mem_alloc(ctx, sizeof(float) * (size_t)floats[i], (void **)scratches[i]);
+  }
+  device_block *d = buf->device;
+  if (r == HTP_OK) r = htp_mem_upload(ctx, d->x, the_model->x, sizeof d->x);
+  if (r == HTP_OK) r = htp_mem_upload(ctx, d->dy, the_dy, sizeof d->dy);
+  if (r == HTP_OK) r = htp_mem_upload(ctx, d->shards, buf->shards, sizeof d->shards);
+  return r;
+}
+
 static void buffers_destroy(rank_buffers *buf) {
   if (!buf) return;
-  free(buf->attention_scratch);
-  free(buf->mlp_scratch);
-  free(buf->attention_grad_scratch);
-  free(buf->mlp_grad_scratch);
+  if (buf->device_ctx) {
+    htp_mem_free(buf->device_ctx, buf->device);
+    htp_mem_free(buf->device_ctx, buf->attention_scratch);
+    htp_mem_free(buf->device_ctx, buf->mlp_scratch);
+    htp_mem_free(buf->device_ctx, buf->attention_grad_scratch);
+    htp_mem_free(buf->device_ctx, buf->mlp_grad_scratch);
+  } else {
+    free(buf->attention_scratch);
+    free(buf->mlp_scratch);
+    free(buf->attention_grad_scratch);
+    free(buf->mlp_grad_scratch);
+  }
   free(buf);
 }
 
@@ -306,12 +354,17 @@ static int buffers_ok(const rank_buffers *buf) {
          buf->mlp_grad_scratch;
 }
 
-/* Every pair's forward hook, then the all-reduce of the partial sums. */
+/* Every pair's forward hook, then the all-reduce of the partial sums (on
+ * the device: computed there, y downloaded). */
 static htp_result forward(htp_ctx *ctx, htp_ctx *hook_ctx, rank_buffers *buf) {
   const scenario *sc = the_scenario;
-  return harness_forward(ctx, hook_ctx, the_model->x, buf->shards, buf->y,
-                         buf->attention_scratch, buf->mlp_scratch, sc->no_mlp_bias,
-                         sc->tanh_approx);
+  device_block *d = buf->device;
+  htp_result r = harness_forward(ctx, hook_ctx, d ? d->x : the_model->x,
+                                 d ? d->shards : buf->shards, d ? d->y : buf->y,
+                                 buf->attention_scratch, buf->mlp_scratch, sc->no_mlp_bias,
+                                 sc->tanh_approx);
+  if (r == HTP_OK && d) r = htp_mem_download(ctx, buf->y, d->y, sizeof buf->y);
+  return r;
 }
 
 static void fill(float *p, size_t n, float value) {
@@ -322,7 +375,8 @@ static void fill(float *p, size_t n, float value) {
  * return talks to the flows' peers); dx and the gradients start as garbage. */
 static htp_result backward(htp_ctx *hook_ctx, rank_buffers *buf) {
   const scenario *sc = the_scenario;
-  const float *x = the_model->x;
+  device_block *d = buf->device;
+  const float *x = d ? d->x : the_model->x;
   fill(&buf->dx[0][0], sizeof buf->dx / sizeof(float), GARBAGE);
   for (int l = 0; l < LAYERS; ++l) {
     shard *g = &buf->grads[l];
@@ -331,18 +385,31 @@ static htp_result backward(htp_ctx *hook_ctx, rank_buffers *buf) {
                             sizeof g->w1, sizeof g->b1, sizeof g->w2};
     for (int a = 0; a < 6; ++a) fill(arrays[a], sizes[a] / sizeof(float), GARBAGE);
   }
+  if (d) { /* the garbage goes up too */
+    htp_result r = htp_mem_upload(buf->device_ctx, d->dx, buf->dx, sizeof d->dx);
+    if (r == HTP_OK) r = htp_mem_upload(buf->device_ctx, d->grads, buf->grads, sizeof d->grads);
+    if (r != HTP_OK) return r;
+  }
   for (int l = 0; l < LAYERS; ++l) {
-    const shard *s = &buf->shards[l];
-    shard *g = &buf->grads[l];
+    const shard *s = d ? &d->shards[l] : &buf->shards[l];
+    shard *g = d ? &d->grads[l] : &buf->grads[l];
+    const float *dy_attention = d ? d->dy[2 * l] : the_dy[2 * l];
+    const float *dy_mlp = d ? d->dy[2 * l + 1] : the_dy[2 * l + 1];
+    float *dx_attention = d ? d->dx[2 * l] : buf->dx[2 * l];
+    float *dx_mlp = d ? d->dx[2 * l + 1] : buf->dx[2 * l + 1];
     htp_result r = htp_rt_attention_grad_f32(
-        hook_ctx, 2 * l, x, s->wqkv, s->bqkv, s->wproj, the_dy[2 * l], buf->dx[2 * l], g->wqkv,
+        hook_ctx, 2 * l, x, s->wqkv, s->bqkv, s->wproj, dy_attention, dx_attention, g->wqkv,
         g->bqkv, g->wproj, buf->attention_grad_scratch, BATCH, TOKENS, DIM, HEADS, HEAD_DIM);
     if (r == HTP_OK)
       r = htp_rt_mlp_grad_f32(hook_ctx, 2 * l + 1, x, s->w1, sc->no_mlp_bias ? NULL : s->b1,
-                              s->w2, the_dy[2 * l + 1], buf->dx[2 * l + 1], g->w1,
-                              sc->no_mlp_bias ? NULL : g->b1, g->w2, buf->mlp_grad_scratch, ROWS,
-                              DIM, HIDDEN, WIDTH, sc->tanh_approx);
+                              s->w2, dy_mlp, dx_mlp, g->w1, sc->no_mlp_bias ? NULL : g->b1, g->w2,
+                              buf->mlp_grad_scratch, ROWS, DIM, HIDDEN, WIDTH, sc->tanh_approx);
     if (r != HTP_OK) return r;
+  }
+  if (d) {
+    htp_result r = htp_mem_download(buf->device_ctx, buf->dx, d->dx, sizeof buf->dx);
+    if (r == HTP_OK) r = htp_mem_download(buf->device_ctx, buf->grads, d->grads, sizeof buf->grads);
+    return r;
   }
   return HTP_OK;
 }
@@ -401,6 +468,7 @@ static htp_result rank_open(const rank_run *run, rank_state *st) {
   if (!buffers_ok(st->buf)) return HTP_ERR_NOMEM;
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &st->buf->shards[l]);
   htp_result r = htp_ctx_create(run->world, run->rank, &st->ctx);
+  if (r == HTP_OK && sc->on_device) r = buffers_to_device(st->ctx, st->buf);
   if (r == HTP_OK && sc->balancer != NO_BALANCER) {
     htp_balancer_config c = balancer_config(sc);
     r = htp_balancer_create(st->ctx, &c, &st->b);
@@ -410,8 +478,8 @@ static htp_result rank_open(const rank_run *run, rank_state *st) {
 
 static void rank_close(rank_state *st) {
   htp_balancer_destroy(st->b);
+  buffers_destroy(st->buf); /* device memory first: the context frees it */
   htp_ctx_destroy(st->ctx);
-  buffers_destroy(st->buf);
 }
 
 /* The last forward and backward (and the unit sets) into rc. */
@@ -493,7 +561,9 @@ static void run_scenario(const scenario *sc, const model *m, const model *new_we
   the_scenario = sc;
   the_model = m;
   the_new_model = new_weights;
+  harness_device = sc->on_device ? HTP_DEVICE_CHECKED : HTP_DEVICE_CPU;
   run_world(sc->tp, rank_main, NULL);
+  harness_device = HTP_DEVICE_CPU;
 }
 
 /* Largest relative errors of a phase against a reference. */
@@ -1196,6 +1266,47 @@ static void test_10_unapplied_plan(void **unused) {
   delete_model(m);
 }
 
+/* 11: the backward hooks on the checked device (kernels/checked: device
+ * memory the host cannot read, the CUDA kernels' contracts): every buffer
+ * is device memory, so a gather, a scatter or a gradient return done with
+ * host loops would fault. RESIZE with zero imputation gives the pruned
+ * model's gradients (pruned units' exactly 0), MIGRATE the full model's
+ * (one helper and several, more units than one packed block), against the
+ * same double references as on the CPU. */
+static void test_11_on_checked_device(void **unused) {
+  (void)unused;
+  for (int tp = 2; tp <= 3; ++tp) {
+    scenario sc = {.tp = tp, .balancer = HOOKED, .policy = HTP_POLICY_RESIZE,
+                   .impute = HTP_IMPUTE_ZERO, .speeds = {1, 0.5, 1, 1},
+                   .no_mlp_bias = tp == 3, .on_device = 1};
+    model *m = new_model(tp, 1100 + (uint64_t)tp, sc.no_mlp_bias);
+    run_scenario(&sc, m, NULL);
+    assert_half_pruned(&rec[0], 1);
+    assert_matches("checked device, resize zero: vs the pruned model", m, &rec[0], &sc,
+                   rec[0].pruned);
+    assert_int_equal(assert_pruned_gradients_zero(&rec[0], &sc),
+                     LAYERS * (HEADS / 2 + UNITS / 2));
+    delete_model(m);
+  }
+  const struct {
+    int tp;
+    double speeds[MAX_TP];
+  } cases[] = {{2, {1, 0.2}}, {4, {1, 0.1, 0.1, 0.1}}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    scenario sc = {.tp = cases[c].tp, .balancer = HOOKED, .policy = HTP_POLICY_MIGRATE,
+                   .impute = HTP_IMPUTE_ZERO, .tanh_approx = (int)c, .on_device = 1};
+    memcpy(sc.speeds, cases[c].speeds, sizeof sc.speeds);
+    model *m = new_model(sc.tp, 1150 + c, 0);
+    run_scenario(&sc, m, NULL);
+    assert_matches("checked device, migrate: vs the full model", m, &rec[0], &sc, NULL);
+    int in = 0;
+    for (int r = 0; r < sc.tp; ++r)
+      for (int p = 0; p < PAIRS; ++p) in += rec[0].in[r][p];
+    assert_true(in > 0);
+    delete_model(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_no_balancer),
@@ -1210,6 +1321,7 @@ int main(void) {
       cmocka_unit_test(test_08_suspend),
       cmocka_unit_test(test_09_bad_arguments),
       cmocka_unit_test(test_10_unapplied_plan),
+      cmocka_unit_test(test_11_on_checked_device),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,8 @@
  *     on every rank and count what each owns), each slot holds its global
  *     unit's weights and states bit for bit, empty slots are zero;
  *   - the same under SEMI with importance selection and the same imputation
- *     (their per-slot state restarts);
+ *     (their per-slot state restarts), and on the checked device (weights
+ *     and states device memory the host cannot read);
  *   - a transient straggler (slow for a few steps) and ratio 0 migrate and
  *     never re-partition;
  *   - bad arguments are refused with a message.
@@ -51,6 +52,7 @@ typedef struct scenario {
   htp_policy policy;
   htp_select selection;
   htp_impute impute;
+  int on_device;      /* the checked device: shards, states, x and outputs device memory */
 } scenario;
 
 static const scenario *the_scenario;
@@ -125,7 +127,13 @@ static void *rank_main(void *arg) {
   float (*out)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
   const int64_t att = htp_rt_attention_scratch_floats(BATCH, TOKENS, HEADS, HEAD_DIM),
                 mlp = htp_rt_mlp_scratch_floats(ROWS, HIDDEN, WIDTH);
-  float *scratch = malloc(sizeof(float) * (size_t)(att > mlp ? att : mlp));
+  const size_t scratch_bytes = sizeof(float) * (size_t)(att > mlp ? att : mlp);
+  float *scratch = malloc(scratch_bytes);
+  /* On the device: every buffer the hooks and the re-partition get is its
+   * memory; shards and states come down for the checks at the end. */
+  shard *dev_shards = NULL, *dev_states[STATES] = {NULL};
+  float *dev_x = NULL, *dev_scratch = NULL;
+  float(*dev_out)[ROWS * DIM] = NULL;
   CHECK(out && scratch);
   CHECK(htp_ctx_create(run->world, r, &ctx) == HTP_OK);
   int32_t heads[HEADS], units[UNITS];
@@ -137,6 +145,28 @@ static void *rank_main(void *arg) {
     fill_shard(&the_model, l, heads, units, &rep->shards[l]);
     for (int j = 0; j < STATES; ++j) scale_shard(&rep->shards[l], (float)(j + 2), &rep->states[j][l]);
   }
+  shard *shards = rep->shards, *states[STATES];
+  for (int j = 0; j < STATES; ++j) states[j] = rep->states[j];
+  const float *x = the_model.x;
+  float(*outputs)[ROWS * DIM] = out;
+  float *hook_scratch = scratch;
+  if (sc->on_device) {
+    CHECK(htp_mem_alloc(ctx, sizeof rep->shards, (void **)&dev_shards) == HTP_OK);
+    CHECK(htp_mem_upload(ctx, dev_shards, rep->shards, sizeof rep->shards) == HTP_OK);
+    for (int j = 0; j < STATES; ++j) {
+      CHECK(htp_mem_alloc(ctx, sizeof rep->states[j], (void **)&dev_states[j]) == HTP_OK);
+      CHECK(htp_mem_upload(ctx, dev_states[j], rep->states[j], sizeof rep->states[j]) == HTP_OK);
+      states[j] = dev_states[j];
+    }
+    CHECK(htp_mem_alloc(ctx, sizeof(float) * ROWS * DIM, (void **)&dev_x) == HTP_OK);
+    CHECK(htp_mem_upload(ctx, dev_x, the_model.x, sizeof(float) * ROWS * DIM) == HTP_OK);
+    CHECK(htp_mem_alloc(ctx, sizeof(float) * 2 * LAYERS * ROWS * DIM, (void **)&dev_out) == HTP_OK);
+    CHECK(htp_mem_alloc(ctx, scratch_bytes, (void **)&dev_scratch) == HTP_OK);
+    shards = dev_shards;
+    x = dev_x;
+    outputs = dev_out;
+    hook_scratch = dev_scratch;
+  }
   htp_balancer_config config =
       harness_balancer_config(WORLD, sc->policy ? sc->policy : HTP_POLICY_MIGRATE,
                               sc->selection, sc->impute);
@@ -147,10 +177,10 @@ static void *rank_main(void *arg) {
   CHECK(htp_balancer_set_clock(b, HTP_CLOCK_UNITS) == HTP_OK);
   if (sc->trace) htp_balancer_set_trace(b, sc->trace);
   for (int l = 0; l < LAYERS; ++l) {
-    shard *w = &rep->shards[l];
+    shard *w = &shards[l];
     const float *weights[6] = {w->wqkv, w->bqkv, w->wproj, w->w1, w->b1, w->w2};
     for (int j = 0; j < STATES; ++j) {
-      shard *st = &rep->states[j][l];
+      shard *st = &states[j][l];
       float *states[6] = {st->wqkv, st->bqkv, st->wproj, st->w1, st->b1, st->w2};
       for (int t = 0; t < 6; ++t) CHECK(htp_balancer_add_state(b, weights[t], states[t]) == HTP_OK);
     }
@@ -159,8 +189,10 @@ static void *rank_main(void *arg) {
   for (int step = 0; step < sc->steps; ++step) {
     CHECK(htp_balancer_set_slowdown(b, r == 2 && step < sc->slow_steps ? sc->slowdown : 1.0) ==
           HTP_OK);
-    CHECK(harness_forward(ctx, ctx, the_model.x, rep->shards, out, scratch, scratch, 0, 0) ==
+    CHECK(harness_forward(ctx, ctx, x, shards, outputs, hook_scratch, hook_scratch, 0, 0) ==
           HTP_OK);
+    if (sc->on_device)
+      CHECK(htp_mem_download(ctx, out, dev_out, sizeof(float) * 2 * LAYERS * ROWS * DIM) == HTP_OK);
     for (int p = 0; p < 2 * LAYERS; ++p) {
       const double e = relative_error(out[p], reference[p], ROWS * DIM);
       if (!(e <= rep->worst_error)) rep->worst_error = isnan(e) ? INFINITY : e;
@@ -174,16 +206,28 @@ static void *rank_main(void *arg) {
   }
   rep->repartitions = htp_balancer_repartitions(b);
   int64_t room = 0;
-  CHECK(htp_balancer_slot_units(b, rep->shards[0].wqkv, rep->heads_map, WORLD * HEADS, &room) ==
+  CHECK(htp_balancer_slot_units(b, shards[0].wqkv, rep->heads_map, WORLD * HEADS, &room) ==
         HTP_OK);
   CHECK(room == HEADS);
-  CHECK(htp_balancer_slot_units(b, rep->states[1][1].w2, rep->units_map, WORLD * UNITS, &room) ==
+  CHECK(htp_balancer_slot_units(b, states[1][1].w2, rep->units_map, WORLD * UNITS, &room) ==
         HTP_OK); /* a state stands for its weight */
   CHECK(room == UNITS);
   const htp_plan *plan = htp_planner_plan(htp_balancer_planner(b));
   rep->owned[0] = plan->owned ? plan->owned[r] : HEADS;
   rep->owned[1] = plan->owned ? plan->owned[WORLD + r] : UNITS;
+  if (sc->on_device) { /* what the re-partition left in device memory */
+    CHECK(htp_mem_download(ctx, rep->shards, dev_shards, sizeof rep->shards) == HTP_OK);
+    for (int j = 0; j < STATES; ++j)
+      CHECK(htp_mem_download(ctx, rep->states[j], dev_states[j], sizeof rep->states[j]) == HTP_OK);
+  }
 done:
+  if (ctx && sc->on_device) {
+    htp_mem_free(ctx, dev_shards);
+    for (int j = 0; j < STATES; ++j) htp_mem_free(ctx, dev_states[j]);
+    htp_mem_free(ctx, dev_x);
+    htp_mem_free(ctx, dev_out);
+    htp_mem_free(ctx, dev_scratch);
+  }
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
   free(out);
@@ -202,7 +246,9 @@ static void run(const scenario *sc) {
   }
   memset(reports, 0, sizeof reports);
   the_scenario = sc;
+  harness_device = sc->on_device ? HTP_DEVICE_CHECKED : HTP_DEVICE_CPU;
   run_world(WORLD, rank_main, NULL);
+  harness_device = HTP_DEVICE_CPU;
 }
 
 /* Every global unit in exactly one slot of one rank, the ranks' maps
@@ -295,6 +341,23 @@ static void test_01b_importance_and_same(void **unused) {
   assert_ownership_exact();
 }
 
+/* The persistent straggler on the checked device: weights and states are
+ * device memory the host cannot read, so the moves go through host copies
+ * of the shards; ownership and every slot's contents exact as on the CPU. */
+static void test_01c_on_checked_device(void **unused) {
+  (void)unused;
+  const scenario sc = {.ratio = 2.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 24,
+                       .on_device = 1};
+  run(&sc);
+  for (int r = 0; r < WORLD; ++r) {
+    assert_true(reports[r].worst_error < 1e-5);
+    assert_int_equal(reports[r].repartitions, 1);
+    assert_int_equal(reports[r].flows_at_end, 0);
+  }
+  assert_true(reports[2].owned[0] < OWNED_HEADS[2] || reports[2].owned[1] < OWNED_UNITS[2]);
+  assert_ownership_exact();
+}
+
 /* A straggler slow for 3 steps only: it migrates and the plan ends before
  * the bytes pay for a re-partition (ratio 50); and with ratio 0 a
  * persistent one migrates for ever. Ownership stays as compiled. */
@@ -359,6 +422,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_persistent_straggler_repartitions),
       cmocka_unit_test(test_01b_importance_and_same),
+      cmocka_unit_test(test_01c_on_checked_device),
       cmocka_unit_test(test_02_transient_and_off_migrate),
       cmocka_unit_test(test_03_bad_arguments),
   };
