@@ -21,6 +21,15 @@
  * never comes, a world that initialized MPI calls MPI_Abort(MPI_COMM_WORLD,
  * 1) rather than hang in MPI_Finalize; a world that did not leaves MPI to
  * the application.
+ *
+ * A process that dies. Built against an MPI with ULFM (Open MPI 5's
+ * <mpi-ext.h>: MPIX_Comm_shrink) and launched with `mpirun --with-ft ulfm`,
+ * the survivors' calls that involve the dead process return
+ * MPIX_ERR_PROC_FAILED: the world fails with HTP_ERR_REMOTE naming the lost
+ * rank, and htp_world_shrink (shrink_init) revokes the old communicators,
+ * shrinks `comm` to the live processes and makes a world of them; the old
+ * world's destroy then neither meets nor finalizes (the new world owns
+ * MPI). Without ULFM, mpirun ends the whole job when a process dies.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -28,12 +37,23 @@
 
 #include <limits.h>
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { NOTICE_TAG = 1 };
+
+/* ULFM: Open MPI's fault-tolerance extension, where this MPI has it. */
+#if defined(OMPI_HAVE_MPI_EXT_FTMPI) && defined(MPIX_ERR_PROC_FAILED) && \
+    defined(OMPI_HAVE_MPIX_COMM_GET_FAILED)
+#define HTP_MPI_ULFM 1
+#endif
 
 typedef struct mpi_world {
   MPI_Comm comm;
@@ -50,6 +70,8 @@ typedef struct mpi_world {
    * only after MPI_Finalize. */
   void **abandoned;
   int abandoned_count;
+  int shrunk; /* htp_world_shrink made a world from this one: destroy neither meets nor finalizes */
+  int after_loss; /* made by htp_world_shrink: MPI_COMM_WORLD holds dead processes */
 } mpi_world;
 
 static mpi_world *state_of(htp_world *world) { return (mpi_world *)world->backend; }
@@ -100,6 +122,59 @@ static void mpi_notify_failure(htp_world *world, htp_ctx *ctx) {
   }
 }
 
+/* ===== Lost processes (ULFM) ============================================ */
+
+/* Whether an MPI error class says a peer process died (or a survivor
+ * revoked the communicator because one did). */
+static int process_failed(int error_class) {
+#ifdef HTP_MPI_ULFM
+  return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
+         error_class == MPIX_ERR_REVOKED;
+#else
+  (void)error_class;
+  return 0;
+#endif
+}
+
+/* The ranks of comm's processes known to have failed, at most capacity of
+ * them into ranks (in the failed group's order); their count, or -1. */
+static int failed_ranks(MPI_Comm comm, int *ranks, int capacity) {
+#ifdef HTP_MPI_ULFM
+  MPI_Group failed_group, group;
+  int count = 0;
+  if (MPIX_Comm_get_failed(comm, &failed_group) != MPI_SUCCESS) return -1;
+  MPI_Group_size(failed_group, &count);
+  MPI_Comm_group(comm, &group);
+  const int n = count < capacity ? count : capacity;
+  int *in_failed = malloc((size_t)(n > 0 ? n : 1) * sizeof *in_failed);
+  if (!in_failed) count = -1;
+  for (int i = 0; in_failed && i < n; ++i) in_failed[i] = i;
+  if (in_failed && n > 0) MPI_Group_translate_ranks(failed_group, n, in_failed, group, ranks);
+  free(in_failed);
+  MPI_Group_free(&failed_group);
+  MPI_Group_free(&group);
+  return count;
+#else
+  (void)comm;
+  (void)ranks;
+  (void)capacity;
+  return -1;
+#endif
+}
+
+/* A call of `what` found a dead peer: the world fails with HTP_ERR_REMOTE,
+ * naming the first lost rank as its origin. */
+static htp_result fail_lost(htp_ctx *ctx, const char *what) {
+  int lost = -1;
+  const int count = failed_ranks(state_of(ctx->world)->comm, &lost, 1);
+  snprintf(ctx->last_error, sizeof ctx->last_error,
+           "%s: rank %d's process died (%d lost; htp_world_shrink goes on without it)", what,
+           lost, count);
+  htp__world_fail(ctx->world, ctx, HTP_ERR_REMOTE, lost, "rank %d: %s", ctx->rank,
+                  ctx->last_error);
+  return HTP_ERR_REMOTE;
+}
+
 /* ===== Waiting ========================================================== */
 
 /* Polls request until it completes, the world fails or the deadline passes.
@@ -117,6 +192,7 @@ static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *s
       char text[MPI_MAX_ERROR_STRING];
       int error_class = 0;
       MPI_Error_class(rc, &error_class);
+      if (process_failed(error_class)) return fail_lost(ctx, what);
       return htp__fail(ctx, error_class == MPI_ERR_TRUNCATE ? HTP_ERR_INVALID : HTP_ERR_SYSTEM,
                        "%s: %s", what, mpi_message(rc, text));
     }
@@ -137,6 +213,35 @@ static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *s
 
 /* ===== World ============================================================ */
 
+/* The world's state over the processes of `base`: two duplicates of it
+ * (data, notices) returning errors instead of aborting, the tag bound, the
+ * notice receive posted. 0, or -1 with message written. */
+static int attach(htp_world *world, mpi_world *state, MPI_Comm base, char *message,
+                  size_t message_size) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(base, &size);
+  MPI_Comm_rank(base, &rank);
+  state->notice_sends = malloc((size_t)size * sizeof *state->notice_sends);
+  if (!state->notice_sends || MPI_Comm_dup(base, &state->comm) != MPI_SUCCESS ||
+      MPI_Comm_dup(base, &state->notice_comm) != MPI_SUCCESS) {
+    snprintf(message, message_size, "htp_world_create: MPI_Comm_dup failed");
+    free(state->notice_sends);
+    return -1;
+  }
+  for (int peer = 0; peer < size; ++peer) state->notice_sends[peer] = MPI_REQUEST_NULL;
+  MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(state->notice_comm, MPI_ERRORS_RETURN);
+  int *upper_bound = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &upper_bound, &flag);
+  state->tag_upper_bound = flag && upper_bound ? *upper_bound : 32767;
+  MPI_Irecv(state->notice_in, 2, MPI_INT, MPI_ANY_SOURCE, NOTICE_TAG, state->notice_comm,
+            &state->notice_request);
+  world->size = size;
+  world->process_rank = rank;
+  world->backend = state;
+  return 0;
+}
+
 static htp_result mpi_world_init(htp_world *world, char *message, size_t message_size) {
   int initialized = 0, finalized = 0;
   MPI_Finalized(&finalized);
@@ -156,39 +261,72 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     }
     state->owns_mpi = 1;
   }
-  int size = 0, rank = 0;
+  int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  htp_result rc = HTP_OK;
   if (world->config.world_size != 0 && world->config.world_size != size) {
     snprintf(message, message_size,
              "htp_world_create: world_size is %d but MPI has %d processes (use 0)",
              world->config.world_size, size);
+    rc = HTP_ERR_INVALID;
+  } else if (attach(world, state, MPI_COMM_WORLD, message, message_size)) {
+    rc = HTP_ERR_SYSTEM;
+  }
+  if (rc != HTP_OK) {
     if (state->owns_mpi) MPI_Finalize();
     free(state);
-    return HTP_ERR_INVALID;
   }
-  state->notice_sends = malloc((size_t)size * sizeof *state->notice_sends);
-  if (!state->notice_sends || MPI_Comm_dup(MPI_COMM_WORLD, &state->comm) != MPI_SUCCESS ||
-      MPI_Comm_dup(MPI_COMM_WORLD, &state->notice_comm) != MPI_SUCCESS) {
-    snprintf(message, message_size, "htp_world_create: MPI_Comm_dup failed");
-    if (state->owns_mpi) MPI_Finalize();
-    free(state->notice_sends);
+  return rc;
+}
+
+#ifdef HTP_MPI_ULFM
+/* htp_world_shrink: the parent's communicators revoked (so that every
+ * survivor still inside a call on them returns), its data communicator
+ * shrunk to the live processes, the lost ranks told by comparing groups. */
+static htp_result mpi_shrink_init(htp_world *world, int32_t *lost, int capacity, int *num_lost,
+                                  char *message, size_t message_size) {
+  mpi_world *parent = state_of(world->parent);
+  mpi_world *state = calloc(1, sizeof *state);
+  if (!state) return HTP_ERR_NOMEM;
+  MPIX_Comm_revoke(parent->comm);
+  MPIX_Comm_revoke(parent->notice_comm);
+  MPI_Comm live;
+  char text[MPI_MAX_ERROR_STRING];
+  int rc = MPIX_Comm_shrink(parent->comm, &live);
+  if (rc != MPI_SUCCESS) {
+    snprintf(message, message_size, "htp_world_shrink: MPIX_Comm_shrink failed: %s (was mpirun "
+             "given --with-ft ulfm?)", mpi_message(rc, text));
     free(state);
     return HTP_ERR_SYSTEM;
   }
-  for (int peer = 0; peer < size; ++peer) state->notice_sends[peer] = MPI_REQUEST_NULL;
-  MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_set_errhandler(state->notice_comm, MPI_ERRORS_RETURN);
-  int *upper_bound = NULL, flag = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &upper_bound, &flag);
-  state->tag_upper_bound = flag && upper_bound ? *upper_bound : 32767;
-  MPI_Irecv(state->notice_in, 2, MPI_INT, MPI_ANY_SOURCE, NOTICE_TAG, state->notice_comm,
-            &state->notice_request);
-  world->size = size;
-  world->process_rank = rank;
-  world->backend = state;
+  MPI_Group before, after, gone;
+  MPI_Comm_group(parent->comm, &before);
+  MPI_Comm_group(live, &after);
+  MPI_Group_difference(before, after, &gone);
+  int count = 0;
+  MPI_Group_size(gone, &count);
+  for (int i = 0; i < count && i < capacity; ++i) {
+    int old_rank = 0;
+    MPI_Group_translate_ranks(gone, 1, &i, before, &old_rank);
+    lost[i] = old_rank;
+  }
+  *num_lost = count;
+  MPI_Group_free(&before);
+  MPI_Group_free(&after);
+  MPI_Group_free(&gone);
+  const int attached = attach(world, state, live, message, message_size);
+  MPI_Comm_free(&live);
+  if (attached) {
+    free(state);
+    return HTP_ERR_SYSTEM;
+  }
+  world->config.world_size = 0; /* the size of MPI: the survivors */
+  state->owns_mpi = parent->owns_mpi;
+  state->after_loss = 1;
+  parent->shrunk = 1;
   return HTP_OK;
 }
+#endif
 
 static void mpi_world_destroy(htp_world *world) {
   mpi_world *state = state_of(world);
@@ -198,7 +336,9 @@ static void mpi_world_destroy(htp_world *world) {
    * whether the world failed, so destroy always meets, healthy or not. */
   int everyone_came = 0;
   MPI_Request request;
-  if (MPI_Ibarrier(state->notice_comm, &request) == MPI_SUCCESS) {
+  if (state->shrunk) {
+    everyone_came = 1; /* the survivors met in the shrink; the dead never come */
+  } else if (MPI_Ibarrier(state->notice_comm, &request) == MPI_SUCCESS) {
     double deadline = htp_now() + world->config.timeout_s;
     for (int round = 0; htp_now() < deadline; ++round) {
       int done = 0;
@@ -219,7 +359,8 @@ static void mpi_world_destroy(htp_world *world) {
   }
   if (state->notice_request != MPI_REQUEST_NULL) {
     MPI_Cancel(&state->notice_request);
-    MPI_Wait(&state->notice_request, MPI_STATUS_IGNORE);
+    if (state->shrunk) MPI_Request_free(&state->notice_request); /* revoked: may never complete */
+    else MPI_Wait(&state->notice_request, MPI_STATUS_IGNORE);
   }
   int sends_pending = 0;
   for (int peer = 0; peer < world->size; ++peer) {
@@ -228,10 +369,14 @@ static void mpi_world_destroy(htp_world *world) {
     MPI_Test(&state->notice_sends[peer], &done, MPI_STATUS_IGNORE);
     if (!done) sends_pending = 1;
   }
-  int owns_mpi = state->owns_mpi;
+  int owns_mpi = state->owns_mpi && !state->shrunk; /* else the shrunk world owns MPI */
   MPI_Comm_free(&state->comm);
   MPI_Comm_free(&state->notice_comm);
-  int finalized = owns_mpi && everyone_came;
+  /* With dead processes in MPI_COMM_WORLD, Open MPI 5's MPI_Finalize can
+   * wait for them for ever (its PMIx fence; open-mpi/ompi #11404): a world
+   * made after a loss leaves MPI unfinalized, which mpirun --with-ft ulfm
+   * accepts at exit. */
+  int finalized = owns_mpi && everyone_came && !state->after_loss;
   if (finalized) MPI_Finalize();
   /* After MPI_Finalize nothing can write the buffers; without it, a pending
    * operation still might, so they are left allocated. */
@@ -502,4 +647,7 @@ const htp__backend_ops htp__mpi_ops = {
     .barrier = mpi_barrier,
     .notify_failure = mpi_notify_failure,
     .wait_failure = mpi_wait_failure,
+#ifdef HTP_MPI_ULFM
+    .shrink_init = mpi_shrink_init,
+#endif
 };

@@ -190,13 +190,23 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
 #undef REJECT
 }
 
-htp_result htp__world_create_backend(const htp_config *config, const htp__backend_ops *ops,
-                                     htp_world **world_out, char *message, size_t message_size) {
+/* What makes a world's backend state: its world_init, or (shrink) the
+ * backend's shrink_init from the parent. */
+typedef struct world_origin {
+  htp_world *parent; /* NULL: world_init */
+  int32_t *lost;
+  int capacity, *num_lost;
+} world_origin;
+
+static htp_result create_world(const htp_config *config, const htp__backend_ops *ops,
+                               const world_origin *origin, htp_world **world_out, char *message,
+                               size_t message_size) {
   htp_world *world = calloc(1, sizeof *world);
   if (!world) return HTP_ERR_NOMEM;
   world->config = *config;
   world->ops = ops;
   world->process_rank = -1;
+  world->parent = origin ? origin->parent : NULL;
   atomic_init(&world->fail_code, HTP_OK);
   atomic_init(&world->fail_origin, -1);
   if (config->sm_counts) { /* the world's own copy (check_config: local, world_size >= 1) */
@@ -215,7 +225,10 @@ htp_result htp__world_create_backend(const htp_config *config, const htp__backen
     return HTP_ERR_SYSTEM;
   }
   char local_message[HTP__MESSAGE_SIZE] = "";
-  htp_result rc = ops->world_init(world, local_message, sizeof local_message);
+  htp_result rc = world->parent ? ops->shrink_init(world, origin->lost, origin->capacity,
+                                                   origin->num_lost, local_message,
+                                                   sizeof local_message)
+                                : ops->world_init(world, local_message, sizeof local_message);
   if (rc == HTP_OK) {
     world->rank_taken = calloc((size_t)world->size, 1);
     if (!world->rank_taken) {
@@ -233,6 +246,37 @@ htp_result htp__world_create_backend(const htp_config *config, const htp__backen
   }
   *world_out = world;
   return HTP_OK;
+}
+
+htp_result htp__world_create_backend(const htp_config *config, const htp__backend_ops *ops,
+                                     htp_world **world_out, char *message, size_t message_size) {
+  return create_world(config, ops, NULL, world_out, message, message_size);
+}
+
+htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lost, int capacity,
+                            int *num_lost) {
+  if (!world || !survivors || !num_lost || capacity < 0 || (capacity > 0 && !lost)) {
+    if (world)
+      htp__world_message(world, "htp_world_shrink: survivors or num_lost is NULL, or lost is "
+                                "NULL with capacity %d", capacity);
+    return HTP_ERR_INVALID;
+  }
+  *survivors = NULL;
+  *num_lost = 0;
+  if (!world->ops->shrink_init) {
+    htp__world_message(world, "htp_world_shrink: the %s backend cannot shrink a world%s",
+                       world->ops->name,
+                       world->config.backend == HTP_BACKEND_LOCAL
+                           ? " (its ranks are threads of this process: make a new world)"
+                           : " (it needs Open MPI's ULFM: an MPI with MPIX_Comm_shrink)");
+    return HTP_ERR_UNSUPPORTED;
+  }
+  const world_origin origin = {world, lost, capacity, num_lost};
+  char message[HTP__MESSAGE_SIZE] = "";
+  htp_result rc = create_world(&world->config, world->ops, &origin, survivors, message,
+                               sizeof message);
+  if (rc != HTP_OK) htp__world_message(world, "%s", message);
+  return rc;
 }
 
 htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
@@ -278,6 +322,14 @@ htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
 
 htp_result htp_world_create(const htp_config *config, htp_world **world) {
   return htp_world_create_verbose(config, world, NULL, 0);
+}
+
+int htp_backend_can_shrink(htp_backend backend) {
+#ifdef HTP_HAVE_MPI
+  if (backend == HTP_BACKEND_MPI) return htp__mpi_ops.shrink_init != NULL;
+#endif
+  (void)backend;
+  return 0;
 }
 
 int htp_backend_available(htp_backend backend) {

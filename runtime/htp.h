@@ -158,10 +158,24 @@ HTP_API htp_result htp_world_create_verbose(const htp_config *config, htp_world 
                                     char *message, size_t message_size);
 /* 1 if the backend was built into this library, else 0. */
 HTP_API int htp_backend_available(htp_backend backend);
+/* 1 if htp_world_shrink works on the backend's worlds as built (mpi against
+ * an MPI with ULFM), else 0. */
+HTP_API int htp_backend_can_shrink(htp_backend backend);
 /* Destroy after every context of the world was destroyed (local: after the
  * rank threads were joined). Never blocks on a peer; see the mpi notes above
  * for what it does with a failed MPI world. */
 HTP_API void htp_world_destroy(htp_world *world);
+/* After processes of an mpi world died: a world of the live ones, ranks
+ * renumbered in their old order, in *survivors; lost[] gets the old ranks
+ * that are gone (at most `capacity`), *num_lost how many. Collective over
+ * the survivors (each calls it once its calls on `world` failed); `world`
+ * stays to be destroyed, which then does not wait for the dead. Needs
+ * Open MPI's ULFM (built against an MPI with <mpi-ext.h>'s
+ * MPIX_Comm_shrink, launched with `mpirun --with-ft ulfm`); elsewhere
+ * HTP_ERR_UNSUPPORTED (a local world's threads cannot die alone: make a new
+ * world). HTP_ERR_INVALID for NULL arguments. */
+HTP_API htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lost,
+                                    int capacity, int *num_lost);
 HTP_API int htp_world_size(const htp_world *world);
 /* The calling process's rank for mpi (and nccl over MPI); -1 for local (and
  * nccl over threads). */

