@@ -77,11 +77,11 @@ typedef struct htp__backend_ops {
   /* Block until the world fails or the deadline passes (fault injection's
    * delay and hang). Returns HTP_OK at the deadline, else the failure. */
   htp_result (*wait_failure)(htp_ctx *ctx, double deadline);
-  /* htp_world_shrink (NULL: the backend cannot): world_init for a world
-   * whose `parent` lost processes: the parent's live processes, the old
-   * ranks gone in lost[] (at most capacity), their count in *num_lost. */
-  htp_result (*shrink_init)(htp_world *world, int32_t *lost, int capacity, int *num_lost,
-                            char *message, size_t message_size);
+  /* htp_world_shrink (NULL: the backend cannot): world_init for a world of
+   * the live processes of `parent`, which lost some: the old ranks gone in
+   * lost[] (at most capacity), their count in *num_lost. */
+  htp_result (*shrink_init)(htp_world *world, htp_world *parent, int32_t *lost, int capacity,
+                            int *num_lost, char *message, size_t message_size);
 } htp__backend_ops;
 
 struct htp_world {
@@ -95,7 +95,6 @@ struct htp_world {
   htp_fault *faults;
   int fault_count, fault_capacity;
   int32_t *sm_counts; /* the world's copy of config.sm_counts, or NULL */
-  htp_world *parent;  /* htp_world_shrink: the world this one was shrunk from */
 
   /* 0 while healthy; else the htp_result that failed it. */
   atomic_int fail_code;

@@ -85,14 +85,68 @@ static const char *mpi_message(int code, char *buffer) {
   return buffer;
 }
 
+/* ===== Lost processes (ULFM) ============================================ */
+
+/* Whether an MPI error class says a peer process died (or a survivor
+ * revoked the communicator because one did). */
+static int process_failed(int error_class) {
+#ifdef HTP_MPI_ULFM
+  return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
+         error_class == MPIX_ERR_REVOKED;
+#else
+  (void)error_class;
+  return 0;
+#endif
+}
+
+/* The lowest rank of comm's processes known to have failed (-1: none
+ * known, or no ULFM), and how many failed in *count. */
+static int first_failed_rank(MPI_Comm comm, int *count) {
+  *count = 0;
+#ifdef HTP_MPI_ULFM
+  MPI_Group failed_group, group;
+  if (MPIX_Comm_get_failed(comm, &failed_group) != MPI_SUCCESS) return -1;
+  MPI_Group_size(failed_group, count);
+  MPI_Comm_group(comm, &group);
+  int first = 0, rank = -1;
+  if (*count > 0) MPI_Group_translate_ranks(failed_group, 1, &first, group, &rank);
+  MPI_Group_free(&failed_group);
+  MPI_Group_free(&group);
+  return rank;
+#else
+  (void)comm;
+  return -1;
+#endif
+}
+
+/* A call of `what` found a dead peer: the world fails with HTP_ERR_REMOTE,
+ * naming the first lost rank as its origin. */
+static htp_result fail_lost(htp_ctx *ctx, const char *what) {
+  int count = 0;
+  const int lost = first_failed_rank(state_of(ctx->world)->comm, &count);
+  snprintf(ctx->last_error, sizeof ctx->last_error,
+           "%s: rank %d's process died (%d lost; htp_world_shrink goes on without it)", what,
+           lost, count);
+  htp__world_fail(ctx->world, ctx, HTP_ERR_REMOTE, lost, "rank %d: %s", ctx->rank,
+                  ctx->last_error);
+  return HTP_ERR_REMOTE;
+}
+
+/* A failed MPI call of `what`: a dead peer (fail_lost), a message longer
+ * than the receive buffer (the caller's mistake), or MPI's own error. */
+static htp_result mpi_failure(htp_ctx *ctx, int rc, const char *what) {
+  int error_class = 0;
+  MPI_Error_class(rc, &error_class);
+  if (process_failed(error_class)) return fail_lost(ctx, what);
+  char text[MPI_MAX_ERROR_STRING];
+  return htp__fail(ctx, error_class == MPI_ERR_TRUNCATE ? HTP_ERR_INVALID : HTP_ERR_SYSTEM,
+                   "%s: %s", what, mpi_message(rc, text));
+}
+
 #define MPI_CALL(ctx, call)                                                                    \
   do {                                                                                         \
     int mpi_rc_ = (call);                                                                      \
-    if (mpi_rc_ != MPI_SUCCESS) {                                                              \
-      char mpi_text_[MPI_MAX_ERROR_STRING];                                                    \
-      return htp__fail((ctx), HTP_ERR_SYSTEM, "%s failed: %s", #call,                          \
-                       mpi_message(mpi_rc_, mpi_text_));                                       \
-    }                                                                                          \
+    if (mpi_rc_ != MPI_SUCCESS) return mpi_failure((ctx), mpi_rc_, #call " failed");           \
   } while (0)
 
 /* ===== Failure notices ================================================== */
@@ -122,59 +176,6 @@ static void mpi_notify_failure(htp_world *world, htp_ctx *ctx) {
   }
 }
 
-/* ===== Lost processes (ULFM) ============================================ */
-
-/* Whether an MPI error class says a peer process died (or a survivor
- * revoked the communicator because one did). */
-static int process_failed(int error_class) {
-#ifdef HTP_MPI_ULFM
-  return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
-         error_class == MPIX_ERR_REVOKED;
-#else
-  (void)error_class;
-  return 0;
-#endif
-}
-
-/* The ranks of comm's processes known to have failed, at most capacity of
- * them into ranks (in the failed group's order); their count, or -1. */
-static int failed_ranks(MPI_Comm comm, int *ranks, int capacity) {
-#ifdef HTP_MPI_ULFM
-  MPI_Group failed_group, group;
-  int count = 0;
-  if (MPIX_Comm_get_failed(comm, &failed_group) != MPI_SUCCESS) return -1;
-  MPI_Group_size(failed_group, &count);
-  MPI_Comm_group(comm, &group);
-  const int n = count < capacity ? count : capacity;
-  int *in_failed = malloc((size_t)(n > 0 ? n : 1) * sizeof *in_failed);
-  if (!in_failed) count = -1;
-  for (int i = 0; in_failed && i < n; ++i) in_failed[i] = i;
-  if (in_failed && n > 0) MPI_Group_translate_ranks(failed_group, n, in_failed, group, ranks);
-  free(in_failed);
-  MPI_Group_free(&failed_group);
-  MPI_Group_free(&group);
-  return count;
-#else
-  (void)comm;
-  (void)ranks;
-  (void)capacity;
-  return -1;
-#endif
-}
-
-/* A call of `what` found a dead peer: the world fails with HTP_ERR_REMOTE,
- * naming the first lost rank as its origin. */
-static htp_result fail_lost(htp_ctx *ctx, const char *what) {
-  int lost = -1;
-  const int count = failed_ranks(state_of(ctx->world)->comm, &lost, 1);
-  snprintf(ctx->last_error, sizeof ctx->last_error,
-           "%s: rank %d's process died (%d lost; htp_world_shrink goes on without it)", what,
-           lost, count);
-  htp__world_fail(ctx->world, ctx, HTP_ERR_REMOTE, lost, "rank %d: %s", ctx->rank,
-                  ctx->last_error);
-  return HTP_ERR_REMOTE;
-}
-
 /* ===== Waiting ========================================================== */
 
 /* Polls request until it completes, the world fails or the deadline passes.
@@ -187,15 +188,7 @@ static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *s
     int done = 0;
     MPI_Status local_status;
     int rc = MPI_Test(request, &done, status ? status : &local_status);
-    if (rc != MPI_SUCCESS) {
-      /* A message longer than the receive buffer is the caller's mistake. */
-      char text[MPI_MAX_ERROR_STRING];
-      int error_class = 0;
-      MPI_Error_class(rc, &error_class);
-      if (process_failed(error_class)) return fail_lost(ctx, what);
-      return htp__fail(ctx, error_class == MPI_ERR_TRUNCATE ? HTP_ERR_INVALID : HTP_ERR_SYSTEM,
-                       "%s: %s", what, mpi_message(rc, text));
-    }
+    if (rc != MPI_SUCCESS) return mpi_failure(ctx, rc, what);
     if (done) return HTP_OK;
     poll_notice(world, ctx);
     if (failed(world)) return htp__check_failed(ctx, what);
@@ -283,9 +276,10 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
 /* htp_world_shrink: the parent's communicators revoked (so that every
  * survivor still inside a call on them returns), its data communicator
  * shrunk to the live processes, the lost ranks told by comparing groups. */
-static htp_result mpi_shrink_init(htp_world *world, int32_t *lost, int capacity, int *num_lost,
-                                  char *message, size_t message_size) {
-  mpi_world *parent = state_of(world->parent);
+static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int32_t *lost,
+                                  int capacity, int *num_lost, char *message,
+                                  size_t message_size) {
+  mpi_world *parent = state_of(parent_world);
   mpi_world *state = calloc(1, sizeof *state);
   if (!state) return HTP_ERR_NOMEM;
   MPIX_Comm_revoke(parent->comm);

@@ -190,10 +190,10 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
 #undef REJECT
 }
 
-/* What makes a world's backend state: its world_init, or (shrink) the
- * backend's shrink_init from the parent. */
+/* A shrink's parent and where the lost ranks go: create_world then makes
+ * the backend state with shrink_init instead of world_init. */
 typedef struct world_origin {
-  htp_world *parent; /* NULL: world_init */
+  htp_world *parent;
   int32_t *lost;
   int capacity, *num_lost;
 } world_origin;
@@ -206,7 +206,6 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
   world->config = *config;
   world->ops = ops;
   world->process_rank = -1;
-  world->parent = origin ? origin->parent : NULL;
   atomic_init(&world->fail_code, HTP_OK);
   atomic_init(&world->fail_origin, -1);
   if (config->sm_counts) { /* the world's own copy (check_config: local, world_size >= 1) */
@@ -225,10 +224,10 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
     return HTP_ERR_SYSTEM;
   }
   char local_message[HTP__MESSAGE_SIZE] = "";
-  htp_result rc = world->parent ? ops->shrink_init(world, origin->lost, origin->capacity,
-                                                   origin->num_lost, local_message,
-                                                   sizeof local_message)
-                                : ops->world_init(world, local_message, sizeof local_message);
+  htp_result rc = origin ? ops->shrink_init(world, origin->parent, origin->lost,
+                                            origin->capacity, origin->num_lost, local_message,
+                                            sizeof local_message)
+                         : ops->world_init(world, local_message, sizeof local_message);
   if (rc == HTP_OK) {
     world->rank_taken = calloc((size_t)world->size, 1);
     if (!world->rank_taken) {

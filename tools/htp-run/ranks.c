@@ -293,10 +293,12 @@ static int gather_timings(rank_state *state, htp_ctx *ctx) {
   const size_t bytes = (size_t)job->iters * sizeof(double);
   double *mine = malloc(2 * bytes), *all = malloc(2 * bytes * (size_t)world);
   htp_result result = HTP_ERR_NOMEM;
+  const char *failure = "out of memory";
   if (mine && all) {
     memcpy(mine, outcome->compute_s + (size_t)state->rank * job->iters, bytes);
     memcpy(mine + job->iters, outcome->elapsed_s + (size_t)state->rank * job->iters, bytes);
     result = htp_allgather_host(ctx, mine, all, 2 * bytes);
+    failure = htp_last_error(ctx);
   }
   for (int r = 0; result == HTP_OK && r < world; r++) {
     memcpy(outcome->compute_s + (size_t)r * job->iters, all + 2 * (size_t)r * job->iters, bytes);
@@ -306,8 +308,7 @@ static int gather_timings(rank_state *state, htp_ctx *ctx) {
   free(all);
   free(mine);
   if (result != HTP_OK)
-    rank_failed(state, ctx, result, "gathering the timings", -1,
-                result == HTP_ERR_NOMEM ? "out of memory" : htp_last_error(ctx));
+    rank_failed(state, ctx, result, "gathering the timings", -1, failure);
   return result != HTP_OK;
 }
 
