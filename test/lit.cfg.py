@@ -65,3 +65,34 @@ config.substitutions.append(("%htp-plot-built", os.path.join(tools, "htp-plot", 
 config.substitutions.append(("%htp-plot", os.path.join(config.htp_source_dir, "tools", "htp-plot", "htp-plot")))
 if subprocess.run([config.python, "-c", "import matplotlib"], capture_output=True).returncode == 0:
     config.available_features.add("matplotlib")
+
+# --elastic under mpirun needs an MPI with ULFM: scripts/setup.sh installs
+# Open MPI 5 into .ompi5/ and scripts/test.sh builds build-asan against it
+# (build/ keeps Debian's Open MPI 4, which has none). elastic-mpi.test runs
+# that htp-run (MLIR off: it runs .so files from build/'s htp-compile)
+# under that mpirun. HTP_ULFM_HTP_RUN names another such htp-run.
+ulfm_mpirun = os.path.join(config.htp_source_dir, ".ompi5", "bin", "mpirun")
+ulfm_htp_run = os.environ.get("HTP_ULFM_HTP_RUN") or os.path.join(
+    config.htp_source_dir, "build-asan", "tools", "htp-run", "htp-run")
+
+def links_ulfm_mpi(binary):
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return os.path.join(config.htp_source_dir, ".ompi5", "lib", "libmpi.so") in out
+
+if os.access(ulfm_mpirun, os.X_OK) and os.access(ulfm_htp_run, os.X_OK) and links_ulfm_mpi(ulfm_htp_run):
+    config.available_features.add("ulfm")
+    config.substitutions.append(("%ulfm-htp-run", ulfm_htp_run))
+    # Fault tolerance on, and the transports that have it (UCX's has not).
+    # A shrunk world leaves MPI unfinalized (Open MPI 5's MPI_Finalize can
+    # wait for a dead process: DESIGN §12), so LeakSanitizer would report
+    # MPI's memory.
+    config.substitutions.append(("%ulfm-mpirun", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun +
+                                 " --with-ft ulfm --mca pml ob1 --mca btl tcp,self"))
+    # The same launcher with its fault tolerance off (the default).
+    config.substitutions.append(("%ulfm-launcher-noft", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun))
+    config.environment["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"
+    for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+        config.environment[name] = "1"

@@ -111,6 +111,26 @@ int htp_ranks_process_rank(const htp_ranks *ranks) {
   return ranks->per_process ? htp_world_process_rank(ranks->world) : -1;
 }
 
+int htp_ranks_shrink(htp_ranks *ranks, htp_ranks **survivors, int32_t *lost, int capacity,
+                     int *num_lost, char *err, size_t err_size) {
+  *survivors = NULL;
+  *num_lost = 0;
+  htp_ranks *next = calloc(1, sizeof *next);
+  if (!next)
+    return htp_set_error(err, err_size, "out of memory");
+  htp_result result = htp_world_shrink(ranks->world, &next->world, lost, capacity, num_lost);
+  if (result != HTP_OK) {
+    free(next);
+    return htp_set_error(err, err_size, "cannot shrink the %s world to its live processes: "
+                         "%s: %s", backend_name(ranks->backend), htp_strerror(result),
+                         htp_world_last_error(ranks->world));
+  }
+  next->backend = ranks->backend;
+  next->per_process = ranks->per_process;
+  *survivors = next;
+  return 0;
+}
+
 void htp_ranks_close(htp_ranks *ranks) {
   if (!ranks)
     return;

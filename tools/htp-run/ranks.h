@@ -147,6 +147,16 @@ void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const c
  * once. Every rank of the world must call it. */
 int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t why_size);
 
+/* mpi: after processes died (a task failed with "rank R's process died"),
+ * the world of the live ones (ranks renumbered in order) into *survivors;
+ * lost[] the old ranks gone (at most capacity), *num_lost how many (0: no
+ * process died; the failure was something else). Every survivor calls it.
+ * The old ranks stay to be closed (which then does not wait for the dead).
+ * Non-zero with err where the MPI cannot shrink (no ULFM) or the shrink
+ * failed. */
+int htp_ranks_shrink(htp_ranks *ranks, htp_ranks **survivors, int32_t *lost, int capacity,
+                     int *num_lost, char *err, size_t err_size);
+
 /* Destroys the world. Under mpi a failed world ends the whole job with
  * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */
 void htp_ranks_close(htp_ranks *ranks);

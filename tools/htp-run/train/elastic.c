@@ -48,6 +48,33 @@ const int32_t *htp_train_units(const train_job *job, int arg) {
   return job->elastic.units ? job->elastic.units[arg] : job->sig->args[arg].shard_units;
 }
 
+/* Under mpirun the survivors of a killed process shrink the communicator
+ * (ULFM): refused where that cannot happen, and for what a process cannot
+ * do (come back, hang and be told from a slow one). Non-zero with err. */
+static int mpi_refuses(const htp_run_options *options, char *err, size_t err_size) {
+  if (!htp_backend_can_shrink(HTP_BACKEND_MPI))
+    return htp_set_error(err, err_size, "--elastic under mpirun: this htp-run's MPI cannot "
+                         "shrink a communicator (it has no ULFM: Open MPI 4, Debian's, has "
+                         "not), so a lost process ends the job; build against an MPI with "
+                         "ULFM (scripts/setup.sh installs Open MPI 5 into .ompi5/) or use "
+                         "--backend local");
+  const char *ft = getenv("OMPI_MCA_mpi_ft_enable");
+  if (!ft || !(strcmp(ft, "1") == 0 || strcmp(ft, "true") == 0))
+    return htp_set_error(err, err_size, "--elastic under mpirun: the launcher's fault "
+                         "tolerance is off, so a killed process would end the job; launch with "
+                         "mpirun --with-ft ulfm --mca pml ob1 --mca btl tcp,self");
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN ||
+        options->faults[i].kind == HTP_RUN_FAULT_HANG)
+      return htp_set_error(err, err_size, "--elastic under mpirun: --fault %s is not built "
+                           "(a rank that %s); die (the process kills itself) and delay are",
+                           options->faults[i].kind == HTP_RUN_FAULT_REJOIN ? "rejoin" : "hang",
+                           options->faults[i].kind == HTP_RUN_FAULT_REJOIN
+                               ? "comes back would be a new process joining the job"
+                               : "hangs is not lost: it ends the job after the deadline");
+  return 0;
+}
+
 int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, char *err,
                               size_t err_size) {
   train_elastic *e = &job->elastic;
@@ -56,10 +83,8 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
   e->logical_tp = job->tp;
   if (!options->train.elastic_given)
     return 0;
-  if (job->process_rank >= 0)
-    return htp_set_error(err, err_size, "--elastic goes on in this process with the survivors: "
-                         "the local backend only (under mpirun a lost process ends the job; "
-                         "Open MPI 4 cannot shrink a communicator without ULFM)");
+  if (job->process_rank >= 0 && mpi_refuses(options, err, err_size))
+    return 1;
   if (job->tp < 2 || !job->balance)
     return htp_set_error(err, err_size, "--elastic needs a split with balance hooks (--tp > 1) "
                          "whose ranks can take a lost rank's units; this run is tp %d", job->tp);
@@ -95,31 +120,35 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
     if (!(e->state[k] = htp_train_param_buffers(sig)))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
   /* Each rank's copies: its local shards (the local shape is the same for
-   * every live rank and world: the room). */
+   * every live rank and world: the room), one block per tensor for all
+   * ranks (an all-gather fills it in place under mpirun). */
   for (int set = 0; set < 2; set++) {
     if (!(e->maps[set] = calloc((size_t)sig->num_args + 1, sizeof *e->maps[set])))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
     for (int k = 0; k < kinds; k++) {
-      if (!(e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k])))
-        return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
-      for (int r = 0; r < job->tp; r++) {
-        void **mine = e->copies[set][k][r] = calloc((size_t)sig->num_args + 1, sizeof *mine);
+      void ***copies = e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k]);
+      for (int r = 0; copies && r < job->tp; r++)
+        if (!(copies[r] = calloc((size_t)sig->num_args + 1, sizeof *copies[r])))
+          copies = NULL;
+      for (int i = 0; copies && i < sig->num_args; i++) {
+        if (sig->args[i].role != HTP_SIG_PARAM)
+          continue;
+        const size_t bytes = sig->args[i].bytes;
         /* Touched now (zeros), so a snapshot's time is its copy, not the
          * first use of fresh pages. */
-        for (int i = 0; mine && i < sig->num_args; i++) {
-          if (sig->args[i].role != HTP_SIG_PARAM)
-            continue;
-          if ((mine[i] = malloc(sig->args[i].bytes)))
-            memset(mine[i], 0, sig->args[i].bytes);
-          else
-            mine = NULL;
-        }
-        if (!mine)
-          return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+        unsigned char *block = malloc((size_t)job->tp * bytes);
+        if (!block)
+          copies = NULL;
+        else
+          memset(block, 0, (size_t)job->tp * bytes);
+        for (int r = 0; block && r < job->tp; r++)
+          copies[r][i] = block + (size_t)r * bytes;
       }
+      if (!copies)
+        return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
     }
+    e->set_step[set] = -1;
   }
-  e->copies_step = -1;
   /* The first snapshot: where the run starts (zero moments unless resumed). */
   for (int i = 0; i < sig->num_args; i++) {
     if (sig->args[i].role != HTP_SIG_PARAM)
@@ -137,19 +166,35 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
   return 0;
 }
 
+int htp_train_elastic_resume_from(train_job *job, long step, char *err, size_t err_size) {
+  train_elastic *e = &job->elastic;
+  if (step < 0) { /* the state the world started from */
+    e->set_step[0] = e->set_step[1] = -1;
+    return 0;
+  }
+  for (int set = 0; set < 2; set++)
+    if (e->set_step[set] == step) {
+      e->current = set;
+      return 0;
+    }
+  return htp_set_error(err, err_size, "--elastic: the survivors agreed on the snapshot of step "
+                       "%ld, which this process does not hold (it holds %ld and %ld)", step,
+                       e->set_step[0], e->set_step[1]);
+}
+
 int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size) {
   train_elastic *e = &job->elastic;
-  if (e->copies_step < 0)
+  const int set = e->current, parts = job->tp; /* the world that took it: not yet split anew */
+  if (e->set_step[set] < 0)
     return 0; /* this world took no snapshot */
   const htp_signature *sig = job->sig;
-  const int set = e->current, parts = job->tp; /* the world that took it: not yet split anew */
   for (int k = 0; k < 3 && e->state[k]; k++)
     for (int i = 0; i < sig->num_args; i++) {
       const htp_sig_tensor *t = &sig->args[i];
       if (t->role != HTP_SIG_PARAM)
         continue;
       if (t->shard_layout == HTP_SHARD_NONE) { /* the same on every rank */
-        memcpy(e->state[k][i], e->copies[set][k][0][i], t->bytes);
+        memcpy(e->state[k][i], e->copies[set][k][e->own_rank][i], t->bytes);
         continue;
       }
       const int32_t *map = e->maps[set][i];
@@ -167,8 +212,10 @@ int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size) {
                                   htp_train_units(job, i), t->shard_unit, err, err_size))
           return 1;
     }
-  e->step = e->copies_step;
-  e->copies_step = -1;
+  e->step = e->set_step[set];
+  e->sums = e->set_sums[set];
+  e->epoch_seconds = e->set_seconds[set];
+  e->set_step[0] = e->set_step[1] = -1;
   return 0;
 }
 
@@ -221,7 +268,9 @@ int htp_train_elastic_faults(const htp_run_options *options, const train_job *jo
   int count = 0;
   for (int i = 0; i < options->num_faults; i++) {
     const htp_run_fault *f = &options->faults[i];
+    /* Under mpirun a death is the process killing itself (train.c). */
     if (f->kind == HTP_RUN_FAULT_REJOIN || (e->fired && e->fired[i]) ||
+        (job->process_rank >= 0 && e->every >= 0 && f->kind == HTP_RUN_FAULT_DIE) ||
         (e->original && f->iteration < e->start_step))
       continue;
     int live = e->original ? -1 : f->rank;
@@ -265,6 +314,53 @@ void htp_train_elastic_report(const htp_run_options *options, const train_job *j
           steps_seconds > 0 ? 100 * e->seconds / steps_seconds : 0.0);
 }
 
+int htp_train_elastic_lost(const htp_run_options *options, train_job *job, const int *lost,
+                           int num_lost, int hung, long at, int *live, int *n) {
+  train_elastic *e = &job->elastic;
+  *n = 0;
+  if (num_lost < 1 || num_lost >= job->tp)
+    return 1; /* not a death the survivors can go on from */
+  int gone[HTP_ENTRY_MAX_TP] = {0};
+  for (int j = 0; j < num_lost; j++)
+    if (lost[j] >= 0 && lost[j] < job->tp)
+      gone[lost[j]] = 1;
+  char names[128] = "";
+  for (int r = 0; r < job->tp; r++) {
+    if (!gone[r]) {
+      live[(*n)++] = e->original[r];
+      continue;
+    }
+    const int died = e->original[r];
+    for (int i = 0; i < options->num_faults; i++) /* what happened does not happen again */
+      if (options->faults[i].rank == died &&
+          ((options->faults[i].kind == HTP_RUN_FAULT_DIE && !hung &&
+            options->faults[i].iteration <= at) ||
+           (options->faults[i].kind == HTP_RUN_FAULT_HANG && hung &&
+            options->faults[i].iteration <= at)))
+        e->fired[i] = 1;
+    const size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s%d", used ? " and " : "", died);
+    if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
+      e->events[e->num_events].step = at;
+      e->events[e->num_events].replayed = at - e->step;
+      e->events[e->num_events].rank = died;
+      e->events[e->num_events].tp = job->tp - num_lost;
+      e->events[e->num_events++].rejoin = 0;
+    }
+  }
+  if (*n != job->tp - num_lost)
+    return 1; /* a lost rank that was not in the world */
+  const char *what = hung ? "hung (the deadline found it) at"
+                     : job->process_rank < 0 ? "died at"
+                     : num_lost == 1        ? "lost its process (noticed at"
+                                            : "lost their processes (noticed at";
+  snprintf(e->note, sizeof e->note, "htp-run: --train --elastic: rank%s %s %s step %ld%s; went "
+           "on at tp %d from the snapshot of step %ld (%ld step%s replayed)",
+           num_lost == 1 ? "" : "s", names, what, at, strchr(what, '(') && !hung ? ")" : "", *n,
+           e->step, at - e->step, at - e->step == 1 ? "" : "s");
+  return 0;
+}
+
 /* The live ranks after the world that just ended: without the rank that
  * died (its death noted as happened), or with the ranks whose rejoin is at
  * the step it stopped at. *n of them into live (original ranks, in order);
@@ -276,31 +372,10 @@ int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
   const size_t size = sizeof e->note;
   *n = 0;
   if (failed) {
-    if (outcome->died_rank < 0 || job->tp < 2)
+    if (outcome->died_rank < 0)
       return 1; /* not a death the survivors can go on from */
-    const int died = e->original[outcome->died_rank];
-    for (int i = 0; i < options->num_faults; i++) /* what happened does not happen again */
-      if (options->faults[i].rank == died &&
-          ((options->faults[i].kind == HTP_RUN_FAULT_DIE && !outcome->hung &&
-            options->faults[i].iteration == outcome->died_at) ||
-           (options->faults[i].kind == HTP_RUN_FAULT_HANG && outcome->hung &&
-            options->faults[i].iteration <= outcome->died_at)))
-        e->fired[i] = 1;
-    for (int r = 0; r < job->tp; r++)
-      if (r != outcome->died_rank)
-        live[(*n)++] = e->original[r];
-    snprintf(note, size, "htp-run: --train --elastic: rank %d %s at step %ld; went on at tp "
-             "%d from the snapshot of step %ld (%ld step%s replayed)", died,
-             outcome->hung ? "hung (the deadline found it)" : "died", outcome->died_at, *n,
-             e->step, outcome->died_at - e->step, outcome->died_at - e->step == 1 ? "" : "s");
-    if (e->num_events < HTP_RUN_MAX_INJECTIONS) {
-      e->events[e->num_events].step = outcome->died_at;
-      e->events[e->num_events].replayed = outcome->died_at - e->step;
-      e->events[e->num_events].rank = died;
-      e->events[e->num_events].tp = *n;
-      e->events[e->num_events++].rejoin = 0;
-    }
-    return 0;
+    return htp_train_elastic_lost(options, job, &outcome->died_rank, 1, outcome->hung,
+                                  outcome->died_at, live, n);
   }
   int back[HTP_ENTRY_MAX_TP] = {0};
   for (int r = 0; r < job->tp; r++)
@@ -339,11 +414,10 @@ void htp_train_elastic_free(train_job *job) {
     htp_train_free_globals(e->state[k], n);
   for (int set = 0; set < 2; set++) {
     for (int k = 0; k < 3; k++) {
-      for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++) {
-        for (int i = 0; e->copies[set][k][r] && i < n; i++)
-          free(e->copies[set][k][r][i]);
+      for (int i = 0; e->copies[set][k] && e->copies[set][k][0] && i < n; i++)
+        free(e->copies[set][k][0][i]); /* the block of every rank's copies */
+      for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++)
         free(e->copies[set][k][r]);
-      }
       free(e->copies[set][k]);
     }
     for (int i = 0; e->maps[set] && i < n; i++)

@@ -45,16 +45,23 @@ typedef struct train_elastic {
                             * world starts from */
   long step;               /* steps the global state has done */
   /* Each rank's own copy of its shards, taken every K steps by the rank
-   * itself (no collective but a barrier): set `current` is the last whole
-   * snapshot, the other the one being written. A world that ends puts the
-   * current set together into `state` (assemble). */
+   * itself: set `current` is the last whole snapshot, the other the one
+   * being written. Under mpirun each process also all-gathers the split
+   * tensors' copies, so every process holds every rank's (a dead process's
+   * memory is gone). A world that ends puts a whole set together into
+   * `state` (assemble). A split tensor's copies of one set and kind are one
+   * block, rank after rank (copies[set][k][0][i] owns it). */
   void ***copies[2][3];    /* [set][w, m, v][rank][num_args]: host copies (local shapes) */
   int32_t **maps[2];       /* [set][num_args]: a re-partitioned tensor's slot map (every
                             * rank's slots), NULL while it is as split */
   int current;             /* the set of the last whole snapshot */
-  long copies_step;        /* steps that set has done (-1: none this world) */
-  epoch_sums sums;         /* its epoch's sums so far (rank 0) */
-  double epoch_seconds;    /* that epoch's training seconds so far */
+  long set_step[2];        /* steps each set has done (-1: none taken this world) */
+  epoch_sums set_sums[2];  /* its epoch's sums at that step (the books) */
+  double set_seconds[2];   /* that epoch's training seconds by then */
+  int own_rank;            /* whose copies of unsplit tensors to read: 0, or under mpirun
+                            * this process's rank in the world that took them */
+  epoch_sums sums;         /* the epoch's sums at `step` (the books) */
+  double epoch_seconds;    /* that epoch's training seconds by then */
   long taken;              /* snapshots taken */
   double seconds;          /* their total wall time (rank 0) */
   long start_step;         /* where this world starts */
@@ -62,6 +69,9 @@ typedef struct train_elastic {
   int stopped;             /* it stopped there */
   int *fired;              /* [num_faults]: the deaths that happened */
   double lost_at;          /* when the last world ended (htp_now), 0: none */
+  long reached;            /* mpirun: the step this process was at when its world failed
+                            * (after the agreement: the survivors' latest) */
+  long agreed;             /* mpirun: the snapshot step the survivors resume from */
   struct {                 /* the deaths and rejoins so far (--metrics) */
     long step, replayed;
     int rank, tp, rejoin;
@@ -147,6 +157,16 @@ void htp_train_elastic_free(train_job *job);
  * death, or the last rank). */
 int htp_train_elastic_next_world(const htp_run_options *options, train_job *job,
                                  const htp_rank_outcome *outcome, int failed, int *live, int *n);
+/* The same after ranks were lost: lost[] their ranks in the world that
+ * ended (num_lost of them), hung 1 for an injected hang, noticed at step
+ * `at` (the state assembled first: the note counts the steps replayed).
+ * 1 when the run cannot go on (none or all lost). */
+int htp_train_elastic_lost(const htp_run_options *options, train_job *job, const int *lost,
+                           int num_lost, int hung, long at, int *live, int *n);
+/* mpirun: after a shrink the survivors agreed to resume from the snapshot
+ * of `step` (-1: the state the world started from): that set becomes the
+ * one assembled. Non-zero with err when this process does not hold it. */
+int htp_train_elastic_resume_from(train_job *job, long step, char *err, size_t err_size);
 /* On stderr once the run is over: the snapshots and what they cost. */
 void htp_train_elastic_report(const htp_run_options *options, const train_job *job);
 /* A split tensor's units per live rank now (the signature's when as compiled). */

@@ -108,6 +108,14 @@ enum { ELASTIC_TIMED_STEPS = 7 };
     }                                                                                        \
   } while (0)
 
+/* Whether this rank keeps the run's books (scores, epoch metrics, the
+ * snapshots' sums): rank 0, and under mpirun with --elastic every process,
+ * so that whichever survives can take rank 0's place. Only rank 0 prints
+ * and writes them. */
+static int keeps_books(const rank_run *run) {
+  return run->rank == 0 || (run->job->process_rank >= 0 && run->job->elastic.every >= 0);
+}
+
 /* Uploads the rank's slice of global (host, global shape) into device. */
 static int upload_slice(rank_run *run, const htp_sig_tensor *t, const void *global,
                         void *device) {
@@ -492,7 +500,7 @@ static int evaluate(rank_run *run, rank_buffers *b, htp_balancer *balancer, floa
                          htp_last_error(run->ctx));
       return 1;
     }
-    if (run->rank != 0)
+    if (!keeps_books(run))
       continue;
     void *source = eval == sig ? b->grad[sig->num_args + job->logits]
                                : b->eval[eval->num_args + job->eval_logits];
@@ -606,6 +614,19 @@ static int train_step(rank_run *run, rank_buffers *b, const htp_rank_step *rank_
   RANK_TRY(htp_mem_upload(run->ctx, b->grad[job->targets], h->targets,
                           sig->args[job->targets].bytes), "uploading the batch", step);
   const int original = job->elastic.original ? job->elastic.original[run->rank] : run->rank;
+  if (job->process_rank >= 0 && job->elastic.every >= 0) {
+    job->elastic.reached = step;
+    /* --fault die under mpirun with --elastic: the process is killed, as by
+     * the kernel's OOM killer or a node going down (the survivors see it
+     * through MPI, not from htp-run). */
+    for (int i = 0; i < options->num_faults; i++)
+      if (options->faults[i].kind == HTP_RUN_FAULT_DIE && options->faults[i].rank == original &&
+          options->faults[i].iteration == step) {
+        fflush(stdout);
+        fflush(stderr);
+        raise(SIGKILL);
+      }
+  }
   const double factor = htp_step_slowdown(options->slows, options->num_slows, original, step);
   updater->step = step;
   updater->finite = 1;
@@ -618,7 +639,7 @@ static int train_step(rank_run *run, rank_buffers *b, const htp_rank_step *rank_
   if (options->train.clock != HTP_TRAIN_CLOCK_WALL &&
       model_step(run, h, &done, factor, step, &sums->model_seconds))
     return 1;
-  if (run->rank != 0)
+  if (!keeps_books(run))
     return 0;
   for (int r = 0; r < done.plan->world_size; r++)
     job->stragglers[r] |= done.plan->straggler[r] != 0;
@@ -632,7 +653,7 @@ static int train_step(rank_run *run, rank_buffers *b, const htp_rank_step *rank_
   score(h->logits, h->labels, job->batch, &ignored, &sums->correct);
   sums->loss_sum += updater->loss;
   sums->seen += job->batch;
-  if (isatty(STDERR_FILENO))
+  if (run->rank == 0 && isatty(STDERR_FILENO))
     progress(epoch + 1, options->train.epochs, s + 1, job->steps,
              sums->loss_sum / (double)(s + 1 - sums->skipped),
              1e3 * (htp_now() - started) / (double)(s + 1));
@@ -662,6 +683,8 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
   m->eval_seconds = eval_seconds;
   m->ms_per_step = 1e3 * train_seconds / (double)job->steps;
   m->model_seconds = sums->model_seconds;
+  if (run->rank != 0)
+    return 0; /* the books kept, for a rank that may take rank 0's place */
   print_epoch(m, options->train.epochs, options->train.clock != HTP_TRAIN_CLOCK_WALL);
   char err[2048];
   const htp_signature *eval = job->eval_sig;
@@ -675,15 +698,17 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
 }
 
 /* --elastic: after `done` steps every rank copies its own shards of the
- * model and its moments into its host copies of the set being written (no
- * gather: each rank its own, at once), rank 0 notes the slot maps of any
- * re-partitioned tensor, and after a barrier rank 0 makes that set the
- * current one (a death before leaves the last whole one), with the epoch's
- * sums so far. A world that ends puts the current set together
- * (htp_train_elastic_assemble). With --elastic 0 the first snapshot after
- * ELASTIC_TIMED_STEPS timed steps also chooses K: the ranks agree on the
- * slowest snapshot and mean step (step_seconds), and K makes snapshots cost
- * about 1 % of the steps. Non-zero once the failure is reported. */
+ * model and its moments into its host copies of the set being written
+ * (each rank its own, at once; under mpirun then all-gathered, so that
+ * every process holds every rank's: a dead process's memory is gone), the
+ * book keepers note the slot maps of any re-partitioned tensor, and after a
+ * barrier make that set the current one (a death before leaves the last
+ * whole one), with the epoch's sums so far. A world that ends puts a whole
+ * set together (htp_train_elastic_assemble). With --elastic 0 the first
+ * snapshot after ELASTIC_TIMED_STEPS timed steps also chooses K: the ranks
+ * agree on the slowest snapshot and mean step (step_seconds), and K makes
+ * snapshots cost about 1 % of the steps. Non-zero once the failure is
+ * reported. */
 enum { ELASTIC_STOPPED = 2 }; /* run_epoch: the world stopped for a rejoin */
 
 static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums *sums,
@@ -691,17 +716,24 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
   train_job *job = run->job;
   train_elastic *e = &job->elastic;
   const double started = htp_now();
-  const int set = 1 - e->current; /* flipped by rank 0 only after everyone's barrier */
+  const int set = 1 - e->current; /* flipped only after everyone's barrier */
   const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  const int processes = job->process_rank >= 0;
   for (int i = 0; i < job->sig->num_args; i++) {
     const htp_sig_tensor *p = &job->sig->args[i];
     if (p->role != HTP_SIG_PARAM)
       continue;
     const void *sources[3] = {b->grad[i], b->m[i], b->v[i]};
-    for (int k = 0; k < kinds; k++)
-      RANK_TRY(htp_mem_download(run->ctx, e->copies[set][k][run->rank][i], sources[k], p->bytes),
-               "taking a snapshot", done);
-    if (run->rank == 0 && p->shard_layout != HTP_SHARD_NONE) {
+    for (int k = 0; k < kinds; k++) {
+      void **copies = e->copies[set][k][run->rank];
+      RANK_TRY(htp_mem_download(run->ctx, copies[i], sources[k], p->bytes), "taking a snapshot",
+               done);
+      /* In place: every rank's copies of a tensor are one block. */
+      if (processes && p->shard_layout != HTP_SHARD_NONE)
+        RANK_TRY(htp_allgather_host(run->ctx, copies[i], e->copies[set][k][0][i], p->bytes),
+                 "sharing a snapshot", done);
+    }
+    if (keeps_books(run) && p->shard_layout != HTP_SHARD_NONE) {
       char reason[512] = "";
       int32_t *slots = NULL;
       int64_t room = 0, units = 0;
@@ -728,12 +760,13 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
     const double k = slowest[0] / (0.01 * slowest[1]);
     run->every = k < 1 ? 1 : k > 1e6 ? 1000000 : (long)(k + 0.999);
   }
-  if (run->rank != 0)
+  if (!keeps_books(run))
     return 0;
   e->current = set;
-  e->copies_step = done;
-  e->sums = *sums;
-  e->epoch_seconds = epoch_seconds;
+  e->set_step[set] = done;
+  e->set_sums[set] = *sums;
+  e->set_seconds[set] = epoch_seconds;
+  e->own_rank = processes ? run->rank : 0;
   e->taken++;
   e->seconds += seconds;
   e->every = run->every;
@@ -788,7 +821,7 @@ static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
     fputc('\n', stderr);
   if (options->train.checkpoint && checkpoint(run, b, epoch + 1, (epoch + 1) * job->steps))
     return 1;
-  if (run->rank == 0 &&
+  if (keeps_books(run) &&
       record_epoch(run, epoch, &sums, train_seconds, test_loss, test_correct, eval_seconds))
     return 1;
   return (epoch + 1) * job->steps == e->stop_at ? ELASTIC_STOPPED : 0;
@@ -879,7 +912,7 @@ static void train_rank(htp_rank_task *task, void *user) {
   else if (!make_buffers(&run, &buffers) && !register_moments(&run, &buffers, balancer)) {
     run.balancer = balancer;
     run_epochs(&run, &buffers, balancer);
-    if (run.rank == 0)
+    if (keeps_books(&run))
       job->repartitions_before += htp_balancer_repartitions(balancer);
   }
   free_buffers(run.ctx, run.job, &buffers);
@@ -1085,6 +1118,88 @@ static int open_train_ranks(const htp_run_options *options, htp_run_state *state
   return 0;
 }
 
+/* --elastic under mpirun, after a shrink: the survivors agree on the
+ * snapshot they resume from. ULFM reports a death to each process where
+ * it notices it, so a snapshot's last collective may have completed on
+ * some and failed on others; the oldest step any survivor made current is
+ * whole everywhere (no process can have overwritten it: that would take a
+ * step with the dead). */
+static void agree_rank(htp_rank_task *task, void *user) {
+  train_job *job = user;
+  train_elastic *e = &job->elastic;
+  htp_ctx *ctx = NULL;
+  htp_result result = htp_ctx_create(htp_rank_task_world(task), htp_rank_task_rank(task), &ctx);
+  if (result != HTP_OK) {
+    htp_rank_task_fail(task, NULL, result, "creating its context", -1,
+                       htp_world_last_error(htp_rank_task_world(task)));
+    return;
+  }
+  long mine[2] = {e->set_step[e->current], e->reached}, all[2 * HTP_ENTRY_MAX_TP];
+  result = htp_allgather_host(ctx, mine, all, sizeof mine);
+  if (result != HTP_OK) {
+    htp_rank_task_fail(task, ctx, result, "agreeing on the snapshot", -1, htp_last_error(ctx));
+  } else {
+    e->agreed = mine[0];
+    for (int r = 0; r < htp_world_size(htp_rank_task_world(task)); r++) {
+      e->agreed = all[2 * r] < e->agreed ? all[2 * r] : e->agreed;
+      e->reached = all[2 * r + 1] > e->reached ? all[2 * r + 1] : e->reached;
+    }
+  }
+  htp_ctx_destroy(ctx);
+}
+
+/* --elastic under mpirun: the world failed. The survivors shrink it to the
+ * live processes (again while one more dies), agree on the snapshot, put
+ * it together and split it over themselves (live, *n: original ranks).
+ * Returns 0, 2 when the run cannot go on (no process died: the failure
+ * stands; or the shrink failed: why in the notes), or 1 with err. */
+static int shrink_world(const htp_run_options *options, htp_run_state *state,
+                        htp_ranks **ranks, train_job *job, int *live, int *n, char *err,
+                        size_t err_size) {
+  train_elastic *e = &job->elastic;
+  htp_rank_outcome *outcome = &state->outcome;
+  int old_rank[HTP_ENTRY_MAX_TP], lost[HTP_ENTRY_MAX_TP], num_lost = 0;
+  for (int r = 0; r < job->tp; r++)
+    old_rank[r] = r;
+  int size = job->tp;
+  for (int failed = 1; failed;) {
+    int32_t gone[HTP_ENTRY_MAX_TP];
+    int count = 0;
+    htp_ranks *next = NULL;
+    char why[1024];
+    if (htp_ranks_shrink(*ranks, &next, gone, HTP_ENTRY_MAX_TP, &count, why, sizeof why)) {
+      const size_t used = strlen(outcome->notes);
+      snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s: the run ends\n", why);
+      return 2;
+    }
+    htp_ranks_close(*ranks);
+    *ranks = next;
+    state->process_rank = job->process_rank = htp_ranks_process_rank(next);
+    if (count == 0)
+      return 2; /* nobody died: the failure stands */
+    /* The lost, numbered in the world that ended; the rest renumbered. */
+    int kept = 0;
+    for (int r = 0; r < size; r++) {
+      int dead = 0;
+      for (int j = 0; j < count; j++)
+        dead |= gone[j] == r;
+      if (dead && num_lost < HTP_ENTRY_MAX_TP)
+        lost[num_lost++] = old_rank[r];
+      else if (!dead)
+        old_rank[kept++] = old_rank[r];
+    }
+    size = kept;
+    htp_rank_outcome agreement;
+    failed = htp_ranks_run_task(*ranks, agree_rank, job, NULL, 0, &agreement, err, err_size);
+    if (failed && !agreement.failed)
+      return 1; /* could not start: err */
+  }
+  if (htp_train_elastic_resume_from(job, e->agreed, err, err_size) ||
+      htp_train_elastic_assemble(job, err, err_size))
+    return 1;
+  return htp_train_elastic_lost(options, job, lost, num_lost, 0, e->reached, live, n) ? 2 : 0;
+}
+
 /* The run's worlds: one, or under --elastic a new one in this process after
  * each death (the survivors) and each rejoin (with the rank back), each
  * resuming from the last snapshot. Returns 0, 2 when a rank failed (the
@@ -1109,10 +1224,15 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
     if (e->every < 0 || (!failed && e->stop_at < 0))
       return failed ? 2 : 0;
     int live[HTP_ENTRY_MAX_TP], n;
-    if (htp_train_elastic_assemble(job, err, err_size))
+    if (failed && job->process_rank >= 0) { /* mpirun: the survivors shrink the world */
+      const int status = shrink_world(options, state, ranks, job, live, &n, err, err_size);
+      if (status)
+        return status;
+    } else if (htp_train_elastic_assemble(job, err, err_size)) {
       return 1;
-    if (htp_train_elastic_next_world(options, job, &state->outcome, failed, live, &n))
+    } else if (htp_train_elastic_next_world(options, job, &state->outcome, failed, live, &n)) {
       return 2;
+    }
     char why[1024];
     if (htp_train_elastic_split(job, live, n, why, sizeof why)) {
       /* The death stands as the run's error; why it could not go on, below it. */
@@ -1122,6 +1242,8 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
       return 2;
     }
     e->start_step = e->step;
+    if (job->process_rank >= 0)
+      continue; /* the shrunk world runs next */
     htp_ranks_close(*ranks);
     *ranks = NULL;
     if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s, state->device,
@@ -1166,7 +1288,8 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     if (!quiet)
       print_banner(options, state, &job);
     status = run_worlds(options, state, ranks, &job, err, err_size);
-    if (!quiet && job.elastic.taken > 0)
+    /* Under mpirun a shrink may have made this process rank 0. */
+    if (state->process_rank <= 0 && job.elastic.taken > 0)
       htp_train_elastic_report(options, &job);
   }
   release_job(&job);
