@@ -696,7 +696,7 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
       HTP__INVALID_IF(ctx, in_index + flow->count > s->num_in || s->in_src[in_index] != flow->src,
                       "%s: pair %d: the migrated-in units do not follow the plan's flow %d",
                       c->hook, (int)c->pair, f);
-      r = htp__host_send(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
+      r = htp_send_host(ctx, b->grad_out + (size_t)in_index * (size_t)per_unit,
                          floats * sizeof(float), flow->src, TAG_GRADIENTS + c->kind);
       in_index += flow->count;
     } else if (flow->src == rank) {
@@ -706,7 +706,7 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
       if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats) ||
           (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, floats)))
         return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
-      r = htp__host_recv(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
+      r = htp_recv_host(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
                    TAG_GRADIENTS + c->kind);
       if (r == HTP_OK && device)
         r = htp_mem_upload(ctx, b->unit_device, b->unit_staging, floats * sizeof(float));

@@ -169,14 +169,9 @@ HTP__HIDDEN const htp_kernel_env *htp__kernel_env(const htp_ctx *ctx);
 HTP__HIDDEN htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status,
                                           const char *what);
 
-/* The runtime's control traffic (DESIGN §10): the public collectives'
- * twins on HOST memory whatever the device (the planner's timings, plan
- * headers, staged unit weights and gradients), over the host world; the
- * all-gather is public (htp_allgather_host). */
-HTP__HIDDEN htp_result htp__host_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer,
-                                      int tag);
-HTP__HIDDEN htp_result htp__host_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer,
-                                      int tag);
+/* The runtime's control traffic (DESIGN §10) runs over the host world with
+ * the public host twins of the collectives: htp_allgather_host,
+ * htp_send_host, htp_recv_host (runtime/htp.h). */
 /* Whether buffers of `space` are a device's memory the host cannot read
  * (a GPU's, the checked device's): backends then copy through the kernel
  * table instead of memcpy. */

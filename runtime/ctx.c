@@ -697,11 +697,11 @@ htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag)
   return recv(ctx, HTP__SPACE_DEVICE, buffer, bytes, peer, tag);
 }
 
-htp_result htp__host_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
+htp_result htp_send_host(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag) {
   return send(ctx, HTP__SPACE_HOST, buffer, bytes, peer, tag);
 }
 
-htp_result htp__host_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
+htp_result htp_recv_host(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag) {
   return recv(ctx, HTP__SPACE_HOST, buffer, bytes, peer, tag);
 }
 

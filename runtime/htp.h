@@ -265,6 +265,12 @@ HTP_API htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int r
  * match (the local backend reports a mismatch as HTP_ERR_INVALID to both). */
 HTP_API htp_result htp_send(htp_ctx *ctx, const void *buffer, size_t bytes, int peer, int tag);
 HTP_API htp_result htp_recv(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag);
+/* The same on host memory whatever the device, over the host world (as
+ * htp_allgather_host): staged weights, control messages, a snapshot's
+ * copies. */
+HTP_API htp_result htp_send_host(htp_ctx *ctx, const void *buffer, size_t bytes, int peer,
+                                 int tag);
+HTP_API htp_result htp_recv_host(htp_ctx *ctx, void *buffer, size_t bytes, int peer, int tag);
 HTP_API htp_result htp_barrier(htp_ctx *ctx);
 /* Marks the world failed; every peer's pending and later waits return
  * HTP_ERR_REMOTE (this rank's later calls return reason; HTP_ERR_TIMEOUT as a

@@ -131,7 +131,7 @@ static htp_result send_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
   if (count != flow->count)
     return htp__ctx_error(ctx, HTP_ERR_INTERNAL, "migration: table has %d units for a flow of %d",
                           count, flow->count);
-  htp_result r = htp__host_send(ctx, m->header, 2 * (size_t)count * sizeof(int32_t), flow->dst,
+  htp_result r = htp_send_host(ctx, m->header, 2 * (size_t)count * sizeof(int32_t), flow->dst,
                           TAG_HEADER + k);
   if (r != HTP_OK || fresh == 0) return r;
   const size_t bytes = m->bytes[k] * (size_t)fresh;
@@ -143,7 +143,7 @@ static htp_result send_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
       return htp__ctx_error(ctx, HTP_ERR_INVALID, "migration: pack failed for pair %d unit %d",
                             pair, ids[i]);
   }
-  r = htp__host_send(ctx, m->staging, bytes, flow->dst, TAG_WEIGHTS + k);
+  r = htp_send_host(ctx, m->staging, bytes, flow->dst, TAG_WEIGHTS + k);
   if (r == HTP_OK) m->last_sent += bytes;
   return r;
 }
@@ -153,7 +153,7 @@ static htp_result recv_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
                             htp_unit_table *table, int *in_index) {
   const int k = htp_pair_kind_of(pair);
   const int count = flow->count;
-  htp_result r = htp__host_recv(ctx, m->header, 2 * (size_t)count * sizeof(int32_t), flow->src,
+  htp_result r = htp_recv_host(ctx, m->header, 2 * (size_t)count * sizeof(int32_t), flow->src,
                           TAG_HEADER + k);
   if (r != HTP_OK) return r;
   int32_t *ids = m->header, *is_new = m->header + count;
@@ -163,7 +163,7 @@ static htp_result recv_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
   if (fresh) {
     if (reserve((void **)&m->staging, &m->staging_capacity, bytes))
       return htp__ctx_error(ctx, HTP_ERR_NOMEM, "migration: out of memory for %zu bytes", bytes);
-    r = htp__host_recv(ctx, m->staging, bytes, flow->src, TAG_WEIGHTS + k);
+    r = htp_recv_host(ctx, m->staging, bytes, flow->src, TAG_WEIGHTS + k);
     if (r != HTP_OK) return r;
     m->last_received += bytes;
   }

@@ -248,11 +248,11 @@ static htp_result move_pair(htp_balancer *b, int p, const htp__unit_move *moves,
           htp__copy_unit(&mine[s], m->from + j, &staged[s], j, &u);
           htp__zero_unit(&mine[s], m->from + j, &u);
         }
-      r = htp__host_send(ctx, b->partition.staging, floats * sizeof(float), m->dst,
+      r = htp_send_host(ctx, b->partition.staging, floats * sizeof(float), m->dst,
                          TAG_REPARTITION + k);
       b->partition.last_bytes += (double)(floats * sizeof(float));
     } else {
-      r = htp__host_recv(ctx, b->partition.staging, floats * sizeof(float), m->src,
+      r = htp_recv_host(ctx, b->partition.staging, floats * sizeof(float), m->src,
                          TAG_REPARTITION + k);
       b->partition.last_bytes += (double)(floats * sizeof(float));
       for (int s = 0; r == HTP_OK && s <= states; ++s)

@@ -699,8 +699,8 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
 
 /* --elastic: after `done` steps every rank copies its own shards of the
  * model and its moments into its host copies of the set being written
- * (each rank its own, at once; under mpirun then all-gathered, so that
- * every process holds every rank's: a dead process's memory is gone), the
+ * (each rank its own, at once; under mpirun each also passes its copy to
+ * its buddy, the next rank: a dead process's memory is gone), the
  * book keepers note the slot maps of any re-partitioned tensor, and after a
  * barrier make that set the current one (a death before leaves the last
  * whole one), with the epoch's sums so far. A world that ends puts a whole
@@ -710,6 +710,24 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
  * snapshots cost about 1 % of the steps. Non-zero once the failure is
  * reported. */
 enum { ELASTIC_STOPPED = 2 }; /* run_epoch: the world stopped for a rejoin */
+
+/* Under mpirun: this rank's copy to its buddy (the next rank, in a ring),
+ * the previous rank's into `theirs`. Sends wait for their receive, so even
+ * ranks send first and odd ranks receive first (an odd ring's last link
+ * waits for its first: no cycle). */
+enum { BUDDY_TAG = 4099 };
+static int pass_to_buddy(rank_run *run, const void *mine, void *theirs, size_t bytes, long done) {
+  const int tp = run->job->tp, next = (run->rank + 1) % tp, previous = (run->rank + tp - 1) % tp;
+  for (int turn = 0; turn < 2; turn++) {
+    if ((turn == 0) == (run->rank % 2 == 0))
+      RANK_TRY(htp_send_host(run->ctx, mine, bytes, next, BUDDY_TAG), "passing a snapshot on",
+               done);
+    else
+      RANK_TRY(htp_recv_host(run->ctx, theirs, bytes, previous, BUDDY_TAG),
+               "passing a snapshot on", done);
+  }
+  return 0;
+}
 
 static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums *sums,
                     double epoch_seconds, double step_seconds) {
@@ -728,10 +746,10 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
       void **copies = e->copies[set][k][run->rank];
       RANK_TRY(htp_mem_download(run->ctx, copies[i], sources[k], p->bytes), "taking a snapshot",
                done);
-      /* In place: every rank's copies of a tensor are one block. */
-      if (processes && p->shard_layout != HTP_SHARD_NONE)
-        RANK_TRY(htp_allgather_host(run->ctx, copies[i], e->copies[set][k][0][i], p->bytes),
-                 "sharing a snapshot", done);
+      if (processes && p->shard_layout != HTP_SHARD_NONE &&
+          pass_to_buddy(run, copies[i], e->copies[set][k][(run->rank + job->tp - 1) % job->tp][i],
+                        p->bytes, done))
+        return 1;
     }
     if (keeps_books(run) && p->shard_layout != HTP_SHARD_NONE) {
       char reason[512] = "";
@@ -1119,13 +1137,78 @@ static int open_train_ranks(const htp_run_options *options, htp_run_state *state
 }
 
 /* --elastic under mpirun, after a shrink: the survivors agree on the
- * snapshot they resume from. ULFM reports a death to each process where
- * it notices it, so a snapshot's last collective may have completed on
- * some and failed on others; the oldest step any survivor made current is
- * whole everywhere (no process can have overwritten it: that would take a
- * step with the dead). */
+ * snapshot they resume from, and fill in the copies they lack. ULFM
+ * reports a death to each process where it notices it, so a snapshot's
+ * last exchange may have completed on some and failed on others; the
+ * oldest step any survivor made current is whole everywhere (no process
+ * can have overwritten it: that would take a step with the dead). Each
+ * survivor holds its own copy and its buddy's (the previous rank's), so a
+ * lost rank's copy is at its next rank; both lost, it is gone. */
+typedef struct survivors {
+  train_job *job;
+  const int *old_rank; /* [n]: survivor i's rank in the world that took the snapshot */
+  int n;
+  char err[1024];      /* why the copies cannot be filled in ("" if they can) */
+} survivors;
+
+/* Every rank's copies of the current set's split tensors, from the
+ * survivors' own and buddy copies (an all-gather of both). Non-zero once
+ * the failure is reported. */
+static int fill_in_copies(htp_rank_task *task, htp_ctx *ctx, survivors *alive) {
+  train_job *job = alive->job;
+  train_elastic *e = &job->elastic;
+  const int parts = job->tp, me = e->own_rank, set = e->current;
+  int holder[HTP_ENTRY_MAX_TP]; /* rank d's copy: slot holder[d] of the gather, -1: gone */
+  for (int d = 0; d < parts; d++) {
+    holder[d] = -1;
+    for (int j = 0; j < alive->n && holder[d] < 0; j++)
+      holder[d] = alive->old_rank[j] == d ? 2 * j : -1;
+    for (int j = 0; j < alive->n && holder[d] < 0; j++)
+      holder[d] = alive->old_rank[j] == (d + 1) % parts ? 2 * j + 1 : -1;
+    if (holder[d] < 0) {
+      char left[256] = "";
+      for (int j = 0, used = 0; j < alive->n && used < (int)sizeof left; j++)
+        used += snprintf(left + used, sizeof left - (size_t)used, "%s%d", j ? ", " : "",
+                         e->original[alive->old_rank[j]]);
+      snprintf(alive->err, sizeof alive->err, "--elastic: ranks %d and %d were both lost, and "
+               "rank %d's snapshot copy lived in those two processes only (its own and its "
+               "buddy's): the run ends (left: rank%s %s)", e->original[d],
+               e->original[(d + 1) % parts], e->original[d], alive->n == 1 ? "" : "s", left);
+      return 0;
+    }
+  }
+  const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  for (int i = 0; i < job->sig->num_args; i++) {
+    const htp_sig_tensor *p = &job->sig->args[i];
+    if (p->role != HTP_SIG_PARAM || p->shard_layout == HTP_SHARD_NONE)
+      continue;
+    for (int k = 0; k < kinds; k++) {
+      void ***copies = e->copies[set][k]; /* [rank][arg] */
+      unsigned char *both = malloc(2 * p->bytes), *all = malloc(2 * (size_t)alive->n * p->bytes);
+      htp_result result = both && all ? HTP_OK : HTP_ERR_NOMEM;
+      if (result == HTP_OK) {
+        memcpy(both, copies[me][i], p->bytes);
+        memcpy(both + p->bytes, copies[(me + parts - 1) % parts][i], p->bytes);
+        result = htp_allgather_host(ctx, both, all, 2 * p->bytes);
+      }
+      for (int d = 0; result == HTP_OK && d < parts; d++)
+        if (d != me && d != (me + parts - 1) % parts)
+          memcpy(copies[d][i], all + (size_t)holder[d] * p->bytes, p->bytes);
+      free(both);
+      free(all);
+      if (result != HTP_OK) {
+        htp_rank_task_fail(task, ctx, result, "gathering the snapshot", -1,
+                           result == HTP_ERR_NOMEM ? "out of memory" : htp_last_error(ctx));
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
 static void agree_rank(htp_rank_task *task, void *user) {
-  train_job *job = user;
+  survivors *alive = user;
+  train_job *job = alive->job;
   train_elastic *e = &job->elastic;
   htp_ctx *ctx = NULL;
   htp_result result = htp_ctx_create(htp_rank_task_world(task), htp_rank_task_rank(task), &ctx);
@@ -1138,13 +1221,18 @@ static void agree_rank(htp_rank_task *task, void *user) {
   result = htp_allgather_host(ctx, mine, all, sizeof mine);
   if (result != HTP_OK) {
     htp_rank_task_fail(task, ctx, result, "agreeing on the snapshot", -1, htp_last_error(ctx));
-  } else {
-    e->agreed = mine[0];
-    for (int r = 0; r < htp_world_size(htp_rank_task_world(task)); r++) {
-      e->agreed = all[2 * r] < e->agreed ? all[2 * r] : e->agreed;
-      e->reached = all[2 * r + 1] > e->reached ? all[2 * r + 1] : e->reached;
-    }
+    htp_ctx_destroy(ctx);
+    return;
   }
+  e->agreed = mine[0];
+  for (int r = 0; r < alive->n; r++) {
+    e->agreed = all[2 * r] < e->agreed ? all[2 * r] : e->agreed;
+    e->reached = all[2 * r + 1] > e->reached ? all[2 * r + 1] : e->reached;
+  }
+  alive->err[0] = '\0';
+  if (htp_train_elastic_resume_from(job, e->agreed, alive->err, sizeof alive->err) == 0 &&
+      e->agreed >= 0)
+    fill_in_copies(task, ctx, alive);
   htp_ctx_destroy(ctx);
 }
 
@@ -1190,12 +1278,17 @@ static int shrink_world(const htp_run_options *options, htp_run_state *state,
     }
     size = kept;
     htp_rank_outcome agreement;
-    failed = htp_ranks_run_task(*ranks, agree_rank, job, NULL, 0, &agreement, err, err_size);
+    survivors alive = {job, old_rank, size, ""};
+    failed = htp_ranks_run_task(*ranks, agree_rank, &alive, NULL, 0, &agreement, err, err_size);
     if (failed && !agreement.failed)
       return 1; /* could not start: err */
+    if (!failed && alive.err[0]) { /* the death stands; why it cannot go on, below it */
+      const size_t used = strlen(outcome->notes);
+      snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s\n", alive.err);
+      return 2;
+    }
   }
-  if (htp_train_elastic_resume_from(job, e->agreed, err, err_size) ||
-      htp_train_elastic_assemble(job, err, err_size))
+  if (htp_train_elastic_assemble(job, err, err_size))
     return 1;
   return htp_train_elastic_lost(options, job, lost, num_lost, 0, e->reached, live, n) ? 2 : 0;
 }
