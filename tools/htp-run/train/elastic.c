@@ -52,6 +52,10 @@ const int32_t *htp_train_units(const train_job *job, int arg) {
  * (ULFM): refused where that cannot happen, and for what a process cannot
  * do (come back, hang and be told from a slow one). Non-zero with err. */
 static int mpi_refuses(const htp_run_options *options, char *err, size_t err_size) {
+  if (options->backend && strcmp(options->backend, "mpi") != 0)
+    return htp_set_error(err, err_size, "--elastic with --backend %s: not built (NCCL 2.27's "
+                         "ncclCommShrink would shrink its communicator); use --backend mpi or "
+                         "local", options->backend);
   if (!htp_backend_can_shrink(HTP_BACKEND_MPI))
     return htp_set_error(err, err_size, "--elastic under mpirun: this htp-run's MPI cannot "
                          "shrink a communicator (it has no ULFM: Open MPI 4, Debian's, has "
