@@ -1345,6 +1345,24 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
   }
 }
 
+/* A failure in a world without some ranks names its ranks as that world
+ * numbers them: a note says which of the run's ranks they are. */
+static void name_renumbered_ranks(const train_job *job, htp_rank_outcome *outcome) {
+  const train_elastic *e = &job->elastic;
+  int renumbered = 0;
+  for (int r = 0; e->original && r < job->tp; r++)
+    renumbered |= e->original[r] != r;
+  if (!renumbered || job->tp == e->logical_tp)
+    return;
+  size_t used = strlen(outcome->notes);
+  used += (size_t)snprintf(outcome->notes + used, sizeof outcome->notes - used,
+                           "the ranks above are the last world's (--elastic):");
+  for (int r = 0; r < job->tp && used < sizeof outcome->notes; r++)
+    used += (size_t)snprintf(outcome->notes + used, sizeof outcome->notes - used,
+                             " %d is the run's rank %d%s", r, e->original[r],
+                             r + 1 < job->tp ? "," : "\n");
+}
+
 int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_state *state,
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
@@ -1381,6 +1399,8 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     if (!quiet)
       print_banner(options, state, &job);
     status = run_worlds(options, state, ranks, &job, err, err_size);
+    if (status == 2)
+      name_renumbered_ranks(&job, &state->outcome);
     /* Under mpirun a shrink may have made this process rank 0. */
     if (state->process_rank <= 0 && job.elastic.taken > 0)
       htp_train_elastic_report(options, &job);
