@@ -1151,20 +1151,22 @@ typedef struct survivors {
   char err[1024];      /* why the copies cannot be filled in ("" if they can) */
 } survivors;
 
-/* Every rank's copies of the current set's split tensors, from the
- * survivors' own and buddy copies (an all-gather of both). Non-zero once
- * the failure is reported. */
+/* Every rank's copies of the current set's split tensors, each lost one
+ * sent by a survivor that holds it to those that lack it (survivor j, of
+ * old rank o, holds o's copy and its buddy's: o - 1's). Every survivor
+ * walks the same (tensor, kind, rank, survivor) order, so each blocking
+ * send meets its receive. Non-zero once the failure is reported. */
 static int fill_in_copies(htp_rank_task *task, htp_ctx *ctx, survivors *alive) {
   train_job *job = alive->job;
   train_elastic *e = &job->elastic;
-  const int parts = job->tp, me = e->own_rank, set = e->current;
-  int holder[HTP_ENTRY_MAX_TP]; /* rank d's copy: slot holder[d] of the gather, -1: gone */
+  const int parts = job->tp, set = e->current, self = htp_rank_task_rank(task);
+  int holder[HTP_ENTRY_MAX_TP]; /* the survivor that sends rank d's copy, -1: gone */
   for (int d = 0; d < parts; d++) {
     holder[d] = -1;
     for (int j = 0; j < alive->n && holder[d] < 0; j++)
-      holder[d] = alive->old_rank[j] == d ? 2 * j : -1;
+      holder[d] = alive->old_rank[j] == d ? j : -1;
     for (int j = 0; j < alive->n && holder[d] < 0; j++)
-      holder[d] = alive->old_rank[j] == (d + 1) % parts ? 2 * j + 1 : -1;
+      holder[d] = alive->old_rank[j] == (d + 1) % parts ? j : -1;
     if (holder[d] < 0) {
       char left[256] = "";
       for (int j = 0, used = 0; j < alive->n && used < (int)sizeof left; j++)
@@ -1182,26 +1184,24 @@ static int fill_in_copies(htp_rank_task *task, htp_ctx *ctx, survivors *alive) {
     const htp_sig_tensor *p = &job->sig->args[i];
     if (p->role != HTP_SIG_PARAM || p->shard_layout == HTP_SHARD_NONE)
       continue;
-    for (int k = 0; k < kinds; k++) {
-      void ***copies = e->copies[set][k]; /* [rank][arg] */
-      unsigned char *both = malloc(2 * p->bytes), *all = malloc(2 * (size_t)alive->n * p->bytes);
-      htp_result result = both && all ? HTP_OK : HTP_ERR_NOMEM;
-      if (result == HTP_OK) {
-        memcpy(both, copies[me][i], p->bytes);
-        memcpy(both + p->bytes, copies[(me + parts - 1) % parts][i], p->bytes);
-        result = htp_allgather_host(ctx, both, all, 2 * p->bytes);
-      }
-      for (int d = 0; result == HTP_OK && d < parts; d++)
-        if (d != me && d != (me + parts - 1) % parts)
-          memcpy(copies[d][i], all + (size_t)holder[d] * p->bytes, p->bytes);
-      free(both);
-      free(all);
-      if (result != HTP_OK) {
-        htp_rank_task_fail(task, ctx, result, "gathering the snapshot", -1,
-                           result == HTP_ERR_NOMEM ? "out of memory" : htp_last_error(ctx));
-        return 1;
-      }
-    }
+    for (int k = 0; k < kinds; k++)
+      for (int d = 0; d < parts; d++)
+        for (int j = 0; j < alive->n; j++) {
+          const int o = alive->old_rank[j];
+          if (o == d || (o + parts - 1) % parts == d)
+            continue; /* j holds it */
+          void *copy = e->copies[set][k][d][i];
+          htp_result result = HTP_OK;
+          if (self == holder[d])
+            result = htp_send_host(ctx, copy, p->bytes, j, BUDDY_TAG);
+          else if (self == j)
+            result = htp_recv_host(ctx, copy, p->bytes, holder[d], BUDDY_TAG);
+          if (result != HTP_OK) {
+            htp_rank_task_fail(task, ctx, result, "gathering the snapshot", -1,
+                               htp_last_error(ctx));
+            return 1;
+          }
+        }
   }
   return 0;
 }
