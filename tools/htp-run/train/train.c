@@ -1250,6 +1250,7 @@ static int shrink_world(const htp_run_options *options, htp_run_state *state,
   for (int r = 0; r < job->tp; r++)
     old_rank[r] = r;
   int size = job->tp;
+  char agreeing[HTP_RANKS_MESSAGE] = ""; /* why the last agreement failed */
   for (int failed = 1; failed;) {
     int32_t gone[HTP_ENTRY_MAX_TP];
     int count = 0;
@@ -1263,8 +1264,13 @@ static int shrink_world(const htp_run_options *options, htp_run_state *state,
     htp_ranks_close(*ranks);
     *ranks = next;
     state->process_rank = job->process_rank = htp_ranks_process_rank(next);
-    if (count == 0)
-      return 2; /* nobody died: the failure stands */
+    if (count == 0) { /* nobody (else) died: the failure stands */
+      const size_t used = strlen(outcome->notes);
+      if (agreeing[0])
+        snprintf(outcome->notes + used, sizeof outcome->notes - used, "then, agreeing on the "
+                 "snapshot to go on from: %s\n", agreeing);
+      return 2;
+    }
     /* The lost, numbered in the world that ended; the rest renumbered. */
     int kept = 0;
     for (int r = 0; r < size; r++) {
@@ -1282,6 +1288,7 @@ static int shrink_world(const htp_run_options *options, htp_run_state *state,
     failed = htp_ranks_run_task(*ranks, agree_rank, &alive, NULL, 0, &agreement, err, err_size);
     if (failed && !agreement.failed)
       return 1; /* could not start: err */
+    snprintf(agreeing, sizeof agreeing, "%s", failed ? agreement.message : "");
     if (!failed && alive.err[0]) { /* the death stands; why it cannot go on, below it */
       const size_t used = strlen(outcome->notes);
       snprintf(outcome->notes + used, sizeof outcome->notes - used, "%s\n", alive.err);
