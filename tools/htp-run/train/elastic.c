@@ -124,32 +124,28 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
     if (!(e->state[k] = htp_train_param_buffers(sig)))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
   /* Each rank's copies: its local shards (the local shape is the same for
-   * every live rank and world: the room), one block per tensor for all
-   * ranks (an all-gather fills it in place under mpirun). */
+   * every live rank and world: the room). */
   for (int set = 0; set < 2; set++) {
     if (!(e->maps[set] = calloc((size_t)sig->num_args + 1, sizeof *e->maps[set])))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
     for (int k = 0; k < kinds; k++) {
-      void ***copies = e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k]);
-      for (int r = 0; copies && r < job->tp; r++)
-        if (!(copies[r] = calloc((size_t)sig->num_args + 1, sizeof *copies[r])))
-          copies = NULL;
-      for (int i = 0; copies && i < sig->num_args; i++) {
-        if (sig->args[i].role != HTP_SIG_PARAM)
-          continue;
-        const size_t bytes = sig->args[i].bytes;
+      if (!(e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k])))
+        return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
+      for (int r = 0; r < job->tp; r++) {
+        void **mine = e->copies[set][k][r] = calloc((size_t)sig->num_args + 1, sizeof *mine);
         /* Touched now (zeros), so a snapshot's time is its copy, not the
          * first use of fresh pages. */
-        unsigned char *block = malloc((size_t)job->tp * bytes);
-        if (!block)
-          copies = NULL;
-        else
-          memset(block, 0, (size_t)job->tp * bytes);
-        for (int r = 0; block && r < job->tp; r++)
-          copies[r][i] = block + (size_t)r * bytes;
+        for (int i = 0; mine && i < sig->num_args; i++) {
+          if (sig->args[i].role != HTP_SIG_PARAM)
+            continue;
+          if ((mine[i] = malloc(sig->args[i].bytes)))
+            memset(mine[i], 0, sig->args[i].bytes);
+          else
+            mine = NULL;
+        }
+        if (!mine)
+          return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
       }
-      if (!copies)
-        return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
     }
     e->set_step[set] = -1;
   }
@@ -418,10 +414,11 @@ void htp_train_elastic_free(train_job *job) {
     htp_train_free_globals(e->state[k], n);
   for (int set = 0; set < 2; set++) {
     for (int k = 0; k < 3; k++) {
-      for (int i = 0; e->copies[set][k] && e->copies[set][k][0] && i < n; i++)
-        free(e->copies[set][k][0][i]); /* the block of every rank's copies */
-      for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++)
+      for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++) {
+        for (int i = 0; e->copies[set][k][r] && i < n; i++)
+          free(e->copies[set][k][r][i]);
         free(e->copies[set][k][r]);
+      }
       free(e->copies[set][k]);
     }
     for (int i = 0; e->maps[set] && i < n; i++)

@@ -49,9 +49,7 @@ typedef struct train_elastic {
    * being written. Under mpirun each process also passes its split
    * tensors' copies to its buddy, the next rank (a dead process's memory
    * is gone), and after a death the survivors fill in the rest. A world
-   * that ends puts a whole set together into `state` (assemble). A split
-   * tensor's copies of one set and kind are one block, rank after rank
-   * (copies[set][k][0][i] owns it). */
+   * that ends puts a whole set together into `state` (assemble). */
   void ***copies[2][3];    /* [set][w, m, v][rank][num_args]: host copies (local shapes) */
   int32_t **maps[2];       /* [set][num_args]: a re-partitioned tensor's slot map (every
                             * rank's slots), NULL while it is as split */
