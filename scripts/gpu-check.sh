@@ -565,6 +565,11 @@ elif budget policies "$(cap POLICIES 80)"; then
   run_logged policies "$limit" "${policy_cmd[@]}" --timeout "$limit"
   rc=$?
   [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"
+  # The outputs (ViT-B/16 at batch 64: 39 MB each) were compared by the
+  # step; the archive keeps the traces, compressed, under the 16 MiB a file
+  # may bring back.
+  rm -f "$work"/policies/y_*.npy
+  gzip -f "$work"/policies/*.jsonl 2>/dev/null
   save policies
   if [ "$rc" -eq 0 ]; then
     summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; unpruned/unpruned/') (logs.txt, trace_semi.png)"
