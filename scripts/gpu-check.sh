@@ -565,10 +565,10 @@ elif budget policies "$(cap POLICIES 80)"; then
   run_logged policies "$limit" "${policy_cmd[@]}" --timeout "$limit"
   rc=$?
   [ -f "$work/policies/trace_semi.png" ] && cp "$work/policies/trace_semi.png" "$out/trace_semi.png"
-  # The outputs (ViT-B/16 at batch 64: 39 MB each) were compared by the
+  # The outputs (ViT-B/16 at batch 64: 39 MB each, tp 1 and each policy's) were compared by the
   # step; the archive keeps the traces, compressed, under the 16 MiB a file
   # may bring back.
-  rm -f "$work"/policies/y_*.npy
+  rm -f "$work"/policies/*.npy
   gzip -f "$work"/policies/*.jsonl 2>/dev/null
   save policies
   if [ "$rc" -eq 0 ]; then
@@ -716,6 +716,14 @@ if [ -z "$bench" ]; then
 elif budget kernels "$(cap KERNELS 45)"; then
   run_logged kernels "$limit" "${libenv[@]}" "$bench" --csv "$work/kernels.csv"
   rc=$?
+  # Then at the ViT-L/16 block's shape, batch 64: the per-kernel split of
+  # what the blocks step timed whole.
+  if [ "$rc" -eq 0 ] && [ -z "$dry" ]; then
+    run_logged kernels-vitl16 30 "${libenv[@]}" "$bench" --batch 64 --dim 1024 --heads 16 \
+      --mlp 4096 --repeats 10 --csv "$work/kernels-vitl16.csv"
+    rc=$?
+    save kernels-vitl16.csv
+  fi
   save kernels.csv
   if [ -n "$dry" ]; then
     if [ "$rc" -eq 77 ]; then
@@ -725,7 +733,8 @@ elif budget kernels "$(cap KERNELS 45)"; then
     fi
   elif [ "$rc" -eq 0 ]; then
     summary kernels ok "$(grep -c '' "$work/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$work/kernels.log" |
-                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (results.tar: kernels.csv)"
+                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}'); ViT-L/16 batch 64: $(grep '^block_sum' "$work/kernels-vitl16.log" |
+                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (logs.txt; results.tar: kernels.csv, kernels-vitl16.csv)"
   else
     summary kernels FAILED "htp-bench-cuda exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
   fi

@@ -9,14 +9,24 @@
  * at batch 64, launch-bound on an H200). Scratch layout, in floats:
  *   [qkv: rows * 3 * inner][context: rows * inner]
  *   [scores: heads * batch * tokens², head-major]
- * The bf16 twin uses the same f32 scratch: its qkv projection (bf16 GEMM)
- * writes f32 q, k, v, and everything up to the context stays f32; the
- * context is rounded to bf16 into the qkv region (free by then; half of it
- * would do) for the bf16 output projection.
+ * The bf16 twin (head_dim up to 256) fuses the rest instead, as PyTorch's
+ * bf16 flash attention does: its qkv projection (bf16 GEMM) writes f32 q,
+ * k, v to the scratch, and one kernel (fused_attention_kernel) per image,
+ * head and tile of 64 queries rounds its q, k and v to bf16, takes q·kᵀ and
+ * p·v on the tensor cores (WMMA, f32 accumulation) a tile of 64 keys at a
+ * time with an online softmax in f32 (the scores never leave the SM),
+ * rounds p to bf16 for p·v and sums the rounded p for the normalisation
+ * (so the context is the exact average of v under the rounded weights),
+ * and writes the context rounded to bf16 into the context region for the
+ * bf16 output projection. The scores region goes unused; the scratch
+ * formula stays the f32 one, so a block's workspace does not depend on
+ * its dtype. Larger heads take the f32 path below with the context
+ * rounded to bf16.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
 #include <math.h>
+#include <mma.h>
 #include <type_traits>
 
 constexpr int kThreads = 256;
@@ -64,6 +74,207 @@ int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows
   return 0;
 }
 
+
+/* ----- fused bf16 attention ----------------------------------------------
+ * A block of 4 warps takes 64 query rows of one (image, head); warp w owns
+ * rows 16w..16w+15 of every per-row tile below, so only the K and V tiles
+ * are shared (__syncthreads around their loads) and the rest needs
+ * __syncwarp alone. Shared memory, DP = head_dim padded to a multiple of
+ * 16 (zeros beyond head_dim, and zero rows beyond the image's tokens):
+ *   q, k, v: bf16 [64][DP + 8]; s: f32 [64][68]; p: bf16 [64][72];
+ *   o: f32 [64][DP + 4] (the running context); the rows' max and sum.
+ * The +8 / +4 pads shift rows across banks and keep every 16x16 fragment
+ * 32-byte aligned (WMMA's requirement). */
+namespace fused {
+namespace wmma = nvcuda::wmma;
+constexpr int kRows = 64, kKeys = 64, kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kLdS = kKeys + 4, kLdP = kKeys + 8;
+template <int DP> struct layout {
+  static constexpr int ld_in = DP + 8, ld_o = DP + 4;
+  static constexpr size_t q = 0, k = q + 2u * kRows * ld_in, v = k + 2u * kKeys * ld_in,
+                          s = v + 2u * kKeys * ld_in, p = s + 4u * kRows * kLdS,
+                          o = p + 2u * kRows * kLdP, max = o + 4u * kRows * ld_o,
+                          sum = max + 4u * kRows, bytes = sum + 4u * kRows;
+};
+
+/* rows [first, first + 64) of one head's q, k or v (f32, row stride ld)
+ * into bf16 dst [64][ld_in], zeros past `valid` rows and head_dim columns. */
+template <int DP>
+__device__ void load_tile(__nv_bfloat16 *dst, const float *src, int64_t ld, int valid,
+                          int head_dim, bool quads) {
+  constexpr int ld_in = layout<DP>::ld_in;
+  if (quads) { /* head_dim % 4 == 0 and qkv 16-byte aligned */
+    for (int i = threadIdx.x; i < kRows * DP / 4; i += kThreads) {
+      const int r = i / (DP / 4), d = i % (DP / 4) * 4;
+      float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r < valid && d < head_dim) f = *reinterpret_cast<const float4 *>(src + r * ld + d);
+      htp_cuda_store4(dst, r * ld_in + d, f);
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < kRows * DP; i += kThreads) {
+    const int r = i / DP, d = i % DP;
+    dst[r * ld_in + d] = __float2bfloat16_rn(r < valid && d < head_dim ? src[r * ld + d] : 0.f);
+  }
+}
+
+template <int DP>
+__global__ void __launch_bounds__(kThreads)
+    fused_attention_kernel(const float *qkv, __nv_bfloat16 *context, int tokens, int heads,
+                           int head_dim, int q_tiles, float scale_log2, bool quads) {
+  using L = layout<DP>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(smem + L::q);
+  __nv_bfloat16 *ks = reinterpret_cast<__nv_bfloat16 *>(smem + L::k);
+  __nv_bfloat16 *vs = reinterpret_cast<__nv_bfloat16 *>(smem + L::v);
+  float *ss = reinterpret_cast<float *>(smem + L::s);
+  __nv_bfloat16 *ps = reinterpret_cast<__nv_bfloat16 *>(smem + L::p);
+  float *os = reinterpret_cast<float *>(smem + L::o);
+  float *row_max = reinterpret_cast<float *>(smem + L::max);
+  float *row_sum = reinterpret_cast<float *>(smem + L::sum);
+
+  const int image = blockIdx.x / q_tiles, first = blockIdx.x % q_tiles * kRows;
+  const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t inner = (int64_t)heads * head_dim, ld = 3 * inner;
+  const float *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
+
+  load_tile<DP>(qs, base + first * ld, ld, tokens - first, head_dim, quads);
+  for (int i = threadIdx.x; i < kRows * L::ld_o; i += kThreads) os[i] = 0.f;
+  for (int i = threadIdx.x; i < kRows; i += kThreads) row_max[i] = -INFINITY, row_sum[i] = 0.f;
+
+  /* A warp whose rows all lie past the image's tokens (the last tile's)
+   * only helps load k and v; in the last key tile, 16-key chunks past the
+   * tokens are skipped. */
+  const int row0 = warp * 16;
+  const bool active = first + row0 < tokens;
+  for (int key0 = 0; key0 < tokens; key0 += kKeys) {
+    __syncthreads(); /* the previous tile's k and v are no longer read */
+    load_tile<DP>(ks, base + inner + key0 * ld, ld, tokens - key0, head_dim, quads);
+    load_tile<DP>(vs, base + 2 * inner + key0 * ld, ld, tokens - key0, head_dim, quads);
+    __syncthreads();
+    if (!active)
+      continue;
+    const int keys = min(kKeys, tokens - key0), chunks = (keys + 15) / 16;
+
+    /* s = q·kᵀ for the warp's 16 rows and the tile's keys */
+    for (int n = 0; n < chunks; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.f);
+      for (int kk = 0; kk < DP / 16; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
+        wmma::load_matrix_sync(a, qs + row0 * L::ld_in + kk * 16, L::ld_in);
+        wmma::load_matrix_sync(b, ks + n * 16 * L::ld_in + kk * 16, L::ld_in);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(ss + row0 * kLdS + n * 16, acc, kLdS, wmma::mem_row_major);
+    }
+    __syncwarp();
+
+    /* Online softmax, the warp's 16 rows at once, two lanes a row (32 keys
+     * each): the new max, p rounded to bf16 (0 past the tokens), the
+     * running sum of the rounded p, and the running context rescaled to the
+     * new max. */
+    {
+      const int r = row0 + lane / 2, half = lane % 2;
+      const float *srow = ss + r * kLdS + half * 32;
+      float sv[32], tile_max = -INFINITY;
+#pragma unroll
+      for (int c = 0; c < 32; c += 4) {
+        const float4 f = *reinterpret_cast<const float4 *>(srow + c);
+        const int col = half * 32 + c;
+        sv[c] = col < keys ? f.x * scale_log2 : -INFINITY;
+        sv[c + 1] = col + 1 < keys ? f.y * scale_log2 : -INFINITY;
+        sv[c + 2] = col + 2 < keys ? f.z * scale_log2 : -INFINITY;
+        sv[c + 3] = col + 3 < keys ? f.w * scale_log2 : -INFINITY;
+        tile_max = fmaxf(tile_max, fmaxf(fmaxf(sv[c], sv[c + 1]), fmaxf(sv[c + 2], sv[c + 3])));
+      }
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      const float old_max = row_max[r], new_max = fmaxf(old_max, tile_max);
+      __nv_bfloat16 *prow = ps + r * kLdP + half * 32;
+      float tile_sum = 0.f;
+#pragma unroll
+      for (int c = 0; c < 32; c += 2) {
+        const __nv_bfloat162 pair =
+            __floats2bfloat162_rn(exp2f(sv[c] - new_max), exp2f(sv[c + 1] - new_max));
+        *reinterpret_cast<__nv_bfloat162 *>(prow + c) = pair;
+        const float2 rounded = __bfloat1622float2(pair);
+        tile_sum += rounded.x + rounded.y;
+      }
+      tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
+      const float rescale = exp2f(old_max - new_max); /* 0 on the first tile */
+      float *orow = os + r * L::ld_o + half * (DP / 2);
+#pragma unroll
+      for (int d = 0; d < DP / 2; d += 4) {
+        float4 o = *reinterpret_cast<float4 *>(orow + d);
+        o.x *= rescale, o.y *= rescale, o.z *= rescale, o.w *= rescale;
+        *reinterpret_cast<float4 *>(orow + d) = o;
+      }
+      __syncwarp(); /* both lanes of the row have read row_max[r] */
+      if (half == 0) row_max[r] = new_max, row_sum[r] = row_sum[r] * rescale + tile_sum;
+    }
+    __syncwarp();
+
+    /* o += p·v over the tile's chunks of keys */
+    for (int n = 0; n < DP / 16; ++n) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, os + row0 * L::ld_o + n * 16, L::ld_o, wmma::mem_row_major);
+      for (int kk = 0; kk < chunks; ++kk) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+        wmma::load_matrix_sync(a, ps + row0 * kLdP + kk * 16, kLdP);
+        wmma::load_matrix_sync(b, vs + kk * 16 * L::ld_in + n * 16, L::ld_in);
+        wmma::mma_sync(acc, a, b, acc);
+      }
+      wmma::store_matrix_sync(os + row0 * L::ld_o + n * 16, acc, L::ld_o, wmma::mem_row_major);
+    }
+    __syncwarp();
+  }
+
+  /* context = o / sum, rounded to bf16, for the tile's real rows */
+  for (int r = row0; r < row0 + 16 && first + r < tokens; ++r) {
+    const float inv = 1.0f / row_sum[r];
+    __nv_bfloat16 *out = context + ((int64_t)image * tokens + first + r) * inner +
+                         (int64_t)head * head_dim;
+    for (int d = lane; d < head_dim; d += 32)
+      out[d] = __float2bfloat16_rn(os[r * L::ld_o + d] * inv);
+  }
+}
+
+template <int DP>
+int launch(htp_cuda_kernels *kernels, const float *qkv, __nv_bfloat16 *context, int64_t batch,
+           int64_t tokens, int64_t heads, int64_t head_dim) {
+  const size_t bytes = layout<DP>::bytes;
+  HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(fused_attention_kernel<DP>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               (int)bytes));
+  const int q_tiles = (int)((tokens + kRows - 1) / kRows);
+  const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
+  const bool quads = head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+  fused_attention_kernel<DP><<<dim3((unsigned)(q_tiles * batch), (unsigned)heads), kThreads,
+                               bytes, kernels->stream>>>(qkv, context, (int)tokens, (int)heads,
+                                                         (int)head_dim, q_tiles, scale_log2, quads);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+/* Whether the fused kernel takes this shape: heads up to 256 wide, grid
+ * dimensions within CUDA's limits. */
+bool takes(int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  return head_dim <= 256 && heads <= 65535 &&
+         (tokens + kRows - 1) / kRows * batch <= 0x7fffffff;
+}
+
+int run(htp_cuda_kernels *kernels, const float *qkv, __nv_bfloat16 *context, int64_t batch,
+        int64_t tokens, int64_t heads, int64_t head_dim) {
+  if (head_dim <= 32) return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  if (head_dim <= 64) return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  if (head_dim <= 128)
+    return launch<128>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  return launch<256>(kernels, qkv, context, batch, tokens, heads, head_dim);
+}
+} // namespace fused
+
 namespace {
 
 template <typename T>
@@ -84,6 +295,14 @@ int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqk
 
   if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
     return 1;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (fused::takes(batch, tokens, num_heads, head_dim)) {
+      T *rounded = reinterpret_cast<T *>(context);
+      if (fused::run(kernels, qkv, rounded, batch, tokens, num_heads, head_dim)) return 1;
+      return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
+                             model_dim);
+    }
+  }
   const int images = (int)batch;
   const int64_t image_qkv = tokens * qkv_stride, image_scores = tokens * tokens;
   for (int64_t h = 0; h < num_heads; ++h) {

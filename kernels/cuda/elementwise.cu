@@ -12,11 +12,23 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/* Each op has a kernel of one element per thread and one of four (quads,
+ * htp_cuda_load4), which a launch takes where the sizes and pointers allow. */
 template <typename T>
 __global__ void gelu_kernel(const T *x, T *y, int64_t n, int32_t tanh_approx) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n)
     htp_cuda_store(y, i, htp_cuda_gelu(htp_cuda_load(x, i), tanh_approx));
+}
+template <typename T>
+__global__ void gelu_quads_kernel(const T *x, T *y, int64_t n, int32_t tanh_approx) {
+  int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  float4 v = htp_cuda_load4(x, i);
+  v.x = htp_cuda_gelu(v.x, tanh_approx), v.y = htp_cuda_gelu(v.y, tanh_approx);
+  v.z = htp_cuda_gelu(v.z, tanh_approx), v.w = htp_cuda_gelu(v.w, tanh_approx);
+  htp_cuda_store4(y, i, v);
 }
 
 template <typename T> __global__ void add_kernel(const T *a, const T *b, T *y, int64_t n) {
@@ -24,12 +36,28 @@ template <typename T> __global__ void add_kernel(const T *a, const T *b, T *y, i
   if (i < n)
     htp_cuda_store(y, i, htp_cuda_load(a, i) + htp_cuda_load(b, i));
 }
+template <typename T> __global__ void add_quads_kernel(const T *a, const T *b, T *y, int64_t n) {
+  int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n)
+    return;
+  const float4 u = htp_cuda_load4(a, i), v = htp_cuda_load4(b, i);
+  htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
+}
 
 template <typename T>
 __global__ void bias_add_kernel(const T *x, const T *bias, T *y, int64_t rows, int64_t cols) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < rows * cols)
     htp_cuda_store(y, i, htp_cuda_load(x, i) + htp_cuda_load(bias, i % cols));
+}
+template <typename T>
+__global__ void bias_add_quads_kernel(const T *x, const T *bias, T *y, int64_t rows,
+                                      int64_t cols) {
+  int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= rows * cols)
+    return;
+  const float4 u = htp_cuda_load4(x, i), v = htp_cuda_load4(bias, i % cols);
+  htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
 }
 
 template <typename In, typename Out>
@@ -46,8 +74,12 @@ template <typename T>
 int gelu(htp_cuda_kernels *kernels, const T *x, T *y, int64_t n, int32_t tanh_approx) {
   if (n <= 0)
     return n < 0 ? htp_cuda_fail(kernels, "gelu", "negative size") : 0;
-  gelu_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(x, y, n,
-                                                                             tanh_approx);
+  if (htp_cuda_quads(n, x, y))
+    gelu_quads_kernel<<<htp_cuda_blocks(n / 4, kThreads), kThreads, 0, kernels->stream>>>(
+        x, y, n, tanh_approx);
+  else
+    gelu_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(x, y, n,
+                                                                               tanh_approx);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }
@@ -55,7 +87,11 @@ int gelu(htp_cuda_kernels *kernels, const T *x, T *y, int64_t n, int32_t tanh_ap
 template <typename T> int add(htp_cuda_kernels *kernels, const T *a, const T *b, T *y, int64_t n) {
   if (n <= 0)
     return n < 0 ? htp_cuda_fail(kernels, "add", "negative size") : 0;
-  add_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(a, b, y, n);
+  if (htp_cuda_quads(n, a, b, y))
+    add_quads_kernel<<<htp_cuda_blocks(n / 4, kThreads), kThreads, 0, kernels->stream>>>(a, b,
+                                                                                          y, n);
+  else
+    add_kernel<<<htp_cuda_blocks(n, kThreads), kThreads, 0, kernels->stream>>>(a, b, y, n);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }
@@ -65,8 +101,12 @@ int bias_add(htp_cuda_kernels *kernels, const T *x, const T *bias, T *y, int64_t
              int64_t cols) {
   if (rows <= 0 || cols <= 0)
     return rows < 0 || cols < 0 ? htp_cuda_fail(kernels, "bias_add", "negative size") : 0;
-  bias_add_kernel<<<htp_cuda_blocks(rows * cols, kThreads), kThreads, 0, kernels->stream>>>(
-      x, bias, y, rows, cols);
+  if (htp_cuda_quads(cols, x, bias, y))
+    bias_add_quads_kernel<<<htp_cuda_blocks(rows * cols / 4, kThreads), kThreads, 0,
+                            kernels->stream>>>(x, bias, y, rows, cols);
+  else
+    bias_add_kernel<<<htp_cuda_blocks(rows * cols, kThreads), kThreads, 0, kernels->stream>>>(
+        x, bias, y, rows, cols);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }

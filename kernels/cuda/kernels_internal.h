@@ -150,6 +150,39 @@ __device__ __forceinline__ void htp_cuda_store(htp_cuda_bf16 *p, int64_t i, floa
   p[i] = __float2bfloat16_rn(v);
 }
 
+/* Four consecutive elements i..i+3 as f32 in one load (16 bytes of f32, 8
+ * of bf16), and four stored, each rounded once: for the memory-bound
+ * passes, where one element per thread and load leaves most of the DRAM's
+ * bandwidth unused. i must be a multiple of 4 and p aligned to four
+ * elements (htp_cuda_quads says when a pass may use them). */
+__device__ __forceinline__ float4 htp_cuda_load4(const float *p, int64_t i) {
+  return *reinterpret_cast<const float4 *>(p + i);
+}
+__device__ __forceinline__ float4 htp_cuda_load4(const htp_cuda_bf16 *p, int64_t i) {
+  const uint2 raw = *reinterpret_cast<const uint2 *>(p + i);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&raw.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ void htp_cuda_store4(float *p, int64_t i, float4 v) {
+  *reinterpret_cast<float4 *>(p + i) = v;
+}
+__device__ __forceinline__ void htp_cuda_store4(htp_cuda_bf16 *p, int64_t i, float4 v) {
+  uint2 raw;
+  *reinterpret_cast<__nv_bfloat162 *>(&raw.x) = __floats2bfloat162_rn(v.x, v.y);
+  *reinterpret_cast<__nv_bfloat162 *>(&raw.y) = __floats2bfloat162_rn(v.z, v.w);
+  *reinterpret_cast<uint2 *>(p + i) = raw;
+}
+
+/* Whether a pass over `n` elements per row (or in all) may move them in
+ * fours: n a multiple of 4 and every pointer aligned to four elements of
+ * its type (NULL pointers are ignored). */
+template <typename... P> inline bool htp_cuda_quads(int64_t n, const P *...pointers) {
+  return n % 4 == 0 &&
+         ((pointers == nullptr || reinterpret_cast<uintptr_t>(pointers) % (4 * sizeof(P)) == 0) &&
+          ...);
+}
+
 /* GELU in f32, exact (erf) or timm's tanh approximation, as the CPU twin. */
 __device__ __forceinline__ float htp_cuda_gelu(float v, int32_t tanh_approx) {
   if (tanh_approx)

@@ -28,27 +28,54 @@ __device__ float block_sum(float value, float *shared) {
   return total;
 }
 
-template <typename T>
+/* Quads: the row moves four elements a load (htp_cuda_load4), where dim
+ * and the pointers allow; the sums' order differs, nothing else. */
+template <typename T, bool Quads>
 __global__ void layer_norm_kernel(const T *x, const T *gamma, const T *beta, T *y, int64_t dim,
                                   float epsilon) {
   __shared__ float shared[kThreads / 32];
   const T *in = x + blockIdx.x * dim;
   T *out = y + blockIdx.x * dim;
+  const int64_t step = Quads ? 4 * (int64_t)blockDim.x : blockDim.x;
+  const int64_t first = Quads ? 4 * (int64_t)threadIdx.x : threadIdx.x;
   float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    sum += htp_cuda_load(in, i);
+  for (int64_t i = first; i < dim; i += step) {
+    if constexpr (Quads) {
+      const float4 v = htp_cuda_load4(in, i);
+      sum += (v.x + v.y) + (v.z + v.w);
+    } else {
+      sum += htp_cuda_load(in, i);
+    }
+  }
   float mean = block_sum(sum, shared) / (float)dim;
   float squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-    float centered = htp_cuda_load(in, i) - mean;
-    squares += centered * centered;
+  for (int64_t i = first; i < dim; i += step) {
+    if constexpr (Quads) {
+      const float4 v = htp_cuda_load4(in, i);
+      const float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+      squares += (a * a + b * b) + (c * c + d * d);
+    } else {
+      float centered = htp_cuda_load(in, i) - mean;
+      squares += centered * centered;
+    }
   }
   float inv_std = rsqrtf(block_sum(squares, shared) / (float)dim + epsilon);
   /* Each thread reads only the elements it writes: y may equal x. */
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    htp_cuda_store(out, i,
-                   (htp_cuda_load(in, i) - mean) * inv_std * htp_cuda_load(gamma, i) +
-                       htp_cuda_load(beta, i));
+  for (int64_t i = first; i < dim; i += step) {
+    if constexpr (Quads) {
+      const float4 v = htp_cuda_load4(in, i), g = htp_cuda_load4(gamma, i),
+                   b = htp_cuda_load4(beta, i);
+      htp_cuda_store4(out, i,
+                      make_float4((v.x - mean) * inv_std * g.x + b.x,
+                                  (v.y - mean) * inv_std * g.y + b.y,
+                                  (v.z - mean) * inv_std * g.z + b.z,
+                                  (v.w - mean) * inv_std * g.w + b.w));
+    } else {
+      htp_cuda_store(out, i,
+                     (htp_cuda_load(in, i) - mean) * inv_std * htp_cuda_load(gamma, i) +
+                         htp_cuda_load(beta, i));
+    }
+  }
 }
 
 template <typename T>
@@ -58,8 +85,12 @@ int layer_norm(htp_cuda_kernels *kernels, const T *x, const T *gamma, const T *b
     return htp_cuda_fail(kernels, "layer_norm", "rows must be in [0, INT_MAX] and dim >= 1");
   if (rows == 0)
     return 0;
-  layer_norm_kernel<<<(unsigned)rows, kThreads, 0, kernels->stream>>>(x, gamma, beta, y, dim,
-                                                                       epsilon);
+  if (htp_cuda_quads(dim, x, gamma, beta, y))
+    layer_norm_kernel<T, true><<<(unsigned)rows, kThreads, 0, kernels->stream>>>(
+        x, gamma, beta, y, dim, epsilon);
+  else
+    layer_norm_kernel<T, false><<<(unsigned)rows, kThreads, 0, kernels->stream>>>(
+        x, gamma, beta, y, dim, epsilon);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }

@@ -205,11 +205,16 @@ typedef struct precision {
   int tensor_cores;     /* the type's GEMMs: bf16 on tensor cores, else f32 FMAs */
   double out;           /* the output type's unit roundoff */
   double context_round; /* attention: the context's rounding before the projection */
+  /* attention (not its listed-heads unit kernel): the rounding of q, k, v
+   * and p to the tensor cores' operands, as the CUDA bf16 twin's fused
+   * kernel does (PyTorch's bf16 flash attention too); 0 for f32 operands.
+   * The CPU twin's f32-precise attention passes the looser bound as well. */
+  double attention_operands;
 } precision;
 
-static const precision PRECISION_F32 = {"f32", 0, UNIT_F32, 0.0};
+static const precision PRECISION_F32 = {"f32", 0, UNIT_F32, 0.0, 0.0};
 /* bf16 outputs: the f32 result's rounding, then bf16's (double rounding). */
-static const precision PRECISION_BF16 = {"bf16", 1, UNIT_BF16 + UNIT_F32, UNIT_BF16};
+static const precision PRECISION_BF16 = {"bf16", 1, UNIT_BF16 + UNIT_F32, UNIT_BF16, UNIT_BF16};
 
 /* The accumulation error of one of the type's GEMM outputs, its `terms`
  * terms (bias included) having L1 norm l1 and squares summing to squares. */
@@ -307,7 +312,10 @@ static double gelu_own_error(double v, double argument) {
 
 /* Attention in double for the listed query rows (global rows, sorted):
  * ctx [count, inner] with ctx_err, the bound of the f32 context before any
- * rounding to an output type; with wproj, y [count, dim] and its tol. The
+ * rounding to an output type; with wproj, y [count, dim] and its tol.
+ * operands > 0: q, k, v and p are rounded to that unit before their
+ * products, which accumulate on tensor cores (each rounding a further
+ * error of operands times the value, x4 where it enters in quadrature). The
  * bounds are those of the file's header: each source's error is a bound
  * of the sum_error kind (about 7 standard deviations of its rounding
  * errors), and sources that are independent (different GEMM outputs,
@@ -318,7 +326,8 @@ static double gelu_own_error(double v, double argument) {
 static void reference_attention(const float *x, const float *wqkv, const float *bqkv,
                                 const float *wproj, const float *bproj, const shape *s,
                                 const int64_t *rows, int64_t count, const precision *p,
-                                double *ctx, double *ctx_err, double *y, double *y_tol) {
+                                double operands, double *ctx, double *ctx_err, double *y,
+                                double *y_tol) {
   const int64_t T = s->tokens, D = s->dim, H = s->heads, hd = s->head_dim, I = H * hd;
   /* the softmax's denominator: T terms of one sign */
   const double e_sum = sum_error(4.0, T), scale = 1.0 / sqrt((double)hd), u = UNIT_F32;
@@ -338,16 +347,18 @@ static void reference_attention(const float *x, const float *wqkv, const float *
           const float *xt = x + (b * T + t) * D;
           const double bk = bqkv ? bqkv[I + i] : 0.0, bv = bqkv ? bqkv[2 * I + i] : 0.0;
           k[t * I + i] = bk + dot(xt, wqkv + (I + i) * D, D, &l1, &squares);
-          ek[t * I + i] = gemm_error(p, D + 1, l1 + fabs(bk), squares + bk * bk);
+          ek[t * I + i] = gemm_error(p, D + 1, l1 + fabs(bk), squares + bk * bk) +
+                          4.0 * operands * fabs(k[t * I + i]);
           v[t * I + i] = bv + dot(xt, wqkv + (2 * I + i) * D, D, &l1, &squares);
-          ev[t * I + i] = gemm_error(p, D + 1, l1 + fabs(bv), squares + bv * bv);
+          ev[t * I + i] = gemm_error(p, D + 1, l1 + fabs(bv), squares + bv * bv) +
+                          4.0 * operands * fabs(v[t * I + i]);
         }
     }
     for (int64_t i = 0; i < I; ++i) {
       double l1, squares;
       const double bq = bqkv ? bqkv[i] : 0.0;
       q[i] = bq + dot(x + row * D, wqkv + i * D, D, &l1, &squares);
-      eq[i] = gemm_error(p, D + 1, l1 + fabs(bq), squares + bq * bq);
+      eq[i] = gemm_error(p, D + 1, l1 + fabs(bq), squares + bq * bq) + 4.0 * operands * fabs(q[i]);
     }
     for (int64_t h = 0; h < H; ++h) {
       const double *qh = q + h * hd;
@@ -356,22 +367,25 @@ static void reference_attention(const float *x, const float *wqkv, const float *
        * types) and its scaling: independent of the other tokens' */
       for (int64_t j = 0; j < T; ++j) {
         const double *kj = k + j * I + h * hd, *ekj = ek + j * I + h * hd;
-        double sum = 0.0, squares = 0.0, from_k = 0.0;
+        double sum = 0.0, squares = 0.0, l1 = 0.0, from_k = 0.0;
         for (int64_t d = 0; d < hd; ++d) {
           sum += qh[d] * kj[d];
           squares += (qh[d] * kj[d]) * (qh[d] * kj[d]);
+          l1 += fabs(qh[d] * kj[d]);
           from_k += (qh[d] * ekj[d]) * (qh[d] * ekj[d]);
         }
         score[j] = scale * sum;
-        own[j] = scale * (sqrt(from_k) + random_sum_error(hd, squares)) +
-                 4.0 * 2.0 * u * fabs(score[j]);
+        const double own_sum =
+            operands > 0 ? sum_error(16.0, hd) * l1 : random_sum_error(hd, squares);
+        own[j] = scale * (sqrt(from_k) + own_sum) + 4.0 * 2.0 * u * fabs(score[j]);
         max = fmax(max, score[j]);
       }
       for (int64_t j = 0; j < T; ++j) z += prob[j] = exp(score[j] - max);
       for (int64_t j = 0; j < T; ++j) {
         prob[j] /= z;
-        /* the subtraction and __expf (2 + 1.2|x| ulps), x4 as below */
-        exp_err[j] = 4.0 * (4.0 + 3.4 * fabs(score[j] - max)) * u;
+        /* the subtraction and __expf (2 + 1.2|x| ulps), x4 as below, and
+         * p's rounding to an operand */
+        exp_err[j] = 4.0 * (4.0 + 3.4 * fabs(score[j] - max)) * u + 4.0 * operands;
       }
       /* A relative error ρ_j of each p_j moves the context by Σ_j p_j ρ_j
        * (v_j - c) (the normalisation takes out the shared part): spread
@@ -394,20 +408,24 @@ static void reference_attention(const float *x, const float *wqkv, const float *
       for (int64_t dd = 0; dd < hd; ++dd) {
         const int64_t i = h * hd + dd;
         double from_scores = 0.0, from_exp = 0.0, from_v = 0.0, from_q = 0.0, terms = 0.0;
+        double terms_l1 = 0.0;
         for (int64_t j = 0; j < T; ++j) {
           const double w = spread[j * hd + dd], pv = prob[j] * v[j * I + i];
           from_scores += (w * own[j]) * (w * own[j]);
           from_exp += (w * exp_err[j]) * (w * exp_err[j]);
           from_v += (prob[j] * ev[j * I + i]) * (prob[j] * ev[j * I + i]);
           terms += pv * pv;
+          terms_l1 += fabs(pv);
         }
         for (int64_t d = 0; d < hd; ++d)
           from_q += (eq[h * hd + d] * g[d * hd + dd]) * (eq[h * hd + d] * g[d * hd + dd]);
         from_q *= scale * scale;
         const double c = ctx[r * I + i];
         /* + p·v's own sum, the normalising sum's and the division's */
-        ctx_err[r * I + i] = sqrt(from_scores + from_exp + from_v + from_q) +
-                             random_sum_error(T, terms) + (e_sum + 3.0 * u) * fabs(c);
+        const double own_sum =
+            operands > 0 ? sum_error(16.0, T) * terms_l1 : random_sum_error(T, terms);
+        ctx_err[r * I + i] =
+            sqrt(from_scores + from_exp + from_v + from_q) + own_sum + (e_sum + 3.0 * u) * fabs(c);
       }
     }
     if (!wproj) continue;
@@ -606,8 +624,11 @@ static void attention_cases(device *d, const shape *s, dtype t, int with_bias,
   int64_t *sample = sample_rows(rows, T, (double)I * (double)(2 * T + D), 12, &count);
   double *ctx = doubles(count * I), *ctx_err = doubles(count * I);
   double *ref = doubles(count * D), *tol = doubles(count * D);
-  reference_attention(x, wqkv, with_bias ? bqkv : NULL, wproj, bproj, s, sample, count, p, ctx,
-                      ctx_err, ref, tol);
+  reference_attention(x, wqkv, with_bias ? bqkv : NULL, wproj, bproj, s, sample, count, p,
+                      p->attention_operands, ctx, ctx_err, ref, tol);
+  if (p->attention_operands > 0) /* the unit kernel keeps f32 operands */
+    reference_attention(x, wqkv, with_bias ? bqkv : NULL, NULL, NULL, s, sample, count, p, 0.0,
+                        ctx, ctx_err, NULL, NULL);
   char name[96];
 
   if (with_bias) {
