@@ -148,7 +148,8 @@ typedef struct htp_kernel_table {
    * has them (the attention's f32 intermediates split into bf16 pieces,
    * cpu/attention_bf16.c); its other entries, and all of them without
    * oneDNN, convert their operands to f32, run the f32 kernel and round the
-   * result (cpu/bf16.c). */
+   * result (cpu/bf16.c). The CUDA attention rounds q, k, v and the softmax's
+   * p to bf16 for its tensor-core products (kernels/htp_kernels_cuda.h). */
   htp_kernel_status (*linear_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
                                    const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                    int64_t rows, int64_t in_features, int64_t out_features);

@@ -167,11 +167,15 @@ int htp_cuda_impute_same_f32(htp_cuda_kernels *kernels, float *act, const float 
  * another step (the MLP units' bias and GELU, the row-parallel units'
  * accumulation over runs), the bf16 twin keeps the f32 intermediate in the
  * object's own workspace (grown on demand, as the staging buffer) so the
- * output is still rounded once. Attention keeps q, k, v, the scores, the
- * softmax and p·v in f32 scratch; the context is rounded to bf16 once,
- * before the output projection (a bf16 GEMM, as PyTorch's bf16 attention),
- * where the CPU twin projects the f32 context: that one rounding is the
- * only step the CPU twin does not have. */
+ * output is still rounded once. Attention (head_dim up to 256) is one
+ * fused kernel on the tensor cores between its projections, as PyTorch's
+ * bf16 flash attention: q, k and v rounded to bf16 by the qkv projection,
+ * scores and p·v accumulated in f32, the softmax in f32 with p rounded to
+ * bf16 for p·v, the context rounded to bf16 for the output projection; the
+ * CPU twin keeps all of those f32 (kernels/cpu/attention_bf16.c), so the
+ * two agree to the bf16 operands' rounding (test_kernels_cuda's bound).
+ * The listed-heads unit kernel keeps q, k, v, the scores, the softmax and
+ * p·v in f32 scratch. */
 int htp_cuda_linear_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *w,
                          const htp_bf16 *b, htp_bf16 *y, int64_t rows, int64_t in_features,
                          int64_t out_features);

@@ -10,12 +10,13 @@
  *   [qkv: rows * 3 * inner][context: rows * inner]
  *   [scores: heads * batch * tokens², head-major]
  * The bf16 twin (head_dim up to 256) fuses the rest instead, as PyTorch's
- * bf16 flash attention does: its qkv projection (bf16 GEMM) writes f32 q,
- * k, v to the scratch, and one kernel (fused_attention_kernel) per image,
- * head and tile of 64 queries rounds its q, k and v to bf16, takes q·kᵀ and
- * p·v on the tensor cores (WMMA, f32 accumulation) a tile of 64 keys at a
- * time with an online softmax in f32 (the scores never leave the SM),
- * rounds p to bf16 for p·v and sums the rounded p for the normalisation
+ * bf16 flash attention does: its qkv projection (bf16 GEMM) writes q, k, v
+ * rounded to bf16 into the qkv region, and one kernel
+ * (fused_attention_kernel) per image, head and tile of 64 queries takes
+ * q·kᵀ and p·v on the tensor cores (WMMA, f32 accumulation) a tile of 64
+ * keys at a time, with the next tile's k and v copying in (cp.async) while
+ * it works, and an online softmax in f32 (the scores never leave the SM);
+ * it rounds p to bf16 for p·v and sums the rounded p for the normalisation
  * (so the context is the exact average of v under the rounded weights),
  * and writes the context rounded to bf16 into the context region for the
  * bf16 output projection. The scores region goes unused; the scratch
@@ -97,31 +98,46 @@ template <int DP> struct layout {
                           sum = max + 4u * kRows, bytes = sum + 4u * kRows;
 };
 
-/* rows [first, first + 64) of one head's q, k or v (f32, row stride ld)
- * into bf16 dst [64][ld_in], zeros past `valid` rows and head_dim columns. */
+/* 16 bytes global -> shared without passing through registers (sm_80's
+ * cp.async); zeros instead where !valid. */
+__device__ __forceinline__ void copy16_async(void *dst, const void *src, bool valid) {
+  const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
+/* Waits until at most the latest group of copies is still in flight. */
+__device__ __forceinline__ void wait_async_but_latest() {
+  asm volatile("cp.async.wait_group 1;\n" ::);
+}
+
+/* Rows [0, 64) of one head's q, k or v (bf16, row stride ld) into dst
+ * [64][ld_in], zeros past `valid` rows; columns past head_dim are left
+ * alone (zeroed once). async: head_dim % 8 == 0 and 16-byte aligned rows,
+ * so the copy is issued as cp.async and lands by a later wait; else plain
+ * loads and stores. */
 template <int DP>
-__device__ void load_tile(__nv_bfloat16 *dst, const float *src, int64_t ld, int valid,
-                          int head_dim, bool quads) {
+__device__ void copy_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *src, int64_t ld, int valid,
+                          int head_dim, bool async) {
   constexpr int ld_in = layout<DP>::ld_in;
-  if (quads) { /* head_dim % 4 == 0 and qkv 16-byte aligned */
-    for (int i = threadIdx.x; i < kRows * DP / 4; i += kThreads) {
-      const int r = i / (DP / 4), d = i % (DP / 4) * 4;
-      float4 f = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < valid && d < head_dim) f = *reinterpret_cast<const float4 *>(src + r * ld + d);
-      htp_cuda_store4(dst, r * ld_in + d, f);
+  if (async) {
+    const int pieces = head_dim / 8;
+    for (int i = threadIdx.x; i < kRows * pieces; i += kThreads) {
+      const int r = i / pieces, d = i % pieces * 8;
+      copy16_async(dst + r * ld_in + d, r < valid ? src + r * ld + d : src, r < valid);
     }
     return;
   }
-  for (int i = threadIdx.x; i < kRows * DP; i += kThreads) {
-    const int r = i / DP, d = i % DP;
-    dst[r * ld_in + d] = __float2bfloat16_rn(r < valid && d < head_dim ? src[r * ld + d] : 0.f);
+  for (int i = threadIdx.x; i < kRows * head_dim; i += kThreads) {
+    const int r = i / head_dim, d = i % head_dim;
+    dst[r * ld_in + d] = r < valid ? src[r * ld + d] : __float2bfloat16_rn(0.f);
   }
 }
 
 template <int DP>
 __global__ void __launch_bounds__(kThreads)
-    fused_attention_kernel(const float *qkv, __nv_bfloat16 *context, int tokens, int heads,
-                           int head_dim, int q_tiles, float scale_log2, bool quads) {
+    fused_attention_kernel(const __nv_bfloat16 *qkv, __nv_bfloat16 *context, int tokens,
+                           int heads, int head_dim, int q_tiles, float scale_log2, bool async) {
   using L = layout<DP>;
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16 *qs = reinterpret_cast<__nv_bfloat16 *>(smem + L::q);
@@ -136,27 +152,38 @@ __global__ void __launch_bounds__(kThreads)
   const int image = blockIdx.x / q_tiles, first = blockIdx.x % q_tiles * kRows;
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t inner = (int64_t)heads * head_dim, ld = 3 * inner;
-  const float *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
+  const __nv_bfloat16 *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
 
-  load_tile<DP>(qs, base + first * ld, ld, tokens - first, head_dim, quads);
+  /* q, k and v lie one after the other: 192 rows whose pad columns stay 0 */
+  if (head_dim < DP)
+    for (int i = threadIdx.x; i < 3 * kRows * DP; i += kThreads)
+      if (i % DP >= head_dim) qs[i / DP * L::ld_in + i % DP] = __float2bfloat16_rn(0.f);
   for (int i = threadIdx.x; i < kRows * L::ld_o; i += kThreads) os[i] = 0.f;
   for (int i = threadIdx.x; i < kRows; i += kThreads) row_max[i] = -INFINITY, row_sum[i] = 0.f;
 
+  /* The copies run one tile ahead: k of the next tile loads during this
+   * tile's softmax and p·v, v of the next during the next q·kᵀ. Every
+   * step commits one group (empty past the last tile), so "all but the
+   * latest group" is always the one a step waits for. */
+  copy_tile<DP>(qs, base + first * ld, ld, tokens - first, head_dim, async);
+  copy_tile<DP>(ks, base + inner, ld, tokens, head_dim, async);
+  commit_async();
+  copy_tile<DP>(vs, base + 2 * inner, ld, tokens, head_dim, async);
+  commit_async();
+
   /* A warp whose rows all lie past the image's tokens (the last tile's)
-   * only helps load k and v; in the last key tile, 16-key chunks past the
+   * only helps copy k and v; in the last key tile, 16-key chunks past the
    * tokens are skipped. */
   const int row0 = warp * 16;
   const bool active = first + row0 < tokens;
   for (int key0 = 0; key0 < tokens; key0 += kKeys) {
-    __syncthreads(); /* the previous tile's k and v are no longer read */
-    load_tile<DP>(ks, base + inner + key0 * ld, ld, tokens - key0, head_dim, quads);
-    load_tile<DP>(vs, base + 2 * inner + key0 * ld, ld, tokens - key0, head_dim, quads);
-    __syncthreads();
-    if (!active)
-      continue;
+    const int next = key0 + kKeys;
     const int keys = min(kKeys, tokens - key0), chunks = (keys + 15) / 16;
+    wait_async_but_latest(); /* this tile's k (and q) */
+    __syncthreads();
 
     /* s = q·kᵀ for the warp's 16 rows and the tile's keys */
+    if (active)
     for (int n = 0; n < chunks; ++n) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::fill_fragment(acc, 0.f);
@@ -169,13 +196,16 @@ __global__ void __launch_bounds__(kThreads)
       }
       wmma::store_matrix_sync(ss + row0 * kLdS + n * 16, acc, kLdS, wmma::mem_row_major);
     }
-    __syncwarp();
+    __syncthreads(); /* every warp is done with this tile's k */
+    if (next < tokens)
+      copy_tile<DP>(ks, base + inner + next * ld, ld, tokens - next, head_dim, async);
+    commit_async();
 
     /* Online softmax, the warp's 16 rows at once, two lanes a row (32 keys
      * each): the new max, p rounded to bf16 (0 past the tokens), the
      * running sum of the rounded p, and the running context rescaled to the
      * new max. */
-    {
+    if (active) {
       const int r = row0 + lane / 2, half = lane % 2;
       const float *srow = ss + r * kLdS + half * 32;
       float sv[32], tile_max = -INFINITY;
@@ -213,9 +243,11 @@ __global__ void __launch_bounds__(kThreads)
       __syncwarp(); /* both lanes of the row have read row_max[r] */
       if (half == 0) row_max[r] = new_max, row_sum[r] = row_sum[r] * rescale + tile_sum;
     }
-    __syncwarp();
+    wait_async_but_latest(); /* this tile's v */
+    __syncthreads();
 
     /* o += p·v over the tile's chunks of keys */
+    if (active)
     for (int n = 0; n < DP / 16; ++n) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
       wmma::load_matrix_sync(acc, os + row0 * L::ld_o + n * 16, L::ld_o, wmma::mem_row_major);
@@ -228,8 +260,12 @@ __global__ void __launch_bounds__(kThreads)
       }
       wmma::store_matrix_sync(os + row0 * L::ld_o + n * 16, acc, L::ld_o, wmma::mem_row_major);
     }
-    __syncwarp();
+    __syncthreads(); /* every warp is done with this tile's v */
+    if (next < tokens)
+      copy_tile<DP>(vs, base + 2 * inner + next * ld, ld, tokens - next, head_dim, async);
+    commit_async();
   }
+  __syncwarp();
 
   /* context = o / sum, rounded to bf16, for the tile's real rows */
   for (int r = row0; r < row0 + 16 && first + r < tokens; ++r) {
@@ -242,18 +278,18 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int DP>
-int launch(htp_cuda_kernels *kernels, const float *qkv, __nv_bfloat16 *context, int64_t batch,
-           int64_t tokens, int64_t heads, int64_t head_dim) {
+int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+           int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
   const size_t bytes = layout<DP>::bytes;
   HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(fused_attention_kernel<DP>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                (int)bytes));
   const int q_tiles = (int)((tokens + kRows - 1) / kRows);
   const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
-  const bool quads = head_dim % 4 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+  const bool async = head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
   fused_attention_kernel<DP><<<dim3((unsigned)(q_tiles * batch), (unsigned)heads), kThreads,
                                bytes, kernels->stream>>>(qkv, context, (int)tokens, (int)heads,
-                                                         (int)head_dim, q_tiles, scale_log2, quads);
+                                                         (int)head_dim, q_tiles, scale_log2, async);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }
@@ -265,8 +301,8 @@ bool takes(int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
          (tokens + kRows - 1) / kRows * batch <= 0x7fffffff;
 }
 
-int run(htp_cuda_kernels *kernels, const float *qkv, __nv_bfloat16 *context, int64_t batch,
-        int64_t tokens, int64_t heads, int64_t head_dim) {
+int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+        int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
   if (head_dim <= 32) return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
   if (head_dim <= 64) return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
   if (head_dim <= 128)
@@ -293,16 +329,18 @@ int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqk
   float scale = 1.0f / sqrtf((float)head_dim), one = 1.0f, zero = 0.0f;
   int t = (int)tokens, hd = (int)head_dim, ld = (int)qkv_stride;
 
-  if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
-    return 1;
   if constexpr (!std::is_same_v<T, float>) {
     if (fused::takes(batch, tokens, num_heads, head_dim)) {
-      T *rounded = reinterpret_cast<T *>(context);
-      if (fused::run(kernels, qkv, rounded, batch, tokens, num_heads, head_dim)) return 1;
+      T *qkv_rounded = reinterpret_cast<T *>(qkv), *rounded = reinterpret_cast<T *>(context);
+      if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv_rounded, rows, model_dim, qkv_stride) ||
+          fused::run(kernels, qkv_rounded, rounded, batch, tokens, num_heads, head_dim))
+        return 1;
       return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
                              model_dim);
     }
   }
+  if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
+    return 1;
   const int images = (int)batch;
   const int64_t image_qkv = tokens * qkv_stride, image_scores = tokens * tokens;
   for (int64_t h = 0; h < num_heads; ++h) {

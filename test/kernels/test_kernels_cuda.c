@@ -4,14 +4,17 @@
  * bias add, attention, and the unit kernels of the balance hooks:
  * attention_heads, mlp_hidden_units, linear_units), f32 and bf16, against
  * references computed here in double from the values the kernel read, at
- * four shapes:
+ * five shapes:
  *   small   batch 3, 197 tokens, dim 120, 5 heads of 24, MLP 333 (odd
  *           sizes: the edges of every tiling);
  *   ViT-B/16 batch 2, 197 tokens, dim 768, 12 heads of 64, MLP 3072;
  *   ViT-L/16 batch 2, 197 tokens, dim 1024, 16 heads of 64, MLP 4096;
  *   aligned batch 2, 256 tokens, dim 768, 12 heads of 64, MLP 3072 (every
  *           GEMM dimension a multiple of 64, rows 512: the shapes cuBLAS's
- *           tiled kernels, tensor-core ones for bf16, take without edges).
+ *           tiled kernels, tensor-core ones for bf16, take without edges);
+ *   odd     batch 2, 197 tokens, dim 99, 9 heads of 11, MLP 333 (no size a
+ *           multiple of 4: the paths that move one element a load, and the
+ *           fused bf16 attention's plain copies where cp.async cannot go).
  *
  * What makes a wrong kernel fail:
  * - Every output (and the attention's scratch) is filled with NaN (0xFF
@@ -198,6 +201,7 @@ static const shape SHAPES[] = {
     {"ViT-B/16", 2, 197, 768, 12, 64, 3072, 192},
     {"ViT-L/16", 2, 197, 1024, 16, 64, 4096, 256},
     {"aligned", 2, 256, 768, 12, 64, 3072, 192},
+    {"odd", 2, 197, 99, 9, 11, 333, 37},
 };
 
 typedef struct precision {

@@ -30,7 +30,7 @@ static const char *const HELP[] = {
     "Runs an htp block: compiles FILE.mlir with the JIT (or loads FILE.so written by\n"
     "htp-compile), binds its parameters and inputs, runs it on --tp ranks, times every\n"
     "iteration and reports. On the CPU (default) or on CUDA GPUs (--device cuda; see\n"
-    "GPUs below: built and tested without a GPU, never yet run on one).\n",
+    "GPUs below).\n",
     "\n"
     "options (a value follows its flag or an '=': --iters 5, --iters=5; flags may\n"
     "come before or after the file, long ones shortened to a unique prefix, and\n"
@@ -382,11 +382,13 @@ static const char *const HELP[] = {
     "workspace; the block runs on those, and the results are copied back after the\n"
     "last iteration for --output and --check. The CPU takes the same path.\n",
     "\n"
-    "GPUs (--device cuda). NOT YET RUN ON A GPU: this path is compiled and its host\n"
-    "side is tested on the CPU, nothing more. The flow: compile the block where MLIR\n"
-    "is (htp-compile block.mlir --tp N -o block.so), carry block.so to the GPU\n"
-    "machine, build the MLIR-free executor there (cmake -DHTP_ENABLE_MLIR=OFF\n"
-    "-DHTP_ENABLE_CUDA=ON) and run htp-run block.so --device cuda. Ranks of the\n"
+    "GPUs (--device cuda). Run on one H200 (scripts/gpu-check.sh, bench/RESULTS.md):\n"
+    "blocks and training with the local backend, tp 1 and tp 4 on one GPU with\n"
+    "--sms; --backend nccl across several GPUs has not run. The flow: compile the\n"
+    "block where MLIR is (htp-compile block.mlir --tp N -o block.so), carry\n"
+    "block.so to the GPU machine, build the MLIR-free executor there (cmake\n"
+    "-DHTP_ENABLE_MLIR=OFF -DHTP_ENABLE_CUDA=ON) and run htp-run block.so --device\n"
+    "cuda (scripts/gpu-bundle.sh prepares all of it here). Ranks of the\n"
     "local backend are threads sharing GPU 0, each with its stream, the all-reduce\n"
     "summing on the device; --sms R:COUNT gives rank R a partition of the SMs. For\n"
     "several GPUs: mpirun -np N htp-run block.so --backend nccl --device cuda (one\n"
