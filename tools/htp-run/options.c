@@ -373,8 +373,10 @@ static const char *const HELP[] = {
     "is beyond runtime/htp_entry.h's limits (tp above 1024, dims outside\n"
     "1..2^31-1, more than 2^40 bytes per tensor or workspace) or whose buffers on\n"
     "all ranks, with --check's unsplit copy, exceed this machine's memory (with\n"
-    "--device cuda only what stays on the host is counted: a GPU without room for\n"
-    "a rank's buffers fails that rank's allocation with CUDA's message).\n",
+    "--device cuda only what stays on the host is counted there, and each rank\n"
+    "checks its GPU's free memory for its buffers before allocating them; the\n"
+    "kernels' own workspaces, such as a bf16 linear's f32 sums, are not counted\n"
+    "and fail the rank with CUDA's message where they do not fit).\n",
     "\n"
     "Memory. Each rank's arguments are sliced on the host and uploaded once, before\n"
     "the first iteration, into buffers from the runtime (htp_mem_alloc: host memory\n"

@@ -124,31 +124,23 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
     if (!(e->state[k] = htp_train_param_buffers(sig)))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
   /* Each rank's copies: its local shards (the local shape is the same for
-   * every live rank and world: the room). */
+   * every live rank and world: the room). Under mpirun a process holds its
+   * own rows and its buddy's (the rest only while it gathers a snapshot
+   * after a death), the local backend every rank's. */
   for (int set = 0; set < 2; set++) {
     if (!(e->maps[set] = calloc((size_t)sig->num_args + 1, sizeof *e->maps[set])))
       return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
-    for (int k = 0; k < kinds; k++) {
+    for (int k = 0; k < kinds; k++)
       if (!(e->copies[set][k] = calloc((size_t)job->tp, sizeof *e->copies[set][k])))
         return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
-      for (int r = 0; r < job->tp; r++) {
-        void **mine = e->copies[set][k][r] = calloc((size_t)sig->num_args + 1, sizeof *mine);
-        /* Touched now (zeros), so a snapshot's time is its copy, not the
-         * first use of fresh pages. */
-        for (int i = 0; mine && i < sig->num_args; i++) {
-          if (sig->args[i].role != HTP_SIG_PARAM)
-            continue;
-          if ((mine[i] = malloc(sig->args[i].bytes)))
-            memset(mine[i], 0, sig->args[i].bytes);
-          else
-            mine = NULL;
-        }
-        if (!mine)
-          return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
-      }
-    }
     e->set_step[set] = -1;
   }
+  for (int set = 0; set < 2; set++)
+    for (int k = 0; k < kinds; k++)
+      for (int r = 0; r < job->tp; r++)
+        if (htp_train_elastic_holds(job, job->process_rank, r) &&
+            !htp_train_elastic_copies(job, set, k, r))
+          return htp_set_error(err, err_size, "out of memory for --elastic's snapshots");
   /* The first snapshot: where the run starts (zero moments unless resumed). */
   for (int i = 0; i < sig->num_args; i++) {
     if (sig->args[i].role != HTP_SIG_PARAM)
@@ -164,6 +156,48 @@ int htp_train_elastic_prepare(const htp_run_options *options, train_job *job, ch
   }
   e->step = e->start_step = job->first_epoch * job->steps;
   return 0;
+}
+
+int htp_train_elastic_holds(const train_job *job, int self, int r) {
+  return self < 0 || r == self || r == (self + job->tp - 1) % job->tp;
+}
+
+void **htp_train_elastic_copies(train_job *job, int set, int k, int r) {
+  train_elastic *e = &job->elastic;
+  void ***row = &e->copies[set][k][r];
+  if (*row)
+    return *row;
+  const htp_signature *sig = job->sig;
+  void **mine = calloc((size_t)sig->num_args + 1, sizeof *mine);
+  /* Touched now (zeros), so a snapshot's time is its copy, not the first
+   * use of fresh pages. */
+  for (int i = 0; mine && i < sig->num_args; i++) {
+    if (sig->args[i].role != HTP_SIG_PARAM)
+      continue;
+    if (!(mine[i] = malloc(sig->args[i].bytes))) {
+      for (int j = 0; j < i; j++)
+        free(mine[j]);
+      free(mine);
+      return NULL;
+    }
+    memset(mine[i], 0, sig->args[i].bytes);
+  }
+  return *row = mine;
+}
+
+void htp_train_elastic_drop_copies(train_job *job, int set, int self) {
+  train_elastic *e = &job->elastic;
+  const int n = job->sig->num_args;
+  for (int k = 0; k < 3; k++)
+    for (int r = 0; e->copies[set][k] && r < e->logical_tp; r++) {
+      if (!e->copies[set][k][r] ||
+          (self >= 0 && r < job->tp && htp_train_elastic_holds(job, self, r)))
+        continue;
+      for (int i = 0; i < n; i++)
+        free(e->copies[set][k][r][i]);
+      free(e->copies[set][k][r]);
+      e->copies[set][k][r] = NULL;
+    }
 }
 
 int htp_train_elastic_resume_from(train_job *job, long step, char *err, size_t err_size) {

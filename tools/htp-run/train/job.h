@@ -166,6 +166,16 @@ int htp_train_elastic_lost(const htp_run_options *options, train_job *job, const
  * of `step` (-1: the state the world started from): that set becomes the
  * one assembled. Non-zero with err when this process does not hold it. */
 int htp_train_elastic_resume_from(train_job *job, long step, char *err, size_t err_size);
+/* The snapshot copies' rows. holds: whether process `self` (a rank under
+ * mpirun, -1 for the local backend, which holds every row) keeps rank r's
+ * row between snapshots: its own and its buddy's, the previous rank's.
+ * copies: set `set`, kind k (w, m, v), rank r's row, allocated and touched
+ * on first use; NULL when out of memory. drop_copies (mpirun): frees the
+ * rows of `set` that rank `self` does not hold in the current world
+ * (job->tp ranks); self < 0: every row. */
+int htp_train_elastic_holds(const train_job *job, int self, int r);
+void **htp_train_elastic_copies(train_job *job, int set, int k, int r);
+void htp_train_elastic_drop_copies(train_job *job, int set, int self);
 /* On stderr once the run is over: the snapshots and what they cost. */
 void htp_train_elastic_report(const htp_run_options *options, const train_job *job);
 /* A split tensor's units per live rank now (the signature's when as compiled). */

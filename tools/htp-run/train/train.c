@@ -743,12 +743,17 @@ static int snapshot(rank_run *run, rank_buffers *b, long done, const epoch_sums 
       continue;
     const void *sources[3] = {b->grad[i], b->m[i], b->v[i]};
     for (int k = 0; k < kinds; k++) {
-      void **copies = e->copies[set][k][run->rank];
+      void **copies = htp_train_elastic_copies(job, set, k, run->rank);
+      void **buddy = htp_train_elastic_copies(job, set, k, (run->rank + job->tp - 1) % job->tp);
+      if (!copies || !buddy) {
+        htp_rank_task_fail(run->task, run->ctx, HTP_ERR_NOMEM, "taking a snapshot", done,
+                           "out of memory for --elastic's snapshot copies");
+        return 1;
+      }
       RANK_TRY(htp_mem_download(run->ctx, copies[i], sources[k], p->bytes), "taking a snapshot",
                done);
       if (processes && p->shard_layout != HTP_SHARD_NONE &&
-          pass_to_buddy(run, copies[i], e->copies[set][k][(run->rank + job->tp - 1) % job->tp][i],
-                        p->bytes, done))
+          pass_to_buddy(run, copies[i], buddy[i], p->bytes, done))
         return 1;
     }
     if (keeps_books(run) && p->shard_layout != HTP_SHARD_NONE) {
@@ -986,12 +991,18 @@ static int check_memory(const htp_run_options *options, const htp_run_state *sta
   const uint64_t moments = train->optimizer == HTP_TRAIN_ADAMW ? 2 : 1;
   const uint64_t copies = 1 + moments + (train->checkpoint ? 3 : 0);
   const int local_ranks = state->process_rank >= 0 ? 1 : tp;
-  /* --elastic: the global state a world starts from, and two sets of every
-   * rank's copies of its shards (the last snapshot and the next). */
+  /* --elastic: the global state a world starts from, and the copies of the
+   * ranks' shards: two sets (the last snapshot and the next) of every
+   * rank's in one process; under mpirun a process's own and its buddy's
+   * per set, and every rank's of one set while it gathers a snapshot after
+   * a death (the other set given back first). */
+  const uint64_t rows = local_ranks > 1 || state->process_rank < 0 ? 2 * (uint64_t)tp
+                        : tp > 4                                 ? (uint64_t)tp
+                                                                 : 2 * (uint64_t)(tp > 1 ? 2 : 1);
   uint64_t elastic = 0;
   for (int i = 0; train->elastic_given && i < sig->num_args; i++)
     if (sig->args[i].role == HTP_SIG_PARAM)
-      elastic += (1 + moments) * (sig->args[i].global_bytes + 2 * (uint64_t)tp * sig->args[i].bytes);
+      elastic += (1 + moments) * (sig->args[i].global_bytes + rows * sig->args[i].bytes);
   uint64_t total = 0;
   if (__builtin_mul_overflow(params, copies, &held) ||
       __builtin_add_overflow(held, elastic, &held)) {
@@ -1179,7 +1190,17 @@ static int fill_in_copies(htp_rank_task *task, htp_ctx *ctx, survivors *alive) {
       return 0;
     }
   }
+  /* Room for every rank's rows of the agreed set, the other set's first
+   * given back (the next world writes its own). */
   const int kinds = job->options->train.optimizer == HTP_TRAIN_ADAMW ? 3 : 2;
+  htp_train_elastic_drop_copies(job, 1 - set, -1);
+  for (int k = 0; k < kinds; k++)
+    for (int d = 0; d < parts; d++)
+      if (!htp_train_elastic_copies(job, set, k, d)) {
+        htp_rank_task_fail(task, ctx, HTP_ERR_NOMEM, "gathering the snapshot", -1,
+                           "out of memory for the snapshot's copies");
+        return 1;
+      }
   for (int i = 0; i < job->sig->num_args; i++) {
     const htp_sig_tensor *p = &job->sig->args[i];
     if (p->role != HTP_SIG_PARAM || p->shard_layout == HTP_SHARD_NONE)
@@ -1342,8 +1363,11 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
       return 2;
     }
     e->start_step = e->step;
-    if (job->process_rank >= 0)
-      continue; /* the shrunk world runs next */
+    if (job->process_rank >= 0) { /* the shrunk world runs next, holding its rows only */
+      for (int set = 0; set < 2; set++)
+        htp_train_elastic_drop_copies(job, set, job->process_rank);
+      continue;
+    }
     htp_ranks_close(*ranks);
     *ranks = NULL;
     if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s, state->device,
