@@ -14,10 +14,11 @@
  * spans (q, k, v: 3; fc1: 1) and the kernels: the activation of listed
  * units (a row of pair_ops) forward, shard_backward's branch backward.
  *
- * On the CPU with zero imputation a forward hook that prunes, hands off or
- * takes in units computes its kept units and its packed in-units as one
- * compact shard (compute_compact): one activation call and one row-parallel
- * GEMM in all. Otherwise (a device, average or same imputation) the hook
+ * With zero imputation a forward hook that prunes, hands off or takes in
+ * units computes its kept units and its packed in-units as one compact
+ * shard (compute_compact): one activation call and one row-parallel GEMM in
+ * all, on the CPU and on a device (the shard gathered there with the
+ * table's 2-D copies). Otherwise (average or same imputation) the hook
  * runs its own units in place and each packed block as one head or
  * hidden-units call and one row-parallel linear.
  *
@@ -351,10 +352,12 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
  * one more activation and GEMM per packed block: at small units those
  * fixed costs outweigh the units' own work, so shedding units saved little
  * and a helper's first migrated unit cost it a third more. Copying the
- * weights costs a fraction 1 / rows of the GEMMs. Only where no pruned
- * unit is imputed (zero, or same with no recent value: average and same
- * project imputed columns of the rank's own layout), on the CPU (host loops
- * copy the weights). */
+ * weights costs a fraction 1 / rows of the GEMMs. On a device the gather
+ * is the table's 2-D copies (htp__balancer_compact_weights): on an H200 a
+ * helper's head computed as a separate block cost it ~0.7 ms more than an
+ * owned one (bench/RESULTS.md). Only where no pruned unit is imputed
+ * (zero, or same with no recent value: average and same project imputed
+ * columns of the rank's own layout). */
 static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
                                          const htp_unit_sets *s) {
   const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim};
@@ -444,6 +447,10 @@ static htp_unit_sets imputed_units(htp_balancer *b, int32_t pair, const htp_unit
 static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
                               const htp_unit_sets *s, double started) {
   const pair_ops *ops = &PAIR_OPS[call->kind];
+  if (on_device(call)) { /* the device's clock starts with the hook's first kernel */
+    htp_result r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
+    if (r != HTP_OK) return r;
+  }
   htp_kernel_status status = compute_compact(b, call, s);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
   if (b->config.impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
@@ -510,8 +517,7 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   htp_result r = register_call(ctx, b, call, &s);
   if (r != HTP_OK) return r;
   const htp_unit_sets imputed = imputed_units(b, call->pair, &s);
-  if (!on_device(call) && !b->one_by_one && imputed.num_pruned == 0 &&
-      (s.num_kept < call->units || s.num_in > 0))
+  if (!b->one_by_one && imputed.num_pruned == 0 && (s.num_kept < call->units || s.num_in > 0))
     return run_compact(ctx, b, call, &s, started);
   return run_in_place(ctx, b, call, &s, &imputed, started);
 }

@@ -169,8 +169,7 @@ static const char *const HELP[] = {
     "                        the helpers' empty slots (uneven --shares, or spare\n"
     "                        room): the helpers own them from then on and nothing\n"
     "                        crosses per step. 0 turns it off. Default 2 (a move\n"
-    "                        there and one back); 0 with --device cuda (built, not\n"
-    "                        yet run on a GPU: give R to use it there)\n"
+    "                        there and one back)\n"
     "  --slow R:F[@K]        make rank R slower by a factor F >= 1 from iteration K on\n"
     "                        (default 0), so it stays F times slower at whatever work\n"
     "                        the plan gives it: in a block with balance hooks each\n"
@@ -1060,10 +1059,10 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
                          "reuses: add --impute same, or leave it out");
   if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
-  /* On by default where it has run: the CPU and the checked device (not
-   * yet on a GPU, where it is asked for by name). */
+  /* On by default on every device (on a GPU since it ran there: an H200,
+   * tp 2 training, bench/RESULTS.md). */
   if (!options->repartition_given)
-    options->repartition = strcmp(options->device, "cuda") == 0 ? 0.0 : 2.0;
+    options->repartition = 2.0;
   if (options->num_shares && !options->tp_given)
     options->tp = options->num_shares;
   if (options->num_shares && options->num_shares != options->tp && !options->help)
