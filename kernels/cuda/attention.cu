@@ -21,8 +21,9 @@
  * and writes the context rounded to bf16 into the context region for the
  * bf16 output projection. The scores region goes unused; the scratch
  * formula stays the f32 one, so a block's workspace does not depend on
- * its dtype. Larger heads take the f32 path below with the context
- * rounded to bf16.
+ * its dtype. Larger heads (or a device that gives a block less shared
+ * memory than the fused kernel needs) take the f32 path below with the
+ * context rounded to bf16.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
@@ -296,18 +297,36 @@ int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *c
 
 /* Whether the fused kernel takes this shape: heads up to 256 wide, grid
  * dimensions within CUDA's limits. */
-bool takes(int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
-  return head_dim <= 256 && heads <= 65535 &&
-         (tokens + kRows - 1) / kRows * batch <= 0x7fffffff;
+/* The padded head width a head_dim runs at. */
+int64_t padded(int64_t head_dim) {
+  return head_dim <= 32 ? 32 : head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+}
+
+/* Whether the fused kernel takes this shape on this device: heads up to
+ * 256 wide, grid dimensions within CUDA's limits, and the block's shared
+ * memory within what the device lets one block have (sm_90: 227 KiB, the
+ * 256-wide heads' 191 KiB fits; sm_80's 163 KiB would not). */
+bool takes(const htp_cuda_kernels *kernels, int64_t batch, int64_t tokens, int64_t heads,
+           int64_t head_dim) {
+  if (head_dim > 256 || heads > 65535 || (tokens + kRows - 1) / kRows * batch > 0x7fffffff)
+    return false;
+  const int64_t dp = padded(head_dim);
+  const size_t bytes = dp == 32 ? layout<32>::bytes : dp == 64 ? layout<64>::bytes
+                       : dp == 128 ? layout<128>::bytes : layout<256>::bytes;
+  int most = 0;
+  return cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                kernels->device) == cudaSuccess &&
+         bytes <= (size_t)most;
 }
 
 int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
         int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
-  if (head_dim <= 32) return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
-  if (head_dim <= 64) return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
-  if (head_dim <= 128)
-    return launch<128>(kernels, qkv, context, batch, tokens, heads, head_dim);
-  return launch<256>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  switch (padded(head_dim)) {
+  case 32: return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  case 64: return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  case 128: return launch<128>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  default: return launch<256>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  }
 }
 } // namespace fused
 
@@ -330,7 +349,7 @@ int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqk
   int t = (int)tokens, hd = (int)head_dim, ld = (int)qkv_stride;
 
   if constexpr (!std::is_same_v<T, float>) {
-    if (fused::takes(batch, tokens, num_heads, head_dim)) {
+    if (fused::takes(kernels, batch, tokens, num_heads, head_dim)) {
       T *qkv_rounded = reinterpret_cast<T *>(qkv), *rounded = reinterpret_cast<T *>(context);
       if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv_rounded, rows, model_dim, qkv_stride) ||
           fused::run(kernels, qkv_rounded, rounded, batch, tokens, num_heads, head_dim))
