@@ -333,7 +333,9 @@ typedef struct htp_kernel_table {
    * dnnl_sgemm then the GELU pass (bench/onednn_postops.c). The GELU is
    * oneDNN's: within 4e-7 absolute of the exact one, where the unfused
    * kernel holds 1e-6 relative per element (it flushes GELU(x) for x below
-   * about -5.5, |GELU| < 1e-7, to zero). */
+   * about -5.5, |GELU| < 1e-7, to zero). The CUDA entries (both types) are
+   * its MLP unit kernel over every column: the GEMM in f32, then bias,
+   * GELU and the one rounding in a single pass. */
   htp_kernel_status (*linear_gelu_f32)(const htp_kernel_env *env, const float *x, const float *w,
                                        const float *b, float *y, int64_t rows,
                                        int64_t in_features, int64_t out_features,

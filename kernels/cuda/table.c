@@ -119,6 +119,25 @@ TWIN_ENTRY(cls_token_backward_f32, htp_cuda_cls_token_backward_f32,
             int64_t dim),
            (kernels, dy, dx, batch, tokens, dim))
 
+/* A linear with its GELU fused: the MLP unit kernel with every column one
+ * unit (the GEMM in f32, then bias, GELU and the one rounding in a single
+ * pass), where linear then GELU took three passes over y in f32 (the
+ * bias's broadcast, the GEMM's accumulation, the GELU) and rounded a bf16
+ * y twice. */
+#define LINEAR_GELU_ENTRY(entry, twin, T)                                                    \
+  static htp_kernel_status entry(const htp_kernel_env *env, const T *x, const T *w,           \
+                                 const T *b, T *y, int64_t rows, int64_t in_features,         \
+                                 int64_t out_features, int32_t tanh_approx) {                 \
+    WITH_KERNELS(#entry);                                                                     \
+    const int32_t every_column = 0;                                                           \
+    if (out_features == 0) return HTP_KERNEL_OK; /* no columns: no unit to be */              \
+    return twin_status(env, kernels, #entry,                                                  \
+                       twin(kernels, x, w, b, y, rows, in_features, out_features,             \
+                            out_features, &every_column, 1, tanh_approx));                    \
+  }
+LINEAR_GELU_ENTRY(linear_gelu_f32, htp_cuda_mlp_hidden_units_f32, float)
+LINEAR_GELU_ENTRY(linear_gelu_bf16, htp_cuda_mlp_hidden_units_bf16, htp_bf16)
+
 /* The unit kernels of the balance hooks: their lists are host arrays, as
  * the hooks hold them (kernels/htp_kernels_cuda.h). attention_heads uses
  * the CPU twin's scratch size, which the runtime allocates for it. */
@@ -363,6 +382,8 @@ static const htp_kernel_table CUDA_TABLE = {
     .mlp_hidden_units_bf16 = mlp_hidden_units_bf16,
     .linear_units_bf16 = linear_units_bf16,
     .sum_bf16 = sum_bf16,
+    .linear_gelu_f32 = linear_gelu_f32,
+    .linear_gelu_bf16 = linear_gelu_bf16,
     .alloc = alloc,
     .release = release,
     .to_device = to_device,

@@ -178,6 +178,16 @@ static htp_kernel_status run_mlp_units(device *d, dtype t, const void *x, const 
                   : d->k->mlp_hidden_units_bf16(&d->env, x, w1, b1, hidden, rows, dim,
                                                 hidden_dim, width, list, count, tanh_approx);
 }
+/* The table's fused linear + GELU, or NULL's status (unsupported) where
+ * the device has none (the runtime then runs linear and GELU). */
+static htp_kernel_status run_linear_gelu(device *d, dtype t, const void *x, const void *w,
+                                         const void *b, void *y, int64_t rows, int64_t in,
+                                         int64_t out, int32_t tanh_approx) {
+  if (t == F32 ? !d->k->linear_gelu_f32 : !d->k->linear_gelu_bf16)
+    return HTP_KERNEL_ERR_UNSUPPORTED;
+  return t == F32 ? d->k->linear_gelu_f32(&d->env, x, w, b, y, rows, in, out, tanh_approx)
+                  : d->k->linear_gelu_bf16(&d->env, x, w, b, y, rows, in, out, tanh_approx);
+}
 static htp_kernel_status run_linear_units(device *d, dtype t, const void *a, const void *w,
                                           void *y, int64_t rows, int64_t in, int64_t out,
                                           int64_t width, const int32_t *list, int64_t count,
@@ -686,23 +696,45 @@ static void attention_cases(device *d, const shape *s, dtype t, int with_bias,
 }
 
 /* hidden[:, units] = GELU(x·w1ᵀ + b1) for the listed units' columns. */
+/* GELU(x · w1ᵀ + b1) for the listed MLP units; list NULL: the fused
+ * linear_gelu entry over every column (skipped where the table has none). */
 static void mlp_units_case(device *d, const shape *s, dtype t, const int32_t *list,
                            int64_t listed, int with_bias, int tanh_approx) {
   const precision *p = t == F32 ? &PRECISION_F32 : &PRECISION_BF16;
   const int64_t rows = s->batch * s->tokens, D = s->dim, M = s->mlp, W = s->unit_width;
+  const int fused = list == NULL;
+  char what[80], name[96];
+  if (fused) {
+    snprintf(what, sizeof what, "linear_gelu%s%s", with_bias ? "" : " no bias",
+             tanh_approx ? " tanh" : "");
+    label(name, sizeof name, s, t, what);
+    if (run_linear_gelu(d, t, NULL, NULL, NULL, NULL, 0, 0, 0, 0) ==
+        HTP_KERNEL_ERR_UNSUPPORTED) {
+      printf("  %-46s none on this device (linear then GELU): ok\n", name);
+      return;
+    }
+    listed = M / W;
+  }
   const float reach = 2.0f / sqrtf((float)D);
   float *x = random_values(rows * D, -1, 1, t), *w1 = random_values(M * D, -reach, reach, t);
   float *b1 = random_values(M, -0.5f, 0.5f, t);
   void *dx = upload(d, x, rows * D, t), *dw1 = upload(d, w1, M * D, t);
   void *db1 = with_bias ? upload(d, b1, M, t) : NULL, *dhidden = upload_poison(d, rows * M, t);
-  ENTRY(d, run_mlp_units(d, t, dx, dw1, db1, dhidden, rows, D, M, W, list, listed, tanh_approx));
+  if (fused)
+    ENTRY(d, run_linear_gelu(d, t, dx, dw1, db1, dhidden, rows, D, M, tanh_approx));
+  else
+    ENTRY(d, run_mlp_units(d, t, dx, dw1, db1, dhidden, rows, D, M, W, list, listed,
+                           tanh_approx));
   float *got = download(d, dhidden, rows * M, t);
   unsigned char *mask = calloc((size_t)M, 1);
-  for (int64_t i = 0; i < listed; ++i) memset(mask + list[i] * W, 1, (size_t)W);
-  char what[80], name[96];
-  snprintf(what, sizeof what, "mlp_hidden_units %lld of %lld%s%s", (long long)listed,
-           (long long)(M / W), with_bias ? "" : " no bias", tanh_approx ? " tanh" : "");
-  label(name, sizeof name, s, t, what);
+  if (fused)
+    memset(mask, 1, (size_t)M);
+  for (int64_t i = 0; !fused && i < listed; ++i) memset(mask + list[i] * W, 1, (size_t)W);
+  if (!fused) {
+    snprintf(what, sizeof what, "mlp_hidden_units %lld of %lld%s%s", (long long)listed,
+             (long long)(M / W), with_bias ? "" : " no bias", tanh_approx ? " tanh" : "");
+    label(name, sizeof name, s, t, what);
+  }
   check_columns(name, got, rows, M, mask);
   int64_t count, width;
   int64_t *sample = sample_rows(rows, s->tokens, (double)listed * W * D, 24, &count);
@@ -795,6 +827,8 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   const int32_t units[] = {0, 1, 2, last / 2, last};
   mlp_units_case(d, s, t, units, 5, 1, 0);
   if (small) mlp_units_case(d, s, t, units, 5, 0, 0), mlp_units_case(d, s, t, units, 5, 1, 1);
+  mlp_units_case(d, s, t, NULL, 0, 1, 0);
+  if (small) mlp_units_case(d, s, t, NULL, 0, 0, 1);
   const int32_t blocks[] = {1, 2, 3, last / 2 + 1, last};
   linear_units_cases(d, s, t, blocks, 5);
   printf("%s %s on %s: %.1f s\n", s->name, t == F32 ? "f32" : "bf16", d->name, now() - start);
