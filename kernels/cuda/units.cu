@@ -85,6 +85,40 @@ __global__ void bias_gelu_block_kernel(const float *in, int64_t in_stride, T *ou
   float v = in[r * in_stride + c] + (bias ? htp_cuda_load(bias, c) : 0.0f);
   htp_cuda_store(out, r * out_stride + c, htp_cuda_gelu(v, tanh_approx));
 }
+/* The same, four columns a thread (htp_cuda_load4), where the columns,
+ * strides and pointers allow (bias_gelu_block below). */
+template <typename T>
+__global__ void bias_gelu_quads_kernel(const float *in, int64_t in_stride, T *out,
+                                       int64_t out_stride, const T *bias, int64_t rows,
+                                       int64_t columns, int32_t tanh_approx) {
+  int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= rows * columns)
+    return;
+  int64_t r = i / columns, c = i % columns;
+  float4 v = htp_cuda_load4(in, r * in_stride + c);
+  if (bias) {
+    const float4 b = htp_cuda_load4(bias, c);
+    v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
+  }
+  v.x = htp_cuda_gelu(v.x, tanh_approx), v.y = htp_cuda_gelu(v.y, tanh_approx);
+  v.z = htp_cuda_gelu(v.z, tanh_approx), v.w = htp_cuda_gelu(v.w, tanh_approx);
+  htp_cuda_store4(out, r * out_stride + c, v);
+}
+
+/* out[r, c] = GELU(in[r, c] + bias[c]) for a rows x columns block. */
+template <typename T>
+void bias_gelu_block(htp_cuda_kernels *kernels, const float *in, int64_t in_stride, T *out,
+                     int64_t out_stride, const T *bias, int64_t rows, int64_t columns,
+                     int32_t tanh_approx) {
+  if (htp_cuda_quads(columns, in, out, bias) && in_stride % 4 == 0 && out_stride % 4 == 0)
+    bias_gelu_quads_kernel<<<htp_cuda_blocks(rows * columns / 4, kThreads), kThreads, 0,
+                             kernels->stream>>>(in, in_stride, out, out_stride, bias, rows,
+                                                columns, tanh_approx);
+  else
+    bias_gelu_block_kernel<<<htp_cuda_blocks(rows * columns, kThreads), kThreads, 0,
+                             kernels->stream>>>(in, in_stride, out, out_stride, bias, rows,
+                                                columns, tanh_approx);
+}
 
 template <typename T>
 int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
@@ -185,10 +219,8 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
     if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)columns, (int)rows, (int)dim, 1.0f,
                       w1 + first * dim, (int)dim, x, (int)dim, 0.0f, gemm_out, (int)gemm_ld))
       return 1;
-    bias_gelu_block_kernel<<<htp_cuda_blocks(rows * columns, kThreads), kThreads, 0,
-                             kernels->stream>>>(gemm_out, gemm_ld, out, hidden_dim,
-                                                b1 ? b1 + first : NULL, rows, columns,
-                                                tanh_approx);
+    bias_gelu_block(kernels, gemm_out, gemm_ld, out, hidden_dim, b1 ? b1 + first : NULL, rows,
+                    columns, tanh_approx);
     HTP_CUDA_CHECK_LAUNCH(kernels);
     i += run;
   }
