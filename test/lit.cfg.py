@@ -85,12 +85,14 @@ def links_ulfm_mpi(binary):
 if os.access(ulfm_mpirun, os.X_OK) and os.access(ulfm_htp_run, os.X_OK) and links_ulfm_mpi(ulfm_htp_run):
     config.available_features.add("ulfm")
     config.substitutions.append(("%ulfm-htp-run", ulfm_htp_run))
-    # Fault tolerance on, and the transports that have it (UCX's has not).
+    # Fault tolerance on, and the transports that have it (UCX's has not):
+    # shared memory between the processes of a node (TCP alone sometimes
+    # lost a live process when two died at once: DESIGN §12), TCP beyond.
     # A shrunk world leaves MPI unfinalized (Open MPI 5's MPI_Finalize can
     # wait for a dead process: DESIGN §12), so LeakSanitizer would report
     # MPI's memory.
     config.substitutions.append(("%ulfm-mpirun", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun +
-                                 " --with-ft ulfm --mca pml ob1 --mca btl tcp,self"))
+                                 " --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self"))
     # The same launcher with its fault tolerance off (the default).
     config.substitutions.append(("%ulfm-launcher-noft", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun))
     config.environment["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"

@@ -252,7 +252,7 @@ static const char *const HELP[] = {
     "                        Needs an MPI with ULFM (Open MPI\n"
     "                        5; Debian's Open MPI 4 has none and refuses) and\n"
     "                        mpirun --with-ft ulfm --mca pml ob1 --mca btl\n"
-    "                        tcp,self; no rejoin or hang there\n"
+    "                        sm,tcp,self; no rejoin or hang there\n"
     "  --clock wall|cpu|units\n"
     "                        wall (default): the hooks and steps are timed by the\n"
     "                        wall clock and --slow waits. cpu: for more ranks than\n"

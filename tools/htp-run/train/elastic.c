@@ -66,7 +66,7 @@ static int mpi_refuses(const htp_run_options *options, char *err, size_t err_siz
   if (!ft || !(strcmp(ft, "1") == 0 || strcmp(ft, "true") == 0))
     return htp_set_error(err, err_size, "--elastic under mpirun: the launcher's fault "
                          "tolerance is off, so a killed process would end the job; launch with "
-                         "mpirun --with-ft ulfm --mca pml ob1 --mca btl tcp,self");
+                         "mpirun --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self");
   for (int i = 0; i < options->num_faults; i++)
     if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN ||
         options->faults[i].kind == HTP_RUN_FAULT_HANG)
