@@ -61,7 +61,8 @@
 #   runtime.nccl      the nccl backend's test, one rank, HTP_REQUIRE_GPU=1
 #                     (cap 45 s)
 #   kernels           htp-bench-cuda: every CUDA kernel at ViT-B/16 shapes
-#                     against the device's bound (cap 45 s)
+#                     (batch 8), then at ViT-L/16's (batch 64, the blocks
+#                     step's shape), against the device's bound (cap 45 s)
 #
 # OUT_DIR defaults to $OUT, else gpu-check-out/ at the top of the tree. The
 # device tool brings back 8 files at most, so OUT_DIR never holds more, at any
