@@ -104,12 +104,17 @@ template <int DP> struct layout {
 __device__ __forceinline__ void copy16_async(void *dst, const void *src, bool valid) {
   const unsigned to = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(to), "l"(src),
-               "r"(valid ? 16 : 0));
+               "r"(valid ? 16 : 0)
+               : "memory");
 }
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::); }
-/* Waits until at most the latest group of copies is still in flight. */
+__device__ __forceinline__ void commit_async() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+/* Waits until at most the latest group of copies is still in flight (the
+ * "memory" clobbers keep the compiler from moving shared-memory accesses
+ * across the copies it cannot see). */
 __device__ __forceinline__ void wait_async_but_latest() {
-  asm volatile("cp.async.wait_group 1;\n" ::);
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 /* Rows [0, 64) of one head's q, k or v (bf16, row stride ld) into dst
