@@ -197,6 +197,11 @@ HTP__HIDDEN void htp__sleep(double seconds);
 HTP__HIDDEN extern const htp__backend_ops htp__local_ops;
 #ifdef HTP_HAVE_MPI
 HTP__HIDDEN extern const htp__backend_ops htp__mpi_ops;
+/* comm_mpi.c: htp_world_is_standby, _standby_wait, _grow, _release_standbys. */
+HTP__HIDDEN int htp__mpi_is_standby(const htp_world *world);
+HTP__HIDDEN htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined);
+HTP__HIDDEN htp_result htp__mpi_grow(htp_world *world, int32_t rank, htp_world **grown);
+HTP__HIDDEN htp_result htp__mpi_release_standbys(htp_world *world);
 #endif
 #ifdef HTP_HAVE_NCCL
 HTP__HIDDEN extern const htp__backend_ops htp__nccl_ops;
@@ -216,6 +221,12 @@ HTP__HIDDEN int htp__nccl_shared_gpu(const htp__nccl_place *places, int size, in
 
 /* Helpers for nested worlds: the nccl backend bootstraps its unique id over a
  * local or MPI world of its own. */
+/* A world like `like` (its config and backend) whose backend state init
+ * makes from arg (the mpi backend's grown worlds). */
+HTP__HIDDEN htp_result htp__world_adopt(const htp_world *like,
+                                        htp_result (*init)(htp_world *, void *, char *, size_t),
+                                        void *arg, htp_world **world_out, char *message,
+                                        size_t message_size);
 HTP__HIDDEN htp_result htp__world_create_backend(const htp_config *config,
                                                  const htp__backend_ops *ops, htp_world **world,
                                                  char *message, size_t message_size);

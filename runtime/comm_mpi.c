@@ -48,6 +48,7 @@
 #include <string.h>
 
 enum { NOTICE_TAG = 1 };
+enum { MEET_RELEASE = 1, MEET_JOIN = 2 }; /* what a meeting with the standbys does */
 
 /* ULFM: Open MPI's fault-tolerance extension, where this MPI has it. */
 #if defined(OMPI_HAVE_MPI_EXT_FTMPI) && defined(MPIX_ERR_PROC_FAILED) && \
@@ -72,6 +73,7 @@ typedef struct mpi_world {
   int abandoned_count;
   int shrunk; /* htp_world_shrink made a world from this one: destroy neither meets nor finalizes */
   int after_loss; /* made by htp_world_shrink: MPI_COMM_WORLD holds dead processes */
+  int standby;    /* a standby process's world: no ranks, no communicators */
 } mpi_world;
 
 static mpi_world *state_of(htp_world *world) { return (mpi_world *)world->backend; }
@@ -257,14 +259,42 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     }
     state->owns_mpi = 1;
   }
-  int size = 0;
+  int size = 0, process = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  const int standbys = world->config.standbys, actives = size - standbys;
   htp_result rc = HTP_OK;
-  if (world->config.world_size != 0 && world->config.world_size != size) {
-    snprintf(message, message_size,
-             "htp_world_create: world_size is %d but MPI has %d processes (use 0)",
-             world->config.world_size, size);
+  if (standbys >= size) {
+    snprintf(message, message_size, "htp_world_create: %d standby processes of MPI's %d leave "
+             "the world no rank", standbys, size);
     rc = HTP_ERR_INVALID;
+  } else if (world->config.world_size != 0 && world->config.world_size != actives) {
+    snprintf(message, message_size,
+             "htp_world_create: world_size is %d but MPI has %d processes%s (use 0)",
+             world->config.world_size, size, standbys ? ", less the standbys" : "");
+    rc = HTP_ERR_INVALID;
+  } else if (standbys > 0) {
+#ifdef HTP_MPI_ULFM
+    /* The standbys are the last processes; they wait for htp_world_grow. */
+    MPI_Comm actives_comm;
+    const int is_standby = process >= actives;
+    if (MPI_Comm_split(MPI_COMM_WORLD, is_standby, process, &actives_comm) != MPI_SUCCESS) {
+      snprintf(message, message_size, "htp_world_create: MPI_Comm_split failed");
+      rc = HTP_ERR_SYSTEM;
+    } else if (is_standby) {
+      MPI_Comm_free(&actives_comm);
+      state->standby = 1;
+      world->size = 0;
+      world->backend = state;
+    } else {
+      if (attach(world, state, actives_comm, message, message_size)) rc = HTP_ERR_SYSTEM;
+      MPI_Comm_free(&actives_comm);
+    }
+#else
+    snprintf(message, message_size, "htp_world_create: standby processes need Open MPI's ULFM "
+             "(this library's MPI has no MPIX_Comm_shrink)");
+    rc = HTP_ERR_UNSUPPORTED;
+#endif
   } else if (attach(world, state, MPI_COMM_WORLD, message, message_size)) {
     rc = HTP_ERR_SYSTEM;
   }
@@ -323,11 +353,175 @@ static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int
   parent->shrunk = 1;
   return HTP_OK;
 }
+
+/* ----- Standbys ------------------------------------------------------------
+ * A meeting of every live process of MPI_COMM_WORLD: the world's (active
+ * >= 0, their rank) and the standbys' (-1). The active rank 0 says what
+ * happens (its action and rank reach everyone); a JOIN gives the actives
+ * and the first live standby (by MPI_COMM_WORLD rank) one communicator,
+ * ordered with the standby at `rank`. *said: the action, 0 when no active
+ * process is left, -1 for a JOIN with no standby left. */
+static int meet(int active, int action, int rank, int *said, int *joins, MPI_Comm *out,
+                char *message, size_t message_size) {
+  *out = MPI_COMM_NULL;
+  *joins = 0;
+  MPI_Comm all;
+  char text[MPI_MAX_ERROR_STRING];
+  int rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &all);
+  if (rc != MPI_SUCCESS) {
+    snprintf(message, message_size, "meeting the standbys: MPIX_Comm_shrink failed: %s",
+             mpi_message(rc, text));
+    return -1;
+  }
+  MPI_Comm_set_errhandler(all, MPI_ERRORS_RETURN);
+  int me = 0, process = 0;
+  MPI_Comm_rank(all, &me);
+  MPI_Comm_rank(MPI_COMM_WORLD, &process);
+  int mine[2] = {active == 0 ? me : INT_MAX, active < 0 ? process : INT_MAX}, least[2];
+  int control[2] = {action, rank};
+  rc = MPI_Allreduce(mine, least, 2, MPI_INT, MPI_MIN, all);
+  if (rc == MPI_SUCCESS && least[0] == INT_MAX)
+    control[0] = 0; /* only standbys met */
+  else if (rc == MPI_SUCCESS)
+    rc = MPI_Bcast(control, 2, MPI_INT, least[0], all);
+  if (rc == MPI_SUCCESS && control[0] == MEET_JOIN && least[1] == INT_MAX) control[0] = -1;
+  if (rc == MPI_SUCCESS && control[0] == MEET_JOIN) {
+    *joins = active < 0 && process == least[1];
+    const int color = active >= 0 || *joins ? 0 : MPI_UNDEFINED;
+    const int key = active < 0 ? control[1] : active < control[1] ? active : active + 1;
+    rc = MPI_Comm_split(all, color, key, out);
+  }
+  MPI_Comm_free(&all);
+  if (rc != MPI_SUCCESS) {
+    snprintf(message, message_size, "meeting the standbys: %s", mpi_message(rc, text));
+    return -1;
+  }
+  *said = control[0];
+  return 0;
+}
+
+/* htp__world_adopt's maker: a world over the communicator *arg. */
+static htp_result adopt_comm(htp_world *world, void *arg, char *message, size_t message_size) {
+  mpi_world *state = calloc(1, sizeof *state);
+  if (!state) return HTP_ERR_NOMEM;
+  if (attach(world, state, *(MPI_Comm *)arg, message, message_size)) {
+    free(state);
+    return HTP_ERR_SYSTEM;
+  }
+  world->config.world_size = 0;
+  world->config.standbys = 0;
+  state->after_loss = 1; /* MPI_COMM_WORLD may hold dead processes: never finalize */
+  return HTP_OK;
+}
+
+static htp_result grown_world(htp_world *like, MPI_Comm *comm, htp_world **out) {
+  char message[HTP__MESSAGE_SIZE] = "";
+  htp_result rc = htp__world_adopt(like, adopt_comm, comm, out, message, sizeof message);
+  MPI_Comm_free(comm);
+  if (rc != HTP_OK) htp__world_message(like, "%s", message);
+  return rc;
+}
 #endif
+
+static int is_mpi(const htp_world *world) { return world && world->ops == &htp__mpi_ops; }
+
+int htp__mpi_is_standby(const htp_world *world) {
+  return is_mpi(world) && world->backend && state_of((htp_world *)world)->standby;
+}
+
+htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined) {
+  if (!joined || !htp__mpi_is_standby(world)) {
+    if (world) htp__world_message(world, "htp_world_standby_wait: not a standby's world");
+    return HTP_ERR_INVALID;
+  }
+  *joined = NULL;
+#ifdef HTP_MPI_ULFM
+  for (;;) {
+    char message[HTP__MESSAGE_SIZE] = "";
+    int said = 0, joins = 0;
+    MPI_Comm comm;
+    if (meet(-1, 0, 0, &said, &joins, &comm, message, sizeof message)) {
+      htp__world_message(world, "htp_world_standby_wait: %s", message);
+      return HTP_ERR_SYSTEM;
+    }
+    if (said == 0) {
+      htp__world_message(world, "htp_world_standby_wait: no process of the world is left");
+      return HTP_ERR_REMOTE;
+    }
+    if (said == MEET_RELEASE) return HTP_OK;
+    if (joins) {
+      htp_world *config_source = world;
+      htp_result rc = grown_world(config_source, &comm, joined);
+      if (rc == HTP_OK) {
+        mpi_world *state = state_of(*joined), *old = state_of(world);
+        state->owns_mpi = old->owns_mpi; /* the grown world carries MPI on */
+        old->owns_mpi = 0;
+      }
+      return rc;
+    }
+  }
+#else
+  htp__world_message(world, "htp_world_standby_wait: needs Open MPI's ULFM");
+  return HTP_ERR_UNSUPPORTED;
+#endif
+}
+
+/* The actives' side of a meeting: grow (a JOIN at rank) or release. */
+static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_world **grown,
+                               const char *what) {
+  if (!is_mpi(world) || htp__mpi_is_standby(world) || world->process_rank < 0) {
+    if (world) htp__world_message(world, "%s: not a world of mpi processes", what);
+    return world && !is_mpi(world) ? HTP_ERR_UNSUPPORTED : HTP_ERR_INVALID;
+  }
+#ifdef HTP_MPI_ULFM
+  char message[HTP__MESSAGE_SIZE] = "";
+  int said = 0, joins = 0;
+  MPI_Comm comm;
+  if (meet(world->process_rank, action, rank, &said, &joins, &comm, message, sizeof message)) {
+    htp__world_message(world, "%s: %s", what, message);
+    return HTP_ERR_SYSTEM;
+  }
+  if (action == MEET_RELEASE) return HTP_OK;
+  if (said != MEET_JOIN) {
+    htp__world_message(world, "%s: no standby process is left", what);
+    return HTP_ERR_REMOTE;
+  }
+  htp_result rc = grown_world(world, &comm, grown);
+  if (rc == HTP_OK) {
+    state_of(*grown)->owns_mpi = state_of(world)->owns_mpi;
+    state_of(world)->owns_mpi = 0;
+  }
+  return rc;
+#else
+  (void)action, (void)rank, (void)grown;
+  htp__world_message(world, "%s: needs Open MPI's ULFM", what);
+  return HTP_ERR_UNSUPPORTED;
+#endif
+}
+
+htp_result htp__mpi_grow(htp_world *world, int32_t rank, htp_world **grown) {
+  if (!grown || (world && (rank < 0 || rank > world->size))) {
+    if (world) htp__world_message(world, "htp_world_grow: grown is NULL or rank %d is not in "
+                                         "[0, %d]", (int)rank, world->size);
+    return HTP_ERR_INVALID;
+  }
+  *grown = NULL;
+  return actives_meet(world, MEET_JOIN, rank, grown, "htp_world_grow");
+}
+
+htp_result htp__mpi_release_standbys(htp_world *world) {
+  return actives_meet(world, MEET_RELEASE, 0, NULL, "htp_world_release_standbys");
+}
 
 static void mpi_world_destroy(htp_world *world) {
   mpi_world *state = state_of(world);
   if (!state) return;
+  if (state->standby) { /* nothing to meet, and MPI goes on in its grown world (or ends
+                         * unfinalized: MPI_COMM_WORLD may hold dead processes) */
+    free(state);
+    world->backend = NULL;
+    return;
+  }
   /* Every process meets here (or the deadline passes) before anything
    * collective is torn down: after a failure the processes may disagree on
    * whether the world failed, so destroy always meets, healthy or not. */

@@ -170,6 +170,9 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
   if (config->world_size < 0)
     REJECT("htp_world_create: world_size is %d; use >= 1, or 0 for the size of MPI",
            config->world_size);
+  if (config->standbys < 0 || (config->standbys > 0 && config->backend != HTP_BACKEND_MPI))
+    REJECT("htp_world_create: standbys is %d; standby processes (>= 0) are the mpi "
+           "backend's", config->standbys);
   if (!(config->timeout_s > 0) || config->timeout_s > 1e7)
     REJECT("htp_world_create: timeout_s is %g; it must be in (0, 1e7] seconds",
            config->timeout_s);
@@ -191,11 +194,14 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
 }
 
 /* A shrink's parent and where the lost ranks go: create_world then makes
- * the backend state with shrink_init instead of world_init. */
+ * the backend state with shrink_init instead of world_init; or (adopt) a
+ * backend's own maker of the state (htp__world_adopt). */
 typedef struct world_origin {
   htp_world *parent;
   int32_t *lost;
   int capacity, *num_lost;
+  htp_result (*adopt)(htp_world *world, void *arg, char *message, size_t message_size);
+  void *adopt_arg;
 } world_origin;
 
 static htp_result create_world(const htp_config *config, const htp__backend_ops *ops,
@@ -224,12 +230,15 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
     return HTP_ERR_SYSTEM;
   }
   char local_message[HTP__MESSAGE_SIZE] = "";
-  htp_result rc = origin ? ops->shrink_init(world, origin->parent, origin->lost,
-                                            origin->capacity, origin->num_lost, local_message,
-                                            sizeof local_message)
-                         : ops->world_init(world, local_message, sizeof local_message);
-  if (rc == HTP_OK) {
-    world->rank_taken = calloc((size_t)world->size, 1);
+  htp_result rc = origin && origin->adopt
+                      ? origin->adopt(world, origin->adopt_arg, local_message,
+                                      sizeof local_message)
+                  : origin ? ops->shrink_init(world, origin->parent, origin->lost,
+                                              origin->capacity, origin->num_lost, local_message,
+                                              sizeof local_message)
+                           : ops->world_init(world, local_message, sizeof local_message);
+  if (rc == HTP_OK) { /* a standby's world has no ranks */
+    world->rank_taken = calloc(world->size > 0 ? (size_t)world->size : 1, 1);
     if (!world->rank_taken) {
       ops->world_destroy(world);
       rc = HTP_ERR_NOMEM;
@@ -252,6 +261,13 @@ htp_result htp__world_create_backend(const htp_config *config, const htp__backen
   return create_world(config, ops, NULL, world_out, message, message_size);
 }
 
+htp_result htp__world_adopt(const htp_world *like,
+                            htp_result (*init)(htp_world *, void *, char *, size_t), void *arg,
+                            htp_world **world_out, char *message, size_t message_size) {
+  const world_origin origin = {NULL, NULL, 0, NULL, init, arg};
+  return create_world(&like->config, like->ops, &origin, world_out, message, message_size);
+}
+
 htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lost, int capacity,
                             int *num_lost) {
   if (!world || !survivors || !num_lost || capacity < 0 || (capacity > 0 && !lost)) {
@@ -270,7 +286,7 @@ htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lo
                            : " (it needs Open MPI's ULFM: an MPI with MPIX_Comm_shrink)");
     return HTP_ERR_UNSUPPORTED;
   }
-  const world_origin origin = {world, lost, capacity, num_lost};
+  const world_origin origin = {world, lost, capacity, num_lost, NULL, NULL};
   char message[HTP__MESSAGE_SIZE] = "";
   htp_result rc = create_world(&world->config, world->ops, &origin, survivors, message,
                                sizeof message);
@@ -322,6 +338,39 @@ htp_result htp_world_create_verbose(const htp_config *config, htp_world **world,
 htp_result htp_world_create(const htp_config *config, htp_world **world) {
   return htp_world_create_verbose(config, world, NULL, 0);
 }
+
+int htp_world_is_standby(const htp_world *world) {
+#ifdef HTP_HAVE_MPI
+  return htp__mpi_is_standby(world);
+#else
+  (void)world;
+  return 0;
+#endif
+}
+
+/* Standbys are the mpi backend's; elsewhere HTP_ERR_UNSUPPORTED. */
+#ifdef HTP_HAVE_MPI
+#define STANDBY_CALL(world, call) return call
+#else
+#define STANDBY_CALL(world, call)                                                              \
+  do {                                                                                         \
+    if (world) htp__world_message(world, "standby processes are the mpi backend's");          \
+    return HTP_ERR_UNSUPPORTED;                                                                \
+  } while (0)
+#endif
+
+htp_result htp_world_standby_wait(htp_world *world, htp_world **joined) {
+  STANDBY_CALL(world, htp__mpi_standby_wait(world, joined));
+}
+
+htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown) {
+  STANDBY_CALL(world, htp__mpi_grow(world, rank, grown));
+}
+
+htp_result htp_world_release_standbys(htp_world *world) {
+  STANDBY_CALL(world, htp__mpi_release_standbys(world));
+}
+#undef STANDBY_CALL
 
 int htp_backend_can_shrink(htp_backend backend) {
 #ifdef HTP_HAVE_MPI

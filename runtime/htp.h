@@ -141,9 +141,13 @@ typedef struct htp_config {
    * them alike), 0 = the whole device. Copied by htp_world_create. NULL
    * (default): no partitions. */
   const int32_t *sm_counts;
+  /* mpi with ULFM: the last `standbys` processes of MPI_COMM_WORLD stay out
+   * of the world, waiting in htp_world_standby_wait until htp_world_grow
+   * takes one in or htp_world_release_standbys lets them go (default 0). */
+  int standbys;
 } htp_config;
 #define HTP_CONFIG_INITIALIZER                                                                 \
-  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL}
+  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL, 0}
 
 /* Creates a world from *config (copied; the caller keeps config). *world is
  * set to NULL on failure. Errors: HTP_ERR_INVALID (NULL pointer, bad magic,
@@ -176,6 +180,22 @@ HTP_API void htp_world_destroy(htp_world *world);
  * world). HTP_ERR_INVALID for NULL arguments. */
 HTP_API htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lost,
                                     int capacity, int *num_lost);
+/* Standby processes (config.standbys; mpi with ULFM, else
+ * HTP_ERR_UNSUPPORTED). htp_world_create gives a standby process a world of
+ * no ranks (is_standby 1), on which it calls standby_wait: collective with
+ * the world's live processes and every live standby, it returns when the
+ * world grows with a standby (this one: *joined is its new world, its rank
+ * the one the growers chose; another: it waits again) or releases them
+ * (*joined NULL). grow: collective over the world's live processes (each
+ * calls it, with the same rank) and the standbys: a world of them and one
+ * standby (the first by MPI_COMM_WORLD rank), which takes rank `rank`
+ * (those at or above it move up one); HTP_ERR_REMOTE when no standby is
+ * left. release_standbys: the same meeting, letting every standby go.
+ * HTP_ERR_SYSTEM when MPI fails (its message in htp_world_last_error). */
+HTP_API int htp_world_is_standby(const htp_world *world);
+HTP_API htp_result htp_world_standby_wait(htp_world *world, htp_world **joined);
+HTP_API htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown);
+HTP_API htp_result htp_world_release_standbys(htp_world *world);
 HTP_API int htp_world_size(const htp_world *world);
 /* The calling process's rank for mpi (and nccl over MPI); -1 for local (and
  * nccl over threads). */

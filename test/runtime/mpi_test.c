@@ -18,6 +18,12 @@
  *                world of N-1 with rank 1 lost, sums there are the
  *                survivors', and both worlds are destroyed cleanly. Without
  *                ULFM: HTP_ERR_UNSUPPORTED, nothing killed (exit 77)
+ *   standby      (ULFM; N >= 4) the last process is a standby: a world of
+ *                N-1 loses rank 1's process, shrinks, and grows back with
+ *                the standby as rank 1 (sums over N-1 again, the standby's
+ *                rank the one asked for); then the grown world releases the
+ *                standbys (none left) and ends. A second standby (N >= 5)
+ *                stays out of the growth and is released at the end
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -263,6 +269,75 @@ static void test_die(void **state) {
   htp_world_destroy(world);
 }
 
+/* ===== standby =========================================================== */
+
+static void test_standby(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_MPI;
+  config.world_size = 0;
+  config.timeout_s = 20.0;
+  int processes = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &processes);
+  config.standbys = processes >= 5 ? 2 : 1;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  float one = 1.0f, sum = 0.0f;
+  if (htp_world_is_standby(world)) {
+    assert_int_equal(htp_world_size(world), 0);
+    htp_world *joined = NULL;
+    rc = htp_world_standby_wait(world, &joined);
+    if (rc != HTP_OK) fail_msg("standby_wait: %s: %s", htp_strerror(rc),
+                               htp_world_last_error(world));
+    htp_world_destroy(world);
+    if (!joined) return; /* released */
+    assert_int_equal(htp_world_process_rank(joined), 1);
+    htp_ctx *ctx = make_ctx(joined);
+    for (int step = 0; step < 5; ++step) {
+      EXPECT_OK(ctx, htp_allreduce_sum_f32(ctx, &one, &sum, 1));
+      assert_true(sum == (float)htp_world_size(joined));
+    }
+    htp_ctx_destroy(ctx);
+    rc = htp_world_release_standbys(joined);
+    if (rc != HTP_OK) fail_msg("release: %s", htp_world_last_error(joined));
+    htp_world_destroy(joined);
+    return;
+  }
+  const int size = htp_world_size(world), rank = htp_world_process_rank(world);
+  assert_int_equal(size, processes - config.standbys);
+  htp_ctx *ctx = make_ctx(world);
+  rc = HTP_OK;
+  for (int step = 0; step < 100 && rc == HTP_OK; ++step) {
+    if (rank == 1 && step == 3) raise(SIGKILL);
+    rc = htp_allreduce_sum_f32(ctx, &one, &sum, 1);
+  }
+  assert_int_equal(rc, HTP_ERR_REMOTE);
+  htp_ctx_destroy(ctx);
+  htp_world *survivors = NULL, *grown = NULL;
+  int32_t lost[4];
+  int num_lost = 0;
+  rc = htp_world_shrink(world, &survivors, lost, 4, &num_lost);
+  if (rc != HTP_OK) fail_msg("htp_world_shrink: %s", htp_world_last_error(world));
+  htp_world_destroy(world);
+  rc = htp_world_grow(survivors, 1, &grown);
+  if (rc != HTP_OK) fail_msg("rank %d: htp_world_grow: %s: %s", rank, htp_strerror(rc),
+                             htp_world_last_error(survivors));
+  assert_int_equal(htp_world_size(grown), size);
+  assert_int_equal(htp_world_process_rank(grown), rank); /* 0 stays, 2 and up come back */
+  htp_world_destroy(survivors);
+  htp_ctx *next = make_ctx(grown);
+  for (int step = 0; step < 5; ++step) {
+    EXPECT_OK(next, htp_allreduce_sum_f32(next, &one, &sum, 1));
+    assert_true(sum == (float)size);
+  }
+  htp_ctx_destroy(next);
+  rc = htp_world_release_standbys(grown);
+  if (rc != HTP_OK) fail_msg("release: %s", htp_world_last_error(grown));
+  htp_world_destroy(grown);
+}
+
 /* ===== shrink ============================================================ */
 
 static void test_shrink(void **state) {
@@ -349,6 +424,18 @@ int main(int argc, char **argv) {
     fflush(NULL);
     _exit(failures);
   }
-  fprintf(stderr, "usage: %s collectives|hang|die|shrink\n", argv[0]);
+  if (strcmp(scenario, "standby") == 0) {
+    if (!htp_backend_can_shrink(HTP_BACKEND_MPI)) {
+      fprintf(stderr, "runtime.mpi.standby: this MPI has no ULFM: skipped\n");
+      return 77;
+    }
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_standby)};
+    int failures = cmocka_run_group_tests_name("runtime.mpi.standby", tests, NULL, NULL);
+    fflush(NULL);
+    _exit(failures); /* not MPI_Finalize, as shrink above */
+  }
+  fprintf(stderr, "usage: %s collectives|hang|die|shrink|standby\n", argv[0]);
   return 2;
 }
