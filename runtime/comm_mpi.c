@@ -284,7 +284,7 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     } else if (is_standby) {
       MPI_Comm_free(&actives_comm);
       state->standby = 1;
-      world->size = 0;
+      world->size = actives; /* the world it waits beside; it holds no rank */
       world->backend = state;
     } else {
       if (attach(world, state, actives_comm, message, message_size)) rc = HTP_ERR_SYSTEM;
@@ -356,7 +356,7 @@ static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int
 
 /* ----- Standbys ------------------------------------------------------------
  * A meeting of every live process of MPI_COMM_WORLD: the world's (active
- * >= 0, their rank) and the standbys' (-1). The active rank 0 says what
+ * >= 0, their rank) and the standbys' (-1). The lowest live rank says what
  * happens (its action and rank reach everyone); a JOIN gives the actives
  * and the first live standby (by MPI_COMM_WORLD rank) one communicator,
  * ordered with the standby at `rank`. *said: the action, 0 when no active
@@ -377,13 +377,17 @@ static int meet(int active, int action, int rank, int *said, int *joins, MPI_Com
   int me = 0, process = 0;
   MPI_Comm_rank(all, &me);
   MPI_Comm_rank(MPI_COMM_WORLD, &process);
-  int mine[2] = {active == 0 ? me : INT_MAX, active < 0 ? process : INT_MAX}, least[2];
+  /* The lead: the lowest live rank of the world (rank 0 may be dead). */
+  int mine[2] = {active >= 0 ? active : INT_MAX, active < 0 ? process : INT_MAX}, least[2];
   int control[2] = {action, rank};
   rc = MPI_Allreduce(mine, least, 2, MPI_INT, MPI_MIN, all);
-  if (rc == MPI_SUCCESS && least[0] == INT_MAX)
+  if (rc == MPI_SUCCESS && least[0] == INT_MAX) {
     control[0] = 0; /* only standbys met */
-  else if (rc == MPI_SUCCESS)
-    rc = MPI_Bcast(control, 2, MPI_INT, least[0], all);
+  } else if (rc == MPI_SUCCESS) {
+    int lead_in = active == least[0] ? me : INT_MAX, lead = 0;
+    rc = MPI_Allreduce(&lead_in, &lead, 1, MPI_INT, MPI_MIN, all);
+    if (rc == MPI_SUCCESS) rc = MPI_Bcast(control, 2, MPI_INT, lead, all);
+  }
   if (rc == MPI_SUCCESS && control[0] == MEET_JOIN && least[1] == INT_MAX) control[0] = -1;
   if (rc == MPI_SUCCESS && control[0] == MEET_JOIN) {
     *joins = active < 0 && process == least[1];

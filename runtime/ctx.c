@@ -508,6 +508,11 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
     return HTP_ERR_INVALID;
   }
   *ctx_out = NULL;
+  if (htp_world_is_standby(world)) {
+    htp__world_message(world, "htp_ctx_create: a standby process has no rank until "
+                              "htp_world_standby_wait gives it a world");
+    return HTP_ERR_INVALID;
+  }
   if (rank < 0 || rank >= world->size) {
     htp__world_message(world, "htp_ctx_create: rank %d is out of range [0, %d)", rank, world->size);
     return HTP_ERR_INVALID;

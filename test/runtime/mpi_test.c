@@ -286,7 +286,9 @@ static void test_standby(void **state) {
   if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
   float one = 1.0f, sum = 0.0f;
   if (htp_world_is_standby(world)) {
-    assert_int_equal(htp_world_size(world), 0);
+    assert_int_equal(htp_world_size(world), processes - config.standbys);
+    htp_ctx *refused = NULL;
+    assert_int_equal(htp_ctx_create(world, 0, &refused), HTP_ERR_INVALID);
     htp_world *joined = NULL;
     rc = htp_world_standby_wait(world, &joined);
     if (rc != HTP_OK) fail_msg("standby_wait: %s: %s", htp_strerror(rc),

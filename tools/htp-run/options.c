@@ -252,7 +252,14 @@ static const char *const HELP[] = {
     "                        Needs an MPI with ULFM (Open MPI\n"
     "                        5; Debian's Open MPI 4 has none and refuses) and\n"
     "                        mpirun --with-ft ulfm --mca pml ob1 --mca btl\n"
-    "                        sm,tcp,self; no rejoin or hang there\n"
+    "                        sm,tcp,self; no hang there, and a rejoin needs\n"
+    "                        --standby\n"
+    "  --standby N           (--elastic under mpirun) the last N processes of\n"
+    "                        mpirun -np (tp + N) wait as standbys: at --fault\n"
+    "                        rejoin:R@K one of them comes in as rank R (the\n"
+    "                        others' state and books sent to it), and they are\n"
+    "                        let go when the run ends. At most one rejoin per\n"
+    "                        standby\n"
     "  --clock wall|cpu|units\n"
     "                        wall (default): the hooks and steps are timed by the\n"
     "                        wall clock and --slow waits. cpu: for more ranks than\n"
@@ -426,6 +433,7 @@ enum flag_id {
   FLAG_REPORT, FLAG_TP, FLAG_BACKEND, FLAG_DEVICE, FLAG_POLICY, FLAG_IMPUTE, FLAG_SELECT,
   FLAG_SLOW, FLAG_FAULT, FLAG_SMS, FLAG_SHARES, FLAG_SPARE, FLAG_TIMEOUT, FLAG_TRACE, FLAG_CHECK,
   FLAG_HELP, FLAG_EWMA_ALPHA, FLAG_HYSTERESIS, FLAG_SAME_MAX_AGE, FLAG_REPARTITION, FLAG_ELASTIC,
+  FLAG_STANDBY,
   /* --train and its flags */
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
@@ -844,6 +852,7 @@ static const flag_spec FLAGS[] = {
     SWITCH("skip-nonfinite", FLAG_SKIP_NONFINITE, train.skip_nonfinite, REPEATABLE | TRAIN_ONLY),
     LONG("elastic", FLAG_ELASTIC, train.elastic, 0, 1000000000, AT(train.elastic_given),
          TRAIN_ONLY),
+    LONG("standby", FLAG_STANDBY, train.standby, 1, HTP_ENTRY_MAX_TP, 0, TRAIN_ONLY),
 };
 #undef SWITCH
 #undef LONG
@@ -1125,6 +1134,11 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     if (options->faults[i].rank >= options->tp && options->tp_given)
       return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %ld) (--tp %ld)",
                            options->faults[i].rank, options->tp, options->tp);
+  if (options->train.standby && (!options->train.elastic_given || !options->backend ||
+                                  strcmp(options->backend, "mpi") != 0))
+    return htp_set_error(err, err_size, "--standby %ld: standby processes wait beside a run "
+                         "of --train --elastic under mpirun (--backend mpi)",
+                         options->train.standby);
   /* A rank comes back only to a run that went on without it. */
   for (int i = 0; i < options->num_faults; i++) {
     const htp_run_fault *back = &options->faults[i];

@@ -86,6 +86,7 @@ typedef struct htp_train_options {
   int skip_nonfinite;            /* --skip-nonfinite: skip a step with a non-finite loss */
   long elastic;                  /* --elastic K: steps between snapshots (0: chosen) */
   int elastic_given;
+  long standby;                  /* --standby N: mpirun's last N processes wait to rejoin */
 } htp_train_options;
 
 typedef struct htp_run_options {

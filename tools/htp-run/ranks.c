@@ -56,8 +56,9 @@ static const char *backend_name(htp_backend backend) {
   return backend == HTP_BACKEND_MPI ? "mpi" : backend == HTP_BACKEND_NCCL ? "nccl" : "local";
 }
 
-int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double timeout_s,
-                   htp_device device, const int32_t *sm_counts, char *err, size_t err_size) {
+int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, int standbys,
+                   double timeout_s, htp_device device, const int32_t *sm_counts, char *err,
+                   size_t err_size) {
   *out = NULL;
   if (!htp_backend_available(backend))
     return htp_set_error(err, err_size, "this htp-run was built without the %s backend%s",
@@ -73,6 +74,7 @@ int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double 
   config.timeout_s = timeout_s;
   config.device = device;
   config.sm_counts = sm_counts;
+  config.standbys = standbys;
   char message[512];
   htp_result result = htp_world_create_verbose(&config, &ranks->world, message, sizeof message);
   if (result != HTP_OK) {
@@ -88,6 +90,55 @@ int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, double 
   ranks->backend = backend;
   ranks->per_process = htp_world_process_rank(ranks->world) >= 0;
   *out = ranks;
+  return 0;
+}
+
+int htp_ranks_is_standby(const htp_ranks *ranks) {
+  return ranks && htp_world_is_standby(ranks->world);
+}
+
+/* ranks' like around a new world (mpi: one process per rank). */
+static htp_ranks *around(const htp_ranks *like, htp_world *world) {
+  htp_ranks *ranks = calloc(1, sizeof *ranks);
+  if (!ranks) {
+    htp_world_destroy(world);
+    return NULL;
+  }
+  ranks->world = world;
+  ranks->backend = like->backend;
+  ranks->per_process = 1;
+  return ranks;
+}
+
+int htp_ranks_standby_wait(htp_ranks *ranks, htp_ranks **joined, char *err, size_t err_size) {
+  *joined = NULL;
+  htp_world *world = NULL;
+  htp_result result = htp_world_standby_wait(ranks->world, &world);
+  if (result != HTP_OK)
+    return htp_set_error(err, err_size, "a standby waiting to join: %s: %s",
+                         htp_strerror(result), htp_world_last_error(ranks->world));
+  if (world && !(*joined = around(ranks, world)))
+    return htp_set_error(err, err_size, "out of memory");
+  return 0;
+}
+
+int htp_ranks_grow(htp_ranks *ranks, int rank, htp_ranks **grown, char *err, size_t err_size) {
+  *grown = NULL;
+  htp_world *world = NULL;
+  htp_result result = htp_world_grow(ranks->world, rank, &world);
+  if (result != HTP_OK)
+    return htp_set_error(err, err_size, "taking a standby process in as rank %d: %s: %s", rank,
+                         htp_strerror(result), htp_world_last_error(ranks->world));
+  if (!(*grown = around(ranks, world)))
+    return htp_set_error(err, err_size, "out of memory");
+  return 0;
+}
+
+int htp_ranks_release(htp_ranks *ranks, char *err, size_t err_size) {
+  htp_result result = htp_world_release_standbys(ranks->world);
+  if (result != HTP_OK)
+    return htp_set_error(err, err_size, "letting the standby processes go: %s: %s",
+                         htp_strerror(result), htp_world_last_error(ranks->world));
   return 0;
 }
 

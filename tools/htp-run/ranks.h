@@ -97,12 +97,14 @@ typedef struct htp_rank_outcome {
 } htp_rank_outcome;
 
 /* Creates the world. backend local: world_size ranks; mpi and nccl:
- * world_size 0, the size comes from mpirun. device: where every rank's
- * kernels and buffers are; sm_counts: NULL, or world_size SM counts (device
- * CUDA, local backend: htp_config.sm_counts). Returns 0, or non-zero with
- * err (a build without CUDA or without the backend says so). */
-int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, double timeout_s,
-                   htp_device device, const int32_t *sm_counts, char *err, size_t err_size);
+ * world_size 0, the size comes from mpirun (less `standbys`, mpi: its last
+ * processes wait as standbys, htp_config.standbys). device: where every
+ * rank's kernels and buffers are; sm_counts: NULL, or world_size SM counts
+ * (device CUDA, local backend: htp_config.sm_counts). Returns 0, or non-zero
+ * with err (a build without CUDA or without the backend says so). */
+int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, int standbys,
+                   double timeout_s, htp_device device, const int32_t *sm_counts, char *err,
+                   size_t err_size);
 /* Registers the runtime faults among faults (delay, hang, die; a rejoin is
  * htp-run's own). */
 int htp_ranks_add_faults(htp_ranks *ranks, const htp_run_fault *faults, int count, char *err,
@@ -156,6 +158,17 @@ int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t
  * failed. */
 int htp_ranks_shrink(htp_ranks *ranks, htp_ranks **survivors, int32_t *lost, int capacity,
                      int *num_lost, char *err, size_t err_size);
+
+/* Standbys (mpi, htp_config.standbys): whether this process is one (no
+ * rank; htp_ranks_size is the world's it waits beside); standby_wait: it
+ * waits until the world grows with it (*joined its ranks) or lets it go
+ * (*joined NULL); grow: the world's processes take one standby in at rank
+ * `rank` (*grown; the old ranks stay to be closed); release: they let every
+ * standby go. Non-zero with err. */
+int htp_ranks_is_standby(const htp_ranks *ranks);
+int htp_ranks_standby_wait(htp_ranks *ranks, htp_ranks **joined, char *err, size_t err_size);
+int htp_ranks_grow(htp_ranks *ranks, int rank, htp_ranks **grown, char *err, size_t err_size);
+int htp_ranks_release(htp_ranks *ranks, char *err, size_t err_size);
 
 /* Destroys the world. Under mpi a failed world ends the whole job with
  * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */

@@ -331,7 +331,7 @@ static int check_device(const htp_run_state *state, char *err, size_t err_size) 
   if (state->device != HTP_DEVICE_CUDA)
     return 0;
   htp_ranks *probe = NULL;
-  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CUDA, NULL, err, err_size))
+  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 0, 60.0, HTP_DEVICE_CUDA, NULL, err, err_size))
     return 1;
   htp_ranks_close(probe);
   return 0;
@@ -382,15 +382,20 @@ static int open_launcher_world(const htp_run_options *options, htp_run_state *st
     return 1;
   }
   /* The world first: its size is the tp, and only rank 0 reports. */
-  if (htp_ranks_open(&state->ranks, backend, 0, options->timeout_s, state->device, NULL, err,
-                     err_size))
+  if (htp_ranks_open(&state->ranks, backend, 0, (int)options->train.standby, options->timeout_s,
+                     state->device, NULL, err, err_size))
     return 1;
-  state->process_rank = htp_ranks_process_rank(state->ranks);
-  errors_muted = state->process_rank != 0;
   int size = htp_ranks_size(state->ranks);
+  /* A standby (--standby) has no rank until it joins: past every rank, so
+   * it reports nothing and holds what one process holds. */
+  state->process_rank = htp_ranks_is_standby(state->ranks) ? size
+                                                           : htp_ranks_process_rank(state->ranks);
+  errors_muted = state->process_rank != 0;
   if (options->tp_given && options->tp != size) {
-    htp_set_error(err, err_size, "--tp %ld but mpirun started %d processes: they must be "
-                  "equal (mpirun -np %ld)", options->tp, size, options->tp);
+    const long standbys = options->train.standby;
+    htp_set_error(err, err_size, "--tp %ld but mpirun started %ld processes%s: they must be "
+                  "equal (mpirun -np %ld)", options->tp, size + standbys,
+                  standbys ? " less the standbys" : "", options->tp + standbys);
     return 1;
   }
   *requested = size;
@@ -540,7 +545,7 @@ static int prepare_run(const htp_run_options *options, htp_run_state *state, int
   for (int r = 0; r < state->tp; r++)
     if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, err_size))
       return 1;
-  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, options->timeout_s,
+  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, 0, options->timeout_s,
                              state->device, state->sm_counts, err, err_size))
     return 1;
   if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, err_size))

@@ -67,15 +67,20 @@ static int mpi_refuses(const htp_run_options *options, char *err, size_t err_siz
     return htp_set_error(err, err_size, "--elastic under mpirun: the launcher's fault "
                          "tolerance is off, so a killed process would end the job; launch with "
                          "mpirun --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self");
-  for (int i = 0; i < options->num_faults; i++)
-    if (options->faults[i].kind == HTP_RUN_FAULT_REJOIN ||
-        options->faults[i].kind == HTP_RUN_FAULT_HANG)
-      return htp_set_error(err, err_size, "--elastic under mpirun: --fault %s is not built "
-                           "(a rank that %s); die (the process kills itself) and delay are",
-                           options->faults[i].kind == HTP_RUN_FAULT_REJOIN ? "rejoin" : "hang",
-                           options->faults[i].kind == HTP_RUN_FAULT_REJOIN
-                               ? "comes back would be a new process joining the job"
-                               : "hangs is not lost: it ends the job after the deadline");
+  int rejoins = 0;
+  for (int i = 0; i < options->num_faults; i++) {
+    rejoins += options->faults[i].kind == HTP_RUN_FAULT_REJOIN;
+    if (options->faults[i].kind == HTP_RUN_FAULT_HANG)
+      return htp_set_error(err, err_size, "--elastic under mpirun: --fault hang is not built "
+                           "(a rank that hangs is not lost: it ends the job after the "
+                           "deadline); die (the process kills itself) and delay are");
+  }
+  if (rejoins > options->train.standby)
+    return htp_set_error(err, err_size, "--elastic under mpirun: %d rejoin%s and %ld standby "
+                         "process%s: a rank comes back as a new process, a standby that "
+                         "waits from the start (--standby %d, and mpirun -np tp + %d)",
+                         rejoins, rejoins == 1 ? "" : "s", options->train.standby,
+                         options->train.standby == 1 ? "" : "es", rejoins, rejoins);
   return 0;
 }
 

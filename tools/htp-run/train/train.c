@@ -1135,7 +1135,7 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
 static int open_train_ranks(const htp_run_options *options, htp_run_state *state,
                             const train_job *job, htp_ranks **ranks, char *err,
                             size_t err_size) {
-  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s,
+  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s,
                                 state->device, state->sm_counts, err, err_size))
     return 1;
   htp_run_choose_blas_threads(state, state->process_rank >= 0);
@@ -1227,19 +1227,25 @@ static int fill_in_copies(htp_rank_task *task, htp_ctx *ctx, survivors *alive) {
   return 0;
 }
 
+/* A task's context, or NULL after the task was failed. */
+static htp_ctx *task_ctx(htp_rank_task *task) {
+  htp_ctx *ctx = NULL;
+  htp_result result = htp_ctx_create(htp_rank_task_world(task), htp_rank_task_rank(task), &ctx);
+  if (result != HTP_OK)
+    htp_rank_task_fail(task, NULL, result, "creating its context", -1,
+                       htp_world_last_error(htp_rank_task_world(task)));
+  return result == HTP_OK ? ctx : NULL;
+}
+
 static void agree_rank(htp_rank_task *task, void *user) {
   survivors *alive = user;
   train_job *job = alive->job;
   train_elastic *e = &job->elastic;
-  htp_ctx *ctx = NULL;
-  htp_result result = htp_ctx_create(htp_rank_task_world(task), htp_rank_task_rank(task), &ctx);
-  if (result != HTP_OK) {
-    htp_rank_task_fail(task, NULL, result, "creating its context", -1,
-                       htp_world_last_error(htp_rank_task_world(task)));
+  htp_ctx *ctx = task_ctx(task);
+  if (!ctx)
     return;
-  }
   long mine[2] = {e->set_step[e->current], e->reached}, all[2 * HTP_ENTRY_MAX_TP];
-  result = htp_allgather_host(ctx, mine, all, sizeof mine);
+  htp_result result = htp_allgather_host(ctx, mine, all, sizeof mine);
   if (result != HTP_OK) {
     htp_rank_task_fail(task, ctx, result, "agreeing on the snapshot", -1, htp_last_error(ctx));
     htp_ctx_destroy(ctx);
@@ -1255,6 +1261,212 @@ static void agree_rank(htp_rank_task *task, void *user) {
       e->agreed >= 0)
     fill_in_copies(task, ctx, alive);
   htp_ctx_destroy(ctx);
+}
+
+/* mpirun, a world stopped for a rejoin: every process fills in the copies
+ * it lacks (all are alive: each holds its own and its buddy's). */
+static void fill_in_rank(htp_rank_task *task, void *user) {
+  survivors *alive = user;
+  htp_ctx *ctx = task_ctx(task);
+  if (!ctx)
+    return;
+  fill_in_copies(task, ctx, alive);
+  htp_ctx_destroy(ctx);
+}
+
+/* ----- A standby joining (--standby, mpirun) -------------------------------
+ * What a process needs beside the compiled block to go on as a rank: the
+ * global state the new world starts from and the books every process keeps
+ * (keeps_books), sent by the grown world's rank 0 (1 where the joiner
+ * is 0) to the joiner, which waited from the start and has done no step. */
+enum { BOOKS_TAG = 4100 };
+
+typedef struct books {
+  long step, epochs_done, taken, every, reached, repartitions, repartitions_before;
+  double epoch_seconds, seconds;
+  epoch_sums sums;
+  int num_events, n_live, live[HTP_ENTRY_MAX_TP];
+  char note[512];
+} books;
+
+typedef struct joining {
+  train_job *job;
+  int joiner; /* the joiner's rank in the grown world */
+  books b;
+} joining;
+
+/* Who sends: the grown world's rank 0, or rank 1 where the joiner is 0. */
+static int sender_of(const joining *J) { return J->joiner == 0 ? 1 : 0; }
+
+/* The pieces in order: the books, the events, the deaths fired, the epoch
+ * metrics, the stragglers, then every parameter's global w (m, v). */
+static int move_books(htp_ctx *ctx, joining *J, int sending, char *why, size_t why_size) {
+  train_job *job = J->job;
+  train_elastic *e = &job->elastic;
+  const htp_run_options *options = job->options;
+  struct { void *at; size_t bytes; } pieces[5] = {
+      {&J->b, sizeof J->b},
+      {e->events, sizeof e->events},
+      {e->fired, (size_t)options->num_faults * sizeof *e->fired},
+      {job->metrics, (size_t)options->train.epochs * sizeof *job->metrics},
+      {job->stragglers, (size_t)e->logical_tp * sizeof *job->stragglers},
+  };
+  const int peer = sending ? J->joiner : sender_of(J);
+  for (int i = 0; i < 5; i++) {
+    if (pieces[i].bytes == 0)
+      continue;
+    htp_result r = sending ? htp_send_host(ctx, pieces[i].at, pieces[i].bytes, peer, BOOKS_TAG)
+                           : htp_recv_host(ctx, pieces[i].at, pieces[i].bytes, peer, BOOKS_TAG);
+    if (r != HTP_OK)
+      return snprintf(why, why_size, "%s", htp_last_error(ctx)), 1;
+  }
+  for (int k = 0; k < 3 && e->state[k]; k++)
+    for (int i = 0; i < job->sig->num_args; i++) {
+      const htp_sig_tensor *t = &job->sig->args[i];
+      if (t->role != HTP_SIG_PARAM)
+        continue;
+      htp_result r = sending ? htp_send_host(ctx, e->state[k][i], t->global_bytes, peer, BOOKS_TAG)
+                             : htp_recv_host(ctx, e->state[k][i], t->global_bytes, peer, BOOKS_TAG);
+      if (r != HTP_OK)
+        return snprintf(why, why_size, "%s", htp_last_error(ctx)), 1;
+    }
+  return 0;
+}
+
+static void join_rank(htp_rank_task *task, void *user) {
+  joining *J = user;
+  const int rank = htp_rank_task_rank(task);
+  htp_ctx *ctx = task_ctx(task);
+  if (!ctx)
+    return;
+  char why[512];
+  const int sender = sender_of(J);
+  if ((rank == sender || rank == J->joiner) &&
+      move_books(ctx, J, rank == sender, why, sizeof why))
+    htp_rank_task_fail(task, ctx, HTP_ERR_REMOTE, "sending the joiner the state and books", -1,
+                       why);
+  htp_ctx_destroy(ctx);
+}
+
+/* A task's failure as the run's (its message and notes); returns 2. */
+static int take_failure(htp_rank_outcome *outcome, const htp_rank_outcome *task) {
+  outcome->failed = 1;
+  memcpy(outcome->message, task->message, sizeof outcome->message);
+  memcpy(outcome->notes, task->notes, sizeof outcome->notes);
+  return 2;
+}
+
+/* The books of this process, to send (the live ranks of the grown world). */
+static void take_books(const train_job *job, const int *live, int n, books *b) {
+  const train_elastic *e = &job->elastic;
+  memset(b, 0, sizeof *b);
+  *b = (books){e->step, job->epochs_done, e->taken, e->every, e->reached, job->repartitions,
+               job->repartitions_before, e->epoch_seconds, e->seconds, e->sums,
+               e->num_events, n, {0}, ""};
+  memcpy(b->live, live, (size_t)n * sizeof *live);
+  snprintf(b->note, sizeof b->note, "%s", e->note);
+}
+
+static void put_books(train_job *job, const books *b) {
+  train_elastic *e = &job->elastic;
+  e->step = b->step;
+  job->epochs_done = b->epochs_done;
+  e->taken = b->taken;
+  e->every = b->every;
+  e->reached = b->reached;
+  job->repartitions = b->repartitions;
+  job->repartitions_before = b->repartitions_before;
+  e->epoch_seconds = b->epoch_seconds;
+  e->seconds = b->seconds;
+  e->sums = b->sums;
+  e->num_events = b->num_events;
+  snprintf(e->note, sizeof e->note, "%s", b->note);
+  e->set_step[0] = e->set_step[1] = -1;
+}
+
+/* The world stopped for a rejoin (mpirun, --standby): its processes fill
+ * in the snapshot's copies and put it together, the next world's live
+ * ranks are chosen, a standby comes in as the rank that returns, and rank
+ * 0 (or 1) sends it the state and books. 0, 2 (the run cannot go on: why in the
+ * notes), or 1 with err. */
+static int grow_world(const htp_run_options *options, htp_run_state *state,
+                      htp_ranks **ranks, train_job *job, int *live, int *n, char *err,
+                      size_t err_size) {
+  train_elastic *e = &job->elastic;
+  htp_rank_outcome *outcome = &state->outcome;
+  int identity[HTP_ENTRY_MAX_TP], before[HTP_ENTRY_MAX_TP];
+  const int old_n = job->tp;
+  for (int r = 0; r < old_n; r++)
+    identity[r] = r, before[r] = e->original[r];
+  survivors all = {job, identity, old_n, ""};
+  htp_rank_outcome filled;
+  if (e->set_step[e->current] >= 0 &&
+      htp_ranks_run_task(*ranks, fill_in_rank, &all, NULL, 0, &filled, err, err_size))
+    return filled.failed ? take_failure(outcome, &filled) : 1;
+  if (htp_train_elastic_assemble(job, err, err_size))
+    return 1;
+  if (htp_train_elastic_next_world(options, job, outcome, 0, live, n))
+    return 2;
+  int joiner = -1;
+  for (int i = 0; i < *n && joiner < 0; i++) {
+    int was = 0;
+    for (int r = 0; r < old_n; r++)
+      was |= before[r] == live[i];
+    joiner = was ? -1 : i;
+  }
+  if (joiner < 0)
+    return htp_set_error(err, err_size, "--standby: a rejoin with no rank coming back");
+  htp_ranks *grown = NULL;
+  char why[1024];
+  if (htp_ranks_grow(*ranks, joiner, &grown, why, sizeof why)) {
+    const size_t used = strlen(outcome->notes);
+    snprintf(outcome->notes + used, sizeof outcome->notes - used, "--standby: %s: the run "
+             "ends\n", why);
+    outcome->failed = 1;
+    snprintf(outcome->message, sizeof outcome->message, "rank %d could not come back",
+             live[joiner]);
+    return 2;
+  }
+  htp_ranks_close(*ranks);
+  *ranks = grown;
+  state->process_rank = job->process_rank = htp_ranks_process_rank(grown);
+  joining J = {job, joiner, {0}};
+  take_books(job, live, *n, &J.b);
+  htp_rank_outcome sent;
+  if (htp_ranks_run_task(*ranks, join_rank, &J, NULL, 0, &sent, err, err_size))
+    return sent.failed ? take_failure(outcome, &sent) : 1;
+  return 0;
+}
+
+/* A standby process (--standby): it waits until the run takes it in as a
+ * rank (then it receives the state and the books and goes on as one) or
+ * lets it go (0). 0, 2, or 1 with err, as run_worlds. */
+static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_ranks **ranks,
+                      train_job *job, char *err, size_t err_size);
+static int stand_by(const htp_run_options *options, htp_run_state *state, htp_ranks **ranks,
+                    train_job *job, char *err, size_t err_size) {
+  htp_ranks *joined = NULL;
+  if (htp_ranks_standby_wait(*ranks, &joined, err, err_size))
+    return 1;
+  if (!joined)
+    return 0; /* the run ended without it */
+  htp_ranks_close(*ranks);
+  *ranks = joined;
+  state->process_rank = job->process_rank = htp_ranks_process_rank(joined);
+  joining J = {job, job->process_rank, {0}};
+  htp_rank_outcome received;
+  if (htp_ranks_run_task(*ranks, join_rank, &J, NULL, 0, &received, err, err_size))
+    return received.failed ? take_failure(&state->outcome, &received) : 1;
+  put_books(job, &J.b);
+  train_elastic *e = &job->elastic;
+  char why[1024];
+  if (htp_train_elastic_split(job, J.b.live, J.b.n_live, why, sizeof why))
+    return htp_set_error(err, err_size, "%s", why);
+  for (int set = 0; set < 2; set++)
+    htp_train_elastic_drop_copies(job, set, job->process_rank);
+  e->start_step = e->step;
+  e->lost_at = htp_now();
+  return run_worlds(options, state, ranks, job, err, err_size);
 }
 
 /* --elastic under mpirun: the world failed. The survivors shrink it to the
@@ -1349,6 +1561,10 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
       const int status = shrink_world(options, state, ranks, job, live, &n, err, err_size);
       if (status)
         return status;
+    } else if (job->process_rank >= 0) { /* mpirun: a standby comes in (it was split) */
+      const int status = grow_world(options, state, ranks, job, live, &n, err, err_size);
+      if (status)
+        return status;
     } else if (htp_train_elastic_assemble(job, err, err_size)) {
       return 1;
     } else if (htp_train_elastic_next_world(options, job, &state->outcome, failed, live, &n)) {
@@ -1370,7 +1586,7 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
     }
     htp_ranks_close(*ranks);
     *ranks = NULL;
-    if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, options->timeout_s, state->device,
+    if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s, state->device,
                        job->tp == e->logical_tp ? state->sm_counts : NULL, err, err_size))
       return 1;
   }
@@ -1427,9 +1643,18 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   else if (!bind_entries(options, state, requested_tp, quiet, &job, err, err_size) &&
            !size_job(options, state, &job, err, err_size) &&
            !open_train_ranks(options, state, &job, ranks, err, err_size)) {
-    if (!quiet)
+    const int standby = htp_ranks_is_standby(*ranks);
+    if (!quiet && !standby)
       print_banner(options, state, &job);
-    status = run_worlds(options, state, ranks, &job, err, err_size);
+    status = standby ? stand_by(options, state, ranks, &job, err, err_size)
+                     : run_worlds(options, state, ranks, &job, err, err_size);
+    /* The standbys still waiting go when the run ends, however it ends. */
+    char why[512];
+    if (train->standby && !htp_ranks_is_standby(*ranks) &&
+        htp_ranks_release(*ranks, why, sizeof why)) {
+      const size_t used = strlen(state->outcome.notes);
+      snprintf(state->outcome.notes + used, sizeof state->outcome.notes - used, "%s\n", why);
+    }
     if (status == 2)
       name_renumbered_ranks(&job, &state->outcome);
     /* Under mpirun a shrink may have made this process rank 0. */
