@@ -72,7 +72,7 @@ typedef struct mpi_world {
   void **abandoned;
   int abandoned_count;
   int shrunk; /* htp_world_shrink made a world from this one: destroy neither meets nor finalizes */
-  int after_loss; /* made by htp_world_shrink: MPI_COMM_WORLD holds dead processes */
+  int after_loss; /* MPI_COMM_WORLD holds dead processes (a shrink) or standbys: no finalize */
   int standby;    /* a standby process's world: no ranks, no communicators */
 } mpi_world;
 
@@ -289,6 +289,9 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     } else {
       if (attach(world, state, actives_comm, message, message_size)) rc = HTP_ERR_SYSTEM;
       MPI_Comm_free(&actives_comm);
+      /* MPI_Finalize meets every process of MPI_COMM_WORLD, and a standby
+       * let go ends without it (or may be dead): never finalize here. */
+      state->after_loss = 1;
     }
 #else
     snprintf(message, message_size, "htp_world_create: standby processes need Open MPI's ULFM "
