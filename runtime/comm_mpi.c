@@ -457,8 +457,7 @@ htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined) {
     }
     if (said == MEET_RELEASE) return HTP_OK;
     if (joins) {
-      htp_world *config_source = world;
-      htp_result rc = grown_world(config_source, &comm, joined);
+      htp_result rc = grown_world(world, &comm, joined);
       if (rc == HTP_OK) {
         mpi_world *state = state_of(*joined), *old = state_of(world);
         state->owns_mpi = old->owns_mpi; /* the grown world carries MPI on */

@@ -360,10 +360,16 @@ int htp_world_is_standby(const htp_world *world) {
 #endif
 
 htp_result htp_world_standby_wait(htp_world *world, htp_world **joined) {
+#ifndef HTP_HAVE_MPI
+  (void)joined;
+#endif
   STANDBY_CALL(world, htp__mpi_standby_wait(world, joined));
 }
 
 htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown) {
+#ifndef HTP_HAVE_MPI
+  (void)rank, (void)grown;
+#endif
   STANDBY_CALL(world, htp__mpi_grow(world, rank, grown));
 }
 

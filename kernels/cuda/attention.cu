@@ -287,9 +287,13 @@ template <int DP>
 int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
            int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
   const size_t bytes = layout<DP>::bytes;
-  HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(fused_attention_kernel<DP>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               (int)bytes));
+  constexpr unsigned bit = DP / 32; /* 1, 2, 4, 8 */
+  if (!(kernels->fused_allowed & bit)) {
+    HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(fused_attention_kernel<DP>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)bytes));
+    kernels->fused_allowed |= bit;
+  }
   const int q_tiles = (int)((tokens + kRows - 1) / kRows);
   const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
   const bool async = head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
@@ -311,17 +315,19 @@ int64_t padded(int64_t head_dim) {
  * 256 wide, grid dimensions within CUDA's limits, and the block's shared
  * memory within what the device lets one block have (sm_90: 227 KiB, the
  * 256-wide heads' 191 KiB fits; sm_80's 163 KiB would not). */
-bool takes(const htp_cuda_kernels *kernels, int64_t batch, int64_t tokens, int64_t heads,
+bool takes(htp_cuda_kernels *kernels, int64_t batch, int64_t tokens, int64_t heads,
            int64_t head_dim) {
   if (head_dim > 256 || heads > 65535 || (tokens + kRows - 1) / kRows * batch > 0x7fffffff)
     return false;
   const int64_t dp = padded(head_dim);
   const size_t bytes = dp == 32 ? layout<32>::bytes : dp == 64 ? layout<64>::bytes
                        : dp == 128 ? layout<128>::bytes : layout<256>::bytes;
-  int most = 0;
-  return cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                kernels->device) == cudaSuccess &&
-         bytes <= (size_t)most;
+  if (!kernels->shared_per_block &&
+      cudaDeviceGetAttribute(&kernels->shared_per_block,
+                             cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                             kernels->device) != cudaSuccess)
+    return false;
+  return bytes <= (size_t)kernels->shared_per_block;
 }
 
 int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,

@@ -44,14 +44,16 @@ template <typename T> __global__ void add_quads_kernel(const T *a, const T *b, T
   htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
 }
 
-template <typename T>
-__global__ void bias_add_kernel(const T *x, const T *bias, T *y, int64_t rows, int64_t cols) {
+/* y = x + bias broadcast over the rows, each of its own type (the bf16
+ * linear adds a bf16 bias to its f32 sums and rounds once). */
+template <typename X, typename B, typename Y>
+__global__ void bias_add_kernel(const X *x, const B *bias, Y *y, int64_t rows, int64_t cols) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < rows * cols)
     htp_cuda_store(y, i, htp_cuda_load(x, i) + htp_cuda_load(bias, i % cols));
 }
-template <typename T>
-__global__ void bias_add_quads_kernel(const T *x, const T *bias, T *y, int64_t rows,
+template <typename X, typename B, typename Y>
+__global__ void bias_add_quads_kernel(const X *x, const B *bias, Y *y, int64_t rows,
                                       int64_t cols) {
   int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= rows * cols)
@@ -96,9 +98,11 @@ template <typename T> int add(htp_cuda_kernels *kernels, const T *a, const T *b,
   return 0;
 }
 
-template <typename T>
-int bias_add(htp_cuda_kernels *kernels, const T *x, const T *bias, T *y, int64_t rows,
-             int64_t cols) {
+} // namespace
+
+template <typename X, typename B, typename Y>
+int htp_cuda_bias_add_block(htp_cuda_kernels *kernels, const X *x, const B *bias, Y *y,
+                            int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0)
     return rows < 0 || cols < 0 ? htp_cuda_fail(kernels, "bias_add", "negative size") : 0;
   if (htp_cuda_quads(cols, x, bias, y))
@@ -111,7 +115,8 @@ int bias_add(htp_cuda_kernels *kernels, const T *x, const T *bias, T *y, int64_t
   return 0;
 }
 
-} // namespace
+template int htp_cuda_bias_add_block<float, htp_cuda_bf16, htp_cuda_bf16>(
+    htp_cuda_kernels *, const float *, const htp_cuda_bf16 *, htp_cuda_bf16 *, int64_t, int64_t);
 
 template <typename In, typename Out>
 int htp_cuda_convert_block(htp_cuda_kernels *kernels, const In *src, int64_t src_ld, Out *dst,
@@ -153,12 +158,13 @@ extern "C" int htp_cuda_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a,
 
 extern "C" int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias,
                                      float *y, int64_t rows, int64_t cols) {
-  return bias_add(kernels, x, bias, y, rows, cols);
+  return htp_cuda_bias_add_block(kernels, x, bias, y, rows, cols);
 }
 
 extern "C" int htp_cuda_bias_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
                                       const htp_bf16 *bias, htp_bf16 *y, int64_t rows,
                                       int64_t cols) {
-  return bias_add(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(bias), htp_cuda_bf16_ptr(y),
+  return htp_cuda_bias_add_block(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(bias),
+                                 htp_cuda_bf16_ptr(y),
                   rows, cols);
 }

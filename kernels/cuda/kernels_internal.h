@@ -31,6 +31,11 @@ struct htp_cuda_kernels {
   /* The table's timing marks (table.c mark/elapsed), a pair per timer:
    * events on the stream, created on first use (in a green context, at
    * creation); bit i of marks_recorded[timer] once mark i was. */
+  /* The fused bf16 attention (attention.cu): the shared memory the device
+   * lets one block have (0: not asked yet), and a bit per head width whose
+   * kernel was allowed it, so neither is asked again every call. */
+  int shared_per_block;
+  unsigned fused_allowed;
   cudaEvent_t marks[HTP_KERNEL_TIMERS][2];
   int marks_recorded[HTP_KERNEL_TIMERS];
   /* 0 when stream is the caller's (the nccl backend's, or the partition's
@@ -218,6 +223,13 @@ int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOp
 template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
                     int64_t rows, int64_t in_features, int64_t out_features);
+
+/* y[r, c] = x[r, c] + bias[c] for a rows x cols block, rounded once to Y
+ * (elementwise.cu; instantiated for the bias_add entries and for f32 sums
+ * with a bf16 bias into bf16: the bf16 linear). */
+template <typename X, typename B, typename Y>
+int htp_cuda_bias_add_block(htp_cuda_kernels *kernels, const X *x, const B *bias, Y *y,
+                            int64_t rows, int64_t cols);
 
 /* dst[r, c] = src[r, c] converted (rounded once when Out is bf16), for a
  * rows × cols block with leading dimensions src_ld and dst_ld (elements)

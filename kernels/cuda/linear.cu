@@ -26,24 +26,6 @@ __global__ void broadcast_bias_kernel(const In *bias, Out *y, int64_t rows, int6
     htp_cuda_store(y, i, htp_cuda_load(bias, i % cols));
 }
 
-/* y = round(sum + bias), bias broadcast over the rows. */
-template <typename In, typename Out>
-__global__ void add_bias_kernel(const float *sum, const In *bias, Out *y, int64_t rows,
-                                int64_t cols) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < rows * cols)
-    htp_cuda_store(y, i, sum[i] + htp_cuda_load(bias, i % cols));
-}
-template <typename In, typename Out>
-__global__ void add_bias_quads_kernel(const float *sum, const In *bias, Out *y, int64_t rows,
-                                      int64_t cols) {
-  int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= rows * cols)
-    return;
-  const float4 u = htp_cuda_load4(sum, i), v = htp_cuda_load4(bias, i % cols);
-  htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
-}
-
 } // namespace
 
 template <typename In, typename Out>
@@ -57,9 +39,9 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
                          0.0f, y, (int)out_features);
-  const unsigned blocks = htp_cuda_blocks(rows * out_features, 256);
   if constexpr (std::is_same_v<Out, float>) {
-    broadcast_bias_kernel<<<blocks, 256, 0, kernels->stream>>>(b, y, rows, out_features);
+    broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0,
+                            kernels->stream>>>(b, y, rows, out_features);
     HTP_CUDA_CHECK_LAUNCH(kernels);
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
@@ -71,13 +53,7 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
                       (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 0.0f,
                       sum, (int)out_features))
       return 1;
-    if (htp_cuda_quads(out_features, sum, b, y))
-      add_bias_quads_kernel<<<htp_cuda_blocks(rows * out_features / 4, 256), 256, 0,
-                              kernels->stream>>>(sum, b, y, rows, out_features);
-    else
-      add_bias_kernel<<<blocks, 256, 0, kernels->stream>>>(sum, b, y, rows, out_features);
-    HTP_CUDA_CHECK_LAUNCH(kernels);
-    return 0;
+    return htp_cuda_bias_add_block(kernels, sum, b, y, rows, out_features);
   }
 }
 

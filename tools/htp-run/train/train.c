@@ -996,9 +996,9 @@ static int check_memory(const htp_run_options *options, const htp_run_state *sta
    * rank's in one process; under mpirun a process's own and its buddy's
    * per set, and every rank's of one set while it gathers a snapshot after
    * a death (the other set given back first). */
-  const uint64_t rows = local_ranks > 1 || state->process_rank < 0 ? 2 * (uint64_t)tp
-                        : tp > 4                                 ? (uint64_t)tp
-                                                                 : 2 * (uint64_t)(tp > 1 ? 2 : 1);
+  const uint64_t held_rows = tp > 1 ? 4 : 2; /* two sets of its own and its buddy's */
+  const uint64_t rows = state->process_rank < 0 ? 2 * (uint64_t)tp
+                        : (uint64_t)tp > held_rows ? (uint64_t)tp : held_rows;
   uint64_t elastic = 0;
   for (int i = 0; train->elastic_given && i < sig->num_args; i++)
     if (sig->args[i].role == HTP_SIG_PARAM)
@@ -1359,7 +1359,6 @@ static int take_failure(htp_rank_outcome *outcome, const htp_rank_outcome *task)
 /* The books of this process, to send (the live ranks of the grown world). */
 static void take_books(const train_job *job, const int *live, int n, books *b) {
   const train_elastic *e = &job->elastic;
-  memset(b, 0, sizeof *b);
   *b = (books){e->step, job->epochs_done, e->taken, e->every, e->reached, job->repartitions,
                job->repartitions_before, e->epoch_seconds, e->seconds, e->sums,
                e->num_events, n, {0}, ""};
