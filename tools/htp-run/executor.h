@@ -73,6 +73,13 @@ typedef struct htp_run_state {
 int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
                            htp_rank_job *job, char *err, size_t err_size);
 
+/* Resolves the tp into state->tp: .mlir is compiled for the requested one;
+ * a .so's signature decides, and a --tp that differs, a world of another
+ * size (mpirun) or a --slow, --fault or --sms rank past it is an error
+ * (prepare.c, for run.c and train.c). */
+int htp_run_check_tp(const htp_run_options *options, int shared, long requested,
+                     htp_run_state *state, char *err, size_t err_size);
+
 /* Each rank's share of the cores for its kernels' threads (all ranks of
  * this host together use them once), unless the user set BLAS's thread
  * count: then it stays (state->blas_threads, state->blas_threads_from).

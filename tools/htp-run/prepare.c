@@ -122,3 +122,34 @@ void htp_run_choose_blas_threads(htp_run_state *state, int mpi) {
   state->blas_threads = htp_cpu_blas_threads();
 }
 
+int htp_run_check_tp(const htp_run_options *options, int shared, long requested,
+                    htp_run_state *state, char *err, size_t err_size) {
+  const htp_signature *sig = &state->sig;
+  if (!shared && sig->tp != requested)
+    return htp_set_error(err, err_size, "%s: compiled for tp %ld, the block says tp %d (the "
+                         "compiler did not split it as asked)", options->path, requested, sig->tp);
+  if (shared && options->tp_given && sig->tp != options->tp)
+    return htp_set_error(err, err_size, "--tp %ld disagrees with %s, which was compiled for tp "
+                         "%d (htp-compile --tp %d); leave --tp out or recompile",
+                         options->tp, options->path, sig->tp, sig->tp);
+  if (state->ranks && htp_ranks_size(state->ranks) != sig->tp)
+    return htp_set_error(err, err_size, "%s is for tp %d but mpirun started %d rank "
+                         "processes (mpirun -np %ld%s)", options->path, sig->tp,
+                         htp_ranks_size(state->ranks), sig->tp + options->train.standby,
+                         options->train.standby ? ", the standbys included" : "");
+  state->tp = sig->tp;
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
+                           options->slow, options->slows[i].rank, state->tp, state->tp);
+  for (int i = 0; i < options->num_faults; i++)
+    if (options->faults[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
+                           options->faults[i].rank, state->tp, state->tp);
+  for (int i = 0; i < options->num_sms; i++)
+    if (options->sms[i].rank >= state->tp)
+      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %d) (tp %d)",
+                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
+                           state->tp, state->tp);
+  return 0;
+}

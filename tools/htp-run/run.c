@@ -171,39 +171,6 @@ static void check_finite(const htp_sig_tensor *result, const void *data) {
             (long long)bad);
 }
 
-/* Resolves the tp: .mlir is compiled for the requested one; a .so's
- * signature decides and a --tp that differs is an error. */
-static int check_tp(const htp_run_options *options, int shared, long requested,
-                    htp_run_state *state, char *err, size_t err_size) {
-  const htp_signature *sig = &state->sig;
-  if (!shared && sig->tp != requested)
-    return htp_set_error(err, err_size, "%s: compiled for tp %ld, the block says tp %d (the "
-                         "compiler did not split it as asked)", options->path, requested, sig->tp);
-  if (shared && options->tp_given && sig->tp != options->tp)
-    return htp_set_error(err, err_size, "--tp %ld disagrees with %s, which was compiled for tp "
-                         "%d (htp-compile --tp %d); leave --tp out or recompile",
-                         options->tp, options->path, sig->tp, sig->tp);
-  if (state->ranks && htp_ranks_size(state->ranks) != sig->tp)
-    return htp_set_error(err, err_size, "%s is for tp %d but mpirun started %d processes "
-                         "(mpirun -np %d)", options->path, sig->tp,
-                         htp_ranks_size(state->ranks), sig->tp);
-  state->tp = sig->tp;
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
-                           options->slow, options->slows[i].rank, state->tp, state->tp);
-  for (int i = 0; i < options->num_faults; i++)
-    if (options->faults[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
-                           options->faults[i].rank, state->tp, state->tp);
-  for (int i = 0; i < options->num_sms; i++)
-    if (options->sms[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %d) (tp %d)",
-                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
-                           state->tp, state->tp);
-  return 0;
-}
-
 /* --sms as htp_config.sm_counts: one entry per rank, 0 (the whole GPU) for
  * the ranks not named. */
 static int make_sm_counts(const htp_run_options *options, htp_run_state *state, char *err,
@@ -525,7 +492,7 @@ static int load_entry(const htp_run_options *options, const htp_compiler *jit,
 static int prepare_run(const htp_run_options *options, htp_run_state *state, int mpi,
                        long requested, htp_rank_job *job, char *err, size_t err_size) {
   const htp_signature *sig = &state->sig;
-  if (check_tp(options, state->shared, requested, state, err, err_size) ||
+  if (htp_run_check_tp(options, state->shared, requested, state, err, err_size) ||
       (!mpi && check_device(state, err, err_size)))
     return 1;
   /* Host memory: the global arguments and the ranks' staging; on the CPU

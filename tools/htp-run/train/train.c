@@ -1061,14 +1061,9 @@ static int bind_entries(const htp_run_options *options, htp_run_state *state, in
   if (htp_train_find_grad_entry(options, state, requested_tp, err, err_size))
     return 1;
   const htp_signature *sig = &state->sig;
-  if (sig->tp != requested_tp && !(state->shared && !options->tp_given))
-    return htp_set_error(err, err_size, "%s: entry '%s' is for tp %d, the run for tp %d",
-                         options->path, sig->entry, sig->tp, requested_tp);
-  state->tp = job->tp = sig->tp;
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
-                           options->slow, options->slows[i].rank, state->tp, state->tp);
+  if (htp_run_check_tp(options, state->shared, requested_tp, state, err, err_size))
+    return 1;
+  job->tp = state->tp;
   htp_rank_job probe;
   memset(&probe, 0, sizeof probe);
   if (htp_run_balance_config(options, state, &probe, err, err_size))
