@@ -328,7 +328,8 @@ typedef struct htp_kernel_table {
    * The CPU's bf16 entry runs oneDNN matmuls with an eltwise GELU post-op
    * where it has bf16 units (the GELU applied to the f32 accumulator, y
    * rounded once; unfused, the GELU pass read y back and rounded twice) and
-   * falls back to linear_bf16 then gelu_bf16. Its f32 entry is NULL: at
+   * elsewhere runs the f32 linear and GELU on widened operands, rounding y
+   * once (as linear_bf16 does without oneDNN). Its f32 entry is NULL: at
    * ViT-B's fc1 an f32 matmul primitive with the post-op was within 2 % of
    * dnnl_sgemm then the GELU pass (bench/onednn_postops.c). The GELU is
    * oneDNN's: within 4e-7 absolute of the exact one, where the unfused

@@ -84,14 +84,12 @@ static float *carve_take(carve *c, int64_t floats) {
 
 static const htp_kernel_table *f32_table(void) { return htp_cpu_kernel_table(); }
 
-htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+/* y = x·wᵀ + b on the operands widened to f32, then GELU in f32 when gelu
+ * >= 0 (its tanh_approx), y rounded once. */
+static htp_kernel_status linear_in_f32(const htp_kernel_env *env, const htp_bf16 *x,
                                        const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
-                                       int64_t rows, int64_t in_features, int64_t out_features) {
-#ifdef HTP_BLAS_ONEDNN
-  /* On the CPU's bf16 units where oneDNN has them (AMX, AVX512-BF16). */
-  if (x && w && y && htp__onednn_linear_bf16(x, w, b, y, rows, in_features, out_features) == 0)
-    return HTP_KERNEL_OK;
-#endif
+                                       int64_t rows, int64_t in_features, int64_t out_features,
+                                       int32_t gelu) {
   carve c = {0};
   carve_count(&c, htp__size_mul(rows, in_features));
   carve_count(&c, htp__size_mul(out_features, in_features));
@@ -107,9 +105,22 @@ htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16
   widen(b, bf, out_features);
   htp_kernel_status status =
       f32_table()->linear_f32(env, xf, wf, bf, yf, rows, in_features, out_features);
+  if (status == HTP_KERNEL_OK && gelu >= 0)
+    status = f32_table()->gelu_f32(env, yf, yf, rows * out_features, gelu);
   if (status == HTP_KERNEL_OK) narrow(yf, y, rows * out_features);
   free(owned);
   return status;
+}
+
+htp_kernel_status htp__cpu_linear_bf16(const htp_kernel_env *env, const htp_bf16 *x,
+                                       const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
+                                       int64_t rows, int64_t in_features, int64_t out_features) {
+#ifdef HTP_BLAS_ONEDNN
+  /* On the CPU's bf16 units where oneDNN has them (AMX, AVX512-BF16). */
+  if (x && w && y && htp__onednn_linear_bf16(x, w, b, y, rows, in_features, out_features) == 0)
+    return HTP_KERNEL_OK;
+#endif
+  return linear_in_f32(env, x, w, b, y, rows, in_features, out_features, -1);
 }
 
 htp_kernel_status htp__cpu_linear_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x,
@@ -122,11 +133,9 @@ htp_kernel_status htp__cpu_linear_gelu_bf16(const htp_kernel_env *env, const htp
       htp__onednn_linear_gelu_bf16(x, w, b, y, rows, in_features, out_features, tanh_approx) == 0)
     return HTP_KERNEL_OK;
 #endif
-  htp_kernel_status status =
-      htp__cpu_linear_bf16(env, x, w, b, y, rows, in_features, out_features);
-  return status == HTP_KERNEL_OK
-             ? htp__cpu_gelu_bf16(env, y, y, rows * out_features, tanh_approx)
-             : status;
+  /* Rounded once as the table promises (linear_bf16 then gelu_bf16 would
+   * round twice: up to 3x the kernel test's bound). */
+  return linear_in_f32(env, x, w, b, y, rows, in_features, out_features, tanh_approx ? 1 : 0);
 }
 
 /* Elements (GELU) or rows (layer norm) widened into a block on the stack,
