@@ -59,7 +59,7 @@ def read_blocks(folder):
     return rows
 
 
-COLUMNS = ["block", "model", "dtype", "batch", "htp_ms", "eager_ms", "compile_ms", "gemm_ms",
+COLUMNS = ["block", "variant", "model", "dtype", "batch", "htp_ms", "eager_ms", "compile_ms", "gemm_ms",
            "x_eager", "x_compile", "gemm_fraction", "check_error", "timm_error",
            "timm_own_error", "device"]
 # htp-run --check's tolerances, used for the comparison with timm too.
@@ -69,7 +69,8 @@ TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}
 def htp_run(args, block, extra):
     cmd = [args.htp_run, block["file"], "--device", "cuda", "--report", "json", *extra]
     print("$ " + " ".join(cmd), flush=True)
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+    env = dict(os.environ, **dict(item.split("=", 1) for item in args.htp_env))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {out.returncode}: {out.stderr.strip()[-400:]}")
     return json.loads(out.stdout)
@@ -182,9 +183,17 @@ def main():
     parser.add_argument("--timm-check", action="store_true",
                         help="run htp-run on timm's weights and compare with timm in float64")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--htp-env", action="append", default=[], metavar="VAR=VALUE",
+                        help="set in htp-run's environment only (repeatable), e.g. "
+                             "HTP_CUDA_LINEAR_EPILOGUE=cublaslt; the rows' variant column "
+                             "lists them")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the blocks and htp-run exist, print what would run, stop")
     args = parser.parse_args()
+    for item in args.htp_env:
+        if "=" not in item or not item.split("=", 1)[0]:
+            parser.error(f"--htp-env {item!r}: expected VAR=VALUE")
+    variant = ",".join(args.htp_env) or "default"
     blocks = [b for b in read_blocks(args.blocks) if b["tp"] == 1]
     if args.only:
         wanted = set(args.only.split(","))
@@ -235,7 +244,7 @@ def main():
     for block in blocks:
         name = os.path.basename(block["file"])
         dtype = torch.float32 if block["dtype"] == "f32" else torch.bfloat16
-        row = {"block": name, "model": block["model"], "dtype": block["dtype"],
+        row = {"block": name, "variant": variant, "model": block["model"], "dtype": block["dtype"],
                "batch": block["batch"], "device": props.name}
         module = timm_block(torch, block)
         x = torch.randn(block["batch"], block["tokens"], block["dim"])

@@ -63,6 +63,12 @@
 #   kernels           htp-bench-cuda: every CUDA kernel at ViT-B/16 shapes
 #                     (batch 8), then at ViT-L/16's (batch 64, the blocks
 #                     step's shape), against the device's bound (cap 45 s)
+#   kernels.variants, blocks.variants, bench.variants
+#                     the candidates not yet run on a GPU, switched on by
+#                     their environment variables (GPU_CHECK_VARIANTS, default
+#                     "HTP_CUDA_LINEAR_EPILOGUE=cublaslt HTP_CUDA_ATTENTION=mma";
+#                     "none" skips): the kernel test, the blocks step and the
+#                     ViT-L/16 kernel benchmark again with them on
 #
 # OUT_DIR defaults to $OUT, else gpu-check-out/ at the top of the tree. The
 # device tool brings back 8 files at most, so OUT_DIR never holds more, at any
@@ -738,6 +744,48 @@ elif budget kernels "$(cap KERNELS 45)"; then
                         awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (logs.txt; results.tar: kernels.csv, kernels-vitl16.csv)"
   else
     summary kernels FAILED "htp-bench-cuda exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
+  fi
+fi
+
+# --- 9. Experiments: kernels not yet run on a GPU, switched on ------------------------
+# The default kernels above are the verified ones; each switch below selects
+# a candidate (kernels/cuda/kernels_internal.h) that becomes the default once
+# this step passes on a GPU: the kernel test with them on (every shape,
+# element-wise bounds), then the two blocks against timm with them on
+# (blocks.csv rows whose variant names them) and the kernels at ViT-L/16's
+# shape (results.tar: kernels-variants.csv).
+variant_list=${GPU_CHECK_VARIANTS:-HTP_CUDA_LINEAR_EPILOGUE=cublaslt HTP_CUDA_ATTENTION=mma}
+if [ "$variant_list" != none ]; then
+  read -ra variants <<<"$variant_list"
+  gpu_test kernels.variants test_kernels_cuda "$(cap TESTS 60)" "${variants[@]}"
+  check_out_count
+  if [ -z "$dry" ] && [ -n "$htp_run" ] && [ -n "$have_python" ] &&
+     [ -f "$blocks/vit_l16_bf16_tp1.so" ] && budget blocks.variants "$(cap BLOCKS 100)"; then
+    env_args=()
+    for v in "${variants[@]}"; do env_args+=(--htp-env "$v"); done
+    run_logged blocks.variants "$limit" "${block_cmd[@]}" --timeout "$limit" --append \
+      --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile "${env_args[@]}"
+    rc=$?
+    rows=$(grep '^row ' "$work/blocks.variants.log" | tr ' ' '\n' | awk -F= '
+             $1 == "block" { if (line) print line; line = $2 }
+             $1 == "htp_ms" || $1 == "eager_ms" || $1 == "x_eager" || $1 == "timm_error" { line = line " " $1 "=" $2 }
+             END { if (line) print line }' | paste -sd';' -)
+    case $rc in
+      0) summary blocks.variants ok "${variants[*]}: $rows (blocks.csv)" ;;
+      *) summary blocks.variants FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $rows (logs.txt)" ;;
+    esac
+  fi
+  if [ -z "$dry" ] && [ -n "$bench" ] && budget bench.variants 45; then
+    run_logged bench.variants "$limit" "${libenv[@]}" "${variants[@]}" "$bench" --batch 64 \
+      --dim 1024 --heads 16 --mlp 4096 --repeats 10 --csv "$work/kernels-variants.csv"
+    rc=$?
+    save kernels-variants.csv
+    if [ "$rc" -eq 0 ]; then
+      summary bench.variants ok "ViT-L/16 batch 64: $(grep '^block_sum' "$work/bench.variants.log" |
+                          awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (results.tar: kernels-variants.csv)"
+    else
+      summary bench.variants FAILED "htp-bench-cuda exited $rc (logs.txt)"
+    fi
   fi
 fi
 

@@ -29,7 +29,16 @@
 
 #include <math.h>
 #include <mma.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
+
+int htp_cuda_attention_kernel_from_env(void) {
+  const char *value = getenv("HTP_CUDA_ATTENTION");
+  if (!value || !*value || strcmp(value, "wmma") == 0)
+    return HTP_CUDA_ATTENTION_WMMA;
+  return strcmp(value, "mma") == 0 ? HTP_CUDA_ATTENTION_MMA : -1;
+}
 
 constexpr int kThreads = 256;
 
@@ -283,13 +292,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int DP>
-int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
-           int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
-  const size_t bytes = layout<DP>::bytes;
-  constexpr unsigned bit = DP / 32; /* 1, 2, 4, 8 */
+/* A fused kernel's signature; both (this one and mma_path's) run a block of
+ * kThreads per image, head and tile of 64 queries. */
+using kernel_fn = void (*)(const __nv_bfloat16 *, __nv_bfloat16 *, int, int, int, int, float,
+                           bool);
+
+/* Launches `kernel` with `bytes` of shared memory, which the device is asked
+ * to allow once per kernels object (`bit` of fused_allowed). */
+int launch_kernel(htp_cuda_kernels *kernels, kernel_fn kernel, size_t bytes, unsigned bit,
+                  const __nv_bfloat16 *qkv, __nv_bfloat16 *context, int64_t batch,
+                  int64_t tokens, int64_t heads, int64_t head_dim) {
   if (!(kernels->fused_allowed & bit)) {
-    HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(fused_attention_kernel<DP>,
+    HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(kernel,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  (int)bytes));
     kernels->fused_allowed |= bit;
@@ -297,11 +311,18 @@ int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *c
   const int q_tiles = (int)((tokens + kRows - 1) / kRows);
   const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
   const bool async = head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
-  fused_attention_kernel<DP><<<dim3((unsigned)(q_tiles * batch), (unsigned)heads), kThreads,
-                               bytes, kernels->stream>>>(qkv, context, (int)tokens, (int)heads,
-                                                         (int)head_dim, q_tiles, scale_log2, async);
+  kernel<<<dim3((unsigned)(q_tiles * batch), (unsigned)heads), kThreads, bytes,
+           kernels->stream>>>(qkv, context, (int)tokens, (int)heads, (int)head_dim, q_tiles,
+                              scale_log2, async);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
+}
+
+template <int DP>
+int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+           int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  return launch_kernel(kernels, fused_attention_kernel<DP>, layout<DP>::bytes,
+                       DP / 32 /* 1, 2, 4, 8 */, qkv, context, batch, tokens, heads, head_dim);
 }
 
 /* Whether the fused kernel takes this shape: heads up to 256 wide, grid
@@ -341,6 +362,252 @@ int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *cont
 }
 } // namespace fused
 
+/* ----- the same on mma.sync, scores and context in registers -------------
+ * HTP_CUDA_ATTENTION=mma (an experiment until a GPU check passes it; heads
+ * up to 128 wide): the fused kernel's contract (bf16 q, k, v and p, f32
+ * accumulation, the online softmax in the exp2 domain, the rounded p
+ * summed) with what kept it latency-bound gone: each warp keeps its 16
+ * query rows' q fragments, their scores and their running context in
+ * registers (mma.m16n8k16, whose accumulator layout is the next product's
+ * operand layout, so p never goes through shared memory), the rows' max
+ * and sum in registers (a row's four lanes combine by shuffles), and k and
+ * v in two stages of shared memory, the next tile copying in while the
+ * current one computes: two barriers a tile instead of four, no
+ * accumulator round trips. Fragments come from shared memory by ldmatrix
+ * (v transposed by ldmatrix.trans). Shared memory, DP as above: q and two
+ * stages of k and of v, bf16 [64][DP + 8] each (the pad spreads ldmatrix's
+ * rows across banks): 46 KiB at DP = 64. */
+namespace mma_path {
+constexpr int kRows = 64, kKeys = 64, kWarps = 4, kThreads = 32 * kWarps;
+template <int DP> struct layout {
+  static constexpr int ld = fused::layout<DP>::ld_in; /* so fused::copy_tile fills it */
+  static constexpr size_t tile = 2u * kRows * ld, q = 0, k = tile, v = 3 * tile,
+                          bytes = 5 * tile;
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __nv_bfloat16 *p) {
+  const unsigned at = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __nv_bfloat16 *p) {
+  const unsigned at = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(at));
+}
+/* d += a·b: a 16x16 (row), b 16x8 (col), bf16; d 16x8 f32. */
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t bits(__nv_bfloat162 pair) {
+  return *reinterpret_cast<uint32_t *>(&pair);
+}
+
+template <int DP>
+__global__ void __launch_bounds__(kThreads)
+    mma_attention_kernel(const __nv_bfloat16 *qkv, __nv_bfloat16 *context, int tokens,
+                         int heads, int head_dim, int q_tiles, float scale_log2, bool async) {
+  using L = layout<DP>;
+  constexpr int kSteps = DP / 16, kDTiles = DP / 8;
+  static_assert(DP % 32 == 0, "q·kᵀ takes its k-steps in pairs");
+  extern __shared__ __align__(128) unsigned char smem[];
+  __nv_bfloat16 *const qs = reinterpret_cast<__nv_bfloat16 *>(smem + L::q);
+  __nv_bfloat16 *const ks = reinterpret_cast<__nv_bfloat16 *>(smem + L::k);
+  __nv_bfloat16 *const vs = reinterpret_cast<__nv_bfloat16 *>(smem + L::v);
+  constexpr int stage_elems = kRows * L::ld;
+
+  const int image = blockIdx.x / q_tiles, first = blockIdx.x % q_tiles * kRows;
+  const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = lane / 4, quad = lane % 4;
+  const int64_t inner = (int64_t)heads * head_dim, ld = 3 * inner;
+  const __nv_bfloat16 *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
+
+  /* The five tiles lie one after the other: 320 rows whose pad columns stay 0. */
+  if (head_dim < DP)
+    for (int i = threadIdx.x; i < 5 * kRows * DP; i += kThreads)
+      if (i % DP >= head_dim) qs[i / DP * L::ld + i % DP] = __float2bfloat16_rn(0.f);
+
+  fused::copy_tile<DP>(qs, base + first * ld, ld, tokens - first, head_dim, async);
+  fused::copy_tile<DP>(ks, base + inner, ld, tokens, head_dim, async);
+  fused::copy_tile<DP>(vs, base + 2 * inner, ld, tokens, head_dim, async);
+  fused::commit_async();
+
+  const int row0 = warp * 16;
+  const bool active = first + row0 < tokens;
+  uint32_t qf[kSteps][4];
+  float o[kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  /* Rows group and group + 8 of the warp's 16. */
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+
+  const int tiles = (tokens + kKeys - 1) / kKeys;
+  for (int t = 0; t < tiles; ++t) {
+    const int key0 = t * kKeys, stage = t & 1;
+    /* The next tile into the other stage (last read a tile ago, before
+     * that tile's closing barrier); every step commits one group. */
+    if (t + 1 < tiles) {
+      const int next = key0 + kKeys;
+      fused::copy_tile<DP>(ks + (stage ^ 1) * stage_elems, base + inner + next * ld, ld,
+                    tokens - next, head_dim, async);
+      fused::copy_tile<DP>(vs + (stage ^ 1) * stage_elems, base + 2 * inner + next * ld, ld,
+                    tokens - next, head_dim, async);
+    }
+    fused::commit_async();
+    fused::wait_async_but_latest(); /* this tile's k and v (and q) */
+    __syncthreads();
+
+    if (active) {
+      const __nv_bfloat16 *kt = ks + stage * stage_elems, *vt = vs + stage * stage_elems;
+      if (t == 0) {
+#pragma unroll
+        for (int kk = 0; kk < kSteps; ++kk)
+          ldmatrix_x4(qf[kk], qs + (row0 + lane % 16) * L::ld + kk * 16 + lane / 16 * 8);
+      }
+      const int keys = min(kKeys, tokens - key0), chunks = (keys + 15) / 16;
+
+      /* s = q·kᵀ: 8 tiles of 8 keys, those of 16-key chunks past the tokens skipped */
+      float s[8][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (c < chunks) {
+#pragma unroll
+          for (int kk = 0; kk < kSteps; kk += 2) {
+            uint32_t b[4];
+            ldmatrix_x4(b, kt + (c * 16 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
+            mma(s[2 * c], qf[kk], b[0], b[1]);
+            mma(s[2 * c], qf[kk + 1], b[2], b[3]);
+            ldmatrix_x4(b, kt + (c * 16 + 8 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
+            mma(s[2 * c + 1], qf[kk], b[0], b[1]);
+            mma(s[2 * c + 1], qf[kk + 1], b[2], b[3]);
+          }
+        }
+      }
+
+      /* Online softmax: element e of tile j is row group + 8 (e / 2), key
+       * key0 + 8j + 2 quad + e % 2; a row's 64 keys are on its 4 lanes. */
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + 8 * j + 2 * quad + (e & 1);
+          s[j][e] = key < tokens ? s[j][e] * scale_log2 : -INFINITY;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+        }
+      float new_max[2], rescale[2], tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        new_max[r] = fmaxf(row_max[r], tile_max[r]);
+        rescale[r] = exp2f(row_max[r] - new_max[r]); /* 0 on the first tile */
+      }
+      /* p rounded to bf16, packed as p·v's a operand: tile j is half of chunk j / 2. */
+      uint32_t p[4][4];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const __nv_bfloat162 top = __floats2bfloat162_rn(exp2f(s[j][0] - new_max[0]),
+                                                         exp2f(s[j][1] - new_max[0]));
+        const __nv_bfloat162 bottom = __floats2bfloat162_rn(exp2f(s[j][2] - new_max[1]),
+                                                            exp2f(s[j][3] - new_max[1]));
+        const float2 rounded_top = __bfloat1622float2(top);
+        const float2 rounded_bottom = __bfloat1622float2(bottom);
+        tile_sum[0] += rounded_top.x + rounded_top.y;
+        tile_sum[1] += rounded_bottom.x + rounded_bottom.y;
+        p[j / 2][(j % 2) * 2] = bits(top);
+        p[j / 2][(j % 2) * 2 + 1] = bits(bottom);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
+        tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
+        row_sum[r] = row_sum[r] * rescale[r] + tile_sum[r];
+        row_max[r] = new_max[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kDTiles; ++n) {
+        o[n][0] *= rescale[0], o[n][1] *= rescale[0];
+        o[n][2] *= rescale[1], o[n][3] *= rescale[1];
+      }
+
+      /* o += p·v over the tile's chunks of keys */
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (c < chunks) {
+#pragma unroll
+          for (int n = 0; n < kDTiles; n += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, vt + (c * 16 + lane % 16) * L::ld + n * 8 + lane / 16 * 8);
+            mma(o[n], p[c], b[0], b[1]);
+            mma(o[n + 1], p[c], b[2], b[3]);
+          }
+        }
+      }
+    }
+    __syncthreads(); /* every warp is done with this stage */
+  }
+
+  /* context = o / sum, rounded to bf16, for the real rows and columns */
+  if (active) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = first + row0 + group + 8 * r;
+      if (row >= tokens)
+        continue;
+      const float inv = 1.0f / row_sum[r];
+      __nv_bfloat16 *out = context + ((int64_t)image * tokens + row) * inner +
+                           (int64_t)head * head_dim;
+#pragma unroll
+      for (int n = 0; n < kDTiles; ++n) {
+        const int col = n * 8 + 2 * quad;
+        if (col < head_dim) out[col] = __float2bfloat16_rn(o[n][2 * r] * inv);
+        if (col + 1 < head_dim) out[col + 1] = __float2bfloat16_rn(o[n][2 * r + 1] * inv);
+      }
+    }
+  }
+}
+
+template <int DP>
+int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+           int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  static_assert(kThreads == fused::kThreads && kRows == fused::kRows, "fused's grid");
+  return fused::launch_kernel(kernels, mma_attention_kernel<DP>, layout<DP>::bytes,
+                              (DP / 32) << 4 /* beside the fused kernel's bits */, qkv, context,
+                              batch, tokens, heads, head_dim);
+}
+
+/* Whether this path takes the shape: asked for, heads up to 128 wide, and
+ * its shared memory within the block's (fused::takes checked the rest). */
+bool takes(const htp_cuda_kernels *kernels, int64_t head_dim) {
+  if (kernels->attention_kernel != HTP_CUDA_ATTENTION_MMA || head_dim > 128)
+    return false;
+  const int64_t dp = fused::padded(head_dim);
+  const size_t bytes = dp == 32 ? layout<32>::bytes : dp == 64 ? layout<64>::bytes
+                                                               : layout<128>::bytes;
+  return bytes <= (size_t)kernels->shared_per_block;
+}
+
+int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+        int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  switch (fused::padded(head_dim)) {
+  case 32: return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  case 64: return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  default: return launch<128>(kernels, qkv, context, batch, tokens, heads, head_dim);
+  }
+}
+} // namespace mma_path
+
 namespace {
 
 template <typename T>
@@ -362,8 +629,10 @@ int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqk
   if constexpr (!std::is_same_v<T, float>) {
     if (fused::takes(kernels, batch, tokens, num_heads, head_dim)) {
       T *qkv_rounded = reinterpret_cast<T *>(qkv), *rounded = reinterpret_cast<T *>(context);
+      const bool mma = mma_path::takes(kernels, head_dim);
       if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv_rounded, rows, model_dim, qkv_stride) ||
-          fused::run(kernels, qkv_rounded, rounded, batch, tokens, num_heads, head_dim))
+          (mma ? mma_path::run : fused::run)(kernels, qkv_rounded, rounded, batch, tokens,
+                                             num_heads, head_dim))
         return 1;
       return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
                              model_dim);

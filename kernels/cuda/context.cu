@@ -34,6 +34,18 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
   kernels->partition = partition;
   kernels->stream = stream;
   int failed = 0;
+  /* The experiments' switches (kernels_internal.h), refused when misspelt. */
+  kernels->linear_epilogue = htp_cuda_linear_epilogue_from_env();
+  kernels->attention_kernel = htp_cuda_attention_kernel_from_env();
+  if (kernels->linear_epilogue < 0 || kernels->attention_kernel < 0) {
+    const int linear = kernels->linear_epilogue < 0;
+    if (err) snprintf(err, (size_t)err_size, "%s=%s: expected %s",
+                      linear ? "HTP_CUDA_LINEAR_EPILOGUE" : "HTP_CUDA_ATTENTION",
+                      getenv(linear ? "HTP_CUDA_LINEAR_EPILOGUE" : "HTP_CUDA_ATTENTION"),
+                      linear ? "pass or cublaslt" : "wmma or mma");
+    htp_cuda_kernels_destroy(kernels);
+    return 1;
+  }
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess && !stream) {
     status = cudaStreamCreateWithFlags(&kernels->stream, cudaStreamNonBlocking);
@@ -56,6 +68,10 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
   if (!failed && (cublasCreate(&kernels->blas) != CUBLAS_STATUS_SUCCESS ||
                   cublasSetStream(kernels->blas, kernels->stream) != CUBLAS_STATUS_SUCCESS)) {
     if (err) snprintf(err, (size_t)err_size, "cuBLAS initialisation failed on device %d", device);
+    failed = 1;
+  }
+  if (!failed && cublasLtCreate(&kernels->lt) != CUBLAS_STATUS_SUCCESS) {
+    if (err) snprintf(err, (size_t)err_size, "cuBLASLt initialisation failed on device %d", device);
     failed = 1;
   }
   for (int i = 0; !failed && partition && i < 2 * HTP_KERNEL_TIMERS; ++i) {
@@ -86,6 +102,11 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
     cudaFree(kernels->staging);
   if (kernels->workspace)
     cudaFree(kernels->workspace);
+  if (kernels->lt_workspace)
+    cudaFree(kernels->lt_workspace);
+  htp_cuda_lt_cache_destroy(kernels->lt_cache);
+  if (kernels->lt)
+    cublasLtDestroy(kernels->lt);
   for (int i = 0; i < 2 * HTP_KERNEL_TIMERS; ++i)
     if (kernels->marks[i / 2][i % 2])
       cudaEventDestroy(kernels->marks[i / 2][i % 2]);

@@ -12,13 +12,36 @@
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels_cuda.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+/* How a linear with a bias gets its bias (HTP_CUDA_LINEAR_EPILOGUE, read
+ * when the object is made): PASS, the verified default, has the GEMM write
+ * x·wᵀ (f32: onto the broadcast bias; bf16: into the f32 workspace, then
+ * one bias-and-round pass); CUBLASLT adds it in cuBLASLt's epilogue to the
+ * f32 accumulator, no split-K reduction allowed, for aligned shapes only
+ * (linear.cu), an experiment until a GPU check says it rounds once. */
+enum { HTP_CUDA_EPILOGUE_PASS = 0, HTP_CUDA_EPILOGUE_CUBLASLT = 1 };
+/* Which kernel runs the fused bf16 attention (HTP_CUDA_ATTENTION, read when
+ * the object is made; attention.cu): WMMA, the verified default, or MMA
+ * (mma.sync with the scores and context in registers, heads up to 128
+ * wide), an experiment until a GPU check passes it. */
+enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1 };
+struct htp_cuda_lt_cache;
 
 struct htp_cuda_kernels {
   int device;
   cudaStream_t stream;
   cublasHandle_t blas;
+  /* cuBLASLt for the bias epilogue (linear.cu): its handle, its plans by
+   * shape (NULL until the first), its workspace (grown once). */
+  cublasLtHandle_t lt;
+  int linear_epilogue;  /* HTP_CUDA_EPILOGUE_* */
+  int attention_kernel; /* HTP_CUDA_ATTENTION_* */
+  struct htp_cuda_lt_cache *lt_cache;
+  void *lt_workspace;
+  size_t lt_workspace_bytes;
   /* Device copy of the host-side lists (unit ids, input pointers) that the
    * gather kernels read (gather.cu); grown on demand, freed with the object. */
   void *staging;
@@ -32,8 +55,9 @@ struct htp_cuda_kernels {
    * events on the stream, created on first use (in a green context, at
    * creation); bit i of marks_recorded[timer] once mark i was. */
   /* The fused bf16 attention (attention.cu): the shared memory the device
-   * lets one block have (0: not asked yet), and a bit per head width whose
-   * kernel was allowed it, so neither is asked again every call. */
+   * lets one block have (0: not asked yet), and a bit per kernel and head
+   * width that was allowed it (the WMMA kernel's DP / 32, the mma one's
+   * DP / 32 << 4), so neither is asked again every call. */
   int shared_per_block;
   unsigned fused_allowed;
   cudaEvent_t marks[HTP_KERNEL_TIMERS][2];
@@ -92,6 +116,15 @@ int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *si
  * the error: the f32 results of the bf16 kernels that round once (the
  * linear with a bias, the unit kernels). */
 float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t floats);
+
+/* Frees the cuBLASLt plans (linear.cu); accepts NULL. */
+void htp_cuda_lt_cache_destroy(struct htp_cuda_lt_cache *cache);
+/* The linear epilogue HTP_CUDA_LINEAR_EPILOGUE asks for (unset or "pass":
+ * PASS, "cublaslt": CUBLASLT), or -1 for any other value. */
+int htp_cuda_linear_epilogue_from_env(void);
+/* The attention kernel HTP_CUDA_ATTENTION asks for (unset or "wmma": WMMA,
+ * "mma": MMA), or -1 for any other value (attention.cu). */
+int htp_cuda_attention_kernel_from_env(void);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the
