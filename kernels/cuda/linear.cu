@@ -23,6 +23,7 @@
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
@@ -82,6 +83,14 @@ int htp_cuda_linear_epilogue_from_env(void) {
   return strcmp(value, "cublaslt") == 0 ? HTP_CUDA_EPILOGUE_CUBLASLT : -1;
 }
 
+/* The epilogue is an experiment the caller switched on: each shape's plan
+ * is said once on stderr, so a check's log shows what ran. */
+static void note_plan(const htp_cuda_lt_plan *plan, const char *what) {
+  fprintf(stderr, "htp cuda: linear %s [%lld x %lld -> %lld]: cuBLASLt %s\n",
+          plan->type == CUDA_R_16BF ? "bf16" : "f32", (long long)plan->rows,
+          (long long)plan->in_features, (long long)plan->out_features, what);
+}
+
 #define HTP_LT_TRY(call)                                                                 \
   do {                                                                                  \
     cublasStatus_t status_ = (call);                                                    \
@@ -135,8 +144,10 @@ static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaD
                                             preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   /* No plan is not an error: the shape takes the pass. */
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1))
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found < 1)) {
+    note_plan(plan, "declined (no algorithm): the bias pass");
     return 0;
+  }
   HTP_LT_TRY(status);
   HTP_LT_TRY(result.state);
   /* Belt and braces: an algorithm that splits K reduces partial sums. */
@@ -144,10 +155,10 @@ static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaD
   size_t written = 0;
   HTP_LT_TRY(cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                                   &splits, sizeof splits, &written));
-  if (splits > 1 || result.workspaceSize > workspace)
-    return 0;
-  plan->algo = result.algo;
-  plan->usable = 1;
+  plan->usable = splits <= 1 && result.workspaceSize <= workspace;
+  if (plan->usable)
+    plan->algo = result.algo;
+  note_plan(plan, plan->usable ? "its epilogue" : "declined (split K): the bias pass");
   return 0;
 }
 
