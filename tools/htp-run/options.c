@@ -401,7 +401,11 @@ static const char *const HELP[] = {
     "summing on the device; --sms R:COUNT gives rank R a partition of the SMs. For\n"
     "several GPUs: mpirun -np N htp-run block.so --backend nccl --device cuda (one\n"
     "process per GPU). Without CUDA in the build, or without a GPU, --device cuda\n"
-    "is an error (exit 1).\n",
+    "is an error (exit 1). Two kernels not yet run on a GPU can be switched on for\n"
+    "a check (other values are refused): HTP_CUDA_LINEAR_EPILOGUE=cublaslt (a\n"
+    "linear's bias added in cuBLASLt's epilogue; each shape's plan is said on\n"
+    "stderr) and HTP_CUDA_ATTENTION=mma (the bf16 attention on mma.sync); the\n"
+    "defaults are pass and wmma.\n",
     "\n"
     "Training. htp-run --train runs a module compiled from examples/gen_vit.py\n"
     "--model (compiled with htp-grad: @vit_loss_grad returns the loss, the logits and\n"
