@@ -66,22 +66,6 @@ int64_t automaticUnitWidth(int64_t hidden) {
   return smallestDivisorAtLeast(hidden, floor);
 }
 
-/// True when any tensor of `func` (an argument, a result, an op's operand
-/// or result) is bf16: the dialect and the lowering make such a block
-/// all bf16.
-bool isBF16Block(func::FuncOp func) {
-  auto isBF16 = [](Type type) { return getElementTypeOrSelf(type).isBF16(); };
-  if (llvm::any_of(func.getArgumentTypes(), isBF16) ||
-      llvm::any_of(func.getResultTypes(), isBF16))
-    return true;
-  bool found = false;
-  func.walk([&](Operation *op) {
-    if (llvm::any_of(op->getOperandTypes(), isBF16) || llvm::any_of(op->getResultTypes(), isBF16))
-      found = true;
-  });
-  return found;
-}
-
 int64_t dimOf(Value value, unsigned dim) {
   return cast<RankedTensorType>(value.getType()).getDimSize(dim);
 }
@@ -95,14 +79,6 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       return; // only split functions have units to balance
     if (func->hasAttr(kBackwardAttrName))
       return; // a backward already written (by hand, or by --htp-grad run first)
-    if (isBF16Block(func)) {
-      // The runtime's hooks compute in f32 only (the bf16 contract): the
-      // block stays as the split left it, and runs with --policy none.
-      func.emitWarning() << "htp-balance-hooks: '@" << func.getSymName()
-                         << "' is a bf16 block: balance hooks are f32-only for now; it runs "
-                            "with policy none";
-      return;
-    }
     if (mlpUnitWidth < 0) {
       func.emitError() << "--htp-balance-hooks: mlp-unit-width must be >= 0, got "
                        << static_cast<int64_t>(mlpUnitWidth);

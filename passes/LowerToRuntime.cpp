@@ -227,17 +227,16 @@ LogicalResult EntryLowering::checkSupported() {
       return func.emitError() << "result #" << index << "'s '" << kGradOfAttrName
                               << "' names no parameter of the function";
   }
-  // The balance hooks, forward (htp_rt_attention_f32, htp_rt_mlp_f32) and
-  // backward (htp_rt_attention_grad_f32, htp_rt_mlp_grad_f32), are f32
-  // only: --htp-balance-hooks leaves bf16 blocks without them, so only IR
-  // written by hand gets here (and the backward ones, training ops, are
-  // refused on bf16 by their verifier before).
+  // The forward hooks have bf16 twins (htp_rt_attention_bf16,
+  // htp_rt_mlp_bf16); the backward ones (htp_rt_attention_grad_f32,
+  // htp_rt_mlp_grad_f32) are f32 only, as training is (their verifiers
+  // refuse bf16 before; this keeps IR that skipped them out too).
   for (Operation &op : func.getBody().front().without_terminator()) {
-    if (callsBalanceHook(op) && !opElementType(&op).isF32())
-      return op.emitOpError() << "is a balance hook on " << dtypeName(opElementType(&op))
-                              << " tensors; the runtime's balance hooks are f32-only (a bf16 "
-                                 "block runs unsplit ops: drop `pair`, or write the MLP as "
-                                 "htp.linear, htp.gelu, htp.linear)";
+    if (isa<AttentionGradOp, MLPGradOp>(op) && callsBalanceHook(op) &&
+        !opElementType(&op).isF32())
+      return op.emitOpError() << "is a backward balance hook on "
+                              << dtypeName(opElementType(&op))
+                              << " tensors; the backward hooks are f32-only, as training is";
   }
   // BLAS takes its dims and leading dims as int: a larger GEMM dim would wrap.
   constexpr int64_t kMaxGemmDim = std::numeric_limits<int32_t>::max();

@@ -165,8 +165,8 @@ struct LinearLowering : CallPattern<LinearOp> {
 
 /// htp.attention → htp_op_attention_f32 or _bf16 (with the scratch's size
 /// in floats: f32 scratch in both), or with a `pair` the balance hook
-/// htp_rt_attention_f32 (the heads the plan gives this rank; no proj bias;
-/// f32 only, which the lowering checked).
+/// htp_rt_attention_f32 or _bf16 (the heads the plan gives this rank; no
+/// proj bias; f32 scratch in both).
 struct AttentionLowering : CallPattern<AttentionOp> {
   using CallPattern::CallPattern;
   void emitCall(AttentionOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -183,7 +183,8 @@ struct AttentionLowering : CallPattern<AttentionOp> {
                               result,               scratch};
       args.append(dims());
       entry.returnIfFailed(rewriter, loc,
-                           entry.callRuntime(rewriter, loc, "htp_rt_attention_f32", args));
+                           entry.callRuntime(rewriter, loc,
+                                             opEntryPoint("htp_rt_attention", op), args));
     } else {
       // checkEntryFunction made sure the scratch's size fits.
       int64_t scratchFloats = *scratchBytes(op) / static_cast<int64_t>(sizeof(float));
@@ -242,8 +243,8 @@ struct AddLowering : CallPattern<AddOp> {
   }
 };
 
-/// htp.mlp → the balance hook htp_rt_mlp_f32 (the units the plan gives
-/// this rank; f32 only, which the lowering checked).
+/// htp.mlp → the balance hook htp_rt_mlp_f32 or _bf16 (the units the plan
+/// gives this rank; f32 scratch in both).
 struct MLPLowering : CallPattern<MLPOp> {
   using CallPattern::CallPattern;
   void emitCall(MLPOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -252,7 +253,7 @@ struct MLPLowering : CallPattern<MLPOp> {
     int64_t hidden = cast<RankedTensorType>(op.getFc1Weight().getType()).getDimSize(0);
     Value scratch = entry.scratchPointer(rewriter, op);
     Value status = entry.callRuntime(
-        rewriter, loc, "htp_rt_mlp_f32",
+        rewriter, loc, opEntryPoint("htp_rt_mlp", op),
         {entry.rtContext, constantI32(rewriter, loc, op.getPair()), adaptor.getInput(),
          adaptor.getFc1Weight(), optionalPointer(rewriter, loc, adaptor.getFc1Bias()),
          adaptor.getFc2Weight(), result, scratch,

@@ -155,11 +155,11 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
     in program order, marks the attention with its `pair`, and fuses each
     MLP column→GELU→row chain into one `htp.mlp` whose units are blocks of
     `unit_width` hidden neurons. The lowering turns both into calls of the
-    runtime's hooks (`htp_rt_attention_f32`, `htp_rt_mlp_f32`), which compute
-    the units the current plan gives the rank (DESIGN §4).
+    runtime's hooks (`htp_rt_attention_f32`, `htp_rt_mlp_f32`, or their
+    `_bf16` twins in a bf16 block), which compute the units the current
+    plan gives the rank (DESIGN §4). bf16 units prune but do not migrate
+    yet (the runtime refuses migrate and semi for them).
 
-    The hooks are f32-only for now: a bf16 block is left as the split made
-    it, with a warning saying so; it runs with the executor's policy none.
     It runs before `--htp-grad`, whose adjoints of the hooked ops are the
     backward hooks (`htp.attention_grad` with the `pair`, `htp.mlp_grad`);
     a function already marked `htp.backward` (a backward written by hand,
@@ -307,8 +307,9 @@ def HTPLowerToRuntime : Pass<"htp-lower-to-runtime", "mlir::ModuleOp"> {
     backward hooks (`htp_rt_attention_grad_f32`, `htp_rt_mlp_grad_f32`).
     An op on bf16 tensors calls the `_bf16` twin of its entry point
     (`htp_op_linear_bf16`, ..., `htp_allreduce_sum_bf16`: the same
-    arguments, bf16 pointers; the attention's scratch stays f32); the hooks
-    are f32-only, so a bf16 `htp.mlp` or paired attention is an error. The
+    arguments, bf16 pointers; the attention's scratch stays f32), the
+    forward hooks too (`htp_rt_attention_bf16`, `htp_rt_mlp_bf16`); the
+    backward hooks are f32-only, as training is. The
     block so names no device-specific kernel. Every call's status is checked, and a
     failing one (bad arguments, a device error, a peer that hung or died) is
     returned from the entry point at once.

@@ -22,6 +22,13 @@
  * runs its own units in place and each packed block as one head or
  * hidden-units call and one row-parallel linear.
  *
+ * The bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16) run the same
+ * bodies with the kernel table's bf16 unit kernels, pruning only: their
+ * kept units in place (run_in_place), pruned ones contributing zero. The
+ * shards (unit_shard.c) and the packed blocks are f32, so a bf16 unit does
+ * not migrate yet, and the balancer's config check refuses the policies
+ * that would (and the selections and imputations that read activations).
+ *
  * In training, htp-grad writes the adjoint of a hooked attention or MLP pair
  * as a call of htp_rt_attention_grad_f32 / htp_rt_mlp_grad_f32, which
  * follows the plan the forward hook of the same pair ran under:
@@ -84,14 +91,19 @@ typedef htp__unit_shape unit_shape;
 typedef struct pair_call {
   htp_pair_kind kind;
   int32_t pair;
-  const float *x;
-  const float *first;    /* wqkv / w1: [parts * units * width, d] */
-  const float *bias;     /* bqkv / b1 (may be NULL) */
-  const float *second;   /* wproj / w2: [d, units * width] */
-  float *y;              /* [rows, d] partial sum */
-  float *act;            /* [rows, units * width]: this rank's units' activations */
-  float *migrated;       /* [rows, width]: one migrated unit's (one_by_one) */
-  float *kernel_scratch; /* the head kernel's own scratch (attention) */
+  /* The tensors, of the block's dtype: float, or htp_bf16 where bf16 is set
+   * (a bf16 call runs run_all_units or run_in_place without imputation or
+   * in-units: the paths that dispatch on it). */
+  int bf16;
+  const char *hook;      /* the hook's name, for messages */
+  const void *x;
+  const void *first;     /* wqkv / w1: [parts * units * width, d] */
+  const void *bias;      /* bqkv / b1 (may be NULL) */
+  const void *second;    /* wproj / w2: [d, units * width] */
+  void *y;               /* [rows, d] partial sum */
+  void *act;             /* [rows, units * width]: this rank's units' activations */
+  float *migrated;       /* [rows, width]: one migrated unit's (one_by_one, f32) */
+  float *kernel_scratch; /* the head kernel's own scratch (attention; f32 in both) */
   int64_t batch, tokens, rows, model_dim;
   int64_t units, width;  /* this rank's share: units of width columns */
   int32_t tanh_approx;   /* MLP: GELU's tanh approximation */
@@ -127,47 +139,69 @@ typedef struct grad_call {
 
 /* out[:, unit columns] = activation of the listed units of a block of
  * `units` units whose weights are first / bias; list NULL: every unit. */
-typedef htp_kernel_status (*activate_fn)(const pair_call *call, const float *first,
-                                         const float *bias, int64_t units, const int32_t *list,
-                                         int64_t count, float *out);
+typedef htp_kernel_status (*activate_fn)(const pair_call *call, const void *first,
+                                         const void *bias, int64_t units, const int32_t *list,
+                                         int64_t count, void *out);
 
 /* What differs between the kinds in forward (in backward: shard_backward). */
 typedef struct pair_ops {
-  const char *hook;      /* the hook's name, for messages */
   const char *unit;      /* what a unit is called, for messages */
   activate_fn activate;
 } pair_ops;
 
-static htp_kernel_status attention_activate(const pair_call *c, const float *wqkv,
-                                            const float *bqkv, int64_t heads,
-                                            const int32_t *list, int64_t count, float *out) {
-  if (list)
-    return c->kernels->attention_heads_f32(c->env, c->x, wqkv, bqkv, out, c->kernel_scratch,
-                                           c->batch, c->tokens, c->model_dim, heads, c->width,
-                                           list, count);
+/* The listed heads of the table's kernel for the call's dtype. */
+static htp_kernel_status heads(const pair_call *c, const void *wqkv, const void *bqkv,
+                               int64_t count_heads, const int32_t *list, int64_t count,
+                               void *out) {
+  return c->bf16 ? c->kernels->attention_heads_bf16(c->env, c->x, wqkv, bqkv, out,
+                                                    c->kernel_scratch, c->batch, c->tokens,
+                                                    c->model_dim, count_heads, c->width, list,
+                                                    count)
+                 : c->kernels->attention_heads_f32(c->env, c->x, wqkv, bqkv, out,
+                                                   c->kernel_scratch, c->batch, c->tokens,
+                                                   c->model_dim, count_heads, c->width, list,
+                                                   count);
+}
+
+static htp_kernel_status attention_activate(const pair_call *c, const void *wqkv,
+                                            const void *bqkv, int64_t units,
+                                            const int32_t *list, int64_t count, void *out) {
+  if (list) return heads(c, wqkv, bqkv, units, list, count, out);
   htp_kernel_status status = HTP_KERNEL_OK;
-  for (int32_t h = 0; h < heads && status == HTP_KERNEL_OK; ++h) /* one head at a time */
-    status = c->kernels->attention_heads_f32(c->env, c->x, wqkv, bqkv, out, c->kernel_scratch,
-                                             c->batch, c->tokens, c->model_dim, heads,
-                                             c->width, &h, 1);
+  for (int32_t h = 0; h < units && status == HTP_KERNEL_OK; ++h) /* one head at a time */
+    status = heads(c, wqkv, bqkv, units, &h, 1, out);
   return status;
 }
 
-static htp_kernel_status mlp_activate(const pair_call *c, const float *w1, const float *b1,
+static htp_kernel_status mlp_activate(const pair_call *c, const void *w1, const void *b1,
                                       int64_t units, const int32_t *list, int64_t count,
-                                      float *out) {
+                                      void *out) {
   const int64_t hidden = units * c->width;
   const int32_t everything = 0; /* every neuron as one unit: one GEMM */
-  if (list)
-    return c->kernels->mlp_hidden_units_f32(c->env, c->x, w1, b1, out, c->rows, c->model_dim,
-                                            hidden, c->width, list, count, c->tanh_approx);
-  return c->kernels->mlp_hidden_units_f32(c->env, c->x, w1, b1, out, c->rows, c->model_dim,
-                                          hidden, hidden, &everything, 1, c->tanh_approx);
+  const int64_t width = list ? c->width : hidden;
+  if (!list) list = &everything, count = 1;
+  return c->bf16 ? c->kernels->mlp_hidden_units_bf16(c->env, c->x, w1, b1, out, c->rows,
+                                                     c->model_dim, hidden, width, list, count,
+                                                     c->tanh_approx)
+                 : c->kernels->mlp_hidden_units_f32(c->env, c->x, w1, b1, out, c->rows,
+                                                    c->model_dim, hidden, width, list, count,
+                                                    c->tanh_approx);
+}
+
+/* y (+)= act's listed units (of `width` columns, of a row of `inner`) times
+ * second's columns: the table's row-parallel linear for the call's dtype. */
+static htp_kernel_status project(const pair_call *c, const void *act, const void *second,
+                                 int64_t inner, int64_t width, const int32_t *list,
+                                 int64_t count, int32_t accumulate) {
+  return c->bf16 ? c->kernels->linear_units_bf16(c->env, act, second, c->y, c->rows, inner,
+                                                 c->model_dim, width, list, count, accumulate)
+                 : c->kernels->linear_units_f32(c->env, act, second, c->y, c->rows, inner,
+                                                c->model_dim, width, list, count, accumulate);
 }
 
 static const pair_ops PAIR_OPS[HTP_PAIR_KINDS] = {
-    [HTP_PAIR_ATTENTION] = {"htp_rt_attention_f32", "head", attention_activate},
-    [HTP_PAIR_MLP] = {"htp_rt_mlp_f32", "MLP unit", mlp_activate},
+    [HTP_PAIR_ATTENTION] = {"head", attention_activate},
+    [HTP_PAIR_MLP] = {"MLP unit", mlp_activate},
 };
 
 /* The MLP's backward as far as its hidden layer: x · fc1ᵀ + b and GELU
@@ -395,10 +429,8 @@ static htp_result run_all_units(htp_ctx *ctx, const pair_call *call) {
   htp_kernel_status status =
       ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
   if (status == HTP_KERNEL_OK)
-    status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
-                                             call->rows, inner, call->model_dim, inner, &zero, 1,
-                                             0);
-  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, ops->hook);
+    status = project(call, call->act, call->second, inner, inner, &zero, 1, 0);
+  return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, call->hook);
 }
 
 /* The call checked against the pair's registration, its weights noted (the
@@ -408,7 +440,7 @@ static htp_result register_call(htp_ctx *ctx, htp_balancer *b, const pair_call *
   const pair_ops *ops = &PAIR_OPS[call->kind];
   const int32_t pair = call->pair;
   htp_result checked = check_pair(ctx, b, call->kind, pair, call->units, call->width,
-                                  call->model_dim, ops->hook);
+                                  call->model_dim, call->hook);
   if (checked != HTP_OK) return checked;
   htp__registered_pair *w = &b->pairs[pair];
   w->first = call->first;
@@ -418,9 +450,9 @@ static htp_result register_call(htp_ctx *ctx, htp_balancer *b, const pair_call *
   if (b->norm && w->normed != call->second)
     htp__scores_norms(b, call->pair, call->second, call->units, call->width, call->model_dim);
   if (htp_unit_table_get(b->table, pair, s) != HTP_OK)
-    return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", ops->hook, (int)pair);
+    return htp__fail(ctx, HTP_ERR_INTERNAL, "%s: no unit sets for pair %d", call->hook, (int)pair);
   HTP__INVALID_IF(ctx, b->packed[pair].count != s->num_in,
-                  "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", ops->hook,
+                  "%s: pair %d: %d migrated-in %ss packed, the unit table has %d", call->hook,
                   (int)pair, b->packed[pair].count, ops->unit, s->num_in);
   return HTP_OK;
 }
@@ -446,13 +478,12 @@ static htp_unit_sets imputed_units(htp_balancer *b, int32_t pair, const htp_unit
  * zero imputation, or same imputation that has nothing to fill). */
 static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
                               const htp_unit_sets *s, double started) {
-  const pair_ops *ops = &PAIR_OPS[call->kind];
   if (on_device(call)) { /* the device's clock starts with the hook's first kernel */
     htp_result r = htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_HOOKS, 0);
     if (r != HTP_OK) return r;
   }
   htp_kernel_status status = compute_compact(b, call, s);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
   if (b->config.impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
     htp_result r = htp_imputer_store_listed(b->imputer, call->pair, b->compact_scratch,
                                             (size_t)call->rows,
@@ -460,7 +491,7 @@ static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
                                             s->units, (size_t)call->width, s->kept, s->num_kept,
                                             b->steps);
     if (r != HTP_OK)
-      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)call->pair);
+      return htp__fail(ctx, r, "%s: pair %d: imputation failed", call->hook, (int)call->pair);
   }
   return finish_site(ctx, b, call, s, started);
 }
@@ -480,7 +511,7 @@ static htp_result run_in_place(htp_ctx *ctx, htp_balancer *b, const pair_call *c
   }
   htp_kernel_status status = ops->activate(call, call->first, call->bias, call->units, s->kept,
                                            s->num_kept, call->act);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
   htp__scores_observe(b, call->pair, s, call->act, call->rows, call->width,
                       call->units * call->width, 0);
   const int32_t *projected = s->kept;
@@ -495,28 +526,36 @@ static htp_result run_in_place(htp_ctx *ctx, htp_balancer *b, const pair_call *c
                           (size_t)inner, s->units, (size_t)call->width, imputed, b->steps,
                           c->same_max_age);
     if (r != HTP_OK)
-      return htp__fail(ctx, r, "%s: pair %d: imputation failed", ops->hook, (int)call->pair);
+      return htp__fail(ctx, r, "%s: pair %d: imputation failed", call->hook, (int)call->pair);
     num_projected = merge_units(imputed, b->listed);
     projected = b->listed;
   }
-  status = call->kernels->linear_units_f32(call->env, call->act, call->second, call->y,
-                                           call->rows, inner, call->model_dim, call->width,
-                                           projected, num_projected, 0);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+  status = project(call, call->act, call->second, inner, call->width, projected, num_projected, 0);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
   /* Migrated-in units: packed blocks (or one at a time, tests). The apply
    * packed exactly the table's in-units, each cached here. */
   status = b->one_by_one ? add_in_units_one_by_one(b, call, s) : add_in_units_packed(b, call);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, ops->hook);
+  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
   return finish_site(ctx, b, call, s, started);
 }
 
 static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) {
   htp_balancer *b = ctx ? ctx->balancer : NULL;
   if (!b || b->hookless || b->suspended) return run_all_units(ctx, call);
+  HTP__INVALID_IF(ctx, (htp__element_bytes(&b->config) == 2) != call->bf16,
+                  "%s: pair %d: a %s call, but the balancer is configured for %s units "
+                  "(htp_balancer_config.element_bytes %d)",
+                  call->hook, (int)call->pair, call->bf16 ? "bf16" : "f32",
+                  call->bf16 ? "f32" : "bf16", (int)htp__element_bytes(&b->config));
   htp_unit_sets s;
   htp_result r = register_call(ctx, b, call, &s);
   if (r != HTP_OK) return r;
   const htp_unit_sets imputed = imputed_units(b, call->pair, &s);
+  if (call->bf16) { /* pruning only (the config refused the rest): kept units in place */
+    HTP__INVALID_IF(ctx, s.num_in > 0, "%s: pair %d: %d migrated-in bf16 units (no migration "
+                    "of bf16 units yet)", call->hook, (int)call->pair, s.num_in);
+    return run_in_place(ctx, b, call, &s, &imputed, started);
+  }
   if (!b->one_by_one && imputed.num_pruned == 0 && (s.num_kept < call->units || s.num_in > 0))
     return run_compact(ctx, b, call, &s, started);
   return run_in_place(ctx, b, call, &s, &imputed, started);
@@ -795,11 +834,12 @@ static htp_result run_pair_backward(htp_ctx *ctx, grad_call *c, double started) 
 
 /* ===== The hooks, attention then MLP, each forward then backward ======= */
 
-htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
-                                const float *bqkv, const float *wproj, float *y, float *scratch,
-                                int64_t batch, int64_t tokens, int64_t model_dim,
-                                int64_t num_heads, int64_t head_dim) {
-  const char *what = PAIR_OPS[HTP_PAIR_ATTENTION].hook;
+/* The attention hook's body for either dtype (its tensors' type: bf16). */
+static htp_result attention_hook(htp_ctx *ctx, int bf16, int32_t pair, const void *x,
+                                 const void *wqkv, const void *bqkv, const void *wproj, void *y,
+                                 float *scratch, int64_t batch, int64_t tokens,
+                                 int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const char *what = bf16 ? "htp_rt_attention_bf16" : "htp_rt_attention_f32";
   const double started = htp__hook_now(ctx);
   HTP__INVALID_IF(ctx, !x || !wqkv || !wproj || !y || !scratch,
                   "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
@@ -813,16 +853,35 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                       num_heads > INT_MAX / 3 / head_dim,
                   "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
   const int64_t rows = batch * tokens, inner = num_heads * head_dim;
-  /* scratch: context [rows, inner], one migrated head [rows, head_dim],
-   * then the head kernel's own (htp_rt_attention_scratch_floats). */
+  /* scratch (floats, whatever the dtype): context [rows, inner], one
+   * migrated head [rows, head_dim], then the head kernel's own
+   * (htp_rt_attention_scratch_floats). */
   const pair_call call = {
-      .kind = HTP_PAIR_ATTENTION, .pair = pair, .x = x, .first = wqkv, .bias = bqkv,
-      .second = wproj, .y = y, .act = scratch, .migrated = scratch + rows * inner,
+      .kind = HTP_PAIR_ATTENTION, .pair = pair, .bf16 = bf16, .hook = what, .x = x,
+      .first = wqkv, .bias = bqkv, .second = wproj, .y = y, .act = scratch,
+      .migrated = scratch + rows * inner,
       .kernel_scratch = scratch + rows * inner + rows * head_dim, .batch = batch,
       .tokens = tokens, .rows = rows, .model_dim = model_dim, .units = num_heads,
       .width = head_dim, .tanh_approx = 0, .kernels = htp__kernel_table(ctx),
       .env = htp__kernel_env(ctx)};
   return run_pair(ctx, &call, started);
+}
+
+htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *wqkv,
+                                const float *bqkv, const float *wproj, float *y, float *scratch,
+                                int64_t batch, int64_t tokens, int64_t model_dim,
+                                int64_t num_heads, int64_t head_dim) {
+  return attention_hook(ctx, 0, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+                        model_dim, num_heads, head_dim);
+}
+
+htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
+                                 const uint16_t *wqkv, const uint16_t *bqkv,
+                                 const uint16_t *wproj, uint16_t *y, float *scratch,
+                                 int64_t batch, int64_t tokens, int64_t model_dim,
+                                 int64_t num_heads, int64_t head_dim) {
+  return attention_hook(ctx, 1, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+                        model_dim, num_heads, head_dim);
 }
 
 htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
@@ -854,11 +913,12 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
   return run_pair_backward(ctx, &c, started);
 }
 
-htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
-                          const float *b1, const float *w2, float *y, float *scratch,
-                          int64_t rows, int64_t model_dim, int64_t hidden_dim,
-                          int64_t unit_width, int32_t tanh_approx) {
-  const char *what = PAIR_OPS[HTP_PAIR_MLP].hook;
+/* The MLP hook's body for either dtype (its tensors' type: bf16). */
+static htp_result mlp_hook(htp_ctx *ctx, int bf16, int32_t pair, const void *x, const void *w1,
+                           const void *b1, const void *w2, void *y, float *scratch,
+                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
+                           int64_t unit_width, int32_t tanh_approx) {
+  const char *what = bf16 ? "htp_rt_mlp_bf16" : "htp_rt_mlp_f32";
   const double started = htp__hook_now(ctx);
   HTP__INVALID_IF(ctx, !x || !w1 || !w2 || !y || !scratch,
                   "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
@@ -872,9 +932,12 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                   (int)pair, (long long)hidden_dim, (long long)unit_width);
   HTP__INVALID_IF(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
                   "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
-  /* scratch: hidden [rows, hidden_dim], one migrated unit [rows, unit_width]. */
+  /* scratch (floats, whatever the dtype): hidden [rows, hidden_dim], one
+   * migrated unit [rows, unit_width]. */
   const pair_call call = {.kind = HTP_PAIR_MLP,
                           .pair = pair,
+                          .bf16 = bf16,
+                          .hook = what,
                           .x = x,
                           .first = w1,
                           .bias = b1,
@@ -893,6 +956,22 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                           .kernels = htp__kernel_table(ctx),
                           .env = htp__kernel_env(ctx)};
   return run_pair(ctx, &call, started);
+}
+
+htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,
+                          const float *b1, const float *w2, float *y, float *scratch,
+                          int64_t rows, int64_t model_dim, int64_t hidden_dim,
+                          int64_t unit_width, int32_t tanh_approx) {
+  return mlp_hook(ctx, 0, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+                  unit_width, tanh_approx);
+}
+
+htp_result htp_rt_mlp_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x, const uint16_t *w1,
+                           const uint16_t *b1, const uint16_t *w2, uint16_t *y, float *scratch,
+                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
+                           int64_t unit_width, int32_t tanh_approx) {
+  return mlp_hook(ctx, 1, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+                  unit_width, tanh_approx);
 }
 
 htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,

@@ -228,6 +228,10 @@ static inline int64_t htp__unit_width(const htp_balancer_config *c, htp_pair_kin
 static inline int64_t htp__unit_parts(htp_pair_kind kind) {
   return kind == HTP_PAIR_ATTENTION ? 3 : 1;
 }
+/* Bytes of one element of the block's tensors (the config's, 4 by default). */
+static inline int64_t htp__element_bytes(const htp_balancer_config *c) {
+  return c->element_bytes ? c->element_bytes : 4;
+}
 /* Floats of one unit's shard (the layout at the top of unit_weights.c). */
 static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);

@@ -23,10 +23,11 @@
 #include "kernels/htp_kernel_table.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind) {
-  return config ? htp__unit_floats(config, kind) * (int64_t)sizeof(float) : 0;
+  return config ? htp__unit_floats(config, kind) * htp__element_bytes(config) : 0;
 }
 
 /* ===== Lifecycle ========================================================= */
@@ -35,33 +36,36 @@ static int is_hookless(const htp_balancer_config *c) {
   return c->model_dim == 0 && c->head_dim == 0 && c->mlp_unit_width == 0;
 }
 
-static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
-#define REJECT(...) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: " __VA_ARGS__)
+htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, size_t why_size) {
+#define REJECT(...)                                                                       \
+  do {                                                                                    \
+    if (why && why_size) snprintf(why, why_size, __VA_ARGS__);                            \
+    return HTP_ERR_INVALID;                                                               \
+  } while (0)
   if (!c) REJECT("config is NULL");
   if (c->magic != HTP_BALANCER_CONFIG_MAGIC)
     REJECT("config.magic is 0x%08x, not HTP_BALANCER_CONFIG_MAGIC (start from "
            "HTP_BALANCER_CONFIG_INITIALIZER)",
            (unsigned)c->magic);
-  char why[HTP__MESSAGE_SIZE - 64];
-  if (htp_planner_config_check(&c->planner, why, sizeof why) != HTP_OK)
-    REJECT("config.planner: %s", why);
-  if (c->planner.world_size != htp_ctx_size(ctx))
-    REJECT("config.planner.world_size is %d, the context's world has %d ranks",
-           c->planner.world_size, htp_ctx_size(ctx));
+  char planner_why[HTP__MESSAGE_SIZE - 64];
+  if (htp_planner_config_check(&c->planner, planner_why, sizeof planner_why) != HTP_OK)
+    REJECT("config.planner: %s", planner_why);
   if (c->selection < HTP_SELECT_RANDOM || c->selection > HTP_SELECT_DISPLACEMENT)
     REJECT("unknown selection %d", (int)c->selection);
   if (c->impute < HTP_IMPUTE_ZERO || c->impute > HTP_IMPUTE_AVERAGE)
     REJECT("unknown impute %d", (int)c->impute);
   if (c->same_max_age < 0) REJECT("same_max_age %lld is negative", (long long)c->same_max_age);
-  /* Importance scores and the same/average imputation read activations and
-   * weights with the host's loops: on a device those are device memory. */
-  const htp_kernel_table *table = htp__kernel_table(ctx);
-  if (table->device != HTP_KERNEL_DEVICE_CPU &&
-      (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
-    REJECT("on the %s device only random selection and zero imputation run yet (importance, "
-           "variation and the same/average imputation read device memory on the host); asked: "
-           "select %s, impute %s",
-           table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
+  if (c->element_bytes != 0 && c->element_bytes != 4 && c->element_bytes != 2)
+    REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
+  /* bf16 units prune in place (balance_hooks.c); moving them needs shards
+   * of 2-byte elements, which unit_shard.c does not build yet. */
+  if (c->element_bytes == 2 &&
+      (c->planner.policy == HTP_POLICY_MIGRATE || c->planner.policy == HTP_POLICY_SEMI ||
+       c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("a bf16 block's units prune but do not migrate yet: policy none or resize, with "
+           "random selection and zero imputation; asked: policy %s, select %s, impute %s",
+           htp_policy_name(c->planner.policy), htp_select_name(c->selection),
+           htp_impute_name(c->impute));
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;
@@ -82,6 +86,28 @@ static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
 #undef REJECT
 }
 
+/* The config's own checks, then what it must agree with in ctx: the world
+ * size, and what the context's device can run. */
+static htp_result check_config(htp_ctx *ctx, const htp_balancer_config *c) {
+#define REJECT(...) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_create: " __VA_ARGS__)
+  char why[HTP__MESSAGE_SIZE - 64];
+  if (htp_balancer_config_check(c, why, sizeof why) != HTP_OK) REJECT("%s", why);
+  if (c->planner.world_size != htp_ctx_size(ctx))
+    REJECT("config.planner.world_size is %d, the context's world has %d ranks",
+           c->planner.world_size, htp_ctx_size(ctx));
+  /* Importance scores and the same/average imputation read activations and
+   * weights with the host's loops: on a device those are device memory. */
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->device != HTP_KERNEL_DEVICE_CPU &&
+      (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("on the %s device only random selection and zero imputation run yet (importance, "
+           "variation and the same/average imputation read device memory on the host); asked: "
+           "select %s, impute %s",
+           table->name, htp_select_name(c->selection), htp_impute_name(c->impute));
+  return HTP_OK;
+#undef REJECT
+}
+
 /* The hook state: unit table, imputer, migration cache, registered pairs
  * and the importance arrays. */
 static htp_result create_hook_state(htp_balancer *b) {
@@ -90,8 +116,8 @@ static htp_result create_hook_state(htp_balancer *b) {
                             ? config->planner.units_per_rank[0]
                             : config->planner.units_per_rank[1];
   const size_t bytes[HTP_PAIR_KINDS] = {
-      (size_t)htp__unit_floats(config, HTP_PAIR_ATTENTION) * sizeof(float),
-      (size_t)htp__unit_floats(config, HTP_PAIR_MLP) * sizeof(float)};
+      (size_t)htp_balancer_unit_bytes(config, HTP_PAIR_ATTENTION),
+      (size_t)htp_balancer_unit_bytes(config, HTP_PAIR_MLP)};
   b->max_units = max_units;
   b->pairs = calloc((size_t)b->num_pairs, sizeof *b->pairs);
   b->listed = calloc((size_t)max_units, sizeof *b->listed);

@@ -635,10 +635,14 @@ typedef struct htp_balancer_config {
   int64_t mlp_unit_width;     /* neurons per MLP unit [0] */
   int64_t same_max_age;       /* HTP_IMPUTE_SAME: steps a stored value may stand in [0: any] */
   double repartition_ratio;   /* run-time re-partition, see below; 0: never [0] */
+  int32_t element_bytes;      /* of the block's tensors: 4 (f32) or 2 (bf16) [0: 4] */
 } htp_balancer_config;
 #define HTP_BALANCER_CONFIG_INITIALIZER                                                  \
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
-   HTP_IMPUTE_ZERO, 0, 0, 0, 0, 0.0}
+   HTP_IMPUTE_ZERO, 0, 0, 0, 0, 0.0, 0}
+/* element_bytes 2: the pairs' hooks are the bf16 ones (htp_rt_attention_bf16,
+ * htp_rt_mlp_bf16), whose units prune but do not migrate yet: the policy
+ * must be none or resize, with random selection and zero imputation. */
 /* selection:
  *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
  *     table (seed), independent of the data.
@@ -713,6 +717,12 @@ typedef struct htp_balancer_config {
  * in htp_last_error(ctx)), HTP_ERR_NOMEM. Not collective. */
 HTP_API htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
                                htp_balancer **balancer);
+/* HTP_OK if config is valid on its own (everything htp_balancer_create
+ * checks but what needs the context: the world size and the device), else
+ * HTP_ERR_INVALID and why (may be NULL): for a launcher to refuse a config
+ * before it starts ranks. */
+HTP_API htp_result htp_balancer_config_check(const htp_balancer_config *config, char *why,
+                                             size_t why_size);
 /* Bytes of one unit's weights of kind as the migration moves them (a head's
  * qkv rows, qkv bias and proj columns; an MLP unit's fc1 rows, fc1 bias and
  * fc2 columns), from config's model_dim, head_dim and mlp_unit_width. */

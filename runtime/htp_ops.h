@@ -94,6 +94,22 @@ HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, co
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx);
+/* Their bf16 twins (tensors as bfloat16 bit patterns; scratch stays f32 and
+ * is sized by the same functions): the units are computed with the kernel
+ * table's bf16 unit kernels (f32 accumulation, outputs rounded once). With a
+ * balancer its config's element_bytes must be 2 (and 4 for the f32 hooks,
+ * else HTP_ERR_INVALID), and its units prune but do not migrate yet: kept
+ * units are computed in place and pruned ones contribute zero (the config
+ * check allows policy none or resize, random selection, zero imputation). */
+HTP_API htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
+                                         const uint16_t *wqkv, const uint16_t *bqkv,
+                                         const uint16_t *wproj, uint16_t *y, float *scratch,
+                                         int64_t batch, int64_t tokens, int64_t model_dim,
+                                         int64_t num_heads, int64_t head_dim);
+HTP_API htp_result htp_rt_mlp_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
+                                   const uint16_t *w1, const uint16_t *b1, const uint16_t *w2,
+                                   uint16_t *y, float *scratch, int64_t rows, int64_t model_dim,
+                                   int64_t hidden_dim, int64_t unit_width, int32_t tanh_approx);
 
 /* The backward hooks (DESIGN §11): the adjoints of the two hooks above,
  * which htp-grad writes for a hooked attention (htp.attention_grad with a

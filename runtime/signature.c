@@ -586,5 +586,8 @@ htp_result htp_signature_balancer_config(const htp_signature *sig, htp_balancer_
   /* Uneven shares: the signature's arrays (a balancer copies them). */
   config->planner.owned[HTP_PAIR_ATTENTION] = balance->heads_owned;
   config->planner.owned[HTP_PAIR_MLP] = balance->mlp_units_owned;
+  /* The compiler gives a block's tensors one dtype (htp_entry.h); the hooks
+   * check theirs against it. */
+  config->element_bytes = sig->num_args > 0 ? (int32_t)sig->args[0].element_size : 4;
   return HTP_OK;
 }

@@ -2,35 +2,29 @@
 // RUN: %htp-opt %s -split-input-file --htp-pipeline=tp=2 2>&1 | FileCheck %s --check-prefix=PIPELINE
 // RUN: %htp-opt %s -split-input-file --htp-tensor-parallel=tp=2 --htp-balance-hooks=mlp-unit-width=5 2>&1 | FileCheck %s --check-prefix=WIDTH
 
-// The balance hooks are f32-only (the bf16 contract): a split bf16 block
-// keeps its plain split ops, no pair and no htp.mlp, and the pass warns
-// (without failing: the RUN lines above exit 0) that it runs with policy
-// none. The pipeline lowers it to the _bf16 op entry points, no hooks.
+// A split bf16 block gets its hooks as an f32 one does: the attention gets
+// its pair and each MLP chain becomes an htp.mlp; the pipeline lowers them
+// to the bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16; their units
+// prune but do not migrate yet, the runtime's balancer says so) and the
+// signature has the "balance" record. No warning.
 // CHECK-LABEL: func.func @two_layers(
-// CHECK-NOT: pair
-// CHECK-NOT: htp.mlp
-// CHECK: htp.attention {{.*}} {num_heads = 2 : i64} :
-// CHECK: htp.linear
-// CHECK-NEXT: htp.gelu
-// CHECK-NEXT: htp.linear
-// CHECK-NOT: pair
-// CHECK-NOT: htp.mlp
-// PIPELINE: warning: htp-balance-hooks: '@two_layers' is a bf16 block: balance hooks are f32-only for now; it runs with policy none
-// PIPELINE-NOT: htp_rt_
+// CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64} :
+// CHECK: htp.mlp {{.*}} {pair = 1 : i64, unit_width = 2 : i64}
+// CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 2 : i64} :
+// CHECK: htp.mlp {{.*}} {pair = 3 : i64, unit_width = 2 : i64}
+// PIPELINE-NOT: warning
 // PIPELINE-LABEL: llvm.func @htp.entry.two_layers(
-// PIPELINE: llvm.call @htp_op_attention_bf16(
+// PIPELINE: llvm.call @htp_rt_attention_bf16(
 // PIPELINE: llvm.call @htp_allreduce_sum_bf16(
-// PIPELINE: llvm.call @htp_op_linear_bf16(
-// PIPELINE-NOT: htp_rt_
-// PIPELINE-NOT: \22balance\22
-// PIPELINE: \22tp\22:2}
-// An explicit unit width changes nothing either.
-// WIDTH: warning: htp-balance-hooks: '@two_layers' is a bf16 block
+// PIPELINE: llvm.call @htp_rt_mlp_bf16(
+// PIPELINE-NOT: _f32(
+// PIPELINE: \22tp\22:2,\22balance\22:{\22layers\22:2,
+// An explicit unit width applies to it too.
+// WIDTH-NOT: warning
 // WIDTH-LABEL: func.func @two_layers(
-// WIDTH-NOT: htp.mlp
+// WIDTH: htp.mlp {{.*}}unit_width = 5 : i64
 // WIDTH-LABEL: func.func @f32_layer(
 // WIDTH: htp.mlp {{.*}}unit_width = 5 : i64
-// expected-warning @+1 {{htp-balance-hooks: '@two_layers' is a bf16 block: balance hooks are f32-only for now; it runs with policy none}}
 func.func @two_layers(%x: tensor<2x3x12xbf16>,
     %wqkv0: tensor<36x12xbf16>, %bqkv0: tensor<36xbf16>, %wp0: tensor<12x12xbf16>, %bp0: tensor<12xbf16>,
     %w10: tensor<40x12xbf16>, %b10: tensor<40xbf16>, %w20: tensor<12x40xbf16>, %b20: tensor<12xbf16>,
@@ -54,7 +48,7 @@ func.func @two_layers(%x: tensor<2x3x12xbf16>,
 
 // -----
 
-// An f32 function beside it still gets its hooks: the check is per function.
+// An f32 function beside it gets the f32 hooks.
 // CHECK-LABEL: func.func @f32_layer(
 // CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64}
 // CHECK: htp.mlp
