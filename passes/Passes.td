@@ -157,8 +157,7 @@ def HTPBalanceHooks : Pass<"htp-balance-hooks", "mlir::func::FuncOp"> {
     `unit_width` hidden neurons. The lowering turns both into calls of the
     runtime's hooks (`htp_rt_attention_f32`, `htp_rt_mlp_f32`, or their
     `_bf16` twins in a bf16 block), which compute the units the current
-    plan gives the rank (DESIGN §4). bf16 units prune but do not migrate
-    yet (the runtime refuses migrate and semi for them).
+    plan gives the rank (DESIGN §4).
 
     It runs before `--htp-grad`, whose adjoints of the hooked ops are the
     backward hooks (`htp.attention_grad` with the `pair`, `htp.mlp_grad`);

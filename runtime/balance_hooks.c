@@ -23,11 +23,11 @@
  * hidden-units call and one row-parallel linear.
  *
  * The bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16) run the same
- * bodies with the kernel table's bf16 unit kernels, pruning only: their
- * kept units in place (run_in_place), pruned ones contributing zero. The
- * shards (unit_shard.c) and the packed blocks are f32, so a bf16 unit does
- * not migrate yet, and the balancer's config check refuses the policies
- * that would (and the selections and imputations that read activations).
+ * bodies with the kernel table's bf16 unit kernels: shards, packed blocks
+ * and the compact activations hold elements of the block's dtype (the
+ * shape's elem bytes), so bf16 units prune, migrate and run compact alike.
+ * The balancer's config check refuses, for them, the selections and
+ * imputations that read f32 activations on the host.
  *
  * In training, htp-grad writes the adjoint of a hooked attention or MLP pair
  * as a call of htp_rt_attention_grad_f32 / htp_rt_mlp_grad_f32, which
@@ -334,21 +334,22 @@ static int merge_units(const htp_unit_sets *s, int32_t *out) {
  * columns, then one row-parallel linear over the n units (one GEMM). */
 static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_call *call) {
   const htp__packed_pair *pk = &b->packed[call->pair];
-  const int64_t parts = htp__unit_parts(call->kind), d = call->model_dim, width = call->width;
+  const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim,
+                             htp__element_bytes(&b->config)};
   const int64_t per_unit = htp__unit_floats(&b->config, call->kind);
   const int32_t zero = 0;
-  const float *block = pk->device ? pk->device : pk->data; /* the device's copy on a device */
+  /* the device's copy on a device */
+  unsigned char *block = pk->device ? (unsigned char *)pk->device : pk->data;
   htp_kernel_status status = HTP_KERNEL_OK;
   for (int i0 = 0; i0 < pk->count && status == HTP_KERNEL_OK; i0 += (int)call->units) {
     const int64_t n = pk->count - i0 < call->units ? pk->count - i0 : call->units;
-    const int64_t inner = n * width;
-    const float *first = block, *bias = first + parts * inner * d;
-    const float *second = bias + parts * inner;
-    status = PAIR_OPS[call->kind].activate(call, first, bias, n, b->iota, n, call->act);
+    const int64_t inner = n * call->width;
+    const htp__shard packed = htp__shard_at(block, n, &u);
+    status = PAIR_OPS[call->kind].activate(call, packed.first, packed.bias, n, b->iota, n,
+                                           call->act);
     if (status == HTP_KERNEL_OK) /* the n units' columns are contiguous: one block of inner */
-      status = call->kernels->linear_units_f32(call->env, call->act, second, call->y, call->rows,
-                                               inner, d, inner, &zero, 1, 1);
-    block += n * per_unit;
+      status = project(call, call->act, packed.second, inner, inner, &zero, 1, 1);
+    block += n * per_unit * u.elem;
   }
   return status;
 }
@@ -357,22 +358,19 @@ static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_c
  * htp__balancer_set_one_by_one). */
 static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pair_call *call,
                                                  const htp_unit_sets *s) {
-  const int64_t parts = htp__unit_parts(call->kind);
-  const int64_t first_floats = parts * call->width * call->model_dim;
+  const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim,
+                             htp__element_bytes(&b->config)};
   const int32_t zero = 0;
   htp_kernel_status status = HTP_KERNEL_OK;
   if (on_device(call)) return HTP_KERNEL_ERR_UNSUPPORTED; /* the cached shards are host memory */
   for (int i = 0; i < s->num_in && status == HTP_KERNEL_OK; ++i) {
-    const float *cached = htp_migration_weights(b->migration, call->pair, s->in_src[i],
-                                                s->in_unit[i]);
+    const void *cached = htp_migration_weights(b->migration, call->pair, s->in_src[i],
+                                               s->in_unit[i]);
     if (!cached) return HTP_KERNEL_ERR_INVALID; /* packing found them all at the apply */
-    const float *first_1 = cached, *bias_1 = cached + first_floats;
-    const float *second_1 = bias_1 + parts * call->width;
-    status = PAIR_OPS[call->kind].activate(call, first_1, bias_1, 1, &zero, 1, call->migrated);
+    const htp__shard one = htp__shard_at((void *)cached, 1, &u);
+    status = PAIR_OPS[call->kind].activate(call, one.first, one.bias, 1, &zero, 1, call->migrated);
     if (status == HTP_KERNEL_OK)
-      status = call->kernels->linear_units_f32(call->env, call->migrated, second_1, call->y,
-                                               call->rows, call->width, call->model_dim,
-                                               call->width, &zero, 1, 1);
+      status = project(call, call->migrated, one.second, call->width, call->width, &zero, 1, 1);
   }
   return status;
 }
@@ -394,24 +392,24 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
  * columns of the rank's own layout). */
 static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
                                          const htp_unit_sets *s) {
-  const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim};
+  const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim,
+                             htp__element_bytes(&b->config)};
   const int64_t total = s->num_kept + b->packed[call->pair].count, inner = total * call->width;
   const int32_t zero = 0;
-  const htp__shard mine = {(float *)call->first, (float *)call->bias, (float *)call->second,
+  const htp__shard mine = {(void *)call->first, (void *)call->bias, (void *)call->second,
                            call->units};
   htp__shard w;
   if (htp__balancer_compact_weights(b, call->pair, &mine, s->kept, s->num_kept, &u, &w) ||
       htp__balancer_reserve(b, &b->compact_scratch, &b->compact_scratch_capacity,
-                            (size_t)(call->rows * inner)))
+                            htp__floats_room(call->rows * inner, u.elem)))
     return HTP_KERNEL_ERR_NOMEM;
-  float *act = b->compact_scratch;
+  void *act = b->compact_scratch; /* activations of the block's dtype */
   htp_kernel_status status = HTP_KERNEL_OK;
   if (total > 0)
     status = PAIR_OPS[call->kind].activate(call, w.first, w.bias, total, NULL, 0, act);
   if (status != HTP_KERNEL_OK) return status;
   htp__scores_observe(b, call->pair, s, act, call->rows, call->width, inner, 1);
-  return call->kernels->linear_units_f32(call->env, act, w.second, call->y, call->rows, inner,
-                                         call->model_dim, inner, &zero, total > 0, 0);
+  return project(call, act, w.second, inner, inner, &zero, total > 0, 0);
 }
 
 /* The body both forward hooks share, after each checked its own arguments:
@@ -551,11 +549,6 @@ static htp_result run_pair(htp_ctx *ctx, const pair_call *call, double started) 
   htp_result r = register_call(ctx, b, call, &s);
   if (r != HTP_OK) return r;
   const htp_unit_sets imputed = imputed_units(b, call->pair, &s);
-  if (call->bf16) { /* pruning only (the config refused the rest): kept units in place */
-    HTP__INVALID_IF(ctx, s.num_in > 0, "%s: pair %d: %d migrated-in bf16 units (no migration "
-                    "of bf16 units yet)", call->hook, (int)call->pair, s.num_in);
-    return run_in_place(ctx, b, call, &s, &imputed, started);
-  }
   if (!b->one_by_one && imputed.num_pruned == 0 && (s.num_kept < call->units || s.num_in > 0))
     return run_compact(ctx, b, call, &s, started);
   return run_in_place(ctx, b, call, &s, &imputed, started);
@@ -649,7 +642,8 @@ static htp_result backward_same(htp_ctx *ctx, htp_balancer *b, const grad_call *
                             (size_t)(c->rows * cols)))
       return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
     for (int64_t p = 0; p < parts; ++p)
-      memcpy(rows_of_unit + p * width * c->d, c->w.first + (p * c->units + unit) * width * c->d,
+      memcpy(rows_of_unit + p * width * c->d,
+             (const float *)c->w.first + (p * c->units + unit) * width * c->d,
              (size_t)(width * c->d) * sizeof(float));
     for (int64_t r = 0; r < c->rows; ++r)
       for (int64_t p = 0; p < parts; ++p)
@@ -894,7 +888,7 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
                  .x = x, .dy = dy, .dx = dx,
                  .w = {(float *)wqkv, (float *)bqkv, (float *)wproj, num_heads},
                  .dw = {dwqkv, dbqkv, dwproj, num_heads},
-                 .shape = {3, head_dim, model_dim}, .batch = batch, .tokens = tokens,
+                 .shape = {3, head_dim, model_dim, sizeof(float)}, .batch = batch, .tokens = tokens,
                  .d = model_dim, .units = num_heads, .width = head_dim,
                  .compact_w = scratch, .kernels = htp__kernel_table(ctx),
                  .env = htp__kernel_env(ctx)};
@@ -993,7 +987,7 @@ htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const
                  .dx = dx,
                  .w = {(float *)w1, (float *)b1, (float *)w2, units},
                  .dw = {dw1, db1, dw2, units},
-                 .shape = {1, unit_width, model_dim},
+                 .shape = {1, unit_width, model_dim, sizeof(float)},
                  .batch = 1,
                  .tokens = rows,
                  .rows = rows,

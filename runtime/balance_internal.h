@@ -22,9 +22,9 @@
 
 /* Where a pair's weights live (registered by its hook on every call). */
 typedef struct htp__registered_pair {
-  const float *first;  /* wqkv or w1 */
-  const float *bias;   /* bqkv or b1 (may be NULL) */
-  const float *second; /* wproj or w2 */
+  const void *first;  /* wqkv or w1, of the block's dtype (element_bytes) */
+  const void *bias;   /* bqkv or b1 (may be NULL) */
+  const void *second; /* wproj or w2 */
   int seen;
   const float *normed; /* importance: `second` when norm[] was computed */
   int scored;          /* importance: some unit has a score */
@@ -41,12 +41,12 @@ typedef struct htp__registered_pair {
  *   second [d, n * width]          (proj or fc2 columns). */
 typedef struct htp__packed_pair {
   int count;       /* migrated-in units packed (the unit table's num_in) */
-  float *data;     /* the blocks */
-  size_t capacity; /* floats allocated in data */
+  unsigned char *data; /* the blocks, elements of the block's dtype */
+  size_t capacity;     /* bytes allocated in data */
   /* On a device (the context's table is not the CPU's): the blocks
    * uploaded, what the hooks compute from; NULL on the CPU. */
   float *device;
-  size_t device_capacity; /* floats allocated in device */
+  size_t device_capacity; /* floats' room allocated in device (htp__balancer_reserve) */
 } htp__packed_pair;
 
 /* A buffer that moves with a pair weight's units (htp_balancer_add_state). */
@@ -232,9 +232,15 @@ static inline int64_t htp__unit_parts(htp_pair_kind kind) {
 static inline int64_t htp__element_bytes(const htp_balancer_config *c) {
   return c->element_bytes ? c->element_bytes : 4;
 }
-/* Floats of one unit's shard (the layout at the top of unit_weights.c). */
+/* Elements of one unit's shard (the layout at the top of unit_weights.c):
+ * floats in an f32 block, bf16 values in a bf16 one. */
 static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
+}
+/* The floats' room (htp__balancer_reserve's unit) that holds `elements`
+ * elements of element_bytes each. */
+static inline size_t htp__floats_room(int64_t elements, int64_t element_bytes) {
+  return ((size_t)elements * (size_t)element_bytes + sizeof(float) - 1) / sizeof(float);
 }
 
 /* ----- Shards (unit_shard.c). A shard of `units` work units of one pair kind:
@@ -244,17 +250,19 @@ static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_ki
  *   second [d, units * width] (proj or fc2 columns).
  * A one-unit shard is the layout migration moves; packed blocks, the
  * backward's compact weights and gradients and the forward's compact
- * weights are shards too. */
+ * weights are shards too. Elements are the shape's elem bytes each: the
+ * block's dtype for weights (f32 or bf16), f32 for gradients and states. */
 typedef struct htp__shard {
-  float *first, *bias, *second;
+  void *first, *bias, *second;
   int64_t units;
 } htp__shard;
 
 typedef struct htp__unit_shape {
   int64_t parts, width, d; /* htp__unit_parts, htp__unit_width, model_dim */
+  int64_t elem;            /* bytes of one element: 4 (f32) or 2 (bf16) */
 } htp__unit_shape;
 
-/* Where shards' floats live: host memory (a NULL mover, or a NULL table)
+/* Where shards' elements live: host memory (a NULL mover, or a NULL table)
  * or the memory of a kernel table's device, copied with its copy_2d and
  * cleared with its zero (the balanced backward on a device). The _on
  * functions take one and return the table's status; the others are host
@@ -264,8 +272,8 @@ typedef struct htp__unit_mover {
   const htp_kernel_env *env;
 } htp__unit_mover;
 
-/* The shard of `units` units laid out from base (htp__units_floats of them). */
-htp__shard htp__shard_at(float *base, int64_t units, const htp__unit_shape *u);
+/* The shard of `units` units laid out from base (htp__units_floats elements). */
+htp__shard htp__shard_at(void *base, int64_t units, const htp__unit_shape *u);
 /* Unit `from` of src into slot `to` of dst; a NULL src bias gives zeros, a
  * NULL dst bias is skipped. */
 void htp__copy_unit(const htp__shard *src, int64_t from, const htp__shard *dst, int64_t to,

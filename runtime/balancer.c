@@ -57,15 +57,13 @@ htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, si
   if (c->same_max_age < 0) REJECT("same_max_age %lld is negative", (long long)c->same_max_age);
   if (c->element_bytes != 0 && c->element_bytes != 4 && c->element_bytes != 2)
     REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
-  /* bf16 units prune in place (balance_hooks.c); moving them needs shards
-   * of 2-byte elements, which unit_shard.c does not build yet. */
-  if (c->element_bytes == 2 &&
-      (c->planner.policy == HTP_POLICY_MIGRATE || c->planner.policy == HTP_POLICY_SEMI ||
-       c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
-    REJECT("a bf16 block's units prune but do not migrate yet: policy none or resize, with "
-           "random selection and zero imputation; asked: policy %s, select %s, impute %s",
-           htp_policy_name(c->planner.policy), htp_select_name(c->selection),
-           htp_impute_name(c->impute));
+  /* The scores and the same/average imputation read f32 activations with
+   * the host's loops (unit_scores.c, the imputer). */
+  if (c->element_bytes == 2 && (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
+    REJECT("a bf16 block's units are selected at random and imputed with zeros (importance, "
+           "variation and the same/average imputation read f32 activations); asked: select %s, "
+           "impute %s",
+           htp_select_name(c->selection), htp_impute_name(c->impute));
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;

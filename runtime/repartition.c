@@ -110,7 +110,10 @@ void htp__partition_weigh(htp_balancer *b, const htp_plan *plan) {
   htp__partition *P = &b->partition;
   P->pending = 0;
   P->step_bytes = P->once_bytes = 0.0;
-  if (b->hookless || !(b->config.repartition_ratio > 0.0)) return;
+  /* Re-partition moves weights and their optimizer states as f32 shards:
+   * training, which is f32 (a bf16 block's migration rents nothing anyway). */
+  if (b->hookless || !(b->config.repartition_ratio > 0.0) || htp__element_bytes(&b->config) != 4)
+    return;
   const htp_planner_config *c = &b->config.planner;
   const int n = c->world_size;
   if (plan->num_flows[HTP_PAIR_ATTENTION] + plan->num_flows[HTP_PAIR_MLP] == 0) {
@@ -206,7 +209,7 @@ static htp_result move_pair(htp_balancer *b, int p, const htp__unit_move *moves,
   for (int i = 0; i < count; ++i) involved |= moves[i].src == rank || moves[i].dst == rank;
   if (!involved) return HTP_OK;
   const htp__unit_shape u = {htp__unit_parts(k), htp__unit_width(&b->config, k),
-                             b->config.model_dim};
+                             b->config.model_dim, sizeof(float)}; /* f32 (weigh) */
   const int64_t per_unit = htp__unit_floats(&b->config, k);
   htp__shard mine[1 + HTP__PARTITION_MAX_STATES], device[1 + HTP__PARTITION_MAX_STATES];
   for (int s = -1; s < states; ++s)

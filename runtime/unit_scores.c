@@ -139,7 +139,7 @@ static htp_result sample_variation(htp_balancer *b, int p) {
   const int units = b->config.planner.units_per_rank[kind];
   const int64_t per_unit = htp__unit_floats(&b->config, kind);
   const unit_shape shape = {htp__unit_parts(kind), htp__unit_width(&b->config, kind),
-                            b->config.model_dim};
+                            b->config.model_dim, sizeof(float)}; /* f32 blocks only */
   const shard mine = {(float *)reg->first, (float *)reg->bias, (float *)reg->second, units};
   const int net = b->config.selection == HTP_SELECT_DISPLACEMENT;
   const size_t snapshot = (size_t)units * (size_t)per_unit;

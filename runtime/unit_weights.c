@@ -52,32 +52,33 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   const int units = c->planner.units_per_rank[kind];
   if (unit < 0 || unit >= units) return -1;
   const htp__registered_pair *w = &b->pairs[pair];
-  const htp__unit_shape u = {htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim};
-  const htp__shard mine = {(float *)w->first, (float *)w->bias, (float *)w->second, units};
-  const int64_t floats = htp__unit_floats(c, kind);
+  const htp__unit_shape u = {htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim,
+                             htp__element_bytes(c)};
+  const htp__shard mine = {(void *)w->first, (void *)w->bias, (void *)w->second, units};
+  const size_t bytes = (size_t)htp_balancer_unit_bytes(c, kind);
   const htp__unit_mover memory = htp__balancer_memory(b);
-  float *one = dst;
+  void *one = dst;
   if (on_device(b)) {
-    if (htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, (size_t)floats))
+    if (htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity,
+                              htp__floats_room(htp__unit_floats(c, kind), u.elem)))
       return -1;
     one = b->unit_device;
   }
   const htp__shard out = htp__shard_at(one, 1, &u);
   if (htp__move_units(&memory, &mine, unit, &out, 0, 1, &u) != HTP_KERNEL_OK) return -1;
-  if (on_device(b) &&
-      htp_mem_download(b->ctx, dst, b->unit_device, (size_t)floats * sizeof(float)) != HTP_OK)
+  if (on_device(b) && htp_mem_download(b->ctx, dst, b->unit_device, bytes) != HTP_OK)
     return -1;
   return 0;
 }
 
 /* On a device, pair pk's host blocks uploaded for the hooks (the buffer
  * grows and is kept, as the host one). */
-static htp_result upload_packed(htp_balancer *b, int pair, htp__packed_pair *pk, size_t floats) {
-  if (!on_device(b) || floats == 0) return HTP_OK;
-  if (htp__balancer_reserve(b, &pk->device, &pk->device_capacity, floats))
+static htp_result upload_packed(htp_balancer *b, int pair, htp__packed_pair *pk, size_t bytes) {
+  if (!on_device(b) || bytes == 0) return HTP_OK;
+  if (htp__balancer_reserve(b, &pk->device, &pk->device_capacity, htp__floats_room((int64_t)bytes, 1)))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer: pair %d: no device memory for "
-                          "%zu floats of migrated units", pair, floats);
-  return htp_mem_upload(b->ctx, pk->device, pk->data, floats * sizeof(float));
+                          "%zu bytes of migrated units", pair, bytes);
+  return htp_mem_upload(b->ctx, pk->device, pk->data, bytes);
 }
 
 /* ===== Packing a helper's migrated-in units ============================ */
@@ -97,9 +98,10 @@ static htp_result pack_in_units(htp_balancer *b) {
     if (htp_unit_table_get(b->table, p, &s) != HTP_OK)
       return htp__ctx_error(b->ctx, HTP_ERR_INTERNAL, "htp_balancer: no unit sets for pair %d", p);
     pk->count = 0;
-    const size_t need = (size_t)s.num_in * (size_t)per_unit;
+    const htp__unit_shape u = {parts, width, d, htp__element_bytes(c)};
+    const size_t need = (size_t)s.num_in * (size_t)per_unit * (size_t)u.elem; /* bytes */
     if (need > pk->capacity) {
-      float *grown = realloc(pk->data, need * sizeof(float));
+      unsigned char *grown = realloc(pk->data, need);
       if (!grown)
         return htp__ctx_error(b->ctx, HTP_ERR_NOMEM,
                               "htp_balancer: pair %d: out of memory packing %d migrated units", p,
@@ -107,23 +109,22 @@ static htp_result pack_in_units(htp_balancer *b) {
       pk->data = grown;
       pk->capacity = need;
     }
-    const htp__unit_shape u = {parts, width, d};
-    float *block = pk->data;
+    unsigned char *block = pk->data;
     for (int i0 = 0; i0 < s.num_in; i0 += (int)cap) {
       const int64_t n = s.num_in - i0 < cap ? s.num_in - i0 : cap;
       const htp__shard packed = htp__shard_at(block, n, &u);
       for (int64_t j = 0; j < n; ++j) {
         const int src = s.in_src[i0 + j], unit = s.in_unit[i0 + j];
-        const float *cached = htp_migration_weights(b->migration, p, src, unit);
+        const void *cached = htp_migration_weights(b->migration, p, src, unit);
         if (!cached)
           return htp__ctx_error(b->ctx, HTP_ERR_INTERNAL,
                                 "htp_balancer: pair %d: the weights of rank %d's %s %d are not "
                                 "cached here",
                                 p, src, kind == HTP_PAIR_ATTENTION ? "head" : "MLP unit", unit);
-        const htp__shard one = htp__shard_at((float *)cached, 1, &u);
+        const htp__shard one = htp__shard_at((void *)cached, 1, &u);
         htp__copy_unit(&one, 0, &packed, j, &u);
       }
-      block += n * per_unit;
+      block += n * per_unit * u.elem;
     }
     htp_result r = upload_packed(b, p, pk, need);
     if (r != HTP_OK) return r;
@@ -139,17 +140,18 @@ int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *m
   const htp__packed_pair *pk = &b->packed[pair];
   const int64_t total = count + pk->count, per_unit = htp__unit_floats(&b->config, kind);
   const int64_t cap = b->config.planner.units_per_rank[kind];
-  if (htp__balancer_reserve(b, &b->compact_w, &b->compact_w_capacity, (size_t)(total * per_unit)))
+  if (htp__balancer_reserve(b, &b->compact_w, &b->compact_w_capacity,
+                            htp__floats_room(total * per_unit, u->elem)))
     return -1;
   *out = htp__shard_at(b->compact_w, total, u);
   const htp__unit_mover memory = htp__balancer_memory(b);
   htp_kernel_status s = htp__gather_units_on(&memory, mine, list, count, out, 0, u);
-  float *block = on_device(b) ? pk->device : pk->data;
+  unsigned char *block = on_device(b) ? (unsigned char *)pk->device : pk->data;
   for (int i0 = 0; s == HTP_KERNEL_OK && i0 < pk->count; i0 += (int)cap) { /* the blocks, in order */
     const int64_t n = pk->count - i0 < cap ? pk->count - i0 : cap;
     const htp__shard packed = htp__shard_at(block, n, u);
     s = htp__move_units(&memory, &packed, 0, out, count + i0, n, u);
-    block += n * per_unit;
+    block += n * per_unit * u->elem;
   }
   return s == HTP_KERNEL_OK ? 0 : -1;
 }

@@ -114,8 +114,14 @@ typedef struct rank_memory {
   const shard *shards;
   float (*out)[ROWS * DIM]; /* on the device only */
   float *scratch;
-  int bf16; /* the bf16 hooks on the shards' values rounded (host memory) */
+  int bf16; /* the bf16 hooks on shards16 (host memory) */
+  /* The shards' values (bf16 already) as bf16, layer after layer: made
+   * once, as the hooks register the weights they get and the migration
+   * packs from them later. */
+  const uint16_t *shards16;
 } rank_memory;
+
+#define SHARD_ELEMENTS (sizeof(shard) / sizeof(float))
 
 #define OUT_BYTES (sizeof(float) * 2 * LAYERS * ROWS * DIM)
 
@@ -157,37 +163,35 @@ static void model_round_bf16(model *m) {
       for (size_t i = 0; i < parts[k].n; ++i) parts[k].w[l][i] = round_bf16(parts[k].w[l][i]);
 }
 
-/* The bf16 hooks on the rank's shards (held as floats with bf16 values:
- * converted exactly), the bf16 all-reduce, the outputs widened into out. */
-static htp_result run_block_bf16(htp_ctx *ctx, const shard *shards, float *scratch,
-                                 float (*out)[ROWS * DIM]) {
+/* The bf16 hooks on the rank's bf16 shards, the bf16 all-reduce, the
+ * outputs widened into out. */
+static htp_result run_block_bf16(htp_ctx *ctx, const rank_memory *mem, float (*out)[ROWS * DIM]) {
   uint16_t x[ROWS * DIM], y[ROWS * DIM];
-  uint16_t *w = malloc(sizeof(shard) / sizeof(float) * sizeof(uint16_t));
-  if (!w) return HTP_ERR_NOMEM;
   to_bf16(the_model->x, x, ROWS * DIM);
   htp_result r = HTP_OK;
   for (int l = 0; l < LAYERS && r == HTP_OK; ++l) {
-    const shard *s = &shards[l];
-    to_bf16((const float *)s, w, sizeof(shard) / sizeof(float));
-    const uint16_t *wqkv = w + (s->wqkv - (const float *)s), *bqkv = w + (s->bqkv - (const float *)s),
-                   *wproj = w + (s->wproj - (const float *)s), *w1 = w + (s->w1 - (const float *)s),
-                   *b1 = w + (s->b1 - (const float *)s), *w2 = w + (s->w2 - (const float *)s);
-    r = htp_rt_attention_bf16(ctx, 2 * l, x, wqkv, bqkv, wproj, y, scratch, BATCH, TOKENS, DIM,
-                              HEADS, HEAD_DIM);
+    const shard *s = &mem->shards[l];
+    const uint16_t *w = mem->shards16 + (size_t)l * SHARD_ELEMENTS;
+    const float *base = (const float *)s;
+    const uint16_t *wqkv = w + (s->wqkv - base), *bqkv = w + (s->bqkv - base),
+                   *wproj = w + (s->wproj - base), *w1 = w + (s->w1 - base),
+                   *b1 = w + (s->b1 - base), *w2 = w + (s->w2 - base);
+    r = htp_rt_attention_bf16(ctx, 2 * l, x, wqkv, bqkv, wproj, y, mem->scratch, BATCH, TOKENS,
+                              DIM, HEADS, HEAD_DIM);
     if (r == HTP_OK) r = htp_allreduce_sum_bf16(ctx, y, y, ROWS * DIM);
     if (r == HTP_OK) from_bf16(y, out[2 * l], ROWS * DIM);
     if (r == HTP_OK)
-      r = htp_rt_mlp_bf16(ctx, 2 * l + 1, x, w1, b1, w2, y, scratch, ROWS, DIM, HIDDEN, WIDTH, 0);
+      r = htp_rt_mlp_bf16(ctx, 2 * l + 1, x, w1, b1, w2, y, mem->scratch, ROWS, DIM, HIDDEN,
+                          WIDTH, 0);
     if (r == HTP_OK) r = htp_allreduce_sum_bf16(ctx, y, y, ROWS * DIM);
     if (r == HTP_OK) from_bf16(y, out[2 * l + 1], ROWS * DIM);
   }
-  free(w);
   return r;
 }
 
 /* Runs every pair's hook and all-reduces the partial sums into out (host). */
 static htp_result run_block(htp_ctx *ctx, const rank_memory *mem, float (*out)[ROWS * DIM]) {
-  if (mem->bf16) return run_block_bf16(ctx, mem->shards, mem->scratch, out);
+  if (mem->bf16) return run_block_bf16(ctx, mem, out);
   htp_result r = harness_forward(ctx, ctx, mem->x, mem->shards, mem->on_device ? mem->out : out,
                                  mem->scratch, mem->scratch, 0, 0);
   if (r == HTP_OK && mem->on_device) r = htp_mem_download(ctx, out, mem->out, OUT_BYTES);
@@ -205,7 +209,7 @@ static int device_memory(htp_ctx *ctx, const shard *shards, size_t scratch_bytes
            htp_mem_alloc(ctx, scratch_bytes, &scratch) == HTP_OK &&
            htp_mem_upload(ctx, x, the_model->x, sizeof(float) * ROWS * DIM) == HTP_OK &&
            htp_mem_upload(ctx, s, shards, sizeof(shard) * LAYERS) == HTP_OK;
-  *mem = (rank_memory){1, x, s, out, scratch, 0};
+  *mem = (rank_memory){1, x, s, out, scratch, 0, NULL};
   return ok;
 }
 
@@ -230,6 +234,7 @@ static void *rank_main(void *arg) {
   htp_balancer *b = NULL;
   rank_memory mem = {0};
   shard *shards = malloc(sizeof(shard) * LAYERS);
+  uint16_t *shards16 = NULL;
   float *scratch = malloc(sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH));
   float(*out)[ROWS * DIM] = malloc(sizeof(float) * 2 * LAYERS * ROWS * DIM);
   CHECK(htp_rt_attention_scratch_floats(BATCH, TOKENS, HEADS, HEAD_DIM) == ATT_SCRATCH);
@@ -237,7 +242,11 @@ static void *rank_main(void *arg) {
   CHECK(shards && scratch && out);
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  mem = (rank_memory){0, the_model->x, shards, NULL, scratch, sc->bf16};
+  if (sc->bf16) {
+    CHECK((shards16 = malloc(sizeof(uint16_t) * SHARD_ELEMENTS * LAYERS)) != NULL);
+    to_bf16((const float *)shards, shards16, SHARD_ELEMENTS * LAYERS);
+  }
+  mem = (rank_memory){0, the_model->x, shards, NULL, scratch, sc->bf16, shards16};
   if (harness_device != HTP_DEVICE_CPU)
     CHECK(device_memory(ctx, shards,
                         sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH),
@@ -327,6 +336,7 @@ done:
   }
   htp_ctx_destroy(ctx);
   free(shards);
+  free(shards16);
   free(scratch);
   free(out);
   return NULL;
@@ -501,12 +511,14 @@ static void test_06_impute_average(void **unused) {
 }
 
 /* 15: the bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16) on the model
- * rounded to bf16: the plain split and RESIZE (forced: rank 1 at half
- * speed) give the double reference of the rounded model without the pruned
- * units within the bf16 tolerance, and pruning moved the output away from
- * the full block. bf16 units do not migrate yet: a balancer asked to (or
- * to read activations) is refused with the reason, and a hook of the other
- * dtype than the balancer's config is refused. */
+ * rounded to bf16: the plain split, RESIZE (forced: rank 1 at half speed),
+ * MIGRATE (rank 1 at 0.4, with the packed in-units against the same plan
+ * computed one unit at a time) and SEMI give the double reference of the
+ * rounded model without the pruned units within the bf16 tolerance;
+ * pruning moved the output away from the full block, migration did not,
+ * and units and bytes (bf16 shards) moved. A bf16 balancer asked to read
+ * activations (importance, average) is refused with the reason, and a hook
+ * of the other dtype than the balancer's config is refused. */
 static void *mismatched_dtype_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
@@ -533,17 +545,18 @@ static void *refused_bf16_main(void *arg) {
   htp_ctx *ctx = NULL;
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
   const struct { htp_policy policy; htp_select selection; htp_impute impute; } refused[] = {
-      {HTP_POLICY_MIGRATE, HTP_SELECT_RANDOM, HTP_IMPUTE_ZERO},
-      {HTP_POLICY_SEMI, HTP_SELECT_RANDOM, HTP_IMPUTE_ZERO},
-      {HTP_POLICY_RESIZE, HTP_SELECT_IMPORTANCE, HTP_IMPUTE_ZERO},
-      {HTP_POLICY_RESIZE, HTP_SELECT_RANDOM, HTP_IMPUTE_AVERAGE}};
+      {HTP_POLICY_SEMI, HTP_SELECT_IMPORTANCE, HTP_IMPUTE_ZERO},
+      {HTP_POLICY_RESIZE, HTP_SELECT_VARIATION, HTP_IMPUTE_ZERO},
+      {HTP_POLICY_RESIZE, HTP_SELECT_RANDOM, HTP_IMPUTE_AVERAGE},
+      {HTP_POLICY_MIGRATE, HTP_SELECT_RANDOM, HTP_IMPUTE_SAME}};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
     htp_balancer_config c = harness_balancer_config(2, refused[i].policy, refused[i].selection,
                                                     refused[i].impute);
     c.element_bytes = 2;
     htp_balancer *b = NULL;
     CHECK(htp_balancer_create(ctx, &c, &b) == HTP_ERR_INVALID && b == NULL);
-    CHECK(strstr(htp_last_error(ctx), "a bf16 block's units prune but do not migrate yet") != NULL);
+    CHECK(strstr(htp_last_error(ctx), "a bf16 block's units are selected at random and imputed "
+                                      "with zeros") != NULL);
   }
   htp_balancer_config odd = harness_balancer_config(2, HTP_POLICY_NONE, HTP_SELECT_RANDOM,
                                                     HTP_IMPUTE_ZERO);
@@ -572,7 +585,37 @@ static void test_15_bf16_hooks(void **unused) {
       assert_true(rec.kept[1][p] < (p % 2 ? UNITS : HEADS));
       assert_int_equal(rec.sent[1][p] + rec.in[0][p], 0);
     }
+    scenario migrate = {tp, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4, 1, 1}, HTP_SELECT_RANDOM, 0, 1};
+    compare_one_by_one = 1;
+    assert_true(run_and_check(&migrate) <= 2e-2); /* exact: up to bf16 rounding */
+    compare_one_by_one = 0;
+    assert_int_equal(total_pruned(), 0);
+    for (int p = 0; p < 2 * LAYERS; ++p) {
+      assert_true(rec.sent[1][p] > 0);
+      int in = 0;
+      for (int r = 0; r < tp; ++r) in += rec.in[r][p];
+      assert_int_equal(in, rec.sent[1][p]);
+    }
+    /* What moved is bf16: a head's qkv rows, bias and proj columns, 2 bytes each. */
+    htp_balancer_config bf16 = harness_balancer_config(tp, HTP_POLICY_MIGRATE, HTP_SELECT_RANDOM,
+                                                       HTP_IMPUTE_ZERO);
+    bf16.element_bytes = 2;
+    assert_int_equal(htp_balancer_unit_bytes(&bf16, HTP_PAIR_ATTENTION),
+                     2 * (3 * HEAD_DIM * DIM + 3 * HEAD_DIM + DIM * HEAD_DIM));
+    uint64_t sent_bytes = 0;
+    for (int p = 0; p < 2 * LAYERS; ++p)
+      sent_bytes += (uint64_t)rec.sent[1][p] *
+                    (uint64_t)htp_balancer_unit_bytes(&bf16, (htp_pair_kind)(p % 2));
+    assert_true(rec.bytes[1] > 0);
+    assert_int_equal(rec.bytes[1], sent_bytes);
+    /* One at a time, each migrated unit adds onto y and rounds it (1.1e-2
+     * here); packed, one GEMM rounds once. */
+    for (int r = 0; r < tp; ++r) assert_true(rec.one_by_one_error[r] <= 2e-2);
   }
+  scenario semi = {4, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 0.78, 1, 0.7}, HTP_SELECT_RANDOM, 0, 1};
+  run_and_check(&semi);
+  assert_true(rec.sent[3][0] > 0 && rec.sent[3][1] > 0 && rec.bytes[3] > 0);
+  for (int r = 0; r < 4; ++r) assert_true(rec.plan_ok[r]);
   model *m = malloc(sizeof *m);
   assert_non_null(m);
   model_init(m, 2, 3);
@@ -894,7 +937,7 @@ static void *slowdown_main(void *arg) {
   CHECK(shards && scratch && out);
   for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  const rank_memory mem = {0, the_model->x, shards, NULL, scratch, 0};
+  const rank_memory mem = {0, the_model->x, shards, NULL, scratch, 0, NULL};
   scenario sc = {1, DRIVE_FORCED, HTP_POLICY_NONE, HTP_IMPUTE_ZERO, {1}, HTP_SELECT_RANDOM, 0, 0};
   htp_balancer_config c = balancer_config(&sc);
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);

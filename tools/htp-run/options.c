@@ -329,10 +329,10 @@ static const char *const HELP[] = {
     "no bf16) and are rounded; random data is drawn in f32 and rounded. --output\n"
     "writes bf16 results widened to '<f4' (exact). --check compares with the tp-1\n"
     "build of the same bf16 block, tolerance 2e-2 (the split rounds partial sums\n"
-    "the unsplit block never rounds). A split bf16 block's balance hooks prune\n"
-    "but do not migrate yet: --policy none or resize, with random selection and\n"
-    "zero imputation. An f32 block given BF16 weights widens them (exact, with\n"
-    "a note).\n",
+    "the unsplit block never rounds). A split bf16 block has bf16 balance hooks:\n"
+    "every policy, its units migrated as bf16, with random selection and zero\n"
+    "imputation (the others read f32 activations). An f32 block given BF16\n"
+    "weights widens them (exact, with a note).\n",
     "\n"
     "Timing. Iterations are numbered from 0, warm-up ones first (so --slow and\n"
     "--fault iterations, the table and the trace use the same numbers). In each\n"
