@@ -39,6 +39,9 @@
 #                     block's, same seed (none, migrate, semi and the shares
 #                     rows within 1e-5 where the last plan pruned nothing)
 #                     (cap 80 s)
+#   policies.bf16     the same for ViT-L/16 bf16 at tp 4 (the bf16 hooks):
+#                     none and semi, outputs against the tp-1 bf16 block
+#                     within 2e-2 (cap 80 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
 #                     32 steps, --seed 1, --device cpu then cuda (cap
@@ -584,6 +587,33 @@ elif budget policies "$(cap POLICIES 80)"; then
     summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.log" | cut -c1-200) (logs.txt)"
   fi
 fi
+
+# --- 5b. The same for a bf16 block: ViT-L/16 at tp 4 (its bf16 hooks' first GPU run) --
+# none and semi against the tp-1 bf16 block under the bf16 tolerance (the
+# split rounds partial sums the unsplit block never rounds).
+bf16_policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
+                 --block "$blocks/vit_l16_bf16_tp4.so" --out "$work/policies-bf16" --policies none,semi
+                 --iters 30 --tolerance 2e-2)
+[ -f "$blocks/vit_l16_bf16_tp1.so" ] && bf16_policy_cmd+=(--reference "$blocks/vit_l16_bf16_tp1.so")
+if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_l16_bf16_tp4.so" ]; then
+  summary policies.bf16 skipped "no htp-run or $blocks/vit_l16_bf16_tp4.so"
+elif [ -n "$dry" ]; then
+  dry_script policies.bf16 "${bf16_policy_cmd[@]}"
+elif [ -z "$have_python" ]; then
+  summary policies.bf16 skipped "no $python"
+elif budget policies.bf16 "$(cap POLICIES 80)"; then
+  run_logged policies.bf16 "$limit" "${bf16_policy_cmd[@]}" --timeout "$limit"
+  rc=$?
+  rm -f "$work"/policies-bf16/*.npy
+  gzip -f "$work"/policies-bf16/*.jsonl 2>/dev/null
+  save policies-bf16
+  if [ "$rc" -eq 0 ]; then
+    summary policies.bf16 ok "$(grep -m1 '^target' "$work/policies.bf16.log"); $(grep -m1 '^outputs against' "$work/policies.bf16.log" | sed 's/.*; unpruned/unpruned/') (logs.txt)"
+  else
+    summary policies.bf16 FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.bf16.log" | cut -c1-200) (logs.txt)"
+  fi
+fi
+check_out_count
 
 # compare_training CPU_JSON OTHER_JSON DEVICE [REPARTITIONS]: every epoch's
 # train and test loss of OTHER (htp-run --metrics, on DEVICE) relative to the

@@ -8,7 +8,8 @@
 #   vit_l16_f32_tp1.so   ViT-L/16 block (dim 1024, 16 heads, MLP 4096)
 #   vit_l16_bf16_tp1.so
 #   vit_b16_f32_tp4.so   ViT-B/16 split over 4 ranks, with balance hooks
-#                        (bf16 blocks get no hooks: f32 for balancing)
+#   vit_l16_bf16_tp4.so  ViT-L/16 in bf16 split over 4 ranks, with the bf16
+#                        hooks (gpu-check's bf16 policies step)
 #   vit_b16_f32_tp4_shares.so
 #                        the same split unevenly, --shares=1,3,3,3 (rank 0
 #                        owns 1 head of 12 and 5 MLP units of 48: gpu-check's
@@ -70,6 +71,7 @@ vit_b16_bf16_tp1 vit_b16 768 12 3072 bf16 1
 vit_l16_f32_tp1 vit_l16 1024 16 4096 f32 1
 vit_l16_bf16_tp1 vit_l16 1024 16 4096 bf16 1
 vit_b16_f32_tp4 vit_b16 768 12 3072 f32 4
+vit_l16_bf16_tp4 vit_l16 1024 16 4096 bf16 4
 BLOCKS
 mv "$out/blocks.txt.new" "$out/blocks.txt"
 
