@@ -24,6 +24,7 @@ its steady time over the ideal (1 = perfectly balanced), labelled with
 
     OPENBLAS_NUM_THREADS=1 bench/policies.py --build build --tp 2 --factor 3
     OPENBLAS_NUM_THREADS=1 bench/policies.py --tp 2 --factor 2,4 --plot policies.png
+    OPENBLAS_NUM_THREADS=1 bench/policies.py --tp 2 --factor 3 --dtype bf16
 """
 import argparse
 import json
@@ -90,7 +91,7 @@ def plot(results, args, path):
                           for factor, base, ideal, rows in results])
     axis.set_ylim(0, tallest * 1.25)
     axis.set_ylabel("steady time per iteration / ideal")
-    axis.set_title(f"Straggler policies on htp-run: tp {args.tp}, ViT block depth {args.depth}, "
+    axis.set_title(f"Straggler policies on htp-run: tp {args.tp}, {args.dtype} ViT block depth {args.depth}, "
                    f"dim {args.dim}, batch {args.batch}, tokens {args.tokens}\nbar: median of "
                    f"the last {args.iters - args.iters // 2} iterations over the ideal; "
                    f"err: --check's max relative error", fontsize=10)
@@ -114,6 +115,9 @@ def main():
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--mlp", type=int, default=3072)
     parser.add_argument("--depth", type=int, default=1)
+    parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
+                        help="the block's tensors (bf16: its bf16 balance hooks; --check's "
+                             "tolerance is then bf16's)")
     parser.add_argument("--plot", metavar="OUT.png",
                         help="also draw the comparison as a PNG (needs matplotlib)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution of --plot (default 100)")
@@ -139,7 +143,8 @@ def main():
         subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"),
                         "--depth", str(args.depth), "--dim", str(args.dim), "--heads",
                         str(args.heads), "--mlp", str(args.mlp), "--tokens", str(args.tokens),
-                        "--batch", str(args.batch), "-o", block], check=True)
+                        "--batch", str(args.batch), "--dtype", args.dtype, "-o", block],
+                       check=True)
         # The baseline before and after the policies: the machine drifts.
         base_before, _ = run(htp_run, block, args, [])
         measured = []
@@ -161,8 +166,8 @@ def main():
         results.append((factor, base, base * args.tp / sum(speeds), rows))
 
     for factor, base, ideal, rows in results:
-        print(f"ViT block: depth {args.depth}, batch {args.batch}, tokens {args.tokens}, dim "
-              f"{args.dim}, heads {args.heads}, mlp {args.mlp}; tp {args.tp}, rank 1 slowed "
+        print(f"ViT block ({args.dtype}): depth {args.depth}, batch {args.batch}, tokens "
+              f"{args.tokens}, dim {args.dim}, heads {args.heads}, mlp {args.mlp}; tp {args.tp}, rank 1 slowed "
               f"{factor:g}x; {args.iters} iterations, steady = median of the last "
               f"{args.iters - args.iters // 2}; OPENBLAS_NUM_THREADS="
               f"{os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}\n")
