@@ -163,13 +163,17 @@ static htp_kernel_status heads(const pair_call *c, const void *wqkv, const void 
                                                    count);
 }
 
+/* list NULL: every head, as one list (a device runs the whole attention's
+ * context for it: kernels/cuda/units.cu). */
 static htp_kernel_status attention_activate(const pair_call *c, const void *wqkv,
                                             const void *bqkv, int64_t units,
                                             const int32_t *list, int64_t count, void *out) {
   if (list) return heads(c, wqkv, bqkv, units, list, count, out);
-  htp_kernel_status status = HTP_KERNEL_OK;
-  for (int32_t h = 0; h < units && status == HTP_KERNEL_OK; ++h) /* one head at a time */
-    status = heads(c, wqkv, bqkv, units, &h, 1, out);
+  int32_t *every = malloc((size_t)(units > 0 ? units : 1) * sizeof *every);
+  if (!every) return HTP_KERNEL_ERR_NOMEM;
+  for (int32_t h = 0; h < units; ++h) every[h] = h;
+  htp_kernel_status status = heads(c, wqkv, bqkv, units, every, units, out);
+  free(every);
   return status;
 }
 

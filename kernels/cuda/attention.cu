@@ -608,18 +608,16 @@ int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *cont
 }
 } // namespace mma_path
 
-namespace {
-
 template <typename T>
-int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
-              const T *wproj, const T *bproj, T *y, float *scratch, int64_t batch,
-              int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+T *htp_cuda_attention_context(htp_cuda_kernels *kernels, const T *x, const T *wqkv,
+                              const T *bqkv, float *scratch, int64_t batch, int64_t tokens,
+                              int64_t model_dim, int64_t num_heads, int64_t head_dim) {
   const char *op = "attention";
   int64_t rows = batch * tokens, inner = num_heads * head_dim, qkv_stride = 3 * inner;
   if (htp_cuda_check_int(kernels, op, rows, qkv_stride, tokens * tokens) ||
       htp_cuda_check_int(kernels, op, model_dim, head_dim, num_heads) ||
       htp_cuda_check_int(kernels, op, batch, tokens * qkv_stride, tokens * inner))
-    return 1;
+    return nullptr;
   float *qkv = scratch;
   float *context = qkv + rows * qkv_stride;
   float *scores = context + rows * inner;
@@ -633,43 +631,68 @@ int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqk
       if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv_rounded, rows, model_dim, qkv_stride) ||
           (mma ? mma_path::run : fused::run)(kernels, qkv_rounded, rounded, batch, tokens,
                                              num_heads, head_dim))
-        return 1;
-      return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
-                             model_dim);
+        return nullptr;
+      return rounded;
     }
   }
   if (htp_cuda_linear(kernels, x, wqkv, bqkv, qkv, rows, model_dim, qkv_stride))
-    return 1;
+    return nullptr;
   const int images = (int)batch;
   const int64_t image_qkv = tokens * qkv_stride, image_scores = tokens * tokens;
   for (int64_t h = 0; h < num_heads; ++h) {
     const float *head = qkv + h * head_dim;
     float *head_scores = scores + h * batch * image_scores;
     /* Row-major scores[t, t] = q·kᵀ is column-major scoresᵀ = k·qᵀ. */
-    HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
-                                  kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, &scale,
-                                  head + inner, ld, image_qkv, head, ld, image_qkv, &zero,
-                                  head_scores, t, image_scores, images));
+    const cublasStatus_t status = cublasSgemmStridedBatched(
+        kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd, &scale, head + inner, ld, image_qkv,
+        head, ld, image_qkv, &zero, head_scores, t, image_scores, images);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      htp_cuda_fail(kernels, "cublasSgemmStridedBatched (q·kᵀ)", cublasGetStatusString(status));
+      return nullptr;
+    }
   }
   if (htp_cuda_softmax_rows(kernels, scores, num_heads * batch * tokens, tokens))
-    return 1;
+    return nullptr;
   for (int64_t h = 0; h < num_heads; ++h) {
     /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ. */
-    HTP_CUBLAS_CHECK(kernels, cublasSgemmStridedBatched(
-                                  kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, &one,
-                                  qkv + 2 * inner + h * head_dim, ld, image_qkv,
-                                  scores + h * batch * image_scores, t, image_scores, &zero,
-                                  context + h * head_dim, (int)inner, tokens * inner, images));
+    const cublasStatus_t status = cublasSgemmStridedBatched(
+        kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t, &one, qkv + 2 * inner + h * head_dim,
+        ld, image_qkv, scores + h * batch * image_scores, t, image_scores, &zero,
+        context + h * head_dim, (int)inner, tokens * inner, images);
+    if (status != CUBLAS_STATUS_SUCCESS) {
+      htp_cuda_fail(kernels, "cublasSgemmStridedBatched (p·v)", cublasGetStatusString(status));
+      return nullptr;
+    }
   }
   if constexpr (std::is_same_v<T, float>) {
-    return htp_cuda_linear(kernels, context, wproj, bproj, y, rows, inner, model_dim);
+    return context;
   } else {
     T *rounded = reinterpret_cast<T *>(qkv);
     if (htp_cuda_convert_block(kernels, context, inner, rounded, inner, rows, inner))
-      return 1;
-    return htp_cuda_linear(kernels, (const T *)rounded, wproj, bproj, y, rows, inner,
-                           model_dim);
+      return nullptr;
+    return rounded;
   }
+}
+
+template float *htp_cuda_attention_context<float>(htp_cuda_kernels *, const float *,
+                                                  const float *, const float *, float *, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t);
+template htp_cuda_bf16 *htp_cuda_attention_context<htp_cuda_bf16>(
+    htp_cuda_kernels *, const htp_cuda_bf16 *, const htp_cuda_bf16 *, const htp_cuda_bf16 *,
+    float *, int64_t, int64_t, int64_t, int64_t, int64_t);
+
+namespace {
+
+template <typename T>
+int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
+              const T *wproj, const T *bproj, T *y, float *scratch, int64_t batch,
+              int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const T *context = htp_cuda_attention_context(kernels, x, wqkv, bqkv, scratch, batch, tokens,
+                                                model_dim, num_heads, head_dim);
+  if (!context)
+    return 1;
+  return htp_cuda_linear(kernels, context, wproj, bproj, y, batch * tokens,
+                         num_heads * head_dim, model_dim);
 }
 
 } // namespace

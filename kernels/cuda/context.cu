@@ -104,6 +104,8 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
     cudaFree(kernels->workspace);
   if (kernels->lt_workspace)
     cudaFree(kernels->lt_workspace);
+  if (kernels->heads_scratch)
+    cudaFree(kernels->heads_scratch);
   htp_cuda_lt_cache_destroy(kernels->lt_cache);
   if (kernels->lt)
     cublasLtDestroy(kernels->lt);

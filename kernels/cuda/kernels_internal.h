@@ -42,6 +42,10 @@ struct htp_cuda_kernels {
   struct htp_cuda_lt_cache *lt_cache;
   void *lt_workspace;
   size_t lt_workspace_bytes;
+  /* The listed-heads kernel's attention scratch when its list is every head
+   * (units.cu): grown on demand, freed with the object. */
+  void *heads_scratch;
+  size_t heads_scratch_bytes;
   /* Device copy of the host-side lists (unit ids, input pointers) that the
    * gather kernels read (gather.cu); grown on demand, freed with the object. */
   void *staging;
@@ -256,6 +260,18 @@ int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOp
 template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
                     int64_t rows, int64_t in_features, int64_t out_features);
+
+/* Every head's attention context, [rows, heads·head_dim] of T (attention.cu):
+ * q, k, v = x·wqkvᵀ + b, softmax(q·kᵀ/√head_dim)·v per head and image, in
+ * scratch laid out as htp_cuda_attention_scratch_floats says (qkv, context,
+ * scores). Returns where the context is, inside scratch (the context
+ * region, or a bf16 block's qkv region off the fused kernel), or NULL with
+ * the error. htp_cuda_attention_* project it; the listed-heads kernel takes
+ * it when its list is every head in order (units.cu). */
+template <typename T>
+T *htp_cuda_attention_context(htp_cuda_kernels *kernels, const T *x, const T *wqkv,
+                              const T *bqkv, float *scratch, int64_t batch, int64_t tokens,
+                              int64_t model_dim, int64_t num_heads, int64_t head_dim);
 
 /* y[r, c] = x[r, c] + bias[c] for a rows x cols block, rounded once to Y
  * (elementwise.cu; instantiated for the bias_add entries and for f32 sums

@@ -11,9 +11,12 @@
  * for every row, then one image's scores), which is all the runtime gives
  * this kernel (htp_rt_attention_scratch_floats): per head three GEMMs make
  * q, k and v side by side (ldc = 3·head_dim), then per image scores, softmax
- * and p·v into the head's context columns. That is 4 + 3·batch launches per
- * head: fine for the hooks' shard sizes; a wider scratch would let the
- * images batch (strided batched GEMMs, as attention.cu).
+ * and p·v into the head's context columns: 4 + 3·batch launches per head
+ * (on an H200, ViT-B/16 at batch 64, ~2 ms a head on 24 SMs). A list of
+ * every head in order (what a rank that keeps its heads and a compact shard
+ * ask for) instead runs the whole attention's context (attention.cu: the
+ * fused bf16 kernel, or batched GEMMs over the images) in the object's own
+ * scratch, then copies it out.
  *
  * One body per kernel for f32 and bf16. The GEMMs read the tensors' own
  * type and always write f32 (q, k, v and the MLP's pre-activations, or the
@@ -131,6 +134,29 @@ int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const 
       htp_cuda_check_int(kernels, op, inner, 0, 0) ||
       htp_cuda_check_int(kernels, op, tokens * tokens, 0, 0))
     return 1;
+  /* Every head in order (a rank that keeps its heads, a compact shard): the
+   * whole attention's context in one pass (fused bf16 kernel, or batched
+   * GEMMs over the images), in the object's own attention scratch. */
+  bool every_head = count == num_heads;
+  for (int64_t i = 0; every_head && i < count; ++i)
+    every_head = heads[i] == i;
+  if (every_head && count > 0) {
+    const int64_t floats =
+        htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+    if (floats < 0)
+      return htp_cuda_fail(kernels, op, "the attention scratch's size overflows");
+    if (htp_cuda_buffer_reserve(kernels, &kernels->heads_scratch, &kernels->heads_scratch_bytes,
+                                (size_t)floats * sizeof(float)))
+      return 1;
+    const T *all = htp_cuda_attention_context(kernels, x, wqkv, bqkv,
+                                              (float *)kernels->heads_scratch, batch, tokens,
+                                              model_dim, num_heads, head_dim);
+    if (!all)
+      return 1;
+    HTP_CUDA_CHECK(kernels, cudaMemcpyAsync(context, all, (size_t)(rows * inner) * sizeof(T),
+                                            cudaMemcpyDeviceToDevice, kernels->stream));
+    return 0;
+  }
   float *qkv = scratch;                /* [rows, q_h | k_h | v_h] */
   float *scores = qkv + rows * stride; /* [tokens, tokens] */
   const float scale = 1.0f / sqrtf((float)head_dim), one = 1.0f, zero = 0.0f;

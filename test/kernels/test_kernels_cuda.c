@@ -615,10 +615,11 @@ static void elementwise_cases(device *d, const shape *s, dtype t) {
   free(x), free(other), free(bias), free(ref), free(tol);
 }
 
-/* The attention and its listed-heads unit kernel on the same data: one
- * reference (its context is the unit kernel's output). with_bias 0: no
- * qkv bias (the unit kernel only; the attention always has one). */
-static void attention_cases(device *d, const shape *s, dtype t, int with_bias,
+/* The attention (with `whole`) and its listed-heads unit kernel on the
+ * same data: one reference (its context is the unit kernel's output).
+ * with_bias 0: no qkv bias (the unit kernel only; the attention always has
+ * one). */
+static void attention_cases(device *d, const shape *s, dtype t, int whole, int with_bias,
                             const int32_t *list, int64_t listed) {
   const precision *p = t == F32 ? &PRECISION_F32 : &PRECISION_BF16;
   const int64_t B = s->batch, T = s->tokens, D = s->dim, H = s->heads, hd = s->head_dim;
@@ -640,12 +641,17 @@ static void attention_cases(device *d, const shape *s, dtype t, int with_bias,
   double *ref = doubles(count * D), *tol = doubles(count * D);
   reference_attention(x, wqkv, with_bias ? bqkv : NULL, wproj, bproj, s, sample, count, p,
                       p->attention_operands, ctx, ctx_err, ref, tol);
-  if (p->attention_operands > 0) /* the unit kernel keeps f32 operands */
+  /* The unit kernel keeps f32 operands, except for a list of every head in
+   * order, which a device may run as the whole attention (CUDA's fused bf16
+   * kernel: the attention's bound). */
+  int every = listed == H;
+  for (int64_t i = 0; every && i < listed; ++i) every = list[i] == i;
+  if (p->attention_operands > 0 && !every)
     reference_attention(x, wqkv, with_bias ? bqkv : NULL, NULL, NULL, s, sample, count, p, 0.0,
                         ctx, ctx_err, NULL, NULL);
   char name[96];
 
-  if (with_bias) {
+  if (whole && with_bias) {
     const int64_t floats = d->k->attention_scratch_floats(B, T, D, H, hd);
     float *scratch = upload_poison(d, floats, F32);
     void *dy = upload_poison(d, rows * D, t);
@@ -821,8 +827,14 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   layer_norm_case(d, s, t);
   elementwise_cases(d, s, t);
   const int32_t heads[] = {(int32_t)s->heads - 1, 0, (int32_t)(s->heads / 2)};
-  attention_cases(d, s, t, 1, heads, 3);
-  if (small) attention_cases(d, s, t, 0, heads, 3);
+  attention_cases(d, s, t, 1, 1, heads, 3);
+  if (small) attention_cases(d, s, t, 0, 0, heads, 3);
+  /* Every head in order: a rank keeping its heads, a compact shard (CUDA
+   * runs the whole attention's context for it). */
+  int32_t *every = malloc(sizeof *every * (size_t)s->heads);
+  for (int32_t h = 0; every && h < (int32_t)s->heads; ++h) every[h] = h;
+  if (every) attention_cases(d, s, t, 0, 1, every, s->heads);
+  free(every);
   const int32_t last = (int32_t)(s->mlp / s->unit_width) - 1;
   const int32_t units[] = {0, 1, 2, last / 2, last};
   mlp_units_case(d, s, t, units, 5, 1, 0);
@@ -1153,11 +1165,11 @@ static void mutant_cases(void) {
       case DROP_ONE_TERM: linear_case(&d, s, F32, s->mlp, s->dim, 1, "mutant fc2"); break;
       case TF32_INPUTS:
         linear_case(&d, s, F32, s->dim, s->mlp, 1, "mutant fc1");
-        attention_cases(&d, s, F32, 1, heads, 3);
+        attention_cases(&d, s, F32, 1, 1, heads, 3);
         break;
       case EPSILON_TIMES_10: layer_norm_case(&d, s, F32); break;
       case GELU_FORM_SWAPPED: elementwise_cases(&d, s, F32); break;
-      case EXTRA_HEAD: attention_cases(&d, s, F32, 1, heads, 3); break;
+      case EXTRA_HEAD: attention_cases(&d, s, F32, 1, 1, heads, 3); break;
       case NO_ACCUMULATE: linear_units_cases(&d, s, F32, blocks, 5); break;
       default: break;
       }
