@@ -25,9 +25,9 @@
  * The bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16) run the same
  * bodies with the kernel table's bf16 unit kernels: shards, packed blocks
  * and the compact activations hold elements of the block's dtype (the
- * shape's elem bytes), so bf16 units prune, migrate and run compact alike.
- * The balancer's config check refuses, for them, the selections and
- * imputations that read f32 activations on the host.
+ * shape's elem bytes), so bf16 units prune, migrate and run compact alike;
+ * the scores read bf16 activations widened, and the imputer, which keeps
+ * f32 values, gets them widened and gives them back rounded once.
  *
  * In training, htp-grad writes the adjoint of a hooked attention or MLP pair
  * as a call of htp_rt_attention_grad_f32 / htp_rt_mlp_grad_f32, which
@@ -476,6 +476,16 @@ static htp_unit_sets imputed_units(htp_balancer *b, int32_t pair, const htp_unit
   return imputed;
 }
 
+/* The imputer (unit_table.c) keeps f32 values: the n elements of act as
+ * floats, act itself in an f32 block, else widened into b->act_f32 (the
+ * same and average imputations run on the host: the CPU). NULL: no memory. */
+static float *imputer_view(htp_balancer *b, const pair_call *call, void *act, int64_t n) {
+  if (!call->bf16) return act;
+  if (htp__reserve_floats(&b->act_f32, &b->act_f32_capacity, (size_t)n)) return NULL;
+  htp_bf16_to_f32_n(act, b->act_f32, n);
+  return b->act_f32;
+}
+
 /* The compact path: kept and migrated-in units as one shard (the CPU,
  * zero imputation, or same imputation that has nothing to fill). */
 static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *call,
@@ -487,11 +497,13 @@ static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
   htp_kernel_status status = compute_compact(b, call, s);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
   if (b->config.impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
-    htp_result r = htp_imputer_store_listed(b->imputer, call->pair, b->compact_scratch,
-                                            (size_t)call->rows,
-                                            (size_t)((s->num_kept + s->num_in) * call->width),
-                                            s->units, (size_t)call->width, s->kept, s->num_kept,
-                                            b->steps);
+    const int64_t inner = (s->num_kept + s->num_in) * call->width;
+    const float *kept = imputer_view(b, call, b->compact_scratch, call->rows * inner);
+    htp_result r = kept ? htp_imputer_store_listed(b->imputer, call->pair, kept,
+                                                   (size_t)call->rows, (size_t)inner, s->units,
+                                                   (size_t)call->width, s->kept, s->num_kept,
+                                                   b->steps)
+                        : HTP_ERR_NOMEM;
     if (r != HTP_OK)
       return htp__fail(ctx, r, "%s: pair %d: imputation failed", call->hook, (int)call->pair);
   }
@@ -519,14 +531,17 @@ static htp_result run_in_place(htp_ctx *ctx, htp_balancer *b, const pair_call *c
   const int32_t *projected = s->kept;
   int num_projected = s->num_kept;
   if (c->impute != HTP_IMPUTE_ZERO) {
-    htp_result r = HTP_OK;
-    if (c->impute == HTP_IMPUTE_SAME)
-      r = htp_imputer_store(b->imputer, call->pair, call->act, (size_t)call->rows, (size_t)inner,
+    float *act = imputer_view(b, call, call->act, call->rows * inner);
+    htp_result r = act ? HTP_OK : HTP_ERR_NOMEM;
+    if (r == HTP_OK && c->impute == HTP_IMPUTE_SAME)
+      r = htp_imputer_store(b->imputer, call->pair, act, (size_t)call->rows, (size_t)inner,
                             s->units, (size_t)call->width, s, b->steps);
     if (r == HTP_OK)
-      r = htp_impute_fill(b->imputer, call->pair, c->impute, call->act, (size_t)call->rows,
+      r = htp_impute_fill(b->imputer, call->pair, c->impute, act, (size_t)call->rows,
                           (size_t)inner, s->units, (size_t)call->width, imputed, b->steps,
                           c->same_max_age);
+    /* bf16: the filled values back, rounded once (the kept ones unchanged) */
+    if (r == HTP_OK && call->bf16) htp_bf16_from_f32_n(act, call->act, call->rows * inner);
     if (r != HTP_OK)
       return htp__fail(ctx, r, "%s: pair %d: imputation failed", call->hook, (int)call->pair);
     num_projected = merge_units(imputed, b->listed);

@@ -136,6 +136,8 @@ struct htp_balancer {
   size_t compact_w_capacity, compact_dw_capacity, compact_scratch_capacity; /* floats */
   float *unit_staging;    /* one message of unit shards (gradient return) */
   size_t unit_staging_capacity; /* floats */
+  float *act_f32;         /* a bf16 hook's activations widened for the imputer (host) */
+  size_t act_f32_capacity; /* floats */
   float *unit_device;     /* on a device: unit_staging's or grad_out's twin in its memory */
   size_t unit_device_capacity; /* floats */
   /* HTP_SELECT_VARIATION: per pair, the local units' weights at the last
@@ -209,10 +211,10 @@ htp_result htp__scores_reset(htp_balancer *b);
  * scores. */
 htp_result htp__scores_create(htp_balancer *b);
 void htp__scores_free(htp_balancer *b);
-void htp__scores_norms(htp_balancer *b, int32_t pair, const float *second, int64_t units,
+void htp__scores_norms(htp_balancer *b, int32_t pair, const void *second, int64_t units,
                        int64_t width, int64_t model_dim);
 void htp__scores_observe(htp_balancer *b, int32_t pair, const htp_unit_sets *s,
-                         const float *act, int64_t rows, int64_t width, int64_t row_stride,
+                         const void *act, int64_t rows, int64_t width, int64_t row_stride,
                          int compact);
 htp_result htp__scores_sample(htp_balancer *b);
 htp_result htp__scores_push(htp_balancer *b);

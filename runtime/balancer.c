@@ -57,13 +57,6 @@ htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, si
   if (c->same_max_age < 0) REJECT("same_max_age %lld is negative", (long long)c->same_max_age);
   if (c->element_bytes != 0 && c->element_bytes != 4 && c->element_bytes != 2)
     REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
-  /* The scores and the same/average imputation read f32 activations with
-   * the host's loops (unit_scores.c, the imputer). */
-  if (c->element_bytes == 2 && (c->selection != HTP_SELECT_RANDOM || c->impute != HTP_IMPUTE_ZERO))
-    REJECT("a bf16 block's units are selected at random and imputed with zeros (importance, "
-           "variation and the same/average imputation read f32 activations); asked: select %s, "
-           "impute %s",
-           htp_select_name(c->selection), htp_impute_name(c->impute));
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;
@@ -223,6 +216,7 @@ void htp_balancer_destroy(htp_balancer *b) {
     htp__balancer_release(b, b->unit_device);
   }
   free(b->unit_staging);
+  free(b->act_f32);
   free(b->gather);
   free(b->normalized);
   htp__site_model_free(&b->site_model);

@@ -641,10 +641,11 @@ typedef struct htp_balancer_config {
   {HTP_BALANCER_CONFIG_MAGIC, HTP_PLANNER_CONFIG_INITIALIZER, HTP_SELECT_RANDOM, 0,       \
    HTP_IMPUTE_ZERO, 0, 0, 0, 0, 0.0, 0}
 /* element_bytes 2: the pairs' hooks are the bf16 ones (htp_rt_attention_bf16,
- * htp_rt_mlp_bf16): every policy, with random selection and zero
- * imputation (the others read f32 activations on the host); migrated units
- * travel as bf16 shards (htp_balancer_unit_bytes). No re-partition (it
- * moves f32 weights and optimizer states: training). */
+ * htp_rt_mlp_bf16), with every policy, selection and imputation (the
+ * scores read bf16 activations and weights widened; the imputer keeps f32
+ * values and writes them back rounded once); migrated units travel as bf16
+ * shards (htp_balancer_unit_bytes). No re-partition (it moves f32 weights
+ * and optimizer states: training). */
 /* selection:
  *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
  *     table (seed), independent of the data.

@@ -99,8 +99,7 @@ HTP_API htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, co
  * table's bf16 unit kernels (f32 accumulation, outputs rounded once), and
  * migrated units travel and are packed as bf16. With a balancer its
  * config's element_bytes must be 2 (and 4 for the f32 hooks, else
- * HTP_ERR_INVALID); its selection random and its imputation zero (the
- * config check). */
+ * HTP_ERR_INVALID). */
 HTP_API htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
                                          const uint16_t *wqkv, const uint16_t *bqkv,
                                          const uint16_t *wproj, uint16_t *y, float *scratch,

@@ -48,22 +48,27 @@ typedef htp__unit_shape unit_shape;
 
 /* ===== Importance ======================================================= */
 
+/* Element i of a tensor of the block's dtype (the hooks' activations and
+ * weights: f32, or bf16 widened exactly). */
+static inline double element(const void *base, int64_t i, int bf16) {
+  return bf16 ? (double)htp_bf16_to_f32(((const htp_bf16 *)base)[i]) : ((const float *)base)[i];
+}
+
 /* Importance: the Frobenius norm of each unit's output weights (proj
  * columns of a head, fc2 columns of an MLP unit: `second` is [d, units *
  * width]), once per pair and buffer. */
-void htp__scores_norms(htp_balancer *b, int32_t pair, const float *second, int64_t units,
+void htp__scores_norms(htp_balancer *b, int32_t pair, const void *second, int64_t units,
                        int64_t width, int64_t model_dim) {
   const int64_t stride = units * width;
+  const int bf16 = htp__element_bytes(&b->config) == 2;
   double *norm = b->norm + (size_t)pair * (size_t)b->max_units;
   for (int64_t i = 0; i < units; ++i) norm[i] = 0.0;
-  for (int64_t o = 0; o < model_dim; ++o) {
-    const float *row = second + o * stride;
+  for (int64_t o = 0; o < model_dim; ++o)
     for (int64_t i = 0; i < units; ++i)
       for (int64_t j = 0; j < width; ++j) {
-        const double v = row[i * width + j];
+        const double v = element(second, o * stride + i * width + j, bf16);
         norm[i] += v * v;
       }
-  }
   for (int64_t i = 0; i < units; ++i) norm[i] = sqrt(norm[i]);
   b->pairs[pair].normed = second;
 }
@@ -75,24 +80,23 @@ void htp__scores_norms(htp_balancer *b, int32_t pair, const float *second, int64
  * summed in double on the stack (kept units in chunks of 64). Pruned and
  * handed-off units keep their last score. */
 void htp__scores_observe(htp_balancer *b, int32_t pair, const htp_unit_sets *s,
-                         const float *act, int64_t rows, int64_t width, int64_t row_stride,
+                         const void *act, int64_t rows, int64_t width, int64_t row_stride,
                          int compact) {
   if (!b->score || s->num_kept == 0) return;
+  const int bf16 = htp__element_bytes(&b->config) == 2;
   double sums[64];
   const int chunk = (int)(sizeof sums / sizeof sums[0]);
   const size_t base = (size_t)pair * (size_t)b->max_units;
   for (int k0 = 0; k0 < s->num_kept; k0 += chunk) {
     const int n = s->num_kept - k0 < chunk ? s->num_kept - k0 : chunk;
     memset(sums, 0, sizeof sums);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *row = act + r * row_stride;
+    for (int64_t r = 0; r < rows; ++r)
       for (int k = 0; k < n; ++k) {
-        const float *a = row + (int64_t)(compact ? k0 + k : s->kept[k0 + k]) * width;
+        const int64_t at = r * row_stride + (int64_t)(compact ? k0 + k : s->kept[k0 + k]) * width;
         double acc = 0.0;
-        for (int64_t c = 0; c < width; ++c) acc += fabs((double)a[c]);
+        for (int64_t c = 0; c < width; ++c) acc += fabs(element(act, at + c, bf16));
         sums[k] += acc;
       }
-    }
     for (int k = 0; k < n; ++k) {
       const size_t at = base + (size_t)s->kept[k0 + k];
       double sample = sums[k] / ((double)rows * (double)width) * b->norm[at];

@@ -516,9 +516,11 @@ static void test_06_impute_average(void **unused) {
  * computed one unit at a time) and SEMI give the double reference of the
  * rounded model without the pruned units within the bf16 tolerance;
  * pruning moved the output away from the full block, migration did not,
- * and units and bytes (bf16 shards) moved. A bf16 balancer asked to read
- * activations (importance, average) is refused with the reason, and a hook
- * of the other dtype than the balancer's config is refused. */
+ * and units and bytes (bf16 shards) moved. Importance selection prunes
+ * exactly the damped units (scores from bf16 activations and weights),
+ * SAME imputation gives the full block back (the stored activations), and
+ * AVERAGE runs. An element size other than 2 or 4, and a hook of the other
+ * dtype than the balancer's config, are refused. */
 static void *mismatched_dtype_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
@@ -544,20 +546,6 @@ static void *refused_bf16_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
   CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  const struct { htp_policy policy; htp_select selection; htp_impute impute; } refused[] = {
-      {HTP_POLICY_SEMI, HTP_SELECT_IMPORTANCE, HTP_IMPUTE_ZERO},
-      {HTP_POLICY_RESIZE, HTP_SELECT_VARIATION, HTP_IMPUTE_ZERO},
-      {HTP_POLICY_RESIZE, HTP_SELECT_RANDOM, HTP_IMPUTE_AVERAGE},
-      {HTP_POLICY_MIGRATE, HTP_SELECT_RANDOM, HTP_IMPUTE_SAME}};
-  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; ++i) {
-    htp_balancer_config c = harness_balancer_config(2, refused[i].policy, refused[i].selection,
-                                                    refused[i].impute);
-    c.element_bytes = 2;
-    htp_balancer *b = NULL;
-    CHECK(htp_balancer_create(ctx, &c, &b) == HTP_ERR_INVALID && b == NULL);
-    CHECK(strstr(htp_last_error(ctx), "a bf16 block's units are selected at random and imputed "
-                                      "with zeros") != NULL);
-  }
   htp_balancer_config odd = harness_balancer_config(2, HTP_POLICY_NONE, HTP_SELECT_RANDOM,
                                                     HTP_IMPUTE_ZERO);
   odd.element_bytes = 3;
@@ -616,6 +604,36 @@ static void test_15_bf16_hooks(void **unused) {
   run_and_check(&semi);
   assert_true(rec.sent[3][0] > 0 && rec.sent[3][1] > 0 && rec.bytes[3] > 0);
   for (int r = 0; r < 4; ++r) assert_true(rec.plan_ok[r]);
+  scenario important = {2, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_ZERO, {1, 0.5, 1, 1}, HTP_SELECT_IMPORTANCE, 1, 1};
+  run_and_check(&important);
+  for (int p = 0; p < 2 * LAYERS; ++p) {
+    const int u = p % 2 ? UNITS : HEADS;
+    for (int r = 0; r < 2; ++r)
+      for (int i = 0; i < u; ++i)
+        assert_int_equal(rec.pruned[p][r * u + i], r == 1 && damped_unit(p % 2, i));
+  }
+  scenario same = {2, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_SAME, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0, 1};
+  assert_true(run_and_check_imputed(&same, 1) <= 2e-2);
+  assert_true(total_pruned() > 0);
+  /* AVERAGE: finite, and not the zero-imputed block (as test 6b). */
+  scenario average = {2, DRIVE_FORCED, HTP_POLICY_RESIZE, HTP_IMPUTE_AVERAGE, {1, 0.5, 1, 1}, HTP_SELECT_RANDOM, 0, 1};
+  model *avg = malloc(sizeof *avg);
+  assert_non_null(avg);
+  model_init(avg, 2, 5);
+  model_round_bf16(avg);
+  memset(&rec, 0, sizeof rec);
+  the_model = avg;
+  the_scenario = &average;
+  run_world(2, rank_main, NULL);
+  double *want = malloc(sizeof(double) * ROWS * DIM);
+  assert_non_null(want);
+  reference_attention(avg, 0, rec.pruned[0], want);
+  assert_true(total_pruned() > 0);
+  const double e = relative_error(rec.out[0], want, ROWS * DIM);
+  assert_true(isfinite(e) && e > 2e-2);
+  free(want);
+  model_free(avg);
+  free(avg);
   model *m = malloc(sizeof *m);
   assert_non_null(m);
   model_init(m, 2, 3);

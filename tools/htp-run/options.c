@@ -329,10 +329,9 @@ static const char *const HELP[] = {
     "no bf16) and are rounded; random data is drawn in f32 and rounded. --output\n"
     "writes bf16 results widened to '<f4' (exact). --check compares with the tp-1\n"
     "build of the same bf16 block, tolerance 2e-2 (the split rounds partial sums\n"
-    "the unsplit block never rounds). A split bf16 block has bf16 balance hooks:\n"
-    "every policy, its units migrated as bf16, with random selection and zero\n"
-    "imputation (the others read f32 activations). An f32 block given BF16\n"
-    "weights widens them (exact, with a note).\n",
+    "the unsplit block never rounds). A split bf16 block has bf16 balance hooks\n"
+    "(every policy, selection and imputation; its units migrate as bf16). An f32\n"
+    "block given BF16 weights widens them (exact, with a note).\n",
     "\n"
     "Timing. Iterations are numbered from 0, warm-up ones first (so --slow and\n"
     "--fault iterations, the table and the trace use the same numbers). In each\n"
