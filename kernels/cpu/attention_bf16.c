@@ -323,6 +323,39 @@ static int attention_f32_heads(const htp_kernel_env *env, const htp_bf16 *x,
                          model_dim);
 }
 
+struct round_job {
+  const float *from;
+  htp_bf16 *to;
+};
+
+static void round_chunk(void *ctx, int64_t begin, int64_t end) {
+  const struct round_job *job = ctx;
+  htp_bf16_from_f32_n(job->from + begin, job->to + begin, end - begin);
+}
+
+int htp__attention_context_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
+                                      const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                      htp_bf16 *context, int64_t batch, int64_t tokens,
+                                      int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  const int64_t needed =
+      htp_cpu_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
+  if (needed < 0) return 1;
+  float *owned, *room = htp__cpu_f32_room(env, needed, &owned);
+  if (!room) return 1;
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim;
+  float *qkv = room, *ctx = qkv + rows * 3 * inner, *scores = ctx + rows * inner;
+  const int failed =
+      htp__onednn_linear_bf16_f32(x, wqkv, bqkv, qkv, rows, model_dim, 3 * inner);
+  if (!failed) {
+    htp__attend(qkv, 3 * inner, inner, 2 * inner, head_dim, num_heads, ctx, inner, batch, tokens,
+                head_dim, scores);
+    struct round_job round = {ctx, context};
+    htp__parallel(rows * inner, HTP_GRAIN, round_chunk, &round);
+  }
+  free(owned);
+  return failed;
+}
+
 int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
                               const htp_bf16 *wqkv, const htp_bf16 *bqkv,
                               const htp_bf16 *wproj, const htp_bf16 *bproj, htp_bf16 *y,

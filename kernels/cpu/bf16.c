@@ -301,6 +301,17 @@ htp_kernel_status htp__cpu_attention_bf16(const htp_kernel_env *env, const htp_b
   return status;
 }
 
+/* Whether list is every one of `units` units of `width` columns in order,
+ * the whole of `total` columns (one unit of all of them counts too): what a
+ * balance hook that keeps everything, or computes a compact shard, asks
+ * for, which the unfused bf16 entries (oneDNN) can then run. */
+static int every_unit(const int32_t *list, int64_t count, int64_t width, int64_t total) {
+  if (!list || count < 1 || width < 1 || count * width != total) return 0;
+  for (int64_t i = 0; i < count; ++i)
+    if (list[i] != i) return 0;
+  return 1;
+}
+
 htp_kernel_status htp__cpu_attention_heads_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                                 const htp_bf16 *wqkv, const htp_bf16 *bqkv,
                                                 htp_bf16 *context, float *scratch,
@@ -308,6 +319,12 @@ htp_kernel_status htp__cpu_attention_heads_bf16(const htp_kernel_env *env, const
                                                 int64_t model_dim, int64_t num_heads,
                                                 int64_t head_dim, const int32_t *heads,
                                                 int64_t count) {
+#ifdef HTP_BLAS_ONEDNN
+  if (x && wqkv && context && every_unit(heads, count, 1, num_heads) &&
+      htp__attention_context_bf16_units(env, x, wqkv, bqkv, context, batch, tokens, model_dim,
+                                        num_heads, head_dim) == 0)
+    return HTP_KERNEL_OK;
+#endif
   const int64_t rows = htp__size_mul(batch, tokens);
   const int64_t inner = htp__size_mul(num_heads, head_dim);
   const int64_t qkv_rows = htp__size_mul(inner, 3);
@@ -339,6 +356,8 @@ htp_kernel_status htp__cpu_mlp_hidden_units_bf16(const htp_kernel_env *env, cons
                                                  int64_t hidden_dim, int64_t width,
                                                  const int32_t *units, int64_t count,
                                                  int32_t tanh_approx) {
+  if (x && w1 && hidden && every_unit(units, count, width, hidden_dim))
+    return htp__cpu_linear_gelu_bf16(env, x, w1, b1, hidden, rows, dim, hidden_dim, tanh_approx);
   carve c = {0};
   carve_count(&c, htp__size_mul(rows, dim));
   carve_count(&c, htp__size_mul(hidden_dim, dim));
@@ -365,6 +384,8 @@ htp_kernel_status htp__cpu_linear_units_bf16(const htp_kernel_env *env, const ht
                                              int64_t in_features, int64_t out_features,
                                              int64_t width, const int32_t *units, int64_t count,
                                              int32_t accumulate) {
+  if (!accumulate && a && w && y && every_unit(units, count, width, in_features))
+    return htp__cpu_linear_bf16(env, a, w, NULL, y, rows, in_features, out_features);
   carve c = {0};
   carve_count(&c, htp__size_mul(rows, in_features));
   carve_count(&c, htp__size_mul(out_features, in_features));

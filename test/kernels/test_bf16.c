@@ -414,6 +414,37 @@ static void attention_and_units(void **state) {
   htp_cpu_linear_units_f32(hidden_now, w2f, y_f, R, HID, DIM, WIDTH, blocks, 2, 1);
   assert_rounded(y, y_f, R * DIM);
 
+  /* Every unit in order (a hook that keeps everything, a compact shard):
+   * with oneDNN the unfused bf16 paths run them (qkv a bf16 product, the
+   * heads in f32; the fused linear + GELU; a bf16 linear), so against the
+   * f32 kernels within one rounding and f32 accumulation. */
+  {
+    const int32_t every_head[] = {0, 1, 2}, every_unit[] = {0, 1, 2};
+    double want[R * DIM > R * HID ? R * DIM : R * HID];
+    assert_int_equal(t->attention_heads_bf16(&env, x, wq, bq, ctx_bf, scratch, BATCH, TOKENS,
+                                             DIM, HEADS, HEAD_DIM, every_head, HEADS),
+                     HTP_KERNEL_OK);
+    htp_cpu_attention_heads_f32(xf, wqf, bqf, ctx_f, scratch, BATCH, TOKENS, DIM, HEADS,
+                                HEAD_DIM, every_head, HEADS);
+    for (int i = 0; i < R * DIM; i++) want[i] = ctx_f[i];
+    assert_close_bf16(ctx_bf, want, R * DIM, 1e-6);
+    assert_int_equal(t->mlp_hidden_units_bf16(&env, x, w1, b1, hidden, R, DIM, HID, WIDTH,
+                                              every_unit, HID / WIDTH, 0),
+                     HTP_KERNEL_OK);
+    htp_cpu_mlp_hidden_units_f32(xf, w1f, b1f, hidden_f, R, DIM, HID, WIDTH, every_unit,
+                                 HID / WIDTH, 0);
+    for (int i = 0; i < R * HID; i++) want[i] = hidden_f[i];
+    assert_close_bf16(hidden, want, R * HID, 1e-6);
+    for (int i = 0; i < R * HID; i++) hidden_now[i] = htp_bf16_to_f32(hidden[i]);
+    assert_int_equal(t->linear_units_bf16(&env, hidden, w2, y, R, HID, DIM, WIDTH, every_unit,
+                                          HID / WIDTH, 0),
+                     HTP_KERNEL_OK);
+    htp_cpu_linear_units_f32(hidden_now, w2f, y_f, R, HID, DIM, WIDTH, every_unit, HID / WIDTH,
+                             0);
+    for (int i = 0; i < R * DIM; i++) want[i] = y_f[i];
+    assert_close_bf16(y, want, R * DIM, 1e-6);
+  }
+
   /* Too little scratch: the f32 entry's refusal, with its message. */
   assert_int_equal(t->attention_bf16(&env, x, wq, bq, wp, bp, y, scratch, 3, BATCH, TOKENS, DIM,
                                      HEADS, HEAD_DIM),
