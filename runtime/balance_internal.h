@@ -239,6 +239,10 @@ static inline int64_t htp__element_bytes(const htp_balancer_config *c) {
 static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__units_floats(1, htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim);
 }
+/* Bytes of one unit's shard (htp_balancer_unit_bytes). */
+static inline int64_t htp__unit_bytes(const htp_balancer_config *c, htp_pair_kind kind) {
+  return htp__unit_floats(c, kind) * htp__element_bytes(c);
+}
 /* The floats' room (htp__balancer_reserve's unit) that holds `elements`
  * elements of element_bytes each. */
 static inline size_t htp__floats_room(int64_t elements, int64_t element_bytes) {

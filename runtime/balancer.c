@@ -27,7 +27,7 @@
 #include <stdlib.h>
 
 int64_t htp_balancer_unit_bytes(const htp_balancer_config *config, htp_pair_kind kind) {
-  return config ? htp__unit_floats(config, kind) * htp__element_bytes(config) : 0;
+  return config ? htp__unit_bytes(config, kind) : 0;
 }
 
 /* ===== Lifecycle ========================================================= */

@@ -55,7 +55,7 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   const htp__unit_shape u = {htp__unit_parts(kind), htp__unit_width(c, kind), c->model_dim,
                              htp__element_bytes(c)};
   const htp__shard mine = {(void *)w->first, (void *)w->bias, (void *)w->second, units};
-  const size_t bytes = (size_t)htp_balancer_unit_bytes(c, kind);
+  const size_t bytes = (size_t)htp__unit_bytes(c, kind);
   const htp__unit_mover memory = htp__balancer_memory(b);
   void *one = dst;
   if (on_device(b)) {
