@@ -4,8 +4,7 @@
 
 // A split bf16 block gets its hooks as an f32 one does: the attention gets
 // its pair and each MLP chain becomes an htp.mlp; the pipeline lowers them
-// to the bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16; their units
-// prune but do not migrate yet, the runtime's balancer says so) and the
+// to the bf16 hooks (htp_rt_attention_bf16, htp_rt_mlp_bf16) and the
 // signature has the "balance" record. No warning.
 // CHECK-LABEL: func.func @two_layers(
 // CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64} :

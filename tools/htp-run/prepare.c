@@ -103,7 +103,7 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
   if (htp_signature_balancer_config(&state->sig, &config) != HTP_OK)
     return htp_set_error(err, err_size, "%s: no balancer config from its signature",
                          options->path);
-  /* Before any rank starts (a bf16 block's units do not migrate yet, ...). */
+  /* What the config alone can say is wrong, before any rank starts. */
   char why[256];
   if (htp_balancer_config_check(&config, why, sizeof why) != HTP_OK)
     return htp_set_error(err, err_size, "%s: %s", options->path, why);
