@@ -169,11 +169,12 @@ static htp_kernel_status attention_activate(const pair_call *c, const void *wqkv
                                             const void *bqkv, int64_t units,
                                             const int32_t *list, int64_t count, void *out) {
   if (list) return heads(c, wqkv, bqkv, units, list, count, out);
-  int32_t *every = malloc((size_t)(units > 0 ? units : 1) * sizeof *every);
+  int32_t on_stack[256]; /* no allocation per call for any usual head count */
+  int32_t *every = units <= 256 ? on_stack : malloc((size_t)units * sizeof *every);
   if (!every) return HTP_KERNEL_ERR_NOMEM;
   for (int32_t h = 0; h < units; ++h) every[h] = h;
   htp_kernel_status status = heads(c, wqkv, bqkv, units, every, units, out);
-  free(every);
+  if (every != on_stack) free(every);
   return status;
 }
 

@@ -1410,6 +1410,21 @@ static void env_refusal_cases(void) {
   ok = table->add_f32(&env, NULL, NULL, NULL, 1) == HTP_KERNEL_ERR_SYSTEM;
   printf("%-30s %s\n", "entry on a refused env", ok ? "fails: ok" : "FAIL");
   failures += !ok;
+  /* A misspelt kernel switch is refused by name before the device is
+   * touched (kernels_internal.h), with or without a GPU. */
+  const char *switches[][2] = {{"HTP_CUDA_ATTENTION", "wmma or mma"},
+                               {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt"}};
+  for (int i = 0; i < 2; ++i) {
+    setenv(switches[i][0], "fused", 1);
+    const int rc = htp_cuda_kernel_env_create(0, &env, why, sizeof why);
+    char want[96];
+    snprintf(want, sizeof want, "%s=fused: expected %s", switches[i][0], switches[i][1]);
+    ok = rc != HTP_KERNEL_OK && contains(why, want) && !env.kernels;
+    printf("%-30s %s: %s\n", switches[i][0], ok ? "refused: ok" : "FAIL", why);
+    failures += !ok;
+    htp_cuda_kernel_env_destroy(&env);
+    unsetenv(switches[i][0]);
+  }
 }
 
 /* Without a GPU a partition fails with a message and leaves no device. */
