@@ -61,7 +61,7 @@ def read_blocks(folder):
 
 COLUMNS = ["block", "variant", "model", "dtype", "batch", "htp_ms", "eager_ms", "compile_ms", "gemm_ms",
            "x_eager", "x_compile", "gemm_fraction", "check_error", "timm_error",
-           "timm_own_error", "device"]
+           "timm_own_error", "kernel_mb", "kernel_bound_mb", "device"]
 # htp-run --check's tolerances, used for the comparison with timm too.
 TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}
 
@@ -264,6 +264,12 @@ def main():
                                                str(args.warmup)]
                                  + ([] if args.no_check else ["--check"]))
             row["htp_ms"] = report["median_ms"]
+            # What the kernels kept of their own, against the compiler's bound
+            # (htp-run fails the run when it is exceeded).
+            if report.get("kernel_memory_held_bytes") is not None:
+                row["kernel_mb"] = report["kernel_memory_held_bytes"] / 1e6
+            if report.get("kernel_memory_bytes") is not None:
+                row["kernel_bound_mb"] = report["kernel_memory_bytes"] / 1e6
             if not args.no_check:
                 results_ = (report.get("check") or {}).get("results", [])
                 row["check_error"] = max((r["error"] for r in results_), default=None)

@@ -348,6 +348,16 @@ typedef struct htp_kernel_table {
                                         const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                         int64_t rows, int64_t in_features, int64_t out_features,
                                         int32_t tanh_approx);
+
+  /* The device memory the kernels hold of their own beside what their
+   * callers give them (CUDA's f32 sums, attention scratch, staging and
+   * cuBLASLt workspace; kernels/htp_scratch.h's "own memory" formulas), in
+   * *bytes: on CUDA what the object holds now, on the checked device the
+   * most the CUDA kernels would have asked for by the calls it saw. The
+   * compiler bounds a block's (the signature's kernel_memory_bytes);
+   * htp-run checks the bound with this. NULL where the kernels' memory is
+   * the host's (the CPU). */
+  htp_kernel_status (*own_memory)(const htp_kernel_env *env, uint64_t *bytes);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error

@@ -46,6 +46,9 @@ void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels); /* accepts NULL */
 /* Waits for everything enqueued; returns non-zero if any of it failed. */
 int htp_cuda_kernels_sync(htp_cuda_kernels *kernels);
 const char *htp_cuda_kernels_error(const htp_cuda_kernels *kernels);
+/* The bytes of device memory the object holds of its own (its workspaces:
+ * kernels/htp_scratch.h's own-memory formulas); 0 for NULL. */
+uint64_t htp_cuda_kernels_own_bytes(const htp_cuda_kernels *kernels);
 
 int htp_cuda_linear_f32(htp_cuda_kernels *kernels, const float *x, const float *w,
                         const float *b, float *y, int64_t rows, int64_t in_features,

@@ -188,4 +188,64 @@ static inline int64_t htp_rt_mlp_grad_scratch_floats(int64_t rows, int64_t model
   return htp__size_add(htp__size_add(weights, part), hidden);
 }
 
+/* ----- The CUDA kernels' own memory ------------------------------------
+ * Beyond the scratch a block hands them, the CUDA kernels keep buffers of
+ * their own in the kernel object (kernels/cuda/kernels_internal.h), each
+ * grown to the largest request it got and held until the object goes. Each
+ * request is one formula below: the CUDA kernels reserve by it, the checked
+ * device books it (kernels/checked/table.c), and the compiler bounds a
+ * block's (passes/EntryFunction.cpp: the signature's kernel_memory_bytes),
+ * so that htp-run counts it against the GPU's memory before a run and
+ * checks it after. */
+typedef enum htp_cuda_own_buffer {
+  HTP_CUDA_OWN_SUMS = 0,    /* f32 sums of the bf16 kernels; the training kernels' doubles */
+  HTP_CUDA_OWN_HEADS = 1,   /* the listed-heads kernel's attention scratch (every head) */
+  HTP_CUDA_OWN_STAGING = 2, /* host lists copied up (the same-device sum's pointers) */
+  HTP_CUDA_OWN_LT = 3,      /* cuBLASLt's workspace (HTP_CUDA_LINEAR_EPILOGUE=cublaslt) */
+  HTP_CUDA_OWN_BUFFERS = 4
+} htp_cuda_own_buffer;
+
+/* cuBLASLt's workspace: a fixed size, taken once. */
+#define HTP_CUDA_LT_WORKSPACE_BYTES ((int64_t)4 << 20)
+
+/* The f32 sums of a bf16 linear with a bias (or fused with GELU) and of
+ * the bf16 unit kernels: [rows, columns] floats, in bytes. */
+static inline int64_t htp_cuda_sums_bytes(int64_t rows, int64_t columns) {
+  return htp__size_mul(htp__size_mul(rows, columns), 4);
+}
+/* The training kernels' per-row statistics: `count` doubles, in bytes. */
+static inline int64_t htp_cuda_doubles_bytes(int64_t count) {
+  return htp__size_mul(count, 8);
+}
+/* The listed-heads kernel on every head: the whole attention's scratch,
+ * in bytes. */
+static inline int64_t htp_cuda_heads_bytes(int64_t batch, int64_t tokens, int64_t model_dim,
+                                           int64_t num_heads, int64_t head_dim) {
+  return htp__size_mul(
+      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim), 4);
+}
+/* Two host arrays staged one after the other, the second 16-byte aligned. */
+static inline int64_t htp_cuda_staging_bytes(int64_t first_bytes, int64_t second_bytes) {
+  int64_t aligned = htp__size_add(first_bytes, 15);
+  if (aligned < 0) return -1;
+  return htp__size_add(htp__size_add(aligned / 16 * 16, second_bytes), 16);
+}
+
+/* The most each own buffer was asked for; -1 in any: a size overflowed. */
+typedef struct htp_cuda_own {
+  int64_t bytes[HTP_CUDA_OWN_BUFFERS];
+} htp_cuda_own;
+static inline void htp_cuda_own_need(htp_cuda_own *own, htp_cuda_own_buffer which,
+                                     int64_t bytes) {
+  if (bytes < 0 || own->bytes[which] < 0) own->bytes[which] = -1;
+  else if (bytes > own->bytes[which]) own->bytes[which] = bytes;
+}
+/* What the buffers hold together (-1: overflow). */
+static inline int64_t htp_cuda_own_total(const htp_cuda_own *own) {
+  int64_t total = 0;
+  for (int i = 0; i < HTP_CUDA_OWN_BUFFERS; ++i)
+    total = htp__size_add(total, own->bytes[i]);
+  return total;
+}
+
 #endif /* HTP_SCRATCH_H */

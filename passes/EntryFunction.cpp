@@ -92,6 +92,64 @@ std::optional<int64_t> htp::scratchBytes(Operation *op) {
   return (CheckedInt(floats) * static_cast<int64_t>(sizeof(float))).get();
 }
 
+std::optional<int64_t> htp::kernelMemoryBytes(func::FuncOp func) {
+  htp_cuda_own own = {};
+  auto need = [&](htp_cuda_own_buffer which, int64_t bytes) {
+    htp_cuda_own_need(&own, which, bytes);
+  };
+  auto tpAttr = func->getAttrOfType<IntegerAttr>(kTPAttrName);
+  const int64_t tp = tpAttr ? tpAttr.getInt() : 1;
+  func.walk([&](Operation *op) {
+    const bool bf16 = op->getNumOperands() && opElementType(op).isBF16();
+    if (auto linear = dyn_cast<LinearOp>(op)) {
+      // bf16: the f32 sum of a biased linear, or the GEMM before a fused GELU.
+      auto weight = cast<RankedTensorType>(linear.getWeight().getType());
+      if (bf16)
+        need(HTP_CUDA_OWN_SUMS, htp_cuda_sums_bytes(
+                                    leadingRows(cast<RankedTensorType>(linear.getType())),
+                                    weight.getDimSize(0)));
+      if (linear.getBias())
+        need(HTP_CUDA_OWN_LT, HTP_CUDA_LT_WORKSPACE_BYTES);
+    } else if (auto attention = dyn_cast<AttentionOp>(op)) {
+      auto input = cast<RankedTensorType>(attention.getInput().getType());
+      const int64_t batch = input.getDimSize(0), tokens = input.getDimSize(1),
+                    dim = input.getDimSize(2), rows = batch * tokens;
+      const int64_t headDim = attention.getHeadDim();
+      int64_t heads = attention.getNumHeads();
+      if (attention.getPair()) {
+        heads = htp__size_mul(heads, tp); // a compact shard: up to the layer's heads
+        need(HTP_CUDA_OWN_HEADS, htp_cuda_heads_bytes(batch, tokens, dim, heads, headDim));
+      }
+      if (bf16) {
+        need(HTP_CUDA_OWN_SUMS,
+             htp_cuda_sums_bytes(rows, htp__size_mul(htp__size_mul(heads, headDim), 3)));
+        need(HTP_CUDA_OWN_SUMS, htp_cuda_sums_bytes(rows, dim)); // the projection
+      }
+      need(HTP_CUDA_OWN_LT, HTP_CUDA_LT_WORKSPACE_BYTES);
+    } else if (auto mlp = dyn_cast<MLPOp>(op)) {
+      if (bf16) {
+        auto fc1 = cast<RankedTensorType>(mlp.getFc1Weight().getType());
+        const int64_t rows = leadingRows(cast<RankedTensorType>(mlp.getType()));
+        need(HTP_CUDA_OWN_SUMS, htp_cuda_sums_bytes(rows, htp__size_mul(fc1.getDimSize(0), tp)));
+        need(HTP_CUDA_OWN_SUMS, htp_cuda_sums_bytes(rows, fc1.getDimSize(1)));
+      }
+    } else if (isa<LayerNormGradOp>(op)) {
+      const int64_t rows = leadingRows(cast<RankedTensorType>(op->getOperand(0).getType()));
+      need(HTP_CUDA_OWN_SUMS, htp_cuda_doubles_bytes(htp__size_mul(rows, 2)));
+    } else if (isa<CrossEntropyOp, CrossEntropyGradOp>(op)) {
+      need(HTP_CUDA_OWN_SUMS, htp_cuda_doubles_bytes(leadingRows(
+                                  cast<RankedTensorType>(op->getOperand(0).getType()))));
+    }
+  });
+  // The same-device sum of the ranks' partials stages their pointers.
+  if (tp > 1)
+    need(HTP_CUDA_OWN_STAGING, htp_cuda_staging_bytes(htp__size_mul(tp, 8), 0));
+  const int64_t total = htp_cuda_own_total(&own);
+  if (total < 0)
+    return std::nullopt;
+  return total;
+}
+
 std::optional<int64_t> htp::workspaceOffset(Operation *op, unsigned index) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kWorkspaceOffsetsAttrName);
   if (!offsets || index >= static_cast<unsigned>(offsets.size()) ||

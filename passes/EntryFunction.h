@@ -72,6 +72,15 @@ Type opElementType(Operation *op);
 /// floats in a bf16 block too (the kernels compute in f32).
 std::optional<int64_t> scratchBytes(Operation *op);
 
+/// Bytes of device memory the CUDA kernels may hold of their own while
+/// `func` runs on one rank (the signature's kernel_memory_bytes), or none
+/// when they pass int64: for each of the kernel object's own buffers the
+/// largest request any op may make (kernels/htp_scratch.h's own-memory
+/// formulas), summed. A balance hook's compact shard may hold every unit of
+/// its layer (its own and those migrated in), so pairs count tp times the
+/// rank's units.
+std::optional<int64_t> kernelMemoryBytes(func::FuncOp func);
+
 /// The workspace offset --htp-assign-workspace gave result `index` of `op`
 /// (htp.workspace_offsets), or none: a result in a result buffer, or an op
 /// not placed (the dialect checked the array has one entry per result).

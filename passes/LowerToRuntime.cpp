@@ -173,6 +173,7 @@ private:
   EntryContext context; ///< what the op patterns share
   unsigned numResults = 0;
   int64_t workspaceBytes = 0;
+  int64_t kernelMemoryBytes = 0; ///< the CUDA kernels' own memory, at most
   int64_t gemmFlops = 0; ///< matrix-product FLOPs per call
   BalanceSummary balance;
 };
@@ -610,6 +611,7 @@ std::string EntryLowering::signatureJSON() {
         });
     });
     json.attribute("workspace_bytes", workspaceBytes);
+    json.attribute("kernel_memory_bytes", kernelMemoryBytes);
     json.attribute("flops", gemmFlops);
     if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
       json.attribute("tp", tp.getInt());
@@ -780,7 +782,15 @@ LogicalResult EntryLowering::lowerBody() {
 
 LogicalResult EntryLowering::run() {
   if (failed(checkSupported()) || failed(readPlacement()) || failed(countFlops()) ||
-      failed(checkBalance()) || failed(lowerBody()))
+      failed(checkBalance()))
+    return failure();
+  std::optional<int64_t> ownMemory = htp::kernelMemoryBytes(func);
+  if (!ownMemory || *ownMemory > HTP_ENTRY_MAX_WORKSPACE_BYTES)
+    return func.emitError() << "the memory its kernels keep of their own on a GPU (f32 sums, "
+                               "attention scratch: kernels/htp_scratch.h) would exceed 2^40 "
+                               "bytes";
+  kernelMemoryBytes = *ownMemory;
+  if (failed(lowerBody()))
     return failure();
   if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName); tp && balance.layers)
     balance.completeOwned(static_cast<size_t>(tp.getInt()));

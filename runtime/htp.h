@@ -946,6 +946,14 @@ HTP_API htp_result htp_ctx_synchronize(htp_ctx *ctx);
  * fit before allocating. HTP_ERR_UNSUPPORTED, without failing the world,
  * where the device's memory is the host's (the CPU). */
 HTP_API htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_bytes);
+/* The device memory the context's kernels hold of their own, beside the
+ * buffers their callers give them (CUDA's workspaces: the bf16 kernels' f32
+ * sums, the every-head attention scratch, staged lists; on the checked
+ * device the most the CUDA kernels would have asked for by the calls so
+ * far), in *bytes. A compiled block bounds it (the signature's
+ * kernel_memory_bytes). HTP_ERR_UNSUPPORTED, without failing the world,
+ * where the kernels' memory is the host's (the CPU). */
+HTP_API htp_result htp_mem_kernels_own(htp_ctx *ctx, uint64_t *bytes);
 /* Timing on the device's clock (CUDA events on the rank's stream; the CPU's
  * monotonic clock): mark(ctx, 0) before the work, mark(ctx, 1) after, then
  * elapsed waits for mark 1 and gives the seconds between. */

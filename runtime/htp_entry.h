@@ -54,6 +54,7 @@
  *              "shard": {"dim": 0, "parts": 4, "layout": "qkv"}}, ...],
  *    "results": [{"name": "result0", "dtype": "f32", "shape": [8, 197, 768]}],
  *    "workspace_bytes": 123456,
+ *    "kernel_memory_bytes": 654321,     (the kernels' own device memory, one rank)
  *    "flops": 123456789,                (matrix-product FLOPs per call, one rank)
  *    "tp": 4,
  *    "balance": {"layers": 1, "model_dim": 768, "heads": 3, "head_dim": 64,
@@ -92,8 +93,17 @@
  *   parts and layout; no other result may have "shard"), and is the same
  *   on every rank when P is replicated. "grad_of" is allowed only with
  *   role "grad", and role "grad" needs "grad_of".
- *   "tp" (default 1), "flops" (default 0) and "balance" (absent or null: no
- *   hooks) are optional; every other key above is required.
+ *   "tp" (default 1), "flops" (default 0), "kernel_memory_bytes" (absent:
+ *   unknown) and "balance" (absent or null: no hooks) are optional; every
+ *   other key above is required.
+ *   "kernel_memory_bytes": the most device memory the CUDA kernels may hold
+ *   of their own (beside the buffers above: the bf16 kernels' f32 sums, the
+ *   every-head attention scratch, staged lists, cuBLASLt's workspace;
+ *   kernels/htp_scratch.h) while the block runs on one rank, at most
+ *   HTP_ENTRY_MAX_WORKSPACE_BYTES. htp-run counts it against the GPU's
+ *   memory before a run and holds the kernels to it after. Not in the facts:
+ *   an edited figure changes what htp-run counts and checks, never what is
+ *   allocated.
  *   "balance": the block calls the balance hooks (htp_rt_attention_f32,
  *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
  *   heads of `head_dim` channels (`head_flops` each per call) and
@@ -273,6 +283,7 @@ typedef struct htp_signature {
   int num_results;
   htp_sig_tensor *results;
   size_t workspace_bytes;
+  int64_t kernel_memory_bytes; /* the CUDA kernels' own memory at most; -1 when absent */
   int64_t flops;            /* per call, one rank; 0 when absent */
   int tp;                   /* 1 when absent */
   htp_sig_balance balance;

@@ -579,6 +579,15 @@ htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_bytes) {
   OP_DISPATCH(ctx, what, memory, free_bytes, total_bytes);
 }
 
+htp_result htp_mem_kernels_own(htp_ctx *ctx, uint64_t *bytes) {
+  const char *what = "htp_mem_kernels_own";
+  HTP__INVALID_IF(ctx, !ctx || !bytes, "%s: ctx or the result pointer is NULL", what);
+  if (!htp__kernel_table(ctx)->own_memory)
+    return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED, "%s: the %s kernels' memory is the host's",
+                          what, htp__kernel_table(ctx)->name);
+  OP_DISPATCH(ctx, what, own_memory, bytes);
+}
+
 htp_result htp_ctx_synchronize(htp_ctx *ctx) {
   /* OP_DISPATCH needs an argument after env; synchronize takes none. */
   const htp_kernel_table *table = htp__kernel_table(ctx);

@@ -506,6 +506,12 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
   CHECK(read_integer(in, workspace, "\"workspace_bytes\"", 0, HTP_ENTRY_MAX_WORKSPACE_BYTES,
                      &value));
   sig->workspace_bytes = (size_t)value;
+  json_t *kernel_memory = json_object_get(root, "kernel_memory_bytes");
+  if (kernel_memory) {
+    CHECK(read_integer(in, kernel_memory, "\"kernel_memory_bytes\"", 0,
+                       HTP_ENTRY_MAX_WORKSPACE_BYTES, &value));
+    sig->kernel_memory_bytes = value;
+  }
   json_t *flops = json_object_get(root, "flops");
   if (flops) {
     /* The whole block's FLOPs are flops x tp: that must fit too. */
@@ -521,6 +527,7 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
 static void empty(htp_signature *sig) {
   memset(sig, 0, sizeof *sig);
   sig->tp = 1;
+  sig->kernel_memory_bytes = -1;
 }
 
 htp_result htp_signature_parse(const char *text, size_t length, htp_signature *sig, char *err,

@@ -9,7 +9,13 @@
  *    memory and that the bytes its shapes imply fit in the allocation, and
  *    that every host array it reads (unit lists, part pointers) is not.
  *  - The CUDA kernels' contracts where they differ from the CPU's: the
- *    attention's scratch is the CUDA formula (htp_scratch.h).
+ *    attention's scratch is the CUDA formula (htp_scratch.h), and each
+ *    entry books the memory of their own the CUDA kernels would ask for
+ *    (htp_scratch.h's own-memory formulas: the bf16 kernels' f32 sums, the
+ *    every-head attention scratch, staged lists, the training kernels'
+ *    doubles), which own_memory reports for htp-run to hold against the
+ *    compiler's bound. cuBLASLt's workspace, taken only under a switch,
+ *    is left out.
  *  - A stream: the work of an entry is done when the entry returns (by the
  *    CPU table, on host copies of nothing: the kernels read the arena's
  *    memory through translated addresses), but the emulated stream stays
@@ -44,6 +50,7 @@ typedef struct checked_env {
   double marks[HTP_KERNEL_TIMERS][2];
   int recorded[HTP_KERNEL_TIMERS]; /* bit `which`: mark `which` recorded since the last elapsed */
   int sm_groups;      /* SM groups this rank's partition holds (0: the whole device) */
+  htp_cuda_own own;   /* the most the CUDA kernels would have asked of their own memory */
 } checked_env;
 
 static double now(void) {
@@ -108,6 +115,8 @@ static void wait_stream(const checked_env *self) { wait_until(self->ready); }
     checked_ = htp__checked_host(env, entry_, #p, p, (bytes));                                 \
     if (checked_ != HTP_KERNEL_OK) return checked_;                                            \
   } while (0)
+/* What the CUDA twin of the entry would ask of its own memory. */
+#define OWN(which, bytes) htp_cuda_own_need(&self->own, HTP_CUDA_OWN_##which, (bytes))
 #define RUN(call)                                                                              \
   do {                                                                                         \
     const double started_ = now();                                                             \
@@ -134,6 +143,7 @@ static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
     DEVICE(w, BYTES(n2(out, in)));                                                             \
     OPTIONAL(b, BYTES(out));                                                                   \
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
+    if (BF16_SUMS && b) OWN(SUMS, htp_cuda_sums_bytes(rows, out)); /* the f32 sum */           \
     RUN(cpu()->linear_##sfx(&self->cpu, x, w, b, y, rows, in, out));                           \
   }                                                                                            \
   static htp_kernel_status layer_norm_##sfx(const htp_kernel_env *env, const T *x,             \
@@ -170,8 +180,14 @@ static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
     RUN(cpu()->bias_add_##sfx(&self->cpu, x, bias, y, rows, cols));                            \
   }
 
+/* Whether the CUDA twins of the entries being defined round f32 sums held
+ * in their own memory (bf16) or write their outputs directly (f32). */
+#define BF16_SUMS 0
 ELEMENTWISE_ENTRIES(f32, float, F32)
+#undef BF16_SUMS
+#define BF16_SUMS 1
 ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
+#undef BF16_SUMS
 
 /* The attention's scratch is held to the CUDA kernel's formula: a block
  * whose workspace was sized for the CPU fails here as on a GPU. */
@@ -196,6 +212,8 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     OPTIONAL(bproj, BYTES(model_dim));                                                         \
     DEVICE(y, BYTES(n2(rows, model_dim)));                                                     \
     DEVICE(scratch, F32(scratch_floats));                                                      \
+    if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(3, inner)));                 \
+    if (BF16_SUMS && bproj) OWN(SUMS, htp_cuda_sums_bytes(rows, model_dim));                   \
     RUN(cpu()->attention_##sfx(&self->cpu, x, wqkv, bqkv, wproj, bproj, y, scratch,            \
                                scratch_floats, batch, tokens, model_dim, num_heads,            \
                                head_dim));                                                     \
@@ -213,6 +231,13 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     /* One head's q, k, v and one image's scores: the CPU twin's and the CUDA one's. */      \
     DEVICE(scratch, F32(htp__size_add(n3(rows, 3, head_dim), n2(tokens, tokens))));            \
     HOST(heads, IDS(count));                                                                   \
+    /* Every head in order: CUDA runs the whole attention in its own scratch. */              \
+    int every_ = count == num_heads && count > 0;                                              \
+    for (int64_t i_ = 0; every_ && i_ < count; ++i_) every_ = heads[i_] == i_;                 \
+    if (every_) {                                                                              \
+      OWN(HEADS, htp_cuda_heads_bytes(batch, tokens, model_dim, num_heads, head_dim));         \
+      if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(3, inner)));               \
+    }                                                                                          \
     RUN(cpu()->attention_heads_##sfx(&self->cpu, x, wqkv, bqkv, context, scratch, batch,       \
                                      tokens, model_dim, num_heads, head_dim, heads, count));   \
   }                                                                                            \
@@ -226,6 +251,8 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     OPTIONAL(b1, BYTES(hidden_dim));                                                           \
     DEVICE(hidden, BYTES(n2(rows, hidden_dim)));                                               \
     HOST(units, IDS(count));                                                                   \
+    /* CUDA's pre-activations of its widest run of units: at most all of them. */             \
+    if (BF16_SUMS && count > 0) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(count, width)));        \
     RUN(cpu()->mlp_hidden_units_##sfx(&self->cpu, x, w1, b1, hidden, rows, dim, hidden_dim,    \
                                       width, units, count, tanh_approx));                      \
   }                                                                                            \
@@ -237,12 +264,18 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     DEVICE(w, BYTES(n2(out, in)));                                                             \
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
     HOST(units, IDS(count));                                                                   \
+    if (BF16_SUMS && count > 0 && rows > 0 && out > 0)                                         \
+      OWN(SUMS, htp_cuda_sums_bytes(rows, out));                                               \
     RUN(cpu()->linear_units_##sfx(&self->cpu, a, w, y, rows, in, out, width, units, count,     \
                                   accumulate));                                                \
   }
 
+#define BF16_SUMS 0
 ATTENTION_ENTRIES(f32, float, F32)
+#undef BF16_SUMS
+#define BF16_SUMS 1
 ATTENTION_ENTRIES(bf16, htp_bf16, BF16)
+#undef BF16_SUMS
 
 /* The same-device reduction: x is a HOST array of device pointers. */
 enum { MAX_PARTS = 256 };
@@ -265,6 +298,7 @@ enum { MAX_PARTS = 256 };
       host_parts[p] = host_;                                                                   \
     }                                                                                          \
     DEVICE(y, BYTES(n));                                                                       \
+    if (n > 0) OWN(STAGING, htp_cuda_staging_bytes(parts * (int64_t)sizeof *x, 0));            \
     RUN(cpu()->sum_##sfx(&self->cpu, host_parts, parts, y, n));                                \
   }
 
@@ -283,6 +317,7 @@ static htp_kernel_status linear_gelu_bf16(const htp_kernel_env *env, const htp_b
   DEVICE(w, BF16(n2(out, in)));
   OPTIONAL(b, BF16(out));
   DEVICE(y, BF16(n2(rows, out)));
+  OWN(SUMS, htp_cuda_sums_bytes(rows, out)); /* CUDA's GEMM into f32 before GELU */
   RUN(cpu()->linear_gelu_bf16(&self->cpu, x, w, b, y, rows, in, out, tanh_approx));
 }
 
@@ -433,6 +468,7 @@ static htp_kernel_status layer_norm_backward(const htp_kernel_env *env, const fl
   OPTIONAL(dx, F32(n2(rows, dim)));
   OPTIONAL(dgamma, F32(dim));
   OPTIONAL(dbeta, F32(dim));
+  if (rows > 0 && dim > 0 && (dgamma || dbeta)) OWN(SUMS, htp_cuda_doubles_bytes(n2(rows, 2)));
   RUN(cpu()->layer_norm_backward_f32(&self->cpu, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
                                      epsilon));
 }
@@ -486,6 +522,7 @@ static htp_kernel_status softmax_cross_entropy(const htp_kernel_env *env, const 
   DEVICE(targets, F32(n2(rows, classes)));
   OPTIONAL(loss, F32(1));
   OPTIONAL(dlogits, F32(n2(rows, classes)));
+  if (loss) OWN(SUMS, htp_cuda_doubles_bytes(rows));
   RUN(cpu()->softmax_cross_entropy_f32(&self->cpu, logits, targets, loss, dlogits, rows,
                                        classes));
 }
@@ -573,6 +610,17 @@ static htp_kernel_status cls_token_backward(const htp_kernel_env *env, const flo
   RUN(cpu()->cls_token_backward_f32(&self->cpu, dy, dx, batch, tokens, dim));
 }
 
+static htp_kernel_status own_memory(const htp_kernel_env *env, uint64_t *bytes) {
+  BEGIN("own_memory");
+  (void)entry_, (void)checked_;
+  const int64_t total = htp_cuda_own_total(&self->own);
+  if (!bytes || total < 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked own_memory: %s",
+                           bytes ? "a booked size overflowed" : "no result pointer");
+  *bytes = (uint64_t)total;
+  return HTP_KERNEL_OK;
+}
+
 static const htp_kernel_table CHECKED_TABLE = {
     .name = "checked",
     .device = HTP_KERNEL_DEVICE_CHECKED,
@@ -623,6 +671,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .cls_token_backward_f32 = cls_token_backward,
     .zero = zero,
     .memory = htp__checked_memory,
+    .own_memory = own_memory,
 };
 
 const htp_kernel_table *htp_checked_kernel_table(void) { return &CHECKED_TABLE; }

@@ -121,27 +121,33 @@ extern "C" void htp_cuda_kernels_destroy(htp_cuda_kernels *kernels) {
 }
 
 int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *size,
-                            size_t bytes) {
-  if (bytes <= *size)
+                            int64_t bytes) {
+  if (bytes < 0)
+    return htp_cuda_fail(kernels, "workspace", "its size overflows");
+  if ((size_t)bytes <= *size)
     return 0;
-  size_t grown = *size ? *size : 4096;
-  while (grown < bytes)
-    grown *= 2;
   HTP_CUDA_CHECK(kernels, cudaStreamSynchronize(kernels->stream));
   if (*buffer)
     HTP_CUDA_CHECK(kernels, cudaFree(*buffer));
   *buffer = NULL;
   *size = 0;
-  HTP_CUDA_CHECK(kernels, cudaMalloc(buffer, grown));
-  *size = grown;
+  HTP_CUDA_CHECK(kernels, cudaMalloc(buffer, (size_t)bytes));
+  *size = (size_t)bytes;
   return 0;
 }
 
-float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t floats) {
+float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t rows, int64_t columns) {
   if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
-                              (size_t)floats * sizeof(float)))
+                              htp_cuda_sums_bytes(rows, columns)))
     return NULL;
   return (float *)kernels->workspace;
+}
+
+extern "C" uint64_t htp_cuda_kernels_own_bytes(const htp_cuda_kernels *kernels) {
+  if (!kernels)
+    return 0;
+  return (uint64_t)kernels->workspace_bytes + kernels->heads_scratch_bytes +
+         kernels->staging_bytes + kernels->lt_workspace_bytes;
 }
 
 int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,

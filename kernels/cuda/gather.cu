@@ -42,7 +42,8 @@ size_t aligned(size_t bytes) { return (bytes + 15) & ~(size_t)15; }
 int stage(htp_cuda_kernels *kernels, const void *first, size_t first_bytes, const void *second,
           size_t second_bytes, const void **first_out, const void **second_out) {
   if (htp_cuda_buffer_reserve(kernels, &kernels->staging, &kernels->staging_bytes,
-                              aligned(first_bytes) + second_bytes + 16))
+                              htp_cuda_staging_bytes((int64_t)first_bytes,
+                                                     (int64_t)second_bytes)))
     return 1;
   char *base = (char *)kernels->staging;
   if (first_bytes)

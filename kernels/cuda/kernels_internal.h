@@ -11,6 +11,7 @@
 
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels_cuda.h"
+#include "kernels/htp_scratch.h"
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -111,15 +112,19 @@ int htp_cuda_kernels_create_on(int device, cudaStream_t stream, htp_cuda_partiti
 }
 #endif
 
-/* Makes *buffer (one of kernels' device buffers, *bytes its size) hold at
- * least `bytes` bytes. Growing waits for the stream first (earlier launches
- * may still read the old buffer). Returns 0, or non-zero with the error. */
+/* Makes *buffer (one of kernels' own device buffers, *size its size)
+ * hold at least `bytes` bytes, sized by a formula of kernels/htp_scratch.h
+ * (negative: it overflowed, refused). It grows to the request itself, not
+ * beyond, so the object never holds more than the largest request the
+ * compiler bounded (kernel_memory_bytes). Growing waits for the stream
+ * first (earlier launches may still read the old buffer). Returns 0, or
+ * non-zero with the error. */
 int htp_cuda_buffer_reserve(htp_cuda_kernels *kernels, void **buffer, size_t *size,
-                            size_t bytes);
-/* The object's f32 workspace with room for `floats` floats, or NULL with
- * the error: the f32 results of the bf16 kernels that round once (the
- * linear with a bias, the unit kernels). */
-float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t floats);
+                            int64_t bytes);
+/* The object's f32 workspace as [rows, columns] floats
+ * (htp_cuda_sums_bytes), or NULL with the error: the f32 results of the
+ * bf16 kernels that round once (the linear with a bias, the unit kernels). */
+float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t rows, int64_t columns);
 
 /* Frees the cuBLASLt plans (linear.cu); accepts NULL. */
 void htp_cuda_lt_cache_destroy(struct htp_cuda_lt_cache *cache);

@@ -54,7 +54,7 @@ struct htp_cuda_lt_plan {
 
 /* A few shapes a model uses again and again; filled in turn, the oldest
  * replaced when full. */
-enum { HTP_CUDA_LT_PLANS = 32, HTP_CUDA_LT_WORKSPACE = 4 << 20 };
+enum { HTP_CUDA_LT_PLANS = 32 };
 struct htp_cuda_lt_cache {
   htp_cuda_lt_plan plans[HTP_CUDA_LT_PLANS];
   int count, next;
@@ -128,7 +128,7 @@ static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaD
                                         (uint64_t)rows, out_features));
   cublasLtMatmulPreference_t preference = NULL;
   HTP_LT_TRY(cublasLtMatmulPreferenceCreate(&preference));
-  const size_t workspace = HTP_CUDA_LT_WORKSPACE;
+  const size_t workspace = HTP_CUDA_LT_WORKSPACE_BYTES;
   enum { kCandidates = 8 };
   cublasLtMatmulHeuristicResult_t results[kCandidates];
   int found = 0;
@@ -215,7 +215,7 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   if (!plan->usable)
     return 0;
   if (htp_cuda_buffer_reserve(kernels, &kernels->lt_workspace, &kernels->lt_workspace_bytes,
-                              HTP_CUDA_LT_WORKSPACE))
+                              HTP_CUDA_LT_WORKSPACE_BYTES))
     return -1;
   const float one = 1.0f, zero = 0.0f;
   cublasStatus_t status = cublasLtMatmulDescSetAttribute(
@@ -223,7 +223,7 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   if (status == CUBLAS_STATUS_SUCCESS)
     status = cublasLtMatmul(kernels->lt, plan->desc, &one, w, plan->w_layout, x, plan->x_layout,
                             &zero, y, plan->y_layout, y, plan->y_layout, &plan->algo,
-                            kernels->lt_workspace, HTP_CUDA_LT_WORKSPACE, kernels->stream);
+                            kernels->lt_workspace, HTP_CUDA_LT_WORKSPACE_BYTES, kernels->stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     htp_cuda_fail(kernels, "cublasLtMatmul (linear with a bias)", cublasGetStatusString(status));
     return -1;
@@ -255,7 +255,7 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
                          1.0f, y, (int)out_features);
   } else {
-    float *sum = htp_cuda_workspace(kernels, rows * out_features);
+    float *sum = htp_cuda_workspace(kernels, rows, out_features);
     if (!sum ||
         htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                       (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 0.0f,

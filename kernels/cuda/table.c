@@ -356,6 +356,14 @@ static htp_kernel_status memory(const htp_kernel_env *env, size_t *free_bytes,
   return cuda_status(env, "memory", rc);
 }
 
+static htp_kernel_status own_memory(const htp_kernel_env *env, uint64_t *bytes) {
+  WITH_KERNELS("own_memory");
+  if (!bytes)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda own_memory: no result pointer");
+  *bytes = htp_cuda_kernels_own_bytes(kernels);
+  return HTP_KERNEL_OK;
+}
+
 static const htp_kernel_table CUDA_TABLE = {
     .name = "cuda",
     .device = HTP_KERNEL_DEVICE_CUDA,
@@ -384,6 +392,7 @@ static const htp_kernel_table CUDA_TABLE = {
     .sum_bf16 = sum_bf16,
     .linear_gelu_f32 = linear_gelu_f32,
     .linear_gelu_bf16 = linear_gelu_bf16,
+    .own_memory = own_memory,
     .alloc = alloc,
     .release = release,
     .to_device = to_device,

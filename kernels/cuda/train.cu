@@ -519,7 +519,7 @@ htp_kernel_status launch_status(const htp_kernel_env *env, const char *op) {
 /* The object's workspace as `count` doubles, or NULL (why on the object). */
 double *workspace_doubles(htp_cuda_kernels *kernels, int64_t count) {
   if (htp_cuda_buffer_reserve(kernels, &kernels->workspace, &kernels->workspace_bytes,
-                              (size_t)count * sizeof(double)))
+                              htp_cuda_doubles_bytes(count)))
     return NULL;
   return (double *)kernels->workspace;
 }

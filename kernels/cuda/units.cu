@@ -141,12 +141,9 @@ int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const 
   for (int64_t i = 0; every_head && i < count; ++i)
     every_head = heads[i] == i;
   if (every_head && count > 0) {
-    const int64_t floats =
-        htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
-    if (floats < 0)
-      return htp_cuda_fail(kernels, op, "the attention scratch's size overflows");
     if (htp_cuda_buffer_reserve(kernels, &kernels->heads_scratch, &kernels->heads_scratch_bytes,
-                                (size_t)floats * sizeof(float)))
+                                htp_cuda_heads_bytes(batch, tokens, model_dim, num_heads,
+                                                     head_dim)))
       return 1;
     const T *all = htp_cuda_attention_context(kernels, x, wqkv, bqkv,
                                               (float *)kernels->heads_scratch, batch, tokens,
@@ -228,7 +225,7 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
       widest = run > widest ? run : widest;
       i += run;
     }
-    if (count && !(pre = htp_cuda_workspace(kernels, rows * widest * width)))
+    if (count && !(pre = htp_cuda_workspace(kernels, rows, widest * width)))
       return 1;
   }
   for (int64_t i = 0; i < count;) {
@@ -276,7 +273,7 @@ int linear_units(htp_cuda_kernels *kernels, const T *a, const T *w, T *y, int64_
   if constexpr (std::is_same_v<T, float>) {
     sum = y;
   } else {
-    if (!(sum = htp_cuda_workspace(kernels, rows * out_features)) ||
+    if (!(sum = htp_cuda_workspace(kernels, rows, out_features)) ||
         (accumulate && htp_cuda_convert_block(kernels, (const T *)y, out_features, sum,
                                               out_features, rows, out_features)))
       return 1;

@@ -9,7 +9,8 @@
  *     child process); its size is HTP_CHECKED_MEMORY_MB;
  *  2. the CUDA kernels' scratch contract: CPU-sized attention scratch is
  *     refused, and a compiled block's formula (htp_attention_scratch_floats)
- *     covers both devices;
+ *     covers both devices; the memory of their own the CUDA kernels would
+ *     take is booked per request, at its high water (own_memory);
  *  3. the stream: entries return before the stream is done, to_host and
  *     elapsed wait for it, marks see the device's time; two users of one
  *     timer fail while separate timers nest;
@@ -255,6 +256,79 @@ static void attention_scratch_is_cudas(void **state) {
   close_device(&d);
 }
 
+/* n bytes of fresh device memory. */
+static void *device_bytes(device *d, size_t n) {
+  void *p = NULL;
+  assert_int_equal(d->table->alloc(&d->env, n, &p), HTP_KERNEL_OK);
+  return p;
+}
+
+static uint64_t own_memory(device *d) {
+  uint64_t bytes = UINT64_MAX;
+  assert_int_equal(d->table->own_memory(&d->env, &bytes), HTP_KERNEL_OK);
+  return bytes;
+}
+
+/* 2b. What the CUDA kernels would keep of their own: each request by its
+ * formula, each buffer at its largest request, the buffers summed. */
+static void own_memory_is_cudas(void **state) {
+  (void)state;
+  enum { B = 2, T = 5, D = 8, H = 2, HD = 4, R = B * T, HID = 12 };
+  device d;
+  open_device(&d, "0");
+  assert_null(htp_cpu_kernel_table()->own_memory);
+  assert_int_equal(own_memory(&d), 0);
+  /* Sized for f32; the bf16 calls use their first half. Zeros: finite in both. */
+  const size_t x_bytes = 4 * R * D, w_bytes = 4 * 3 * H * HD * D, b_bytes = 4 * 3 * H * HD;
+  void *x = device_bytes(&d, x_bytes), *w = device_bytes(&d, w_bytes);
+  void *b = device_bytes(&d, b_bytes), *y = device_bytes(&d, 4 * R * HID);
+  assert_int_equal(d.table->zero(&d.env, x, x_bytes), HTP_KERNEL_OK);
+  assert_int_equal(d.table->zero(&d.env, w, w_bytes), HTP_KERNEL_OK);
+  assert_int_equal(d.table->zero(&d.env, b, b_bytes), HTP_KERNEL_OK);
+  /* f32 linears and a bf16 one without a bias write their outputs directly. */
+  assert_int_equal(d.table->linear_f32(&d.env, x, w, b, y, R, D, HID), HTP_KERNEL_OK);
+  assert_int_equal(d.table->linear_bf16(&d.env, x, w, NULL, y, R, D, HID), HTP_KERNEL_OK);
+  assert_int_equal(own_memory(&d), 0);
+  /* A bf16 linear with a bias rounds an f32 sum: [R, HID] floats. */
+  assert_int_equal(d.table->linear_bf16(&d.env, x, w, b, y, R, D, HID), HTP_KERNEL_OK);
+  const int64_t sums = htp_cuda_sums_bytes(R, HID);
+  assert_int_equal(own_memory(&d), sums);
+  /* A smaller request reuses it. */
+  assert_int_equal(d.table->linear_bf16(&d.env, x, w, b, y, R, D, HID / 2), HTP_KERNEL_OK);
+  assert_int_equal(own_memory(&d), sums);
+  /* The same-device sum stages its pointers, in a buffer of their own. */
+  const float *parts[2] = {y, y};
+  assert_int_equal(d.table->sum_f32(&d.env, parts, 2, y, R), HTP_KERNEL_OK);
+  const int64_t staging = htp_cuda_staging_bytes(2 * (int64_t)sizeof(float *), 0);
+  assert_int_equal(own_memory(&d), sums + staging);
+  /* The listed heads: a list of some heads takes the caller's scratch; every
+   * head in order runs the whole attention in the kernels' own. */
+  void *context = device_bytes(&d, 4 * R * H * HD);
+  void *scratch = device_bytes(&d, 4 * (size_t)(R * 3 * HD + T * T));
+  const int32_t one[] = {1}, every[] = {0, 1};
+  assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
+                                                one, 1),
+                   HTP_KERNEL_OK);
+  assert_int_equal(own_memory(&d), sums + staging);
+  assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
+                                                every, 2),
+                   HTP_KERNEL_OK);
+  const int64_t heads = htp_cuda_heads_bytes(B, T, D, H, HD);
+  assert_int_equal(heads, 4 * htp_cuda_attention_scratch_floats(B, T, D, H, HD));
+  assert_int_equal(own_memory(&d), sums + staging + heads);
+  /* In bf16 its qkv projection rounds an f32 sum of [R, 3 * H * HD], larger
+   * than the linear's: the sums buffer grows to it. */
+  assert_int_equal(d.table->attention_heads_bf16(&d.env, x, w, b, context, scratch, B, T, D, H,
+                                                 HD, every, 2),
+                   HTP_KERNEL_OK);
+  assert_true(htp_cuda_sums_bytes(R, 3 * H * HD) > sums);
+  assert_int_equal(own_memory(&d), htp_cuda_sums_bytes(R, 3 * H * HD) + staging + heads);
+  void *all[] = {x, w, b, y, context, scratch};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+    assert_int_equal(d.table->release(&d.env, all[i]), HTP_KERNEL_OK);
+  close_device(&d);
+}
+
 /* 3. The stream: 20 ms of latency per entry. */
 static void stream_and_timers(void **state) {
   (void)state;
@@ -443,6 +517,7 @@ int main(void) {
       cmocka_unit_test(copy_2d_is_checked),
       cmocka_unit_test(host_access_faults),
       cmocka_unit_test(attention_scratch_is_cudas),
+      cmocka_unit_test(own_memory_is_cudas),
       cmocka_unit_test(stream_and_timers),
       cmocka_unit_test(sm_partitions),
       cmocka_unit_test(runtime_on_checked_device),

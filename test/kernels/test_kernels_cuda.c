@@ -984,6 +984,58 @@ static void embed_cases(device *d) {
   free(embedded), free(pooled), free(g), free(dcls_want), free(dpos_want), free(x);
 }
 
+/* What the kernels keep of their own on a FRESH environment of d, against
+ * kernels/htp_scratch.h's formulas: the CUDA kernels' buffers, and what the
+ * checked device books for them, must both be exactly those (the compiler
+ * bounds a block's by the same formulas). Shapes no multiple of 8, so that
+ * no linear takes cuBLASLt under HTP_CUDA_LINEAR_EPILOGUE=cublaslt. */
+static void own_memory_cases(device *d) {
+  enum { B = 2, T = 5, D = 12, H = 3, HD = 4, R = B * T, OUT = 9 };
+  uint64_t held = UINT64_MAX;
+  int ok = 1;
+  int64_t want = 0;
+#define HELD_IS(what)                                                                     \
+  do {                                                                                    \
+    ENTRY(d, d->k->own_memory(&d->env, &held));                                           \
+    if (held != (uint64_t)want) {                                                         \
+      fprintf(stderr, "FAIL: %s own memory after %s: %llu bytes, the formulas say %lld\n", \
+              d->name, what, (unsigned long long)held, (long long)want);                  \
+      ok = 0;                                                                             \
+    }                                                                                     \
+  } while (0)
+  HELD_IS("nothing");
+  float *x = random_values(R * D, -1, 1, F32), *w = random_values(3 * H * HD * D, -1, 1, F32);
+  float *b = random_values(3 * H * HD, -1, 1, F32);
+  void *dx = upload(d, x, R * D, F32), *dw = upload(d, w, 3 * H * HD * D, F32);
+  void *db = upload(d, b, 3 * H * HD, F32);
+  void *xb = upload(d, x, R * D, BF16), *wb = upload(d, w, OUT * D, BF16);
+  void *bb = upload(d, b, OUT, BF16), *yb = upload_poison(d, R * OUT, BF16);
+  void *y = upload_poison(d, R * OUT, F32), *context = upload_poison(d, R * H * HD, F32);
+  void *scratch = upload_poison(d, R * 3 * HD + T * T, F32);
+  ENTRY(d, d->k->linear_f32(&d->env, dx, dw, db, y, R, D, OUT));
+  HELD_IS("an f32 linear");
+  ENTRY(d, d->k->linear_bf16(&d->env, xb, wb, bb, yb, R, D, OUT));
+  want = htp_cuda_sums_bytes(R, OUT);
+  HELD_IS("a bf16 linear with a bias");
+  const float *parts[2] = {y, y};
+  ENTRY(d, d->k->sum_f32(&d->env, parts, 2, y, R * OUT));
+  want += htp_cuda_staging_bytes(2 * (int64_t)sizeof(float *), 0);
+  HELD_IS("a sum of two parts");
+  const int32_t every[H] = {0, 1, 2};
+  ENTRY(d, d->k->attention_heads_f32(&d->env, dx, dw, db, context, scratch, B, T, D, H, HD,
+                                     every, H));
+  want += htp_cuda_heads_bytes(B, T, D, H, HD);
+  HELD_IS("every head");
+#undef HELD_IS
+  printf("  %s own memory: %s (%llu bytes after a bf16 linear, a sum and every head)\n",
+         d->name, ok ? "ok" : "FAIL", (unsigned long long)held);
+  failures += !ok;
+  void *all[] = {dx, dw, db, xb, wb, bb, yb, y, context, scratch};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
+    release(d, all[i]);
+  free(x), free(w), free(b);
+}
+
 /* Every case that goes through a table, on device d, at the given shapes. */
 static void table_cases(device *d, const shape *shapes, size_t count) {
   for (size_t i = 0; i < count; ++i) {
@@ -1009,6 +1061,7 @@ static void checked_cases(void) {
          all ? "every shape" : "the small and odd shapes");
   const size_t count = sizeof SHAPES / sizeof *SHAPES;
   const shape cheap[] = {SHAPES[0], SHAPES[count - 1]}; /* small and odd */
+  own_memory_cases(&d);
   table_cases(&d, all ? SHAPES : cheap, all ? count : 2);
   htp_checked_kernel_env_destroy(&d.env);
 }
@@ -1610,6 +1663,7 @@ int main(void) {
     return 1;
   }
   printf("the cases on the GPU:\n");
+  own_memory_cases(&cuda);
   table_cases(&cuda, SHAPES, sizeof SHAPES / sizeof *SHAPES);
   htp_cuda_kernel_env_destroy(&cuda.env);
   cuda_only_cases();

@@ -17,7 +17,15 @@
 // PIPELINE: llvm.call @htp_allreduce_sum_bf16(
 // PIPELINE: llvm.call @htp_rt_mlp_bf16(
 // PIPELINE-NOT: _f32(
-// PIPELINE: \22tp\22:2,\22balance\22:{\22layers\22:2,
+// What the CUDA kernels may keep of their own on a rank (kernel_memory_bytes),
+// counted by hand: a hook's compact shard may hold all 4 heads of the layer
+// (its 2 and 2 migrated in), so the every-head attention scratch is 4 heads'
+// (qkv 6 x 36 + context 6 x 12 + scores 2 images x 4 heads x 9 = 360 floats:
+// 1440 bytes); the largest f32 sum is the MLP's 40 hidden columns of 6 rows
+// (960 bytes, over the qkv's 6 x 36: 864); two ranks' pointers staged (32);
+// cuBLASLt's 4 MiB. 1440 + 960 + 32 + 4194304 = 4196736.
+// PIPELINE: \22kernel_memory_bytes\22:4196736,
+// PIPELINE-SAME: \22tp\22:2,\22balance\22:{\22layers\22:2,
 // An explicit unit width applies to it too.
 // WIDTH-NOT: warning
 // WIDTH-LABEL: func.func @two_layers(
@@ -54,6 +62,8 @@ func.func @two_layers(%x: tensor<2x3x12xbf16>,
 // PIPELINE-LABEL: llvm.func @htp.entry.f32_layer(
 // PIPELINE: llvm.call @htp_rt_attention_f32(
 // PIPELINE: llvm.call @htp_rt_mlp_f32(
+// In f32 the kernels keep no sums: 1440 + 32 + 4194304.
+// PIPELINE: \22kernel_memory_bytes\22:4195776,
 func.func @f32_layer(%x: tensor<2x3x12xf32>,
     %wqkv0: tensor<36x12xf32>, %bqkv0: tensor<36xf32>, %wp0: tensor<12x12xf32>, %bp0: tensor<12xf32>,
     %w10: tensor<40x12xf32>, %b10: tensor<40xf32>, %w20: tensor<12x40xf32>, %b20: tensor<12xf32>)

@@ -2,10 +2,13 @@
 // bf16 blocks: every op calls the _bf16 twin of its runtime entry point
 // (the same arguments as the f32 one, bf16 pointers), the signature says
 // "dtype":"bf16", and every byte size counts 2 bytes per element, except
-// kernel scratch, which is f32 floats as for an f32 block.
+// kernel scratch, which is f32 floats as for an f32 block, and the f32 sums
+// the CUDA kernels keep of their own (kernel_memory_bytes).
 
 // A linear on bf16 calls htp_op_linear_bf16 with the f32 entry's arguments
-// (rows, in, out in elements); the signature's dtypes are bf16.
+// (rows, in, out in elements); the signature's dtypes are bf16. On CUDA
+// its bias is added to an f32 sum of [3, 7] (84 bytes) kept by the kernels,
+// beside cuBLASLt's 4 MiB: 4194388.
 // CHECK-LABEL: llvm.func @htp_op_linear_bf16(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64) -> i32
 // CHECK-NOT: _f32
 // CHECK-LABEL: llvm.func @htp.entry.linear(
@@ -19,7 +22,7 @@
 // CHECK-SAME: {\22name\22:\22head.weight\22,\22role\22:\22param\22,\22dtype\22:\22bf16\22,\22shape\22:[7,12]},
 // CHECK-SAME: {\22name\22:\22head.bias\22,\22role\22:\22param\22,\22dtype\22:\22bf16\22,\22shape\22:[7]}],
 // CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22bf16\22,\22shape\22:[3,7]}],
-// CHECK-SAME: \22workspace_bytes\22:64,\22flops\22:504}\00")
+// CHECK-SAME: \22workspace_bytes\22:64,\22kernel_memory_bytes\22:4194388,\22flops\22:504}\00")
 func.func @linear(%x: tensor<3x12xbf16> {htp.input = "x"},
                   %w: tensor<7x12xbf16> {htp.param = "head.weight"},
                   %b: tensor<7xbf16> {htp.param = "head.bias"}) -> tensor<3x7xbf16> {
@@ -46,7 +49,7 @@ func.func @linear(%x: tensor<3x12xbf16> {htp.input = "x"},
 // CHECK: llvm.call @htp_op_gelu_bf16(%{{.*}}, %[[B]], %[[A]], %[[COUNT]]
 // CHECK: llvm.call @htp_op_gelu_bf16(%{{.*}}, %[[A]], %[[Y]], %[[COUNT]]
 // CHECK: @htp.sig.chain({{.*}}\22dtype\22:\22bf16\22,\22shape\22:[64]}],
-// CHECK-SAME: \22workspace_bytes\22:256,
+// CHECK-SAME: \22workspace_bytes\22:256,\22kernel_memory_bytes\22:0,
 func.func @chain(%x: tensor<64xbf16>) -> tensor<64xbf16> {
   %a = htp.gelu %x : tensor<64xbf16>
   %b = htp.gelu %a : tensor<64xbf16>
@@ -73,13 +76,15 @@ func.func @passthrough(%x: tensor<3x5xbf16>) -> tensor<3x5xbf16> {
 
 // The unsplit bf16 attention calls htp_op_attention_bf16 with the same
 // scratch as f32 (lower-to-runtime.mlir): 66 floats of 4 bytes
-// (htp_attention_scratch_floats(1, 3, 4, 2, 2)), a 320-byte slot.
+// (htp_attention_scratch_floats(1, 3, 4, 2, 2)), a 320-byte slot. Of their
+// own the CUDA kernels keep the qkv projection's f32 sum, [3, 12] (144
+// bytes, more than the output projection's [3, 4]), and cuBLASLt's 4 MiB.
 // CHECK-LABEL: llvm.func @htp_op_attention_bf16(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64) -> i32
 // CHECK-LABEL: llvm.func @htp.entry.attention(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
 // CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(66 : i64) : i64
 // CHECK: llvm.call @htp_op_attention_bf16(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FLOATS]],
-// CHECK: @htp.sig.attention({{.*}}\22workspace_bytes\22:320,
+// CHECK: @htp.sig.attention({{.*}}\22workspace_bytes\22:320,\22kernel_memory_bytes\22:4194448,
 func.func @attention(%x: tensor<1x3x4xbf16> {htp.input = "x"},
     %wqkv: tensor<12x4xbf16> {htp.param = "attn.qkv.weight"},
     %bqkv: tensor<12xbf16> {htp.param = "attn.qkv.bias"},

@@ -70,7 +70,8 @@ func.func @linear_grad_bias(%x: tensor<2x5x4xf32>, %w: tensor<3x4xf32>, %dy: ten
 // CHECK: %[[ROWS:.*]] = llvm.mlir.constant(6 : i64)
 // CHECK: %[[DIM:.*]] = llvm.mlir.constant(8 : i64)
 // CHECK: llvm.call @htp_op_layer_norm_backward_f32(%[[CTX]], %[[X]], %[[G]], %[[DY]], %[[DX]], %[[DG]], %[[DB]], %[[ROWS]], %[[DIM]], %[[EPS]])
-// CHECK: @htp.sig.layer_norm_grad({{.*}}\22flops\22:0}
+// The CUDA backward keeps two doubles a row of its own (2 x 6 x 8 bytes).
+// CHECK: @htp.sig.layer_norm_grad({{.*}}\22kernel_memory_bytes\22:96,\22flops\22:0}
 func.func @layer_norm_grad(%x: tensor<2x3x8xf32>, %g: tensor<8xf32>, %dy: tensor<2x3x8xf32>)
     -> (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) {
   %dx, %dg, %db = htp.layer_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f32}
@@ -123,7 +124,7 @@ func.func @gelu_grad(%x: tensor<2x12xf32>, %dy: tensor<2x12xf32>) -> tensor<2x12
 // CHECK: %[[H:.*]] = llvm.mlir.constant(3 : i64)
 // CHECK: %[[HD:.*]] = llvm.mlir.constant(4 : i64)
 // CHECK: llvm.call @htp_op_attention_backward_f32(%[[CTX]], %[[X]], %[[WQKV]], %[[BQKV]], %[[WP]], %[[DY]], %[[DX]], %[[DWQKV]], %[[DBQKV]], %[[DWP]], %[[DBP]], %[[SCRATCH]], %[[FLOATS]], %[[B]], %[[T]], %[[D]], %[[H]], %[[HD]])
-// CHECK: @htp.sig.attention_grad({{.*}}\22workspace_bytes\22:5056,\22flops\22:27840}
+// CHECK: @htp.sig.attention_grad({{.*}}\22workspace_bytes\22:5056,\22kernel_memory_bytes\22:0,\22flops\22:27840}
 func.func @attention_grad(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
                           %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>)
     -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) {
@@ -179,7 +180,7 @@ func.func @attention_grad_no_bias(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf3
 // CHECK: %[[STATUS:.*]] = llvm.call @htp_rt_attention_grad_f32(%[[CTX]], %[[PAIR]], %[[X]], %[[WQKV]], %[[BQKV]], %[[WP]], %[[DY]], %[[DX]], %[[DWQKV]], %[[DBQKV]], %[[DWP]], %[[SCRATCH]], %[[B]], %[[T]], %[[D]], %[[H]], %[[HD]]) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64) -> i32
 // CHECK: llvm.icmp "ne" %[[STATUS]]
 // CHECK-NOT: htp_op_attention_backward_f32
-// CHECK: @htp.sig.attention_grad_balanced({{.*}}\22workspace_bytes\22:10432,\22flops\22:27840}
+// CHECK: @htp.sig.attention_grad_balanced({{.*}}\22workspace_bytes\22:10432,\22kernel_memory_bytes\22:0,\22flops\22:27840}
 func.func @attention_grad_balanced(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
                                    %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>)
     -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) {
@@ -218,7 +219,7 @@ func.func @attention_grad_balanced(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf
 // CHECK: %[[TANH:.*]] = llvm.mlir.constant(1 : i32)
 // CHECK: %[[STATUS:.*]] = llvm.call @htp_rt_mlp_grad_f32(%[[CTX]], %[[PAIR]], %[[X]], %[[W1]], %[[B1]], %[[W2]], %[[DY]], %[[DX]], %[[DW1]], %[[DB1]], %[[DW2]], %[[SCRATCH]], %[[ROWS]], %[[DIM]], %[[HIDDEN]], %[[WIDTH]], %[[TANH]]) : (!llvm.ptr, i32, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i32) -> i32
 // CHECK: llvm.icmp "ne" %[[STATUS]]
-// CHECK: @htp.sig.mlp_grad({{.*}}\22workspace_bytes\22:3520,\22flops\22:6144}
+// CHECK: @htp.sig.mlp_grad({{.*}}\22workspace_bytes\22:3520,\22kernel_memory_bytes\22:0,\22flops\22:6144}
 func.func @mlp_grad(%x: tensor<2x3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>,
                     %b1: tensor<16xf32>, %dy: tensor<2x3x8xf32>)
     -> (tensor<2x3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16xf32>) {
@@ -338,6 +339,8 @@ func.func @tokens(%p: tensor<2x4x6xf32>, %cls: tensor<1x1x6xf32>, %pos: tensor<1
 // CHECK: llvm.call @htp_op_cross_entropy_f32(%[[CTX]], %[[L]], %[[T]], %[[LOSS]], %[[R]], %[[K]])
 // CHECK: llvm.call @htp_op_cross_entropy_backward_f32(%[[CTX]], %[[L]], %[[T]], %[[DL]], %[[R]], %[[K]])
 // CHECK: @htp.sig.loss({{.*}}\22results\22:[{\22name\22:\22loss\22,\22dtype\22:\22f32\22,\22shape\22:[1]},{\22name\22:\22result1\22,
+// The CUDA loss sums a double per row (3 x 8 bytes) in memory of its own.
+// CHECK-SAME: \22kernel_memory_bytes\22:24,
 func.func @loss(%l: tensor<3x10xf32>, %t: tensor<3x10xf32>)
     -> (tensor<1xf32> {htp.result = "loss"}, tensor<3x10xf32>) {
   %loss = htp.cross_entropy %l, %t : (tensor<3x10xf32>, tensor<3x10xf32>) -> tensor<1xf32>

@@ -29,7 +29,7 @@
 // CHECK-SAME: \22args\22:[{\22name\22:\22x\22,\22role\22:\22input\22,\22dtype\22:\22f32\22,\22shape\22:[3,12]},
 // CHECK-SAME: {\22name\22:\22head.weight\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[7,12]}],
 // CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22f32\22,\22shape\22:[3,7]}],
-// CHECK-SAME: \22workspace_bytes\22:64,\22flops\22:504}\00")
+// CHECK-SAME: \22workspace_bytes\22:64,\22kernel_memory_bytes\22:0,\22flops\22:504}\00")
 // CHECK: llvm.mlir.global external constant @htp.default_entry("linear\00")
 func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
                   %w: tensor<7x12xf32> {htp.param = "head.weight"}) -> tensor<3x7xf32> {
@@ -55,7 +55,7 @@ func.func @linear(%x: tensor<3x12xf32> {htp.input = "x"},
 // CHECK: llvm.call @htp_op_gelu_f32(%{{.*}}, %[[B]], %[[A]]
 // CHECK: llvm.call @htp_op_gelu_f32(%{{.*}}, %[[A]], %[[Y]]
 // CHECK: @htp.sig.chain("{\22htp_entry\22:2,\22entry\22:\22chain\22,\22args\22:[{\22name\22:\22arg0\22,\22role\22:\22input\22,\22dtype\22:\22f32\22,\22shape\22:[16]}],
-// CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22f32\22,\22shape\22:[16]}],\22workspace_bytes\22:128,\22flops\22:0}\00")
+// CHECK-SAME: \22results\22:[{\22name\22:\22result0\22,\22dtype\22:\22f32\22,\22shape\22:[16]}],\22workspace_bytes\22:128,\22kernel_memory_bytes\22:0,\22flops\22:0}\00")
 func.func @chain(%x: tensor<16xf32>) -> tensor<16xf32> {
   %a = htp.gelu %x : tensor<16xf32>
   %b = htp.gelu %a : tensor<16xf32>
@@ -98,7 +98,9 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // A split block: the all-reduce calls libhtprt on the rank's context
 // (argument 0) and returns its status at once when it fails; the bias is
-// added after it; the signature records tp and each shard.
+// added after it; the signature records tp and each shard, and what the
+// CUDA kernels keep of their own: the same-device sum of two ranks' partials
+// stages their two pointers (16 bytes, then 16 of padding: 32).
 // CHECK-LABEL: llvm.func @htp_allreduce_sum_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64) -> i32
 // CHECK-LABEL: llvm.func @htp.entry.split(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr, %{{.*}}: !llvm.ptr) -> i32
@@ -114,7 +116,7 @@ func.func @other(%x: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: @htp.sig.split("{\22htp_entry\22:2,\22entry\22:\22split\22,\22args\22:[{\22name\22:\22x\22,{{[^}]*}}},
 // CHECK-SAME: {\22name\22:\22fc2.weight\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[8,10],\22shard\22:{\22dim\22:1,\22parts\22:2,\22layout\22:\22blocks\22}},
 // CHECK-SAME: {\22name\22:\22fc2.bias\22,\22role\22:\22param\22,\22dtype\22:\22f32\22,\22shape\22:[8]}],
-// CHECK-SAME: \22flops\22:480,\22tp\22:2}\00")
+// CHECK-SAME: \22kernel_memory_bytes\22:32,\22flops\22:480,\22tp\22:2}\00")
 func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
                  %w: tensor<8x10xf32> {htp.param = "fc2.weight", htp.shard = #htp.shard<dim = 1, parts = 2, layout = blocks>},
                  %b: tensor<8xf32> {htp.param = "fc2.bias"}) -> tensor<3x8xf32> attributes {htp.tp = 2 : i64} {
@@ -131,13 +133,15 @@ func.func @split(%x: tensor<3x10xf32> {htp.input = "x"},
 // (htp_attention_scratch_floats(1, 3, 4, 2, 2): the CUDA kernel's 36 qkv + 12
 // context + 2 heads x 9 scores = 66, where the CPU's needs 57), since the
 // block names no device; a kernel that needs more still refuses instead of
-// overrunning the workspace.
+// overrunning the workspace. Of their own the f32 CUDA kernels keep only
+// cuBLASLt's workspace (4 MiB, under HTP_CUDA_LINEAR_EPILOGUE=cublaslt).
 // CHECK-LABEL: llvm.func @htp_op_attention_f32(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, i64, i64, i64, i64) -> i32
 // CHECK-LABEL: llvm.func @htp.entry.attention(
 // CHECK-SAME: %[[CTX:[^:]*]]: !llvm.ptr
 // CHECK: %[[FLOATS:.*]] = llvm.mlir.constant(66 : i64) : i64
 // CHECK: %[[STATUS:.*]] = llvm.call @htp_op_attention_f32(%[[CTX]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[FLOATS]],
 // CHECK: llvm.icmp "ne" %[[STATUS]]
+// CHECK: @htp.sig.attention({{.*}}\22kernel_memory_bytes\22:4194304,
 func.func @attention(%x: tensor<1x3x4xf32> {htp.input = "x"},
     %wqkv: tensor<12x4xf32> {htp.param = "attn.qkv.weight"},
     %bqkv: tensor<12xf32> {htp.param = "attn.qkv.bias"},

@@ -380,9 +380,13 @@ static const char *const HELP[] = {
     "1..2^31-1, more than 2^40 bytes per tensor or workspace) or whose buffers on\n"
     "all ranks, with --check's unsplit copy, exceed this machine's memory (with\n"
     "--device cuda only what stays on the host is counted there, and each rank\n"
-    "checks its GPU's free memory for its buffers before allocating them; the\n"
-    "kernels' own workspaces, such as a bf16 linear's f32 sums, are not counted\n"
-    "and fail the rank with CUDA's message where they do not fit).\n",
+    "checks its GPU's free memory for its buffers before allocating them, with\n"
+    "what its kernels may keep of their own: a bf16 linear's f32 sums, the\n"
+    "every-head attention scratch, staged lists, the bound the compiler writes in\n"
+    "the signature as kernel_memory_bytes. After the run each rank's kernels are\n"
+    "held to that bound (the table and the JSON report give it beside what they\n"
+    "held); a block compiled before the bound existed is run with the kernels'\n"
+    "memory uncounted, and says so).\n",
     "\n"
     "Memory. Each rank's arguments are sliced on the host and uploaded once, before\n"
     "the first iteration, into buffers from the runtime (htp_mem_alloc: host memory\n"

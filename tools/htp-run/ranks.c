@@ -395,7 +395,8 @@ static int make_rank_buffers(rank_state *state, htp_ctx *ctx, void ***device, in
   for (int i = 0; i < num_buffers; i++)
     buffers += buffer_bytes(sig, i) ? buffer_bytes(sig, i) : 1;
   char why[512];
-  htp_result result = htp_rank_check_device_memory(ctx, buffers, why, sizeof why);
+  htp_result result =
+      htp_rank_check_device_memory(ctx, buffers, sig->kernel_memory_bytes, why, sizeof why);
   if (result != HTP_OK) {
     rank_failed(state, ctx, result, "checking its device's memory", -1, why);
     return 1;
@@ -494,6 +495,13 @@ static void run_rank(rank_state *state) {
       goto done;
     }
   }
+  char why[512];
+  result = htp_rank_check_kernel_memory(ctx, sig->kernel_memory_bytes,
+                                        &state->outcome->kernel_memory[state->rank], why, sizeof why);
+  if (result != HTP_OK) {
+    rank_failed(state, ctx, result, "checking its kernels' own memory", -1, why);
+    goto done;
+  }
   /* Rank 0 reports: it needs every rank's timings. */
   if (per_process)
     gather_timings(state, ctx);
@@ -516,7 +524,8 @@ static void *rank_thread(void *arg) {
   return NULL;
 }
 
-int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t why_size) {
+int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, int64_t kernel_bytes,
+                                 char *why, size_t why_size) {
   size_t free_bytes = 0, total_bytes = 0;
   htp_result result = htp_mem_info(ctx, &free_bytes, &total_bytes);
   if (result == HTP_ERR_UNSUPPORTED)
@@ -531,16 +540,51 @@ int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, char *why, size_t
   const htp_world *world = htp_ctx_world(ctx);
   const uint64_t ranks = htp_world_backend(world) == HTP_BACKEND_LOCAL
                              ? (uint64_t)htp_world_size(world) : 1;
-  uint64_t needed;
-  if (__builtin_mul_overflow(bytes, ranks, &needed) || needed > free_bytes) {
+  const uint64_t kernels = kernel_bytes > 0 ? (uint64_t)kernel_bytes : 0;
+  uint64_t rank_bytes, needed;
+  if (__builtin_add_overflow(bytes, kernels, &rank_bytes) ||
+      __builtin_mul_overflow(rank_bytes, ranks, &needed) || needed > free_bytes) {
+    char counted[96] = "the kernels' own memory not counted: the block does not state it";
+    if (kernel_bytes >= 0)
+      snprintf(counted, sizeof counted, "and %.4g GB its kernels may keep of their own",
+               (double)kernels / 1e9);
     snprintf(why, why_size, "the device has %.4g GB free of %.4g GB; the run needs %.4g GB "
-             "(%llu rank%s on it x %.4g GB of buffers): refused before allocating",
+             "(%llu rank%s on it x %.4g GB of buffers %s): refused before allocating",
              (double)free_bytes / 1e9, (double)total_bytes / 1e9,
-             (double)bytes * (double)ranks / 1e9, (unsigned long long)ranks,
-             ranks == 1 ? "" : "s", (double)bytes / 1e9);
+             ((double)bytes + (double)kernels) * (double)ranks / 1e9, (unsigned long long)ranks,
+             ranks == 1 ? "" : "s", (double)bytes / 1e9, counted);
     return HTP_ERR_NOMEM;
   }
   return 0;
+}
+
+int htp_rank_check_kernel_memory(htp_ctx *ctx, int64_t declared, uint64_t *held, char *why,
+                                 size_t why_size) {
+  *held = 0;
+  htp_result result = htp_mem_kernels_own(ctx, held);
+  if (result == HTP_ERR_UNSUPPORTED)
+    return 0;
+  if (result != HTP_OK) {
+    snprintf(why, why_size, "%s", htp_last_error(ctx));
+    return result;
+  }
+  if (declared >= 0 && *held > (uint64_t)declared) {
+    snprintf(why, why_size, "its kernels hold %llu bytes of device memory of their own, more "
+             "than the %lld its block's signature bounds them to (kernel_memory_bytes), which "
+             "the memory check before the run counted: the compiler's bound "
+             "(passes/EntryFunction.cpp, kernels/htp_scratch.h) misses a request",
+             (unsigned long long)*held, (long long)declared);
+    return HTP_ERR_INTERNAL;
+  }
+  return 0;
+}
+
+int64_t htp_rank_kernel_memory_bound(const htp_signature *sig, const htp_signature *eval) {
+  if (!eval || eval == sig)
+    return sig->kernel_memory_bytes;
+  if (sig->kernel_memory_bytes < 0 || eval->kernel_memory_bytes < 0)
+    return -1;
+  return sig->kernel_memory_bytes + eval->kernel_memory_bytes; /* each at most 2^40 */
 }
 
 void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
@@ -645,6 +689,7 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   free(outcome->plan_version);
   free(outcome->plan_action);
   free(outcome->plan_gamma);
+  free(outcome->kernel_memory);
   htp_plan_record *last = &outcome->last_plan;
   free(last->action);
   free(last->gamma);
@@ -657,6 +702,7 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   outcome->plan_version = NULL;
   outcome->plan_action = NULL;
   outcome->plan_gamma = NULL;
+  outcome->kernel_memory = NULL;
 }
 
 int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
@@ -676,6 +722,7 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   outcome->plan_version = calloc((size_t)job->iters, sizeof(int64_t));
   outcome->plan_action = calloc(cells, 1);
   outcome->plan_gamma = calloc(cells, sizeof(double));
+  outcome->kernel_memory = calloc((size_t)size, sizeof(uint64_t));
   htp_plan_record *last = &outcome->last_plan;
   last->action = calloc((size_t)size, 1);
   last->gamma = calloc((size_t)size, sizeof(double));
@@ -686,7 +733,7 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   rank_state *states = calloc((size_t)local_ranks, sizeof *states);
   if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
       !outcome->straggler_until || !outcome->straggler_speed || !outcome->plan_version ||
-      !outcome->plan_action || !outcome->plan_gamma || !last->action || !last->gamma ||
+      !outcome->plan_action || !outcome->plan_gamma || !outcome->kernel_memory || !last->action || !last->gamma ||
       !last->pruned || !last->sent || !last->received || !states) {
     free(states);
     htp_rank_outcome_free(outcome);

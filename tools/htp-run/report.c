@@ -191,6 +191,20 @@ static void report_table_block(const htp_run_options *options, const htp_signatu
            "per call), --output widened to f32\n");
 }
 
+/* The most device memory any rank's kernels held of their own. */
+static uint64_t kernel_memory_held(const htp_run_state *state) {
+  uint64_t most = 0;
+  for (int r = 0; r < state->tp; r++)
+    if (state->outcome.kernel_memory[r] > most)
+      most = state->outcome.kernel_memory[r];
+  return most;
+}
+
+/* Whether the run's kernels have device memory of their own (not the CPU's). */
+static int device_kernels(const htp_run_options *options) {
+  return strcmp(options->device, "cpu") != 0;
+}
+
 static void report_table(const htp_run_options *options, const htp_run_state *state, timing t) {
   const htp_signature *sig = &state->sig;
   int64_t block_flops = sig->flops * state->tp;
@@ -203,6 +217,13 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
          state->blas_threads_from ? state->blas_threads_from : "its share of the cores");
   if (strcmp(options->device, "cuda") != 0)
     printf("  CPU GEMMs: %s\n", htp_cpu_gemm_provider());
+  if (device_kernels(options)) {
+    printf("  kernels' own device memory per rank: %.4g MB held", kernel_memory_held(state) / 1e6);
+    if (sig->kernel_memory_bytes >= 0)
+      printf(", bound %.4g MB (counted before the run)\n", sig->kernel_memory_bytes / 1e6);
+    else
+      printf(", no bound (a block compiled before kernel_memory_bytes: not counted)\n");
+  }
   if (state->balance)
     printf("  %6s %12s %10s %5s  %s\n", "iter", "ms", "GFLOP/s", "plan", "actions");
   else
@@ -442,6 +463,13 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
   put(report, "params", tensors_json(sig->args, sig->num_args, HTP_SIG_PARAM), &ok);
   put(report, "outputs", tensors_json(sig->results, sig->num_results, -1), &ok);
   put(report, "workspace_bytes", json_integer((json_int_t)sig->workspace_bytes), &ok);
+  put(report, "kernel_memory_bytes",
+      sig->kernel_memory_bytes >= 0 ? json_integer((json_int_t)sig->kernel_memory_bytes)
+                                    : json_null(),
+      &ok);
+  put(report, "kernel_memory_held_bytes",
+      device_kernels(options) ? json_integer((json_int_t)kernel_memory_held(state)) : json_null(),
+      &ok);
   if (!ok) {
     json_decref(report);
     return NULL;
