@@ -13,9 +13,9 @@
  *    entry books the memory of their own the CUDA kernels would ask for
  *    (htp_scratch.h's own-memory formulas: the bf16 kernels' f32 sums, the
  *    every-head attention scratch, staged lists, the training kernels'
- *    doubles), which own_memory reports for htp-run to hold against the
- *    compiler's bound. cuBLASLt's workspace, taken only under a switch,
- *    is left out.
+ *    doubles; cuBLASLt's workspace wherever a linear with a bias could take
+ *    it, under HTP_CUDA_LINEAR_EPILOGUE=cublaslt), which own_memory reports
+ *    for htp-run to hold against the compiler's bound.
  *  - A stream: the work of an entry is done when the entry returns (by the
  *    CPU table, on host copies of nothing: the kernels read the arena's
  *    memory through translated addresses), but the emulated stream stays
@@ -117,6 +117,8 @@ static void wait_stream(const checked_env *self) { wait_until(self->ready); }
   } while (0)
 /* What the CUDA twin of the entry would ask of its own memory. */
 #define OWN(which, bytes) htp_cuda_own_need(&self->own, HTP_CUDA_OWN_##which, (bytes))
+/* A linear with a bias may run as one cuBLASLt matmul (either type). */
+#define OWN_LT(bias) do { if (bias) OWN(LT, HTP_CUDA_LT_WORKSPACE_BYTES); } while (0)
 #define RUN(call)                                                                              \
   do {                                                                                         \
     const double started_ = now();                                                             \
@@ -144,6 +146,7 @@ static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
     OPTIONAL(b, BYTES(out));                                                                   \
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
     if (BF16_SUMS && b) OWN(SUMS, htp_cuda_sums_bytes(rows, out)); /* the f32 sum */           \
+    OWN_LT(b);                                                                                 \
     RUN(cpu()->linear_##sfx(&self->cpu, x, w, b, y, rows, in, out));                           \
   }                                                                                            \
   static htp_kernel_status layer_norm_##sfx(const htp_kernel_env *env, const T *x,             \
@@ -214,6 +217,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     DEVICE(scratch, F32(scratch_floats));                                                      \
     if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(3, inner)));                 \
     if (BF16_SUMS && bproj) OWN(SUMS, htp_cuda_sums_bytes(rows, model_dim));                   \
+    OWN_LT(bqkv || bproj);                                                                     \
     RUN(cpu()->attention_##sfx(&self->cpu, x, wqkv, bqkv, wproj, bproj, y, scratch,            \
                                scratch_floats, batch, tokens, model_dim, num_heads,            \
                                head_dim));                                                     \
@@ -237,6 +241,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     if (every_) {                                                                              \
       OWN(HEADS, htp_cuda_heads_bytes(batch, tokens, model_dim, num_heads, head_dim));         \
       if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(3, inner)));               \
+      OWN_LT(bqkv);                                                                            \
     }                                                                                          \
     RUN(cpu()->attention_heads_##sfx(&self->cpu, x, wqkv, bqkv, context, scratch, batch,       \
                                      tokens, model_dim, num_heads, head_dim, heads, count));   \

@@ -285,22 +285,26 @@ static void own_memory_is_cudas(void **state) {
   assert_int_equal(d.table->zero(&d.env, x, x_bytes), HTP_KERNEL_OK);
   assert_int_equal(d.table->zero(&d.env, w, w_bytes), HTP_KERNEL_OK);
   assert_int_equal(d.table->zero(&d.env, b, b_bytes), HTP_KERNEL_OK);
-  /* f32 linears and a bf16 one without a bias write their outputs directly. */
-  assert_int_equal(d.table->linear_f32(&d.env, x, w, b, y, R, D, HID), HTP_KERNEL_OK);
+  /* Linears without a bias write their outputs directly. */
+  assert_int_equal(d.table->linear_f32(&d.env, x, w, NULL, y, R, D, HID), HTP_KERNEL_OK);
   assert_int_equal(d.table->linear_bf16(&d.env, x, w, NULL, y, R, D, HID), HTP_KERNEL_OK);
   assert_int_equal(own_memory(&d), 0);
+  /* With a bias, either type may take cuBLASLt's epilogue and its workspace. */
+  assert_int_equal(d.table->linear_f32(&d.env, x, w, b, y, R, D, HID), HTP_KERNEL_OK);
+  const int64_t lt = HTP_CUDA_LT_WORKSPACE_BYTES;
+  assert_int_equal(own_memory(&d), lt);
   /* A bf16 linear with a bias rounds an f32 sum: [R, HID] floats. */
   assert_int_equal(d.table->linear_bf16(&d.env, x, w, b, y, R, D, HID), HTP_KERNEL_OK);
   const int64_t sums = htp_cuda_sums_bytes(R, HID);
-  assert_int_equal(own_memory(&d), sums);
+  assert_int_equal(own_memory(&d), lt + sums);
   /* A smaller request reuses it. */
   assert_int_equal(d.table->linear_bf16(&d.env, x, w, b, y, R, D, HID / 2), HTP_KERNEL_OK);
-  assert_int_equal(own_memory(&d), sums);
+  assert_int_equal(own_memory(&d), lt + sums);
   /* The same-device sum stages its pointers, in a buffer of their own. */
   const float *parts[2] = {y, y};
   assert_int_equal(d.table->sum_f32(&d.env, parts, 2, y, R), HTP_KERNEL_OK);
   const int64_t staging = htp_cuda_staging_bytes(2 * (int64_t)sizeof(float *), 0);
-  assert_int_equal(own_memory(&d), sums + staging);
+  assert_int_equal(own_memory(&d), lt + sums + staging);
   /* The listed heads: a list of some heads takes the caller's scratch; every
    * head in order runs the whole attention in the kernels' own. */
   void *context = device_bytes(&d, 4 * R * H * HD);
@@ -309,20 +313,20 @@ static void own_memory_is_cudas(void **state) {
   assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
                                                 one, 1),
                    HTP_KERNEL_OK);
-  assert_int_equal(own_memory(&d), sums + staging);
+  assert_int_equal(own_memory(&d), lt + sums + staging);
   assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
                                                 every, 2),
                    HTP_KERNEL_OK);
   const int64_t heads = htp_cuda_heads_bytes(B, T, D, H, HD);
   assert_int_equal(heads, 4 * htp_cuda_attention_scratch_floats(B, T, D, H, HD));
-  assert_int_equal(own_memory(&d), sums + staging + heads);
+  assert_int_equal(own_memory(&d), lt + sums + staging + heads);
   /* In bf16 its qkv projection rounds an f32 sum of [R, 3 * H * HD], larger
    * than the linear's: the sums buffer grows to it. */
   assert_int_equal(d.table->attention_heads_bf16(&d.env, x, w, b, context, scratch, B, T, D, H,
                                                  HD, every, 2),
                    HTP_KERNEL_OK);
   assert_true(htp_cuda_sums_bytes(R, 3 * H * HD) > sums);
-  assert_int_equal(own_memory(&d), htp_cuda_sums_bytes(R, 3 * H * HD) + staging + heads);
+  assert_int_equal(own_memory(&d), lt + htp_cuda_sums_bytes(R, 3 * H * HD) + staging + heads);
   void *all[] = {x, w, b, y, context, scratch};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i)
     assert_int_equal(d.table->release(&d.env, all[i]), HTP_KERNEL_OK);

@@ -988,7 +988,8 @@ static void embed_cases(device *d) {
  * kernels/htp_scratch.h's formulas: the CUDA kernels' buffers, and what the
  * checked device books for them, must both be exactly those (the compiler
  * bounds a block's by the same formulas). Shapes no multiple of 8, so that
- * no linear takes cuBLASLt under HTP_CUDA_LINEAR_EPILOGUE=cublaslt. */
+ * no linear takes cuBLASLt under HTP_CUDA_LINEAR_EPILOGUE=cublaslt; the
+ * checked device books its workspace wherever a linear with a bias may. */
 static void own_memory_cases(device *d) {
   enum { B = 2, T = 5, D = 12, H = 3, HD = 4, R = B * T, OUT = 9 };
   uint64_t held = UINT64_MAX;
@@ -1013,9 +1014,11 @@ static void own_memory_cases(device *d) {
   void *y = upload_poison(d, R * OUT, F32), *context = upload_poison(d, R * H * HD, F32);
   void *scratch = upload_poison(d, R * 3 * HD + T * T, F32);
   ENTRY(d, d->k->linear_f32(&d->env, dx, dw, db, y, R, D, OUT));
+  if (d->k->device == HTP_KERNEL_DEVICE_CHECKED)
+    want = HTP_CUDA_LT_WORKSPACE_BYTES;
   HELD_IS("an f32 linear");
   ENTRY(d, d->k->linear_bf16(&d->env, xb, wb, bb, yb, R, D, OUT));
-  want = htp_cuda_sums_bytes(R, OUT);
+  want += htp_cuda_sums_bytes(R, OUT);
   HELD_IS("a bf16 linear with a bias");
   const float *parts[2] = {y, y};
   ENTRY(d, d->k->sum_f32(&d->env, parts, 2, y, R * OUT));
