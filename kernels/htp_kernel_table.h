@@ -70,10 +70,12 @@ typedef struct htp_kernel_env {
 } htp_kernel_env;
 
 /* The timers of an environment (mark/elapsed): 0 is the caller's
- * (htp_ctx_mark, an iteration or a step), 1 the balance hooks'. */
-#define HTP_KERNEL_TIMERS 2
+ * (htp_ctx_mark, an iteration or a step), 1 the balance hooks', 2 the
+ * per-call profile's (htp_ctx_profile_start). */
+#define HTP_KERNEL_TIMERS 3
 #define HTP_KERNEL_TIMER_CALLER 0
 #define HTP_KERNEL_TIMER_HOOKS 1
+#define HTP_KERNEL_TIMER_PROFILE 2
 
 /* One entry per op. Arguments after env are those of the htp_cpu_* kernel
  * of the same name (kernels/htp_kernels.h), except where noted. */

@@ -885,8 +885,11 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                                 const float *bqkv, const float *wproj, float *y, float *scratch,
                                 int64_t batch, int64_t tokens, int64_t model_dim,
                                 int64_t num_heads, int64_t head_dim) {
-  return attention_hook(ctx, 0, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = attention_hook(ctx, 0, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
                         model_dim, num_heads, head_dim);
+  htp__profile_end(ctx, timed, "htp_rt_attention_f32");
+  return result;
 }
 
 htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
@@ -894,8 +897,11 @@ htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
                                  const uint16_t *wproj, uint16_t *y, float *scratch,
                                  int64_t batch, int64_t tokens, int64_t model_dim,
                                  int64_t num_heads, int64_t head_dim) {
-  return attention_hook(ctx, 1, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = attention_hook(ctx, 1, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
                         model_dim, num_heads, head_dim);
+  htp__profile_end(ctx, timed, "htp_rt_attention_bf16");
+  return result;
 }
 
 htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
@@ -976,16 +982,22 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx) {
-  return mlp_hook(ctx, 0, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = mlp_hook(ctx, 0, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
                   unit_width, tanh_approx);
+  htp__profile_end(ctx, timed, "htp_rt_mlp_f32");
+  return result;
 }
 
 htp_result htp_rt_mlp_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x, const uint16_t *w1,
                            const uint16_t *b1, const uint16_t *w2, uint16_t *y, float *scratch,
                            int64_t rows, int64_t model_dim, int64_t hidden_dim,
                            int64_t unit_width, int32_t tanh_approx) {
-  return mlp_hook(ctx, 1, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = mlp_hook(ctx, 1, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
                   unit_width, tanh_approx);
+  htp__profile_end(ctx, timed, "htp_rt_mlp_bf16");
+  return result;
 }
 
 htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,

@@ -118,7 +118,17 @@ struct htp_ctx {
   const htp_kernel_table *kernels;
   htp_kernel_env kernel_env;
   char kernel_error[HTP__MESSAGE_SIZE]; /* the environment's error buffer */
+  struct htp__profile *profile;         /* htp_ctx_profile_start's record, or NULL */
 };
+
+/* The per-call profile (profile.c): around each call a compiled block makes
+ * (an op entry point, a balance hook, an all-reduce), begin returns 1 when
+ * this call is timed (profiling on, outside any other timed call: the
+ * profile timer marked), 2 inside a timed one, 0 when not profiling; end,
+ * given that answer, books a timed call's seconds to its place in the
+ * iteration under `what`. Neither fails the call. */
+HTP__HIDDEN int htp__profile_begin(htp_ctx *ctx);
+HTP__HIDDEN void htp__profile_end(htp_ctx *ctx, int timed, const char *what);
 
 /* Records the message on ctx and returns code (convenient in return). */
 HTP__HIDDEN htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...)

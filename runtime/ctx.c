@@ -575,6 +575,7 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
 void htp_ctx_destroy(htp_ctx *ctx) {
   if (!ctx) return;
   htp_world *world = ctx->world;
+  htp_ctx_profile_stop(ctx);
   kernels_destroy(ctx);
   if (world->ops->ctx_destroy) world->ops->ctx_destroy(ctx);
   pthread_mutex_lock(&world->lock);
@@ -678,12 +679,18 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
 }
 
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
-  return allreduce(ctx, HTP__ELEM_F32, send, recv, count);
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = allreduce(ctx, HTP__ELEM_F32, send, recv, count);
+  htp__profile_end(ctx, timed, "htp_allreduce_sum_f32");
+  return result;
 }
 
 htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
                                   size_t count) {
-  return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
+  const int timed = htp__profile_begin(ctx);
+  const htp_result result = allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
+  htp__profile_end(ctx, timed, "htp_allreduce_sum_bf16");
+  return result;
 }
 
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,

@@ -954,6 +954,28 @@ HTP_API htp_result htp_mem_info(htp_ctx *ctx, size_t *free_bytes, size_t *total_
  * kernel_memory_bytes). HTP_ERR_UNSUPPORTED, without failing the world,
  * where the kernels' memory is the host's (the CPU). */
 HTP_API htp_result htp_mem_kernels_own(htp_ctx *ctx, uint64_t *bytes);
+
+/* Per-call profile: where a block's iteration goes. After start, every
+ * call a compiled block makes on ctx (an htp_op_* entry point, a balance
+ * hook htp_rt_*, an all-reduce) from the first htp_ctx_profile_iteration on
+ * is timed on the device's own clock (events on a GPU's stream) and waited
+ * for before the next, and booked by its place in the iteration: call k of
+ * iteration i. A call inside a timed one (an op a hook or a fused op makes)
+ * is in that one's time. A profiled iteration therefore takes longer than
+ * an unprofiled one (no call overlaps the next; each starts from an idle
+ * stream). start: room for `iterations` iterations (a new start discards
+ * the old profile); iteration: the calls that follow are the next
+ * iteration's (HTP_ERR_INVALID past `iterations`); calls: the places seen;
+ * call: place k's name (the first call's there; a string the runtime
+ * keeps) and *seconds its `iterations` seconds, NAN where nothing was
+ * booked (NULL for a bad place); stop frees it (htp_ctx_destroy does too).
+ * A failing mark stops the booking; the calls themselves never fail for
+ * the profile. */
+HTP_API htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations);
+HTP_API htp_result htp_ctx_profile_iteration(htp_ctx *ctx);
+HTP_API int htp_ctx_profile_calls(const htp_ctx *ctx);
+HTP_API const char *htp_ctx_profile_call(const htp_ctx *ctx, int call, const double **seconds);
+HTP_API void htp_ctx_profile_stop(htp_ctx *ctx);
 /* Timing on the device's clock (CUDA events on the rank's stream; the CPU's
  * monotonic clock): mark(ctx, 0) before the work, mark(ctx, 1) after, then
  * elapsed waits for mark 1 and gives the seconds between. */

@@ -16,19 +16,42 @@
 /* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
 _Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
 
-/* Calls `entry` of ctx's table with ctx's environment and turns a failure
- * into the context's message. */
-#define OP_DISPATCH(ctx, what, entry, ...)                                                     \
+/* Calls `entry` of ctx's table with ctx's environment into the htp_result
+ * `result`, a failure turned into the context's message. */
+#define OP_RUN(result, ctx, what, entry, ...)                                                  \
   do {                                                                                         \
     const htp_kernel_table *table_ = htp__kernel_table(ctx);                                   \
     const htp_kernel_env *env_ = htp__kernel_env(ctx);                                         \
     if ((ctx)) (ctx)->kernel_error[0] = '\0';                                                  \
-    if (!table_->entry)                                                                        \
-      return (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no " #entry   \
-                               " entry", (what), table_->name)                                 \
-                   : HTP_ERR_UNSUPPORTED;                                                      \
-    htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                              \
-    return status_ == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed((ctx), status_, (what));     \
+    if (!table_->entry) {                                                                      \
+      (result) = (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no "      \
+                                   #entry " entry", (what), table_->name)                      \
+                       : HTP_ERR_UNSUPPORTED;                                                  \
+    } else {                                                                                   \
+      htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                            \
+      (result) = status_ == HTP_KERNEL_OK ? HTP_OK                                             \
+                                          : htp__kernel_failed((ctx), status_, (what));        \
+    }                                                                                          \
+  } while (0)
+
+/* OP_RUN, returned: the runtime's own uses (marks, memory, copies to and
+ * from the host). */
+#define OP_DISPATCH(ctx, what, entry, ...)                                                     \
+  do {                                                                                         \
+    htp_result dispatched_;                                                                    \
+    OP_RUN(dispatched_, ctx, what, entry, __VA_ARGS__);                                        \
+    return dispatched_;                                                                        \
+  } while (0)
+
+/* OP_DISPATCH for a call a compiled block makes: timed by the per-call
+ * profile when one runs (profile.c). */
+#define OP_TIMED(ctx, what, entry, ...)                                                        \
+  do {                                                                                         \
+    const int timed_ = htp__profile_begin(ctx);                                                \
+    htp_result called_;                                                                        \
+    OP_RUN(called_, ctx, what, entry, __VA_ARGS__);                                            \
+    htp__profile_end((ctx), timed_, (what));                                                   \
+    return called_;                                                                            \
   } while (0)
 
 /* A dimension a GEMM takes as BLAS's int. */
@@ -116,7 +139,7 @@ htp_result htp_op_linear_f32(htp_ctx *ctx, const float *x, const float *w, const
                              int64_t out_features) {
   const char *what = "htp_op_linear_f32";
   OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in_features, out_features));
-  OP_DISPATCH(ctx, what, linear_f32, x, w, b, y, rows, in_features, out_features);
+  OP_TIMED(ctx, what, linear_f32, x, w, b, y, rows, in_features, out_features);
 }
 
 htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamma,
@@ -124,27 +147,27 @@ htp_result htp_op_layer_norm_f32(htp_ctx *ctx, const float *x, const float *gamm
                                  float epsilon) {
   const char *what = "htp_op_layer_norm_f32";
   OP_CHECKED(check_layer_norm(ctx, what, x, gamma, beta, y, rows, dim, epsilon));
-  OP_DISPATCH(ctx, what, layer_norm_f32, x, gamma, beta, y, rows, dim, epsilon);
+  OP_TIMED(ctx, what, layer_norm_f32, x, gamma, beta, y, rows, dim, epsilon);
 }
 
 htp_result htp_op_gelu_f32(htp_ctx *ctx, const float *x, float *y, int64_t n,
                            int32_t tanh_approx) {
   const char *what = "htp_op_gelu_f32";
   OP_CHECKED(check_gelu(ctx, what, x, y, n, tanh_approx));
-  OP_DISPATCH(ctx, what, gelu_f32, x, y, n, tanh_approx);
+  OP_TIMED(ctx, what, gelu_f32, x, y, n, tanh_approx);
 }
 
 htp_result htp_op_add_f32(htp_ctx *ctx, const float *a, const float *b, float *y, int64_t n) {
   const char *what = "htp_op_add_f32";
   OP_CHECKED(check_add(ctx, what, a, b, y, n));
-  OP_DISPATCH(ctx, what, add_f32, a, b, y, n);
+  OP_TIMED(ctx, what, add_f32, a, b, y, n);
 }
 
 htp_result htp_op_bias_add_f32(htp_ctx *ctx, const float *x, const float *bias, float *y,
                                int64_t rows, int64_t cols) {
   const char *what = "htp_op_bias_add_f32";
   OP_CHECKED(check_bias_add(ctx, what, x, bias, y, rows, cols));
-  OP_DISPATCH(ctx, what, bias_add_f32, x, bias, y, rows, cols);
+  OP_TIMED(ctx, what, bias_add_f32, x, bias, y, rows, cols);
 }
 
 htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
@@ -155,7 +178,7 @@ htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
   const char *what = "htp_op_attention_f32";
   OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, y, scratch, scratch_floats, batch,
                              tokens, model_dim, num_heads, head_dim));
-  OP_DISPATCH(ctx, what, attention_f32, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
+  OP_TIMED(ctx, what, attention_f32, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,
               batch, tokens, model_dim, num_heads, head_dim);
 }
 
@@ -169,7 +192,7 @@ htp_result htp_op_attention_f32(htp_ctx *ctx, const float *x, const float *wqkv,
     HTP__INVALID_IF(ctx, tanh_approx != 0 && tanh_approx != 1,                                 \
                     "%s: tanh_approx %d must be 0 or 1", what, (int)tanh_approx);              \
     if (htp__kernel_table(ctx)->fused)                                                         \
-      OP_DISPATCH(ctx, what, fused, x, w, b, y, rows, in, out, tanh_approx);                   \
+      OP_TIMED(ctx, what, fused, x, w, b, y, rows, in, out, tanh_approx);                   \
     OP_CHECKED(linear(ctx, x, w, b, y, rows, in, out));                                        \
     return gelu(ctx, y, y, (rows) * (out), tanh_approx);                                       \
   } while (0)
@@ -196,7 +219,7 @@ htp_result htp_op_linear_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w
                               int64_t out_features) {
   const char *what = "htp_op_linear_bf16";
   OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in_features, out_features));
-  OP_DISPATCH(ctx, what, linear_bf16, x, w, b, y, rows, in_features, out_features);
+  OP_TIMED(ctx, what, linear_bf16, x, w, b, y, rows, in_features, out_features);
 }
 
 htp_result htp_op_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *gamma,
@@ -204,28 +227,28 @@ htp_result htp_op_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_
                                   float epsilon) {
   const char *what = "htp_op_layer_norm_bf16";
   OP_CHECKED(check_layer_norm(ctx, what, x, gamma, beta, y, rows, dim, epsilon));
-  OP_DISPATCH(ctx, what, layer_norm_bf16, x, gamma, beta, y, rows, dim, epsilon);
+  OP_TIMED(ctx, what, layer_norm_bf16, x, gamma, beta, y, rows, dim, epsilon);
 }
 
 htp_result htp_op_gelu_bf16(htp_ctx *ctx, const uint16_t *x, uint16_t *y, int64_t n,
                             int32_t tanh_approx) {
   const char *what = "htp_op_gelu_bf16";
   OP_CHECKED(check_gelu(ctx, what, x, y, n, tanh_approx));
-  OP_DISPATCH(ctx, what, gelu_bf16, x, y, n, tanh_approx);
+  OP_TIMED(ctx, what, gelu_bf16, x, y, n, tanh_approx);
 }
 
 htp_result htp_op_add_bf16(htp_ctx *ctx, const uint16_t *a, const uint16_t *b, uint16_t *y,
                            int64_t n) {
   const char *what = "htp_op_add_bf16";
   OP_CHECKED(check_add(ctx, what, a, b, y, n));
-  OP_DISPATCH(ctx, what, add_bf16, a, b, y, n);
+  OP_TIMED(ctx, what, add_bf16, a, b, y, n);
 }
 
 htp_result htp_op_bias_add_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *bias,
                                 uint16_t *y, int64_t rows, int64_t cols) {
   const char *what = "htp_op_bias_add_bf16";
   OP_CHECKED(check_bias_add(ctx, what, x, bias, y, rows, cols));
-  OP_DISPATCH(ctx, what, bias_add_bf16, x, bias, y, rows, cols);
+  OP_TIMED(ctx, what, bias_add_bf16, x, bias, y, rows, cols);
 }
 
 htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv,
@@ -236,7 +259,7 @@ htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t
   const char *what = "htp_op_attention_bf16";
   OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, y, scratch, scratch_floats, batch,
                              tokens, model_dim, num_heads, head_dim));
-  OP_DISPATCH(ctx, what, attention_bf16, x, wqkv, bqkv, wproj, bproj, y, scratch,
+  OP_TIMED(ctx, what, attention_bf16, x, wqkv, bqkv, wproj, bproj, y, scratch,
               scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
 }
 
@@ -244,7 +267,7 @@ htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   const char *what = "htp_op_copy";
   if (bytes == 0) return HTP_OK;
   HTP__INVALID_IF(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
-  OP_DISPATCH(ctx, what, copy, dst, src, bytes);
+  OP_TIMED(ctx, what, copy, dst, src, bytes);
 }
 
 /* ===== Training ops (f32; issue 9 spec A and B) ========================= */
@@ -321,7 +344,7 @@ htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float
   OP_NEEDS(ctx, what, linear_f32);
   OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
   const int64_t rows = batch * (height / patch) * (width / patch);
-  OP_DISPATCH(ctx, what, linear_f32, scratch, w, b, y, rows, channels * patch * patch, dim);
+  OP_TIMED(ctx, what, linear_f32, scratch, w, b, y, rows, channels * patch * patch, dim);
 }
 
 htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images, const float *dy,
@@ -343,7 +366,7 @@ htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images, co
   OP_ZERO(ctx, what, dw, dim * features);
   OP_ZERO(ctx, what, db, dim);
   /* No input gradient (the images are data), so the weight is not read. */
-  OP_DISPATCH(ctx, what, linear_backward_f32, scratch, NULL, dy, NULL, dw, db, rows, features,
+  OP_TIMED(ctx, what, linear_backward_f32, scratch, NULL, dy, NULL, dw, db, rows, features,
               dim);
 }
 
@@ -358,7 +381,7 @@ htp_result htp_op_embed_tokens_f32(htp_ctx *ctx, const float *patches, const flo
                   "%s: batch %lld, patches_per_image %lld and dim %lld must be >= 1 (and the "
                   "output's size fit)",
                   what, (long long)batch, (long long)patches_per_image, (long long)dim);
-  OP_DISPATCH(ctx, what, embed_tokens_f32, patches, cls, pos, y, batch, patches_per_image, dim);
+  OP_TIMED(ctx, what, embed_tokens_f32, patches, cls, pos, y, batch, patches_per_image, dim);
 }
 
 htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float *dpatches,
@@ -377,7 +400,7 @@ htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dcls, dim);
   OP_ZERO(ctx, what, dpos, (patches_per_image + 1) * dim);
-  OP_DISPATCH(ctx, what, embed_tokens_backward_f32, dy, dpatches, dcls, dpos, batch,
+  OP_TIMED(ctx, what, embed_tokens_backward_f32, dy, dpatches, dcls, dpos, batch,
               patches_per_image, dim);
 }
 
@@ -388,7 +411,7 @@ htp_result htp_op_cls_token_f32(htp_ctx *ctx, const float *x, float *y, int64_t 
   HTP__INVALID_IF(ctx, !sizes_fit(batch, tokens, dim),
                   "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and x's size fit)", what,
                   (long long)batch, (long long)tokens, (long long)dim);
-  OP_DISPATCH(ctx, what, cls_token_f32, x, y, batch, tokens, dim);
+  OP_TIMED(ctx, what, cls_token_f32, x, y, batch, tokens, dim);
 }
 
 htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *dx,
@@ -398,7 +421,7 @@ htp_result htp_op_cls_token_backward_f32(htp_ctx *ctx, const float *dy, float *d
   HTP__INVALID_IF(ctx, !sizes_fit(batch, tokens, dim),
                   "%s: batch %lld, tokens %lld and dim %lld must be >= 1 (and dx's size fit)", what,
                   (long long)batch, (long long)tokens, (long long)dim);
-  OP_DISPATCH(ctx, what, cls_token_backward_f32, dy, dx, batch, tokens, dim);
+  OP_TIMED(ctx, what, cls_token_backward_f32, dy, dx, batch, tokens, dim);
 }
 
 /* A hyperparameter no optimizer means: negative, not finite. */
@@ -413,7 +436,7 @@ htp_result htp_op_sgd_momentum_f32(htp_ctx *ctx, float *w, const float *g, float
   HTP__INVALID_IF(ctx, !nonnegative(lr) || !nonnegative(momentum) || !nonnegative(weight_decay),
                   "%s: lr %g, momentum %g and weight_decay %g must be finite and >= 0", what,
                   (double)lr, (double)momentum, (double)weight_decay);
-  OP_DISPATCH(ctx, what, sgd_momentum_f32, w, g, m, n, lr, momentum, weight_decay, step);
+  OP_TIMED(ctx, what, sgd_momentum_f32, w, g, m, n, lr, momentum, weight_decay, step);
 }
 
 htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, float *v,
@@ -431,7 +454,7 @@ htp_result htp_op_adamw_f32(htp_ctx *ctx, float *w, const float *g, float *m, fl
                       !(epsilon > 0.0f && isfinite(epsilon)),
                   "%s: beta1 %g and beta2 %g must be in [0, 1), epsilon %g finite and > 0", what,
                   (double)beta1, (double)beta2, (double)epsilon);
-  OP_DISPATCH(ctx, what, adamw_f32, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay, step);
+  OP_TIMED(ctx, what, adamw_f32, w, g, m, v, n, lr, beta1, beta2, epsilon, weight_decay, step);
 }
 
 htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits, const float *targets,
@@ -441,7 +464,7 @@ htp_result htp_op_cross_entropy_f32(htp_ctx *ctx, const float *logits, const flo
   HTP__INVALID_IF(ctx, !sizes_fit(rows, classes, 1),
                   "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
                   (long long)rows, (long long)classes);
-  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, loss, NULL, rows, classes);
+  OP_TIMED(ctx, what, softmax_cross_entropy_f32, logits, targets, loss, NULL, rows, classes);
 }
 
 htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
@@ -453,7 +476,7 @@ htp_result htp_op_cross_entropy_backward_f32(htp_ctx *ctx, const float *logits,
   HTP__INVALID_IF(ctx, !sizes_fit(rows, classes, 1),
                   "%s: rows %lld and classes %lld must be >= 1 (and their product fit)", what,
                   (long long)rows, (long long)classes);
-  OP_DISPATCH(ctx, what, softmax_cross_entropy_f32, logits, targets, NULL, dlogits, rows, classes);
+  OP_TIMED(ctx, what, softmax_cross_entropy_f32, logits, targets, NULL, dlogits, rows, classes);
 }
 
 htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float *w,
@@ -468,7 +491,7 @@ htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float 
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dw, out_features * in_features);
   OP_ZERO(ctx, what, db, out_features);
-  OP_DISPATCH(ctx, what, linear_backward_f32, x, w, dy, dx, dw, db, rows, in_features,
+  OP_TIMED(ctx, what, linear_backward_f32, x, w, dy, dx, dw, db, rows, in_features,
               out_features);
 }
 
@@ -487,7 +510,7 @@ htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const fl
   OP_NEEDS(ctx, what, zero);
   OP_ZERO(ctx, what, dgamma, dim);
   OP_ZERO(ctx, what, dbeta, dim);
-  OP_DISPATCH(ctx, what, layer_norm_backward_f32, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
+  OP_TIMED(ctx, what, layer_norm_backward_f32, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
               epsilon);
 }
 
@@ -496,7 +519,7 @@ htp_result htp_op_gelu_backward_f32(htp_ctx *ctx, const float *x, const float *d
   const char *what = "htp_op_gelu_backward_f32";
   HTP__INVALID_IF(ctx, !dy, "%s: dy is NULL", what);
   OP_CHECKED(check_gelu(ctx, what, x, dx, n, tanh_approx));
-  OP_DISPATCH(ctx, what, gelu_backward_f32, x, dy, dx, n, tanh_approx);
+  OP_TIMED(ctx, what, gelu_backward_f32, x, dy, dx, n, tanh_approx);
 }
 
 htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const float *wqkv,
@@ -525,7 +548,7 @@ htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const flo
   OP_ZERO(ctx, what, dbqkv, wide);
   OP_ZERO(ctx, what, dwproj, model_dim * num_heads * head_dim);
   OP_ZERO(ctx, what, dbproj, model_dim);
-  OP_DISPATCH(ctx, what, attention_backward_f32, x, wqkv, bqkv, wproj, NULL, dy, dx, dwqkv,
+  OP_TIMED(ctx, what, attention_backward_f32, x, wqkv, bqkv, wproj, NULL, dy, dx, dwqkv,
               dbqkv, dwproj, dbproj, scratch, scratch_floats, batch, tokens, model_dim,
               num_heads, head_dim);
 }
@@ -537,7 +560,7 @@ htp_result htp_op_row_sum_f32(htp_ctx *ctx, const float *x, float *y, int64_t ro
   HTP__INVALID_IF(ctx, !sizes_fit(rows, cols, 1),
                   "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
                   (long long)rows, (long long)cols);
-  OP_DISPATCH(ctx, what, row_sum_f32, x, y, rows, cols);
+  OP_TIMED(ctx, what, row_sum_f32, x, y, rows, cols);
 }
 
 /* ===== Device memory and timing (the executor's buffers) ================ */

@@ -31,6 +31,10 @@
 #   compile           the same for ViT-L/16 bf16 with torch.compile (a row
 #                     added to blocks.csv; the 1.3x eager and 1.0x compile
 #                     targets) (cap 90 s)
+#   profile           htp-run --profile on ViT-L/16 bf16 tp 1: each call of
+#                     the block (layer norms, attention, linears, adds) timed
+#                     in place on the GPU, its median over 10 iterations
+#                     (where the block's time goes, beside timm) (cap 30 s)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
 #                     the others on 24 (--sms); every policy (40 iterations), and
 #                     semi without a straggler (trace_semi.png), the block
@@ -82,7 +86,7 @@
 # step through results.tar.new: tar xf results.tar).
 #
 # GPU_CHECK_DEADLINE_S (default 300) is the whole check's budget;
-# GPU_CHECK_<STEP>_S (BUILD, TESTS, BLOCKS, COMPILE, POLICIES, TRAIN, NCCL,
+# GPU_CHECK_<STEP>_S (BUILD, TESTS, BLOCKS, COMPILE, PROFILE, POLICIES, TRAIN, NCCL,
 # KERNELS) override the caps. GPU_CHECK_DRY=1 runs everything that needs no
 # GPU: the environment, the ldd report, the bundle's checks, a build of what
 # is missing, the tests' and the benchmark's no-GPU paths (exit 77), a
@@ -512,7 +516,7 @@ elif [ ! -f "$blocks/vit_b16_f32_tp1.so" ] || [ ! -f "$blocks/vit_l16_bf16_tp1.s
 elif [ -n "$dry" ]; then
   # What runs without a GPU: the bundled htp-run on a compiled block, on the CPU.
   if budget blocks-cpu 60; then
-    run_logged blocks-cpu "$limit" "$htp_run" "$blocks/vit_b16_f32_tp1.so" --device cpu --iters 1 --warmup 0
+    run_logged blocks-cpu "$limit" "$htp_run" "$blocks/vit_b16_f32_tp1.so" --device cpu --iters 1 --warmup 0 --profile
     rc=$?
     if [ "$rc" -eq 0 ]; then
       summary blocks-cpu dry "the bundled htp-run ran vit_b16_f32_tp1.so on the CPU: $(grep -m1 -iE 'median' "$work/blocks-cpu.log" | cut -c1-100)"
@@ -523,6 +527,7 @@ elif [ -n "$dry" ]; then
   dry_gpu blocks-cuda "$htp_run" "$blocks/vit_l16_bf16_tp1.so" --device cuda --iters 1 --warmup 0 --check --report json
   dry_script blocks "${block_cmd[@]}" --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile
   dry_script compile "${block_cmd[@]}" --only vit_l16_bf16_tp1 --no-check --append
+  dry_gpu profile "$htp_run" "$blocks/vit_l16_bf16_tp1.so" --device cuda --iters 1 --warmup 0 --profile
 elif [ -z "$have_python" ]; then
   summary blocks skipped "no $python"
 else
@@ -551,6 +556,19 @@ else
       77) summary compile skipped "$(tail -1 "$work/compile.log")" ;;
       *) summary compile FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)" ;;
     esac
+  fi
+  if budget profile "$(cap PROFILE 30)"; then
+    run_logged profile "$limit" "$htp_run" "$blocks/vit_l16_bf16_tp1.so" --device cuda \
+      --iters 10 --warmup 3 --profile
+    rc=$?
+    # The calls, "name ms" each (rank 0), then their sum.
+    calls=$(awk '/^profile:/ { on = 1; next } on && $2 ~ /^htp_/ { sub(/^htp_(op_)?/, "", $2); printf "%s%s %s", sep, $2, $3; sep = ", " }
+                 on && $1 == "all" { printf "; all calls %s ms", $3; on = 0 }' "$work/profile.log")
+    if [ "$rc" -eq 0 ]; then
+      summary profile ok "ViT-L/16 bf16 tp 1, median ms per call: $calls (logs.txt)"
+    else
+      summary profile FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
+    fi
   fi
 fi
 check_out_count

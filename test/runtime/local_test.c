@@ -11,7 +11,9 @@
 #include "kernels/htp_bf16.h"
 #include "runtime/comm_internal.h"
 #include "runtime/htp.h"
+#include "runtime/htp_ops.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -253,6 +255,57 @@ static void test_ctx_errors(void **state) {
   assert_int_equal(htp_allreduce_sum_f32(NULL, NULL, NULL, 0), HTP_ERR_INVALID);
   assert_int_equal(htp_fault_point(NULL, 0), HTP_ERR_INVALID);
   htp_abort(NULL, HTP_ERR_REMOTE);
+  htp_world_destroy(world);
+}
+
+/* The per-call profile: calls booked by their place in each iteration,
+ * named by the entry point; nothing before the first iteration; NAN where an
+ * iteration made fewer calls; a bounded number of iterations. */
+static void test_profile(void **state) {
+  (void)state;
+  htp_world *world = make_world(1, 1.0);
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  float a[64], b[64];
+  for (int i = 0; i < 64; i++) a[i] = b[i] = (float)i;
+  assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_ERR_INVALID); /* not started */
+  assert_int_equal(htp_ctx_profile_start(ctx, 0), HTP_ERR_INVALID);
+  htp_ctx_destroy(ctx); /* the failed calls failed the world: a new one */
+  htp_world_destroy(world);
+  world = make_world(1, 1.0);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  assert_int_equal(htp_ctx_profile_start(ctx, 2), HTP_OK);
+  assert_int_equal(htp_op_add_f32(ctx, a, b, b, 64), HTP_OK); /* before an iteration */
+  assert_int_equal(htp_ctx_profile_calls(ctx), 0);
+  assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_OK);
+  assert_int_equal(htp_op_add_f32(ctx, a, b, b, 64), HTP_OK);
+  assert_int_equal(htp_op_gelu_f32(ctx, a, b, 64, 0), HTP_OK);
+  assert_int_equal(htp_allreduce_sum_f32(ctx, a, b, 64), HTP_OK);
+  assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_OK);
+  assert_int_equal(htp_op_add_f32(ctx, a, b, b, 64), HTP_OK); /* a shorter second iteration */
+  assert_int_equal(htp_ctx_profile_calls(ctx), 3);
+  const char *want[] = {"htp_op_add_f32", "htp_op_gelu_f32", "htp_allreduce_sum_f32"};
+  for (int k = 0; k < 3; k++) {
+    const double *seconds = NULL;
+    assert_string_equal(htp_ctx_profile_call(ctx, k, &seconds), want[k]);
+    assert_true(seconds[0] >= 0.0 && seconds[0] < 1.0);
+    assert_true(k == 0 ? seconds[1] >= 0.0 : isnan(seconds[1]));
+  }
+  assert_null(htp_ctx_profile_call(ctx, 3, NULL));
+  assert_null(htp_ctx_profile_call(ctx, -1, NULL));
+  /* The runtime's own calls (a mark, a copy to the host) are not booked. */
+  assert_int_equal(htp_ctx_mark(ctx, 0), HTP_OK);
+  assert_int_equal(htp_ctx_mark(ctx, 1), HTP_OK);
+  double elapsed;
+  assert_int_equal(htp_ctx_elapsed(ctx, &elapsed), HTP_OK);
+  assert_int_equal(htp_ctx_profile_calls(ctx), 3);
+  /* Two iterations were asked for. */
+  assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "holds 2 iterations"));
+  htp_ctx_profile_stop(ctx);
+  assert_int_equal(htp_ctx_profile_calls(ctx), 0);
+  htp_ctx_profile_stop(ctx); /* idempotent */
+  htp_ctx_destroy(ctx);
   htp_world_destroy(world);
 }
 
@@ -1001,6 +1054,7 @@ int main(void) {
       cmocka_unit_test(test_strerror),
       cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_ctx_errors),
+      cmocka_unit_test(test_profile),
       cmocka_unit_test(test_world_error_per_thread),
       cmocka_unit_test(test_allreduce_closed_form),
       cmocka_unit_test(test_allreduce_reproducible),

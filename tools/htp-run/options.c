@@ -195,6 +195,12 @@ static const char *const HELP[] = {
     "                        max |y_1| per result; exit 1 if above 1e-4 (2e-2 for a\n"
     "                        bf16 block). With --device cuda a tp-1 .so is checked\n"
     "                        too: against the same .so run on the CPU\n"
+    "  --profile             time every call the block makes (each op, balance hook\n"
+    "                        and all-reduce) in the timed iterations, each waited\n"
+    "                        for before the next, on the device's clock; print\n"
+    "                        each call's median per rank (the JSON report's\n"
+    "                        \"profile\"). A profiled iteration is slower than an\n"
+    "                        unprofiled one: no call overlaps the next\n"
     "  -h, --help            print this help\n",
     "\n"
     "training (--train; see Training below):\n"
@@ -446,7 +452,7 @@ enum flag_id {
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
   FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK, FLAG_RANDOM_ERASE,
-  FLAG_SKIP_NONFINITE
+  FLAG_SKIP_NONFINITE, FLAG_PROFILE
 };
 _Static_assert(FLAG_SKIP_NONFINITE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
@@ -836,6 +842,7 @@ static const flag_spec FLAGS[] = {
     PARSE("timeout", FLAG_TIMEOUT, parse_timeout, 0),
     PATH("trace", FLAG_TRACE, trace, 0),
     SWITCH("check", FLAG_CHECK, check, REPEATABLE | RUN_ONLY),
+    SWITCH("profile", FLAG_PROFILE, profile, REPEATABLE | RUN_ONLY),
     SWITCH("help", FLAG_HELP, help, REPEATABLE),
     SWITCH("train", FLAG_TRAIN, train.enabled, REPEATABLE),
     PATH("data", FLAG_DATA, train.data, TRAIN_ONLY),
@@ -870,7 +877,7 @@ static const flag_spec FLAGS[] = {
 #undef PARSE
 #undef AT
 enum { NUM_FLAGS = sizeof FLAGS / sizeof *FLAGS };
-_Static_assert(NUM_FLAGS == FLAG_SKIP_NONFINITE - FLAG_ENTRY + 1, "one row per flag id");
+_Static_assert(NUM_FLAGS == FLAG_PROFILE - FLAG_ENTRY + 1, "one row per flag id");
 /* KIND_CHOICE writes an int: the enums it fills are int-sized. */
 _Static_assert(sizeof(htp_report_kind) == sizeof(int) && sizeof(htp_train_clock) == sizeof(int),
                "choice enums are ints");

@@ -116,6 +116,7 @@ typedef struct htp_run_options {
   int repartition_given;
   const char *slow, *trace;      /* NULL when not given (slow: the last --slow) */
   int check;
+  int profile;                   /* --profile: time each call of the block */
   double timeout_s;              /* deadline of every collective */
   htp_run_slow slows[HTP_RUN_MAX_INJECTIONS];
   int num_slows;

@@ -383,6 +383,57 @@ static int gather_timings(rank_state *state, htp_ctx *ctx) {
   return result != HTP_OK;
 }
 
+/* The ranks of a local world are threads that fill one outcome: the
+ * profile's arrays grow under this lock. */
+static pthread_mutex_t outcome_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int compare_doubles(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The rank's per-call profile into the outcome: each call's median over
+ * the iterations that booked it. The calls' names are the runtime's. */
+static void keep_profile(rank_state *state, htp_ctx *ctx) {
+  htp_rank_outcome *outcome = state->outcome;
+  const int world = htp_ctx_size(ctx), calls = htp_ctx_profile_calls(ctx);
+  const long iters = state->job->iters;
+  double *sorted = malloc((size_t)iters * sizeof *sorted);
+  pthread_mutex_lock(&outcome_lock);
+  if (calls > outcome->profile_calls) {
+    const char **names = realloc(outcome->profile_names, (size_t)calls * sizeof *names);
+    double *seconds = names ? realloc(outcome->profile_s,
+                                      (size_t)calls * (size_t)world * sizeof *seconds)
+                            : NULL;
+    if (names) outcome->profile_names = names;
+    if (seconds) {
+      outcome->profile_s = seconds;
+      for (size_t i = (size_t)outcome->profile_calls * (size_t)world;
+           i < (size_t)calls * (size_t)world; ++i)
+        seconds[i] = NAN;
+      for (int k = outcome->profile_calls; k < calls; ++k)
+        names[k] = NULL;
+      outcome->profile_calls = calls;
+    }
+  }
+  for (int k = 0; sorted && k < calls && k < outcome->profile_calls; ++k) {
+    const double *seconds = NULL;
+    const char *name = htp_ctx_profile_call(ctx, k, &seconds);
+    int n = 0;
+    for (long i = 0; i < iters; ++i)
+      if (!isnan(seconds[i])) sorted[n++] = seconds[i];
+    if (!outcome->profile_names[k]) outcome->profile_names[k] = name;
+    if (n == 0) continue;
+    qsort(sorted, (size_t)n, sizeof *sorted, compare_doubles);
+    outcome->profile_s[(size_t)k * (size_t)world + (size_t)state->rank] =
+        n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  }
+  if (!sorted || calls == 0) outcome->profile_broken = 1;
+  pthread_mutex_unlock(&outcome_lock);
+  free(sorted);
+  htp_ctx_profile_stop(ctx);
+}
+
 /* The rank's buffers in its context's memory, checked against the
  * device's memory first. Returns 0, or non-zero after rank_failed. */
 static int make_rank_buffers(rank_state *state, htp_ctx *ctx, void ***device, int num_buffers) {
@@ -431,6 +482,15 @@ static int run_iterations(rank_state *state, htp_ctx *ctx, htp_balancer *balance
     record_plan(&outcome->last_plan, plan);
   const htp_rank_step step = {ctx, balancer, job->fn, device, "the block", NULL, NULL};
   for (long iteration = 0; iteration < total; iteration++) {
+    htp_result profiled = HTP_OK;
+    if (job->profile && iteration == job->warmup)
+      profiled = htp_ctx_profile_start(ctx, (int)job->iters);
+    if (job->profile && iteration >= job->warmup && profiled == HTP_OK)
+      profiled = htp_ctx_profile_iteration(ctx);
+    if (profiled != HTP_OK) {
+      rank_failed(state, ctx, profiled, "starting its profile", iteration, htp_last_error(ctx));
+      return 1;
+    }
     htp_step_result done_step;
     htp_step_failure failure;
     double slowdown = htp_step_slowdown(job->slows, job->num_slows, state->rank, iteration);
@@ -502,6 +562,8 @@ static void run_rank(rank_state *state) {
     rank_failed(state, ctx, result, "checking its kernels' own memory", -1, why);
     goto done;
   }
+  if (job->profile)
+    keep_profile(state, ctx);
   /* Rank 0 reports: it needs every rank's timings. */
   if (per_process)
     gather_timings(state, ctx);
@@ -690,6 +752,11 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   free(outcome->plan_action);
   free(outcome->plan_gamma);
   free(outcome->kernel_memory);
+  free(outcome->profile_names);
+  free(outcome->profile_s);
+  outcome->profile_names = NULL;
+  outcome->profile_s = NULL;
+  outcome->profile_calls = 0;
   htp_plan_record *last = &outcome->last_plan;
   free(last->action);
   free(last->gamma);

@@ -49,6 +49,7 @@ typedef struct htp_rank_job {
   htp_planner_config planner;
   htp_balancer_config balancer;
   const char *trace_path;     /* NULL: no trace */
+  int profile;                /* time each call of the timed iterations (htp_ctx_profile_*) */
 } htp_rank_job;
 
 /* A copy of an htp_plan's per-rank content (plans are views that the next
@@ -89,6 +90,15 @@ typedef struct htp_rank_outcome {
    * calls (htp_rank_check_kernel_memory; 0 on the CPU, and for the ranks of
    * other processes under mpirun). */
   uint64_t *kernel_memory;
+  /* --profile: the calls of one iteration, in order, each with its name
+   * and, per rank, its median seconds over the timed iterations
+   * (profile_s[call * world + rank]; NAN for a rank that made no such call,
+   * and for the ranks of other processes under mpirun). profile_calls is
+   * the most calls any rank made; profile_broken: a rank's marks failed. */
+  int profile_calls;
+  const char **profile_names;
+  double *profile_s;
+  int profile_broken;
   int failed;                          /* a rank failed (this process's ranks) */
   char message[HTP_RANKS_MESSAGE];     /* the first failure, "rank R: ..." */
   /* When that failure is an injected death (--fault die), or a deadline

@@ -205,6 +205,51 @@ static int device_kernels(const htp_run_options *options) {
   return strcmp(options->device, "cpu") != 0;
 }
 
+/* --profile: each call's median per rank, in the block's order. */
+enum { PROFILE_COLUMNS = 8 }; /* ranks shown one by one; more: rank 0 and the slowest */
+static void print_ms(double seconds) {
+  if (isnan(seconds)) printf(" %11s", "-"); /* no such call (or another process's rank) */
+  else printf(" %11.4f", 1e3 * seconds);
+}
+static void report_table_profile(const htp_run_options *options, const htp_run_state *state) {
+  const htp_rank_outcome *o = &state->outcome;
+  const int tp = state->tp, each = tp <= PROFILE_COLUMNS;
+  printf("profile: each call's median ms over the %ld timed iterations, in the block's order "
+         "(each call waited for before the next: the iterations above ran so)%s\n",
+         options->iters, o->profile_broken ? "; a rank's marks failed: its profile is partial"
+                                           : "");
+  printf("  %4s  %-28s", "#", "call");
+  if (each)
+    for (int r = 0; r < tp; r++) printf(" %9s%-2d", "rank ", r);
+  else
+    printf(" %11s %11s", "rank 0", "slowest");
+  putchar('\n');
+  double *sums = calloc((size_t)tp, sizeof *sums);
+  for (int k = 0; k < o->profile_calls; k++) {
+    const double *row = o->profile_s + (size_t)k * (size_t)tp;
+    printf("  %4d  %-28s", k, o->profile_names[k] ? o->profile_names[k] : "?");
+    double slowest = NAN;
+    for (int r = 0; r < tp; r++) {
+      if (sums && !isnan(row[r])) sums[r] += row[r];
+      if (!isnan(row[r]) && !(row[r] <= slowest)) slowest = row[r];
+      if (each) print_ms(row[r]);
+    }
+    if (!each) print_ms(row[0]), print_ms(slowest);
+    putchar('\n');
+  }
+  if (sums) {
+    printf("  %4s  %-28s", "", "all calls");
+    double slowest = 0.0;
+    for (int r = 0; r < tp; r++) {
+      slowest = sums[r] > slowest ? sums[r] : slowest;
+      if (each) printf(" %11.4f", 1e3 * sums[r]);
+    }
+    if (!each) printf(" %11.4f %11.4f", 1e3 * sums[0], 1e3 * slowest);
+    putchar('\n');
+  }
+  free(sums);
+}
+
 static void report_table(const htp_run_options *options, const htp_run_state *state, timing t) {
   const htp_signature *sig = &state->sig;
   int64_t block_flops = sig->flops * state->tp;
@@ -258,6 +303,8 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
   printf(any ? "\n" : "stragglers detected: none\n");
   if (state->balance)
     report_table_plan(options, state);
+  if (options->profile)
+    report_table_profile(options, state);
   if (state->check_errors) {
     int approximate = htp_pruned_units(state) != 0;
     for (int r = 0; r < sig->num_results; r++)
@@ -375,6 +422,29 @@ static json_t *plan_json(const htp_run_options *options, const htp_run_state *st
 }
 
 /* "check": null without --check. */
+/* --profile's calls: name and median ms per rank (null where none). */
+static json_t *profile_json(const htp_run_options *options, const htp_run_state *state) {
+  const htp_rank_outcome *o = &state->outcome;
+  int ok = 1;
+  json_t *calls = json_array();
+  for (int k = 0; calls && k < o->profile_calls; k++) {
+    json_t *ms = json_array();
+    for (int r = 0; ms && r < state->tp; r++)
+      append(ms, number(1e3 * o->profile_s[(size_t)k * (size_t)state->tp + (size_t)r]), &ok);
+    append(calls, json_pack("{s:i, s:s, s:o}", "call", k, "name",
+                            o->profile_names[k] ? o->profile_names[k] : "?", "median_ms",
+                            ms ? ms : json_null()),
+           &ok);
+  }
+  json_t *profile = json_pack("{s:I, s:b, s:o}", "iterations", (json_int_t)options->iters,
+                              "partial", o->profile_broken, "calls", calls ? calls : json_null());
+  if (!ok || !profile) {
+    json_decref(profile);
+    return NULL;
+  }
+  return profile;
+}
+
 static json_t *check_json(const htp_run_state *state) {
   if (!state->check_errors)
     return json_null();
@@ -459,6 +529,7 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
   put(report, "check", check_json(state), &ok);
   put(report, "balance", state->balance ? balance_json(options, state) : json_null(), &ok);
   put(report, "plan", state->balance ? plan_json(options, state) : json_null(), &ok);
+  put(report, "profile", options->profile ? profile_json(options, state) : json_null(), &ok);
   put(report, "inputs", tensors_json(sig->args, sig->num_args, HTP_SIG_INPUT), &ok);
   put(report, "params", tensors_json(sig->args, sig->num_args, HTP_SIG_PARAM), &ok);
   put(report, "outputs", tensors_json(sig->results, sig->num_results, -1), &ok);

@@ -529,6 +529,7 @@ static int prepare_run(const htp_run_options *options, htp_run_state *state, int
   job->faults = options->faults;
   job->num_faults = options->num_faults;
   job->trace_path = options->trace;
+  job->profile = options->profile;
   return 0;
 }
 
