@@ -519,7 +519,7 @@ elif [ -n "$dry" ]; then
     run_logged blocks-cpu "$limit" "$htp_run" "$blocks/vit_b16_f32_tp1.so" --device cpu --iters 1 --warmup 0 --profile
     rc=$?
     if [ "$rc" -eq 0 ]; then
-      summary blocks-cpu dry "the bundled htp-run ran vit_b16_f32_tp1.so on the CPU: $(grep -m1 -iE 'median' "$work/blocks-cpu.log" | cut -c1-100)"
+      summary blocks-cpu dry "the bundled htp-run ran vit_b16_f32_tp1.so on the CPU: $(grep -m1 -E '^median' "$work/blocks-cpu.log" | cut -c1-100)"
     else
       summary blocks-cpu FAILED "the bundled htp-run on vit_b16_f32_tp1.so, CPU: exit $rc (logs.txt)"
     fi
