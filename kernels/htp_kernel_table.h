@@ -146,12 +146,13 @@ typedef struct htp_kernel_table {
    * to bf16 (round to nearest even). Scratch stays f32 and is sized by
    * the f32 formulas (attention_scratch_floats, kernels/htp_scratch.h), so
    * a compiled block's workspace does not depend on its dtype's kernels.
-   * The CPU's linears and attention run as oneDNN bf16 matmuls where it
-   * has them (the attention's f32 intermediates split into bf16 pieces,
-   * cpu/attention_bf16.c); its other entries, and all of them without
+   * The attention rounds q, k, v, the softmax's numerators p and the
+   * context to bf16 for its products (as PyTorch's bf16 attention does):
+   * the CUDA one on tensor cores (kernels/htp_kernels_cuda.h), the CPU's
+   * as oneDNN bf16 matmuls where it has them (cpu/attention_bf16.c), as
+   * are its linears; the CPU's other entries, and all of them without
    * oneDNN, convert their operands to f32, run the f32 kernel and round the
-   * result (cpu/bf16.c). The CUDA attention rounds q, k, v and the softmax's
-   * p to bf16 for its tensor-core products (kernels/htp_kernels_cuda.h). */
+   * result (cpu/bf16.c), which the attention's bound holds too. */
   htp_kernel_status (*linear_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
                                    const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                    int64_t rows, int64_t in_features, int64_t out_features);

@@ -21,10 +21,9 @@ int htp__attention_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
 
 /* The table's attention_heads_bf16 for the list of every head in order
  * (what a balance hook that keeps its heads, or computes a compact shard,
- * asks for): qkv as a oneDNN bf16 product into f32, the heads in f32
- * (htp__attend, the f32 kernel's), the context [rows, num_heads *
- * head_dim] rounded once. Its own f32 room (the environment's). Returns 0,
- * or non-zero (no bf16 matmul, out of memory): then context is unspecified
+ * asks for): the context [rows, num_heads * head_dim] as the attention
+ * above computes it (its qkv in the environment's room). Returns 0, or
+ * non-zero (no bf16 matmul, out of memory): then context is unspecified
  * and the caller widens. */
 int htp__attention_context_bf16_units(const htp_kernel_env *env, const htp_bf16 *x,
                                       const htp_bf16 *wqkv, const htp_bf16 *bqkv,

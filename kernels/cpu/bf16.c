@@ -2,8 +2,9 @@
  *
  * Linears and the attention run as oneDNN bf16 matmuls where the build has
  * oneDNN and it has a bf16 matmul for this CPU (cpu/onednn.c,
- * cpu/attention_bf16.c: AMX, AVX512-BF16; f32 accumulation, f32-precise
- * intermediates, one rounding). Otherwise, and for every other entry, each
+ * cpu/attention_bf16.c: AMX, AVX512-BF16; f32 accumulation, one rounding of
+ * each output, the attention's q, k, v, p and context bf16 operands as on
+ * the GPU). Otherwise, and for every other entry, each
  * bf16 entry widens its operands to f32 (exact), runs the f32 kernel (the
  * f32 entry of the same table, its checks included, or for layer norm and
  * GELU its code on a block at a time) and rounds each output once

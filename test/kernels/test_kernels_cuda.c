@@ -222,7 +222,8 @@ typedef struct precision {
   /* attention (not its listed-heads unit kernel): the rounding of q, k, v
    * and p to the tensor cores' operands, as the CUDA bf16 twin's fused
    * kernel does (PyTorch's bf16 flash attention too); 0 for f32 operands.
-   * The CPU twin's f32-precise attention passes the looser bound as well. */
+   * The CPU twin's oneDNN attention rounds them likewise; its widening
+   * path (f32 throughout) passes the bound as well. */
   double attention_operands;
 } precision;
 
