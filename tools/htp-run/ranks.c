@@ -434,6 +434,52 @@ static void keep_profile(rank_state *state, htp_ctx *ctx) {
   htp_ctx_profile_stop(ctx);
 }
 
+/* One process per rank (mpi, nccl): every rank's profile column to every
+ * process, so rank 0 reports them all. The ranks agree on the most calls
+ * any made first; a shorter column is NAN-padded. Returns 0, or non-zero
+ * after rank_failed. */
+static int gather_profile(rank_state *state, htp_ctx *ctx) {
+  htp_rank_outcome *outcome = state->outcome;
+  const int world = htp_ctx_size(ctx);
+  int64_t mine = outcome->profile_calls, *counts = calloc((size_t)world, sizeof *counts);
+  double *column = NULL, *all = NULL;
+  const char *failure = "out of memory";
+  htp_result result = HTP_ERR_NOMEM;
+  if (counts) {
+    result = htp_allgather_host(ctx, &mine, counts, sizeof mine);
+    failure = htp_last_error(ctx);
+  }
+  int64_t calls = 0;
+  for (int r = 0; result == HTP_OK && r < world; r++)
+    calls = counts[r] > calls ? counts[r] : calls;
+  if (result == HTP_OK && calls > 0) {
+    column = malloc((size_t)calls * sizeof *column);
+    all = malloc((size_t)calls * (size_t)world * sizeof *all);
+    const char **names = realloc(outcome->profile_names, (size_t)calls * sizeof *names);
+    double *seconds = realloc(outcome->profile_s, (size_t)calls * (size_t)world * sizeof *seconds);
+    if (names) outcome->profile_names = names;
+    if (seconds) outcome->profile_s = seconds;
+    result = column && all && names && seconds ? HTP_OK : HTP_ERR_NOMEM;
+    failure = "out of memory";
+    if (result == HTP_OK) {
+      for (int64_t k = 0; k < calls; k++) {
+        column[k] = k < mine ? seconds[k * world + state->rank] : NAN;
+        if (k >= mine) names[k] = NULL;
+      }
+      result = htp_allgather_host(ctx, column, all, (size_t)calls * sizeof *column);
+      failure = htp_last_error(ctx);
+    }
+    for (int64_t k = 0; result == HTP_OK && k < calls; k++)
+      for (int r = 0; r < world; r++)
+        seconds[k * world + r] = all[(size_t)r * (size_t)calls + (size_t)k];
+    if (result == HTP_OK) outcome->profile_calls = (int)calls;
+  }
+  free(counts), free(column), free(all);
+  if (result != HTP_OK)
+    rank_failed(state, ctx, result, "gathering the profile", -1, failure);
+  return result != HTP_OK;
+}
+
 /* The rank's buffers in its context's memory, checked against the
  * device's memory first. Returns 0, or non-zero after rank_failed. */
 static int make_rank_buffers(rank_state *state, htp_ctx *ctx, void ***device, int num_buffers) {
@@ -564,6 +610,8 @@ static void run_rank(rank_state *state) {
   }
   if (job->profile)
     keep_profile(state, ctx);
+  if (job->profile && per_process && gather_profile(state, ctx))
+    goto done;
   /* Rank 0 reports: it needs every rank's timings. */
   if (per_process)
     gather_timings(state, ctx);

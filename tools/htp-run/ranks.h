@@ -92,8 +92,8 @@ typedef struct htp_rank_outcome {
   uint64_t *kernel_memory;
   /* --profile: the calls of one iteration, in order, each with its name
    * and, per rank, its median seconds over the timed iterations
-   * (profile_s[call * world + rank]; NAN for a rank that made no such call,
-   * and for the ranks of other processes under mpirun). profile_calls is
+   * (profile_s[call * world + rank]; NAN for a rank that made no such call;
+   * with a process per rank gathered from every process). profile_calls is
    * the most calls any rank made; profile_broken: a rank's marks failed. */
   int profile_calls;
   const char **profile_names;
