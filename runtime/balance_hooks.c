@@ -909,6 +909,7 @@ htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
                                      const float *dy, float *dx, float *dwqkv, float *dbqkv,
                                      float *dwproj, float *scratch, int64_t batch, int64_t tokens,
                                      int64_t model_dim, int64_t num_heads, int64_t head_dim) {
+  HTP__PROFILED(ctx, "htp_rt_attention_grad_f32");
   const double started = htp__hook_now(ctx);
   grad_call c = {.kind = HTP_PAIR_ATTENTION, .pair = pair, .hook = "htp_rt_attention_grad_f32",
                  .x = x, .dy = dy, .dx = dx,
@@ -1005,6 +1006,7 @@ htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const
                                float *dw1, float *db1, float *dw2, float *scratch, int64_t rows,
                                int64_t model_dim, int64_t hidden_dim, int64_t unit_width,
                                int32_t tanh_approx) {
+  HTP__PROFILED(ctx, "htp_rt_mlp_grad_f32");
   const double started = htp__hook_now(ctx);
   const char *hook = "htp_rt_mlp_grad_f32";
   HTP__INVALID_IF(ctx, unit_width < 1 || hidden_dim < 1 || hidden_dim % unit_width != 0,

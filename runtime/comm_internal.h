@@ -129,6 +129,20 @@ struct htp_ctx {
  * iteration under `what`. Neither fails the call. */
 HTP__HIDDEN int htp__profile_begin(htp_ctx *ctx);
 HTP__HIDDEN void htp__profile_end(htp_ctx *ctx, int timed, const char *what);
+/* A call made of several (a composed op, a backward hook) timed as one:
+ * declared after its checks, it begins the profile there and ends it at
+ * whichever return leaves the function (a cleanup). */
+typedef struct htp__profiled {
+  htp_ctx *ctx;
+  int timed;
+  const char *what;
+} htp__profiled;
+static inline void htp__profiled_end(htp__profiled *call) {
+  htp__profile_end(call->ctx, call->timed, call->what);
+}
+#define HTP__PROFILED(ctx, what)                                                               \
+  htp__profiled profiled_ __attribute__((cleanup(htp__profiled_end))) = {                      \
+      (ctx), htp__profile_begin(ctx), (what)}
 
 /* Records the message on ctx and returns code (convenient in return). */
 HTP__HIDDEN htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...)

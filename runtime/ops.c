@@ -342,6 +342,7 @@ htp_result htp_op_patch_embed_f32(htp_ctx *ctx, const float *images, const float
       check_patch_embed(ctx, what, scratch_floats, batch, channels, height, width, patch, dim));
   OP_NEEDS(ctx, what, patchify_f32);
   OP_NEEDS(ctx, what, linear_f32);
+  HTP__PROFILED(ctx, what);
   OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
   const int64_t rows = batch * (height / patch) * (width / patch);
   OP_TIMED(ctx, what, linear_f32, scratch, w, b, y, rows, channels * patch * patch, dim);
@@ -362,6 +363,7 @@ htp_result htp_op_patch_embed_backward_f32(htp_ctx *ctx, const float *images, co
   OP_NEEDS(ctx, what, zero);
   const int64_t rows = batch * (height / patch) * (width / patch);
   const int64_t features = channels * patch * patch;
+  HTP__PROFILED(ctx, what);
   OP_CALL(ctx, what, patchify_f32, images, scratch, batch, channels, height, width, patch);
   OP_ZERO(ctx, what, dw, dim * features);
   OP_ZERO(ctx, what, db, dim);
@@ -398,6 +400,7 @@ htp_result htp_op_embed_tokens_backward_f32(htp_ctx *ctx, const float *dy, float
                   what, (long long)batch, (long long)patches_per_image, (long long)dim);
   OP_NEEDS(ctx, what, embed_tokens_backward_f32);
   OP_NEEDS(ctx, what, zero);
+  HTP__PROFILED(ctx, what);
   OP_ZERO(ctx, what, dcls, dim);
   OP_ZERO(ctx, what, dpos, (patches_per_image + 1) * dim);
   OP_TIMED(ctx, what, embed_tokens_backward_f32, dy, dpatches, dcls, dpos, batch,
@@ -489,6 +492,7 @@ htp_result htp_op_linear_backward_f32(htp_ctx *ctx, const float *x, const float 
                   (long long)rows, (long long)in_features, (long long)out_features, INT_MAX);
   OP_NEEDS(ctx, what, linear_backward_f32);
   OP_NEEDS(ctx, what, zero);
+  HTP__PROFILED(ctx, what);
   OP_ZERO(ctx, what, dw, out_features * in_features);
   OP_ZERO(ctx, what, db, out_features);
   OP_TIMED(ctx, what, linear_backward_f32, x, w, dy, dx, dw, db, rows, in_features,
@@ -508,6 +512,7 @@ htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const fl
   HTP__INVALID_IF(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
   OP_NEEDS(ctx, what, layer_norm_backward_f32);
   OP_NEEDS(ctx, what, zero);
+  HTP__PROFILED(ctx, what);
   OP_ZERO(ctx, what, dgamma, dim);
   OP_ZERO(ctx, what, dbeta, dim);
   OP_TIMED(ctx, what, layer_norm_backward_f32, x, gamma, dy, dx, dgamma, dbeta, rows, dim,
@@ -544,6 +549,7 @@ htp_result htp_op_attention_backward_f32(htp_ctx *ctx, const float *x, const flo
                     (long long)scratch_floats, table->name, (long long)needed);
   }
   const int64_t wide = 3 * num_heads * head_dim;
+  HTP__PROFILED(ctx, what);
   OP_ZERO(ctx, what, dwqkv, wide * model_dim);
   OP_ZERO(ctx, what, dbqkv, wide);
   OP_ZERO(ctx, what, dwproj, model_dim * num_heads * head_dim);

@@ -140,5 +140,9 @@ int htp_summarise_ranks(const htp_run_options *options, htp_run_state *state);
  * report could not be built or written. */
 int htp_report(const htp_run_options *options, const htp_run_state *state, char *err,
                size_t err_size);
+/* --profile's table on stdout: each call of `what` (the block, a training
+ * step) with its median per rank over `iterations`, from the outcome. */
+void htp_report_profile(const htp_rank_outcome *outcome, int tp, long iterations,
+                        const char *what);
 
 #endif /* HTP_RUN_EXECUTOR_H */

@@ -200,7 +200,10 @@ static const char *const HELP[] = {
     "                        for before the next, on the device's clock; print\n"
     "                        each call's median per rank (the JSON report's\n"
     "                        \"profile\"). A profiled iteration is slower than an\n"
-    "                        unprofiled one: no call overlaps the next\n"
+    "                        unprofiled one: no call overlaps the next. With\n"
+    "                        --train: the steps of the first epoch after its\n"
+    "                        first (the grad entry's calls, then the optimizer's),\n"
+    "                        printed after training; not with --elastic\n"
     "  -h, --help            print this help\n",
     "\n"
     "training (--train; see Training below):\n"
@@ -842,7 +845,7 @@ static const flag_spec FLAGS[] = {
     PARSE("timeout", FLAG_TIMEOUT, parse_timeout, 0),
     PATH("trace", FLAG_TRACE, trace, 0),
     SWITCH("check", FLAG_CHECK, check, REPEATABLE | RUN_ONLY),
-    SWITCH("profile", FLAG_PROFILE, profile, REPEATABLE | RUN_ONLY),
+    SWITCH("profile", FLAG_PROFILE, profile, REPEATABLE),
     SWITCH("help", FLAG_HELP, help, REPEATABLE),
     SWITCH("train", FLAG_TRAIN, train.enabled, REPEATABLE),
     PATH("data", FLAG_DATA, train.data, TRAIN_ONLY),
@@ -1149,6 +1152,9 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     if (options->faults[i].rank >= options->tp && options->tp_given)
       return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %ld) (--tp %ld)",
                            options->faults[i].rank, options->tp, options->tp);
+  if (options->profile && options->train.enabled && options->train.elastic_given)
+    return htp_set_error(err, err_size, "--profile times one world's training steps: not with "
+                         "--elastic, whose worlds come and go");
   if (options->train.standby && (!options->train.elastic_given || !options->backend ||
                                   strcmp(options->backend, "mpi") != 0))
     return htp_set_error(err, err_size, "--standby %ld: standby processes wait beside a run "

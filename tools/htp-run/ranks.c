@@ -392,12 +392,12 @@ static int compare_doubles(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The rank's per-call profile into the outcome: each call's median over
- * the iterations that booked it. The calls' names are the runtime's. */
-static void keep_profile(rank_state *state, htp_ctx *ctx) {
+/* The rank's per-call profile (of `iters` iterations) into the outcome:
+ * each call's median over the iterations that booked it; then stops it.
+ * The calls' names are the runtime's. */
+static void keep_profile(rank_state *state, htp_ctx *ctx, long iters) {
   htp_rank_outcome *outcome = state->outcome;
   const int world = htp_ctx_size(ctx), calls = htp_ctx_profile_calls(ctx);
-  const long iters = state->job->iters;
   double *sorted = malloc((size_t)iters * sizeof *sorted);
   pthread_mutex_lock(&outcome_lock);
   if (calls > outcome->profile_calls) {
@@ -608,9 +608,7 @@ static void run_rank(rank_state *state) {
     rank_failed(state, ctx, result, "checking its kernels' own memory", -1, why);
     goto done;
   }
-  if (job->profile)
-    keep_profile(state, ctx);
-  if (job->profile && per_process && gather_profile(state, ctx))
+  if (job->profile && htp_rank_task_keep_profile(state, ctx, job->iters))
     goto done;
   /* Rank 0 reports: it needs every rank's timings. */
   if (per_process)
@@ -702,6 +700,11 @@ void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const c
   rank_failed(task, ctx, code, step, iteration, detail);
 }
 
+int htp_rank_task_keep_profile(htp_rank_task *task, htp_ctx *ctx, long iterations) {
+  keep_profile(task, ctx, iterations);
+  return task->ranks->per_process && gather_profile(task, ctx);
+}
+
 int htp_rank_task_rank(const htp_rank_task *task) { return task->rank; }
 
 htp_world *htp_rank_task_world(const htp_rank_task *task) { return task->ranks->world; }
@@ -779,6 +782,7 @@ int htp_ranks_run_task(htp_ranks *ranks, htp_rank_task_fn fn, void *user,
     return htp_set_error(err, err_size, "out of memory");
   for (int i = 0; i < local_ranks; i++) {
     states[i].ranks = ranks;
+    states[i].outcome = outcome; /* its profile (htp_rank_task_keep_profile) */
     states[i].fn = fn;
     states[i].user = user;
     states[i].faults = faults;

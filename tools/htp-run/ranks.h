@@ -148,6 +148,11 @@ int htp_ranks_run_task(htp_ranks *ranks, htp_rank_task_fn fn, void *user,
                        const htp_run_fault *faults, int num_faults, htp_rank_outcome *outcome,
                        char *err, size_t err_size);
 int htp_rank_task_rank(const htp_rank_task *task);
+/* --profile: the rank's profile on ctx (started for `iterations`) into the
+ * task's outcome (profile_*: each call's median), gathered from every
+ * process where a process runs each rank, then stopped. Every rank calls
+ * it. Returns 0, or non-zero after failing the task. */
+int htp_rank_task_keep_profile(htp_rank_task *task, htp_ctx *ctx, long iterations);
 htp_world *htp_rank_task_world(const htp_rank_task *task);
 /* Records "rank R: STEP at iteration I failed: CODE: DETAIL" (iteration < 0:
  * none) and aborts the world through ctx (may be NULL). */

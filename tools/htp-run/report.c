@@ -211,14 +211,13 @@ static void print_ms(double seconds) {
   if (isnan(seconds)) printf(" %11s", "-"); /* no such call (or another process's rank) */
   else printf(" %11.4f", 1e3 * seconds);
 }
-static void report_table_profile(const htp_run_options *options, const htp_run_state *state) {
-  const htp_rank_outcome *o = &state->outcome;
-  const int tp = state->tp, each = tp <= PROFILE_COLUMNS;
-  printf("profile: each call's median ms over the %ld timed iterations, in the block's order "
-         "(each call waited for before the next: the iterations above ran so)%s\n",
-         options->iters, o->profile_broken ? "; a rank's marks failed: its profile is partial"
-                                           : "");
-  printf("  %4s  %-28s", "#", "call");
+void htp_report_profile(const htp_rank_outcome *o, int tp, long iterations, const char *what) {
+  const int each = tp <= PROFILE_COLUMNS;
+  printf("profile: each call's median ms over %ld %s, in order (each call waited for before "
+         "the next: those ran so)%s\n",
+         iterations, what, o->profile_broken ? "; a rank's marks failed: its profile is partial"
+                                             : "");
+  printf("  %4s  %-34s", "#", "call");
   if (each)
     for (int r = 0; r < tp; r++) printf(" %9s%-2d", "rank ", r);
   else
@@ -227,7 +226,7 @@ static void report_table_profile(const htp_run_options *options, const htp_run_s
   double *sums = calloc((size_t)tp, sizeof *sums);
   for (int k = 0; k < o->profile_calls; k++) {
     const double *row = o->profile_s + (size_t)k * (size_t)tp;
-    printf("  %4d  %-28s", k, o->profile_names[k] ? o->profile_names[k] : "?");
+    printf("  %4d  %-34s", k, o->profile_names[k] ? o->profile_names[k] : "?");
     double slowest = NAN;
     for (int r = 0; r < tp; r++) {
       if (sums && !isnan(row[r])) sums[r] += row[r];
@@ -238,7 +237,7 @@ static void report_table_profile(const htp_run_options *options, const htp_run_s
     putchar('\n');
   }
   if (sums) {
-    printf("  %4s  %-28s", "", "all calls");
+    printf("  %4s  %-34s", "", "all calls");
     double slowest = 0.0;
     for (int r = 0; r < tp; r++) {
       slowest = sums[r] > slowest ? sums[r] : slowest;
@@ -304,7 +303,7 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
   if (state->balance)
     report_table_plan(options, state);
   if (options->profile)
-    report_table_profile(options, state);
+    htp_report_profile(&state->outcome, state->tp, options->iters, "timed iterations of the block");
   if (state->check_errors) {
     int approximate = htp_pruned_units(state) != 0;
     for (int r = 0; r < sig->num_results; r++)

@@ -90,6 +90,7 @@ typedef struct train_job {
   int tp;
   const htp_idx_set *train, *test;
   long steps;                          /* per epoch */
+  long profiled_steps;                 /* --profile: the steps timed (rank 0 sets it) */
   long first_epoch;                    /* 0-based: epochs already done (resume) */
   void **params;                       /* [num_args] global starting values (params only) */
   void **moments[2];                   /* [num_args] global m, v from --resume, or NULL */

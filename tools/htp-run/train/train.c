@@ -93,6 +93,7 @@ typedef struct rank_run {
   long snapshot_at; /* steps done at this rank's last snapshot */
   double step_sum;  /* --elastic 0: seconds of this world's steps after its first */
   long step_count;
+  int profiled;     /* --profile: this rank's profiled epoch is done */
 } rank_run;
 
 /* --elastic 0 chooses K once this many steps after a world's first were timed. */
@@ -809,7 +810,20 @@ static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
   train_elastic *e = &job->elastic;
   htp_fmnist_shuffle(h->order, job->train->count, options->seed, epoch);
   const double started = htp_now() - seconds_before;
+  /* --profile: this epoch's steps after its first (a warm-up), or its only
+   * one, in the first epoch this rank trains. */
+  const int profile = options->profile && !run->profiled;
+  const long profile_from = first + (job->steps - first > 1), profiled = job->steps - profile_from;
   for (long s = first; s < job->steps; s++) {
+    if (profile && s >= profile_from) {
+      htp_result r = s == profile_from ? htp_ctx_profile_start(run->ctx, (int)profiled) : HTP_OK;
+      if (r == HTP_OK) r = htp_ctx_profile_iteration(run->ctx);
+      if (r != HTP_OK) {
+        htp_rank_task_fail(run->task, run->ctx, r, "starting its profile", epoch * job->steps + s,
+                           htp_last_error(run->ctx));
+        return 1;
+      }
+    }
     const double step_started = htp_now();
     if (run->rank == 0 && e->note[0]) { /* a new world's first step: it is up */
       fprintf(stderr, "%s; its first step started %.3f s after the last world ended\n", e->note,
@@ -833,6 +847,12 @@ static int run_epoch(rank_run *run, rank_buffers *b, htp_balancer *balancer,
       return 1;
     if (done == e->stop_at && s + 1 < job->steps)
       return ELASTIC_STOPPED;
+  }
+  if (profile) { /* before the evaluation, whose calls are not a step's */
+    run->profiled = 1;
+    if (run->rank == 0) job->profiled_steps = profiled;
+    if (htp_rank_task_keep_profile(run->task, run->ctx, profiled))
+      return 1;
   }
   const double train_seconds = htp_now() - started;
   double test_loss = 0, eval_started = htp_now();
@@ -901,7 +921,8 @@ static int register_moments(rank_run *run, rank_buffers *b, htp_balancer *balanc
 
 static void train_rank(htp_rank_task *task, void *user) {
   train_job *job = user;
-  rank_run run = {task, NULL, job, htp_rank_task_rank(task), NULL, job->elastic.every, -1, 0, 0};
+  rank_run run = {task, NULL, job, htp_rank_task_rank(task), NULL, job->elastic.every, -1, 0, 0,
+                  0};
   rank_buffers buffers;
   memset(&buffers, 0, sizeof buffers);
   htp_balancer *balancer = NULL;
@@ -1662,6 +1683,9 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     /* Under mpirun a shrink may have made this process rank 0. */
     if (state->process_rank <= 0 && job.elastic.taken > 0)
       htp_train_elastic_report(options, &job);
+    if (status == 0 && options->profile && state->process_rank <= 0)
+      htp_report_profile(&state->outcome, job.tp, job.profiled_steps,
+                         "training steps of the first epoch (after its first)");
   }
   release_job(&job);
   htp_idx_free_set(&train_set);
