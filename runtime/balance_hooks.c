@@ -854,6 +854,7 @@ static htp_result attention_hook(htp_ctx *ctx, int bf16, int32_t pair, const voi
                                  float *scratch, int64_t batch, int64_t tokens,
                                  int64_t model_dim, int64_t num_heads, int64_t head_dim) {
   const char *what = bf16 ? "htp_rt_attention_bf16" : "htp_rt_attention_f32";
+  HTP__PROFILED(ctx, what);
   const double started = htp__hook_now(ctx);
   HTP__INVALID_IF(ctx, !x || !wqkv || !wproj || !y || !scratch,
                   "%s: pair %d: x, wqkv, wproj, y or scratch is NULL", what, (int)pair);
@@ -885,11 +886,8 @@ htp_result htp_rt_attention_f32(htp_ctx *ctx, int32_t pair, const float *x, cons
                                 const float *bqkv, const float *wproj, float *y, float *scratch,
                                 int64_t batch, int64_t tokens, int64_t model_dim,
                                 int64_t num_heads, int64_t head_dim) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = attention_hook(ctx, 0, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+  return attention_hook(ctx, 0, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
                         model_dim, num_heads, head_dim);
-  htp__profile_end(ctx, timed, "htp_rt_attention_f32");
-  return result;
 }
 
 htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
@@ -897,11 +895,8 @@ htp_result htp_rt_attention_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x,
                                  const uint16_t *wproj, uint16_t *y, float *scratch,
                                  int64_t batch, int64_t tokens, int64_t model_dim,
                                  int64_t num_heads, int64_t head_dim) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = attention_hook(ctx, 1, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
+  return attention_hook(ctx, 1, pair, x, wqkv, bqkv, wproj, y, scratch, batch, tokens,
                         model_dim, num_heads, head_dim);
-  htp__profile_end(ctx, timed, "htp_rt_attention_bf16");
-  return result;
 }
 
 htp_result htp_rt_attention_grad_f32(htp_ctx *ctx, int32_t pair, const float *x,
@@ -940,6 +935,7 @@ static htp_result mlp_hook(htp_ctx *ctx, int bf16, int32_t pair, const void *x, 
                            int64_t rows, int64_t model_dim, int64_t hidden_dim,
                            int64_t unit_width, int32_t tanh_approx) {
   const char *what = bf16 ? "htp_rt_mlp_bf16" : "htp_rt_mlp_f32";
+  HTP__PROFILED(ctx, what);
   const double started = htp__hook_now(ctx);
   HTP__INVALID_IF(ctx, !x || !w1 || !w2 || !y || !scratch,
                   "%s: pair %d: x, w1, w2, y or scratch is NULL", what, (int)pair);
@@ -983,22 +979,16 @@ htp_result htp_rt_mlp_f32(htp_ctx *ctx, int32_t pair, const float *x, const floa
                           const float *b1, const float *w2, float *y, float *scratch,
                           int64_t rows, int64_t model_dim, int64_t hidden_dim,
                           int64_t unit_width, int32_t tanh_approx) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = mlp_hook(ctx, 0, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+  return mlp_hook(ctx, 0, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
                   unit_width, tanh_approx);
-  htp__profile_end(ctx, timed, "htp_rt_mlp_f32");
-  return result;
 }
 
 htp_result htp_rt_mlp_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x, const uint16_t *w1,
                            const uint16_t *b1, const uint16_t *w2, uint16_t *y, float *scratch,
                            int64_t rows, int64_t model_dim, int64_t hidden_dim,
                            int64_t unit_width, int32_t tanh_approx) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = mlp_hook(ctx, 1, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
+  return mlp_hook(ctx, 1, pair, x, w1, b1, w2, y, scratch, rows, model_dim, hidden_dim,
                   unit_width, tanh_approx);
-  htp__profile_end(ctx, timed, "htp_rt_mlp_bf16");
-  return result;
 }
 
 htp_result htp_rt_mlp_grad_f32(htp_ctx *ctx, int32_t pair, const float *x, const float *w1,

@@ -129,9 +129,10 @@ struct htp_ctx {
  * iteration under `what`. Neither fails the call. */
 HTP__HIDDEN int htp__profile_begin(htp_ctx *ctx);
 HTP__HIDDEN void htp__profile_end(htp_ctx *ctx, int timed, const char *what);
-/* A call made of several (a composed op, a backward hook) timed as one:
- * declared after its checks, it begins the profile there and ends it at
- * whichever return leaves the function (a cleanup). */
+/* A call a compiled block makes, timed as one however many entries it
+ * runs (an op, a hook, an all-reduce; a backward with its gradients'
+ * zeroing): declared where its time starts, it begins the profile there
+ * and ends it at whichever return leaves the scope (a cleanup). */
 typedef struct htp__profiled {
   htp_ctx *ctx;
   int timed;

@@ -667,6 +667,7 @@ static htp_result check_space(htp_ctx *ctx, const char *what, const char *name,
 static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                             size_t count) {
   const char *what = htp__allreduce_name(elem);
+  HTP__PROFILED(ctx, what); /* a call a compiled block makes */
   ENTER(ctx, what);
   HTP__INVALID_IF(ctx, count > 0 && (!send || !recv),
                   "%s: send (%p) or recv (%p) is NULL with count %zu", what, send, recv, count);
@@ -679,18 +680,12 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
 }
 
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = allreduce(ctx, HTP__ELEM_F32, send, recv, count);
-  htp__profile_end(ctx, timed, "htp_allreduce_sum_f32");
-  return result;
+  return allreduce(ctx, HTP__ELEM_F32, send, recv, count);
 }
 
 htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
                                   size_t count) {
-  const int timed = htp__profile_begin(ctx);
-  const htp_result result = allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
-  htp__profile_end(ctx, timed, "htp_allreduce_sum_bf16");
-  return result;
+  return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
 }
 
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,

@@ -16,42 +16,28 @@
 /* htp.h spells bf16 tensors uint16_t so that it needs no kernels/ header. */
 _Static_assert(sizeof(htp_bf16) == sizeof(uint16_t), "bf16 storage");
 
-/* Calls `entry` of ctx's table with ctx's environment into the htp_result
- * `result`, a failure turned into the context's message. */
-#define OP_RUN(result, ctx, what, entry, ...)                                                  \
+/* Calls `entry` of ctx's table with ctx's environment and turns a failure
+ * into the context's message. */
+#define OP_DISPATCH(ctx, what, entry, ...)                                                     \
   do {                                                                                         \
     const htp_kernel_table *table_ = htp__kernel_table(ctx);                                   \
     const htp_kernel_env *env_ = htp__kernel_env(ctx);                                         \
     if ((ctx)) (ctx)->kernel_error[0] = '\0';                                                  \
-    if (!table_->entry) {                                                                      \
-      (result) = (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no "      \
-                                   #entry " entry", (what), table_->name)                      \
-                       : HTP_ERR_UNSUPPORTED;                                                  \
-    } else {                                                                                   \
-      htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                            \
-      (result) = status_ == HTP_KERNEL_OK ? HTP_OK                                             \
-                                          : htp__kernel_failed((ctx), status_, (what));        \
-    }                                                                                          \
+    if (!table_->entry)                                                                        \
+      return (ctx) ? htp__fail((ctx), HTP_ERR_UNSUPPORTED, "%s: the %s table has no " #entry   \
+                               " entry", (what), table_->name)                                 \
+                   : HTP_ERR_UNSUPPORTED;                                                      \
+    htp_kernel_status status_ = table_->entry(env_, __VA_ARGS__);                              \
+    return status_ == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed((ctx), status_, (what));     \
   } while (0)
 
-/* OP_RUN, returned: the runtime's own uses (marks, memory, copies to and
- * from the host). */
-#define OP_DISPATCH(ctx, what, entry, ...)                                                     \
-  do {                                                                                         \
-    htp_result dispatched_;                                                                    \
-    OP_RUN(dispatched_, ctx, what, entry, __VA_ARGS__);                                        \
-    return dispatched_;                                                                        \
-  } while (0)
-
-/* OP_DISPATCH for a call a compiled block makes: timed by the per-call
- * profile when one runs (profile.c). */
+/* OP_DISPATCH for a call a compiled block makes, timed by the per-call
+ * profile when one runs (profile.c); the runtime's own uses (marks,
+ * memory, copies to and from the host) stay untimed. */
 #define OP_TIMED(ctx, what, entry, ...)                                                        \
   do {                                                                                         \
-    const int timed_ = htp__profile_begin(ctx);                                                \
-    htp_result called_;                                                                        \
-    OP_RUN(called_, ctx, what, entry, __VA_ARGS__);                                            \
-    htp__profile_end((ctx), timed_, (what));                                                   \
-    return called_;                                                                            \
+    HTP__PROFILED(ctx, what);                                                                  \
+    OP_DISPATCH(ctx, what, entry, __VA_ARGS__);                                                \
   } while (0)
 
 /* A dimension a GEMM takes as BLAS's int. */

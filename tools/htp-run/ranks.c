@@ -387,9 +387,32 @@ static int gather_timings(rank_state *state, htp_ctx *ctx) {
  * profile's arrays grow under this lock. */
 static pthread_mutex_t outcome_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int compare_doubles(const void *a, const void *b) {
+static int compare_double(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
+}
+
+double htp_median(double *values, long count) {
+  qsort(values, (size_t)count, sizeof *values, compare_double);
+  return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
+}
+
+/* Grows the outcome's profile to `calls` calls of `world` ranks, new names
+ * NULL and new seconds NAN. Returns 0, or non-zero when out of memory. */
+static int grow_profile(htp_rank_outcome *outcome, int calls, int world) {
+  if (calls <= outcome->profile_calls) return 0;
+  const char **names = realloc(outcome->profile_names, (size_t)calls * sizeof *names);
+  if (!names) return 1;
+  outcome->profile_names = names;
+  double *seconds = realloc(outcome->profile_s, (size_t)calls * (size_t)world * sizeof *seconds);
+  if (!seconds) return 1;
+  outcome->profile_s = seconds;
+  for (size_t i = (size_t)outcome->profile_calls * (size_t)world;
+       i < (size_t)calls * (size_t)world; ++i)
+    seconds[i] = NAN;
+  for (int k = outcome->profile_calls; k < calls; ++k) names[k] = NULL;
+  outcome->profile_calls = calls;
+  return 0;
 }
 
 /* The rank's per-call profile (of `iters` iterations) into the outcome:
@@ -400,35 +423,18 @@ static void keep_profile(rank_state *state, htp_ctx *ctx, long iters) {
   const int world = htp_ctx_size(ctx), calls = htp_ctx_profile_calls(ctx);
   double *sorted = malloc((size_t)iters * sizeof *sorted);
   pthread_mutex_lock(&outcome_lock);
-  if (calls > outcome->profile_calls) {
-    const char **names = realloc(outcome->profile_names, (size_t)calls * sizeof *names);
-    double *seconds = names ? realloc(outcome->profile_s,
-                                      (size_t)calls * (size_t)world * sizeof *seconds)
-                            : NULL;
-    if (names) outcome->profile_names = names;
-    if (seconds) {
-      outcome->profile_s = seconds;
-      for (size_t i = (size_t)outcome->profile_calls * (size_t)world;
-           i < (size_t)calls * (size_t)world; ++i)
-        seconds[i] = NAN;
-      for (int k = outcome->profile_calls; k < calls; ++k)
-        names[k] = NULL;
-      outcome->profile_calls = calls;
-    }
-  }
-  for (int k = 0; sorted && k < calls && k < outcome->profile_calls; ++k) {
+  const int grown = !grow_profile(outcome, calls, world);
+  for (int k = 0; sorted && grown && k < calls; ++k) {
     const double *seconds = NULL;
     const char *name = htp_ctx_profile_call(ctx, k, &seconds);
     int n = 0;
     for (long i = 0; i < iters; ++i)
       if (!isnan(seconds[i])) sorted[n++] = seconds[i];
     if (!outcome->profile_names[k]) outcome->profile_names[k] = name;
-    if (n == 0) continue;
-    qsort(sorted, (size_t)n, sizeof *sorted, compare_doubles);
-    outcome->profile_s[(size_t)k * (size_t)world + (size_t)state->rank] =
-        n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    if (n > 0)
+      outcome->profile_s[(size_t)k * (size_t)world + (size_t)state->rank] = htp_median(sorted, n);
   }
-  if (!sorted || calls == 0) outcome->profile_broken = 1;
+  if (!sorted || !grown || calls == 0) outcome->profile_broken = 1;
   pthread_mutex_unlock(&outcome_lock);
   free(sorted);
   htp_ctx_profile_stop(ctx);
@@ -455,24 +461,18 @@ static int gather_profile(rank_state *state, htp_ctx *ctx) {
   if (result == HTP_OK && calls > 0) {
     column = malloc((size_t)calls * sizeof *column);
     all = malloc((size_t)calls * (size_t)world * sizeof *all);
-    const char **names = realloc(outcome->profile_names, (size_t)calls * sizeof *names);
-    double *seconds = realloc(outcome->profile_s, (size_t)calls * (size_t)world * sizeof *seconds);
-    if (names) outcome->profile_names = names;
-    if (seconds) outcome->profile_s = seconds;
-    result = column && all && names && seconds ? HTP_OK : HTP_ERR_NOMEM;
+    result = column && all && !grow_profile(outcome, (int)calls, world) ? HTP_OK : HTP_ERR_NOMEM;
     failure = "out of memory";
+    double *seconds = outcome->profile_s;
     if (result == HTP_OK) {
-      for (int64_t k = 0; k < calls; k++) {
+      for (int64_t k = 0; k < calls; k++)
         column[k] = k < mine ? seconds[k * world + state->rank] : NAN;
-        if (k >= mine) names[k] = NULL;
-      }
       result = htp_allgather_host(ctx, column, all, (size_t)calls * sizeof *column);
       failure = htp_last_error(ctx);
     }
     for (int64_t k = 0; result == HTP_OK && k < calls; k++)
       for (int r = 0; r < world; r++)
         seconds[k * world + r] = all[(size_t)r * (size_t)calls + (size_t)k];
-    if (result == HTP_OK) outcome->profile_calls = (int)calls;
   }
   free(counts), free(column), free(all);
   if (result != HTP_OK)

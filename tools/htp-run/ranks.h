@@ -153,6 +153,8 @@ int htp_rank_task_rank(const htp_rank_task *task);
  * process where a process runs each rank, then stopped. Every rank calls
  * it. Returns 0, or non-zero after failing the task. */
 int htp_rank_task_keep_profile(htp_rank_task *task, htp_ctx *ctx, long iterations);
+/* Sorts values (count >= 1) in place and returns their median. */
+double htp_median(double *values, long count);
 htp_world *htp_rank_task_world(const htp_rank_task *task);
 /* Records "rank R: STEP at iteration I failed: CODE: DETAIL" (iteration < 0:
  * none) and aborts the world through ctx (may be NULL). */

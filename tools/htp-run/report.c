@@ -23,24 +23,13 @@ typedef struct timing {
   double median, min, mean, max, gflops;
 } timing;
 
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Sorts values in place and returns their median. */
-static double median_of(double *values, long count) {
-  qsort(values, (size_t)count, sizeof *values, compare_double);
-  return count % 2 ? values[count / 2] : 0.5 * (values[count / 2 - 1] + values[count / 2]);
-}
-
 static timing summarise(const double *times, long count, int64_t flops) {
   double *sorted = malloc((size_t)count * sizeof *sorted);
   timing t = {0, 0, 0, 0, 0};
   if (!sorted)
     return t;
   memcpy(sorted, times, (size_t)count * sizeof *sorted);
-  t.median = median_of(sorted, count);
+  t.median = htp_median(sorted, count);
   t.min = sorted[0];
   t.max = sorted[count - 1];
   for (long i = 0; i < count; i++)
@@ -68,7 +57,7 @@ int htp_summarise_ranks(const htp_run_options *options, htp_run_state *state) {
   for (int r = 0; r < state->tp; r++) {
     for (long i = 0; i < iters; i++)
       column[i] = state->outcome.compute_s[r * iters + i] * 1e3;
-    state->rank_compute_ms[r] = median_of(column, iters);
+    state->rank_compute_ms[r] = htp_median(column, iters);
   }
   free(column);
   return 0;
