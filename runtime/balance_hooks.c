@@ -70,6 +70,7 @@
  *===----------------------------------------------------------------------===*/
 #include "runtime/balance_internal.h"
 #include "runtime/comm_internal.h"
+#include "runtime/profile.h"
 #include "runtime/htp_ops.h"
 
 #include "kernels/htp_kernel_table.h"

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "runtime/comm_internal.h"
+#include "runtime/profile.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -970,7 +970,8 @@ HTP_API htp_result htp_mem_kernels_own(htp_ctx *ctx, uint64_t *bytes);
  * keeps) and *seconds its `iterations` seconds, NAN where nothing was
  * booked (NULL for a bad place); stop frees it (htp_ctx_destroy does too).
  * A failing mark stops the booking; the calls themselves never fail for
- * the profile. */
+ * the profile. Refusals (HTP_ERR_INVALID, HTP_ERR_NOMEM) leave their
+ * message on ctx and, unlike a bad call's, do not fail the world. */
 HTP_API htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations);
 HTP_API htp_result htp_ctx_profile_iteration(htp_ctx *ctx);
 HTP_API int htp_ctx_profile_calls(const htp_ctx *ctx);

@@ -8,6 +8,7 @@
  * artifact runs on whichever device the context holds.
  *===----------------------------------------------------------------------===*/
 #include "runtime/comm_internal.h"
+#include "runtime/profile.h"
 #include "runtime/htp_ops.h"
 
 #include <limits.h>

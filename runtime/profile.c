@@ -6,11 +6,16 @@
  * GPU's stream), each call waited for before the next, and booked by its
  * place in the iteration, so a block's op k has its seconds per iteration.
  * A call made inside another timed call (a fused op's parts) is in its
- * caller's time.
+ * caller's time. It marks through the context's kernel table itself and
+ * writes its refusals to the context's message without failing the world
+ * (a misused profile is its caller's error, not one the peers wait on), so
+ * it calls into no other runtime file.
  *===----------------------------------------------------------------------===*/
-#include "runtime/comm_internal.h"
+#include "runtime/profile.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct htp__profile {
@@ -41,12 +46,34 @@ static int grow(htp__profile *p, int places) {
   return 0;
 }
 
+/* code, with the message on ctx (when there is one). */
+HTP__PRINTF(3, 4)
+static htp_result refuse(htp_ctx *ctx, htp_result code, const char *format, ...) {
+  if (ctx) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, format, args);
+    va_end(args);
+  }
+  return code;
+}
+
+/* The context's profile timer: mark `which`, or with seconds not NULL its
+ * elapsed time. Non-zero when the table cannot. */
+static int profile_timer(htp_ctx *ctx, int which, double *seconds) {
+  const htp_kernel_table *k = ctx->kernels;
+  if (!k || !k->mark || !k->elapsed) return 1;
+  if (seconds) return k->elapsed(&ctx->kernel_env, HTP_KERNEL_TIMER_PROFILE, seconds);
+  return k->mark(&ctx->kernel_env, HTP_KERNEL_TIMER_PROFILE, which);
+}
+
 htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations) {
-  HTP__INVALID_IF(ctx, !ctx || iterations < 1, "htp_ctx_profile_start: ctx is NULL or "
-                  "iterations %d < 1", iterations);
+  if (!ctx || iterations < 1)
+    return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_start: ctx is NULL or iterations %d "
+                  "< 1", iterations);
   htp_ctx_profile_stop(ctx);
   htp__profile *p = calloc(1, sizeof *p);
-  if (!p) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "htp_ctx_profile_start: out of memory");
+  if (!p) return refuse(ctx, HTP_ERR_NOMEM, "htp_ctx_profile_start: out of memory");
   p->iterations = iterations;
   p->iteration = -1;
   ctx->profile = p;
@@ -54,10 +81,12 @@ htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations) {
 }
 
 htp_result htp_ctx_profile_iteration(htp_ctx *ctx) {
-  HTP__INVALID_IF(ctx, !ctx || !ctx->profile, "htp_ctx_profile_iteration: no profile started");
+  if (!ctx || !ctx->profile)
+    return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_iteration: no profile started");
   htp__profile *p = ctx->profile;
-  HTP__INVALID_IF(ctx, p->iteration + 1 >= p->iterations,
-                  "htp_ctx_profile_iteration: the profile holds %d iterations", p->iterations);
+  if (p->iteration + 1 >= p->iterations)
+    return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_iteration: the profile holds %d "
+                  "iterations", p->iterations);
   p->iteration++;
   p->next = 0;
   return HTP_OK;
@@ -87,8 +116,9 @@ int htp__profile_begin(htp_ctx *ctx) {
   if (!p || p->broken || p->iteration < 0) return 0;
   if (p->depth++ > 0) return 2; /* inside a timed call: in its time */
   /* Work queued before this call is not its own: wait for it first. */
-  if (htp_ctx_synchronize(ctx) != HTP_OK ||
-      htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_PROFILE, 0) != HTP_OK) {
+  const htp_kernel_table *k = ctx->kernels;
+  if (!k || !k->synchronize || k->synchronize(&ctx->kernel_env) != HTP_KERNEL_OK ||
+      profile_timer(ctx, 0, NULL)) {
     p->broken = 1;
     p->depth--;
     return 0;
@@ -102,8 +132,7 @@ void htp__profile_end(htp_ctx *ctx, int timed, const char *what) {
   p->depth--;
   if (timed != 1) return;
   double seconds = NAN;
-  if (htp__ctx_mark_timer(ctx, HTP_KERNEL_TIMER_PROFILE, 1) != HTP_OK ||
-      htp__ctx_elapsed_timer(ctx, HTP_KERNEL_TIMER_PROFILE, &seconds) != HTP_OK) {
+  if (profile_timer(ctx, 1, NULL) || profile_timer(ctx, 1, &seconds)) {
     p->broken = 1;
     return;
   }
