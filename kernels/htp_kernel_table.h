@@ -69,6 +69,18 @@ typedef struct htp_kernel_env {
   size_t error_size;
 } htp_kernel_env;
 
+/* The precision of the products with a weight (every linear's x·wᵀ, and
+ * in training its dy·w and dyᵀ·x), as PyTorch's float32 matmul precision
+ * ("highest", "high", "medium"): f32 operands as they are; or each operand
+ * element rounded to TF32 (10 mantissa bits) or bf16 (7) with the products
+ * summed in f32, on tensor cores (CUDA) or bf16 units (CPU) where the device
+ * has them. Attention's q·kᵀ and p·v, and bf16 blocks, are not affected. */
+typedef enum htp_matmul_precision {
+  HTP_MATMUL_F32 = 0,
+  HTP_MATMUL_TF32 = 1,
+  HTP_MATMUL_BF16 = 2
+} htp_matmul_precision;
+
 /* The timers of an environment (mark/elapsed): 0 is the caller's
  * (htp_ctx_mark, an iteration or a step), 1 the balance hooks', 2 the
  * per-call profile's (htp_ctx_profile_start). */
@@ -361,6 +373,13 @@ typedef struct htp_kernel_table {
    * htp-run checks the bound with this. NULL where the kernels' memory is
    * the host's (the CPU). */
   htp_kernel_status (*own_memory)(const htp_kernel_env *env, uint64_t *bytes);
+
+  /* Sets the precision (htp_matmul_precision) of env's later products with
+   * a weight. The CPU's is process-wide, as its thread count (each
+   * environment of the process sets the same); the checked device's is the
+   * CPU's; CUDA's is the environment's (its cuBLAS compute type). Fails
+   * with HTP_KERNEL_ERR_INVALID on a value not in the enum. */
+  htp_kernel_status (*set_matmul_precision)(const htp_kernel_env *env, int32_t precision);
 } htp_kernel_table;
 
 /* An environment with every field empty but device = -1 and the error

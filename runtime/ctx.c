@@ -180,6 +180,10 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
   if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA &&
       config->device != HTP_DEVICE_CHECKED)
     REJECT("htp_world_create: unknown device %d", (int)config->device);
+  if (config->matmul_precision != HTP_MATMUL_F32 && config->matmul_precision != HTP_MATMUL_TF32 &&
+      config->matmul_precision != HTP_MATMUL_BF16)
+    REJECT("htp_world_create: matmul_precision is %d; it is HTP_MATMUL_F32 (0), _TF32 (1) or "
+           "_BF16 (2)", (int)config->matmul_precision);
   if (config->sm_counts) {
     if ((config->device != HTP_DEVICE_CUDA && config->device != HTP_DEVICE_CHECKED) ||
         config->backend != HTP_BACKEND_LOCAL)
@@ -467,7 +471,7 @@ htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char
 
 /* The rank's kernel table and environment (htp_config.device). The CUDA
  * environment binds the device the backend gave the rank (nccl), else 0. */
-static htp_result kernels_init(htp_ctx *ctx) {
+static htp_result kernels_table_init(htp_ctx *ctx) {
   ctx->kernels = htp_cpu_kernel_table();
   htp_kernel_env_init(&ctx->kernel_env, ctx->kernel_error, sizeof ctx->kernel_error);
   const int sm_count = ctx->world->sm_counts ? ctx->world->sm_counts[ctx->rank] : 0;
@@ -506,6 +510,25 @@ static void kernels_destroy(htp_ctx *ctx) {
     htp_cuda_kernel_env_destroy(&ctx->kernel_env);
 #endif
   ctx->kernels = NULL;
+}
+
+/* The rank's kernel table and environment, at the world's matmul precision. */
+static htp_result kernels_init(htp_ctx *ctx) {
+  const htp_result rc = kernels_table_init(ctx);
+  if (rc != HTP_OK) return rc;
+  const int32_t precision = ctx->world->config.matmul_precision;
+  if (!ctx->kernels->set_matmul_precision) {
+    if (precision == HTP_MATMUL_F32) return HTP_OK;
+    kernels_destroy(ctx);
+    return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED,
+                          "these kernels compute their products in f32 only");
+  }
+  if (ctx->kernels->set_matmul_precision(&ctx->kernel_env, precision) != HTP_KERNEL_OK) {
+    htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", ctx->kernel_error);
+    kernels_destroy(ctx);
+    return HTP_ERR_INVALID;
+  }
+  return HTP_OK;
 }
 
 htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {

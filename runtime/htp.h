@@ -145,9 +145,20 @@ typedef struct htp_config {
    * of the world, waiting in htp_world_standby_wait until htp_world_grow
    * takes one in or htp_world_release_standbys lets them go (default 0). */
   int standbys;
+  /* The precision of every product with a weight (each linear's x·wᵀ, and
+   * in training dy·w and dyᵀ·x), as PyTorch's float32 matmul precision: an
+   * htp_matmul_precision of kernels/htp_kernel_table.h, HTP_MATMUL_F32 (0,
+   * default, "highest"), HTP_MATMUL_TF32 ("high") or HTP_MATMUL_BF16
+   * ("medium"): each operand rounded to that format, the products summed in
+   * f32, on tensor cores or bf16 units where the device has them.
+   * Attention's q·kᵀ and p·v and bf16 blocks are not affected. On the CPU
+   * (and the checked device) it is process-wide, as the CPU's thread
+   * count: worlds that exist at once should agree (the last created sets
+   * it). */
+  int32_t matmul_precision;
 } htp_config;
 #define HTP_CONFIG_INITIALIZER                                                                 \
-  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL, 0}
+  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL, 0, 0}
 
 /* Creates a world from *config (copied; the caller keeps config). *world is
  * set to NULL on failure. Errors: HTP_ERR_INVALID (NULL pointer, bad magic,

@@ -626,6 +626,14 @@ static htp_kernel_status own_memory(const htp_kernel_env *env, uint64_t *bytes) 
   return HTP_KERNEL_OK;
 }
 
+/* Not a stream entry (nothing is enqueued): the CPU kernels' precision,
+ * which is how the checked device computes every product. */
+static htp_kernel_status set_matmul_precision(const htp_kernel_env *env, int32_t precision) {
+  checked_env *self = object_of(env, "set_matmul_precision");
+  if (!self) return HTP_KERNEL_ERR_SYSTEM;
+  return cpu()->set_matmul_precision(&self->cpu, precision);
+}
+
 static const htp_kernel_table CHECKED_TABLE = {
     .name = "checked",
     .device = HTP_KERNEL_DEVICE_CHECKED,
@@ -677,6 +685,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .zero = zero,
     .memory = htp__checked_memory,
     .own_memory = own_memory,
+    .set_matmul_precision = set_matmul_precision,
 };
 
 const htp_kernel_table *htp_checked_kernel_table(void) { return &CHECKED_TABLE; }

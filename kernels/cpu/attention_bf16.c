@@ -56,7 +56,8 @@ static int take_room(const struct head_job *job, head_room *room) {
   const size_t bf16s = (size_t)(2 * tokens * head_dim + kp * head_dim + tokens * kp);
   const size_t even = (bf16s + 1) / 2 * 2; /* the floats 4-byte aligned */
   const size_t floats = (size_t)(tokens * tokens + tokens * head_dim + 2 * tokens);
-  htp_bf16 *base = htp__onednn_thread_room(even * sizeof(htp_bf16) + floats * sizeof(float));
+  htp_bf16 *base =
+      htp__thread_room(HTP_ROOM_ATTENTION, even * sizeof(htp_bf16) + floats * sizeof(float));
   if (!base) return 1;
   room->q = base;
   room->k = room->q + tokens * head_dim;

@@ -2,8 +2,9 @@
  *
  * The adjoints of linear, layer norm, GELU and attention, and the mean
  * softmax cross-entropy with its gradient (the CPU table's training
- * entries, cpu/train.h). GEMMs go through htp__sgemm, loops through
- * htp__parallel. Every reduction (db, dgamma, dbeta, the loss) has an order
+ * entries, cpu/train.h). GEMMs go through htp__sgemm (those with a
+ * weight, or giving one's gradient, through htp__linear_gemm: the matmul
+ * precision), loops through htp__parallel. Every reduction (db, dgamma, dbeta, the loss) has an order
  * that depends only on the shapes, never on the thread count or on which
  * thread ran what, so a step's gradients are bitwise reproducible: column
  * sums are split by columns (each column summed over rows in order, in
@@ -12,7 +13,7 @@
  * machine picks (HTP_VECTOR_CLONES), whichever thread runs the row.
  *
  * The weight gradients dW += dYᵀ·X are one GEMM with A transposed, which
- * htp__sgemm splits by dW's rows or columns (dW is small, the sum runs over
+ * htp__linear_gemm splits by dW's rows or columns (dW is small, the sum runs over
  * the batch's rows), so no copy of dY is made.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cpu/train.h"
@@ -74,14 +75,14 @@ htp_kernel_status htp__cpu_linear_backward_f32(const htp_kernel_env *env, const 
     if (out_features == 0)
       memset(dx, 0, (size_t)(rows * in_features) * sizeof(float));
     else /* dx[rows, in] = dy[rows, out] · w[out, in] */
-      htp__sgemm(CblasNoTrans, CblasNoTrans, rows, in_features, out_features, 1.0f, dy,
-                 out_features, w, in_features, 0.0f, dx, in_features);
+      htp__linear_gemm(CblasNoTrans, CblasNoTrans, rows, in_features, out_features, 1.0f, dy,
+                       out_features, w, in_features, 0.0f, dx, in_features);
   }
   if (db)
     colsum_acc(dy, rows, out_features, out_features, db);
   if (dw && rows > 0 && out_features > 0 && in_features > 0) /* dw[out, in] += dyᵀ · x */
-    htp__sgemm(CblasTrans, CblasNoTrans, out_features, in_features, rows, 1.0f, dy,
-               out_features, x, in_features, 1.0f, dw, in_features);
+    htp__linear_gemm(CblasTrans, CblasNoTrans, out_features, in_features, rows, 1.0f, dy,
+                     out_features, x, in_features, 1.0f, dw, in_features);
   return HTP_KERNEL_OK;
 }
 
@@ -368,8 +369,8 @@ htp_kernel_status htp__cpu_attention_backward_f32(
   }
   htp_cpu_linear_f32(x, wqkv, bqkv, qkv, rows, model_dim, wide);
   if (want_dqkv) /* dctx[rows, inner] = dy[rows, model] · wproj[model, inner] */
-    htp__sgemm(CblasNoTrans, CblasNoTrans, rows, inner, model_dim, 1.0f, dy, model_dim, wproj,
-               inner, 0.0f, dctx, inner);
+    htp__linear_gemm(CblasNoTrans, CblasNoTrans, rows, inner, model_dim, 1.0f, dy, model_dim, wproj,
+                     inner, 0.0f, dctx, inner);
   struct attn_job job = {qkv, dctx, ctx, dqkv, slots, tasks,
                          tasks < HTP_ATTN_BWD_SLOTS ? tasks : HTP_ATTN_BWD_SLOTS, tokens,
                          num_heads, head_dim, inner, 1.0f / sqrtf((float)head_dim), want_dqkv};
@@ -378,16 +379,16 @@ htp_kernel_status htp__cpu_attention_backward_f32(
   if (dbproj)
     colsum_acc(dy, rows, model_dim, model_dim, dbproj);
   if (dwproj) /* dwproj[model, inner] += dyᵀ · ctx */
-    htp__sgemm(CblasTrans, CblasNoTrans, model_dim, inner, rows, 1.0f, dy, model_dim, ctx, inner,
-               1.0f, dwproj, inner);
+    htp__linear_gemm(CblasTrans, CblasNoTrans, model_dim, inner, rows, 1.0f, dy, model_dim, ctx,
+                     inner, 1.0f, dwproj, inner);
   if (dbqkv)
     colsum_acc(dqkv, rows, wide, wide, dbqkv);
   if (dwqkv) /* dwqkv[3 inner, model] += dqkvᵀ · x */
-    htp__sgemm(CblasTrans, CblasNoTrans, wide, model_dim, rows, 1.0f, dqkv, wide, x, model_dim,
-               1.0f, dwqkv, model_dim);
+    htp__linear_gemm(CblasTrans, CblasNoTrans, wide, model_dim, rows, 1.0f, dqkv, wide, x,
+                     model_dim, 1.0f, dwqkv, model_dim);
   if (dx) /* dx[rows, model] = dqkv · wqkv[3 inner, model] */
-    htp__sgemm(CblasNoTrans, CblasNoTrans, rows, model_dim, wide, 1.0f, dqkv, wide, wqkv,
-               model_dim, 0.0f, dx, model_dim);
+    htp__linear_gemm(CblasNoTrans, CblasNoTrans, rows, model_dim, wide, 1.0f, dqkv, wide, wqkv,
+                     model_dim, 0.0f, dx, model_dim);
   return HTP_KERNEL_OK;
 }
 

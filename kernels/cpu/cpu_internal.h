@@ -7,6 +7,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef HTP_BLAS_BLIS
@@ -59,6 +60,30 @@ void htp__parallel(int64_t n, int64_t grain, htp__chunk_fn fn, void *ctx);
 void htp__sgemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n, int64_t k,
                 float alpha, const float *a, int64_t lda, const float *b, int64_t ldb,
                 float beta, float *c, int64_t ldc);
+
+/* The same product where one operand is a weight (every linear, forward
+ * and backward: x·wᵀ, dy·w, dyᵀ·x): computed at the matmul precision the CPU
+ * table's set_matmul_precision chose (process-wide, as the thread count).
+ * HTP_MATMUL_F32 is htp__sgemm; HTP_MATMUL_BF16 and HTP_MATMUL_TF32 round
+ * each element of A and B to that format first (to nearest, ties to even)
+ * and sum the exact products in f32: on oneDNN's bf16 units where the CPU
+ * has them (bf16 with alpha 1 and beta 0 or 1), else as rounded f32 copies
+ * through htp__sgemm (the same numbers, no faster). */
+void htp__linear_gemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float beta, float *c, int64_t ldc);
+/* The precision htp__linear_gemm computes at (an htp_matmul_precision). */
+int htp__matmul_precision(void);
+void htp__set_matmul_precision(int precision);
+
+/* This thread's room `which` (HTP_ROOM_*) of at least `bytes`, 64-byte
+ * aligned, kept between calls and freed when the thread ends; NULL when out
+ * of memory. Its contents are the caller's until its next call for the same
+ * room on this thread. */
+enum { HTP_ROOM_ATTENTION, /* the bf16 attention's operands of one task */
+       HTP_ROOM_OPERANDS,  /* htp__linear_gemm's rounded operands */
+       HTP_ROOMS };
+void *htp__thread_room(int which, size_t bytes);
 
 /* Items per chunk of an elementwise loop: ~64 KiB of floats, enough that a
  * chunk costs far more than claiming it. */

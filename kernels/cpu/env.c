@@ -8,6 +8,7 @@
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "kernels/cpu/env.h"
+#include "kernels/cpu/cpu_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -131,5 +132,14 @@ htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, int32_t timer, dou
                            "environment from htp_cpu_kernel_env_create",
                            (int)timer, HTP_KERNEL_TIMERS);
   *seconds = object->marks[timer][1] - object->marks[timer][0];
+  return HTP_KERNEL_OK;
+}
+
+htp_kernel_status htp__cpu_set_matmul_precision(const htp_kernel_env *env, int32_t precision) {
+  if (precision != HTP_MATMUL_F32 && precision != HTP_MATMUL_TF32 && precision != HTP_MATMUL_BF16)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cpu set_matmul_precision: %d is not an htp_matmul_precision",
+                           (int)precision);
+  htp__set_matmul_precision(precision);
   return HTP_KERNEL_OK;
 }

@@ -31,5 +31,7 @@ htp_kernel_status htp__cpu_to_host(const htp_kernel_env *env, void *host_dst, co
 htp_kernel_status htp__cpu_synchronize(const htp_kernel_env *env);
 htp_kernel_status htp__cpu_mark(const htp_kernel_env *env, int32_t timer, int32_t which);
 htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, int32_t timer, double *seconds);
+/* The table's set_matmul_precision: process-wide (htp__linear_gemm). */
+htp_kernel_status htp__cpu_set_matmul_precision(const htp_kernel_env *env, int32_t precision);
 
 #endif /* HTP_KERNELS_CPU_ENV_H */

@@ -30,6 +30,6 @@ void htp_cpu_linear_f32(const float *x, const float *w, const float *b, float *y
     htp__parallel(rows, 1 + 4 * HTP_GRAIN / out_features, broadcast_rows, &job);
     beta = 1.0f;
   }
-  htp__sgemm(CblasNoTrans, CblasTrans, rows, out_features, in_features, 1.0f, x, in_features, w,
-             in_features, beta, y, out_features);
+  htp__linear_gemm(CblasNoTrans, CblasTrans, rows, out_features, in_features, 1.0f, x, in_features,
+                   w, in_features, beta, y, out_features);
 }

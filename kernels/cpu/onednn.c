@@ -32,7 +32,7 @@
 typedef struct matmul_key {
   int64_t batch, m, k, n;
   int64_t a_batch, a_row, b_batch, b_k, b_n, c_batch, c_row;
-  int64_t bias, f32_out, gelu;
+  int64_t bias, f32_out, gelu, a_transposed, accumulate;
 } matmul_key;
 
 typedef struct matmul_entry {
@@ -62,7 +62,8 @@ static matmul_key key_of(const htp__matmul *shape) {
   return (matmul_key){shape->batch,   shape->m,     shape->k,       shape->n,
                       shape->a_batch, shape->a_row, shape->b_batch, shape->b_k,
                       shape->b_n,     shape->c_batch, shape->c_row, shape->bias != 0,
-                      shape->f32_out != 0, shape->gelu};
+                      shape->f32_out != 0, shape->gelu, shape->a_transposed != 0,
+                      shape->accumulate != 0 && shape->f32_out != 0};
 }
 
 /* Whether oneDNN runs bf16 products on bf16 units here (AVX512-BF16 or
@@ -91,7 +92,8 @@ static const matmul_entry *primitive_for(const htp__matmul *shape) {
   matmul_entry e = {.key = key};
   /* Three dimensions, the batch first; bias [1, 1, n]. */
   const dnnl_dims_t src_dims = {key.batch, key.m, key.k},
-                    src_strides = {key.a_batch, key.a_row, 1};
+                    src_strides = {key.a_batch, key.a_transposed ? 1 : key.a_row,
+                                   key.a_transposed ? key.a_row : 1};
   const dnnl_dims_t weight_dims = {key.batch, key.k, key.n},
                     weight_strides = {key.b_batch, key.b_k, key.b_n};
   const dnnl_dims_t bias_dims = {1, 1, key.n}, bias_strides = {key.n, key.n, 1};
@@ -105,12 +107,14 @@ static const matmul_entry *primitive_for(const htp__matmul *shape) {
   dnnl_post_ops_t post_ops = NULL;
   if (dnnl_primitive_attr_create(&attr) != dnnl_success ||
       dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) != dnnl_success ||
-      (key.gelu &&
+      ((key.gelu || key.accumulate) &&
        (dnnl_post_ops_create(&post_ops) != dnnl_success ||
-        dnnl_post_ops_append_eltwise(post_ops, 1.0f,
-                                     key.gelu == HTP_MATMUL_GELU_TANH ? dnnl_eltwise_gelu_tanh
-                                                                      : dnnl_eltwise_gelu_erf,
-                                     0.0f, 0.0f) != dnnl_success ||
+        (key.accumulate && dnnl_post_ops_append_sum(post_ops, 1.0f) != dnnl_success) ||
+        (key.gelu &&
+         dnnl_post_ops_append_eltwise(post_ops, 1.0f,
+                                      key.gelu == HTP_MATMUL_GELU_TANH ? dnnl_eltwise_gelu_tanh
+                                                                       : dnnl_eltwise_gelu_erf,
+                                      0.0f, 0.0f) != dnnl_success) ||
         dnnl_primitive_attr_set_post_ops(attr, post_ops) != dnnl_success))) {
     if (post_ops) dnnl_post_ops_destroy(post_ops);
     dnnl_primitive_attr_destroy(attr);
@@ -149,14 +153,14 @@ static const matmul_entry *primitive_for(const htp__matmul *shape) {
   return found;
 }
 
-/* What a thread keeps between calls: its stream, its scratchpad and its
- * work room, freed when the thread ends (the pool's workers are joined at
- * exit: kept in _Thread_local pointers, they leaked then). */
+/* What a thread keeps between calls: its stream and its scratchpad, freed
+ * when the thread ends (the pool's workers are joined at exit: kept in
+ * _Thread_local pointers, they leaked then). */
 typedef struct thread_state {
   int single;
   dnnl_stream_t stream;
-  void *scratch, *room;
-  size_t scratch_bytes, room_bytes;
+  void *scratch;
+  size_t scratch_bytes;
 } thread_state;
 
 static pthread_key_t state_key;
@@ -166,7 +170,6 @@ static void free_thread_state(void *data) {
   thread_state *state = data;
   if (state->stream) dnnl_stream_destroy(state->stream);
   free(state->scratch);
-  free(state->room);
   free(state);
 }
 
@@ -201,11 +204,6 @@ static int grow(void **buffer, size_t *size, size_t bytes) {
 int htp__onednn_has_amx(void) {
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
-}
-
-void *htp__onednn_thread_room(size_t bytes) {
-  thread_state *state = this_thread();
-  return state && grow(&state->room, &state->room_bytes, bytes) ? state->room : NULL;
 }
 
 int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,
@@ -310,4 +308,115 @@ int htp__onednn_linear_bf16_f32(const htp_bf16 *x, const htp_bf16 *w, const htp_
                                 float *y, int64_t rows, int64_t in_features,
                                 int64_t out_features) {
   return linear(x, w, b, y, 1, HTP_MATMUL_NO_GELU, rows, in_features, out_features);
+}
+
+/* f32 to bf16, to nearest, ties to even; a NaN stays a quiet NaN
+ * (htp_bf16_from_f32's rounding, branch-free so the rows vectorise). */
+struct bf16_rows_job {
+  const float *src;
+  htp_bf16 *dst;
+  int64_t src_ld, cols;
+};
+
+HTP_VECTOR_CLONES static void bf16_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct bf16_rows_job *job = ctx;
+  for (int64_t r = begin; r < end; ++r) {
+    const uint32_t *src = (const uint32_t *)(const void *)(job->src + r * job->src_ld);
+    htp_bf16 *dst = job->dst + r * job->cols;
+    for (int64_t i = 0; i < job->cols; ++i) {
+      const uint32_t bits = src[i];
+      const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+      const uint32_t quiet = (bits >> 16) | 0x0040u;
+      dst[i] = (htp_bf16)((bits & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    }
+  }
+}
+
+/* A stored matrix, `rows` of `cols` floats ld apart, into dst packed. */
+static void to_bf16(const float *src, int64_t ld, int64_t rows, int64_t cols, htp_bf16 *dst) {
+  struct bf16_rows_job job = {src, dst, ld, cols};
+  htp__parallel(rows, 1 + HTP_GRAIN / cols, bf16_rows, &job);
+}
+
+struct gemm_job {
+  const htp_bf16 *a, *b;
+  float *c;
+  int a_transposed, b_transposed, accumulate, by_rows;
+  int64_t m, n, k, ldc;
+};
+
+/* The primitive's shape of C's rows (or columns) [begin, end), and where
+ * its operands start. A is packed [m, k] (transposed: [k, m]), B [k, n]
+ * (transposed: [n, k]). */
+static htp__matmul part_shape(const struct gemm_job *job, int64_t begin, int64_t end,
+                              const htp_bf16 **a, const htp_bf16 **b, float **c) {
+  const int64_t m = job->by_rows ? end - begin : job->m, n = job->by_rows ? job->n : end - begin;
+  *a = job->a, *b = job->b, *c = job->c;
+  if (job->by_rows) {
+    *a += job->a_transposed ? begin : begin * job->k;
+    *c += begin * job->ldc;
+  } else {
+    *b += job->b_transposed ? begin * job->k : begin;
+    *c += begin;
+  }
+  return (htp__matmul){.batch = 1, .m = m, .k = job->k, .n = n,
+                       .a_batch = job->m * job->k, .a_row = job->a_transposed ? job->m : job->k,
+                       .b_batch = job->k * job->n, .b_k = job->b_transposed ? 1 : job->n,
+                       .b_n = job->b_transposed ? job->k : 1, .c_batch = m * job->ldc,
+                       .c_row = job->ldc, .f32_out = 1, .a_transposed = job->a_transposed,
+                       .accumulate = job->accumulate};
+}
+
+/* One part on this thread. Its primitive exists (made before any part
+ * ran); should the call still fail (no memory for this thread's
+ * scratchpad), the part is summed here, element by element in f32 from
+ * the same bf16 operands: slow, but C is never left half written. */
+static void gemm_part(void *ctx, int64_t begin, int64_t end) {
+  const struct gemm_job *job = ctx;
+  const htp_bf16 *a, *b;
+  float *c;
+  const htp__matmul shape = part_shape(job, begin, end, &a, &b, &c);
+  if (htp__onednn_matmul(&shape, a, b, NULL, c) == 0) return;
+  for (int64_t i = 0; i < shape.m; i++)
+    for (int64_t j = 0; j < shape.n; j++) {
+      float sum = 0.0f;
+      for (int64_t p = 0; p < shape.k; p++)
+        sum += htp_bf16_to_f32(a[shape.a_transposed ? p * shape.a_row + i : i * shape.a_row + p]) *
+               htp_bf16_to_f32(b[p * shape.b_k + j * shape.b_n]);
+      c[i * shape.c_row + j] = shape.accumulate ? c[i * shape.c_row + j] + sum : sum;
+    }
+}
+
+int htp__onednn_gemm_bf16(int a_transposed, int b_transposed, int64_t m, int64_t n, int64_t k,
+                          const float *a, int64_t lda, const float *b, int64_t ldb,
+                          int accumulate, float *c, int64_t ldc) {
+  if (!native_bf16() || m < 1 || n < 1 || k < 1) return 1;
+  /* As htp__sgemm splits: two parts a thread, none below PART_MACS, along
+   * C's longer side in multiples of 16; at most two part shapes (the last
+   * part may be shorter), both made before anything is written. */
+  struct gemm_job job = {NULL, NULL, c, a_transposed, b_transposed, accumulate, m >= n,
+                         m, n, k, ldc};
+  const int64_t side = m >= n ? m : n;
+  const double macs = (double)m * (double)n * (double)k;
+  int64_t parts = 2 * (int64_t)htp__threads();
+  if (macs / (double)parts < PART_MACS)
+    parts = (int64_t)(macs / PART_MACS) > 1 ? (int64_t)(macs / PART_MACS) : 1;
+  int64_t grain = (side + parts - 1) / parts;
+  grain = (grain + 15) / 16 * 16;
+  if (grain > side) grain = side;
+  const htp_bf16 *pa, *pb;
+  float *pc;
+  const htp__matmul first = part_shape(&job, 0, grain, &pa, &pb, &pc),
+                    last = part_shape(&job, side - (side % grain ? side % grain : grain), side,
+                                      &pa, &pb, &pc);
+  if (!primitive_for(&first) || !primitive_for(&last)) return 1;
+  htp_bf16 *room =
+      htp__thread_room(HTP_ROOM_OPERANDS, (size_t)(m * k + k * n) * sizeof(htp_bf16));
+  if (!room) return 1;
+  job.a = room;
+  job.b = room + m * k;
+  to_bf16(a, lda, a_transposed ? k : m, a_transposed ? m : k, room);
+  to_bf16(b, ldb, b_transposed ? n : k, b_transposed ? k : n, room + m * k);
+  htp__parallel(side, grain, gemm_part, &job);
+  return 0;
 }

@@ -50,19 +50,26 @@ typedef struct htp__matmul {
   int64_t batch, m, k, n;
   int64_t a_batch, a_row, b_batch, b_k, b_n, c_batch, c_row;
   int bias, f32_out, gelu; /* gelu: HTP_MATMUL_* */
+  int a_transposed;        /* (i, p) of A[b] at a[b * a_batch + p * a_row + i] */
+  int accumulate;          /* C += the product (f32_out only), instead of C = */
 } htp__matmul;
 
 int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,
                        const htp_bf16 *bias, void *c);
 
+/* C [m, n] (+)= op(A) · op(B) at bf16 precision: htp__linear_gemm's
+ * HTP_MATMUL_BF16 (cpu_internal.h) with alpha 1 and beta `accumulate`, the
+ * f32 operands rounded to bf16 (to nearest, ties to even) into the thread's
+ * HTP_ROOM_OPERANDS, the exact products summed in f32 by oneDNN, C split
+ * over the pool. Returns 0, or non-zero where oneDNN has no bf16 units here
+ * or anything failed, before C was written. */
+int htp__onednn_gemm_bf16(int a_transposed, int b_transposed, int64_t m, int64_t n, int64_t k,
+                          const float *a, int64_t lda, const float *b, int64_t ldb,
+                          int accumulate, float *c, int64_t ldc);
+
 /* Whether oneDNN's bf16 products run on AMX tiles here (its effective
  * ISA, which ONEDNN_MAX_CPU_ISA caps): there a bf16 product runs at many
  * times an f32 one's rate; with AVX512-BF16 alone at about twice. */
 int htp__onednn_has_amx(void);
-
-/* This thread's work room of at least `bytes` (64-byte aligned), kept
- * between calls and freed when the thread ends; NULL when out of memory.
- * Its contents are the caller's until its next call on this thread. */
-void *htp__onednn_thread_room(size_t bytes);
 
 #endif /* HTP_KERNELS_CPU_ONEDNN_H */

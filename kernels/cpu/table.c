@@ -170,6 +170,7 @@ static const htp_kernel_table CPU_TABLE = {
     /* linear_gelu_f32 NULL: the runtime runs linear then GELU (fusing was
      * no faster in f32, bench/onednn_postops.c). */
     .linear_gelu_bf16 = htp__cpu_linear_gelu_bf16,
+    .set_matmul_precision = htp__cpu_set_matmul_precision,
 };
 
 const htp_kernel_table *htp_cpu_kernel_table(void) { return &CPU_TABLE; }

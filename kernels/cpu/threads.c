@@ -26,6 +26,7 @@
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "kernels/htp_kernels.h"
+#include "kernels/htp_kernel_table.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
@@ -33,9 +34,12 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #ifdef HTP_BLAS_ONEDNN
+#include "kernels/cpu/onednn.h"
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #endif
@@ -374,4 +378,135 @@ void htp__sgemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64
   int64_t grain = (side + parts - 1) / parts;
   grain = (grain + 15) / 16 * 16;
   htp__parallel(side, grain, by_rows ? sgemm_rows : sgemm_cols, &job);
+}
+
+/* Each thread's rooms, freed when it ends (a destructor of a key: the
+ * pool's workers are joined at exit, and _Thread_local pointers leaked). */
+typedef struct thread_rooms {
+  void *room[HTP_ROOMS];
+  size_t bytes[HTP_ROOMS];
+} thread_rooms;
+
+static pthread_key_t rooms_key;
+static int rooms_key_failed;
+
+static void free_rooms(void *data) {
+  thread_rooms *rooms = data;
+  for (int i = 0; i < HTP_ROOMS; ++i)
+    free(rooms->room[i]);
+  free(rooms);
+}
+
+static void make_rooms_key(void) {
+  rooms_key_failed = pthread_key_create(&rooms_key, free_rooms) != 0;
+}
+
+void *htp__thread_room(int which, size_t bytes) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_rooms_key);
+  if (rooms_key_failed || which < 0 || which >= HTP_ROOMS || bytes > SIZE_MAX - 64)
+    return NULL;
+  thread_rooms *rooms = pthread_getspecific(rooms_key);
+  if (!rooms) {
+    if (!(rooms = calloc(1, sizeof *rooms)))
+      return NULL;
+    if (pthread_setspecific(rooms_key, rooms) != 0) {
+      free(rooms);
+      return NULL;
+    }
+  }
+  if (bytes > rooms->bytes[which]) {
+    free(rooms->room[which]);
+    rooms->bytes[which] = 0;
+    bytes = (bytes + 63) / 64 * 64;
+    if (!(rooms->room[which] = aligned_alloc(64, bytes)))
+      return NULL;
+    rooms->bytes[which] = bytes;
+  }
+  return rooms->room[which];
+}
+
+/* htp_matmul_precision of htp__linear_gemm; process-wide like the thread
+ * count (one run's ranks share the choice). */
+static _Atomic int matmul_precision;
+
+int htp__matmul_precision(void) { return atomic_load(&matmul_precision); }
+void htp__set_matmul_precision(int precision) { atomic_store(&matmul_precision, precision); }
+
+/* x rounded to the nearest value with `kept` mantissa bits (7: bf16, 10:
+ * TF32), ties to even; a NaN stays NaN, infinities stay, and a finite
+ * value past the format's largest rounds to infinity, as
+ * htp_bf16_from_f32. Branch-free, so the copies below vectorise. */
+static inline float round_mantissa(float x, int kept) {
+  uint32_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  const int dropped = 23 - kept;
+  const uint32_t half = (UINT32_C(1) << (dropped - 1)) - 1;
+  const uint32_t rounded =
+      (bits + half + ((bits >> dropped) & 1u)) & ~((UINT32_C(1) << dropped) - 1);
+  const uint32_t nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  bits = nan ? (bits | 0x00400000u) : rounded;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+struct round_job {
+  const float *src;
+  float *dst;
+  int64_t src_ld, cols; /* rows of `cols` floats, src_ld apart, packed into dst */
+  int kept;
+};
+
+HTP_VECTOR_CLONES static void round_rows(void *ctx, int64_t begin, int64_t end) {
+  const struct round_job *job = ctx;
+  const int kept = job->kept;
+  for (int64_t r = begin; r < end; ++r) {
+    const float *src = job->src + r * job->src_ld;
+    float *dst = job->dst + r * job->cols;
+    if (kept == 7)
+      for (int64_t i = 0; i < job->cols; ++i) dst[i] = round_mantissa(src[i], 7);
+    else
+      for (int64_t i = 0; i < job->cols; ++i) dst[i] = round_mantissa(src[i], 10);
+  }
+}
+
+/* A stored matrix of `rows` rows of `cols` floats, ld apart, rounded into
+ * dst packed (ld = cols). */
+static void round_matrix(const float *src, int64_t ld, int64_t rows, int64_t cols, float *dst,
+                         int kept) {
+  struct round_job job = {src, dst, ld, cols, kept};
+  htp__parallel(rows, 1 + HTP_GRAIN / (cols > 0 ? cols : 1), round_rows, &job);
+}
+
+void htp__linear_gemm(CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int64_t m, int64_t n,
+                      int64_t k, float alpha, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float beta, float *c, int64_t ldc) {
+  const int precision = htp__matmul_precision();
+  if (precision == HTP_MATMUL_F32 || m < 1 || n < 1 || k < 1) {
+    htp__sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#ifdef HTP_BLAS_ONEDNN
+  if (precision == HTP_MATMUL_BF16 && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
+      htp__onednn_gemm_bf16(transa != CblasNoTrans, transb != CblasNoTrans, m, n, k, a, lda, b,
+                            ldb, beta == 1.0f, c, ldc) == 0)
+    return;
+#endif
+  /* A and B as stored (op(A) [m, k] is A [k, m] when transposed), rounded. */
+  const int64_t a_rows = transa == CblasNoTrans ? m : k, a_cols = transa == CblasNoTrans ? k : m;
+  const int64_t b_rows = transb == CblasNoTrans ? k : n, b_cols = transb == CblasNoTrans ? n : k;
+  const int kept = precision == HTP_MATMUL_BF16 ? 7 : 10;
+  float *room = htp__thread_room(HTP_ROOM_OPERANDS, (size_t)(m * k + k * n) * sizeof(float));
+  if (!room) { /* out of memory for the copies: the f32 product, said once */
+    static _Atomic int said;
+    if (!atomic_exchange(&said, 1))
+      fprintf(stderr, "htp kernels: no memory for a reduced-precision product's operands; "
+                      "computing it in f32\n");
+    htp__sgemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  float *ra = room, *rb = room + m * k;
+  round_matrix(a, lda, a_rows, a_cols, ra, kept);
+  round_matrix(b, ldb, b_rows, b_cols, rb, kept);
+  htp__sgemm(transa, transb, m, n, k, alpha, ra, a_cols, rb, b_cols, beta, c, ldc);
 }

@@ -45,8 +45,8 @@ void htp_cpu_attention_heads_f32(const float *x, const float *wqkv, const float 
           memcpy(out + r * stride, bqkv + first, (size_t)head_dim * sizeof(float));
         beta = 1.0f;
       }
-      htp__sgemm(CblasNoTrans, CblasTrans, rows, head_dim, model_dim, 1.0f, x, model_dim,
-                 wqkv + first * model_dim, model_dim, beta, out, stride);
+      htp__linear_gemm(CblasNoTrans, CblasTrans, rows, head_dim, model_dim, 1.0f, x, model_dim,
+                       wqkv + first * model_dim, model_dim, beta, out, stride);
     }
     htp__attend(qkv, stride, head_dim, 2 * head_dim, 0, 1, context + h * head_dim, inner, batch,
                 tokens, head_dim, scores);
@@ -82,8 +82,8 @@ void htp_cpu_mlp_hidden_units_f32(const float *x, const float *w1, const float *
         memcpy(out + r * hidden_dim, b1 + first, (size_t)columns * sizeof(float));
       beta = 1.0f;
     }
-    htp__sgemm(CblasNoTrans, CblasTrans, rows, columns, dim, 1.0f, x, dim, w1 + first * dim, dim,
-               beta, out, hidden_dim);
+    htp__linear_gemm(CblasNoTrans, CblasTrans, rows, columns, dim, 1.0f, x, dim, w1 + first * dim,
+                     dim, beta, out, hidden_dim);
     if (columns == hidden_dim) { /* whole rows: one contiguous block, one vector tail */
       htp_cpu_gelu_f32(out, out, rows * columns, tanh_approx);
     } else { /* row by row: each row's odd columns end in a scalar tail */
@@ -105,8 +105,8 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
   for (int64_t i = 0; i < count;) {
     const int64_t run = run_length(units, i, count);
     const int64_t first = (int64_t)units[i] * width;
-    htp__sgemm(CblasNoTrans, CblasTrans, rows, out_features, run * width, 1.0f, a + first,
-               in_features, w + first, in_features, beta, y, out_features);
+    htp__linear_gemm(CblasNoTrans, CblasTrans, rows, out_features, run * width, 1.0f, a + first,
+                     in_features, w + first, in_features, beta, y, out_features);
     beta = 1.0f;
     i += run;
   }

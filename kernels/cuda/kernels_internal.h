@@ -40,6 +40,9 @@ struct htp_cuda_kernels {
   cublasLtHandle_t lt;
   int linear_epilogue;  /* HTP_CUDA_EPILOGUE_* */
   int attention_kernel; /* HTP_CUDA_ATTENTION_* */
+  /* htp_matmul_precision of the products with a weight (htp_cuda_gemm's
+   * f32 compute type, the cuBLASLt plans'); the table sets it. */
+  int matmul_precision;
   struct htp_cuda_lt_cache *lt_cache;
   void *lt_workspace;
   size_t lt_workspace_bytes;
@@ -243,10 +246,23 @@ template <> struct htp_cuda_type<htp_cuda_bf16> {
   static constexpr cudaDataType_t value = CUDA_R_16BF;
 };
 
+/* The compute type of a product with a weight whose operands are of type
+ * In: f32 ones at the object's matmul precision (exact f32, or rounded to
+ * TF32 or bf16 on the tensor cores with f32 sums), bf16 ones with f32
+ * accumulation. Attention's own products (cublasSgemm*) are always f32. */
+template <typename In> inline cublasComputeType_t htp_cuda_compute_type(const htp_cuda_kernels *k) {
+  if (htp_cuda_type<In>::value == CUDA_R_32F && k->matmul_precision == HTP_MATMUL_TF32)
+    return CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (htp_cuda_type<In>::value == CUDA_R_32F && k->matmul_precision == HTP_MATMUL_BF16)
+    return CUBLAS_COMPUTE_32F_FAST_16BF;
+  return CUBLAS_COMPUTE_32F;
+}
+
 /* C = alpha·op(A)·op(B) + beta·C, column-major as cuBLAS: A and B of type
- * In, C of type Out, accumulated in f32 (CUBLAS_COMPUTE_32F: no TF32 in
- * the default math mode, tensor cores for bf16), C rounded once. The pairs
- * cuBLAS supports: (f32, f32), (bf16, bf16), (bf16, f32). */
+ * In, C of type Out, accumulated in f32 (htp_cuda_compute_type: for f32
+ * operands the matmul precision, no TF32 by default; tensor cores for
+ * bf16), C rounded once. The pairs cuBLAS supports: (f32, f32), (bf16,
+ * bf16), (bf16, f32). Every product with a weight goes through here. */
 template <typename In, typename Out>
 int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOperation_t trans_b,
                   int m, int n, int k, float alpha, const In *a, int lda, const In *b, int ldb,
@@ -254,7 +270,8 @@ int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOp
   HTP_CUBLAS_CHECK(kernels, cublasGemmEx(kernels->blas, trans_a, trans_b, m, n, k, &alpha, a,
                                          htp_cuda_type<In>::value, lda, b,
                                          htp_cuda_type<In>::value, ldb, &beta, c,
-                                         htp_cuda_type<Out>::value, ldc, CUBLAS_COMPUTE_32F,
+                                         htp_cuda_type<Out>::value, ldc,
+                                         htp_cuda_compute_type<In>(kernels),
                                          CUBLAS_GEMM_DEFAULT));
   return 0;
 }

@@ -46,6 +46,7 @@ __global__ void broadcast_bias_kernel(const In *bias, Out *y, int64_t rows, int6
 struct htp_cuda_lt_plan {
   int64_t rows, in_features, out_features;
   cudaDataType_t type; /* of x, w, b and y alike */
+  cublasComputeType_t compute; /* htp_cuda_compute_type: the matmul precision */
   int usable;
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t w_layout, x_layout, y_layout;
@@ -102,15 +103,17 @@ static void note_plan(const htp_cuda_lt_plan *plan, const char *what) {
 
 /* Makes *plan the matmul for yᵀ[out, rows] = op(wᵀ)·x plus the bias. */
 static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaDataType_t type,
-                        int64_t rows, int64_t in_features, int64_t out_features) {
+                        cublasComputeType_t compute, int64_t rows, int64_t in_features,
+                        int64_t out_features) {
   memset(plan, 0, sizeof *plan);
   plan->rows = rows;
   plan->in_features = in_features;
   plan->out_features = out_features;
   plan->type = type;
+  plan->compute = compute;
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  HTP_LT_TRY(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  HTP_LT_TRY(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   HTP_LT_TRY(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
                                             sizeof transpose));
   HTP_LT_TRY(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep,
@@ -165,8 +168,9 @@ static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaD
 }
 
 /* The plan for this shape (made on first use), or NULL with the error. */
-static htp_cuda_lt_plan *lt_plan(htp_cuda_kernels *kernels, cudaDataType_t type, int64_t rows,
-                                 int64_t in_features, int64_t out_features) {
+static htp_cuda_lt_plan *lt_plan(htp_cuda_kernels *kernels, cudaDataType_t type,
+                                 cublasComputeType_t compute, int64_t rows, int64_t in_features,
+                                 int64_t out_features) {
   htp_cuda_lt_cache *cache = kernels->lt_cache;
   if (!cache) {
     cache = (htp_cuda_lt_cache *)calloc(1, sizeof *cache);
@@ -179,7 +183,7 @@ static htp_cuda_lt_plan *lt_plan(htp_cuda_kernels *kernels, cudaDataType_t type,
   for (int i = 0; i < cache->count; ++i) {
     htp_cuda_lt_plan *plan = &cache->plans[i];
     if (plan->rows == rows && plan->in_features == in_features &&
-        plan->out_features == out_features && plan->type == type)
+        plan->out_features == out_features && plan->type == type && plan->compute == compute)
       return plan;
   }
   htp_cuda_lt_plan *plan = &cache->plans[cache->next];
@@ -188,7 +192,8 @@ static htp_cuda_lt_plan *lt_plan(htp_cuda_kernels *kernels, cudaDataType_t type,
     ++cache->count;
   else
     lt_plan_release(plan);
-  return lt_plan_make(kernels, plan, type, rows, in_features, out_features) ? NULL : plan;
+  return lt_plan_make(kernels, plan, type, compute, rows, in_features, out_features) ? NULL
+                                                                                     : plan;
 }
 
 /* Whether the epilogue may take this shape: sizes multiples of 8 and every
@@ -208,7 +213,8 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   if (kernels->linear_epilogue != HTP_CUDA_EPILOGUE_CUBLASLT ||
       !lt_shape(in_features, out_features, x, w, b, y))
     return 0;
-  htp_cuda_lt_plan *plan = lt_plan(kernels, htp_cuda_type<T>::value, rows, in_features,
+  htp_cuda_lt_plan *plan = lt_plan(kernels, htp_cuda_type<T>::value,
+                                   htp_cuda_compute_type<T>(kernels), rows, in_features,
                                    out_features);
   if (!plan)
     return -1;

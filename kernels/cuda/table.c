@@ -364,6 +364,16 @@ static htp_kernel_status own_memory(const htp_kernel_env *env, uint64_t *bytes) 
   return HTP_KERNEL_OK;
 }
 
+static htp_kernel_status set_matmul_precision(const htp_kernel_env *env, int32_t precision) {
+  WITH_KERNELS("set_matmul_precision");
+  if (precision != HTP_MATMUL_F32 && precision != HTP_MATMUL_TF32 && precision != HTP_MATMUL_BF16)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cuda set_matmul_precision: %d is not an htp_matmul_precision",
+                           (int)precision);
+  kernels->matmul_precision = precision;
+  return HTP_KERNEL_OK;
+}
+
 static const htp_kernel_table CUDA_TABLE = {
     .name = "cuda",
     .device = HTP_KERNEL_DEVICE_CUDA,
@@ -393,6 +403,7 @@ static const htp_kernel_table CUDA_TABLE = {
     .linear_gelu_f32 = linear_gelu_f32,
     .linear_gelu_bf16 = linear_gelu_bf16,
     .own_memory = own_memory,
+    .set_matmul_precision = set_matmul_precision,
     .alloc = alloc,
     .release = release,
     .to_device = to_device,

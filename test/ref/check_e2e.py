@@ -36,6 +36,23 @@ htp-run's output is bf16 widened to <f4. Two references, both float64:
         max |y - ref| / max |ref| <= 2e-2  (what is left is the rounding of
                                             every op's output)
 
+With --matmul-precision tf32|bf16 (an f32 block; htp-run --matmul-precision)
+every linear's operands are rounded to that format (b mantissa bits: 10, 7)
+before their product. Two float64 references, compared as rms(y - ref) /
+rms(ref): the exact block's (`far`), and the block with every linear's
+operands rounded the same way (to nearest, ties to even, on the float32
+bits, with NumPy bit operations; vit_ref's operand) (`near`):
+
+    far >= 2^-(b+4)        the operands were rounded (an f32 run: ~1e-7)
+    near <= 2^-(b+1)       at that format's scale, not a coarser one's
+    near <= far / 2        the rounded reference explains most of it
+
+Not an element-wise bound: an operand whose f32 value lies within htp's
+and NumPy's f32 differences of a rounding boundary rounds a format ulp
+apart in the two (2^-b relative, for ~1e-6 / 2^-b of the elements), so
+the rounded reference agrees only statistically. test_kernels' linear
+rows hold the kernels to the rounded operands element by element.
+
 --so HTP_COMPILE runs the block compiled ahead of time (htp-compile --tp N)
 instead of through htp-run's JIT.
 """
@@ -90,6 +107,43 @@ def elementwise_error(got, ref, rel):
     return worst, (f"worst element {list(map(int, index))}: y {got[index]:.9g}, "
                    f"ref {ref[index]:.9g}, |y - ref| {abs(got[index] - ref[index]):.3e}, "
                    f"bound {bound[index]:.3e}")
+
+
+MANTISSA_BITS = {"tf32": 10, "bf16": 7}
+
+
+def round_mantissa(value, kept):
+    """value (any float array) as float32, rounded to `kept` mantissa bits
+    (to nearest, ties to even, on the float32 bits), returned as float64."""
+    bits = np.ascontiguousarray(value, dtype="<f4").view("<u4")
+    dropped = np.uint32(23 - kept)
+    half = np.uint32((1 << (23 - kept - 1)) - 1)
+    with np.errstate(over="ignore"):
+        rounded = (bits + half + ((bits >> dropped) & np.uint32(1))) \
+            & ~np.uint32((1 << (23 - kept)) - 1)
+    return rounded.view("<f4").astype(np.float64).reshape(np.shape(value))
+
+
+def check_reduced(y, x, weights, a):
+    """The f32 block run at --matmul-precision a.matmul_precision against the
+    reference with every linear's operands rounded alike, and against the
+    exact one (see the docstring). Returns (verdict, lines)."""
+    kept = MANTISSA_BITS[a.matmul_precision]
+    rounded = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu,
+                                 operand=lambda v: round_mantissa(v, kept))
+    exact = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu)
+    y64 = y.astype(np.float64)
+    rms = lambda v: float(np.sqrt(np.mean(np.square(v))))
+    near = rms(y64 - rounded) / rms(rounded)
+    far = rms(y64 - exact) / rms(exact)
+    checks = [far >= 2.0 ** -(kept + 4), near <= 2.0 ** -(kept + 1), near <= far / 2]
+    verdict = "PASS" if all(checks) else "FAIL"
+    name = a.matmul_precision
+    return verdict, [f"rms(y - ref_{name}) / rms(ref_{name}) = {near:.3e} (<= "
+                     f"{2.0 ** -(kept + 1):.3g} and <= half the next: "
+                     f"{'yes' if checks[1] and checks[2] else 'NO'})",
+                     f"rms(y - ref) / rms(ref) = {far:.3e} (>= {2.0 ** -(kept + 4):.3g}: "
+                     f"{'yes' if checks[0] else 'NO'})"]
 
 
 def bf16_bits(value):
@@ -246,6 +300,10 @@ def main():
     parser.add_argument("--weights-dtype", choices=["F32", "BF16"],
                         help="the safetensors dtype of the weights (default: BF16 for a bf16 "
                              "block, F32 for an f32 one)")
+    parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
+                        help="htp-run --matmul-precision (an f32 block); tf32 and bf16 are "
+                             "checked against the reference with the linears' operands "
+                             "rounded alike")
     parser.add_argument("--so", metavar="HTP_COMPILE",
                         help="compile the block with this htp-compile (--tp N) and run the .so")
     a = parser.parse_args()
@@ -284,8 +342,13 @@ def main():
     # A .so's signature says its tp, shares and room.
     tp = [] if a.so else (["--tp", str(a.tp)] + (["--shares", a.shares] if a.shares else [])
                           + (["--spare", str(a.spare)] if a.spare is not None else []))
+    if a.matmul_precision != "f32" and a.dtype != "f32":
+        print("FAIL: --matmul-precision is checked on an f32 block")
+        return 1
+    precision = (["--matmul-precision", a.matmul_precision]
+                 if a.matmul_precision != "f32" else [])
     run = subprocess.run([a.htp_run, block, "--weights", weights_path, "--input", input_path,
-                          "--output", output_path] + tp + defaults + extra,
+                          "--output", output_path] + tp + defaults + precision + extra,
                          capture_output=True, text=True)
     if run.returncode != 0:
         print(f"FAIL: htp-run exited with {run.returncode}\n{run.stderr}")
@@ -300,8 +363,12 @@ def main():
              + (f" shares={a.shares}" if a.shares else "")
              + (f" spare={a.spare}" if a.spare is not None else "")
              + (f" dtype={a.dtype} weights={weights_dtype}" if a.dtype != "f32" else "")
-             + (" so" if a.so else "") + (f" extra='{a.extra}'" if a.extra else ""))
-    if a.dtype == "f32":
+             + (" so" if a.so else "") + (f" extra='{a.extra}'" if a.extra else "")
+             + (f" matmul_precision={a.matmul_precision}" if a.matmul_precision != "f32"
+                else ""))
+    if a.matmul_precision != "f32":
+        verdict, lines = check_reduced(y, x, weights, a)
+    elif a.dtype == "f32":
         verdict, lines = check_f32(y, x, weights, a)
     else:
         verdict, lines = check_bf16(y, x, weights, a)

@@ -13,6 +13,7 @@
 #include "tools/htp-run/errors.h"
 
 #include "runtime/htp_entry.h"
+#include "kernels/htp_kernel_table.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -109,6 +110,18 @@ static const char *const HELP[] = {
     "                        81920): what would fail on a GPU fails here.\n"
     "                        The environment's HTP_DEVICE, when set, is the default\n"
     "                        instead of cpu\n"
+    "  --matmul-precision f32|tf32|bf16\n"
+    "                        the precision of every product with a weight (each\n"
+    "                        linear's x·wᵀ; with --train also dy·w and dyᵀ·x), as\n"
+    "                        PyTorch's torch.set_float32_matmul_precision: f32\n"
+    "                        (default, \"highest\"), tf32 (\"high\": operands rounded\n"
+    "                        to 10 mantissa bits) or bf16 (\"medium\": 7 bits); the\n"
+    "                        products are summed in f32. Faster where the device\n"
+    "                        computes that format natively (CUDA's tensor cores;\n"
+    "                        a CPU's AVX512-BF16 or AMX units, bf16 only: tf32 on\n"
+    "                        a CPU, and bf16 on one without bf16 units, give the\n"
+    "                        same numbers computed in f32, no faster). Attention's\n"
+    "                        q·kᵀ and p·v stay f32; a bf16 block is unaffected\n"
     "  --sms R:COUNT         (--device cuda, --backend local) confine rank R's work\n"
     "                        to COUNT of the GPU's SMs (a green context; whole\n"
     "                        partition steps, 8 on sm_90), so it is slow in\n"
@@ -455,14 +468,22 @@ enum flag_id {
   FLAG_TRAIN, FLAG_DATA, FLAG_EPOCHS, FLAG_OPTIMIZER, FLAG_LR, FLAG_MOMENTUM, FLAG_WEIGHT_DECAY,
   FLAG_SCHEDULE, FLAG_LIMIT_TRAIN, FLAG_LIMIT_TEST, FLAG_PARAMS, FLAG_CHECKPOINT, FLAG_RESUME,
   FLAG_METRICS, FLAG_AUGMENT, FLAG_LABEL_SMOOTHING, FLAG_CLOCK, FLAG_RANDOM_ERASE,
-  FLAG_SKIP_NONFINITE, FLAG_PROFILE
+  FLAG_SKIP_NONFINITE, FLAG_PROFILE, FLAG_MATMUL_PRECISION
 };
-_Static_assert(FLAG_SKIP_NONFINITE - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
+_Static_assert(FLAG_MATMUL_PRECISION - FLAG_ENTRY < 64, "the seen mask has one bit a flag");
 
 /* htp-run's own choices (not runtime enums): the report, backend, device. */
 static const char *const report_names[] = {"table", "json", NULL};
 static const char *const backend_names[] = {"local", "mpi", "nccl", NULL};
 static const char *const device_names[] = {"cpu", "cuda", "checked", NULL};
+/* In htp_matmul_precision's order. */
+static const char *const precision_names[] = {"f32", "tf32", "bf16", NULL};
+_Static_assert(HTP_MATMUL_F32 == 0 && HTP_MATMUL_TF32 == 1 && HTP_MATMUL_BF16 == 2,
+               "precision_names follows htp_matmul_precision");
+
+const char *htp_run_matmul_precision_name(int precision) {
+  return precision >= 0 && precision <= HTP_MATMUL_BF16 ? precision_names[precision] : "?";
+}
 static const char *const optimizer_names[] = {"adamw", "sgd", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const clock_names[] = {"wall", "cpu", "units", NULL}; /* htp_train_clock's order */
@@ -829,6 +850,8 @@ static const flag_spec FLAGS[] = {
     LONG("tp", FLAG_TP, tp, 1, HTP_ENTRY_MAX_TP, AT(tp_given), 0),
     CHOICE("backend", FLAG_BACKEND, KIND_WORD, backend, backend_names, 0),
     CHOICE("device", FLAG_DEVICE, KIND_WORD, device, device_names, 0),
+    CHOICE("matmul-precision", FLAG_MATMUL_PRECISION, KIND_CHOICE, matmul_precision,
+           precision_names, 0),
     PARSE("policy", FLAG_POLICY, parse_policy, 0),
     PARSE("impute", FLAG_IMPUTE, parse_impute, 0),
     PARSE("select", FLAG_SELECT, parse_select, 0),
@@ -880,7 +903,7 @@ static const flag_spec FLAGS[] = {
 #undef PARSE
 #undef AT
 enum { NUM_FLAGS = sizeof FLAGS / sizeof *FLAGS };
-_Static_assert(NUM_FLAGS == FLAG_PROFILE - FLAG_ENTRY + 1, "one row per flag id");
+_Static_assert(NUM_FLAGS == FLAG_MATMUL_PRECISION - FLAG_ENTRY + 1, "one row per flag id");
 /* KIND_CHOICE writes an int: the enums it fills are int-sized. */
 _Static_assert(sizeof(htp_report_kind) == sizeof(int) && sizeof(htp_train_clock) == sizeof(int),
                "choice enums are ints");

@@ -106,6 +106,7 @@ typedef struct htp_run_options {
   int num_shares;
   long spare;                    /* --spare: percent of spare room per rank, 0 to 1000 */
   const char *backend, *device;
+  int matmul_precision;          /* --matmul-precision: an htp_matmul_precision */
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */
   long same_max_age;             /* --impute same: steps a stored value stands in (0: any) */
@@ -145,6 +146,10 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
 void htp_run_print_help(FILE *stream);
+
+/* --matmul-precision's name of an htp_matmul_precision ("f32", "tf32",
+ * "bf16"). */
+const char *htp_run_matmul_precision_name(int precision);
 
 /* --augment's and --clock's names of a choice ("none", "flip", "flip-shift";
  * "wall", "cpu"). */

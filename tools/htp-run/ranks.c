@@ -57,8 +57,8 @@ static const char *backend_name(htp_backend backend) {
 }
 
 int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, int standbys,
-                   double timeout_s, htp_device device, const int32_t *sm_counts, char *err,
-                   size_t err_size) {
+                   double timeout_s, htp_device device, int32_t matmul_precision,
+                   const int32_t *sm_counts, char *err, size_t err_size) {
   *out = NULL;
   if (!htp_backend_available(backend))
     return htp_set_error(err, err_size, "this htp-run was built without the %s backend%s",
@@ -73,6 +73,7 @@ int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, int sta
   config.world_size = world_size;
   config.timeout_s = timeout_s;
   config.device = device;
+  config.matmul_precision = matmul_precision;
   config.sm_counts = sm_counts;
   config.standbys = standbys;
   char message[512];

@@ -10,6 +10,7 @@
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/shape.h"
 
+#include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
 
 #include <jansson.h>
@@ -250,6 +251,9 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
          state->blas_threads_from ? state->blas_threads_from : "its share of the cores");
   if (strcmp(options->device, "cuda") != 0)
     printf("  CPU GEMMs: %s\n", htp_cpu_gemm_provider());
+  if (options->matmul_precision != HTP_MATMUL_F32)
+    printf("  products with a weight: %s operands, f32 sums (--matmul-precision)\n",
+           htp_run_matmul_precision_name(options->matmul_precision));
   if (device_kernels(options)) {
     printf("  kernels' own device memory per rank: %.4g MB held", kernel_memory_held(state) / 1e6);
     if (sig->kernel_memory_bytes >= 0)
@@ -493,6 +497,8 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
   put(report, "block_flops", json_integer(sig->flops * state->tp), &ok);
   put(report, "blas_threads", json_integer(state->blas_threads), &ok);
   put(report, "gemm_provider", json_string(htp_cpu_gemm_provider()), &ok);
+  put(report, "matmul_precision",
+      json_string(htp_run_matmul_precision_name(options->matmul_precision)), &ok);
   put(report, "median_ms", number(t.median), &ok);
   put(report, "min_ms", number(t.min), &ok);
   put(report, "mean_ms", number(t.mean), &ok);

@@ -15,6 +15,7 @@
 #include "tools/htp-run/executor.h"
 
 #include "kernels/htp_bf16.h"
+#include "kernels/htp_kernel_table.h"
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/host.h"
@@ -298,7 +299,8 @@ static int check_device(const htp_run_state *state, char *err, size_t err_size) 
   if (state->device != HTP_DEVICE_CUDA)
     return 0;
   htp_ranks *probe = NULL;
-  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 0, 60.0, HTP_DEVICE_CUDA, NULL, err, err_size))
+  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 0, 60.0, HTP_DEVICE_CUDA, HTP_MATMUL_F32,
+                     NULL, err, err_size))
     return 1;
   htp_ranks_close(probe);
   return 0;
@@ -350,7 +352,7 @@ static int open_launcher_world(const htp_run_options *options, htp_run_state *st
   }
   /* The world first: its size is the tp, and only rank 0 reports. */
   if (htp_ranks_open(&state->ranks, backend, 0, (int)options->train.standby, options->timeout_s,
-                     state->device, NULL, err, err_size))
+                     state->device, options->matmul_precision, NULL, err, err_size))
     return 1;
   int size = htp_ranks_size(state->ranks);
   /* A standby (--standby) has no rank until it joins: past every rank, so
@@ -513,7 +515,8 @@ static int prepare_run(const htp_run_options *options, htp_run_state *state, int
     if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, err_size))
       return 1;
   if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, 0, options->timeout_s,
-                             state->device, state->sm_counts, err, err_size))
+                             state->device, options->matmul_precision, state->sm_counts, err,
+                             err_size))
     return 1;
   if (htp_ranks_add_faults(state->ranks, options->faults, options->num_faults, err, err_size))
     return 1;

@@ -17,7 +17,8 @@
 
 #include "tools/htp-run/train/job.h"
 
-#include "kernels/htp_kernels.h" /* htp_cpu_set_blas_threads */
+#include "kernels/htp_kernel_table.h" /* HTP_MATMUL_F32 */
+#include "kernels/htp_kernels.h"      /* htp_cpu_set_blas_threads */
 #include "runtime/htp_ops.h" /* htp_op_sgd_momentum_f32, htp_op_adamw_f32 */
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
@@ -1057,6 +1058,9 @@ static void print_banner(const htp_run_options *options, const htp_run_state *st
   if (train->label_smoothing > 0)
     snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", label smoothing %g",
              train->label_smoothing);
+  if (options->matmul_precision != HTP_MATMUL_F32)
+    snprintf(extras + strlen(extras), sizeof extras - strlen(extras),
+             ", %s products with weights", htp_run_matmul_precision_name(options->matmul_precision));
   if (train->clock != HTP_TRAIN_CLOCK_WALL)
     snprintf(extras + strlen(extras), sizeof extras - strlen(extras), ", %s clock (steps modelled%s)",
              htp_run_clock_name(train->clock),
@@ -1160,7 +1164,8 @@ static int open_train_ranks(const htp_run_options *options, htp_run_state *state
                             const train_job *job, htp_ranks **ranks, char *err,
                             size_t err_size) {
   if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s,
-                                state->device, state->sm_counts, err, err_size))
+                                state->device, options->matmul_precision, state->sm_counts, err,
+                                err_size))
     return 1;
   htp_run_choose_blas_threads(state, state->process_rank >= 0);
   if (options->train.clock != HTP_TRAIN_CLOCK_WALL) {
@@ -1610,7 +1615,9 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
     htp_ranks_close(*ranks);
     *ranks = NULL;
     if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s, state->device,
-                       job->tp == e->logical_tp ? state->sm_counts : NULL, err, err_size))
+                       options->matmul_precision, job->tp == e->logical_tp ? state->sm_counts
+                                                                           : NULL,
+                       err, err_size))
       return 1;
   }
 }
