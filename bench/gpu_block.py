@@ -19,7 +19,12 @@ some), on the same GPU:
             q·kᵀ, p·v, proj, fc1, fc2) through torch.matmul (cuBLAS), each
             timed and summed: what the block costs if everything else were
             free
-f32 runs without TF32 everywhere (HTP's cuBLAS calls are plain FP32). PyTorch
+f32 runs without TF32 everywhere (HTP's cuBLAS calls are plain FP32) unless
+--matmul-precision tf32|bf16: htp-run gets it (its linears on TF32 or bf16
+operands, cuBLAS's FAST_TF32 / FAST_16BF compute types) and PyTorch gets
+torch.set_float32_matmul_precision("high" / "medium": TF32 on CUDA; PyTorch
+has no bf16-operand float32 GEMM there), the timm check's tolerance widens
+to 4e-3 (tf32) or 2e-2 (bf16), and the variant column says so. PyTorch
 is timed like htp-run times an iteration: CUDA events around each forward,
 back to back, no L2 flush, median of --iters after --warmup.
 
@@ -62,12 +67,17 @@ def read_blocks(folder):
 COLUMNS = ["block", "variant", "model", "dtype", "batch", "htp_ms", "eager_ms", "compile_ms", "gemm_ms",
            "x_eager", "x_compile", "gemm_fraction", "check_error", "timm_error",
            "timm_own_error", "kernel_mb", "kernel_bound_mb", "device"]
-# htp-run --check's tolerances, used for the comparison with timm too.
+# htp-run --check's tolerances, used for the comparison with timm too; an f32
+# block at a reduced --matmul-precision is held to the second table.
 TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}
+PRECISION_TOLERANCE = {"tf32": 4e-3, "bf16": 2e-2}
+TORCH_PRECISION = {"f32": "highest", "tf32": "high", "bf16": "medium"}
 
 
 def htp_run(args, block, extra):
     cmd = [args.htp_run, block["file"], "--device", "cuda", "--report", "json", *extra]
+    if args.matmul_precision != "f32":
+        cmd += ["--matmul-precision", args.matmul_precision]
     print("$ " + " ".join(cmd), flush=True)
     env = dict(os.environ, **dict(item.split("=", 1) for item in args.htp_env))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
@@ -187,13 +197,17 @@ def main():
                         help="set in htp-run's environment only (repeatable), e.g. "
                              "HTP_CUDA_LINEAR_EPILOGUE=cublaslt; the rows' variant column "
                              "lists them")
+    parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
+                        help="htp-run --matmul-precision, and PyTorch's counterpart (the "
+                             "docstring)")
     parser.add_argument("--dry-run", action="store_true",
                         help="check the blocks and htp-run exist, print what would run, stop")
     args = parser.parse_args()
     for item in args.htp_env:
         if "=" not in item or not item.split("=", 1)[0]:
             parser.error(f"--htp-env {item!r}: expected VAR=VALUE")
-    variant = ",".join(args.htp_env) or "default"
+    variant = ",".join(args.htp_env + ([f"matmul_precision={args.matmul_precision}"]
+                                       if args.matmul_precision != "f32" else [])) or "default"
     blocks = [b for b in read_blocks(args.blocks) if b["tp"] == 1]
     if args.only:
         wanted = set(args.only.split(","))
@@ -226,7 +240,7 @@ def main():
     if not torch.cuda.is_available():
         print("gpu_block: no CUDA device: skipped")
         return 77
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision(TORCH_PRECISION[args.matmul_precision])
     torch.backends.cudnn.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
     print(f"device {props.name}, {props.multi_processor_count} SMs; PyTorch {torch.__version__}, "
@@ -252,7 +266,9 @@ def main():
             if args.timm_check:
                 report, row["timm_error"], row["timm_own_error"] = timm_check(
                     torch, args, block, module, x, dtype, scratch)
-                tolerance = TOLERANCE[block["dtype"]]
+                tolerance = (PRECISION_TOLERANCE[args.matmul_precision]
+                             if block["dtype"] == "f32" and args.matmul_precision != "f32"
+                             else TOLERANCE[block["dtype"]])
                 verdict = "ok" if row["timm_error"] <= tolerance else "OUT OF TOLERANCE"
                 print(f"timm {name}: htp {row['timm_error']:.2e}, timm {block['dtype']} "
                       f"{row['timm_own_error']:.2e} against timm float64 (tol {tolerance:g}): "

@@ -37,6 +37,8 @@ object instead. Needs torch and timm: without them it says so and exits 77.
 
     bench/train_step.py                                    # the defaults below
     bench/train_step.py --htp-run build/tools/htp-run/htp-run --modes htp,eager --rounds 3
+    bench/train_step.py --htp-run build/tools/htp-run/htp-run --modes htp,eager --rounds 3 \
+        --matmul-precision bf16        # the linears on bf16 operands, both sides
     bench/train_step.py --depth 12 --dim 768 --heads 12 --mlp 3072 --patch 16 \\
         --image 224 --channels 3 --classes 1000 --batch 8 --iters 5   # ViT-B/16
 """
@@ -120,6 +122,8 @@ def time_htp(c, a, work):
            "--lr", str(a.lr), "--weight-decay", str(a.weight_decay), "--metrics", metrics]
     if a.data:
         cmd += ["--data", a.data]
+    if a.matmul_precision != "f32":
+        cmd += ["--matmul-precision", a.matmul_precision]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         raise RuntimeError(f"htp-run exited with {run.returncode}: {run.stderr.strip()[-300:]}")
@@ -162,6 +166,11 @@ def main():
     parser.add_argument("--data", help="htp-run --data (default: its own)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="run the modes in turn this many times (default 1)")
+    parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
+                        help="htp-run --matmul-precision; PyTorch gets "
+                             "torch.set_float32_matmul_precision's counterpart (highest, high, "
+                             "medium; what each does is the device's: PyTorch 2.15's CPU "
+                             "'medium' measured here kept f32's accuracy, bench/RESULTS.md)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", choices=["table", "json"], default="table")
     a = parser.parse_args()
@@ -194,6 +203,8 @@ def main():
     import vit_train_ref as ref
     if a.threads:
         torch.set_num_threads(a.threads)
+    torch.set_float32_matmul_precision(
+        {"f32": "highest", "tf32": "high", "bf16": "medium"}[a.matmul_precision])
     c = {"depth": a.depth, "dim": a.dim, "heads": a.heads, "mlp": a.mlp or 4 * a.dim,
          "patch": a.patch, "image": a.image, "channels": a.channels, "classes": a.classes,
          "eps": a.eps, "gelu": a.gelu}

@@ -847,6 +847,73 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   printf("%s %s on %s: %.1f s\n", s->name, t == F32 ? "f32" : "bf16", d->name, now() - start);
 }
 
+/* ----- Matmul precision (set_matmul_precision) ----------------------------- */
+
+/* x rounded to `kept` mantissa bits: to nearest with ties to even (rint in
+ * the default mode), or toward zero (a conversion that truncates). */
+static double round_bits(double x, int kept, int nearest) {
+  if (x == 0.0 || !isfinite(x)) return x;
+  int e;
+  const double m = ldexp(frexp(x, &e), kept + 1);
+  return ldexp(nearest ? rint(m) : trunc(m), e - kept - 1);
+}
+
+/* An f32 linear (fc1's shape, with a bias) at TF32 and at bf16 operands,
+ * against b + Σ round(x) round(w) in double, the operands rounded to
+ * nearest even (what the CPU does) or toward zero (cuBLAS does not say how
+ * its FAST_TF32 / FAST_16BF compute types convert): within the tensor
+ * cores' summation bound G + u |y| for one of the two, and outside it for
+ * the exact operands (the precision took effect). Back to f32 after. */
+static void precision_cases(device *d, const shape *s) {
+  static const struct { int precision, kept; const char *name; } formats[] = {
+      {HTP_MATMUL_TF32, 10, "tf32"}, {HTP_MATMUL_BF16, 7, "bf16"}};
+  if (!d->k->set_matmul_precision) {
+    printf("  %s: the table has no set_matmul_precision: FAIL\n", d->name);
+    failures++;
+    return;
+  }
+  const int64_t rows = s->batch * s->tokens, in = s->dim, out = s->mlp;
+  const float reach = 1.0f / sqrtf((float)in);
+  for (size_t f = 0; f < sizeof formats / sizeof *formats; ++f) {
+    ENTRY(d, d->k->set_matmul_precision(&d->env, formats[f].precision));
+    float *x = random_values(rows * in, -1, 1, F32), *w = random_values(out * in, -reach, reach, F32);
+    float *b = random_values(out, -0.5f, 0.5f, F32);
+    void *dx = upload(d, x, rows * in, F32), *dw = upload(d, w, out * in, F32);
+    void *db = upload(d, b, out, F32), *dy = upload_poison(d, rows * out, F32);
+    ENTRY(d, run_linear(d, F32, dx, dw, db, dy, rows, in, out));
+    float *got = download(d, dy, rows * out, F32);
+    int64_t count;
+    int64_t *sample = sample_rows(rows, s->tokens, 3.0 * (double)in * (double)out, 24, &count);
+    double worst[3] = {0.0, 0.0, 0.0}; /* nearest, toward zero, exact */
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t o = 0; o < out; ++o) {
+        const float *xr = x + sample[i] * in, *wo = w + o * in;
+        for (int kind = 0; kind < 3; ++kind) {
+          double y = b[o], l1 = fabs(b[o]);
+          for (int64_t k = 0; k < in; ++k) {
+            const double t = kind == 2 ? (double)xr[k] * wo[k]
+                                       : round_bits(xr[k], formats[f].kept, kind == 0) *
+                                             round_bits(wo[k], formats[f].kept, kind == 0);
+            y += t;
+            l1 += fabs(t);
+          }
+          const double bound = sum_error(16.0, in + 1) * l1 + UNIT_F32 * fabs(y);
+          const double ratio = fabs((double)got[sample[i] * out + o] - y) / bound;
+          worst[kind] = isnan(ratio) ? INFINITY : fmax(worst[kind], ratio);
+        }
+      }
+    const int ok = fmin(worst[0], worst[1]) <= 1.0 && worst[2] > 1.0;
+    printf("  %s %s f32 linear at %s operands: worst |error| / bound %.3g (rounded to nearest), "
+           "%.3g (toward zero), %.3g (exact operands: must exceed 1) %s\n", s->name, d->name,
+           formats[f].name, worst[0], worst[1], worst[2], ok ? "ok" : "FAIL");
+    failures += !ok;
+    failures += check_written("precision linear", got, rows * out) > 0;
+    release(d, dx), release(d, dw), release(d, db), release(d, dy);
+    free(x), free(w), free(b), free(got), free(sample);
+  }
+  ENTRY(d, d->k->set_matmul_precision(&d->env, HTP_MATMUL_F32));
+}
+
 /* ----- Sums, memory, the model's ends (through the table) ----------------- */
 
 /* sum_f32 and sum_bf16 over three parts, into a poisoned output and in
@@ -1045,6 +1112,7 @@ static void table_cases(device *d, const shape *shapes, size_t count) {
   for (size_t i = 0; i < count; ++i) {
     forward_cases(d, &shapes[i], F32);
     forward_cases(d, &shapes[i], BF16);
+    precision_cases(d, &shapes[i]);
   }
   sum_cases(d);
   memory_cases(d);

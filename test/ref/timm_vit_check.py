@@ -164,6 +164,30 @@ class Checks:
                          f"{rel / check_e2e.EPS32:g} eps32 (|b_i| + rms(b)); {worst_where})")
 
 
+def add_reduced(checks, label, got, rounded, exact, kept):
+    """htp-run at a matmul precision of `kept` mantissa bits: got against
+    the reference whose products with weights take operands rounded alike
+    (near) and the exact one (far), as check_e2e.check_reduced: rms relative
+    errors, near <= far / 2 and <= 2^-(kept+1), far >= 2^-(kept+6) (the
+    rounding happened; a gradient is a sum of many rounded products, so its
+    deviation can be a few times smaller than the forward's). Sharp in bf16
+    on a well-conditioned model (--timm-init): an operand that is a GEMM's
+    f32 sum (p·v, a GELU of one, every dy) carries a few ulps of htp's
+    summation error, and where that straddles a rounding boundary the two
+    sides round it a format ulp apart: rare in bf16, 16 times as often in
+    TF32, whose gradients then fail near <= far / 2 (the kernel tests,
+    test_precision.c, hold TF32's backward products element by element)."""
+    rms = lambda v: float(np.sqrt(np.mean(np.square(np.asarray(v, np.float64)))))
+    got = np.asarray(got, np.float64)
+    near = rms(got - rounded) / max(rms(rounded), 1e-300)
+    far = rms(got - exact) / max(rms(exact), 1e-300)
+    good = near <= far / 2 and near <= 2.0 ** -(kept + 1) and far >= 2.0 ** -(kept + 6)
+    checks.ok &= bool(good)
+    checks.rows.append(f"{'ok  ' if good else 'FAIL'} {label}: rms relative error {near:.2e} "
+                       f"against the rounded reference, {far:.2e} against the exact one")
+    return good
+
+
 def run_timm(c, params, images, targets, checks, expected):
     import torch
     import torch.nn.functional as F
@@ -181,7 +205,11 @@ def run_timm(c, params, images, targets, checks, expected):
                      {n: p.grad.numpy() for n, p in model.named_parameters()}, grads_ref)
 
 
-def run_htp(a, c, work, weights, images_path, targets_path, checks, expected, wrongs=()):
+def run_htp(a, c, work, weights, images_path, targets_path, checks, expected, wrongs=(),
+            rounded=None):
+    """rounded: with --matmul-precision, the reference with the linears'
+    operands rounded (htp-run's logits and gradients are held to it by
+    add_reduced instead of element by element)."""
     loss_ref, logits_ref, grads_ref = expected
     mlir = a.mlir
     if not mlir:
@@ -198,6 +226,8 @@ def run_htp(a, c, work, weights, images_path, targets_path, checks, expected, wr
         outs = [os.path.join(work, f"{entry}.{i}.npy") for i in range(count)]
         cmd = [a.htp_run, mlir, "--entry", entry, "--weights", weights, "--tp", str(a.tp),
                "--iters", "1", "--warmup", "0"]
+        if a.matmul_precision != "f32":
+            cmd += ["--matmul-precision", a.matmul_precision]
         for path in inputs:
             cmd += ["--input", path]
         for path in outs:
@@ -215,6 +245,17 @@ def run_htp(a, c, work, weights, images_path, targets_path, checks, expected, wr
             return None
         return [np.load(p) for p in outs]
 
+    if rounded:
+        kept = check_e2e.MANTISSA_BITS[a.matmul_precision]
+        names = list(ref.param_shapes(c))
+        out = htp("vit_loss_grad", [images_path, targets_path], 2 + len(names))
+        if out:
+            add_reduced(checks, "htp-run @vit_loss_grad logits", out[1], rounded[1], logits_ref,
+                        kept)
+            for name, got in zip(names, out[2:]):
+                add_reduced(checks, f"htp-run gradient of {name}", got, rounded[2][name],
+                            grads_ref[name], kept)
+        return
     out = htp("vit", [images_path], 1)
     if out:
         checks.add_elementwise("htp-run @vit logits vs reference", out[0], logits_ref)
@@ -301,6 +342,10 @@ def main():
                              "difference of its own loss along a random direction")
     parser.add_argument("--tp", type=int, default=1, help="htp-run --tp (default 1)")
     parser.add_argument("--extra", default="", help="more htp-run arguments, split at blanks")
+    parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
+                        help="htp-run --matmul-precision (with --grads): the logits and "
+                             "gradients against the reference whose products with weights "
+                             "take operands rounded alike (rms, as check_e2e.py)")
     parser.add_argument("--without-torch", action="store_true",
                         help="without torch/timm, run the htp-run checks alone instead of "
                              "skipping")
@@ -321,6 +366,8 @@ def main():
         parser.error("--mlir and --grads go with --htp-run")
     if a.fd and not a.grads:
         parser.error("--fd goes with --grads")
+    if a.matmul_precision != "f32" and (not a.grads or a.fd):
+        parser.error("--matmul-precision goes with --grads (and not --fd)")
 
     os.makedirs(a.workdir, exist_ok=True)
     weights_path = os.path.join(a.workdir, "weights.safetensors")
@@ -368,12 +415,18 @@ def main():
             perturbed[name][0, :] *= 1 + PERTURBATION_MODEL
             wrongs.append((f"the model with {name}[0, :] x (1 + {PERTURBATION_MODEL:g})",
                            ref.loss_and_grads(perturbed, images, targets, c)))
+        rounded = None
+        if a.matmul_precision != "f32":
+            kept = check_e2e.MANTISSA_BITS[a.matmul_precision]
+            rounded = ref.loss_and_grads(params, images, targets, c,
+                                         operand=lambda v: check_e2e.round_mantissa(v, kept))
         run_htp(a, c, a.workdir, weights_path, images_path, targets_path, checks, expected,
-                wrongs)
+                wrongs, rounded)
 
     sizes = " ".join(f"{k}={c[k]}" for k in ref.CONFIG_KEYS) + \
         f" batch={a.batch} eps={c['eps']:g} gelu={c['gelu']}" + \
-        (" timm-init" if a.timm_init else "") + (f" tp={a.tp}" if a.htp_run else "")
+        (" timm-init" if a.timm_init else "") + (f" tp={a.tp}" if a.htp_run else "") + \
+        (f" matmul_precision={a.matmul_precision}" if a.matmul_precision != "f32" else "")
     print("\n".join(checks.rows))
     print(f"{'PASS' if checks.ok else 'FAIL'}: loss {expected[0]:.6f}, {sizes}")
     return 0 if checks.ok else 1

@@ -164,17 +164,22 @@ def layer_norm_bwd(dy, cache):
     return dx, dgamma, dbeta
 
 
-def linear_bwd(x, w, dy):
-    """y = x @ w.T + b over the last dim -> dx, dw, db."""
+def _same(value):
+    return value
+
+
+def linear_bwd(x, w, dy, op=_same):
+    """y = x @ w.T + b over the last dim -> dx, dw, db. op: the matmul
+    precision's rounding of each product's operands (forward's docstring)."""
     x2 = x.reshape(-1, x.shape[-1])
     dy2 = dy.reshape(-1, dy.shape[-1])
-    return dy @ w, dy2.T @ x2, dy2.sum(axis=0)
+    return op(dy) @ op(w), op(dy2).T @ op(x2), dy2.sum(axis=0)
 
 
-def attention_fwd(x, wqkv, bqkv, wproj, bproj, heads):
+def attention_fwd(x, wqkv, bqkv, wproj, bproj, heads, op=_same):
     b, n, d = x.shape
     hd = d // heads
-    qkv = (x @ wqkv.T + bqkv).reshape(b, n, 3, heads, hd).transpose(2, 0, 3, 1, 4)
+    qkv = (op(x) @ op(wqkv).T + bqkv).reshape(b, n, 3, heads, hd).transpose(2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]                        # [B, H, N, hd]
     scale = 1.0 / math.sqrt(hd)
     s = q @ k.transpose(0, 1, 3, 2) * scale
@@ -182,15 +187,15 @@ def attention_fwd(x, wqkv, bqkv, wproj, bproj, heads):
     p = np.exp(s)
     p = p / p.sum(axis=-1, keepdims=True)
     o = (p @ v).transpose(0, 2, 1, 3).reshape(b, n, d)     # heads concatenated
-    return o @ wproj.T + bproj, (x, q, k, v, p, o, wqkv, wproj, heads, scale)
+    return op(o) @ op(wproj).T + bproj, (x, q, k, v, p, o, wqkv, wproj, heads, scale, op)
 
 
 def attention_bwd(dy, cache):
     """-> dx, dwqkv, dbqkv, dwproj, dbproj."""
-    x, q, k, v, p, o, wqkv, wproj, heads, scale = cache
+    x, q, k, v, p, o, wqkv, wproj, heads, scale, op = cache
     b, n, d = x.shape
     hd = d // heads
-    do, dwproj, dbproj = linear_bwd(o, wproj, dy)
+    do, dwproj, dbproj = linear_bwd(o, wproj, dy, op)
     do = do.reshape(b, n, heads, hd).transpose(0, 2, 1, 3)  # [B, H, N, hd]
     dp = do @ v.transpose(0, 1, 3, 2)
     dv = p.transpose(0, 1, 3, 2) @ do
@@ -198,7 +203,7 @@ def attention_bwd(dy, cache):
     dq = ds @ k
     dk = ds.transpose(0, 1, 3, 2) @ q
     dqkv = np.stack([dq, dk, dv]).transpose(1, 3, 0, 2, 4).reshape(b, n, 3 * d)
-    dx, dwqkv, dbqkv = linear_bwd(x, wqkv, dqkv)
+    dx, dwqkv, dbqkv = linear_bwd(x, wqkv, dqkv, op)
     return dx, dwqkv, dbqkv, dwproj, dbproj
 
 
@@ -215,13 +220,18 @@ def cross_entropy(logits, targets):
 
 # ---------------------------------------------------------------- whole model
 
-def forward(params, images, c, dtype=np.float64):
-    """-> (logits, cache for backward)."""
+def forward(params, images, c, dtype=np.float64, operand=None):
+    """-> (logits, cache for backward). operand, when given, is applied to
+    both operands of every product with a weight before it, here and in
+    backward (the linears' x @ W.T, dy @ W and dy.T @ x; not attention's own
+    products): a matmul precision (htp-run --matmul-precision) rounds them."""
+    op = operand or _same
     w = {n: np.asarray(v, dtype=dtype) for n, v in params.items()}
     images = np.asarray(images, dtype=dtype)
     d, eps, heads = c["dim"], c["eps"], c["heads"]
     patches = patchify(images, c["patch"])
-    t = patches @ w["patch_embed.proj.weight"].reshape(d, -1).T + w["patch_embed.proj.bias"]
+    t = op(patches) @ op(w["patch_embed.proj.weight"].reshape(d, -1)).T \
+        + w["patch_embed.proj.bias"]
     b = images.shape[0]
     cls = np.broadcast_to(w["cls_token"], (b, 1, d))
     x = np.concatenate([cls, t], axis=1) + w["pos_embed"]
@@ -230,25 +240,25 @@ def forward(params, images, c, dtype=np.float64):
         p = lambda s: w[f"blocks.{i}.{s}"]
         h1, ln1 = layer_norm_fwd(x, p("norm1.weight"), p("norm1.bias"), eps)
         a, att = attention_fwd(h1, p("attn.qkv.weight"), p("attn.qkv.bias"),
-                               p("attn.proj.weight"), p("attn.proj.bias"), heads)
+                               p("attn.proj.weight"), p("attn.proj.bias"), heads, op)
         r1 = x + a
         h2, ln2 = layer_norm_fwd(r1, p("norm2.weight"), p("norm2.bias"), eps)
-        f1 = h2 @ p("mlp.fc1.weight").T + p("mlp.fc1.bias")
+        f1 = op(h2) @ op(p("mlp.fc1.weight")).T + p("mlp.fc1.bias")
         g, dg = gelu_and_grad(f1, c["gelu"])
-        x = r1 + g @ p("mlp.fc2.weight").T + p("mlp.fc2.bias")
+        x = r1 + op(g) @ op(p("mlp.fc2.weight")).T + p("mlp.fc2.bias")
         blocks.append((ln1, att, ln2, h2, g, dg))
     normed, lnf = layer_norm_fwd(x, w["norm.weight"], w["norm.bias"], eps)
     pooled = normed[:, 0]
-    logits = pooled @ w["head.weight"].T + w["head.bias"]
-    return logits, (w, patches, x.shape, blocks, lnf, pooled)
+    logits = op(pooled) @ op(w["head.weight"]).T + w["head.bias"]
+    return logits, (w, patches, x.shape, blocks, lnf, pooled, op)
 
 
 def backward(dlogits, cache, c):
     """d(loss)/d(param) for every timm name, given d(loss)/d(logits)."""
-    w, patches, shape, blocks, lnf, pooled = cache
+    w, patches, shape, blocks, lnf, pooled, op = cache
     grads = {}
     dpooled, grads["head.weight"], grads["head.bias"] = linear_bwd(pooled, w["head.weight"],
-                                                                   dlogits)
+                                                                   dlogits, op)
     dnormed = np.zeros(shape, dtype=dlogits.dtype)
     dnormed[:, 0] = dpooled
     dx, grads["norm.weight"], grads["norm.bias"] = layer_norm_bwd(dnormed, lnf)
@@ -257,9 +267,9 @@ def backward(dlogits, cache, c):
         n = lambda s: f"blocks.{i}.{s}"
         # x_out = r1 + fc2(gelu(fc1(norm2(r1))))
         dgout, grads[n("mlp.fc2.weight")], grads[n("mlp.fc2.bias")] = linear_bwd(
-            g, w[n("mlp.fc2.weight")], dx)
+            g, w[n("mlp.fc2.weight")], dx, op)
         dh2, grads[n("mlp.fc1.weight")], grads[n("mlp.fc1.bias")] = linear_bwd(
-            h2, w[n("mlp.fc1.weight")], dgout * dg)
+            h2, w[n("mlp.fc1.weight")], dgout * dg, op)
         dr1, grads[n("norm2.weight")], grads[n("norm2.bias")] = layer_norm_bwd(dh2, ln2)
         dr1 = dr1 + dx
         # r1 = x + attn(norm1(x))
@@ -272,14 +282,14 @@ def backward(dlogits, cache, c):
     dt = dx[:, 1:]
     d = c["dim"]
     _, dwpe, grads["patch_embed.proj.bias"] = linear_bwd(
-        patches, w["patch_embed.proj.weight"].reshape(d, -1), dt)
+        patches, w["patch_embed.proj.weight"].reshape(d, -1), dt, op)
     grads["patch_embed.proj.weight"] = dwpe.reshape(w["patch_embed.proj.weight"].shape)
     return {name: grads[name] for name in param_shapes(c)}
 
 
-def loss_and_grads(params, images, targets, c, dtype=np.float64):
+def loss_and_grads(params, images, targets, c, dtype=np.float64, operand=None):
     """-> (loss, logits, {name: gradient of the mean loss})."""
-    logits, cache = forward(params, images, c, dtype)
+    logits, cache = forward(params, images, c, dtype, operand)
     loss, dlogits = cross_entropy(logits, np.asarray(targets, dtype=dtype))
     return loss, logits, backward(dlogits, cache, c)
 

@@ -15,6 +15,7 @@
 #include "tools/htp-run/executor.h"
 
 #include "kernels/htp_bf16.h"
+#include "kernels/htp_kernel_table.h"
 #include "tools/htp-run/errors.h"
 
 #include <math.h>
@@ -141,6 +142,8 @@ double htp_check_tolerance(const htp_run_state *state) {
   for (int r = 0; r < state->sig.num_results; r++)
     if (state->sig.results[r].dtype == HTP_SIG_BF16)
       return HTP_CHECK_TOLERANCE_BF16;
+  if (state->matmul_precision == HTP_MATMUL_BF16) return ldexp(1.0, -8);
+  if (state->matmul_precision == HTP_MATMUL_TF32) return ldexp(1.0, -11);
   return HTP_CHECK_TOLERANCE;
 }
 

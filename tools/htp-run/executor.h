@@ -25,6 +25,11 @@
  * htp_check_tolerance picks one. */
 #define HTP_CHECK_TOLERANCE 1e-4
 #define HTP_CHECK_TOLERANCE_BF16 2e-2
+/* With --matmul-precision tf32 or bf16 an operand whose f32 value the split
+ * and the unsplit block compute a few ulps apart (sums in another order)
+ * can round a format ulp apart, so an f32 block's bound widens to half
+ * that ulp relative: 2^-(mantissa bits + 1), 4.9e-4 (TF32) and 3.9e-3
+ * (bf16). */
 
 /* Everything a run owns, released in one place (run.c). */
 typedef struct htp_run_state {
@@ -33,6 +38,7 @@ typedef struct htp_run_state {
   htp_signature sig;
   int shared;                        /* the block is a .so from htp-compile */
   htp_device device;                 /* --device */
+  int matmul_precision;              /* --matmul-precision (an htp_matmul_precision) */
   const htp_compiler *eval_loader;   /* --train: the eval entry (none: NULL) */
   htp_compiled eval_compiled;
   htp_signature eval_sig;
@@ -128,7 +134,8 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
  * when there are some, the output is approximate by design. */
 int64_t htp_pruned_units(const htp_run_state *state);
 /* The --check tolerance of the run's block: HTP_CHECK_TOLERANCE_BF16 when a
- * result is bf16, else HTP_CHECK_TOLERANCE. */
+ * result is bf16, else HTP_CHECK_TOLERANCE, widened for a reduced
+ * --matmul-precision (above). */
 double htp_check_tolerance(const htp_run_state *state);
 /* Result `result` is above the tolerance with no units pruned. */
 int htp_check_failed(const htp_run_state *state, int result);

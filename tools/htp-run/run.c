@@ -432,6 +432,7 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
   state->device = strcmp(options->device, "cuda") == 0      ? HTP_DEVICE_CUDA
                   : strcmp(options->device, "checked") == 0 ? HTP_DEVICE_CHECKED
                                                             : HTP_DEVICE_CPU;
+  state->matmul_precision = options->matmul_precision;
   if (state->device == HTP_DEVICE_CHECKED)
     explain_checked_faults();
   state->process_rank = -1;
