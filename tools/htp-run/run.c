@@ -480,6 +480,12 @@ static int load_entry(const htp_run_options *options, const htp_compiler *jit,
   if (htp_signature_parse(text, text ? strlen(text) : 0, &state->sig, reason, sizeof reason) !=
       HTP_OK)
     return htp_set_error(err, err_size, "%s: bad entry signature: %s", options->path, reason);
+  /* A bf16 block's products take bf16 operands already. */
+  if (options->matmul_precision != HTP_MATMUL_F32 && state->sig.num_args > 0 &&
+      state->sig.args[0].dtype == HTP_SIG_BF16)
+    fprintf(stderr, "htp-run: note: --matmul-precision %s changes an f32 block's products; "
+            "%s's are bf16 already (its linears round their operands as they are stored)\n",
+            htp_run_matmul_precision_name(options->matmul_precision), options->path);
   if (state->shared && options->check && state->sig.tp != 1)
     return htp_set_error(err, err_size, "--check of a shared object compares it with itself on "
                          "the CPU, so it needs a tp-1 .so; %s is for tp %d: check a tp-1 build "
