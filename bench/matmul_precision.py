@@ -5,6 +5,11 @@ against PyTorch's torch.set_float32_matmul_precision on the same weights.
 In alternating rounds (the shared machine's load hits every row alike),
 each row the median ms of --iters after --warmup:
   htp-run f32 / tf32 / bf16   the f32 block (gen_vit.py), --matmul-precision
+  htp-run bf16 block          the same block generated in bf16 (gen_vit.py
+                              --dtype bf16; every tensor bf16, the weights
+                              rounded on load): what a user picks instead
+                              of an f32 block at bf16 precision (--no-bf16-block
+                              leaves it out)
   PyTorch highest / medium    timm's Block (bench/block.py's timm_block),
                               eager, torch.no_grad
 and prints a Markdown table: the median over rounds, the ratio to htp-run
@@ -54,6 +59,8 @@ def main():
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--mlp", type=int, default=3072)
+    parser.add_argument("--no-bf16-block", action="store_true",
+                        help="leave out the bf16 block's row")
     parser.add_argument("--precisions", default="f32,tf32,bf16",
                         help="htp-run's rows, comma-separated (default f32,tf32,bf16)")
     a = parser.parse_args()
@@ -82,6 +89,12 @@ def main():
                        check=True)
         check_e2e.write_safetensors(weights_path, weights)
         np.save(x_path, x)
+        bf16_block = os.path.join(tmp, "block_bf16.mlir")
+        if not a.no_bf16_block:
+            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"),
+                            "--depth", "1", "--dim", str(a.dim), "--heads", str(a.heads),
+                            "--mlp", str(a.mlp), "--tokens", str(a.tokens), "--batch",
+                            str(a.batch), "--dtype", "bf16", "-o", bf16_block], check=True)
         if torch is not None:
             module, xt = block_bench.timm_block(torch, x, weights, a)
         for _ in range(a.rounds):
@@ -95,6 +108,15 @@ def main():
                 times.setdefault(f"htp-run {precision}", []).append(
                     json.loads(out.stdout)["median_ms"])
                 outputs[f"htp-run {precision}"] = np.load(y_path)
+            if not a.no_bf16_block:
+                y_path = os.path.join(tmp, "bf16_block.npy")
+                out = subprocess.run([htp_run, bf16_block, "--weights", weights_path, "--input",
+                                      x_path, "--output", y_path, "--iters", str(a.iters),
+                                      "--warmup", str(a.warmup), "--report", "json"],
+                                     check=True, capture_output=True, text=True)
+                times.setdefault("htp-run bf16 block", []).append(
+                    json.loads(out.stdout)["median_ms"])
+                outputs["htp-run bf16 block"] = np.load(y_path)
             if torch is None:
                 continue
             for precision in ("f32", "bf16"):
@@ -127,6 +149,8 @@ def main():
         precision = name.split()[-1]
         alike = (f"{rms_relative(outputs[name], rounded[precision]):.2e}"
                  if name.startswith("htp-run") and precision in rounded else "—")
+        if name.endswith("block"):
+            alike = "—"
         print(f"| {name} | {statistics.median(ms):.1f} | {ratio:.2f} | "
               f"{rms_relative(outputs[name], exact):.2e} | {alike} |")
     return 0
