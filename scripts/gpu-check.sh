@@ -35,13 +35,6 @@
 #                     the block (layer norms, attention, linears, adds) timed
 #                     in place on the GPU, its median over 10 iterations
 #                     (where the block's time goes, beside timm) (cap 30 s)
-#   precision.tf32, precision.bf16
-#                     the blocks step for ViT-B/16 f32 with --matmul-precision
-#                     tf32 and bf16 (its linears on TF32 / bf16 operands,
-#                     cuBLAS's FAST_TF32 / FAST_16BF; their first GPU run):
-#                     timed, --check against the CPU at the same precision,
-#                     the timm check at 4e-3 / 2e-2, timm eager at PyTorch's
-#                     "high" / "medium" (cap 40 s each)
 #   policies          bench/gpu_policies.py: tp 4 on one GPU, rank 0 on 8 SMs,
 #                     the others on 24 (--sms); every policy (40 iterations), and
 #                     semi without a straggler (trace_semi.png), the block
@@ -77,6 +70,13 @@
 #   kernels           htp-bench-cuda: every CUDA kernel at ViT-B/16 shapes
 #                     (batch 8), then at ViT-L/16's (batch 64, the blocks
 #                     step's shape), against the device's bound (cap 45 s)
+#   precision.tf32, precision.bf16
+#                     the blocks step for ViT-B/16 f32 with --matmul-precision
+#                     tf32 and bf16 (its linears on TF32 / bf16 operands,
+#                     cuBLAS's FAST_TF32 / FAST_16BF; their first GPU run):
+#                     timed, --check against the CPU at the same precision,
+#                     the timm check at 4e-3 / 2e-2, timm eager at PyTorch's
+#                     "high" / "medium" (cap 40 s each)
 #   kernels.variants, blocks.variants, bench.variants
 #                     the candidates not yet run on a GPU, switched on by
 #                     their environment variables (GPU_CHECK_VARIANTS, default
@@ -535,8 +535,6 @@ elif [ -n "$dry" ]; then
   dry_script blocks "${block_cmd[@]}" --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile
   dry_script compile "${block_cmd[@]}" --only vit_l16_bf16_tp1 --no-check --append
   dry_gpu profile "$htp_run" "$blocks/vit_l16_bf16_tp1.so" --device cuda --iters 1 --warmup 0 --profile
-  dry_script precision "${block_cmd[@]}" --only vit_b16_f32_tp1 --timm-check --no-compile --append \
-    --matmul-precision bf16
 elif [ -z "$have_python" ]; then
   summary blocks skipped "no $python"
 else
@@ -579,21 +577,6 @@ else
       summary profile FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
     fi
   fi
-  # ViT-B/16 f32 with its linears on TF32 and on bf16 operands (--matmul-precision),
-  # timm eager at PyTorch's counterpart, the timm check at the precision's tolerance.
-  for precision in tf32 bf16; do
-    budget "precision.$precision" "$(cap PRECISION 40)" || continue
-    run_logged "precision.$precision" "$limit" "${block_cmd[@]}" --timeout "$limit" \
-      --only vit_b16_f32_tp1 --timm-check --no-compile --append --matmul-precision "$precision"
-    rc=$?
-    row=$(grep '^row ' "$work/precision.$precision.log" | tr ' ' '\n' |
-          grep -E '^(htp_ms|eager_ms|x_eager|check_error|timm_error)=' | paste -sd' ' -)
-    case $rc in
-      0) summary "precision.$precision" ok "ViT-B/16 f32, --matmul-precision $precision: $row (blocks.csv)" ;;
-      77) summary "precision.$precision" skipped "$(tail -1 "$work/precision.$precision.log")" ;;
-      *) summary "precision.$precision" FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $row (logs.txt)" ;;
-    esac
-  done
 fi
 check_out_count
 
@@ -817,6 +800,33 @@ elif budget kernels "$(cap KERNELS 45)"; then
   else
     summary kernels FAILED "htp-bench-cuda exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
   fi
+fi
+
+# --- 8b. The matmul precision: ViT-B/16 f32 with its linears on TF32 and bf16 operands --
+# (--matmul-precision; their first GPU run): timm eager at PyTorch's counterpart,
+# the timm check at the precision's tolerance, --check against the CPU at the
+# same precision. After the established steps: new evidence runs last.
+if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_b16_f32_tp1.so" ]; then
+  summary precision skipped "no htp-run or $blocks/vit_b16_f32_tp1.so"
+elif [ -n "$dry" ]; then
+  dry_script precision "${block_cmd[@]}" --only vit_b16_f32_tp1 --timm-check --no-compile --append \
+    --matmul-precision bf16
+elif [ -z "$have_python" ]; then
+  summary precision skipped "no $python"
+else
+  for precision in tf32 bf16; do
+    budget "precision.$precision" "$(cap PRECISION 40)" || continue
+    run_logged "precision.$precision" "$limit" "${block_cmd[@]}" --timeout "$limit" \
+      --only vit_b16_f32_tp1 --timm-check --no-compile --append --matmul-precision "$precision"
+    rc=$?
+    row=$(grep '^row ' "$work/precision.$precision.log" | tr ' ' '\n' |
+          grep -E '^(htp_ms|eager_ms|x_eager|check_error|timm_error)=' | paste -sd' ' -)
+    case $rc in
+      0) summary "precision.$precision" ok "ViT-B/16 f32, --matmul-precision $precision: $row (blocks.csv)" ;;
+      77) summary "precision.$precision" skipped "$(tail -1 "$work/precision.$precision.log")" ;;
+      *) summary "precision.$precision" FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $row (logs.txt)" ;;
+    esac
+  done
 fi
 
 # --- 9. Experiments: kernels not yet run on a GPU, switched on ------------------------
