@@ -22,6 +22,8 @@ import sys
 def label_of(metrics):
     slow = metrics.get("slow")
     parts = [f"tp {metrics.get('tp', '?')}", metrics.get("policy", "?")]
+    if metrics.get("matmul_precision", "f32") != "f32":
+        parts.append(f"{metrics['matmul_precision']} matmuls")
     if slow:
         parts.append(f"slow {slow}" if isinstance(slow, str) else f"slow {json.dumps(slow)}")
     return ", ".join(parts)

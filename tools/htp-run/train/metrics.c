@@ -50,6 +50,8 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   json_object_set_new(root, "tp", json_integer(job->tp));
   json_object_set_new(root, "backend", json_string(options->backend));
   json_object_set_new(root, "device", json_string(options->device));
+  json_object_set_new(root, "matmul_precision",
+                      json_string(htp_run_matmul_precision_name(options->matmul_precision)));
   json_object_set_new(root, "policy", json_string(htp_policy_name(options->policy)));
   json_object_set_new(root, "slow", options->slow ? json_string(options->slow) : json_null());
   json_object_set_new(root, "select", json_string(htp_select_name(options->selection)));
