@@ -5,10 +5,10 @@
  * (rank 0's; a sharded gradient gathered from every rank) is compared with
  * it (max |y_tp - y_1| / max |y_1|). A plan that pruned units makes the
  * split output approximate by design: then the error is reported, not
- * failed. The reference runs on the CPU (no context:
- * the ops' CPU table) whatever --device is, so on a GPU --check compares the
- * device with the CPU; a tp-1 .so from htp-compile (--device cuda only) is
- * its own tp-1 build. A bf16 block is compared with the tp-1
+ * failed. The reference runs on the CPU (no context: the ops' CPU table),
+ * at the run's matmul precision, whatever --device is, so on a GPU --check
+ * compares the device with the CPU; a tp-1 .so from htp-compile (--device
+ * cuda only) is its own tp-1 build. A bf16 block is compared with the tp-1
  * build of the same bf16 block, in f32, under the bf16 tolerance (its error
  * against an f32 reference is the e2e tests' job, with NumPy).
  *===----------------------------------------------------------------------===*/
@@ -112,6 +112,17 @@ int htp_run_check(const htp_run_options *options, const htp_compiler *jit,
       status = htp_set_error(err, err_size, "out of memory");
     else if (i < one->num_args)
       status = bind_check_argument(state, &one->args[i], buffers[i], err, err_size);
+  }
+  if (!status) {
+    /* At the run's matmul precision: the CPU's is process-wide, set by the
+     * ranks' contexts on the CPU and the checked device, but not by a GPU
+     * run's (its precision is each CUDA environment's). */
+    char message[128];
+    htp_kernel_env env;
+    htp_kernel_env_init(&env, message, sizeof message);
+    if (htp_cpu_kernel_table()->set_matmul_precision(&env, state->matmul_precision) !=
+        HTP_KERNEL_OK)
+      status = htp_set_error(err, err_size, "--check: %s", message);
   }
   if (!status) {
     int32_t code = reference(NULL, buffers); /* no context: the CPU */
