@@ -81,8 +81,8 @@ static _Atomic int force_narrow;
 
 void htp__attention_force_narrow(int narrow) { atomic_store(&force_narrow, narrow); }
 
-/* Whether the AVX-512 tiles may run here. */
-static int wide_tiles(void) {
+/* Whether the AVX-512 tiles may run here (cpu_internal.h). */
+int htp__wide_tiles(void) {
 #if HTP_WIDE_TILES
   if (atomic_load(&force_narrow))
     return 0;
@@ -154,7 +154,7 @@ static void blas_tasks(const struct head_job *job, float *scores, int64_t tasks)
 void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t v_offset,
                  int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
                  int64_t batch, int64_t tokens, int64_t head_dim, float *scores) {
-  const int wide = wide_tiles();
+  const int wide = htp__wide_tiles();
   const int64_t tile = wide ? 32 : 16; /* two vectors of keys per score tile */
   const int64_t padded = (tokens + tile - 1) / tile * tile;
   struct head_job job = {qkv, qkv_stride, k_offset, v_offset, head_step, num_heads, context,

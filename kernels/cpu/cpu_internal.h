@@ -31,8 +31,13 @@ void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t
                  int64_t batch, int64_t tokens, int64_t head_dim, float *scores);
 
 /* Tests only: nonzero makes htp__attend use its AVX2-wide tiles even where
- * the AVX-512 ones could run, so both are checked on one machine. */
+ * the AVX-512 ones could run, and the attention backward its BLAS calls
+ * instead of its AVX-512 small-head products, so both are checked on one
+ * machine. */
 void htp__attention_force_narrow(int narrow);
+/* Whether AVX-512 kernels may run here: the CPU reports AVX-512 (F, VL,
+ * BW, DQ), the build has them (GCC on x86-64), and no test forced narrow. */
+int htp__wide_tiles(void);
 
 /* One range of htp_cpu_gelu_f32 and one row of htp_cpu_layer_norm_f32, on
  * the calling thread (the same numbers): for the bf16 entries, which widen

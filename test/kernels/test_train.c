@@ -33,6 +33,7 @@
 
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
+#include "kernels/cpu/cpu_internal.h" /* htp__attention_force_narrow */
 
 static const double FD_STEP = 1e-4, FD_TOL = 1e-3, PI = 3.14159265358979323846;
 
@@ -542,12 +543,25 @@ static void attention_case(struct attn_shape s) {
 
 static void attention_backward(void **state) {
   (void)state;
-  /* Tensor-parallel-like shard: inner (6) differs from model_dim (7). */
-  attention_case((struct attn_shape){2, 5, 7, 3, 2});
-  /* 3 inner < model_dim: the scratch holds no [rows, model_dim] buffer. */
-  attention_case((struct attn_shape){3, 4, 11, 1, 3});
-  /* One token: softmax is 1, so only v's path carries gradient. */
-  attention_case((struct attn_shape){2, 1, 5, 2, 2});
+  /* Each shape twice: with the AVX-512 small-head products where the CPU
+   * has them (tokens and head_dim <= 32), and forced onto the BLAS calls. */
+  for (int narrow = 0; narrow < 2; ++narrow) {
+    htp__attention_force_narrow(narrow);
+    /* Tensor-parallel-like shard: inner (6) differs from model_dim (7). */
+    attention_case((struct attn_shape){2, 5, 7, 3, 2});
+    /* 3 inner < model_dim: the scratch holds no [rows, model_dim] buffer. */
+    attention_case((struct attn_shape){3, 4, 11, 1, 3});
+    /* One token: softmax is 1, so only v's path carries gradient. */
+    attention_case((struct attn_shape){2, 1, 5, 2, 2});
+    /* The README model's heads (17 tokens x 12: four-row blocks and a
+     * tail, one masked vector a row), the small path's limits (32 x 32:
+     * two full vectors) and just past them (33 tokens: BLAS); a small
+     * model_dim keeps the finite differences cheap (under ASan too). */
+    attention_case((struct attn_shape){1, 17, 5, 2, 12});
+    attention_case((struct attn_shape){1, 32, 3, 1, 32});
+    attention_case((struct attn_shape){1, 33, 3, 1, 16});
+  }
+  htp__attention_force_narrow(0);
 }
 
 static void attention_scratch_formula(void **state) {
