@@ -372,7 +372,7 @@ static int meet(int active, int action, int rank, int *said, int *joins, MPI_Com
   char text[MPI_MAX_ERROR_STRING];
   int rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &all);
   if (rc != MPI_SUCCESS) {
-    snprintf(message, message_size, "meeting the standbys: MPIX_Comm_shrink failed: %s",
+    snprintf(message, message_size, "meeting the standbys: MPIX_Comm_shrink failed: %.160s",
              mpi_message(rc, text));
     return -1;
   }
@@ -400,7 +400,7 @@ static int meet(int active, int action, int rank, int *said, int *joins, MPI_Com
   }
   MPI_Comm_free(&all);
   if (rc != MPI_SUCCESS) {
-    snprintf(message, message_size, "meeting the standbys: %s", mpi_message(rc, text));
+    snprintf(message, message_size, "meeting the standbys: %.160s", mpi_message(rc, text));
     return -1;
   }
   *said = control[0];
