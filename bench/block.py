@@ -92,9 +92,9 @@ def blas_of(build):
     return "plain" if cache.get("HTP_WITH_OPENBLAS", "ON").upper() in ("OFF", "0", "FALSE") else "openblas"
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_block_arguments(parser):
+    """The build, the timing and the block's shape (ViT-B/16, batch 8, by
+    default): this benchmark's and bench/matmul_precision.py's."""
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="build folder")
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
@@ -103,6 +103,18 @@ def main():
     parser.add_argument("--dim", type=int, default=768)
     parser.add_argument("--heads", type=int, default=12)
     parser.add_argument("--mlp", type=int, default=3072)
+
+
+def block_shape(args):
+    """gen_vit.py's arguments for one block of args' shape."""
+    return ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
+            str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_block_arguments(parser)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--rounds", type=int, default=1,
                         help="bf16: this many alternating rounds of htp-run and PyTorch eager, "
@@ -113,8 +125,7 @@ def main():
     if args.dtype == "bf16":
         return main_bf16(args)
 
-    shape = ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
-             str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch)]
+    shape = block_shape(args)
     with tempfile.TemporaryDirectory() as tmp:
         block = os.path.join(tmp, "block.mlir")
         subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
@@ -202,8 +213,7 @@ def relative_error(y, reference):
 
 def main_bf16(args):
     import check_e2e  # test/ref, on the path above
-    shape = ["--depth", "1", "--dim", str(args.dim), "--heads", str(args.heads), "--mlp",
-             str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch)]
+    shape = block_shape(args)
     rng = np.random.default_rng(0)
     weights = check_e2e.random_weights(rng, 1, args.dim, args.mlp)
     x = rng.standard_normal((args.batch, args.tokens, args.dim)).astype(np.float32)

@@ -35,30 +35,18 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "ref"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-import block as block_bench  # noqa: E402  (timm_block, median_ms)
+import block as block_bench  # noqa: E402  (its arguments, timm_block, median_ms)
 import check_e2e  # noqa: E402
 import vit_ref  # noqa: E402
 
 TORCH_NAMES = {"f32": "highest", "tf32": "high", "bf16": "medium"}
 
 
-def rms_relative(y, reference):
-    y, reference = np.asarray(y, np.float64), np.asarray(reference, np.float64)
-    return float(np.sqrt(np.mean((y - reference) ** 2)) / np.sqrt(np.mean(reference ** 2)))
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="build folder")
-    parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
+    block_bench.add_block_arguments(parser)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=197)
-    parser.add_argument("--dim", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--mlp", type=int, default=3072)
     parser.add_argument("--no-bf16-block", action="store_true",
                         help="leave out the bf16 block's row")
     parser.add_argument("--precisions", default="f32,tf32,bf16",
@@ -83,18 +71,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         block = os.path.join(tmp, "block.mlir")
         weights_path, x_path = os.path.join(tmp, "w.safetensors"), os.path.join(tmp, "x.npy")
-        subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), "--depth",
-                        "1", "--dim", str(a.dim), "--heads", str(a.heads), "--mlp", str(a.mlp),
-                        "--tokens", str(a.tokens), "--batch", str(a.batch), "-o", block],
-                       check=True)
+        subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"),
+                        *block_bench.block_shape(a), "-o", block], check=True)
         check_e2e.write_safetensors(weights_path, weights)
         np.save(x_path, x)
         bf16_block = os.path.join(tmp, "block_bf16.mlir")
         if not a.no_bf16_block:
             subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"),
-                            "--depth", "1", "--dim", str(a.dim), "--heads", str(a.heads),
-                            "--mlp", str(a.mlp), "--tokens", str(a.tokens), "--batch",
-                            str(a.batch), "--dtype", "bf16", "-o", bf16_block], check=True)
+                            *block_bench.block_shape(a), "--dtype", "bf16", "-o", bf16_block],
+                           check=True)
         if torch is not None:
             module, xt = block_bench.timm_block(torch, x, weights, a)
         for _ in range(a.rounds):
@@ -147,12 +132,12 @@ def main():
     for name, ms in times.items():
         ratio = statistics.median(b / m for b, m in zip(base, ms))
         precision = name.split()[-1]
-        alike = (f"{rms_relative(outputs[name], rounded[precision]):.2e}"
+        alike = (f"{check_e2e.rms_relative(outputs[name], rounded[precision]):.2e}"
                  if name.startswith("htp-run") and precision in rounded else "—")
         if name.endswith("block"):
             alike = "—"
         print(f"| {name} | {statistics.median(ms):.1f} | {ratio:.2f} | "
-              f"{rms_relative(outputs[name], exact):.2e} | {alike} |")
+              f"{check_e2e.rms_relative(outputs[name], exact):.2e} | {alike} |")
     return 0
 
 

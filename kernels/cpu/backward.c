@@ -394,7 +394,7 @@ static void attn_task(const struct attn_job *job, int64_t task, float *p, float 
   const float *q = job->qkv + qoff, *k = q + inner, *v = q + 2 * inner;
 #if HTP_SMALL_HEADS
   if (job->small) {
-    small_head_task(job, q, k, v, job->ctx + coff, job->dctx ? job->dctx + coff : NULL,
+    small_head_task(job, q, k, v, job->ctx + coff, job->dctx + coff,
                     job->dqkv + qoff, job->dqkv + qoff + inner, job->dqkv + qoff + 2 * inner,
                     p, d);
     return;

@@ -124,6 +124,22 @@ def round_mantissa(value, kept):
     return rounded.view("<f4").astype(np.float64).reshape(np.shape(value))
 
 
+def rms_relative(got, reference):
+    """rms(got - reference) / rms(reference), in float64."""
+    got, reference = np.asarray(got, np.float64), np.asarray(reference, np.float64)
+    return float(np.sqrt(np.mean((got - reference) ** 2)) /
+                 max(np.sqrt(np.mean(reference ** 2)), 1e-300))
+
+
+def reduced_verdict(got, rounded, exact, kept, far_floor):
+    """A result at a matmul precision of `kept` mantissa bits against the
+    reference with the same operands rounded (near) and the exact one (far):
+    near <= far / 2, near <= 2^-(kept+1) and far >= far_floor (the rounding
+    happened). Returns (good, near, far)."""
+    near, far = rms_relative(got, rounded), rms_relative(got, exact)
+    return (near <= far / 2 and near <= 2.0 ** -(kept + 1) and far >= far_floor), near, far
+
+
 def check_reduced(y, x, weights, a):
     """The f32 block run at --matmul-precision a.matmul_precision against the
     reference with every linear's operands rounded alike, and against the
@@ -132,18 +148,13 @@ def check_reduced(y, x, weights, a):
     rounded = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu,
                                  operand=lambda v: round_mantissa(v, kept))
     exact = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu)
-    y64 = y.astype(np.float64)
-    rms = lambda v: float(np.sqrt(np.mean(np.square(v))))
-    near = rms(y64 - rounded) / rms(rounded)
-    far = rms(y64 - exact) / rms(exact)
-    checks = [far >= 2.0 ** -(kept + 4), near <= 2.0 ** -(kept + 1), near <= far / 2]
-    verdict = "PASS" if all(checks) else "FAIL"
+    floor = 2.0 ** -(kept + 4)
+    good, near, far = reduced_verdict(y, rounded, exact, kept, floor)
     name = a.matmul_precision
-    return verdict, [f"rms(y - ref_{name}) / rms(ref_{name}) = {near:.3e} (<= "
-                     f"{2.0 ** -(kept + 1):.3g} and <= half the next: "
-                     f"{'yes' if checks[1] and checks[2] else 'NO'})",
-                     f"rms(y - ref) / rms(ref) = {far:.3e} (>= {2.0 ** -(kept + 4):.3g}: "
-                     f"{'yes' if checks[0] else 'NO'})"]
+    return "PASS" if good else "FAIL", [
+        f"rms(y - ref_{name}) / rms(ref_{name}) = {near:.3e} (<= {2.0 ** -(kept + 1):.3g} and "
+        f"<= half the next: {'yes' if near <= 2.0 ** -(kept + 1) and near <= far / 2 else 'NO'})",
+        f"rms(y - ref) / rms(ref) = {far:.3e} (>= {floor:.3g}: {'yes' if far >= floor else 'NO'})"]
 
 
 def bf16_bits(value):

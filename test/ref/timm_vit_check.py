@@ -177,11 +177,7 @@ def add_reduced(checks, label, got, rounded, exact, kept):
     sides round it a format ulp apart: rare in bf16, 16 times as often in
     TF32, whose gradients then fail near <= far / 2 (the kernel tests,
     test_precision.c, hold TF32's backward products element by element)."""
-    rms = lambda v: float(np.sqrt(np.mean(np.square(np.asarray(v, np.float64)))))
-    got = np.asarray(got, np.float64)
-    near = rms(got - rounded) / max(rms(rounded), 1e-300)
-    far = rms(got - exact) / max(rms(exact), 1e-300)
-    good = near <= far / 2 and near <= 2.0 ** -(kept + 1) and far >= 2.0 ** -(kept + 6)
+    good, near, far = check_e2e.reduced_verdict(got, rounded, exact, kept, 2.0 ** -(kept + 6))
     checks.ok &= bool(good)
     checks.rows.append(f"{'ok  ' if good else 'FAIL'} {label}: rms relative error {near:.2e} "
                        f"against the rounded reference, {far:.2e} against the exact one")

@@ -156,6 +156,11 @@ static void test_config_errors(void **state) {
   config = good;
   config.backend = (htp_backend)42;
   expect_config_rejected(config, HTP_ERR_INVALID, "backend");
+  config = good;
+  config.matmul_precision = 3;
+  expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is 3");
+  config.matmul_precision = -1;
+  expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is -1");
   if (!htp_backend_available(HTP_BACKEND_MPI)) {
     config = good;
     config.backend = HTP_BACKEND_MPI;
