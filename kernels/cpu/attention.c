@@ -19,6 +19,9 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
+#if HTP_AVX512_KERNELS
+#include <immintrin.h>
+#endif
 
 /* Eight floats as one value (GCC/Clang vector extension): AVX2 registers in
  * the x86-64-v3 clone, register pairs in the baseline one. The aligned(4)
@@ -62,8 +65,7 @@ void htp__softmax_rows(float *scores, int64_t rows, int64_t cols) {
 #define TILE_ATTR HTP_VECTOR_CLONES
 #include "kernels/cpu/attention_tile.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define HTP_WIDE_TILES 1
+#if HTP_AVX512_KERNELS
 typedef float v16 __attribute__((vector_size(64)));
 typedef float v16u __attribute__((vector_size(64), aligned(4)));
 #define TILE_FN attend_head_v16
@@ -73,18 +75,16 @@ typedef float v16u __attribute__((vector_size(64), aligned(4)));
 #define TILE_STORE(p, v) (*(v16u *)(p) = (v))
 #define TILE_ATTR __attribute__((target("arch=x86-64-v4")))
 #include "kernels/cpu/attention_tile.h"
-#else
-#define HTP_WIDE_TILES 0
 #endif
 
-static _Atomic int force_narrow;
+static _Atomic int forced_paths; /* enum htp__attention_paths */
 
-void htp__attention_force_narrow(int narrow) { atomic_store(&force_narrow, narrow); }
+void htp__attention_force(enum htp__attention_paths paths) { atomic_store(&forced_paths, paths); }
 
-/* Whether the AVX-512 tiles may run here (cpu_internal.h). */
+/* Whether the AVX-512 kernels may run here (cpu_internal.h). */
 int htp__wide_tiles(void) {
-#if HTP_WIDE_TILES
-  if (atomic_load(&force_narrow))
+#if HTP_AVX512_KERNELS
+  if (atomic_load(&forced_paths) == HTP_ATTENTION_NARROW)
     return 0;
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -93,6 +93,79 @@ int htp__wide_tiles(void) {
   return 0;
 #endif
 }
+
+int htp__small_heads(int64_t tokens, int64_t head_dim) {
+  return tokens <= HTP_SMALL_HEAD && head_dim <= HTP_SMALL_HEAD &&
+         atomic_load(&forced_paths) == HTP_ATTENTION_ANY && htp__wide_tiles();
+}
+
+#if HTP_AVX512_KERNELS
+/* Two masked 16-float vectors a row of C, four rows at a time in named
+ * accumulators (kept in registers): ~0.1 us at 17 x 12 x 17, where a BLAS
+ * call took ~0.35 us. (An intrinsics kernel with accumulator arrays
+ * spilled them: 3x slower.) */
+__attribute__((target("arch=x86-64-v4"))) void htp__small_product(
+    int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ai, int64_t ap,
+    const float *b, int64_t ldb, float *c, int64_t ldc) {
+  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+  const __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
+  const __m512 scale = _mm512_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 4 <= m; i += 4) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00;
+    const float *a0 = a + i * ai, *a1 = a0 + ai, *a2 = a1 + ai, *a3 = a2 + ai;
+    for (int64_t p = 0; p < k; ++p) {
+      const float *row = b + p * ldb;
+      const __m512 b0 = _mm512_maskz_loadu_ps(m0, row), b1 = _mm512_maskz_loadu_ps(m1, row + 16);
+      __m512 x = _mm512_set1_ps(a0[p * ap]);
+      c00 = _mm512_fmadd_ps(x, b0, c00), c01 = _mm512_fmadd_ps(x, b1, c01);
+      x = _mm512_set1_ps(a1[p * ap]);
+      c10 = _mm512_fmadd_ps(x, b0, c10), c11 = _mm512_fmadd_ps(x, b1, c11);
+      x = _mm512_set1_ps(a2[p * ap]);
+      c20 = _mm512_fmadd_ps(x, b0, c20), c21 = _mm512_fmadd_ps(x, b1, c21);
+      x = _mm512_set1_ps(a3[p * ap]);
+      c30 = _mm512_fmadd_ps(x, b0, c30), c31 = _mm512_fmadd_ps(x, b1, c31);
+    }
+    float *r = c + i * ldc;
+    _mm512_mask_storeu_ps(r, m0, _mm512_mul_ps(c00, scale));
+    _mm512_mask_storeu_ps(r + 16, m1, _mm512_mul_ps(c01, scale));
+    _mm512_mask_storeu_ps(r + ldc, m0, _mm512_mul_ps(c10, scale));
+    _mm512_mask_storeu_ps(r + ldc + 16, m1, _mm512_mul_ps(c11, scale));
+    _mm512_mask_storeu_ps(r + 2 * ldc, m0, _mm512_mul_ps(c20, scale));
+    _mm512_mask_storeu_ps(r + 2 * ldc + 16, m1, _mm512_mul_ps(c21, scale));
+    _mm512_mask_storeu_ps(r + 3 * ldc, m0, _mm512_mul_ps(c30, scale));
+    _mm512_mask_storeu_ps(r + 3 * ldc + 16, m1, _mm512_mul_ps(c31, scale));
+  }
+  for (; i < m; ++i) {
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0;
+    const float *a0 = a + i * ai;
+    for (int64_t p = 0; p < k; ++p) {
+      const float *row = b + p * ldb;
+      const __m512 x = _mm512_set1_ps(a0[p * ap]);
+      c0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m0, row), c0);
+      c1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m1, row + 16), c1);
+    }
+    _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(c0, scale));
+    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(c1, scale));
+  }
+}
+
+
+void htp__small_head_forward(const float *q, const float *k, const float *v, int64_t stride,
+                             float *ctx, int64_t ctx_stride, int64_t tokens, int64_t head_dim,
+                             float scale, float *p) {
+  /* kᵀ [head_dim, tokens] (the products read B by rows); the thread's own (a
+   * stack array reads to GCC as maybe uninitialised through the masked loads). */
+  static _Thread_local float kt[HTP_SMALL_HEAD * HTP_SMALL_HEAD];
+  for (int64_t j = 0; j < tokens; ++j)
+    for (int64_t c = 0; c < head_dim; ++c)
+      kt[c * tokens + j] = k[j * stride + c];
+  htp__small_product(tokens, tokens, head_dim, scale, q, stride, 1, kt, tokens, p, tokens);
+  htp__softmax_rows(p, tokens, tokens);
+  htp__small_product(tokens, head_dim, tokens, 1.0f, p, tokens, 1, v, stride, ctx, ctx_stride);
+}
+#endif
 
 /* The layout of htp__attend's operands (see cpu_internal.h). */
 struct head_job {
@@ -122,7 +195,7 @@ static void head_tasks(void *ctx, int64_t begin, int64_t end) {
   float kt[head_dim * padded], s[QB * padded], qs[QB * head_dim];
   for (int64_t task = begin; task < end; ++task) {
     const float *q = task_q(job, task);
-#if HTP_WIDE_TILES
+#if HTP_AVX512_KERNELS
     if (job->wide) {
       attend_head_v16(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
                       task_context(job, task), job->ctx_stride, tokens, head_dim, job->scale,
@@ -135,6 +208,21 @@ static void head_tasks(void *ctx, int64_t begin, int64_t end) {
                    kt, s, qs);
   }
 }
+
+#if HTP_AVX512_KERNELS
+/* Tasks [begin, end) of small heads (htp__small_heads), each by the small
+ * products; the scores in the thread's own buffer. */
+static void small_tasks(void *ctx, int64_t begin, int64_t end) {
+  const struct head_job *job = ctx;
+  static _Thread_local float p[HTP_SMALL_HEAD * HTP_SMALL_HEAD];
+  for (int64_t task = begin; task < end; ++task) {
+    const float *q = task_q(job, task);
+    htp__small_head_forward(q, q + job->k_offset, q + job->v_offset, job->qkv_stride,
+                            task_context(job, task), job->ctx_stride, job->tokens,
+                            job->head_dim, job->scale, p);
+  }
+}
+#endif
 
 /* The tasks through BLAS, one after the other (each GEMM threaded by BLAS),
  * around a row softmax in `scores`: for heads too large for the stack tiles. */
@@ -160,6 +248,12 @@ void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t
   struct head_job job = {qkv, qkv_stride, k_offset, v_offset, head_step, num_heads, context,
                          ctx_stride, tokens, head_dim, padded, 1.0f / sqrtf((float)head_dim),
                          wide};
+#if HTP_AVX512_KERNELS
+  if (htp__small_heads(tokens, head_dim)) {
+    htp__parallel(batch * num_heads, 1, small_tasks, &job);
+    return;
+  }
+#endif
   if (head_dim * padded > HTP_ATTN_STACK_FLOATS)
     blas_tasks(&job, scores, batch * num_heads);
   else

@@ -282,7 +282,7 @@ struct attn_job {
   int64_t tasks, slot_count, tokens, num_heads, head_dim, inner;
   float scale;
   int backward;
-  int small; /* a head's products by small_product (AVX-512, small heads) */
+  int small; /* a head's products by htp__small_product (AVX-512, small heads) */
 };
 
 /* d = p ∘ (d - Σ p ∘ d) scale for one row; the sum in double over the
@@ -298,92 +298,29 @@ static void softmax_grad_row(const float *p, float *d, int64_t n, float scale) {
     d[j] = p[j] * (d[j] - shift) * scale;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <immintrin.h>
-#define HTP_SMALL_HEADS 1
-enum { SMALL_HEAD = 32 }; /* tokens and head_dim at most this: one task's products here */
-
-/* C(i, 0..n) = alpha Σ_p A(i, p) B(p, 0..n) for i < m, n <= SMALL_HEAD, A(i, p)
- * at a[i ai + p ap], B's rows ldb apart, C's ldc: two masked 16-float
- * vectors a row, four rows at a time in named accumulators (kept in
- * registers). The per-head products of a small head (the README model's:
- * 17 tokens x 12) took ~0.35 us a BLAS call, mostly its fixed cost; this
- * takes ~0.1 us. Each C element's sum runs over p in order. */
-__attribute__((target("arch=x86-64-v4"))) static void small_product(
-    int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ai, int64_t ap,
-    const float *b, int64_t ldb, float *c, int64_t ldc) {
-  const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-  const __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
-  const __m512 scale = _mm512_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 4 <= m; i += 4) {
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
-           c30 = c00, c31 = c00;
-    const float *a0 = a + i * ai, *a1 = a0 + ai, *a2 = a1 + ai, *a3 = a2 + ai;
-    for (int64_t p = 0; p < k; ++p) {
-      const float *row = b + p * ldb;
-      const __m512 b0 = _mm512_maskz_loadu_ps(m0, row), b1 = _mm512_maskz_loadu_ps(m1, row + 16);
-      __m512 x = _mm512_set1_ps(a0[p * ap]);
-      c00 = _mm512_fmadd_ps(x, b0, c00), c01 = _mm512_fmadd_ps(x, b1, c01);
-      x = _mm512_set1_ps(a1[p * ap]);
-      c10 = _mm512_fmadd_ps(x, b0, c10), c11 = _mm512_fmadd_ps(x, b1, c11);
-      x = _mm512_set1_ps(a2[p * ap]);
-      c20 = _mm512_fmadd_ps(x, b0, c20), c21 = _mm512_fmadd_ps(x, b1, c21);
-      x = _mm512_set1_ps(a3[p * ap]);
-      c30 = _mm512_fmadd_ps(x, b0, c30), c31 = _mm512_fmadd_ps(x, b1, c31);
-    }
-    float *r = c + i * ldc;
-    _mm512_mask_storeu_ps(r, m0, _mm512_mul_ps(c00, scale));
-    _mm512_mask_storeu_ps(r + 16, m1, _mm512_mul_ps(c01, scale));
-    _mm512_mask_storeu_ps(r + ldc, m0, _mm512_mul_ps(c10, scale));
-    _mm512_mask_storeu_ps(r + ldc + 16, m1, _mm512_mul_ps(c11, scale));
-    _mm512_mask_storeu_ps(r + 2 * ldc, m0, _mm512_mul_ps(c20, scale));
-    _mm512_mask_storeu_ps(r + 2 * ldc + 16, m1, _mm512_mul_ps(c21, scale));
-    _mm512_mask_storeu_ps(r + 3 * ldc, m0, _mm512_mul_ps(c30, scale));
-    _mm512_mask_storeu_ps(r + 3 * ldc + 16, m1, _mm512_mul_ps(c31, scale));
-  }
-  for (; i < m; ++i) {
-    __m512 c0 = _mm512_setzero_ps(), c1 = c0;
-    const float *a0 = a + i * ai;
-    for (int64_t p = 0; p < k; ++p) {
-      const float *row = b + p * ldb;
-      const __m512 x = _mm512_set1_ps(a0[p * ap]);
-      c0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m0, row), c0);
-      c1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m1, row + 16), c1);
-    }
-    _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(c0, scale));
-    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(c1, scale));
-  }
-}
-
-/* attn_task's products for a small head: kᵀ and vᵀ copied (the products
- * read B by rows), then the same six products and row passes. */
+#if HTP_AVX512_KERNELS
+/* attn_task's products for a small head: the forward's (attention.c), then
+ * vᵀ copied (the products read B by rows) and the four adjoint products. */
 static void small_head_task(const struct attn_job *job, const float *q, const float *k,
                             const float *v, float *ctx, const float *dctx, float *dq, float *dk,
                             float *dv, float *p, float *d) {
   const int64_t t = job->tokens, hd = job->head_dim, inner = job->inner, stride = 3 * inner;
-  /* [hd, t] each; the thread's own (a stack array here reads to GCC as
-   * maybe uninitialised through the masked loads). */
-  static _Thread_local float kt[SMALL_HEAD * SMALL_HEAD], vt[SMALL_HEAD * SMALL_HEAD];
-  for (int64_t j = 0; j < t; ++j)
-    for (int64_t c = 0; c < hd; ++c) {
-      kt[c * t + j] = k[j * stride + c];
-      vt[c * t + j] = v[j * stride + c];
-    }
-  small_product(t, t, hd, job->scale, q, stride, 1, kt, t, p, t); /* S = q kᵀ s */
-  htp__softmax_rows(p, t, t);
-  small_product(t, hd, t, 1.0f, p, t, 1, v, stride, ctx, inner); /* ctx = P v */
+  htp__small_head_forward(q, k, v, stride, ctx, inner, t, hd, job->scale, p);
   if (!job->backward)
     return;
-  small_product(t, t, hd, 1.0f, dctx, inner, 1, vt, t, d, t); /* dP = dctx vᵀ */
+  /* [hd, t]; the thread's own (a stack array here reads to GCC as maybe
+   * uninitialised through the masked loads). */
+  static _Thread_local float vt[HTP_SMALL_HEAD * HTP_SMALL_HEAD];
+  for (int64_t j = 0; j < t; ++j)
+    for (int64_t c = 0; c < hd; ++c)
+      vt[c * t + j] = v[j * stride + c];
+  htp__small_product(t, t, hd, 1.0f, dctx, inner, 1, vt, t, d, t); /* dP = dctx vᵀ */
   for (int64_t i = 0; i < t; ++i)
     softmax_grad_row(p + i * t, d + i * t, t, job->scale);
-  small_product(t, hd, t, 1.0f, p, 1, t, dctx, inner, dv, stride); /* dv = Pᵀ dctx */
-  small_product(t, hd, t, 1.0f, d, t, 1, k, stride, dq, stride);   /* dq = dS k */
-  small_product(t, hd, t, 1.0f, d, 1, t, q, stride, dk, stride);   /* dk = dSᵀ q */
+  htp__small_product(t, hd, t, 1.0f, p, 1, t, dctx, inner, dv, stride); /* dv = Pᵀ dctx */
+  htp__small_product(t, hd, t, 1.0f, d, t, 1, k, stride, dq, stride);   /* dq = dS k */
+  htp__small_product(t, hd, t, 1.0f, d, 1, t, q, stride, dk, stride);   /* dk = dSᵀ q */
 }
-#else
-#define HTP_SMALL_HEADS 0
 #endif
 
 static void attn_task(const struct attn_job *job, int64_t task, float *p, float *d) {
@@ -392,7 +329,7 @@ static void attn_task(const struct attn_job *job, int64_t task, float *p, float 
   const int64_t b = task / job->num_heads, h = task % job->num_heads;
   const int64_t qoff = b * tokens * stride + h * hd, coff = b * tokens * inner + h * hd;
   const float *q = job->qkv + qoff, *k = q + inner, *v = q + 2 * inner;
-#if HTP_SMALL_HEADS
+#if HTP_AVX512_KERNELS
   if (job->small) {
     small_head_task(job, q, k, v, job->ctx + coff, job->dctx + coff,
                     job->dqkv + qoff, job->dqkv + qoff + inner, job->dqkv + qoff + 2 * inner,
@@ -472,9 +409,7 @@ htp_kernel_status htp__cpu_attention_backward_f32(
                          tasks < HTP_ATTN_BWD_SLOTS ? tasks : HTP_ATTN_BWD_SLOTS, tokens,
                          num_heads, head_dim, inner, 1.0f / sqrtf((float)head_dim), want_dqkv,
                          0};
-#if HTP_SMALL_HEADS
-  job.small = tokens <= SMALL_HEAD && head_dim <= SMALL_HEAD && htp__wide_tiles();
-#endif
+  job.small = htp__small_heads(tokens, head_dim);
   htp__parallel(job.slot_count, 1, attn_slots, &job);
 
   if (dbproj)

@@ -30,14 +30,44 @@ void htp__attend(const float *qkv, int64_t qkv_stride, int64_t k_offset, int64_t
                  int64_t head_step, int64_t num_heads, float *context, int64_t ctx_stride,
                  int64_t batch, int64_t tokens, int64_t head_dim, float *scores);
 
-/* Tests only: nonzero makes htp__attend use its AVX2-wide tiles even where
- * the AVX-512 ones could run, and the attention backward its BLAS calls
- * instead of its AVX-512 small-head products, so both are checked on one
- * machine. */
-void htp__attention_force_narrow(int narrow);
+/* The build can compile the AVX-512 kernels (GCC's target attributes on
+ * x86-64); whether they may run here is htp__wide_tiles(). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define HTP_AVX512_KERNELS 1
+#else
+#define HTP_AVX512_KERNELS 0
+#endif
+
+/* Tests only: which attention paths may run, so that each is checked on
+ * one machine. */
+enum htp__attention_paths {
+  HTP_ATTENTION_ANY,      /* the fastest that applies (the default) */
+  HTP_ATTENTION_NO_SMALL, /* no small-head products: the AVX-512 tiles, BLAS in backward */
+  HTP_ATTENTION_NARROW,   /* the AVX2-wide tiles, BLAS in backward */
+};
+void htp__attention_force(enum htp__attention_paths paths);
 /* Whether AVX-512 kernels may run here: the CPU reports AVX-512 (F, VL,
- * BW, DQ), the build has them (GCC on x86-64), and no test forced narrow. */
+ * BW, DQ), the build has them, and no test forced the narrow paths. */
 int htp__wide_tiles(void);
+
+/* A head of at most HTP_SMALL_HEAD tokens and head_dim runs its products
+ * in one AVX-512 kernel (htp__small_product) where htp__small_heads says
+ * so: forward (htp__attend) and backward alike. A BLAS call of such a size
+ * is mostly fixed cost (~0.35 us), and the tiles pad the keys to 32. */
+enum { HTP_SMALL_HEAD = 32 };
+int htp__small_heads(int64_t tokens, int64_t head_dim);
+#if HTP_AVX512_KERNELS
+/* C(i, 0..n) = alpha Σ_p A(i, p) B(p, 0..n) for i < m, n <= HTP_SMALL_HEAD,
+ * A(i, p) at a[i ai + p ap], B's rows ldb apart, C's ldc; each C element
+ * sums over p in order. Call only where htp__wide_tiles(). */
+void htp__small_product(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ai,
+                        int64_t ap, const float *b, int64_t ldb, float *c, int64_t ldc);
+/* One head's forward by the small products: p[t, t] = softmax(scale q kᵀ)
+ * and ctx = p v; q, k, v rows `stride` floats apart, ctx rows ctx_stride. */
+void htp__small_head_forward(const float *q, const float *k, const float *v, int64_t stride,
+                             float *ctx, int64_t ctx_stride, int64_t tokens, int64_t head_dim,
+                             float scale, float *p);
+#endif
 
 /* One range of htp_cpu_gelu_f32 and one row of htp_cpu_layer_norm_f32, on
  * the calling thread (the same numbers): for the bf16 entries, which widen

@@ -543,16 +543,21 @@ static void test_threaded(void **state) {
     assert_true(relative_error(c, ref, m * o) < 1e-5);
     free(a); free(wb); free(c); free(ref);
   }
-  /* Both tile widths (AVX-512 where this CPU has it, and AVX2 forced). */
-  for (int narrow = 0; narrow < 2; ++narrow) {
-    htp__attention_force_narrow(narrow);
+  /* Every path: the small-head products and the AVX-512 tiles where this
+   * CPU has AVX-512 (the small heads forced onto the tiles), and the AVX2
+   * tiles forced. */
+  for (int paths = HTP_ATTENTION_ANY; paths <= HTP_ATTENTION_NARROW; ++paths) {
+    htp__attention_force(paths);
+    check_attention(5, 17, 40, 4, 12, 0.3f); /* the README model's heads: small products */
+    check_attention(3, 32, 64, 2, 32, 0.3f); /* the small products' limits */
+    check_attention(4, 1, 8, 2, 4, 0.3f);    /* one token */
     check_attention(3, 37, 40, 2, 32, 0.3f); /* whole 16- or 32-column tiles */
     check_attention(2, 19, 60, 3, 20, 0.3f); /* a tile and a tail, or only a tail */
     check_attention(2, 45, 80, 2, 40, 0.3f); /* tiles and an 8-column tail */
     check_attention(1, 70, 128, 2, 64, 0.3f); /* the ViT head size, keys not a multiple of 32 */
     check_attention(1, 530, 64, 1, 64, 0.3f); /* 64 x 544 > the stack tile: BLAS path */
   }
-  htp__attention_force_narrow(0);
+  htp__attention_force(HTP_ATTENTION_ANY);
   htp_cpu_set_blas_threads(saved);
   free(x); free(z); free(g); free(b); free(y); free(want); free(w);
 }

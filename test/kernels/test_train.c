@@ -33,7 +33,7 @@
 
 #include "kernels/htp_kernel_table.h"
 #include "kernels/htp_kernels.h"
-#include "kernels/cpu/cpu_internal.h" /* htp__attention_force_narrow */
+#include "kernels/cpu/cpu_internal.h" /* htp__attention_force */
 
 static const double FD_STEP = 1e-4, FD_TOL = 1e-3, PI = 3.14159265358979323846;
 
@@ -545,8 +545,8 @@ static void attention_backward(void **state) {
   (void)state;
   /* Each shape twice: with the AVX-512 small-head products where the CPU
    * has them (tokens and head_dim <= 32), and forced onto the BLAS calls. */
-  for (int narrow = 0; narrow < 2; ++narrow) {
-    htp__attention_force_narrow(narrow);
+  for (int paths = HTP_ATTENTION_ANY; paths <= HTP_ATTENTION_NARROW; paths += 2) {
+    htp__attention_force(paths);
     /* Tensor-parallel-like shard: inner (6) differs from model_dim (7). */
     attention_case((struct attn_shape){2, 5, 7, 3, 2});
     /* 3 inner < model_dim: the scratch holds no [rows, model_dim] buffer. */
@@ -561,7 +561,7 @@ static void attention_backward(void **state) {
     attention_case((struct attn_shape){1, 32, 3, 1, 32});
     attention_case((struct attn_shape){1, 33, 3, 1, 16});
   }
-  htp__attention_force_narrow(0);
+  htp__attention_force(HTP_ATTENTION_ANY);
 }
 
 static void attention_scratch_formula(void **state) {
