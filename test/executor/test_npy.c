@@ -12,7 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -212,6 +214,62 @@ static void test_non_regular_files(void **state) {
   assert_non_null(strstr(err, "(a character device)"));
 }
 
+/* A write that fails half way (here: a file-size limit) leaves the old file
+ * whole, and no temporary behind; a symlink found at PATH.tmp (a stale
+ * temporary, or someone's trap) is replaced, its target never written. */
+static void test_write_replaces_whole(void **state) {
+  (void)state;
+  char path[64], temporary[80], victim[64], err[512];
+  snprintf(path, sizeof path, "executor_npy_whole_%ld.npy", (long)getpid());
+  snprintf(temporary, sizeof temporary, "%s.tmp", path);
+  snprintf(victim, sizeof victim, "executor_npy_victim_%ld", (long)getpid());
+  const float old[4] = {1, 2, 3, 4};
+  const int64_t four = 4, big = 100000;
+  assert_int_equal(htp_npy_write(path, 1, &four, old, err, sizeof err), 0);
+  float *large = calloc((size_t)big, sizeof(float));
+  assert_non_null(large);
+  struct rlimit saved;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  struct rlimit small = {64 * 1024, saved.rlim_max};
+  void (*previous)(int) = signal(SIGXFSZ, SIG_IGN); /* a failed write(2), not a signal */
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  int failed = htp_npy_write(path, 1, &big, large, err, sizeof err);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, previous);
+  assert_int_not_equal(failed, 0);
+  assert_non_null(strstr(err, "cannot write"));
+  assert_int_not_equal(access(temporary, F_OK), 0);
+  htp_array array;
+  assert_int_equal(htp_npy_read(path, &array, err, sizeof err), 0);
+  assert_int_equal(array.count, 4);
+  assert_memory_equal(array.data, old, sizeof old);
+  htp_array_free(&array);
+
+  FILE *file = fopen(victim, "w");
+  assert_non_null(file);
+  fputs("someone's file\n", file);
+  fclose(file);
+  assert_int_equal(symlink(victim, temporary), 0);
+  const float new[4] = {5, 6, 7, 8};
+  assert_int_equal(htp_npy_write(path, 1, &four, new, err, sizeof err), 0);
+  char text[64] = "";
+  file = fopen(victim, "r");
+  assert_non_null(file);
+  assert_non_null(fgets(text, sizeof text, file));
+  fclose(file);
+  assert_string_equal(text, "someone's file\n");
+  struct stat info;
+  assert_int_equal(lstat(path, &info), 0);
+  assert_true(S_ISREG(info.st_mode));
+  assert_int_not_equal(lstat(temporary, &info), 0);
+  assert_int_equal(htp_npy_read(path, &array, err, sizeof err), 0);
+  assert_memory_equal(array.data, new, sizeof new);
+  htp_array_free(&array);
+  free(large);
+  unlink(path);
+  unlink(victim);
+}
+
 /* An empty file is not an .npy file (and maps to nothing). */
 static void test_empty_file(void **state) {
   (void)state;
@@ -255,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_truncated_data),
       cmocka_unit_test(test_read_missing_file),
       cmocka_unit_test(test_non_regular_files),
+      cmocka_unit_test(test_write_replaces_whole),
       cmocka_unit_test(test_empty_file),
       cmocka_unit_test(test_header_limit),
   };

@@ -485,6 +485,25 @@ static void test_write_round_trip(void **state) {
   assert_int_not_equal(htp_safetensors_write_f32("no/such/dir/x.safetensors", tensors, 1, NULL,
                                                  err, sizeof err), 0);
   assert_non_null(strstr(err, "cannot create"));
+  /* A symlink at PATH.tmp (a checkpoint's commit writes there) is replaced,
+   * its target never written. */
+  FILE *file = fopen("victim.txt", "w");
+  assert_non_null(file);
+  fputs("keep", file);
+  fclose(file);
+  unlink("written.safetensors.tmp");
+  assert_int_equal(symlink("victim.txt", "written.safetensors.tmp"), 0);
+  assert_int_equal(htp_safetensors_write_f32(path, tensors, 1, NULL, err, sizeof err), 0);
+  char text[16] = "";
+  file = fopen("victim.txt", "r");
+  assert_non_null(file);
+  assert_non_null(fgets(text, sizeof text, file));
+  fclose(file);
+  assert_string_equal(text, "keep");
+  assert_int_equal(htp_safetensors_open(path, &st, err, sizeof err), 0);
+  assert_int_equal(st.count, 1);
+  htp_safetensors_close(&st);
+  remove("victim.txt");
   remove(path);
 }
 

@@ -156,5 +156,23 @@ check(code == 0 and os.path.exists(params) and open(params, "rb").read() == kept
 code, out, err = run("--epochs", "1", "--checkpoint", ck, "--resume", ck)
 check("are the same file" not in err, f"--resume X --checkpoint X was refused: {err[-400:]}")
 
+# Temporaries found in place (a stale one, or a symlink someone planted):
+# each writer makes its own new file, never writing through the name.
+ck = fresh("planted")
+folder = os.path.dirname(ck)
+victim = os.path.join(folder, "victim.txt")
+with open(victim, "w") as f:
+    f.write("someone's file")
+metrics = os.path.join(folder, "m.json")
+for name in ["ck.safetensors.tmp", "ck.safetensors.optim.tmp", "m.json.tmp"]:
+    os.symlink(victim, os.path.join(folder, name))
+code, out, err = run("--epochs", "1", "--checkpoint", ck, "--metrics", metrics)
+check(code == 0 and open(victim).read() == "someone's file",
+      f"a planted temporary was written through (exit {code}): {err[-400:]}")
+check(sorted(os.listdir(folder)) == ["ck.safetensors", "ck.safetensors.optim", "m.json",
+                                     "victim.txt"] and
+      not any(os.path.islink(os.path.join(folder, n)) for n in os.listdir(folder)),
+      f"after planted temporaries the folder holds {sorted(os.listdir(folder))}")
+
 print("FAIL" if failures else "PASS")
 sys.exit(1 if failures else 0)

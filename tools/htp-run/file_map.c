@@ -1,4 +1,4 @@
-/*===- tools/htp-run/file_map.c - Map a regular file for reading ---------===*
+/*===- tools/htp-run/file_map.c - Files read whole, files written whole ---===*
  *
  * This file implements file_map.h. O_NONBLOCK on open keeps a FIFO with no
  * writer from blocking us before fstat can refuse it; it does nothing to a
@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -82,4 +83,77 @@ int htp_check_writable_path(const char *path, char *err, size_t err_size) {
     return htp_set_error(err, err_size, "not a regular file (%s): refusing to write to it",
                          kind_of(info.st_mode));
   return 0;
+}
+
+FILE *htp_file_create(const char *path, char *err, size_t err_size) {
+  /* unlink removes a symlink itself, not its target; a directory stays and
+   * the exclusive create then says so. */
+  if (unlink(path) != 0 && errno != ENOENT && errno != EISDIR && errno != EPERM) {
+    htp_set_error(err, err_size, "cannot create %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  FILE *file = fd < 0 ? NULL : fdopen(fd, "wb");
+  if (!file) {
+    htp_set_error(err, err_size, "cannot create %s: %s", path, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(path);
+    }
+  }
+  return file;
+}
+
+int htp_file_finish(FILE *file, int ok, const char *path, char *err, size_t err_size) {
+  int saved = ok ? 0 : errno;
+  if (ok && (fflush(file) != 0 || fsync(fileno(file)) != 0)) {
+    ok = 0;
+    saved = errno;
+  }
+  if (fclose(file) != 0 && ok) {
+    ok = 0;
+    saved = errno;
+  }
+  if (ok)
+    return 0;
+  unlink(path);
+  return htp_set_error(err, err_size, "cannot write %s: %s", path,
+                       saved ? strerror(saved) : "write error");
+}
+
+int htp_file_commit(const char *temporary, const char *path, char *err, size_t err_size) {
+  if (rename(temporary, path) != 0) {
+    int saved = errno;
+    unlink(temporary);
+    return htp_set_error(err, err_size, "cannot rename %s over %s: %s", temporary, path,
+                         strerror(saved));
+  }
+  htp_sync_directory_of(path);
+  return 0;
+}
+
+int htp_file_temporary_name(const char *path, char *out, size_t out_size) {
+  return (size_t)snprintf(out, out_size, "%s.tmp", path) >= out_size;
+}
+
+int htp_sync_directory_of(const char *path) {
+  char directory[4200];
+  const char *slash = strrchr(path, '/');
+  size_t length = slash ? (size_t)(slash - path) : 0;
+  if (length >= sizeof directory)
+    return -1;
+  if (!slash)
+    snprintf(directory, sizeof directory, ".");
+  else if (!length)
+    snprintf(directory, sizeof directory, "/");
+  else {
+    memcpy(directory, path, length);
+    directory[length] = '\0';
+  }
+  int fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
 }

@@ -260,19 +260,22 @@ int htp_npy_write(const char *path, int rank, const int64_t *dims, const float *
   length += (int)padding;
   header[length++] = '\n';
 
-  FILE *file = fopen(path, "wb");
+  /* Beside the file, then renamed over it (file_map.h): a failed write
+   * leaves the old file as it was. */
+  char temporary[4200];
+  if (htp_file_temporary_name(path, temporary, sizeof temporary))
+    return htp_set_error(err, err_size, "the name is too long");
+  FILE *file = htp_file_create(temporary, err, err_size);
   if (!file)
-    return htp_set_error(err, err_size, "cannot create: %s", strerror(errno));
+    return 1;
   unsigned char prefix[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(length & 0xff),
                               (unsigned char)(length >> 8)};
   int ok = fwrite(prefix, 1, sizeof prefix, file) == sizeof prefix &&
            fwrite(header, 1, (size_t)length, file) == (size_t)length &&
            (count == 0 || fwrite(data, sizeof(float), (size_t)count, file) == (size_t)count);
-  if (fclose(file) != 0)
-    ok = 0;
-  if (!ok)
-    return htp_set_error(err, err_size, "write error: %s", strerror(errno));
-  return 0;
+  if (htp_file_finish(file, ok, temporary, err, err_size))
+    return 1;
+  return htp_file_commit(temporary, path, err, err_size);
 }
 
 void htp_array_free(htp_array *array) {

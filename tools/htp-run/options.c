@@ -434,7 +434,11 @@ static const char *const HELP[] = {
     "a check (other values are refused): HTP_CUDA_LINEAR_EPILOGUE=cublaslt (a\n"
     "linear's bias added in cuBLASLt's epilogue; each shape's plan is said on\n"
     "stderr) and HTP_CUDA_ATTENTION=mma (the bf16 attention on mma.sync); the\n"
-    "defaults are pass and wmma.\n",
+    "defaults are pass and wmma.\n"
+    "\n"
+    "Profiling with perf: HTP_JIT_PERF=1 has the JIT tell perf the compiled\n"
+    "block's symbols (LLVM's perf listener: a dump per run under $TMPDIR/.debug/jit,\n"
+    "so off by default).\n",
     "\n"
     "Training. htp-run --train runs a module compiled from examples/gen_vit.py\n"
     "--model (compiled with htp-grad: @vit_loss_grad returns the loss, the logits and\n"

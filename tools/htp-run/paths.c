@@ -4,9 +4,10 @@
  * every other file it writes or reads, as files (device and inode; for a
  * file not there yet, its directory's and its name), never as names: a
  * second name for one file (./x, a symlink, a hard link) is the same file.
- * The files a writer makes beside its output count too (FILE.tmp, the
- * checkpoint's FILE.optim and its commit files), so `--metrics X.tmp
- * --checkpoint X` is refused like `--metrics X --checkpoint X`.
+ * The files a writer makes beside its output count too (FILE.tmp, which
+ * it unlinks and writes before renaming it over FILE; the checkpoint's
+ * FILE.optim and its commit files), so `--metrics X.tmp --checkpoint X` is
+ * refused like `--metrics X --checkpoint X`.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/paths.h"
@@ -24,7 +25,9 @@ typedef struct run_file {
   const char *flag; /* the option that names it, "FILE" for the program */
   char path[4200];
   int output;
-  int family; /* files one writer owns together (the checkpoint's), else -1 */
+  int family;    /* files one writer owns together (the checkpoint's), else -1 */
+  int temporary; /* a name its writer unlinks and creates anew (file_map.h): a
+                    symlink there is replaced, its target never written */
 } run_file;
 
 typedef struct identity {
@@ -35,11 +38,17 @@ typedef struct identity {
   char name[NAME_MAX + 1]; /* the file's name in its directory, when it does not exist */
 } identity;
 
-static identity identify(const char *path, int depth) {
+static identity identify(const char *path, int depth, int temporary) {
   identity id;
   memset(&id, 0, sizeof id);
   struct stat info;
-  if (stat(path, &info) != 0 && depth < 8 && lstat(path, &info) == 0 && S_ISLNK(info.st_mode)) {
+  if (temporary && lstat(path, &info) == 0) {
+    id.known = id.exists = 1;
+    id.dev = info.st_dev;
+    id.ino = info.st_ino;
+    return id;
+  }
+  if (!temporary && stat(path, &info) != 0 && depth < 8 && lstat(path, &info) == 0 && S_ISLNK(info.st_mode)) {
     /* A dangling symlink: a writer that opens it creates its target. */
     char target[4200], resolved[8500];
     ssize_t length = readlink(path, target, sizeof target - 1);
@@ -51,9 +60,9 @@ static identity identify(const char *path, int depth) {
       snprintf(resolved, sizeof resolved, "%s", target);
     else
       snprintf(resolved, sizeof resolved, "%.*s/%s", (int)(slash - path), path, target);
-    return identify(resolved, depth + 1);
+    return identify(resolved, depth + 1, 0);
   }
-  if (stat(path, &info) == 0) {
+  if (!temporary && stat(path, &info) == 0) {
     id.known = id.exists = 1;
     id.dev = info.st_dev;
     id.ino = info.st_ino;
@@ -88,10 +97,13 @@ static int same_file(const identity *a, const identity *b) {
   return a->exists || strcmp(a->name, b->name) == 0;
 }
 
-enum { MAX_FILES = 2 * HTP_RUN_MAX_FILES + 16 };
+enum { MAX_FILES = 3 * HTP_RUN_MAX_FILES + 16 }; /* inputs, outputs and their .tmp, the rest */
 
 static void add(run_file *files, int *count, const char *flag, const char *path,
                 const char *suffix, int output, int family) {
+  /* Written beside the output, then renamed over it (file_map.h). */
+  const int temporary = output && strlen(suffix) >= 4 &&
+                        strcmp(suffix + strlen(suffix) - 4, ".tmp") == 0;
   if (!path || *count >= MAX_FILES)
     return;
   run_file *f = &files[(*count)++];
@@ -99,6 +111,7 @@ static void add(run_file *files, int *count, const char *flag, const char *path,
   snprintf(f->path, sizeof f->path, "%s%s", path, suffix);
   f->output = output;
   f->family = family;
+  f->temporary = temporary;
 }
 
 int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_size) {
@@ -110,8 +123,10 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
   add(files, &count, "--weights", options->weights, "", 0, -1);
   for (int i = 0; i < options->num_inputs; i++)
     add(files, &count, "--input", options->inputs[i], "", 0, -1);
-  for (int i = 0; i < options->num_outputs; i++)
+  for (int i = 0; i < options->num_outputs; i++) {
     add(files, &count, "--output", options->outputs[i], "", 1, -1);
+    add(files, &count, "--output", options->outputs[i], ".tmp", 1, -1);
+  }
   add(files, &count, "--trace", options->trace, "", 1, -1);
   if (train->enabled) {
     add(files, &count, "--params", train->params, "", 0, -1);
@@ -125,7 +140,7 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
   }
   identity ids[MAX_FILES];
   for (int i = 0; i < count; i++)
-    ids[i] = identify(files[i].path, 0);
+    ids[i] = identify(files[i].path, 0, files[i].temporary);
   for (int i = 0; i < count; i++)
     for (int j = i + 1; j < count; j++) {
       const run_file *a = &files[i], *b = &files[j];
@@ -138,11 +153,10 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
       if (!same_file(&ids[i], &ids[j]))
         continue;
       const run_file *out = a->output ? a : b, *other = a->output ? b : a;
-      return htp_set_error(err, err_size, "%s %s and %s %s are the same file: %s would %s it; "
-                           "give each output a file of its own",
+      return htp_set_error(err, err_size, "%s %s and %s %s are the same file: %s would "
+                           "overwrite %s; give each output a file of its own",
                            other->flag, other->path, out->flag, out->path, out->flag,
-                           other->output ? "overwrite what the other writes" : "overwrite "
-                                                                               "this input");
+                           other->output ? "what the other writes" : "this input");
     }
   return 0;
 }

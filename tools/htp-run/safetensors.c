@@ -387,11 +387,10 @@ int htp_safetensors_write_f32_at(const char *path, const htp_st_write *tensors, 
   unsigned char prefix[8];
   for (int i = 0; i < 8; i++)
     prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-  const char *temporary = path;
-  FILE *file = fopen(temporary, "wb");
+  FILE *file = htp_file_create(path, err, err_size);
   if (!file) {
     free(text);
-    return htp_set_error(err, err_size, "%s: cannot create: %s", temporary, strerror(errno));
+    return 1;
   }
   int ok = fwrite(prefix, 1, 8, file) == 8 && fwrite(text, 1, length, file) == length;
   for (size_t i = length; ok && i < padded; i++)
@@ -403,42 +402,7 @@ int htp_safetensors_write_f32_at(const char *path, const htp_st_write *tensors, 
     ok = fwrite(tensors[i].data, sizeof(float), n, file) == n;
   }
   free(text);
-  /* On the disk before anyone renames it into place (fsync), not only in
-   * the page cache: a power cut after the rename must not find it empty. */
-  int saved = errno;
-  if (ok && (fflush(file) != 0 || fsync(fileno(file)) != 0)) {
-    ok = 0;
-    saved = errno;
-  }
-  if (fclose(file) != 0 || !ok) {
-    if (ok)
-      saved = errno;
-    remove(temporary);
-    return htp_set_error(err, err_size, "%s: cannot write: %s", temporary, strerror(saved));
-  }
-  return 0;
-}
-
-int htp_sync_directory_of(const char *path) {
-  char directory[4200];
-  const char *slash = strrchr(path, '/');
-  size_t length = slash ? (size_t)(slash - path) : 0;
-  if (length >= sizeof directory)
-    return -1;
-  if (!slash)
-    snprintf(directory, sizeof directory, ".");
-  else if (!length)
-    snprintf(directory, sizeof directory, "/");
-  else {
-    memcpy(directory, path, length);
-    directory[length] = '\0';
-  }
-  int fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  int rc = fsync(fd);
-  close(fd);
-  return rc;
+  return htp_file_finish(file, ok, path, err, err_size);
 }
 
 int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int count,
@@ -446,16 +410,9 @@ int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int
   /* Written beside the file and renamed over it: a reader (or a crash)
    * never sees half a file. */
   char temporary[4200];
-  if ((size_t)snprintf(temporary, sizeof temporary, "%s.tmp", path) >= sizeof temporary)
+  if (htp_file_temporary_name(path, temporary, sizeof temporary))
     return htp_set_error(err, err_size, "%s: the name is too long", path);
   if (htp_safetensors_write_f32_at(temporary, tensors, count, metadata, err, err_size))
     return 1;
-  if (rename(temporary, path) != 0) {
-    int saved = errno;
-    remove(temporary);
-    return htp_set_error(err, err_size, "%s: cannot rename %s over it: %s", path, temporary,
-                         strerror(saved));
-  }
-  htp_sync_directory_of(path);
-  return 0;
+  return htp_file_commit(temporary, path, err, err_size);
 }

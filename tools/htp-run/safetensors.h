@@ -88,9 +88,6 @@ int htp_safetensors_write_f32(const char *path, const htp_st_write *tensors, int
  * failure removes what was written. */
 int htp_safetensors_write_f32_at(const char *path, const htp_st_write *tensors, int count,
                                  const char *const *metadata, char *err, size_t err_size);
-/* fsync of the directory that holds path, so that renames in it are on the
- * disk. 0, or -1 (errno). */
-int htp_sync_directory_of(const char *path);
 
 /* Frees everything; accepts an empty or failed *st. */
 void htp_safetensors_close(htp_safetensors *st);

@@ -9,6 +9,7 @@
 
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 #include "tools/htp-run/safetensors.h"
 #include "tools/htp-run/train/init.h"
 

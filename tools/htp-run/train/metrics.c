@@ -7,6 +7,7 @@
 #include "tools/htp-run/train/job.h"
 
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -99,16 +100,19 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   }
   json_object_set_new(root, "elastic", elastic ? elastic : json_null());
   json_object_set_new(root, "epochs", epochs);
-  char temporary[4200];
-  snprintf(temporary, sizeof temporary, "%s.tmp", options->train.metrics);
-  int failed = json_dump_file(root, temporary, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0 ||
-               rename(temporary, options->train.metrics) != 0;
-  json_decref(root);
-  if (failed) {
-    remove(temporary);
-    return htp_set_error(err, err_size, "--metrics %s: cannot write: %s",
-                         options->train.metrics, strerror(errno));
+  char temporary[4200], why[4600];
+  FILE *file = NULL;
+  if (htp_file_temporary_name(options->train.metrics, temporary, sizeof temporary))
+    snprintf(why, sizeof why, "the name is too long");
+  else if ((file = htp_file_create(temporary, why, sizeof why)) != NULL) {
+    int ok = json_dumpf(root, file, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0;
+    if (htp_file_finish(file, ok, temporary, why, sizeof why) == 0 &&
+        htp_file_commit(temporary, options->train.metrics, why, sizeof why) == 0) {
+      json_decref(root);
+      return 0;
+    }
   }
-  return 0;
+  json_decref(root);
+  return htp_set_error(err, err_size, "--metrics %s: %s", options->train.metrics, why);
 }
 
