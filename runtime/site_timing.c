@@ -11,16 +11,14 @@
  * hookless block for --slow), steps (balancer_step.c) and applies the plan
  * (unit_weights.c).
  *===----------------------------------------------------------------------===*/
-#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#define _POSIX_C_SOURCE 200809L
 
 #include "runtime/balance_internal.h"
 #include "runtime/comm_internal.h"
 
 #include "kernels/htp_kernel_table.h"
 
-#include <errno.h>
 #include <math.h>
-#include <time.h>
 
 htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
   if (!b) return HTP_ERR_INVALID;
@@ -45,19 +43,22 @@ double htp__hook_now(const htp_ctx *ctx) {
   return b && b->clock != HTP_CLOCK_WALL ? htp_thread_seconds() : htp_now();
 }
 
-/* Waits `seconds`: spinning below 200 us, where a sleep would overshoot by
- * the timer's granularity, sleeping above. */
-static void wait_seconds(double seconds) {
-  if (seconds <= 0.0) return;
+/* The emulated straggler's wait of `seconds`: spinning below 200 us, where a
+ * sleep would overshoot by the timer's granularity, else waiting on the
+ * world (its wait_failure), so a wait of hours (--slow R:1e6) ends as soon
+ * as a peer's deadline fails the world instead of holding the run. */
+static htp_result slow_wait(htp_balancer *b, double seconds) {
+  htp_ctx *ctx = b->ctx;
+  if (seconds <= 0.0) return HTP_OK;
   if (seconds < 2e-4) {
     double until = htp_now() + seconds;
     while (htp_now() < until) {
     }
-    return;
+    return HTP_OK;
   }
-  struct timespec pause = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
-  while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {
-  }
+  if (ctx->world->ops->wait_failure(ctx, htp_now() + seconds) != HTP_OK)
+    return htp__check_failed(ctx, "the emulated slowdown (--slow)");
+  return HTP_OK;
 }
 
 void htp__balancer_add_site_seconds(htp_balancer *b, htp_pair_kind kind, double seconds) {
@@ -68,13 +69,17 @@ void htp__balancer_add_site_seconds(htp_balancer *b, htp_pair_kind kind, double 
  * times it (the emulated straggler, wall clock only) and adds slowdown times
  * it to the site seconds; on HTP_CLOCK_UNITS also `units` (the units the
  * call ran, weighted: backward counts twice) to the modelled seconds. */
-static void book_site(htp_balancer *b, htp_pair_kind kind, double elapsed, double units) {
+static htp_result book_site(htp_balancer *b, htp_pair_kind kind, double elapsed, double units) {
   /* On the thread clock the wait would not show (it is no CPU work): the
    * caller models the slowed time from the booked seconds instead. */
-  if (b->clock == HTP_CLOCK_WALL) wait_seconds((b->slowdown - 1.0) * elapsed);
+  if (b->clock == HTP_CLOCK_WALL) {
+    htp_result r = slow_wait(b, (b->slowdown - 1.0) * elapsed);
+    if (r != HTP_OK) return r;
+  }
   htp__balancer_add_site_seconds(b, kind, b->slowdown * elapsed);
   b->unit_seconds[kind] += b->slowdown * units * b->config.planner.unit_cost[kind] *
                            HTP_UNIT_CLOCK_SECONDS;
+  return HTP_OK;
 }
 
 /* Ends a hook's timing and books it. The emulated slowdown waits
@@ -103,8 +108,7 @@ htp_result htp__balancer_end_site(htp_ctx *ctx, htp_balancer *b, htp_pair_kind k
     if (r == HTP_OK) r = htp__ctx_elapsed_timer(ctx, HTP_KERNEL_TIMER_HOOKS, &elapsed);
     if (r != HTP_OK) return r;
   }
-  book_site(b, kind, elapsed, units);
-  return HTP_OK;
+  return book_site(b, kind, elapsed, units);
 }
 
 double htp_balancer_hook_seconds(const htp_balancer *b) {
@@ -139,7 +143,10 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, const htp_iteration_measu
    * hooks they stretch the unit work themselves (book_site), so shedding
    * units sheds slowed time. */
   if (b->hookless && b->slowdown > 1.0) {
-    if (b->clock == HTP_CLOCK_WALL) wait_seconds((b->slowdown - 1.0) * compute);
+    if (b->clock == HTP_CLOCK_WALL) {
+      htp_result r = slow_wait(b, (b->slowdown - 1.0) * compute);
+      if (r != HTP_OK) return r;
+    }
     compute *= b->slowdown;
   }
   const double hooks = htp_balancer_hook_seconds(b);
