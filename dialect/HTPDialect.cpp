@@ -243,6 +243,16 @@ LogicalResult HTPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
                              << "' (" << value << ") and '" << kInputAttrName << "' (" << input
                              << "): a parameter is bound from the weights, a data input from "
                                 "the inputs; keep one";
+  // A name binds one tensor (a parameter from the weights by its name, an
+  // input by its name in reports): two arguments of one name would both get
+  // the one tensor, silently.
+  if (auto function = dyn_cast<FunctionOpInterface>(op))
+    for (unsigned other = 0; other < argIndex && other < function.getNumArguments(); ++other)
+      if (auto otherName = function.getArgAttrOfType<StringAttr>(other, name);
+          otherName && otherName.getValue() == value.getValue())
+        return op->emitError() << "arguments #" << other << " and #" << argIndex
+                               << " are both '" << name << "' = " << value
+                               << ": each names one tensor; give them names of their own";
   // A parameter or input is bound to a file's data: its shape must be one
   // the runtime can hold, as for the ops' operands.
   if (auto function = dyn_cast<FunctionOpInterface>(op))

@@ -19,7 +19,9 @@ using namespace mlir;
 
 void htp::buildHTPPipeline(OpPassManager &pm,
                            const HTPPipelineOptions &options) {
-  if (options.tp > 1) {
+  // At every tp: at tp 1 the split pass only checks tp, shares and spare
+  // (a tp of 0, or shares at tp 1, is an error rather than an unsplit block).
+  {
     HTPTensorParallelOptions split;
     split.tp = options.tp;
     split.shares.assign(options.shares.begin(), options.shares.end());

@@ -439,6 +439,13 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
                                  << static_cast<int64_t>(spare);
       return signalPassFailure();
     }
+    // Spare room is room in a split; at tp 1 there is none to make.
+    if (spare != 0 && tp == 1) {
+      getOperation().emitError() << "--htp-tensor-parallel: spare room (spare = "
+                                 << static_cast<int64_t>(spare)
+                                 << ") is room in a tensor-parallel split: it needs tp >= 2";
+      return signalPassFailure();
+    }
     if (mlpUnitWidth < 0) {
       getOperation().emitError() << "--htp-tensor-parallel: mlp-unit-width must be >= 0, got "
                                  << static_cast<int64_t>(mlpUnitWidth);

@@ -217,6 +217,22 @@ func.func @param_and_input(%x: tensor<4xf32>, %w: tensor<4xf32> {htp.param = "w"
 
 // -----
 
+// One name, one tensor: two parameters of one name would both be bound to
+// the weights' one tensor.
+// expected-error @+1 {{arguments #1 and #2 are both 'htp.param' = "norm.weight": each names one tensor; give them names of their own}}
+func.func @param_twice(%x: tensor<4xf32> {htp.input = "x"}, %g: tensor<4xf32> {htp.param = "norm.weight"}, %b: tensor<4xf32> {htp.param = "norm.weight"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{arguments #0 and #1 are both 'htp.input' = "x": each names one tensor; give them names of their own}}
+func.func @input_twice(%x: tensor<4xf32> {htp.input = "x"}, %y: tensor<4xf32> {htp.input = "x"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
 func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x5x12xf32> {
   // expected-error @+1 {{bias must be [12] (the input's last dim), got [5]}}
   %y = htp.bias_add %x, %b : tensor<2x5x12xf32>, tensor<5xf32>

@@ -120,16 +120,8 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
     return nullptr;
   }
 
-  if (tp < 1) {
-    errorStream << "tp must be >= 1, got " << tp << "\n";
-    return nullptr;
-  }
-  // Spare room is room in a split; at tp 1 there is none to make.
-  if (spare != 0 && tp == 1) {
-    errorStream << "spare room (spare = " << spare << ") is room in a tensor-parallel split: "
-                << "it needs tp >= 2\n";
-    return nullptr;
-  }
+  // tp, shares and spare are checked by the split pass, which the pipeline
+  // runs at every tp (htp-opt's users get the same checks).
   // The pipeline splits the block for `tp` itself. A function split before
   // (or only marked so) would either meet the split pass again or keep a tp
   // the run did not ask for: refused here, for the JIT and htp-compile alike.

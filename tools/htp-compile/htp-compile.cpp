@@ -9,6 +9,8 @@
 
 #include "tools/compiler/Compiler.h"
 
+#include "runtime/htp_entry.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -28,7 +30,8 @@ static cl::opt<std::string> entryName("entry",
                                       cl::value_desc("name"), cl::cat(htpCategory));
 static cl::opt<int64_t> tensorParallel("tp",
                                        cl::desc("Split the block over N tensor-parallel ranks "
-                                                "(default 1: unsharded)"),
+                                                "(default: one per --shares, else 1: "
+                                                "unsharded)"),
                                        cl::value_desc("N"), cl::init(1), cl::cat(htpCategory));
 static cl::list<int64_t> shares("shares",
                                 cl::desc("Uneven split: one positive share per rank, e.g. "
@@ -52,27 +55,63 @@ static cl::opt<std::string> emitKind("emit", cl::desc("What to write: so (defaul
 static cl::opt<std::string> linker("cc", cl::desc("C compiler used to link the shared object"),
                                    cl::init("cc"), cl::cat(htpCategory));
 
+/// A bad command line: said once, exit 2 (a failed compile is 1).
+static int usage(const llvm::Twine &message) {
+  llvm::errs() << "htp-compile: error: " << message << "\n";
+  return 2;
+}
+
+/// Where the output goes while it is written: beside it, renamed over it at
+/// the end, so a compile or link that fails keeps the old file. Whatever had
+/// that name (a stale temporary, a symlink) is removed, not written through.
+static std::string temporaryBeside(const std::string &path) {
+  std::string temporary = path + ".tmp";
+  llvm::sys::fs::remove(temporary);
+  return temporary;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(htpCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "htp-compile: compile an htp block ahead of time\n\n"
-                              "  htp-compile block.mlir -o block.so && htp-run block.so\n");
-  if (emitKind != "so" && emitKind != "obj") {
-    llvm::errs() << "htp-compile: error: --emit must be 'so' or 'obj', got '" << emitKind << "'\n";
-    return 2;
-  }
+                              "  htp-compile block.mlir -o block.so && htp-run block.so\n\n"
+                              "Exit status: 0 written, 1 the block did not compile or link, 2 a bad "
+                              "command line.\n");
+  if (emitKind != "so" && emitKind != "obj")
+    return usage("--emit must be 'so' or 'obj', got '" + emitKind + "'");
+  // As htp-run: --shares alone gives one rank per share.
+  int64_t tp = tensorParallel;
+  if (!tensorParallel.getNumOccurrences() && !shares.empty())
+    tp = static_cast<int64_t>(shares.size());
+  if (tp < 1 || tp > HTP_ENTRY_MAX_TP)
+    return usage("--tp must be from 1 to " + llvm::Twine(int64_t(HTP_ENTRY_MAX_TP)) + ", got " +
+                 llvm::Twine(tp));
+  if (!shares.empty() && static_cast<int64_t>(shares.size()) != tp)
+    return usage("--shares gives " + llvm::Twine(static_cast<int64_t>(shares.size())) +
+                 " shares for --tp " + llvm::Twine(tp) + ": one per rank");
+  if (spare < 0 || spare > 1000)
+    return usage("--spare must be from 0 to 1000 (percent), got " + llvm::Twine(spare));
+  // The output must not be the input under another name: compared as files.
+  llvm::sys::fs::UniqueID in, out;
+  if (!llvm::sys::fs::getUniqueID(inputPath, in) && !llvm::sys::fs::getUniqueID(outputPath, out) &&
+      in == out)
+    return usage("-o " + outputPath + " is the input file " + inputPath +
+                 ": the compile would overwrite it");
+  if (llvm::sys::fs::is_directory(outputPath))
+    return usage("-o " + outputPath + " is a directory");
 
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
-  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tensorParallel,
-                                       withGrad, shares, spare);
+  auto module = mlir::htp::compileFile(*context, inputPath, entry, errors, tp, withGrad, shares,
+                                       spare);
   // On success too: warnings (e.g. a bf16 block left without balance hooks).
   llvm::errs() << errors;
   if (!module)
     return 1;
 
-  std::string objectPath = outputPath;
+  const std::string written = temporaryBeside(outputPath);
+  std::string objectPath = written;
   if (emitKind == "so") {
     llvm::SmallString<128> temporary;
     if (std::error_code code = llvm::sys::fs::createTemporaryFile("htp-block", "o", temporary)) {
@@ -86,23 +125,30 @@ int main(int argc, char **argv) {
     llvm::errs() << "htp-compile: error: " << errors;
     return 1;
   }
-  if (emitKind == "obj")
-    return 0;
-
-  // The kernel and runtime symbols stay undefined: htp-run provides them.
-  auto cc = llvm::sys::findProgramByName(linker);
-  if (!cc) {
-    llvm::errs() << "htp-compile: error: cannot find the C compiler '" << linker
-                 << "' to link the shared object (use --emit=obj, or --cc)\n";
-    return 1;
+  if (emitKind == "so") {
+    // The kernel and runtime symbols stay undefined: htp-run provides them.
+    auto cc = llvm::sys::findProgramByName(linker);
+    if (!cc) {
+      llvm::sys::fs::remove(objectPath);
+      llvm::errs() << "htp-compile: error: cannot find the C compiler '" << linker
+                   << "' to link the shared object (use --emit=obj, or --cc)\n";
+      return 1;
+    }
+    llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", written, objectPath};
+    std::string message;
+    int status = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
+    llvm::sys::fs::remove(objectPath);
+    if (status != 0) {
+      llvm::sys::fs::remove(written);
+      llvm::errs() << "htp-compile: error: linking '" << outputPath << "' failed"
+                   << (message.empty() ? "" : ": " + message) << "\n";
+      return 1;
+    }
   }
-  llvm::SmallVector<llvm::StringRef> args = {*cc, "-shared", "-o", outputPath, objectPath};
-  std::string message;
-  int status = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &message);
-  llvm::sys::fs::remove(objectPath);
-  if (status != 0) {
-    llvm::errs() << "htp-compile: error: linking '" << outputPath << "' failed"
-                 << (message.empty() ? "" : ": " + message) << "\n";
+  if (std::error_code code = llvm::sys::fs::rename(written, outputPath)) {
+    llvm::sys::fs::remove(written);
+    llvm::errs() << "htp-compile: error: cannot rename " << written << " over " << outputPath
+                 << ": " << code.message() << "\n";
     return 1;
   }
   return 0;

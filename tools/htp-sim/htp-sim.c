@@ -9,6 +9,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "runtime/htp.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,32 +52,45 @@ static const char *usage =
     "one rank's htp_planner_observe: detector + plan when it replans; the max\n"
     "includes whatever the OS did meanwhile); replan_us: median wall time of\n"
     "21 forced replans (htp_planner_plan_speeds) at the final speeds.\n"
-    "\n"
-    "Options (defaults in brackets):\n"
-    "  --ranks LIST          comma list of world sizes [8,64,512,4096]\n"
-    "  --stragglers LIST     comma list of straggler counts chi [1,2,4]\n"
-    "  --slowdowns LIST      comma list of slowdown factors [1.5,2,4,8]\n"
-    "  --policies LIST       comma list of policies (below) [all of them]\n"
-    "  --iters K             iterations per row [200]\n"
-    "  --warmup K            iterations left out of the steady ratio [20]\n"
-    "  --noise X             relative speed noise [0.02]\n"
-    "  --layers L            layers [80]\n"
-    "  --heads-per-rank H    attention units per rank [8]\n"
-    "  --mlp-units-per-rank M  MLP units (64-neuron groups) per rank [56]\n"
-    "  --head-cost C         cost of one head relative to one MLP unit [4.5]\n"
+    "\n";
+/* Two strings: ISO C promises only 4095 characters in one literal. */
+static const char *usage_options =
+    "Options (defaults in brackets; each number must lie in the range given;\n"
+    "a LIST is values separated by commas, none empty, at most 32):\n"
+    "  --ranks LIST          world sizes, 2 to 1048576 [8,64,512,4096]\n"
+    "  --stragglers LIST     straggler counts chi, 1 to 1048575 [1,2,4]\n"
+    "  --slowdowns LIST      slowdown factors, 1 to 1000 [1.5,2,4,8]\n"
+    "  --policies LIST       policies (below), at most 4 [all of them]\n"
+    "  --iters K             iterations per row, 1 to 10000000 [200]\n"
+    "  --warmup K            iterations left out of the steady ratio,\n"
+    "                        0 to 10000000 and below --iters [20]\n"
+    "  --noise X             relative speed noise, 0 to 0.99 [0.02]\n"
+    "  --layers L            layers, 1 to 65536 [80]\n"
+    "  --heads-per-rank H    attention units per rank, 1 to 1048576 [8]\n"
+    "  --mlp-units-per-rank M  MLP units (64-neuron groups) per rank,\n"
+    "                        1 to 1048576 [56]\n"
+    "  --head-cost C         cost of one head relative to one MLP unit,\n"
+    "                        0.001 to 1000 [4.5]\n"
     "  --unit-seconds S      seconds one MLP unit takes on a healthy rank\n"
-    "                        (per layer per iteration) [4.3e-5]\n"
-    "  --head-bytes B        weight bytes of one head [8388608]\n"
-    "  --mlp-unit-bytes B    weight bytes of one MLP unit [2097152]\n"
-    "  --bandwidth B         bytes/s of a rank's link for transfers [2.5e10]\n"
-    "  --resize-limit X      SEMI resize limit [0.25]\n"
-    "  --seed N              placement of stragglers and noise [1]\n"
+    "                        (per layer per iteration), 1e-9 to 1000 [4.3e-5]\n"
+    "  --head-bytes B        weight bytes of one head, 0 to 1e12 [8388608]\n"
+    "  --mlp-unit-bytes B    weight bytes of one MLP unit, 0 to 1e12 [2097152]\n"
+    "  --bandwidth B         bytes/s of a rank's link for transfers,\n"
+    "                        1 to 1e15 [2.5e10]\n"
+    "  --resize-limit X      SEMI resize limit, 0 to 1 [0.25]\n"
+    "  --seed N              placement of stragglers and noise,\n"
+    "                        0 to 9007199254740991 [1]\n"
     "  -h, --help            this text\n"
+    "\n"
+    "Every (ranks, stragglers) pair of the lists is simulated whose straggler\n"
+    "count is below its world size; each other pair is skipped with a note on\n"
+    "stderr, and when no pair is left htp-sim refuses the command line.\n"
     "\n"
     "The defaults describe a LLaMA-2-70B-like layer at tp = 8: 64 heads of\n"
     "dim 128 (8 per rank), d = 8192, MLP 28672 neurons in groups of 64 (56\n"
     "per rank), bf16 weights. Ranks beyond 8 keep the same per-rank shape.\n"
-    "Exit status: 0, or 2 for a bad option.\n"
+    "Exit status: 0; 1 if a simulation fails; 2 for an unknown option, a bad\n"
+    "value (the message names the option and the value) or no pair to run.\n"
     "\n"
     "Policies (libhtprt's names):";
 
@@ -84,10 +99,12 @@ static const htp_policy ALL_POLICIES[] = {HTP_POLICY_NONE, HTP_POLICY_RESIZE, HT
                                           HTP_POLICY_SEMI};
 enum { NUM_POLICIES = sizeof ALL_POLICIES / sizeof ALL_POLICIES[0] };
 
+enum { MAX_LIST = 32, MAX_ITEM = 64 };
+
 typedef struct options {
-  int ranks[32], num_ranks;
-  int stragglers[32], num_stragglers;
-  double slowdowns[32];
+  int ranks[MAX_LIST], num_ranks;
+  int stragglers[MAX_LIST], num_stragglers;
+  double slowdowns[MAX_LIST];
   int num_slowdowns;
   htp_policy policies[NUM_POLICIES];
   int num_policies;
@@ -96,30 +113,66 @@ typedef struct options {
   unsigned long long seed;
 } options;
 
-static int parse_ints(const char *text, int *out, int max) {
+/* The one list syntax of every option (a single value is a list of one):
+ * items between commas, none empty (strtok would skip "8,," silently), at
+ * most max. Returns the count, or -1 after naming the option and value. */
+static int split_list(const char *option, const char *text, int max, char items[][MAX_ITEM]) {
   int n = 0;
-  char *copy = strdup(text), *save = NULL;
-  for (char *tok = strtok_r(copy, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
-    char *end;
-    long v = strtol(tok, &end, 10);
-    if (*end || v < 1 || v > 1 << 20) { free(copy); return -1; }
-    out[n++] = (int)v;
+  for (const char *start = text;; ++n) {
+    const char *comma = strchr(start, ',');
+    size_t length = comma ? (size_t)(comma - start) : strlen(start);
+    const char *why = length == 0 ? "an empty item"
+                      : length >= MAX_ITEM ? "an item too long"
+                      : n == max ? "too many items" : NULL;
+    if (why) {
+      if (max == 1)
+        fprintf(stderr, "htp-sim: bad value '%s' for %s: %s (one value)\n", text, option, why);
+      else
+        fprintf(stderr, "htp-sim: bad value '%s' for %s: %s (values separated by commas, at "
+                "most %d)\n", text, option, why, max);
+      return -1;
+    }
+    memcpy(items[n], start, length);
+    items[n][length] = '\0';
+    if (!comma) return n + 1;
+    start = comma + 1;
   }
-  free(copy);
-  return n > 0 ? n : -1;
 }
 
-static int parse_doubles(const char *text, double *out, int max) {
-  int n = 0;
-  char *copy = strdup(text), *save = NULL;
-  for (char *tok = strtok_r(copy, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+/* What a number option accepts: integers or finite reals in [min, max]
+ * (bounds that keep the cost model finite and the planner's config valid),
+ * at most max_count of them. */
+typedef struct number_rule {
+  const char *option;
+  int integer, max_count;
+  double min, max;
+} number_rule;
+
+/* Parses text by the rule into out (integers are exact as doubles up to
+ * 2^53). Returns the count, or -1 after naming the option and value. */
+static int parse_numbers(const number_rule *rule, const char *text, double *out) {
+  char items[MAX_LIST][MAX_ITEM];
+  int n = split_list(rule->option, text, rule->max_count, items);
+  for (int i = 0; i < n; ++i) {
     char *end;
-    double v = strtod(tok, &end);
-    if (*end || !(v >= 1.0) || !isfinite(v)) { free(copy); return -1; }
-    out[n++] = v;
+    errno = 0;
+    /* strtoll and strtod skip leading spaces and strtoull takes "-1": the
+     * item must start like a number and be consumed whole. */
+    double v = rule->integer ? (double)strtoll(items[i], &end, 10) : strtod(items[i], &end);
+    int number = (isdigit((unsigned char)items[i][0]) || strchr("+-.", items[i][0])) && !*end &&
+                 errno != ERANGE && isfinite(v);
+    if (!number || v < rule->min || v > rule->max) {
+      if (rule->integer)
+        fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' is not an integer from %lld to "
+                "%lld\n", text, rule->option, items[i], (long long)rule->min, (long long)rule->max);
+      else
+        fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' is not a number from %g to %g\n",
+                text, rule->option, items[i], rule->min, rule->max);
+      return -1;
+    }
+    out[i] = v;
   }
-  free(copy);
-  return n > 0 ? n : -1;
+  return n;
 }
 
 static double now_seconds(void) {
@@ -351,51 +404,85 @@ int main(int argc, char **argv) {
                .head_bytes = 8388608, .mlp_unit_bytes = 2097152, .bandwidth = 2.5e10,
                .resize_limit = 0.25, .seed = 1};
   memcpy(o.policies, ALL_POLICIES, sizeof ALL_POLICIES); /* --policies not given: all */
+  /* Where each number option goes: a list of ints or doubles with its
+   * count, an int, a double, or the seed. */
+  const struct {
+    number_rule rule;
+    int *ints, *count;
+    double *reals;
+  } numbers[] = {
+      {{"--ranks", 1, MAX_LIST, 2, 1 << 20}, o.ranks, &o.num_ranks, NULL},
+      {{"--stragglers", 1, MAX_LIST, 1, (1 << 20) - 1}, o.stragglers, &o.num_stragglers, NULL},
+      {{"--slowdowns", 0, MAX_LIST, 1, 1000}, NULL, &o.num_slowdowns, o.slowdowns},
+      {{"--iters", 1, 1, 1, 1e7}, &o.iters, NULL, NULL},
+      {{"--warmup", 1, 1, 0, 1e7}, &o.warmup, NULL, NULL},
+      {{"--layers", 1, 1, 1, 1 << 16}, &o.layers, NULL, NULL},
+      {{"--heads-per-rank", 1, 1, 1, 1 << 20}, &o.heads, NULL, NULL},
+      {{"--mlp-units-per-rank", 1, 1, 1, 1 << 20}, &o.mlp_units, NULL, NULL},
+      {{"--noise", 0, 1, 0, 0.99}, NULL, NULL, &o.noise},
+      {{"--head-cost", 0, 1, 1e-3, 1e3}, NULL, NULL, &o.head_cost},
+      {{"--unit-seconds", 0, 1, 1e-9, 1e3}, NULL, NULL, &o.unit_seconds},
+      {{"--head-bytes", 0, 1, 0, 1e12}, NULL, NULL, &o.head_bytes},
+      {{"--mlp-unit-bytes", 0, 1, 0, 1e12}, NULL, NULL, &o.mlp_unit_bytes},
+      {{"--bandwidth", 0, 1, 1, 1e15}, NULL, NULL, &o.bandwidth},
+      {{"--resize-limit", 0, 1, 0, 1}, NULL, NULL, &o.resize_limit},
+      {{"--seed", 1, 1, 0, 9007199254740991.0}, NULL, NULL, NULL},
+  };
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(usage, stdout);
+      fputs(usage_options, stdout);
       for (int p = 0; p < NUM_POLICIES; ++p) printf(" %s", htp_policy_name(ALL_POLICIES[p]));
       putchar('\n');
       return 0;
     }
     if (i + 1 >= argc) { fprintf(stderr, "htp-sim: %s needs a value or is unknown (see --help)\n", a); return 2; }
     const char *v = argv[++i];
-    char *end = NULL;
-    int bad = 0;
-    if (!strcmp(a, "--ranks")) bad = (o.num_ranks = parse_ints(v, o.ranks, 32)) < 0;
-    else if (!strcmp(a, "--stragglers")) bad = (o.num_stragglers = parse_ints(v, o.stragglers, 32)) < 0;
-    else if (!strcmp(a, "--slowdowns")) bad = (o.num_slowdowns = parse_doubles(v, o.slowdowns, 32)) < 0;
-    else if (!strcmp(a, "--policies")) {
-      char *copy = strdup(v), *save = NULL;
-      o.num_policies = 0;
-      for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        if (o.num_policies >= NUM_POLICIES ||
-            htp_policy_parse(t, &o.policies[o.num_policies++]) != HTP_OK)
-          bad = 1;
-      free(copy);
-      bad |= o.num_policies == 0;
-    } else if (!strcmp(a, "--iters")) { o.iters = (int)strtol(v, &end, 10); bad = *end || o.iters < 1; }
-    else if (!strcmp(a, "--warmup")) { o.warmup = (int)strtol(v, &end, 10); bad = *end || o.warmup < 0; }
-    else if (!strcmp(a, "--layers")) { o.layers = (int)strtol(v, &end, 10); bad = *end || o.layers < 1; }
-    else if (!strcmp(a, "--heads-per-rank")) { o.heads = (int)strtol(v, &end, 10); bad = *end || o.heads < 1; }
-    else if (!strcmp(a, "--mlp-units-per-rank")) { o.mlp_units = (int)strtol(v, &end, 10); bad = *end || o.mlp_units < 1; }
-    else if (!strcmp(a, "--seed")) { o.seed = strtoull(v, &end, 10); bad = *end != 0; }
-    else {
-      double x = strtod(v, &end);
-      bad = *end || !isfinite(x) || x < 0;
-      if (!strcmp(a, "--noise")) { o.noise = x; bad |= x >= 1; }
-      else if (!strcmp(a, "--head-cost")) { o.head_cost = x; bad |= x <= 0; }
-      else if (!strcmp(a, "--unit-seconds")) { o.unit_seconds = x; bad |= x <= 0; }
-      else if (!strcmp(a, "--head-bytes")) o.head_bytes = x;
-      else if (!strcmp(a, "--mlp-unit-bytes")) o.mlp_unit_bytes = x;
-      else if (!strcmp(a, "--bandwidth")) { o.bandwidth = x; bad |= x <= 0; }
-      else if (!strcmp(a, "--resize-limit")) { o.resize_limit = x; bad |= x > 1; }
-      else { fprintf(stderr, "htp-sim: unknown option %s (see --help)\n", a); return 2; }
+    if (!strcmp(a, "--policies")) {
+      char items[NUM_POLICIES][MAX_ITEM];
+      int n = split_list(a, v, NUM_POLICIES, items);
+      if (n < 0) return 2;
+      for (int p = 0; p < n; ++p)
+        if (htp_policy_parse(items[p], &o.policies[p]) != HTP_OK) {
+          fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' is not a policy (see --help)\n",
+                  v, a, items[p]);
+          return 2;
+        }
+      o.num_policies = n;
+      continue;
     }
-    if (bad) { fprintf(stderr, "htp-sim: bad value '%s' for %s\n", v, a); return 2; }
+    int known = 0;
+    for (size_t k = 0; k < sizeof numbers / sizeof numbers[0] && !known; ++k) {
+      if (strcmp(a, numbers[k].rule.option)) continue;
+      double values[MAX_LIST];
+      int n = parse_numbers(&numbers[k].rule, v, values);
+      if (n < 0) return 2;
+      for (int j = 0; j < n; ++j) {
+        if (numbers[k].ints) numbers[k].ints[j] = (int)values[j];
+        else if (numbers[k].reals) numbers[k].reals[j] = values[j];
+        else o.seed = (unsigned long long)values[j];
+      }
+      if (numbers[k].count) *numbers[k].count = n;
+      known = 1;
+    }
+    if (!known) { fprintf(stderr, "htp-sim: unknown option %s (see --help)\n", a); return 2; }
   }
   if (o.warmup >= o.iters) { fprintf(stderr, "htp-sim: --warmup must be < --iters\n"); return 2; }
+  /* A sweep may cross sizes with counts that fit only some of them: skip
+   * the rest, saying so, but refuse a command line that leaves no row. */
+  int runnable = 0;
+  for (int a = 0; a < o.num_ranks; ++a)
+    for (int b = 0; b < o.num_stragglers; ++b)
+      if (o.stragglers[b] < o.ranks[a]) runnable++;
+      else
+        fprintf(stderr, "htp-sim: note: skipping %d ranks with %d stragglers (needs fewer "
+                "stragglers than ranks)\n", o.ranks[a], o.stragglers[b]);
+  if (!runnable) {
+    fprintf(stderr, "htp-sim: no (ranks, stragglers) pair to run: no count of --stragglers is "
+            "below a world size of --ranks\n");
+    return 2;
+  }
   printf("%6s %4s %8s %8s %12s %10s %8s %10s %7s %10s %11s %10s\n", "ranks", "chi",
          "slowdown", "policy", "steady/ideal", "run/ideal", "pruned%", "moved_MiB", "replans",
          "plan_us", "plan_us_max", "replan_us");
