@@ -78,7 +78,8 @@ htp_kernel_status htp__checked_memory(const htp_kernel_env *env, size_t *free_by
   const size_t capacity = capacity_bytes();
   if (!capacity)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                           "checked memory: HTP_CHECKED_MEMORY_MB is not a size in MiB");
+                           "checked memory: HTP_CHECKED_MEMORY_MB='%.40s' is not a size in MiB "
+                           "(1 to %zu)", getenv("HTP_CHECKED_MEMORY_MB"), SIZE_MAX >> 21);
   const size_t live = htp_checked_live_bytes();
   *total_bytes = capacity;
   *free_bytes = live < capacity ? capacity - live : 0;
@@ -110,7 +111,8 @@ htp_kernel_status htp__checked_alloc(const htp_kernel_env *env, size_t bytes, vo
     free(memory);
     if (!capacity)
       return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
-                             "checked alloc: HTP_CHECKED_MEMORY_MB is not a size in MiB");
+                             "checked alloc: HTP_CHECKED_MEMORY_MB='%.40s' is not a size in MiB "
+                             "(1 to %zu)", getenv("HTP_CHECKED_MEMORY_MB"), SIZE_MAX >> 21);
     return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM,
                            "checked alloc: out of device memory: %zu bytes asked, %zu of %zu "
                            "free",

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail) {
   snprintf(kernels->error, sizeof kernels->error, "%s: %s", what, detail);
@@ -52,7 +53,13 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
     kernels->owns_stream = status == cudaSuccess;
   }
   if (status != cudaSuccess) {
-    if (err) snprintf(err, (size_t)err_size, "CUDA device %d: %s", device, cudaGetErrorString(status));
+    /* Without a GPU or its driver the runtime's own words ("driver version
+     * is insufficient") hide what is missing: said first. */
+    const int no_gpu = status == cudaErrorNoDevice || status == cudaErrorInsufficientDriver;
+    if (err) snprintf(err, (size_t)err_size, "CUDA device %d: %s%s", device,
+                      no_gpu ? "no usable GPU or NVIDIA driver on this machine (CUDA: " : "",
+                      cudaGetErrorString(status));
+    if (err && no_gpu && strlen(err) + 2 < (size_t)err_size) strcat(err, ")");
     failed = 1;
   }
   /* The handle and the marks belong to the partition's green context, as

@@ -151,8 +151,8 @@ static void test_unknown_flags(void **state) {
   EXPECT_USAGE_ERROR("unknown option '-x'", "a.mlir", "-x");
   EXPECT_USAGE_ERROR("unknown option '-i'", "a.mlir", "-i", "3");
   EXPECT_USAGE_ERROR("unknown option '--itersx'", "a.mlir", "--itersx=3");
-  /* --t is --tp, --timeout or --trace: ambiguous. */
-  EXPECT_USAGE_ERROR("unknown option '--t'", "a.mlir", "--t", "3");
+  /* --t is --tp, --timeout, --trace or --train: ambiguous, and the error names them. */
+  EXPECT_USAGE_ERROR("ambiguous option '--t': --tp, --timeout, --trace, --train", "a.mlir", "--t", "3");
   EXPECT_USAGE_ERROR("option '--check' takes no value", "a.mlir", "--check=yes");
   /* A single dash is not a flag prefix. */
   EXPECT_USAGE_ERROR("unknown option '-t'", "a.mlir", "-tp", "3");
@@ -253,7 +253,7 @@ static void test_enum_names_from_runtime(void **state) {
   }
   for (int value = 0; strcmp(htp_impute_name((htp_impute)value), "?") != 0; value++) {
     snprintf(flag, sizeof flag, "--impute=%s", htp_impute_name((htp_impute)value));
-    assert_int_equal(PARSE(&options, err, "a.mlir", flag), 0);
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--policy=resize", flag), 0);
     assert_int_equal(options.impute, value);
   }
   for (int value = 0; strcmp(htp_select_name((htp_select)value), "?") != 0; value++) {
@@ -351,11 +351,19 @@ static void test_implemented(void **state) {
    * executor's check (it needs the block's balance record). */
   static char *policies[] = {"none", "resize", "migrate", "semi"};
   for (int i = 0; i < 4; i++) {
-    assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "2", "--policy", policies[i],
-                           "--impute=average"), 0);
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "2", "--policy", policies[i]), 0);
     assert_string_equal(htp_policy_name(options.policy), policies[i]);
-    assert_int_equal(options.impute, HTP_IMPUTE_AVERAGE);
     assert_int_equal(htp_run_check_implemented(&options, err, sizeof err), 0);
+  }
+  /* --impute fills in pruned units: only with a policy that prunes. */
+  for (int i = 0; i < 4; i++) {
+    const int prunes = i == 1 || i == 3;
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--tp", "2", "--policy", policies[i],
+                           "--impute=average") == 0, prunes);
+    if (prunes)
+      assert_int_equal(options.impute, HTP_IMPUTE_AVERAGE);
+    else
+      assert_non_null(strstr(err, "only --policy resize and semi prune"));
   }
 }
 
@@ -492,14 +500,17 @@ static void test_train(void **state) {
   assert_string_equal(htp_run_clock_name(HTP_TRAIN_CLOCK_UNITS), "units");
   assert_string_equal(htp_run_clock_name((htp_train_clock)9), "?");
   /* --same-max-age: 1 by default in training, 0 (any age) in a timed run */
-  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "2", "--impute", "same"), 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--tp", "2", "--policy", "resize",
+                         "--impute", "same"), 0);
   assert_int_equal(options.same_max_age, 1);
-  assert_int_equal(PARSE(&options, err, "m.mlir", "--tp", "2", "--impute", "same"), 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--tp", "2", "--policy", "semi", "--impute",
+                         "same"), 0);
   assert_int_equal(options.same_max_age, 0);
-  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--impute", "same", "--same-max-age",
-                         "0"), 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--train", "--policy", "resize", "--impute",
+                         "same", "--same-max-age", "0"), 0);
   assert_int_equal(options.same_max_age, 0);
-  assert_int_equal(PARSE(&options, err, "m.mlir", "--impute", "same", "--same-max-age", "7"), 0);
+  assert_int_equal(PARSE(&options, err, "m.mlir", "--policy", "resize", "--impute", "same",
+                         "--same-max-age", "7"), 0);
   assert_int_equal(options.same_max_age, 7);
   assert_int_equal(PARSE(&options, err, "m.so", "--train", "--resume", "c.st"), 0);
   assert_string_equal(options.train.resume, "c.st");

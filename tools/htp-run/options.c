@@ -454,8 +454,10 @@ static const char *const HELP[] = {
     "table's optimizer on its device. Progress on stderr (a bar on a terminal), one\n"
     "line per epoch on stdout: loss, train acc, test loss, test acc, time.\n",
     "\n"
-    "exit status: 0 success, 1 error (a failed rank, a --check above tolerance),\n"
-    "2 bad command line.\n",
+    "exit status: 0 success, 1 error (a failed rank, a --check above tolerance, a\n"
+    "file that cannot be read or written), 2 bad command line (an unknown or\n"
+    "repeated flag, a bad value, flags that cannot go together, an output that\n"
+    "names an input or another output).\n",
 };
 
 void htp_run_print_help(FILE *stream) {
@@ -762,6 +764,7 @@ static int parse_policy(const char *value, htp_run_options *options, char *err, 
 }
 
 static int parse_impute(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  options->impute_given = 1;
   return htp_impute_parse(value, &options->impute) != HTP_OK
              ? bad_enum("impute", impute_name_of, value, err, err_size)
              : 0;
@@ -882,7 +885,8 @@ static const flag_spec FLAGS[] = {
     LONG("epochs", FLAG_EPOCHS, train.epochs, 1, HTP_TRAIN_MAX_EPOCHS, 0, TRAIN_ONLY),
     CHOICE("optimizer", FLAG_OPTIMIZER, KIND_CHOICE, train.optimizer, optimizer_names, TRAIN_ONLY),
     DOUBLE("lr", FLAG_LR, train.lr, 0, 10, 1, 0, AT(train.lr_given), TRAIN_ONLY),
-    DOUBLE("momentum", FLAG_MOMENTUM, train.momentum, 0, 1, 0, 1, 0, TRAIN_ONLY),
+    DOUBLE("momentum", FLAG_MOMENTUM, train.momentum, 0, 1, 0, 1, AT(train.momentum_given),
+           TRAIN_ONLY),
     DOUBLE("weight-decay", FLAG_WEIGHT_DECAY, train.weight_decay, 0, 10, 0, 0,
            AT(train.weight_decay_given), TRAIN_ONLY),
     CHOICE("schedule", FLAG_SCHEDULE, KIND_CHOICE, train.schedule, schedule_names, TRAIN_ONLY),
@@ -997,6 +1001,25 @@ static const char *word_flag(const char *word, char *buffer, size_t size) {
   return buffer;
 }
 
+/* An unknown long flag, or a prefix of several (getopt_long takes a prefix of
+ * one): the error names those it could be. */
+static int unknown_flag(const char *text, char *err, size_t err_size) {
+  const char *name = strncmp(text, "--", 2) == 0 ? text + 2 : text;
+  const size_t length = strlen(name);
+  char matches[512] = "";
+  size_t used = 0;
+  int count = 0;
+  for (int i = 0; i < NUM_FLAGS && length > 0; i++)
+    if (strncmp(FLAGS[i].name, name, length) == 0 && used < sizeof matches) {
+      used += (size_t)snprintf(matches + used, sizeof matches - used, "%s--%s",
+                               count++ ? ", " : "", FLAGS[i].name);
+    }
+  if (count > 1)
+    return htp_set_error(err, err_size, "ambiguous option '%s': %s%s (give more of the name)",
+                         text, matches, used >= sizeof matches ? "..." : "");
+  return htp_set_error(err, err_size, "unknown option '%s'", text);
+}
+
 /* The defaults, before any flag: HTP_DEVICE sets the device's (CI reruns
  * the e2e suite on the checked device with it; --device still wins).
  * Non-zero with err. */
@@ -1062,7 +1085,7 @@ static int read_flags(int argc, char **argv, htp_run_options *options, int *firs
       const char *text = word_flag(argv[optind - 1], word, sizeof word);
       if (optopt)
         return htp_set_error(err, err_size, "option '%s' takes no value", text);
-      return htp_set_error(err, err_size, "unknown option '%s'", text);
+      return unknown_flag(text, err, err_size);
     }
     if (id == ':')
       return htp_set_error(err, err_size, "--%s needs a value", flag_name(optopt));
@@ -1116,6 +1139,30 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--same-max-age bounds the values --impute same "
                          "reuses: add --impute same, or leave it out");
   if (options->same_max_age < 0) options->same_max_age = train->enabled ? 1 : 0;
+  /* A timed run's iterations are 0 .. warm-up + iters - 1: a fault or a
+   * slowdown from past them never happens, which is said (not refused: a
+   * script may sweep --iters under one fault). */
+  const long last = options->warmup + options->iters - 1;
+  for (int i = 0; !train->enabled && !options->help && i < options->num_faults; i++)
+    if (options->faults[i].iteration > last)
+      fprintf(stderr, "htp-run: note: the --fault at iteration %ld never happens: the run's "
+              "iterations are 0 to %ld (--warmup %ld, --iters %ld)\n",
+              options->faults[i].iteration, last, options->warmup, options->iters);
+  for (int i = 0; !train->enabled && !options->help && i < options->num_slows; i++)
+    if (options->slows[i].from_iteration > last)
+      fprintf(stderr, "htp-run: note: the --slow from iteration %ld never happens: the run's "
+              "iterations are 0 to %ld (--warmup %ld, --iters %ld)\n",
+              options->slows[i].from_iteration, last, options->warmup, options->iters);
+  /* Flags that would do nothing: said, not ignored. */
+  if (options->impute_given && options->policy != HTP_POLICY_RESIZE &&
+      options->policy != HTP_POLICY_SEMI && !options->help)
+    return htp_set_error(err, err_size, "--impute %s fills in the outputs of pruned units: only "
+                         "--policy resize and semi prune (the policy is %s)",
+                         htp_impute_name(options->impute), htp_policy_name(options->policy));
+  if (train->enabled && train->momentum_given && train->optimizer != HTP_TRAIN_SGD &&
+      !options->help)
+    return htp_set_error(err, err_size, "--momentum is SGD's (--optimizer sgd); AdamW's moments "
+                         "have fixed betas (0.9, 0.999)");
   /* On by default on every device (on a GPU since it ran there: an H200,
    * tp 2 training, bench/RESULTS.md). */
   if (!options->repartition_given)

@@ -75,7 +75,7 @@ typedef struct htp_train_options {
   double lr;                     /* peak learning rate */
   double momentum;               /* SGD */
   double weight_decay;
-  int weight_decay_given, lr_given;
+  int weight_decay_given, lr_given, momentum_given;
   htp_train_schedule schedule;
   htp_train_augment augment;     /* of the training batches */
   double label_smoothing;        /* in [0, 1): training targets (1 - e) one-hot + e / classes */
@@ -109,6 +109,7 @@ typedef struct htp_run_options {
   int matmul_precision;          /* --matmul-precision: an htp_matmul_precision */
   htp_policy policy;             /* what the ranks do about stragglers */
   htp_impute impute;             /* values of pruned units */
+  int impute_given;
   long same_max_age;             /* --impute same: steps a stored value stands in (0: any) */
   htp_select selection;          /* which units are shed */
   double ewma_alpha;             /* the detector's smoothing (runtime/htp.h's default) */

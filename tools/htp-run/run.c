@@ -583,9 +583,13 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
     htp_run_print_help(stdout);
     return 0;
   }
+  /* Flags that cannot go together, outputs that name one file: the command
+   * line's fault too (exit 2), found before anything is read. */
   if (htp_run_check_implemented(&options, err, sizeof err) ||
-      htp_run_check_paths(&options, err, sizeof err))
-    return fail(err);
+      htp_run_check_paths(&options, err, sizeof err)) {
+    fail(err);
+    return EXIT_USAGE;
+  }
   htp_run_state state;
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);
