@@ -45,14 +45,18 @@ int htp_run_check_memory(const char *what, uint64_t held, const htp_signature *s
        !__builtin_add_overflow(*total, global, total) &&
        !__builtin_add_overflow(*total, held, total);
   uint64_t memory = htp_host_memory_bytes();
-  if (!ok || (memory && *total > memory))
+  if (!ok || (memory && *total > memory)) {
+    char already[64] = "";
+    if (held)
+      snprintf(already, sizeof already, ", plus %.4g GB the run already holds",
+               (double)held / 1e9);
     return htp_set_error(err, err_size, "%s needs %.4g GB for its tensors (%d rank%s x %.4g GB "
                          "of arguments, results and workspace, plus %.4g GB of global "
                          "arguments%s), more than this machine's %.4g GB of memory: refused "
                          "before allocating anything", what, ok ? (double)*total / 1e9 : INFINITY,
                          local_ranks, local_ranks == 1 ? "" : "s", (double)rank / 1e9,
-                         (double)global / 1e9,
-                         held ? " and what the run already holds" : "", (double)memory / 1e9);
+                         (double)global / 1e9, already, (double)memory / 1e9);
+  }
   return 0;
 }
 

@@ -75,7 +75,15 @@ static int is_shared_object(const char *path, char *err, size_t err_size) {
   unsigned char magic[4] = {0};
   ssize_t got = read(fd, magic, sizeof magic);
   close(fd);
-  return got == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
+  const int elf = got == 4 && memcmp(magic, "\x7f" "ELF", 4) == 0;
+  /* A file named .so that is not one would reach the MLIR parser and be
+   * refused for its first byte: say what it is not instead. */
+  const size_t length = strlen(path);
+  if (!elf && length >= 3 && strcmp(path + length - 3, ".so") == 0)
+    return -htp_set_error(err, err_size, "'%s' is not a shared object (no ELF header): "
+                          "htp-compile makes one from a .mlir (htp-compile block.mlir -o "
+                          "block.so)", path);
+  return elf;
 }
 
 static void release(htp_run_state *state) {
