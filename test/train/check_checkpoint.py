@@ -114,6 +114,15 @@ code, out, err = run("--epochs", "3", "--resume", ck)
 check(code == 0 and epochs(out) == want[1:],
       f"resumed after the failed write: {epochs(out)}, want {want[1:]} ({err[-500:]})")
 
+# A resume with the checkpoint's settings says nothing; with others, each
+# one that differs is noted (not refused).
+code, out, err = run("--epochs", "3", "--resume", ck)
+check(code == 0 and "note: --resume" not in err, f"a resume with the same settings: {err[-400:]}")
+code, out, err = run("--epochs", "3", "--resume", ck, "--lr", "0.01", "--weight-decay", "0.1")
+check(code == 0 and "was trained with --lr 0.001; this run has 0.01," in err and
+      "was trained with --weight-decay 0.05; this run has 0.1," in err and "--schedule" not in err,
+      f"a resume with another --lr and --weight-decay ({code}): {err[-600:]}")
+
 # A pair from two steps: epoch 1's moments beside epoch 2's weights.
 one, two = fresh("one"), fresh("two")
 run("--epochs", "1", "--checkpoint", one)

@@ -153,6 +153,53 @@ static int matching_optim(const char *checkpoint, const htp_safetensors *weights
                        id ? id : "no id", seen[0], seen[1]);
 }
 
+/* A resumed run goes where the checkpoint's run would have gone only with
+ * its settings (the schedule's length and the batches' order among them):
+ * each that differs is said on stderr, not refused (a changed learning rate
+ * may be the point). The values are formatted as commit_checkpoint writes
+ * them. */
+static void note_changed_settings(const htp_train_options *train, const train_job *job,
+                                  const htp_safetensors *st) {
+  char seed[32], lr[32], wd[32], momentum[32], epochs[32], limit[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)job->options->seed);
+  snprintf(lr, sizeof lr, "%.17g", train->lr);
+  snprintf(wd, sizeof wd, "%.17g", train->weight_decay);
+  snprintf(momentum, sizeof momentum, "%.17g", train->momentum);
+  snprintf(epochs, sizeof epochs, "%ld", train->epochs);
+  snprintf(limit, sizeof limit, "%u", job->train->count);
+  const struct {
+    const char *key, *flag, *now;
+    int matters;
+  } settings[] = {
+      {"htp.seed", "seed", seed, 1},
+      {"htp.lr", "lr", lr, 1},
+      {"htp.weight_decay", "weight-decay", wd, 1},
+      {"htp.momentum", "momentum", momentum, train->optimizer == HTP_TRAIN_SGD},
+      {"htp.schedule", "schedule", train->schedule == HTP_TRAIN_COSINE ? "cosine" : "constant", 1},
+      /* The cosine schedule spans --epochs. */
+      {"htp.epochs", "epochs", epochs, train->schedule == HTP_TRAIN_COSINE},
+      {"htp.train_examples", "limit-train (training images)", limit, 1},
+  };
+  for (size_t i = 0; i < sizeof settings / sizeof *settings; i++) {
+    const char *then = htp_safetensors_metadata(st, settings[i].key);
+    if (!settings[i].matters || !then || strcmp(then, settings[i].now) == 0)
+      continue;
+    /* Numbers as a person writes them (0.05, not %.17g's 0.050000000000000003). */
+    char *end_then, *end_now, shown_then[64], shown_now[64];
+    const double a = strtod(then, &end_then), b = strtod(settings[i].now, &end_now);
+    if (*then && !*end_then && !*end_now) {
+      snprintf(shown_then, sizeof shown_then, "%.6g", a);
+      snprintf(shown_now, sizeof shown_now, "%.6g", b);
+    } else {
+      snprintf(shown_then, sizeof shown_then, "%s", then);
+      snprintf(shown_now, sizeof shown_now, "%s", settings[i].now);
+    }
+    fprintf(stderr, "htp-run: note: --resume %s was trained with --%s %s; this run has %s, so "
+            "it goes on differently from the run that wrote it\n", train->resume,
+            settings[i].flag, shown_then, shown_now);
+  }
+}
+
 /* --resume FILE: the weights, FILE.optim's moments, and the epochs done. */
 static int resume(const htp_train_options *train, const htp_signature *sig, train_job *job,
                   char *err, size_t err_size) {
@@ -175,6 +222,8 @@ static int resume(const htp_train_options *train, const htp_signature *sig, trai
     status = htp_set_error(err, err_size, "--resume %s has done %ld epoch%s already; --epochs "
                            "%ld asks for no more (--epochs counts all epochs, resumed or not)",
                            train->resume, epoch, epoch == 1 ? "" : "s", train->epochs);
+  if (!status)
+    note_changed_settings(train, job, &st);
   char path[4200];
   if (!status)
     status = matching_optim(train->resume, &st, path, sizeof path, err, err_size);
