@@ -100,13 +100,67 @@ int htp__small_heads(int64_t tokens, int64_t head_dim) {
 }
 
 #if HTP_AVX512_KERNELS
+#define HTP_AVX512 __attribute__((target("arch=x86-64-v4")))
+
+/* htp__expf on 16 lanes, the same steps (so the same numbers up to the
+ * order of rounding in the polynomial); NaN stays NaN (max and min return
+ * their second operand when either is NaN). */
+HTP_AVX512 static inline __m512 exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(88.75f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 shifted = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                       shifter);
+  const __m512 n = _mm512_sub_ps(shifted, shifter);
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693145751953125f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(1.428606765330187e-06f)));
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  /* 2^n in two halves, so n down to -150 (subnormal results) stays exact. */
+  const __m512i ni = _mm512_sub_epi32(_mm512_castps_si512(shifted), _mm512_castps_si512(shifter));
+  const __m512i half = _mm512_srai_epi32(ni, 1), bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half), bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+/* One row of C from its two accumulators: scaled, and with `softmax` the
+ * row's softmax over its n columns, all in registers (the scores of a small
+ * head never make a second pass through memory). */
+HTP_AVX512 static inline void store_row(float *out, __m512 c0, __m512 c1, __m512 scale,
+                                        __mmask16 m0, __mmask16 m1, int softmax) {
+  c0 = _mm512_mul_ps(c0, scale);
+  c1 = _mm512_mul_ps(c1, scale);
+  if (softmax) {
+    const __m512 low = _mm512_set1_ps(-INFINITY);
+    const float max = _mm512_reduce_max_ps(
+        _mm512_max_ps(_mm512_mask_mov_ps(low, m0, c0), _mm512_mask_mov_ps(low, m1, c1)));
+    const __m512 shift = _mm512_set1_ps(max);
+    c0 = _mm512_maskz_mov_ps(m0, exp16(_mm512_sub_ps(c0, shift)));
+    c1 = _mm512_maskz_mov_ps(m1, exp16(_mm512_sub_ps(c1, shift)));
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(_mm512_add_ps(c0, c1)));
+    c0 = _mm512_mul_ps(c0, inv);
+    c1 = _mm512_mul_ps(c1, inv);
+  }
+  _mm512_mask_storeu_ps(out, m0, c0);
+  _mm512_mask_storeu_ps(out + 16, m1, c1);
+}
+
 /* Two masked 16-float vectors a row of C, four rows at a time in named
  * accumulators (kept in registers): ~0.1 us at 17 x 12 x 17, where a BLAS
  * call took ~0.35 us. (An intrinsics kernel with accumulator arrays
- * spilled them: 3x slower.) */
-__attribute__((target("arch=x86-64-v4"))) void htp__small_product(
-    int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t ai, int64_t ap,
-    const float *b, int64_t ldb, float *c, int64_t ldc) {
+ * spilled them: 3x slower.) Inlined twice: plain, and with each row's
+ * softmax (softmax a constant there). */
+HTP_AVX512 static inline void small_product(int64_t m, int64_t n, int64_t k, float alpha,
+                                            const float *a, int64_t ai, int64_t ap,
+                                            const float *b, int64_t ldb, float *c, int64_t ldc,
+                                            int softmax) {
   const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
   const __mmask16 m1 = (__mmask16)(n <= 16 ? 0u : n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
   const __m512 scale = _mm512_set1_ps(alpha);
@@ -128,14 +182,10 @@ __attribute__((target("arch=x86-64-v4"))) void htp__small_product(
       c30 = _mm512_fmadd_ps(x, b0, c30), c31 = _mm512_fmadd_ps(x, b1, c31);
     }
     float *r = c + i * ldc;
-    _mm512_mask_storeu_ps(r, m0, _mm512_mul_ps(c00, scale));
-    _mm512_mask_storeu_ps(r + 16, m1, _mm512_mul_ps(c01, scale));
-    _mm512_mask_storeu_ps(r + ldc, m0, _mm512_mul_ps(c10, scale));
-    _mm512_mask_storeu_ps(r + ldc + 16, m1, _mm512_mul_ps(c11, scale));
-    _mm512_mask_storeu_ps(r + 2 * ldc, m0, _mm512_mul_ps(c20, scale));
-    _mm512_mask_storeu_ps(r + 2 * ldc + 16, m1, _mm512_mul_ps(c21, scale));
-    _mm512_mask_storeu_ps(r + 3 * ldc, m0, _mm512_mul_ps(c30, scale));
-    _mm512_mask_storeu_ps(r + 3 * ldc + 16, m1, _mm512_mul_ps(c31, scale));
+    store_row(r, c00, c01, scale, m0, m1, softmax);
+    store_row(r + ldc, c10, c11, scale, m0, m1, softmax);
+    store_row(r + 2 * ldc, c20, c21, scale, m0, m1, softmax);
+    store_row(r + 3 * ldc, c30, c31, scale, m0, m1, softmax);
   }
   for (; i < m; ++i) {
     __m512 c0 = _mm512_setzero_ps(), c1 = c0;
@@ -146,11 +196,22 @@ __attribute__((target("arch=x86-64-v4"))) void htp__small_product(
       c0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m0, row), c0);
       c1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m1, row + 16), c1);
     }
-    _mm512_mask_storeu_ps(c + i * ldc, m0, _mm512_mul_ps(c0, scale));
-    _mm512_mask_storeu_ps(c + i * ldc + 16, m1, _mm512_mul_ps(c1, scale));
+    store_row(c + i * ldc, c0, c1, scale, m0, m1, softmax);
   }
 }
 
+HTP_AVX512 void htp__small_product(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                                   int64_t ai, int64_t ap, const float *b, int64_t ldb, float *c,
+                                   int64_t ldc) {
+  small_product(m, n, k, alpha, a, ai, ap, b, ldb, c, ldc, 0);
+}
+
+/* p = softmax(scale q kᵀ) by rows: the scores' product with the softmax in
+ * its registers. */
+HTP_AVX512 static void small_scores(int64_t tokens, int64_t head_dim, float scale, const float *q,
+                                    int64_t stride, const float *kt, float *p) {
+  small_product(tokens, tokens, head_dim, scale, q, stride, 1, kt, tokens, p, tokens, 1);
+}
 
 void htp__small_head_forward(const float *q, const float *k, const float *v, int64_t stride,
                              float *ctx, int64_t ctx_stride, int64_t tokens, int64_t head_dim,
@@ -161,8 +222,7 @@ void htp__small_head_forward(const float *q, const float *k, const float *v, int
   for (int64_t j = 0; j < tokens; ++j)
     for (int64_t c = 0; c < head_dim; ++c)
       kt[c * tokens + j] = k[j * stride + c];
-  htp__small_product(tokens, tokens, head_dim, scale, q, stride, 1, kt, tokens, p, tokens);
-  htp__softmax_rows(p, tokens, tokens);
+  small_scores(tokens, head_dim, scale, q, stride, kt, p);
   htp__small_product(tokens, head_dim, tokens, 1.0f, p, tokens, 1, v, stride, ctx, ctx_stride);
 }
 #endif
