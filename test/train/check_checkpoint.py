@@ -151,6 +151,21 @@ for flags, name in cases:
     check(code != 0 and "are the same file" in err and name in err,
           f"{flags}: exit {code}: {err[-400:]}")
 check(open(mlir).read() == program, "the program was overwritten")
+# The data set's files are inputs: an output naming one (here through a
+# folder of symlinks to them, so that a regression replaces a link, not the
+# data set) is refused.
+linked = os.path.join(os.path.dirname(ck), "data")
+os.makedirs(linked)
+for name in os.listdir(data):
+    os.symlink(os.path.abspath(os.path.join(data, name)), os.path.join(linked, name))
+for flag in ("--checkpoint", "--metrics"):
+    target = os.path.join(linked, "train-labels-idx1-ubyte.gz")
+    result = subprocess.run([htp_run, mlir, "--train", "--data", linked, *COMMON, "--epochs", "1",
+                             flag, target], capture_output=True, text=True)
+    check(result.returncode == 2 and "--data" in result.stderr and
+          "are the same file" in result.stderr and os.path.islink(target),
+          f"{flag} over a data file: exit {result.returncode}: {result.stderr[-400:]}")
+shutil.rmtree(linked)
 check(sorted(os.listdir(os.path.dirname(ck))) == ["link.json"],
       f"a refused run wrote {sorted(os.listdir(os.path.dirname(ck)))}")
 # --trace T writes T itself: its check that T can be written must not

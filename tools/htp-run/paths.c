@@ -14,6 +14,9 @@
 
 #include "tools/htp-run/errors.h"
 #include "tools/htp-run/train/train.h"
+#if HTP_RUN_HAVE_TRAIN
+#include "tools/htp-run/train/dataset.h"
+#endif
 
 #include <limits.h>
 #include <stdio.h>
@@ -97,7 +100,7 @@ static int same_file(const identity *a, const identity *b) {
   return a->exists || strcmp(a->name, b->name) == 0;
 }
 
-enum { MAX_FILES = 3 * HTP_RUN_MAX_FILES + 16 }; /* inputs, outputs and their .tmp, the rest */
+enum { MAX_FILES = 3 * HTP_RUN_MAX_FILES + 20 }; /* inputs, outputs and their .tmp, the rest */
 
 static void add(run_file *files, int *count, const char *flag, const char *path,
                 const char *suffix, int output, int family) {
@@ -130,6 +133,16 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
   add(files, &count, "--trace", options->trace, "", 1, -1);
   if (train->enabled) {
     add(files, &count, "--params", train->params, "", 0, -1);
+#if HTP_RUN_HAVE_TRAIN
+    /* The data set's four files are inputs too (a checkpoint written over
+     * them would destroy the data set). */
+    for (int split = HTP_FMNIST_TRAIN; split <= HTP_FMNIST_TEST; split++)
+      for (int labels = 0; labels < 2; labels++) {
+        char path[4200];
+        if (!htp_fmnist_file(train->data, (htp_fmnist_split)split, labels, path, sizeof path))
+          add(files, &count, "--data", path, "", 0, -1);
+      }
+#endif
     for (int s = 0; s < HTP_TRAIN_CHECKPOINT_FILES; s++) {
       add(files, &count, "--resume", train->resume, htp_train_checkpoint_suffix(s), 0, RESUME);
       add(files, &count, "--checkpoint", train->checkpoint, htp_train_checkpoint_suffix(s), 1,

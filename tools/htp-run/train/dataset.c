@@ -16,6 +16,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+int htp_fmnist_file(const char *dir, htp_fmnist_split split, int labels, char *out,
+                    size_t out_size) {
+  return (size_t)snprintf(out, out_size, "%s/%s-%s", dir,
+                          split == HTP_FMNIST_TRAIN ? "train" : "t10k",
+                          labels ? "labels-idx1-ubyte.gz" : "images-idx3-ubyte.gz") >= out_size;
+}
+
 int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx_set *out,
                     char *err, size_t err_size) {
   memset(out, 0, sizeof *out);
@@ -29,10 +36,8 @@ int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx
                          dir, missing ? strerror(errno) : "not a directory", HTP_FMNIST_PACKAGE,
                          prefix);
   char images[4096], labels[4096];
-  if ((size_t)snprintf(images, sizeof images, "%s/%s-images-idx3-ubyte.gz", dir, prefix) >=
-          sizeof images ||
-      (size_t)snprintf(labels, sizeof labels, "%s/%s-labels-idx1-ubyte.gz", dir, prefix) >=
-          sizeof labels)
+  if (htp_fmnist_file(dir, split, 0, images, sizeof images) ||
+      htp_fmnist_file(dir, split, 1, labels, sizeof labels))
     return htp_set_error(err, err_size, "%s: the directory name is too long", dir);
   const char *paths[2] = {images, labels};
   for (int i = 0; i < 2; i++)

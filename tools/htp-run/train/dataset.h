@@ -30,6 +30,11 @@ typedef enum htp_fmnist_split { HTP_FMNIST_TRAIN, HTP_FMNIST_TEST } htp_fmnist_s
 int htp_fmnist_load(const char *dir, htp_fmnist_split split, long limit, htp_idx_set *out,
                     char *err, size_t err_size);
 
+/* The path of the split's images (labels 0) or labels (labels 1) file under
+ * dir, as htp_fmnist_load reads it; non-zero when it does not fit. */
+int htp_fmnist_file(const char *dir, htp_fmnist_split split, int labels, char *out,
+                    size_t out_size);
+
 /* order[0..n) = the permutation of 0..n-1 for (seed, epoch): Fisher-Yates
  * on a splitmix64/xoshiro256** stream, so the same seed and epoch give the
  * same order on every machine and rank. */
