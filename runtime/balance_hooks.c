@@ -498,7 +498,9 @@ static htp_result run_compact(htp_ctx *ctx, htp_balancer *b, const pair_call *ca
   }
   htp_kernel_status status = compute_compact(b, call, s);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, call->hook);
-  if (b->config.impute == HTP_IMPUTE_SAME) { /* the kept units' activations lead the compact ones */
+  /* The kept units' activations lead the compact ones; a rank that keeps
+   * none (all pruned or handed off) has nothing to store. */
+  if (b->config.impute == HTP_IMPUTE_SAME && s->num_kept > 0) {
     const int64_t inner = (s->num_kept + s->num_in) * call->width;
     const float *kept = imputer_view(b, call, b->compact_scratch, call->rows * inner);
     htp_result r = kept ? htp_imputer_store_listed(b->imputer, call->pair, kept,
