@@ -97,6 +97,7 @@ typedef struct train_job {
   void **gathered[3];                  /* [num_args] rank 0's gathered w, m, v (checkpoint) */
   epoch_metrics *metrics;              /* [epochs] */
   long epochs_done;                    /* by this run */
+  double metrics_written_at, metrics_cost; /* the last --metrics write: when it ended, its seconds */
   int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
   int balance;                         /* the grad entry has balance hooks: a real balancer */
   htp_balancer_config balancer;        /* its config (without hooks: detection only) */

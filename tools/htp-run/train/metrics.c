@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 
+static json_t *finite_or_null(double value) {
+  return isfinite(value) ? json_real(value) : json_null();
+}
+
 int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,
                          size_t err_size) {
   const htp_run_options *options = job->options;
@@ -27,20 +31,26 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   }
   for (long e = 0; e < job->epochs_done; e++) {
     const epoch_metrics *m = &job->metrics[e];
-    /* An epoch whose every step was skipped has no train loss: null. */
-    json_t *row = json_pack("{s:I, s:o, s:o, s:f, s:f, s:f, s:f, s:f}", "epoch",
-                            (json_int_t)m->epoch, "train_loss",
-                            isfinite(m->train_loss) ? json_real(m->train_loss) : json_null(),
-                            "train_acc",
-                            isfinite(m->train_acc) ? json_real(m->train_acc) : json_null(),
-                            "test_loss", m->test_loss, "test_acc", m->test_acc, "epoch_s",
-                            m->seconds, "eval_s", m->eval_seconds, "ms_per_step",
-                            m->ms_per_step);
+    /* A figure that is not finite (an epoch whose every step was skipped
+     * has no train loss; a diverged model's test loss is NaN) is null:
+     * JSON has no NaN, and jansson refuses to pack one. */
+    json_t *row = json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "epoch",
+                            (json_int_t)m->epoch, "train_loss", finite_or_null(m->train_loss),
+                            "train_acc", finite_or_null(m->train_acc), "test_loss",
+                            finite_or_null(m->test_loss), "test_acc",
+                            finite_or_null(m->test_acc), "epoch_s", finite_or_null(m->seconds),
+                            "eval_s", finite_or_null(m->eval_seconds), "ms_per_step",
+                            finite_or_null(m->ms_per_step));
     if (row && options->train.clock != HTP_TRAIN_CLOCK_WALL)
-      json_object_set_new(row, "model_s", json_real(m->model_seconds));
+      json_object_set_new(row, "model_s", finite_or_null(m->model_seconds));
     if (row && options->train.skip_nonfinite)
       json_object_set_new(row, "skipped_steps", json_integer(m->skipped));
-    json_array_append_new(epochs, row);
+    if (!row || json_array_append_new(epochs, row) != 0) {
+      json_decref(root);
+      json_decref(epochs);
+      json_decref(stragglers);
+      return htp_set_error(err, err_size, "--metrics: epoch %ld's row: out of memory", m->epoch);
+    }
   }
   for (int r = 0; r < job->tp; r++)
     if (job->stragglers[r])
