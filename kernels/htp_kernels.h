@@ -96,7 +96,8 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
                               const int32_t *units, int64_t count, int32_t accumulate);
 
 /* BLAS's thread count for the GEMMs of every kernel (process-wide; set it
- * before ranks start). threads < 1 is ignored. */
+ * before ranks start). threads < 1 is ignored; above the pool's 64 threads,
+ * 64. */
 void htp_cpu_set_blas_threads(int threads);
 int htp_cpu_blas_threads(void);
 /* What computes the GEMMs, for reports: "onednn 2.6.3 (avx512_core_amx)"

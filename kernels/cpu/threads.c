@@ -51,7 +51,13 @@
  * instead (htp__sgemm), and one set of threads serves everything. */
 static _Atomic int kernel_threads;
 
+enum { MAX_WORKERS = 63, SPIN_CHECKS = 20000 };
+
 void htp_cpu_set_blas_threads(int threads) {
+  /* More threads than the pool has workers would only split the work into
+   * parts that queue: capped (and reported so). */
+  if (threads > MAX_WORKERS + 1)
+    threads = MAX_WORKERS + 1;
   if (threads >= 1) {
     atomic_store(&kernel_threads, threads);
 #if defined(HTP_BLAS_OPENBLAS) && !defined(HTP_BLAS_ONEDNN)
@@ -69,8 +75,9 @@ static int default_threads(void) {
                                      "OMP_NUM_THREADS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) {
     const char *text = getenv(vars[i]);
-    long value = text ? strtol(text, NULL, 10) : 0;
-    if (value >= 1)
+    char *end = NULL;
+    long value = text ? strtol(text, &end, 10) : 0;
+    if (text && end != text && *end == '\0' && value >= 1) /* a count, nothing else */
       return value > 1024 ? 1024 : (int)value;
   }
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -97,7 +104,6 @@ int htp__threads(void) {
   return threads;
 }
 
-enum { MAX_WORKERS = 63, SPIN_CHECKS = 20000 };
 /* The chunk index of a closed counter: above any job's chunk count. */
 #define CLOSED UINT64_C(0xFFFFFFFF)
 

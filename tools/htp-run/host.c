@@ -8,6 +8,7 @@
 #include "tools/htp-run/host.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -53,13 +54,24 @@ int htp_host_mpi_local_size(void) {
   return 0;
 }
 
-const char *htp_host_blas_threads_variable(void) {
+int htp_host_blas_threads_from_env(const char **name) {
   static const char *const names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                                       "OMP_NUM_THREADS"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (is_set(names[i]))
-      return names[i];
-  return NULL;
+  *name = NULL;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    if (!is_set(names[i]))
+      continue;
+    const char *value = getenv(names[i]);
+    char *end;
+    long count = strtol(value, &end, 10);
+    if (*end == '\0' && count >= 1 && count <= 1024) {
+      *name = names[i];
+      return (int)count;
+    }
+    fprintf(stderr, "htp-run: note: %s='%.40s' is not a thread count (1 to 1024): ignored\n",
+            names[i], value);
+  }
+  return 0;
 }
 
 int htp_host_blas_share(int cores, int ranks) {

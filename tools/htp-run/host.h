@@ -26,9 +26,12 @@ const char *htp_host_mpi_launcher(void);
  * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), or 0 if it does not. */
 int htp_host_mpi_local_size(void);
 
-/* The variable through which the user set BLAS's thread count
- * (OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS), or NULL. */
-const char *htp_host_blas_threads_variable(void);
+/* The thread count the user set for BLAS (the first of
+ * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS that holds one: a
+ * whole number from 1 to 1024), with its variable's name in *name; 0 and
+ * NULL when none does. A variable that is set to anything else is said on
+ * stderr and passed over. */
+int htp_host_blas_threads_from_env(const char **name);
 
 /* Each of `ranks` ranks on a host of `cores` cores gets max(1, cores / ranks)
  * BLAS threads: together they use the cores, none oversubscribes them. */

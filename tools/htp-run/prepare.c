@@ -120,8 +120,10 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
 }
 
 void htp_run_choose_blas_threads(htp_run_state *state, int mpi) {
-  state->blas_threads_from = htp_host_blas_threads_variable();
-  if (!state->blas_threads_from) {
+  const int given = htp_host_blas_threads_from_env(&state->blas_threads_from);
+  if (given) {
+    htp_cpu_set_blas_threads(given);
+  } else {
     int on_host = mpi ? htp_host_mpi_local_size() : state->tp;
     if (on_host < 1)
       on_host = state->tp; /* a launcher that does not say: assume one host */
