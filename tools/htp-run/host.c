@@ -42,9 +42,9 @@ const char *htp_host_mpi_launcher(void) {
   return NULL;
 }
 
-int htp_host_mpi_local_size(void) {
-  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+/* The first of names that holds a count from 1 to 2^20, else 0. */
+static int count_from(const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++) {
     const char *value = getenv(names[i]);
     char *end;
     long size = value ? strtol(value, &end, 10) : 0;
@@ -52,6 +52,16 @@ int htp_host_mpi_local_size(void) {
       return (int)size;
   }
   return 0;
+}
+
+int htp_host_mpi_local_size(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+  return count_from(names, sizeof names / sizeof names[0]);
+}
+
+int htp_host_mpi_world_size(void) {
+  static const char *const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"};
+  return count_from(names, sizeof names / sizeof names[0]);
 }
 
 int htp_host_blas_threads_from_env(const char **name) {

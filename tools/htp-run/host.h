@@ -25,6 +25,9 @@ const char *htp_host_mpi_launcher(void);
 /* Processes of this job on this host as the launcher says
  * (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), or 0 if it does not. */
 int htp_host_mpi_local_size(void);
+/* Processes of this job in all as the launcher says (OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE, MV2_COMM_WORLD_SIZE), or 0 if it does not. */
+int htp_host_mpi_world_size(void);
 
 /* The thread count the user set for BLAS (the first of
  * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS that holds one: a

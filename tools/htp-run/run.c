@@ -559,6 +559,11 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
   if (open_input(options, jit, state, err, sizeof err))
     return fail(err);
+  /* mpirun -np N with the local backend: N copies of the whole job. */
+  if (!mpi && htp_host_mpi_world_size() > 1)
+    fprintf(stderr, "htp-run: note: started as one of %d processes by an MPI launcher, with "
+            "--backend local: each process runs the whole job on its own (for one rank a "
+            "process: --backend mpi)\n", htp_host_mpi_world_size());
   long requested = options->tp;
   if (mpi && open_launcher_world(options, state, backend, &requested, err, sizeof err))
     return fail(err);
