@@ -372,8 +372,8 @@ static int check_finite(const htp_signature *sig, void **gathered, const char *w
   return 0;
 }
 
-int htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done, char *err,
-                            size_t err_size) {
+htp_result htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done,
+                                      char *err, size_t err_size) {
   const htp_run_options *options = job->options;
   const htp_train_options *train = &options->train;
   const htp_signature *sig = job->sig;
@@ -381,10 +381,12 @@ int htp_train_write_checkpoint(const train_job *job, long epochs_done, long step
   for (int kind = 0; kind < kinds; kind++)
     if (check_finite(sig, job->gathered[kind], kind == 0 ? "parameter" : "an optimizer moment of",
                      err, err_size))
-      return 1;
+      return HTP_ERR_INVALID; /* the model's values, not the disk */
   htp_st_write *tensors = calloc((size_t)sig->num_args + 1, sizeof *tensors);
-  if (!tensors)
-    return htp_set_error(err, err_size, "out of memory");
+  if (!tensors) {
+    htp_set_error(err, err_size, "out of memory");
+    return HTP_ERR_NOMEM;
+  }
   char epoch[32], steps[32], batch[32], seed[32], lr[32], wd[32], momentum[32], total[32],
       tp[16], limit[32], id[96];
   snprintf(epoch, sizeof epoch, "%ld", epochs_done);
@@ -438,6 +440,6 @@ int htp_train_write_checkpoint(const train_job *job, long epochs_done, long step
   free(moments);
   free(names);
   free(tensors);
-  return status;
+  return status ? HTP_ERR_SYSTEM : HTP_OK;
 }
 

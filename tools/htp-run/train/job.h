@@ -131,8 +131,10 @@ void **htp_train_param_buffers(const htp_signature *sig);
 int htp_train_starting_weights(const htp_train_options *train, const htp_signature *sig,
                                train_job *job, char *err, size_t err_size);
 int htp_train_check_output(const char *flag, const char *path, char *err, size_t err_size);
-int htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done,
-                               char *err, size_t err_size);
+/* HTP_OK; HTP_ERR_INVALID when a value is not finite (nothing written);
+ * HTP_ERR_NOMEM, or HTP_ERR_SYSTEM when a file could not be written. */
+htp_result htp_train_write_checkpoint(const train_job *job, long epochs_done, long steps_done,
+                                      char *err, size_t err_size);
 
 /* elastic.c. prepare: --elastic's checks (local backend, a split with room
  * for a lost rank's units on the others) and its snapshot buffers, the

@@ -375,8 +375,10 @@ static int checkpoint(rank_run *run, rank_buffers *b, long epochs_done, long ste
   if (run->rank != 0)
     return 0;
   char err[2048];
-  if (htp_train_write_checkpoint(job, epochs_done, steps_done, err, sizeof err)) {
-    htp_rank_task_fail(run->task, run->ctx, HTP_ERR_SYSTEM, "writing the checkpoint", -1, err);
+  const htp_result written = htp_train_write_checkpoint(job, epochs_done, steps_done, err,
+                                                        sizeof err);
+  if (written != HTP_OK) {
+    htp_rank_task_fail(run->task, run->ctx, written, "writing the checkpoint", -1, err);
     return 1;
   }
   return 0;
