@@ -107,7 +107,7 @@ static void bad_files(void **state) {
   memcpy(bad, bytes, size), bad[3] = 5;
   expect_error(write_file("dims5", bad, size, 0), "5 dimensions");
   memcpy(bad, bytes, size), bad[7] = 0;
-  expect_error(write_file("zero", bad, size, 0), "dimension 0 is 0");
+  expect_error(write_file("zero", bad, size, 0), "dimension 0 of [0, 6] is 0");
   const uint32_t huge[3] = {0xffffffffu, 0xffffffffu, 2};
   size_t header_only = 4 + 12;
   make_idx(bad, 3, (const uint32_t[3]){1, 1, 1}, 0);
@@ -117,7 +117,7 @@ static void bad_files(void **state) {
   expect_error(write_file("overflow", bad, header_only, 0), "more than");
   expect_error(write_file("header", bytes, 9, 0), "header is cut short");
   expect_error(write_file("short3", bytes, 3, 0), "shorter than an IDX header");
-  expect_error(write_file("cut", bytes, size - 1, 0), "cut short");
+  expect_error(write_file("cut", bytes, size - 1, 0), "its 2 dimensions [4, 6] say 24 (cut short)");
   make_idx(bad, 2, d, 3);
   expect_error(write_file("trailing", bad, size + 3, 0), "trailing bytes");
   expect_error(write_file("cut.gz", bytes, size - 5, 1), "cut short");

@@ -1,9 +1,9 @@
 /*===- tools/htp-run/train/idx.c - IDX files (MNIST, Fashion-MNIST) -----------===*
  *
- * See idx.h. The file is read whole through zlib's gzread (which passes a
- * plain file through unchanged), with a byte cap one past the largest valid
- * file, so a huge or endless input (a gzip bomb) stops at the cap instead
- * of filling memory; then parsed from memory.
+ * See idx.h. The file is read through zlib's gzread (which passes a plain
+ * file through unchanged): its header, then the bytes the header declares
+ * and one more, so a huge or endless input (a gzip bomb) stops there
+ * instead of filling memory; then parsed from memory.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 #include "tools/htp-run/train/idx.h"
@@ -48,18 +48,26 @@ int htp_idx_parse(const uint8_t *bytes, size_t size, htp_idx *out, char *err,
   const size_t header = 4 + 4 * (size_t)dims;
   if (size < header)
     return htp_set_error(err, err_size, "IDX header is cut short (%zu of %zu bytes)", size, header);
+  /* The header's dims, for the messages: a file of the wrong kind (labels
+   * where images belong) shows here. */
+  char shape[16 * HTP_IDX_MAX_DIMS] = "";
+  for (int d = 0, used = 0; d < dims; d++)
+    used += snprintf(shape + used, sizeof shape - (size_t)used, "%s%u", d ? ", " : "",
+                     big_endian32(bytes + 4 + 4 * d));
   uint64_t count = 1;
   for (int d = 0; d < dims; d++) {
     out->dims[d] = big_endian32(bytes + 4 + 4 * d);
-    if (out->dims[d] == 0) return htp_set_error(err, err_size, "IDX dimension %d is 0", d);
+    if (out->dims[d] == 0)
+      return htp_set_error(err, err_size, "IDX dimension %d of [%s] is 0", d, shape);
     if (count > HTP_IDX_MAX_BYTES / out->dims[d])
-      return htp_set_error(err, err_size, "IDX dimensions hold more than %llu bytes",
+      return htp_set_error(err, err_size, "IDX dimensions [%s] hold more than %llu bytes", shape,
                            (unsigned long long)HTP_IDX_MAX_BYTES);
     count *= out->dims[d];
   }
   if (size - header != count)
-    return htp_set_error(err, err_size, "IDX data is %zu bytes; its dimensions say %llu%s",
-                         size - header, (unsigned long long)count,
+    return htp_set_error(err, err_size, "IDX data is %zu bytes; its %d dimension%s [%s] say %llu%s",
+                         size - header, dims, dims == 1 ? "" : "s", shape,
+                         (unsigned long long)count,
                          size - header > count ? " (trailing bytes)" : " (cut short)");
   out->data = malloc(count);
   if (!out->data)
@@ -67,6 +75,27 @@ int htp_idx_parse(const uint8_t *bytes, size_t size, htp_idx *out, char *err,
   memcpy(out->data, bytes + header, count);
   out->num_dims = dims;
   out->count = count;
+  return 0;
+}
+
+/* Reads up to want more bytes into to (fewer at the end of the data),
+ * adding what it read to *size. Non-zero with err on a read error. */
+static int read_upto(gzFile file, const char *path, uint8_t *to, size_t want, size_t *size,
+                     char *err, size_t err_size) {
+  size_t done = 0;
+  while (done < want) {
+    const size_t chunk = want - done > (1u << 30) ? (1u << 30) : want - done;
+    int got = gzread(file, to + done, (unsigned)chunk);
+    int code;
+    const char *why = gzerror(file, &code);
+    if (got < 0 || (got == 0 && code != Z_OK && code != Z_STREAM_END))
+      return htp_set_error(err, err_size, "%s: %s", path,
+                           code == Z_ERRNO ? strerror(errno) : why);
+    if (got == 0)
+      break;
+    done += (size_t)got;
+  }
+  *size += done;
   return 0;
 }
 
@@ -79,43 +108,34 @@ int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size) {
   if (!S_ISREG(st.st_mode)) return htp_set_error(err, err_size, "%s: not a regular file", path);
   gzFile file = gzopen(path, "rb");
   if (!file) return htp_set_error(err, err_size, "%s: cannot open: %s", path, strerror(errno));
-  /* One byte past the largest valid file tells "too long" from "exact". */
-  const uint64_t cap = 4 + 4 * HTP_IDX_MAX_DIMS + HTP_IDX_MAX_BYTES + 1;
-  size_t size = 0, capacity = 1 << 16;
-  uint8_t *bytes = malloc(capacity);
-  int rc = bytes ? 0 : htp_set_error(err, err_size, "%s: out of memory", path);
-  while (rc == 0) {
-    if (size == capacity) {
-      size_t grown = capacity * 2 > cap ? (size_t)cap : capacity * 2;
-      uint8_t *more = grown > capacity ? realloc(bytes, grown) : NULL;
-      if (!more) {
-        rc = htp_set_error(err, err_size,
-                           "%s: longer than any IDX file this reader accepts (%llu bytes)", path,
-                           (unsigned long long)cap - 1);
-        break;
-      }
-      bytes = more;
-      capacity = grown;
+  /* The header first, then the bytes it declares and one more (to tell
+   * "trailing bytes" from "exact"): a gzip bomb is inflated no further than
+   * its header claims, and never past the largest valid file. */
+  uint8_t head[4 + 4 * HTP_IDX_MAX_DIMS];
+  size_t size = 0;
+  int rc = read_upto(file, path, head, 4, &size, err, err_size);
+  const size_t header = 4 + 4 * (size_t)(size == 4 && head[3] <= HTP_IDX_MAX_DIMS ? head[3] : 0);
+  if (rc == 0 && size == 4 && header > 4)
+    rc = read_upto(file, path, head + 4, header - 4, &size, err, err_size);
+  uint64_t declared = 1;
+  for (size_t d = 4; rc == 0 && size == header && header > 4 && d < header; d += 4) {
+    const uint32_t dim = big_endian32(head + d);
+    declared = dim && declared <= HTP_IDX_MAX_BYTES / dim ? declared * dim : 0;
+  }
+  uint8_t *bytes = NULL;
+  if (rc == 0 && size == header && header > 4 && declared > 0) {
+    if (!(bytes = malloc(header + (size_t)declared + 1))) {
+      gzclose(file);
+      return htp_set_error(err, err_size, "%s: out of memory for %llu bytes", path,
+                           (unsigned long long)declared);
     }
-    size_t want = capacity - size > (1u << 30) ? (1u << 30) : capacity - size;
-    int got = gzread(file, bytes + size, (unsigned)want);
-    if (got < 0) {
-      int code;
-      const char *why = gzerror(file, &code);
-      rc = htp_set_error(err, err_size, "%s: %s", path, code == Z_ERRNO ? strerror(errno) : why);
-    } else if (got == 0) {
-      int code;
-      const char *why = gzerror(file, &code);
-      if (code != Z_OK && code != Z_STREAM_END)
-        rc = htp_set_error(err, err_size, "%s: %s", path, why);
-      break;
-    } else
-      size += (size_t)got;
+    memcpy(bytes, head, header);
+    rc = read_upto(file, path, bytes + header, (size_t)declared + 1, &size, err, err_size);
   }
   gzclose(file);
-  if (rc == 0) {
+  if (rc == 0) { /* a header that declares no data is parsed alone: its message */
     char why[256];
-    if (htp_idx_parse(bytes, size, out, why, sizeof why) != 0)
+    if (htp_idx_parse(bytes ? bytes : head, size, out, why, sizeof why) != 0)
       rc = htp_set_error(err, err_size, "%s: %s", path, why);
   }
   free(bytes);
