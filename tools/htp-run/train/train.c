@@ -526,10 +526,14 @@ static void print_epoch(const epoch_metrics *m, long epochs, int cpu_clock) {
   if (m->skipped)
     snprintf(skipped_note, sizeof skipped_note, ", %ld step%s skipped (non-finite loss)",
              m->skipped, m->skipped == 1 ? "" : "s");
-  printf("epoch %ld/%ld: loss %.4f, train acc %.2f%%, test loss %.4f, test acc %.2f%%, %.1f s "
-         "(%.1f ms/step%s), eval %.1f s%s\n", m->epoch, epochs, m->train_loss,
-         100 * m->train_acc, m->test_loss, 100 * m->test_acc, m->seconds, m->ms_per_step,
-         modelled, m->eval_seconds, skipped_note);
+  /* An epoch whose every step was skipped has no training figures. */
+  char trained[96] = "loss n/a, train acc n/a";
+  if (isfinite(m->train_loss) && isfinite(m->train_acc))
+    snprintf(trained, sizeof trained, "loss %.4f, train acc %.2f%%", m->train_loss,
+             100 * m->train_acc);
+  printf("epoch %ld/%ld: %s, test loss %.4f, test acc %.2f%%, %.1f s (%.1f ms/step%s), eval "
+         "%.1f s%s\n", m->epoch, epochs, trained, m->test_loss, 100 * m->test_acc, m->seconds,
+         m->ms_per_step, modelled, m->eval_seconds, skipped_note);
   fflush(stdout);
 }
 
