@@ -43,7 +43,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,9 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "ref"))
 import vit_ref  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import train_policies  # noqa: E402  (the argument checks, run_command)
+from train_policies import int_from, run_command  # noqa: E402
 
 
 def erf_vectorised(x):
@@ -96,13 +98,13 @@ def add_block_arguments(parser):
     """The build, the timing and the block's shape (ViT-B/16, batch 8, by
     default): this benchmark's and bench/matmul_precision.py's."""
     parser.add_argument("--build", default=os.path.join(ROOT, "build"), help="build folder")
-    parser.add_argument("--iters", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=197)
-    parser.add_argument("--dim", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--mlp", type=int, default=3072)
+    parser.add_argument("--iters", type=int_from(1), default=10)
+    parser.add_argument("--warmup", type=int_from(0), default=2)
+    parser.add_argument("--batch", type=int_from(1), default=8)
+    parser.add_argument("--tokens", type=int_from(1), default=197)
+    parser.add_argument("--dim", type=int_from(1), default=768)
+    parser.add_argument("--heads", type=int_from(1), default=12)
+    parser.add_argument("--mlp", type=int_from(1), default=3072)
 
 
 def block_shape(args):
@@ -116,29 +118,33 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_block_arguments(parser)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    parser.add_argument("--rounds", type=int, default=1,
+    parser.add_argument("--rounds", type=int_from(1), default=1,
                         help="bf16: this many alternating rounds of htp-run and PyTorch eager, "
                              "and the median of their ratios")
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
                         help="bf16: the bf16 block's time and its error against f32 (above)")
     args = parser.parse_args()
+    train_policies.check_build(parser, args.build, os.path.join("tools", "htp-run", "htp-run"),
+                               *([] if args.dtype == "bf16" else
+                                 [os.path.join("bench", "htp-bench-gemm")]))
+    train_policies.check_gen_vit(parser, block_shape(args) + ["--dtype", args.dtype])
     if args.dtype == "bf16":
         return main_bf16(args)
 
     shape = block_shape(args)
     with tempfile.TemporaryDirectory() as tmp:
         block = os.path.join(tmp, "block.mlir")
-        subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
-                        "-o", block], check=True)
-        out = subprocess.run([os.path.join(args.build, "tools", "htp-run", "htp-run"), block,
-                              "--iters", str(args.iters), "--warmup", str(args.warmup),
-                              "--report", "json"], check=True, capture_output=True, text=True)
+        run_command([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
+                     "-o", block])
+        out = run_command([os.path.join(args.build, "tools", "htp-run", "htp-run"), block,
+                           "--iters", str(args.iters), "--warmup", str(args.warmup),
+                           "--report", "json"], capture_output=True, text=True)
     htp = json.loads(out.stdout)
-    out = subprocess.run([os.path.join(args.build, "bench", "htp-bench-gemm"), "--batch",
-                          str(args.batch), "--tokens", str(args.tokens), "--dim", str(args.dim),
-                          "--heads", str(args.heads), "--mlp", str(args.mlp), "--iters",
-                          str(args.iters), "--warmup", str(args.warmup)],
-                         check=True, capture_output=True, text=True)
+    out = run_command([os.path.join(args.build, "bench", "htp-bench-gemm"), "--batch",
+                       str(args.batch), "--tokens", str(args.tokens), "--dim", str(args.dim),
+                       "--heads", str(args.heads), "--mlp", str(args.mlp), "--iters",
+                       str(args.iters), "--warmup", str(args.warmup)],
+                      capture_output=True, text=True)
     gemm = json.loads(out.stdout)
 
     rng = np.random.default_rng(0)
@@ -225,12 +231,12 @@ def main_bf16(args):
         np.save(x_path, x)
         for dtype in ("f32", "bf16"):
             block, y_path = os.path.join(tmp, f"{dtype}.mlir"), os.path.join(tmp, f"{dtype}.npy")
-            subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
-                            "--dtype", dtype, "-o", block], check=True)
-            out = subprocess.run([htp_run, block, "--weights", weights_path, "--input", x_path,
-                                  "--output", y_path, "--iters", str(args.iters), "--warmup",
-                                  str(args.warmup), "--report", "json"], check=True,
-                                 capture_output=True, text=True)
+            run_command([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
+                         "--dtype", dtype, "-o", block])
+            out = run_command([htp_run, block, "--weights", weights_path, "--input", x_path,
+                               "--output", y_path, "--iters", str(args.iters), "--warmup",
+                               str(args.warmup), "--report", "json"],
+                              capture_output=True, text=True)
             reports[dtype] = json.loads(out.stdout)
             outputs[dtype] = np.load(y_path)
         rounds = bf16_rounds(args, htp_run, [block, "--weights", weights_path, "--input", x_path],
@@ -302,9 +308,8 @@ def bf16_rounds(args, htp_run, block_args, x, weights):
 
     pairs = []
     for _ in range(args.rounds):
-        out = subprocess.run([htp_run, *block_args, "--iters", str(args.iters), "--warmup",
-                              str(args.warmup), "--report", "json"], check=True,
-                             capture_output=True, text=True)
+        out = run_command([htp_run, *block_args, "--iters", str(args.iters), "--warmup",
+                           str(args.warmup), "--report", "json"], capture_output=True, text=True)
         pairs.append((json.loads(out.stdout)["median_ms"], median_ms(run, args.iters, args.warmup)))
     return pairs
 

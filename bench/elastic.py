@@ -25,7 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import train_policies  # noqa: E402  (write_model)
+import train_policies  # noqa: E402  (write_model, the argument checks, run_command)
+from train_policies import int_from  # noqa: E402
 
 
 def run(a, model, name, flags):
@@ -34,10 +35,9 @@ def run(a, model, name, flags):
                str(a.limit_test), "--seed", "1", "--lr", "2e-3"] + flags
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(command)}", file=sys.stderr, flush=True)
     start = time.monotonic()
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = train_policies.run_command(command, name, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - start
-    if done.returncode != 0:
-        raise SystemExit(f"elastic: {name} failed ({done.returncode}):\n{done.stderr}")
     epochs = [line for line in done.stdout.splitlines() if line.startswith("epoch")]
     acc = float(re.search(r"test acc ([0-9.]+)%", epochs[-1]).group(1))
     replayed = sum(int(m) for m in re.findall(r"\((\d+) steps? replayed\)", done.stderr))
@@ -52,20 +52,30 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--htp-run", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--dim", type=int, default=112)
-    p.add_argument("--heads", type=int, default=28)
-    p.add_argument("--mlp", type=int, default=196)
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--spare", type=int, default=50, help="percent: room for a lost rank's units")
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--limit-train", type=int, default=12800)
-    p.add_argument("--limit-test", type=int, default=2000)
-    p.add_argument("--rank", type=int, default=1, help="the rank that dies and comes back")
-    p.add_argument("--die", type=int, default=310, help="the step it dies at (mid-epoch 2)")
-    p.add_argument("--back", type=int, default=500, help="the step it comes back at")
-    p.add_argument("--k", type=int, default=50, help="the given K of the second pair of runs")
+    p.add_argument("--depth", type=int_from(1), default=2)
+    p.add_argument("--dim", type=int_from(1), default=112)
+    p.add_argument("--heads", type=int_from(1), default=28)
+    p.add_argument("--mlp", type=int_from(1), default=196)
+    p.add_argument("--tp", type=int_from(2, 1024), default=4)
+    p.add_argument("--spare", type=int_from(0, 1000), default=50,
+                   help="percent: room for a lost rank's units")
+    p.add_argument("--epochs", type=int_from(1), default=4)
+    p.add_argument("--limit-train", type=int_from(1), default=12800)
+    p.add_argument("--limit-test", type=int_from(1), default=2000)
+    p.add_argument("--rank", type=int_from(0), default=1, help="the rank that dies and comes back")
+    p.add_argument("--die", type=int_from(1), default=310,
+                   help="the step it dies at (mid-epoch 2)")
+    p.add_argument("--back", type=int_from(1), default=500, help="the step it comes back at")
+    p.add_argument("--k", type=int_from(1), default=50,
+                   help="the given K of the second pair of runs")
     a = p.parse_args()
+    if a.rank >= a.tp:
+        p.error(f"--rank {a.rank}: not a rank of --tp {a.tp}")
+    if a.back <= a.die:
+        p.error(f"--back {a.back}: must come after --die {a.die}")
+    train_policies.check_executable(p, "--htp-run", a.htp_run)
+    train_policies.check_out_folder(p, "--out", a.out)
+    train_policies.check_gen_vit(p, train_policies.model_args(a.depth, a.dim, a.heads, a.mlp))
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(a.out, "vit.mlir")
     train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp)

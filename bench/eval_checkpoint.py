@@ -85,6 +85,17 @@ def zero_shed(params, c, trace, units_per_rank):
     return count
 
 
+def positive(text):
+    """--batch: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: must be >= 1")
+    return value
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -92,10 +103,22 @@ def main():
     p.add_argument("--config", required=True, help="model sizes: JSON (vit_train_ref.py's)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                    help="folder of t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]")
-    p.add_argument("--batch", type=int, default=500)
+    p.add_argument("--batch", type=positive, default=500)
     p.add_argument("--shed", help="a resizing run's trace: zero the units its last plan pruned")
     p.add_argument("--units-per-rank", help="heads,MLP units a rank (with --shed)")
     a = p.parse_args()
+    # The paths first, with parser.error (exit 2): read_config takes a path
+    # or inline JSON, and a missing file would be read as bad JSON.
+    if not os.path.isfile(a.checkpoint):
+        p.error(f"checkpoint {a.checkpoint}: no such file")
+    if not a.config.lstrip().startswith("{") and not os.path.isfile(a.config):
+        p.error(f"--config {a.config}: no such file (and not inline JSON)")
+    if not os.path.isdir(a.data):
+        p.error(f"--data {a.data}: no such folder")
+    if a.shed and not os.path.isfile(a.shed):
+        p.error(f"--shed {a.shed}: no such file")
+    if a.shed and not a.units_per_rank:
+        p.error("--shed needs --units-per-rank HEADS,MLP_UNITS")
     try:
         c = vit_train_ref.read_config(a.config)
         params = vit_train_ref.read_params(a.checkpoint)

@@ -11,18 +11,25 @@ out (F.linear, as cuBLAS rounds it; the half-ulp of the output taken off first).
 max / sqrt(K) and max / K say whether the error grows as a random walk or linearly;
 mean signed says whether it is biased (truncation). Needs a CUDA GPU and torch.
 """
+import argparse
 import math
 import sys
 
-import torch
-import torch.nn.functional as F
-
-
-def bf16(t):
-    return t.to(torch.bfloat16)
-
 
 def main():
+    # The arguments first: --help works without torch.
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as error:
+        print(f"gpu_gemm_accuracy: needs torch ({error})", file=sys.stderr)
+        return 1
+
+    def bf16(t):
+        return t.to(torch.bfloat16)
+
     if not torch.cuda.is_available():
         print("gpu_gemm_accuracy: no CUDA GPU")
         return 77

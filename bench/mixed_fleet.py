@@ -47,7 +47,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import train_policies  # noqa: E402  (run, summary, hook_seconds, moved)
+import train_policies  # noqa: E402  (run, summary, hook_seconds, moved, the argument checks)
+from train_policies import int_from, number_from  # noqa: E402
 
 
 def moved_bytes(trace_path, from_step):
@@ -118,9 +119,7 @@ def timed(command):
     """Runs htp-run; its wall seconds."""
     print(f"[{time.strftime('%H:%M:%S')}] {' '.join(command)}", file=sys.stderr, flush=True)
     start = time.monotonic()
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"mixed_fleet: exit {done.returncode}:\n{done.stderr}")
+    train_policies.run_command(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return time.monotonic() - start
 
 
@@ -153,23 +152,25 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--htp-run", required=True)
     p.add_argument("--out", required=True)
-    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--depth", type=int_from(1), default=2)
     # 28 heads and 28 MLP units of 7 (tp 4's automatic width) split 2:2:2:1
     # into whole units exactly: the shares' rounding is not measured.
-    p.add_argument("--dim", type=int, default=112)
-    p.add_argument("--heads", type=int, default=28)
-    p.add_argument("--mlp", type=int, default=196)
-    p.add_argument("--patch", type=int, default=7)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--factor", type=float, default=2.0, help="the slow rank's slowdown F")
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--limit-train", type=int, default=12800)
-    p.add_argument("--limit-test", type=int, default=2000)
-    p.add_argument("--settle", type=int, default=50, help="steps before bytes are counted")
+    p.add_argument("--dim", type=int_from(1), default=112)
+    p.add_argument("--heads", type=int_from(1), default=28)
+    p.add_argument("--mlp", type=int_from(1), default=196)
+    p.add_argument("--patch", type=int_from(1), default=7)
+    p.add_argument("--batch", type=int_from(1), default=64)
+    p.add_argument("--tp", type=int_from(2, 1024), default=4)
+    p.add_argument("--factor", type=number_from(1), default=2.0,
+                   help="the slow rank's slowdown F")
+    p.add_argument("--epochs", type=int_from(1), default=4)
+    p.add_argument("--limit-train", type=int_from(1), default=12800)
+    p.add_argument("--limit-test", type=int_from(1), default=2000)
+    p.add_argument("--settle", type=int_from(0), default=50,
+                   help="steps before bytes are counted")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu")
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
-    p.add_argument("--spare", type=int, default=15,
+    p.add_argument("--spare", type=int_from(0, 1000), default=15,
                    help="spare room (percent) of the run-time re-partition rows")
     p.add_argument("--plot", help="also draw bytes moved and the slow rank's heads per step "
                    "(PNG; needs matplotlib)")
@@ -177,6 +178,12 @@ def main():
     # What train_policies.run reads from its arguments.
     a.optimizer, a.lr, a.seed, a.data = "adamw", 2e-3, 1, None
     a.ewma_alpha, a.hysteresis = 0.05, 20
+    train_policies.check_executable(p, "--htp-run", a.htp_run)
+    train_policies.check_out_folder(p, "--out", a.out)
+    train_policies.check_gen_vit(p, train_policies.model_args(a.depth, a.dim, a.heads, a.mlp,
+                                                              a.patch, a.batch))
+    if a.plot:
+        train_policies.check_out_file(p, "--plot", a.plot)
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(a.out, "vit.mlir")
     train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch)

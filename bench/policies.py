@@ -31,17 +31,19 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import train_policies  # noqa: E402  (the argument checks, run_command)
+from train_policies import int_from, run_command  # noqa: E402
 
 
 def run(htp_run, block, args, extra):
     cmd = [htp_run, block, "--tp", str(args.tp), "--iters", str(args.iters), "--warmup", "1",
            "--report", "json", *extra]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    out = run_command(cmd, capture_output=True, text=True)
     report = json.loads(out.stdout)
     times = report["times_ms"]
     steady = statistics.median(times[len(times) // 2:])
@@ -105,16 +107,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--tp", type=int_from(1), default=2)
     parser.add_argument("--factor", type=factors, default=[3.0],
                         help="slowdown of rank 1, or a comma-separated list (default 3)")
-    parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=197)
-    parser.add_argument("--dim", type=int, default=768)
-    parser.add_argument("--heads", type=int, default=12)
-    parser.add_argument("--mlp", type=int, default=3072)
-    parser.add_argument("--depth", type=int, default=1)
+    parser.add_argument("--iters", type=int_from(1), default=30)
+    parser.add_argument("--batch", type=int_from(1), default=8)
+    parser.add_argument("--tokens", type=int_from(1), default=197)
+    parser.add_argument("--dim", type=int_from(1), default=768)
+    parser.add_argument("--heads", type=int_from(1), default=12)
+    parser.add_argument("--mlp", type=int_from(1), default=3072)
+    parser.add_argument("--depth", type=int_from(1), default=1)
     parser.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
                         help="the block's tensors (bf16: its bf16 balance hooks; --check's "
                              "tolerance is then bf16's)")
@@ -137,14 +139,17 @@ def main():
         if not 20 <= args.dpi <= 600:
             parser.error(f"--dpi {args.dpi}: must be between 20 and 600")
 
+    train_policies.check_build(parser, args.build, os.path.join("tools", "htp-run", "htp-run"))
+    shape = ["--depth", str(args.depth), "--dim", str(args.dim), "--heads", str(args.heads),
+             "--mlp", str(args.mlp), "--tokens", str(args.tokens), "--batch", str(args.batch),
+             "--dtype", args.dtype]
+    train_policies.check_gen_vit(parser, shape)
+
     htp_run = os.path.join(args.build, "tools", "htp-run", "htp-run")
     with tempfile.TemporaryDirectory() as tmp:
         block = os.path.join(tmp, "block.mlir")
-        subprocess.run([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"),
-                        "--depth", str(args.depth), "--dim", str(args.dim), "--heads",
-                        str(args.heads), "--mlp", str(args.mlp), "--tokens", str(args.tokens),
-                        "--batch", str(args.batch), "--dtype", args.dtype, "-o", block],
-                       check=True)
+        run_command([sys.executable, os.path.join(ROOT, "examples", "gen_vit.py"), *shape,
+                     "-o", block])
         # The baseline before and after the policies: the machine drifts.
         base_before, _ = run(htp_run, block, args, [])
         measured = []

@@ -16,7 +16,11 @@ Needs matplotlib. A file that is not a metrics JSON is an error naming it
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_policies  # noqa: E402  (the argument checks)
 
 
 def label_of(metrics):
@@ -54,6 +58,9 @@ def main():
     a = parser.parse_args()
     if a.label and len(a.label) != len(a.metrics):
         parser.error(f"--label given {len(a.label)} times for {len(a.metrics)} files")
+    for path in a.metrics:
+        train_policies.check_in_file(parser, "metrics file", path)
+    train_policies.check_out_file(parser, "-o", a.output)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -79,7 +86,10 @@ def main():
     by_epoch.legend(fontsize=8, loc="lower right")
     fig.suptitle(a.title)
     fig.tight_layout()
-    fig.savefig(a.output, dpi=110)
+    try:
+        fig.savefig(a.output, dpi=110)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"train_plot: cannot write {a.output}: {e}")
     print(f"wrote {a.output}")
     return 0
 

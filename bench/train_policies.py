@@ -52,7 +52,9 @@ Needs matplotlib for the plots only.
 """
 import argparse
 import json
+import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -71,6 +73,137 @@ POLICIES = [  # name, htp-run flags
 DEFAULT_POLICIES = ["none", "resize-random", "resize-priority", "migrate", "semi"]
 
 
+# Command-line checks and subprocesses shared by the bench scripts
+# (elastic.py, mixed_fleet.py, block.py, policies.py, ...): a bad argument is
+# a parser.error (exit 2) before anything is written, a failed command one
+# line with the command and its exit status, never a traceback.
+
+GEN_VIT = os.path.join(HERE, "..", "examples", "gen_vit.py")
+
+
+def prog():
+    return os.path.basename(sys.argv[0])
+
+
+def int_from(low, high=None):
+    """An argparse type: a whole number >= low (and <= high)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(
+                f"{text} is out of range: must be " +
+                (f">= {low}" if high is None else f"from {low} to {high}"))
+        return value
+    return parse
+
+
+def number_from(low, high=math.inf, above=False):
+    """An argparse type: a finite number >= low (> low if above), <= high."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number")
+        if not (math.isfinite(value) and (value > low if above else value >= low)
+                and value <= high):
+            bound = f"{'>' if above else '>='} {low:g}" + (f" and <= {high:g}" if high < math.inf
+                                                             else "")
+            raise argparse.ArgumentTypeError(f"{text} is out of range: a finite number {bound}")
+        return value
+    return parse
+
+
+def check_executable(parser, option, path):
+    """parser.error unless path is an executable file."""
+    if not os.path.exists(path):
+        parser.error(f"{option} {path}: no such file")
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        parser.error(f"{option} {path}: not an executable file")
+
+
+def check_build(parser, build, *tools):
+    """parser.error unless the build folder holds each tool (paths in it)."""
+    if not os.path.isdir(build):
+        parser.error(f"--build {build}: no such folder (build the tree first)")
+    for tool in tools:
+        path = os.path.join(build, tool)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            parser.error(f"--build {build}: no executable {tool} in it (build it first)")
+
+
+def check_out_folder(parser, option, path):
+    """parser.error unless path is a folder, or one that can be made (its
+    nearest existing parent a writable folder). Nothing is created."""
+    if not path:
+        parser.error(f"{option} '': an empty path")
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            parser.error(f"{option} {path}: exists and is not a folder")
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        parser.error(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        parser.error(f"{option} {path}: cannot create it in {parent} (permission denied)")
+
+
+def check_out_file(parser, option, path):
+    """parser.error unless path can be written as a file: not a folder, in
+    an existing folder."""
+    if not path:
+        parser.error(f"{option} '': an empty path")
+    if os.path.isdir(path):
+        parser.error(f"{option} {path}: is a folder")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        parser.error(f"{option} {path}: no folder {os.path.dirname(path) or folder}")
+
+
+def check_in_file(parser, option, path):
+    """parser.error unless path is a readable file."""
+    if not os.path.isfile(path):
+        parser.error(f"{option} {path}: " + ("is a folder" if os.path.isdir(path)
+                                            else "no such file"))
+    if not os.access(path, os.R_OK):
+        parser.error(f"{option} {path}: cannot read it (permission denied)")
+
+
+def check_gen_vit(parser, args):
+    """parser.error with gen_vit.py's own message unless it takes args
+    (the bench's --depth, --dim, ... go to it under the same names)."""
+    done = subprocess.run([sys.executable, GEN_VIT, *args, "-o", os.devnull],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        parser.error("the model: " + lines[-1].replace("gen_vit.py: error: ", ""))
+
+
+def run_command(command, what=None, **kwargs):
+    """subprocess.run(command, **kwargs). A command that cannot start or
+    fails ends this script (exit 1): the stderr it captured, if any, then one
+    line with the command and its exit status."""
+    try:
+        done = subprocess.run(command, **kwargs)
+    except OSError as e:
+        raise SystemExit(f"{prog()}: error: cannot run {shlex.join(command)}: {e.strerror or e}")
+    if done.returncode != 0:
+        err = done.stderr
+        if isinstance(err, bytes):
+            err = err.decode(errors="replace")
+        if err and err.strip():
+            sys.stderr.write(err if err.endswith("\n") else err + "\n")
+        status = (f"exit status {done.returncode}" if done.returncode > 0
+                  else f"signal {-done.returncode}")
+        raise SystemExit(f"{prog()}: error: {what + ': ' if what else ''}"
+                         f"{shlex.join(command)} failed with {status}")
+    return done
+
+
 def slows(chi, factors, tp, onset_step=0):
     """--slow flags for chi stragglers: ranks tp-1, tp-2, ... with factors in
     order, slow from training step onset_step on."""
@@ -84,10 +217,15 @@ def slows(chi, factors, tp, onset_step=0):
 def write_model(path, depth, dim, heads, mlp, patch=7, batch=64):
     """The Fashion-MNIST ViT these benchmarks train (gen_vit.py --model:
     28x28 grey images, 10 classes) written to path."""
-    subprocess.run([sys.executable, os.path.join(HERE, "..", "examples", "gen_vit.py"), "--model",
-                    "--depth", str(depth), "--dim", str(dim), "--heads", str(heads), "--mlp",
-                    str(mlp), "--patch", str(patch), "--image", "28", "--channels", "1",
-                    "--classes", "10", "--batch", str(batch), "-o", path], check=True)
+    run_command([sys.executable, GEN_VIT] + model_args(depth, dim, heads, mlp, patch, batch) +
+                ["-o", path])
+
+
+def model_args(depth, dim, heads, mlp, patch=7, batch=64):
+    """gen_vit.py's arguments for write_model's ViT."""
+    return ["--model", "--depth", str(depth), "--dim", str(dim), "--heads", str(heads), "--mlp",
+            str(mlp), "--patch", str(patch), "--image", "28", "--channels", "1", "--classes",
+            "10", "--batch", str(batch)]
 
 
 def run(a, name, flags, model, tp=None):
@@ -107,9 +245,7 @@ def run(a, name, flags, model, tp=None):
     command += ["--ewma-alpha", str(a.ewma_alpha), "--hysteresis", str(a.hysteresis),
                 "--clock", a.clock] + flags
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(command)}", file=sys.stderr, flush=True)
-    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"train_policies: {name} failed ({done.returncode}):\n{done.stderr}")
+    run_command(command, name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with open(metrics) as f:
         return json.load(f), trace
 
@@ -248,34 +384,35 @@ def main():
     p.add_argument("--htp-run", required=True)
     p.add_argument("--out", required=True, help="folder for metrics, traces and the table")
     p.add_argument("--model", help="a gen_vit.py --model file (default: written from the flags)")
-    p.add_argument("--depth", type=int, default=2)
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--mlp", type=int, default=128)
-    p.add_argument("--patch", type=int, default=7)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--tp", type=int, default=4)
-    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--depth", type=int_from(1), default=2)
+    p.add_argument("--dim", type=int_from(1), default=64)
+    p.add_argument("--heads", type=int_from(1), default=8)
+    p.add_argument("--mlp", type=int_from(1), default=128)
+    p.add_argument("--patch", type=int_from(1), default=7)
+    p.add_argument("--batch", type=int_from(1), default=64)
+    p.add_argument("--tp", type=int_from(2, 1024), default=4)
+    p.add_argument("--epochs", type=int_from(1), default=8)
     p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
                    help="htp-run's --optimizer (default adamw; sgd: with momentum 0.9)")
-    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    p.add_argument("--lr", type=number_from(0, 10, above=True), default=2e-3,
+                   help="peak learning rate (default 2e-3)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--limit-train", type=int, default=0)
-    p.add_argument("--limit-test", type=int, default=0)
+    p.add_argument("--limit-train", type=int_from(0), default=0)
+    p.add_argument("--limit-test", type=int_from(0), default=0)
     p.add_argument("--data")
     p.add_argument("--factors", default="1.25,3,2",
                    help="slowdowns of ranks tp-1, tp-2, tp-3 (default 1.25,3,2: chi 1 is a "
                         "mild straggler, which semi resizes; chi 2 adds a bad one)")
     p.add_argument("--chis", default="1,2,3")
-    p.add_argument("--onset", type=float, default=0.0,
+    p.add_argument("--onset", type=number_from(0), default=0.0,
                    help="the epoch (a fraction is fine) the stragglers turn slow at (default 0: "
                         "from the first step). Later onsets let the variation priority rank "
                         "units that have learned something; the ideal and the per-step "
                         "columns count only the steps from the onset on")
-    p.add_argument("--ewma-alpha", type=float, default=0.05,
+    p.add_argument("--ewma-alpha", type=number_from(0, 1, above=True), default=0.05,
                    help="htp-run's detector smoothing (default 0.05: steps of a few ms on "
                         "an oversubscribed CPU are noisy; htp-run's own default is 0.3)")
-    p.add_argument("--hysteresis", type=int, default=20,
+    p.add_argument("--hysteresis", type=int_from(1), default=20,
                    help="htp-run's detector hysteresis in steps (default 20; htp-run's 3)")
     p.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
                    help="the policies to run per chi (default %(default)s; also "
@@ -287,7 +424,7 @@ def main():
                    help="the imputation runs' --impute values (default %(default)s); same:N "
                         "runs --impute same --same-max-age N (htp-run's default in training "
                         "is 1; 0 is any age)")
-    p.add_argument("--control-tp", type=int, default=2,
+    p.add_argument("--control-tp", type=int_from(0), default=2,
                    help="tp of the round-off control run (default 2; 0: no control run)")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu",
                    help="htp-run --clock: cpu (default) models one device a rank from each "
@@ -301,9 +438,19 @@ def main():
     p.add_argument("--plot", help="PNG prefix: PREFIX-curves.png, PREFIX-bars.png")
     p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
     a = p.parse_args()
-    a.factors = [float(f) for f in a.factors.split(",")]
-    chis = [int(c) for c in a.chis.split(",")]
-    impute_chis = {int(c) for c in a.impute_chis.split(",")} - {0}
+    try:
+        a.factors = [float(f) for f in a.factors.split(",")]
+    except ValueError:
+        p.error(f"--factors {a.factors}: not a comma-separated list of numbers")
+    if any(not math.isfinite(f) or f < 1 for f in a.factors):
+        p.error(f"--factors {a.factors}: every slowdown must be a finite number >= 1")
+    try:
+        chis = [int(c) for c in a.chis.split(",")]
+        impute_chis = {int(c) for c in a.impute_chis.split(",")} - {0}
+    except ValueError:
+        p.error(f"--chis {a.chis} / --impute-chis {a.impute_chis}: comma-separated whole numbers")
+    if min(chis) < 1 or min(impute_chis, default=1) < 1:
+        p.error("--chis and --impute-chis: each chi must be >= 1 (--impute-chis 0: none)")
     imputes = []  # (label, htp-run flags)
     for item in a.imputes.split(","):
         kind, _, age = item.partition(":")
@@ -319,6 +466,20 @@ def main():
         p.error("each chi needs that many --factors and a fast rank left")
     if not 0 <= a.onset < a.epochs:
         p.error("--onset: an epoch in [0, --epochs)")
+    if a.units_per_rank:
+        parts = a.units_per_rank.split(",")
+        if len(parts) != 2 or not all(x.isdigit() and int(x) >= 1 for x in parts):
+            p.error(f"--units-per-rank {a.units_per_rank}: H,M, two whole numbers >= 1")
+    check_executable(p, "--htp-run", a.htp_run)
+    check_out_folder(p, "--out", a.out)
+    if a.model:
+        check_in_file(p, "--model", a.model)
+    else:
+        check_gen_vit(p, model_args(a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch))
+    if a.data and not os.path.isdir(a.data):
+        p.error(f"--data {a.data}: no such folder")
+    if a.plot:
+        check_out_file(p, "--plot", a.plot + "-curves.png")
     os.makedirs(a.out, exist_ok=True)
     model = a.model or os.path.join(a.out, "vit.mlir")
     if not a.model:

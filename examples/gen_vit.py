@@ -33,7 +33,10 @@ embedding), the blocks, the final layer_norm, cls_token (token 0), head.
                --classes 10 --batch 32 -o vit.mlir
 """
 import argparse
-import sys
+import math
+import os
+import re
+import tempfile
 
 PARAMS = [  # (suffix, shape as a function of dim and mlp)
     ("norm1.weight", lambda d, m: [d]),
@@ -52,6 +55,20 @@ PARAMS = [  # (suffix, shape as a function of dim and mlp)
 
 
 DTYPES = ("f32", "bf16")  # the element types of the htp dialect
+
+# What htp's verifier and htp-compile take (runtime/htp_entry.h, dialect/HTPOps.cpp,
+# passes/LowerToRuntime.cpp): every dim from 1 to 2^31-1, no tensor over 2^40
+# bytes, no matrix (a tensor's elements over its last dim) with more than
+# 2^31-1 rows, at most 4096 arguments and 4096-byte names. The layer norms'
+# epsilon is an f32 attribute that must be positive and finite: a normal f32
+# once written with 7 significant digits.
+MAX_DIM = 2**31 - 1
+MAX_TENSOR_BYTES = 1 << 40
+MAX_ARGUMENTS = 4096
+MAX_NAME = 4096 - len("_loss_grad")  # htp-compile --grad adds _grad to NAME_loss
+F32_MIN_NORMAL = 2.0**-126
+F32_MAX = (2 - 2.0**-23) * 2.0**127
+SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*\Z")  # an MLIR bare symbol name
 
 
 def tensor_type(shape, dtype="f32"):
@@ -188,33 +205,142 @@ def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name, dtype="f32"
     return "\n".join(lines)
 
 
+def count(text):
+    """A size option: a whole number from 1 to 2^31-1 (htp's dims)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+    if not 1 <= value <= MAX_DIM:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: must be from 1 to 2^31-1")
+    return value
+
+
+def epsilon(text):
+    """--eps: finite, > 0, and a normal f32 as the IR writes it ({eps:e})."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number")
+    if not (math.isfinite(value) and F32_MIN_NORMAL <= float(f"{value:e}") <= F32_MAX):
+        raise argparse.ArgumentTypeError(
+            f"{text} is not a positive, finite normal f32 (from 1.2e-38 to 3.4e38; htp's "
+            "verifier takes a positive and finite epsilon)")
+    return value
+
+
+def symbol(text):
+    """--name: an MLIR bare symbol name the tools take."""
+    if not SYMBOL.match(text):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not an MLIR symbol name: a letter or '_', then letters, digits, "
+            "'_', '$' or '.'")
+    if len(text) > MAX_NAME:
+        raise argparse.ArgumentTypeError(f"a name of {len(text)} bytes is longer than {MAX_NAME}")
+    return text
+
+
+def size_problem(tensors, elem_bytes):
+    """Why the first of tensors, (options, what, shape), is beyond htp's
+    limits (None if none is)."""
+    for options, what, shape in tensors:
+        rows = math.prod(shape[:-1])
+        text = f"{options}: {what} [{'x'.join(str(s) for s in shape)}]"
+        if max(shape) > MAX_DIM:
+            return f"{text} has a dim above 2^31-1 (htp's limit)"
+        if rows > MAX_DIM:
+            return f"{text} has more than 2^31-1 rows (BLAS's int dims)"
+        if math.prod(shape) * elem_bytes > MAX_TENSOR_BYTES:
+            return f"{text} holds more than 2^40 bytes (htp's limit per tensor)"
+    return None
+
+
+def write_output(parser, path, text):
+    """Writes text to path ("-": stdout) whole or not at all; a failure is
+    parser.error naming -o. A regular file (or a new one) is written to a
+    temporary beside it, then renamed over it; anything else (/dev/null, a
+    pipe) is written in place."""
+    data = text.encode()
+    if path == "-":
+        try:
+            # fd 1 itself, not sys.stdout's buffer: nothing is left for
+            # Python to flush (and fail on) at exit; sys.stdout is None when
+            # fd 1 was closed at start.
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view):]
+        except OSError as e:
+            parser.error(f"-o -: cannot write to stdout: {e.strerror}")
+        return
+    if not path:
+        parser.error("-o '': an empty path")
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        parser.error(f"-o {path}: is a directory")
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        parser.error(f"-o {path}: no folder {os.path.dirname(path) or folder}")
+    try:
+        if os.path.exists(target) and not os.path.isfile(target):
+            with open(target, "wb") as f:  # a device or a pipe: nothing to rename over
+                f.write(data)
+            return
+    except OSError as e:
+        parser.error(f"-o {path}: {e.strerror}")
+    temporary = None
+    try:
+        if os.path.isfile(target):
+            mode = os.stat(target).st_mode & 0o7777
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        try:
+            fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp",
+                                             prefix="." + os.path.basename(target) + ".")
+        except OSError as e:
+            parser.error(f"-o {path}: cannot create a file in {folder}: {e.strerror or e}")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except OSError as e:
+        if temporary:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+        parser.error(f"-o {path}: {e.strerror or e}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="store_true",
                         help="write the whole ViT (@vit and @vit_loss, f32) instead of the "
                              "encoder blocks alone")
-    parser.add_argument("--depth", type=int, default=1, help="blocks in a row (default 1)")
-    parser.add_argument("--dim", type=int, default=768, help="model width (default 768)")
-    parser.add_argument("--heads", type=int, default=12, help="attention heads (default 12)")
-    parser.add_argument("--mlp", type=int, default=None, help="MLP hidden width (default 4*dim)")
-    parser.add_argument("--tokens", type=int, default=None,
+    parser.add_argument("--depth", type=count, default=1, help="blocks in a row (default 1)")
+    parser.add_argument("--dim", type=count, default=768, help="model width (default 768)")
+    parser.add_argument("--heads", type=count, default=12, help="attention heads (default 12)")
+    parser.add_argument("--mlp", type=count, default=None, help="MLP hidden width (default 4*dim)")
+    parser.add_argument("--tokens", type=count, default=None,
                         help="tokens per image (default 197; blocks only: with --model it is "
                              "(image/patch)^2 + 1)")
-    parser.add_argument("--batch", type=int, default=8, help="images per batch (default 8)")
-    parser.add_argument("--eps", type=float, default=1e-6, help="layer norm epsilon (default 1e-6)")
+    parser.add_argument("--batch", type=count, default=8, help="images per batch (default 8)")
+    parser.add_argument("--eps", type=epsilon, default=1e-6,
+                        help="layer norm epsilon (default 1e-6)")
     parser.add_argument("--gelu", choices=["none", "tanh"], default="none",
                         help="GELU approximation (default none: exact erf)")
     parser.add_argument("--dtype", choices=DTYPES, default="f32",
                         help="element type of every tensor (default f32); epsilon stays f32; "
                              "--model takes f32 only")
     model = parser.add_argument_group("whole model (--model only)")
-    model.add_argument("--patch", type=int, help="patch side in pixels (default 16)")
-    model.add_argument("--image", type=int,
+    model.add_argument("--patch", type=count, help="patch side in pixels (default 16)")
+    model.add_argument("--image", type=count,
                        help="image side in pixels, a multiple of --patch (default 224)")
-    model.add_argument("--channels", type=int, help="image channels (default 3)")
-    model.add_argument("--classes", type=int, help="classes (default 1000)")
-    parser.add_argument("--name", default=None,
+    model.add_argument("--channels", type=count, help="image channels (default 3)")
+    model.add_argument("--classes", type=count, help="classes (default 1000)")
+    parser.add_argument("--name", type=symbol, default=None,
                         help="entry function name (default vit_block; with --model, vit: the "
                              "loss function is NAME_loss)")
     parser.add_argument("-o", "--output", default="-", help="output file (default stdout)")
@@ -225,34 +351,57 @@ def main():
             setattr(a, flag, default)
         elif not a.model:
             parser.error(f"--{flag} is taken with --model only")
-    for flag in ("depth", "dim", "heads", "batch", "patch", "image", "channels", "classes"):
-        if getattr(a, flag) < 1:
-            parser.error(f"--{flag} must be >= 1")
     mlp = a.mlp if a.mlp is not None else 4 * a.dim
-    if mlp < 1:
-        parser.error("--mlp must be >= 1")
+    mlp_option = "--mlp" if a.mlp is not None else "--dim (--mlp is 4*dim)"
+    if a.model:
+        if a.tokens is not None:
+            parser.error("--tokens is not taken with --model: tokens are "
+                         "(image/patch)^2 + 1")
+        if a.dtype != "f32":
+            parser.error("--model writes f32 only (the training ops are f32-only)")
+        # images, patch embedding and head, then the blocks' own tensors.
+        arguments = 2 + 4 + 12 * a.depth + 4
+        tokens = (a.image // a.patch) ** 2 + 1
+        tokens_option = "--image, --patch"
+        tensors = [
+            ("--batch, --channels, --image", "the images", [a.batch, a.channels, a.image, a.image]),
+            ("--batch, --classes", "the logits", [a.batch, a.classes]),
+            ("--channels, --patch", "a patch vector (channels*patch*patch)",
+             [a.channels * a.patch * a.patch]),
+            ("--dim, --channels, --patch", "patch_embed.proj.weight",
+             [a.dim, a.channels, a.patch, a.patch]),
+            ("--image, --patch, --dim", "pos_embed", [1, tokens, a.dim]),
+            ("--classes, --dim", "head.weight", [a.classes, a.dim]),
+        ]
+    else:
+        arguments = 1 + 12 * a.depth
+        tokens = a.tokens if a.tokens is not None else 197
+        tokens_option = "--tokens"
+        tensors = []
+    if arguments > MAX_ARGUMENTS:
+        parser.error(f"--depth {a.depth}: {arguments} arguments, but an htp entry point takes "
+                     f"at most {MAX_ARGUMENTS} (--depth at most "
+                     f"{(MAX_ARGUMENTS - arguments + 12 * a.depth) // 12})")
+    tensors += [
+        (f"--batch, {tokens_option}, --dim", "the activations", [a.batch, tokens, a.dim]),
+        (f"--batch, {tokens_option}, {mlp_option}", "the MLP's hidden activations",
+         [a.batch, tokens, mlp]),
+        ("--dim", "attn.qkv.weight", [3 * a.dim, a.dim]),
+        (f"{mlp_option}, --dim", "mlp.fc1.weight", [mlp, a.dim]),
+    ]
+    problem = size_problem(tensors, 2 if a.dtype == "bf16" else 4)
+    if problem:
+        parser.error(problem)
     try:
         if a.model:
-            if a.tokens is not None:
-                parser.error("--tokens is not taken with --model: tokens are "
-                             "(image/patch)^2 + 1")
-            if a.dtype != "f32":
-                parser.error("--model writes f32 only (the training ops are f32-only)")
             text = generate_model(a.depth, a.dim, a.heads, mlp, a.patch, a.image, a.channels,
                                   a.classes, a.batch, a.eps, a.gelu, a.name or "vit")
         else:
-            tokens = a.tokens if a.tokens is not None else 197
-            if tokens < 1:
-                parser.error("--tokens must be >= 1")
             text = generate(a.depth, a.dim, a.heads, mlp, tokens, a.batch, a.eps, a.gelu,
                             a.name or "vit_block", a.dtype)
     except ValueError as e:
         parser.error(str(e))
-    if a.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(a.output, "w") as f:
-            f.write(text)
+    write_output(parser, a.output, text)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,13 @@
 # To add a finding as a regression case: copy it into the target's corpus
 # directory under a name that says what broke, and add a unit test.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+. "$(dirname "$0")/args.sh"
+htp_script_args fuzz "scripts/fuzz.sh [TARGET...]" -1 "$@"
+cd "$(dirname "$0")/.." || exit 1
+# A named target without its source is refused before anything is configured.
+for t in "$@"; do
+  [ -f "test/fuzz/fuzz_$t.c" ] || { echo "fuzz: no target fuzz_$t in test/fuzz" >&2; exit 2; }
+done
 
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 FUZZ_JOBS=${FUZZ_JOBS:-1}

@@ -104,6 +104,8 @@
 # some were skipped at the deadline, 2 (at once) when there is no GPU and
 # GPU_CHECK_DRY is not set.
 set -uo pipefail
+. "$(dirname "$0")/args.sh"
+htp_script_args gpu-check "scripts/gpu-check.sh [OUT_DIR]" 1 "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-${OUT:-$root/gpu-check-out}}
 mkdir -p "$out" || { echo "gpu-check: cannot create $out" >&2; exit 1; }

@@ -43,6 +43,8 @@
 # HTP_COMPILE overrides the compiler (default: the newest
 # build*/tools/htp-compile/htp-compile: it must know bf16 blocks).
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+htp_script_args gpu-prepare "scripts/gpu-prepare.sh [OUT_DIR]" 1 "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$root/gpu-blocks}
 compile=${HTP_COMPILE:-}

@@ -8,6 +8,8 @@
 #
 #   scripts/torch-venv.sh [VENV]
 set -euo pipefail
+. "$(dirname "$0")/args.sh"
+htp_script_args torch-venv "scripts/torch-venv.sh [VENV]" 1 "$@"
 venv=${1:-/work/torch/venv}
 wheels=$(dirname "$venv")/wheels
 python3 -m venv "$venv"
