@@ -15,11 +15,13 @@
     the program, --trace and --checkpoint's moments, through a symlink) are
     refused before anything runs, and the files are untouched.
 usage: check_checkpoint.py HTP_RUN WORKDIR [DATA_DIR]"""
+import json
 import os
 import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 
@@ -122,6 +124,22 @@ code, out, err = run("--epochs", "3", "--resume", ck, "--lr", "0.01", "--weight-
 check(code == 0 and "was trained with --lr 0.001; this run has 0.01," in err and
       "was trained with --weight-decay 0.05; this run has 0.1," in err and "--schedule" not in err,
       f"a resume with another --lr and --weight-decay ({code}): {err[-600:]}")
+
+# Moments training could not have written (a NaN, a negative second
+# moment) are named in the .optim file, before any step.
+for value, moment in ((float("nan"), "m."), (-1.0, "v.")):
+    bad = fresh(f"moment-{moment[0]}")
+    shutil.copyfile(ck, bad)
+    shutil.copyfile(ck + ".optim", bad + ".optim")
+    with open(bad + ".optim", "r+b") as f:
+        length = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(length))
+        name = next(k for k in header if k.startswith(moment))
+        f.seek(8 + length + header[name]["data_offsets"][0])
+        f.write(struct.pack("<f", value))
+    code, out, err = run("--epochs", "3", "--resume", bad)
+    check(code != 0 and ".optim" in err and f"'{name}' holds" in err and not epochs(out),
+          f"a {moment} moment of {value} resumed ({code}): {err[-500:]}")
 
 # A pair from two steps: epoch 1's moments beside epoch 2's weights.
 one, two = fresh("one"), fresh("two")

@@ -84,6 +84,17 @@ static int read_moments(const char *path, const htp_signature *sig, const char *
                              name, p->name);
     else if (htp_safetensors_read_f32(&st, t, out[i], reason, sizeof reason))
       status = htp_set_error(err, err_size, "%s: %s", path, reason);
+    /* A moment the training could not have written (not finite; a negative
+     * second moment) is the file's fault: said here, not a step later as
+     * the parameter it spoiled. */
+    const float *values = out[i];
+    const int second = strcmp(prefix, "v.") == 0;
+    for (int64_t k = 0; !status && k < p->global_count; k++)
+      if (!isfinite(values[k]) || (second && values[k] < 0.0f))
+        status = htp_set_error(err, err_size, "%s: '%s' holds %g at element %lld: not an "
+                               "optimizer state training writes (%s)", path, name,
+                               (double)values[k], (long long)k,
+                               second ? "a second moment is finite and >= 0" : "not finite");
   }
   htp_safetensors_close(&st);
   return status;
