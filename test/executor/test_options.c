@@ -213,7 +213,7 @@ static void test_bad_numbers(void **state) {
                      "0");
   EXPECT_USAGE_ERROR("--hysteresis expects an integer <= 1000000, got '1000001'", "a.mlir",
                      "--hysteresis", "1000001");
-  EXPECT_USAGE_ERROR("--lr expects a number in (0, 10], got '11'", "m.mlir", "--train", "--lr",
+  EXPECT_USAGE_ERROR("--lr expects a number in [1e-30, 10], got '11'", "m.mlir", "--train", "--lr",
                      "11");
 }
 
@@ -540,7 +540,9 @@ static void test_train(void **state) {
                      "--limit-train", "-5");
   EXPECT_USAGE_ERROR("--limit-test expects an integer", "m.mlir", "--train", "--limit-test",
                      "1e3");
-  EXPECT_USAGE_ERROR("--lr expects a number in (0, 10]", "m.mlir", "--train", "--lr", "0");
+  EXPECT_USAGE_ERROR("--lr expects a number in [1e-30, 10]", "m.mlir", "--train", "--lr", "0");
+  /* A rate that rounds to a float 0 (the kernels' type) would not train. */
+  EXPECT_USAGE_ERROR("--lr expects a number in [1e-30, 10]", "m.mlir", "--train", "--lr", "1e-50");
   EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "fast");
   EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "nan");
   EXPECT_USAGE_ERROR("--lr expects a number", "m.mlir", "--train", "--lr", "0.1x");

@@ -230,7 +230,7 @@ static const char *const HELP[] = {
     "                        (default 5)\n"
     "  --optimizer adamw|sgd AdamW (default; betas 0.9, 0.999, eps 1e-8) or SGD with\n"
     "                        momentum (PyTorch's)\n"
-    "  --lr X                peak learning rate in (0, 10] (default 1e-3 for adamw,\n"
+    "  --lr X                peak learning rate in [1e-30, 10] (default 1e-3 for adamw,\n"
     "                        0.05 for sgd)\n"
     "  --schedule cosine|constant\n"
     "                        cosine (default): lr * (1 + cos(pi t / T)) / 2 over the T\n"
@@ -884,7 +884,8 @@ static const flag_spec FLAGS[] = {
     PATH("data", FLAG_DATA, train.data, TRAIN_ONLY),
     LONG("epochs", FLAG_EPOCHS, train.epochs, 1, HTP_TRAIN_MAX_EPOCHS, 0, TRAIN_ONLY),
     CHOICE("optimizer", FLAG_OPTIMIZER, KIND_CHOICE, train.optimizer, optimizer_names, TRAIN_ONLY),
-    DOUBLE("lr", FLAG_LR, train.lr, 0, 10, 1, 0, AT(train.lr_given), TRAIN_ONLY),
+    /* The kernels take the rate as a float: 1e-50 would train at 0. */
+    DOUBLE("lr", FLAG_LR, train.lr, 1e-30, 10, 0, 0, AT(train.lr_given), TRAIN_ONLY),
     DOUBLE("momentum", FLAG_MOMENTUM, train.momentum, 0, 1, 0, 1, AT(train.momentum_given),
            TRAIN_ONLY),
     DOUBLE("weight-decay", FLAG_WEIGHT_DECAY, train.weight_decay, 0, 10, 0, 0,
