@@ -1154,6 +1154,31 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
       fprintf(stderr, "htp-run: note: the --slow from iteration %ld never happens: the run's "
               "iterations are 0 to %ld (--warmup %ld, --iters %ld)\n",
               options->slows[i].from_iteration, last, options->warmup, options->iters);
+  /* A rank that died stays dead until a rejoin: a second death before one
+   * never happens. */
+  for (int i = 0; !options->help && i < options->num_faults; i++) {
+    const htp_run_fault *f = &options->faults[i];
+    if (f->kind != HTP_RUN_FAULT_DIE)
+      continue;
+    for (int j = 0; j < options->num_faults; j++) {
+      const htp_run_fault *first = &options->faults[j];
+      if (j == i || first->kind != HTP_RUN_FAULT_DIE || first->rank != f->rank ||
+          first->iteration > f->iteration || (first->iteration == f->iteration && j > i))
+        continue;
+      int back = 0;
+      for (int k = 0; k < options->num_faults; k++)
+        back |= options->faults[k].kind == HTP_RUN_FAULT_REJOIN &&
+                options->faults[k].rank == f->rank &&
+                options->faults[k].iteration > first->iteration &&
+                options->faults[k].iteration <= f->iteration;
+      if (!back) {
+        fprintf(stderr, "htp-run: note: --fault die:%d@%ld never happens: rank %d dies at "
+                "iteration %ld and no --fault rejoin brings it back before\n", f->rank,
+                f->iteration, f->rank, first->iteration);
+        break;
+      }
+    }
+  }
   /* Flags that would do nothing: said, not ignored. */
   if (options->impute_given && options->policy != HTP_POLICY_RESIZE &&
       options->policy != HTP_POLICY_SEMI && !options->help)
