@@ -91,10 +91,14 @@ if os.access(ulfm_mpirun, os.X_OK) and os.access(ulfm_htp_run, os.X_OK) and link
     # A shrunk world leaves MPI unfinalized (Open MPI 5's MPI_Finalize can
     # wait for a dead process: DESIGN §12), so LeakSanitizer would report
     # MPI's memory.
-    config.substitutions.append(("%ulfm-mpirun", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun +
+    # Every launch bounded (timeout kills mpirun, which kills its processes):
+    # a run that hangs fails its test in minutes instead of holding CI (one
+    # hang of a standby rejoin was seen once on a loaded machine: DESIGN §12).
+    bounded = "timeout -k 10 300 env ASAN_OPTIONS=detect_leaks=0 "
+    config.substitutions.append(("%ulfm-mpirun", bounded + ulfm_mpirun +
                                  " --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self"))
     # The same launcher with its fault tolerance off (the default).
-    config.substitutions.append(("%ulfm-launcher-noft", "env ASAN_OPTIONS=detect_leaks=0 " + ulfm_mpirun))
+    config.substitutions.append(("%ulfm-launcher-noft", bounded + ulfm_mpirun))
     config.environment["PRTE_MCA_rmaps_default_mapping_policy"] = ":oversubscribe"
     for name in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
         config.environment[name] = "1"
