@@ -52,6 +52,12 @@ std::string nameProblem(StringRef name) {
   for (unsigned char byte : name.bytes())
     if (byte < 0x20 || byte == 0x7f)
       return "contains a control character";
+  // C1 (U+0080 to U+009F, in UTF-8 0xC2 0x80..0x9F): the reader refuses
+  // those too, so a .so that names one would not run.
+  for (size_t i = 0; i + 1 < name.size(); ++i)
+    if ((unsigned char)name[i] == 0xC2 && (unsigned char)name[i + 1] >= 0x80 &&
+        (unsigned char)name[i + 1] <= 0x9F)
+      return "contains a control character";
   return "";
 }
 

@@ -49,6 +49,16 @@ func.func @newline_name(%x: tensor<4xf32> {htp.input = "x y"}, %w: tensor<4xf32>
 
 // -----
 
+// A C1 control character (U+0085, next line), valid UTF-8 but refused by
+// the signature's reader: refused here, before a .so is written.
+// expected-error @+1 {{argument #0 is named 'c1\C2\85nel', which contains a control character}}
+func.func @c1_name(%x: tensor<4xf32> {htp.param = "c1\C2\85nel"}) -> tensor<4xf32> {
+  %y = htp.gelu %x : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // expected-error @+1 {{argument #0 is named '\FF\FE', which is not valid UTF-8}}
 func.func @not_utf8(%x: tensor<4xf32> {htp.param = "\FF\FE"}) -> tensor<4xf32> {
   %y = htp.gelu %x : tensor<4xf32>
