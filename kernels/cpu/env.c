@@ -131,7 +131,15 @@ htp_kernel_status htp__cpu_elapsed(const htp_kernel_env *env, int32_t timer, dou
                            "cpu elapsed of timer %d: needs a timer in [0, %d) and an "
                            "environment from htp_cpu_kernel_env_create",
                            (int)timer, HTP_KERNEL_TIMERS);
-  *seconds = object->marks[timer][1] - object->marks[timer][0];
+  /* Marks are 0 until recorded (the monotonic clock is past 0): elapsed
+   * without both, or with mark 1 before mark 0, measured nothing. */
+  const double start = object->marks[timer][0], end = object->marks[timer][1];
+  if (start == 0.0 || end == 0.0 || end < start)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
+                           "cpu elapsed of timer %d: %s", (int)timer,
+                           start == 0.0 || end == 0.0 ? "needs mark 0 and mark 1 recorded first"
+                                                      : "mark 1 was recorded before mark 0");
+  *seconds = end - start;
   return HTP_KERNEL_OK;
 }
 

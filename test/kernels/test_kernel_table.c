@@ -544,6 +544,15 @@ static void memory_and_timing(void **state) {
   assert_int_equal(htp_mem_free(ctx, NULL), HTP_OK);
 
   double seconds = -1.0;
+  /* Elapsed before both marks measured nothing: refused, not 0 or the
+   * clock's reading since boot. */
+  assert_int_equal(htp_ctx_elapsed(ctx, &seconds), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "needs mark 0 and mark 1"));
+  assert_int_equal(htp_ctx_mark(ctx, 1), HTP_OK);
+  assert_int_equal(htp_ctx_elapsed(ctx, &seconds), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_mark(ctx, 0), HTP_OK);
+  assert_int_equal(htp_ctx_elapsed(ctx, &seconds), HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "mark 1 was recorded before mark 0"));
   assert_int_equal(htp_ctx_mark(ctx, 0), HTP_OK);
   struct timespec pause = {0, 20 * 1000 * 1000};
   nanosleep(&pause, NULL);
