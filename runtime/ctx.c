@@ -213,7 +213,10 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
                                const world_origin *origin, htp_world **world_out, char *message,
                                size_t message_size) {
   htp_world *world = calloc(1, sizeof *world);
-  if (!world) return HTP_ERR_NOMEM;
+  if (!world) {
+    if (message && message_size) snprintf(message, message_size, "htp_world_create: out of memory");
+    return HTP_ERR_NOMEM;
+  }
   world->config = *config;
   world->ops = ops;
   world->process_rank = -1;
@@ -223,6 +226,9 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
     world->sm_counts = malloc((size_t)config->world_size * sizeof *world->sm_counts);
     if (!world->sm_counts) {
       free(world);
+      if (message && message_size)
+        snprintf(message, message_size, "htp_world_create: out of memory for %d SM counts",
+                 config->world_size);
       return HTP_ERR_NOMEM;
     }
     memcpy(world->sm_counts, config->sm_counts,
@@ -251,6 +257,11 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
     }
   }
   if (rc != HTP_OK) {
+    /* A backend that failed without saying why (out of memory for a world
+     * of 2^30 ranks): the code's own words, never an empty message. */
+    if (!local_message[0])
+      snprintf(local_message, sizeof local_message, "htp_world_create: %s (world_size %d, %s "
+               "backend)", htp_strerror(rc), config->world_size, ops->name);
     if (message && message_size) snprintf(message, message_size, "%s", local_message);
     pthread_mutex_destroy(&world->lock);
     free(world->sm_counts);
