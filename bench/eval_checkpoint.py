@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "test", "ref"))
 import vit_train_ref  # noqa: E402
+from train_policies import int_from  # noqa: E402  (bench/: the scripts' shared checks)
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -85,17 +86,6 @@ def zero_shed(params, c, trace, units_per_rank):
     return count
 
 
-def positive(text):
-    """--batch: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is out of range: must be >= 1")
-    return value
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -103,7 +93,7 @@ def main():
     p.add_argument("--config", required=True, help="model sizes: JSON (vit_train_ref.py's)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist",
                    help="folder of t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]")
-    p.add_argument("--batch", type=positive, default=500)
+    p.add_argument("--batch", type=int_from(1), default=500)
     p.add_argument("--shed", help="a resizing run's trace: zero the units its last plan pruned")
     p.add_argument("--units-per-rank", help="heads,MLP units a rank (with --shed)")
     a = p.parse_args()
