@@ -99,7 +99,16 @@ void htp_cpu_linear_units_f32(const float *a, const float *w, float *y, int64_t 
  * before ranks start). threads < 1 is ignored; above the pool's 64 threads,
  * 64. */
 void htp_cpu_set_blas_threads(int threads);
+/* The count set so far; unset, what the environment says
+ * (htp_cpu_threads_from_env), else every core this process may run on. */
 int htp_cpu_blas_threads(void);
+/* The thread count the environment sets for BLAS, read as the BLAS
+ * libraries read it: the first of OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS,
+ * BLIS_NUM_THREADS and OMP_NUM_THREADS that holds a whole number from 1 to
+ * 1024, its name in *name (may be NULL); 0 when none does. A variable set to
+ * anything else is passed over, and the first such is named in *bad (may be
+ * NULL; NULL when there was none), for the caller to say so. */
+int htp_cpu_threads_from_env(const char **name, const char **bad);
 /* What computes the GEMMs, for reports: "onednn 2.6.3 (avx512_core_amx)"
  * (the ISA oneDNN generates its kernels for), "openblas (SkylakeX)" (the
  * core OpenBLAS picked), "blis" or "plain C loop". */

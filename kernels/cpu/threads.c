@@ -24,12 +24,15 @@
  * each returns instead of claiming. A process that exits while a job runs,
  * or a child forked after they started, leaves them alone.
  *===----------------------------------------------------------------------===*/
-#define _POSIX_C_SOURCE 200809L
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "kernels/htp_kernels.h"
 #include "kernels/htp_kernel_table.h"
 #include "kernels/cpu/cpu_internal.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -67,20 +70,35 @@ void htp_cpu_set_blas_threads(int threads) {
   }
 }
 
-#if !defined(HTP_BLAS_OPENBLAS) || defined(HTP_BLAS_ONEDNN)
-/* What OpenBLAS would answer, for a BLAS that has no such call: the first
- * of these variables that holds a positive count, else every online core. */
-static int default_threads(void) {
-  static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
-                                     "OMP_NUM_THREADS"};
+int htp_cpu_threads_from_env(const char **name, const char **bad) {
+  static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                     "BLIS_NUM_THREADS", "OMP_NUM_THREADS"};
+  if (name) *name = NULL;
+  if (bad) *bad = NULL;
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) {
     const char *text = getenv(vars[i]);
+    if (!text || !text[0]) continue;
     char *end = NULL;
-    long value = text ? strtol(text, &end, 10) : 0;
-    if (text && end != text && *end == '\0' && value >= 1) /* a count, nothing else */
-      return value > 1024 ? 1024 : (int)value;
+    errno = 0;
+    const long value = strtol(text, &end, 10);
+    if (errno == 0 && *end == '\0' && value >= 1 && value <= 1024) { /* a count, nothing else */
+      if (name) *name = vars[i];
+      return (int)value;
+    }
+    if (bad && !*bad) *bad = vars[i];
   }
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return 0;
+}
+
+#if !defined(HTP_BLAS_OPENBLAS) || defined(HTP_BLAS_ONEDNN)
+/* What OpenBLAS would answer, for a BLAS that has no such call: the
+ * environment's count, else every core this process may run on. */
+static int default_threads(void) {
+  const int given = htp_cpu_threads_from_env(NULL, NULL);
+  if (given) return given;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
 }
 #endif
@@ -90,8 +108,8 @@ int htp_cpu_blas_threads(void) { return htp__threads(); }
 int htp__threads(void) {
   int threads = atomic_load(&kernel_threads);
   if (threads < 1) {
-    /* Not set: what BLAS would have used (OPENBLAS_NUM_THREADS, or every
-     * core), taken over once. */
+    /* Not set: what BLAS would have used (its variable, or every core),
+     * taken over once. */
 #if defined(HTP_BLAS_OPENBLAS) && !defined(HTP_BLAS_ONEDNN)
     threads = openblas_get_num_threads();
 #else
@@ -339,7 +357,7 @@ static void describe_provider(void) {
            version->patch, name);
 #elif defined(HTP_BLAS_BLIS)
   snprintf(provider, sizeof provider, "blis");
-#elif defined(HTP_BLAS_OPENBLAS) && !defined(HTP_PLAIN_BLAS_CBLAS_H)
+#elif defined(HTP_BLAS_OPENBLAS)
   snprintf(provider, sizeof provider, "openblas (%s)", openblas_get_corename());
 #else
   snprintf(provider, sizeof provider, "plain C loop");

@@ -494,6 +494,46 @@ static void test_special_values_rows(void **state) {
   free(reference); free(backward_scratch); free(dy); free(dx); free(dwqkv);
 }
 
+/* The environment's thread count as every BLAS build reads it: the first of
+ * OPENBLAS, GOTO, BLIS, OMP _NUM_THREADS holding a whole count from 1 to
+ * 1024; anything else passed over and the first such named. */
+static void test_threads_from_env(void **state) {
+  (void)state;
+  static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+                                     "BLIS_NUM_THREADS", "OMP_NUM_THREADS"};
+  char *saved[4];
+  for (int i = 0; i < 4; ++i) {
+    const char *value = getenv(vars[i]);
+    saved[i] = value ? strdup(value) : NULL;
+    unsetenv(vars[i]);
+  }
+  const char *name = "x", *bad = "x";
+  assert_int_equal(htp_cpu_threads_from_env(&name, &bad), 0);
+  assert_null(name);
+  assert_null(bad);
+  setenv("OMP_NUM_THREADS", "7", 1);
+  setenv("BLIS_NUM_THREADS", "3", 1);
+  assert_int_equal(htp_cpu_threads_from_env(&name, &bad), 3);
+  assert_string_equal(name, "BLIS_NUM_THREADS");
+  assert_null(bad);
+  static const char *const not_counts[] = {"0", "-2", "1025", "4x", " ", "99999999999999999999", "2.5"};
+  for (size_t i = 0; i < sizeof not_counts / sizeof not_counts[0]; ++i) {
+    setenv("OPENBLAS_NUM_THREADS", not_counts[i], 1);
+    setenv("GOTO_NUM_THREADS", "", 1); /* empty: as if unset, not bad */
+    assert_int_equal(htp_cpu_threads_from_env(&name, &bad), 3);
+    assert_string_equal(name, "BLIS_NUM_THREADS");
+    assert_non_null(bad);
+    assert_string_equal(bad, "OPENBLAS_NUM_THREADS");
+  }
+  setenv("OPENBLAS_NUM_THREADS", "1024", 1);
+  assert_int_equal(htp_cpu_threads_from_env(NULL, NULL), 1024);
+  for (int i = 0; i < 4; ++i) {
+    if (saved[i]) setenv(vars[i], saved[i], 1);
+    else unsetenv(vars[i]);
+    free(saved[i]);
+  }
+}
+
 /* The threaded paths (three threads, so nothing divides evenly): sizes above
  * the kernels' single-thread cut-off, row and element counts prime, and
  * attention shapes that use whole vector tiles, tails and the BLAS fallback
@@ -749,6 +789,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--pool-exit-probe") == 0)
     return pool_exit_probe();
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_threads_from_env),
       cmocka_unit_test(test_linear),
       cmocka_unit_test(test_layer_norm),
       cmocka_unit_test(test_gelu_and_add),

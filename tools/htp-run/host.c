@@ -64,26 +64,6 @@ int htp_host_mpi_world_size(void) {
   return count_from(names, sizeof names / sizeof names[0]);
 }
 
-int htp_host_blas_threads_from_env(const char **name) {
-  static const char *const names[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-                                      "OMP_NUM_THREADS"};
-  *name = NULL;
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    if (!is_set(names[i]))
-      continue;
-    const char *value = getenv(names[i]);
-    char *end;
-    long count = strtol(value, &end, 10);
-    if (*end == '\0' && count >= 1 && count <= 1024) {
-      *name = names[i];
-      return (int)count;
-    }
-    fprintf(stderr, "htp-run: note: %s='%.40s' is not a thread count (1 to 1024): ignored\n",
-            names[i], value);
-  }
-  return 0;
-}
-
 int htp_host_blas_share(int cores, int ranks) {
   if (cores < 1 || ranks < 1)
     return 1;

@@ -29,13 +29,6 @@ int htp_host_mpi_local_size(void);
  * PMI_SIZE, MV2_COMM_WORLD_SIZE), or 0 if it does not. */
 int htp_host_mpi_world_size(void);
 
-/* The thread count the user set for BLAS (the first of
- * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, OMP_NUM_THREADS that holds one: a
- * whole number from 1 to 1024), with its variable's name in *name; 0 and
- * NULL when none does. A variable that is set to anything else is said on
- * stderr and passed over. */
-int htp_host_blas_threads_from_env(const char **name);
-
 /* Each of `ranks` ranks on a host of `cores` cores gets max(1, cores / ranks)
  * BLAS threads: together they use the cores, none oversubscribes them. */
 int htp_host_blas_share(int cores, int ranks);

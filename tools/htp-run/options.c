@@ -397,8 +397,9 @@ static const char *const HELP[] = {
     "\n"
     "Threads. On the local backend each of the tp ranks gets max(1, cores / tp)\n"
     "threads for its kernels (under mpirun, cores / the ranks on this node), unless\n"
-    "OPENBLAS_NUM_THREADS, OMP_NUM_THREADS or GOTO_NUM_THREADS is set; the table\n"
-    "and the JSON report (blas_threads) say which.\n",
+    "OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS, BLIS_NUM_THREADS or OMP_NUM_THREADS\n"
+    "holds a count (the first that does); the table and the JSON report\n"
+    "(blas_threads) say which.\n",
     "\n"
     "Limits. Before anything is allocated, htp-run refuses a block whose signature\n"
     "is beyond runtime/htp_entry.h's limits (tp above 1024, dims outside\n"

@@ -13,6 +13,8 @@
 #include "tools/htp-run/host.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 /* Adds bytes, rounded up to the buffers' 64-byte alignment, to *total;
  * 0 when the sum overflows. */
@@ -120,7 +122,11 @@ int htp_run_balance_config(const htp_run_options *options, htp_run_state *state,
 }
 
 void htp_run_choose_blas_threads(htp_run_state *state, int mpi) {
-  const int given = htp_host_blas_threads_from_env(&state->blas_threads_from);
+  const char *bad = NULL;
+  const int given = htp_cpu_threads_from_env(&state->blas_threads_from, &bad);
+  if (bad)
+    fprintf(stderr, "htp-run: note: %s='%.40s' is not a thread count (1 to 1024): ignored\n",
+            bad, getenv(bad));
   if (given) {
     htp_cpu_set_blas_threads(given);
   } else {

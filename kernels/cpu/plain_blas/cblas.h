@@ -4,8 +4,7 @@
  * (-DHTP_WITH_OPENBLAS=OFF: GPU machines, where the CPU kernels only serve
  * as the CUDA twins' references). kernels/CMakeLists.txt puts this folder
  * on the include path ahead of the system's, so kernels/cpu compiles
- * unchanged. Only what kernels/cpu calls is declared: row-major SGEMM, and
- * OpenBLAS's two thread-count calls. The GEMM is a
+ * unchanged. Only what kernels/cpu calls is declared: row-major SGEMM, a
  * plain C loop (sgemm.c): correct, and far slower than any BLAS.
  *===----------------------------------------------------------------------===*/
 #ifndef HTP_PLAIN_BLAS_CBLAS_H
@@ -25,11 +24,6 @@ typedef enum { CblasNoTrans = 111, CblasTrans = 112, CblasConjTrans = 113 } CBLA
 void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE transb, int m,
                  int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);
-
-/* OPENBLAS_NUM_THREADS if set and positive, else the online cores (as
- * OpenBLAS itself answers); setting only records the value. */
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int threads);
 
 #ifdef __cplusplus
 }

@@ -10,9 +10,7 @@
 #include "cblas.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 /* op(A)[i, p]: A's row i, or its column i when transposed. */
 static inline float a_at(const float *a, int lda, int transposed, int i, int p) {
@@ -53,25 +51,4 @@ void cblas_sgemm(CBLAS_ORDER order, CBLAS_TRANSPOSE transa, CBLAS_TRANSPOSE tran
       }
     }
   }
-}
-
-static _Atomic int set_threads;
-
-int openblas_get_num_threads(void) {
-  const int set = atomic_load(&set_threads);
-  if (set >= 1)
-    return set;
-  const char *env = getenv("OPENBLAS_NUM_THREADS");
-  if (env) {
-    const int threads = atoi(env);
-    if (threads >= 1)
-      return threads;
-  }
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return cores >= 1 ? (int)cores : 1;
-}
-
-void openblas_set_num_threads(int threads) {
-  if (threads >= 1)
-    atomic_store(&set_threads, threads);
 }
