@@ -42,8 +42,11 @@
 #include <mpi-ext.h>
 #endif
 #endif
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,6 +243,193 @@ static int attach(htp_world *world, mpi_world *state, MPI_Comm base, char *messa
   return 0;
 }
 
+#ifdef HTP_MPI_ULFM
+/* ----- Watchdog ------------------------------------------------------------
+ * The calls that repair a world after a death (MPIX_Comm_shrink's
+ * agreement, the collectives on the shrunk communicator, a meeting) take no
+ * deadline, and Open MPI 5's agreement was seen waiting for ever on a loaded
+ * machine (DESIGN §12). While a process is in them a watchdog thread ends
+ * it, saying so, once the world's timeout has passed: its peers then see
+ * one more death (and end, or shrink again) instead of every process of the
+ * job waiting for ever. */
+typedef struct watchdog {
+  pthread_mutex_t lock;
+  pthread_cond_t finished;
+  int done;
+  double deadline; /* htp_now() seconds */
+  double timeout_s;
+  char who[32]; /* "rank 1", "a standby" */
+  const char *what;
+  pthread_t thread;
+  int started;
+} watchdog;
+
+static void *watch(void *arg) {
+  watchdog *dog = arg;
+  pthread_mutex_lock(&dog->lock);
+  while (!dog->done) {
+    const double left = dog->deadline - htp_now();
+    if (left <= 0) {
+      fprintf(stderr, "htp: %s: %s did not return in %.3g s (the world's timeout; an Open "
+                      "MPI fault-tolerance agreement that never ends, DESIGN §12): ending this "
+                      "process\n", dog->who, dog->what, dog->timeout_s);
+      fflush(NULL);
+      _exit(1);
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* the condition's clock */
+    const double step = left < 0.5 ? left : 0.5;
+    until.tv_sec += (time_t)step;
+    until.tv_nsec += (long)((step - (double)(time_t)step) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec += 1;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&dog->finished, &dog->lock, &until);
+  }
+  pthread_mutex_unlock(&dog->lock);
+  return NULL;
+}
+
+/* Starts watching `what` (a string literal) for timeout_s; rank < 0: a
+ * standby's. Without a thread the call is only unwatched. */
+static void watchdog_start(watchdog *dog, const char *what, int rank, double timeout_s) {
+  pthread_mutex_init(&dog->lock, NULL);
+  pthread_cond_init(&dog->finished, NULL);
+  dog->done = 0;
+  dog->timeout_s = timeout_s;
+  dog->deadline = htp_now() + timeout_s;
+  if (rank >= 0) snprintf(dog->who, sizeof dog->who, "rank %d", rank);
+  else snprintf(dog->who, sizeof dog->who, "a standby");
+  dog->what = what;
+  dog->started = pthread_create(&dog->thread, NULL, watch, dog) == 0;
+}
+
+static void watchdog_stop(watchdog *dog) {
+  pthread_mutex_lock(&dog->lock);
+  dog->done = 1;
+  pthread_cond_signal(&dog->finished);
+  pthread_mutex_unlock(&dog->lock);
+  if (dog->started) pthread_join(dog->thread, NULL);
+  pthread_cond_destroy(&dog->finished);
+  pthread_mutex_destroy(&dog->lock);
+}
+#endif
+
+#ifdef HTP_MPI_ULFM
+/* ----- Standbys' calls -----------------------------------------------------
+ * A standby does not wait inside the meeting's shrink: it sat there for the
+ * whole run once, and when a death was noticed late (a loaded machine) its
+ * agreement over MPI_COMM_WORLD and the survivors' shrink of their own
+ * world waited on each other for ever (DESIGN §12). It waits for a call
+ * instead, a receive polled with sleeps, and meets only then. Every active
+ * process calls every waiting standby (the lead may die before it would),
+ * each call carrying the meeting's number, so a standby drops the calls of
+ * a meeting it already held. */
+static struct {
+  MPI_Comm comm;          /* MPI_COMM_WORLD's duplicate for calls and meetings */
+  int meetings;           /* meetings held; every live process holds each one */
+  int size;               /* MPI_COMM_WORLD's */
+  unsigned char *waiting; /* [size]: a standby not yet joined (dead or alive) */
+} standby_calls = {MPI_COMM_NULL, 0, 0, NULL};
+
+/* A call is an empty message whose tag is the meeting's number (MPI
+ * guarantees tags up to 32767; a job holds a meeting per rejoin, and one at
+ * its end). */
+static int call_tag(int meeting) { return meeting % 32768; }
+
+/* Every process of MPI_COMM_WORLD, at the world's creation: the processes
+ * from `actives` on wait. 0, or -1 with message written. */
+static int standby_calls_init(int size, int actives, char *message, size_t message_size) {
+  if (standby_calls.comm != MPI_COMM_NULL) {
+    snprintf(message, message_size, "htp_world_create: this process already made a world with "
+                                    "standbys (one per MPI job)");
+    return -1;
+  }
+  standby_calls.waiting = calloc((size_t)size, 1);
+  if (!standby_calls.waiting || MPI_Comm_dup(MPI_COMM_WORLD, &standby_calls.comm) != MPI_SUCCESS) {
+    snprintf(message, message_size, "htp_world_create: MPI_Comm_dup for the standbys failed");
+    free(standby_calls.waiting);
+    standby_calls.waiting = NULL;
+    return -1;
+  }
+  MPI_Comm_set_errhandler(standby_calls.comm, MPI_ERRORS_RETURN);
+  standby_calls.size = size;
+  for (int process = actives; process < size; ++process) standby_calls.waiting[process] = 1;
+  return 0;
+}
+
+/* The actives' call to the next meeting, to every standby still waiting.
+ * A send to a dead standby may fail: the meeting goes on without it. */
+static void call_standbys(void) {
+  for (int process = 0; process < standby_calls.size; ++process) {
+    if (!standby_calls.waiting[process]) continue;
+    MPI_Request request;
+    if (MPI_Isend(NULL, 0, MPI_BYTE, process, call_tag(standby_calls.meetings),
+                  standby_calls.comm, &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
+  }
+}
+
+/* Whether every process of the world (all but the waiting standbys) is
+ * known to have died; acknowledges the failures, so that the standby's
+ * receive from any source goes on. */
+static int world_gone(void) {
+  MPI_Group failed_group, all;
+  MPIX_Comm_failure_ack(standby_calls.comm);
+  if (MPIX_Comm_failure_get_acked(standby_calls.comm, &failed_group) != MPI_SUCCESS) return 0;
+  MPI_Comm_group(standby_calls.comm, &all);
+  int count = 0, live_members = 0;
+  MPI_Group_size(failed_group, &count);
+  for (int process = 0; process < standby_calls.size; ++process) {
+    if (standby_calls.waiting[process]) continue;
+    int in_failed = MPI_UNDEFINED;
+    MPI_Group_translate_ranks(all, 1, &process, failed_group, &in_failed);
+    if (in_failed == MPI_UNDEFINED) ++live_members;
+  }
+  MPI_Group_free(&failed_group);
+  MPI_Group_free(&all);
+  return live_members == 0;
+}
+
+/* A standby's wait for the next meeting's call: 0 when called, 1 when no
+ * process of the world is left, -1 with message written on MPI's error. */
+static int await_call(char *message, size_t message_size) {
+  char text[MPI_MAX_ERROR_STRING];
+  for (;;) {
+    MPI_Request request;
+    MPI_Status status;
+    int rc = MPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, standby_calls.comm,
+                       &request);
+    for (double pause = 1e-4; rc == MPI_SUCCESS;) {
+      int done = 0, error_class = 0;
+      rc = MPI_Test(&request, &done, &status);
+      if (rc != MPI_SUCCESS) {
+        MPI_Error_class(rc, &error_class);
+        if (!process_failed(error_class)) break;
+        if (world_gone()) {
+          MPI_Cancel(&request);
+          MPI_Request_free(&request);
+          return 1;
+        }
+        rc = MPI_SUCCESS; /* a death acknowledged: the receive is still posted */
+      } else if (done) {
+        break;
+      }
+      htp__sleep(pause); /* a standby waits for the whole run: it sleeps, not spins */
+      if (pause < 5e-3) pause *= 2;
+    }
+    if (rc != MPI_SUCCESS) {
+      snprintf(message, message_size, "waiting for a call: %.160s", mpi_message(rc, text));
+      return -1;
+    }
+    if (status.MPI_TAG == call_tag(standby_calls.meetings)) return 0;
+    /* else a second call to a meeting already held: dropped */
+  }
+}
+
+#endif
+
 static htp_result mpi_world_init(htp_world *world, char *message, size_t message_size) {
   int initialized = 0, finalized = 0;
   MPI_Finalized(&finalized);
@@ -278,7 +468,9 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     /* The standbys are the last processes; they wait for htp_world_grow. */
     MPI_Comm actives_comm;
     const int is_standby = process >= actives;
-    if (MPI_Comm_split(MPI_COMM_WORLD, is_standby, process, &actives_comm) != MPI_SUCCESS) {
+    if (standby_calls_init(size, actives, message, message_size)) {
+      rc = HTP_ERR_SYSTEM;
+    } else if (MPI_Comm_split(MPI_COMM_WORLD, is_standby, process, &actives_comm) != MPI_SUCCESS) {
       snprintf(message, message_size, "htp_world_create: MPI_Comm_split failed");
       rc = HTP_ERR_SYSTEM;
     } else if (is_standby) {
@@ -312,9 +504,9 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
 /* htp_world_shrink: the parent's communicators revoked (so that every
  * survivor still inside a call on them returns), its data communicator
  * shrunk to the live processes, the lost ranks told by comparing groups. */
-static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int32_t *lost,
-                                  int capacity, int *num_lost, char *message,
-                                  size_t message_size) {
+static htp_result shrink_parent(htp_world *world, htp_world *parent_world, int32_t *lost,
+                                int capacity, int *num_lost, char *message,
+                                size_t message_size) {
   mpi_world *parent = state_of(parent_world);
   mpi_world *state = calloc(1, sizeof *state);
   if (!state) return HTP_ERR_NOMEM;
@@ -357,20 +549,34 @@ static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int
   return HTP_OK;
 }
 
+static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int32_t *lost,
+                                  int capacity, int *num_lost, char *message,
+                                  size_t message_size) {
+  watchdog dog;
+  watchdog_start(&dog, "htp_world_shrink", parent_world->process_rank,
+                 parent_world->config.timeout_s);
+  const htp_result rc = shrink_parent(world, parent_world, lost, capacity, num_lost, message,
+                                      message_size);
+  watchdog_stop(&dog);
+  return rc;
+}
+
 /* ----- Standbys ------------------------------------------------------------
  * A meeting of every live process of MPI_COMM_WORLD: the world's (active
  * >= 0, their rank) and the standbys' (-1). The lowest live rank says what
  * happens (its action and rank reach everyone); a JOIN gives the actives
  * and the first live standby (by MPI_COMM_WORLD rank) one communicator,
  * ordered with the standby at `rank`. *said: the action, 0 when no active
- * process is left, -1 for a JOIN with no standby left. */
+ * process is left, -1 for a JOIN with no standby left.
+ */
 static int meet(int active, int action, int rank, int *said, int *joins, MPI_Comm *out,
                 char *message, size_t message_size) {
   *out = MPI_COMM_NULL;
   *joins = 0;
   MPI_Comm all;
   char text[MPI_MAX_ERROR_STRING];
-  int rc = MPIX_Comm_shrink(MPI_COMM_WORLD, &all);
+  if (active >= 0) call_standbys();
+  int rc = MPIX_Comm_shrink(standby_calls.comm, &all);
   if (rc != MPI_SUCCESS) {
     snprintf(message, message_size, "meeting the standbys: MPIX_Comm_shrink failed: %.160s",
              mpi_message(rc, text));
@@ -394,6 +600,7 @@ static int meet(int active, int action, int rank, int *said, int *joins, MPI_Com
   if (rc == MPI_SUCCESS && control[0] == MEET_JOIN && least[1] == INT_MAX) control[0] = -1;
   if (rc == MPI_SUCCESS && control[0] == MEET_JOIN) {
     *joins = active < 0 && process == least[1];
+    standby_calls.waiting[least[1]] = 0;
     const int color = active >= 0 || *joins ? 0 : MPI_UNDEFINED;
     const int key = active < 0 ? control[1] : active < control[1] ? active : active + 1;
     rc = MPI_Comm_split(all, color, key, out);
@@ -403,6 +610,7 @@ static int meet(int active, int action, int rank, int *said, int *joins, MPI_Com
     snprintf(message, message_size, "meeting the standbys: %.160s", mpi_message(rc, text));
     return -1;
   }
+  ++standby_calls.meetings;
   *said = control[0];
   return 0;
 }
@@ -447,24 +655,34 @@ htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined) {
     char message[HTP__MESSAGE_SIZE] = "";
     int said = 0, joins = 0;
     MPI_Comm comm;
-    if (meet(-1, 0, 0, &said, &joins, &comm, message, sizeof message)) {
+    const int called = await_call(message, sizeof message);
+    if (called < 0) {
       htp__world_message(world, "htp_world_standby_wait: %s", message);
       return HTP_ERR_SYSTEM;
     }
-    if (said == 0) {
+    if (called > 0) {
       htp__world_message(world, "htp_world_standby_wait: no process of the world is left");
       return HTP_ERR_REMOTE;
     }
-    if (said == MEET_RELEASE) return HTP_OK;
-    if (joins) {
-      htp_result rc = grown_world(world, &comm, joined);
+    watchdog dog;
+    watchdog_start(&dog, "htp_world_standby_wait's meeting", -1, world->config.timeout_s);
+    htp_result rc = HTP_OK;
+    if (meet(-1, 0, 0, &said, &joins, &comm, message, sizeof message)) {
+      htp__world_message(world, "htp_world_standby_wait: %s", message);
+      rc = HTP_ERR_SYSTEM;
+    } else if (said == 0) {
+      htp__world_message(world, "htp_world_standby_wait: no process of the world is left");
+      rc = HTP_ERR_REMOTE;
+    } else if (joins) {
+      rc = grown_world(world, &comm, joined);
       if (rc == HTP_OK) {
         mpi_world *state = state_of(*joined), *old = state_of(world);
         state->owns_mpi = old->owns_mpi; /* the grown world carries MPI on */
         old->owns_mpi = 0;
       }
-      return rc;
     }
+    watchdog_stop(&dog);
+    if (rc != HTP_OK || said == MEET_RELEASE || joins) return rc;
   }
 #else
   htp__world_message(world, "htp_world_standby_wait: needs Open MPI's ULFM");
@@ -483,20 +701,23 @@ static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_w
   char message[HTP__MESSAGE_SIZE] = "";
   int said = 0, joins = 0;
   MPI_Comm comm;
+  watchdog dog;
+  watchdog_start(&dog, what, world->process_rank, world->config.timeout_s);
+  htp_result rc = HTP_OK;
   if (meet(world->process_rank, action, rank, &said, &joins, &comm, message, sizeof message)) {
     htp__world_message(world, "%s: %s", what, message);
-    return HTP_ERR_SYSTEM;
-  }
-  if (action == MEET_RELEASE) return HTP_OK;
-  if (said != MEET_JOIN) {
+    rc = HTP_ERR_SYSTEM;
+  } else if (action == MEET_JOIN && said != MEET_JOIN) {
     htp__world_message(world, "%s: no standby process is left", what);
-    return HTP_ERR_REMOTE;
+    rc = HTP_ERR_REMOTE;
+  } else if (action == MEET_JOIN) {
+    rc = grown_world(world, &comm, grown);
+    if (rc == HTP_OK) {
+      state_of(*grown)->owns_mpi = state_of(world)->owns_mpi;
+      state_of(world)->owns_mpi = 0;
+    }
   }
-  htp_result rc = grown_world(world, &comm, grown);
-  if (rc == HTP_OK) {
-    state_of(*grown)->owns_mpi = state_of(world)->owns_mpi;
-    state_of(world)->owns_mpi = 0;
-  }
+  watchdog_stop(&dog);
   return rc;
 #else
   (void)action, (void)rank, (void)grown;

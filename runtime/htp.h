@@ -188,7 +188,10 @@ HTP_API void htp_world_destroy(htp_world *world);
  * Open MPI's ULFM (built against an MPI with <mpi-ext.h>'s
  * MPIX_Comm_shrink, launched with `mpirun --with-ft ulfm`); elsewhere
  * HTP_ERR_UNSUPPORTED (a local world's threads cannot die alone: make a new
- * world). HTP_ERR_INVALID for NULL arguments. */
+ * world). HTP_ERR_INVALID for NULL arguments. MPI's shrink takes no
+ * deadline: a process still in it after config.timeout_s says so on stderr
+ * and exits 1 (its peers see a death, not a hang); so do the meetings of
+ * standby_wait, grow and release_standbys below. */
 HTP_API htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int32_t *lost,
                                     int capacity, int *num_lost);
 /* Standby processes (config.standbys; mpi with ULFM, else
@@ -201,7 +204,9 @@ HTP_API htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int
  * calls it, with the same rank) and the standbys: a world of them and one
  * standby (the first by MPI_COMM_WORLD rank), which takes rank `rank`
  * (those at or above it move up one); HTP_ERR_REMOTE when no standby is
- * left. A standby's world reports the size of the world it waits beside,
+ * left. A standby waits asleep for the world's call (no deadline: it ends
+ * with HTP_ERR_REMOTE once every process of the world is dead). A standby's
+ * world reports the size of the world it waits beside,
  * process rank -1, and refuses contexts. release_standbys: the same meeting, letting every standby go.
  * HTP_ERR_SYSTEM when MPI fails (its message in htp_world_last_error). */
 HTP_API int htp_world_is_standby(const htp_world *world);

@@ -24,6 +24,14 @@
  *                rank the one asked for); then the grown world releases the
  *                standbys (none left) and ends. A second standby (N >= 5)
  *                stays out of the growth and is released at the end
+ *   orphan       (ULFM; N = 3) the last process is a standby and both
+ *                processes of the world are killed: the standby's wait ends
+ *                with HTP_ERR_REMOTE (no process of the world is left)
+ *   stuck        (ULFM; N = 3) rank 2's process is killed and rank 1 never
+ *                comes to the shrink (it sleeps, then leaves): rank 0's
+ *                htp_world_shrink waits in Open MPI's agreement, and its
+ *                watchdog ends the process after the world's timeout (2 s)
+ *                with a message saying so (ctest matches it), not a hang
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -389,6 +397,65 @@ static void test_shrink(void **state) {
   htp_world_destroy(survivors);
 }
 
+/* ===== orphan ============================================================ */
+
+static void test_orphan(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_MPI;
+  config.world_size = 0;
+  config.timeout_s = 20.0;
+  config.standbys = 1;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  if (!htp_world_is_standby(world)) {
+    htp_ctx *ctx = make_ctx(world);
+    EXPECT_OK(ctx, htp_barrier(ctx));
+    raise(SIGKILL); /* every process of the world */
+  }
+  htp_world *joined = NULL;
+  const double start = htp_now();
+  rc = htp_world_standby_wait(world, &joined);
+  fprintf(stderr, "standby: %s after %.3f s: %s\n", htp_strerror(rc), htp_now() - start,
+          htp_world_last_error(world));
+  assert_int_equal(rc, HTP_ERR_REMOTE);
+  assert_null(joined);
+  assert_non_null(strstr(htp_world_last_error(world), "no process of the world is left"));
+  htp_world_destroy(world);
+}
+
+/* ===== stuck ============================================================= */
+
+static void test_shrink_stuck(void **state) {
+  (void)state;
+  htp_world *world = make_world(2.0);
+  const int rank = htp_world_process_rank(world);
+  htp_ctx *ctx = make_ctx(world);
+  float one = 1.0f, sum = 0.0f;
+  htp_result rc = HTP_OK;
+  for (int step = 0; step < 100 && rc == HTP_OK; ++step) {
+    if (rank == 2 && step == 3) raise(SIGKILL);
+    rc = htp_allreduce_sum_f32(ctx, &one, &sum, 1);
+  }
+  assert_int_equal(rc, HTP_ERR_REMOTE);
+  htp_ctx_destroy(ctx);
+  if (rank == 1) { /* alive, and never in the shrink */
+    sleep(8);
+    fflush(NULL);
+    _exit(0);
+  }
+  htp_world *survivors = NULL;
+  int32_t lost[4];
+  int num_lost = 0;
+  const double start = htp_now();
+  rc = htp_world_shrink(world, &survivors, lost, 4, &num_lost);
+  fail_msg("rank %d: htp_world_shrink returned (%s) after %.3f s without its peer: the "
+           "watchdog should have ended the process at 2 s", rank, htp_strerror(rc),
+           htp_now() - start);
+}
+
 int main(int argc, char **argv) {
   const char *scenario = argc > 1 ? argv[1] : "collectives";
   if (strcmp(scenario, "collectives") == 0) {
@@ -418,22 +485,28 @@ int main(int argc, char **argv) {
    * it: with a dead process in MPI_COMM_WORLD, Open MPI 5's finalize can
    * wait for it for ever (its PMIx fence; open-mpi/ompi #11404: here 1 run
    * in 40). mpirun --with-ft ulfm takes the exit. */
-  const int shrink = strcmp(scenario, "shrink") == 0;
-  if (shrink || strcmp(scenario, "standby") == 0) {
-    const char *group = shrink ? "runtime.mpi.shrink" : "runtime.mpi.standby";
+  static const struct {
+    const char *scenario;
+    struct CMUnitTest test;
+  } ulfm[] = {{"shrink", cmocka_unit_test(test_shrink)},
+              {"standby", cmocka_unit_test(test_standby)},
+              {"orphan", cmocka_unit_test(test_orphan)},
+              {"stuck", cmocka_unit_test(test_shrink_stuck)}};
+  for (size_t i = 0; i < sizeof ulfm / sizeof ulfm[0]; ++i) {
+    if (strcmp(scenario, ulfm[i].scenario) != 0) continue;
+    char group[64];
+    snprintf(group, sizeof group, "runtime.mpi.%s", scenario);
     if (!htp_backend_can_shrink(HTP_BACKEND_MPI)) {
       fprintf(stderr, "%s: this MPI has no ULFM: skipped\n", group);
       return 77;
     }
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    const struct CMUnitTest tests[] = {
-        {.name = shrink ? "test_shrink" : "test_standby",
-         .test_func = shrink ? test_shrink : test_standby}};
+    const struct CMUnitTest tests[] = {ulfm[i].test};
     int failures = cmocka_run_group_tests_name(group, tests, NULL, NULL);
     fflush(NULL);
     _exit(failures);
   }
-  fprintf(stderr, "usage: %s collectives|hang|die|shrink|standby\n", argv[0]);
+  fprintf(stderr, "usage: %s collectives|hang|die|shrink|standby|orphan|stuck\n", argv[0]);
   return 2;
 }
