@@ -950,7 +950,8 @@ HTP_API htp_result htp_balancer_slot_units(const htp_balancer *balancer, const v
  * accepts NULL. upload copies host -> device, download device -> host after
  * the work enqueued on the rank's stream; both return once the copy is
  * done. synchronize waits for the rank's stream. Failures fail the world,
- * as the ops do. */
+ * as the ops do. ctx may be NULL, as for the ops (runtime/htp_ops.h): the
+ * CPU table, host memory, and a failure without a message. */
 HTP_API htp_result htp_mem_alloc(htp_ctx *ctx, size_t bytes, void **out);
 HTP_API htp_result htp_mem_free(htp_ctx *ctx, void *ptr);
 HTP_API htp_result htp_mem_upload(htp_ctx *ctx, void *dst, const void *host_src, size_t bytes);

@@ -577,7 +577,16 @@ static void memory_and_timing(void **state) {
   assert_non_null(strstr(htp_last_error(ctx), "mark 2"));
   htp_ctx_destroy(ctx);
   htp_world_destroy(world);
-  /* No context: no environment object, so no marks. */
+  /* No context: memory is the CPU table's (host memory, as for the ops),
+   * refusals come without a message; no environment object, so no marks. */
+  assert_int_equal(htp_mem_alloc(NULL, sizeof host, &device), HTP_OK);
+  assert_int_equal(htp_mem_upload(NULL, device, host, sizeof host), HTP_OK);
+  assert_int_equal(htp_mem_download(NULL, back, device, sizeof back), HTP_OK);
+  assert_same(host, back, 100);
+  assert_int_equal(htp_ctx_synchronize(NULL), HTP_OK);
+  assert_int_equal(htp_mem_free(NULL, device), HTP_OK);
+  assert_int_equal(htp_mem_alloc(NULL, 0, &device), HTP_ERR_INVALID);
+  assert_int_equal(htp_mem_upload(NULL, NULL, host, 4), HTP_ERR_INVALID);
   assert_int_equal(htp_ctx_elapsed(NULL, &seconds), HTP_ERR_INVALID);
   char error[128];
   htp_kernel_env bare;
