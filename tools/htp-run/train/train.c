@@ -1149,6 +1149,28 @@ static int bind_entries(const htp_run_options *options, htp_run_state *state, in
   return 0;
 }
 
+/* A --fault or --slow at a step this run does not take never happens:
+ * said, not refused, as for a timed run's iterations (options.c). The
+ * steps are first_epoch x steps (after --resume) to epochs x steps - 1 (a
+ * rejoin at K takes its rank back from step K on). */
+static void note_steps_not_taken(const htp_run_options *options, const train_job *job) {
+  static const char *const kinds[] = {"delay", "hang", "die", "rejoin"};
+  const long first = job->first_epoch * job->steps, last = options->train.epochs * job->steps - 1;
+  char steps[160];
+  snprintf(steps, sizeof steps, "the run's steps are %ld to %ld (--epochs %ld of %ld steps%s)",
+           first, last, options->train.epochs, job->steps, first ? ", resumed" : "");
+  for (int i = 0; i < options->num_faults; i++) {
+    const htp_run_fault *f = &options->faults[i];
+    if (f->iteration < first || f->iteration > last)
+      fprintf(stderr, "htp-run: note: --fault %s:%d@%ld never happens: %s\n",
+              (unsigned)f->kind < 4 ? kinds[f->kind] : "?", f->rank, f->iteration, steps);
+  }
+  for (int i = 0; i < options->num_slows; i++)
+    if (options->slows[i].from_iteration > last)
+      fprintf(stderr, "htp-run: note: the --slow from step %ld never happens: %s\n",
+              options->slows[i].from_iteration, steps);
+}
+
 /* The job's steps and host memory: the memory check, the metrics, the
  * starting weights, the checkpoint's gather buffers. Non-zero with err. */
 static int size_job(const htp_run_options *options, const htp_run_state *state, train_job *job,
@@ -1167,6 +1189,8 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
   if (htp_train_starting_weights(train, job->sig, job, err, err_size) ||
       htp_train_elastic_prepare(options, job, err, err_size))
     return 1;
+  if (job->process_rank <= 0)
+    note_steps_not_taken(options, job);
   if (train->checkpoint)
     for (int k = 0; k < 3; k++)
       if (!(job->gathered[k] = htp_train_param_buffers(job->sig)))
