@@ -82,6 +82,12 @@ typedef struct htp__backend_ops {
    * lost[] (at most capacity), their count in *num_lost. */
   htp_result (*shrink_init)(htp_world *world, htp_world *parent, int32_t *lost, int capacity,
                             int *num_lost, char *message, size_t message_size);
+  /* Standby processes (htp.h: htp_world_standby_wait and the rest; NULL:
+   * the backend has none). Called with a world of this backend. */
+  int (*is_standby)(const htp_world *world);
+  htp_result (*standby_wait)(htp_world *world, htp_world **joined);
+  htp_result (*grow)(htp_world *world, int32_t rank, htp_world **grown);
+  htp_result (*release_standbys)(htp_world *world);
 } htp__backend_ops;
 
 struct htp_world {
@@ -200,10 +206,6 @@ HTP__HIDDEN extern const htp__backend_ops htp__local_ops;
 #ifdef HTP_HAVE_MPI
 HTP__HIDDEN extern const htp__backend_ops htp__mpi_ops;
 /* comm_mpi.c: htp_world_is_standby, _standby_wait, _grow, _release_standbys. */
-HTP__HIDDEN int htp__mpi_is_standby(const htp_world *world);
-HTP__HIDDEN htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined);
-HTP__HIDDEN htp_result htp__mpi_grow(htp_world *world, int32_t rank, htp_world **grown);
-HTP__HIDDEN htp_result htp__mpi_release_standbys(htp_world *world);
 #endif
 #ifdef HTP_HAVE_NCCL
 HTP__HIDDEN extern const htp__backend_ops htp__nccl_ops;

@@ -638,15 +638,13 @@ static htp_result grown_world(htp_world *like, MPI_Comm *comm, htp_world **out) 
 }
 #endif
 
-static int is_mpi(const htp_world *world) { return world && world->ops == &htp__mpi_ops; }
-
-int htp__mpi_is_standby(const htp_world *world) {
-  return is_mpi(world) && world->backend && state_of((htp_world *)world)->standby;
+static int mpi_is_standby(const htp_world *world) {
+  return world->backend && state_of((htp_world *)world)->standby;
 }
 
-htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined) {
-  if (!joined || !htp__mpi_is_standby(world)) {
-    if (world) htp__world_message(world, "htp_world_standby_wait: not a standby's world");
+static htp_result mpi_standby_wait(htp_world *world, htp_world **joined) {
+  if (!joined || !mpi_is_standby(world)) {
+    htp__world_message(world, "htp_world_standby_wait: not a standby's world");
     return HTP_ERR_INVALID;
   }
   *joined = NULL;
@@ -693,9 +691,9 @@ htp_result htp__mpi_standby_wait(htp_world *world, htp_world **joined) {
 /* The actives' side of a meeting: grow (a JOIN at rank) or release. */
 static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_world **grown,
                                const char *what) {
-  if (!is_mpi(world) || htp__mpi_is_standby(world) || world->process_rank < 0) {
-    if (world) htp__world_message(world, "%s: not a world of mpi processes", what);
-    return world && !is_mpi(world) ? HTP_ERR_UNSUPPORTED : HTP_ERR_INVALID;
+  if (mpi_is_standby(world) || world->process_rank < 0) {
+    htp__world_message(world, "%s: a standby's world is not a world of mpi processes", what);
+    return HTP_ERR_INVALID;
   }
 #ifdef HTP_MPI_ULFM
   char message[HTP__MESSAGE_SIZE] = "";
@@ -726,17 +724,17 @@ static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_w
 #endif
 }
 
-htp_result htp__mpi_grow(htp_world *world, int32_t rank, htp_world **grown) {
-  if (!grown || (world && (rank < 0 || rank > world->size))) {
-    if (world) htp__world_message(world, "htp_world_grow: grown is NULL or rank %d is not in "
-                                         "[0, %d]", (int)rank, world->size);
+static htp_result mpi_grow(htp_world *world, int32_t rank, htp_world **grown) {
+  if (!grown || rank < 0 || rank > world->size) {
+    htp__world_message(world, "htp_world_grow: grown is NULL or rank %d is not in [0, %d]",
+                       (int)rank, world->size);
     return HTP_ERR_INVALID;
   }
   *grown = NULL;
   return actives_meet(world, MEET_JOIN, rank, grown, "htp_world_grow");
 }
 
-htp_result htp__mpi_release_standbys(htp_world *world) {
+static htp_result mpi_release_standbys(htp_world *world) {
   return actives_meet(world, MEET_RELEASE, 0, NULL, "htp_world_release_standbys");
 }
 
@@ -1068,4 +1066,8 @@ const htp__backend_ops htp__mpi_ops = {
 #ifdef HTP_MPI_ULFM
     .shrink_init = mpi_shrink_init,
 #endif
+    .is_standby = mpi_is_standby,
+    .standby_wait = mpi_standby_wait,
+    .grow = mpi_grow,
+    .release_standbys = mpi_release_standbys,
 };

@@ -356,43 +356,31 @@ htp_result htp_world_create(const htp_config *config, htp_world **world) {
 }
 
 int htp_world_is_standby(const htp_world *world) {
-#ifdef HTP_HAVE_MPI
-  return htp__mpi_is_standby(world);
-#else
-  (void)world;
-  return 0;
-#endif
+  return world && world->ops->is_standby && world->ops->is_standby(world);
 }
 
-/* Standbys are the mpi backend's; elsewhere HTP_ERR_UNSUPPORTED. */
-#ifdef HTP_HAVE_MPI
-#define STANDBY_CALL(world, call) return call
-#else
-#define STANDBY_CALL(world, call)                                                              \
-  do {                                                                                         \
-    if (world) htp__world_message(world, "standby processes are the mpi backend's");          \
-    return HTP_ERR_UNSUPPORTED;                                                                \
-  } while (0)
-#endif
+/* Standbys are the mpi backend's (its ops); elsewhere HTP_ERR_UNSUPPORTED. */
+static htp_result no_standbys(htp_world *world) {
+  if (!world) return HTP_ERR_INVALID;
+  htp__world_message(world, "standby processes are the mpi backend's (this world is %s's)",
+                     world->ops->name);
+  return HTP_ERR_UNSUPPORTED;
+}
 
 htp_result htp_world_standby_wait(htp_world *world, htp_world **joined) {
-#ifndef HTP_HAVE_MPI
-  (void)joined;
-#endif
-  STANDBY_CALL(world, htp__mpi_standby_wait(world, joined));
+  if (!world || !world->ops->standby_wait) return no_standbys(world);
+  return world->ops->standby_wait(world, joined);
 }
 
 htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown) {
-#ifndef HTP_HAVE_MPI
-  (void)rank, (void)grown;
-#endif
-  STANDBY_CALL(world, htp__mpi_grow(world, rank, grown));
+  if (!world || !world->ops->grow) return no_standbys(world);
+  return world->ops->grow(world, rank, grown);
 }
 
 htp_result htp_world_release_standbys(htp_world *world) {
-  STANDBY_CALL(world, htp__mpi_release_standbys(world));
+  if (!world || !world->ops->release_standbys) return no_standbys(world);
+  return world->ops->release_standbys(world);
 }
-#undef STANDBY_CALL
 
 int htp_backend_can_shrink(htp_backend backend) {
 #ifdef HTP_HAVE_MPI

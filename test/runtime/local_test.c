@@ -1037,7 +1037,8 @@ static void test_missing_rank_times_out(void **state) {
 }
 
 /* htp_world_shrink is MPI's (ULFM): a local world's threads cannot die
- * alone, so it says so and makes nothing; bad arguments are refused. */
+ * alone, so it says so and makes nothing; bad arguments are refused. So
+ * are the standby calls. */
 static void test_shrink_unsupported(void **state) {
   (void)state;
   assert_int_equal(htp_backend_can_shrink(HTP_BACKEND_LOCAL), 0);
@@ -1051,6 +1052,17 @@ static void test_shrink_unsupported(void **state) {
   assert_int_equal(htp_world_shrink(world, NULL, lost, 2, &num_lost), HTP_ERR_INVALID);
   assert_int_equal(htp_world_shrink(world, &survivors, NULL, 2, &num_lost), HTP_ERR_INVALID);
   assert_int_equal(htp_world_shrink(NULL, &survivors, lost, 2, &num_lost), HTP_ERR_INVALID);
+  /* Standbys are the mpi backend's too: said, naming this world's backend. */
+  assert_int_equal(htp_world_is_standby(world), 0);
+  assert_int_equal(htp_world_is_standby(NULL), 0);
+  htp_world *other = (htp_world *)1;
+  assert_int_equal(htp_world_standby_wait(world, &other), HTP_ERR_UNSUPPORTED);
+  assert_non_null(strstr(htp_world_last_error(world), "mpi backend's (this world is local's)"));
+  assert_int_equal(htp_world_grow(world, 0, &other), HTP_ERR_UNSUPPORTED);
+  assert_int_equal(htp_world_release_standbys(world), HTP_ERR_UNSUPPORTED);
+  assert_int_equal(htp_world_standby_wait(NULL, &other), HTP_ERR_INVALID);
+  assert_int_equal(htp_world_grow(NULL, 0, &other), HTP_ERR_INVALID);
+  assert_int_equal(htp_world_release_standbys(NULL), HTP_ERR_INVALID);
   htp_world_destroy(world);
 }
 
