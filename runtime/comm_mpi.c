@@ -44,7 +44,9 @@
 #endif
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -264,6 +266,24 @@ typedef struct watchdog {
   int started;
 } watchdog;
 
+/* HTP_WATCHDOG_STACKS set (to diagnose the hang): every thread's stack,
+ * by gdb attached to this process, on stderr before it ends. */
+static void print_stacks(void) {
+  char pid[32];
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  const pid_t child = fork();
+  if (child == 0) {
+    dup2(2, 1);
+    execlp("gdb", "gdb", "-p", pid, "-batch", "-ex", "thread apply all bt", (char *)NULL);
+    _exit(127);
+  }
+  for (int waited = 0; child > 0 && waited < 600; ++waited) { /* at most a minute */
+    if (waitpid(child, NULL, WNOHANG) == child) return;
+    htp__sleep(0.1);
+  }
+  if (child > 0) kill(child, SIGKILL);
+}
+
 static void *watch(void *arg) {
   watchdog *dog = arg;
   pthread_mutex_lock(&dog->lock);
@@ -274,6 +294,7 @@ static void *watch(void *arg) {
                       "MPI fault-tolerance agreement that never ends, DESIGN §12): ending this "
                       "process\n", dog->who, dog->what, dog->timeout_s);
       fflush(NULL);
+      if (getenv("HTP_WATCHDOG_STACKS")) print_stacks();
       _exit(1);
     }
     struct timespec until;

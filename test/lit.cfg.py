@@ -94,7 +94,10 @@ if os.access(ulfm_mpirun, os.X_OK) and os.access(ulfm_htp_run, os.X_OK) and link
     # Every launch bounded (timeout kills mpirun, which kills its processes):
     # a run that hangs fails its test in minutes instead of holding CI (one
     # hang of a standby rejoin was seen once on a loaded machine: DESIGN §12).
-    bounded = "timeout -k 10 120 env ASAN_OPTIONS=detect_leaks=0 "
+    # A process stuck in a shrink past its --timeout is ended by htp's
+    # watchdog; HTP_WATCHDOG_STACKS has it print its threads' stacks first
+    # (through gdb, where installed), for the open hang (DESIGN §12).
+    bounded = "timeout -k 10 120 env ASAN_OPTIONS=detect_leaks=0 HTP_WATCHDOG_STACKS=1 "
     config.substitutions.append(("%ulfm-mpirun", bounded + ulfm_mpirun +
                                  " --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self"))
     # The same launcher with its fault tolerance off (the default).
