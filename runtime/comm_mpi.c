@@ -57,7 +57,7 @@ enum { MEET_RELEASE = 1, MEET_JOIN = 2 }; /* what a meeting with the standbys do
 
 /* ULFM: Open MPI's fault-tolerance extension, where this MPI has it. */
 #if defined(OMPI_HAVE_MPI_EXT_FTMPI) && defined(MPIX_ERR_PROC_FAILED) && \
-    defined(OMPI_HAVE_MPIX_COMM_GET_FAILED)
+    defined(OMPI_HAVE_MPIX_COMM_GET_FAILED) && defined(OMPI_HAVE_MPIX_COMM_ACK_FAILED)
 #define HTP_MPI_ULFM 1
 #endif
 
@@ -397,11 +397,11 @@ static void call_standbys(void) {
  * receive from any source goes on. */
 static int world_gone(void) {
   MPI_Group failed_group, all;
-  MPIX_Comm_failure_ack(standby_calls.comm);
-  if (MPIX_Comm_failure_get_acked(standby_calls.comm, &failed_group) != MPI_SUCCESS) return 0;
-  MPI_Comm_group(standby_calls.comm, &all);
-  int count = 0, live_members = 0;
+  if (MPIX_Comm_get_failed(standby_calls.comm, &failed_group) != MPI_SUCCESS) return 0;
+  int count = 0, acked = 0, live_members = 0;
   MPI_Group_size(failed_group, &count);
+  MPIX_Comm_ack_failed(standby_calls.comm, count, &acked);
+  MPI_Comm_group(standby_calls.comm, &all);
   for (int process = 0; process < standby_calls.size; ++process) {
     if (standby_calls.waiting[process]) continue;
     int in_failed = MPI_UNDEFINED;
