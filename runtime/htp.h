@@ -204,11 +204,12 @@ HTP_API htp_result htp_world_shrink(htp_world *world, htp_world **survivors, int
  * calls it, with the same rank) and the standbys: a world of them and one
  * standby (the first by MPI_COMM_WORLD rank), which takes rank `rank`
  * (those at or above it move up one); HTP_ERR_REMOTE when no standby is
- * left. A standby waits asleep for the world's call (no deadline: it ends
- * with HTP_ERR_REMOTE once every process of the world is dead). A standby's
- * world reports the size of the world it waits beside,
- * process rank -1, and refuses contexts. release_standbys: the same meeting, letting every standby go.
- * HTP_ERR_SYSTEM when MPI fails (its message in htp_world_last_error). */
+ * left. A standby waits for the world's call, a receive polled with sleeps
+ * (no deadline: it ends with HTP_ERR_REMOTE once every process of the world
+ * is dead). A standby's world reports the size of the world it waits
+ * beside, process rank -1, and refuses contexts. release_standbys: the same
+ * meeting, letting every standby go. HTP_ERR_SYSTEM when MPI fails (its
+ * message in htp_world_last_error). */
 HTP_API int htp_world_is_standby(const htp_world *world);
 HTP_API htp_result htp_world_standby_wait(htp_world *world, htp_world **joined);
 HTP_API htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown);
