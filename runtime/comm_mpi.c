@@ -335,14 +335,12 @@ static void watchdog_stop(watchdog *dog) {
   pthread_cond_destroy(&dog->finished);
   pthread_mutex_destroy(&dog->lock);
 }
-#endif
 
-#ifdef HTP_MPI_ULFM
 /* ----- Standbys' calls -----------------------------------------------------
  * A standby does not wait inside the meeting's shrink: it sat there for the
- * whole run once, and when a death was noticed late (a loaded machine) its
- * agreement over MPI_COMM_WORLD and the survivors' shrink of their own
- * world waited on each other for ever (DESIGN §12). It waits for a call
+ * whole run once, and in a hang on a loaded machine its agreement over
+ * MPI_COMM_WORLD and the survivors' shrink of their own world were found
+ * waiting together (DESIGN §12). It waits for a call
  * instead, a receive polled with sleeps, and meets only then. Every active
  * process calls every waiting standby (the lead may die before it would),
  * each call carrying the meeting's number, so a standby drops the calls of
@@ -448,7 +446,6 @@ static int await_call(char *message, size_t message_size) {
     /* else a second call to a meeting already held: dropped */
   }
 }
-
 #endif
 
 static htp_result mpi_world_init(htp_world *world, char *message, size_t message_size) {
