@@ -183,6 +183,18 @@ int htp_ranks_shrink(htp_ranks *ranks, htp_ranks **survivors, int32_t *lost, int
   return 0;
 }
 
+int htp_ranks_abort(htp_ranks *ranks) {
+  if (!ranks || !ranks->per_process || htp_world_is_standby(ranks->world))
+    return 0;
+  const int first = htp_world_status(ranks->world) == HTP_OK;
+  htp_ctx *ctx = NULL;
+  if (htp_ctx_create(ranks->world, htp_world_process_rank(ranks->world), &ctx) == HTP_OK) {
+    htp_abort(ctx, HTP_ERR_REMOTE);
+    htp_ctx_destroy(ctx);
+  }
+  return first;
+}
+
 void htp_ranks_close(htp_ranks *ranks) {
   if (!ranks)
     return;

@@ -209,5 +209,12 @@ int htp_ranks_release(htp_ranks *ranks, char *err, size_t err_size);
 /* Destroys the world. Under mpi a failed world ends the whole job with
  * MPI_Abort (runtime/htp.h), so report first. Accepts NULL. */
 void htp_ranks_close(htp_ranks *ranks);
+/* A process of an mpi world that fails on its own before or outside a run
+ * (a setup error only it met): fails the world, so that its peers stop
+ * waiting for it at once instead of at their deadline (and the world's
+ * destroy then finds every process). Returns 1 when the world had not
+ * failed before (the failure is this process's own), else 0; NULL ranks
+ * or a standby's world: 0, nothing done. */
+int htp_ranks_abort(htp_ranks *ranks);
 
 #endif /* HTP_RUN_RANKS_H */

@@ -57,6 +57,25 @@ static int fail(const char *message) {
   return EXIT_ERROR;
 }
 
+/* Under mpi, a process that failed after the world exists, before or
+ * outside the run: its peers are told at once (else they wait for it until
+ * their deadline, and its world's destroy waits for them), and its error,
+ * muted on every process but rank 0 (errors all processes meet alike), is
+ * said as a note when the world had not failed before: its own. */
+static int fail_process(htp_run_state *state, const char *message) {
+  if (htp_ranks_abort(state->ranks) && errors_muted) {
+    char line[20000];
+    snprintf(line, sizeof line, "htp-run: note: process %d failed: %s\n", state->process_rank,
+             message);
+    for (char *p = line; *p; p++)
+      if ((*p > 0 && *p < 0x20 && *p != '\n') || *p == 0x7f)
+        *p = '?';
+    fputs(line, stderr);
+    fflush(stderr);
+  }
+  return fail(message);
+}
+
 /* FILE must be a regular file (a directory, /dev/zero or a pipe is not a
  * block). An ELF file is a shared object from htp-compile; anything else
  * goes to the JIT. Returns 1 or 0, or -1 with err. */
@@ -390,7 +409,9 @@ static int run_training(const htp_run_options *options, const htp_compiler *jit,
     return fail(err);
   int status = htp_train(options, jit, state, &state->ranks, (int)requested, err, sizeof err);
   errors_muted = mpi && state->process_rank != 0; /* --elastic: a shrink renumbers the ranks */
-  if (mpi && state->process_rank != 0 && status != 2)
+  if (mpi && status == 1)
+    return fail_process(state, err);
+  if (mpi && state->process_rank != 0)
     return status ? EXIT_ERROR : 0;
   if (status == 1)
     return fail(err);
@@ -573,7 +594,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   memset(&job, 0, sizeof job);
   if (load_entry(options, jit, state, requested, err, sizeof err) ||
       prepare_run(options, state, mpi, requested, &job, err, sizeof err))
-    return fail(err);
+    return mpi ? fail_process(state, err) : fail(err);
   errors_muted = 0; /* from here on, each process reports its own rank */
   int failed = htp_ranks_run(state->ranks, &job, &state->outcome, err, sizeof err);
   if (mpi && state->process_rank != 0)
