@@ -295,12 +295,20 @@ int htp_train_check_output(const char *flag, const char *path, char *err, size_t
   /* The probe never touches a file that is there already: --trace writes
    * FILE itself, not FILE.tmp, so FILE.tmp may be another file of the user's
    * (even this run's --params or program); only a probe made here is removed. */
-  int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0666);
-  if (fd < 0 && errno == EEXIST)
-    return access(probe, W_OK) == 0
-               ? 0
-               : htp_set_error(err, err_size, "--%s %s: cannot write %s: %s", flag, path, probe,
-                               strerror(errno));
+  /* The processes of an mpirun job all probe the same name: one's probe
+   * may vanish between another's refused create and its access (a process
+   * failed alone on it under load, DESIGN §12), so that case probes again. */
+  int fd = -1;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0 || errno != EEXIST)
+      break;
+    if (access(probe, W_OK) == 0)
+      return 0;
+    if (errno != ENOENT)
+      return htp_set_error(err, err_size, "--%s %s: cannot write %s: %s", flag, path, probe,
+                           strerror(errno));
+  }
   if (fd < 0)
     return htp_set_error(err, err_size, "--%s %s: cannot create %s: %s", flag, path, probe,
                          strerror(errno));
