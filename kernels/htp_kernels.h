@@ -109,6 +109,9 @@ int htp_cpu_blas_threads(void);
  * anything else is passed over, and the first such is named in *bad (may be
  * NULL; NULL when there was none), for the caller to say so. */
 int htp_cpu_threads_from_env(const char **name, const char **bad);
+/* The cores this process may run on (its affinity mask, else the online
+ * cores); at least 1. The pool's default when no variable is set. */
+int htp_cpu_cores(void);
 /* What computes the GEMMs, for reports: "onednn 2.6.3 (avx512_core_amx)"
  * (the ISA oneDNN generates its kernels for), "openblas (SkylakeX)" (the
  * core OpenBLAS picked), "blis" or "plain C loop". */

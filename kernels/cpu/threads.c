@@ -90,16 +90,19 @@ int htp_cpu_threads_from_env(const char **name, const char **bad) {
   return 0;
 }
 
+int htp_cpu_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
+}
+
 #if !defined(HTP_BLAS_OPENBLAS) || defined(HTP_BLAS_ONEDNN)
 /* What OpenBLAS would answer, for a BLAS that has no such call: the
  * environment's count, else every core this process may run on. */
 static int default_threads(void) {
   const int given = htp_cpu_threads_from_env(NULL, NULL);
-  if (given) return given;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return cores >= 1 ? (int)(cores > 1024 ? 1024 : cores) : 1;
+  return given ? given : htp_cpu_cores();
 }
 #endif
 

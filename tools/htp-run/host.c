@@ -19,14 +19,6 @@ uint64_t htp_host_memory_bytes(void) {
   return (uint64_t)pages * (uint64_t)page_size;
 }
 
-int htp_host_cores(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-    return CPU_COUNT(&set);
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > 0 ? (int)online : 1;
-}
-
 /* Set and not empty. */
 static int is_set(const char *name) {
   const char *value = getenv(name);

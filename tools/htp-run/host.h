@@ -14,10 +14,6 @@
 /* Physical memory in bytes (_SC_PHYS_PAGES x _SC_PAGESIZE); 0 if unknown. */
 uint64_t htp_host_memory_bytes(void);
 
-/* Cores this process may run on (its affinity mask, else the online
- * cores); at least 1. */
-int htp_host_cores(void);
-
 /* The first variable set by an MPI launcher (Open MPI, PMIx, PMI/MPICH,
  * MVAPICH) found in the environment, or NULL outside a launcher. */
 const char *htp_host_mpi_launcher(void);

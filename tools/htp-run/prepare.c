@@ -133,7 +133,7 @@ void htp_run_choose_blas_threads(htp_run_state *state, int mpi) {
     int on_host = mpi ? htp_host_mpi_local_size() : state->tp;
     if (on_host < 1)
       on_host = state->tp; /* a launcher that does not say: assume one host */
-    htp_cpu_set_blas_threads(htp_host_blas_share(htp_host_cores(), on_host));
+    htp_cpu_set_blas_threads(htp_host_blas_share(htp_cpu_cores(), on_host));
   }
   state->blas_threads = htp_cpu_blas_threads();
 }
