@@ -40,20 +40,23 @@ enum { EXIT_ERROR = 1, EXIT_USAGE = 2 };
  * are printed by rank 0 only; each prints its own rank's failure. */
 static int errors_muted;
 
-/* Prints an error in one write, so that processes under mpirun do not
- * interleave; control characters that came from a corrupt file's names are
- * shown as '?' rather than sent to the terminal. */
-static int fail(const char *message) {
-  if (errors_muted)
-    return EXIT_ERROR;
+/* Prints prefix and message as one line in one write, so that processes
+ * under mpirun do not interleave; control characters that came from a
+ * corrupt file's names are shown as '?' rather than sent to the terminal. */
+static void say(const char *prefix, const char *message) {
   char line[20000];
-  size_t used = (size_t)snprintf(line, sizeof line, "htp-run: error: ");
+  size_t used = (size_t)snprintf(line, sizeof line, "%s", prefix);
   for (const unsigned char *p = (const unsigned char *)message; *p && used + 2 < sizeof line; p++)
     line[used++] = (char)((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f ? '?' : *p);
   line[used++] = '\n';
   line[used] = '\0';
   fputs(line, stderr);
   fflush(stderr);
+}
+
+static int fail(const char *message) {
+  if (!errors_muted)
+    say("htp-run: error: ", message);
   return EXIT_ERROR;
 }
 
@@ -64,14 +67,9 @@ static int fail(const char *message) {
  * said as a note when the world had not failed before: its own. */
 static int fail_process(htp_run_state *state, const char *message) {
   if (htp_ranks_abort(state->ranks) && errors_muted) {
-    char line[20000];
-    snprintf(line, sizeof line, "htp-run: note: process %d failed: %s\n", state->process_rank,
-             message);
-    for (char *p = line; *p; p++)
-      if ((*p > 0 && *p < 0x20 && *p != '\n') || *p == 0x7f)
-        *p = '?';
-    fputs(line, stderr);
-    fflush(stderr);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "htp-run: note: process %d failed: ", state->process_rank);
+    say(prefix, message);
   }
   return fail(message);
 }
