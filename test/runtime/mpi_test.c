@@ -49,17 +49,20 @@
 
 #include <cmocka.h>
 
-static htp_world *make_world(double timeout) {
+static htp_world *make_world_standbys(double timeout, int standbys) {
   htp_config config = HTP_CONFIG_INITIALIZER;
   config.backend = HTP_BACKEND_MPI;
   config.world_size = 0;
   config.timeout_s = timeout;
+  config.standbys = standbys;
   htp_world *world = NULL;
   char message[256];
   htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
   if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
   return world;
 }
+
+static htp_world *make_world(double timeout) { return make_world_standbys(timeout, 0); }
 
 static htp_ctx *make_ctx(htp_world *world) {
   htp_ctx *ctx = NULL;
@@ -281,20 +284,14 @@ static void test_die(void **state) {
 
 static void test_standby(void **state) {
   (void)state;
-  htp_config config = HTP_CONFIG_INITIALIZER;
-  config.backend = HTP_BACKEND_MPI;
-  config.world_size = 0;
-  config.timeout_s = 20.0;
   int processes = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &processes);
-  config.standbys = processes >= 5 ? 2 : 1;
-  htp_world *world = NULL;
-  char message[256];
-  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
-  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  const int standbys = processes >= 5 ? 2 : 1;
+  htp_world *world = make_world_standbys(20.0, standbys);
+  htp_result rc = HTP_OK;
   float one = 1.0f, sum = 0.0f;
   if (htp_world_is_standby(world)) {
-    assert_int_equal(htp_world_size(world), processes - config.standbys);
+    assert_int_equal(htp_world_size(world), processes - standbys);
     htp_ctx *refused = NULL;
     assert_int_equal(htp_ctx_create(world, 0, &refused), HTP_ERR_INVALID);
     htp_world *joined = NULL;
@@ -316,7 +313,7 @@ static void test_standby(void **state) {
     return;
   }
   const int size = htp_world_size(world), rank = htp_world_process_rank(world);
-  assert_int_equal(size, processes - config.standbys);
+  assert_int_equal(size, processes - standbys);
   htp_world *none = NULL; /* refused before any meeting: not a standby, a rank past size */
   assert_int_equal(htp_world_standby_wait(world, &none), HTP_ERR_INVALID);
   assert_int_equal(htp_world_grow(world, size + 1, &none), HTP_ERR_INVALID);
@@ -401,15 +398,7 @@ static void test_shrink(void **state) {
 
 static void test_orphan(void **state) {
   (void)state;
-  htp_config config = HTP_CONFIG_INITIALIZER;
-  config.backend = HTP_BACKEND_MPI;
-  config.world_size = 0;
-  config.timeout_s = 20.0;
-  config.standbys = 1;
-  htp_world *world = NULL;
-  char message[256];
-  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
-  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  htp_world *world = make_world_standbys(20.0, 1);
   if (!htp_world_is_standby(world)) {
     htp_ctx *ctx = make_ctx(world);
     EXPECT_OK(ctx, htp_barrier(ctx));
@@ -417,7 +406,7 @@ static void test_orphan(void **state) {
   }
   htp_world *joined = NULL;
   const double start = htp_now();
-  rc = htp_world_standby_wait(world, &joined);
+  const htp_result rc = htp_world_standby_wait(world, &joined);
   fprintf(stderr, "standby: %s after %.3f s: %s\n", htp_strerror(rc), htp_now() - start,
           htp_world_last_error(world));
   assert_int_equal(rc, HTP_ERR_REMOTE);
