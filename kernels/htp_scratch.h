@@ -248,4 +248,76 @@ static inline int64_t htp_cuda_own_total(const htp_cuda_own *own) {
   return total;
 }
 
+/* ----- The balancer's device memory ------------------------------------
+ * On a device the balance hooks keep buffers of the balancer's own in the
+ * context's memory (runtime/unit_weights.c, runtime/balance_hooks.c), each
+ * grown to its largest request and held until the balancer goes: per pair
+ * its migrated-in units, uploaded; shared by the pairs the compact shard's
+ * weights, its activations (forward) or its backward's scratch, its weight
+ * gradients, and one unit cut out or the migrated units' gradients staged.
+ * A rank may come to hold every unit of a layer (its own and those migrated
+ * in), so each is bounded at `units`, the layer's units. The compiler sums
+ * the bound over a block (passes/EntryFunction.cpp: the signature's
+ * balancer_memory_bytes); htp-run counts it against the device's memory
+ * before a run and holds the balancer to it after
+ * (htp_balancer_device_bytes). */
+typedef enum htp_balancer_buffer {
+  HTP_BALANCER_COMPACT_WEIGHTS = 0, /* the compact shard's weights */
+  HTP_BALANCER_COMPACT_SCRATCH = 1, /* its activations, or the backward's scratch */
+  HTP_BALANCER_COMPACT_GRADS = 2,   /* its weight gradients (f32) */
+  HTP_BALANCER_UNITS = 3,           /* one unit cut out, or units' gradients (f32) */
+  HTP_BALANCER_SHARED_BUFFERS = 4
+} htp_balancer_buffer;
+typedef struct htp_balancer_memory {
+  int64_t shared[HTP_BALANCER_SHARED_BUFFERS]; /* the most each is asked for */
+  int64_t packed;                              /* the pairs' migrated-in units, summed */
+} htp_balancer_memory;
+
+/* The buffers hold whole floats: bytes of `elements` of `element_bytes`. */
+static inline int64_t htp_balancer_room_bytes(int64_t elements, int64_t element_bytes) {
+  int64_t bytes = htp__size_add(htp__size_mul(elements, element_bytes), 3);
+  return bytes < 0 ? -1 : bytes / 4 * 4;
+}
+static inline void htp__balancer_need(htp_balancer_memory *m, htp_balancer_buffer which,
+                                      int64_t bytes) {
+  if (bytes < 0 || m->shared[which] < 0) m->shared[which] = -1;
+  else if (bytes > m->shared[which]) m->shared[which] = bytes;
+}
+/* A balanced forward pair (attention: parts 3, width head_dim; MLP: parts
+ * 1, width the unit's) over rows = batch x tokens, its layer's `units`
+ * units, elements of element_bytes. Once per pair: its packed units. */
+static inline void htp_balancer_memory_forward(htp_balancer_memory *m, int64_t parts,
+                                               int64_t width, int64_t model_dim, int64_t rows,
+                                               int64_t units, int64_t element_bytes) {
+  const int64_t all = htp__units_floats(units, parts, width, model_dim);
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_WEIGHTS, htp_balancer_room_bytes(all, element_bytes));
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_SCRATCH,
+                     htp_balancer_room_bytes(htp__size_mul(htp__size_mul(rows, units), width),
+                                             element_bytes));
+  htp__balancer_need(m, HTP_BALANCER_UNITS,
+                     htp_balancer_room_bytes(htp__units_floats(1, parts, width, model_dim),
+                                             element_bytes));
+  const int64_t packed = htp_balancer_room_bytes(all, element_bytes);
+  m->packed = m->packed < 0 || packed < 0 ? -1 : htp__size_add(m->packed, packed);
+}
+/* A balanced pair's backward (f32): scratch_floats is its kernels' scratch
+ * over all `units` (the attention backward's, or the MLP's 3 x rows x
+ * units x width). */
+static inline void htp_balancer_memory_backward(htp_balancer_memory *m, int64_t parts,
+                                                int64_t width, int64_t model_dim,
+                                                int64_t units, int64_t scratch_floats) {
+  const int64_t all = htp__size_mul(htp__units_floats(units, parts, width, model_dim), 4);
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_WEIGHTS, all);
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_GRADS, all);
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_SCRATCH, htp__size_mul(scratch_floats, 4));
+  htp__balancer_need(m, HTP_BALANCER_UNITS, all);
+}
+/* What the buffers hold together (-1: overflow). */
+static inline int64_t htp_balancer_memory_total(const htp_balancer_memory *m) {
+  int64_t total = m->packed;
+  for (int i = 0; i < HTP_BALANCER_SHARED_BUFFERS; ++i)
+    total = htp__size_add(total, m->shared[i]);
+  return total;
+}
+
 #endif /* HTP_SCRATCH_H */

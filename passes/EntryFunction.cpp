@@ -150,6 +150,52 @@ std::optional<int64_t> htp::kernelMemoryBytes(func::FuncOp func) {
   return total;
 }
 
+std::optional<int64_t> htp::balancerMemoryBytes(func::FuncOp func) {
+  htp_balancer_memory memory = {};
+  auto tpAttr = func->getAttrOfType<IntegerAttr>(kTPAttrName);
+  const int64_t tp = tpAttr ? tpAttr.getInt() : 1;
+  func.walk([&](Operation *op) {
+    const int64_t elementBytes = op->getNumOperands() && opElementType(op).isBF16() ? 2 : 4;
+    if (auto attention = dyn_cast<AttentionOp>(op)) {
+      if (!attention.getPair())
+        return;
+      auto input = cast<RankedTensorType>(attention.getInput().getType());
+      htp_balancer_memory_forward(
+          &memory, 3, attention.getHeadDim(), input.getDimSize(2),
+          htp__size_mul(input.getDimSize(0), input.getDimSize(1)),
+          htp__size_mul(attention.getNumHeads(), tp), elementBytes);
+    } else if (auto mlp = dyn_cast<MLPOp>(op)) {
+      auto fc1 = cast<RankedTensorType>(mlp.getFc1Weight().getType());
+      const int64_t width = mlp.getUnitWidth();
+      htp_balancer_memory_forward(&memory, 1, width, fc1.getDimSize(1),
+                                  leadingRows(cast<RankedTensorType>(mlp.getType())),
+                                  htp__size_mul(fc1.getDimSize(0) / width, tp), elementBytes);
+    } else if (auto attentionGrad = dyn_cast<AttentionGradOp>(op)) {
+      if (!attentionGrad.getPair())
+        return;
+      auto input = cast<RankedTensorType>(attentionGrad.getInput().getType());
+      const int64_t heads = htp__size_mul(attentionGrad.getNumHeads(), tp);
+      const int64_t headDim = attentionGrad.getHeadDim(), dim = input.getDimSize(2);
+      htp_balancer_memory_backward(
+          &memory, 3, headDim, dim, heads,
+          htp_attention_backward_scratch_floats(input.getDimSize(0), input.getDimSize(1), dim,
+                                                heads, headDim));
+    } else if (auto mlpGrad = dyn_cast<MLPGradOp>(op)) {
+      auto input = cast<RankedTensorType>(mlpGrad.getInput().getType());
+      auto fc1 = cast<RankedTensorType>(mlpGrad.getFc1Weight().getType());
+      const int64_t width = mlpGrad.getUnitWidth();
+      const int64_t units = htp__size_mul(fc1.getDimSize(0) / width, tp);
+      htp_balancer_memory_backward(
+          &memory, 1, width, input.getShape().back(), units,
+          htp__size_mul(htp__size_mul(htp__size_mul(leadingRows(input), units), width), 3));
+    }
+  });
+  const int64_t total = htp_balancer_memory_total(&memory);
+  if (total < 0)
+    return std::nullopt;
+  return total;
+}
+
 std::optional<int64_t> htp::workspaceOffset(Operation *op, unsigned index) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>(kWorkspaceOffsetsAttrName);
   if (!offsets || index >= static_cast<unsigned>(offsets.size()) ||

@@ -81,6 +81,12 @@ std::optional<int64_t> scratchBytes(Operation *op);
 /// rank's units.
 std::optional<int64_t> kernelMemoryBytes(func::FuncOp func);
 
+/// Bytes of device memory the balancer may hold of its own while `func`
+/// runs on one rank (the signature's balancer_memory_bytes), or none when
+/// they pass int64: kernels/htp_scratch.h's balancer formulas over the
+/// balanced pairs, forward and backward, each at every unit of its layer.
+std::optional<int64_t> balancerMemoryBytes(func::FuncOp func);
+
 /// The workspace offset --htp-assign-workspace gave result `index` of `op`
 /// (htp.workspace_offsets), or none: a result in a result buffer, or an op
 /// not placed (the dialect checked the array has one entry per result).

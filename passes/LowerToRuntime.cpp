@@ -180,6 +180,7 @@ private:
   unsigned numResults = 0;
   int64_t workspaceBytes = 0;
   int64_t kernelMemoryBytes = 0; ///< the CUDA kernels' own memory, at most
+  int64_t balancerMemoryBytes = 0; ///< the balancer's device memory, at most
   int64_t gemmFlops = 0; ///< matrix-product FLOPs per call
   BalanceSummary balance;
 };
@@ -618,6 +619,8 @@ std::string EntryLowering::signatureJSON() {
     });
     json.attribute("workspace_bytes", workspaceBytes);
     json.attribute("kernel_memory_bytes", kernelMemoryBytes);
+    if (balance.layers)
+      json.attribute("balancer_memory_bytes", balancerMemoryBytes);
     json.attribute("flops", gemmFlops);
     if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName))
       json.attribute("tp", tp.getInt());
@@ -796,6 +799,12 @@ LogicalResult EntryLowering::run() {
                                "attention scratch: kernels/htp_scratch.h) would exceed 2^40 "
                                "bytes";
   kernelMemoryBytes = *ownMemory;
+  std::optional<int64_t> balancerMemory = htp::balancerMemoryBytes(func);
+  if (!balancerMemory || *balancerMemory > HTP_ENTRY_MAX_WORKSPACE_BYTES)
+    return func.emitError() << "the memory the balancer may keep of its own on a GPU "
+                               "(compact shards, migrated units: kernels/htp_scratch.h) would "
+                               "exceed 2^40 bytes";
+  balancerMemoryBytes = *balancerMemory;
   if (failed(lowerBody()))
     return failure();
   if (auto tp = func->getAttrOfType<IntegerAttr>(kTPAttrName); tp && balance.layers)

@@ -928,6 +928,12 @@ HTP_API htp_result htp_balancer_add_state(htp_balancer *balancer, const void *we
                                           void *state);
 /* Re-partitions carried out so far (0 for NULL). */
 HTP_API int64_t htp_balancer_repartitions(const htp_balancer *balancer);
+/* Bytes of device memory the balancer holds of its own now (its compact
+ * shards and migrated units in the context's memory, each buffer grown to
+ * its largest request); 0 on the CPU (its buffers are the host's), for
+ * NULL and for a hookless balancer. A compiled block bounds it (the
+ * signature's balancer_memory_bytes: kernels/htp_scratch.h). */
+HTP_API uint64_t htp_balancer_device_bytes(const htp_balancer *balancer);
 /* Who owns what now, for the pair weight (or registered state) at `weight`
  * on this rank: its kind's slots on every rank, slot_units[r * room + s] =
  * the global unit (head, or MLP unit of mlp_unit_width neurons, numbered

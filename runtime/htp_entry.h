@@ -55,6 +55,7 @@
  *    "results": [{"name": "result0", "dtype": "f32", "shape": [8, 197, 768]}],
  *    "workspace_bytes": 123456,
  *    "kernel_memory_bytes": 654321,     (the kernels' own device memory, one rank)
+ *    "balancer_memory_bytes": 98765,    (the balancer's device memory, one rank)
  *    "flops": 123456789,                (matrix-product FLOPs per call, one rank)
  *    "tp": 4,
  *    "balance": {"layers": 1, "model_dim": 768, "heads": 3, "head_dim": 64,
@@ -93,9 +94,9 @@
  *   parts and layout; no other result may have "shard"), and is the same
  *   on every rank when P is replicated. "grad_of" is allowed only with
  *   role "grad", and role "grad" needs "grad_of".
- *   "tp" (default 1), "flops" (default 0), "kernel_memory_bytes" (absent:
- *   unknown) and "balance" (absent or null: no hooks) are optional; every
- *   other key above is required.
+ *   "tp" (default 1), "flops" (default 0), "kernel_memory_bytes" and
+ *   "balancer_memory_bytes" (absent: unknown) and "balance" (absent or
+ *   null: no hooks) are optional; every other key above is required.
  *   "kernel_memory_bytes": the most device memory the CUDA kernels may hold
  *   of their own (beside the buffers above: the bf16 kernels' f32 sums, the
  *   every-head attention scratch, staged lists, cuBLASLt's workspace;
@@ -104,6 +105,11 @@
  *   memory before a run and holds the kernels to it after. Not in the facts:
  *   an edited figure changes what htp-run counts and checks, never what is
  *   allocated.
+ *   "balancer_memory_bytes" (written with "balance"): the same for the
+ *   balancer's own buffers in a device's memory (the compact shards'
+ *   weights, activations, scratch and gradients, the migrated-in units:
+ *   kernels/htp_scratch.h, htp_balancer_device_bytes), at most
+ *   HTP_ENTRY_MAX_WORKSPACE_BYTES; counted and checked as above.
  *   "balance": the block calls the balance hooks (htp_rt_attention_f32,
  *   htp_rt_mlp_f32) for `layers` attention and MLP pairs; per rank `heads`
  *   heads of `head_dim` channels (`head_flops` each per call) and
@@ -284,6 +290,7 @@ typedef struct htp_signature {
   htp_sig_tensor *results;
   size_t workspace_bytes;
   int64_t kernel_memory_bytes; /* the CUDA kernels' own memory at most; -1 when absent */
+  int64_t balancer_memory_bytes; /* the balancer's device memory at most; -1 when absent */
   int64_t flops;            /* per call, one rank; 0 when absent */
   int tp;                   /* 1 when absent */
   htp_sig_balance balance;

@@ -512,6 +512,12 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
                        HTP_ENTRY_MAX_WORKSPACE_BYTES, &value));
     sig->kernel_memory_bytes = value;
   }
+  json_t *balancer_memory = json_object_get(root, "balancer_memory_bytes");
+  if (balancer_memory) {
+    CHECK(read_integer(in, balancer_memory, "\"balancer_memory_bytes\"", 0,
+                       HTP_ENTRY_MAX_WORKSPACE_BYTES, &value));
+    sig->balancer_memory_bytes = value;
+  }
   json_t *flops = json_object_get(root, "flops");
   if (flops) {
     /* The whole block's FLOPs are flops x tp: that must fit too. */
@@ -528,6 +534,7 @@ static void empty(htp_signature *sig) {
   memset(sig, 0, sizeof *sig);
   sig->tp = 1;
   sig->kernel_memory_bytes = -1;
+  sig->balancer_memory_bytes = -1;
 }
 
 htp_result htp_signature_parse(const char *text, size_t length, htp_signature *sig, char *err,

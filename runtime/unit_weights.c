@@ -174,6 +174,14 @@ int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, siz
   return 0;
 }
 
+uint64_t htp_balancer_device_bytes(const htp_balancer *b) {
+  if (!b || b->hookless || !on_device(b)) return 0;
+  uint64_t floats = b->compact_w_capacity + b->compact_dw_capacity +
+                    b->compact_scratch_capacity + b->unit_device_capacity;
+  for (int p = 0; p < b->num_pairs; ++p) floats += b->packed[p].device_capacity;
+  return floats * sizeof(float);
+}
+
 void htp__balancer_release(htp_balancer *b, float *buffer) {
   if (!on_device(b)) free(buffer);
   else if (buffer) htp_mem_free(b->ctx, buffer);

@@ -113,6 +113,7 @@ static void test_valid(void **state) {
   assert_string_equal(sig.results[0].name, "result0");
   assert_int_equal(sig.workspace_bytes, 3072);
   assert_int_equal(sig.kernel_memory_bytes, -1); /* absent: unknown */
+  assert_int_equal(sig.balancer_memory_bytes, -1);
   assert_int_equal(sig.flops, 23520);
   assert_int_equal(sig.tp, 1);
   assert_false(sig.balance.present);
@@ -413,16 +414,26 @@ static void test_dims_and_sizes(void **state) {
                  ", \"workspace_bytes\": 9223372036854775807}", "\"workspace_bytes\" is");
   expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"args\": [], \"results\": " RESULT_Y
                  ", \"workspace_bytes\": 64.5}", "\"workspace_bytes\" must be an integer");
-  /* The kernels' own memory: optional, within the workspace's limit. */
-  expect_parsed_with("[]", RESULT_Y, ", \"kernel_memory_bytes\": 1099511627776", &sig);
-  assert_int_equal(sig.kernel_memory_bytes, INT64_C(1) << 40);
-  htp_signature_free(&sig);
-  expect_refused_with("[]", RESULT_Y, ", \"kernel_memory_bytes\": -1",
-                      "\"kernel_memory_bytes\" is -1, not in [0, ");
-  expect_refused_with("[]", RESULT_Y, ", \"kernel_memory_bytes\": 1099511627777",
-                      "\"kernel_memory_bytes\" is 1099511627777");
-  expect_refused_with("[]", RESULT_Y, ", \"kernel_memory_bytes\": \"4 MB\"",
-                      "\"kernel_memory_bytes\" must be an integer");
+  /* The kernels' and the balancer's own memory: optional, within the
+   * workspace's limit. */
+  static const char *const own[] = {"kernel_memory_bytes", "balancer_memory_bytes"};
+  for (int k = 0; k < 2; k++) {
+    char extra[96], why[96];
+    snprintf(extra, sizeof extra, ", \"%s\": 1099511627776", own[k]);
+    expect_parsed_with("[]", RESULT_Y, extra, &sig);
+    assert_int_equal(k ? sig.balancer_memory_bytes : sig.kernel_memory_bytes, INT64_C(1) << 40);
+    assert_int_equal(k ? sig.kernel_memory_bytes : sig.balancer_memory_bytes, -1);
+    htp_signature_free(&sig);
+    snprintf(extra, sizeof extra, ", \"%s\": -1", own[k]);
+    snprintf(why, sizeof why, "\"%s\" is -1, not in [0, ", own[k]);
+    expect_refused_with("[]", RESULT_Y, extra, why);
+    snprintf(extra, sizeof extra, ", \"%s\": 1099511627777", own[k]);
+    snprintf(why, sizeof why, "\"%s\" is 1099511627777", own[k]);
+    expect_refused_with("[]", RESULT_Y, extra, why);
+    snprintf(extra, sizeof extra, ", \"%s\": \"4 MB\"", own[k]);
+    snprintf(why, sizeof why, "\"%s\" must be an integer", own[k]);
+    expect_refused_with("[]", RESULT_Y, extra, why);
+  }
 }
 
 /* More tensors than the limit. */

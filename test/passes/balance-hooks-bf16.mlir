@@ -25,6 +25,15 @@
 // (960 bytes, over the qkv's 6 x 36: 864); two ranks' pointers staged (32);
 // cuBLASLt's 4 MiB. 1440 + 960 + 32 + 4194304 = 4196736.
 // PIPELINE: \22kernel_memory_bytes\22:4196736,
+// What the balancer may keep on a device (balancer_memory_bytes), by hand:
+// a head's weights are 9 rows of 12, 9 biases, 12 x 3 columns (153
+// values), an MLP unit's 2 x 12 + 2 + 12 x 2 (50); a layer has 4 heads
+// (612 values: 1224 bf16 bytes) and 20 MLP units (1000: 2000 bytes). Each
+// pair's migrated-in units: 2 x (1224 + 2000) = 6448; shared: the compact
+// weights at the larger pair (2000), the compact activations 6 rows x 20
+// units x 2 wide (480 bytes), one unit cut out (306, in whole floats
+// 308). 6448 + 2000 + 480 + 308 = 9236.
+// PIPELINE-SAME: \22balancer_memory_bytes\22:9236,
 // PIPELINE-SAME: \22tp\22:2,\22balance\22:{\22layers\22:2,
 // An explicit unit width applies to it too.
 // WIDTH-NOT: warning
@@ -64,6 +73,9 @@ func.func @two_layers(%x: tensor<2x3x12xbf16>,
 // PIPELINE: llvm.call @htp_rt_mlp_f32(
 // In f32 the kernels keep no sums: 1440 + 32 + 4194304.
 // PIPELINE: \22kernel_memory_bytes\22:4195776,
+// The balancer's in f32, one layer: 2448 + 4000 packed, compact weights
+// 4000, activations 6 x 20 x 2 x 4 = 960, a head 612: 12020.
+// PIPELINE-SAME: \22balancer_memory_bytes\22:12020,
 func.func @f32_layer(%x: tensor<2x3x12xf32>,
     %wqkv0: tensor<36x12xf32>, %bqkv0: tensor<36xf32>, %wp0: tensor<12x12xf32>, %bp0: tensor<12xf32>,
     %w10: tensor<40x12xf32>, %b10: tensor<40xf32>, %w20: tensor<12x40xf32>, %b20: tensor<12xf32>)

@@ -506,7 +506,8 @@ static int make_rank_buffers(rank_state *state, htp_ctx *ctx, void ***device, in
     buffers += buffer_bytes(sig, i) ? buffer_bytes(sig, i) : 1;
   char why[512];
   htp_result result =
-      htp_rank_check_device_memory(ctx, buffers, sig->kernel_memory_bytes, why, sizeof why);
+      htp_rank_check_device_memory(ctx, buffers, htp_rank_own_memory_bound(sig, NULL), why,
+                                   sizeof why);
   if (result != HTP_OK) {
     rank_failed(state, ctx, result, "checking its device's memory", -1, why);
     return 1;
@@ -615,10 +616,12 @@ static void run_rank(rank_state *state) {
     }
   }
   char why[512];
-  result = htp_rank_check_kernel_memory(ctx, sig->kernel_memory_bytes,
-                                        &state->outcome->kernel_memory[state->rank], why, sizeof why);
+  result = htp_rank_check_own_memory(ctx, balancer, htp_rank_own_memory_bound(sig, NULL),
+                                     &state->outcome->kernel_memory[state->rank],
+                                     &state->outcome->balancer_memory[state->rank], why,
+                                     sizeof why);
   if (result != HTP_OK) {
-    rank_failed(state, ctx, result, "checking its kernels' own memory", -1, why);
+    rank_failed(state, ctx, result, "checking its own device memory", -1, why);
     goto done;
   }
   if (job->profile && htp_rank_task_keep_profile(state, ctx, job->iters))
@@ -645,7 +648,10 @@ static void *rank_thread(void *arg) {
   return NULL;
 }
 
-int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, int64_t kernel_bytes,
+/* A bound of the own memory as a count: 0 when unknown (-1). */
+static uint64_t counted(int64_t bound) { return bound > 0 ? (uint64_t)bound : 0; }
+
+int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, htp_rank_own_bound own,
                                  char *why, size_t why_size) {
   size_t free_bytes = 0, total_bytes = 0;
   htp_result result = htp_mem_info(ctx, &free_bytes, &total_bytes);
@@ -661,51 +667,73 @@ int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, int64_t kernel_by
   const htp_world *world = htp_ctx_world(ctx);
   const uint64_t ranks = htp_world_backend(world) == HTP_BACKEND_LOCAL
                              ? (uint64_t)htp_world_size(world) : 1;
-  const uint64_t kernels = kernel_bytes > 0 ? (uint64_t)kernel_bytes : 0;
+  const uint64_t kernels = counted(own.kernels), balancer = counted(own.balancer);
   uint64_t rank_bytes, needed;
   if (__builtin_add_overflow(bytes, kernels, &rank_bytes) ||
+      __builtin_add_overflow(rank_bytes, balancer, &rank_bytes) ||
       __builtin_mul_overflow(rank_bytes, ranks, &needed) || needed > free_bytes) {
-    char counted[96] = "the kernels' own memory not counted: the block does not state it";
-    if (kernel_bytes >= 0)
-      snprintf(counted, sizeof counted, "and %.4g GB its kernels may keep of their own",
-               (double)kernels / 1e9);
+    char counted_kernels[96] = "the kernels' own memory not counted: the block does not state it";
+    if (own.kernels >= 0)
+      snprintf(counted_kernels, sizeof counted_kernels,
+               "%.4g GB its kernels may keep of their own", (double)kernels / 1e9);
+    char counted_balancer[96] = "";
+    if (own.balancer >= 0)
+      snprintf(counted_balancer, sizeof counted_balancer, " and %.4g GB its balancer may keep",
+               (double)balancer / 1e9);
     snprintf(why, why_size, "the device has %.4g GB free of %.4g GB; the run needs %.4g GB "
-             "(%llu rank%s on it x %.4g GB of buffers %s): refused before allocating",
+             "(%llu rank%s on it x %.4g GB of buffers, %s%s): refused before allocating",
              (double)free_bytes / 1e9, (double)total_bytes / 1e9,
-             ((double)bytes + (double)kernels) * (double)ranks / 1e9, (unsigned long long)ranks,
-             ranks == 1 ? "" : "s", (double)bytes / 1e9, counted);
+             ((double)bytes + (double)kernels + (double)balancer) * (double)ranks / 1e9,
+             (unsigned long long)ranks, ranks == 1 ? "" : "s", (double)bytes / 1e9,
+             counted_kernels, counted_balancer);
     return HTP_ERR_NOMEM;
   }
   return 0;
 }
 
-int htp_rank_check_kernel_memory(htp_ctx *ctx, int64_t declared, uint64_t *held, char *why,
-                                 size_t why_size) {
-  *held = 0;
-  htp_result result = htp_mem_kernels_own(ctx, held);
+int htp_rank_check_own_memory(htp_ctx *ctx, const htp_balancer *balancer,
+                              htp_rank_own_bound bound, uint64_t *kernels_held,
+                              uint64_t *balancer_held, char *why, size_t why_size) {
+  *kernels_held = *balancer_held = 0;
+  htp_result result = htp_mem_kernels_own(ctx, kernels_held);
   if (result == HTP_ERR_UNSUPPORTED)
     return 0;
   if (result != HTP_OK) {
     snprintf(why, why_size, "%s", htp_last_error(ctx));
     return result;
   }
-  if (declared >= 0 && *held > (uint64_t)declared) {
-    snprintf(why, why_size, "its kernels hold %llu bytes of device memory of their own, more "
-             "than the %lld its block's signature bounds them to (kernel_memory_bytes), which "
-             "the memory check before the run counted: the compiler's bound "
-             "(passes/EntryFunction.cpp, kernels/htp_scratch.h) misses a request",
-             (unsigned long long)*held, (long long)declared);
-    return HTP_ERR_INTERNAL;
-  }
+  *balancer_held = htp_balancer_device_bytes(balancer);
+  static const struct {
+    const char *holds, *own, *them, *key;
+  } says[2] = {{"its kernels hold", "their", "them", "kernel_memory_bytes"},
+               {"its balancer holds", "its", "it", "balancer_memory_bytes"}};
+  const uint64_t held[2] = {*kernels_held, *balancer_held};
+  const int64_t bounds[2] = {bound.kernels, bound.balancer};
+  for (int k = 0; k < 2; k++)
+    if (bounds[k] >= 0 && held[k] > (uint64_t)bounds[k]) {
+      snprintf(why, why_size, "%s %llu bytes of device memory of %s own, more than the %lld "
+               "its block's signature bounds %s to (%s), which the memory check before the "
+               "run counted: the compiler's bound (passes/EntryFunction.cpp, "
+               "kernels/htp_scratch.h) misses a request", says[k].holds,
+               (unsigned long long)held[k], says[k].own, (long long)bounds[k], says[k].them,
+               says[k].key);
+      return HTP_ERR_INTERNAL;
+    }
   return 0;
 }
 
-int64_t htp_rank_kernel_memory_bound(const htp_signature *sig, const htp_signature *eval) {
+/* One of the bounds over a block and its evaluation block (each at most
+ * 2^40: the sum fits). */
+static int64_t both(int64_t block, int64_t eval) {
+  return block < 0 || eval < 0 ? -1 : block + eval;
+}
+
+htp_rank_own_bound htp_rank_own_memory_bound(const htp_signature *sig,
+                                             const htp_signature *eval) {
   if (!eval || eval == sig)
-    return sig->kernel_memory_bytes;
-  if (sig->kernel_memory_bytes < 0 || eval->kernel_memory_bytes < 0)
-    return -1;
-  return sig->kernel_memory_bytes + eval->kernel_memory_bytes; /* each at most 2^40 */
+    return (htp_rank_own_bound){sig->kernel_memory_bytes, sig->balancer_memory_bytes};
+  return (htp_rank_own_bound){both(sig->kernel_memory_bytes, eval->kernel_memory_bytes),
+                              both(sig->balancer_memory_bytes, eval->balancer_memory_bytes)};
 }
 
 void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
@@ -817,6 +845,7 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   free(outcome->plan_action);
   free(outcome->plan_gamma);
   free(outcome->kernel_memory);
+  free(outcome->balancer_memory);
   free(outcome->profile_names);
   free(outcome->profile_s);
   outcome->profile_names = NULL;
@@ -835,6 +864,7 @@ void htp_rank_outcome_free(htp_rank_outcome *outcome) {
   outcome->plan_action = NULL;
   outcome->plan_gamma = NULL;
   outcome->kernel_memory = NULL;
+  outcome->balancer_memory = NULL;
 }
 
 int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *outcome,
@@ -855,6 +885,7 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   outcome->plan_action = calloc(cells, 1);
   outcome->plan_gamma = calloc(cells, sizeof(double));
   outcome->kernel_memory = calloc((size_t)size, sizeof(uint64_t));
+  outcome->balancer_memory = calloc((size_t)size, sizeof(uint64_t));
   htp_plan_record *last = &outcome->last_plan;
   last->action = calloc((size_t)size, 1);
   last->gamma = calloc((size_t)size, sizeof(double));
@@ -865,7 +896,8 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
   rank_state *states = calloc((size_t)local_ranks, sizeof *states);
   if (!outcome->compute_s || !outcome->elapsed_s || !outcome->straggler_from ||
       !outcome->straggler_until || !outcome->straggler_speed || !outcome->plan_version ||
-      !outcome->plan_action || !outcome->plan_gamma || !outcome->kernel_memory || !last->action || !last->gamma ||
+      !outcome->plan_action || !outcome->plan_gamma || !outcome->kernel_memory || !outcome->balancer_memory ||
+      !last->action || !last->gamma ||
       !last->pruned || !last->sent || !last->received || !states) {
     free(states);
     htp_rank_outcome_free(outcome);

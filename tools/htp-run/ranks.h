@@ -86,10 +86,10 @@ typedef struct htp_rank_outcome {
   htp_plan_record last_plan;
   long plan_changes;
   int64_t handoff_units[2];
-  /* Per rank, the device memory its kernels held of their own after its
-   * calls (htp_rank_check_kernel_memory; 0 on the CPU, and for the ranks of
-   * other processes under mpirun). */
-  uint64_t *kernel_memory;
+  /* Per rank, the device memory its kernels and its balancer held of their
+   * own after its calls (htp_rank_check_own_memory; 0 on the CPU, and for
+   * the ranks of other processes under mpirun). */
+  uint64_t *kernel_memory, *balancer_memory;
   /* --profile: the calls of one iteration, in order, each with its name
    * and, per rank, its median seconds over the timed iterations
    * (profile_s[call * world + rank]; NAN for a rank that made no such call;
@@ -162,28 +162,36 @@ htp_world *htp_rank_task_world(const htp_rank_task *task);
 void htp_rank_task_fail(htp_rank_task *task, htp_ctx *ctx, int32_t code, const char *step,
                         long iteration, const char *detail);
 
+/* The most device memory a run's kernels and its balancer may hold of their
+ * own, beside the buffers (the signatures' kernel_memory_bytes and
+ * balancer_memory_bytes); -1: unknown, not counted nor checked. */
+typedef struct htp_rank_own_bound {
+  int64_t kernels, balancer;
+} htp_rank_own_bound;
+/* The bound of a run of `sig` (and `eval`, when not NULL and not sig): the
+ * own buffers are held at their largest request over both, at most the two
+ * bounds together; -1 when either is unknown. */
+htp_rank_own_bound htp_rank_own_memory_bound(const htp_signature *sig,
+                                             const htp_signature *eval);
+
 /* Before a rank allocates its `bytes` of buffers: on a device with its own
  * memory every rank asks how much is free, the ranks meet (so none has
  * allocated when another asks), and each refuses (non-zero, HTP_ERR_NOMEM,
  * why in `why`) when its device's ranks together need more than is free,
- * counting with each rank's buffers the `kernel_bytes` its kernels may keep
- * of their own (the signatures' kernel_memory_bytes; -1: unknown, not
- * counted): the run ends with the figures instead of in a failed
- * cudaMalloc half way. On the CPU (host memory, checked before the ranks
- * start) returns 0 at once. Every rank of the world must call it. */
-int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, int64_t kernel_bytes,
+ * counting with each rank's buffers what its kernels and balancer may keep
+ * of their own (`own`): the run ends with the figures instead of in a
+ * failed cudaMalloc half way. On the CPU (host memory, checked before the
+ * ranks start) returns 0 at once. Every rank of the world must call it. */
+int htp_rank_check_device_memory(htp_ctx *ctx, uint64_t bytes, htp_rank_own_bound own,
                                  char *why, size_t why_size);
-/* After a rank's calls: the device memory its kernels hold of their own in
- * *held (0 where it is the host's), refused (non-zero, why in `why`) when
- * above `declared`, the bound its blocks' signatures give (-1: none, not
- * checked): a request the compiler's bound missed, which
+/* After a rank's calls: the device memory its kernels and its balancer
+ * (NULL: none) hold of their own in *kernels_held and *balancer_held (0
+ * where it is the host's), refused (non-zero, why in `why`) when above
+ * `bound`: a request the compiler's bound missed, which
  * htp_rank_check_device_memory did not count. */
-int htp_rank_check_kernel_memory(htp_ctx *ctx, int64_t declared, uint64_t *held, char *why,
-                                 size_t why_size);
-/* The bound of a run of `sig` (and `eval`, when not NULL and not sig): the
- * kernels' own buffers are held at their largest request over both, at
- * most the two bounds together; -1 when either is unknown. */
-int64_t htp_rank_kernel_memory_bound(const htp_signature *sig, const htp_signature *eval);
+int htp_rank_check_own_memory(htp_ctx *ctx, const htp_balancer *balancer,
+                              htp_rank_own_bound bound, uint64_t *kernels_held,
+                              uint64_t *balancer_held, char *why, size_t why_size);
 
 /* mpi: after processes died (a task failed with "rank R's process died"),
  * the world of the live ones (ranks renumbered in order) into *survivors;

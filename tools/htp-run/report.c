@@ -181,13 +181,23 @@ static void report_table_block(const htp_run_options *options, const htp_signatu
            "per call), --output widened to f32\n");
 }
 
-/* The most device memory any rank's kernels held of their own. */
-static uint64_t kernel_memory_held(const htp_run_state *state) {
+/* The most device memory any rank's kernels, or balancer, held of their own. */
+static uint64_t most_held(const htp_run_state *state, const uint64_t *held) {
   uint64_t most = 0;
   for (int r = 0; r < state->tp; r++)
-    if (state->outcome.kernel_memory[r] > most)
-      most = state->outcome.kernel_memory[r];
+    if (held[r] > most)
+      most = held[r];
   return most;
+}
+
+/* One line of the table's header: the device memory the kernels or the
+ * balancer held of their own beside its bound (-1: none, `key` absent). */
+static void print_own(const char *whose, uint64_t held, int64_t bound, const char *key) {
+  printf("  %s own device memory per rank: %.4g MB held", whose, (double)held / 1e6);
+  if (bound >= 0)
+    printf(", bound %.4g MB (counted before the run)\n", (double)bound / 1e6);
+  else
+    printf(", no bound (a block compiled before %s: not counted)\n", key);
 }
 
 /* Whether the run's kernels have device memory of their own (not the CPU's). */
@@ -255,11 +265,11 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
     printf("  products with a weight: %s operands, f32 sums (--matmul-precision)\n",
            htp_run_matmul_precision_name(options->matmul_precision));
   if (device_kernels(options)) {
-    printf("  kernels' own device memory per rank: %.4g MB held", kernel_memory_held(state) / 1e6);
-    if (sig->kernel_memory_bytes >= 0)
-      printf(", bound %.4g MB (counted before the run)\n", sig->kernel_memory_bytes / 1e6);
-    else
-      printf(", no bound (a block compiled before kernel_memory_bytes: not counted)\n");
+    print_own("kernels'", most_held(state, state->outcome.kernel_memory),
+              sig->kernel_memory_bytes, "kernel_memory_bytes");
+    if (state->balance)
+      print_own("balancer's", most_held(state, state->outcome.balancer_memory),
+                sig->balancer_memory_bytes, "balancer_memory_bytes");
   }
   if (state->balance)
     printf("  %6s %12s %10s %5s  %s\n", "iter", "ms", "GFLOP/s", "plan", "actions");
@@ -533,7 +543,18 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
                                     : json_null(),
       &ok);
   put(report, "kernel_memory_held_bytes",
-      device_kernels(options) ? json_integer((json_int_t)kernel_memory_held(state)) : json_null(),
+      device_kernels(options)
+          ? json_integer((json_int_t)most_held(state, state->outcome.kernel_memory))
+          : json_null(),
+      &ok);
+  put(report, "balancer_memory_bytes",
+      sig->balancer_memory_bytes >= 0 ? json_integer((json_int_t)sig->balancer_memory_bytes)
+                                      : json_null(),
+      &ok);
+  put(report, "balancer_memory_held_bytes",
+      device_kernels(options) && state->balance
+          ? json_integer((json_int_t)most_held(state, state->outcome.balancer_memory))
+          : json_null(),
       &ok);
   if (!ok) {
     json_decref(report);

@@ -175,7 +175,7 @@ static int check_device_memory(rank_run *run) {
     bytes += largest * (uint64_t)job->tp;
   char why[512];
   htp_result result = htp_rank_check_device_memory(
-      run->ctx, bytes, htp_rank_kernel_memory_bound(sig, eval), why, sizeof why);
+      run->ctx, bytes, htp_rank_own_memory_bound(sig, eval), why, sizeof why);
   if (result != HTP_OK)
     htp_rank_task_fail(run->task, run->ctx, result, "checking its device's memory", -1, why);
   return result != HTP_OK;
@@ -975,11 +975,12 @@ static void train_rank(htp_rank_task *task, void *user) {
     run.balancer = balancer;
     if (!run_epochs(&run, &buffers, balancer)) {
       char why[512];
-      uint64_t held;
-      result = htp_rank_check_kernel_memory(
-          run.ctx, htp_rank_kernel_memory_bound(job->sig, job->eval_sig), &held, why, sizeof why);
+      uint64_t kernels_held, balancer_held;
+      result = htp_rank_check_own_memory(run.ctx, balancer,
+                                         htp_rank_own_memory_bound(job->sig, job->eval_sig),
+                                         &kernels_held, &balancer_held, why, sizeof why);
       if (result != HTP_OK)
-        htp_rank_task_fail(task, run.ctx, result, "checking its kernels' own memory", -1, why);
+        htp_rank_task_fail(task, run.ctx, result, "checking its own device memory", -1, why);
     }
     if (keeps_books(&run))
       job->repartitions_before += htp_balancer_repartitions(balancer);
