@@ -133,6 +133,38 @@ static void bad_files(void **state) {
   char err[256];
   assert_int_equal(htp_idx_read(path_of("broken.gz"), &idx, err, sizeof err), 1);
 
+  /* Bytes after the gzip data (appended, or a plain tail): refused, where
+   * zlib's gzread skipped them. Zeros too (padding is not gzip data). */
+  uint8_t tail[4096 + 8];
+  memcpy(tail, gz, gz_size);
+  memcpy(tail + gz_size, "garbage", 7);
+  expect_error(write_file("appended.gz", tail, gz_size + 7, 0), "bytes after the end of its gzip data");
+  memset(tail + gz_size, 0, 8);
+  expect_error(write_file("padded.gz", tail, gz_size + 8, 0), "bytes after the end of its gzip data");
+  /* A byte of the compressed data changed: zlib's check fails. */
+  memcpy(tail, gz, gz_size);
+  tail[gz_size - 6] ^= 0x40; /* in the CRC-32 trailer */
+  expect_error(write_file("flipped.gz", tail, gz_size, 0), "corrupt gzip data");
+  /* Cut after the deflate data but before its trailer. */
+  expect_error(write_file("notrailer.gz", gz, gz_size - 4, 0), "cut short");
+
+  /* Two gzip members one after the other are one file (as gzip -d reads
+   * them): the header in the first, the data in the second. */
+  write_file("head.gz", bytes, 12, 1);
+  write_file("rest.gz", bytes + 12, size - 12, 1);
+  uint8_t two[8192];
+  size_t two_size = 0;
+  for (int k = 0; k < 2; k++) {
+    f = fopen(path_of(k ? "rest.gz" : "head.gz"), "rb");
+    two_size += fread(two + two_size, 1, sizeof two - two_size, f);
+    fclose(f);
+  }
+  if (htp_idx_read(write_file("two.gz", two, two_size, 0), &idx, err, sizeof err) != 0)
+    fail_msg("%s", err);
+  assert_int_equal(idx.count, 24);
+  for (int i = 0; i < 24; i++) assert_int_equal(idx.data[i], i % 251);
+  htp_idx_free(&idx);
+
   expect_error(dir, "not a regular file");
   expect_error("/dev/zero", "not a regular file");
   expect_error(path_of("missing"), "No such file");

@@ -1,8 +1,7 @@
 /*===- tools/htp-run/train/idx.c - IDX files (MNIST, Fashion-MNIST) -----------===*
  *
- * See idx.h. The file is read through zlib's gzread (which passes a plain
- * file through unchanged): its header, then the bytes the header declares
- * and one more, so a huge or endless input (a gzip bomb) stops there
+ * See idx.h. The file is read, through zlib's inflate where it is gzip data:
+ * its header, then the bytes the header declares and one more, so a huge or endless input (a gzip bomb) stops there
  * instead of filling memory; then parsed from memory.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
@@ -11,6 +10,7 @@
 #include "tools/htp-run/errors.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,25 +78,108 @@ int htp_idx_parse(const uint8_t *bytes, size_t size, htp_idx *out, char *err,
   return 0;
 }
 
+/* The file's bytes, inflated when it starts as gzip does (1f 8b): zlib's
+ * inflate over the file (gzread, used before, skips whatever follows the
+ * last gzip member, so bytes appended to a data set passed unnoticed).
+ * Members one after another are one stream, as gzip(1) reads them. */
+typedef struct source {
+  FILE *file;
+  const char *path;
+  int gzip;      /* inflating */
+  int inflating; /* z initialised */
+  int ended;     /* the last member ended at the end of the file */
+  z_stream z;
+  uint8_t in[1 << 16];
+} source;
+
+/* More of the file into s->in; 0 at its end; -1 with err on a read error. */
+static int refill(source *s, char *err, size_t err_size) {
+  size_t got = fread(s->in, 1, sizeof s->in, s->file);
+  if (got == 0 && ferror(s->file)) {
+    htp_set_error(err, err_size, "%s: %s", s->path, strerror(errno));
+    return -1;
+  }
+  s->z.next_in = s->in;
+  s->z.avail_in = (uInt)got;
+  return got > 0;
+}
+
+/* After a gzip member's end: the file ends, or another member starts. */
+static int next_member(source *s, char *err, size_t err_size) {
+  if (s->z.avail_in == 0) {
+    int more = refill(s, err, err_size);
+    if (more < 0) return 1;
+    if (more == 0) {
+      s->ended = 1;
+      return 0;
+    }
+  }
+  if (s->z.next_in[0] != 0x1f || (s->z.avail_in > 1 && s->z.next_in[1] != 0x8b))
+    return htp_set_error(err, err_size, "%s: bytes after the end of its gzip data (a file "
+                         "appended to, or not one gzip file)", s->path);
+  return inflateReset(&s->z) == Z_OK ? 0 : htp_set_error(err, err_size, "%s: zlib: %s", s->path,
+                                                         s->z.msg ? s->z.msg : "reset failed");
+}
+
 /* Reads up to want more bytes into to (fewer at the end of the data),
- * adding what it read to *size. Non-zero with err on a read error. */
-static int read_upto(gzFile file, const char *path, uint8_t *to, size_t want, size_t *size,
-                     char *err, size_t err_size) {
+ * adding what it read to *size. Non-zero with err on a read error or
+ * corrupt gzip data. */
+static int read_upto(source *s, uint8_t *to, size_t want, size_t *size, char *err,
+                     size_t err_size) {
   size_t done = 0;
-  while (done < want) {
+  if (!s->gzip) {
+    done = fread(to, 1, want, s->file);
+    if (done < want && ferror(s->file))
+      return htp_set_error(err, err_size, "%s: %s", s->path, strerror(errno));
+    *size += done;
+    return 0;
+  }
+  while (done < want && !s->ended) {
+    if (s->z.avail_in == 0) {
+      int more = refill(s, err, err_size);
+      if (more < 0) return 1;
+      if (more == 0)
+        return htp_set_error(err, err_size, "%s: its gzip data is cut short (the file ends "
+                             "inside the stream)", s->path);
+    }
     const size_t chunk = want - done > (1u << 30) ? (1u << 30) : want - done;
-    int got = gzread(file, to + done, (unsigned)chunk);
-    int code;
-    const char *why = gzerror(file, &code);
-    if (got < 0 || (got == 0 && code != Z_OK && code != Z_STREAM_END))
-      return htp_set_error(err, err_size, "%s: %s", path,
-                           code == Z_ERRNO ? strerror(errno) : why);
-    if (got == 0)
-      break;
-    done += (size_t)got;
+    s->z.next_out = to + done;
+    s->z.avail_out = (uInt)chunk;
+    int rc = inflate(&s->z, Z_NO_FLUSH);
+    done += chunk - s->z.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (next_member(s, err, err_size)) return 1;
+    } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      return htp_set_error(err, err_size, "%s: corrupt gzip data: %s", s->path,
+                           s->z.msg ? s->z.msg : zError(rc));
+    }
   }
   *size += done;
   return 0;
+}
+
+/* Opens path for read_upto: gzip or plain by its first two bytes. */
+static int source_open(source *s, const char *path, char *err, size_t err_size) {
+  memset(s, 0, offsetof(source, in));
+  s->path = path;
+  if (!(s->file = fopen(path, "rb")))
+    return htp_set_error(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+  uint8_t magic[2];
+  size_t got = fread(magic, 1, 2, s->file);
+  s->gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (ferror(s->file) || fseek(s->file, 0, SEEK_SET) != 0)
+    return htp_set_error(err, err_size, "%s: %s", path, strerror(errno));
+  if (s->gzip) {
+    if (inflateInit2(&s->z, 15 + 16) != Z_OK) /* gzip wrapping only */
+      return htp_set_error(err, err_size, "%s: zlib: %s", path, s->z.msg ? s->z.msg : "init failed");
+    s->inflating = 1;
+  }
+  return 0;
+}
+
+static void source_close(source *s) {
+  if (s->inflating) inflateEnd(&s->z);
+  if (s->file) fclose(s->file);
 }
 
 int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size) {
@@ -106,17 +189,22 @@ int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size) {
   struct stat st;
   if (stat(path, &st) != 0) return htp_set_error(err, err_size, "%s: %s", path, strerror(errno));
   if (!S_ISREG(st.st_mode)) return htp_set_error(err, err_size, "%s: not a regular file", path);
-  gzFile file = gzopen(path, "rb");
-  if (!file) return htp_set_error(err, err_size, "%s: cannot open: %s", path, strerror(errno));
+  source *file = malloc(sizeof *file);
+  if (!file) return htp_set_error(err, err_size, "%s: out of memory", path);
+  if (source_open(file, path, err, err_size)) {
+    source_close(file);
+    free(file);
+    return 1;
+  }
   /* The header first, then the bytes it declares and one more (to tell
    * "trailing bytes" from "exact"): a gzip bomb is inflated no further than
    * its header claims, and never past the largest valid file. */
   uint8_t head[4 + 4 * HTP_IDX_MAX_DIMS];
   size_t size = 0;
-  int rc = read_upto(file, path, head, 4, &size, err, err_size);
+  int rc = read_upto(file, head, 4, &size, err, err_size);
   const size_t header = 4 + 4 * (size_t)(size == 4 && head[3] <= HTP_IDX_MAX_DIMS ? head[3] : 0);
   if (rc == 0 && size == 4 && header > 4)
-    rc = read_upto(file, path, head + 4, header - 4, &size, err, err_size);
+    rc = read_upto(file, head + 4, header - 4, &size, err, err_size);
   uint64_t declared = 1;
   for (size_t d = 4; rc == 0 && size == header && header > 4 && d < header; d += 4) {
     const uint32_t dim = big_endian32(head + d);
@@ -125,14 +213,16 @@ int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size) {
   uint8_t *bytes = NULL;
   if (rc == 0 && size == header && header > 4 && declared > 0) {
     if (!(bytes = malloc(header + (size_t)declared + 1))) {
-      gzclose(file);
+      source_close(file);
+      free(file);
       return htp_set_error(err, err_size, "%s: out of memory for %llu bytes", path,
                            (unsigned long long)declared);
     }
     memcpy(bytes, head, header);
-    rc = read_upto(file, path, bytes + header, (size_t)declared + 1, &size, err, err_size);
+    rc = read_upto(file, bytes + header, (size_t)declared + 1, &size, err, err_size);
   }
-  gzclose(file);
+  source_close(file);
+  free(file);
   if (rc == 0) { /* a header that declares no data is parsed alone: its message */
     char why[256];
     if (htp_idx_parse(bytes ? bytes : head, size, out, why, sizeof why) != 0)
