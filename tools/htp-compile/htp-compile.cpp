@@ -11,13 +11,16 @@
 
 #include "runtime/htp_entry.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+
 namespace cl = llvm::cl;
+
 
 static cl::OptionCategory htpCategory("htp-compile options");
 
@@ -28,23 +31,23 @@ static cl::opt<std::string> outputPath("o", cl::desc("Output: a shared object (.
 static cl::opt<std::string> entryName("entry",
                                       cl::desc("Entry function (default: the only public one)"),
                                       cl::value_desc("name"), cl::cat(htpCategory));
-static cl::opt<int64_t> tensorParallel("tp",
+static cl::opt<std::string> tensorParallel("tp",
                                        cl::desc("Split the block over N tensor-parallel ranks "
                                                 "(default: one per --shares, else 1: "
                                                 "unsharded)"),
-                                       cl::value_desc("N"), cl::init(1), cl::cat(htpCategory));
-static cl::list<int64_t> shares("shares",
+                                       cl::value_desc("N"), cl::cat(htpCategory));
+static cl::list<std::string> shareTexts("shares",
                                 cl::desc("Uneven split: one positive share per rank, e.g. "
                                          "--shares=3,3,2,1 with --tp 4 (heads and MLP units "
                                          "in proportion, whole units)"),
                                 cl::CommaSeparated, cl::value_desc("S,S,..."),
                                 cl::cat(htpCategory));
-static cl::opt<int64_t> spare("spare",
+static cl::opt<std::string> spareText("spare",
                              cl::desc("Spare room per rank: P percent (0 to 1000, default 0) "
                                       "more slots of each kind than the most units any rank "
                                       "owns, rounded up to whole units; with --tp 2 or more, "
                                       "with or without --shares"),
-                             cl::value_desc("P"), cl::init(0), cl::cat(htpCategory));
+                             cl::value_desc("P"), cl::cat(htpCategory));
 static cl::opt<bool> withGrad("grad",
                               cl::desc("Also compile NAME_grad, the backward of each function "
                                        "whose result #0 is an htp.cross_entropy loss (--htp-grad; "
@@ -61,6 +64,14 @@ static int usage(const llvm::Twine &message) {
   return 2;
 }
 
+/// A flag's number, in decimal only as htp-run reads them (LLVM's own
+/// parser took --tp=010 as octal 8 and 0x10 as hex); false for anything else.
+static bool decimal(llvm::StringRef text, int64_t &value) {
+  llvm::StringRef digits = text.starts_with("-") ? text.drop_front() : text;
+  return !digits.empty() && digits.size() <= 18 && llvm::all_of(digits, llvm::isDigit) &&
+         !text.getAsInteger(10, value);
+}
+
 /// Where the output goes while it is written: beside it, renamed over it at
 /// the end, so a compile or link that fails keeps the old file. Whatever had
 /// that name (a stale temporary, a symlink) is removed, not written through.
@@ -73,15 +84,39 @@ static std::string temporaryBeside(const std::string &path) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(htpCategory);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "htp-compile: compile an htp block ahead of time\n\n"
-                              "  htp-compile block.mlir -o block.so && htp-run block.so\n\n"
-                              "Exit status: 0 written, 1 the block did not compile or link, 2 a bad "
-                              "command line.\n");
+  // Errors said here and exit 2 (LLVM's default exits 1: a failed compile).
+  if (!cl::ParseCommandLineOptions(argc, argv,
+                                   "htp-compile: compile an htp block ahead of time\n\n"
+                                   "  htp-compile block.mlir -o block.so && htp-run block.so\n\n"
+                                   "Exit status: 0 written, 1 the block did not compile or link, "
+                                   "2 a bad command line.\n",
+                                   &llvm::errs()))
+    return 2;
+  // A flag given twice is a mistake, not the last one winning (--shares
+  // twice would join its lists), as htp-run says.
+  cl::Option *const once[] = {&outputPath, &entryName, &tensorParallel, &spareText,
+                              &withGrad,   &emitKind,  &linker};
+  for (cl::Option *option : once)
+    if (option->getNumOccurrences() > 1)
+      return usage("-" + std::string(option->ArgStr.size() > 1 ? "-" : "") +
+                   option->ArgStr.str() + " is given more than once");
+  for (unsigned i = 1; i < shareTexts.size(); ++i) // each value of one list has its position
+    if (shareTexts.getPosition(i) != shareTexts.getPosition(0))
+      return usage("--shares is given more than once");
+  if (outputPath.empty())
+    return usage("-o names no file");
   if (emitKind != "so" && emitKind != "obj")
     return usage("--emit must be 'so' or 'obj', got '" + emitKind + "'");
+  int64_t tp = 1, spare = 0;
+  if (tensorParallel.getNumOccurrences() && !decimal(tensorParallel, tp))
+    return usage("--tp takes a whole number in decimal, got '" + tensorParallel + "'");
+  if (spareText.getNumOccurrences() && !decimal(spareText, spare))
+    return usage("--spare takes a whole number in decimal, got '" + spareText + "'");
+  llvm::SmallVector<int64_t> shares;
+  for (const std::string &text : shareTexts)
+    if (!decimal(text, shares.emplace_back()))
+      return usage("--shares takes whole numbers in decimal, got '" + text + "'");
   // As htp-run: --shares alone gives one rank per share.
-  int64_t tp = tensorParallel;
   if (!tensorParallel.getNumOccurrences() && !shares.empty())
     tp = static_cast<int64_t>(shares.size());
   if (tp < 1 || tp > HTP_ENTRY_MAX_TP)
@@ -100,6 +135,13 @@ int main(int argc, char **argv) {
                  ": the compile would overwrite it");
   if (llvm::sys::fs::is_directory(outputPath))
     return usage("-o " + outputPath + " is a directory");
+  // Renaming over a device or a FIFO would replace it (as root, /dev/null):
+  // only a regular file, or nothing yet, is written.
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(outputPath, status) && llvm::sys::fs::exists(status) &&
+      status.type() != llvm::sys::fs::file_type::regular_file)
+    return usage("-o " + outputPath + " is not a regular file (a device, FIFO or socket): "
+                 "refusing to replace it");
 
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
@@ -142,6 +184,11 @@ int main(int argc, char **argv) {
       llvm::sys::fs::remove(written);
       llvm::errs() << "htp-compile: error: linking '" << outputPath << "' failed"
                    << (message.empty() ? "" : ": " + message) << "\n";
+      return 1;
+    }
+    if (!llvm::sys::fs::exists(written)) {
+      llvm::errs() << "htp-compile: error: linking '" << outputPath << "': the C compiler '"
+                   << *cc << "' exited 0 but wrote no shared object\n";
       return 1;
     }
   }
