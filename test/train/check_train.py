@@ -128,7 +128,7 @@ result = subprocess.run([htp_run, tp1, "--train", "--data", devices], capture_ou
 check(result.returncode == 1 and "train-images-idx3-ubyte.gz" in result.stderr,
       "a device as the images: %s" % result.stderr)
 code, _, err = run(tp1, "--checkpoint", "/dev/zero")
-check(code == 1 and "not a regular file" in err, "--checkpoint /dev/zero: %s" % err)
+check(code == 2 and "not a regular file" in err, "--checkpoint /dev/zero: %s" % err)
 code, _, err = run(tp1, "--limit-train", "20")
 check(code == 1 and "no batch of 32" in err, "too few images: %s" % err)
 code, _, err = run(tp1, "--policy", "migrate")

@@ -13,6 +13,7 @@
 #include "tools/htp-run/paths.h"
 
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 #include "tools/htp-run/train/train.h"
 #if HTP_RUN_HAVE_TRAIN
 #include "tools/htp-run/train/dataset.h"
@@ -150,6 +151,14 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
     }
     add(files, &count, "--metrics", train->metrics, "", 1, -1);
     add(files, &count, "--metrics", train->metrics, ".tmp", 1, -1);
+  }
+  /* An output that exists must be a regular file: a FIFO opened for the
+   * trace waited for a reader for ever; a device would be replaced. */
+  for (int i = 0; i < count; i++) {
+    char why[128];
+    if (files[i].output && !files[i].temporary &&
+        htp_check_writable_path(files[i].path, why, sizeof why))
+      return htp_set_error(err, err_size, "%s %s: %s", files[i].flag, files[i].path, why);
   }
   identity ids[MAX_FILES];
   for (int i = 0; i < count; i++)

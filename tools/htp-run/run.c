@@ -622,6 +622,10 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
     fail(err);
     return EXIT_USAGE;
   }
+  /* A write past the file size limit (ulimit -f) then fails with EFBIG,
+   * which the writers report (and remove their temporary), instead of the
+   * signal killing the process half way. */
+  signal(SIGXFSZ, SIG_IGN);
   htp_run_state state;
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);

@@ -1004,6 +1004,7 @@ static void release_job(train_job *job) {
   htp_train_elastic_free(job);
   if (job->trace)
     fclose(job->trace);
+  job->trace = NULL;
 }
 
 /* The outputs a training writes must not be directories or devices (the
@@ -1689,9 +1690,6 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     return htp_set_error(err, err_size, "--train --trace: under mpirun the trace is not written "
                          "yet; trace a run of the local backend");
   state->loader = state->shared ? htp_so_loader() : jit;
-  /* A write past the file size limit (ulimit -f) then fails with EFBIG,
-   * which the writers report, instead of killing the process half way. */
-  signal(SIGXFSZ, SIG_IGN);
   if (check_outputs(options, err, err_size))
     return 1;
   train_job job;
@@ -1734,6 +1732,15 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     if (status == 0 && options->profile && state->process_rank <= 0)
       htp_report_profile(&state->outcome, job.tp, job.profiled_steps,
                          "training steps of the first epoch (after its first)");
+  }
+  /* The trace is a stream: a write that failed (a full disk, ulimit -f)
+   * shows at its close, and a run whose trace is cut short has failed. */
+  if (job.trace) {
+    const int bad = ferror(job.trace) | (fclose(job.trace) != 0);
+    job.trace = NULL;
+    if (bad && status == 0)
+      status = htp_set_error(err, err_size, "--trace %s: cannot write the trace (a full disk "
+                             "or a file-size limit?): it is cut short", options->trace);
   }
   release_job(&job);
   htp_idx_free_set(&train_set);
