@@ -127,6 +127,10 @@ FailureOr<Annotation> readAnnotation(shard::ShardOp annotation, func::FuncOp fun
     if (result.dim)
       return sharding.emitError() << "cannot be imported: it splits more than one tensor dim; "
                                      "HTP splits a weight along one";
+    if (axes.size() != 1 || axes[0] != 0)
+      return sharding.emitError() << "cannot be imported: it splits dim " << dim
+                                  << " over grid axes [" << llvm::interleaved(axes.asArrayRef(), ", ")
+                                  << "]; the grid has one axis, 0";
     result.dim = dim;
   }
   auto type = cast<RankedTensorType>(annotation.getSrc().getType());
@@ -245,9 +249,9 @@ FailureOr<int64_t> FunctionImporter::deriveTP() {
   if (tpOption && tpOption != first.gridSize)
     return emitError(first.shardLoc) << "cannot be imported: its grid has " << first.gridSize
                                      << " devices, but tp = " << tpOption << " was asked for";
-  if (first.gridSize > HTP_ENTRY_MAX_TP)
+  if (first.gridSize < 1 || first.gridSize > HTP_ENTRY_MAX_TP)
     return emitError(first.shardLoc) << "cannot be imported: a grid of " << first.gridSize
-                                     << " devices is above tp's bound "
+                                     << " devices is outside tp's bounds, 1 to "
                                      << int64_t(HTP_ENTRY_MAX_TP) << " (HTP_ENTRY_MAX_TP)";
   return first.gridSize;
 }

@@ -220,3 +220,33 @@ func.func @halo(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32
   %y = htp.linear %h, %w2 : (tensor<3x16xf32>, tensor<8x16xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
+
+// -----
+
+// A grid of no devices (shape = 0) is outside tp's bounds; it reached the
+// split, which divided by it (SIGFPE).
+shard.grid @grid0(shape = 0)
+func.func @no_devices(%x: tensor<2x4xf32>, %w1: tensor<8x4xf32>, %w2: tensor<4x8xf32>) -> tensor<2x4xf32> {
+  %rows = shard.sharding @grid0 split_axes = [[0]] : !shard.sharding
+  %cols = shard.sharding @grid0 split_axes = [[], [0]] : !shard.sharding
+  // expected-error @+1 {{cannot be imported: a grid of 0 devices is outside tp's bounds, 1 to 1024 (HTP_ENTRY_MAX_TP)}}
+  %a = shard.shard %w1 to %rows annotate_for_users : tensor<8x4xf32>
+  %b = shard.shard %w2 to %cols annotate_for_users : tensor<4x8xf32>
+  %h = htp.linear %x, %a : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  %g = htp.gelu %h : tensor<2x8xf32>
+  %y = htp.linear %g, %b : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// A split over a grid axis the 1-D grid does not have was taken as axis 0.
+shard.grid @grid0(shape = 2)
+func.func @no_such_axis(%x: tensor<2x4xf32>, %w1: tensor<8x4xf32>, %w2: tensor<4x8xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{cannot be imported: it splits dim 0 over grid axes [5]; the grid has one axis, 0}}
+  %rows = shard.sharding @grid0 split_axes = [[5]] : !shard.sharding
+  %a = shard.shard %w1 to %rows annotate_for_users : tensor<8x4xf32>
+  %h = htp.linear %x, %a : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+  %y = htp.linear %h, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
