@@ -701,14 +701,18 @@ SmallVector<int64_t> EntryLowering::facts(size_t signatureBytes) {
               param ? *readShard(func, *param) : std::nullopt,
               param ? static_cast<int64_t>(*param) : -1);
   }
+  // Without a balanced attention there is no record (an htp.mlp alone
+  // computes every unit): the facts say none either, as the JSON.
+  const BalanceSummary none;
+  const BalanceSummary &b = balance.layers ? balance : none;
   const int64_t balanceWords[HTP_FACTS_BALANCE_WORDS] = {
-      balance.layers != 0, balance.layers,   balance.modelDim,     balance.heads,
-      balance.headDim,     balance.headFlops, balance.mlpUnits,    balance.mlpUnitWidth,
-      balance.mlpUnitFlops,
-      htp_facts_units_hash(balance.headsOwned.empty() ? nullptr : balance.headsOwned.data(),
-                           static_cast<int>(balance.headsOwned.size())),
-      htp_facts_units_hash(balance.mlpUnitsOwned.empty() ? nullptr : balance.mlpUnitsOwned.data(),
-                           static_cast<int>(balance.mlpUnitsOwned.size()))};
+      b.layers != 0, b.layers,   b.modelDim,     b.heads,
+      b.headDim,     b.headFlops, b.mlpUnits,    b.mlpUnitWidth,
+      b.mlpUnitFlops,
+      htp_facts_units_hash(b.headsOwned.empty() ? nullptr : b.headsOwned.data(),
+                           static_cast<int>(b.headsOwned.size())),
+      htp_facts_units_hash(b.mlpUnitsOwned.empty() ? nullptr : b.mlpUnitsOwned.data(),
+                           static_cast<int>(b.mlpUnitsOwned.size()))};
   words.append(std::begin(balanceWords), std::end(balanceWords));
   words[HTP_FACTS_WORDS] = static_cast<int64_t>(words.size());
   return words;
