@@ -131,7 +131,8 @@ static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Att
     return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
                            << ": a qkv shard holds a slice of each of q, k and v, so its rows ("
                            << type.getDimSize(0) << ") must divide by 3";
-  if (auto tp = op->getAttrOfType<IntegerAttr>(kTPAttrName); tp && tp.getInt() != shard.getParts())
+  auto tp = op->getAttrOfType<IntegerAttr>(kTPAttrName);
+  if (tp && tp.getInt() != shard.getParts())
     return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
                            << " has parts = " << shard.getParts() << ", but the function's "
                            << kTPAttrName << " is " << tp.getInt();
@@ -161,13 +162,22 @@ static LogicalResult verifyShardOnArgument(Operation *op, unsigned argIndex, Att
     size = llvm::checkedMul(extents->first, blocks);
   }
   global[shard.getDim()] = size ? *size : std::numeric_limits<int64_t>::max();
-  return verifyTensorTypeLimits(
-      [op]() { return op->emitError(); },
-      RankedTensorType::get(global, type.getElementType()),
-      "argument #" + Twine(argIndex) + "'s global tensor (dim " + Twine(shard.getDim()) +
-          (shard.getUnits() ? " of sum(units) x unit" : " times " + Twine(shard.getParts()) +
-                                                            " parts") +
-          ")");
+  if (failed(verifyTensorTypeLimits(
+          [op]() { return op->emitError(); },
+          RankedTensorType::get(global, type.getElementType()),
+          "argument #" + Twine(argIndex) + "'s global tensor (dim " + Twine(shard.getDim()) +
+              (shard.getUnits() ? " of sum(units) x unit"
+                                : " times " + Twine(shard.getParts()) + " parts") +
+              ")")))
+    return failure();
+  // Without htp.tp the function is for one rank: a split argument there was
+  // compiled into a .so whose signature the reader then refused. (Checked
+  // last, so that the shard's own checks speak on a bare function too.)
+  if (!tp && shard.getParts() != 1)
+    return op->emitError() << "'" << kShardAttrName << "' on argument #" << argIndex
+                           << " has parts = " << shard.getParts() << ", but the function has no "
+                           << kTPAttrName << " (one rank)";
+  return success();
 }
 
 LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {

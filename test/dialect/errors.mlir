@@ -305,6 +305,15 @@ func.func @shard_parts_tp(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, p
 
 // -----
 
+// Without htp.tp the function is for one rank: a split argument was compiled
+// into a .so the signature's reader then refused.
+// expected-error @+1 {{'htp.shard' on argument #0 has parts = 2, but the function has no htp.tp (one rank)}}
+func.func @shard_without_tp(%w: tensor<4x6xf32> {htp.shard = #htp.shard<dim = 0, parts = 2, layout = blocks>}) -> tensor<4x6xf32> {
+  return %w : tensor<4x6xf32>
+}
+
+// -----
+
 // The dictionary form of earlier versions is refused with the new syntax.
 // expected-error @+1 {{'htp.shard' on argument #0 must be a #htp.shard<dim = D, parts = N, layout = blocks|qkv>, got {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}}
 func.func @shard_dictionary(%w: tensor<4x6xf32> {htp.shard = {dim = 0 : i64, layout = "blocks", parts = 2 : i64}}) -> tensor<4x6xf32> {
