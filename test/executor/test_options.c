@@ -203,6 +203,16 @@ static void test_bad_numbers(void **state) {
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "1e400");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "nan");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "inf");
+  /* Plain decimal only, as the integer flags: strtod alone took these. */
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7], got ' 3'", "a.mlir", "--timeout", " 3");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7], got '+3'", "a.mlir", "--timeout", "+3");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7], got '0x10'", "a.mlir", "--timeout",
+                     "0x10");
+  EXPECT_USAGE_ERROR("--repartition expects a number", "a.mlir", "--repartition", "0x10");
+  EXPECT_USAGE_ERROR("--ewma-alpha expects a number", "a.mlir", "--ewma-alpha", "0x.8p0");
+  EXPECT_USAGE_ERROR("--slow", "a.mlir", "--slow", "1:+3");
+  EXPECT_USAGE_ERROR("--slow", "a.mlir", "--slow", "1:0x3");
+  EXPECT_USAGE_ERROR("--fault", "a.mlir", "--fault", "delay=0x1:1@1");
   EXPECT_USAGE_ERROR("--ewma-alpha expects a number in (0, 1], got '0'", "a.mlir",
                      "--ewma-alpha", "0");
   EXPECT_USAGE_ERROR("--ewma-alpha expects a number in (0, 1], got '1.01'", "a.mlir",

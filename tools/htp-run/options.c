@@ -570,14 +570,49 @@ static int parse_long(const char *flag, const char *text, long min, long max, lo
   return 0;
 }
 
+/* strtod for the numbers of flags: plain decimal only ([-]digits[.digits]
+ * [e[+-]digits]), as the integer flags; strtod alone also took " 3", "+3",
+ * "0x10", "inf" and "nan". *end is where the number stops (text: none);
+ * errno as strtod leaves it. */
+static double decimal_number(const char *text, char **end) {
+  const char *p = text + (*text == '-');
+  const char *digits = p;
+  while (isdigit((unsigned char)*p))
+    p++;
+  const int whole = p > digits;
+  if (*p == '.') {
+    const char *fraction = ++p;
+    while (isdigit((unsigned char)*p))
+      p++;
+    if (!whole && p == fraction)
+      p = digits;
+  }
+  if (p == digits) {
+    *end = (char *)text;
+    return 0.0;
+  }
+  if (*p == 'e' || *p == 'E') {
+    const char *q = p + 1 + (p[1] == '+' || p[1] == '-');
+    if (isdigit((unsigned char)*q)) {
+      while (isdigit((unsigned char)*q))
+        q++;
+      p = q;
+    }
+  }
+  char *parsed;
+  errno = 0;
+  double value = strtod(text, &parsed);
+  *end = parsed == p ? parsed : (char *)text; /* the same span, or none */
+  return value;
+}
+
 /* A finite decimal number in [min, max] (max_open: below max); no blanks
  * or trailing text. */
 static int parse_double(const char *flag, const char *text, double min, double max,
                         int max_open, double *out, char *err, size_t err_size) {
   char *end;
-  errno = 0;
-  double value = strtod(text, &end);
-  if (end == text || *end != '\0' || isspace((unsigned char)text[0]) || errno ||
+  double value = decimal_number(text, &end);
+  if (end == text || *end != '\0' || errno ||
       !isfinite(value) || value < min || value > max || (max_open && value == max))
     return htp_set_error(err, err_size, "--%s expects a number in [%g, %g%c, got '%s'", flag,
                          min, max, max_open ? ')' : ']', text);
@@ -608,8 +643,7 @@ static int parse_slow(const char *value, htp_run_slow *slow, char *err, size_t e
   char *end;
   if (take_count(&p, 1 << 20, &rank) || *p != ':')
     goto bad;
-  errno = 0;
-  double factor = strtod(p + 1, &end);
+  double factor = decimal_number(p + 1, &end);
   if (errno || end == p + 1 || !(factor >= 1.0) || factor > 1e6)
     goto bad;
   p = end;
@@ -691,8 +725,7 @@ static int parse_fault(const char *value, htp_run_fault *fault, char *err, size_
     p += 5;
     if (*p == '=') {
       char *end;
-      errno = 0;
-      fault->seconds = strtod(p + 1, &end);
+      fault->seconds = decimal_number(p + 1, &end);
       if (errno || end == p + 1 || !(fault->seconds > 0) || fault->seconds > 1e7)
         goto bad;
       p = end;
@@ -803,8 +836,7 @@ static int add_fault(const char *value, htp_run_options *options, char *err, siz
 static int parse_timeout(const char *value, htp_run_options *options, char *err,
                          size_t err_size) {
   char *end;
-  errno = 0;
-  double seconds = strtod(value, &end);
+  double seconds = decimal_number(value, &end);
   if (errno || end == value || *end != '\0' || !(seconds > 0) || seconds > 1e7)
     return htp_set_error(err, err_size, "--timeout expects seconds in (0, 1e7], got '%s'", value);
   options->timeout_s = seconds;

@@ -604,6 +604,17 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   return report_run(options, jit, state, mpi);
 }
 
+/* Whether what was written to stdout failed to arrive (a full disk, a
+ * closed pipe); said on stderr. */
+static int stdout_failed(void) {
+  const int flushed = fflush(stdout) == 0, why = flushed ? 0 : errno;
+  if (flushed && !ferror(stdout))
+    return 0;
+  fprintf(stderr, "htp-run: error: cannot write to stdout: %s\n",
+          why ? strerror(why) : "a write to it failed (a full disk, a closed pipe?)");
+  return 1;
+}
+
 int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
   htp_run_options options;
   char err[1024];
@@ -613,7 +624,7 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
   }
   if (options.help) {
     htp_run_print_help(stdout);
-    return 0;
+    return stdout_failed() ? EXIT_FAILURE : 0;
   }
   /* Flags that cannot go together, outputs that name one file: the command
    * line's fault too (exit 2), found before anything is read. */
@@ -630,5 +641,8 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);
   release(&state);
+  /* What went to stdout (a training's epoch lines too) must have arrived. */
+  if (status == 0 && stdout_failed())
+    status = EXIT_FAILURE;
   return status;
 }
