@@ -764,14 +764,19 @@ static int run_states(htp_ranks *ranks, rank_state *states, int local_ranks,
   if (ranks->per_process) {
     rank_thread(&states[0]);
   } else {
-    int started = 0;
+    int started = 0, why = 0;
     for (; started < size; started++)
-      if (pthread_create(&threads[started], NULL, rank_thread, &states[started]) != 0)
+      if ((why = pthread_create(&threads[started], NULL, rank_thread, &states[started])) != 0)
         break;
     if (started < size) {
-      /* The started ranks wait for the missing ones until the deadline. */
+      /* The started ranks would wait for the missing one until the
+       * deadline: its context, made here, fails the world at once. */
+      htp_ctx *missing = NULL;
+      if (htp_ctx_create(ranks->world, started, &missing) == HTP_OK)
+        htp_abort(missing, HTP_ERR_SYSTEM);
+      htp_ctx_destroy(missing);
       snprintf(states[started].message, sizeof states[started].message,
-               "rank %d: cannot start its thread", started);
+               "rank %d: cannot start its thread: %s", started, strerror(why));
       states[started].failed = 1;
       states[started].priority = 0;
       states[started].failed_at = 0;
