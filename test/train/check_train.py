@@ -12,7 +12,7 @@ without the compiler or the data package:
   - the data and option errors: a missing directory names the Debian
     package, a device is refused, a checkpoint path that is a device too.
 usage: check_train.py HTP_RUN TP1.so TP2.so WORKDIR"""
-import gzip, json, os, random, re, struct, subprocess, sys
+import gzip, json, os, random, re, shutil, struct, subprocess, sys
 
 htp_run, tp1, tp2, work = sys.argv[1:5]
 os.makedirs(work, exist_ok=True)
@@ -107,6 +107,18 @@ run(tp1, *sgd, "--epochs", "1", "--checkpoint", ck)
 _, resumed, _ = run(tp2, *sgd, "--epochs", "2", "--resume", ck)
 check(len(epochs(full)) == 2 and epochs(resumed) == epochs(full)[1:],
       "sgd resume: %s vs %s" % (epochs(resumed), epochs(full)))
+
+# A checkpoint whose own metadata disagree (htp.epoch edited to 0 beside
+# its htp.step) is refused: it resumed "from epoch 0" with the weights of
+# epoch 1.
+run(tp1, *sgd, "--epochs", "1", "--checkpoint", ck)
+edited = os.path.join(work, "edited.safetensors")
+raw = open(ck, "rb").read()
+check(raw.count(b'"htp.epoch":"1"') == 1, "the checkpoint's epoch: %s" % raw[:400])
+open(edited, "wb").write(raw.replace(b'"htp.epoch":"1"', b'"htp.epoch":"0"'))
+shutil.copyfile(ck + ".optim", edited + ".optim")
+code, _, err = run(tp1, *sgd, "--epochs", "2", "--resume", edited)
+check(code == 1 and "its metadata disagree: htp.step" in err, "edited epoch: %s" % err)
 
 # Errors: exit 1 and a message that says what to do.
 missing = os.path.join(work, "no-such-dir")

@@ -226,6 +226,21 @@ static int resume(const htp_train_options *train, const htp_signature *sig, trai
     status = htp_set_error(err, err_size, "--resume %s was trained with --optimizer %s; this run "
                            "has --optimizer %s", train->resume, optimizer ? optimizer : "?",
                            htp_run_optimizer_name(train->optimizer));
+  /* Its own numbers must agree: a step that is not epoch x its steps an
+   * epoch (train_examples / batch) is a file edited or broken. */
+  long step = 0, examples = 0, steps_then;
+  if (!status && htp_safetensors_metadata(&st, "htp.train_examples") &&
+      !(status = metadata_long(&st, train->resume, "htp.step", &step, err, err_size) ||
+                 metadata_long(&st, train->resume, "htp.train_examples", &examples, err,
+                               err_size))) {
+    const long per_epoch = batch > 0 ? examples / batch : 0;
+    if (per_epoch < 1 || __builtin_mul_overflow(epoch, per_epoch, &steps_then) ||
+        step != steps_then)
+      status = htp_set_error(err, err_size, "--resume %s: its metadata disagree: htp.step %ld "
+                             "is not htp.epoch %ld x (htp.train_examples %ld / htp.batch %ld): "
+                             "not a checkpoint as htp-run writes one", train->resume, step,
+                             epoch, examples, batch);
+  }
   if (!status && batch != job->batch)
     status = htp_set_error(err, err_size, "--resume %s was trained with batches of %ld; this "
                            "block takes %d", train->resume, batch, job->batch);
