@@ -340,6 +340,20 @@ static int same_units(const htp_sig_tensor *a, const htp_sig_tensor *b) {
 /* Each gradient against the arguments: grad_of names a parameter, at most
  * one gradient per parameter, with the parameter's dtype, local shape and
  * shard (dim, parts, layout), or no shard when the parameter has none. */
+/* Each argument binds one tensor by its name within its role (--weights
+ * binds parameters by name), as the dialect's verifier has it: a
+ * signature edited to repeat one is refused. */
+static htp_result check_unique_names(reader *in, const htp_signature *sig) {
+  for (int i = 0; i < sig->num_args; i++)
+    for (int j = 0; j < i; j++)
+      if (sig->args[i].role == sig->args[j].role &&
+          strcmp(sig->args[i].name, sig->args[j].name) == 0)
+        return invalid(in, "args[%d] and args[%d] are both %s '%s': each names one tensor", j, i,
+                       sig->args[i].role == HTP_SIG_PARAM ? "parameter" : "input",
+                       sig->args[i].name);
+  return HTP_OK;
+}
+
 static htp_result check_gradients(reader *in, htp_signature *sig) {
   for (int k = 0; k < sig->num_results; k++) {
     htp_sig_tensor *grad = &sig->results[k];
@@ -499,6 +513,7 @@ static htp_result read_signature(reader *in, json_t *root, htp_signature *sig) {
   CHECK(read_tensors(in, root, "args", 0, sig->tp, HTP_SIG_INPUT, &sig->args, &sig->num_args));
   CHECK(read_tensors(in, root, "results", 1, sig->tp, HTP_SIG_RESULT, &sig->results,
                      &sig->num_results));
+  CHECK(check_unique_names(in, sig));
   CHECK(check_gradients(in, sig));
   json_t *workspace = member(in, root, "workspace_bytes", "the signature");
   if (!workspace)

@@ -347,6 +347,19 @@ static void test_version_and_keys(void **state) {
   expect_refused("{\"htp_entry\": 2, \"entry\": \"f\", \"entry\": \"g\"}", "duplicate");
   expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", "
                       "\"shape\": [4], \"shape\": [4, 4]}]", RESULT_Y, "", "duplicate");
+  /* Two arguments of one role with one name (the compiler refuses them;
+   * an edited signature did not); a parameter and an input may share one. */
+  expect_refused_with("[{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [4]}, "
+                      "{\"name\": \"w\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [4]}]",
+                      RESULT_Y, "", "args[0] and args[1] are both parameter 'w': each names one tensor");
+  expect_refused_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4]}, "
+                      "{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4]}]",
+                      RESULT_Y, "", "args[0] and args[1] are both input 'x'");
+  htp_signature both;
+  expect_parsed_with("[{\"name\": \"x\", \"role\": \"input\", \"dtype\": \"f32\", \"shape\": [4]}, "
+                     "{\"name\": \"x\", \"role\": \"param\", \"dtype\": \"f32\", \"shape\": [4]}]",
+                     RESULT_Y, "", &both);
+  htp_signature_free(&both);
   /* Wrong types of the lists and the scalars. */
   expect_refused_with("{}", RESULT_Y, "", "\"args\" must be an array");
   expect_refused_with("[]", "\"y\"", "", "\"results\" must be an array");
