@@ -5,6 +5,7 @@
 #include "tools/htp-run/step.h"
 
 #include <stdio.h>
+#include <string.h>
 
 double htp_step_slowdown(const htp_run_slow *slows, int num_slows, int rank, long iteration) {
   double factor = 1.0;
@@ -44,9 +45,17 @@ int htp_rank_step_run(const htp_rank_step *step, long iteration, double slowdown
   const double comm_before = htp_ctx_comm_seconds(ctx);
   const double thread_before = htp_thread_seconds();
   STEP_TRY(htp_ctx_mark(ctx, 0), "the start mark");
+  /* The context keeps its last error: one left from before the call (an
+   * unsupported htp_mem_info, say) is not why the entry failed. */
+  char before[256];
+  snprintf(before, sizeof before, "%s", htp_last_error(ctx));
   int32_t code = step->fn(ctx, step->buffers);
   if (code != 0)
-    return htp_step_fail(failure, code, step->entry, htp_last_error(ctx));
+    return htp_step_fail(failure, code, step->entry,
+                         strncmp(before, htp_last_error(ctx), sizeof before - 1) != 0
+                             ? htp_last_error(ctx)
+                             : "it returned the code without a runtime call failing "
+                               "(no message)");
   if (step->after && step->after(step->user, failure))
     return 1;
   htp_iteration_measure measured = {0, 0, 0};
