@@ -100,6 +100,15 @@ int htp_elf_check_whole(const unsigned char *bytes, size_t size, const char **wh
   ElfW(Ehdr) header;
   if (!read_header(bytes, size, &header, why))
     return -1;
+  if (header.e_type == ET_REL) {
+    *why = "it is an object file (htp-compile --emit=obj), not a shared object: link it "
+           "(cc -shared -o block.so block.o), or let htp-compile write the .so";
+    return -1;
+  }
+  if (header.e_type != ET_DYN) {
+    *why = "it is an ELF file but not a shared object (an executable or a core file?)";
+    return -1;
+  }
   if (header.e_phentsize != sizeof(ElfW(Phdr)) || header.e_phoff > size ||
       header.e_phnum > (size - header.e_phoff) / sizeof(ElfW(Phdr))) {
     *why = "the file is cut short: its program headers lie past its end";
