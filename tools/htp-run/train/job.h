@@ -98,6 +98,9 @@ typedef struct train_job {
   epoch_metrics *metrics;              /* [epochs] */
   long epochs_done;                    /* by this run */
   double metrics_written_at, metrics_cost; /* the last --metrics write: when it ended, its seconds */
+  void *earlier_metrics;               /* --resume: the --metrics file's rows of the epochs the
+                                        * checkpoint holds (a jansson array), or NULL */
+  long earlier_first_epoch;            /* the first of them (1-based) */
   int *stragglers;                     /* [tp] flagged at some step (rank 0's planner) */
   int balance;                         /* the grad entry has balance hooks: a real balancer */
   htp_balancer_config balancer;        /* its config (without hooks: detection only) */
@@ -193,5 +196,12 @@ int htp_train_elastic_assemble(train_job *job, char *err, size_t err_size);
 /* metrics.c. --metrics: the epochs so far as JSON, written atomically. */
 int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *err,
                             size_t err_size);
+/* --resume with --metrics naming a file there: its rows of the epochs the
+ * checkpoint holds (1 to first_epoch) go on in the new file, so that a run
+ * resumed with the same flags keeps its history; a gap (a run killed after
+ * its checkpoint and before its metrics caught up) or a file that is no
+ * metrics of htp-run is said in a note. Frees with htp_train_free_metrics. */
+void htp_train_read_earlier_metrics(train_job *job);
+void htp_train_free_metrics(train_job *job);
 
 #endif /* HTP_RUN_TRAIN_JOB_H */

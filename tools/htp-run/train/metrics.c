@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static json_t *finite_or_null(double value) {
   return isfinite(value) ? json_real(value) : json_null();
@@ -29,6 +30,9 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
     json_decref(stragglers);
     return htp_set_error(err, err_size, "out of memory");
   }
+  json_t *earlier = job->earlier_metrics;
+  for (size_t i = 0; earlier && i < json_array_size(earlier); i++)
+    json_array_append(epochs, json_array_get(earlier, i));
   for (long e = 0; e < job->epochs_done; e++) {
     const epoch_metrics *m = &job->metrics[e];
     /* A figure that is not finite (an epoch whose every step was skipped
@@ -84,7 +88,10 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   json_object_set_new(root, "train_examples", json_integer(job->train->count));
   json_object_set_new(root, "test_examples", json_integer(job->test->count));
   json_object_set_new(root, "steps_per_epoch", json_integer(job->steps));
-  json_object_set_new(root, "first_epoch", json_integer(job->first_epoch + 1));
+  json_object_set_new(root, "first_epoch", json_integer(earlier ? job->earlier_first_epoch
+                                                               : job->first_epoch + 1));
+  json_object_set_new(root, "resumed_after_epoch",
+                      job->first_epoch ? json_integer(job->first_epoch) : json_null());
   json_object_set_new(root, "stragglers", stragglers);
   /* What the policies move: heads and MLP units a rank (null unbalanced). */
   const htp_sig_balance *balance = &job->sig->balance;
@@ -126,3 +133,49 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
   return htp_set_error(err, err_size, "--metrics %s: %s", options->train.metrics, why);
 }
 
+
+void htp_train_read_earlier_metrics(train_job *job) {
+  const htp_run_options *options = job->options;
+  const char *path = options->train.metrics;
+  if (!options->train.resume || !path || job->first_epoch < 1)
+    return;
+  struct stat info;
+  if (stat(path, &info) != 0)
+    return; /* a new file */
+  json_error_t error;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &error);
+  json_t *rows = root ? json_object_get(root, "epochs") : NULL;
+  json_t *first = root ? json_object_get(root, "first_epoch") : NULL;
+  json_t *kept = json_array();
+  long last = 0;
+  int ok = json_is_array(rows) && json_is_integer(first) && kept;
+  for (size_t i = 0; ok && i < json_array_size(rows); i++) {
+    json_t *epoch = json_object_get(json_array_get(rows, i), "epoch");
+    ok = json_is_integer(epoch) && json_integer_value(epoch) == json_integer_value(first) + (long)i;
+    if (ok && json_integer_value(epoch) <= job->first_epoch) {
+      json_array_append(kept, json_array_get(rows, i));
+      last = (long)json_integer_value(epoch);
+    }
+  }
+  if (!ok || json_array_size(kept) == 0) {
+    fprintf(stderr, "htp-run: note: --metrics %s: %s; the file is replaced by this run's epochs "
+            "(from %ld)\n", path, !root ? error.text : !ok ? "not the metrics of htp-run --train "
+            "(no consecutive epochs)" : "it has no epoch the checkpoint holds",
+            job->first_epoch + 1);
+    json_decref(kept);
+  } else {
+    job->earlier_metrics = kept;
+    job->earlier_first_epoch = (long)json_integer_value(first);
+    if (last < job->first_epoch)
+      fprintf(stderr, "htp-run: note: --metrics %s holds epochs %ld to %ld and --resume is at "
+              "epoch %ld: epochs %ld to %ld have no row (the run that wrote them stopped "
+              "before its metrics caught up)\n", path, job->earlier_first_epoch, last,
+              job->first_epoch, last + 1, job->first_epoch);
+  }
+  json_decref(root);
+}
+
+void htp_train_free_metrics(train_job *job) {
+  json_decref(job->earlier_metrics);
+  job->earlier_metrics = NULL;
+}

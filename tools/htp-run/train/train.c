@@ -702,7 +702,7 @@ static int record_epoch(rank_run *run, long epoch, const epoch_sums *sums, doubl
    * writes to a tenth of the time (thousands of tiny epochs made them
    * quadratic). */
   const double now = htp_now();
-  const int due = job->epochs_done == options->train.epochs ||
+  const int due = job->first_epoch + job->epochs_done == options->train.epochs ||
                   now - job->metrics_written_at >= 10.0 * job->metrics_cost;
   if (options->train.metrics && due) {
     if (htp_train_write_metrics(job, eval == job->sig ? job->sig->entry : eval->entry, err,
@@ -1002,6 +1002,7 @@ static void release_job(train_job *job) {
   free(job->metrics);
   free(job->stragglers);
   htp_train_elastic_free(job);
+  htp_train_free_metrics(job);
   if (job->trace)
     fclose(job->trace);
   job->trace = NULL;
@@ -1191,8 +1192,10 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
   if (htp_train_starting_weights(train, job->sig, job, err, err_size) ||
       htp_train_elastic_prepare(options, job, err, err_size))
     return 1;
-  if (job->process_rank <= 0)
+  if (job->process_rank <= 0) {
     note_steps_not_taken(options, job);
+    htp_train_read_earlier_metrics(job);
+  }
   if (train->checkpoint)
     for (int k = 0; k < 3; k++)
       if (!(job->gathered[k] = htp_train_param_buffers(job->sig)))
