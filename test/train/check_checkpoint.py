@@ -186,15 +186,16 @@ for flag in ("--checkpoint", "--metrics"):
 shutil.rmtree(linked)
 check(sorted(os.listdir(os.path.dirname(ck))) == ["link.json"],
       f"a refused run wrote {sorted(os.listdir(os.path.dirname(ck)))}")
-# --trace T writes T itself: its check that T can be written must not
-# truncate or remove a file named T.tmp (here the run's own --params).
+# --trace T is written as T.tmp, then renamed: a run that reads T.tmp (here
+# its own --params) is refused before anything is written, and the file
+# stays as it was.
 params = os.path.join(os.path.dirname(ck), "t.json.tmp")
 shutil.copyfile(os.path.join(work, "one", "ck.safetensors"), params)
 kept = open(params, "rb").read()
 code, out, err = run("--epochs", "1", "--params", params, "--trace",
                      os.path.join(os.path.dirname(ck), "t.json"))
-check(code == 0 and os.path.exists(params) and open(params, "rb").read() == kept,
-      f"--trace T destroyed --params T.tmp (exit {code}): {err[-400:]}")
+check(code == 2 and "are the same file" in err and open(params, "rb").read() == kept,
+      f"--trace T beside --params T.tmp (exit {code}): {err[-400:]}")
 code, out, err = run("--epochs", "1", "--checkpoint", ck, "--resume", ck)
 check("are the same file" not in err, f"--resume X --checkpoint X was refused: {err[-400:]}")
 

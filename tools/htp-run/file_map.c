@@ -157,3 +157,21 @@ int htp_sync_directory_of(const char *path) {
   close(fd);
   return rc;
 }
+
+FILE *htp_file_begin(const char *path, char *temporary, size_t temporary_size, char *err,
+                     size_t err_size) {
+  if (htp_file_temporary_name(path, temporary, temporary_size)) {
+    htp_set_error(err, err_size, "%s: the name is too long", path);
+    return NULL;
+  }
+  return htp_file_create(temporary, err, err_size);
+}
+
+int htp_file_end(FILE *file, const char *temporary, const char *path, char *err,
+                 size_t err_size) {
+  const int ok = !ferror(file);
+  if (!ok)
+    errno = 0; /* the failed write's errno is gone: "write error" */
+  return htp_file_finish(file, ok, temporary, err, err_size) ||
+         htp_file_commit(temporary, path, err, err_size);
+}

@@ -6,7 +6,8 @@
  * error rather than a read until memory runs out or a blocked process. The
  * size read is the size fstat saw, whatever the file does later.
  *
- * And the one place where its writers (--output, --checkpoint, --metrics)
+ * And the one place where its writers (--output, --checkpoint, --metrics,
+ * --trace)
  * make a file: a new file under a temporary name (never written through
  * what was there: a stale temporary, a symlink), flushed to the disk, then
  * renamed over the real name, so a reader or a crash finds the old file or
@@ -56,6 +57,15 @@ int htp_file_commit(const char *temporary, const char *path, char *err, size_t e
  * name does not fit. */
 int htp_file_temporary_name(const char *path, char *out, size_t out_size);
 
+/* A file written while a run goes (--trace): htp_file_create of PATH.tmp
+ * (its name in temporary, 4200 bytes), and at the end htp_file_end: the
+ * writes checked (ferror), finished and committed over PATH, so a run
+ * killed or a write that fails leaves the old PATH. NULL / non-zero with
+ * err. */
+FILE *htp_file_begin(const char *path, char *temporary, size_t temporary_size, char *err,
+                     size_t err_size);
+int htp_file_end(FILE *file, const char *temporary, const char *path, char *err,
+                 size_t err_size);
 /* fsync of the directory that holds path, so that renames in it are on the
  * disk. 0, or -1 (errno). */
 int htp_sync_directory_of(const char *path);

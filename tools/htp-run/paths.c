@@ -132,6 +132,7 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
     add(files, &count, "--output", options->outputs[i], ".tmp", 1, -1);
   }
   add(files, &count, "--trace", options->trace, "", 1, -1);
+  add(files, &count, "--trace", options->trace, ".tmp", 1, -1);
   if (train->enabled) {
     add(files, &count, "--params", train->params, "", 0, -1);
 #if HTP_RUN_HAVE_TRAIN

@@ -15,6 +15,7 @@
 #include "tools/htp-run/ranks.h"
 
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 #include "tools/htp-run/slice.h"
 #include "tools/htp-run/step.h"
 
@@ -244,11 +245,16 @@ static void rank_failed(rank_state *state, htp_ctx *ctx, int32_t code, const cha
  * rank 0 truncates first; a line (< 8 KiB, runtime/trace.c) goes out in one
  * write(2) of a line-buffered stream opened for appending. */
 static int open_mpi_trace(rank_state *state, htp_ctx *ctx) {
-  const char *path = state->job->trace_path;
-  if (state->rank == 0) {
-    FILE *file = fopen(path, "w");
+  char path[4200], why[4600];
+  if (htp_file_temporary_name(state->job->trace_path, path, sizeof path)) {
+    rank_failed(state, ctx, HTP_ERR_SYSTEM, "opening the trace", -1, "the name is too long");
+    return 1;
+  }
+  if (state->rank == 0) { /* FILE.tmp, renamed over FILE by rank 0 at its end */
+    FILE *file = htp_file_create(path, why, sizeof why);
     if (!file || fclose(file) != 0) {
-      rank_failed(state, ctx, HTP_ERR_SYSTEM, "opening the trace", -1, strerror(errno));
+      rank_failed(state, ctx, HTP_ERR_SYSTEM, "opening the trace", -1,
+                  file ? strerror(errno) : why);
       return 1;
     }
   }
@@ -631,8 +637,15 @@ static void run_rank(rank_state *state) {
     gather_timings(state, ctx);
 done:
   if (per_process && state->trace) {
-    fclose(state->trace);
+    char temporary[4200], why[4600];
+    const int failed = ferror(state->trace) | (fclose(state->trace) != 0);
     state->trace = NULL;
+    if (failed && !state->failed)
+      rank_failed(state, ctx, HTP_ERR_SYSTEM, "writing the trace", -1, "write error");
+    else if (state->rank == 0 &&
+             (htp_file_temporary_name(job->trace_path, temporary, sizeof temporary) ||
+              htp_file_commit(temporary, job->trace_path, why, sizeof why)) && !state->failed)
+      rank_failed(state, ctx, HTP_ERR_SYSTEM, "committing the trace", -1, why);
   }
   free_device_buffers(ctx, device, num_buffers);
   htp_balancer_destroy(balancer); /* before its context */
@@ -912,11 +925,13 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
     outcome->straggler_from[r] = outcome->straggler_until[r] = -1;
 
   FILE *trace = NULL;
-  if (!per_process && job->trace_path && !(trace = fopen(job->trace_path, "w"))) {
+  char trace_temporary[4200], why[4600];
+  if (!per_process && job->trace_path &&
+      !(trace = htp_file_begin(job->trace_path, trace_temporary, sizeof trace_temporary, why,
+                               sizeof why))) {
     free(states);
     htp_rank_outcome_free(outcome);
-    return htp_set_error(err, err_size, "%s: cannot create: %s", job->trace_path,
-                         strerror(errno));
+    return htp_set_error(err, err_size, "--trace: %s", why);
   }
   for (int i = 0; i < local_ranks; i++) {
     states[i].ranks = ranks;
@@ -928,9 +943,10 @@ int htp_ranks_run(htp_ranks *ranks, const htp_rank_job *job, htp_rank_outcome *o
     states[i].rank = per_process ? htp_world_process_rank(ranks->world) : i;
   }
   run_states(ranks, states, local_ranks, outcome);
-  if (trace && fclose(trace) != 0 && !outcome->failed) {
-    snprintf(outcome->message, sizeof outcome->message, "%s: cannot write the trace",
-             job->trace_path);
+  /* A failed run's trace is committed too: it says what led up to it. */
+  if (trace && htp_file_end(trace, trace_temporary, job->trace_path, why, sizeof why) &&
+      !outcome->failed) {
+    snprintf(outcome->message, sizeof outcome->message, "--trace: %.1900s", why);
     outcome->failed = 1;
   }
   free(states);

@@ -307,9 +307,9 @@ int htp_train_check_output(const char *flag, const char *path, char *err, size_t
   char probe[4200];
   if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", path) >= sizeof probe)
     return htp_set_error(err, err_size, "--%s: the name is too long", flag);
-  /* The probe never touches a file that is there already: --trace writes
-   * FILE itself, not FILE.tmp, so FILE.tmp may be another file of the user's
-   * (even this run's --params or program); only a probe made here is removed. */
+  /* The probe never touches a file that is there already: FILE.tmp may be
+   * another file of the user's (paths.c refuses one this run reads); only
+   * a probe made here is removed. */
   /* The processes of an mpirun job all probe the same name: one's probe
    * may vanish between another's refused create and its access (a process
    * failed alone on it under load, DESIGN §12), so that case probes again. */

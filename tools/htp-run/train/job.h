@@ -105,6 +105,7 @@ typedef struct train_job {
   int balance;                         /* the grad entry has balance hooks: a real balancer */
   htp_balancer_config balancer;        /* its config (without hooks: detection only) */
   FILE *trace;                         /* --trace: the balancers' lines, or NULL */
+  char trace_temporary[4200];          /* where they go until the run ends (file_map.h) */
   int process_rank;                    /* mpi: this process's rank; local: -1 */
   long repartitions;                   /* run-time re-partitions so far (rank 0's balancer,
                                         * all worlds) */

@@ -1003,8 +1003,10 @@ static void release_job(train_job *job) {
   free(job->stragglers);
   htp_train_elastic_free(job);
   htp_train_free_metrics(job);
-  if (job->trace)
+  if (job->trace) { /* a run that failed before its end: the old trace stays */
     fclose(job->trace);
+    unlink(job->trace_temporary);
+  }
   job->trace = NULL;
 }
 
@@ -1127,8 +1129,11 @@ static int bind_entries(const htp_run_options *options, htp_run_state *state, in
     job->balancer = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
     job->balancer.planner = probe.planner; /* detection only, with --ewma-alpha/--hysteresis */
   }
-  if (options->trace && !(job->trace = fopen(options->trace, "w")))
-    return htp_set_error(err, err_size, "--trace %s: %s", options->trace, strerror(errno));
+  char why[4600];
+  if (options->trace && !(job->trace = htp_file_begin(options->trace, job->trace_temporary,
+                                                      sizeof job->trace_temporary, why,
+                                                      sizeof why)))
+    return htp_set_error(err, err_size, "--trace: %s", why);
   int loss, logits;
   if (htp_train_check_entry(sig, job, &loss, &logits, err, err_size))
     return 1;
@@ -1739,11 +1744,12 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
   /* The trace is a stream: a write that failed (a full disk, ulimit -f)
    * shows at its close, and a run whose trace is cut short has failed. */
   if (job.trace) {
-    const int bad = ferror(job.trace) | (fclose(job.trace) != 0);
+    char why[4600];
+    const int bad = htp_file_end(job.trace, job.trace_temporary, options->trace, why, sizeof why);
     job.trace = NULL;
     if (bad && status == 0)
-      status = htp_set_error(err, err_size, "--trace %s: cannot write the trace (a full disk "
-                             "or a file-size limit?): it is cut short", options->trace);
+      status = htp_set_error(err, err_size, "--trace %s: %.1900s (a full disk or a file-size "
+                             "limit?): the old file is kept", options->trace, why);
   }
   release_job(&job);
   htp_idx_free_set(&train_set);
