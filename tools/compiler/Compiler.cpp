@@ -12,6 +12,7 @@
 #include "dialect/HTPDialect.h"
 #include "passes/Passes.h"
 #include "runtime/htp_entry.h"
+#include "tools/compiler/Nesting.h"
 #include "tools/htp-run/entry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -69,6 +70,11 @@ static OwningOpRef<ModuleOp> parseFile(MLIRContext &context, const std::string &
   auto file = openInputFile(path, &openError);
   if (!file) {
     errorStream << "cannot open '" << path << "': " << openError << "\n";
+    return nullptr;
+  }
+  std::string deep = htp::nestingProblem(file->getBuffer());
+  if (!deep.empty()) {
+    errorStream << path << ": " << deep << "\n";
     return nullptr;
   }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());

@@ -7,12 +7,14 @@
 
 #include "dialect/HTPDialect.h"
 #include "passes/Passes.h"
+#include "tools/compiler/Nesting.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
@@ -32,6 +34,16 @@ int main(int argc, char **argv) {
     llvm::errs() << "htp-opt: error: '" << input
                  << "' is not a regular file (a directory, device or pipe?)\n";
     return 1;
+  }
+  // Nesting deep enough to overflow the parser's stack is refused first
+  // (a regular file: stdin would be consumed).
+  if (input != "-" && llvm::sys::fs::is_regular_file(status)) {
+    auto buffer = llvm::MemoryBuffer::getFile(input);
+    std::string deep = buffer ? mlir::htp::nestingProblem((*buffer)->getBuffer()) : "";
+    if (!deep.empty()) {
+      llvm::errs() << "htp-opt: error: " << input << ": " << deep << "\n";
+      return 1;
+    }
   }
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
 }
