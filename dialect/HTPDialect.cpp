@@ -11,6 +11,7 @@
 #include "runtime/htp_entry.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -219,6 +220,11 @@ LogicalResult HTPDialect::verifyOperationAttribute(Operation *op, NamedAttribute
   if (name == kBackwardAttrName) {
     if (!isa<FunctionOpInterface>(op) || !isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a unit attribute on a function";
+    return success();
+  }
+  if (name == kDefaultEntryAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a string on a module";
     return success();
   }
   if (attr.getName() != kTPAttrName)

@@ -40,6 +40,10 @@ inline constexpr llvm::StringLiteral kGradOfAttrName = "htp.grad_of";
 inline constexpr llvm::StringLiteral kBackwardAttrName = "htp.backward";
 /// On a function split by --htp-tensor-parallel: the number of ranks.
 inline constexpr llvm::StringLiteral kTPAttrName = "htp.tp";
+/// On a module: the function a compiled .so runs by default (htp-compile
+/// --entry); --htp-lower-to-runtime writes it as HTP_DEFAULT_ENTRY_SYMBOL.
+/// Without it, the module's only public function is the default.
+inline constexpr llvm::StringLiteral kDefaultEntryAttrName = "htp.default_entry";
 
 // The workspace placement --htp-assign-workspace records and
 // --htp-lower-to-runtime reads (passes/AssignWorkspace.cpp); the dialect

@@ -848,7 +848,13 @@ struct LowerToRuntimePass : htp::impl::HTPLowerToRuntimeBase<LowerToRuntimePass>
       if (failed(EntryLowering(func, name, module).run()))
         return signalPassFailure();
     }
-    if (publicNames.size() == 1) {
+    // The default entry: the module's choice (htp-compile --entry) when it
+    // names a public function lowered here, else the only public one.
+    auto chosen = module->getAttrOfType<StringAttr>(kDefaultEntryAttrName);
+    if (chosen && llvm::is_contained(publicNames, chosen.getValue().str())) {
+      OpBuilder builder(module.getContext());
+      defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, chosen.getValue().str());
+    } else if (publicNames.size() == 1) {
       OpBuilder builder(module.getContext());
       defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, publicNames.front());
     }

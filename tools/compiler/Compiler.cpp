@@ -140,6 +140,9 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
                        << marked.getInt();
       return nullptr;
     }
+  // The entry chosen here is the .so's default (htp-run FILE.so then needs
+  // no --entry), as the only public function is.
+  (*module)->setAttr(htp::kDefaultEntryAttrName, StringAttr::get(&context, entry));
   PassManager pm(&context);
   htp::HTPPipelineOptions options;
   options.tp = tp;
