@@ -100,6 +100,13 @@ OwningOpRef<ModuleOp> htp::compileFile(MLIRContext &context, const std::string &
   if (!module)
     return nullptr;
 
+  // Only the top module's functions are compiled: one in a nested module
+  // was left out of the .so without a word.
+  for (auto nested : module->getOps<ModuleOp>()) {
+    nested.emitError() << "a nested module: htp compiles the functions of the top module "
+                          "only; move them there";
+    return nullptr;
+  }
   SmallVector<StringRef> publicNames = publicFunctions(*module);
   if (entry.empty()) {
     if (publicNames.size() != 1) {
