@@ -131,6 +131,16 @@ static void test_truncated_header(void **state) {
 
 static void test_bad_header_dict(void **state) {
   (void)state;
+  /* A NUL in the header's text ended the dtype string early: '<f4\0' was
+   * read as '<f4'. */
+  unsigned char nul[1024];
+  float zero[1] = {0};
+  size_t size = make_npy(nul, 1, "{'descr': '<f4X', 'fortran_order': False, 'shape': (1,), }",
+                         zero, 4);
+  unsigned char *x = memchr(nul, 'X', size);
+  assert_non_null(x);
+  *x = 0;
+  expect_failure(nul, size, "bad .npy header: a NUL byte at offset");
   expect_header_failure("['descr', '<f4']", 0, "not a dict");
   expect_header_failure("{'descr': '<f4', 'fortran_order': False}", 0, "missing 'shape'");
   expect_header_failure("{'descr': '<f4', 'shape': (1,), 'extra': 1}", 4, "unexpected or repeated key 'extra'");

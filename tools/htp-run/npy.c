@@ -129,6 +129,12 @@ static int read_preamble(const unsigned char *bytes, size_t size, size_t *prefix
     return htp_set_error(err, err_size,
                          "truncated .npy file: header of %zu bytes, only %zu bytes follow",
                          *header_length, size - *prefix);
+  /* The header is text: a NUL in it would end a string early ('<f4\0...'
+   * read as '<f4'). */
+  const unsigned char *nul = memchr(bytes + *prefix, 0, *header_length);
+  if (nul)
+    return htp_set_error(err, err_size, "bad .npy header: a NUL byte at offset %zu of its text",
+                         (size_t)(nul - bytes - *prefix));
   return 0;
 }
 
