@@ -114,6 +114,7 @@ static void test_conversions(void **state) {
   const char *header =
       "{\"h\": {\"dtype\": \"F16\", \"shape\": [4], \"data_offsets\": [0, 8]},"
       " \"b\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [8, 12]},"
+      " \"pad\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [12, 16]},"
       " \"d\": {\"dtype\": \"F64\", \"shape\": [2], \"data_offsets\": [16, 32]},"
       " \"i\": {\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [32, 40]}}";
   image file = make_image(header, 40);
@@ -277,6 +278,16 @@ static void test_overlapping(void **state) {
   expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}, "
                         "\"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}",
                         12, "overlap");
+  /* No gap and nothing after the last tensor (the reference reader refuses
+   * both; a file appended to was read as if whole). */
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}, "
+                        "\"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]}}",
+                        12, "data bytes [4, 8) belong to no tensor (before 'b')");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}",
+                        8, "data bytes [0, 4) belong to no tensor (before 'a')");
+  expect_header_failure("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+                        7, "3 bytes after the last tensor's data belong to no tensor");
+  expect_header_failure("{}", 5, "5 bytes after the last tensor's data belong to no tensor");
 }
 
 /* htp_safetensors_read_bf16: BF16 as stored, F32 rounded to nearest even
@@ -285,6 +296,7 @@ static void test_read_bf16(void **state) {
   (void)state;
   const char *header =
       "{\"b\": {\"dtype\": \"BF16\", \"shape\": [5], \"data_offsets\": [0, 10]},"
+      " \"pad\": {\"dtype\": \"BF16\", \"shape\": [1], \"data_offsets\": [10, 12]},"
       " \"f\": {\"dtype\": \"F32\", \"shape\": [8], \"data_offsets\": [12, 44]},"
       " \"h\": {\"dtype\": \"F16\", \"shape\": [2], \"data_offsets\": [44, 48]},"
       " \"d\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [48, 56]}}";

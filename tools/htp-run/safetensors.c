@@ -133,19 +133,33 @@ static int check_ranges(htp_safetensors *st, char *err, size_t err_size) {
                            t->name, t->dtype, t->rank, (unsigned long long)bytes,
                            (unsigned long long)(t->end - t->begin));
   }
-  if (st->count < 2)
-    return 0;
-  const htp_st_tensor **order = malloc((size_t)st->count * sizeof *order);
+  const htp_st_tensor **order = malloc(((size_t)st->count + 1) * sizeof *order);
   if (!order)
     return htp_set_error(err, err_size, "out of memory");
   for (int i = 0; i < st->count; i++)
     order[i] = &st->tensors[i];
   qsort(order, (size_t)st->count, sizeof *order, compare_begin);
   int status = 0;
-  for (int i = 1; i < st->count && !status; i++)
-    if (order[i]->begin < order[i - 1]->end)
+  /* The format's data is the tensors' bytes one after another, nothing
+   * else (as the reference reader has it): no overlap, no hole, no bytes
+   * after the last (a file appended to, or cut and patched). */
+  uint64_t covered = 0;
+  for (int i = 0; i < st->count && !status; i++) {
+    if (i > 0 && order[i]->begin < order[i - 1]->end)
       status = htp_set_error(err, err_size, "tensors '%s' and '%s' overlap", order[i - 1]->name,
                              order[i]->name);
+    else if (order[i]->begin != covered)
+      status = htp_set_error(err, err_size, "data bytes [%llu, %llu) belong to no tensor (before "
+                             "'%s'): the format has no gaps", (unsigned long long)covered,
+                             (unsigned long long)order[i]->begin, order[i]->name);
+    else
+      covered = order[i]->end;
+  }
+  if (!status && covered != data_size)
+    status = htp_set_error(err, err_size, "%llu bytes after the last tensor's data belong to no "
+                           "tensor (the file has %llu data bytes, the tensors %llu): the format "
+                           "has none", (unsigned long long)(data_size - covered),
+                           (unsigned long long)data_size, (unsigned long long)covered);
   free(order);
   return status;
 }
