@@ -9,6 +9,7 @@
 #include "tools/htp-run/errors.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +86,40 @@ int htp_check_writable_path(const char *path, char *err, size_t err_size) {
   return 0;
 }
 
+/* The temporaries being written now (made here, not yet committed or
+ * removed), for htp_file_remove_unfinished: a slot is 0 free, 1 being
+ * filled in, 2 holding a path. */
+enum { UNFINISHED_SLOTS = 16 };
+static char unfinished_path[UNFINISHED_SLOTS][4200];
+static atomic_int unfinished_state[UNFINISHED_SLOTS];
+
+static void note_unfinished(const char *path) {
+  if (strlen(path) >= sizeof unfinished_path[0])
+    return;
+  for (int i = 0; i < UNFINISHED_SLOTS; i++) {
+    int free_slot = 0;
+    if (atomic_compare_exchange_strong(&unfinished_state[i], &free_slot, 1)) {
+      strcpy(unfinished_path[i], path);
+      atomic_store(&unfinished_state[i], 2);
+      return;
+    }
+  }
+}
+
+static void note_finished(const char *path) {
+  for (int i = 0; i < UNFINISHED_SLOTS; i++)
+    if (atomic_load(&unfinished_state[i]) == 2 && strcmp(unfinished_path[i], path) == 0) {
+      atomic_store(&unfinished_state[i], 0);
+      return;
+    }
+}
+
+void htp_file_remove_unfinished(void) {
+  for (int i = 0; i < UNFINISHED_SLOTS; i++)
+    if (atomic_load(&unfinished_state[i]) == 2)
+      unlink(unfinished_path[i]);
+}
+
 FILE *htp_file_create(const char *path, char *err, size_t err_size) {
   /* unlink removes a symlink itself, not its target; a directory stays and
    * the exclusive create then says so. */
@@ -92,6 +127,7 @@ FILE *htp_file_create(const char *path, char *err, size_t err_size) {
     htp_set_error(err, err_size, "cannot create %s: %s", path, strerror(errno));
     return NULL;
   }
+  note_unfinished(path); /* before it exists: a signal between the two is covered */
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   FILE *file = fd < 0 ? NULL : fdopen(fd, "wb");
   if (!file) {
@@ -100,6 +136,7 @@ FILE *htp_file_create(const char *path, char *err, size_t err_size) {
       close(fd);
       unlink(path);
     }
+    note_finished(path);
   }
   return file;
 }
@@ -117,6 +154,7 @@ int htp_file_finish(FILE *file, int ok, const char *path, char *err, size_t err_
   if (ok)
     return 0;
   unlink(path);
+  note_finished(path);
   return htp_set_error(err, err_size, "cannot write %s: %s", path,
                        saved ? strerror(saved) : "write error");
 }
@@ -125,9 +163,11 @@ int htp_file_commit(const char *temporary, const char *path, char *err, size_t e
   if (rename(temporary, path) != 0) {
     int saved = errno;
     unlink(temporary);
+    note_finished(temporary);
     return htp_set_error(err, err_size, "cannot rename %s over %s: %s", temporary, path,
                          strerror(saved));
   }
+  note_finished(temporary);
   htp_sync_directory_of(path);
   return 0;
 }

@@ -66,6 +66,11 @@ FILE *htp_file_begin(const char *path, char *temporary, size_t temporary_size, c
                      size_t err_size);
 int htp_file_end(FILE *file, const char *temporary, const char *path, char *err,
                  size_t err_size);
+/* Unlinks every temporary htp_file_create made that is not yet committed
+ * or removed: for a signal handler (async-signal-safe: unlink and atomic
+ * loads), so that a run stopped by SIGINT or SIGTERM leaves the old files
+ * and no temporaries. */
+void htp_file_remove_unfinished(void);
 /* fsync of the directory that holds path, so that renames in it are on the
  * disk. 0, or -1 (errno). */
 int htp_sync_directory_of(const char *path);

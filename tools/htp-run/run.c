@@ -18,6 +18,7 @@
 #include "kernels/htp_kernel_table.h"
 #include "tools/htp-run/data.h"
 #include "tools/htp-run/errors.h"
+#include "tools/htp-run/file_map.h"
 #include "tools/htp-run/host.h"
 #include "tools/htp-run/npy.h"
 #include "tools/htp-run/paths.h"
@@ -361,6 +362,28 @@ static void explain_checked_faults(void) {
   sigaction(SIGBUS, &action, NULL);
 }
 
+/* SIGINT, SIGTERM, SIGHUP: the temporaries being written are removed (the
+ * old files stay, whole), then the process dies of the signal as before. */
+static void stop_on_signal(int signal_number) {
+  htp_file_remove_unfinished();
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
+static void remove_temporaries_when_stopped(void) {
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = stop_on_signal;
+  sigemptyset(&action.sa_mask);
+  const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+  for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+    struct sigaction before;
+    /* A signal the caller ignores (nohup) stays ignored. */
+    if (sigaction(stops[i], NULL, &before) == 0 && before.sa_handler != SIG_IGN)
+      sigaction(stops[i], &action, NULL);
+  }
+}
+
 /* mpi and nccl: the world first, from the launcher (its size is the tp,
  * and only rank 0 reports). Non-zero with err. */
 static int open_launcher_world(const htp_run_options *options, htp_run_state *state,
@@ -637,6 +660,7 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
    * which the writers report (and remove their temporary), instead of the
    * signal killing the process half way. */
   signal(SIGXFSZ, SIG_IGN);
+  remove_temporaries_when_stopped();
   htp_run_state state;
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);
