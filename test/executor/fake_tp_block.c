@@ -74,6 +74,10 @@ int32_t fake_block(void *rt_ctx, void *const *buffers) {
   const char *fail_with = getenv("FAKE_BLOCK_RETURN");
   if (fail_with)
     return (int32_t)atoi(fail_with);
+  /* FAKE_BLOCK_NULL: a crash that is no access of device memory (a write
+   * through NULL), which the checked device must not blame on one. */
+  if (getenv("FAKE_BLOCK_NULL"))
+    *(volatile int *)(uintptr_t)getenv("FAKE_BLOCK_NO_SUCH_VARIABLE") = 1;
   const float *x = buffers[0], *w1 = buffers[1], *w2 = buffers[2], *b2 = buffers[3],
               *qkv = buffers[4];
   float *y = buffers[5], *q = buffers[6], *h = buffers[7]; /* workspace: h[B][H] */

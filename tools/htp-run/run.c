@@ -338,16 +338,29 @@ static int check_device(const htp_run_state *state, char *err, size_t err_size) 
  * fault together: the first explains and dies, the others wait for that. */
 static volatile sig_atomic_t checked_fault_seen;
 
-static void checked_device_fault(int signal_number) {
+static void checked_device_fault(int signal_number, siginfo_t *info, void *context) {
+  (void)context;
   if (checked_fault_seen)
     for (;;)
       pause();
   checked_fault_seen = 1;
-  static const char message[] =
+  /* The arena's addresses have bit 62 set (kernels/checked/arena.c); a
+   * fault elsewhere (a stack overflow, memory short under ulimit -v) is
+   * another crash, said as such. */
+  /* A non-canonical address (bit 62) faults as a general protection
+   * fault: the kernel reports no address (SI_KERNEL). */
+  const uintptr_t address = (uintptr_t)info->si_addr;
+  static const char device[] =
       "htp-run: crashed on the checked device: most likely host code read or wrote device "
       "memory (an address with bit 62 set), which would be garbage or a fault on a GPU; "
       "gdb's backtrace shows where\n";
-  ssize_t written = write(STDERR_FILENO, message, sizeof message - 1);
+  static const char other[] =
+      "htp-run: crashed on the checked device, at an address that is not device memory (not "
+      "a host access of device memory: memory short, a stack overflow, a bug); gdb's "
+      "backtrace shows where\n";
+  const int tagged = info->si_code == SI_KERNEL || (address >> 62 & 1) != 0;
+  ssize_t written = write(STDERR_FILENO, tagged ? device : other,
+                          tagged ? sizeof device - 1 : sizeof other - 1);
   (void)written;
   signal(signal_number, SIG_DFL);
   raise(signal_number);
@@ -356,7 +369,8 @@ static void checked_device_fault(int signal_number) {
 static void explain_checked_faults(void) {
   struct sigaction action;
   memset(&action, 0, sizeof action);
-  action.sa_handler = checked_device_fault;
+  action.sa_sigaction = checked_device_fault;
+  action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
   sigaction(SIGSEGV, &action, NULL);
   sigaction(SIGBUS, &action, NULL);
