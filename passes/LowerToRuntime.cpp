@@ -851,12 +851,14 @@ struct LowerToRuntimePass : htp::impl::HTPLowerToRuntimeBase<LowerToRuntimePass>
     // The default entry: the module's choice (htp-compile --entry) when it
     // names a public function lowered here, else the only public one.
     auto chosen = module->getAttrOfType<StringAttr>(kDefaultEntryAttrName);
-    if (chosen && llvm::is_contained(publicNames, chosen.getValue().str())) {
+    std::string defaultEntry;
+    if (chosen && llvm::is_contained(publicNames, chosen.getValue().str()))
+      defaultEntry = chosen.getValue().str();
+    else if (publicNames.size() == 1)
+      defaultEntry = publicNames.front();
+    if (!defaultEntry.empty()) {
       OpBuilder builder(module.getContext());
-      defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, chosen.getValue().str());
-    } else if (publicNames.size() == 1) {
-      OpBuilder builder(module.getContext());
-      defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, publicNames.front());
+      defineStringGlobal(builder, module, HTP_DEFAULT_ENTRY_SYMBOL, defaultEntry);
     }
   }
 

@@ -92,6 +92,9 @@ int htp_check_writable_path(const char *path, char *err, size_t err_size) {
 enum { UNFINISHED_SLOTS = 16 };
 static char unfinished_path[UNFINISHED_SLOTS][4200];
 static atomic_int unfinished_state[UNFINISHED_SLOTS];
+/* Set by htp_file_remove_unfinished before it unlinks: a writer whose
+ * create raced it (its file made after the unlink) removes its own. */
+static atomic_int stopping;
 
 static void note_unfinished(const char *path) {
   if (strlen(path) >= sizeof unfinished_path[0])
@@ -106,7 +109,7 @@ static void note_unfinished(const char *path) {
   }
 }
 
-static void note_finished(const char *path) {
+void htp_file_forget(const char *path) {
   for (int i = 0; i < UNFINISHED_SLOTS; i++)
     if (atomic_load(&unfinished_state[i]) == 2 && strcmp(unfinished_path[i], path) == 0) {
       atomic_store(&unfinished_state[i], 0);
@@ -115,6 +118,7 @@ static void note_finished(const char *path) {
 }
 
 void htp_file_remove_unfinished(void) {
+  atomic_store(&stopping, 1);
   for (int i = 0; i < UNFINISHED_SLOTS; i++)
     if (atomic_load(&unfinished_state[i]) == 2)
       unlink(unfinished_path[i]);
@@ -136,7 +140,13 @@ FILE *htp_file_create(const char *path, char *err, size_t err_size) {
       close(fd);
       unlink(path);
     }
-    note_finished(path);
+    htp_file_forget(path);
+  } else if (atomic_load(&stopping)) {
+    /* The process is dying of a signal: the file may have been made after
+     * the handler's unlink. Removed here, and this thread waits for the end. */
+    unlink(path);
+    for (;;)
+      pause();
   }
   return file;
 }
@@ -154,7 +164,7 @@ int htp_file_finish(FILE *file, int ok, const char *path, char *err, size_t err_
   if (ok)
     return 0;
   unlink(path);
-  note_finished(path);
+  htp_file_forget(path);
   return htp_set_error(err, err_size, "cannot write %s: %s", path,
                        saved ? strerror(saved) : "write error");
 }
@@ -163,11 +173,11 @@ int htp_file_commit(const char *temporary, const char *path, char *err, size_t e
   if (rename(temporary, path) != 0) {
     int saved = errno;
     unlink(temporary);
-    note_finished(temporary);
+    htp_file_forget(temporary);
     return htp_set_error(err, err_size, "cannot rename %s over %s: %s", temporary, path,
                          strerror(saved));
   }
-  note_finished(temporary);
+  htp_file_forget(temporary);
   htp_sync_directory_of(path);
   return 0;
 }

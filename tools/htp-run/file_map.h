@@ -71,6 +71,9 @@ int htp_file_end(FILE *file, const char *temporary, const char *path, char *err,
  * loads), so that a run stopped by SIGINT or SIGTERM leaves the old files
  * and no temporaries. */
 void htp_file_remove_unfinished(void);
+/* For a writer that renames or removes its temporary itself (the
+ * checkpoint's pair, committed together): path is no longer unfinished. */
+void htp_file_forget(const char *path);
 /* fsync of the directory that holds path, so that renames in it are on the
  * disk. 0, or -1 (errno). */
 int htp_sync_directory_of(const char *path);

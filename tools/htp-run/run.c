@@ -344,11 +344,10 @@ static void checked_device_fault(int signal_number, siginfo_t *info, void *conte
     for (;;)
       pause();
   checked_fault_seen = 1;
-  /* The arena's addresses have bit 62 set (kernels/checked/arena.c); a
-   * fault elsewhere (a stack overflow, memory short under ulimit -v) is
-   * another crash, said as such. */
-  /* A non-canonical address (bit 62) faults as a general protection
-   * fault: the kernel reports no address (SI_KERNEL). */
+  /* The arena's addresses have bit 62 set (kernels/checked/arena.c), which
+   * makes them non-canonical: a general protection fault, for which the
+   * kernel reports no address (SI_KERNEL). A fault elsewhere (a NULL write,
+   * a stack overflow, memory short) is another crash, said as such. */
   const uintptr_t address = (uintptr_t)info->si_addr;
   static const char device[] =
       "htp-run: crashed on the checked device: most likely host code read or wrote device "

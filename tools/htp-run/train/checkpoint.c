@@ -297,13 +297,10 @@ int htp_train_starting_weights(const htp_train_options *train, const htp_signatu
 
 /* ----- Writing the checkpoint and its optimizer state. ----------------- */
 
-/* An output path must be a regular file where it exists, in a directory
- * where one can be created: checked before training, not after an epoch. */
+/* An output path must be in a directory where a file can be created:
+ * checked before training, not after an epoch (that one that exists is a
+ * regular file, paths.c checked for every output before the run). */
 int htp_train_check_output(const char *flag, const char *path, char *err, size_t err_size) {
-  struct stat info;
-  if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
-    return htp_set_error(err, err_size, "--%s %s: not a regular file (a directory, device or "
-                         "pipe?)", flag, path);
   char probe[4200];
   if ((size_t)snprintf(probe, sizeof probe, "%s.tmp", path) >= sizeof probe)
     return htp_set_error(err, err_size, "--%s: the name is too long", flag);
@@ -367,6 +364,7 @@ static int commit_checkpoint(const char *checkpoint, const htp_st_write *weights
   if (htp_safetensors_write_f32_at(path[CK_WEIGHTS_NEW], weights, count, metadata, err,
                                    err_size)) {
     remove(path[CK_OPTIM_NEW]);
+    htp_file_forget(path[CK_OPTIM_NEW]);
     return 1;
   }
   struct stat info;
@@ -381,6 +379,7 @@ static int commit_checkpoint(const char *checkpoint, const htp_st_write *weights
       return htp_set_error(err, err_size, "%s: cannot rename %s to %s: %s (the previous "
                            "checkpoint is still whole)", checkpoint, path[renames[r].from],
                            path[renames[r].to], strerror(errno));
+    htp_file_forget(path[renames[r].from]); /* a temporary, committed */
   }
   htp_sync_directory_of(checkpoint);
   crash_point();

@@ -1003,14 +1003,12 @@ static void release_job(train_job *job) {
   free(job->stragglers);
   htp_train_elastic_free(job);
   htp_train_free_metrics(job);
-  if (job->trace) { /* a run that failed before its end: the old trace stays */
-    fclose(job->trace);
-    unlink(job->trace_temporary);
-  }
+  if (job->trace) /* a run that never started: its trace goes, the old stays */
+    htp_file_finish(job->trace, 0, job->trace_temporary, NULL, 0);
   job->trace = NULL;
 }
 
-/* The outputs a training writes must not be directories or devices (the
+/* The outputs a training writes must be creatable where they are (the
  * checkpoint's .optim too); non-zero with err. */
 static int check_outputs(const htp_run_options *options, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
@@ -1740,16 +1738,18 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
     if (status == 0 && options->profile && state->process_rank <= 0)
       htp_report_profile(&state->outcome, job.tp, job.profiled_steps,
                          "training steps of the first epoch (after its first)");
-  }
-  /* The trace is a stream: a write that failed (a full disk, ulimit -f)
-   * shows at its close, and a run whose trace is cut short has failed. */
-  if (job.trace) {
-    char why[4600];
-    const int bad = htp_file_end(job.trace, job.trace_temporary, options->trace, why, sizeof why);
-    job.trace = NULL;
-    if (bad && status == 0)
-      status = htp_set_error(err, err_size, "--trace %s: %.1900s (a full disk or a file-size "
-                             "limit?): the old file is kept", options->trace, why);
+    /* The run's trace (a failed run's too: it says what led up to it)
+     * replaces the old one, unless a write failed (a full disk, ulimit -f).
+     * A run that never started leaves it to release_job: the old stays. */
+    if (job.trace) {
+      char why[4600];
+      const int bad =
+          htp_file_end(job.trace, job.trace_temporary, options->trace, why, sizeof why);
+      job.trace = NULL;
+      if (bad && status == 0)
+        status = htp_set_error(err, err_size, "--trace %s: %.1900s (a full disk or a file-size "
+                               "limit?): the old file is kept", options->trace, why);
+    }
   }
   release_job(&job);
   htp_idx_free_set(&train_set);
