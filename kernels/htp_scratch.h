@@ -273,13 +273,35 @@ typedef struct htp_balancer_memory {
   int64_t packed;                              /* the pairs' migrated-in units, summed */
 } htp_balancer_memory;
 
-/* The buffers hold whole floats: bytes of `elements` of `element_bytes`. */
-static inline int64_t htp_balancer_room_bytes(int64_t elements, int64_t element_bytes) {
+/* Each buffer's request in 4-byte words, the unit the buffers are kept in
+ * (they hold whole floats; -1: overflow). The runtime reserves exactly
+ * these for the units it holds, the bound below takes them at a layer's
+ * every unit: one formula for both. */
+static inline int64_t htp_balancer_words(int64_t elements, int64_t element_bytes) {
   int64_t bytes = htp__size_add(htp__size_mul(elements, element_bytes), 3);
-  return bytes < 0 ? -1 : bytes / 4 * 4;
+  return bytes < 0 ? -1 : bytes / 4;
+}
+/* A shard of `units` units (parts, width, model_dim as htp__units_floats):
+ * the compact shard's weights, a pair's packed units, one unit cut out; in
+ * backward (f32) the compact shard's gradients and the units' gradients. */
+static inline int64_t htp_balancer_shard_words(int64_t units, int64_t parts, int64_t width,
+                                               int64_t model_dim, int64_t element_bytes) {
+  return htp_balancer_words(htp__units_floats(units, parts, width, model_dim), element_bytes);
+}
+/* The compact shard's activations in forward: rows x units x width. */
+static inline int64_t htp_balancer_activation_words(int64_t rows, int64_t units, int64_t width,
+                                                    int64_t element_bytes) {
+  return htp_balancer_words(htp__size_mul(htp__size_mul(rows, units), width), element_bytes);
+}
+/* An MLP compact shard's backward scratch (f32): its hidden pre-activation,
+ * activation and gradient, rows x units x width each. */
+static inline int64_t htp_mlp_compact_backward_scratch_floats(int64_t rows, int64_t units,
+                                                              int64_t width) {
+  return htp__size_mul(htp__size_mul(htp__size_mul(rows, units), width), 3);
 }
 static inline void htp__balancer_need(htp_balancer_memory *m, htp_balancer_buffer which,
-                                      int64_t bytes) {
+                                      int64_t words) {
+  const int64_t bytes = words < 0 ? -1 : htp__size_mul(words, 4);
   if (bytes < 0 || m->shared[which] < 0) m->shared[which] = -1;
   else if (bytes > m->shared[which]) m->shared[which] = bytes;
 }
@@ -289,27 +311,25 @@ static inline void htp__balancer_need(htp_balancer_memory *m, htp_balancer_buffe
 static inline void htp_balancer_memory_forward(htp_balancer_memory *m, int64_t parts,
                                                int64_t width, int64_t model_dim, int64_t rows,
                                                int64_t units, int64_t element_bytes) {
-  const int64_t all = htp__units_floats(units, parts, width, model_dim);
-  htp__balancer_need(m, HTP_BALANCER_COMPACT_WEIGHTS, htp_balancer_room_bytes(all, element_bytes));
+  const int64_t all = htp_balancer_shard_words(units, parts, width, model_dim, element_bytes);
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_WEIGHTS, all);
   htp__balancer_need(m, HTP_BALANCER_COMPACT_SCRATCH,
-                     htp_balancer_room_bytes(htp__size_mul(htp__size_mul(rows, units), width),
-                                             element_bytes));
+                     htp_balancer_activation_words(rows, units, width, element_bytes));
   htp__balancer_need(m, HTP_BALANCER_UNITS,
-                     htp_balancer_room_bytes(htp__units_floats(1, parts, width, model_dim),
-                                             element_bytes));
-  const int64_t packed = htp_balancer_room_bytes(all, element_bytes);
+                     htp_balancer_shard_words(1, parts, width, model_dim, element_bytes));
+  const int64_t packed = all < 0 ? -1 : htp__size_mul(all, 4);
   m->packed = m->packed < 0 || packed < 0 ? -1 : htp__size_add(m->packed, packed);
 }
 /* A balanced pair's backward (f32): scratch_floats is its kernels' scratch
- * over all `units` (the attention backward's, or the MLP's 3 x rows x
- * units x width). */
+ * over all `units` (the attention backward's, or
+ * htp_mlp_compact_backward_scratch_floats). */
 static inline void htp_balancer_memory_backward(htp_balancer_memory *m, int64_t parts,
                                                 int64_t width, int64_t model_dim,
                                                 int64_t units, int64_t scratch_floats) {
-  const int64_t all = htp__size_mul(htp__units_floats(units, parts, width, model_dim), 4);
+  const int64_t all = htp_balancer_shard_words(units, parts, width, model_dim, 4);
   htp__balancer_need(m, HTP_BALANCER_COMPACT_WEIGHTS, all);
   htp__balancer_need(m, HTP_BALANCER_COMPACT_GRADS, all);
-  htp__balancer_need(m, HTP_BALANCER_COMPACT_SCRATCH, htp__size_mul(scratch_floats, 4));
+  htp__balancer_need(m, HTP_BALANCER_COMPACT_SCRATCH, scratch_floats);
   htp__balancer_need(m, HTP_BALANCER_UNITS, all);
 }
 /* What the buffers hold together (-1: overflow). */

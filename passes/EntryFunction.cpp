@@ -187,7 +187,7 @@ std::optional<int64_t> htp::balancerMemoryBytes(func::FuncOp func) {
       const int64_t units = htp__size_mul(fc1.getDimSize(0) / width, tp);
       htp_balancer_memory_backward(
           &memory, 1, width, input.getShape().back(), units,
-          htp__size_mul(htp__size_mul(htp__size_mul(leadingRows(input), units), width), 3));
+          htp_mlp_compact_backward_scratch_floats(leadingRows(input), units, width));
     }
   });
   const int64_t total = htp_balancer_memory_total(&memory);

@@ -407,7 +407,7 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
   htp__shard w;
   if (htp__balancer_compact_weights(b, call->pair, &mine, s->kept, s->num_kept, &u, &w) ||
       htp__balancer_reserve(b, &b->compact_scratch, &b->compact_scratch_capacity,
-                            htp__floats_room(call->rows * inner, u.elem)))
+                            htp_balancer_activation_words(call->rows, total, call->width, u.elem)))
     return HTP_KERNEL_ERR_NOMEM;
   void *act = b->compact_scratch; /* activations of the block's dtype */
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -702,16 +702,19 @@ static htp_result backward_with_in_units(htp_ctx *ctx, htp_balancer *b, const gr
       c->kind == HTP_PAIR_ATTENTION
           ? c->kernels->attention_backward_scratch_floats(c->batch, c->tokens, c->d, total,
                                                           c->width)
-          : 3 * c->rows * total * c->width;
+          : htp_mlp_compact_backward_scratch_floats(c->rows, total, c->width);
   shard w;
   if (all.kernel_scratch_floats < 0 ||
       htp__balancer_compact_weights(b, c->pair, &c->w, s->kept, own, &c->shape, &w) ||
       htp__balancer_reserve(b, &b->compact_dw, &b->compact_dw_capacity,
-                            (size_t)total * (size_t)per_unit) ||
+                            htp_balancer_shard_words(total, c->shape.parts, c->shape.width,
+                                                     c->shape.d, 4)) ||
       htp__balancer_reserve(b, &b->compact_scratch, &b->compact_scratch_capacity,
-                            (size_t)all.kernel_scratch_floats) ||
+                            all.kernel_scratch_floats) ||
       htp__reserve_floats(&b->grad_out, &b->grad_out_capacity, out_floats) ||
-      (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, out_floats)))
+      (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity,
+                                       htp_balancer_shard_words(pk->count, c->shape.parts,
+                                                                c->shape.width, c->shape.d, 4))))
     return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory for %lld units' weights "
                      "and gradients", c->hook, (int)c->pair, (long long)total);
   all.kernel_scratch = b->compact_scratch;
@@ -766,7 +769,10 @@ static htp_result return_gradients(htp_ctx *ctx, htp_balancer *b, const grad_cal
        * in place there. */
       const int device = c->memory.table != NULL;
       if (htp__reserve_floats(&b->unit_staging, &b->unit_staging_capacity, floats) ||
-          (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity, floats)))
+          (device && htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity,
+                                           htp_balancer_shard_words(flow->count, c->shape.parts,
+                                                                    c->shape.width, c->shape.d,
+                                                                    4))))
         return htp__fail(ctx, HTP_ERR_NOMEM, "%s: pair %d: out of memory", c->hook, (int)c->pair);
       r = htp_recv_host(ctx, b->unit_staging, floats * sizeof(float), flow->dst,
                    TAG_GRADIENTS + c->kind);

@@ -243,12 +243,6 @@ static inline int64_t htp__unit_floats(const htp_balancer_config *c, htp_pair_ki
 static inline int64_t htp__unit_bytes(const htp_balancer_config *c, htp_pair_kind kind) {
   return htp__unit_floats(c, kind) * htp__element_bytes(c);
 }
-/* The floats' room (htp__balancer_reserve's unit) that holds `elements`
- * elements of element_bytes each. */
-static inline size_t htp__floats_room(int64_t elements, int64_t element_bytes) {
-  return ((size_t)elements * (size_t)element_bytes + sizeof(float) - 1) / sizeof(float);
-}
-
 /* ----- Shards (unit_shard.c). A shard of `units` work units of one pair kind:
  *   first  [parts * units * width, d] (part q's rows of unit u at
  *          (q * units + u) * width: q of every unit | k | v, or fc1 rows),
@@ -320,10 +314,12 @@ int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *m
                                   htp__shard *out);
 /* The memory the context's weights are in (a device's, or the host's). */
 htp__unit_mover htp__balancer_memory(const htp_balancer *b);
-/* Buffers of b in that memory: *buffer grown to hold floats (contents kept
- * in host memory, not on a device: the device buffers are scratch, or
- * rewritten whole); 0, or -1 out of memory. release frees one (NULL: no-op). */
-int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, size_t floats);
+/* Buffers of b in that memory: *buffer grown to hold `words` floats (one of
+ * kernels/htp_scratch.h's htp_balancer_*_words, the formulas the
+ * compiler's bound sums; contents kept in host memory, not on a device: the
+ * device buffers are scratch, or rewritten whole); 0, or -1 out of memory
+ * (or words < 0: an overflowed size). release frees one (NULL: no-op). */
+int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, int64_t words);
 void htp__balancer_release(htp_balancer *b, float *buffer);
 
 /* ----- Site timing (site_timing.c). Now on the clock that times ctx's

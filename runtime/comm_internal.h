@@ -116,6 +116,7 @@ struct htp_ctx {
   int device;        /* CUDA device of the rank, -1 on CPU */
   void *cuda_stream; /* cudaStream_t of the rank (nccl), NULL otherwise */
   char last_error[HTP__MESSAGE_SIZE];
+  uint64_t error_count; /* failures recorded on the context (htp_ctx_error_count) */
   void *backend;
   double comm_seconds; /* inside collectives and transfers (htp_ctx_comm_seconds) */
   void *balancer;      /* htp_balancer attached by balancer.c, or NULL */

@@ -131,9 +131,9 @@ static int first_failed_rank(MPI_Comm comm, int *count) {
 static htp_result fail_lost(htp_ctx *ctx, const char *what) {
   int count = 0;
   const int lost = first_failed_rank(state_of(ctx->world)->comm, &count);
-  snprintf(ctx->last_error, sizeof ctx->last_error,
-           "%s: rank %d's process died (%d lost; htp_world_shrink goes on without it)", what,
-           lost, count);
+  htp__ctx_error(ctx, HTP_ERR_REMOTE,
+                 "%s: rank %d's process died (%d lost; htp_world_shrink goes on without it)",
+                 what, lost, count);
   htp__world_fail(ctx->world, ctx, HTP_ERR_REMOTE, lost, "rank %d: %s", ctx->rank,
                   ctx->last_error);
   return HTP_ERR_REMOTE;

@@ -77,6 +77,7 @@ htp_result htp__ctx_error(htp_ctx *ctx, htp_result code, const char *format, ...
     va_start(args, format);
     format_message(ctx->last_error, format, args);
     va_end(args);
+    ++ctx->error_count;
   }
   return code;
 }
@@ -126,6 +127,7 @@ htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *format, ...) {
   va_start(args, format);
   format_message(ctx->last_error, format, args);
   va_end(args);
+  ++ctx->error_count;
   htp__world_fail(ctx->world, ctx, code, ctx->rank, "rank %d: %s", ctx->rank, ctx->last_error);
   return code;
 }
@@ -612,6 +614,8 @@ int htp_ctx_size(const htp_ctx *ctx) { return ctx ? ctx->world->size : 0; }
 int htp_ctx_device(const htp_ctx *ctx) { return ctx ? ctx->device : -1; }
 void *htp_ctx_cuda_stream(const htp_ctx *ctx) { return ctx ? ctx->cuda_stream : NULL; }
 htp_world *htp_ctx_world(const htp_ctx *ctx) { return ctx ? ctx->world : NULL; }
+
+uint64_t htp_ctx_error_count(const htp_ctx *ctx) { return ctx ? ctx->error_count : 0; }
 
 const char *htp_last_error(const htp_ctx *ctx) {
   if (!ctx) return "ctx is NULL";

@@ -15,7 +15,9 @@
 #include <string.h>
 
 /* A hang with no duration of its own lasts at most this many deadlines; the
- * peers time out long before, which releases it. */
+ * peers time out long before, which releases it. A rank alone in its world
+ * has no peer to notice: it hangs one deadline, as long as a peer would
+ * have waited for it. */
 enum { HANG_CAP_DEADLINES = 10 };
 
 htp_result htp_world_add_fault(htp_world *world, const htp_fault *fault) {
@@ -92,13 +94,15 @@ htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration) {
     if (rc != HTP_OK) return htp__check_failed(ctx, "htp_fault_point (delay)");
     return HTP_OK;
   case HTP_FAULT_HANG: {
-    double cap = fault.seconds > 0 ? fault.seconds : HANG_CAP_DEADLINES * world->config.timeout_s;
+    const int alone = world->size == 1;
+    const double cap = fault.seconds > 0 ? fault.seconds
+                                         : (alone ? 1 : HANG_CAP_DEADLINES) * world->config.timeout_s;
     rc = world->ops->wait_failure(ctx, htp_now() + cap);
     if (rc == HTP_OK)
-      return htp__fail(ctx, HTP_ERR_TIMEOUT,
-                       "htp_fault_point: rank %d hung at iteration %lld for %.3g s and no "
-                       "peer noticed",
-                       ctx->rank, (long long)iteration, cap);
+      return htp__fail(ctx, HTP_ERR_TIMEOUT, "htp_fault_point: rank %d hung at iteration %lld for "
+                       "%.3g s and %s", ctx->rank, (long long)iteration, cap,
+                       alone ? "no peer could notice (a world of one rank): its own deadline ended it"
+                             : "no peer noticed");
     htp__check_failed(ctx, "htp_fault_point");
     return htp__ctx_error(ctx, HTP_ERR_REMOTE,
                           "htp_fault_point: rank %d hung at iteration %lld (fault injection) "

@@ -252,6 +252,10 @@ HTP_API void *htp_ctx_cuda_stream(const htp_ctx *ctx);
 /* The message of the last failure on this context ("" if none; never NULL).
  * Successful calls keep it. Valid until the next call on ctx. */
 HTP_API const char *htp_last_error(const htp_ctx *ctx);
+/* How many failures the context has recorded (0 for NULL): a caller that
+ * reads it before and after a call knows whether htp_last_error is that
+ * call's, even where the message repeats an older one. */
+HTP_API uint64_t htp_ctx_error_count(const htp_ctx *ctx);
 
 /* ===== Collectives and transfers ======================================== *
  * Every rank calls each collective in the same order with the same count.

@@ -54,6 +54,7 @@ static htp_result refuse(htp_ctx *ctx, htp_result code, const char *format, ...)
     va_start(args, format);
     vsnprintf(ctx->last_error, sizeof ctx->last_error, format, args);
     va_end(args);
+    ++ctx->error_count;
   }
   return code;
 }

@@ -60,7 +60,7 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   void *one = dst;
   if (on_device(b)) {
     if (htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity,
-                              htp__floats_room(htp__unit_floats(c, kind), u.elem)))
+                              htp_balancer_shard_words(1, u.parts, u.width, u.d, u.elem)))
       return -1;
     one = b->unit_device;
   }
@@ -75,7 +75,7 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
  * grows and is kept, as the host one). */
 static htp_result upload_packed(htp_balancer *b, int pair, htp__packed_pair *pk, size_t bytes) {
   if (!on_device(b) || bytes == 0) return HTP_OK;
-  if (htp__balancer_reserve(b, &pk->device, &pk->device_capacity, htp__floats_room((int64_t)bytes, 1)))
+  if (htp__balancer_reserve(b, &pk->device, &pk->device_capacity, htp_balancer_words((int64_t)bytes, 1)))
     return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "htp_balancer: pair %d: no device memory for "
                           "%zu bytes of migrated units", pair, bytes);
   return htp_mem_upload(b->ctx, pk->device, pk->data, bytes);
@@ -141,7 +141,7 @@ int htp__balancer_compact_weights(htp_balancer *b, int pair, const htp__shard *m
   const int64_t total = count + pk->count, per_unit = htp__unit_floats(&b->config, kind);
   const int64_t cap = b->config.planner.units_per_rank[kind];
   if (htp__balancer_reserve(b, &b->compact_w, &b->compact_w_capacity,
-                            htp__floats_room(total * per_unit, u->elem)))
+                            htp_balancer_shard_words(total, u->parts, u->width, u->d, u->elem)))
     return -1;
   *out = htp__shard_at(b->compact_w, total, u);
   const htp__unit_mover memory = htp__balancer_memory(b);
@@ -161,7 +161,9 @@ htp__unit_mover htp__balancer_memory(const htp_balancer *b) {
   return (htp__unit_mover){htp__kernel_table(b->ctx), htp__kernel_env(b->ctx)};
 }
 
-int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, size_t floats) {
+int htp__balancer_reserve(htp_balancer *b, float **buffer, size_t *capacity, int64_t words) {
+  if (words < 0) return -1;
+  const size_t floats = (size_t)words;
   if (!on_device(b)) return htp__reserve_floats(buffer, capacity, floats);
   if (floats <= *capacity) return 0;
   htp__balancer_release(b, *buffer);

@@ -273,13 +273,21 @@ static void test_profile(void **state) {
   assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
   float a[64], b[64];
   for (int i = 0; i < 64; i++) a[i] = b[i] = (float)i;
+  assert_int_equal(htp_ctx_error_count(ctx), 0);
   assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_ERR_INVALID); /* not started */
   assert_non_null(strstr(htp_last_error(ctx), "no profile started"));
+  assert_int_equal(htp_ctx_error_count(ctx), 1);
+  /* The same failure again: the message repeats, the count tells it apart. */
+  assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_error_count(ctx), 2);
   assert_int_equal(htp_ctx_profile_start(ctx, 0), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_error_count(ctx), 3);
+  assert_int_equal(htp_ctx_error_count(NULL), 0);
   /* A misused profile is the caller's error: the world goes on. */
   assert_int_equal(htp_world_status(world), HTP_OK);
   assert_int_equal(htp_ctx_profile_start(ctx, 2), HTP_OK);
   assert_int_equal(htp_op_add_f32(ctx, a, b, b, 64), HTP_OK); /* before an iteration */
+  assert_int_equal(htp_ctx_error_count(ctx), 3); /* successes keep it */
   assert_int_equal(htp_ctx_profile_calls(ctx), 0);
   assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_OK);
   assert_int_equal(htp_op_add_f32(ctx, a, b, b, 64), HTP_OK);

@@ -47,12 +47,11 @@ int htp_rank_step_run(const htp_rank_step *step, long iteration, double slowdown
   STEP_TRY(htp_ctx_mark(ctx, 0), "the start mark");
   /* The context keeps its last error: one left from before the call (an
    * unsupported htp_mem_info, say) is not why the entry failed. */
-  char before[256];
-  snprintf(before, sizeof before, "%s", htp_last_error(ctx));
+  const uint64_t errors_before = htp_ctx_error_count(ctx);
   int32_t code = step->fn(ctx, step->buffers);
   if (code != 0)
     return htp_step_fail(failure, code, step->entry,
-                         strncmp(before, htp_last_error(ctx), sizeof before - 1) != 0
+                         htp_ctx_error_count(ctx) != errors_before
                              ? htp_last_error(ctx)
                              : "it returned the code without a runtime call failing "
                                "(no message)");
