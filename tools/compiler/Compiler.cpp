@@ -13,6 +13,7 @@
 #include "passes/Passes.h"
 #include "runtime/htp_entry.h"
 #include "tools/compiler/Nesting.h"
+#include "tools/compiler/OutOfMemory.h"
 #include "tools/htp-run/entry.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -327,7 +328,11 @@ static int jitList(const char *path, void (*each)(void *user, const char *name),
   return static_cast<int>(names.size());
 }
 
+static void exitOnOutOfMemoryC(const char *tool, void (*cleanup)(void)) {
+  mlir::htp::exitOnOutOfMemory(tool, cleanup);
+}
+
 extern "C" const htp_compiler *htp_jit_compiler(void) {
-  static const htp_compiler jit = {jitLoad, jitUnload, jitList};
+  static const htp_compiler jit = {jitLoad, jitUnload, jitList, exitOnOutOfMemoryC};
   return &jit;
 }

@@ -10,12 +10,14 @@
 #include "tools/compiler/Compiler.h"
 
 #include "runtime/htp_entry.h"
+#include "tools/compiler/OutOfMemory.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 
@@ -83,6 +85,8 @@ static std::string temporaryBeside(const std::string &path) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Memory short: the temporaries (registered below) go, exit 1.
+  mlir::htp::exitOnOutOfMemory("htp-compile", [] { llvm::sys::RunInterruptHandlers(); });
   cl::HideUnrelatedOptions(htpCategory);
   // Errors said here and exit 2 (LLVM's default exits 1: a failed compile).
   if (!cl::ParseCommandLineOptions(argc, argv,
@@ -153,6 +157,7 @@ int main(int argc, char **argv) {
     return 1;
 
   const std::string written = temporaryBeside(outputPath);
+  llvm::sys::RemoveFileOnSignal(written); // a signal or memory short: removed
   std::string objectPath = written;
   if (emitKind == "so") {
     llvm::SmallString<128> temporary;
@@ -162,6 +167,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     objectPath = temporary.str().str();
+    llvm::sys::RemoveFileOnSignal(objectPath);
   }
   if (!mlir::htp::emitObjectFile(*module, objectPath, errors)) {
     llvm::errs() << "htp-compile: error: " << errors;

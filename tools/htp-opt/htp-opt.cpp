@@ -8,6 +8,7 @@
 #include "dialect/HTPDialect.h"
 #include "passes/Passes.h"
 #include "tools/compiler/Nesting.h"
+#include "tools/compiler/OutOfMemory.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -17,7 +18,33 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/// Puts `text` back as stdin (a memory file at offset 0), once it has been
+/// read for the nesting scan.
+static bool restoreStdin(llvm::StringRef text) {
+  int fd = memfd_create("htp-opt-stdin", MFD_CLOEXEC);
+  bool ok = fd >= 0;
+  for (size_t done = 0; ok && done < text.size();) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    ok = n > 0;
+    done += ok ? static_cast<size_t>(n) : 0;
+  }
+  ok = ok && lseek(fd, 0, SEEK_SET) == 0 && dup2(fd, STDIN_FILENO) == STDIN_FILENO;
+  if (!ok)
+    llvm::errs() << "htp-opt: error: holding stdin: " << strerror(errno) << "\n";
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
 int main(int argc, char **argv) {
+  mlir::htp::exitOnOutOfMemory("htp-opt");
   mlir::registerAllPasses();
   mlir::htp::registerHTPPassesAndPipeline();
   mlir::DialectRegistry registry;
@@ -35,15 +62,30 @@ int main(int argc, char **argv) {
                  << "' is not a regular file (a directory, device or pipe?)\n";
     return 1;
   }
-  // Nesting deep enough to overflow the parser's stack is refused first
-  // (a regular file: stdin would be consumed).
+  // Nesting deep enough to overflow the parser's stack is refused first.
+  // Stdin (not a terminal: a person typing is no threat and --help must not
+  // wait) is read whole here and handed on as a memory file in its place,
+  // so MLIR still reads "<stdin>".
+  std::unique_ptr<llvm::MemoryBuffer> text;
   if (input != "-" && llvm::sys::fs::is_regular_file(status)) {
     auto buffer = llvm::MemoryBuffer::getFile(input);
-    std::string deep = buffer ? mlir::htp::nestingProblem((*buffer)->getBuffer()) : "";
-    if (!deep.empty()) {
-      llvm::errs() << "htp-opt: error: " << input << ": " << deep << "\n";
+    if (buffer)
+      text = std::move(*buffer);
+  } else if (input == "-" && !isatty(STDIN_FILENO)) {
+    auto buffer = llvm::MemoryBuffer::getSTDIN();
+    if (!buffer) {
+      llvm::errs() << "htp-opt: error: reading stdin: " << buffer.getError().message() << "\n";
       return 1;
     }
+    text = std::move(*buffer);
+    if (!restoreStdin(text->getBuffer()))
+      return 1;
+  }
+  std::string deep = text ? mlir::htp::nestingProblem(text->getBuffer()) : "";
+  if (!deep.empty()) {
+    llvm::errs() << "htp-opt: error: " << (input == "-" ? "<stdin>" : input) << ": " << deep
+                 << "\n";
+    return 1;
   }
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
 }

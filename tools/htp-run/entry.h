@@ -51,6 +51,11 @@ typedef struct htp_compiler {
    * table. Returns how many, or -1 with a message in err. */
   int (*list)(const char *path, void (*each)(void *user, const char *name), void *user,
               char *err, size_t err_size);
+  /* NULL, or: from here on memory running short inside the compiler's
+   * libraries (C++: LLVM, MLIR, any `new` in the process) is "TOOL: error:
+   * out of memory" and exit status 1 after cleanup (async-signal-safe),
+   * not SIGABRT. */
+  void (*exit_on_out_of_memory)(const char *tool, void (*cleanup)(void));
 } htp_compiler;
 
 /* The JIT, or NULL in a build without MLIR (tools/compiler/). */

@@ -674,6 +674,8 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
    * signal killing the process half way. */
   signal(SIGXFSZ, SIG_IGN);
   remove_temporaries_when_stopped();
+  if (jit && jit->exit_on_out_of_memory)
+    jit->exit_on_out_of_memory("htp-run", htp_file_remove_unfinished);
   htp_run_state state;
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);

@@ -373,6 +373,6 @@ static int so_list(const char *path, void (*each)(void *user, const char *name),
 }
 
 const htp_compiler *htp_so_loader(void) {
-  static const htp_compiler loader = {so_load, so_unload, so_list};
+  static const htp_compiler loader = {so_load, so_unload, so_list, NULL};
   return &loader;
 }
