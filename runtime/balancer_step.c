@@ -20,9 +20,10 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   if (plan) *plan = NULL;
   if (!b) return HTP_ERR_INVALID;
   htp_ctx *ctx = b->ctx;
-  if (!plan) return htp__ctx_error(ctx, HTP_ERR_INVALID, "htp_balancer_step: plan is NULL");
+  /* Collective: bad arguments fail the world (the peers stop at once). */
+  if (!plan) return htp__fail(ctx, HTP_ERR_INVALID, "htp_balancer_step: plan is NULL");
   if (!(compute_seconds > 0.0) || !isfinite(compute_seconds))
-    return htp__ctx_error(ctx, HTP_ERR_INVALID,
+    return htp__fail(ctx, HTP_ERR_INVALID,
                           "htp_balancer_step: compute_seconds %g is not finite and > 0",
                           compute_seconds);
   /* Site seconds: -1 says "not measured" (a hookless balancer). */

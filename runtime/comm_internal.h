@@ -39,6 +39,13 @@ static inline size_t htp__elem_size(htp__elem elem) {
   return elem == HTP__ELEM_BF16 ? sizeof(htp_bf16) : sizeof(float);
 }
 
+/* Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte (addresses
+ * compared as integers: the buffers may be unrelated objects). */
+static inline int htp__overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
 static inline const char *htp__allreduce_name(htp__elem elem) {
   return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bf16" : "htp_allreduce_sum_f32";
 }

@@ -170,9 +170,9 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
   if (config->backend == HTP_BACKEND_LOCAL && config->world_size < 1)
     REJECT("htp_world_create: world_size is %d; the local backend needs >= 1",
            config->world_size);
-  if (config->world_size < 0)
-    REJECT("htp_world_create: world_size is %d; use >= 1, or 0 for the size of MPI",
-           config->world_size);
+  if (config->world_size < 0 || config->world_size > HTP_WORLD_MAX_SIZE)
+    REJECT("htp_world_create: world_size is %d; use 1 to %d, or 0 for the size of MPI",
+           config->world_size, HTP_WORLD_MAX_SIZE);
   if (config->standbys < 0 || (config->standbys > 0 && config->backend != HTP_BACKEND_MPI))
     REJECT("htp_world_create: standbys is %d; standby processes (>= 0) are the mpi "
            "backend's", config->standbys);
@@ -413,6 +413,18 @@ int htp_backend_available(htp_backend backend) {
 
 void htp_world_destroy(htp_world *world) {
   if (!world) return;
+  /* A context left would read the freed world: keep it (a leak, said) rather
+   * than let a misuse become a use after free. */
+  pthread_mutex_lock(&world->lock);
+  int live = -1;
+  for (int r = 0; r < world->size && live < 0; ++r)
+    if (world->rank_taken && world->rank_taken[r]) live = r;
+  pthread_mutex_unlock(&world->lock);
+  if (live >= 0) {
+    fprintf(stderr, "htp_world_destroy: rank %d still has a context (destroy every context "
+            "first): the world is left allocated\n", live);
+    return;
+  }
   /* A world made later at the same address must not read this one's message. */
   if (thread_world_error.world == world) thread_world_error.world = NULL;
   world->ops->world_destroy(world);
@@ -700,8 +712,12 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
                   "%s: send (%p) or recv (%p) is NULL with count %zu", what, send, recv, count);
   HTP__INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large", what,
                   count);
-  SPACE_CHECK(ctx, what, "send", send, count, HTP__SPACE_DEVICE);
-  SPACE_CHECK(ctx, what, "recv", recv, count, HTP__SPACE_DEVICE);
+  const size_t bytes = count * htp__elem_size(elem);
+  HTP__INVALID_IF(ctx, send != recv && htp__overlap(send, bytes, recv, bytes),
+                  "%s: send (%p) and recv (%p) overlap without being equal (in place)", what, send,
+                  recv);
+  SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
   BACKEND_CALL(ctx, what,
                ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
 }
@@ -723,8 +739,13 @@ static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, vo
                   bytes);
   HTP__INVALID_IF(ctx, bytes > ((size_t)-1) / 2 / (size_t)ctx->world->size,
                   "htp_allgather: bytes %zu times %d ranks is too large", bytes, ctx->world->size);
+  const size_t all = bytes * (size_t)ctx->world->size;
+  HTP__INVALID_IF(ctx, send != (const char *)recv + (size_t)ctx->rank * bytes &&
+                           htp__overlap(send, bytes, recv, all),
+                  "htp_allgather: send (%p) overlaps recv (%p, %zu bytes) without being this "
+                  "rank's slot (in place)", send, recv, all);
   SPACE_CHECK(ctx, "htp_allgather", "send", send, bytes, space);
-  SPACE_CHECK(ctx, "htp_allgather", "recv", recv, bytes, space);
+  SPACE_CHECK(ctx, "htp_allgather", "recv", recv, all, space);
   BACKEND_CALL(ctx, "htp_allgather",
                ctx->world->ops->allgather(ctx, space, send, recv, bytes, deadline_of(ctx)));
 }

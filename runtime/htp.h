@@ -128,10 +128,12 @@ typedef enum htp_device {
                           * catch on the CPU what would fail on a GPU; every build */
 } htp_device;
 
+#define HTP_WORLD_MAX_SIZE 65536 /* ranks of one world */
 typedef struct htp_config {
   uint32_t magic;
   htp_backend backend;  /* default HTP_BACKEND_LOCAL */
-  int world_size;       /* local: number of ranks (>= 1); mpi/nccl: 0 = from MPI */
+  int world_size;       /* local: number of ranks (1 to HTP_WORLD_MAX_SIZE); mpi/nccl:
+                         * 0 = from MPI */
   double timeout_s;     /* deadline of every blocking wait, in (0, 1e7]; default 60 s */
   htp_device device;    /* kernel table of every context; default HTP_DEVICE_CPU. CUDA:
                          * the rank's device (nccl: the one it drives; else device 0) */
@@ -162,7 +164,9 @@ typedef struct htp_config {
 
 /* Creates a world from *config (copied; the caller keeps config). *world is
  * set to NULL on failure. Errors: HTP_ERR_INVALID (NULL pointer, bad magic,
- * unknown backend, world_size < 1 for local or < 0, timeout_s out of range,
+ * unknown backend, world_size < 1 for local or < 0, or above
+ * HTP_WORLD_MAX_SIZE (65536 ranks: a world keeps state per rank), timeout_s
+ * out of range,
  * mpi world_size different from MPI's), HTP_ERR_UNSUPPORTED (backend not
  * built in), HTP_ERR_SYSTEM (MPI/CUDA/NCCL failed), HTP_ERR_NOMEM. There is
  * no context yet to hold a message: htp_world_create_verbose writes it. */
@@ -177,8 +181,10 @@ HTP_API int htp_backend_available(htp_backend backend);
  * an MPI with ULFM), else 0. */
 HTP_API int htp_backend_can_shrink(htp_backend backend);
 /* Destroy after every context of the world was destroyed (local: after the
- * rank threads were joined). Never blocks on a peer; see the mpi notes above
- * for what it does with a failed MPI world. */
+ * rank threads were joined); a world with a context left is not freed (a
+ * message on stderr, the memory leaks), so that context stays usable
+ * rather than reading freed memory. Never blocks on a peer; see the mpi
+ * notes above for what it does with a failed MPI world. */
 HTP_API void htp_world_destroy(htp_world *world);
 /* After processes of an mpi world died: a world of the live ones, ranks
  * renumbered in their old order, in *survivors; lost[] gets the old ranks
@@ -281,7 +287,7 @@ HTP_API uint64_t htp_ctx_error_count(const htp_ctx *ctx);
  * pointers for local/mpi, device pointers for nccl. */
 
 /* recv[i] = sum over ranks of send[i], count floats. recv may equal send (in
- * place); otherwise they must not overlap. local: the sum is taken in rank
+ * place); otherwise they must not overlap (refused). local: the sum is taken in rank
  * order, so results are bitwise reproducible and equal on every rank; mpi and
  * nccl use their library's order (see the backend notes). */
 HTP_API htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count);
@@ -292,7 +298,7 @@ HTP_API htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float 
 HTP_API htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
                                           size_t count);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
- * be exactly recv + rank * bytes (in place); otherwise no overlap. */
+ * be exactly recv + rank * bytes (in place); another overlap is refused. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);
 /* The same on host memory whatever the device, over the host world: control
  * values (timings, counts), which on a GPU would otherwise need a device
@@ -991,15 +997,19 @@ HTP_API htp_result htp_mem_kernels_own(htp_ctx *ctx, uint64_t *bytes);
  * iteration i. A call inside a timed one (an op a hook or a fused op makes)
  * is in that one's time. A profiled iteration therefore takes longer than
  * an unprofiled one (no call overlaps the next; each starts from an idle
- * stream). start: room for `iterations` iterations (a new start discards
- * the old profile); iteration: the calls that follow are the next
- * iteration's (HTP_ERR_INVALID past `iterations`); calls: the places seen;
+ * stream). start: room for `iterations` iterations, 1 to
+ * HTP_PROFILE_MAX_ITERATIONS (a new start discards the old profile);
+ * iteration: the calls that follow are the next iteration's
+ * (HTP_ERR_INVALID past `iterations`, and from then on no call is booked:
+ * the profile holds its first `iterations`); calls: the places seen;
  * call: place k's name (the first call's there; a string the runtime
  * keeps) and *seconds its `iterations` seconds, NAN where nothing was
- * booked (NULL for a bad place); stop frees it (htp_ctx_destroy does too).
+ * booked (NULL, and *seconds NULL, for a bad place); stop frees it
+ * (htp_ctx_destroy does too).
  * A failing mark stops the booking; the calls themselves never fail for
  * the profile. Refusals (HTP_ERR_INVALID, HTP_ERR_NOMEM) leave their
  * message on ctx and, unlike a bad call's, do not fail the world. */
+#define HTP_PROFILE_MAX_ITERATIONS 100000 /* each place holds a double per iteration */
 HTP_API htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations);
 HTP_API htp_result htp_ctx_profile_iteration(htp_ctx *ctx);
 HTP_API int htp_ctx_profile_calls(const htp_ctx *ctx);

@@ -224,7 +224,8 @@ HTP_API htp_result htp_op_linear_gelu_bf16(htp_ctx *ctx, const uint16_t *x, cons
                                            const uint16_t *b, uint16_t *y, int64_t rows,
                                            int64_t in_features, int64_t out_features,
                                            int32_t tanh_approx);
-/* dst = src (bytes bytes, no overlap): a compiled block's result copies,
+/* dst = src (bytes bytes; dst == src does nothing, another overlap is
+ * refused): a compiled block's result copies,
  * which may live on the device. bytes 0 is a no-op. */
 HTP_API htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes);
 

@@ -254,6 +254,9 @@ htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   const char *what = "htp_op_copy";
   if (bytes == 0) return HTP_OK;
   HTP__INVALID_IF(ctx, !dst || !src, "%s: dst or src is NULL with bytes %zu", what, bytes);
+  if (dst == src) return HTP_OK; /* nothing to move */
+  HTP__INVALID_IF(ctx, htp__overlap(dst, bytes, src, bytes), "%s: dst (%p) and src (%p) overlap "
+                  "(%zu bytes)", what, dst, src, bytes);
   OP_TIMED(ctx, what, copy, dst, src, bytes);
 }
 

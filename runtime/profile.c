@@ -27,6 +27,9 @@ typedef struct htp__profile {
   const char **names; /* per place: the first call's name there */
   double *seconds;    /* room x iterations, NAN where no call was booked */
   int broken;         /* a mark failed: the profile stops booking */
+  int full;           /* an iteration past `iterations` was refused: so is
+                       * every call after it (none overwrites the last
+                       * iteration's, none adds places) */
 } htp__profile;
 
 static int grow(htp__profile *p, int places) {
@@ -69,9 +72,9 @@ static int profile_timer(htp_ctx *ctx, int which, double *seconds) {
 }
 
 htp_result htp_ctx_profile_start(htp_ctx *ctx, int iterations) {
-  if (!ctx || iterations < 1)
+  if (!ctx || iterations < 1 || iterations > HTP_PROFILE_MAX_ITERATIONS)
     return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_start: ctx is NULL or iterations %d "
-                  "< 1", iterations);
+                  "not in [1, %d]", iterations, HTP_PROFILE_MAX_ITERATIONS);
   htp_ctx_profile_stop(ctx);
   htp__profile *p = calloc(1, sizeof *p);
   if (!p) return refuse(ctx, HTP_ERR_NOMEM, "htp_ctx_profile_start: out of memory");
@@ -85,9 +88,11 @@ htp_result htp_ctx_profile_iteration(htp_ctx *ctx) {
   if (!ctx || !ctx->profile)
     return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_iteration: no profile started");
   htp__profile *p = ctx->profile;
-  if (p->iteration + 1 >= p->iterations)
+  if (p->iteration + 1 >= p->iterations) {
+    p->full = 1;
     return refuse(ctx, HTP_ERR_INVALID, "htp_ctx_profile_iteration: the profile holds %d "
-                  "iterations", p->iterations);
+                  "iterations; the calls after this are not booked", p->iterations);
+  }
   p->iteration++;
   p->next = 0;
   return HTP_OK;
@@ -98,6 +103,7 @@ int htp_ctx_profile_calls(const htp_ctx *ctx) {
 }
 
 const char *htp_ctx_profile_call(const htp_ctx *ctx, int call, const double **seconds) {
+  if (seconds) *seconds = NULL;
   if (!ctx || !ctx->profile || call < 0 || call >= ctx->profile->count) return NULL;
   const htp__profile *p = ctx->profile;
   if (seconds) *seconds = p->seconds + (size_t)call * (size_t)p->iterations;
@@ -114,7 +120,7 @@ void htp_ctx_profile_stop(htp_ctx *ctx) {
 
 int htp__profile_begin(htp_ctx *ctx) {
   htp__profile *p = ctx ? ctx->profile : NULL;
-  if (!p || p->broken || p->iteration < 0) return 0;
+  if (!p || p->broken || p->full || p->iteration < 0) return 0;
   if (p->depth++ > 0) return 2; /* inside a timed call: in its time */
   /* Work queued before this call is not its own: wait for it first. */
   const htp_kernel_table *k = ctx->kernels;

@@ -128,8 +128,10 @@ htp_result htp_balancer_end_iteration(htp_balancer *b, const htp_iteration_measu
   if (plan_out) *plan_out = NULL;
   if (times) *times = (htp_iteration_times){0};
   if (!b) return HTP_ERR_INVALID;
+  /* Collective: bad arguments fail the world, so the peers stop at once
+   * instead of waiting out their deadline for this rank. */
   if (!measured || !measure_is_valid(measured))
-    return htp__ctx_error(b->ctx, HTP_ERR_INVALID,
+    return htp__fail(b->ctx, HTP_ERR_INVALID,
                           measured ? "htp_balancer_end_iteration: a measured figure (wall %g, comm "
                                      "%g, thread %g seconds) is negative or not finite"
                                    : "htp_balancer_end_iteration: measured is NULL",

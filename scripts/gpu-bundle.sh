@@ -155,7 +155,7 @@ stage=$root/gpu-bundle.new
 nvcc=$cuda_home/bin/nvcc
 [ -x "$nvcc" ] || die "no nvcc at $nvcc (set CUDA_HOME)"
 command -v cmake >/dev/null || die "no cmake"
-command -v patchelf >/dev/null || die "no patchelf (Debian: apt-get install patchelf)"
+command -v patchelf >/dev/null || die "no patchelf (scripts/setup.sh installs it)"
 command -v readelf >/dev/null || die "no readelf (binutils)"
 
 # --- 1. The MLIR-free part, CUDA for sm_90, no MPI ------------------------------

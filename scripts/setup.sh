@@ -20,6 +20,7 @@ packages=(
   python3-matplotlib                                     # htp-plot: traces and policy comparisons as PNG
   clang-22 libclang-rt-22-dev                            # libFuzzer targets (test/fuzz)
   zlib1g-dev                                             # gzipped IDX files (training data)
+  patchelf                                               # scripts/gpu-bundle.sh: RUNPATH $ORIGIN on the bundled libraries
   dataset-fashion-mnist                                  # the training data (issue 9), ~30 MB
 )
 

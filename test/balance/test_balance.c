@@ -859,6 +859,28 @@ done:
   return NULL;
 }
 
+/* A bad measure on one rank fails the world: its peer's end_iteration
+ * returns at once (HTP_ERR_REMOTE), not after its 10 s deadline. */
+static void *bad_measure_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 1}, HTP_SELECT_RANDOM,
+                 0, 0};
+  htp_balancer_config c = balancer_config(&sc);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  const htp_iteration_measure measured = {run->rank == 0 ? NAN : 1.0, 0, 0};
+  const double start = htp_now();
+  const htp_result r = htp_balancer_end_iteration(b, &measured, NULL, NULL);
+  CHECK(r == (run->rank == 0 ? HTP_ERR_INVALID : HTP_ERR_REMOTE));
+  CHECK(htp_now() - start < 5.0);
+done:
+  htp_balancer_destroy(b);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
 /* 7: every bad argument is refused with a message, nothing crashes. */
 static void test_07_bad_arguments(void **unused) {
   (void)unused;
@@ -866,6 +888,7 @@ static void test_07_bad_arguments(void **unused) {
   model_init(m, 1, 3);
   the_model = m;
   run_world(1, bad_arguments_main, NULL);
+  run_world(2, bad_measure_main, NULL);
   model_free(m);
   free(m);
 }

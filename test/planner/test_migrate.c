@@ -225,15 +225,17 @@ static void *step_main(void *arg) {
     CHECK(plan == htp_planner_plan(htp_balancer_planner(b)));
   }
   CHECK(plan->straggler[3] && plan->action[3] == HTP_ACTION_MIGRATE);
-  const htp_plan *refused = plan;
-  CHECK(htp_balancer_step(b, -1.0, &refused) == HTP_ERR_INVALID && !refused);
-  CHECK(strstr(htp_last_error(ctx), "compute_seconds") != NULL);
-  CHECK(htp_balancer_step(NULL, 1.0, &refused) == HTP_ERR_INVALID);
   comm_total[run->rank] = htp_ctx_comm_seconds(ctx) - comm_start;
   step_plans[run->rank] = plan;
   CHECK(htp_barrier(ctx) == HTP_OK); /* every plan published ... */
   if (!htp_plan_equal(step_plans[0], plan)) plans_differ = 1;
   CHECK(htp_barrier(ctx) == HTP_OK); /* ... and compared before any goes */
+  /* Refused, and (a collective) the world fails, last. */
+  const htp_plan *refused = plan;
+  CHECK(htp_balancer_step(b, -1.0, &refused) == HTP_ERR_INVALID && !refused);
+  CHECK(strstr(htp_last_error(ctx), "compute_seconds") != NULL);
+  CHECK(htp_balancer_step(NULL, 1.0, &refused) == HTP_ERR_INVALID);
+  CHECK(htp_world_status(run->world) != HTP_OK);
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);

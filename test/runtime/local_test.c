@@ -148,6 +148,8 @@ static void test_config_errors(void **state) {
   expect_config_rejected(config, HTP_ERR_INVALID, "world_size");
   config.world_size = -2;
   expect_config_rejected(config, HTP_ERR_INVALID, "world_size");
+  config.world_size = HTP_WORLD_MAX_SIZE + 1; /* (1 << 30 allocated 40 GiB) */
+  expect_config_rejected(config, HTP_ERR_INVALID, "use 1 to 65536");
   config = good;
   config.timeout_s = 0;
   expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s");
@@ -254,6 +256,11 @@ static void test_ctx_errors(void **state) {
   assert_non_null(strstr(htp_world_last_error(world), "already"));
   htp_ctx_destroy(ctx);
   assert_int_equal(htp_ctx_create(world, 1, &ctx), HTP_OK); /* free again */
+  /* Destroying the world under a live context leaves it allocated (said on
+   * stderr): the context still works, and a later destroy frees it. */
+  htp_world_destroy(world);
+  assert_int_equal(htp_ctx_rank(ctx), 1);
+  assert_int_equal(htp_fault_point(ctx, 0), HTP_OK);
   htp_ctx_destroy(ctx);
   /* NULL ctx: INVALID, nowhere to write. */
   assert_int_equal(htp_barrier(NULL), HTP_ERR_INVALID);
@@ -315,6 +322,18 @@ static void test_profile(void **state) {
   assert_int_equal(htp_ctx_profile_iteration(ctx), HTP_ERR_INVALID);
   assert_non_null(strstr(htp_last_error(ctx), "holds 2 iterations"));
   assert_int_equal(htp_world_status(world), HTP_OK);
+  /* Past them nothing is booked: no new place, no overwritten second. */
+  for (int i = 0; i < 4; i++)
+    assert_int_equal(htp_op_gelu_f32(ctx, a, b, 64, 0), HTP_OK);
+  assert_int_equal(htp_ctx_profile_calls(ctx), 3);
+  const double *kept = NULL;
+  assert_non_null(htp_ctx_profile_call(ctx, 1, &kept));
+  assert_true(isnan(kept[1]));
+  assert_null(htp_ctx_profile_call(ctx, 7, &kept)); /* a bad place clears *seconds */
+  assert_null(kept);
+  /* Room is bounded: a double per place per iteration. */
+  assert_int_equal(htp_ctx_profile_start(ctx, HTP_PROFILE_MAX_ITERATIONS + 1), HTP_ERR_INVALID);
+  assert_int_equal(htp_ctx_profile_start(ctx, HTP_PROFILE_MAX_ITERATIONS), HTP_OK);
   htp_ctx_profile_stop(ctx);
   assert_int_equal(htp_ctx_profile_calls(ctx), 0);
   htp_ctx_profile_stop(ctx); /* idempotent */
@@ -676,6 +695,26 @@ static htp_result bad_gather_null(htp_ctx *ctx, int culprit) {
   char send[4] = "abc", recv[64];
   return htp_allgather(ctx, send, htp_ctx_rank(ctx) == culprit ? NULL : recv, sizeof send);
 }
+/* Overlaps the documented exceptions (in place) do not cover. */
+static htp_result bad_reduce_overlap(htp_ctx *ctx, int culprit) {
+  float data[9] = {0};
+  const int shifted = htp_ctx_rank(ctx) == culprit;
+  return htp_allreduce_sum_f32(ctx, data, data + shifted, 8);
+}
+static htp_result bad_gather_overlap(htp_ctx *ctx, int culprit) {
+  char recv[16] = {0};
+  /* in place is recv + rank * 4: the culprit's send straddles slots */
+  const char *send = recv + 4 * htp_ctx_rank(ctx) + (htp_ctx_rank(ctx) == culprit ? 2 : 0);
+  return htp_allgather(ctx, send, recv, 4);
+}
+static htp_result bad_copy_overlap(htp_ctx *ctx, int culprit) {
+  float data[9] = {0};
+  if (htp_ctx_rank(ctx) == culprit) {
+    RANK_CALL(htp_op_copy(ctx, data, data, sizeof data)); /* the same buffer: nothing to do */
+    return htp_op_copy(ctx, data + 1, data, 8 * sizeof(float));
+  }
+  return htp_barrier(ctx);
+}
 static htp_result bad_send_self(htp_ctx *ctx, int culprit) {
   char data[4] = "abc";
   if (htp_ctx_rank(ctx) == culprit) return htp_send(ctx, data, sizeof data, culprit, 0);
@@ -732,6 +771,11 @@ static void test_bad_arguments(void **state) {
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
       {"allgather null recv", bad_gather_null, 0, "NULL", HTP_ERR_REMOTE},
+      {"allreduce overlap", bad_reduce_overlap, 1, "overlap without being equal",
+       HTP_ERR_REMOTE},
+      {"allgather overlap", bad_gather_overlap, 0, "without being this rank's slot",
+       HTP_ERR_REMOTE},
+      {"copy overlap", bad_copy_overlap, 1, "overlap (32 bytes)", HTP_ERR_REMOTE},
       {"send to self", bad_send_self, 1, "calling rank itself", HTP_ERR_REMOTE},
       {"send out of range", bad_send_out_of_range, 0, "peer 3 is out of range",
        HTP_ERR_REMOTE},

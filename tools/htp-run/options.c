@@ -1296,6 +1296,10 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     if (options->faults[i].rank >= options->tp && options->tp_given)
       return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %ld) (--tp %ld)",
                            options->faults[i].rank, options->tp, options->tp);
+  if (options->profile && !options->train.enabled && options->iters > HTP_PROFILE_MAX_ITERATIONS)
+    return htp_set_error(err, err_size, "--profile keeps every call's time of each timed "
+                         "iteration: at most %d (--iters %ld)", HTP_PROFILE_MAX_ITERATIONS,
+                         options->iters);
   if (options->profile && options->train.enabled && options->train.elastic_given)
     return htp_set_error(err, err_size, "--profile times one world's training steps: not with "
                          "--elastic, whose worlds come and go");
