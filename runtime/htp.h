@@ -551,34 +551,44 @@ HTP_API htp_result htp_planner_observe(htp_planner *planner, const double *secon
  * the detector and hysteresis. Always makes a new plan version. */
 HTP_API htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
                                    const uint8_t *stragglers);
-/* The current plan (never NULL). */
+/* The current plan; never NULL for a planner, NULL for a NULL planner. */
 HTP_API const htp_plan *htp_planner_plan(const htp_planner *planner);
-/* Smoothed relative speeds of the detector ([world], valid like a plan). */
+/* Smoothed relative speeds of the detector ([world], each in (0, 1], valid
+ * like a plan); NULL for a NULL planner. */
 HTP_API const double *htp_planner_speeds(const htp_planner *planner);
+/* Iterations observed; -1 for a NULL planner. */
 HTP_API int64_t htp_planner_iteration(const htp_planner *planner);
 
 /* Checks the plan invariants above. HTP_OK, or HTP_ERR_INTERNAL and the first
  * violation in why (may be NULL). O(world + flows). */
 HTP_API htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size);
-/* 1 when the two plans have the same content, bit for bit (every array). */
+/* 1 when the two plans have the same content, bit for bit (every array).
+ * NULL equals only NULL. */
 HTP_API int htp_plan_equal(const htp_plan *a, const htp_plan *b);
 /* Units rank computes in EVERY pair of kind under the plan: its own units
  * minus those pruned or handed off, plus those taken in. The one definition
  * of "a rank's units": detection, the step, the hooks' bookkeeping and
- * htp-sim all count with it. */
+ * htp-sim all count with it. 0 for a NULL plan, a kind or a rank out of
+ * range. */
 static inline int32_t htp_plan_units(const htp_plan *plan, htp_pair_kind kind, int rank) {
+  if (!plan || (unsigned)kind >= HTP_PAIR_KINDS || rank < 0 || rank >= plan->world_size)
+    return 0;
   const int i = (int)kind * plan->world_size + rank;
   const int32_t owned = plan->owned ? plan->owned[i] : plan->units_per_rank[kind];
   return owned - plan->pruned[i] - plan->sent[i] + plan->received[i];
 }
 /* Units rank owns of kind under the config (its share of an uneven split;
- * units_per_rank when even). */
+ * units_per_rank when even). 0 for a NULL config, a kind or a rank out of
+ * range. */
 static inline int32_t htp_config_owned(const htp_planner_config *config, htp_pair_kind kind,
                                        int rank) {
+  if (!config || (unsigned)kind >= HTP_PAIR_KINDS || rank < 0 || rank >= config->world_size)
+    return 0;
   return config->owned[kind] ? config->owned[kind][rank] : config->units_per_rank[kind];
 }
 /* Work of rank r under the plan, in units of cost: the sum over kinds of
- * htp_plan_units * unit_cost, times num_layers. */
+ * htp_plan_units * unit_cost, times num_layers. 0 for a NULL plan or
+ * config, or a rank out of range. */
 HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank);
 
 /* ----- Selection and imputation (the balancer's choices) -----------------

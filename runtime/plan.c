@@ -333,6 +333,7 @@ double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config
 }
 
 double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank) {
+  if (!plan || !config || rank < 0 || rank >= plan->world_size) return 0.0;
   double work = 0.0;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     work += (double)htp_plan_units(plan, (htp_pair_kind)k, rank) * config->unit_cost[k];
@@ -1022,6 +1023,8 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
 }
 
 int htp_plan_equal(const htp_plan *a, const htp_plan *b) {
+  if (a == b) return 1; /* the same plan, or both NULL */
+  if (!a || !b) return 0;
   if (a->version != b->version || a->policy != b->policy || a->world_size != b->world_size ||
       a->num_layers != b->num_layers ||
       memcmp(&a->target_time, &b->target_time, sizeof(double)) != 0)

@@ -1137,6 +1137,39 @@ static void test_22_owned(void **unused) {
   }
 }
 
+/* 26: NULL and out-of-range arguments of the plan helpers (R3: equal
+ * crashed on NULL, units and rank_work read past the arrays). */
+static void test_26_bad_arguments(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(1, HTP_POLICY_SEMI, 2, 3);
+  htp_planner *p = make(&c);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_non_null(plan);
+  assert_null(htp_planner_plan(NULL));
+  assert_null(htp_planner_speeds(NULL));
+  assert_null(htp_planner_config_of(NULL));
+  assert_int_equal(htp_planner_iteration(NULL), -1);
+  assert_int_equal(htp_plan_equal(htp_planner_plan(NULL), plan), 0);
+  assert_int_equal(htp_plan_equal(plan, NULL), 0);
+  assert_int_equal(htp_plan_equal(NULL, NULL), 1);
+  assert_int_equal(htp_plan_equal(plan, plan), 1);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 0), 3);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 5), 0);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, -1), 0);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_KINDS, 0), 0);
+  assert_int_equal(htp_plan_units(NULL, HTP_PAIR_MLP, 0), 0);
+  const htp_planner_config *config = htp_planner_config_of(p);
+  assert_int_equal(htp_config_owned(config, HTP_PAIR_ATTENTION, 0), 2);
+  assert_int_equal(htp_config_owned(config, HTP_PAIR_ATTENTION, 1), 0);
+  assert_int_equal(htp_config_owned(NULL, HTP_PAIR_ATTENTION, 0), 0);
+  assert_true(htp_plan_rank_work(plan, config, 0) == 2.0 * (2.0 + 3.0));
+  assert_true(htp_plan_rank_work(plan, config, 5) == 0.0);
+  assert_true(htp_plan_rank_work(plan, config, -1) == 0.0);
+  assert_true(htp_plan_rank_work(plan, NULL, 0) == 0.0);
+  assert_true(htp_plan_rank_work(NULL, config, 0) == 0.0);
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1150,6 +1183,7 @@ int main(void) {
       cmocka_unit_test(test_17_site_fixed_cost), cmocka_unit_test(test_18_fixed_cost_split),
       cmocka_unit_test(test_19_refit_replans),   cmocka_unit_test(test_20_kind_speeds),
       cmocka_unit_test(test_21_site_kind_speeds), cmocka_unit_test(test_22_owned),
+      cmocka_unit_test(test_26_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
