@@ -471,6 +471,12 @@ HTP_API htp_result htp_policy_parse(const char *name, htp_policy *policy);
 HTP_API const char *htp_action_name(htp_action action);
 
 #define HTP_PLANNER_CONFIG_MAGIC 0x48545050u /* "HTPP" */
+/* The range of htp_planner_config.unit_cost. Costs are relative (a head
+ * about 1, a real block's MLP unit of the same order); the bounds keep
+ * work, shares and modelled seconds finite, and past a ratio of 1e9 the
+ * cheaper kind no longer matters to a plan. */
+#define HTP_UNIT_COST_MIN 1e-9
+#define HTP_UNIT_COST_MAX 1e9
 /* New fields go at the end only. A config not started from
  * HTP_PLANNER_CONFIG_INITIALIZER is rejected (magic). Defaults in brackets. */
 typedef struct htp_planner_config {
@@ -478,7 +484,8 @@ typedef struct htp_planner_config {
   int world_size;         /* ranks, >= 1 [1] */
   int num_layers;         /* pairs = 2 * num_layers, >= 1 [1] */
   int units_per_rank[HTP_PAIR_KINDS]; /* heads / MLP units per rank, >= 1 [1, 1] */
-  double unit_cost[HTP_PAIR_KINDS];   /* relative cost of one unit, > 0 [1, 1] */
+  double unit_cost[HTP_PAIR_KINDS];   /* relative cost of one unit, in [HTP_UNIT_COST_MIN,
+                                       * HTP_UNIT_COST_MAX] [1, 1] */
   htp_policy policy;      /* [HTP_POLICY_SEMI] */
   double ewma_alpha;      /* weight of the newest sample, (0, 1] [0.3] */
   double enter_threshold; /* straggler when relative speed < this [0.90] */

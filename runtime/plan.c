@@ -76,8 +76,11 @@ htp_result htp_planner_config_check(const htp_planner_config *c, char *why, size
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     if (c->units_per_rank[k] < 1 || c->units_per_rank[k] > (1 << 20))
       return config_error(why, why_size, "units_per_rank must be in [1, 2^20]");
-    if (!(c->unit_cost[k] > 0.0) || !isfinite(c->unit_cost[k]))
-      return config_error(why, why_size, "unit_cost must be finite and > 0");
+    /* Bounded so work, shares and modelled seconds stay finite; also
+     * rejects NaN. */
+    if (!(c->unit_cost[k] >= HTP_UNIT_COST_MIN && c->unit_cost[k] <= HTP_UNIT_COST_MAX))
+      return config_error(why, why_size,
+                          "unit_cost must be in [1e-9, 1e9] (relative costs: a head about 1)");
     for (int r = 0; c->owned[k] && r < c->world_size; ++r)
       if (c->owned[k][r] < 1 || c->owned[k][r] > c->units_per_rank[k])
         return config_error(why, why_size, "owned units must be in [1, units_per_rank]");
