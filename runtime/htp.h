@@ -390,7 +390,11 @@ HTP_API double htp_thread_seconds(void);
  * costs that misjudge a head against an MLP unit do not skew the speeds.)
  * Samples are smoothed by an EWMA (alpha) and divided by the
  * fastest smoothed speed: relative speeds are in (0, 1], the fastest rank is
- * 1. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
+ * 1. Every sample is first clamped to [1e-150, 1e150] work per second, so
+ * seconds as extreme as the contract allows (a denormal, 1e308) still give
+ * finite speeds in (0, 1] (at least 1e-300). The planning step plans a
+ * speed below 1e-9 as 1e-9 (a rank that slow sheds all it may either way),
+ * and the plan records the speeds it planned with. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
  * iterations below enter_threshold; a straggler becomes healthy after as
  * many consecutive iterations at or above exit_threshold.
  *
