@@ -4,6 +4,9 @@
  * every rank holds the same smoothed speeds and the same straggler set. The
  * sample of a rank is the work the plan gave it divided by its compute
  * seconds: a rank that pruned or handed off units is not mistaken for fast.
+ * Samples are clamped to [HTP__SAMPLE_MIN, HTP__SAMPLE_MAX]: seconds the
+ * contract accepts (a denormal, 1e308) would otherwise make a sample inf or
+ * 0 and a relative speed inf / inf (NaN) or 0, outside (0, 1].
  *===----------------------------------------------------------------------===*/
 #include "runtime/planner_internal.h"
 
@@ -36,6 +39,9 @@ int htp__detector_update(htp__detector *detector, const htp_planner_config *conf
   double fastest = 0.0;
   for (int r = 0; r < n; ++r) {
     double sample = work[r] / seconds[r];
+    /* !(>=) also catches NaN; the bounds keep every ratio below finite. */
+    if (!(sample >= HTP__SAMPLE_MIN)) sample = HTP__SAMPLE_MIN;
+    else if (sample > HTP__SAMPLE_MAX) sample = HTP__SAMPLE_MAX;
     /* The first sample seeds the average: no warm-up from zero. */
     detector->ewma[r] =
         detector->samples == 0 ? sample : alpha * sample + (1.0 - alpha) * detector->ewma[r];

@@ -396,7 +396,11 @@ HTP_API double htp_thread_seconds(void);
  * costs that misjudge a head against an MLP unit do not skew the speeds.)
  * Samples are smoothed by an EWMA (alpha) and divided by the
  * fastest smoothed speed: relative speeds are in (0, 1], the fastest rank is
- * 1. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
+ * 1. Every sample is first clamped to [1e-150, 1e150] work per second, so
+ * seconds as extreme as the contract allows (a denormal, 1e308) still give
+ * finite speeds in (0, 1] (at least 1e-300). The planning step plans a
+ * speed below 1e-9 as 1e-9 (a rank that slow sheds all it may either way),
+ * and the plan records the speeds it planned with. A healthy rank becomes a straggler after `hysteresis_iters` consecutive
  * iterations below enter_threshold; a straggler becomes healthy after as
  * many consecutive iterations at or above exit_threshold.
  *
@@ -477,6 +481,12 @@ HTP_API htp_result htp_policy_parse(const char *name, htp_policy *policy);
 HTP_API const char *htp_action_name(htp_action action);
 
 #define HTP_PLANNER_CONFIG_MAGIC 0x48545050u /* "HTPP" */
+/* The range of htp_planner_config.unit_cost. Costs are relative (a head
+ * about 1, a real block's MLP unit of the same order); the bounds keep
+ * work, shares and modelled seconds finite, and past a ratio of 1e9 the
+ * cheaper kind no longer matters to a plan. */
+#define HTP_UNIT_COST_MIN 1e-9
+#define HTP_UNIT_COST_MAX 1e9
 /* New fields go at the end only. A config not started from
  * HTP_PLANNER_CONFIG_INITIALIZER is rejected (magic). Defaults in brackets. */
 typedef struct htp_planner_config {
@@ -484,7 +494,8 @@ typedef struct htp_planner_config {
   int world_size;         /* ranks, >= 1 [1] */
   int num_layers;         /* pairs = 2 * num_layers, >= 1 [1] */
   int units_per_rank[HTP_PAIR_KINDS]; /* heads / MLP units per rank, >= 1 [1, 1] */
-  double unit_cost[HTP_PAIR_KINDS];   /* relative cost of one unit, > 0 [1, 1] */
+  double unit_cost[HTP_PAIR_KINDS];   /* relative cost of one unit, in [HTP_UNIT_COST_MIN,
+                                       * HTP_UNIT_COST_MAX] [1, 1] */
   htp_policy policy;      /* [HTP_POLICY_SEMI] */
   double ewma_alpha;      /* weight of the newest sample, (0, 1] [0.3] */
   double enter_threshold; /* straggler when relative speed < this [0.90] */
@@ -557,34 +568,44 @@ HTP_API htp_result htp_planner_observe(htp_planner *planner, const double *secon
  * the detector and hysteresis. Always makes a new plan version. */
 HTP_API htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
                                    const uint8_t *stragglers);
-/* The current plan (never NULL). */
+/* The current plan; never NULL for a planner, NULL for a NULL planner. */
 HTP_API const htp_plan *htp_planner_plan(const htp_planner *planner);
-/* Smoothed relative speeds of the detector ([world], valid like a plan). */
+/* Smoothed relative speeds of the detector ([world], each in (0, 1], valid
+ * like a plan); NULL for a NULL planner. */
 HTP_API const double *htp_planner_speeds(const htp_planner *planner);
+/* Iterations observed; -1 for a NULL planner. */
 HTP_API int64_t htp_planner_iteration(const htp_planner *planner);
 
 /* Checks the plan invariants above. HTP_OK, or HTP_ERR_INTERNAL and the first
  * violation in why (may be NULL). O(world + flows). */
 HTP_API htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size);
-/* 1 when the two plans have the same content, bit for bit (every array). */
+/* 1 when the two plans have the same content, bit for bit (every array).
+ * NULL equals only NULL. */
 HTP_API int htp_plan_equal(const htp_plan *a, const htp_plan *b);
 /* Units rank computes in EVERY pair of kind under the plan: its own units
  * minus those pruned or handed off, plus those taken in. The one definition
  * of "a rank's units": detection, the step, the hooks' bookkeeping and
- * htp-sim all count with it. */
+ * htp-sim all count with it. 0 for a NULL plan, a kind or a rank out of
+ * range. */
 static inline int32_t htp_plan_units(const htp_plan *plan, htp_pair_kind kind, int rank) {
+  if (!plan || (unsigned)kind >= HTP_PAIR_KINDS || rank < 0 || rank >= plan->world_size)
+    return 0;
   const int i = (int)kind * plan->world_size + rank;
   const int32_t owned = plan->owned ? plan->owned[i] : plan->units_per_rank[kind];
   return owned - plan->pruned[i] - plan->sent[i] + plan->received[i];
 }
 /* Units rank owns of kind under the config (its share of an uneven split;
- * units_per_rank when even). */
+ * units_per_rank when even). 0 for a NULL config, a kind or a rank out of
+ * range. */
 static inline int32_t htp_config_owned(const htp_planner_config *config, htp_pair_kind kind,
                                        int rank) {
+  if (!config || (unsigned)kind >= HTP_PAIR_KINDS || rank < 0 || rank >= config->world_size)
+    return 0;
   return config->owned[kind] ? config->owned[kind][rank] : config->units_per_rank[kind];
 }
 /* Work of rank r under the plan, in units of cost: the sum over kinds of
- * htp_plan_units * unit_cost, times num_layers. */
+ * htp_plan_units * unit_cost, times num_layers. 0 for a NULL plan or
+ * config, or a rank out of range. */
 HTP_API double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank);
 
 /* ----- Selection and imputation (the balancer's choices) -----------------

@@ -328,7 +328,8 @@ HTP_API void htp_signature_free(htp_signature *sig);
 
 /* What a balancer for this block needs from its signature: config->planner's
  * world_size (tp), num_layers, units_per_rank and unit_cost (relative: a
- * head costs 1, an MLP unit mlp_unit_flops / head_flops), and model_dim,
+ * head costs 1, an MLP unit mlp_unit_flops / head_flops, clamped into
+ * [HTP_UNIT_COST_MIN, HTP_UNIT_COST_MAX]), and model_dim,
  * head_dim, mlp_unit_width. Other fields (policy, selection, seed, impute)
  * are left as the caller set them. HTP_ERR_INVALID when the block has no
  * balance record. */

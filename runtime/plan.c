@@ -76,8 +76,11 @@ htp_result htp_planner_config_check(const htp_planner_config *c, char *why, size
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
     if (c->units_per_rank[k] < 1 || c->units_per_rank[k] > (1 << 20))
       return config_error(why, why_size, "units_per_rank must be in [1, 2^20]");
-    if (!(c->unit_cost[k] > 0.0) || !isfinite(c->unit_cost[k]))
-      return config_error(why, why_size, "unit_cost must be finite and > 0");
+    /* Bounded so work, shares and modelled seconds stay finite; also
+     * rejects NaN. */
+    if (!(c->unit_cost[k] >= HTP_UNIT_COST_MIN && c->unit_cost[k] <= HTP_UNIT_COST_MAX))
+      return config_error(why, why_size,
+                          "unit_cost must be in [1e-9, 1e9] (relative costs: a head about 1)");
     for (int r = 0; c->owned[k] && r < c->world_size; ++r)
       if (c->owned[k][r] < 1 || c->owned[k][r] > c->units_per_rank[k])
         return config_error(why, why_size, "owned units must be in [1, units_per_rank]");
@@ -181,8 +184,9 @@ int htp__plan_memory_init(const htp_planner_config *config, htp__plan_storage *s
   scratch->need = calloc(n, sizeof(int32_t));
   scratch->kind_speed = calloc(n, sizeof(double));
   scratch->rank_speed = calloc(n, sizeof(double));
+  scratch->speed = calloc(n, sizeof(double));
   ok = ok && scratch->order && scratch->helpers && scratch->keys && scratch->need &&
-       scratch->kind_speed && scratch->rank_speed;
+       scratch->kind_speed && scratch->rank_speed && scratch->speed;
   if (!ok) return -1;
   fill_owned(config, s);
   plan_reset(config, s, plan);
@@ -207,6 +211,7 @@ void htp__plan_memory_free(htp__plan_storage *s, htp__plan_scratch *scratch) {
   free(scratch->need);
   free(scratch->kind_speed);
   free(scratch->rank_speed);
+  free(scratch->speed);
 }
 
 htp_result htp_planner_create(const htp_planner_config *config, htp_planner **planner_out) {
@@ -303,13 +308,19 @@ int64_t htp_planner_iteration(const htp_planner *planner) {
   return planner ? planner->iteration : -1;
 }
 
+/* A relative speed as the planning step uses it: at least
+ * HTP__PLAN_MIN_SPEED, so no time it divides by it overflows. */
+static double plan_speed(double speed) {
+  return speed >= HTP__PLAN_MIN_SPEED ? speed : HTP__PLAN_MIN_SPEED;
+}
+
 /* Rank r's speed per unit of kind k: measured (kind_speeds, kind-major),
  * else its one speed (per whole rank) times its share of a full rank's
- * work. */
+ * work. Both floored like the rank speeds. */
 static double kind_speed_of(const double *speeds, const double *kind_speeds, double share, int n,
                             int k, int r) {
   const double measured = kind_speeds ? kind_speeds[(size_t)k * n + r] : 0.0;
-  return measured > 0.0 ? measured : speeds[r] * share;
+  return measured > 0.0 ? plan_speed(measured) : plan_speed(speeds[r]) * share;
 }
 
 double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config,
@@ -333,6 +344,7 @@ double htp__plan_makespan(const htp_plan *plan, const htp_planner_config *config
 }
 
 double htp_plan_rank_work(const htp_plan *plan, const htp_planner_config *config, int rank) {
+  if (!plan || !config || rank < 0 || rank >= plan->world_size) return 0.0;
   double work = 0.0;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     work += (double)htp_plan_units(plan, (htp_pair_kind)k, rank) * config->unit_cost[k];
@@ -352,9 +364,18 @@ static int by_deficit(const void *a, const void *b) {
   return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
-static int32_t round_units(double x) { return (int32_t)floor(x + 0.5); }
+/* x (already whole) as a count in [0, most]: NaN and negatives are 0, and
+ * anything above most (inf too) is most. The one way this file turns a
+ * double into an integer: casting one outside the integer's range is
+ * undefined behaviour, not a large number. */
+static int64_t count_of(double x, int64_t most) {
+  if (!(x > 0.0)) return 0;
+  return x >= (double)most ? most : (int64_t)x;
+}
+
+static int32_t round_units(double x) { return (int32_t)count_of(floor(x + 0.5), INT32_MAX); }
 /* Whole units covering x; the slack absorbs bisection and product error. */
-static int32_t ceil_units(double x) { return (int32_t)ceil(x - 1e-9); }
+static int32_t ceil_units(double x) { return (int32_t)count_of(ceil(x - 1e-9), INT32_MAX); }
 
 /* Moves the `count` largest keys (by_deficit order) to the front of keys,
  * in no particular order among themselves: quickselect with a pivot chosen
@@ -393,15 +414,13 @@ static void select_largest(htp__rank_key *keys, int n, int count) {
 static int64_t units_to_shed(double t, double s, int u, double phi) {
   double fit = floor(t * s - phi);
   if (fit >= (double)u) return 0;
-  return fit < 1.0 ? u : u - (int64_t)fit;
+  return u - count_of(fit, u); /* NaN fits nothing: all of them */
 }
 
 /* Units a helper of speed s can take in on top of its own u within t. */
 static int64_t units_room(double t, double s, int u, double phi) {
   double fit = floor(t * s - phi);
-  double room = fit - (double)u;
-  if (room <= 0.0) return 0;
-  return room > (double)INT32_MAX ? INT32_MAX : (int64_t)room;
+  return count_of(fit - (double)u, INT32_MAX);
 }
 
 /* The most units of its own u a migrator may shed (max_gamma of them). */
@@ -468,7 +487,9 @@ static double min_makespan(int u, const int32_t *owned, int even, double phi, do
          i < 64 && !makespan_feasible(hi, owned, phi, max_gamma, 1, speeds, scratch, m, h); ++i)
       hi *= 1.0 + 1e-15 * (double)(1u << (i < 30 ? i : 30));
   }
-  while (hi - lo > 1e-13 * hi) {
+  /* Each step halves [lo, hi]; the cap only bounds the loop by
+   * construction (doubles need fewer than 2100 halvings to meet). */
+  for (int step = 0; step < 4096 && hi - lo > 1e-13 * hi; ++step) {
     double mid = lo + (hi - lo) / 2.0;
     if (mid <= lo || mid >= hi) break;
     if (makespan_feasible(mid, owned, phi, max_gamma, 0, speeds, scratch, m, h)) hi = mid;
@@ -502,6 +523,18 @@ static double target_time(const double *speeds, const htp__plan_scratch *scratch
   return T0;
 }
 
+/* Takes up to `excess` units off the needs ([m], deficit order), mildest
+ * migrator first; returns how many it took (0 when excess <= 0). */
+static int64_t keep_on_mildest(int32_t *need, int m, int64_t excess) {
+  int64_t taken = 0;
+  for (int i = m - 1; i >= 0 && taken < excess; --i) {
+    int64_t kept = need[i] < excess - taken ? need[i] : excess - taken;
+    need[i] -= (int32_t)kept;
+    taken += kept;
+  }
+  return taken;
+}
+
 /* Migrators and helpers of pair kind k: the whole unit counts that
  * minimise the pair's makespan (units_per_rank / speed, max over ranks;
  * every pair ends in an all-reduce, so each kind is balanced on its own),
@@ -532,6 +565,10 @@ static void place_migrated_units(const htp_planner_config *c, int k, double T,
     absorb[h] = (int32_t)units_room(makespan, speeds[h], owned[h], phi);
     total_absorb += absorb[h];
   }
+  /* The makespan is feasible, so the room covers the need; should
+   * rounding ever say otherwise, the excess stays on the mildest migrators
+   * rather than looping below for room that is not there. */
+  placed -= keep_on_mildest(scratch->need, num_migrators, placed - total_absorb);
   if (placed == 0) return;
   /* Quotas in proportion to room, largest remainder: every helper stays
    * within the makespan whatever its share. */
@@ -541,8 +578,7 @@ static void place_migrated_units(const htp_planner_config *c, int k, double T,
   for (int i = 0; i < num_helpers; ++i) {
     int h = scratch->helpers[i];
     double exact = (double)placed * (double)absorb[h] / (double)total_absorb;
-    int32_t quota = (int32_t)floor(exact);
-    if (quota > absorb[h]) quota = absorb[h];
+    int32_t quota = (int32_t)count_of(floor(exact), absorb[h]);
     received[h] = quota;
     given += quota;
     if (quota < absorb[h]) {
@@ -551,18 +587,23 @@ static void place_migrated_units(const htp_planner_config *c, int k, double T,
       num_rest++;
     }
   }
-  /* The largest remainders get one more unit each (usually one pass). */
+  /* The largest remainders get one more unit each (usually one pass).
+   * A pass that gives nothing ends the loop: with room >= need it never
+   * happens, and then the rest stays on the mildest migrators. */
   int64_t left = placed - given;
   select_largest(rest, num_rest, left < num_rest ? (int)left : num_rest);
-  while (given < placed) {
+  for (int64_t gave = 1; given < placed && gave > 0;) {
+    gave = 0;
     for (int i = 0; i < num_rest && given < placed; ++i) {
       int h = rest[i].rank;
       if (received[h] < absorb[h]) {
         received[h]++;
         given++;
+        gave++;
       }
     }
   }
+  placed -= keep_on_mildest(scratch->need, num_migrators, placed - given);
   /* Flows: migrators in deficit order against helpers in rank order. */
   htp_flow *flows = s->flows[k];
   int num_flows = 0, hi = 0;
@@ -572,12 +613,16 @@ static void place_migrated_units(const htp_planner_config *c, int k, double T,
     int32_t left = scratch->need[i];
     sent[m] = left;
     while (left > 0) {
-      while (left_at_helper == 0) left_at_helper = received[scratch->helpers[++hi]];
+      /* received sums to the needs, so a helper with some left exists. */
+      while (left_at_helper == 0 && hi + 1 < num_helpers)
+        left_at_helper = received[scratch->helpers[++hi]];
+      if (left_at_helper == 0) break;
       int32_t count = left < left_at_helper ? left : left_at_helper;
       flows[num_flows++] = (htp_flow){m, scratch->helpers[hi], count};
       left -= count;
       left_at_helper -= count;
     }
+    sent[m] -= left; /* 0 unless the sums disagreed */
   }
   plan->num_flows[k] = num_flows;
 }
@@ -730,6 +775,10 @@ void htp__plan_compute(const htp_planner_config *c, const double *speeds,
                        const uint8_t *stragglers, const double *fixed, const double *kind_speeds,
                        htp__plan_scratch *scratch, htp__plan_storage *s, htp_plan *plan) {
   const int n = c->world_size;
+  /* Planned with floored speeds: a rank 1e300 times slower than the
+   * fastest would make its times overflow. */
+  for (int r = 0; r < n; ++r) scratch->speed[r] = plan_speed(speeds[r]);
+  speeds = scratch->speed;
   clear_plan(c, speeds, stragglers, s, plan);
 
   /* Healthy ranks (helpers) in rank order; their slowest sets T0. */
@@ -1022,6 +1071,8 @@ htp_result htp_plan_check(const htp_plan *plan, char *why, size_t why_size) {
 }
 
 int htp_plan_equal(const htp_plan *a, const htp_plan *b) {
+  if (a == b) return 1; /* the same plan, or both NULL */
+  if (!a || !b) return 0;
   if (a->version != b->version || a->policy != b->policy || a->world_size != b->world_size ||
       a->num_layers != b->num_layers ||
       memcmp(&a->target_time, &b->target_time, sizeof(double)) != 0)

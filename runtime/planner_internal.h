@@ -24,6 +24,19 @@
 
 #define HTP__PLANNER_MESSAGE_SIZE 256
 
+/* Bounds of a detector sample (work / seconds). Their ratio, 1e300, is
+ * below DBL_MAX, so an EWMA of clamped samples over the fastest one is a
+ * finite relative speed >= 1e-300, never 0 or NaN. Real samples (work of
+ * at most ~1e26 cost units in 1e-9 to 1e6 s) are far inside. */
+#define HTP__SAMPLE_MIN 1e-150
+#define HTP__SAMPLE_MAX 1e150
+
+/* The slowest relative speed the planning step plans with: a slower rank
+ * (or per-kind speed) is planned as if at this one. It sheds what its cap
+ * lets it either way, and every time in the plan ((units + phi) / speed,
+ * at most ~2^21 / 1e-9 with the config's cost bounds) stays finite. */
+#define HTP__PLAN_MIN_SPEED 1e-9
+
 /* Detector state: identical on every rank that saw the same samples. */
 typedef struct htp__detector {
   double *ewma;          /* [world] smoothed absolute speed (work / s) */
@@ -61,6 +74,7 @@ typedef struct htp__plan_scratch {
   int32_t *need;         /* units a migrator hands off (one kind) */
   double *kind_speed;    /* one kind's speeds per unit: measured, else the rank's */
   double *rank_speed;    /* the same per whole rank (kind_speed / share) */
+  double *speed;         /* the given speeds, floored at HTP__PLAN_MIN_SPEED */
 } htp__plan_scratch;
 
 /* Allocates storage and scratch for world ranks, and points *plan at the
@@ -83,7 +97,8 @@ void htp__plan_memory_free(htp__plan_storage *storage, htp__plan_scratch *scratc
  * SMs ran its MLP units 2.8x and its heads 2.0x slower), and each kind's
  * units are placed at that kind's speeds; detection, the target time and
  * gamma keep the rank's one speed. Every field of *plan but version is set;
- * the caller numbers versions. */
+ * the caller numbers versions. Speeds below HTP__PLAN_MIN_SPEED are
+ * planned (and recorded in the plan) as that speed. */
 void htp__plan_compute(const htp_planner_config *config, const double *speeds,
                        const uint8_t *stragglers, const double *fixed,
                        const double *kind_speeds, htp__plan_scratch *scratch,

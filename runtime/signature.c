@@ -605,10 +605,16 @@ htp_result htp_signature_balancer_config(const htp_signature *sig, htp_balancer_
   config->planner.num_layers = balance->layers;
   config->planner.units_per_rank[HTP_PAIR_ATTENTION] = balance->heads;
   config->planner.units_per_rank[HTP_PAIR_MLP] = balance->mlp_units;
-  /* Relative costs from the units' FLOPs: a head costs 1. */
+  /* Relative costs from the units' FLOPs: a head costs 1. Clamped into
+   * the planner's range: FLOPs can put the ratio anywhere in
+   * [1 / INT64_MAX, INT64_MAX], and past 1e9 the lighter kind's work is
+   * noise to the planner anyway (a ViT-B/16 block's is of order 1). */
+  const double mlp_cost = (double)balance->mlp_unit_flops / (double)balance->head_flops;
   config->planner.unit_cost[HTP_PAIR_ATTENTION] = 1.0;
   config->planner.unit_cost[HTP_PAIR_MLP] =
-      (double)balance->mlp_unit_flops / (double)balance->head_flops;
+      mlp_cost < HTP_UNIT_COST_MIN   ? HTP_UNIT_COST_MIN
+      : mlp_cost > HTP_UNIT_COST_MAX ? HTP_UNIT_COST_MAX
+                                     : mlp_cost;
   config->model_dim = balance->model_dim;
   config->head_dim = balance->head_dim;
   config->mlp_unit_width = balance->mlp_unit_width;

@@ -171,7 +171,9 @@ static int normalized(const htp__site_model *m, const htp_plan *plan,
       work += w;
       slowed += w * (site / (units + m->fixed[k])) / fastest[k];
     }
-    if (!(work > 0.0)) return 0;
+    /* Extreme site seconds can take the ratio out of range: the totals
+     * (which the planner clamps) rather than a figure it refuses. */
+    if (!(work > 0.0) || !(slowed > 0.0) || !isfinite(slowed)) return 0;
     out[r] = slowed;
   }
   return 1;

@@ -233,6 +233,27 @@ static void test_balance(void **state) {
   assert_int_equal(config.impute, HTP_IMPUTE_AVERAGE);
   assert_int_equal(config.planner.policy, HTP_POLICY_MIGRATE);
   htp_signature_free(&sig);
+  /* FLOPs ratios past the planner's cost range are clamped into it (the
+   * planner refuses a config outside it). */
+  static const struct {
+    const char *flops;
+    double cost;
+  } extremes[] = {
+      {", \"head_flops\": 1, \"mlp_unit_flops\": 9223372036854775807", HTP_UNIT_COST_MAX},
+      {", \"head_flops\": 9223372036854775807, \"mlp_unit_flops\": 1", HTP_UNIT_COST_MIN}};
+  for (size_t i = 0; i < sizeof extremes / sizeof *extremes; i++) {
+    char extra[512];
+    snprintf(extra, sizeof extra,
+             ", \"tp\": 3, \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 2, "
+             "\"head_dim\": 12, \"mlp_units\": 8, \"mlp_unit_width\": 6%s}",
+             extremes[i].flops);
+    expect_parsed_with(ARG_X, RESULT_Y, extra, &sig);
+    config = (htp_balancer_config)HTP_BALANCER_CONFIG_INITIALIZER;
+    assert_int_equal(htp_signature_balancer_config(&sig, &config), HTP_OK);
+    assert_true(config.planner.unit_cost[HTP_PAIR_MLP] == extremes[i].cost);
+    assert_int_equal(htp_planner_config_check(&config.planner, NULL, 0), HTP_OK);
+    htp_signature_free(&sig);
+  }
   /* No record: no units to balance. */
   char err[256];
   assert_int_equal(parse(valid, &sig, err, sizeof err), HTP_OK);

@@ -113,9 +113,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(sig.balance.layers >= 1 && sig.balance.layers <= HTP_ENTRY_MAX_LAYERS);
     CHECK(sig.balance.heads >= 0 && sig.balance.heads <= HTP_ENTRY_MAX_UNITS);
     CHECK(sig.balance.mlp_units >= 0 && sig.balance.mlp_units <= HTP_ENTRY_MAX_UNITS);
-    /* The planner divides by costs: finite and positive. */
-    CHECK(isfinite(config.planner.unit_cost[HTP_PAIR_MLP]) &&
-          config.planner.unit_cost[HTP_PAIR_MLP] > 0);
+    /* The planner divides by costs: within the range its config check
+     * accepts. */
+    CHECK(config.planner.unit_cost[HTP_PAIR_MLP] >= HTP_UNIT_COST_MIN &&
+          config.planner.unit_cost[HTP_PAIR_MLP] <= HTP_UNIT_COST_MAX);
     CHECK(config.planner.world_size == sig.tp);
     /* Owned units (uneven shares or spare room): both lists or neither,
      * each count within the rank's slots (what the planner's config check

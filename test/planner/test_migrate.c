@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -372,12 +373,57 @@ static void test_04_hookless_balancer(void **unused) {
   run_world(HTP_SELECT_RANDOM, hookless_main);
 }
 
+/* 5: the step on seconds at the ends of the double range (R2: a rank's
+ * 1e-320 made every rank spin in the planner, past any deadline). Every
+ * rank gets a valid plan, speeds in (0, 1], the same plan. */
+static void *extreme_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
+  c.planner = make_config();
+  c.planner.hysteresis_iters = 1;
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  static const double seconds[][WORLD] = {{1e-320, 1.0, 1.0, 1.0},
+                                          {1.0, 5e-324, 1e308, 1.0},
+                                          {5e-324, 5e-324, 5e-324, 5e-324},
+                                          {1.0, 1.0, 1.0, 1.0}};
+  for (size_t step = 0; step < sizeof seconds / sizeof *seconds; ++step) {
+    const htp_plan *plan = NULL;
+    CHECK(htp_balancer_step(b, seconds[step][run->rank], &plan) == HTP_OK);
+    CHECK(plan != NULL && htp_plan_check(plan, NULL, 0) == HTP_OK);
+    const double *speeds = htp_planner_speeds(htp_balancer_planner(b));
+    for (int r = 0; r < WORLD; ++r) CHECK(speeds[r] > 0.0 && speeds[r] <= 1.0);
+    CHECK(isfinite(plan->target_time));
+    step_plans[run->rank] = plan;
+    CHECK(htp_barrier(ctx) == HTP_OK);
+    if (run->rank == 0)
+      for (int r = 1; r < WORLD; ++r) plans_differ |= !htp_plan_equal(step_plans[0], step_plans[r]);
+    CHECK(htp_barrier(ctx) == HTP_OK);
+  }
+done:
+  htp_balancer_destroy(b);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_05_step_extreme_seconds(void **unused) {
+  (void)unused;
+  alarm(20); /* a spinning rank ignores the world's deadline */
+  plans_differ = 0;
+  run_world(HTP_SELECT_RANDOM, extreme_main);
+  assert_int_equal(plans_differ, 0);
+  alarm(0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_migration_random),
       cmocka_unit_test(test_02_migration_importance),
       cmocka_unit_test(test_03_step_and_trace),
       cmocka_unit_test(test_04_hookless_balancer),
+      cmocka_unit_test(test_05_step_extreme_seconds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -1137,6 +1138,175 @@ static void test_22_owned(void **unused) {
   }
 }
 
+/* Cases 23-26 are extremes the contracts accept. Before the fix they hung
+ * (a loop over units counted from a NaN) or gave NaN speeds; an alarm ends
+ * a hang in seconds rather than at ctest's timeout. */
+enum { EXTREME_ALARM_S = 10 };
+
+/* Every relative speed finite and in (0, 1], the plan valid and finite. */
+static void assert_sane(const htp_planner *p, const char *what) {
+  const int n = htp_planner_config_of(p)->world_size;
+  const double *speeds = htp_planner_speeds(p);
+  const htp_plan *plan = htp_planner_plan(p);
+  for (int r = 0; r < n; ++r) {
+    if (!(speeds[r] > 0.0 && speeds[r] <= 1.0))
+      fail_msg("%s: detector speed of rank %d is %g", what, r, speeds[r]);
+    if (!(plan->speed[r] > 0.0 && plan->speed[r] <= 1.0))
+      fail_msg("%s: plan speed of rank %d is %g", what, r, plan->speed[r]);
+  }
+  if (!(plan->target_time > 0.0) || !isfinite(plan->target_time))
+    fail_msg("%s: target time %g", what, plan->target_time);
+  char why[256];
+  if (htp_plan_check(plan, why, sizeof why) != HTP_OK) fail_msg("%s: %s", what, why);
+}
+
+/* 23: seconds at the ends of the double range (R1: {1e-320, 1} hung in
+ * place_migrated_units; {5e-324, 5e-324} gave NaN speeds). */
+static void test_23_extreme_seconds(void **unused) {
+  (void)unused;
+  alarm(EXTREME_ALARM_S);
+  static const double pairs[][2] = {{1e-320, 1.0},   {1.0, 1e-320},   {1e308, 1e-308},
+                                    {1e-308, 1e308}, {5e-324, 5e-324}, {1e-310, 1.0},
+                                    {1.7e308, 5e-324}, {5e-324, 1.7e308}};
+  static const htp_policy policies[] = {HTP_POLICY_SEMI, HTP_POLICY_MIGRATE, HTP_POLICY_RESIZE};
+  for (int world = 2; world <= 4; world += 2)
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; ++i)
+      for (size_t j = 0; j < sizeof policies / sizeof *policies; ++j) {
+        htp_planner_config c = make_config(world, policies[j], 8, 8);
+        c.hysteresis_iters = 1;
+        c.max_gamma = j == 1 ? 1.0 : 0.95; /* a migrator may hand off every unit */
+        htp_planner *p = make(&c);
+        double seconds[4] = {pairs[i][0], pairs[i][1], 1.0, 1.0};
+        const double normal[4] = {1.0, 1.0, 1.0, 1.0};
+        char what[96];
+        /* Extreme twice (a plan made from extreme speeds is observed
+         * under), then ordinary seconds. */
+        for (int step = 0; step < 3; ++step) {
+          snprintf(what, sizeof what, "world %d seconds {%g, %g} %s step %d", world,
+                   pairs[i][0], pairs[i][1], htp_policy_name(policies[j]), step);
+          assert_int_equal(htp_planner_observe(p, step < 2 ? seconds : normal, NULL), HTP_OK);
+          assert_sane(p, what);
+        }
+        htp_planner_destroy(p);
+      }
+  alarm(0);
+}
+
+/* 24: unit costs: out of [1e-9, 1e9] refused with a reason (R7: 1e308
+ * passed the check and made speeds NaN); the ends of the range plan
+ * finitely, uneven shares too. */
+static void test_24_extreme_costs(void **unused) {
+  (void)unused;
+  alarm(EXTREME_ALARM_S);
+  char why[128];
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 8);
+  static const double refused[][2] = {{1e308, 1e308}, {1e-300, 1.0}, {1.0, 1e10},
+                                      {NAN, 1.0},     {1.0, INFINITY}, {0.0, 1.0}};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; ++i) {
+    htp_planner_config bad = c;
+    bad.unit_cost[0] = refused[i][0];
+    bad.unit_cost[1] = refused[i][1];
+    assert_int_equal(htp_planner_config_check(&bad, why, sizeof why), HTP_ERR_INVALID);
+    assert_non_null(strstr(why, "unit_cost must be in [1e-9, 1e9]"));
+  }
+  static const int32_t heads[4] = {4, 1, 3, 4}, units[4] = {8, 8, 1, 5};
+  static const double ends[][2] = {{HTP_UNIT_COST_MIN, HTP_UNIT_COST_MAX},
+                                   {HTP_UNIT_COST_MAX, HTP_UNIT_COST_MIN},
+                                   {HTP_UNIT_COST_MAX, HTP_UNIT_COST_MAX},
+                                   {HTP_UNIT_COST_MIN, HTP_UNIT_COST_MIN}};
+  for (size_t i = 0; i < sizeof ends / sizeof *ends; ++i)
+    for (int uneven = 0; uneven < 2; ++uneven) {
+      htp_planner_config t = c;
+      t.hysteresis_iters = 1;
+      t.unit_cost[0] = ends[i][0];
+      t.unit_cost[1] = ends[i][1];
+      if (uneven) {
+        t.owned[HTP_PAIR_ATTENTION] = heads;
+        t.owned[HTP_PAIR_MLP] = units;
+      }
+      assert_int_equal(htp_planner_config_check(&t, why, sizeof why), HTP_OK);
+      htp_planner *p = make(&t);
+      const double seconds[3][4] = {{1.0, 2.0, 1.0, 1.0}, {1e-320, 1.0, 3.0, 1.0},
+                                    {5e-324, 5e-324, 5e-324, 5e-324}};
+      char what[96];
+      for (int step = 0; step < 3; ++step) {
+        snprintf(what, sizeof what, "costs {%g, %g} uneven %d step %d", ends[i][0], ends[i][1],
+                 uneven, step);
+        assert_int_equal(htp_planner_observe(p, seconds[step], NULL), HTP_OK);
+        assert_sane(p, what);
+        for (int r = 0; r < 4; ++r)
+          assert_true(isfinite(htp_plan_rank_work(htp_planner_plan(p), &t, r)));
+      }
+      htp_planner_destroy(p);
+    }
+  alarm(0);
+}
+
+/* 25: speeds given directly, as small as (0, 1] allows, with fixed costs
+ * and per-kind speeds: a finite, valid plan and a finite makespan. */
+static void test_25_extreme_speeds(void **unused) {
+  (void)unused;
+  alarm(EXTREME_ALARM_S);
+  static const double tiny[] = {5e-324, 1e-300, 1e-12, 1e-9};
+  for (size_t i = 0; i < sizeof tiny / sizeof *tiny; ++i)
+    for (int policy = HTP_POLICY_RESIZE; policy <= HTP_POLICY_SEMI; ++policy) {
+      htp_planner_config c = make_config(4, (htp_policy)policy, 4, 8);
+      c.max_gamma = 1.0;
+      htp_planner *p = make(&c);
+      const double speeds[4] = {tiny[i], 1.0, tiny[i], 0.5};
+      assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+      assert_sane(p, "plan_speeds");
+      /* The pure step with fixed costs and per-kind speeds just as small. */
+      htp__plan_storage storage;
+      htp__plan_scratch scratch;
+      htp_plan plan;
+      assert_int_equal(htp__plan_memory_init(&c, &storage, &scratch, &plan), 0);
+      const double fixed[2] = {4.0, 8.0};
+      const double kinds[8] = {tiny[i], 1.0, 0.0, tiny[i], 1.0, tiny[i], tiny[i], 0.25};
+      const uint8_t flags[4] = {1, 0, 1, 1};
+      htp__plan_compute(&c, speeds, flags, fixed, kinds, &scratch, &storage, &plan);
+      assert_valid(&plan);
+      assert_true(isfinite(plan.target_time));
+      assert_true(isfinite(htp__plan_makespan(&plan, &c, speeds, fixed, kinds)));
+      htp__plan_memory_free(&storage, &scratch);
+      htp_planner_destroy(p);
+    }
+  alarm(0);
+}
+
+/* 26: NULL and out-of-range arguments of the plan helpers (R3: equal
+ * crashed on NULL, units and rank_work read past the arrays). */
+static void test_26_bad_arguments(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(1, HTP_POLICY_SEMI, 2, 3);
+  htp_planner *p = make(&c);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_non_null(plan);
+  assert_null(htp_planner_plan(NULL));
+  assert_null(htp_planner_speeds(NULL));
+  assert_null(htp_planner_config_of(NULL));
+  assert_int_equal(htp_planner_iteration(NULL), -1);
+  assert_int_equal(htp_plan_equal(htp_planner_plan(NULL), plan), 0);
+  assert_int_equal(htp_plan_equal(plan, NULL), 0);
+  assert_int_equal(htp_plan_equal(NULL, NULL), 1);
+  assert_int_equal(htp_plan_equal(plan, plan), 1);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 0), 3);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, 5), 0);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_MLP, -1), 0);
+  assert_int_equal(htp_plan_units(plan, HTP_PAIR_KINDS, 0), 0);
+  assert_int_equal(htp_plan_units(NULL, HTP_PAIR_MLP, 0), 0);
+  const htp_planner_config *config = htp_planner_config_of(p);
+  assert_int_equal(htp_config_owned(config, HTP_PAIR_ATTENTION, 0), 2);
+  assert_int_equal(htp_config_owned(config, HTP_PAIR_ATTENTION, 1), 0);
+  assert_int_equal(htp_config_owned(NULL, HTP_PAIR_ATTENTION, 0), 0);
+  assert_true(htp_plan_rank_work(plan, config, 0) == 2.0 * (2.0 + 3.0));
+  assert_true(htp_plan_rank_work(plan, config, 5) == 0.0);
+  assert_true(htp_plan_rank_work(plan, config, -1) == 0.0);
+  assert_true(htp_plan_rank_work(plan, NULL, 0) == 0.0);
+  assert_true(htp_plan_rank_work(NULL, config, 0) == 0.0);
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1150,6 +1320,8 @@ int main(void) {
       cmocka_unit_test(test_17_site_fixed_cost), cmocka_unit_test(test_18_fixed_cost_split),
       cmocka_unit_test(test_19_refit_replans),   cmocka_unit_test(test_20_kind_speeds),
       cmocka_unit_test(test_21_site_kind_speeds), cmocka_unit_test(test_22_owned),
+      cmocka_unit_test(test_23_extreme_seconds), cmocka_unit_test(test_24_extreme_costs),
+      cmocka_unit_test(test_25_extreme_speeds),  cmocka_unit_test(test_26_bad_arguments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
