@@ -36,6 +36,7 @@ import argparse
 import math
 import os
 import re
+import sys
 import tempfile
 
 PARAMS = [  # (suffix, shape as a function of dim and mlp)
@@ -207,10 +208,11 @@ def generate(depth, dim, heads, mlp, tokens, batch, eps, gelu, name, dtype="f32"
 
 def count(text):
     """A size option: a whole number from 1 to 2^31-1 (htp's dims)."""
-    try:
-        value = int(text)
-    except ValueError:
+    # ASCII digits only: int() also takes " 32", "+32", "1_024" and other
+    # scripts' digits.
+    if not re.fullmatch(r"-?[0-9]+", text, re.ASCII):
         raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+    value = int(text)
     if not 1 <= value <= MAX_DIM:
         raise argparse.ArgumentTypeError(f"{text} is out of range: must be from 1 to 2^31-1")
     return value
@@ -218,9 +220,13 @@ def count(text):
 
 def epsilon(text):
     """--eps: finite, > 0, and a normal f32 as the IR writes it ({eps:e})."""
-    try:
+    # Plain decimal only: float() also takes " 1e-5", "1_0" and other
+    # scripts' digits ("nan" and "inf" are refused below, by name).
+    if text.lower().lstrip("+-") in ("nan", "inf", "infinity"):
         value = float(text)
-    except ValueError:
+    elif re.fullmatch(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?", text, re.ASCII):
+        value = float(text)
+    else:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number")
     if not (math.isfinite(value) and F32_MIN_NORMAL <= float(f"{value:e}") <= F32_MAX):
         raise argparse.ArgumentTypeError(
@@ -255,9 +261,15 @@ def size_problem(tensors, elem_bytes):
     return None
 
 
+def io_error(message):
+    """A failure to write (not a bad command line): one line, exit 1."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
 def write_output(parser, path, text):
-    """Writes text to path ("-": stdout) whole or not at all; a failure is
-    parser.error naming -o. A regular file (or a new one) is written to a
+    """Writes text to path ("-": stdout) whole or not at all; a bad -o is
+    parser.error naming it (exit 2), a failed write io_error (exit 1). A regular file (or a new one) is written to a
     temporary beside it, then renamed over it; anything else (/dev/null, a
     pipe) is written in place."""
     data = text.encode()
@@ -270,13 +282,15 @@ def write_output(parser, path, text):
             while view:
                 view = view[os.write(1, view):]
         except OSError as e:
-            parser.error(f"-o -: cannot write to stdout: {e.strerror}")
+            io_error(f"-o -: cannot write to stdout: {e.strerror}")
         return
     if not path:
         parser.error("-o '': an empty path")
     target = os.path.realpath(path)
     if os.path.isdir(target):
         parser.error(f"-o {path}: is a directory")
+    if path.endswith("/"):  # realpath drops the '/': x.mlir/ would write x.mlir
+        parser.error(f"-o {path}: ends in '/', a folder, not a file")
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         parser.error(f"-o {path}: no folder {os.path.dirname(path) or folder}")
@@ -286,7 +300,7 @@ def write_output(parser, path, text):
                 f.write(data)
             return
     except OSError as e:
-        parser.error(f"-o {path}: {e.strerror}")
+        io_error(f"-o {path}: {e.strerror}")
     temporary = None
     try:
         if os.path.isfile(target):
@@ -299,7 +313,7 @@ def write_output(parser, path, text):
             fd, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp",
                                              prefix="." + os.path.basename(target) + ".")
         except OSError as e:
-            parser.error(f"-o {path}: cannot create a file in {folder}: {e.strerror or e}")
+            io_error(f"-o {path}: cannot create a file in {folder}: {e.strerror or e}")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(temporary, mode)
@@ -310,7 +324,7 @@ def write_output(parser, path, text):
                 os.unlink(temporary)
             except OSError:
                 pass
-        parser.error(f"-o {path}: {e.strerror or e}")
+        io_error(f"-o {path}: {e.strerror or e}")
 
 
 def main():

@@ -56,11 +56,13 @@ static const char *usage =
 /* Two strings: ISO C promises only 4095 characters in one literal. */
 static const char *usage_options =
     "Options (defaults in brackets; each number must lie in the range given;\n"
-    "a LIST is values separated by commas, none empty, at most 32):\n"
+    "a LIST is values separated by commas, none empty, at most 32; a real\n"
+    "number is plain decimal, [-]digits[.digits][e[+-]digits]; each option\n"
+    "at most once, as --opt VALUE or --opt=VALUE):\n"
     "  --ranks LIST          world sizes, 2 to 1048576 [8,64,512,4096]\n"
     "  --stragglers LIST     straggler counts chi, 1 to 1048575 [1,2,4]\n"
     "  --slowdowns LIST      slowdown factors, 1 to 1000 [1.5,2,4,8]\n"
-    "  --policies LIST       policies (below), at most 4 [all of them]\n"
+    "  --policies LIST       policies (below), each at most once [all of them]\n"
     "  --iters K             iterations per row, 1 to 10000000 [200]\n"
     "  --warmup K            iterations left out of the steady ratio,\n"
     "                        0 to 10000000 and below --iters [20]\n"
@@ -148,6 +150,36 @@ typedef struct number_rule {
   double min, max;
 } number_rule;
 
+/* strtod for plain decimal only ([-]digits[.digits][e[+-]digits], the rule
+ * of htp-run's real flags): strtod alone also takes "0x10", "0x1p3", "inf"
+ * and "nan". Returns 0 and *out, or -1 (not such a number, or beyond a
+ * double; a value that underflows to a subnormal is taken). */
+static int decimal_real(const char *text, double *out) {
+  const char *p = text + (*text == '-');
+  const char *digits = p;
+  while (isdigit((unsigned char)*p)) p++;
+  int seen = p > digits;
+  if (*p == '.') {
+    p++;
+    while (isdigit((unsigned char)*p)) { p++; seen = 1; }
+  }
+  if (!seen) return -1;
+  if (*p == 'e' || *p == 'E') {
+    p += 1 + (p[1] == '+' || p[1] == '-');
+    if (!isdigit((unsigned char)*p)) return -1;
+    while (isdigit((unsigned char)*p)) p++;
+  }
+  if (*p) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  /* ERANGE on underflow is fine (the value is tiny, the range check
+   * decides); on overflow it is HUGE_VAL. */
+  if (*end || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
 /* Parses text by the rule into out (integers are exact as doubles up to
  * 2^53). Returns the count, or -1 after naming the option and value. */
 static int parse_numbers(const number_rule *rule, const char *text, double *out) {
@@ -158,9 +190,15 @@ static int parse_numbers(const number_rule *rule, const char *text, double *out)
     errno = 0;
     /* strtoll and strtod skip leading spaces and strtoull takes "-1": the
      * item must start like a number and be consumed whole. */
-    double v = rule->integer ? (double)strtoll(items[i], &end, 10) : strtod(items[i], &end);
-    int number = (isdigit((unsigned char)items[i][0]) || strchr("+-.", items[i][0])) && !*end &&
-                 errno != ERANGE && isfinite(v);
+    double v = 0;
+    int number;
+    if (rule->integer) {
+      v = (double)strtoll(items[i], &end, 10);
+      number = (isdigit((unsigned char)items[i][0]) || strchr("+-", items[i][0])) && !*end &&
+               errno != ERANGE;
+    } else {
+      number = decimal_real(items[i], &v) == 0;
+    }
     if (!number || v < rule->min || v > rule->max) {
       if (rule->integer)
         fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' is not an integer from %lld to "
@@ -242,7 +280,10 @@ static int sim_init(sim *m, const options *o, int world, int chi, double slowdow
   c->unit_cost[HTP_PAIR_MLP] = 1.0;
   c->policy = policy;
   c->resize_limit = o->resize_limit;
-  if (htp_planner_create(c, &m->planner) != HTP_OK) return -1;
+  if (htp_planner_create(c, &m->planner) != HTP_OK) {
+    fprintf(stderr, "htp-sim: cannot create the planner for %d ranks\n", world);
+    return -1;
+  }
   m->base = malloc((size_t)world * sizeof(double));
   m->speed = malloc((size_t)world * sizeof(double));
   m->seconds = malloc((size_t)world * sizeof(double));
@@ -250,7 +291,10 @@ static int sim_init(sim *m, const options *o, int world, int chi, double slowdow
   int ok = m->base && m->speed && m->seconds && m->moved;
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     ok = ok && (m->held_flows[k] = malloc((size_t)2 * world * sizeof(htp_flow)));
-  if (!ok) return -1;
+  if (!ok) {
+    fprintf(stderr, "htp-sim: out of memory\n");
+    return -1;
+  }
   for (int r = 0; r < world; ++r) m->base[r] = 1.0;
   for (int placed = 0; placed < chi && placed < world;) {
     int r = (int)(uniform(rng) * world);
@@ -294,11 +338,18 @@ static double replan_seconds(sim *m) {
   double samples[21];
   memcpy(m->speed, htp_planner_speeds(m->planner), (size_t)world * sizeof(double));
   uint8_t *flags = malloc((size_t)world);
-  if (!flags) return NAN;
+  if (!flags) {
+    fprintf(stderr, "htp-sim: out of memory\n");
+    return NAN;
+  }
   memcpy(flags, htp_planner_plan(m->planner)->straggler, (size_t)world);
   for (int i = 0; i < 21; ++i) {
     double t0 = now_seconds();
-    htp_planner_plan_speeds(m->planner, m->speed, flags);
+    if (htp_planner_plan_speeds(m->planner, m->speed, flags) != HTP_OK) {
+      fprintf(stderr, "htp-sim: the planner failed: %s\n", htp_planner_last_error(m->planner));
+      free(flags);
+      return NAN;
+    }
     samples[i] = now_seconds() - t0;
   }
   free(flags);
@@ -352,11 +403,19 @@ static int sim_iteration(sim *m, const options *o, int it, unsigned long long *r
     sums->steady_time += iteration;
     sums->steady_ideal += ideal;
   }
-  for (int r = 0; r < world; ++r)
-    m->seconds[r] = htp_plan_rank_work(plan, &m->config, r) / m->speed[r] * o->unit_seconds;
+  /* A plan may take all of a rank's units: its work is then 0, but a real
+   * rank still takes time, and the balancer hands the planner at least
+   * 1e-9 s (runtime/site_timing.c), never 0, which the planner refuses. */
+  for (int r = 0; r < world; ++r) {
+    const double t = htp_plan_rank_work(plan, &m->config, r) / m->speed[r] * o->unit_seconds;
+    m->seconds[r] = t > 1e-9 ? t : 1e-9;
+  }
   int replanned = 0;
   double t0 = now_seconds();
-  if (htp_planner_observe(m->planner, m->seconds, &replanned) != HTP_OK) return -1;
+  if (htp_planner_observe(m->planner, m->seconds, &replanned) != HTP_OK) {
+    fprintf(stderr, "htp-sim: the planner failed: %s\n", htp_planner_last_error(m->planner));
+    return -1;
+  }
   double spent = now_seconds() - t0;
   sums->plan_sum += spent;
   if (spent > sums->plan_max) sums->plan_max = spent;
@@ -391,9 +450,29 @@ static int simulate(const options *o, int world, int chi, double slowdown, htp_p
     out->plan_us_max = sums.plan_max * 1e6;
     out->replans = sums.replans;
     out->replan_us = replan_seconds(&m) * 1e6;
+    if (isnan(out->replan_us)) failed = -1;
   }
   sim_free(&m);
   return failed ? -1 : 0;
+}
+
+/* stdout flushed and closed: 0, or 1 after saying why (a full disk, a
+ * closed stdout: the table or help would be lost without a word). error:
+ * the errno of a write that already failed, or 0. */
+static int finish_output(int error) {
+  errno = 0;
+  int failed = fflush(stdout) != 0 || ferror(stdout) || error;
+  if (!error) error = errno;
+  if (fclose(stdout) != 0 && !failed) {
+    failed = 1;
+    error = errno;
+  }
+  if (failed) {
+    fprintf(stderr, "htp-sim: cannot write to stdout: %s\n",
+            error ? strerror(error) : "write error");
+    return 1;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -428,33 +507,68 @@ int main(int argc, char **argv) {
       {{"--resize-limit", 0, 1, 0, 1}, NULL, NULL, &o.resize_limit},
       {{"--seed", 1, 1, 0, 9007199254740991.0}, NULL, NULL, NULL},
   };
+  int given[sizeof numbers / sizeof numbers[0]] = {0}, policies_given = 0;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
+    /* --opt=value, as htp-run takes it: the value is the rest of the word
+     * (never the next argument). */
+    char name[64];
+    const char *v = NULL;
+    const char *equals = strncmp(a, "--", 2) ? NULL : strchr(a, '=');
+    if (equals) {
+      if ((size_t)(equals - a) >= sizeof name) {
+        fprintf(stderr, "htp-sim: unknown option %.*s (see --help)\n", (int)(equals - a), a);
+        return 2;
+      }
+      memcpy(name, a, (size_t)(equals - a));
+      name[equals - a] = '\0';
+      a = name;
+      v = equals + 1;
+    }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      if (v) { fprintf(stderr, "htp-sim: %s takes no value\n", a); return 2; }
       fputs(usage, stdout);
       fputs(usage_options, stdout);
       for (int p = 0; p < NUM_POLICIES; ++p) printf(" %s", htp_policy_name(ALL_POLICIES[p]));
       putchar('\n');
-      return 0;
+      return finish_output(0);
     }
-    if (i + 1 >= argc) { fprintf(stderr, "htp-sim: %s needs a value or is unknown (see --help)\n", a); return 2; }
-    const char *v = argv[++i];
+    if (!v) {
+      if (i + 1 >= argc) { fprintf(stderr, "htp-sim: %s needs a value or is unknown (see --help)\n", a); return 2; }
+      v = argv[++i];
+    }
     if (!strcmp(a, "--policies")) {
+      if (policies_given++) {
+        fprintf(stderr, "htp-sim: %s given twice (give it once, with a list)\n", a);
+        return 2;
+      }
       char items[NUM_POLICIES][MAX_ITEM];
       int n = split_list(a, v, NUM_POLICIES, items);
       if (n < 0) return 2;
-      for (int p = 0; p < n; ++p)
+      for (int p = 0; p < n; ++p) {
         if (htp_policy_parse(items[p], &o.policies[p]) != HTP_OK) {
           fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' is not a policy (see --help)\n",
                   v, a, items[p]);
           return 2;
         }
+        for (int q = 0; q < p; ++q)
+          if (o.policies[q] == o.policies[p]) {
+            fprintf(stderr, "htp-sim: bad value '%s' for %s: '%s' given twice\n", v, a,
+                    items[p]);
+            return 2;
+          }
+      }
       o.num_policies = n;
       continue;
     }
     int known = 0;
     for (size_t k = 0; k < sizeof numbers / sizeof numbers[0] && !known; ++k) {
       if (strcmp(a, numbers[k].rule.option)) continue;
+      if (given[k]++) {
+        fprintf(stderr, "htp-sim: %s given twice (give it once%s)\n", a,
+                numbers[k].rule.max_count > 1 ? ", with a list" : "");
+        return 2;
+      }
       double values[MAX_LIST];
       int n = parse_numbers(&numbers[k].rule, v, values);
       if (n < 0) return 2;
@@ -468,7 +582,10 @@ int main(int argc, char **argv) {
     }
     if (!known) { fprintf(stderr, "htp-sim: unknown option %s (see --help)\n", a); return 2; }
   }
-  if (o.warmup >= o.iters) { fprintf(stderr, "htp-sim: --warmup must be < --iters\n"); return 2; }
+  if (o.warmup >= o.iters) {
+    fprintf(stderr, "htp-sim: --warmup %d must be below --iters %d\n", o.warmup, o.iters);
+    return 2;
+  }
   /* A sweep may cross sizes with counts that fit only some of them: skip
    * the rest, saying so, but refuse a command line that leaves no row. */
   int runnable = 0;
@@ -493,14 +610,16 @@ int main(int argc, char **argv) {
           row r;
           if (o.stragglers[b] >= o.ranks[a]) continue;
           if (simulate(&o, o.ranks[a], o.stragglers[b], o.slowdowns[s], o.policies[p], &r) != 0) {
-            fprintf(stderr, "htp-sim: simulation failed\n");
+            fprintf(stderr, "htp-sim: simulation failed (ranks %d, stragglers %d, slowdown %g, "
+                    "policy %s)\n", o.ranks[a], o.stragglers[b], o.slowdowns[s],
+                    htp_policy_name(o.policies[p]));
             return 1;
           }
           printf("%6d %4d %8.2f %8s %12.4f %10.4f %8.2f %10.1f %7d %10.1f %11.1f %10.1f\n",
                  o.ranks[a], o.stragglers[b], o.slowdowns[s], htp_policy_name(o.policies[p]),
                  r.steady_ratio, r.run_ratio, 100 * r.pruned_fraction, r.moved_mib, r.replans,
                  r.plan_us_mean, r.plan_us_max, r.replan_us);
-          fflush(stdout);
+          if (fflush(stdout) != 0) return finish_output(errno);
         }
-  return 0;
+  return finish_output(0);
 }
