@@ -75,6 +75,7 @@ typedef struct htp__plan_scratch {
   double *kind_speed;    /* one kind's speeds per unit: measured, else the rank's */
   double *rank_speed;    /* the same per whole rank (kind_speed / share) */
   double *speed;         /* the given speeds, floored at HTP__PLAN_MIN_SPEED */
+  double *sums;          /* target_time's running sums [world + 1] */
 } htp__plan_scratch;
 
 /* Allocates storage and scratch for world ranks, and points *plan at the

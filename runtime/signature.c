@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -566,7 +567,10 @@ htp_result htp_signature_parse(const char *text, size_t length, htp_signature *s
   if (nul)
     return invalid(&in, "the signature holds a NUL byte at offset %zu", (size_t)(nul - text));
   json_error_t error;
+  errno = 0; /* jansson says "invalid token" or nothing when memory runs short */
   json_t *root = json_loadb(text, length, JSON_REJECT_DUPLICATES, &error);
+  if (!root && (errno == ENOMEM || json_error_code(&error) == json_error_out_of_memory))
+    return out_of_memory(&in);
   if (!root)
     return invalid(&in, "the signature is not valid JSON (line %d, column %d): %s", error.line,
                    error.column, error.text);

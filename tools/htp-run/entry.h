@@ -40,7 +40,8 @@ typedef struct htp_compiled {
 typedef struct htp_compiler {
   /* Compiles or loads PATH and looks up entry NAME (NULL: the one that
    * HTP_DEFAULT_ENTRY_SYMBOL names, an error if there is none). On failure
-   * returns non-zero and writes a message (diagnostics included) to err. */
+   * returns non-zero and writes a message (diagnostics included) to err:
+   * 2 when memory ran short (a caller trying entries in turn stops). */
   int (*load)(const char *path, const char *entry, const htp_compile_options *options,
               htp_compiled *out, char *err, size_t err_size);
   void (*unload)(htp_compiled *compiled);

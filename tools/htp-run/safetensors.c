@@ -203,8 +203,12 @@ int htp_safetensors_parse(const unsigned char *bytes, size_t size, htp_safetenso
    * byte in the text or a \u0000 in a string is an error without
    * JSON_ALLOW_NUL. */
   json_error_t json_error;
+  errno = 0; /* jansson says "invalid token" or nothing when memory runs short */
   json_t *root = json_loadb((const char *)bytes + 8, (size_t)header_length,
                             JSON_REJECT_DUPLICATES, &json_error);
+  if (!root && (errno == ENOMEM || json_error_code(&json_error) == json_error_out_of_memory))
+    return htp_set_error(err, err_size, "out of memory reading the safetensors header (%lld "
+                         "bytes)", (long long)header_length);
   if (!root)
     return htp_set_error(err, err_size, "bad safetensors header: bad JSON at line %d, column %d: "
                          "%s", json_error.line, json_error.column, json_error.text);

@@ -15,6 +15,7 @@
 #include "tools/htp-run/file_map.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <link.h>
 #include <stdlib.h>
@@ -224,7 +225,11 @@ static int check_signature(void *handle, const char *path, const char *entry,
                          signature_length, fact(facts, HTP_FACTS_SIGNATURE_BYTES));
   htp_signature sig;
   char reason[512];
-  if (htp_signature_parse(signature, signature_length, &sig, reason, sizeof reason) != HTP_OK)
+  const htp_result parsed = htp_signature_parse(signature, signature_length, &sig, reason,
+                                                sizeof reason);
+  if (parsed == HTP_ERR_NOMEM)
+    return htp_set_error(err, err_size, "%s: %s", path, reason), 2;
+  if (parsed != HTP_OK)
     return htp_set_error(err, err_size, "%s: bad entry signature: %s", path, reason);
   int failed = 0;
   if (strcmp(sig.entry, entry) != 0)
@@ -263,12 +268,17 @@ static void *open_whole(const char *path, char *err, size_t err_size) {
     strcat(relative, path);
   }
   dlerror();
+  errno = 0;
   void *handle = dlopen(relative ? relative : path, RTLD_NOW | RTLD_LOCAL);
+  const int dl_errno = errno;
   free(relative);
   if (!handle) {
+    /* dlopen short of memory can say "No such file or directory" of the
+     * file just read whole above: errno tells. */
     const char *dl_reason = dlerror();
-    htp_set_error(err, err_size, "cannot load '%s': %s", path,
-                  dl_reason ? dl_reason : "unknown dlopen error");
+    htp_set_error(err, err_size, "cannot load '%s': %s%s", path,
+                  dl_reason ? dl_reason : "unknown dlopen error",
+                  dl_errno == ENOMEM ? " (out of memory)" : "");
   }
   return handle;
 }
@@ -286,7 +296,8 @@ static char *symbol_name(const char *prefix, const char *entry, size_t length) {
 
 /* The entry's function, signature and facts symbols (the prefixes followed
  * by its name, runtime/htp_entry.h, so no name can reach a C library or
- * runtime symbol), the signature checked. Non-zero with err. */
+ * runtime symbol), the signature checked. Non-zero with err (2: memory
+ * ran short). */
 static int find_entry(void *handle, const char *path, const char *entry, size_t length,
                       void **function, const char **signature, char *err, size_t err_size) {
   char *function_name = symbol_name(HTP_ENTRY_SYMBOL_PREFIX, entry, length);
@@ -295,7 +306,7 @@ static int find_entry(void *handle, const char *path, const char *entry, size_t 
   size_t signature_length = 0;
   int failed = 0;
   if (!function_name || !signature_name || !facts_name)
-    failed = htp_set_error(err, err_size, "out of memory");
+    failed = (htp_set_error(err, err_size, "out of memory"), 2);
   else if (!(*function = dlsym(handle, function_name)))
     failed = htp_set_error(err, err_size, "%s: unknown entry '%.200s'", path, entry);
   else if (!(*signature = string_symbol(handle, path, signature_name,
@@ -338,9 +349,10 @@ static int so_load(const char *path, const char *entry, const htp_compile_option
   }
   void *function = NULL;
   const char *signature = NULL;
-  if (find_entry(handle, path, entry, length, &function, &signature, err, err_size)) {
+  const int failed = find_entry(handle, path, entry, length, &function, &signature, err, err_size);
+  if (failed) {
     dlclose(handle);
-    return 1;
+    return failed;
   }
   /* Converting an object pointer to a function pointer: what POSIX dlsym
    * requires to work. */

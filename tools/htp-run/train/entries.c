@@ -60,8 +60,8 @@ static int has_gradients(const htp_signature *sig) {
 }
 
 /* Loads entry `name` (split for tp ranks, by options' shares and spare room
- * when given)
- * and parses its signature; non-zero with err. */
+ * when given) and parses its signature; non-zero with err: 2 when memory
+ * ran short (a reason to stop, not to try the next entry). */
 static int load_entry(const htp_compiler *loader, const htp_run_options *options,
                       const char *path, const char *name, int tp, htp_compiled *compiled,
                       htp_signature *sig, char *err, size_t err_size) {
@@ -69,16 +69,21 @@ static int load_entry(const htp_compiler *loader, const htp_run_options *options
                                  .num_shares = options->num_shares,
                                  .spare = (int)options->spare};
   memset(compiled, 0, sizeof *compiled);
-  if (loader->load(path, name, &compile, compiled, err, err_size)) {
+  const int loaded = loader->load(path, name, &compile, compiled, err, err_size);
+  if (loaded) {
     memset(compiled, 0, sizeof *compiled);
-    return 1;
+    return loaded == 2 ? 2 : 1;
   }
   char reason[1024];
   const char *text = compiled->signature;
-  if (htp_signature_parse(text, text ? strlen(text) : 0, sig, reason, sizeof reason) != HTP_OK) {
+  const htp_result parsed = htp_signature_parse(text, text ? strlen(text) : 0, sig, reason,
+                                                sizeof reason);
+  if (parsed != HTP_OK) {
     loader->unload(compiled);
     memset(compiled, 0, sizeof *compiled);
-    return htp_set_error(err, err_size, "%s: entry '%s': bad signature: %s", path, name, reason);
+    htp_set_error(err, err_size, "%s: entry '%s': %s%s", path, name,
+                  parsed == HTP_ERR_NOMEM ? "" : "bad signature: ", reason);
+    return parsed == HTP_ERR_NOMEM ? 2 : 1;
   }
   return 0;
 }
@@ -111,7 +116,11 @@ int htp_train_find_grad_entry(const htp_run_options *options, htp_run_state *sta
     htp_compiled compiled;
     htp_signature sig;
     char why[16384];
-    if (load_entry(state->loader, options, path, names[i], tp, &compiled, &sig, why, sizeof why)) {
+    const int failed =
+        load_entry(state->loader, options, path, names[i], tp, &compiled, &sig, why, sizeof why);
+    if (failed == 2)
+      return htp_set_error(err, err_size, "--train: %s", why);
+    if (failed) {
       if (!first_error[0])
         append_text(first_error, sizeof first_error, "", why);
       continue;

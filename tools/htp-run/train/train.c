@@ -229,8 +229,12 @@ static int make_buffers(rank_run *run, rank_buffers *b) {
           return 1;
       } else {
         void *zeros = calloc(1, p->bytes);
-        htp_result result = zeros ? htp_mem_upload(run->ctx, *moment[kind], zeros, p->bytes)
-                                  : HTP_ERR_NOMEM;
+        if (!zeros) {
+          htp_rank_task_fail(run->task, run->ctx, HTP_ERR_NOMEM, "zeroing the optimizer state",
+                             -1, "out of memory for the host's zeros");
+          return 1;
+        }
+        htp_result result = htp_mem_upload(run->ctx, *moment[kind], zeros, p->bytes);
         free(zeros);
         RANK_TRY(result, "zeroing the optimizer state", -1);
       }
