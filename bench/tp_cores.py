@@ -18,10 +18,20 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from train_policies import check_executable, check_in_file, int_from, run_command  # noqa: E402
+
+
+def int_list(low, high):
+    """An argparse type: comma-separated whole numbers from low to high."""
+    one = int_from(low, high)
+
+    def parse(text):
+        return [one(item) for item in text.split(",")]
+    return parse
 
 
 def run(htp_run, block, tp, iters, env_threads):
@@ -29,11 +39,9 @@ def run(htp_run, block, tp, iters, env_threads):
            if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS")}
     if env_threads:
         env["OPENBLAS_NUM_THREADS"] = str(env_threads)
-    out = subprocess.run([htp_run, block, "--tp", str(tp), "--iters", str(iters),
-                          "--warmup", "2", "--report", "json"],
-                         env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"tp_cores: htp-run --tp {tp} failed: {out.stderr.strip()}")
+    out = run_command([htp_run, block, "--tp", str(tp), "--iters", str(iters), "--warmup", "2",
+                       "--report", "json"], f"htp-run --tp {tp}", env=env, capture_output=True,
+                      text=True)
     report = json.loads(out.stdout)
     return report["median_ms"], report.get("blas_threads")
 
@@ -42,15 +50,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--block", default=os.path.join(ROOT, "examples/vit_b16_block.mlir"))
     parser.add_argument("--htp-run", default=os.path.join(ROOT, "build/tools/htp-run/htp-run"))
-    parser.add_argument("--tp", default="2", help="comma-separated tp values to compare with 1")
-    parser.add_argument("--iters", type=int, default=10, help="timed iterations per run")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
-    parser.add_argument("--env-threads", default="",
-                        help="comma-separated OPENBLAS_NUM_THREADS values to run each tp with too")
+    parser.add_argument("--tp", type=int_list(1, 1024), default=[2],
+                        help="comma-separated tp values (1 to 1024) to compare with 1")
+    parser.add_argument("--iters", type=int_from(1), default=10, help="timed iterations per run")
+    parser.add_argument("--rounds", type=int_from(1), default=3, help="alternating rounds")
+    parser.add_argument("--env-threads", type=int_list(1, 1024), default=[],
+                        help="comma-separated OPENBLAS_NUM_THREADS values (1 to 1024) to run "
+                        "each tp with too")
     args = parser.parse_args()
-    tps = [1] + [int(t) for t in args.tp.split(",") if int(t) != 1]
+    check_executable(parser, "--htp-run", args.htp_run)
+    check_in_file(parser, "--block", args.block)
+    tps = [1] + [t for t in dict.fromkeys(args.tp) if t != 1]
     settings = [(tp, 0) for tp in tps]
-    for k in [int(k) for k in args.env_threads.split(",") if k]:
+    for k in dict.fromkeys(args.env_threads):
         settings += [(tp, k) for tp in tps]
     medians = {s: [] for s in settings}
     threads = {}

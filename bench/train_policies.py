@@ -54,6 +54,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -85,13 +86,18 @@ def prog():
     return os.path.basename(sys.argv[0])
 
 
+# Plain ASCII decimal, as htp-run reads numbers: Python's int() and float()
+# would also take " 3", "1_000", "+3", other scripts' digits, "inf", "nan".
+WHOLE = re.compile(r"-?[0-9]+")
+DECIMAL = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
+
+
 def int_from(low, high=None):
     """An argparse type: a whole number >= low (and <= high)."""
     def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
+        if not WHOLE.fullmatch(text):
             raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
+        value = int(text)
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(
                 f"{text} is out of range: must be " +
@@ -103,10 +109,9 @@ def int_from(low, high=None):
 def number_from(low, high=math.inf, above=False):
     """An argparse type: a finite number >= low (> low if above), <= high."""
     def parse(text):
-        try:
-            value = float(text)
-        except ValueError:
+        if not DECIMAL.fullmatch(text):
             raise argparse.ArgumentTypeError(f"'{text}' is not a number")
+        value = float(text)
         if not (math.isfinite(value) and (value > low if above else value >= low)
                 and value <= high):
             bound = f"{'>' if above else '>='} {low:g}" + (f" and <= {high:g}" if high < math.inf

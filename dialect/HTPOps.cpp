@@ -218,7 +218,7 @@ LogicalResult mlir::htp::verifyTensorLimits(Operation *op) {
 /// Checks a balance pair number against the runtime's layer limit.
 static LogicalResult verifyPair(Operation *op, int64_t pair) {
   if (pair >= 2 * static_cast<int64_t>(HTP_ENTRY_MAX_LAYERS))
-    return op->emitOpError() << "pair (" << pair << ") must be below 2^21 (2 * "
+    return op->emitOpError() << "pair (" << pair << ") must be below 2^17 (2 * "
                              << "HTP_ENTRY_MAX_LAYERS balance layers)";
   return success();
 }
@@ -323,7 +323,7 @@ static LogicalResult verifyAttentionPair(Operation *op, int64_t pair, int64_t he
     return failure();
   if (heads > HTP_ENTRY_MAX_UNITS)
     return op->emitOpError() << "num_heads (" << heads << ") of a balanced attention must be at "
-                             << "most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)";
+                             << "most 2^20 (HTP_ENTRY_MAX_UNITS units per rank: the planner's units_per_rank)";
   if (pair % 2 != 0)
     return op->emitOpError() << "pair must be even (2 * layer) for attention, got " << pair;
   return success();
@@ -384,7 +384,7 @@ static LogicalResult verifyMLPOperands(Operation *op, Value inputValue, Value fc
   if (hidden / unitWidth > HTP_ENTRY_MAX_UNITS)
     return op->emitOpError() << "hidden width / unit_width (" << hidden << " / " << unitWidth
                              << " = " << hidden / unitWidth
-                             << " units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)";
+                             << " units) must be at most 2^20 (HTP_ENTRY_MAX_UNITS: the planner's units_per_rank)";
   if (failed(verifyPair(op, pair)))
     return failure();
   if (pair % 2 != 1)

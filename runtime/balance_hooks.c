@@ -291,6 +291,9 @@ static htp_result check_grad_call(htp_ctx *ctx, const grad_call *c) {
                       !c->dw.second || !c->compact_w,
                   "%s: pair %d: x, a weight, dy, dx, a weight gradient or scratch is NULL", c->hook,
                   (int)c->pair);
+  HTP__INVALID_IF(ctx, c->tanh_approx != 0 && c->tanh_approx != 1,
+                  "%s: pair %d: tanh_approx %d must be 0 or 1", c->hook, (int)c->pair,
+                  (int)c->tanh_approx);
   HTP__INVALID_IF(ctx, (c->w.bias == NULL) != (c->dw.bias == NULL),
                   "%s: pair %d: a bias gradient is wanted exactly when there is a bias", c->hook,
                   (int)c->pair);
@@ -956,6 +959,8 @@ static htp_result mlp_hook(htp_ctx *ctx, int bf16, int32_t pair, const void *x, 
   HTP__INVALID_IF(ctx, hidden_dim % unit_width != 0,
                   "%s: pair %d: hidden_dim %lld is not a multiple of unit_width %lld", what,
                   (int)pair, (long long)hidden_dim, (long long)unit_width);
+  HTP__INVALID_IF(ctx, tanh_approx != 0 && tanh_approx != 1,
+                  "%s: pair %d: tanh_approx %d must be 0 or 1", what, (int)pair, (int)tanh_approx);
   HTP__INVALID_IF(ctx, rows > INT_MAX || model_dim > INT_MAX || hidden_dim > INT_MAX,
                   "%s: pair %d: a dimension exceeds BLAS's int range", what, (int)pair);
   /* scratch (floats, whatever the dtype): hidden [rows, hidden_dim], one

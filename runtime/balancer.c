@@ -59,6 +59,9 @@ htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, si
     REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
+  if (c->repartition_ratio > 0.0 && c->element_bytes == 2)
+    REJECT("repartition_ratio %g: a bf16 block has no run-time re-partition (it moves f32 "
+           "weights and optimizer state)", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;

@@ -213,8 +213,8 @@ enum {
   HTP_ENTRY_MAX_TENSORS = 4096,    /* arguments, and results */
   HTP_ENTRY_MAX_NAME = 4096,       /* bytes of a name */
   HTP_ENTRY_MAX_TP = 1024,         /* ranks */
-  HTP_ENTRY_MAX_LAYERS = 1 << 20,  /* balance pairs */
-  HTP_ENTRY_MAX_UNITS = 1 << 24    /* heads or MLP units per rank */
+  HTP_ENTRY_MAX_LAYERS = 1 << 16,  /* balance layers: the planner's num_layers */
+  HTP_ENTRY_MAX_UNITS = 1 << 20    /* heads or MLP units per rank: its units_per_rank */
 };
 #define HTP_ENTRY_MAX_DIM INT64_C(2147483647)            /* 2^31 - 1: BLAS's int */
 #define HTP_ENTRY_MAX_SHARD_UNITS INT64_C(1048576)      /* 2^20: one rank's units of a shard */

@@ -810,6 +810,11 @@ static void *bad_arguments_main(void *arg) {
   bad.same_max_age = -1;
   CHECK(htp_balancer_create(ctx, &bad, &b) == HTP_ERR_INVALID);
   CHECK(strstr(htp_last_error(ctx), "same_max_age"));
+  bad = c;
+  bad.element_bytes = 2;
+  bad.repartition_ratio = 2.0;
+  CHECK(htp_balancer_create(ctx, &bad, &b) == HTP_ERR_INVALID);
+  CHECK(strstr(htp_last_error(ctx), "no run-time re-partition"));
   CHECK(htp_balancer_create(ctx, NULL, &b) == HTP_ERR_INVALID);
   CHECK(htp_balancer_create(NULL, &c, &b) == HTP_ERR_INVALID);
   CHECK(htp_ctx_balancer(ctx) == NULL);
@@ -843,6 +848,9 @@ static void *bad_arguments_main(void *arg) {
   CHECK(htp_rt_mlp_f32(ctx, 1, x, NULL, s.b1, s.w2, y, scratch, ROWS, DIM, HIDDEN, WIDTH, 0) ==
         HTP_ERR_INVALID);
   CHECK(strstr(htp_last_error(ctx), "NULL"));
+  CHECK(htp_rt_mlp_f32(ctx, 1, x, s.w1, s.b1, s.w2, y, scratch, ROWS, DIM, HIDDEN, WIDTH, 7) ==
+        HTP_ERR_INVALID);
+  CHECK(strstr(htp_last_error(ctx), "tanh_approx 7 must be 0 or 1"));
   CHECK(htp_rt_attention_f32(ctx, 0, x, s.wqkv, s.bqkv, s.wproj, y, scratch, 0, TOKENS, DIM,
                              HEADS, HEAD_DIM) == HTP_ERR_INVALID);
   /* without a context: NULL buffers are still refused, without a message */

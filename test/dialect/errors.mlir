@@ -546,33 +546,33 @@ func.func @norm_epsilon_nan(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: tensor
 // -----
 
 func.func @attention_pair_limit(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
-  // expected-error @+1 {{pair (2097152) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
-  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64, pair = 2097152 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
+  // expected-error @+1 {{pair (131072) must be below 2^17 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 3 : i64, pair = 131072 : i64} : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>) -> tensor<2x5x12xf32>
   return %y : tensor<2x5x12xf32>
 }
 
 // -----
 
-// 2^24 + 1 heads of one channel on a rank: more units than the runtime takes.
-func.func @attention_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<50331651x1xf32>, %bqkv: tensor<50331651xf32>, %wp: tensor<1x16777217xf32>) -> tensor<1x1x1xf32> {
-  // expected-error @+1 {{num_heads (16777217) of a balanced attention must be at most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)}}
-  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 16777217 : i64, pair = 0 : i64} : (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>) -> tensor<1x1x1xf32>
+// 2^20 + 1 heads of one channel on a rank: more units than the runtime takes.
+func.func @attention_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<3145731x1xf32>, %bqkv: tensor<3145731xf32>, %wp: tensor<1x1048577xf32>) -> tensor<1x1x1xf32> {
+  // expected-error @+1 {{num_heads (1048577) of a balanced attention must be at most 2^20 (HTP_ENTRY_MAX_UNITS units per rank: the planner's units_per_rank)}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 1048577 : i64, pair = 0 : i64} : (tensor<1x1x1xf32>, tensor<3145731x1xf32>, tensor<3145731xf32>, tensor<1x1048577xf32>) -> tensor<1x1x1xf32>
   return %y : tensor<1x1x1xf32>
 }
 
 // -----
 
 func.func @mlp_pair_limit(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
-  // expected-error @+1 {{pair (9223372036854775807) must be below 2^21}}
+  // expected-error @+1 {{pair (9223372036854775807) must be below 2^17}}
   %y = htp.mlp %x, %w1, %w2 {pair = 9223372036854775807 : i64, unit_width = 5 : i64} : (tensor<3x8xf32>, tensor<10x8xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
 
 // -----
 
-func.func @mlp_units_limit(%x: tensor<1x1xf32>, %w1: tensor<16777217x1xf32>, %w2: tensor<1x16777217xf32>) -> tensor<1x1xf32> {
-  // expected-error @+1 {{hidden width / unit_width (16777217 / 1 = 16777217 units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)}}
-  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 1 : i64} : (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>) -> tensor<1x1xf32>
+func.func @mlp_units_limit(%x: tensor<1x1xf32>, %w1: tensor<1048577x1xf32>, %w2: tensor<1x1048577xf32>) -> tensor<1x1xf32> {
+  // expected-error @+1 {{hidden width / unit_width (1048577 / 1 = 1048577 units) must be at most 2^20 (HTP_ENTRY_MAX_UNITS: the planner's units_per_rank)}}
+  %y = htp.mlp %x, %w1, %w2 {pair = 1 : i64, unit_width = 1 : i64} : (tensor<1x1xf32>, tensor<1048577x1xf32>, tensor<1x1048577xf32>) -> tensor<1x1xf32>
   return %y : tensor<1x1xf32>
 }
 

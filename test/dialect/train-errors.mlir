@@ -424,8 +424,8 @@ func.func @attention_grad_pair_odd(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf
 // -----
 
 func.func @attention_grad_pair_limit(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %dy: tensor<2x5x12xf32>) {
-  // expected-error @+1 {{'htp.attention_grad' op pair (2097152) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
-  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 2097152 : i64}
+  // expected-error @+1 {{'htp.attention_grad' op pair (131072) must be below 2^17 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 3 : i64, pair = 131072 : i64}
       : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>)
       -> (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>)
   return
@@ -443,12 +443,12 @@ func.func @attention_grad_pair_negative(%x: tensor<2x5x12xf32>, %wqkv: tensor<36
 
 // -----
 
-// 2^24 + 1 heads of one channel on a rank: more units than the runtime takes.
-func.func @attention_grad_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<50331651x1xf32>, %bqkv: tensor<50331651xf32>, %wp: tensor<1x16777217xf32>, %dy: tensor<1x1x1xf32>) {
-  // expected-error @+1 {{'htp.attention_grad' op num_heads (16777217) of a balanced attention must be at most 2^24 (HTP_ENTRY_MAX_UNITS units per rank)}}
-  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 16777217 : i64, pair = 0 : i64}
-      : (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>, tensor<1x1x1xf32>)
-      -> (tensor<1x1x1xf32>, tensor<50331651x1xf32>, tensor<50331651xf32>, tensor<1x16777217xf32>)
+// 2^20 + 1 heads of one channel on a rank: more units than the runtime takes.
+func.func @attention_grad_units_limit(%x: tensor<1x1x1xf32>, %wqkv: tensor<3145731x1xf32>, %bqkv: tensor<3145731xf32>, %wp: tensor<1x1048577xf32>, %dy: tensor<1x1x1xf32>) {
+  // expected-error @+1 {{'htp.attention_grad' op num_heads (1048577) of a balanced attention must be at most 2^20 (HTP_ENTRY_MAX_UNITS units per rank: the planner's units_per_rank)}}
+  %d:4 = htp.attention_grad %x, %wqkv, %bqkv, %wp, %dy {num_heads = 1048577 : i64, pair = 0 : i64}
+      : (tensor<1x1x1xf32>, tensor<3145731x1xf32>, tensor<3145731xf32>, tensor<1x1048577xf32>, tensor<1x1x1xf32>)
+      -> (tensor<1x1x1xf32>, tensor<3145731x1xf32>, tensor<3145731xf32>, tensor<1x1048577xf32>)
   return
 }
 
@@ -546,19 +546,19 @@ func.func @mlp_grad_unit_width_zero(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, 
 
 // -----
 
-func.func @mlp_grad_units_limit(%x: tensor<1x1xf32>, %w1: tensor<16777217x1xf32>, %w2: tensor<1x16777217xf32>, %dy: tensor<1x1xf32>) {
-  // expected-error @+1 {{'htp.mlp_grad' op hidden width / unit_width (16777217 / 1 = 16777217 units) must be at most 2^24 (HTP_ENTRY_MAX_UNITS)}}
+func.func @mlp_grad_units_limit(%x: tensor<1x1xf32>, %w1: tensor<1048577x1xf32>, %w2: tensor<1x1048577xf32>, %dy: tensor<1x1xf32>) {
+  // expected-error @+1 {{'htp.mlp_grad' op hidden width / unit_width (1048577 / 1 = 1048577 units) must be at most 2^20 (HTP_ENTRY_MAX_UNITS: the planner's units_per_rank)}}
   %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 1 : i64, unit_width = 1 : i64}
-      : (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>, tensor<1x1xf32>)
-      -> (tensor<1x1xf32>, tensor<16777217x1xf32>, tensor<1x16777217xf32>)
+      : (tensor<1x1xf32>, tensor<1048577x1xf32>, tensor<1x1048577xf32>, tensor<1x1xf32>)
+      -> (tensor<1x1xf32>, tensor<1048577x1xf32>, tensor<1x1048577xf32>)
   return
 }
 
 // -----
 
 func.func @mlp_grad_pair_limit(%x: tensor<3x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<8x16xf32>, %dy: tensor<3x8xf32>) {
-  // expected-error @+1 {{'htp.mlp_grad' op pair (2097153) must be below 2^21 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
-  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 2097153 : i64, unit_width = 4 : i64}
+  // expected-error @+1 {{'htp.mlp_grad' op pair (131073) must be below 2^17 (2 * HTP_ENTRY_MAX_LAYERS balance layers)}}
+  %d:3 = htp.mlp_grad %x, %w1, %w2, %dy {pair = 131073 : i64, unit_width = 4 : i64}
       : (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<3x8xf32>)
       -> (tensor<3x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>)
   return

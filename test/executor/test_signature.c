@@ -314,7 +314,7 @@ static void test_balance(void **state) {
                       ", \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 99999999999, "
                       "\"head_dim\": 12, \"head_flops\": 1, \"mlp_units\": 8, "
                       "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
-                      "balance.heads is 99999999999, not in [1, 16777216]");
+                      "balance.heads is 99999999999, not in [1, 1048576]");
   expect_refused_with(ARG_X, RESULT_Y,
                       ", \"balance\": {\"layers\": -2, \"model_dim\": 48, \"heads\": 2, "
                       "\"head_dim\": 12, \"head_flops\": 1, \"mlp_units\": 8, "
@@ -322,7 +322,7 @@ static void test_balance(void **state) {
                       "balance.layers is -2");
   /* Products: heads x head_dim beyond a dim, one unit's weights beyond a tensor. */
   expect_refused_with(ARG_X, RESULT_Y,
-                      ", \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 16777216, "
+                      ", \"balance\": {\"layers\": 2, \"model_dim\": 48, \"heads\": 1048576, "
                       "\"head_dim\": 2147483647, \"head_flops\": 1, \"mlp_units\": 8, "
                       "\"mlp_unit_width\": 6, \"mlp_unit_flops\": 1}",
                       "heads x head_dim");

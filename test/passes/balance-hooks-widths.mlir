@@ -23,10 +23,11 @@ func.func @prime_hidden(%x: tensor<1x1x1xf32>, %wqkv: tensor<3x1xf32>, %bqkv: te
 // -----
 
 // 2147483646 = 2·3²·7·11·31·151·331 neurons: the smallest divisor >= 64
-// (66) would make 32537631 units, over 2^24; the width floor rises to
-// ceil(hidden / 2^24) = 128, giving 151 (14221746 units).
+// (66) would make 32537631 units, over 2^20 (the planner's units per rank);
+// the width floor rises to ceil(hidden / 2^20) = 2048, giving 2114
+// (1015839 units).
 // CHECK-LABEL: func.func @many_units(
-// CHECK: htp.mlp {{.*}} {pair = 1 : i64, unit_width = 151 : i64}
+// CHECK: htp.mlp {{.*}} {pair = 1 : i64, unit_width = 2114 : i64}
 func.func @many_units(%x: tensor<1x1x1xf32>, %wqkv: tensor<3x1xf32>, %bqkv: tensor<3xf32>, %wp: tensor<1x1xf32>,
                       %w1: tensor<2147483646x1xf32>, %w2: tensor<1x2147483646xf32>) -> tensor<1x1x1xf32>
     attributes {htp.tp = 2 : i64} {
