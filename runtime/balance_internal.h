@@ -147,6 +147,7 @@ struct htp_balancer {
   double *window;         /* [num_pairs * max_units * HTP__VARIATION_WINDOW] */
   long samples;           /* htp_balancer_weights_updated calls that compared weights */
   double *gather;         /* [world * HTP__STEP_RECORD_DOUBLES] the step's all-gather */
+  double fingerprint;     /* of the config, 52 bits (exact in a double): the step compares */
   double *normalized;     /* [world] seconds fed to the detector */
   htp__site_model site_model; /* the hooks' seconds -> the detector's (site_speed.c) */
   FILE *trace;

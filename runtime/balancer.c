@@ -59,9 +59,6 @@ htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, si
     REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
     REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
-  if (c->repartition_ratio > 0.0 && c->element_bytes == 2)
-    REJECT("repartition_ratio %g: a bf16 block has no run-time re-partition (it moves f32 "
-           "weights and optimizer state)", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;
@@ -138,6 +135,48 @@ static htp_result create_hook_state(htp_balancer *b) {
   return r;
 }
 
+/* FNV-1a over a config's bytes that every rank must share, field by field
+ * (no padding, no pointers: the owned arrays by their contents), folded to
+ * 52 bits so that a double carries it exactly through the step's
+ * all-gather. */
+static uint64_t fnv(uint64_t h, const void *bytes, size_t size) {
+  for (size_t i = 0; i < size; ++i) h = (h ^ ((const unsigned char *)bytes)[i]) * 0x100000001b3ULL;
+  return h;
+}
+#define FNV_FIELD(h, field) fnv((h), &(field), sizeof(field))
+static double config_fingerprint(const htp_balancer_config *c) {
+  const htp_planner_config *p = &c->planner;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  h = FNV_FIELD(h, p->world_size);
+  h = FNV_FIELD(h, p->num_layers);
+  h = FNV_FIELD(h, p->units_per_rank);
+  h = FNV_FIELD(h, p->unit_cost);
+  h = FNV_FIELD(h, p->policy);
+  h = FNV_FIELD(h, p->ewma_alpha);
+  h = FNV_FIELD(h, p->enter_threshold);
+  h = FNV_FIELD(h, p->exit_threshold);
+  h = FNV_FIELD(h, p->hysteresis_iters);
+  h = FNV_FIELD(h, p->resize_limit);
+  h = FNV_FIELD(h, p->replan_delta);
+  h = FNV_FIELD(h, p->max_gamma);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    for (int r = 0; r < p->world_size; ++r) {
+      const int32_t owned = htp_config_owned(p, (htp_pair_kind)k, r);
+      h = FNV_FIELD(h, owned);
+    }
+  h = FNV_FIELD(h, c->selection);
+  h = FNV_FIELD(h, c->seed);
+  h = FNV_FIELD(h, c->impute);
+  h = FNV_FIELD(h, c->model_dim);
+  h = FNV_FIELD(h, c->head_dim);
+  h = FNV_FIELD(h, c->mlp_unit_width);
+  h = FNV_FIELD(h, c->same_max_age);
+  h = FNV_FIELD(h, c->repartition_ratio);
+  const int32_t element_bytes = c->element_bytes ? c->element_bytes : 4;
+  h = FNV_FIELD(h, element_bytes);
+  return (double)(h >> 12);
+}
+
 htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
                                htp_balancer **out) {
   if (!ctx) return HTP_ERR_INVALID;
@@ -152,6 +191,7 @@ htp_result htp_balancer_create(htp_ctx *ctx, const htp_balancer_config *config,
   if (!b) return htp__ctx_error(ctx, HTP_ERR_NOMEM, "htp_balancer_create: out of memory");
   b->ctx = ctx;
   b->config = *config;
+  b->fingerprint = config_fingerprint(config);
   b->hookless = is_hookless(config);
   b->num_pairs = htp_num_pairs(config->planner.num_layers);
   b->applied_version = 0; /* the initial plan keeps every unit: the table starts so */

@@ -28,6 +28,7 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
                           compute_seconds);
   /* Site seconds: -1 says "not measured" (a hookless balancer). */
   double record[HTP__STEP_RECORD_DOUBLES] = {compute_seconds, -1.0, -1.0};
+  record[HTP__STEP_RECORD_FINGERPRINT] = b->fingerprint;
   const int units_clock = b->clock == HTP_CLOCK_UNITS;
   double measured[HTP_PAIR_KINDS];
   memcpy(measured, b->site_seconds, sizeof measured);
@@ -39,6 +40,15 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   b->steps++;
   htp_result result = htp_allgather_host(ctx, record, b->gather, sizeof record);
   if (result != HTP_OK) return result;
+  /* Ranks that plan from different configs would part ways in a later
+   * collective (a deadline, or worse, plans that disagree): every rank
+   * sees the same records, so all refuse here together. */
+  for (int r = 1; r < htp_ctx_size(ctx); ++r)
+    if (b->gather[(size_t)r * HTP__STEP_RECORD_DOUBLES + HTP__STEP_RECORD_FINGERPRINT] !=
+        b->gather[HTP__STEP_RECORD_FINGERPRINT])
+      return htp__fail(ctx, HTP_ERR_INVALID, "htp_balancer_step: rank %d's balancer config "
+                       "differs from rank 0's (policy, thresholds, units, seed, ...): every "
+                       "rank must create its balancer from the same config", r);
 
   htp_planner *planner = b->planner;
   const htp_planner_config *config = htp_planner_config_of(planner);

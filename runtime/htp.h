@@ -693,7 +693,9 @@ typedef struct htp_balancer_config {
  * scores read bf16 activations and weights widened; the imputer keeps f32
  * values and writes them back rounded once); migrated units travel as bf16
  * shards (htp_balancer_unit_bytes). No re-partition (it moves f32 weights
- * and optimizer states: training). */
+ * and optimizer states: training): repartition_ratio is ignored there
+ * (runtime/repartition.c), as in inference, where migrated units cost no
+ * bytes a step. */
 /* selection:
  *   HTP_SELECT_RANDOM (the default): the seeded permutation of the unit
  *     table (seed), independent of the data.

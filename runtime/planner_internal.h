@@ -178,8 +178,10 @@ int htp__detector_update(htp__detector *detector, const htp_planner_config *conf
 /* site_speed.c: the detector's seconds from every rank's balance-hook
  * seconds, with each kind's fixed cost (in units) fitted across plan
  * changes. A step's gathered record per rank: compute seconds, then the
- * hooks' seconds per kind (< 0: not measured). */
-#define HTP__STEP_RECORD_DOUBLES (1 + HTP_PAIR_KINDS)
+ * hooks' seconds per kind (< 0: not measured), then the rank's balancer
+ * config fingerprint (every rank must plan from the same config). */
+#define HTP__STEP_RECORD_DOUBLES (2 + HTP_PAIR_KINDS)
+#define HTP__STEP_RECORD_FINGERPRINT (1 + HTP_PAIR_KINDS)
 typedef struct htp__site_model {
   int window;            /* steps a plan's means need before they count */
   double alpha;          /* the detector's EWMA weight */
