@@ -139,7 +139,7 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
     `--htp-balance-hooks` (and then without proj bias), numbers the
     attention pair (2 · layer) whose heads the runtime may prune or migrate.
     `3 · num_heads` is computed with overflow checks; with a `pair`,
-    num_heads is at most 2^24 (HTP_ENTRY_MAX_UNITS) and pair below 2^21.
+    num_heads is at most 2^20 (HTP_ENTRY_MAX_UNITS) and pair below 2^17.
 
     ```mlir
     %y = htp.attention %x, %wqkv, %bqkv, %wproj, %bproj {num_heads = 12 : i64}
@@ -229,7 +229,7 @@ def HTP_MLPOp : HTP_Op<"mlp"> {
     `fc2_weight` `[dim, hidden]`; the result is `[..., dim]`, this rank's
     partial sum (the all-reduce and fc2's bias follow). `pair` is
     2 · layer + 1. `approximate` is the GELU's, as in `htp.gelu`. At most
-    2^24 units per rank (HTP_ENTRY_MAX_UNITS) and pair below 2^21.
+    2^20 units per rank (HTP_ENTRY_MAX_UNITS) and pair below 2^17.
 
     ```mlir
     %p = htp.mlp %x, %w1, %w2 fc1_bias(%b1) approximate tanh {pair = 1 : i64, unit_width = 64 : i64}
@@ -465,7 +465,7 @@ def HTP_AttentionGradOp : HTP_TrainOp<"attention_grad"> {
     heads get no weight gradient and an imputed share of `dx`), and `dx`
     is this rank's part, all-reduced after. Limits as the forward's: no
     `dproj_bias` (a balanced attention has no proj bias), num_heads at
-    most 2^24 (HTP_ENTRY_MAX_UNITS), pair even and below 2^21; its
+    most 2^20 (HTP_ENTRY_MAX_UNITS), pair even and below 2^17; its
     scratch is `htp_rt_attention_grad_scratch_floats`.
 
     ```mlir
@@ -513,8 +513,8 @@ def HTP_MLPGradOp : HTP_TrainOp<"mlp_grad"> {
     the rank in forward (a pruned unit gets no weight gradient and an
     imputed share of `dx`); its scratch is
     `htp_rt_mlp_grad_scratch_floats` (kernels/htp_scratch.h). Limits as
-    `htp.mlp`'s: hidden a multiple of `unit_width`, at most 2^24 units
-    (HTP_ENTRY_MAX_UNITS), pair odd and below 2^21.
+    `htp.mlp`'s: hidden a multiple of `unit_width`, at most 2^20 units
+    (HTP_ENTRY_MAX_UNITS), pair odd and below 2^17.
 
     ```mlir
     %dx, %dw1, %dw2, %db1 = htp.mlp_grad %x, %w1, %w2, %dy fc1_bias(%b1) approximate tanh

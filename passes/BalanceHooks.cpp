@@ -99,7 +99,7 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       return signalPassFailure();
     if (attentions.size() > static_cast<size_t>(HTP_ENTRY_MAX_LAYERS)) {
       func.emitError() << "--htp-balance-hooks: " << attentions.size()
-                       << " layers exceed 2^20 (HTP_ENTRY_MAX_LAYERS)";
+                       << " layers exceed " << HTP_ENTRY_MAX_LAYERS << " (HTP_ENTRY_MAX_LAYERS)";
       return signalPassFailure();
     }
 

@@ -144,21 +144,26 @@ static uint64_t fnv(uint64_t h, const void *bytes, size_t size) {
   return h;
 }
 #define FNV_FIELD(h, field) fnv((h), &(field), sizeof(field))
+/* A double by value: -0.0 and 0.0 are one config. */
+static uint64_t fnv_double(uint64_t h, double x) {
+  const double value = x == 0.0 ? 0.0 : x;
+  return fnv(h, &value, sizeof value);
+}
 static double config_fingerprint(const htp_balancer_config *c) {
   const htp_planner_config *p = &c->planner;
   uint64_t h = 0xcbf29ce484222325ULL;
   h = FNV_FIELD(h, p->world_size);
   h = FNV_FIELD(h, p->num_layers);
   h = FNV_FIELD(h, p->units_per_rank);
-  h = FNV_FIELD(h, p->unit_cost);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) h = fnv_double(h, p->unit_cost[k]);
   h = FNV_FIELD(h, p->policy);
-  h = FNV_FIELD(h, p->ewma_alpha);
-  h = FNV_FIELD(h, p->enter_threshold);
-  h = FNV_FIELD(h, p->exit_threshold);
+  h = fnv_double(h, p->ewma_alpha);
+  h = fnv_double(h, p->enter_threshold);
+  h = fnv_double(h, p->exit_threshold);
   h = FNV_FIELD(h, p->hysteresis_iters);
-  h = FNV_FIELD(h, p->resize_limit);
-  h = FNV_FIELD(h, p->replan_delta);
-  h = FNV_FIELD(h, p->max_gamma);
+  h = fnv_double(h, p->resize_limit);
+  h = fnv_double(h, p->replan_delta);
+  h = fnv_double(h, p->max_gamma);
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
     for (int r = 0; r < p->world_size; ++r) {
       const int32_t owned = htp_config_owned(p, (htp_pair_kind)k, r);
@@ -171,7 +176,7 @@ static double config_fingerprint(const htp_balancer_config *c) {
   h = FNV_FIELD(h, c->head_dim);
   h = FNV_FIELD(h, c->mlp_unit_width);
   h = FNV_FIELD(h, c->same_max_age);
-  h = FNV_FIELD(h, c->repartition_ratio);
+  h = fnv_double(h, c->repartition_ratio);
   const int32_t element_bytes = c->element_bytes ? c->element_bytes : 4;
   h = FNV_FIELD(h, element_bytes);
   return (double)(h >> 12);

@@ -476,6 +476,10 @@ static htp_result mpi_world_init(htp_world *world, char *message, size_t message
     snprintf(message, message_size, "htp_world_create: %d standby processes of MPI's %d leave "
              "the world no rank", standbys, size);
     rc = HTP_ERR_INVALID;
+  } else if (actives > HTP_WORLD_MAX_SIZE) {
+    snprintf(message, message_size, "htp_world_create: MPI's %d ranks are more than a world "
+             "takes (HTP_WORLD_MAX_SIZE %d)", actives, HTP_WORLD_MAX_SIZE);
+    rc = HTP_ERR_INVALID;
   } else if (world->config.world_size != 0 && world->config.world_size != actives) {
     snprintf(message, message_size,
              "htp_world_create: world_size is %d but MPI has %d processes%s (use 0)",

@@ -877,8 +877,12 @@ HTP_API void htp_balancer_set_trace_first_iter(htp_balancer *balancer, int64_t f
  * htp_balancer_end_iteration, which also chooses compute_seconds from what
  * the caller measured; call this directly only to feed the planner given
  * seconds (> 0, finite: without time spent waiting for peers). Errors:
- * HTP_ERR_INVALID (NULL arguments, bad compute_seconds; message in the
- * context's last error); those of the all-gather as they are. */
+ * HTP_ERR_INVALID (a NULL balancer; a NULL plan or bad compute_seconds,
+ * which fail the world as a bad collective argument does, so the peers
+ * get HTP_ERR_REMOTE at once; a rank whose balancer config differs from
+ * rank 0's, found in the all-gather by every rank at once: the world
+ * fails; message in the context's last error); those of the all-gather as
+ * they are. */
 HTP_API htp_result htp_balancer_step(htp_balancer *balancer, double compute_seconds,
                              const htp_plan **plan);
 
@@ -916,7 +920,8 @@ typedef struct htp_iteration_times {
  * plan (weights packed from where the hooks last saw them).
  * times (may be NULL) receives the figures; *plan (may be NULL) the plan in
  * force for the next iteration.
- * Errors: HTP_ERR_INVALID for a NULL balancer or measured, or a negative or
+ * Errors: HTP_ERR_INVALID for a NULL balancer, or (failing the world: the
+ * peers get HTP_ERR_REMOTE at once) a NULL measured or a negative or
  * non-finite figure; those of htp_balancer_step; a failed transfer (e.g. a
  * plan that migrates a pair whose hook never ran: nothing to pack) fails
  * the world, so the peers return HTP_ERR_REMOTE at once rather than at

@@ -16,6 +16,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cerrno>
@@ -44,7 +45,9 @@ static bool restoreStdin(llvm::StringRef text) {
 }
 
 int main(int argc, char **argv) {
-  mlir::htp::exitOnOutOfMemory("htp-opt");
+  // Memory short: the -o file being written (a ToolOutputFile, removed on
+  // a signal) goes too.
+  mlir::htp::exitOnOutOfMemory("htp-opt", [] { llvm::sys::RunInterruptHandlers(); });
   mlir::registerAllPasses();
   mlir::htp::registerHTPPassesAndPipeline();
   mlir::DialectRegistry registry;
@@ -82,6 +85,7 @@ int main(int argc, char **argv) {
       return 1;
   }
   std::string deep = text ? mlir::htp::nestingProblem(text->getBuffer()) : "";
+  text.reset(); // MLIR reads its own copy: not held twice through the compile
   if (!deep.empty()) {
     llvm::errs() << "htp-opt: error: " << (input == "-" ? "<stdin>" : input) << ": " << deep
                  << "\n";
