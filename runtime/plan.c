@@ -899,7 +899,9 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
     int drifted = 0, refit = 0;
     for (int r = 0; r < n && !drifted; ++r)
       if (d->straggler[r] && d->relative[r] < planner->config.exit_threshold &&
-          fabs(d->relative[r] - planner->plan.speed[r]) > planner->config.replan_delta)
+          /* the plan holds its speeds floored: compare like with like */
+          fabs(plan_speed(d->relative[r]) - planner->plan.speed[r]) >
+              planner->config.replan_delta)
         drifted = 1;
     /* So does a fixed cost fitted since the plan was made: the fit needs a
      * plan change to see, so the first plan never has it, and the speeds
