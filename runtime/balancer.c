@@ -58,7 +58,7 @@ htp_result htp_balancer_config_check(const htp_balancer_config *c, char *why, si
   if (c->element_bytes != 0 && c->element_bytes != 4 && c->element_bytes != 2)
     REJECT("element_bytes %d is not 4 (f32) or 2 (bf16)", (int)c->element_bytes);
   if (!(c->repartition_ratio >= 0.0) || c->repartition_ratio > 1e12)
-    REJECT("repartition_ratio %g is not in [0, 1e12]", c->repartition_ratio);
+    REJECT("repartition_ratio %.17g is not in [0, 1e12]", c->repartition_ratio);
   if (is_hookless(c)) return HTP_OK;
   /* Every GEMM dimension must fit BLAS's int. */
   const int64_t limit = INT_MAX / 4;

@@ -177,7 +177,7 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
     REJECT("htp_world_create: standbys is %d; standby processes (>= 0) are the mpi "
            "backend's", config->standbys);
   if (!(config->timeout_s > 0) || config->timeout_s > 1e7)
-    REJECT("htp_world_create: timeout_s is %g; it must be in (0, 1e7] seconds",
+    REJECT("htp_world_create: timeout_s is %.17g; it must be in (0, 1e7] seconds",
            config->timeout_s);
   if (config->device != HTP_DEVICE_CPU && config->device != HTP_DEVICE_CUDA &&
       config->device != HTP_DEVICE_CHECKED)

@@ -23,7 +23,7 @@
 htp_result htp_balancer_set_slowdown(htp_balancer *b, double factor) {
   if (!b) return HTP_ERR_INVALID;
   if (!(factor >= 1.0 && factor <= 1e6))
-    return htp__ctx_error(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_slowdown: factor %g not in [1, 1e6]",
+    return htp__ctx_error(b->ctx, HTP_ERR_INVALID, "htp_balancer_set_slowdown: factor %.17g not in [1, 1e6]",
                      factor);
   b->slowdown = factor;
   return HTP_OK;

@@ -155,6 +155,8 @@ static void test_config_errors(void **state) {
   expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s");
   config.timeout_s = -1;
   expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s");
+  config.timeout_s = 1.0000001e7; /* said as it is, not rounded into the range ("1e+07") */
+  expect_config_rejected(config, HTP_ERR_INVALID, "timeout_s is 10000001;");
   config = good;
   config.backend = (htp_backend)42;
   expect_config_rejected(config, HTP_ERR_INVALID, "backend");
