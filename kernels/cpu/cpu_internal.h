@@ -15,6 +15,11 @@
 typedef enum CBLAS_TRANSPOSE CBLAS_TRANSPOSE;
 #endif
 
+/* The build's GEMM library ready for its first product (oneDNN generates
+ * its kernels then, unchecked): 0, or -1 when memory is short
+ * (kernels/cpu/threads.c). Once per process. */
+int htp__cpu_gemm_ready(void);
+
 /* Row-wise softmax in place, subtracting each row's max first (so large
  * scores do not overflow expf). Used by attention.c and units.c. */
 void htp__softmax_rows(float *scores, int64_t rows, int64_t cols);

@@ -18,6 +18,10 @@ htp_kernel_status htp_cpu_kernel_env_create(htp_kernel_env *env, char *error,
                                             size_t error_size) {
   if (!env) return HTP_KERNEL_ERR_INVALID;
   htp_kernel_env_init(env, error, error_size);
+  if (htp__cpu_gemm_ready() != 0)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu: out of memory before the GEMM "
+                           "library's first product (oneDNN makes its kernels then, and would "
+                           "crash short of memory)");
   htp__cpu_env *object = calloc(1, sizeof *object);
   if (!object)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_NOMEM, "cpu: out of memory for the environment");

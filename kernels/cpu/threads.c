@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #ifdef HTP_BLAS_ONEDNN
 #include "kernels/cpu/onednn.h"
@@ -329,6 +330,35 @@ static void sgemm_cols(void *ctx, int64_t begin, int64_t end) {
   const float *b = job->b + (job->transb == CblasNoTrans ? begin : begin * job->ldb);
   one_gemm(job->transa, job->transb, job->m, end - begin, job->k, job->alpha, job->a, job->lda,
            b, job->ldb, job->beta, job->c + begin, job->ldc);
+}
+
+/* oneDNN generates its f32 GEMM kernels in the process's first dnnl_sgemm
+ * (once) and does not check that their code memory came: under a tight
+ * address-space limit that first product crashed in its JIT (SIGSEGV, 6 of
+ * 324 training runs under ulimit -v near the edge). So the first product
+ * is made here, when an environment is created (before a rank's buffers),
+ * after a probe that memory can still be had: a refusal can then be said.
+ * 0, or -1 when memory is short. */
+enum { GEMM_READY_PROBE_BYTES = 8 << 20 };
+static int gemm_ready_status;
+static void make_gemm_ready(void) {
+  void *probe = mmap(NULL, GEMM_READY_PROBE_BYTES, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe == MAP_FAILED) {
+    gemm_ready_status = -1;
+    return;
+  }
+  munmap(probe, GEMM_READY_PROBE_BYTES);
+  /* Large enough for oneDNN's JIT path (a 1x1 product takes another). */
+  enum { SIDE = 64 };
+  static float a[SIDE * SIDE], b[SIDE * SIDE], c[SIDE * SIDE];
+  one_gemm(CblasNoTrans, CblasTrans, SIDE, SIDE, SIDE, 1.0f, a, SIDE, b, SIDE, 0.0f, c, SIDE);
+}
+
+int htp__cpu_gemm_ready(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, make_gemm_ready);
+  return gemm_ready_status;
 }
 
 static char provider[96];
