@@ -201,8 +201,10 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
  * checkpoint holds (1 to first_epoch) go on in the new file, so that a run
  * resumed with the same flags keeps its history; a gap (a run killed after
  * its checkpoint and before its metrics caught up) or a file that is no
- * metrics of htp-run is said in a note. Frees with htp_train_free_metrics. */
-void htp_train_read_earlier_metrics(train_job *job);
+ * metrics of htp-run is said in a note. Non-zero with err when memory runs
+ * short reading it (the history would be dropped as if foreign). Frees with
+ * htp_train_free_metrics. */
+int htp_train_read_earlier_metrics(train_job *job, char *err, size_t err_size);
 void htp_train_free_metrics(train_job *job);
 
 #endif /* HTP_RUN_TRAIN_JOB_H */

@@ -134,26 +134,31 @@ int htp_train_write_metrics(const train_job *job, const char *eval_entry, char *
 }
 
 
-void htp_train_read_earlier_metrics(train_job *job) {
+int htp_train_read_earlier_metrics(train_job *job, char *err, size_t err_size) {
   const htp_run_options *options = job->options;
   const char *path = options->train.metrics;
   if (!options->train.resume || !path || job->first_epoch < 1)
-    return;
+    return 0;
   struct stat info;
   if (stat(path, &info) != 0)
-    return; /* a new file */
+    return 0; /* a new file */
   json_error_t error;
+  errno = 0; /* jansson says "invalid token" or nothing when memory runs short */
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &error);
+  json_t *kept = json_array();
+  if ((!root && (errno == ENOMEM || json_error_code(&error) == json_error_out_of_memory)) ||
+      !kept)
+    goto short_of_memory;
   json_t *rows = root ? json_object_get(root, "epochs") : NULL;
   json_t *first = root ? json_object_get(root, "first_epoch") : NULL;
-  json_t *kept = json_array();
   long last = 0;
-  int ok = json_is_array(rows) && json_is_integer(first) && kept;
+  int ok = json_is_array(rows) && json_is_integer(first);
   for (size_t i = 0; ok && i < json_array_size(rows); i++) {
     json_t *epoch = json_object_get(json_array_get(rows, i), "epoch");
     ok = json_is_integer(epoch) && json_integer_value(epoch) == json_integer_value(first) + (long)i;
     if (ok && json_integer_value(epoch) <= job->first_epoch) {
-      json_array_append(kept, json_array_get(rows, i));
+      if (json_array_append(kept, json_array_get(rows, i)))
+        goto short_of_memory;
       last = (long)json_integer_value(epoch);
     }
   }
@@ -173,6 +178,12 @@ void htp_train_read_earlier_metrics(train_job *job) {
               job->first_epoch, last + 1, job->first_epoch);
   }
   json_decref(root);
+  return 0;
+short_of_memory:
+  json_decref(root);
+  json_decref(kept);
+  return htp_set_error(err, err_size, "--metrics %s: out of memory reading its earlier epochs",
+                       path);
 }
 
 void htp_train_free_metrics(train_job *job) {

@@ -1201,7 +1201,8 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
     return 1;
   if (job->process_rank <= 0) {
     note_steps_not_taken(options, job);
-    htp_train_read_earlier_metrics(job);
+    if (htp_train_read_earlier_metrics(job, err, err_size))
+      return 1;
   }
   if (train->checkpoint)
     for (int k = 0; k < 3; k++)
