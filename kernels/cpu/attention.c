@@ -88,7 +88,8 @@ int htp__wide_tiles(void) {
     return 0;
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         htp__isa_cap_allows_avx512();
 #else
   return 0;
 #endif

@@ -52,8 +52,15 @@ enum htp__attention_paths {
 };
 void htp__attention_force(enum htp__attention_paths paths);
 /* Whether AVX-512 kernels may run here: the CPU reports AVX-512 (F, VL,
- * BW, DQ), the build has them, and no test forced the narrow paths. */
+ * BW, DQ), the build has them, the GEMM library's ISA is not capped below
+ * them (htp__isa_cap_allows_avx512) and no test forced the narrow paths. */
 int htp__wide_tiles(void);
+/* 0 where ONEDNN_MAX_CPU_ISA caps oneDNN below avx512_core: one variable
+ * caps the GEMMs and the attention's own tiles together, so the AVX2 paths
+ * of a whole run are tested on an AVX-512 machine. 1 without oneDNN. (The
+ * elementwise loops' target clones are chosen by the loader from the CPU
+ * alone.) */
+int htp__isa_cap_allows_avx512(void);
 
 /* A head of at most HTP_SMALL_HEAD tokens and head_dim runs its products
  * in one AVX-512 kernel (htp__small_product) where htp__small_heads says

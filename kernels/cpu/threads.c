@@ -361,6 +361,22 @@ int htp__cpu_gemm_ready(void) {
   return gemm_ready_status;
 }
 
+int htp__isa_cap_allows_avx512(void) {
+#ifdef HTP_BLAS_ONEDNN
+  /* oneDNN reads ONEDNN_MAX_CPU_ISA once; the answer does not change. */
+  static _Atomic int allows = -1;
+  int known = atomic_load(&allows);
+  if (known < 0) {
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    known = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    atomic_store(&allows, known);
+  }
+  return known;
+#else
+  return 1;
+#endif
+}
+
 static char provider[96];
 
 /* The library, its version and, for oneDNN, the ISA its kernels are

@@ -785,11 +785,27 @@ static void test_pool_joined_at_exit(void **state) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ONEDNN_MAX_CPU_ISA caps htp's own AVX-512 attention kernels with the
+ * GEMMs (htp__isa_cap_allows_avx512): below avx512_core (the AVX2 rows of
+ * kernels.*.AVX2, and e2e runs under the cap) none runs. */
+static void test_isa_cap(void **state) {
+  (void)state;
+  const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+  if (cap && (strcmp(cap, "AVX2") == 0 || strcmp(cap, "SSE41") == 0 || strcmp(cap, "AVX") == 0)) {
+    assert_int_equal(htp__isa_cap_allows_avx512(), 0);
+    assert_int_equal(htp__wide_tiles(), 0);
+    assert_int_equal(htp__small_heads(17, 12), 0);
+  } else if (!cap || strncmp(cap, "AVX512", 6) == 0) {
+    assert_int_equal(htp__isa_cap_allows_avx512(), 1);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--pool-exit-probe") == 0)
     return pool_exit_probe();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_threads_from_env),
+      cmocka_unit_test(test_isa_cap),
       cmocka_unit_test(test_linear),
       cmocka_unit_test(test_layer_norm),
       cmocka_unit_test(test_gelu_and_add),
