@@ -86,9 +86,10 @@ TOLERANCE_BF16 = 3e-2
 TOLERANCE_BF16_ROUNDED = 2e-2
 
 
-def elementwise_error(got, ref, rel):
+def elementwise_error(got, ref, rel, floor=0.0):
     """How got compares with the float64 reference ref under the bound
-    rel * (|ref_i| + rms(ref)) per element. Returns (worst, text): worst is
+    rel * (|ref_i| + rms(ref)) + floor_i per element (floor: a scalar or
+    an array of ref's shape, float32_floor's). Returns (worst, text): worst is
     the largest |got_i - ref_i| / bound_i (inf for a shape mismatch or a
     non-finite value; <= 1 passes) and text names that element."""
     got = np.asarray(got, np.float64)
@@ -99,7 +100,7 @@ def elementwise_error(got, ref, rel):
         index = np.unravel_index(int(np.argmin(np.isfinite(got))), got.shape)
         return float("inf"), f"non-finite value {got[index]} at {list(map(int, index))}"
     rms = float(np.sqrt(np.mean(ref * ref)))
-    bound = rel * (np.abs(ref) + rms)
+    bound = rel * (np.abs(ref) + rms) + floor
     ratio = np.abs(got - ref) / np.maximum(bound, np.finfo(np.float64).tiny)
     flat = int(np.argmax(ratio))
     index = np.unravel_index(flat, ratio.shape)
@@ -107,6 +108,27 @@ def elementwise_error(got, ref, rel):
     return worst, (f"worst element {list(map(int, index))}: y {got[index]:.9g}, "
                    f"ref {ref[index]:.9g}, |y - ref| {abs(got[index] - ref[index]):.3e}, "
                    f"bound {bound[index]:.3e}")
+
+
+# The float32 yardstick: an element-wise bound at f32 round-off scale
+# assumes a well-conditioned result. Where it is not (a layer norm over 2
+# or 3 channels, a gradient that is a sum of terms that cancel, the class
+# token's row), the same math in plain NumPy float32 misses that bound too
+# (seen: 3.1 times, where htp-run was at 1.6). So each element's bound also
+# allows FLOAT32_YARDSTICK times NumPy float32's own error, that element's
+# plus the tensor's rms: a few 1e-7 of the element and of rms(ref) where
+# the model is well-conditioned (a fraction of R's terms), and the
+# conditioning's own scale where it is not (htp-run's gradients were seen
+# at 3 to 5 times NumPy float32's error there, the order of summation).
+FLOAT32_YARDSTICK = 8
+
+
+def float32_floor(ref32, ref):
+    """FLOAT32_YARDSTICK x (|ref32_i - ref_i| + rms(ref32 - ref)) per
+    element: the floor of elementwise_error for a tensor whose NumPy
+    float32 computation is ref32."""
+    diff = np.abs(np.asarray(ref32, np.float64) - np.asarray(ref, np.float64))
+    return FLOAT32_YARDSTICK * (diff + float(np.sqrt(np.mean(diff * diff))))
 
 
 MANTISSA_BITS = {"tf32": 10, "bf16": 7}
@@ -233,10 +255,16 @@ def check_f32(y, x, weights, a):
     """The f32 block against its float64 reference, element by element, and
     the two negative controls. Returns (verdict, lines)."""
     ref = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu)
-    worst, where = elementwise_error(y, ref, F32_ROUNDOFF)
+    ref32 = vit_ref.vit_blocks(x, weights, a.depth, a.heads, a.eps, a.gelu, dtype=np.float32,
+                               erf=vit_ref.erf_float32)
+    floor = float32_floor(ref32, ref)
+    error32 = rms_relative(ref32, ref)
+    worst, where = elementwise_error(y, ref, F32_ROUNDOFF, floor)
     verdict = "PASS" if worst <= 1 else "FAIL"
     lines = [f"max_i |y - ref|_i / bound_i = {worst:.3f} with bound_i = "
-             f"{F32_ROUNDOFF / EPS32:g} eps32 (|ref_i| + rms(ref)) ({where})"]
+             f"{F32_ROUNDOFF / EPS32:g} eps32 (|ref_i| + rms(ref)) + {FLOAT32_YARDSTICK} x "
+             f"NumPy float32's error (element's + rms; rms {error32:.2e} of rms(ref)) "
+             f"({where})"]
     other = "tanh" if a.gelu == "none" else "none"
     perturbed = dict(weights)
     name = f"blocks.{a.depth - 1}.mlp.fc2.weight"
@@ -247,7 +275,7 @@ def check_f32(y, x, weights, a):
                 (f"the reference with {name}[0, :] x (1 + {PERTURBATION:g})",
                  vit_ref.vit_blocks(x, perturbed, a.depth, a.heads, a.eps, a.gelu))]
     for label, wrong in controls:
-        worst, where = elementwise_error(y, wrong, F32_ROUNDOFF)
+        worst, where = elementwise_error(y, wrong, F32_ROUNDOFF, floor)
         if not worst > 1:
             verdict = "FAIL"
         coarse = float(np.max(np.abs(y - wrong)) / np.max(np.abs(wrong)))

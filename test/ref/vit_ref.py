@@ -30,6 +30,12 @@ PARAM_SUFFIXES = [
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def erf_float32(x):
+    """math.erf rounded to float32: erf for a float32 run of vit_blocks
+    (the plain _erf would widen the rest of the block to float64)."""
+    return _erf(x).astype(np.float32)
+
+
 def layer_norm(x, gamma, beta, eps):
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
