@@ -390,6 +390,14 @@ void htp_kernel_env_init(htp_kernel_env *env, char *error, size_t error_size);
 htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status status,
                                   const char *format, ...);
 
+/* The unit-list arguments of the entries that take one (attention_heads,
+ * mlp_hidden_units, linear_units): a unit width >= 1 and `count` ids in
+ * [0, limit), a list wherever count > 0. 0 when they hold; else 1, with why
+ * in detail. The CUDA kernels refuse what it refuses, and so does the
+ * checked device, so that a caller's slip fails on the CPU as on a GPU. */
+int htp_kernel_unit_list_problem(int64_t width, const int32_t *list, int64_t count, int64_t limit,
+                                 char *detail, size_t detail_size);
+
 /* The CPU table (static, never NULL). */
 const htp_kernel_table *htp_cpu_kernel_table(void);
 /* Gives a CPU environment its own object (env->kernels): the conversion

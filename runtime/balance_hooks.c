@@ -205,6 +205,17 @@ static htp_kernel_status project(const pair_call *c, const void *act, const void
                                                 c->model_dim, width, list, count, accumulate);
 }
 
+/* y (+)= act's first `inner` columns, as one block, times second's: a rank
+ * left with no unit (all pruned or handed away) projects an empty list of
+ * units of its own width (the kernels take a unit width >= 1), y zeroed or,
+ * accumulating, left as it is. */
+static htp_kernel_status project_block(const pair_call *c, const void *act, const void *second,
+                                       int64_t inner, int32_t accumulate) {
+  const int32_t zero = 0;
+  return inner > 0 ? project(c, act, second, inner, inner, &zero, 1, accumulate)
+                   : project(c, act, second, 0, c->width, &zero, 0, accumulate);
+}
+
 static const pair_ops PAIR_OPS[HTP_PAIR_KINDS] = {
     [HTP_PAIR_ATTENTION] = {"head", attention_activate},
     [HTP_PAIR_MLP] = {"MLP unit", mlp_activate},
@@ -346,7 +357,6 @@ static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_c
   const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim,
                              htp__element_bytes(&b->config)};
   const int64_t per_unit = htp__unit_floats(&b->config, call->kind);
-  const int32_t zero = 0;
   /* the device's copy on a device */
   unsigned char *block = pk->device ? (unsigned char *)pk->device : pk->data;
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -357,7 +367,7 @@ static htp_kernel_status add_in_units_packed(const htp_balancer *b, const pair_c
     status = PAIR_OPS[call->kind].activate(call, packed.first, packed.bias, n, b->iota, n,
                                            call->act);
     if (status == HTP_KERNEL_OK) /* the n units' columns are contiguous: one block of inner */
-      status = project(call, call->act, packed.second, inner, inner, &zero, 1, 1);
+      status = project_block(call, call->act, packed.second, inner, 1);
     block += n * per_unit * u.elem;
   }
   return status;
@@ -379,7 +389,7 @@ static htp_kernel_status add_in_units_one_by_one(const htp_balancer *b, const pa
     const htp__shard one = htp__shard_at((void *)cached, 1, &u);
     status = PAIR_OPS[call->kind].activate(call, one.first, one.bias, 1, &zero, 1, call->migrated);
     if (status == HTP_KERNEL_OK)
-      status = project(call, call->migrated, one.second, call->width, call->width, &zero, 1, 1);
+      status = project_block(call, call->migrated, one.second, call->width, 1);
   }
   return status;
 }
@@ -404,7 +414,6 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
   const htp__unit_shape u = {htp__unit_parts(call->kind), call->width, call->model_dim,
                              htp__element_bytes(&b->config)};
   const int64_t total = s->num_kept + b->packed[call->pair].count, inner = total * call->width;
-  const int32_t zero = 0;
   const htp__shard mine = {(void *)call->first, (void *)call->bias, (void *)call->second,
                            call->units};
   htp__shard w;
@@ -418,7 +427,7 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
     status = PAIR_OPS[call->kind].activate(call, w.first, w.bias, total, NULL, 0, act);
   if (status != HTP_KERNEL_OK) return status;
   htp__scores_observe(b, call->pair, s, act, call->rows, call->width, inner, 1);
-  return project(call, act, w.second, inner, inner, &zero, total > 0, 0);
+  return project_block(call, act, w.second, inner, 0);
 }
 
 /* The body both forward hooks share, after each checked its own arguments:
@@ -432,11 +441,10 @@ static htp_kernel_status compute_compact(htp_balancer *b, const pair_call *call,
 static htp_result run_all_units(htp_ctx *ctx, const pair_call *call) {
   const pair_ops *ops = &PAIR_OPS[call->kind];
   const int64_t inner = call->units * call->width;
-  const int32_t zero = 0;
   htp_kernel_status status =
       ops->activate(call, call->first, call->bias, call->units, NULL, 0, call->act);
   if (status == HTP_KERNEL_OK)
-    status = project(call, call->act, call->second, inner, inner, &zero, 1, 0);
+    status = project_block(call, call->act, call->second, inner, 0);
   return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, call->hook);
 }
 

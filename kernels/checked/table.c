@@ -14,7 +14,7 @@
  *    (htp_scratch.h's own-memory formulas: the bf16 kernels' f32 sums, the
  *    every-head attention scratch, staged lists, the training kernels'
  *    doubles; cuBLASLt's workspace wherever a linear with a bias could take
- *    it, under HTP_CUDA_LINEAR_EPILOGUE=cublaslt), which own_memory reports
+ *    it, the default epilogue), which own_memory reports
  *    for htp-run to hold against the compiler's bound.
  *  - A stream: the work of an entry is done when the entry returns (by the
  *    CPU table, on host copies of nothing: the kernels read the arena's
@@ -114,6 +114,13 @@ static void wait_stream(const checked_env *self) { wait_until(self->ready); }
   do {                                                                                         \
     checked_ = htp__checked_host(env, entry_, #p, p, (bytes));                                 \
     if (checked_ != HTP_KERNEL_OK) return checked_;                                            \
+  } while (0)
+/* The unit list as the CUDA kernels check it (htp_kernel_unit_list_problem). */
+#define UNITS(width, list, count, limit)                                                       \
+  do {                                                                                         \
+    char why_[96];                                                                             \
+    if (htp_kernel_unit_list_problem((width), (list), (count), (limit), why_, sizeof why_))    \
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked %s: %s", entry_, why_);     \
   } while (0)
 /* What the CUDA twin of the entry would ask of its own memory. */
 #define OWN(which, bytes) htp_cuda_own_need(&self->own, HTP_CUDA_OWN_##which, (bytes))
@@ -235,6 +242,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     /* One head's q, k, v and one image's scores: the CPU twin's and the CUDA one's. */      \
     DEVICE(scratch, F32(htp__size_add(n3(rows, 3, head_dim), n2(tokens, tokens))));            \
     HOST(heads, IDS(count));                                                                   \
+    UNITS(head_dim, heads, count, num_heads);                                                  \
     /* Every head in order: CUDA runs the whole attention in its own scratch. */              \
     int every_ = count == num_heads && count > 0;                                              \
     for (int64_t i_ = 0; every_ && i_ < count; ++i_) every_ = heads[i_] == i_;                 \
@@ -256,6 +264,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     OPTIONAL(b1, BYTES(hidden_dim));                                                           \
     DEVICE(hidden, BYTES(n2(rows, hidden_dim)));                                               \
     HOST(units, IDS(count));                                                                   \
+    UNITS(width, units, count, width > 0 ? hidden_dim / width : 0);                            \
     /* CUDA's pre-activations of its widest run of units: at most all of them. */             \
     if (BF16_SUMS && count > 0) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(count, width)));        \
     RUN(cpu()->mlp_hidden_units_##sfx(&self->cpu, x, w1, b1, hidden, rows, dim, hidden_dim,    \
@@ -269,6 +278,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     DEVICE(w, BYTES(n2(out, in)));                                                             \
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
     HOST(units, IDS(count));                                                                   \
+    UNITS(width, units, count, width > 0 ? in / width : 0);                                    \
     if (BF16_SUMS && count > 0 && rows > 0 && out > 0)                                         \
       OWN(SUMS, htp_cuda_sums_bytes(rows, out));                                               \
     RUN(cpu()->linear_units_##sfx(&self->cpu, a, w, y, rows, in, out, width, units, count,     \

@@ -35,23 +35,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-/* 0 when every id of list is in [0, limit); else records why on kernels. */
-int check_ids(htp_cuda_kernels *kernels, const char *op, const int32_t *list, int64_t count,
-              int64_t limit) {
-  if (count < 0 || (count > 0 && !list)) {
-    char detail[96];
-    snprintf(detail, sizeof detail, "%lld ids and %s list", (long long)count,
-             list ? "a" : "no");
-    return htp_cuda_fail(kernels, op, detail);
-  }
-  for (int64_t i = 0; i < count; ++i)
-    if (list[i] < 0 || list[i] >= limit) {
-      char detail[96];
-      snprintf(detail, sizeof detail, "id %d (entry %lld) is not in [0, %lld)", (int)list[i],
-               (long long)i, (long long)limit);
-      return htp_cuda_fail(kernels, op, detail);
-    }
-  return 0;
+/* 0 when width >= 1 and every id of list is in [0, limit); else records
+ * why on kernels (htp_kernel_unit_list_problem: the checked device's too). */
+int check_ids(htp_cuda_kernels *kernels, const char *op, int64_t width, const int32_t *list,
+              int64_t count, int64_t limit) {
+  char detail[96];
+  return htp_kernel_unit_list_problem(width, list, count, limit, detail, sizeof detail)
+             ? htp_cuda_fail(kernels, op, detail)
+             : 0;
 }
 
 /* Length of the run of consecutive ids starting at units[i]. */
@@ -129,7 +120,7 @@ int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const 
                     int64_t num_heads, int64_t head_dim, const int32_t *heads, int64_t count) {
   const char *op = "attention_heads";
   const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
-  if (check_ids(kernels, op, heads, count, num_heads) ||
+  if (check_ids(kernels, op, head_dim, heads, count, num_heads) ||
       htp_cuda_check_int(kernels, op, rows, model_dim, stride) ||
       htp_cuda_check_int(kernels, op, inner, 0, 0) ||
       htp_cuda_check_int(kernels, op, tokens * tokens, 0, 0))
@@ -210,9 +201,7 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
                      int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width,
                      const int32_t *units, int64_t count, int32_t tanh_approx) {
   const char *op = "mlp_hidden_units";
-  if (width < 1)
-    return htp_cuda_fail(kernels, op, "unit width < 1");
-  if (check_ids(kernels, op, units, count, hidden_dim / width) ||
+  if (check_ids(kernels, op, width, units, count, width > 0 ? hidden_dim / width : 0) ||
       htp_cuda_check_int(kernels, op, rows, dim, hidden_dim))
     return 1;
   if (rows == 0)
@@ -255,9 +244,7 @@ int linear_units(htp_cuda_kernels *kernels, const T *a, const T *w, T *y, int64_
                  int64_t in_features, int64_t out_features, int64_t width, const int32_t *units,
                  int64_t count, int32_t accumulate) {
   const char *op = "linear_units";
-  if (width < 1)
-    return htp_cuda_fail(kernels, op, "unit width < 1");
-  if (check_ids(kernels, op, units, count, in_features / width) ||
+  if (check_ids(kernels, op, width, units, count, width > 0 ? in_features / width : 0) ||
       htp_cuda_check_int(kernels, op, rows, in_features, out_features))
     return 1;
   if (count == 0 && !accumulate) {

@@ -812,6 +812,20 @@ static void linear_units_cases(device *d, const shape *s, dtype t, const int32_t
     verdict(name, got, rows, D, sample, count, ref, tol);
     release(d, dy), free(got), free(start);
   }
+  /* The unit list's contract, the same on every device
+   * (htp_kernel_unit_list_problem): a unit width of 0, even for no units,
+   * and an id past the last unit are refused before anything runs. */
+  const int32_t past = (int32_t)(M / W);
+  void *dy = upload_poison(d, rows * D, t);
+  const int refused =
+      run_linear_units(d, t, da, dw, dy, rows, M, D, 0, list, listed, 0) != HTP_KERNEL_OK &&
+      run_linear_units(d, t, da, dw, dy, rows, M, D, 0, list, 0, 0) != HTP_KERNEL_OK &&
+      run_linear_units(d, t, da, dw, dy, rows, M, D, W, &past, 1, 0) != HTP_KERNEL_OK;
+  char name[96];
+  label(name, sizeof name, s, t, "linear_units width 0, id past the end");
+  printf("  %-46s %s\n", name, refused ? "refused: ok" : "FAIL");
+  failures += !refused;
+  release(d, dy);
   release(d, da), release(d, dw);
   free(a), free(w), free(sample), free(ref), free(tol), free(packed_a), free(packed_w);
 }
@@ -858,12 +872,28 @@ static double round_bits(double x, int kept, int nearest) {
   return ldexp(nearest ? rint(m) : trunc(m), e - kept - 1);
 }
 
+/* x[rows of list][in] rounded to `kept` bits (nearest: 1, toward zero: 0). */
+static double *rounded_rows(const float *x, const int64_t *list, int64_t count, int64_t in,
+                            int kept, int nearest) {
+  double *r = doubles(count * in);
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t k = 0; k < in; ++k)
+      r[i * in + k] = kept ? round_bits(x[(list ? list[i] : i) * in + k], kept, nearest)
+                           : (double)x[(list ? list[i] : i) * in + k];
+  return r;
+}
+
 /* An f32 linear (fc1's shape, with a bias) at TF32 and at bf16 operands,
  * against b + Σ round(x) round(w) in double, the operands rounded to
- * nearest even (what the CPU does) or toward zero (cuBLAS does not say how
- * its FAST_TF32 / FAST_16BF compute types convert): within the tensor
- * cores' summation bound G + u |y| for one of the two, and outside it for
- * the exact operands (the precision took effect). Back to f32 after. */
+ * nearest even or toward zero, and against the exact operands. The checked
+ * device rounds to nearest as the CPU does: within the tensor cores'
+ * summation bound G + u |y| of those, and outside it for the exact operands
+ * (the precision took effect). cuBLAS's FAST_TF32 / FAST_16BF compute
+ * types permit a reduced precision, they do not promise it (an H200 ran
+ * FAST_16BF at about TF32's error, and small or odd shapes exactly): on
+ * CUDA the result must be within the format's bound from the exact
+ * operands, G + 2^(1-kept) Σ|x w| + u |y|, and whether it took effect is
+ * reported. Back to f32 after. */
 static void precision_cases(device *d, const shape *s) {
   static const struct { int precision, kept; const char *name; } formats[] = {
       {HTP_MATMUL_TF32, 10, "tf32"}, {HTP_MATMUL_BF16, 7, "bf16"}};
@@ -872,9 +902,11 @@ static void precision_cases(device *d, const shape *s) {
     failures++;
     return;
   }
+  const int strict = d->k->device != HTP_KERNEL_DEVICE_CUDA;
   const int64_t rows = s->batch * s->tokens, in = s->dim, out = s->mlp;
   const float reach = 1.0f / sqrtf((float)in);
   for (size_t f = 0; f < sizeof formats / sizeof *formats; ++f) {
+    const int kept = formats[f].kept;
     ENTRY(d, d->k->set_matmul_precision(&d->env, formats[f].precision));
     float *x = random_values(rows * in, -1, 1, F32), *w = random_values(out * in, -reach, reach, F32);
     float *b = random_values(out, -0.5f, 0.5f, F32);
@@ -884,31 +916,45 @@ static void precision_cases(device *d, const shape *s) {
     float *got = download(d, dy, rows * out, F32);
     int64_t count;
     int64_t *sample = sample_rows(rows, s->tokens, 3.0 * (double)in * (double)out, 24, &count);
-    double worst[3] = {0.0, 0.0, 0.0}; /* nearest, toward zero, exact */
+    /* the operands of each kind, rounded once: nearest, toward zero, exact */
+    double *xs[3], *ws[3];
+    for (int kind = 0; kind < 3; ++kind) {
+      const int bits = kind == 2 ? 0 : kept;
+      xs[kind] = rounded_rows(x, sample, count, in, bits, kind == 0);
+      ws[kind] = rounded_rows(w, NULL, out, in, bits, kind == 0);
+    }
+    double worst[4] = {0.0, 0.0, 0.0, 0.0}; /* nearest, toward zero, exact, format */
     for (int64_t i = 0; i < count; ++i)
       for (int64_t o = 0; o < out; ++o) {
-        const float *xr = x + sample[i] * in, *wo = w + o * in;
+        const double g = (double)got[sample[i] * out + o];
         for (int kind = 0; kind < 3; ++kind) {
+          const double *xr = xs[kind] + i * in, *wo = ws[kind] + o * in;
           double y = b[o], l1 = fabs(b[o]);
           for (int64_t k = 0; k < in; ++k) {
-            const double t = kind == 2 ? (double)xr[k] * wo[k]
-                                       : round_bits(xr[k], formats[f].kept, kind == 0) *
-                                             round_bits(wo[k], formats[f].kept, kind == 0);
+            const double t = xr[k] * wo[k];
             y += t;
             l1 += fabs(t);
           }
-          const double bound = sum_error(16.0, in + 1) * l1 + UNIT_F32 * fabs(y);
-          const double ratio = fabs((double)got[sample[i] * out + o] - y) / bound;
+          const double sum_bound = sum_error(16.0, in + 1) * l1 + UNIT_F32 * fabs(y);
+          double ratio = fabs(g - y) / sum_bound;
           worst[kind] = isnan(ratio) ? INFINITY : fmax(worst[kind], ratio);
+          if (kind == 2) {
+            ratio = fabs(g - y) / (sum_bound + ldexp(1.0, 1 - kept) * l1);
+            worst[3] = isnan(ratio) ? INFINITY : fmax(worst[3], ratio);
+          }
         }
       }
-    const int ok = fmin(worst[0], worst[1]) <= 1.0 && worst[2] > 1.0;
+    const int took_effect = worst[2] > 1.0;
+    const int ok = strict ? fmin(worst[0], worst[1]) <= 1.0 && took_effect : worst[3] <= 1.0;
     printf("  %s %s f32 linear at %s operands: worst |error| / bound %.3g (rounded to nearest), "
-           "%.3g (toward zero), %.3g (exact operands: must exceed 1) %s\n", s->name, d->name,
-           formats[f].name, worst[0], worst[1], worst[2], ok ? "ok" : "FAIL");
+           "%.3g (toward zero), %.3g (exact operands: %s), %.3g (the format's bound from the "
+           "exact operands) %s\n", s->name, d->name, formats[f].name, worst[0], worst[1],
+           worst[2], took_effect ? "took effect" : "did not take effect",
+           worst[3], ok ? "ok" : "FAIL");
     failures += !ok;
     failures += check_written("precision linear", got, rows * out) > 0;
     release(d, dx), release(d, dw), release(d, db), release(d, dy);
+    for (int kind = 0; kind < 3; ++kind) free(xs[kind]), free(ws[kind]);
     free(x), free(w), free(b), free(got), free(sample);
   }
   ENTRY(d, d->k->set_matmul_precision(&d->env, HTP_MATMUL_F32));
@@ -1056,7 +1102,7 @@ static void embed_cases(device *d) {
  * kernels/htp_scratch.h's formulas: the CUDA kernels' buffers, and what the
  * checked device books for them, must both be exactly those (the compiler
  * bounds a block's by the same formulas). Shapes no multiple of 8, so that
- * no linear takes cuBLASLt under HTP_CUDA_LINEAR_EPILOGUE=cublaslt; the
+ * no linear takes cuBLASLt's epilogue (the default for aligned ones); the
  * checked device books its workspace wherever a linear with a bias may. */
 static void own_memory_cases(device *d) {
   enum { B = 2, T = 5, D = 12, H = 3, HD = 4, R = B * T, OUT = 9 };
