@@ -195,7 +195,7 @@ def main():
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--htp-env", action="append", default=[], metavar="VAR=VALUE",
                         help="set in htp-run's environment only (repeatable), e.g. "
-                             "HTP_CUDA_LINEAR_EPILOGUE=cublaslt; the rows' variant column "
+                             "HTP_CUDA_LINEAR_EPILOGUE=pass; the rows' variant column "
                              "lists them")
     parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
                         help="htp-run --matmul-precision, and PyTorch's counterpart (the "

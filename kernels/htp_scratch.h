@@ -201,7 +201,7 @@ typedef enum htp_cuda_own_buffer {
   HTP_CUDA_OWN_SUMS = 0,    /* f32 sums of the bf16 kernels; the training kernels' doubles */
   HTP_CUDA_OWN_HEADS = 1,   /* the listed-heads kernel's attention scratch (every head) */
   HTP_CUDA_OWN_STAGING = 2, /* host lists copied up (the same-device sum's pointers) */
-  HTP_CUDA_OWN_LT = 3,      /* cuBLASLt's workspace (HTP_CUDA_LINEAR_EPILOGUE=cublaslt) */
+  HTP_CUDA_OWN_LT = 3,      /* cuBLASLt's workspace (the linears' epilogue) */
   HTP_CUDA_OWN_BUFFERS = 4
 } htp_cuda_own_buffer;
 

@@ -35,9 +35,9 @@
 
 int htp_cuda_attention_kernel_from_env(void) {
   const char *value = getenv("HTP_CUDA_ATTENTION");
-  if (!value || !*value || strcmp(value, "wmma") == 0)
-    return HTP_CUDA_ATTENTION_WMMA;
-  return strcmp(value, "mma") == 0 ? HTP_CUDA_ATTENTION_MMA : -1;
+  if (!value || !*value || strcmp(value, "mma") == 0)
+    return HTP_CUDA_ATTENTION_MMA;
+  return strcmp(value, "wmma") == 0 ? HTP_CUDA_ATTENTION_WMMA : -1;
 }
 
 constexpr int kThreads = 256;
@@ -363,8 +363,8 @@ int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *cont
 } // namespace fused
 
 /* ----- the same on mma.sync, scores and context in registers -------------
- * HTP_CUDA_ATTENTION=mma (an experiment until a GPU check passes it; heads
- * up to 128 wide): the fused kernel's contract (bf16 q, k, v and p, f32
+ * The default (HTP_CUDA_ATTENTION unset or mma; wmma keeps the kernel above
+ * for every width), for heads up to 128 wide: the fused kernel's contract (bf16 q, k, v and p, f32
  * accumulation, the online softmax in the exp2 domain, the rounded p
  * summed) with what kept it latency-bound gone: each warp keeps its 16
  * query rows' q fragments, their scores and their running context in

@@ -18,16 +18,17 @@
 #include <cuda_runtime.h>
 
 /* How a linear with a bias gets its bias (HTP_CUDA_LINEAR_EPILOGUE, read
- * when the object is made): PASS, the verified default, has the GEMM write
- * x·wᵀ (f32: onto the broadcast bias; bf16: into the f32 workspace, then
- * one bias-and-round pass); CUBLASLT adds it in cuBLASLt's epilogue to the
- * f32 accumulator, no split-K reduction allowed, for aligned shapes only
- * (linear.cu), an experiment until a GPU check says it rounds once. */
+ * when the object is made): CUBLASLT, the default since an H200 passed it
+ * (bench/RESULTS.md, 2026-11-28), adds it in cuBLASLt's epilogue to the f32
+ * accumulator, no split-K reduction allowed, for aligned shapes (linear.cu);
+ * PASS, what other shapes take and "pass" asks for everywhere, has the GEMM
+ * write x·wᵀ (f32: onto the broadcast bias; bf16: into the f32 workspace,
+ * then one bias-and-round pass). */
 enum { HTP_CUDA_EPILOGUE_PASS = 0, HTP_CUDA_EPILOGUE_CUBLASLT = 1 };
 /* Which kernel runs the fused bf16 attention (HTP_CUDA_ATTENTION, read when
- * the object is made; attention.cu): WMMA, the verified default, or MMA
- * (mma.sync with the scores and context in registers, heads up to 128
- * wide), an experiment until a GPU check passes it. */
+ * the object is made; attention.cu): MMA, the default since an H200 passed
+ * it (mma.sync with the scores and context in registers, heads up to 128
+ * wide), or WMMA, what wider heads take and "wmma" asks for everywhere. */
 enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1 };
 struct htp_cuda_lt_cache;
 
@@ -131,11 +132,11 @@ float *htp_cuda_workspace(htp_cuda_kernels *kernels, int64_t rows, int64_t colum
 
 /* Frees the cuBLASLt plans (linear.cu); accepts NULL. */
 void htp_cuda_lt_cache_destroy(struct htp_cuda_lt_cache *cache);
-/* The linear epilogue HTP_CUDA_LINEAR_EPILOGUE asks for (unset or "pass":
- * PASS, "cublaslt": CUBLASLT), or -1 for any other value. */
+/* The linear epilogue HTP_CUDA_LINEAR_EPILOGUE asks for (unset or
+ * "cublaslt": CUBLASLT, "pass": PASS), or -1 for any other value. */
 int htp_cuda_linear_epilogue_from_env(void);
-/* The attention kernel HTP_CUDA_ATTENTION asks for (unset or "wmma": WMMA,
- * "mma": MMA), or -1 for any other value (attention.cu). */
+/* The attention kernel HTP_CUDA_ATTENTION asks for (unset or "mma": MMA,
+ * "wmma": WMMA), or -1 for any other value (attention.cu). */
 int htp_cuda_attention_kernel_from_env(void);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in

@@ -79,14 +79,16 @@ void htp_cuda_lt_cache_destroy(htp_cuda_lt_cache *cache) {
 
 int htp_cuda_linear_epilogue_from_env(void) {
   const char *value = getenv("HTP_CUDA_LINEAR_EPILOGUE");
-  if (!value || !*value || strcmp(value, "pass") == 0)
-    return HTP_CUDA_EPILOGUE_PASS;
-  return strcmp(value, "cublaslt") == 0 ? HTP_CUDA_EPILOGUE_CUBLASLT : -1;
+  if (!value || !*value || strcmp(value, "cublaslt") == 0)
+    return HTP_CUDA_EPILOGUE_CUBLASLT;
+  return strcmp(value, "pass") == 0 ? HTP_CUDA_EPILOGUE_PASS : -1;
 }
 
-/* The epilogue is an experiment the caller switched on: each shape's plan
- * is said once on stderr, so a check's log shows what ran. */
+/* Where the variable names the epilogue (a check asking for it), each
+ * shape's plan is said once on stderr, so the check's log shows what ran. */
 static void note_plan(const htp_cuda_lt_plan *plan, const char *what) {
+  if (!getenv("HTP_CUDA_LINEAR_EPILOGUE"))
+    return;
   fprintf(stderr, "htp cuda: linear %s [%lld x %lld -> %lld]: cuBLASLt %s\n",
           plan->type == CUDA_R_16BF ? "bf16" : "f32", (long long)plan->rows,
           (long long)plan->in_features, (long long)plan->out_features, what);
