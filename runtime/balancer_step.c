@@ -53,15 +53,18 @@ htp_result htp_balancer_step(htp_balancer *b, double compute_seconds, const htp_
   htp_planner *planner = b->planner;
   const htp_planner_config *config = htp_planner_config_of(planner);
   const int n = config->world_size;
-  if (!htp__site_model_seconds(&b->site_model, htp_planner_plan(planner), config, b->gather,
-                               b->normalized))
+  const int modelled = htp__site_model_seconds(&b->site_model, htp_planner_plan(planner),
+                                               config, b->gather, b->normalized);
+  if (!modelled)
     for (int r = 0; r < n; ++r)
       b->normalized[r] = b->gather[(size_t)r * HTP__STEP_RECORD_DOUBLES];
   /* The fit counts in the plans' makespans too: shedding a rank's last
    * units saves their fixed cost, a helper's extra units do not add one. */
   int replanned = 0;
   result = htp__planner_observe_sites(planner, b->normalized, b->site_model.fixed,
-                                      b->hookless ? NULL : b->site_model.kind_speed, &replanned);
+                                      b->hookless ? NULL : b->site_model.kind_speed,
+                                      !modelled || htp__site_model_settled(&b->site_model),
+                                      &replanned);
   if (result != HTP_OK)
     return htp__ctx_error(ctx, result, "htp_balancer_step: %s", htp_planner_last_error(planner));
   htp__partition_weigh(b, htp_planner_plan(planner));

@@ -38,6 +38,14 @@ int htp__detector_update(htp__detector *detector, const htp_planner_config *conf
   const double alpha = config->ewma_alpha;
   double fastest = 0.0;
   for (int r = 0; r < n; ++r) {
+    /* A rank that did no work this step (every unit handed away or
+     * pruned) gives no sample: its seconds are its fixed costs alone, and
+     * a speed of ~0 from them would have the plan shed still more. Its
+     * speed stays what it was (unknown before its first sample). */
+    if (!(work[r] > 0.0) && detector->samples > 0) {
+      if (detector->ewma[r] > fastest) fastest = detector->ewma[r];
+      continue;
+    }
     double sample = work[r] / seconds[r];
     /* !(>=) also catches NaN; the bounds keep every ratio below finite. */
     if (!(sample >= HTP__SAMPLE_MIN)) sample = HTP__SAMPLE_MIN;

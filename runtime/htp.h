@@ -408,7 +408,11 @@ HTP_API double htp_thread_seconds(void);
  * still below exit_threshold moved by more than replan_delta (relative
  * speed) since the current plan was made AND the new plan is predicted more
  * than 3% faster at the new speeds (so a plan does not flip on noise);
- * otherwise the plan (and its cached migrated weights) stays. The plan is
+ * otherwise the plan (and its cached migrated weights) stays. A balancer
+ * with hook times replaces a plan after the first only once it was
+ * measured (its first 2 steps skipped, 3 averaged: the fitted fixed cost
+ * needs both plans of a change); a rank with no unit left gives the detector no
+ * sample (its speed stays). htp_planner_observe alone replans at once. The plan is
  * computed from relative speeds s_r, work normalised so each rank owns 1:
  *   - healthy ranks H keep their units; T0 = 1 / min over H of s_r is the
  *     time they need.

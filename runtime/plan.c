@@ -263,6 +263,7 @@ htp_result htp__planner_set_owned(htp_planner *planner, const int32_t *owned) {
   for (int k = 0; k < HTP_PAIR_KINDS; ++k) c->owned[k] = planner->storage.owned + (size_t)k * n;
   htp__detector *d = &planner->detector;
   d->samples = 0;
+  planner->pending = 0;
   for (int r = 0; r < n; ++r) {
     d->ewma[r] = 0.0;
     d->relative[r] = 1.0;
@@ -869,7 +870,9 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
   return HTP_OK;
 }
 
-htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned) {
+/* htp_planner_observe; settled 0 defers the replans on drift and fits. */
+static htp_result observe(htp_planner *planner, const double *seconds, int settled,
+                          int *replanned) {
   if (replanned) *replanned = 0;
   if (!planner) return HTP_ERR_INVALID;
   if (!seconds) return htp__planner_error(planner, HTP_ERR_INVALID, "seconds is NULL");
@@ -888,7 +891,12 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   htp__detector *d = &planner->detector;
   int changed = htp__detector_update(d, &planner->config, work, seconds);
   planner->iteration++;
+  /* A plan is replaced only once it has been measured (settled): a change
+   * of the straggler set before then waits, and is made when it is. */
+  planner->pending |= changed;
+  changed = planner->pending && settled;
   if (changed) {
+    planner->pending = 0;
     replace_plan(planner, d->relative, d->straggler, planner->kind_speed);
   } else {
     /* A straggler whose speed drifted may replan too, as long as it still
@@ -914,7 +922,7 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
     /* And so do speeds per kind measured or moved since the plan was
      * judged (a device slowed unevenly: its kinds' units placed apart). */
     const int kinds_moved = kind_speeds_drifted(planner);
-    if (drifted || refit || kinds_moved) {
+    if (settled && (drifted || refit || kinds_moved)) {
       htp__plan_compute(&planner->config, d->relative, d->straggler, planner->fixed,
                         planner->kind_speed, &planner->candidate_scratch,
                         &planner->candidate_storage, &planner->candidate);
@@ -943,14 +951,18 @@ htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int 
   return HTP_OK;
 }
 
+htp_result htp_planner_observe(htp_planner *planner, const double *seconds, int *replanned) {
+  return observe(planner, seconds, 1, replanned);
+}
+
 htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
                                       const double *fixed, const double *kind_speeds,
-                                      int *replanned) {
+                                      int settled, int *replanned) {
   if (planner && fixed) memcpy(planner->fixed, fixed, sizeof planner->fixed);
   if (planner && kind_speeds)
     memcpy(planner->kind_speed, kind_speeds,
            (size_t)planner->config.world_size * HTP_PAIR_KINDS * sizeof(double));
-  return htp_planner_observe(planner, seconds, replanned);
+  return observe(planner, seconds, settled, replanned);
 }
 
 /* ---- invariants --------------------------------------------------------- */

@@ -147,16 +147,20 @@ struct htp_planner {
    * plan was judged at. */
   double *kind_speed, *plan_kind_speed;
   int64_t iteration;
+  int pending; /* the straggler set changed while the plan was not yet settled */
   char message[HTP__PLANNER_MESSAGE_SIZE];
 };
 
 /* htp_planner_observe with the hooks' fitted fixed cost per call
  * ([kinds], in units) and the ranks' speeds per kind ([kinds * world],
  * kind-major, 0: not measured; NULL: none), which the plans count from then
- * on (htp_balancer_step's: the site model's). */
+ * on (htp_balancer_step's: the site model's). settled 0: the current plan
+ * is not judged again on drifting speeds or fits this step
+ * (htp__site_model_settled); a straggler entering or leaving still
+ * replans. */
 htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
                                       const double *fixed, const double *kind_speeds,
-                                      int *replanned);
+                                      int settled, int *replanned);
 
 /* A change of ownership (a re-partition, repartition.c): owned
  * ([kinds * world], each in [1, units_per_rank]) becomes the planner's,
@@ -204,12 +208,21 @@ void htp__site_model_free(htp__site_model *model);
 /* Feeds one step's gathered records ([world * HTP__STEP_RECORD_DOUBLES],
  * measured under plan) and writes the seconds to feed the detector into
  * out ([world]): per kind, time per unit with the fixed cost counted, over
- * the fastest rank's, averaged over the rank's work. Returns 1, or 0 (out
- * untouched; feed the totals) when a rank did not measure its sites or
- * computed nothing. */
+ * the fastest rank's, averaged over the rank's work (a rank with no unit:
+ * its total seconds, which the detector does not sample). Returns 1, or 0
+ * (out untouched; feed the totals) when a rank did not measure its
+ * sites. */
 int htp__site_model_seconds(htp__site_model *model, const htp_plan *plan,
                             const htp_planner_config *config, const double *records,
                             double *out);
+/* Whether the current plan has been measured long enough for the fit to
+ * see its change (its means past the first steps, MIN_STEPS of them; the
+ * first plan, which balances nothing, always is, so a straggler is met as
+ * soon as it is detected): until then a plan is not replaced, since speeds taken
+ * before the fixed cost was fitted read a rank that shed units as slower
+ * per unit, and replanning on them sheds more (an H200 rank on 8 SMs
+ * handed its last bf16 units away within 20 steps, a plan every 2-4). */
+int htp__site_model_settled(const htp__site_model *model);
 
 /* plan.c */
 htp_result htp__planner_error(htp_planner *planner, htp_result code, const char *format, ...)
