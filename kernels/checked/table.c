@@ -160,9 +160,12 @@ static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
                                             const T *gamma, const T *beta, T *y, int64_t rows, \
                                             int64_t dim, float epsilon) {                      \
     BEGIN("layer_norm_" #sfx);                                                                 \
+    if (dim < 1) /* as CUDA's: a row of no element has no mean */                             \
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked %s: dim %lld < 1", entry_,  \
+                             (long long)dim);                                                  \
     DEVICE(x, BYTES(n2(rows, dim)));                                                           \
-    OPTIONAL(gamma, BYTES(dim));                                                               \
-    OPTIONAL(beta, BYTES(dim));                                                                \
+    DEVICE(gamma, BYTES(dim)); /* both kernels read them */                                    \
+    DEVICE(beta, BYTES(dim));                                                                  \
     DEVICE(y, BYTES(n2(rows, dim)));                                                           \
     RUN(cpu()->layer_norm_##sfx(&self->cpu, x, gamma, beta, y, rows, dim, epsilon));           \
   }                                                                                            \
@@ -320,9 +323,31 @@ enum { MAX_PARTS = 256 };
 SUM_ENTRY(f32, float, F32)
 SUM_ENTRY(bf16, htp_bf16, BF16)
 
-/* The CPU's fused linear and GELU (bf16 only: the CPU has no f32 one, and
- * the runtime runs the pair where an entry is NULL), so that the checked
- * device's numbers stay the CPU's. */
+/* The fused linear and GELU, as CUDA has both: bf16 the CPU's fused one, so
+ * that the checked device's numbers stay the CPU's; f32 the CPU's linear
+ * then its GELU in place (the CPU table has no fused f32 entry, and the
+ * runtime runs exactly that pair for it), so that the runtime takes the
+ * fused entry here as on a GPU. */
+static htp_kernel_status linear_then_gelu_f32(const htp_kernel_env *cpu_env, const float *x,
+                                              const float *w, const float *b, float *y,
+                                              int64_t rows, int64_t in, int64_t out,
+                                              int32_t tanh_approx) {
+  htp_kernel_status s = cpu()->linear_f32(cpu_env, x, w, b, y, rows, in, out);
+  return s == HTP_KERNEL_OK ? cpu()->gelu_f32(cpu_env, y, y, rows * out, tanh_approx) : s;
+}
+
+static htp_kernel_status linear_gelu_f32(const htp_kernel_env *env, const float *x,
+                                         const float *w, const float *b, float *y, int64_t rows,
+                                         int64_t in, int64_t out, int32_t tanh_approx) {
+  BEGIN("linear_gelu_f32");
+  DEVICE(x, F32(n2(rows, in)));
+  DEVICE(w, F32(n2(out, in)));
+  OPTIONAL(b, F32(out));
+  DEVICE(y, F32(n2(rows, out)));
+  /* CUDA's twin: the MLP unit kernel, its GEMM straight into y (no cuBLASLt). */
+  RUN(linear_then_gelu_f32(&self->cpu, x, w, b, y, rows, in, out, tanh_approx));
+}
+
 static htp_kernel_status linear_gelu_bf16(const htp_kernel_env *env, const htp_bf16 *x,
                                           const htp_bf16 *w, const htp_bf16 *b, htp_bf16 *y,
                                           int64_t rows, int64_t in, int64_t out,
@@ -661,6 +686,7 @@ static const htp_kernel_table CHECKED_TABLE = {
     .copy_2d = copy_2d,
     .sum_f32 = sum_f32,
     .linear_bf16 = linear_bf16,
+    .linear_gelu_f32 = linear_gelu_f32,
     .linear_gelu_bf16 = linear_gelu_bf16,
     .layer_norm_bf16 = layer_norm_bf16,
     .gelu_bf16 = gelu_bf16,

@@ -566,6 +566,16 @@ static void layer_norm_case(device *d, const shape *s, dtype t) {
   char name[96];
   label(name, sizeof name, s, t, "layer_norm");
   verdict(name, got, rows, dim, all, count, ref, tol);
+  /* dim 0 refused on every device (a row of no element has no mean); on
+   * the checked device also no gamma, which both kernels read (on CUDA it
+   * would be a fault, not a refusal). */
+  int refused = run_layer_norm(d, t, dx, dgamma, dbeta, dy, rows, 0, 1e-6f) != HTP_KERNEL_OK;
+  if (d->k->device == HTP_KERNEL_DEVICE_CHECKED)
+    refused = refused &&
+              run_layer_norm(d, t, dx, NULL, dbeta, dy, rows, dim, 1e-6f) != HTP_KERNEL_OK;
+  label(name, sizeof name, s, t, "layer_norm dim 0, no gamma");
+  printf("  %-46s %s\n", name, refused ? "refused: ok" : "FAIL");
+  failures += !refused;
   release(d, dx), release(d, dgamma), release(d, dbeta), release(d, dy);
   free(x), free(gamma), free(beta), free(got), free(all), free(ref), free(tol);
 }
