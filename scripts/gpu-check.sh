@@ -80,8 +80,9 @@
 #   kernels.variants, blocks.variants, bench.variants
 #                     the paths other than the defaults, switched on by their
 #                     environment variables (GPU_CHECK_VARIANTS, default
-#                     "HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma",
-#                     the older paths the defaults fall back to; "none"
+#                     "HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma
+#                     HTP_CUDA_LAYER_NORM=warp": the older paths the
+#                     defaults fall back to, and a candidate; "none"
 #                     skips): the kernel test, the blocks step and the
 #                     ViT-L/16 kernel benchmark again with them on
 #
@@ -834,14 +835,16 @@ fi
 
 # --- 9. Experiments: kernels not yet run on a GPU, switched on ------------------------
 # Each switch below selects a path other than the default
-# (kernels/cuda/kernels_internal.h): a candidate not yet run on a GPU, or, as
-# now, the older paths the defaults fall back to for shapes they do not take
-# (the bias pass for unaligned linears, WMMA for heads over 128 wide), so
-# that those stay checked at every shape: the kernel test with them on
+# (kernels/cuda/kernels_internal.h): the older paths the defaults fall back
+# to for shapes they do not take (the bias pass for unaligned linears, WMMA
+# for heads over 128 wide), so that those stay checked at every shape, and
+# a candidate not yet run on a GPU (the warp-a-row layer norm), which
+# becomes the default once it passes and is faster (its time is the
+# layer_norm rows of kernels-variants.csv): the kernel test with them on
 # (element-wise bounds), then the two blocks against timm with them on
 # (blocks.csv rows whose variant names them) and the kernels at ViT-L/16's
 # shape (results.tar: kernels-variants.csv).
-variant_list=${GPU_CHECK_VARIANTS:-HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
+variant_list=${GPU_CHECK_VARIANTS:-HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma HTP_CUDA_LAYER_NORM=warp}
 if [ "$variant_list" != none ]; then
   read -ra variants <<<"$variant_list"
   gpu_test kernels.variants test_kernels_cuda "$(cap TESTS 90)" "${variants[@]}"

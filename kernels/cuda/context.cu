@@ -35,18 +35,25 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
   kernels->partition = partition;
   kernels->stream = stream;
   int failed = 0;
-  /* The experiments' switches (kernels_internal.h), refused when misspelt. */
-  kernels->linear_epilogue = htp_cuda_linear_epilogue_from_env();
-  kernels->attention_kernel = htp_cuda_attention_kernel_from_env();
-  if (kernels->linear_epilogue < 0 || kernels->attention_kernel < 0) {
-    const int linear = kernels->linear_epilogue < 0;
-    if (err) snprintf(err, (size_t)err_size, "%s=%s: expected %s",
-                      linear ? "HTP_CUDA_LINEAR_EPILOGUE" : "HTP_CUDA_ATTENTION",
-                      getenv(linear ? "HTP_CUDA_LINEAR_EPILOGUE" : "HTP_CUDA_ATTENTION"),
-                      linear ? "pass or cublaslt" : "wmma or mma");
-    htp_cuda_kernels_destroy(kernels);
-    return 1;
-  }
+  /* The kernels' switches (kernels_internal.h), refused when misspelt. */
+  const struct {
+    const char *name, *expected;
+    int *value;
+    int (*from_env)(void);
+  } switches[] = {
+      {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt", &kernels->linear_epilogue,
+       htp_cuda_linear_epilogue_from_env},
+      {"HTP_CUDA_ATTENTION", "wmma or mma", &kernels->attention_kernel,
+       htp_cuda_attention_kernel_from_env},
+      {"HTP_CUDA_LAYER_NORM", "block or warp", &kernels->layer_norm_kernel,
+       htp_cuda_layer_norm_kernel_from_env}};
+  for (const auto &s : switches)
+    if ((*s.value = s.from_env()) < 0) {
+      if (err) snprintf(err, (size_t)err_size, "%s=%s: expected %s", s.name, getenv(s.name),
+                        s.expected);
+      htp_cuda_kernels_destroy(kernels);
+      return 1;
+    }
   cudaError_t status = cudaSetDevice(device);
   if (status == cudaSuccess && !stream) {
     status = cudaStreamCreateWithFlags(&kernels->stream, cudaStreamNonBlocking);

@@ -30,6 +30,12 @@ enum { HTP_CUDA_EPILOGUE_PASS = 0, HTP_CUDA_EPILOGUE_CUBLASLT = 1 };
  * it (mma.sync with the scores and context in registers, heads up to 128
  * wide), or WMMA, what wider heads take and "wmma" asks for everywhere. */
 enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1 };
+/* Which kernel runs the layer norm (HTP_CUDA_LAYER_NORM, read when the
+ * object is made; layer_norm.cu): BLOCK, the verified default, a block of
+ * 256 threads a row; or WARP, a warp a row with the row in registers (rows
+ * of up to 2048 elements moved in fours), an experiment until a GPU check
+ * passes it. */
+enum { HTP_CUDA_LAYER_NORM_BLOCK = 0, HTP_CUDA_LAYER_NORM_WARP = 1 };
 struct htp_cuda_lt_cache;
 
 struct htp_cuda_kernels {
@@ -41,6 +47,7 @@ struct htp_cuda_kernels {
   cublasLtHandle_t lt;
   int linear_epilogue;  /* HTP_CUDA_EPILOGUE_* */
   int attention_kernel; /* HTP_CUDA_ATTENTION_* */
+  int layer_norm_kernel; /* HTP_CUDA_LAYER_NORM_* */
   /* htp_matmul_precision of the products with a weight (htp_cuda_gemm's
    * f32 compute type, the cuBLASLt plans'); the table sets it. */
   int matmul_precision;
@@ -138,6 +145,9 @@ int htp_cuda_linear_epilogue_from_env(void);
 /* The attention kernel HTP_CUDA_ATTENTION asks for (unset or "mma": MMA,
  * "wmma": WMMA), or -1 for any other value (attention.cu). */
 int htp_cuda_attention_kernel_from_env(void);
+/* The layer norm HTP_CUDA_LAYER_NORM asks for (unset or "block": BLOCK,
+ * "warp": WARP), or -1 for any other value (layer_norm.cu). */
+int htp_cuda_layer_norm_kernel_from_env(void);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the

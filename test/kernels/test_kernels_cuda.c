@@ -1594,8 +1594,9 @@ static void env_refusal_cases(void) {
   /* A misspelt kernel switch is refused by name before the device is
    * touched (kernels_internal.h), with or without a GPU. */
   const char *switches[][2] = {{"HTP_CUDA_ATTENTION", "wmma or mma"},
-                               {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt"}};
-  for (int i = 0; i < 2; ++i) {
+                               {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt"},
+                               {"HTP_CUDA_LAYER_NORM", "block or warp"}};
+  for (int i = 0; i < 3; ++i) {
     setenv(switches[i][0], "fused", 1);
     const int rc = htp_cuda_kernel_env_create(0, &env, why, sizeof why);
     char want[96];
