@@ -411,9 +411,10 @@ HTP_API double htp_thread_seconds(void);
  * otherwise the plan (and its cached migrated weights) stays. A balancer
  * with hook times replaces a plan after the first only once it was
  * measured (its first 2 steps skipped, 3 averaged: the fitted fixed cost
- * needs both plans of a change); a rank with no unit left gives the detector no
- * sample (its speed stays). htp_planner_observe alone replans at once. The plan is
- * computed from relative speeds s_r, work normalised so each rank owns 1:
+ * needs both plans of a change; htp_planner_observe alone replans at
+ * once). A rank the plan gave no work gives the detector no sample: its
+ * speed stays what it was. The plan is computed from relative speeds s_r,
+ * work normalised so each rank owns 1:
  *   - healthy ranks H keep their units; T0 = 1 / min over H of s_r is the
  *     time they need.
  *   - each straggler's resize deficit is g_r = 1 - s_r * T0 (the fraction of
