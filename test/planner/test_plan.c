@@ -1072,9 +1072,10 @@ static void test_21b_shed_to_nothing(void **unused) {
   assert_true(replans >= 1);
   /* Plans last while they are measured: the site model's 2 + 3 steps. */
   if (replans > 1) assert_true(closest >= 5);
-  /* The fit from the changes between nonzero counts: near the true costs. */
+  /* The fit from the changes between nonzero counts: the true costs (4 and
+   * 10 units here), within 30 %. */
   for (int k = 0; k < HTP_PAIR_KINDS; ++k)
-    if (m.fixed[k] > 0.0) assert_in_range((long)(10 * m.fixed[k]), (long)(7 * phi[k]), (long)(13 * phi[k]));
+    assert_in_range((long)(10 * m.fixed[k]), (long)(7 * phi[k]), (long)(13 * phi[k]));
   assert_true(htp_planner_plan(p)->straggler[0]);
   assert_valid(htp_planner_plan(p));
   htp_planner_destroy(p);
