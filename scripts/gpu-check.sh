@@ -44,8 +44,8 @@
 #                     rows within 1e-5 where the last plan pruned nothing)
 #                     (cap 80 s)
 #   policies.bf16     the same for ViT-L/16 bf16 at tp 4 (the bf16 hooks):
-#                     none and semi, outputs against the tp-1 bf16 block
-#                     within 2e-2 (cap 80 s)
+#                     none, resize, migrate and semi, outputs against the
+#                     tp-1 bf16 block within 2e-2 (cap 80 s)
 #   train             htp-run --train on blocks/vit_fmnist_tp1.so with
 #                     blocks/train (2048/512 Fashion-MNIST images), 2 epochs of
 #                     32 steps, --seed 1, --device cpu then cuda (cap
@@ -618,11 +618,12 @@ elif budget policies "$(cap POLICIES 80)"; then
 fi
 
 # --- 5b. The same for a bf16 block: ViT-L/16 at tp 4 (its bf16 hooks' first GPU run) --
-# none and semi against the tp-1 bf16 block under the bf16 tolerance (the
-# split rounds partial sums the unsplit block never rounds).
+# every policy against the tp-1 bf16 block under the bf16 tolerance (the
+# split rounds partial sums the unsplit block never rounds): migrate and
+# resize too, since SEMI here falls to one or the other per rank.
 bf16_policy_cmd=("$python" "$root/bench/gpu_policies.py" --htp-run "$htp_run"
-                 --block "$blocks/vit_l16_bf16_tp4.so" --out "$work/policies-bf16" --policies none,semi
-                 --iters 30 --tolerance 2e-2)
+                 --block "$blocks/vit_l16_bf16_tp4.so" --out "$work/policies-bf16"
+                 --policies none,resize,migrate,semi --iters 30 --tolerance 2e-2)
 [ -f "$blocks/vit_l16_bf16_tp1.so" ] && bf16_policy_cmd+=(--reference "$blocks/vit_l16_bf16_tp1.so")
 if [ -z "$htp_run" ] || [ ! -f "$blocks/vit_l16_bf16_tp4.so" ]; then
   summary policies.bf16 skipped "no htp-run or $blocks/vit_l16_bf16_tp4.so"
