@@ -71,10 +71,7 @@ static matmul_key key_of(const htp__matmul *shape) {
  * it emulates bf16 with conversions, slower than widening to the f32
  * GEMM: capped at avx512_core on a Zen 5, ViT-B/16's bf16 block took 155
  * ms this way against 57 ms in f32. */
-static int native_bf16(void) {
-  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-}
+static int native_bf16(void) { return htp__onednn_isa_has(dnnl_cpu_isa_avx512_core_bf16); }
 
 /* The primitive for one shape, made on first use (NULL: oneDNN has none
  * for this CPU, only an emulation, or the cache is full). */
@@ -201,9 +198,8 @@ static int grow(void **buffer, size_t *size, size_t bytes) {
   return 1;
 }
 
-int htp__onednn_has_amx(void) {
-  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-  return (isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx;
+int htp__onednn_isa_has(int isa) {
+  return ((int)dnnl_get_effective_cpu_isa() & isa) == isa;
 }
 
 int htp__onednn_matmul(const htp__matmul *shape, const htp_bf16 *a, const htp_bf16 *b,

@@ -67,9 +67,9 @@ int htp__onednn_gemm_bf16(int a_transposed, int b_transposed, int64_t m, int64_t
                           const float *a, int64_t lda, const float *b, int64_t ldb,
                           int accumulate, float *c, int64_t ldc);
 
-/* Whether oneDNN's bf16 products run on AMX tiles here (its effective
- * ISA, which ONEDNN_MAX_CPU_ISA caps): there a bf16 product runs at many
- * times an f32 one's rate; with AVX512-BF16 alone at about twice. */
-int htp__onednn_has_amx(void);
+/* Whether oneDNN's effective ISA here (the CPU's, capped by
+ * ONEDNN_MAX_CPU_ISA) includes `isa`, a dnnl_cpu_isa_t (each one a set of
+ * bits holding those of the ISAs below it). */
+int htp__onednn_isa_has(int isa);
 
 #endif /* HTP_KERNELS_CPU_ONEDNN_H */

@@ -367,8 +367,7 @@ int htp__isa_cap_allows_avx512(void) {
   static _Atomic int allows = -1;
   int known = atomic_load(&allows);
   if (known < 0) {
-    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    known = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    known = htp__onednn_isa_has(dnnl_cpu_isa_avx512_core);
     atomic_store(&allows, known);
   }
   return known;
