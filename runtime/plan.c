@@ -870,7 +870,8 @@ htp_result htp_planner_plan_speeds(htp_planner *planner, const double *speeds,
   return HTP_OK;
 }
 
-/* htp_planner_observe; settled 0 defers the replans on drift and fits. */
+/* htp_planner_observe; settled 0 keeps the plan this step (a change of the
+ * straggler set is made at the first settled step). */
 static htp_result observe(htp_planner *planner, const double *seconds, int settled,
                           int *replanned) {
   if (replanned) *replanned = 0;

@@ -155,9 +155,9 @@ struct htp_planner {
  * ([kinds], in units) and the ranks' speeds per kind ([kinds * world],
  * kind-major, 0: not measured; NULL: none), which the plans count from then
  * on (htp_balancer_step's: the site model's). settled 0: the current plan
- * is not judged again on drifting speeds or fits this step
- * (htp__site_model_settled); a straggler entering or leaving still
- * replans. */
+ * is not replaced this step (htp__site_model_settled): not on drifting
+ * speeds or fits, and a straggler entering or leaving waits for the first
+ * settled step. */
 htp_result htp__planner_observe_sites(htp_planner *planner, const double *seconds,
                                       const double *fixed, const double *kind_speeds,
                                       int settled, int *replanned);

@@ -364,17 +364,17 @@ int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *cont
 
 /* ----- the same on mma.sync, scores and context in registers -------------
  * The default (HTP_CUDA_ATTENTION unset or mma; wmma keeps the kernel above
- * for every width), for heads up to 128 wide: the fused kernel's contract (bf16 q, k, v and p, f32
- * accumulation, the online softmax in the exp2 domain, the rounded p
- * summed) with what kept it latency-bound gone: each warp keeps its 16
- * query rows' q fragments, their scores and their running context in
- * registers (mma.m16n8k16, whose accumulator layout is the next product's
- * operand layout, so p never goes through shared memory), the rows' max
- * and sum in registers (a row's four lanes combine by shuffles), and k and
- * v in two stages of shared memory, the next tile copying in while the
- * current one computes: two barriers a tile instead of four, no
- * accumulator round trips. Fragments come from shared memory by ldmatrix
- * (v transposed by ldmatrix.trans). Shared memory, DP as above: q and two
+ * for every width), for heads up to 128 wide: the fused kernel's contract
+ * (bf16 q, k, v and p, f32 accumulation, the online softmax in the exp2
+ * domain, the rounded p summed) with what kept it latency-bound gone: each
+ * warp keeps its 16 query rows' q fragments, their scores and their running
+ * context in registers (mma.m16n8k16, whose accumulator layout is the next
+ * product's operand layout, so p never goes through shared memory), the
+ * rows' max and sum in registers (a row's four lanes combine by shuffles),
+ * and k and v in two stages of shared memory, the next tile copying in
+ * while the current one computes: two barriers a tile instead of four, no
+ * accumulator round trips. Fragments come from shared memory by ldmatrix (v
+ * transposed by ldmatrix.trans). Shared memory, DP as above: q and two
  * stages of k and of v, bf16 [64][DP + 8] each (the pad spreads ldmatrix's
  * rows across banks): 46 KiB at DP = 64. */
 namespace mma_path {

@@ -168,11 +168,12 @@ int layer_norm(htp_cuda_kernels *kernels, const T *x, const T *gamma, const T *b
     return htp_cuda_fail(kernels, "layer_norm", "rows must be in [0, INT_MAX] and dim >= 1");
   if (rows == 0)
     return 0;
-  const bool warp = layer_norm_warp(kernels, x, gamma, beta, y, rows, dim, epsilon);
-  if (!warp && htp_cuda_quads(dim, x, gamma, beta, y))
+  if (layer_norm_warp(kernels, x, gamma, beta, y, rows, dim, epsilon))
+    ; /* launched */
+  else if (htp_cuda_quads(dim, x, gamma, beta, y))
     layer_norm_kernel<T, true><<<(unsigned)rows, kThreads, 0, kernels->stream>>>(
         x, gamma, beta, y, dim, epsilon);
-  else if (!warp)
+  else
     layer_norm_kernel<T, false><<<(unsigned)rows, kThreads, 0, kernels->stream>>>(
         x, gamma, beta, y, dim, epsilon);
   HTP_CUDA_CHECK_LAUNCH(kernels);
