@@ -77,14 +77,15 @@
 #                     timed, --check against the CPU at the same precision,
 #                     the timm check at 4e-3 / 2e-2, timm eager at PyTorch's
 #                     "high" / "medium" (cap 40 s each)
-#   kernels.variants, blocks.variants, bench.variants
+#   kernels.variantsN, blocks.variantsN, bench.variantsN
 #                     the paths other than the defaults, switched on by their
-#                     environment variables (GPU_CHECK_VARIANTS, default
-#                     "HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma
-#                     HTP_CUDA_LAYER_NORM=warp": the older paths the
-#                     defaults fall back to, and a candidate; "none"
-#                     skips): the kernel test, the blocks step and the
-#                     ViT-L/16 kernel benchmark again with them on
+#                     environment variables in sets, "|" between sets
+#                     (GPU_CHECK_VARIANTS, default "HTP_CUDA_GEMM=cutlass
+#                     HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass
+#                     HTP_CUDA_ATTENTION=wmma": set 1 the candidates, set 2
+#                     the older paths the defaults fall back to; "none"
+#                     skips): per set, the kernel test, the blocks step and
+#                     the ViT-L/16 kernel benchmark again with them on
 #
 # OUT_DIR defaults to $OUT, else gpu-check-out/ at the top of the tree. The
 # device tool brings back 8 files at most, so OUT_DIR never holds more, at any
@@ -835,49 +836,59 @@ else
 fi
 
 # --- 9. Experiments: kernels not yet run on a GPU, switched on ------------------------
-# Each switch below selects a path other than the default
-# (kernels/cuda/kernels_internal.h): the older paths the defaults fall back
-# to for shapes they do not take (the bias pass for unaligned linears, WMMA
-# for heads over 128 wide), so that those stay checked at every shape, and
-# a candidate not yet run on a GPU (the warp-a-row layer norm), which
-# becomes the default once it passes and is faster (its time is the
-# layer_norm rows of kernels-variants.csv): the kernel test with them on
-# (element-wise bounds), then the two blocks against timm with them on
-# (blocks.csv rows whose variant names them) and the kernels at ViT-L/16's
-# shape (results.tar: kernels-variants.csv).
-variant_list=${GPU_CHECK_VARIANTS:-HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma HTP_CUDA_LAYER_NORM=warp}
-if [ "$variant_list" != none ]; then
+# Each switch selects a path other than the default
+# (kernels/cuda/kernels_internal.h). The switches come in sets, "|" between
+# sets, each set run as one: first the candidates not yet run on a GPU (the
+# CUTLASS Hopper GEMM with the bias and GELU in its epilogue, the
+# warp-a-row layer norm), each of which becomes the default once it passes
+# and is faster (the linear, linear_gelu and layer_norm rows of
+# kernels-variants-1.csv against kernels-vitl16.csv); then the older paths
+# the defaults fall back to for shapes they do not take (the bias pass for
+# unaligned linears, WMMA for heads over 128 wide), so that those stay
+# checked at every shape while the deadline allows. Per set N: the kernel
+# test with it on (element-wise bounds; step kernels.variantsN), the two
+# blocks against timm (blocks.csv rows whose variant names it;
+# blocks.variantsN) and the kernels at ViT-L/16's shape (results.tar:
+# kernels-variants-N.csv; bench.variantsN).
+variant_sets=${GPU_CHECK_VARIANTS:-HTP_CUDA_GEMM=cutlass HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
+set_number=0
+variant_set_list=()
+[ "$variant_sets" = none ] || IFS='|' read -ra variant_set_list <<<"$variant_sets"
+for variant_list in "${variant_set_list[@]}"; do
+  set_number=$((set_number + 1))
   read -ra variants <<<"$variant_list"
-  gpu_test kernels.variants test_kernels_cuda "$(cap TESTS 90)" "${variants[@]}"
+  [ ${#variants[@]} -gt 0 ] || continue
+  gpu_test "kernels.variants$set_number" test_kernels_cuda "$(cap TESTS 90)" "${variants[@]}"
   check_out_count
   if [ -z "$dry" ] && [ -n "$htp_run" ] && [ -n "$have_python" ] &&
-     [ -f "$blocks/vit_l16_bf16_tp1.so" ] && budget blocks.variants "$(cap BLOCKS 100)"; then
+     [ -f "$blocks/vit_l16_bf16_tp1.so" ] && budget "blocks.variants$set_number" "$(cap BLOCKS 100)"; then
     env_args=()
     for v in "${variants[@]}"; do env_args+=(--htp-env "$v"); done
-    run_logged blocks.variants "$limit" "${block_cmd[@]}" --timeout "$limit" --append \
+    run_logged "blocks.variants$set_number" "$limit" "${block_cmd[@]}" --timeout "$limit" --append \
       --only vit_b16_f32_tp1,vit_l16_bf16_tp1 --timm-check --no-compile "${env_args[@]}"
     rc=$?
-    rows=$(grep '^row ' "$work/blocks.variants.log" | tr ' ' '\n' | awk -F= '
+    rows=$(grep '^row ' "$work/blocks.variants$set_number.log" | tr ' ' '\n' | awk -F= '
              $1 == "block" { if (line) print line; line = $2 }
              $1 == "htp_ms" || $1 == "eager_ms" || $1 == "x_eager" || $1 == "timm_error" { line = line " " $1 "=" $2 }
              END { if (line) print line }' | paste -sd';' -)
     case $rc in
-      0) summary blocks.variants ok "${variants[*]}: $rows (blocks.csv)" ;;
-      *) summary blocks.variants FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $rows (logs.txt)" ;;
+      0) summary "blocks.variants$set_number" ok "${variants[*]}: $rows (blocks.csv)" ;;
+      *) summary "blocks.variants$set_number" FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $rows (logs.txt)" ;;
     esac
   fi
-  if [ -z "$dry" ] && [ -n "$bench" ] && budget bench.variants 45; then
-    run_logged bench.variants "$limit" "${libenv[@]}" "${variants[@]}" "$bench" --batch 64 \
-      --dim 1024 --heads 16 --mlp 4096 --repeats 10 --csv "$work/kernels-variants.csv"
+  if [ -z "$dry" ] && [ -n "$bench" ] && budget "bench.variants$set_number" 45; then
+    csv=kernels-variants-$set_number.csv
+    run_logged "bench.variants$set_number" "$limit" "${libenv[@]}" "${variants[@]}" "$bench" --batch 64 \
+      --dim 1024 --heads 16 --mlp 4096 --repeats 10 --csv "$work/$csv"
     rc=$?
-    save kernels-variants.csv
+    save "$csv"
     if [ "$rc" -eq 0 ]; then
-      summary bench.variants ok "ViT-L/16 batch 64: $(grep '^block_sum' "$work/bench.variants.log" |
-                          awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (results.tar: kernels-variants.csv)"
+      summary "bench.variants$set_number" ok "${variants[*]}, ViT-L/16 batch 64: $(grep '^block_sum' "$work/bench.variants$set_number.log" |
+                          awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (results.tar: $csv)"
     else
-      summary bench.variants FAILED "htp-bench-cuda exited $rc (logs.txt)"
+      summary "bench.variants$set_number" FAILED "htp-bench-cuda exited $rc (logs.txt)"
     fi
   fi
-fi
+done
 
 finish

@@ -46,7 +46,13 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
       {"HTP_CUDA_ATTENTION", "wmma or mma", &kernels->attention_kernel,
        htp_cuda_attention_kernel_from_env},
       {"HTP_CUDA_LAYER_NORM", "block or warp", &kernels->layer_norm_kernel,
-       htp_cuda_layer_norm_kernel_from_env}};
+       htp_cuda_layer_norm_kernel_from_env},
+#ifdef HTP_HAVE_CUTLASS
+      {"HTP_CUDA_GEMM", "cublas or cutlass", &kernels->gemm_kernel,
+#else
+      {"HTP_CUDA_GEMM", "cublas (this build has no CUTLASS)", &kernels->gemm_kernel,
+#endif
+       htp_cuda_gemm_kernel_from_env}};
   for (const auto &s : switches)
     if ((*s.value = s.from_env()) < 0) {
       if (err) snprintf(err, (size_t)err_size, "%s=%s: expected %s", s.name, getenv(s.name),

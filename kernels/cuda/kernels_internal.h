@@ -36,6 +36,13 @@ enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1 };
  * of up to 2048 elements moved in fours), an experiment until a GPU check
  * passes it. */
 enum { HTP_CUDA_LAYER_NORM_BLOCK = 0, HTP_CUDA_LAYER_NORM_WARP = 1 };
+/* What runs a bf16 linear with a bias and the fused bf16 linear + GELU
+ * (HTP_CUDA_GEMM, read when the object is made): CUBLAS, the verified
+ * default (linear.cu, units.cu); or CUTLASS, one CUTLASS Hopper GEMM with
+ * the bias and the GELU in its epilogue (linear_sm90.cu), where the build
+ * has CUTLASS (HTP_HAVE_CUTLASS), the device is compute capability 9.0 and
+ * the shape is aligned, an experiment until a GPU check passes it. */
+enum { HTP_CUDA_GEMM_CUBLAS = 0, HTP_CUDA_GEMM_CUTLASS = 1 };
 struct htp_cuda_lt_cache;
 
 struct htp_cuda_kernels {
@@ -48,6 +55,8 @@ struct htp_cuda_kernels {
   int linear_epilogue;  /* HTP_CUDA_EPILOGUE_* */
   int attention_kernel; /* HTP_CUDA_ATTENTION_* */
   int layer_norm_kernel; /* HTP_CUDA_LAYER_NORM_* */
+  int gemm_kernel;       /* HTP_CUDA_GEMM_* */
+  int sm90;              /* 1: compute capability 9.0, -1: not, 0: not asked */
   /* htp_matmul_precision of the products with a weight (htp_cuda_gemm's
    * f32 compute type, the cuBLASLt plans'); the table sets it. */
   int matmul_precision;
@@ -148,6 +157,9 @@ int htp_cuda_attention_kernel_from_env(void);
 /* The layer norm HTP_CUDA_LAYER_NORM asks for (unset or "block": BLOCK,
  * "warp": WARP), or -1 for any other value (layer_norm.cu). */
 int htp_cuda_layer_norm_kernel_from_env(void);
+/* The GEMM HTP_CUDA_GEMM asks for (unset or "cublas": CUBLAS, "cutlass":
+ * CUTLASS where the build has it), or -1 for any other value (linear.cu). */
+int htp_cuda_gemm_kernel_from_env(void);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the
@@ -293,6 +305,18 @@ int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOp
 template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
                     int64_t rows, int64_t in_features, int64_t out_features);
+
+/* y = x·wᵀ + b (+ residual where not NULL), through the GELU where gelu is
+ * non-zero, all bf16, y's (and the residual's) rows ld_y elements apart, as
+ * one CUTLASS Hopper GEMM (linear_sm90.cu; built
+ * where HTP_HAVE_CUTLASS). Returns 1 when enqueued, 0 when it does not take
+ * the call (HTP_CUDA_GEMM is not cutlass, the device is not compute
+ * capability 9.0, the shape or alignment does not suit, no bias) and the
+ * caller runs the cuBLAS path, -1 on failure (the error recorded). */
+int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
+                         const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
+                         const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
+                         int64_t rows, int64_t in_features, int64_t out_features, int gelu);
 
 /* Every head's attention context, [rows, heads·head_dim] of T (attention.cu):
  * q, k, v = x·wqkvᵀ + b, softmax(q·kᵀ/√head_dim)·v per head and image, in

@@ -84,6 +84,17 @@ int htp_cuda_linear_epilogue_from_env(void) {
   return strcmp(value, "pass") == 0 ? HTP_CUDA_EPILOGUE_PASS : -1;
 }
 
+int htp_cuda_gemm_kernel_from_env(void) {
+  const char *value = getenv("HTP_CUDA_GEMM");
+  if (!value || !*value || strcmp(value, "cublas") == 0)
+    return HTP_CUDA_GEMM_CUBLAS;
+#ifdef HTP_HAVE_CUTLASS
+  if (strcmp(value, "cutlass") == 0)
+    return HTP_CUDA_GEMM_CUTLASS;
+#endif
+  return -1;
+}
+
 /* Where the variable names the epilogue (a check asking for it), each
  * shape's plan is said once on stderr, so the check's log shows what ran. */
 static void note_plan(const htp_cuda_lt_plan *plan, const char *what) {
@@ -250,6 +261,14 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
                          0.0f, y, (int)out_features);
+#ifdef HTP_HAVE_CUTLASS
+  if constexpr (std::is_same_v<In, htp_cuda_bf16> && std::is_same_v<Out, htp_cuda_bf16>) {
+    const int done = htp_cuda_sm90_linear(kernels, x, w, b, NULL, y, out_features, rows,
+                                          in_features, out_features, 0);
+    if (done)
+      return done < 0;
+  }
+#endif
   if constexpr (std::is_same_v<In, Out>) {
     const int done = lt_linear(kernels, x, w, b, y, rows, in_features, out_features);
     if (done)

@@ -221,6 +221,21 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
     const int64_t run = run_length(units, i, count);
     const int64_t first = (int64_t)units[i] * width, columns = run * width;
     T *out = hidden + first;
+#ifdef HTP_HAVE_CUTLASS
+    /* bf16 with a bias and the exact GELU: the whole run in one CUTLASS
+     * GEMM where HTP_CUDA_GEMM asks for it and the run suits it. */
+    if constexpr (!std::is_same_v<T, float>)
+      if (b1 && !tanh_approx) {
+        const int done = htp_cuda_sm90_linear(kernels, x, w1 + first * dim, b1 + first, NULL,
+                                              out, hidden_dim, rows, dim, columns, 1);
+        if (done < 0)
+          return 1;
+        if (done) {
+          i += run;
+          continue;
+        }
+      }
+#endif
     float *gemm_out;
     int64_t gemm_ld;
     if constexpr (std::is_same_v<T, float>)

@@ -1,0 +1,172 @@
+/*===- kernels/cuda/linear_sm90.cu - bf16 linears as CUTLASS Hopper GEMMs -===*
+ *
+ * HTP_CUDA_GEMM=cutlass (kernels_internal.h): a bf16 linear with a bias,
+ * and one with its GELU, as one CUTLASS 3 GEMM for sm_90a (TMA loads,
+ * wgmma, a warp-specialized persistent kernel) whose epilogue adds the
+ * bias to the f32 accumulator, applies the exact (erf) GELU where asked
+ * and rounds once to bf16. What it is for: the fused linear + GELU, which
+ * through cuBLAS keeps an f32 pre-activation in memory to round once
+ * (ViT-L/16 bf16, batch 64: 0.274 ms against 0.147 for the GEMM alone on
+ * an H200, bench/RESULTS.md). The same epilogue can take beta * C, which
+ * is what a residual add fused into the linear would use.
+ *
+ * The product in CUTLASS's terms: y[rows, out] (row-major) is the
+ * column-major M x N = out x rows matrix D = A·B with A = w [out, in]
+ * (row-major, K-major) and B(k, n) = x[n, k] (column-major, K-major): the
+ * "TN" GEMM Hopper's kernels like best, the bias one per row of D.
+ * Taken only on a compute capability 9.0 device (the sm_90a code runs
+ * nowhere else), with in and out multiples of 8 and every tensor 16-byte
+ * aligned (TMA's conditions); everything else returns 0 and the caller
+ * runs the cuBLAS path. Written without a GPU; bench/RESULTS.md says
+ * whether a GPU check has run it.
+ *===----------------------------------------------------------------------===*/
+#include "kernels/cuda/kernels_internal.h"
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/epilogue/thread/activation.h>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include <limits.h>
+#include <stdio.h>
+
+namespace {
+
+using namespace cute;
+using Element = cutlass::bfloat16_t;
+constexpr int kAlignment = 8; /* elements in 16 bytes */
+
+/* One kernel per epilogue: D = act(acc + bias + beta·C), f32 throughout,
+ * rounded to nearest even once. 128 x 256 tiles (two consumer warp groups
+ * of 64 rows), no cluster: a cluster's SMs must lie in one GPC, which an
+ * SM partition (green.c) does not promise. */
+template <template <class> class Activation> struct sm90_gemm {
+  using TileShape = Shape<_128, _256, _64>;
+  using ClusterShape = Shape<_1, _1, _1>;
+  using Fusion = cutlass::epilogue::fusion::LinCombPerRowBiasEltAct<Activation, Element, float,
+                                                                    Element, Element, float>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element,
+      cutlass::layout::ColumnMajor, kAlignment, Element, cutlass::layout::ColumnMajor,
+      kAlignment, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor,
+      kAlignment, Element, cutlass::layout::ColumnMajor, kAlignment, float, TileShape,
+      ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop,
+                                                      Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+/* The SMs the object's kernels may use: its partition's, else the device's. */
+int sm_count(htp_cuda_kernels *kernels) {
+  if (kernels->partition)
+    return htp_cuda_partition_sm_count(kernels->partition);
+  int count = 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, kernels->device) !=
+      cudaSuccess)
+    return 0;
+  return count;
+}
+
+/* Whether the device runs sm_90a code (asked once per object). */
+bool on_sm90(htp_cuda_kernels *kernels) {
+  if (!kernels->sm90) {
+    int major = 0, minor = 0;
+    const bool known =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, kernels->device) ==
+            cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, kernels->device) ==
+            cudaSuccess;
+    kernels->sm90 = known && major == 9 && minor == 0 ? 1 : -1;
+    if (kernels->sm90 < 0)
+      fprintf(stderr, "htp cuda: HTP_CUDA_GEMM=cutlass: compute capability %d.%d is not 9.0; "
+                      "the linears stay on cuBLAS\n", major, minor);
+  }
+  return kernels->sm90 > 0;
+}
+
+template <template <class> class Activation>
+int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *w,
+        const htp_cuda_bf16 *b, const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
+        int64_t rows, int64_t in_features, int64_t out_features) {
+  using Gemm = typename sm90_gemm<Activation>::Gemm;
+  using Kernel = typename Gemm::GemmKernel;
+  const int m = (int)out_features, n = (int)rows, k = (int)in_features;
+  const auto stride_a = cutlass::make_cute_packed_stride(typename Kernel::StrideA{},
+                                                         make_shape(m, k, 1));
+  const auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{},
+                                                         make_shape(n, k, 1));
+  /* y's rows (D's columns) ld_y elements apart; the residual's alike. */
+  auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{},
+                                                   make_shape(m, n, 1));
+  auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{},
+                                                   make_shape(m, n, 1));
+  get<1>(stride_c) = ld_y;
+  get<1>(stride_d) = ld_y;
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {m, n, k, 1},
+      {reinterpret_cast<const Element *>(w), stride_a, reinterpret_cast<const Element *>(x),
+       stride_b},
+      {{},
+       /* C is read only where beta != 0; without a residual it points at y. */
+       reinterpret_cast<const Element *>(residual ? residual : y), stride_c,
+       reinterpret_cast<Element *>(y), stride_d}};
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = residual ? 1.0f : 0.0f;
+  args.epilogue.thread.bias_ptr = reinterpret_cast<const Element *>(b);
+  args.hw_info.device_id = kernels->device;
+  args.hw_info.sm_count = sm_count(kernels);
+  if (args.hw_info.sm_count < 1)
+    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
+
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+    return 0; /* the cuBLAS path takes it */
+  const size_t workspace = Gemm::get_workspace_size(args);
+  if (workspace > (size_t)HTP_CUDA_LT_WORKSPACE_BYTES)
+    return 0;
+  if (htp_cuda_buffer_reserve(kernels, &kernels->lt_workspace, &kernels->lt_workspace_bytes,
+                              HTP_CUDA_LT_WORKSPACE_BYTES))
+    return -1;
+  cutlass::Status status = gemm.initialize(args, kernels->lt_workspace, kernels->stream);
+  if (status == cutlass::Status::kSuccess)
+    status = gemm.run(kernels->stream);
+  if (status != cutlass::Status::kSuccess) {
+    const cudaError_t launch = cudaGetLastError();
+    char detail[160];
+    snprintf(detail, sizeof detail, "%s (CUDA: %s)", cutlassGetStatusString(status),
+             cudaGetErrorString(launch));
+    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", detail), -1;
+  }
+  return 1;
+}
+
+} // namespace
+
+int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
+                         const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
+                         const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
+                         int64_t rows, int64_t in_features, int64_t out_features, int gelu) {
+  const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y |
+                         (uintptr_t)residual;
+  if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || rows < 1 || rows > INT_MAX ||
+      in_features < 8 || in_features > INT_MAX || out_features < 8 || out_features > INT_MAX ||
+      in_features % kAlignment || out_features % kAlignment || ld_y < out_features ||
+      ld_y % kAlignment || bits % 16 || !on_sm90(kernels))
+    return 0;
+  return gelu ? run<cutlass::epilogue::thread::GELU>(kernels, x, w, b, residual, y, ld_y, rows,
+                                                      in_features, out_features)
+              : run<cutlass::epilogue::thread::Identity>(kernels, x, w, b, residual, y, ld_y,
+                                                          rows, in_features, out_features);
+}
