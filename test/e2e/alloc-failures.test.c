@@ -1,9 +1,12 @@
 /* alloc-failures.test's allocator: preloaded into htp-run, it fails the
  * FAIL_AT-th allocation (malloc, calloc, realloc, the aligned ones) counted
  * from main's first getopt_long (library constructors before main are not
- * htp-run's), once; FAIL_COUNT=1 prints how many there were at exit. */
+ * htp-run's), once, and says on stderr which file the call came from (the
+ * sweep tells htp-run's handling from a library's own); FAIL_COUNT=1 prints
+ * how many there were at exit. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <string.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdatomic.h>
@@ -20,40 +23,49 @@ static atomic_int counting;
 static atomic_long count;
 static long fail_at = -2;
 
-static int should_fail(void) {
+static int should_fail(void *caller) {
   if (!atomic_load(&counting)) return 0;
   if (fail_at == -2) {
     const char *at = getenv("FAIL_AT");
     fail_at = at ? atol(at) : -1;
   }
-  return atomic_fetch_add(&count, 1) + 1 == fail_at;
+  if (atomic_fetch_add(&count, 1) + 1 != fail_at) return 0;
+  Dl_info info;
+  const char *from = dladdr(caller, &info) && info.dli_fname ? info.dli_fname : "?";
+  const char *slash = strrchr(from, '/');
+  char line[256];
+  int n = snprintf(line, sizeof line, "[alloc-failures: failed a call from %s]\n",
+                   slash ? slash + 1 : from);
+  if (n > 0 && write(STDERR_FILENO, line, (size_t)n) < 0) return 1;
+  return 1;
 }
+#define SHOULD_FAIL() should_fail(__builtin_return_address(0))
 
 void *malloc(size_t n) {
-  if (should_fail()) return errno = ENOMEM, NULL;
+  if (SHOULD_FAIL()) return errno = ENOMEM, NULL;
   return __libc_malloc(n);
 }
 void *calloc(size_t a, size_t b) {
-  if (should_fail()) return errno = ENOMEM, NULL;
+  if (SHOULD_FAIL()) return errno = ENOMEM, NULL;
   return __libc_calloc(a, b);
 }
 void *realloc(void *p, size_t n) {
-  if (should_fail()) return errno = ENOMEM, NULL;
+  if (SHOULD_FAIL()) return errno = ENOMEM, NULL;
   return __libc_realloc(p, n);
 }
 int posix_memalign(void **out, size_t align, size_t n) {
-  if (should_fail()) return ENOMEM;
+  if (SHOULD_FAIL()) return ENOMEM;
   void *p = __libc_memalign(align, n);
   if (!p) return ENOMEM;
   *out = p;
   return 0;
 }
 void *aligned_alloc(size_t align, size_t n) {
-  if (should_fail()) return errno = ENOMEM, NULL;
+  if (SHOULD_FAIL()) return errno = ENOMEM, NULL;
   return __libc_memalign(align, n);
 }
 void *memalign(size_t align, size_t n) {
-  if (should_fail()) return errno = ENOMEM, NULL;
+  if (SHOULD_FAIL()) return errno = ENOMEM, NULL;
   return __libc_memalign(align, n);
 }
 
