@@ -57,6 +57,12 @@ struct htp_cuda_kernels {
   int layer_norm_kernel; /* HTP_CUDA_LAYER_NORM_* */
   int gemm_kernel;       /* HTP_CUDA_GEMM_* */
   int sm90;              /* 1: compute capability 9.0, -1: not, 0: not asked */
+  /* The shapes the CUTLASS GEMM has said its tile for (linear_sm90.cu). */
+  struct {
+    int64_t rows, in_features, out_features;
+    int gelu;
+  } sm90_noted[32];
+  int sm90_noted_count;
   /* htp_matmul_precision of the products with a weight (htp_cuda_gemm's
    * f32 compute type, the cuBLASLt plans'); the table sets it. */
   int matmul_precision;

@@ -41,12 +41,13 @@ using namespace cute;
 using Element = cutlass::bfloat16_t;
 constexpr int kAlignment = 8; /* elements in 16 bytes */
 
-/* One kernel per epilogue: D = act(acc + bias + beta·C), f32 throughout,
- * rounded to nearest even once. 128 x 256 tiles (two consumer warp groups
- * of 64 rows), no cluster: a cluster's SMs must lie in one GPC, which an
- * SM partition (green.c) does not promise. */
-template <template <class> class Activation> struct sm90_gemm {
-  using TileShape = Shape<_128, _256, _64>;
+/* One kernel per epilogue and tile width: D = act(acc + bias + beta·C),
+ * f32 throughout, rounded to nearest even once. Tiles of 128 rows of D
+ * (out features; two consumer warp groups of 64) by kTileN columns (y's
+ * rows), no cluster: a cluster's SMs must lie in one GPC, which an SM
+ * partition (green.c) does not promise. */
+template <template <class> class Activation, int kTileN> struct sm90_gemm {
+  using TileShape = Shape<_128, Int<kTileN>, _64>;
   using ClusterShape = Shape<_1, _1, _1>;
   using Fusion = cutlass::epilogue::fusion::LinCombPerRowBiasEltAct<Activation, Element, float,
                                                                     Element, Element, float>;
@@ -95,11 +96,43 @@ bool on_sm90(htp_cuda_kernels *kernels) {
   return kernels->sm90 > 0;
 }
 
-template <template <class> class Activation>
+/* Whether 128 x 256 tiles beat 128 x 128 ones for an out x rows D on `sms`
+ * persistent CTAs: the time counted in waves (a wave's tiles run side by
+ * side, the last wave's empty slots idle), a wide tile taken as 1.8 narrow
+ * ones (its larger product keeps the tensor cores a little busier per byte
+ * moved: a guess, which the check's kernel benchmark is there to test).
+ * ViT-L/16 at batch 64 on 132 SMs: qkv and fc1 wide, the 1024-wide
+ * projections narrow (400 wide tiles are 3.03 waves, 792 narrow ones 6.0). */
+bool wide_tiles(int64_t out_features, int64_t rows, int sms) {
+  const auto waves = [&](int64_t tile_n) {
+    const int64_t tiles = (out_features + 127) / 128 * ((rows + tile_n - 1) / tile_n);
+    return (tiles + sms - 1) / sms;
+  };
+  return 1.8 * (double)waves(256) <= (double)waves(128);
+}
+
+/* Where HTP_CUDA_GEMM is set, each shape's tile is said once (the kernel
+ * object's first calls at a shape; a few shapes per model). */
+void note_tiles(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
+                int64_t out_features, int gelu, bool wide) {
+  for (int i = 0; i < kernels->sm90_noted_count; ++i) {
+    const auto &noted = kernels->sm90_noted[i];
+    if (noted.rows == rows && noted.in_features == in_features &&
+        noted.out_features == out_features && noted.gelu == gelu)
+      return;
+  }
+  if (kernels->sm90_noted_count < (int)(sizeof kernels->sm90_noted / sizeof *kernels->sm90_noted))
+    kernels->sm90_noted[kernels->sm90_noted_count++] = {rows, in_features, out_features, gelu};
+  fprintf(stderr, "htp cuda: linear%s bf16 [%lld x %lld -> %lld]: CUTLASS sm90, 128 x %d tiles\n",
+          gelu ? " + GELU" : "", (long long)rows, (long long)in_features,
+          (long long)out_features, wide ? 256 : 128);
+}
+
+template <template <class> class Activation, int kTileN>
 int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *w,
         const htp_cuda_bf16 *b, const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
-        int64_t rows, int64_t in_features, int64_t out_features) {
-  using Gemm = typename sm90_gemm<Activation>::Gemm;
+        int64_t rows, int64_t in_features, int64_t out_features, int sms) {
+  using Gemm = typename sm90_gemm<Activation, kTileN>::Gemm;
   using Kernel = typename Gemm::GemmKernel;
   const int m = (int)out_features, n = (int)rows, k = (int)in_features;
   const auto stride_a = cutlass::make_cute_packed_stride(typename Kernel::StrideA{},
@@ -126,9 +159,7 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
   args.epilogue.thread.beta = residual ? 1.0f : 0.0f;
   args.epilogue.thread.bias_ptr = reinterpret_cast<const Element *>(b);
   args.hw_info.device_id = kernels->device;
-  args.hw_info.sm_count = sm_count(kernels);
-  if (args.hw_info.sm_count < 1)
-    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
+  args.hw_info.sm_count = sms;
 
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess)
@@ -165,8 +196,16 @@ int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
       in_features % kAlignment || out_features % kAlignment || ld_y < out_features ||
       ld_y % kAlignment || bits % 16 || !on_sm90(kernels))
     return 0;
-  return gelu ? run<cutlass::epilogue::thread::GELU>(kernels, x, w, b, residual, y, ld_y, rows,
-                                                      in_features, out_features)
-              : run<cutlass::epilogue::thread::Identity>(kernels, x, w, b, residual, y, ld_y,
-                                                          rows, in_features, out_features);
+  const int sms = sm_count(kernels);
+  if (sms < 1)
+    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
+  const bool wide = wide_tiles(out_features, rows, sms);
+  note_tiles(kernels, rows, in_features, out_features, gelu, wide);
+#define HTP_SM90_RUN(act, n)                                                                \
+  run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, residual, y, ld_y, rows,         \
+                                         in_features, out_features, sms)
+  if (gelu)
+    return wide ? HTP_SM90_RUN(GELU, 256) : HTP_SM90_RUN(GELU, 128);
+  return wide ? HTP_SM90_RUN(Identity, 256) : HTP_SM90_RUN(Identity, 128);
+#undef HTP_SM90_RUN
 }
