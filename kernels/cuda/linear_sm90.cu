@@ -111,10 +111,11 @@ bool wide_tiles(int64_t out_features, int64_t rows, int sms) {
   return 1.8 * (double)waves(256) <= (double)waves(128);
 }
 
-/* Where HTP_CUDA_GEMM is set, each shape's tile is said once (the kernel
- * object's first calls at a shape; a few shapes per model). */
-void note_tiles(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
-                int64_t out_features, int gelu, bool wide) {
+/* Each shape's outcome is said once on stderr (the switch is an
+ * experiment: the check's log shows what ran): its tile, or that CUTLASS
+ * declined it (done 0) and cuBLAS ran it. */
+void note_outcome(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
+                  int64_t out_features, int gelu, bool wide, int done) {
   for (int i = 0; i < kernels->sm90_noted_count; ++i) {
     const auto &noted = kernels->sm90_noted[i];
     if (noted.rows == rows && noted.in_features == in_features &&
@@ -123,9 +124,13 @@ void note_tiles(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
   }
   if (kernels->sm90_noted_count < (int)(sizeof kernels->sm90_noted / sizeof *kernels->sm90_noted))
     kernels->sm90_noted[kernels->sm90_noted_count++] = {rows, in_features, out_features, gelu};
-  fprintf(stderr, "htp cuda: linear%s bf16 [%lld x %lld -> %lld]: CUTLASS sm90, 128 x %d tiles\n",
-          gelu ? " + GELU" : "", (long long)rows, (long long)in_features,
-          (long long)out_features, wide ? 256 : 128);
+  char what[64];
+  if (done)
+    snprintf(what, sizeof what, "CUTLASS sm90, 128 x %d tiles", wide ? 256 : 128);
+  else
+    snprintf(what, sizeof what, "CUTLASS declined it (can_implement, workspace): cuBLAS");
+  fprintf(stderr, "htp cuda: linear%s bf16 [%lld x %lld -> %lld]: %s\n", gelu ? " + GELU" : "",
+          (long long)rows, (long long)in_features, (long long)out_features, what);
 }
 
 template <template <class> class Activation, int kTileN>
@@ -200,12 +205,13 @@ int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
   if (sms < 1)
     return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
   const bool wide = wide_tiles(out_features, rows, sms);
-  note_tiles(kernels, rows, in_features, out_features, gelu, wide);
 #define HTP_SM90_RUN(act, n)                                                                \
   run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, residual, y, ld_y, rows,         \
                                          in_features, out_features, sms)
-  if (gelu)
-    return wide ? HTP_SM90_RUN(GELU, 256) : HTP_SM90_RUN(GELU, 128);
-  return wide ? HTP_SM90_RUN(Identity, 256) : HTP_SM90_RUN(Identity, 128);
+  const int done = gelu ? (wide ? HTP_SM90_RUN(GELU, 256) : HTP_SM90_RUN(GELU, 128))
+                        : (wide ? HTP_SM90_RUN(Identity, 256) : HTP_SM90_RUN(Identity, 128));
 #undef HTP_SM90_RUN
+  if (done >= 0)
+    note_outcome(kernels, rows, in_features, out_features, gelu, wide, done);
+  return done;
 }
