@@ -81,7 +81,8 @@
 #                     the paths other than the defaults, switched on by their
 #                     environment variables in sets, "|" between sets
 #                     (GPU_CHECK_VARIANTS, default "HTP_CUDA_GEMM=cutlass
-#                     HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass
+#                     HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp|
+#                     HTP_CUDA_LINEAR_EPILOGUE=pass
 #                     HTP_CUDA_ATTENTION=wmma": set 1 the candidates, set 2
 #                     the older paths the defaults fall back to; "none"
 #                     skips): per set, the kernel test, the blocks step and
@@ -839,10 +840,11 @@ fi
 # Each switch selects a path other than the default
 # (kernels/cuda/kernels_internal.h). The switches come in sets, "|" between
 # sets, each set run as one: first the candidates not yet run on a GPU (the
-# CUTLASS Hopper GEMM with the bias and GELU in its epilogue, the
-# warp-a-row layer norm), each of which becomes the default once it passes
-# and is faster (the linear, linear_gelu and layer_norm rows of
-# kernels-variants-1.csv against kernels-vitl16.csv); then the older paths
+# CUTLASS Hopper GEMM with the bias and GELU in its epilogue, the attention
+# a block per image and head, the warp-a-row layer norm), each of which
+# becomes the default once it passes and is faster (the linear,
+# linear_gelu, attention and layer_norm rows of kernels-variants-1.csv
+# against kernels-vitl16.csv); then the older paths
 # the defaults fall back to for shapes they do not take (the bias pass for
 # unaligned linears, WMMA for heads over 128 wide), so that those stay
 # checked at every shape while the deadline allows. Per set N: the kernel
@@ -850,7 +852,7 @@ fi
 # blocks against timm (blocks.csv rows whose variant names it;
 # blocks.variantsN) and the kernels at ViT-L/16's shape (results.tar:
 # kernels-variants-N.csv; bench.variantsN).
-variant_sets=${GPU_CHECK_VARIANTS:-HTP_CUDA_GEMM=cutlass HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
+variant_sets=${GPU_CHECK_VARIANTS:-HTP_CUDA_GEMM=cutlass HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
 set_number=0
 variant_set_list=()
 [ "$variant_sets" = none ] || IFS='|' read -ra variant_set_list <<<"$variant_sets"

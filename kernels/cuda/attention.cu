@@ -37,6 +37,8 @@ int htp_cuda_attention_kernel_from_env(void) {
   const char *value = getenv("HTP_CUDA_ATTENTION");
   if (!value || !*value || strcmp(value, "mma") == 0)
     return HTP_CUDA_ATTENTION_MMA;
+  if (strcmp(value, "head") == 0)
+    return HTP_CUDA_ATTENTION_HEAD;
   return strcmp(value, "wmma") == 0 ? HTP_CUDA_ATTENTION_WMMA : -1;
 }
 
@@ -409,12 +411,149 @@ __device__ __forceinline__ uint32_t bits(__nv_bfloat162 pair) {
   return *reinterpret_cast<uint32_t *>(&pair);
 }
 
+/* One tile of up to 64 keys (k and v at kt and vt, kKeys rows of ld) for a
+ * warp's 16 query rows (their q fragments qf): s = q·kᵀ, the online softmax
+ * (row_max, row_sum of the rows group and group + 8), o += p·v. What both
+ * kernels below run per tile. */
+template <int DP>
+__device__ __forceinline__ void attend_tile(const uint32_t (&qf)[DP / 16][4],
+                                            float (&o)[DP / 8][4], float (&row_max)[2],
+                                            float (&row_sum)[2], const __nv_bfloat16 *kt,
+                                            const __nv_bfloat16 *vt, int key0, int tokens,
+                                            float scale_log2, int lane) {
+  using L = layout<DP>;
+  constexpr int kSteps = DP / 16, kDTiles = DP / 8;
+  const int quad = lane % 4;
+  const int keys = min(kKeys, tokens - key0), chunks = (keys + 15) / 16;
+
+  /* s = q·kᵀ: 8 tiles of 8 keys, those of 16-key chunks past the tokens skipped */
+  float s[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if (c < chunks) {
+#pragma unroll
+      for (int kk = 0; kk < kSteps; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, kt + (c * 16 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
+        mma(s[2 * c], qf[kk], b[0], b[1]);
+        mma(s[2 * c], qf[kk + 1], b[2], b[3]);
+        ldmatrix_x4(b, kt + (c * 16 + 8 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
+        mma(s[2 * c + 1], qf[kk], b[0], b[1]);
+        mma(s[2 * c + 1], qf[kk + 1], b[2], b[3]);
+      }
+    }
+  }
+
+  /* Online softmax: element e of tile j is row group + 8 (e / 2), key
+   * key0 + 8j + 2 quad + e % 2; a row's 64 keys are on its 4 lanes. */
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = key0 + 8 * j + 2 * quad + (e & 1);
+      s[j][e] = key < tokens ? s[j][e] * scale_log2 : -INFINITY;
+      tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
+    }
+  float new_max[2], rescale[2], tile_sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+    tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+    new_max[r] = fmaxf(row_max[r], tile_max[r]);
+    rescale[r] = exp2f(row_max[r] - new_max[r]); /* 0 on the first tile */
+  }
+  /* p rounded to bf16, packed as p·v's a operand: tile j is half of chunk j / 2. */
+  uint32_t p[4][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const __nv_bfloat162 top = __floats2bfloat162_rn(exp2f(s[j][0] - new_max[0]),
+                                                     exp2f(s[j][1] - new_max[0]));
+    const __nv_bfloat162 bottom = __floats2bfloat162_rn(exp2f(s[j][2] - new_max[1]),
+                                                        exp2f(s[j][3] - new_max[1]));
+    const float2 rounded_top = __bfloat1622float2(top);
+    const float2 rounded_bottom = __bfloat1622float2(bottom);
+    tile_sum[0] += rounded_top.x + rounded_top.y;
+    tile_sum[1] += rounded_bottom.x + rounded_bottom.y;
+    p[j / 2][(j % 2) * 2] = bits(top);
+    p[j / 2][(j % 2) * 2 + 1] = bits(bottom);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
+    tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
+    row_sum[r] = row_sum[r] * rescale[r] + tile_sum[r];
+    row_max[r] = new_max[r];
+  }
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n) {
+    o[n][0] *= rescale[0], o[n][1] *= rescale[0];
+    o[n][2] *= rescale[1], o[n][3] *= rescale[1];
+  }
+
+  /* o += p·v over the tile's chunks of keys */
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    if (c < chunks) {
+#pragma unroll
+      for (int n = 0; n < kDTiles; n += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vt + (c * 16 + lane % 16) * L::ld + n * 8 + lane / 16 * 8);
+        mma(o[n], p[c], b[0], b[1]);
+        mma(o[n + 1], p[c], b[2], b[3]);
+      }
+    }
+  }
+}
+
+/* The warp's 16 query rows from `row` on: q fragments from shared memory
+ * (qs: rows of ld), the running context and softmax state cleared. */
+template <int DP>
+__device__ __forceinline__ void start_rows(uint32_t (&qf)[DP / 16][4], float (&o)[DP / 8][4],
+                                           float (&row_max)[2], float (&row_sum)[2],
+                                           const __nv_bfloat16 *qs, int row, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk)
+    ldmatrix_x4(qf[kk], qs + (row + lane % 16) * layout<DP>::ld + kk * 16 + lane / 16 * 8);
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n)
+    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  row_max[0] = row_max[1] = -INFINITY;
+  row_sum[0] = row_sum[1] = 0.f;
+}
+
+/* context = o / sum, rounded to bf16, for the real rows (of the warp's 16
+ * from `row` on) and columns; out is the image's first row of the head's
+ * context columns, rows `inner` apart. */
+template <int DP>
+__device__ __forceinline__ void store_rows(const float (&o)[DP / 8][4], const float (&row_sum)[2],
+                                           __nv_bfloat16 *out, int64_t inner, int row,
+                                           int tokens, int head_dim, int lane) {
+  const int group = lane / 4, quad = lane % 4;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int at = row + group + 8 * r;
+    if (at >= tokens)
+      continue;
+    const float inv = 1.0f / row_sum[r];
+    __nv_bfloat16 *line = out + (int64_t)at * inner;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      const int col = n * 8 + 2 * quad;
+      if (col < head_dim) line[col] = __float2bfloat16_rn(o[n][2 * r] * inv);
+      if (col + 1 < head_dim) line[col + 1] = __float2bfloat16_rn(o[n][2 * r + 1] * inv);
+    }
+  }
+}
+
 template <int DP>
 __global__ void __launch_bounds__(kThreads)
     mma_attention_kernel(const __nv_bfloat16 *qkv, __nv_bfloat16 *context, int tokens,
                          int heads, int head_dim, int q_tiles, float scale_log2, bool async) {
   using L = layout<DP>;
-  constexpr int kSteps = DP / 16, kDTiles = DP / 8;
   static_assert(DP % 32 == 0, "q·kᵀ takes its k-steps in pairs");
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16 *const qs = reinterpret_cast<__nv_bfloat16 *>(smem + L::q);
@@ -424,7 +563,6 @@ __global__ void __launch_bounds__(kThreads)
 
   const int image = blockIdx.x / q_tiles, first = blockIdx.x % q_tiles * kRows;
   const int head = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int group = lane / 4, quad = lane % 4;
   const int64_t inner = (int64_t)heads * head_dim, ld = 3 * inner;
   const __nv_bfloat16 *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
 
@@ -440,13 +578,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const int row0 = warp * 16;
   const bool active = first + row0 < tokens;
-  uint32_t qf[kSteps][4];
-  float o[kDTiles][4];
-#pragma unroll
-  for (int n = 0; n < kDTiles; ++n)
-    o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  /* Rows group and group + 8 of the warp's 16. */
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  uint32_t qf[DP / 16][4];
+  float o[DP / 8][4], row_max[2], row_sum[2];
 
   const int tiles = (tokens + kKeys - 1) / kKeys;
   for (int t = 0; t < tiles; ++t) {
@@ -465,117 +598,19 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     if (active) {
-      const __nv_bfloat16 *kt = ks + stage * stage_elems, *vt = vs + stage * stage_elems;
-      if (t == 0) {
-#pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk)
-          ldmatrix_x4(qf[kk], qs + (row0 + lane % 16) * L::ld + kk * 16 + lane / 16 * 8);
-      }
-      const int keys = min(kKeys, tokens - key0), chunks = (keys + 15) / 16;
-
-      /* s = q·kᵀ: 8 tiles of 8 keys, those of 16-key chunks past the tokens skipped */
-      float s[8][4];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        if (c < chunks) {
-#pragma unroll
-          for (int kk = 0; kk < kSteps; kk += 2) {
-            uint32_t b[4];
-            ldmatrix_x4(b, kt + (c * 16 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
-            mma(s[2 * c], qf[kk], b[0], b[1]);
-            mma(s[2 * c], qf[kk + 1], b[2], b[3]);
-            ldmatrix_x4(b, kt + (c * 16 + 8 + lane % 8) * L::ld + kk * 16 + lane / 8 * 8);
-            mma(s[2 * c + 1], qf[kk], b[0], b[1]);
-            mma(s[2 * c + 1], qf[kk + 1], b[2], b[3]);
-          }
-        }
-      }
-
-      /* Online softmax: element e of tile j is row group + 8 (e / 2), key
-       * key0 + 8j + 2 quad + e % 2; a row's 64 keys are on its 4 lanes. */
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + 8 * j + 2 * quad + (e & 1);
-          s[j][e] = key < tokens ? s[j][e] * scale_log2 : -INFINITY;
-          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], s[j][e]);
-        }
-      float new_max[2], rescale[2], tile_sum[2] = {0.f, 0.f};
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        new_max[r] = fmaxf(row_max[r], tile_max[r]);
-        rescale[r] = exp2f(row_max[r] - new_max[r]); /* 0 on the first tile */
-      }
-      /* p rounded to bf16, packed as p·v's a operand: tile j is half of chunk j / 2. */
-      uint32_t p[4][4];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const __nv_bfloat162 top = __floats2bfloat162_rn(exp2f(s[j][0] - new_max[0]),
-                                                         exp2f(s[j][1] - new_max[0]));
-        const __nv_bfloat162 bottom = __floats2bfloat162_rn(exp2f(s[j][2] - new_max[1]),
-                                                            exp2f(s[j][3] - new_max[1]));
-        const float2 rounded_top = __bfloat1622float2(top);
-        const float2 rounded_bottom = __bfloat1622float2(bottom);
-        tile_sum[0] += rounded_top.x + rounded_top.y;
-        tile_sum[1] += rounded_bottom.x + rounded_bottom.y;
-        p[j / 2][(j % 2) * 2] = bits(top);
-        p[j / 2][(j % 2) * 2 + 1] = bits(bottom);
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 1);
-        tile_sum[r] += __shfl_xor_sync(0xffffffffu, tile_sum[r], 2);
-        row_sum[r] = row_sum[r] * rescale[r] + tile_sum[r];
-        row_max[r] = new_max[r];
-      }
-#pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        o[n][0] *= rescale[0], o[n][1] *= rescale[0];
-        o[n][2] *= rescale[1], o[n][3] *= rescale[1];
-      }
-
-      /* o += p·v over the tile's chunks of keys */
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        if (c < chunks) {
-#pragma unroll
-          for (int n = 0; n < kDTiles; n += 2) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, vt + (c * 16 + lane % 16) * L::ld + n * 8 + lane / 16 * 8);
-            mma(o[n], p[c], b[0], b[1]);
-            mma(o[n + 1], p[c], b[2], b[3]);
-          }
-        }
-      }
+      if (t == 0)
+        start_rows<DP>(qf, o, row_max, row_sum, qs, row0, lane);
+      attend_tile<DP>(qf, o, row_max, row_sum, ks + stage * stage_elems,
+                      vs + stage * stage_elems, key0, tokens, scale_log2, lane);
     }
     __syncthreads(); /* every warp is done with this stage */
   }
 
-  /* context = o / sum, rounded to bf16, for the real rows and columns */
-  if (active) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = first + row0 + group + 8 * r;
-      if (row >= tokens)
-        continue;
-      const float inv = 1.0f / row_sum[r];
-      __nv_bfloat16 *out = context + ((int64_t)image * tokens + row) * inner +
-                           (int64_t)head * head_dim;
-#pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        const int col = n * 8 + 2 * quad;
-        if (col < head_dim) out[col] = __float2bfloat16_rn(o[n][2 * r] * inv);
-        if (col + 1 < head_dim) out[col + 1] = __float2bfloat16_rn(o[n][2 * r + 1] * inv);
-      }
-    }
-  }
+  if (active)
+    store_rows<DP>(o, row_sum,
+                   context + (int64_t)image * tokens * inner + (int64_t)head * head_dim +
+                       (int64_t)first * inner,
+                   inner, row0, tokens - first, head_dim, lane);
 }
 
 template <int DP>
@@ -587,10 +622,112 @@ int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *c
                               batch, tokens, heads, head_dim);
 }
 
-/* Whether this path takes the shape: asked for, heads up to 128 wide, and
- * its shared memory within the block's (fused::takes checked the rest). */
+/* ----- a whole head a block (HTP_CUDA_ATTENTION=head) ---------------------
+ * The kernel above runs a block per 64 queries, each loading all of the
+ * head's k and v: at ViT-L/16 (197 tokens) four blocks per image and head,
+ * the fourth with 5 real queries, so k and v cross from L2 four times and a
+ * quarter of the blocks do almost nothing. Here one block of 8 warps takes
+ * an image's head whole: its q, k and v, up to kHeadTokens rows, land in
+ * shared memory once (cp.async; rows past the tokens zero), then each warp
+ * takes 16-query slices in turn (13 at 197 tokens over 8 warps) through the
+ * same tile step, with no barrier after the first. Shared memory: 3 x
+ * tokens rounded up to 64 rows of DP + 8 bf16; at 197 tokens and DP = 64,
+ * 108 KiB, two blocks an SM. An experiment until a GPU check passes it. */
+constexpr int kHeadWarps = 8, kHeadThreads = 32 * kHeadWarps, kHeadTokens = 256;
+
+template <int DP> size_t head_bytes(int64_t tokens) {
+  const int64_t rows = (tokens + kKeys - 1) / kKeys * kKeys;
+  return 3u * 2u * (size_t)rows * layout<DP>::ld;
+}
+
+template <int DP>
+__global__ void __launch_bounds__(kHeadThreads, 2) /* two blocks an SM: 128 registers */
+    mma_head_kernel(const __nv_bfloat16 *qkv, __nv_bfloat16 *context, int tokens, int heads,
+                    int head_dim, float scale_log2, bool async) {
+  using L = layout<DP>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int rows = (tokens + kKeys - 1) / kKeys * kKeys;
+  __nv_bfloat16 *const qs = reinterpret_cast<__nv_bfloat16 *>(smem);
+  __nv_bfloat16 *const ks = qs + rows * L::ld;
+  __nv_bfloat16 *const vs = ks + rows * L::ld;
+
+  const int image = blockIdx.x, head = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t inner = (int64_t)heads * head_dim, ld = 3 * inner;
+  const __nv_bfloat16 *base = qkv + (int64_t)image * tokens * ld + (int64_t)head * head_dim;
+
+  /* q, k and v of every row (zeros past the tokens), their pad columns 0. */
+  if (head_dim < DP)
+    for (int i = threadIdx.x; i < 3 * rows * DP; i += kHeadThreads)
+      if (i % DP >= head_dim) qs[i / DP * L::ld + i % DP] = __float2bfloat16_rn(0.f);
+  if (async) {
+    const int pieces = head_dim / 8;
+    for (int i = threadIdx.x; i < 3 * rows * pieces; i += kHeadThreads) {
+      const int which = i / (rows * pieces), r = i / pieces % rows, d = i % pieces * 8;
+      const __nv_bfloat16 *src = base + which * inner + (int64_t)r * ld + d;
+      fused::copy16_async(qs + ((int64_t)which * rows + r) * L::ld + d, r < tokens ? src : base,
+                          r < tokens);
+    }
+    fused::commit_async();
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+  } else {
+    for (int i = threadIdx.x; i < 3 * rows * head_dim; i += kHeadThreads) {
+      const int which = i / (rows * head_dim), r = i / head_dim % rows, d = i % head_dim;
+      qs[((int64_t)which * rows + r) * L::ld + d] =
+          r < tokens ? base[which * inner + (int64_t)r * ld + d] : __float2bfloat16_rn(0.f);
+    }
+  }
+  __syncthreads();
+
+  const int tiles = rows / kKeys;
+  __nv_bfloat16 *out = context + (int64_t)image * tokens * inner + (int64_t)head * head_dim;
+  for (int row = warp * 16; row < tokens; row += kHeadWarps * 16) {
+    uint32_t qf[DP / 16][4];
+    float o[DP / 8][4], row_max[2], row_sum[2];
+    start_rows<DP>(qf, o, row_max, row_sum, qs, row, lane);
+    for (int t = 0; t < tiles; ++t)
+      attend_tile<DP>(qf, o, row_max, row_sum, ks + t * kKeys * L::ld, vs + t * kKeys * L::ld,
+                      t * kKeys, tokens, scale_log2, lane);
+    store_rows<DP>(o, row_sum, out, inner, row, tokens, head_dim, lane);
+  }
+}
+
+template <int DP>
+int launch_head(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
+                int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  /* Allowed once, at the most any call may ask (kHeadTokens rows). */
+  const unsigned bit = (DP / 32) << 8; /* beside the other kernels' bits */
+  if (!(kernels->fused_allowed & bit)) {
+    HTP_CUDA_CHECK(kernels, cudaFuncSetAttribute(mma_head_kernel<DP>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)head_bytes<DP>(kHeadTokens)));
+    kernels->fused_allowed |= bit;
+  }
+  const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
+  const bool async = head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
+  mma_head_kernel<DP><<<dim3((unsigned)batch, (unsigned)heads), kHeadThreads,
+                        head_bytes<DP>(tokens), kernels->stream>>>(
+      qkv, context, (int)tokens, (int)heads, (int)head_dim, scale_log2, async);
+  HTP_CUDA_CHECK_LAUNCH(kernels);
+  return 0;
+}
+
+/* Whether the whole-head kernel takes the shape: asked for, heads up to 64
+ * wide, up to kHeadTokens tokens, a grid within CUDA's limits, and its
+ * shared memory within the block's. */
+bool takes_head(const htp_cuda_kernels *kernels, int64_t batch, int64_t tokens,
+                int64_t head_dim) {
+  if (kernels->attention_kernel != HTP_CUDA_ATTENTION_HEAD || head_dim > 64 ||
+      tokens > kHeadTokens || batch > 0x7fffffff)
+    return false;
+  return head_bytes<64>(kHeadTokens) <= (size_t)kernels->shared_per_block;
+}
+
+/* Whether this path takes the shape: asked for (mma, or head for what the
+ * whole-head kernel does not take), heads up to 128 wide, and its shared
+ * memory within the block's (fused::takes checked the rest). */
 bool takes(const htp_cuda_kernels *kernels, int64_t head_dim) {
-  if (kernels->attention_kernel != HTP_CUDA_ATTENTION_MMA || head_dim > 128)
+  if (kernels->attention_kernel == HTP_CUDA_ATTENTION_WMMA || head_dim > 128)
     return false;
   const int64_t dp = fused::padded(head_dim);
   const size_t bytes = dp == 32 ? layout<32>::bytes : dp == 64 ? layout<64>::bytes
@@ -600,6 +737,10 @@ bool takes(const htp_cuda_kernels *kernels, int64_t head_dim) {
 
 int run(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *context,
         int64_t batch, int64_t tokens, int64_t heads, int64_t head_dim) {
+  if (takes_head(kernels, batch, tokens, head_dim))
+    return fused::padded(head_dim) == 32
+               ? launch_head<32>(kernels, qkv, context, batch, tokens, heads, head_dim)
+               : launch_head<64>(kernels, qkv, context, batch, tokens, heads, head_dim);
   switch (fused::padded(head_dim)) {
   case 32: return launch<32>(kernels, qkv, context, batch, tokens, heads, head_dim);
   case 64: return launch<64>(kernels, qkv, context, batch, tokens, heads, head_dim);

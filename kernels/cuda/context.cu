@@ -43,7 +43,7 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
   } switches[] = {
       {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt", &kernels->linear_epilogue,
        htp_cuda_linear_epilogue_from_env},
-      {"HTP_CUDA_ATTENTION", "wmma or mma", &kernels->attention_kernel,
+      {"HTP_CUDA_ATTENTION", "mma, wmma or head", &kernels->attention_kernel,
        htp_cuda_attention_kernel_from_env},
       {"HTP_CUDA_LAYER_NORM", "block or warp", &kernels->layer_norm_kernel,
        htp_cuda_layer_norm_kernel_from_env},

@@ -28,8 +28,11 @@ enum { HTP_CUDA_EPILOGUE_PASS = 0, HTP_CUDA_EPILOGUE_CUBLASLT = 1 };
 /* Which kernel runs the fused bf16 attention (HTP_CUDA_ATTENTION, read when
  * the object is made; attention.cu): MMA, the default since an H200 passed
  * it (mma.sync with the scores and context in registers, heads up to 128
- * wide), or WMMA, what wider heads take and "wmma" asks for everywhere. */
-enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1 };
+ * wide, a block per 64 queries); WMMA, what wider heads take and "wmma"
+ * asks for everywhere; or HEAD, the mma.sync kernel with a block per image
+ * and head (k and v loaded once; up to 256 tokens, heads up to 64 wide, the
+ * rest on MMA), an experiment until a GPU check passes it. */
+enum { HTP_CUDA_ATTENTION_WMMA = 0, HTP_CUDA_ATTENTION_MMA = 1, HTP_CUDA_ATTENTION_HEAD = 2 };
 /* Which kernel runs the layer norm (HTP_CUDA_LAYER_NORM, read when the
  * object is made; layer_norm.cu): BLOCK, the verified default, a block of
  * 256 threads a row; or WARP, a warp a row with the row in registers (rows
@@ -158,7 +161,7 @@ void htp_cuda_lt_cache_destroy(struct htp_cuda_lt_cache *cache);
  * "cublaslt": CUBLASLT, "pass": PASS), or -1 for any other value. */
 int htp_cuda_linear_epilogue_from_env(void);
 /* The attention kernel HTP_CUDA_ATTENTION asks for (unset or "mma": MMA,
- * "wmma": WMMA), or -1 for any other value (attention.cu). */
+ * "wmma": WMMA, "head": HEAD), or -1 for any other value (attention.cu). */
 int htp_cuda_attention_kernel_from_env(void);
 /* The layer norm HTP_CUDA_LAYER_NORM asks for (unset or "block": BLOCK,
  * "warp": WARP), or -1 for any other value (layer_norm.cu). */
