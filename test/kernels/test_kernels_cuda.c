@@ -1592,11 +1592,13 @@ static void env_refusal_cases(void) {
   printf("%-30s %s\n", "entry on a refused env", ok ? "fails: ok" : "FAIL");
   failures += !ok;
   /* A misspelt kernel switch is refused by name before the device is
-   * touched (kernels_internal.h), with or without a GPU. */
-  const char *switches[][2] = {{"HTP_CUDA_ATTENTION", "wmma or mma"},
+   * touched (kernels_internal.h), with or without a GPU (HTP_CUDA_GEMM's
+   * list goes on as the build has CUTLASS or not). */
+  const char *switches[][2] = {{"HTP_CUDA_ATTENTION", "mma, wmma or head"},
                                {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt"},
-                               {"HTP_CUDA_LAYER_NORM", "block or warp"}};
-  for (int i = 0; i < 3; ++i) {
+                               {"HTP_CUDA_LAYER_NORM", "block or warp"},
+                               {"HTP_CUDA_GEMM", "cublas"}};
+  for (int i = 0; i < 4; ++i) {
     setenv(switches[i][0], "fused", 1);
     const int rc = htp_cuda_kernel_env_create(0, &env, why, sizeof why);
     char want[96];
