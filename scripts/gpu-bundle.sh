@@ -162,42 +162,14 @@ command -v readelf >/dev/null || die "no readelf (binutils)"
 
 # --- 1. The MLIR-free part, CUDA for sm_90, no MPI ------------------------------
 # CUTLASS's headers for HTP_CUDA_GEMM=cutlass (kernels/cuda/linear_sm90.cu),
-# needed to build, not bundled: PyPI's nvidia-cutlass wheel (its hash
-# pinned), unpacked once into .cutlass/. GPU_BUNDLE_CUTLASS=0 builds without
-# it (the switch is then refused by name).
-cutlass_version=4.2.0.0
-cutlass_sha256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
-cutlass_dir=$root/.cutlass/$cutlass_version
-cutlass_config=()
+# needed to build, not bundled (scripts/fetch-cutlass.sh: PyPI, hash pinned,
+# once). GPU_BUNDLE_CUTLASS=0 builds without it (the switch is then refused
+# by name).
+cutlass_config=(-DHTP_CUTLASS_DIR=)
 if [ "${GPU_BUNDLE_CUTLASS:-1}" != 0 ]; then
-  if [ ! -f "$cutlass_dir/include/cutlass/cutlass.h" ]; then
-    say "fetching CUTLASS $cutlass_version's headers (nvidia-cutlass, PyPI) into $cutlass_dir"
-    wheels=$(mktemp -d) || die "mktemp failed"
-    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
-      -d "$wheels" "nvidia-cutlass==$cutlass_version" ||
-      die "cannot download nvidia-cutlass==$cutlass_version (GPU_BUNDLE_CUTLASS=0 builds without it)"
-    wheel=$(ls "$wheels"/*.whl)
-    echo "$cutlass_sha256  $wheel" | sha256sum -c --quiet ||
-      die "nvidia-cutlass $cutlass_version's wheel does not have the pinned SHA-256"
-    python3 - "$wheel" "$cutlass_dir.new" <<'UNPACK' || die "cannot unpack $wheel"
-import os, sys, zipfile
-wheel, dest = sys.argv[1:]
-prefix = "cutlass_library/source/"
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        rest = name[len(prefix):] if name.startswith(prefix) else ""
-        if (rest.startswith("include/") or rest.startswith("tools/util/include/")) and not name.endswith("/"):
-            target = os.path.join(dest, rest)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with z.open(name) as src, open(target, "wb") as out:
-                out.write(src.read())
-UNPACK
-    rm -rf "$wheels" "$cutlass_dir"
-    mv "$cutlass_dir.new" "$cutlass_dir" || die "cannot create $cutlass_dir"
-  fi
-  cutlass_config=(-DHTP_CUTLASS_DIR="$cutlass_dir/include")
-else
-  cutlass_config=(-DHTP_CUTLASS_DIR=)
+  cutlass_include=$("$root/scripts/fetch-cutlass.sh") ||
+    die "no CUTLASS headers (GPU_BUNDLE_CUTLASS=0 builds without them)"
+  cutlass_config=(-DHTP_CUTLASS_DIR="$cutlass_include")
 fi
 generator=()
 command -v ninja >/dev/null && [ ! -f "$build/Makefile" ] && generator=(-G Ninja)

@@ -53,9 +53,22 @@ if [ ! -x .ompi5/bin/mpicc ] || [ "$(cat .ompi5/VERSION 2>/dev/null)" != "$ompi5
   fi
 fi
 
+# CUTLASS's headers (PyPI's nvidia-cutlass), where nvcc is: the CUDA build
+# then compiles HTP_CUDA_GEMM=cutlass's sm_90a kernels too, so they stay
+# -Wall clean here though only a GPU runs them. Without PyPI: a warning,
+# and the switch is refused by name.
+cutlass_args=""
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
+  if cutlass_include=$(scripts/fetch-cutlass.sh); then
+    cutlass_args="-DHTP_CUTLASS_DIR=$cutlass_include"
+  else
+    echo "setup: warning: no CUTLASS headers: HTP_CUDA_GEMM=cutlass is left out of the CUDA build" >&2
+  fi
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 # shellcheck disable=SC2086
 cmake -S . -B "$BUILD_DIR" -G Ninja \
   -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-  -DHTP_PYTHON=/usr/bin/python3 ${CMAKE_ARGS:-} >/dev/null
+  -DHTP_PYTHON=/usr/bin/python3 $cutlass_args ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"

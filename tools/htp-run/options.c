@@ -451,7 +451,7 @@ static const char *const HELP[] = {
     "HTP_CUDA_LAYER_NORM=warp (a warp a row; default block);\n"
     "HTP_CUDA_GEMM=cutlass (bf16 linears with a bias, and with their GELU, as one\n"
     "CUTLASS Hopper GEMM with both in its epilogue, on compute capability 9.0;\n"
-    "builds with CUTLASS only, e.g. scripts/gpu-bundle.sh's; default cublas).\n"
+    "builds with CUTLASS's headers only (scripts/fetch-cutlass.sh); default cublas).\n"
     "\n"
     "Profiling with perf: HTP_JIT_PERF=1 has the JIT tell perf the compiled\n"
     "block's symbols (LLVM's perf listener: a dump per run under $TMPDIR/.debug/jit,\n"
