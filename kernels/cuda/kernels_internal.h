@@ -315,17 +315,16 @@ template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
                     int64_t rows, int64_t in_features, int64_t out_features);
 
-/* y = x·wᵀ + b (+ residual where not NULL), through the GELU where gelu is
- * non-zero, all bf16, y's (and the residual's) rows ld_y elements apart, as
- * one CUTLASS Hopper GEMM (linear_sm90.cu; built
+/* y = x·wᵀ + b, through the GELU where gelu is non-zero, all bf16, y's rows
+ * ld_y elements apart, as one CUTLASS Hopper GEMM (linear_sm90.cu; built
  * where HTP_HAVE_CUTLASS). Returns 1 when enqueued, 0 when it does not take
  * the call (HTP_CUDA_GEMM is not cutlass, the device is not compute
  * capability 9.0, the shape or alignment does not suit, no bias) and the
  * caller runs the cuBLAS path, -1 on failure (the error recorded). */
 int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
                          const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
-                         const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
-                         int64_t rows, int64_t in_features, int64_t out_features, int gelu);
+                         htp_cuda_bf16 *y, int64_t ld_y, int64_t rows, int64_t in_features,
+                         int64_t out_features, int gelu);
 
 /* Every head's attention context, [rows, heads·head_dim] of T (attention.cu):
  * q, k, v = x·wqkvᵀ + b, softmax(q·kᵀ/√head_dim)·v per head and image, in

@@ -263,8 +263,8 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
                          0.0f, y, (int)out_features);
 #ifdef HTP_HAVE_CUTLASS
   if constexpr (std::is_same_v<In, htp_cuda_bf16> && std::is_same_v<Out, htp_cuda_bf16>) {
-    const int done = htp_cuda_sm90_linear(kernels, x, w, b, NULL, y, out_features, rows,
-                                          in_features, out_features, 0);
+    const int done = htp_cuda_sm90_linear(kernels, x, w, b, y, out_features, rows, in_features,
+                                          out_features, 0);
     if (done)
       return done < 0;
   }

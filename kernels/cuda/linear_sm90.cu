@@ -7,8 +7,7 @@
  * and rounds once to bf16. What it is for: the fused linear + GELU, which
  * through cuBLAS keeps an f32 pre-activation in memory to round once
  * (ViT-L/16 bf16, batch 64: 0.274 ms against 0.147 for the GEMM alone on
- * an H200, bench/RESULTS.md). The same epilogue can take beta * C, which
- * is what a residual add fused into the linear would use.
+ * an H200, bench/RESULTS.md).
  *
  * The product in CUTLASS's terms: y[rows, out] (row-major) is the
  * column-major M x N = out x rows matrix D = A·B with A = w [out, in]
@@ -41,8 +40,9 @@ using namespace cute;
 using Element = cutlass::bfloat16_t;
 constexpr int kAlignment = 8; /* elements in 16 bytes */
 
-/* One kernel per epilogue and tile width: D = act(acc + bias + beta·C),
- * f32 throughout, rounded to nearest even once. Tiles of 128 rows of D
+/* One kernel per epilogue and tile width: D = act(acc + bias), f32
+ * throughout, rounded to nearest even once (CUTLASS's fusion also reads a
+ * C, beta·C, which nothing here passes: beta is 0, C is never read). Tiles of 128 rows of D
  * (out features; two consumer warp groups of 64) by kTileN columns (y's
  * rows), no cluster: a cluster's SMs must lie in one GPC, which an SM
  * partition (green.c) does not promise. */
@@ -135,8 +135,8 @@ void note_outcome(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
 
 template <template <class> class Activation, int kTileN>
 int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *w,
-        const htp_cuda_bf16 *b, const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
-        int64_t rows, int64_t in_features, int64_t out_features, int sms) {
+        const htp_cuda_bf16 *b, htp_cuda_bf16 *y, int64_t ld_y, int64_t rows,
+        int64_t in_features, int64_t out_features, int sms) {
   using Gemm = typename sm90_gemm<Activation, kTileN>::Gemm;
   using Kernel = typename Gemm::GemmKernel;
   const int m = (int)out_features, n = (int)rows, k = (int)in_features;
@@ -144,7 +144,7 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
                                                          make_shape(m, k, 1));
   const auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{},
                                                          make_shape(n, k, 1));
-  /* y's rows (D's columns) ld_y elements apart; the residual's alike. */
+  /* y's rows (D's columns) ld_y elements apart (C: y's layout, never read). */
   auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{},
                                                    make_shape(m, n, 1));
   auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{},
@@ -157,11 +157,11 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
       {reinterpret_cast<const Element *>(w), stride_a, reinterpret_cast<const Element *>(x),
        stride_b},
       {{},
-       /* C is read only where beta != 0; without a residual it points at y. */
-       reinterpret_cast<const Element *>(residual ? residual : y), stride_c,
-       reinterpret_cast<Element *>(y), stride_d}};
+       /* C is read only where beta != 0: it is not (points at y). */
+       reinterpret_cast<const Element *>(y), stride_c, reinterpret_cast<Element *>(y),
+       stride_d}};
   args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = residual ? 1.0f : 0.0f;
+  args.epilogue.thread.beta = 0.0f;
   args.epilogue.thread.bias_ptr = reinterpret_cast<const Element *>(b);
   args.hw_info.device_id = kernels->device;
   args.hw_info.sm_count = sms;
@@ -192,10 +192,9 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
 
 int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
                          const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
-                         const htp_cuda_bf16 *residual, htp_cuda_bf16 *y, int64_t ld_y,
-                         int64_t rows, int64_t in_features, int64_t out_features, int gelu) {
-  const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y |
-                         (uintptr_t)residual;
+                         htp_cuda_bf16 *y, int64_t ld_y, int64_t rows, int64_t in_features,
+                         int64_t out_features, int gelu) {
+  const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y;
   if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || rows < 1 || rows > INT_MAX ||
       in_features < 8 || in_features > INT_MAX || out_features < 8 || out_features > INT_MAX ||
       in_features % kAlignment || out_features % kAlignment || ld_y < out_features ||
@@ -206,8 +205,8 @@ int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
     return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
   const bool wide = wide_tiles(out_features, rows, sms);
 #define HTP_SM90_RUN(act, n)                                                                \
-  run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, residual, y, ld_y, rows,         \
-                                         in_features, out_features, sms)
+  run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, y, ld_y, rows, in_features,    \
+                                         out_features, sms)
   const int done = gelu ? (wide ? HTP_SM90_RUN(GELU, 256) : HTP_SM90_RUN(GELU, 128))
                         : (wide ? HTP_SM90_RUN(Identity, 256) : HTP_SM90_RUN(Identity, 128));
 #undef HTP_SM90_RUN
