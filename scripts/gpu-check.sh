@@ -862,6 +862,12 @@ for variant_list in "${variant_set_list[@]}"; do
   [ ${#variants[@]} -gt 0 ] || continue
   gpu_test "kernels.variants$set_number" test_kernels_cuda "$(cap TESTS 90)" "${variants[@]}"
   check_out_count
+  # What the CUTLASS GEMM did, from its once-a-shape notes (linear_sm90.cu).
+  if [ -z "$dry" ] && [[ " ${variants[*]} " == *" HTP_CUDA_GEMM=cutlass "* ]]; then
+    ran=$(grep -c 'CUTLASS sm90, 128 x' "$work/kernels.variants$set_number.log")
+    declined=$(grep -c 'CUTLASS declined' "$work/kernels.variants$set_number.log")
+    summary "cutlass$set_number" note "kernel test: $ran shapes ran on CUTLASS, $declined declined to cuBLAS (logs.txt: 'htp cuda: linear')"
+  fi
   if [ -z "$dry" ] && [ -n "$htp_run" ] && [ -n "$have_python" ] &&
      [ -f "$blocks/vit_l16_bf16_tp1.so" ] && budget "blocks.variants$set_number" "$(cap BLOCKS 100)"; then
     env_args=()
