@@ -626,10 +626,10 @@ int launch(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat16 *c
  * The kernel above runs a block per 64 queries, each loading all of the
  * head's k and v: at ViT-L/16 (197 tokens) four blocks per image and head,
  * the fourth with 5 real queries, so k and v cross from L2 four times and a
- * quarter of the blocks do almost nothing. Here one block of 8 warps takes
- * an image's head whole: its q, k and v, up to kHeadTokens rows, land in
+ * quarter of the blocks do almost nothing. Here one block of up to 8 warps
+ * takes an image's head whole: its q, k and v, up to kHeadTokens rows, land in
  * shared memory once (cp.async; rows past the tokens zero), then each warp
- * takes 16-query slices in turn (13 at 197 tokens over 8 warps) through the
+ * takes 16-query slices in turn (13 at 197 tokens over 7 warps) through the
  * same tile step, with no barrier after the first. Shared memory: 3 x
  * tokens rounded up to 64 rows of DP + 8 bf16; at 197 tokens and DP = 64,
  * 108 KiB, two blocks an SM. An experiment until a GPU check passes it. */
@@ -658,11 +658,11 @@ __global__ void __launch_bounds__(kHeadThreads, 2) /* two blocks an SM: 128 regi
 
   /* q, k and v of every row (zeros past the tokens), their pad columns 0. */
   if (head_dim < DP)
-    for (int i = threadIdx.x; i < 3 * rows * DP; i += kHeadThreads)
+    for (int i = threadIdx.x; i < 3 * rows * DP; i += blockDim.x)
       if (i % DP >= head_dim) qs[i / DP * L::ld + i % DP] = __float2bfloat16_rn(0.f);
   if (async) {
     const int pieces = head_dim / 8;
-    for (int i = threadIdx.x; i < 3 * rows * pieces; i += kHeadThreads) {
+    for (int i = threadIdx.x; i < 3 * rows * pieces; i += blockDim.x) {
       const int which = i / (rows * pieces), r = i / pieces % rows, d = i % pieces * 8;
       const __nv_bfloat16 *src = base + which * inner + (int64_t)r * ld + d;
       fused::copy16_async(qs + ((int64_t)which * rows + r) * L::ld + d, r < tokens ? src : base,
@@ -671,7 +671,7 @@ __global__ void __launch_bounds__(kHeadThreads, 2) /* two blocks an SM: 128 regi
     fused::commit_async();
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
   } else {
-    for (int i = threadIdx.x; i < 3 * rows * head_dim; i += kHeadThreads) {
+    for (int i = threadIdx.x; i < 3 * rows * head_dim; i += blockDim.x) {
       const int which = i / (rows * head_dim), r = i / head_dim % rows, d = i % head_dim;
       qs[((int64_t)which * rows + r) * L::ld + d] =
           r < tokens ? base[which * inner + (int64_t)r * ld + d] : __float2bfloat16_rn(0.f);
@@ -681,7 +681,7 @@ __global__ void __launch_bounds__(kHeadThreads, 2) /* two blocks an SM: 128 regi
 
   const int tiles = rows / kKeys;
   __nv_bfloat16 *out = context + (int64_t)image * tokens * inner + (int64_t)head * head_dim;
-  for (int row = warp * 16; row < tokens; row += kHeadWarps * 16) {
+  for (int row = warp * 16; row < tokens; row += blockDim.x / 32 * 16) {
     uint32_t qf[DP / 16][4];
     float o[DP / 8][4], row_max[2], row_sum[2];
     start_rows<DP>(qf, o, row_max, row_sum, qs, row, lane);
@@ -705,7 +705,11 @@ int launch_head(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat
   }
   const float scale_log2 = 1.4426950408889634f / sqrtf((float)head_dim);
   const bool async = head_dim % 8 == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0;
-  mma_head_kernel<DP><<<dim3((unsigned)batch, (unsigned)heads), kHeadThreads,
+  /* As few warps as take the slices in the fewest turns (at most 8): at
+   * 197 tokens 13 slices, 7 warps of two turns, not 8 with 3 idle for one. */
+  const int slices = (int)((tokens + 15) / 16), turns = (slices + kHeadWarps - 1) / kHeadWarps;
+  const int warps = (slices + turns - 1) / turns;
+  mma_head_kernel<DP><<<dim3((unsigned)batch, (unsigned)heads), 32 * warps,
                         head_bytes<DP>(tokens), kernels->stream>>>(
       qkv, context, (int)tokens, (int)heads, (int)head_dim, scale_log2, async);
   HTP_CUDA_CHECK_LAUNCH(kernels);
