@@ -41,11 +41,11 @@ using Element = cutlass::bfloat16_t;
 constexpr int kAlignment = 8; /* elements in 16 bytes */
 
 /* One kernel per epilogue and tile width: D = act(acc + bias), f32
- * throughout, rounded to nearest even once (CUTLASS's fusion also reads a
- * C, beta·C, which nothing here passes: beta is 0, C is never read). Tiles of 128 rows of D
- * (out features; two consumer warp groups of 64) by kTileN columns (y's
- * rows), no cluster: a cluster's SMs must lie in one GPC, which an SM
- * partition (green.c) does not promise. */
+ * throughout, rounded to nearest even once (the fusion's beta·C is unused:
+ * beta is 0, so C is never read; a void C compiled to the same stages).
+ * Tiles of 128 rows of D (out features; two consumer warp groups of 64) by
+ * kTileN columns (y's rows), no cluster: a cluster's SMs must lie in one
+ * GPC, which an SM partition (green.c) does not promise. */
 template <template <class> class Activation, int kTileN> struct sm90_gemm {
   using TileShape = Shape<_128, Int<kTileN>, _64>;
   using ClusterShape = Shape<_1, _1, _1>;
