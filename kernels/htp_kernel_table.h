@@ -398,6 +398,19 @@ htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status s
 int htp_kernel_unit_list_problem(int64_t width, const int32_t *list, int64_t count, int64_t limit,
                                  char *detail, size_t detail_size);
 
+/* The sizes the CUDA kernels take as int (cuBLAS's arguments, their own
+ * indices), each in [0, INT_MAX]: a linear's (linear, linear_gelu,
+ * mlp_hidden_units, linear_units) and an attention's (attention,
+ * attention_heads: the qkv row and the tokens x tokens scores among them).
+ * 0 when they hold; else 1, naming the size in detail. The CUDA kernels
+ * refuse what they refuse, and so does the checked device, so that a shape
+ * no GPU would take fails on the CPU's checked device too. */
+int htp_kernel_gemm_sizes_problem(int64_t rows, int64_t in_features, int64_t out_features,
+                                  char *detail, size_t detail_size);
+int htp_kernel_attention_sizes_problem(int64_t batch, int64_t tokens, int64_t model_dim,
+                                       int64_t num_heads, int64_t head_dim, char *detail,
+                                       size_t detail_size);
+
 /* The CPU table (static, never NULL). */
 const htp_kernel_table *htp_cpu_kernel_table(void);
 /* Gives a CPU environment its own object (env->kernels): the conversion

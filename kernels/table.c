@@ -5,6 +5,7 @@
  *===----------------------------------------------------------------------===*/
 #include "kernels/htp_kernel_table.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,51 @@ htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status s
     va_end(args);
   }
   return status;
+}
+
+/* Each named size in [0, INT_MAX]; the first that is not, in detail. */
+static int sizes_problem(const char *const *names, const int64_t *sizes, int count,
+                         char *detail, size_t detail_size) {
+  for (int i = 0; i < count; ++i)
+    if (sizes[i] < 0 || sizes[i] > INT_MAX) {
+      snprintf(detail, detail_size, "%s = %lld is %s for cuBLAS's and the CUDA kernels' int sizes",
+               names[i], (long long)sizes[i], sizes[i] < 0 ? "negative" : "too large");
+      return 1;
+    }
+  return 0;
+}
+
+/* a * b, or -1 where it overflows or either is negative (then refused). */
+static int64_t product(int64_t a, int64_t b) {
+  int64_t p;
+  return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p) ? -1 : p;
+}
+
+int htp_kernel_gemm_sizes_problem(int64_t rows, int64_t in_features, int64_t out_features,
+                                  char *detail, size_t detail_size) {
+  static const char *const names[] = {"rows", "in_features", "out_features"};
+  const int64_t sizes[] = {rows, in_features, out_features};
+  return sizes_problem(names, sizes, 3, detail, detail_size);
+}
+
+int htp_kernel_attention_sizes_problem(int64_t batch, int64_t tokens, int64_t model_dim,
+                                       int64_t num_heads, int64_t head_dim, char *detail,
+                                       size_t detail_size) {
+  const int64_t inner = product(num_heads, head_dim), qkv = product(3, inner);
+  static const char *const names[] = {"batch",          "model_dim",         "num_heads",
+                                      "head_dim",       "batch x tokens",    "3 x heads x head_dim",
+                                      "tokens x tokens", "tokens x 3 x heads x head_dim",
+                                      "tokens x heads x head_dim"};
+  const int64_t sizes[] = {batch,
+                           model_dim,
+                           num_heads,
+                           head_dim,
+                           product(batch, tokens),
+                           qkv,
+                           product(tokens, tokens),
+                           product(tokens, qkv),
+                           product(tokens, inner)};
+  return sizes_problem(names, sizes, 9, detail, detail_size);
 }
 
 int htp_kernel_unit_list_problem(int64_t width, const int32_t *list, int64_t count, int64_t limit,

@@ -122,6 +122,19 @@ static void wait_stream(const checked_env *self) { wait_until(self->ready); }
     if (htp_kernel_unit_list_problem((width), (list), (count), (limit), why_, sizeof why_))    \
       return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked %s: %s", entry_, why_);     \
   } while (0)
+/* CUDA's int sizes (htp_kernel_gemm_sizes_problem and the attention's),
+ * refused before any pointer is looked at, as CUDA does. */
+#define SIZES(problem_call)                                                                    \
+  do {                                                                                         \
+    char why_[160];                                                                            \
+    if (problem_call)                                                                          \
+      return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked %s: %s", entry_, why_);     \
+  } while (0)
+#define GEMM_SIZES(rows, in, out)                                                              \
+  SIZES(htp_kernel_gemm_sizes_problem((rows), (in), (out), why_, sizeof why_))
+#define ATTENTION_SIZES(batch, tokens, model_dim, heads, head_dim)                             \
+  SIZES(htp_kernel_attention_sizes_problem((batch), (tokens), (model_dim), (heads),           \
+                                           (head_dim), why_, sizeof why_))
 /* What the CUDA twin of the entry would ask of its own memory. */
 #define OWN(which, bytes) htp_cuda_own_need(&self->own, HTP_CUDA_OWN_##which, (bytes))
 /* A linear with a bias may run as one cuBLASLt matmul (either type). */
@@ -148,6 +161,7 @@ static int64_t n3(int64_t a, int64_t b, int64_t c) { return n2(n2(a, b), c); }
                                         const T *b, T *y, int64_t rows, int64_t in,            \
                                         int64_t out) {                                         \
     BEGIN("linear_" #sfx);                                                                     \
+    GEMM_SIZES(rows, in, out);                                                                 \
     DEVICE(x, BYTES(n2(rows, in)));                                                            \
     DEVICE(w, BYTES(n2(out, in)));                                                             \
     OPTIONAL(b, BYTES(out));                                                                   \
@@ -210,6 +224,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
       const T *bproj, T *y, float *scratch, int64_t scratch_floats, int64_t batch,             \
       int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {                \
     BEGIN("attention_" #sfx);                                                                  \
+    ATTENTION_SIZES(batch, tokens, model_dim, num_heads, head_dim);                            \
     const int64_t needed =                                                                     \
         htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);      \
     if (needed < 0 || scratch_floats < needed)                                                 \
@@ -237,6 +252,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
       float *scratch, int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads,     \
       int64_t head_dim, const int32_t *heads, int64_t count) {                                 \
     BEGIN("attention_heads_" #sfx);                                                            \
+    ATTENTION_SIZES(batch, tokens, model_dim, num_heads, head_dim);                            \
     const int64_t rows = n2(batch, tokens), inner = n2(num_heads, head_dim);                   \
     DEVICE(x, BYTES(n2(rows, model_dim)));                                                     \
     DEVICE(wqkv, BYTES(n3(3, inner, model_dim)));                                              \
@@ -262,6 +278,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
       int64_t rows, int64_t dim, int64_t hidden_dim, int64_t width, const int32_t *units,      \
       int64_t count, int32_t tanh_approx) {                                                    \
     BEGIN("mlp_hidden_units_" #sfx);                                                           \
+    GEMM_SIZES(rows, dim, hidden_dim);                                                         \
     DEVICE(x, BYTES(n2(rows, dim)));                                                           \
     DEVICE(w1, BYTES(n2(hidden_dim, dim)));                                                    \
     OPTIONAL(b1, BYTES(hidden_dim));                                                           \
@@ -277,6 +294,7 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
       const htp_kernel_env *env, const T *a, const T *w, T *y, int64_t rows, int64_t in,       \
       int64_t out, int64_t width, const int32_t *units, int64_t count, int32_t accumulate) {   \
     BEGIN("linear_units_" #sfx);                                                               \
+    GEMM_SIZES(rows, in, out);                                                                 \
     DEVICE(a, BYTES(n2(rows, in)));                                                            \
     DEVICE(w, BYTES(n2(out, in)));                                                             \
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
@@ -340,6 +358,7 @@ static htp_kernel_status linear_gelu_f32(const htp_kernel_env *env, const float 
                                          const float *w, const float *b, float *y, int64_t rows,
                                          int64_t in, int64_t out, int32_t tanh_approx) {
   BEGIN("linear_gelu_f32");
+  GEMM_SIZES(rows, in, out);
   DEVICE(x, F32(n2(rows, in)));
   DEVICE(w, F32(n2(out, in)));
   OPTIONAL(b, F32(out));
@@ -353,6 +372,7 @@ static htp_kernel_status linear_gelu_bf16(const htp_kernel_env *env, const htp_b
                                           int64_t rows, int64_t in, int64_t out,
                                           int32_t tanh_approx) {
   BEGIN("linear_gelu_bf16");
+  GEMM_SIZES(rows, in, out);
   DEVICE(x, BF16(n2(rows, in)));
   DEVICE(w, BF16(n2(out, in)));
   OPTIONAL(b, BF16(out));

@@ -759,9 +759,8 @@ T *htp_cuda_attention_context(htp_cuda_kernels *kernels, const T *x, const T *wq
                               int64_t model_dim, int64_t num_heads, int64_t head_dim) {
   const char *op = "attention";
   int64_t rows = batch * tokens, inner = num_heads * head_dim, qkv_stride = 3 * inner;
-  if (htp_cuda_check_int(kernels, op, rows, qkv_stride, tokens * tokens) ||
-      htp_cuda_check_int(kernels, op, model_dim, head_dim, num_heads) ||
-      htp_cuda_check_int(kernels, op, batch, tokens * qkv_stride, tokens * inner))
+  if (htp_cuda_check_attention_sizes(kernels, op, batch, tokens, model_dim, num_heads,
+                                     head_dim))
     return nullptr;
   float *qkv = scratch;
   float *context = qkv + rows * qkv_stride;

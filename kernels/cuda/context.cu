@@ -170,10 +170,21 @@ extern "C" uint64_t htp_cuda_kernels_own_bytes(const htp_cuda_kernels *kernels) 
          kernels->staging_bytes + kernels->lt_workspace_bytes;
 }
 
-int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,
-                       int64_t c) {
-  if (a < 0 || b < 0 || c < 0 || a > INT_MAX || b > INT_MAX || c > INT_MAX)
-    return htp_cuda_fail(kernels, op, "a size is negative or too large for cuBLAS");
+int htp_cuda_check_gemm_sizes(htp_cuda_kernels *kernels, const char *op, int64_t rows,
+                              int64_t in_features, int64_t out_features) {
+  char why[160];
+  if (htp_kernel_gemm_sizes_problem(rows, in_features, out_features, why, sizeof why))
+    return htp_cuda_fail(kernels, op, why);
+  return 0;
+}
+
+int htp_cuda_check_attention_sizes(htp_cuda_kernels *kernels, const char *op, int64_t batch,
+                                   int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                   int64_t head_dim) {
+  char why[160];
+  if (htp_kernel_attention_sizes_problem(batch, tokens, model_dim, num_heads, head_dim, why,
+                                         sizeof why))
+    return htp_cuda_fail(kernels, op, why);
   return 0;
 }
 

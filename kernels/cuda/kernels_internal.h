@@ -179,10 +179,15 @@ int htp_cuda_softmax_rows(htp_cuda_kernels *kernels, float *scores, int64_t rows
 /* Records a failure on `kernels` and returns non-zero; 0 for success. */
 int htp_cuda_fail(htp_cuda_kernels *kernels, const char *what, const char *detail);
 
-/* 0 when a, b and c are >= 0 and fit cuBLAS's int arguments; else records
- * why (op names the caller). */
-int htp_cuda_check_int(htp_cuda_kernels *kernels, const char *op, int64_t a, int64_t b,
-                       int64_t c);
+/* 0 when a linear's / an attention's sizes fit the kernels' int arguments
+ * (htp_kernel_gemm_sizes_problem, htp_kernel_attention_sizes_problem: the
+ * checked device holds the CPU to the same); else records why (op names
+ * the caller). */
+int htp_cuda_check_gemm_sizes(htp_cuda_kernels *kernels, const char *op, int64_t rows,
+                              int64_t in_features, int64_t out_features);
+int htp_cuda_check_attention_sizes(htp_cuda_kernels *kernels, const char *op, int64_t batch,
+                                   int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                   int64_t head_dim);
 
 #define HTP_CUDA_CHECK(kernels, call)                                                    \
   do {                                                                                  \

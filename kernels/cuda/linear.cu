@@ -253,7 +253,7 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
 template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
                     int64_t rows, int64_t in_features, int64_t out_features) {
-  if (htp_cuda_check_int(kernels, "linear", rows, in_features, out_features))
+  if (htp_cuda_check_gemm_sizes(kernels, "linear", rows, in_features, out_features))
     return 1;
   if (rows == 0 || out_features == 0)
     return 0;

@@ -121,9 +121,8 @@ int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const 
   const char *op = "attention_heads";
   const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
   if (check_ids(kernels, op, head_dim, heads, count, num_heads) ||
-      htp_cuda_check_int(kernels, op, rows, model_dim, stride) ||
-      htp_cuda_check_int(kernels, op, inner, 0, 0) ||
-      htp_cuda_check_int(kernels, op, tokens * tokens, 0, 0))
+      htp_cuda_check_attention_sizes(kernels, op, batch, tokens, model_dim, num_heads,
+                                     head_dim))
     return 1;
   /* Every head in order (a rank that keeps its heads, a compact shard): the
    * whole attention's context in one pass (fused bf16 kernel, or batched
@@ -202,7 +201,7 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
                      const int32_t *units, int64_t count, int32_t tanh_approx) {
   const char *op = "mlp_hidden_units";
   if (check_ids(kernels, op, width, units, count, width > 0 ? hidden_dim / width : 0) ||
-      htp_cuda_check_int(kernels, op, rows, dim, hidden_dim))
+      htp_cuda_check_gemm_sizes(kernels, op, rows, dim, hidden_dim))
     return 1;
   if (rows == 0)
     return 0;
@@ -260,7 +259,7 @@ int linear_units(htp_cuda_kernels *kernels, const T *a, const T *w, T *y, int64_
                  int64_t count, int32_t accumulate) {
   const char *op = "linear_units";
   if (check_ids(kernels, op, width, units, count, width > 0 ? in_features / width : 0) ||
-      htp_cuda_check_int(kernels, op, rows, in_features, out_features))
+      htp_cuda_check_gemm_sizes(kernels, op, rows, in_features, out_features))
     return 1;
   if (count == 0 && !accumulate) {
     HTP_CUDA_CHECK(kernels, cudaMemsetAsync(y, 0, (size_t)(rows * out_features) * sizeof(T),

@@ -1163,8 +1163,33 @@ static void own_memory_cases(device *d) {
   free(x), free(w), free(b);
 }
 
+/* Sizes past the kernels' int arguments (htp_kernel_gemm_sizes_problem,
+ * htp_kernel_attention_sizes_problem) are refused on every device before
+ * any pointer is read, naming the size: here with 16-element buffers that
+ * nothing may touch (a linear of 2^31 rows; an attention of 46,341 tokens,
+ * whose scores no int can count). */
+static void int_size_cases(device *d) {
+  for (int t = F32; t <= BF16; ++t) {
+    void *a = upload_poison(d, 16, (dtype)t), *b = upload_poison(d, 16, (dtype)t);
+    float *scratch = upload_poison(d, 16, F32);
+    const htp_kernel_status linear =
+        run_linear(d, (dtype)t, a, a, NULL, b, (int64_t)1 << 31, 4, 4);
+    const int linear_named = strstr(d->error, "rows = 2147483648 is too large") != NULL;
+    const htp_kernel_status attention =
+        run_attention(d, (dtype)t, a, a, NULL, a, NULL, b, scratch, 16, 1, 46341, 4, 1, 4);
+    const int attention_named = strstr(d->error, "tokens x tokens = 2147488281") != NULL;
+    const int ok = linear != HTP_KERNEL_OK && linear_named && attention != HTP_KERNEL_OK &&
+                   attention_named;
+    printf("  %-46s %s%s\n", t == F32 ? "int sizes f32" : "int sizes bf16",
+           ok ? "refused: ok" : "FAIL: ", ok ? "" : d->error);
+    failures += !ok;
+    release(d, a), release(d, b), release(d, scratch);
+  }
+}
+
 /* Every case that goes through a table, on device d, at the given shapes. */
 static void table_cases(device *d, const shape *shapes, size_t count) {
+  int_size_cases(d);
   for (size_t i = 0; i < count; ++i) {
     forward_cases(d, &shapes[i], F32);
     forward_cases(d, &shapes[i], BF16);
