@@ -30,22 +30,32 @@ htp_kernel_status htp_kernel_fail(const htp_kernel_env *env, htp_kernel_status s
   return status;
 }
 
+/* A product past int64 (product's answer; refused, and said so). */
+#define OVERFLOWS INT64_MAX
+
 /* Each named size in [0, INT_MAX]; the first that is not, in detail. */
 static int sizes_problem(const char *const *names, const int64_t *sizes, int count,
                          char *detail, size_t detail_size) {
-  for (int i = 0; i < count; ++i)
-    if (sizes[i] < 0 || sizes[i] > INT_MAX) {
+  for (int i = 0; i < count; ++i) {
+    if (sizes[i] >= 0 && sizes[i] <= INT_MAX)
+      continue;
+    if (sizes[i] == OVERFLOWS)
+      snprintf(detail, detail_size, "%s overflows 64 bits", names[i]);
+    else
       snprintf(detail, detail_size, "%s = %lld is %s for cuBLAS's and the CUDA kernels' int sizes",
                names[i], (long long)sizes[i], sizes[i] < 0 ? "negative" : "too large");
-      return 1;
-    }
+    return 1;
+  }
   return 0;
 }
 
-/* a * b, or -1 where it overflows or either is negative (then refused). */
+/* a * b for a, b >= 0; -1 where either is negative, OVERFLOWS where the
+ * product does not fit (either way refused). */
 static int64_t product(int64_t a, int64_t b) {
   int64_t p;
-  return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &p) ? -1 : p;
+  if (a < 0 || b < 0)
+    return -1;
+  return __builtin_mul_overflow(a, b, &p) ? OVERFLOWS : p;
 }
 
 int htp_kernel_gemm_sizes_problem(int64_t rows, int64_t in_features, int64_t out_features,

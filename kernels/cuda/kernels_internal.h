@@ -59,7 +59,7 @@ struct htp_cuda_kernels {
   int attention_kernel; /* HTP_CUDA_ATTENTION_* */
   int layer_norm_kernel; /* HTP_CUDA_LAYER_NORM_* */
   int gemm_kernel;       /* HTP_CUDA_GEMM_* */
-  int sm90;              /* 1: compute capability 9.0, -1: not, 0: not asked */
+  int sm90; /* compute capability 9.0: the SMs CUTLASS may use; -1: not; 0: not asked */
   /* The shapes the CUTLASS GEMM has said its tile for (linear_sm90.cu). */
   struct {
     int64_t rows, in_features, out_features;

@@ -68,30 +68,25 @@ template <template <class> class Activation, int kTileN> struct sm90_gemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-/* The SMs the object's kernels may use: its partition's, else the device's. */
-int sm_count(htp_cuda_kernels *kernels) {
-  if (kernels->partition)
-    return htp_cuda_partition_sm_count(kernels->partition);
-  int count = 0;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, kernels->device) !=
-      cudaSuccess)
-    return 0;
-  return count;
-}
-
-/* Whether the device runs sm_90a code (asked once per object). */
+/* Whether the device runs sm_90a code, and the SMs the object's kernels
+ * may use (its partition's, else the device's), asked once per object:
+ * kernels->sm90 is that count, or -1 where CUTLASS does not run. */
 bool on_sm90(htp_cuda_kernels *kernels) {
   if (!kernels->sm90) {
-    int major = 0, minor = 0;
+    int major = 0, minor = 0, sms = 0;
     const bool known =
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, kernels->device) ==
             cudaSuccess &&
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, kernels->device) ==
+            cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, kernels->device) ==
             cudaSuccess;
-    kernels->sm90 = known && major == 9 && minor == 0 ? 1 : -1;
+    if (kernels->partition)
+      sms = htp_cuda_partition_sm_count(kernels->partition);
+    kernels->sm90 = known && major == 9 && minor == 0 && sms > 0 ? sms : -1;
     if (kernels->sm90 < 0)
-      fprintf(stderr, "htp cuda: HTP_CUDA_GEMM=cutlass: compute capability %d.%d is not 9.0; "
-                      "the linears stay on cuBLAS\n", major, minor);
+      fprintf(stderr, "htp cuda: HTP_CUDA_GEMM=cutlass: compute capability %d.%d (%d SMs) is "
+                      "not 9.0; the linears stay on cuBLAS\n", major, minor, sms);
   }
   return kernels->sm90 > 0;
 }
@@ -178,13 +173,9 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
   cutlass::Status status = gemm.initialize(args, kernels->lt_workspace, kernels->stream);
   if (status == cutlass::Status::kSuccess)
     status = gemm.run(kernels->stream);
-  if (status != cutlass::Status::kSuccess) {
-    const cudaError_t launch = cudaGetLastError();
-    char detail[160];
-    snprintf(detail, sizeof detail, "%s (CUDA: %s)", cutlassGetStatusString(status),
-             cudaGetErrorString(launch));
-    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", detail), -1;
-  }
+  /* CUTLASS has read (and cleared) the launch's CUDA error: its status says it. */
+  if (status != cutlass::Status::kSuccess)
+    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", cutlassGetStatusString(status)), -1;
   return 1;
 }
 
@@ -195,14 +186,12 @@ int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
                          htp_cuda_bf16 *y, int64_t ld_y, int64_t rows, int64_t in_features,
                          int64_t out_features, int gelu) {
   const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y;
-  if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || rows < 1 || rows > INT_MAX ||
-      in_features < 8 || in_features > INT_MAX || out_features < 8 || out_features > INT_MAX ||
-      in_features % kAlignment || out_features % kAlignment || ld_y < out_features ||
-      ld_y % kAlignment || bits % 16 || !on_sm90(kernels))
+  /* The callers refused sizes past int (htp_cuda_check_gemm_sizes). */
+  if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || rows < 1 || in_features < 8 ||
+      out_features < 8 || in_features % kAlignment || out_features % kAlignment ||
+      ld_y < out_features || ld_y % kAlignment || bits % 16 || !on_sm90(kernels))
     return 0;
-  const int sms = sm_count(kernels);
-  if (sms < 1)
-    return htp_cuda_fail(kernels, "linear (CUTLASS sm90)", "cannot tell the SM count"), -1;
+  const int sms = kernels->sm90;
   const bool wide = wide_tiles(out_features, rows, sms);
 #define HTP_SM90_RUN(act, n)                                                                \
   run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, y, ld_y, rows, in_features,    \

@@ -194,6 +194,13 @@ static htp_kernel_status check_attention_scratch(const htp_kernel_env *env, cons
                                                  int64_t scratch_floats, int64_t batch,
                                                  int64_t tokens, int64_t model_dim,
                                                  int64_t num_heads, int64_t head_dim) {
+  /* The sizes first, as the checked device orders them (the scratch's
+   * formula assumes they fit; the twin checks them again for its direct
+   * callers). */
+  char why[160];
+  if (htp_kernel_attention_sizes_problem(batch, tokens, model_dim, num_heads, head_dim, why,
+                                         sizeof why))
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "cuda %s: %s", op, why);
   const int64_t needed =
       htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim);
   if (needed < 0 || scratch_floats < needed)

@@ -105,6 +105,7 @@
 #include "test/kernels/cuda_test.h"
 
 #include <cuda_runtime.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1167,7 +1168,7 @@ static void own_memory_cases(device *d) {
  * htp_kernel_attention_sizes_problem) are refused on every device before
  * any pointer is read, naming the size: here with 16-element buffers that
  * nothing may touch (a linear of 2^31 rows; an attention of 46,341 tokens,
- * whose scores no int can count). */
+ * whose scores no int can count; one whose qkv width overflows int64). */
 static void int_size_cases(device *d) {
   for (int t = F32; t <= BF16; ++t) {
     void *a = upload_poison(d, 16, (dtype)t), *b = upload_poison(d, 16, (dtype)t);
@@ -1178,8 +1179,12 @@ static void int_size_cases(device *d) {
     const htp_kernel_status attention =
         run_attention(d, (dtype)t, a, a, NULL, a, NULL, b, scratch, 16, 1, 46341, 4, 1, 4);
     const int attention_named = strstr(d->error, "tokens x tokens = 2147488281") != NULL;
+    /* 3 x heads x head_dim past int64 is said as such, not as a negative size. */
+    const htp_kernel_status wide = run_attention(d, (dtype)t, a, a, NULL, a, NULL, b, scratch,
+                                                 16, 1, 1, 4, INT_MAX, INT_MAX);
+    const int wide_named = strstr(d->error, "3 x heads x head_dim overflows 64 bits") != NULL;
     const int ok = linear != HTP_KERNEL_OK && linear_named && attention != HTP_KERNEL_OK &&
-                   attention_named;
+                   attention_named && wide != HTP_KERNEL_OK && wide_named;
     printf("  %-46s %s%s\n", t == F32 ? "int sizes f32" : "int sizes bf16",
            ok ? "refused: ok" : "FAIL: ", ok ? "" : d->error);
     failures += !ok;
