@@ -97,9 +97,15 @@ int64_t mlir::htp::elementBytes(Type elementType) {
 /// The name each op's description gives its operand `index`. Every
 /// optional operand comes last, so an index maps to one name.
 static std::string operandName(Operation *op, unsigned index) {
+  // A fused residual follows an optional bias: past the fixed operands, the
+  // bias when there is one, then the residual.
+  if (auto linear = dyn_cast<LinearOp>(op); linear && index >= 2)
+    return index == 2 && linear.getBias() ? "bias" : "residual";
+  if (auto attention = dyn_cast<AttentionOp>(op); attention && index >= 4)
+    return index == 4 && attention.getProjBias() ? "proj bias" : "residual";
   ArrayRef<StringRef> names =
       llvm::TypeSwitch<Operation *, ArrayRef<StringRef>>(op)
-          .Case<LinearOp, LayerNormOp>([](auto) {
+          .Case<LinearOp, LayerNormOp>([](auto) { // LinearOp: up to its bias
             static constexpr StringRef names[] = {"input", "weight", "bias"};
             return ArrayRef(names);
           })
@@ -253,6 +259,16 @@ static LogicalResult verifyLinearOperands(Operation *op, RankedTensorType input,
   return success();
 }
 
+/// A fused residual (htp.linear's, htp.attention's) is added to the result
+/// element by element: it has the result's type.
+static LogicalResult verifyResidual(Operation *op, Value residual, RankedTensorType result) {
+  RankedTensorType type = tensorOf(residual);
+  if (type != result)
+    return op->emitOpError() << "residual must have the result's type [" << shapeString(result)
+                             << "], got [" << shapeString(type) << "]";
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   RankedTensorType input = tensorOf(getInput()), weight = tensorOf(getWeight());
   RankedTensorType result = getResult().getType();
@@ -269,6 +285,13 @@ LogicalResult LinearOp::verify() {
                          << shapeString(RankedTensorType::get(expected, input.getElementType()))
                          << "] (input with its last dim replaced by out_features), got ["
                          << shapeString(result) << "]";
+  if (getResidual()) {
+    if (getGelu())
+      return emitOpError("has both a gelu and a residual: write one of them as its own op "
+                         "(which comes first would be ambiguous)");
+    if (failed(verifyResidual(*this, getResidual(), result)))
+      return failure();
+  }
   return success();
 }
 
@@ -348,7 +371,12 @@ LogicalResult AttentionOp::verify() {
     if (getProjBias())
       return emitOpError("a balanced attention (with a pair) yields a partial sum: its proj "
                          "bias must follow the all-reduce, not be an operand");
+    if (getResidual())
+      return emitOpError("a balanced attention (with a pair) yields a partial sum: its "
+                         "residual must be added after the all-reduce, not be an operand");
   }
+  if (getResidual() && failed(verifyResidual(*this, getResidual(), getResult().getType())))
+    return failure();
   return success();
 }
 

@@ -88,7 +88,7 @@ class HTP_Op<string mnemonic, list<Trait> traits = []>
   let hasVerifier = 1;
 }
 
-def HTP_LinearOp : HTP_Op<"linear"> {
+def HTP_LinearOp : HTP_Op<"linear", [AttrSizedOperandSegments]> {
   let summary = "y = x·wᵀ + b over the last dim (PyTorch nn.Linear layout)";
   let description = [{
     `weight` is `[out_features, in_features]`; `bias`, when present, is
@@ -114,18 +114,32 @@ def HTP_LinearOp : HTP_Op<"linear"> {
         : (tensor<8x197x768xf32>, tensor<3072x768xf32>, tensor<3072xf32>)
           -> tensor<8x197x3072xf32>
     ```
+
+    `residual`, when present, is added to the result (`y = x·wᵀ + b + r`,
+    `r` of the result's type): the residual add `--htp-fuse-residual` folds
+    a single-use linear's htp.add into, so that a device whose GEMM can add
+    it in its epilogue saves the pass over the activations. Not with `gelu`
+    (the order of the two would be ambiguous). Forward only, as `gelu`;
+    --htp-tensor-parallel moves it after the all-reduce of a row half.
+
+    ```mlir
+    %y = htp.linear %h, %w2, %b2 residual %x
+        : (tensor<8x197x3072xf32>, tensor<768x3072xf32>, tensor<768xf32>,
+           tensor<8x197x768xf32>) -> tensor<8x197x768xf32>
+    ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight,
                        Optional<HTP_Tensor>:$bias,
+                       Optional<HTP_Tensor>:$residual,
                        OptionalAttr<HTP_ApproximationAttr>:$gelu);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight (`,` $bias^)? (`gelu` `` $gelu^)? attr-dict `:`
+    $input `,` $weight (`,` $bias^)? (`gelu` `` $gelu^)? (`residual` $residual^)? attr-dict `:`
     functional-type(operands, results)
   }];
 }
 
-def HTP_AttentionOp : HTP_Op<"attention"> {
+def HTP_AttentionOp : HTP_Op<"attention", [AttrSizedOperandSegments]> {
   let summary = "multi-head self-attention with fused qkv (timm layout)";
   let description = [{
     `input` is `[batch, tokens, dim]`. `qkv_weight` is
@@ -146,16 +160,29 @@ def HTP_AttentionOp : HTP_Op<"attention"> {
         : (tensor<8x197x768xf32>, tensor<2304x768xf32>, tensor<2304xf32>,
            tensor<768x768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
     ```
+
+    `residual`, when present (the input's type), is added to the result, as
+    htp.linear's: `--htp-fuse-residual` folds a single-use attention's
+    residual htp.add into it, so that the projection's GEMM adds it in its
+    epilogue. Not with a `pair` (a partial sum); forward only.
+
+    ```mlir
+    %y = htp.attention %h, %wqkv, %bqkv, %wproj, %bproj residual %x {num_heads = 12 : i64}
+        : (tensor<8x197x768xf32>, tensor<2304x768xf32>, tensor<2304xf32>,
+           tensor<768x768xf32>, tensor<768xf32>, tensor<8x197x768xf32>)
+          -> tensor<8x197x768xf32>
+    ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$qkv_weight,
                        HTP_Tensor:$qkv_bias, HTP_Tensor:$proj_weight,
                        Optional<HTP_Tensor>:$proj_bias,
+                       Optional<HTP_Tensor>:$residual,
                        ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
                        OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$pair);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $qkv_weight `,` $qkv_bias `,` $proj_weight (`,` $proj_bias^)?
-    attr-dict `:` functional-type(operands, results)
+    (`residual` $residual^)? attr-dict `:` functional-type(operands, results)
   }];
   let extraClassDeclaration = [{
     /// Channels per head, as implied by the qkv weight.

@@ -364,6 +364,38 @@ typedef struct htp_kernel_table {
                                         int64_t rows, int64_t in_features, int64_t out_features,
                                         int32_t tanh_approx);
 
+  /* y = x · wᵀ + b + r and y = attention(...) + r (issue 23): linear's and
+   * attention's arguments and layouts with r, the result's shape, after the
+   * (proj) bias. May be NULL: the runtime then runs the op, then add_* on y
+   * in place. y must not overlap any input. CUDA's add r in the
+   * projection's GEMM epilogue (cuBLASLt's C with beta 1, CUTLASS's source;
+   * the bias pass and an add where neither takes the shape); the CPU has
+   * none (the add right after the GEMM is ~0.3 % of it,
+   * bench/onednn_postops.c); the checked device wraps the CPU's op and add
+   * so that a block takes the fused entry there as on a GPU. */
+  htp_kernel_status (*linear_residual_f32)(const htp_kernel_env *env, const float *x,
+                                           const float *w, const float *b, const float *r,
+                                           float *y, int64_t rows, int64_t in_features,
+                                           int64_t out_features);
+  htp_kernel_status (*linear_residual_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                            const htp_bf16 *w, const htp_bf16 *b,
+                                            const htp_bf16 *r, htp_bf16 *y, int64_t rows,
+                                            int64_t in_features, int64_t out_features);
+  htp_kernel_status (*attention_residual_f32)(const htp_kernel_env *env, const float *x,
+                                              const float *wqkv, const float *bqkv,
+                                              const float *wproj, const float *bproj,
+                                              const float *r, float *y, float *scratch,
+                                              int64_t scratch_floats, int64_t batch,
+                                              int64_t tokens, int64_t model_dim,
+                                              int64_t num_heads, int64_t head_dim);
+  htp_kernel_status (*attention_residual_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                               const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                               const htp_bf16 *wproj, const htp_bf16 *bproj,
+                                               const htp_bf16 *r, htp_bf16 *y, float *scratch,
+                                               int64_t scratch_floats, int64_t batch,
+                                               int64_t tokens, int64_t model_dim,
+                                               int64_t num_heads, int64_t head_dim);
+
   /* The device memory the kernels hold of their own beside what their
    * callers give them (CUDA's f32 sums, attention scratch, staging and
    * cuBLASLt workspace; kernels/htp_scratch.h's "own memory" formulas), in

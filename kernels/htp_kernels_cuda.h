@@ -92,6 +92,29 @@ int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x, const floa
                            float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
                            int64_t num_heads, int64_t head_dim);
 
+/* y = x·wᵀ + b + r and y = attention(...) + r, r a residual of y's shape not
+ * overlapping it (the table's linear_residual and attention_residual
+ * entries): the projection's GEMM adds r in its epilogue (cuBLASLt's C,
+ * CUTLASS's source) where the shape takes one, else an add follows. */
+int htp_cuda_linear_residual_f32(htp_cuda_kernels *kernels, const float *x, const float *w,
+                                 const float *b, const float *r, float *y, int64_t rows,
+                                 int64_t in_features, int64_t out_features);
+int htp_cuda_linear_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                  const htp_bf16 *w, const htp_bf16 *b, const htp_bf16 *r,
+                                  htp_bf16 *y, int64_t rows, int64_t in_features,
+                                  int64_t out_features);
+int htp_cuda_attention_residual_f32(htp_cuda_kernels *kernels, const float *x, const float *wqkv,
+                                    const float *bqkv, const float *wproj, const float *bproj,
+                                    const float *r, float *y, float *scratch, int64_t batch,
+                                    int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                    int64_t head_dim);
+int htp_cuda_attention_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                     const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+                                     const htp_bf16 *wproj, const htp_bf16 *bproj,
+                                     const htp_bf16 *r, htp_bf16 *y, float *scratch,
+                                     int64_t batch, int64_t tokens, int64_t model_dim,
+                                     int64_t num_heads, int64_t head_dim);
+
 /* ----- Work-unit kernels of the balance hooks (DESIGN §4) -----------------
  * Twins of htp_cpu_attention_heads_f32, htp_cpu_mlp_hidden_units_f32 and
  * htp_cpu_linear_units_f32 (kernels/htp_kernels.h): same layouts, argument

@@ -148,6 +148,10 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
           return linear.emitOpError("has a fused GELU, which has no adjoint here: write "
                                     "htp.gelu after it (--htp-fuse-linear-gelu runs after "
                                     "--htp-grad)");
+        if (linear.getResidual())
+          return linear.emitOpError("has a fused residual, which has no adjoint here: write "
+                                    "htp.add after it (--htp-fuse-residual runs after "
+                                    "--htp-grad)");
         SmallVector<Type> types{typeOf(op, 0), typeOf(op, 1)};
         if (linear.getBias())
           types.push_back(typeOf(op, 2));
@@ -160,7 +164,11 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
           accumulate(linear.getBias(), grad->getResult(2));
         return success();
       })
-      .Case([&](AttentionOp attention) {
+      .Case([&](AttentionOp attention) -> LogicalResult {
+        if (attention.getResidual())
+          return attention.emitOpError("has a fused residual, which has no adjoint here: "
+                                       "write htp.add after it (--htp-fuse-residual runs "
+                                       "after --htp-grad)");
         // A balanced attention (pair) has no proj bias: four results, and
         // the adjoint keeps the pair, so it runs the backward hook.
         SmallVector<Type> types{typeOf(op, 0), typeOf(op, 1), typeOf(op, 2),

@@ -141,7 +141,9 @@ SmallVector<Value> attentionDims(OpBuilder &builder, Location loc, Value input, 
 }
 
 /// htp.linear → htp_op_linear_f32 or _bf16(ctx, x, w, b or null, y, rows, in, out);
-/// with a fused `gelu`, htp_op_linear_gelu_f32 or _bf16(..., out, tanh).
+/// with a fused `gelu`, htp_op_linear_gelu_f32 or _bf16(..., out, tanh); with a
+/// fused `residual` r, htp_op_linear_residual_f32 or _bf16(ctx, x, w, b or null,
+/// r, y, rows, in, out).
 struct LinearLowering : CallPattern<LinearOp> {
   using CallPattern::CallPattern;
   void emitCall(LinearOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -153,6 +155,11 @@ struct LinearLowering : CallPattern<LinearOp> {
                             constantI64(rewriter, loc, leadingRows(op.getType())),
                             constantI64(rewriter, loc, weight.getDimSize(1)),
                             constantI64(rewriter, loc, weight.getDimSize(0))};
+    if (op.getResidual()) {
+      args.insert(args.begin() + 3, adaptor.getResidual());
+      entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear_residual", op), args);
+      return;
+    }
     std::optional<Approximation> gelu = op.getGelu();
     if (!gelu) {
       entry.callOp(rewriter, loc, opEntryPoint("htp_op_linear", op), args);
@@ -164,7 +171,9 @@ struct LinearLowering : CallPattern<LinearOp> {
 };
 
 /// htp.attention → htp_op_attention_f32 or _bf16 (with the scratch's size
-/// in floats: f32 scratch in both), or with a `pair` the balance hook
+/// in floats: f32 scratch in both; with a fused `residual` r,
+/// htp_op_attention_residual_f32 or _bf16 with r after the proj bias), or
+/// with a `pair` the balance hook
 /// htp_rt_attention_f32 or _bf16 (the heads the plan gives this rank; no
 /// proj bias; f32 scratch in both).
 struct AttentionLowering : CallPattern<AttentionOp> {
@@ -197,6 +206,11 @@ struct AttentionLowering : CallPattern<AttentionOp> {
                               scratch,
                               constantI64(rewriter, loc, scratchFloats)};
       args.append(dims());
+      if (op.getResidual()) {
+        args.insert(args.begin() + 5, adaptor.getResidual());
+        entry.callOp(rewriter, loc, opEntryPoint("htp_op_attention_residual", op), args);
+        return;
+      }
       entry.callOp(rewriter, loc, opEntryPoint("htp_op_attention", op), args);
     }
   }

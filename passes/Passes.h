@@ -44,7 +44,9 @@ struct HTPPipelineOptions : public PassPipelineOptions<HTPPipelineOptions> {
                     llvm::cl::init(true)};
   Option<bool> fuse{*this, "fuse",
                     llvm::cl::desc("Fold each single-use linear's GELU into it "
-                                   "(--htp-fuse-linear-gelu)"),
+                                   "(--htp-fuse-linear-gelu) and each residual add into the "
+                                   "single-use linear or attention it reads "
+                                   "(--htp-fuse-residual)"),
                     llvm::cl::init(true)};
 };
 

@@ -215,6 +215,27 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::htp::HTPDialect"];
 }
 
+def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
+  let summary = "Fold each residual htp.add of a single-use htp.linear or htp.attention into it";
+  let description = [{
+    `htp.add(htp.linear(x, w, b), r)`, the linear's result read by the add
+    alone, becomes `htp.linear x, w, b residual r` (either operand order;
+    likewise an htp.attention without a `pair`), which the lowering turns
+    into one call (`htp_op_linear_residual_*`, `htp_op_attention_residual_*`).
+    On CUDA the GEMM adds r in its epilogue (cuBLASLt's C, CUTLASS's source)
+    where the pair made a second pass over the activations; a device without
+    the fused entry (the CPU: an add right after the GEMM costs ~0.05 ms of
+    a 17 ms fc2, bench/onednn_postops.c) runs the GEMM then the add, as
+    before. A ViT block's attention and MLP fc2 are the cases. A linear with
+    a fused GELU is left alone.
+
+    Forward only, after `--htp-tensor-parallel` (whose row halves yield
+    partial sums the residual follows), `--htp-balance-hooks` and
+    `--htp-grad`, and before `--htp-assign-workspace`.
+  }];
+  let dependentDialects = ["mlir::htp::HTPDialect"];
+}
+
 def HTPFuseLinearGelu : Pass<"htp-fuse-linear-gelu", "mlir::func::FuncOp"> {
   let summary = "Fold each htp.gelu of a single-use htp.linear into the linear";
   let description = [{

@@ -39,8 +39,10 @@ void htp::buildHTPPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   // After the passes that match or differentiate the unfused pair.
-  if (options.fuse)
+  if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(htp::createHTPFuseLinearGelu());
+    pm.addNestedPass<func::FuncOp>(htp::createHTPFuseResidual());
+  }
   pm.addNestedPass<func::FuncOp>(htp::createHTPAssignWorkspace());
   pm.addPass(htp::createHTPLowerToRuntime());
   pm.addPass(
@@ -55,7 +57,8 @@ void htp::registerHTPPassesAndPipeline() {
       "add the balance hooks (--htp-balance-hooks) when tp > 1, write the "
       "backward of each cross-entropy loss function, hooked where its forward "
       "is (--htp-grad), fold single-use linears' GELUs into them "
-      "(--htp-fuse-linear-gelu), place every value in a buffer or the workspace "
+      "(--htp-fuse-linear-gelu) and residual adds into the linears and attentions "
+      "that feed them (--htp-fuse-residual), place every value in a buffer or the workspace "
       "(--htp-assign-workspace), then htp ops on tensors to LLVM-dialect "
       "entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {

@@ -104,7 +104,7 @@ private:
   LogicalResult shardOperand(Operation *op, unsigned operandIndex, Shard shard, StringRef role);
   void allowShardedUses(Operation *op, ArrayRef<unsigned> operandIndices);
   LogicalResult checkShardedUses();
-  Value reduceAndAddBias(Operation *after, Value partial, Value bias);
+  Value reduceAndAddBias(Operation *after, Value partial, Value bias, Value residual);
   LogicalResult splitAttention(AttentionOp attention);
   LogicalResult splitMLP(LinearOp column, ArrayRef<GeluOp> activations, LinearOp row);
   void rewriteSignature();
@@ -217,16 +217,20 @@ LogicalResult FunctionSplitter::checkShardedUses() {
   return success();
 }
 
-/// all_reduce(partial), then + bias if there is one; returns the final value.
-Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value bias) {
+/// all_reduce(partial), then + bias and + residual where there are; returns
+/// the final value. (A fused residual cannot be added to a partial sum.)
+Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value bias,
+                                         Value residual) {
   builder.setInsertionPointAfter(after);
   Location loc = after->getLoc();
   Value total = AllReduceOp::create(builder, loc, partial.getType(), partial,
                                     builder.getStringAttr("tp"))
                     .getResult();
-  if (!bias)
-    return total;
-  return BiasAddOp::create(builder, loc, total.getType(), total, bias).getResult();
+  if (bias)
+    total = BiasAddOp::create(builder, loc, total.getType(), total, bias).getResult();
+  if (residual)
+    total = AddOp::create(builder, loc, total.getType(), total, residual).getResult();
+  return total;
 }
 
 LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
@@ -259,10 +263,11 @@ LogicalResult FunctionSplitter::splitAttention(AttentionOp attention) {
   auto local = AttentionOp::create(builder, attention.getLoc(), attention.getType(),
                                    attention.getInput(), attention.getQkvWeight(),
                                    attention.getQkvBias(), attention.getProjWeight(),
-                                   /*proj_bias=*/Value(), builder.getI64IntegerAttr(localHeads),
-                                   /*pair=*/IntegerAttr());
+                                   /*proj_bias=*/Value(), /*residual=*/Value(),
+                                   builder.getI64IntegerAttr(localHeads), /*pair=*/IntegerAttr());
   allowShardedUses(local, {1, 2, 3});
-  attention.getResult().replaceAllUsesWith(reduceAndAddBias(local, local.getResult(), bias));
+  attention.getResult().replaceAllUsesWith(
+      reduceAndAddBias(local, local.getResult(), bias, attention.getResidual()));
   attention.erase();
   return success();
 }
@@ -317,13 +322,15 @@ LogicalResult FunctionSplitter::splitMLP(LinearOp column, ArrayRef<GeluOp> activ
   Value bias = row.getBias();
   builder.setInsertionPoint(row);
   auto local = LinearOp::create(builder, row.getLoc(), row.getType(), row.getInput(),
-                                row.getWeight(), /*bias=*/Value(), /*gelu=*/nullptr);
+                                row.getWeight(), /*bias=*/Value(), /*residual=*/Value(),
+                                /*gelu=*/nullptr);
   if (column.getBias())
     allowShardedUses(column, {1, 2});
   else
     allowShardedUses(column, {1});
   allowShardedUses(local, {1});
-  row.getResult().replaceAllUsesWith(reduceAndAddBias(local, local.getResult(), bias));
+  row.getResult().replaceAllUsesWith(
+      reduceAndAddBias(local, local.getResult(), bias, row.getResidual()));
   row.erase();
   return success();
 }
@@ -392,7 +399,9 @@ LogicalResult FunctionSplitter::run() {
       continue;
     SmallVector<GeluOp> activations;
     LinearOp column = findColumnPartner(row, activations);
-    if (!column || paired.contains(column))
+    // A column half's result is split: a residual added to it would have to
+    // be too (IR written fused stays replicated there).
+    if (!column || paired.contains(column) || column.getResidual())
       continue;
     paired.insert(column);
     paired.insert(row);

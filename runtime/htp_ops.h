@@ -224,6 +224,29 @@ HTP_API htp_result htp_op_linear_gelu_bf16(htp_ctx *ctx, const uint16_t *x, cons
                                            const uint16_t *b, uint16_t *y, int64_t rows,
                                            int64_t in_features, int64_t out_features,
                                            int32_t tanh_approx);
+/* y = x · wᵀ + b + r and y = attention(...) + r: htp.linear and
+ * htp.attention with their residual add fused (--htp-fuse-residual), r
+ * the result's shape, after the (proj) bias; y must not overlap any input.
+ * Where the table has the fused entry (CUDA's: the GEMM's epilogue adds
+ * r) one call, else the op then the add in place on y, both through the
+ * table. Checks and results as the others. */
+HTP_API htp_result htp_op_linear_residual_f32(htp_ctx *ctx, const float *x, const float *w,
+                                              const float *b, const float *r, float *y,
+                                              int64_t rows, int64_t in_features,
+                                              int64_t out_features);
+HTP_API htp_result htp_op_linear_residual_bf16(htp_ctx *ctx, const uint16_t *x,
+                                               const uint16_t *w, const uint16_t *b,
+                                               const uint16_t *r, uint16_t *y, int64_t rows,
+                                               int64_t in_features, int64_t out_features);
+HTP_API htp_result htp_op_attention_residual_f32(
+    htp_ctx *ctx, const float *x, const float *wqkv, const float *bqkv, const float *wproj,
+    const float *bproj, const float *r, float *y, float *scratch, int64_t scratch_floats,
+    int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim);
+HTP_API htp_result htp_op_attention_residual_bf16(
+    htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv, const uint16_t *bqkv,
+    const uint16_t *wproj, const uint16_t *bproj, const uint16_t *r, uint16_t *y,
+    float *scratch, int64_t scratch_floats, int64_t batch, int64_t tokens, int64_t model_dim,
+    int64_t num_heads, int64_t head_dim);
 /* dst = src (bytes bytes; dst == src does nothing, another overlap is
  * refused): a compiled block's result copies,
  * which may live on the device. bytes 0 is a no-op. */

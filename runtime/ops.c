@@ -250,6 +250,85 @@ htp_result htp_op_attention_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t
               scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
 }
 
+/* ===== Fused residual adds ============================================== */
+
+/* r must not overlap y: the unfused pair writes y before it reads r. */
+static htp_result check_residual(htp_ctx *ctx, const char *what, const void *r, const void *y,
+                                 int64_t count, size_t element_bytes) {
+  HTP__INVALID_IF(ctx, !r, "%s: r is NULL", what);
+  const size_t bytes = (size_t)count * element_bytes; /* count's product checked already */
+  HTP__INVALID_IF(ctx, htp__overlap(r, bytes, y, bytes), "%s: r (%p) and y (%p) overlap", what,
+                  r, y);
+  return HTP_OK;
+}
+
+/* The fused entry where the table has one, else the linear then the add
+ * on y in place (the unfused op pair's entries, the same numbers). */
+#define LINEAR_RESIDUAL(ctx, what, T, fused, linear, add, x, w, b, r, y, rows, in, out)         \
+  do {                                                                                         \
+    OP_CHECKED(check_linear(ctx, what, x, w, y, rows, in, out));                               \
+    OP_CHECKED(check_residual(ctx, what, r, y, (rows) * (out), sizeof(T)));                    \
+    if (htp__kernel_table(ctx)->fused)                                                         \
+      OP_TIMED(ctx, what, fused, x, w, b, r, y, rows, in, out);                                \
+    OP_CHECKED(linear(ctx, x, w, b, y, rows, in, out));                                        \
+    return add(ctx, y, r, y, (rows) * (out));                                                  \
+  } while (0)
+
+htp_result htp_op_linear_residual_f32(htp_ctx *ctx, const float *x, const float *w,
+                                      const float *b, const float *r, float *y, int64_t rows,
+                                      int64_t in_features, int64_t out_features) {
+  LINEAR_RESIDUAL(ctx, "htp_op_linear_residual_f32", float, linear_residual_f32,
+                  htp_op_linear_f32, htp_op_add_f32, x, w, b, r, y, rows, in_features,
+                  out_features);
+}
+
+htp_result htp_op_linear_residual_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *w,
+                                       const uint16_t *b, const uint16_t *r, uint16_t *y,
+                                       int64_t rows, int64_t in_features, int64_t out_features) {
+  LINEAR_RESIDUAL(ctx, "htp_op_linear_residual_bf16", uint16_t, linear_residual_bf16,
+                  htp_op_linear_bf16, htp_op_add_bf16, x, w, b, r, y, rows, in_features,
+                  out_features);
+}
+
+/* The same for the attention: its fused entry, else it then the add. */
+#define ATTENTION_RESIDUAL(ctx, what, T, fused, attention, add, x, wqkv, bqkv, wproj, bproj, r, \
+                           y, scratch, scratch_floats, batch, tokens, model_dim, num_heads,     \
+                           head_dim)                                                            \
+  do {                                                                                         \
+    OP_CHECKED(check_attention(ctx, what, x, wqkv, wproj, y, scratch, scratch_floats, batch,   \
+                               tokens, model_dim, num_heads, head_dim));                       \
+    const int64_t count_ = (batch) * (tokens) * (model_dim);                                   \
+    OP_CHECKED(check_residual(ctx, what, r, y, count_, sizeof(T)));                            \
+    if (htp__kernel_table(ctx)->fused)                                                         \
+      OP_TIMED(ctx, what, fused, x, wqkv, bqkv, wproj, bproj, r, y, scratch, scratch_floats,   \
+               batch, tokens, model_dim, num_heads, head_dim);                                 \
+    OP_CHECKED(attention(ctx, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats, batch,  \
+                         tokens, model_dim, num_heads, head_dim));                             \
+    return add(ctx, y, r, y, count_);                                                          \
+  } while (0)
+
+htp_result htp_op_attention_residual_f32(htp_ctx *ctx, const float *x, const float *wqkv,
+                                         const float *bqkv, const float *wproj,
+                                         const float *bproj, const float *r, float *y,
+                                         float *scratch, int64_t scratch_floats, int64_t batch,
+                                         int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                         int64_t head_dim) {
+  ATTENTION_RESIDUAL(ctx, "htp_op_attention_residual_f32", float, attention_residual_f32,
+                     htp_op_attention_f32, htp_op_add_f32, x, wqkv, bqkv, wproj, bproj, r, y,
+                     scratch, scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
+}
+
+htp_result htp_op_attention_residual_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *wqkv,
+                                          const uint16_t *bqkv, const uint16_t *wproj,
+                                          const uint16_t *bproj, const uint16_t *r, uint16_t *y,
+                                          float *scratch, int64_t scratch_floats, int64_t batch,
+                                          int64_t tokens, int64_t model_dim, int64_t num_heads,
+                                          int64_t head_dim) {
+  ATTENTION_RESIDUAL(ctx, "htp_op_attention_residual_bf16", uint16_t, attention_residual_bf16,
+                     htp_op_attention_bf16, htp_op_add_bf16, x, wqkv, bqkv, wproj, bproj, r, y,
+                     scratch, scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
+}
+
 htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   const char *what = "htp_op_copy";
   if (bytes == 0) return HTP_OK;

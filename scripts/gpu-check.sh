@@ -81,8 +81,8 @@
 #                     the paths other than the defaults, switched on by their
 #                     environment variables in sets, "|" between sets
 #                     (GPU_CHECK_VARIANTS, default "HTP_CUDA_GEMM=cutlass
-#                     HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp|
-#                     HTP_CUDA_LINEAR_EPILOGUE=pass
+#                     HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp
+#                     HTP_CUDA_RESIDUAL=epilogue|HTP_CUDA_LINEAR_EPILOGUE=pass
 #                     HTP_CUDA_ATTENTION=wmma": set 1 the candidates, set 2
 #                     the older paths the defaults fall back to; "none"
 #                     skips): per set the kernel test, and for set 1 the
@@ -853,7 +853,7 @@ fi
 # first set also the two blocks against timm (blocks.csv rows whose variant
 # names it; blocks.variants1) and the kernels at ViT-L/16's shape
 # (results.tar: kernels-variants-1.csv; bench.variants1).
-variant_sets=${GPU_CHECK_VARIANTS:-HTP_CUDA_GEMM=cutlass HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp|HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
+variant_sets=${GPU_CHECK_VARIANTS:-HTP_CUDA_GEMM=cutlass HTP_CUDA_ATTENTION=head HTP_CUDA_LAYER_NORM=warp HTP_CUDA_RESIDUAL=epilogue|HTP_CUDA_LINEAR_EPILOGUE=pass HTP_CUDA_ATTENTION=wmma}
 set_number=0
 variant_set_list=()
 [ "$variant_sets" = none ] || IFS='|' read -ra variant_set_list <<<"$variant_sets"

@@ -313,6 +313,45 @@ ATTENTION_ENTRIES(f32, float, F32)
 ATTENTION_ENTRIES(bf16, htp_bf16, BF16)
 #undef BF16_SUMS
 
+/* The fused residual entries, as CUDA has them: the checked op, then the
+ * checked add on y in place, after r is checked to lie in device memory
+ * and not to overlap y (the fused kernel reads r while it writes y). */
+static htp_kernel_status residual_problem(const htp_kernel_env *env, const char *entry,
+                                          const void *r, const void *y, int64_t bytes) {
+  void *r_host = NULL, *y_host = NULL;
+  htp_kernel_status s = htp__checked_span(env, entry, "r", r, bytes, 0, &r_host);
+  if (s == HTP_KERNEL_OK) s = htp__checked_span(env, entry, "y", y, bytes, 0, &y_host);
+  if (s != HTP_KERNEL_OK) return s;
+  const char *rb = r_host, *yb = y_host;
+  if (rb < yb + bytes && yb < rb + bytes)
+    return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked %s: r and y overlap", entry);
+  return HTP_KERNEL_OK;
+}
+
+#define RESIDUAL_ENTRIES(sfx, T, BYTES)                                                        \
+  static htp_kernel_status linear_residual_##sfx(const htp_kernel_env *env, const T *x,        \
+                                                 const T *w, const T *b, const T *r, T *y,     \
+                                                 int64_t rows, int64_t in, int64_t out) {      \
+    const int64_t n_ = n2(rows, out);                                                          \
+    htp_kernel_status s_ = residual_problem(env, "linear_residual_" #sfx, r, y, BYTES(n_));    \
+    if (s_ == HTP_KERNEL_OK) s_ = linear_##sfx(env, x, w, b, y, rows, in, out);                \
+    return s_ == HTP_KERNEL_OK ? add_##sfx(env, y, r, y, n_) : s_;                             \
+  }                                                                                            \
+  static htp_kernel_status attention_residual_##sfx(                                           \
+      const htp_kernel_env *env, const T *x, const T *wqkv, const T *bqkv, const T *wproj,     \
+      const T *bproj, const T *r, T *y, float *scratch, int64_t scratch_floats, int64_t batch, \
+      int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {                \
+    const int64_t n_ = n3(batch, tokens, model_dim);                                           \
+    htp_kernel_status s_ = residual_problem(env, "attention_residual_" #sfx, r, y, BYTES(n_)); \
+    if (s_ == HTP_KERNEL_OK)                                                                   \
+      s_ = attention_##sfx(env, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,       \
+                           batch, tokens, model_dim, num_heads, head_dim);                     \
+    return s_ == HTP_KERNEL_OK ? add_##sfx(env, y, r, y, n_) : s_;                             \
+  }
+
+RESIDUAL_ENTRIES(f32, float, F32)
+RESIDUAL_ENTRIES(bf16, htp_bf16, BF16)
+
 /* The same-device reduction: x is a HOST array of device pointers. */
 enum { MAX_PARTS = 256 };
 #define SUM_ENTRY(sfx, T, BYTES)                                                               \
@@ -708,6 +747,10 @@ static const htp_kernel_table CHECKED_TABLE = {
     .linear_bf16 = linear_bf16,
     .linear_gelu_f32 = linear_gelu_f32,
     .linear_gelu_bf16 = linear_gelu_bf16,
+    .linear_residual_f32 = linear_residual_f32,
+    .linear_residual_bf16 = linear_residual_bf16,
+    .attention_residual_f32 = attention_residual_f32,
+    .attention_residual_bf16 = attention_residual_bf16,
     .layer_norm_bf16 = layer_norm_bf16,
     .gelu_bf16 = gelu_bf16,
     .add_bf16 = add_bf16,

@@ -721,7 +721,9 @@ int launch_head(htp_cuda_kernels *kernels, const __nv_bfloat16 *qkv, __nv_bfloat
  * shared memory within the block's. */
 bool takes_head(const htp_cuda_kernels *kernels, int64_t batch, int64_t tokens,
                 int64_t head_dim) {
-  if (kernels->attention_kernel != HTP_CUDA_ATTENTION_HEAD || head_dim > 64 ||
+  /* tokens >= 1: the launch divides by its slice count (an empty call
+   * reaches here from the table, which allows zero sizes). */
+  if (kernels->attention_kernel != HTP_CUDA_ATTENTION_HEAD || head_dim > 64 || tokens < 1 ||
       tokens > kHeadTokens || batch > 0x7fffffff)
     return false;
   return head_bytes<64>(kHeadTokens) <= (size_t)kernels->shared_per_block;
@@ -827,16 +829,18 @@ template htp_cuda_bf16 *htp_cuda_attention_context<htp_cuda_bf16>(
 
 namespace {
 
+/* The context, then its projection (+ r, a residual, where r is not NULL:
+ * added in the projection's epilogue). */
 template <typename T>
 int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
-              const T *wproj, const T *bproj, T *y, float *scratch, int64_t batch,
+              const T *wproj, const T *bproj, const T *r, T *y, float *scratch, int64_t batch,
               int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {
   const T *context = htp_cuda_attention_context(kernels, x, wqkv, bqkv, scratch, batch, tokens,
                                                 model_dim, num_heads, head_dim);
   if (!context)
     return 1;
   return htp_cuda_linear(kernels, context, wproj, bproj, y, batch * tokens,
-                         num_heads * head_dim, model_dim);
+                         num_heads * head_dim, model_dim, r);
 }
 
 } // namespace
@@ -846,8 +850,8 @@ extern "C" int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x,
                                       const float *bproj, float *y, float *scratch, int64_t batch,
                                       int64_t tokens, int64_t model_dim, int64_t num_heads,
                                       int64_t head_dim) {
-  return attention(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens, model_dim,
-                   num_heads, head_dim);
+  return attention(kernels, x, wqkv, bqkv, wproj, bproj, (const float *)nullptr, y, scratch,
+                   batch, tokens, model_dim, num_heads, head_dim);
 }
 
 extern "C" int htp_cuda_attention_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
@@ -857,5 +861,27 @@ extern "C" int htp_cuda_attention_bf16(htp_cuda_kernels *kernels, const htp_bf16
                                        int64_t model_dim, int64_t num_heads, int64_t head_dim) {
   return attention(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(wqkv),
                    htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(wproj), htp_cuda_bf16_ptr(bproj),
-                   htp_cuda_bf16_ptr(y), scratch, batch, tokens, model_dim, num_heads, head_dim);
+                   (const htp_cuda_bf16 *)nullptr, htp_cuda_bf16_ptr(y), scratch, batch, tokens,
+                   model_dim, num_heads, head_dim);
+}
+
+extern "C" int htp_cuda_attention_residual_f32(htp_cuda_kernels *kernels, const float *x,
+                                               const float *wqkv, const float *bqkv,
+                                               const float *wproj, const float *bproj,
+                                               const float *r, float *y, float *scratch,
+                                               int64_t batch, int64_t tokens, int64_t model_dim,
+                                               int64_t num_heads, int64_t head_dim) {
+  return attention(kernels, x, wqkv, bqkv, wproj, bproj, r, y, scratch, batch, tokens,
+                   model_dim, num_heads, head_dim);
+}
+
+extern "C" int htp_cuda_attention_residual_bf16(
+    htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *wqkv, const htp_bf16 *bqkv,
+    const htp_bf16 *wproj, const htp_bf16 *bproj, const htp_bf16 *r, htp_bf16 *y,
+    float *scratch, int64_t batch, int64_t tokens, int64_t model_dim, int64_t num_heads,
+    int64_t head_dim) {
+  return attention(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(wqkv),
+                   htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(wproj), htp_cuda_bf16_ptr(bproj),
+                   htp_cuda_bf16_ptr(r), htp_cuda_bf16_ptr(y), scratch, batch, tokens, model_dim,
+                   num_heads, head_dim);
 }

@@ -47,6 +47,7 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
        htp_cuda_attention_kernel_from_env},
       {"HTP_CUDA_LAYER_NORM", "block or warp", &kernels->layer_norm_kernel,
        htp_cuda_layer_norm_kernel_from_env},
+      {"HTP_CUDA_RESIDUAL", "add or epilogue", &kernels->residual, htp_cuda_residual_from_env},
 #ifdef HTP_HAVE_CUTLASS
       {"HTP_CUDA_GEMM", "cublas or cutlass", &kernels->gemm_kernel,
 #else

@@ -86,7 +86,10 @@ int gelu(htp_cuda_kernels *kernels, const T *x, T *y, int64_t n, int32_t tanh_ap
   return 0;
 }
 
-template <typename T> int add(htp_cuda_kernels *kernels, const T *a, const T *b, T *y, int64_t n) {
+
+} // namespace
+
+template <typename T> int htp_cuda_add(htp_cuda_kernels *kernels, const T *a, const T *b, T *y, int64_t n) {
   if (n <= 0)
     return n < 0 ? htp_cuda_fail(kernels, "add", "negative size") : 0;
   if (htp_cuda_quads(n, a, b, y))
@@ -98,7 +101,10 @@ template <typename T> int add(htp_cuda_kernels *kernels, const T *a, const T *b,
   return 0;
 }
 
-} // namespace
+template int htp_cuda_add<float>(htp_cuda_kernels *, const float *, const float *, float *,
+                                 int64_t);
+template int htp_cuda_add<htp_cuda_bf16>(htp_cuda_kernels *, const htp_cuda_bf16 *,
+                                         const htp_cuda_bf16 *, htp_cuda_bf16 *, int64_t);
 
 template <typename X, typename B, typename Y>
 int htp_cuda_bias_add_block(htp_cuda_kernels *kernels, const X *x, const B *bias, Y *y,
@@ -148,12 +154,12 @@ extern "C" int htp_cuda_gelu_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, 
 
 extern "C" int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b,
                                 float *y, int64_t n) {
-  return add(kernels, a, b, y, n);
+  return htp_cuda_add(kernels, a, b, y, n);
 }
 
 extern "C" int htp_cuda_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a,
                                  const htp_bf16 *b, htp_bf16 *y, int64_t n) {
-  return add(kernels, htp_cuda_bf16_ptr(a), htp_cuda_bf16_ptr(b), htp_cuda_bf16_ptr(y), n);
+  return htp_cuda_add(kernels, htp_cuda_bf16_ptr(a), htp_cuda_bf16_ptr(b), htp_cuda_bf16_ptr(y), n);
 }
 
 extern "C" int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias,

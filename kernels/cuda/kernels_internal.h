@@ -46,6 +46,13 @@ enum { HTP_CUDA_LAYER_NORM_BLOCK = 0, HTP_CUDA_LAYER_NORM_WARP = 1 };
  * has CUTLASS (HTP_HAVE_CUTLASS), the device is compute capability 9.0 and
  * the shape is aligned, an experiment until a GPU check passes it. */
 enum { HTP_CUDA_GEMM_CUBLAS = 0, HTP_CUDA_GEMM_CUTLASS = 1 };
+/* Where a fused residual add (the linear_residual and attention_residual
+ * entries) happens (HTP_CUDA_RESIDUAL, read when the object is made): ADD,
+ * the verified default, the linear as before and then the add kernel; or
+ * EPILOGUE, the residual as the GEMM epilogue's C with beta 1 (cuBLASLt's,
+ * CUTLASS's) where the linear takes an epilogue, an experiment until a GPU
+ * check passes it. */
+enum { HTP_CUDA_RESIDUAL_ADD = 0, HTP_CUDA_RESIDUAL_EPILOGUE = 1 };
 struct htp_cuda_lt_cache;
 
 struct htp_cuda_kernels {
@@ -59,11 +66,12 @@ struct htp_cuda_kernels {
   int attention_kernel; /* HTP_CUDA_ATTENTION_* */
   int layer_norm_kernel; /* HTP_CUDA_LAYER_NORM_* */
   int gemm_kernel;       /* HTP_CUDA_GEMM_* */
+  int residual;          /* HTP_CUDA_RESIDUAL_* */
   int sm90; /* compute capability 9.0: the SMs CUTLASS may use; -1: not; 0: not asked */
   /* The shapes the CUTLASS GEMM has said its tile for (linear_sm90.cu). */
   struct {
     int64_t rows, in_features, out_features;
-    int gelu;
+    int epilogue; /* 0 bias, 1 bias + GELU, 2 bias + residual */
   } sm90_noted[32];
   int sm90_noted_count;
   /* htp_matmul_precision of the products with a weight (htp_cuda_gemm's
@@ -169,6 +177,9 @@ int htp_cuda_layer_norm_kernel_from_env(void);
 /* The GEMM HTP_CUDA_GEMM asks for (unset or "cublas": CUBLAS, "cutlass":
  * CUTLASS where the build has it), or -1 for any other value (linear.cu). */
 int htp_cuda_gemm_kernel_from_env(void);
+/* Where HTP_CUDA_RESIDUAL puts the residual add (unset or "add": ADD,
+ * "epilogue": EPILOGUE), or -1 for any other value (linear.cu). */
+int htp_cuda_residual_from_env(void);
 
 /* Numerically stable softmax of each of `rows` rows of `cols` scores, in
  * place, enqueued on kernels' stream (attention.cu; the plain and the
@@ -313,14 +324,21 @@ int htp_cuda_gemm(htp_cuda_kernels *kernels, cublasOperation_t trans_a, cublasOp
   return 0;
 }
 
-/* y[rows, out] = x[rows, in]·wᵀ + b (b may be NULL), x, w, b of type In,
- * y of type Out (linear.cu; instantiated for (f32, f32), (bf16, bf16) and
+/* y[rows, out] = x[rows, in]·wᵀ + b + r (b and r may be NULL; r, a
+ * residual, of y's shape and not overlapping it), x, w, b of type In, y and
+ * r of type Out (linear.cu; instantiated for (f32, f32), (bf16, bf16) and
  * (bf16, f32): attention's qkv projection into f32 scratch). */
 template <typename In, typename Out>
 int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
-                    int64_t rows, int64_t in_features, int64_t out_features);
+                    int64_t rows, int64_t in_features, int64_t out_features,
+                    const Out *r = nullptr);
 
-/* y = x·wᵀ + b, through the GELU where gelu is non-zero, all bf16, y's rows
+/* y = a + b, n elements (elementwise.cu; f32 and bf16, y may be a or b). */
+template <typename T>
+int htp_cuda_add(htp_cuda_kernels *kernels, const T *a, const T *b, T *y, int64_t n);
+
+/* y = x·wᵀ + b (+ r, a residual of [rows, out], where r is not NULL), through
+ * the GELU where gelu is non-zero (not with r), all bf16, y's rows
  * ld_y elements apart, as one CUTLASS Hopper GEMM (linear_sm90.cu; built
  * where HTP_HAVE_CUTLASS). Returns 1 when enqueued, 0 when it does not take
  * the call (HTP_CUDA_GEMM is not cutlass, the device is not compute
@@ -328,8 +346,8 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
  * caller runs the cuBLAS path, -1 on failure (the error recorded). */
 int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
                          const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
-                         htp_cuda_bf16 *y, int64_t ld_y, int64_t rows, int64_t in_features,
-                         int64_t out_features, int gelu);
+                         const htp_cuda_bf16 *r, htp_cuda_bf16 *y, int64_t ld_y, int64_t rows,
+                         int64_t in_features, int64_t out_features, int gelu);
 
 /* Every head's attention context, [rows, heads·head_dim] of T (attention.cu):
  * q, k, v = x·wqkvᵀ + b, softmax(q·kᵀ/√head_dim)·v per head and image, in

@@ -19,6 +19,9 @@
  *   early cuBLASLt try failing the kernel tests at K = 333), and only
  *   shapes whose sizes are multiples of 8 with 16-byte aligned tensors
  *   take it; the rest, and a shape with no such candidate, take PASS.
+ * A residual r (the fused add of a ViT block's projection and fc2) is
+ * an add after the linear, or with HTP_CUDA_RESIDUAL=epilogue cuBLASLt's C
+ * with beta 1 and CUTLASS's source (PASS shapes still add after).
  * One body for every element type pair (htp_cuda_linear, kernels_internal.h).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
@@ -82,6 +85,13 @@ int htp_cuda_linear_epilogue_from_env(void) {
   if (!value || !*value || strcmp(value, "cublaslt") == 0)
     return HTP_CUDA_EPILOGUE_CUBLASLT;
   return strcmp(value, "pass") == 0 ? HTP_CUDA_EPILOGUE_PASS : -1;
+}
+
+int htp_cuda_residual_from_env(void) {
+  const char *value = getenv("HTP_CUDA_RESIDUAL");
+  if (!value || !*value || strcmp(value, "add") == 0)
+    return HTP_CUDA_RESIDUAL_ADD;
+  return strcmp(value, "epilogue") == 0 ? HTP_CUDA_RESIDUAL_EPILOGUE : -1;
 }
 
 int htp_cuda_gemm_kernel_from_env(void) {
@@ -213,18 +223,20 @@ static htp_cuda_lt_plan *lt_plan(htp_cuda_kernels *kernels, cudaDataType_t type,
  * tensor 16-byte aligned (cuBLASLt's tensor-core kernels' own conditions;
  * the shapes a model is made of, where the speed is). */
 static bool lt_shape(int64_t in_features, int64_t out_features, const void *x, const void *w,
-                     const void *b, const void *y) {
-  const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y;
+                     const void *b, const void *r, const void *y) {
+  const uintptr_t bits =
+      (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)r | (uintptr_t)y;
   return in_features % 8 == 0 && out_features % 8 == 0 && bits % 16 == 0;
 }
 
-/* y = x·wᵀ + b in one cuBLASLt matmul: 1 when done, 0 when this shape takes
- * the pass instead, -1 on failure (the error recorded). */
+/* y = x·wᵀ + b (+ r, as C with beta 1) in one cuBLASLt matmul: 1 when done,
+ * 0 when this shape takes the pass instead, -1 on failure (the error
+ * recorded). */
 template <typename T>
-static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T *b, T *y,
-                     int64_t rows, int64_t in_features, int64_t out_features) {
+static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T *b, const T *r,
+                     T *y, int64_t rows, int64_t in_features, int64_t out_features) {
   if (kernels->linear_epilogue != HTP_CUDA_EPILOGUE_CUBLASLT ||
-      !lt_shape(in_features, out_features, x, w, b, y))
+      !lt_shape(in_features, out_features, x, w, b, r, y))
     return 0;
   htp_cuda_lt_plan *plan = lt_plan(kernels, htp_cuda_type<T>::value,
                                    htp_cuda_compute_type<T>(kernels), rows, in_features,
@@ -236,12 +248,13 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   if (htp_cuda_buffer_reserve(kernels, &kernels->lt_workspace, &kernels->lt_workspace_bytes,
                               HTP_CUDA_LT_WORKSPACE_BYTES))
     return -1;
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, beta = r ? 1.0f : 0.0f;
   cublasStatus_t status = cublasLtMatmulDescSetAttribute(
       plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+  /* C has y's layout; without r it is y itself, unread with beta 0. */
   if (status == CUBLAS_STATUS_SUCCESS)
     status = cublasLtMatmul(kernels->lt, plan->desc, &one, w, plan->w_layout, x, plan->x_layout,
-                            &zero, y, plan->y_layout, y, plan->y_layout, &plan->algo,
+                            &beta, r ? r : y, plan->y_layout, y, plan->y_layout, &plan->algo,
                             kernels->lt_workspace, HTP_CUDA_LT_WORKSPACE_BYTES, kernels->stream);
   if (status != CUBLAS_STATUS_SUCCESS) {
     htp_cuda_fail(kernels, "cublasLtMatmul (linear with a bias)", cublasGetStatusString(status));
@@ -250,30 +263,14 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   return 1;
 }
 
+/* The linear without an epilogue: a GEMM, and the bias as PASS adds it. */
 template <typename In, typename Out>
-int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
-                    int64_t rows, int64_t in_features, int64_t out_features) {
-  if (htp_cuda_check_gemm_sizes(kernels, "linear", rows, in_features, out_features))
-    return 1;
-  if (rows == 0 || out_features == 0)
-    return 0;
+static int pass_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
+                       int64_t rows, int64_t in_features, int64_t out_features) {
   if (!b)
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
                          0.0f, y, (int)out_features);
-#ifdef HTP_HAVE_CUTLASS
-  if constexpr (std::is_same_v<In, htp_cuda_bf16> && std::is_same_v<Out, htp_cuda_bf16>) {
-    const int done = htp_cuda_sm90_linear(kernels, x, w, b, y, out_features, rows, in_features,
-                                          out_features, 0);
-    if (done)
-      return done < 0;
-  }
-#endif
-  if constexpr (std::is_same_v<In, Out>) {
-    const int done = lt_linear(kernels, x, w, b, y, rows, in_features, out_features);
-    if (done)
-      return done < 0;
-  }
   if constexpr (std::is_same_v<Out, float>) {
     broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0,
                             kernels->stream>>>(b, y, rows, out_features);
@@ -292,17 +289,46 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
   }
 }
 
+template <typename In, typename Out>
+int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
+                    int64_t rows, int64_t in_features, int64_t out_features, const Out *r) {
+  if (htp_cuda_check_gemm_sizes(kernels, "linear", rows, in_features, out_features))
+    return 1;
+  if (rows == 0 || out_features == 0)
+    return 0;
+  if (r && kernels->residual != HTP_CUDA_RESIDUAL_EPILOGUE)
+    return htp_cuda_linear(kernels, x, w, b, y, rows, in_features, out_features) ||
+           htp_cuda_add(kernels, y, r, y, rows * out_features);
+  if constexpr (std::is_same_v<In, Out>) {
+    if (b) {
+#ifdef HTP_HAVE_CUTLASS
+      if constexpr (std::is_same_v<In, htp_cuda_bf16>) {
+        const int done = htp_cuda_sm90_linear(kernels, x, w, b, r, y, out_features, rows,
+                                              in_features, out_features, 0);
+        if (done)
+          return done < 0;
+      }
+#endif
+      const int done = lt_linear(kernels, x, w, b, r, y, rows, in_features, out_features);
+      if (done)
+        return done < 0;
+    }
+  }
+  if (pass_linear(kernels, x, w, b, y, rows, in_features, out_features))
+    return 1;
+  return r ? htp_cuda_add(kernels, y, r, y, rows * out_features) : 0;
+}
+
 template int htp_cuda_linear<float, float>(htp_cuda_kernels *, const float *, const float *,
-                                           const float *, float *, int64_t, int64_t, int64_t);
-template int htp_cuda_linear<htp_cuda_bf16, htp_cuda_bf16>(htp_cuda_kernels *,
-                                                           const htp_cuda_bf16 *,
-                                                           const htp_cuda_bf16 *,
-                                                           const htp_cuda_bf16 *,
-                                                           htp_cuda_bf16 *, int64_t, int64_t,
-                                                           int64_t);
+                                           const float *, float *, int64_t, int64_t, int64_t,
+                                           const float *);
+template int htp_cuda_linear<htp_cuda_bf16, htp_cuda_bf16>(
+    htp_cuda_kernels *, const htp_cuda_bf16 *, const htp_cuda_bf16 *, const htp_cuda_bf16 *,
+    htp_cuda_bf16 *, int64_t, int64_t, int64_t, const htp_cuda_bf16 *);
 template int htp_cuda_linear<htp_cuda_bf16, float>(htp_cuda_kernels *, const htp_cuda_bf16 *,
                                                    const htp_cuda_bf16 *, const htp_cuda_bf16 *,
-                                                   float *, int64_t, int64_t, int64_t);
+                                                   float *, int64_t, int64_t, int64_t,
+                                                   const float *);
 
 extern "C" int htp_cuda_linear_f32(htp_cuda_kernels *kernels, const float *x, const float *w,
                                    const float *b, float *y, int64_t rows, int64_t in_features,
@@ -316,4 +342,20 @@ extern "C" int htp_cuda_linear_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x
   return htp_cuda_linear(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(w),
                          htp_cuda_bf16_ptr(b), htp_cuda_bf16_ptr(y), rows, in_features,
                          out_features);
+}
+
+extern "C" int htp_cuda_linear_residual_f32(htp_cuda_kernels *kernels, const float *x,
+                                            const float *w, const float *b, const float *r,
+                                            float *y, int64_t rows, int64_t in_features,
+                                            int64_t out_features) {
+  return htp_cuda_linear(kernels, x, w, b, y, rows, in_features, out_features, r);
+}
+
+extern "C" int htp_cuda_linear_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                             const htp_bf16 *w, const htp_bf16 *b,
+                                             const htp_bf16 *r, htp_bf16 *y, int64_t rows,
+                                             int64_t in_features, int64_t out_features) {
+  return htp_cuda_linear(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(w),
+                         htp_cuda_bf16_ptr(b), htp_cuda_bf16_ptr(y), rows, in_features,
+                         out_features, htp_cuda_bf16_ptr(r));
 }

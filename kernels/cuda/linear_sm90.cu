@@ -1,10 +1,11 @@
 /*===- kernels/cuda/linear_sm90.cu - bf16 linears as CUTLASS Hopper GEMMs -===*
  *
  * HTP_CUDA_GEMM=cutlass (kernels_internal.h): a bf16 linear with a bias,
- * and one with its GELU, as one CUTLASS 3 GEMM for sm_90a (TMA loads,
- * wgmma, a warp-specialized persistent kernel) whose epilogue adds the
- * bias to the f32 accumulator, applies the exact (erf) GELU where asked
- * and rounds once to bf16. What it is for: the fused linear + GELU, which
+ * and one with its GELU or a residual, as one CUTLASS 3 GEMM for sm_90a
+ * (TMA loads, wgmma, a warp-specialized persistent kernel) whose epilogue
+ * adds the bias (and the residual, as its source C with beta 1) to the f32
+ * accumulator, applies the exact (erf) GELU where asked and rounds once to
+ * bf16. What it is for: the fused linear + GELU, which
  * through cuBLAS keeps an f32 pre-activation in memory to round once
  * (ViT-L/16 bf16, batch 64: 0.274 ms against 0.147 for the GEMM alone on
  * an H200, bench/RESULTS.md).
@@ -40,9 +41,10 @@ using namespace cute;
 using Element = cutlass::bfloat16_t;
 constexpr int kAlignment = 8; /* elements in 16 bytes */
 
-/* One kernel per epilogue and tile width: D = act(acc + bias), f32
- * throughout, rounded to nearest even once (the fusion's beta·C is unused:
- * beta is 0, so C is never read; a void C compiled to the same stages).
+/* One kernel per epilogue and tile width: D = act(acc + beta·C + bias),
+ * f32 throughout, rounded to nearest even once. C is the residual with
+ * beta 1 where there is one; else beta is 0 and CUTLASS does not read C
+ * (is_source_needed).
  * Tiles of 128 rows of D (out features; two consumer warp groups of 64) by
  * kTileN columns (y's rows), no cluster: a cluster's SMs must lie in one
  * GPC, which an SM partition (green.c) does not promise. */
@@ -108,30 +110,32 @@ bool wide_tiles(int64_t out_features, int64_t rows, int sms) {
 
 /* Each shape's outcome is said once on stderr (the switch is an
  * experiment: the check's log shows what ran): its tile, or that CUTLASS
- * declined it (done 0) and cuBLAS ran it. */
+ * declined it (done 0) and cuBLAS ran it. epilogue: 0 the bias, 1 and the
+ * GELU, 2 and a residual. */
 void note_outcome(htp_cuda_kernels *kernels, int64_t rows, int64_t in_features,
-                  int64_t out_features, int gelu, bool wide, int done) {
+                  int64_t out_features, int epilogue, bool wide, int done) {
   for (int i = 0; i < kernels->sm90_noted_count; ++i) {
     const auto &noted = kernels->sm90_noted[i];
     if (noted.rows == rows && noted.in_features == in_features &&
-        noted.out_features == out_features && noted.gelu == gelu)
+        noted.out_features == out_features && noted.epilogue == epilogue)
       return;
   }
   if (kernels->sm90_noted_count < (int)(sizeof kernels->sm90_noted / sizeof *kernels->sm90_noted))
-    kernels->sm90_noted[kernels->sm90_noted_count++] = {rows, in_features, out_features, gelu};
+    kernels->sm90_noted[kernels->sm90_noted_count++] = {rows, in_features, out_features, epilogue};
   char what[64];
   if (done)
     snprintf(what, sizeof what, "CUTLASS sm90, 128 x %d tiles", wide ? 256 : 128);
   else
     snprintf(what, sizeof what, "CUTLASS declined it (can_implement, workspace): cuBLAS");
-  fprintf(stderr, "htp cuda: linear%s bf16 [%lld x %lld -> %lld]: %s\n", gelu ? " + GELU" : "",
+  static const char *const kEpilogues[] = {"", " + GELU", " + residual"};
+  fprintf(stderr, "htp cuda: linear%s bf16 [%lld x %lld -> %lld]: %s\n", kEpilogues[epilogue],
           (long long)rows, (long long)in_features, (long long)out_features, what);
 }
 
 template <template <class> class Activation, int kTileN>
 int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *w,
-        const htp_cuda_bf16 *b, htp_cuda_bf16 *y, int64_t ld_y, int64_t rows,
-        int64_t in_features, int64_t out_features, int sms) {
+        const htp_cuda_bf16 *b, const htp_cuda_bf16 *r, htp_cuda_bf16 *y, int64_t ld_y,
+        int64_t rows, int64_t in_features, int64_t out_features, int sms) {
   using Gemm = typename sm90_gemm<Activation, kTileN>::Gemm;
   using Kernel = typename Gemm::GemmKernel;
   const int m = (int)out_features, n = (int)rows, k = (int)in_features;
@@ -139,12 +143,12 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
                                                          make_shape(m, k, 1));
   const auto stride_b = cutlass::make_cute_packed_stride(typename Kernel::StrideB{},
                                                          make_shape(n, k, 1));
-  /* y's rows (D's columns) ld_y elements apart (C: y's layout, never read). */
-  auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{},
-                                                   make_shape(m, n, 1));
+  /* y's rows (D's columns) ld_y elements apart; r's (C's) out_features
+   * apart, packed. Without r, C points at y, unread. */
+  const auto stride_c = cutlass::make_cute_packed_stride(typename Kernel::StrideC{},
+                                                         make_shape(m, n, 1));
   auto stride_d = cutlass::make_cute_packed_stride(typename Kernel::StrideD{},
                                                    make_shape(m, n, 1));
-  get<1>(stride_c) = ld_y;
   get<1>(stride_d) = ld_y;
   typename Gemm::Arguments args{
       cutlass::gemm::GemmUniversalMode::kGemm,
@@ -152,11 +156,10 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
       {reinterpret_cast<const Element *>(w), stride_a, reinterpret_cast<const Element *>(x),
        stride_b},
       {{},
-       /* C is read only where beta != 0: it is not (points at y). */
-       reinterpret_cast<const Element *>(y), stride_c, reinterpret_cast<Element *>(y),
+       reinterpret_cast<const Element *>(r ? r : y), stride_c, reinterpret_cast<Element *>(y),
        stride_d}};
   args.epilogue.thread.alpha = 1.0f;
-  args.epilogue.thread.beta = 0.0f;
+  args.epilogue.thread.beta = r ? 1.0f : 0.0f;
   args.epilogue.thread.bias_ptr = reinterpret_cast<const Element *>(b);
   args.hw_info.device_id = kernels->device;
   args.hw_info.sm_count = sms;
@@ -183,23 +186,26 @@ int run(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x, const htp_cuda_bf16 *
 
 int htp_cuda_sm90_linear(htp_cuda_kernels *kernels, const htp_cuda_bf16 *x,
                          const htp_cuda_bf16 *w, const htp_cuda_bf16 *b,
-                         htp_cuda_bf16 *y, int64_t ld_y, int64_t rows, int64_t in_features,
-                         int64_t out_features, int gelu) {
-  const uintptr_t bits = (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)y;
-  /* The callers refused sizes past int (htp_cuda_check_gemm_sizes). */
-  if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || rows < 1 || in_features < 8 ||
-      out_features < 8 || in_features % kAlignment || out_features % kAlignment ||
-      ld_y < out_features || ld_y % kAlignment || bits % 16 || !on_sm90(kernels))
+                         const htp_cuda_bf16 *r, htp_cuda_bf16 *y, int64_t ld_y, int64_t rows,
+                         int64_t in_features, int64_t out_features, int gelu) {
+  const uintptr_t bits =
+      (uintptr_t)x | (uintptr_t)w | (uintptr_t)b | (uintptr_t)r | (uintptr_t)y;
+  /* The callers refused sizes past int (htp_cuda_check_gemm_sizes). A
+   * residual with a GELU would be added before it: no caller asks. */
+  if (kernels->gemm_kernel != HTP_CUDA_GEMM_CUTLASS || !b || (r && gelu) || rows < 1 ||
+      in_features < 8 || out_features < 8 || in_features % kAlignment ||
+      out_features % kAlignment || ld_y < out_features || ld_y % kAlignment || bits % 16 ||
+      !on_sm90(kernels))
     return 0;
   const int sms = kernels->sm90;
   const bool wide = wide_tiles(out_features, rows, sms);
 #define HTP_SM90_RUN(act, n)                                                                \
-  run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, y, ld_y, rows, in_features,    \
+  run<cutlass::epilogue::thread::act, n>(kernels, x, w, b, r, y, ld_y, rows, in_features, \
                                          out_features, sms)
   const int done = gelu ? (wide ? HTP_SM90_RUN(GELU, 256) : HTP_SM90_RUN(GELU, 128))
                         : (wide ? HTP_SM90_RUN(Identity, 256) : HTP_SM90_RUN(Identity, 128));
 #undef HTP_SM90_RUN
   if (done >= 0)
-    note_outcome(kernels, rows, in_features, out_features, gelu, wide, done);
+    note_outcome(kernels, rows, in_features, out_features, gelu ? 1 : r ? 2 : 0, wide, done);
   return done;
 }

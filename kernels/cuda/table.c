@@ -210,25 +210,53 @@ static htp_kernel_status check_attention_scratch(const htp_kernel_env *env, cons
   return HTP_KERNEL_OK;
 }
 
-/* attention_f32 and attention_bf16: T is the tensors' element type; the
- * scratch is f32 for both. */
-#define ATTENTION_ENTRY(entry, twin, T)                                                        \
-  static htp_kernel_status entry(const htp_kernel_env *env, const T *x, const T *wqkv,         \
-                                 const T *bqkv, const T *wproj, const T *bproj, T *y,          \
-                                 float *scratch, int64_t scratch_floats, int64_t batch,        \
-                                 int64_t tokens, int64_t model_dim, int64_t num_heads,         \
-                                 int64_t head_dim) {                                           \
-    WITH_KERNELS(#entry);                                                                      \
-    htp_kernel_status rc = check_attention_scratch(env, #entry, scratch_floats, batch, tokens, \
+/* attention_residual_{f32,bf16} (r added in the projection's epilogue)
+ * and attention_{f32,bf16}, the same with r NULL: T is the tensors'
+ * element type; the scratch is f32 for both. */
+#define ATTENTION_ENTRIES(sfx, T)                                                              \
+  static htp_kernel_status attention_call_##sfx(                                               \
+      const htp_kernel_env *env, const char *entry, const T *x, const T *wqkv, const T *bqkv,  \
+      const T *wproj, const T *bproj, const T *r, T *y, float *scratch,                        \
+      int64_t scratch_floats, int64_t batch, int64_t tokens, int64_t model_dim,                \
+      int64_t num_heads, int64_t head_dim) {                                                   \
+    WITH_KERNELS(entry);                                                                       \
+    htp_kernel_status rc = check_attention_scratch(env, entry, scratch_floats, batch, tokens,  \
                                                    model_dim, num_heads, head_dim);            \
     if (rc != HTP_KERNEL_OK) return rc;                                                        \
-    return twin_status(env, kernels, #entry,                                                   \
-                       twin(kernels, x, wqkv, bqkv, wproj, bproj, y, scratch, batch, tokens,   \
-                            model_dim, num_heads, head_dim));                                  \
+    return twin_status(env, kernels, entry,                                                    \
+                       htp_cuda_attention_residual_##sfx(kernels, x, wqkv, bqkv, wproj, bproj, \
+                                                         r, y, scratch, batch, tokens,         \
+                                                         model_dim, num_heads, head_dim));     \
+  }                                                                                            \
+  static htp_kernel_status attention_residual_##sfx(                                           \
+      const htp_kernel_env *env, const T *x, const T *wqkv, const T *bqkv, const T *wproj,     \
+      const T *bproj, const T *r, T *y, float *scratch, int64_t scratch_floats, int64_t batch, \
+      int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {                \
+    return attention_call_##sfx(env, "attention_residual_" #sfx, x, wqkv, bqkv, wproj, bproj,  \
+                                r, y, scratch, scratch_floats, batch, tokens, model_dim,       \
+                                num_heads, head_dim);                                          \
+  }                                                                                            \
+  static htp_kernel_status attention_##sfx(                                                    \
+      const htp_kernel_env *env, const T *x, const T *wqkv, const T *bqkv, const T *wproj,     \
+      const T *bproj, T *y, float *scratch, int64_t scratch_floats, int64_t batch,             \
+      int64_t tokens, int64_t model_dim, int64_t num_heads, int64_t head_dim) {                \
+    return attention_call_##sfx(env, "attention_" #sfx, x, wqkv, bqkv, wproj, bproj, NULL, y,  \
+                                scratch, scratch_floats, batch, tokens, model_dim, num_heads,  \
+                                head_dim);                                                     \
   }
 
-ATTENTION_ENTRY(attention_f32, htp_cuda_attention_f32, float)
-ATTENTION_ENTRY(attention_bf16, htp_cuda_attention_bf16, htp_bf16)
+ATTENTION_ENTRIES(f32, float)
+ATTENTION_ENTRIES(bf16, htp_bf16)
+
+TWIN_ENTRY(linear_residual_f32, htp_cuda_linear_residual_f32,
+           (const htp_kernel_env *env, const float *x, const float *w, const float *b,
+            const float *r, float *y, int64_t rows, int64_t in_features, int64_t out_features),
+           (kernels, x, w, b, r, y, rows, in_features, out_features))
+TWIN_ENTRY(linear_residual_bf16, htp_cuda_linear_residual_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *w, const htp_bf16 *b,
+            const htp_bf16 *r, htp_bf16 *y, int64_t rows, int64_t in_features,
+            int64_t out_features),
+           (kernels, x, w, b, r, y, rows, in_features, out_features))
 
 static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
                               size_t bytes) {
@@ -409,6 +437,10 @@ static const htp_kernel_table CUDA_TABLE = {
     .sum_bf16 = sum_bf16,
     .linear_gelu_f32 = linear_gelu_f32,
     .linear_gelu_bf16 = linear_gelu_bf16,
+    .linear_residual_f32 = linear_residual_f32,
+    .linear_residual_bf16 = linear_residual_bf16,
+    .attention_residual_f32 = attention_residual_f32,
+    .attention_residual_bf16 = attention_residual_bf16,
     .own_memory = own_memory,
     .set_matmul_precision = set_matmul_precision,
     .alloc = alloc,

@@ -225,7 +225,7 @@ int mlp_hidden_units(htp_cuda_kernels *kernels, const T *x, const T *w1, const T
      * GEMM where HTP_CUDA_GEMM asks for it and the run suits it. */
     if constexpr (!std::is_same_v<T, float>)
       if (b1 && !tanh_approx) {
-        const int done = htp_cuda_sm90_linear(kernels, x, w1 + first * dim, b1 + first, out,
+        const int done = htp_cuda_sm90_linear(kernels, x, w1 + first * dim, b1 + first, nullptr, out,
                                               hidden_dim, rows, dim, columns, 1);
         if (done < 0)
           return 1;

@@ -145,3 +145,20 @@ func.func @at_limits(%a: tensor<2147483647xf32> {htp.input = "a"},
   %2 = htp.all_reduce %c : tensor<262144x1048576xf32>
   return %0, %1, %2 : tensor<2147483647xf32>, tensor<1x1x1x1x1x1x1x2xf32>, tensor<262144x1048576xf32>
 }
+
+// A fused residual, on a linear (with and without a bias) and an attention.
+// CHECK-LABEL: func.func @residuals
+func.func @residuals(%x: tensor<2x5x12xf32>, %w: tensor<12x12xf32>, %b: tensor<12xf32>,
+                     %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>) -> tensor<2x5x12xf32> {
+  // CHECK: htp.linear %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} : (tensor<2x5x12xf32>, tensor<12x12xf32>, tensor<12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %y = htp.linear %x, %w, %b residual %x : (tensor<2x5x12xf32>, tensor<12x12xf32>, tensor<12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  // CHECK: htp.linear %{{.*}}, %{{.*}} residual %{{.*}} : (tensor<2x5x12xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  %z = htp.linear %y, %w residual %y : (tensor<2x5x12xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  // CHECK: htp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {num_heads = 3 : i64}
+  %a = htp.attention %z, %wqkv, %bqkv, %w, %b residual %z {num_heads = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  // CHECK: htp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} residual %{{.*}} {num_heads = 3 : i64}
+  %c = htp.attention %a, %wqkv, %bqkv, %w residual %a {num_heads = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %c : tensor<2x5x12xf32>
+}

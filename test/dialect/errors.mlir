@@ -704,3 +704,47 @@ func.func @zero_param(%x: tensor<2x12xf32>, %w: tensor<7x0xf32> {htp.param = "he
 func.func @zero_input(%x: tensor<0x12xf32> {htp.input = "x"}) -> tensor<0x12xf32> {
   return %x : tensor<0x12xf32>
 }
+
+// -----
+
+func.func @linear_residual_shape(%x: tensor<2x12xf32>, %w: tensor<7x12xf32>, %r: tensor<2x12xf32>) -> tensor<2x7xf32> {
+  // expected-error @+1 {{residual must have the result's type [2x7], got [2x12]}}
+  %y = htp.linear %x, %w residual %r : (tensor<2x12xf32>, tensor<7x12xf32>, tensor<2x12xf32>) -> tensor<2x7xf32>
+  return %y : tensor<2x7xf32>
+}
+
+// -----
+
+func.func @linear_residual_gelu(%x: tensor<2x12xf32>, %w: tensor<12x12xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{has both a gelu and a residual}}
+  %y = htp.linear %x, %w gelu none residual %x : (tensor<2x12xf32>, tensor<12x12xf32>, tensor<2x12xf32>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
+func.func @linear_residual_type(%x: tensor<2x12xf32>, %w: tensor<12x12xf32>, %r: tensor<2x12xbf16>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{residual has element type bf16 but input has f32}}
+  %y = htp.linear %x, %w residual %r : (tensor<2x12xf32>, tensor<12x12xf32>, tensor<2x12xbf16>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
+func.func @attention_residual_shape(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                    %wp: tensor<12x12xf32>, %r: tensor<2x4x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{residual must have the result's type [2x5x12], got [2x4x12]}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp residual %r {num_heads = 3 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x4x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}
+
+// -----
+
+func.func @attention_residual_pair(%x: tensor<2x5x12xf32>, %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>,
+                                   %wp: tensor<12x12xf32>) -> tensor<2x5x12xf32> {
+  // expected-error @+1 {{its residual must be added after the all-reduce}}
+  %y = htp.attention %x, %wqkv, %bqkv, %wp residual %x {num_heads = 3 : i64, pair = 0 : i64}
+      : (tensor<2x5x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<2x5x12xf32>) -> tensor<2x5x12xf32>
+  return %y : tensor<2x5x12xf32>
+}

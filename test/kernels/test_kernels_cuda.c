@@ -189,6 +189,32 @@ static htp_kernel_status run_linear_gelu(device *d, dtype t, const void *x, cons
   return t == F32 ? d->k->linear_gelu_f32(&d->env, x, w, b, y, rows, in, out, tanh_approx)
                   : d->k->linear_gelu_bf16(&d->env, x, w, b, y, rows, in, out, tanh_approx);
 }
+/* The fused residual entries, or unsupported where the table has none
+ * (the runtime then runs the op, then the add). */
+static htp_kernel_status run_linear_residual(device *d, dtype t, const void *x, const void *w,
+                                             const void *b, const void *r, void *y,
+                                             int64_t rows, int64_t in, int64_t out) {
+  if (t == F32 ? !d->k->linear_residual_f32 : !d->k->linear_residual_bf16)
+    return HTP_KERNEL_ERR_UNSUPPORTED;
+  return t == F32 ? d->k->linear_residual_f32(&d->env, x, w, b, r, y, rows, in, out)
+                  : d->k->linear_residual_bf16(&d->env, x, w, b, r, y, rows, in, out);
+}
+static htp_kernel_status run_attention_residual(device *d, dtype t, const void *x,
+                                                const void *wqkv, const void *bqkv,
+                                                const void *wproj, const void *bproj,
+                                                const void *r, void *y, float *scratch,
+                                                int64_t scratch_floats, int64_t batch,
+                                                int64_t tokens, int64_t dim, int64_t heads,
+                                                int64_t head_dim) {
+  if (t == F32 ? !d->k->attention_residual_f32 : !d->k->attention_residual_bf16)
+    return HTP_KERNEL_ERR_UNSUPPORTED;
+  return t == F32 ? d->k->attention_residual_f32(&d->env, x, wqkv, bqkv, wproj, bproj, r, y,
+                                                 scratch, scratch_floats, batch, tokens, dim,
+                                                 heads, head_dim)
+                  : d->k->attention_residual_bf16(&d->env, x, wqkv, bqkv, wproj, bproj, r, y,
+                                                  scratch, scratch_floats, batch, tokens, dim,
+                                                  heads, head_dim);
+}
 static htp_kernel_status run_linear_units(device *d, dtype t, const void *a, const void *w,
                                           void *y, int64_t rows, int64_t in, int64_t out,
                                           int64_t width, const int32_t *list, int64_t count,
@@ -521,27 +547,66 @@ static void label(char *out, size_t size, const shape *s, dtype t, const char *w
   snprintf(out, size, "%s %s %s", s->name, t == F32 ? "f32" : "bf16", what);
 }
 
-/* y = x·wᵀ + b, x [rows, in]; with_bias 0 passes NULL. */
+/* ref + r on the sampled rows, the bound widened by the output type's
+ * rounding of ref (a device may round the op's result before the add, as
+ * the unfused pair does, or add r to the f32 sum and round once) and of
+ * the sum. */
+static void add_residual(const float *r, const int64_t *sample, int64_t count, int64_t cols,
+                         const precision *p, double *ref, double *tol) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double before = ref[i * cols + c], after = before + r[sample[i] * cols + c];
+      ref[i * cols + c] = after;
+      tol[i * cols + c] += p->out * (fabs(before) + fabs(after));
+    }
+}
+
+/* r, still as uploaded: an entry must not write its residual. */
+static void check_unchanged(device *d, dtype t, const char *name, const void *dr,
+                            const float *r, int64_t n) {
+  float *got = download(d, dr, n, t);
+  int64_t changed = 0;
+  for (int64_t i = 0; i < n; ++i) changed += memcmp(&got[i], &r[i], sizeof *r) != 0;
+  printf("  %-46s %lld residual elements changed %s\n", name, (long long)changed,
+         changed ? "FAIL" : "ok");
+  failures += changed != 0;
+  free(got);
+}
+
+/* y = x·wᵀ + b (+ r: with_residual, through the linear_residual entry,
+ * skipped where the table has none), x [rows, in]; with_bias 0 passes NULL. */
 static void linear_case(device *d, const shape *s, dtype t, int64_t in, int64_t out,
-                        int with_bias, const char *what) {
+                        int with_bias, int with_residual, const char *what) {
   const precision *p = t == F32 ? &PRECISION_F32 : &PRECISION_BF16;
   const int64_t rows = s->batch * s->tokens;
+  char name[96];
+  label(name, sizeof name, s, t, what);
+  if (with_residual && run_linear_residual(d, t, NULL, NULL, NULL, NULL, NULL, 0, 0, 0) ==
+                           HTP_KERNEL_ERR_UNSUPPORTED) {
+    printf("  %-46s none on this device (linear then add): ok\n", name);
+    return;
+  }
   const float reach = 1.0f / sqrtf((float)in);
   float *x = random_values(rows * in, -1, 1, t), *w = random_values(out * in, -reach, reach, t);
   float *b = random_values(out, -0.5f, 0.5f, t);
+  float *r = with_residual ? random_values(rows * out, -1, 1, t) : NULL;
   void *dx = upload(d, x, rows * in, t), *dw = upload(d, w, out * in, t);
   void *db = with_bias ? upload(d, b, out, t) : NULL, *dy = upload_poison(d, rows * out, t);
-  ENTRY(d, run_linear(d, t, dx, dw, db, dy, rows, in, out));
+  void *dr = r ? upload(d, r, rows * out, t) : NULL;
+  if (r)
+    ENTRY(d, run_linear_residual(d, t, dx, dw, db, dr, dy, rows, in, out));
+  else
+    ENTRY(d, run_linear(d, t, dx, dw, db, dy, rows, in, out));
   float *got = download(d, dy, rows * out, t);
   int64_t count;
   int64_t *sample = sample_rows(rows, s->tokens, (double)in * (double)out, 24, &count);
   double *ref = doubles(count * out), *tol = doubles(count * out);
   reference_linear(x, w, with_bias ? b : NULL, sample, count, in, out, p, ref, tol);
-  char name[96];
-  label(name, sizeof name, s, t, what);
+  if (r) add_residual(r, sample, count, out, p, ref, tol);
   verdict(name, got, rows, out, sample, count, ref, tol);
-  release(d, dx), release(d, dw), release(d, db), release(d, dy);
-  free(x), free(w), free(b), free(got), free(sample), free(ref), free(tol);
+  if (r) check_unchanged(d, t, name, dr, r, rows * out);
+  release(d, dx), release(d, dw), release(d, db), release(d, dy), release(d, dr);
+  free(x), free(w), free(b), free(r), free(got), free(sample), free(ref), free(tol);
 }
 
 static void layer_norm_case(device *d, const shape *s, dtype t) {
@@ -679,7 +744,29 @@ static void attention_cases(device *d, const shape *s, dtype t, int whole, int w
     label(name, sizeof name, s, t, "attention scratch one short");
     printf("  %-46s %s\n", name, refused ? "refused: ok" : "FAIL");
     failures += !refused;
-    release(d, scratch), release(d, dy), free(got);
+    release(d, dy), free(got);
+    /* With a residual, added in the projection's epilogue where the device
+     * fuses it; y poisoned afresh. */
+    label(name, sizeof name, s, t, "attention + residual");
+    if (run_attention_residual(d, t, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0,
+                               0, 0) == HTP_KERNEL_ERR_UNSUPPORTED) {
+      printf("  %-46s none on this device (attention then add): ok\n", name);
+    } else {
+      float *r = random_values(rows * D, -1, 1, t);
+      void *dr = upload(d, r, rows * D, t);
+      dy = upload_poison(d, rows * D, t);
+      ENTRY(d, run_attention_residual(d, t, dx, dwqkv, dbqkv, dwproj, dbproj, dr, dy, scratch,
+                                      floats, B, T, D, H, hd));
+      got = download(d, dy, rows * D, t);
+      double *ref_r = doubles(count * D), *tol_r = doubles(count * D);
+      memcpy(ref_r, ref, sizeof *ref * (size_t)(count * D));
+      memcpy(tol_r, tol, sizeof *tol * (size_t)(count * D));
+      add_residual(r, sample, count, D, p, ref_r, tol_r);
+      verdict(name, got, rows, D, sample, count, ref_r, tol_r);
+      check_unchanged(d, t, name, dr, r, rows * D);
+      release(d, dr), release(d, dy), free(r), free(got), free(ref_r), free(tol_r);
+    }
+    release(d, scratch);
   }
 
   /* The listed heads' context, [rows, inner]: other heads' columns stay. */
@@ -847,9 +934,11 @@ static void linear_units_cases(device *d, const shape *s, dtype t, const int32_t
 static void forward_cases(device *d, const shape *s, dtype t) {
   const double start = now();
   const int small = s->dim == SMALL.dim;
-  linear_case(d, s, t, s->dim, s->mlp, 1, "linear fc1");
-  linear_case(d, s, t, s->mlp, s->dim, 1, "linear fc2");
-  if (small) linear_case(d, s, t, s->dim, s->mlp, 0, "linear no bias");
+  linear_case(d, s, t, s->dim, s->mlp, 1, 0, "linear fc1");
+  linear_case(d, s, t, s->mlp, s->dim, 1, 0, "linear fc2");
+  linear_case(d, s, t, s->mlp, s->dim, 1, 1, "linear fc2 + residual");
+  if (small) linear_case(d, s, t, s->dim, s->mlp, 0, 0, "linear no bias");
+  if (small) linear_case(d, s, t, s->dim, s->dim, 0, 1, "linear no bias + residual");
   layer_norm_case(d, s, t);
   elementwise_cases(d, s, t);
   const int32_t heads[] = {(int32_t)s->heads - 1, 0, (int32_t)(s->heads / 2)};
@@ -1233,7 +1322,8 @@ typedef enum mutation {
   EPSILON_TIMES_10, /* layer norm */
   GELU_FORM_SWAPPED,
   EXTRA_HEAD,       /* attention_heads writes one unlisted head too */
-  NO_ACCUMULATE     /* linear_units overwrites where it should add */
+  NO_ACCUMULATE,    /* linear_units overwrites where it should add */
+  RESIDUAL_SHIFTED  /* linear_residual reads r one element off (a stride slip) */
 } mutation;
 
 static mutation active = MUTATION_NONE;
@@ -1335,6 +1425,16 @@ static htp_kernel_status mutant_linear_units(const htp_kernel_env *env, const fl
                                        active == NO_ACCUMULATE ? 0 : accumulate);
 }
 
+static htp_kernel_status mutant_linear_residual(const htp_kernel_env *env, const float *x,
+                                                const float *w, const float *b, const float *r,
+                                                float *y, int64_t rows, int64_t in,
+                                                int64_t out) {
+  htp_kernel_status s = cpu_table()->linear_f32(env, x, w, b, y, rows, in, out);
+  const int64_t n = rows * out, shift = active == RESIDUAL_SHIFTED;
+  for (int64_t i = 0; s == HTP_KERNEL_OK && i < n; ++i) y[i] += r[(i + shift) % n];
+  return s;
+}
+
 /* Each mutant against the case that covers its entry: caught when that
  * case reports a failure. The failures it reports are expected and not
  * counted; a mutant that passes is. */
@@ -1348,6 +1448,7 @@ static void mutant_cases(void) {
   mutant.attention_f32 = mutant_attention;
   mutant.attention_heads_f32 = mutant_attention_heads;
   mutant.linear_units_f32 = mutant_linear_units;
+  mutant.linear_residual_f32 = mutant_linear_residual;
   device d = {.name = "cpu mutant", .k = &mutant};
   if (htp_cpu_kernel_env_create(&d.env, d.error, sizeof d.error) != HTP_KERNEL_OK) {
     fprintf(stderr, "FAIL: htp_cpu_kernel_env_create: %s\n", d.error);
@@ -1368,20 +1469,24 @@ static void mutant_cases(void) {
                                   "layer_norm epsilon x10",
                                   "gelu forms swapped",
                                   "attention_heads writes a head too many",
-                                  "linear_units ignores accumulate"};
-    for (int m = DROP_ONE_TERM; m <= NO_ACCUMULATE; ++m) {
+                                  "linear_units ignores accumulate",
+                                  "linear_residual reads r one element off"};
+    for (int m = DROP_ONE_TERM; m <= RESIDUAL_SHIFTED; ++m) {
       const int before = failures;
       active = (mutation)m;
       switch (active) {
-      case DROP_ONE_TERM: linear_case(&d, s, F32, s->mlp, s->dim, 1, "mutant fc2"); break;
+      case DROP_ONE_TERM: linear_case(&d, s, F32, s->mlp, s->dim, 1, 0, "mutant fc2"); break;
       case TF32_INPUTS:
-        linear_case(&d, s, F32, s->dim, s->mlp, 1, "mutant fc1");
+        linear_case(&d, s, F32, s->dim, s->mlp, 1, 0, "mutant fc1");
         attention_cases(&d, s, F32, 1, 1, heads, 3);
         break;
       case EPSILON_TIMES_10: layer_norm_case(&d, s, F32); break;
       case GELU_FORM_SWAPPED: elementwise_cases(&d, s, F32); break;
       case EXTRA_HEAD: attention_cases(&d, s, F32, 1, 1, heads, 3); break;
       case NO_ACCUMULATE: linear_units_cases(&d, s, F32, blocks, 5); break;
+      case RESIDUAL_SHIFTED:
+        linear_case(&d, s, F32, s->mlp, s->dim, 1, 1, "mutant fc2 + residual");
+        break;
       default: break;
       }
       active = MUTATION_NONE;
@@ -1627,8 +1732,9 @@ static void env_refusal_cases(void) {
   const char *switches[][2] = {{"HTP_CUDA_ATTENTION", "mma, wmma or head"},
                                {"HTP_CUDA_LINEAR_EPILOGUE", "pass or cublaslt"},
                                {"HTP_CUDA_LAYER_NORM", "block or warp"},
+                               {"HTP_CUDA_RESIDUAL", "add or epilogue"},
                                {"HTP_CUDA_GEMM", "cublas"}};
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     setenv(switches[i][0], "fused", 1);
     const int rc = htp_cuda_kernel_env_create(0, &env, why, sizeof why);
     char want[96];

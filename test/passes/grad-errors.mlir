@@ -111,3 +111,29 @@ func.func @fused_gelu(%x: tensor<2x4xf32> {htp.input = "x"},
   %loss = htp.cross_entropy %y, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<1xf32>
   return %loss : tensor<1xf32>
 }
+
+// -----
+
+// Nor does a fused residual (--htp-fuse-residual runs after --htp-grad).
+func.func @fused_residual(%x: tensor<2x4xf32> {htp.input = "x"},
+                          %w: tensor<4x4xf32> {htp.param = "head.weight"},
+                          %t: tensor<2x4xf32> {htp.input = "targets"}) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.linear' op has a fused residual, which has no adjoint here}}
+  %y = htp.linear %x, %w residual %x : (tensor<2x4xf32>, tensor<4x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %loss = htp.cross_entropy %y, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}
+
+// -----
+
+func.func @fused_residual_attention(%x: tensor<2x3x4xf32> {htp.input = "x"},
+    %wqkv: tensor<12x4xf32> {htp.param = "qkv.weight"}, %bqkv: tensor<12xf32> {htp.param = "qkv.bias"},
+    %wp: tensor<4x4xf32> {htp.param = "proj.weight"},
+    %t: tensor<2x4xf32> {htp.input = "targets"}) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.attention' op has a fused residual, which has no adjoint here}}
+  %a = htp.attention %x, %wqkv, %bqkv, %wp residual %x {num_heads = 1 : i64}
+      : (tensor<2x3x4xf32>, tensor<12x4xf32>, tensor<12xf32>, tensor<4x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %c = htp.cls_token %a : (tensor<2x3x4xf32>) -> tensor<2x4xf32>
+  %loss = htp.cross_entropy %c, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}

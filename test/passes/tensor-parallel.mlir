@@ -99,3 +99,44 @@ func.func @fused_row(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>,
   %y = htp.linear %h, %w2 gelu tanh : (tensor<3x20xf32>, tensor<6x20xf32>) -> tensor<3x6xf32>
   return %y : tensor<3x6xf32>
 }
+
+// -----
+
+// IR written with fused residuals: a partial sum cannot take one, so the
+// attention's and the row half's residuals follow the all-reduce and the
+// bias (--htp-fuse-residual, after this pass in htp-pipeline, folds them
+// back only where no all-reduce stands between). A column half with a
+// residual stays whole (its result is split; the residual is not).
+// CHECK-LABEL: func.func @residuals(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<3x1x8xf32>
+// CHECK: %[[PART:.+]] = htp.attention %[[X]], %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 1 : i64}
+// CHECK-NEXT: %[[SUM:.+]] = htp.all_reduce %[[PART]]
+// CHECK-NEXT: %[[BIASED:.+]] = htp.bias_add %[[SUM]]
+// CHECK-NEXT: %[[A:.+]] = htp.add %[[BIASED]], %[[X]]
+// CHECK: %[[H:.+]] = htp.linear %[[A]], %{{.*}}, %{{.*}} :
+// CHECK-NEXT: %[[G:.+]] = htp.gelu %[[H]]
+// CHECK-NEXT: %[[P:.+]] = htp.linear %[[G]], %{{.*}} :
+// CHECK-NEXT: %[[S:.+]] = htp.all_reduce %[[P]]
+// CHECK-NEXT: %[[Y:.+]] = htp.bias_add %[[S]]
+// CHECK-NEXT: %[[Z:.+]] = htp.add %[[Y]], %[[A]]
+// CHECK-NEXT: %[[C:.+]] = htp.linear %[[Z]], %{{.*}} residual %[[Z]] : (tensor<3x1x8xf32>, tensor<8x8xf32>, tensor<3x1x8xf32>)
+// CHECK-NEXT: %[[G2:.+]] = htp.gelu %[[C]]
+// CHECK-NEXT: %[[R:.+]] = htp.linear %[[G2]], %{{.*}} : (tensor<3x1x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT: return %[[R]]
+func.func @residuals(%x: tensor<3x1x8xf32>,
+    %wqkv: tensor<24x8xf32> {htp.param = "attn.qkv.weight"},
+    %bqkv: tensor<24xf32> {htp.param = "attn.qkv.bias"},
+    %wp: tensor<8x8xf32> {htp.param = "attn.proj.weight"},
+    %bp: tensor<8xf32> {htp.param = "attn.proj.bias"},
+    %w1: tensor<20x8xf32>, %b1: tensor<20xf32>, %w2: tensor<8x20xf32>, %b2: tensor<8xf32>,
+    %w3: tensor<8x8xf32>, %w4: tensor<8x8xf32>) -> tensor<3x1x8xf32> {
+  %a = htp.attention %x, %wqkv, %bqkv, %wp, %bp residual %x {num_heads = 2 : i64}
+      : (tensor<3x1x8xf32>, tensor<24x8xf32>, tensor<24xf32>, tensor<8x8xf32>, tensor<8xf32>, tensor<3x1x8xf32>) -> tensor<3x1x8xf32>
+  %h = htp.linear %a, %w1, %b1 : (tensor<3x1x8xf32>, tensor<20x8xf32>, tensor<20xf32>) -> tensor<3x1x20xf32>
+  %g = htp.gelu %h : tensor<3x1x20xf32>
+  %z = htp.linear %g, %w2, %b2 residual %a : (tensor<3x1x20xf32>, tensor<8x20xf32>, tensor<8xf32>, tensor<3x1x8xf32>) -> tensor<3x1x8xf32>
+  %c = htp.linear %z, %w3 residual %z : (tensor<3x1x8xf32>, tensor<8x8xf32>, tensor<3x1x8xf32>) -> tensor<3x1x8xf32>
+  %g2 = htp.gelu %c : tensor<3x1x8xf32>
+  %r = htp.linear %g2, %w4 : (tensor<3x1x8xf32>, tensor<8x8xf32>) -> tensor<3x1x8xf32>
+  return %r : tensor<3x1x8xf32>
+}

@@ -1,0 +1,79 @@
+//===- FuseResidual.cpp - Fold a residual add into its linear or attention ===//
+//
+// This file implements the htp-fuse-residual pass, which rewrites
+// htp.add(htp.linear(...), r), the linear's result read by the add alone,
+// into htp.linear ... residual r (and the same for htp.attention): one
+// kernel call whose GEMM epilogue can add r, instead of a second pass over
+// the activations (DESIGN §6). A ViT block's attention projection and MLP
+// fc2 are the cases.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialect/HTPDialect.h"
+#include "dialect/HTPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::htp {
+#define GEN_PASS_DEF_HTPFUSERESIDUAL
+#include "passes/Passes.h.inc"
+} // namespace mlir::htp
+
+using namespace mlir;
+using namespace mlir::htp;
+
+namespace {
+
+/// Whether `residual` is available where `producer` runs: an argument of its
+/// block or computed before it there.
+bool availableAt(Value residual, Operation *producer) {
+  if (auto arg = dyn_cast<BlockArgument>(residual))
+    return arg.getOwner() == producer->getBlock();
+  Operation *def = residual.getDefiningOp();
+  return def->getBlock() == producer->getBlock() && def->isBeforeInBlock(producer);
+}
+
+/// The op `sum` can fold into when `value` is its operand and `residual` the
+/// other: a linear (without a GELU) or an unbalanced attention (no pair),
+/// read by the add alone, without a residual yet. Null when none.
+Operation *foldTarget(Value value, Value residual) {
+  Operation *producer = value.getDefiningOp();
+  if (!producer || !value.hasOneUse() || !availableAt(residual, producer))
+    return nullptr;
+  if (auto linear = dyn_cast<LinearOp>(producer))
+    return linear.getGelu() || linear.getResidual() ? nullptr : producer;
+  if (auto attention = dyn_cast<AttentionOp>(producer))
+    return attention.getPair() || attention.getResidual() ? nullptr : producer;
+  return nullptr;
+}
+
+struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
+  using HTPFuseResidualBase::HTPFuseResidualBase;
+
+  void runOnOperation() override {
+    SmallVector<AddOp> sums;
+    getOperation().walk([&](AddOp sum) { sums.push_back(sum); });
+    for (AddOp sum : sums) {
+      // Types match: htp.add has one type for its operands and result.
+      Value value = sum.getLhs(), residual = sum.getRhs();
+      Operation *target = foldTarget(value, residual);
+      if (!target) {
+        std::swap(value, residual);
+        target = foldTarget(value, residual);
+      }
+      if (!target)
+        continue;
+      if (auto linear = dyn_cast<LinearOp>(target))
+        linear.getResidualMutable().assign(residual);
+      else
+        cast<AttentionOp>(target).getResidualMutable().assign(residual);
+      // The target now computes the sum; it stands before every reader of it.
+      sum.getResult().replaceAllUsesWith(value);
+      sum.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,91 @@
+// RUN: %htp-opt %s -split-input-file --htp-fuse-residual | FileCheck %s
+// RUN: %htp-opt %s -split-input-file --htp-fuse-residual --htp-assign-workspace --htp-lower-to-runtime -cse | FileCheck %s --check-prefix=LOWER
+// RUN: %htp-opt %s -split-input-file --htp-fuse-residual | %htp-opt -split-input-file | FileCheck %s
+
+// A block's two residual adds fold: the attention's (the residual on the
+// left) and fc2's (on the right). The lowering makes one call each, the
+// residual after the (proj) bias.
+// CHECK-LABEL: func.func @block
+// CHECK: %[[A:.*]] = htp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} residual %[[X:[^ ]*]] {num_heads = 2 : i64}
+// CHECK: %[[H:.*]] = htp.linear %[[A]], %{{.*}}, %{{.*}} gelu none
+// CHECK: %[[Y:.*]] = htp.linear %[[H]], %{{.*}}, %{{.*}} residual %[[A]] :
+// CHECK-NOT: htp.add
+// CHECK: return %[[Y]]
+// LOWER-LABEL: llvm.func @htp.entry.block(
+// LOWER: llvm.call @htp_op_attention_residual_f32(%{{[^,]*}}, %[[IN:[^,]*]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[IN]], %[[ATT:[^,]*]],
+// LOWER: llvm.call @htp_op_linear_gelu_f32(
+// LOWER: llvm.call @htp_op_linear_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[ATT]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// LOWER-NOT: htp_op_add
+func.func @block(%x: tensor<2x5x8xf32> {htp.input = "x"},
+                 %wqkv: tensor<24x8xf32> {htp.param = "attn.qkv.weight"},
+                 %bqkv: tensor<24xf32> {htp.param = "attn.qkv.bias"},
+                 %wp: tensor<8x8xf32> {htp.param = "attn.proj.weight"},
+                 %bp: tensor<8xf32> {htp.param = "attn.proj.bias"},
+                 %w1: tensor<16x8xf32> {htp.param = "fc1.weight"},
+                 %b1: tensor<16xf32> {htp.param = "fc1.bias"},
+                 %w2: tensor<8x16xf32> {htp.param = "fc2.weight"},
+                 %b2: tensor<8xf32> {htp.param = "fc2.bias"}) -> tensor<2x5x8xf32> {
+  %a = htp.attention %x, %wqkv, %bqkv, %wp, %bp {num_heads = 2 : i64}
+      : (tensor<2x5x8xf32>, tensor<24x8xf32>, tensor<24xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<2x5x8xf32>
+  %s = htp.add %x, %a : tensor<2x5x8xf32>
+  %h = htp.linear %s, %w1, %b1 gelu none : (tensor<2x5x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<2x5x16xf32>
+  %m = htp.linear %h, %w2, %b2 : (tensor<2x5x16xf32>, tensor<8x16xf32>, tensor<8xf32>) -> tensor<2x5x8xf32>
+  %y = htp.add %m, %s : tensor<2x5x8xf32>
+  return %y : tensor<2x5x8xf32>
+}
+
+// -----
+
+// bf16 and no bias: htp_op_linear_residual_bf16 with a null bias.
+// CHECK-LABEL: func.func @bf16
+// CHECK: htp.linear %{{.*}}, %{{.*}} residual %{{.*}} : (tensor<4x8xbf16>, tensor<8x8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+// LOWER-LABEL: llvm.func @htp.entry.bf16(
+// LOWER: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// LOWER: llvm.call @htp_op_linear_residual_bf16(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[NULL]],
+func.func @bf16(%x: tensor<4x8xbf16> {htp.input = "x"},
+                %w: tensor<8x8xbf16> {htp.param = "w"}) -> tensor<4x8xbf16> {
+  %l = htp.linear %x, %w : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %y = htp.add %l, %x : tensor<4x8xbf16>
+  return %y : tensor<4x8xbf16>
+}
+
+// -----
+
+// Nothing folds: a linear read twice, a linear with a fused GELU, an add of
+// a value with itself, and a residual computed only after the linear.
+// CHECK-LABEL: func.func @kept
+// CHECK-NOT: residual
+// CHECK-COUNT-4: htp.add
+// LOWER-LABEL: llvm.func @htp.entry.kept(
+// LOWER-NOT: llvm.call @htp_op_{{[a-z]*}}_residual
+func.func @kept(%x: tensor<4x8xf32> {htp.input = "x"},
+                %w: tensor<8x8xf32> {htp.param = "w"})
+    -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %l = htp.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a = htp.add %l, %x : tensor<4x8xf32>
+  %b = htp.add %l, %a : tensor<4x8xf32>
+  %g = htp.linear %x, %w gelu none : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %c = htp.add %g, %x : tensor<4x8xf32>
+  %m = htp.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %n = htp.gelu %x : tensor<4x8xf32>
+  %d = htp.add %m, %n : tensor<4x8xf32>
+  return %a, %b, %c, %d : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Two single-use linears: the later one takes the earlier as its residual
+// (the earlier cannot read a value computed after it).
+// CHECK-LABEL: func.func @two
+// CHECK: %[[P:.*]] = htp.linear %{{.*}}, %{{.*}} :
+// CHECK: %[[Q:.*]] = htp.linear %{{.*}}, %{{.*}} residual %[[P]] :
+// CHECK-NEXT: return %[[Q]]
+// LOWER-LABEL: llvm.func @htp.entry.two(
+// LOWER: llvm.call @htp_op_linear_residual_f32(
+func.func @two(%x: tensor<4x8xf32> {htp.input = "x"},
+               %w: tensor<8x8xf32> {htp.param = "w"}) -> tensor<4x8xf32> {
+  %p = htp.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %q = htp.linear %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %y = htp.add %p, %q : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
