@@ -367,9 +367,10 @@ typedef struct htp_kernel_table {
   /* y = x · wᵀ + b + r and y = attention(...) + r (issue 23): linear's and
    * attention's arguments and layouts with r, the result's shape, after the
    * (proj) bias. May be NULL: the runtime then runs the op, then add_* on y
-   * in place. y must not overlap any input. CUDA's add r in the
-   * projection's GEMM epilogue (cuBLASLt's C with beta 1, CUTLASS's source;
-   * the bias pass and an add where neither takes the shape); the CPU has
+   * in place. y must not overlap any input. CUDA's add r after the linear,
+   * or with HTP_CUDA_RESIDUAL=epilogue in the projection's GEMM epilogue
+   * (cuBLASLt's C with beta 1, CUTLASS's source; an add where neither takes
+   * the shape); the CPU has
    * none (the add right after the GEMM is ~0.3 % of it,
    * bench/onednn_postops.c); the checked device wraps the CPU's op and add
    * so that a block takes the fused entry there as on a GPU. */

@@ -94,8 +94,9 @@ int htp_cuda_attention_f32(htp_cuda_kernels *kernels, const float *x, const floa
 
 /* y = x·wᵀ + b + r and y = attention(...) + r, r a residual of y's shape not
  * overlapping it (the table's linear_residual and attention_residual
- * entries): the projection's GEMM adds r in its epilogue (cuBLASLt's C,
- * CUTLASS's source) where the shape takes one, else an add follows. */
+ * entries): the add kernel after the projection, or with
+ * HTP_CUDA_RESIDUAL=epilogue r in its GEMM's epilogue (cuBLASLt's C,
+ * CUTLASS's source) where the shape takes one. */
 int htp_cuda_linear_residual_f32(htp_cuda_kernels *kernels, const float *x, const float *w,
                                  const float *b, const float *r, float *y, int64_t rows,
                                  int64_t in_features, int64_t out_features);

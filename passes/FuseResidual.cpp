@@ -15,6 +15,7 @@
 #include "dialect/HTPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dominance.h"
 
 namespace mlir::htp {
 #define GEN_PASS_DEF_HTPFUSERESIDUAL
@@ -26,21 +27,13 @@ using namespace mlir::htp;
 
 namespace {
 
-/// Whether `residual` is available where `producer` runs: an argument of its
-/// block or computed before it there.
-bool availableAt(Value residual, Operation *producer) {
-  if (auto arg = dyn_cast<BlockArgument>(residual))
-    return arg.getOwner() == producer->getBlock();
-  Operation *def = residual.getDefiningOp();
-  return def->getBlock() == producer->getBlock() && def->isBeforeInBlock(producer);
-}
-
 /// The op `sum` can fold into when `value` is its operand and `residual` the
 /// other: a linear (without a GELU) or an unbalanced attention (no pair),
-/// read by the add alone, without a residual yet. Null when none.
-Operation *foldTarget(Value value, Value residual) {
+/// read by the add alone, without a residual yet, `residual` available where
+/// it runs. Null when none.
+Operation *foldTarget(DominanceInfo &dominance, Value value, Value residual) {
   Operation *producer = value.getDefiningOp();
-  if (!producer || !value.hasOneUse() || !availableAt(residual, producer))
+  if (!producer || !value.hasOneUse() || !dominance.properlyDominates(residual, producer))
     return nullptr;
   if (auto linear = dyn_cast<LinearOp>(producer))
     return linear.getGelu() || linear.getResidual() ? nullptr : producer;
@@ -55,13 +48,14 @@ struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
   void runOnOperation() override {
     SmallVector<AddOp> sums;
     getOperation().walk([&](AddOp sum) { sums.push_back(sum); });
+    DominanceInfo &dominance = getAnalysis<DominanceInfo>();
     for (AddOp sum : sums) {
       // Types match: htp.add has one type for its operands and result.
       Value value = sum.getLhs(), residual = sum.getRhs();
-      Operation *target = foldTarget(value, residual);
+      Operation *target = foldTarget(dominance, value, residual);
       if (!target) {
         std::swap(value, residual);
-        target = foldTarget(value, residual);
+        target = foldTarget(dominance, value, residual);
       }
       if (!target)
         continue;

@@ -222,8 +222,9 @@ def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
     alone, becomes `htp.linear x, w, b residual r` (either operand order;
     likewise an htp.attention without a `pair`), which the lowering turns
     into one call (`htp_op_linear_residual_*`, `htp_op_attention_residual_*`).
-    On CUDA the GEMM adds r in its epilogue (cuBLASLt's C, CUTLASS's source)
-    where the pair made a second pass over the activations; a device without
+    On CUDA with HTP_CUDA_RESIDUAL=epilogue the GEMM adds r in its epilogue
+    (cuBLASLt's C, CUTLASS's source) where the pair made a second pass over
+    the activations (the default still adds after the linear); a device without
     the fused entry (the CPU: an add right after the GEMM costs ~0.05 ms of
     a 17 ms fc2, bench/onednn_postops.c) runs the GEMM then the add, as
     before. A ViT block's attention and MLP fc2 are the cases. A linear with

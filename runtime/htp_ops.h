@@ -227,8 +227,9 @@ HTP_API htp_result htp_op_linear_gelu_bf16(htp_ctx *ctx, const uint16_t *x, cons
 /* y = x · wᵀ + b + r and y = attention(...) + r: htp.linear and
  * htp.attention with their residual add fused (--htp-fuse-residual), r
  * the result's shape, after the (proj) bias; y must not overlap any input.
- * Where the table has the fused entry (CUDA's: the GEMM's epilogue adds
- * r) one call, else the op then the add in place on y, both through the
+ * Where the table has the fused entry (CUDA's: the GEMM's epilogue adds r
+ * under HTP_CUDA_RESIDUAL=epilogue) one call, else the op then the add in
+ * place on y, both through the
  * table. Checks and results as the others. */
 HTP_API htp_result htp_op_linear_residual_f32(htp_ctx *ctx, const float *x, const float *w,
                                               const float *b, const float *r, float *y,

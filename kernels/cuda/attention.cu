@@ -830,7 +830,7 @@ template htp_cuda_bf16 *htp_cuda_attention_context<htp_cuda_bf16>(
 namespace {
 
 /* The context, then its projection (+ r, a residual, where r is not NULL:
- * added in the projection's epilogue). */
+ * htp_cuda_linear decides where it is added). */
 template <typename T>
 int attention(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
               const T *wproj, const T *bproj, const T *r, T *y, float *scratch, int64_t batch,

@@ -210,9 +210,9 @@ static htp_kernel_status check_attention_scratch(const htp_kernel_env *env, cons
   return HTP_KERNEL_OK;
 }
 
-/* attention_residual_{f32,bf16} (r added in the projection's epilogue)
- * and attention_{f32,bf16}, the same with r NULL: T is the tensors'
- * element type; the scratch is f32 for both. */
+/* attention_residual_{f32,bf16} (r added to the projection as
+ * htp_cuda_linear decides) and attention_{f32,bf16}, the same with r NULL:
+ * T is the tensors' element type; the scratch is f32 for both. */
 #define ATTENTION_ENTRIES(sfx, T)                                                              \
   static htp_kernel_status attention_call_##sfx(                                               \
       const htp_kernel_env *env, const char *entry, const T *x, const T *wqkv, const T *bqkv,  \

@@ -409,6 +409,51 @@ static void training_op_entries(void **state) {
   free(sums), free(rsums), free(targets), free(dlogits), free(rdlogits);
 }
 
+/* The fused residual ops on the CPU (no fused entry: the linear, then the
+ * add): x·wᵀ + b + r against a double loop; r NULL or overlapping y refused
+ * before y is written. */
+static void residual_op_entries(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  htp_world *world = NULL;
+  htp_ctx *ctx = NULL;
+  assert_int_equal(htp_world_create(&config, &world), HTP_OK);
+  assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  float *x = random_floats(ROWS * IN, -1, 1), *w = random_floats(OUT * IN, -1, 1);
+  float *b = random_floats(OUT, -1, 1), *r = random_floats(ROWS * OUT, -1, 1);
+  float *got = calloc(ROWS * OUT, sizeof(float));
+  double *want = calloc(ROWS * OUT, sizeof(double));
+  assert_non_null(got);
+  assert_non_null(want);
+  for (int64_t i = 0; i < ROWS; ++i)
+    for (int64_t o = 0; o < OUT; ++o) {
+      double sum = (double)b[o] + r[i * OUT + o];
+      for (int64_t k = 0; k < IN; ++k) sum += (double)x[i * IN + k] * w[o * IN + k];
+      want[i * OUT + o] = sum;
+    }
+  assert_int_equal(htp_op_linear_residual_f32(ctx, x, w, b, r, got, ROWS, IN, OUT), HTP_OK);
+  assert_near("linear_residual", got, want, ROWS * OUT, 1e-4);
+  memset(got, 0, ROWS * OUT * sizeof(float));
+  assert_int_equal(htp_op_linear_residual_f32(ctx, x, w, b, NULL, got, ROWS, IN, OUT),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "htp_op_linear_residual_f32: r is NULL"));
+  /* r one element into y: the pair would write y before reading r. */
+  float *both = calloc(ROWS * OUT + 1, sizeof(float));
+  assert_non_null(both);
+  assert_int_equal(htp_op_linear_residual_f32(ctx, x, w, b, both + 1, both, ROWS, IN, OUT),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "overlap"));
+  for (int64_t i = 0; i <= ROWS * OUT; ++i) assert_true(both[i] == 0.0f);
+  float scratch[4];
+  assert_int_equal(htp_op_attention_residual_f32(ctx, x, w, NULL, w, NULL, both, both, scratch,
+                                                 4, 1, 2, 2, 1, 1),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "htp_op_attention_residual_f32"));
+  htp_ctx_destroy(ctx);
+  htp_world_destroy(world);
+  free(x), free(w), free(b), free(r), free(got), free(want), free(both);
+}
+
 /* 3d. Each training op entry refuses bad arguments: HTP_ERR_INVALID with a
  * message naming the entry (and what is wrong), before writing anything;
  * without a context just the code. */
@@ -702,6 +747,7 @@ int main(void) {
       cmocka_unit_test(cpu_table_matches_kernels),
       cmocka_unit_test(cpu_table_matches_attention_and_units),
       cmocka_unit_test(op_entries_dispatch),
+      cmocka_unit_test(residual_op_entries),
       cmocka_unit_test(training_op_entries),
       cmocka_unit_test(training_op_entries_refuse),
       cmocka_unit_test(memory_and_timing),

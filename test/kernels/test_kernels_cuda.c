@@ -1310,6 +1310,21 @@ static void checked_cases(void) {
   const shape cheap[] = {SHAPES[0], SHAPES[count - 1]}; /* small and odd */
   own_memory_cases(&d);
   table_cases(&d, all ? SHAPES : cheap, all ? count : 2);
+  /* A residual overlapping y is refused before anything runs (the fused
+   * kernel reads r while it writes y); the device memory stays as it was. */
+  {
+    float zeros[4 * 4 + 1] = {0}, w[4 * 4] = {0};
+    float *buf = upload(&d, zeros, 17, F32), *dw = upload(&d, w, 16, F32);
+    const htp_kernel_status rc =
+        d.k->linear_residual_f32(&d.env, dw, dw, NULL, buf + 1, buf, 4, 4, 4);
+    float *after = download(&d, buf, 17, F32);
+    const int ok = rc == HTP_KERNEL_ERR_INVALID && strstr(d.error, "r and y overlap") != NULL &&
+                   memcmp(after, zeros, sizeof zeros) == 0;
+    printf("  %-46s %s: %s\n", "checked linear_residual r overlapping y",
+           ok ? "refused: ok" : "FAIL", d.error);
+    failures += !ok;
+    release(&d, buf), release(&d, dw), free(after);
+  }
   htp_checked_kernel_env_destroy(&d.env);
 }
 
