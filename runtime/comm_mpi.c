@@ -79,6 +79,13 @@ typedef struct mpi_world {
   int shrunk; /* htp_world_shrink made a world from this one: destroy neither meets nor finalizes */
   int after_loss; /* MPI_COMM_WORLD holds dead processes (a shrink) or standbys: no finalize */
   int standby;    /* a standby process's world: no ranks, no communicators */
+  /* config.fence (the fence below): waits of this process on the world now,
+   * when the last one ended (0: none yet, the fence not armed), its thread. */
+  atomic_int waiting;
+  _Atomic double idle_since;
+  atomic_int fence_done;
+  pthread_t fence_thread;
+  int fence_started;
 } mpi_world;
 
 static mpi_world *state_of(htp_world *world) { return (mpi_world *)world->backend; }
@@ -185,9 +192,16 @@ static void mpi_notify_failure(htp_world *world, htp_ctx *ctx) {
 
 /* ===== Waiting ========================================================== */
 
+/* A wait on the world begins / ends (the fence's clock, below). */
+static void wait_begins(mpi_world *state) { atomic_fetch_add(&state->waiting, 1); }
+static void wait_ends(mpi_world *state) {
+  atomic_store(&state->idle_since, htp_now());
+  atomic_fetch_sub(&state->waiting, 1);
+}
+
 /* Polls request until it completes, the world fails or the deadline passes.
  * Spins briefly, then sleeps in growing steps (ranks may share cores). */
-static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *status,
+static htp_result poll_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *status,
                                double deadline, const char *what) {
   htp_world *world = ctx->world;
   double pause = 2e-6;
@@ -214,7 +228,19 @@ static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *s
   }
 }
 
+static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *status,
+                               double deadline, const char *what) {
+  mpi_world *state = state_of(ctx->world);
+  wait_begins(state);
+  const htp_result rc = poll_request(ctx, request, status, deadline, what);
+  wait_ends(state);
+  return rc;
+}
+
 /* ===== World ============================================================ */
+
+static void fence_start(htp_world *world);
+static void fence_stop(mpi_world *state);
 
 /* The world's state over the processes of `base`: two duplicates of it
  * (data, notices) returning errors instead of aborting, the tag bound, the
@@ -242,6 +268,7 @@ static int attach(htp_world *world, mpi_world *state, MPI_Comm base, char *messa
   world->size = size;
   world->process_rank = rank;
   world->backend = state;
+  fence_start(world);
   return 0;
 }
 
@@ -334,6 +361,54 @@ static void watchdog_stop(watchdog *dog) {
   if (dog->started) pthread_join(dog->thread, NULL);
   pthread_cond_destroy(&dog->finished);
   pthread_mutex_destroy(&dog->lock);
+}
+
+/* ----- Fence ---------------------------------------------------------------
+ * config.fence. A hung process (a kernel that never returns, a deadlock,
+ * --fault hang) is alive: its peers' waits time out, and a shrink would keep
+ * it. So a process that has waited on no call of its world for the world's
+ * timeout, counted from the end of its last wait, ends itself as --fault die
+ * does (SIGKILL), saying so; its peers, whose waits for it would time out
+ * at about that moment, see a lost process instead (ULFM) and shrink it
+ * away. A wait stops the clock: a process waiting for a hung peer is not
+ * the hung one. The clock starts at the end of the first wait, so that a
+ * world's setup before its first call (loading data, putting a snapshot
+ * together) is not timed; a hang there ends the run as before (the peers'
+ * deadline). The thread looks every 50 ms; a repair (shrink, meeting) stops
+ * it, having its own watchdog. */
+static void *fence_watch(void *arg) {
+  htp_world *world = arg;
+  mpi_world *state = state_of(world);
+  const double timeout = world->config.timeout_s;
+  while (!atomic_load(&state->fence_done)) {
+    const double since = atomic_load(&state->idle_since);
+    if (since > 0 && atomic_load(&state->waiting) == 0 && htp_now() - since > timeout) {
+      fprintf(stderr, "htp: rank %d: no call on the world for %.3g s (its timeout) since its "
+                      "last wait: taken as hung, this process ends so that its peers go on "
+                      "without it (config.fence)\n", world->process_rank, timeout);
+      fflush(NULL);
+      if (getenv("HTP_WATCHDOG_STACKS")) print_stacks();
+      raise(SIGKILL);
+    }
+    htp__sleep(0.05);
+  }
+  return NULL;
+}
+
+static void fence_start(htp_world *world) {
+  mpi_world *state = state_of(world);
+  atomic_init(&state->waiting, 0);
+  atomic_init(&state->idle_since, 0.0);
+  atomic_init(&state->fence_done, 0);
+  if (world->config.fence)
+    state->fence_started = pthread_create(&state->fence_thread, NULL, fence_watch, world) == 0;
+}
+
+static void fence_stop(mpi_world *state) {
+  if (!state->fence_started) return;
+  atomic_store(&state->fence_done, 1);
+  pthread_join(state->fence_thread, NULL);
+  state->fence_started = 0;
 }
 
 /* ----- Standbys' calls -----------------------------------------------------
@@ -574,6 +649,7 @@ static htp_result shrink_parent(htp_world *world, htp_world *parent_world, int32
 static htp_result mpi_shrink_init(htp_world *world, htp_world *parent_world, int32_t *lost,
                                   int capacity, int *num_lost, char *message,
                                   size_t message_size) {
+  fence_stop(state_of(parent_world)); /* a repair, watched below */
   watchdog dog;
   watchdog_start(&dog, "htp_world_shrink", parent_world->process_rank,
                  parent_world->config.timeout_s);
@@ -658,6 +734,15 @@ static htp_result grown_world(htp_world *like, MPI_Comm *comm, htp_world **out) 
   if (rc != HTP_OK) htp__world_message(like, "%s", message);
   return rc;
 }
+#else
+/* Without ULFM htp_world_create refuses config.fence: a world's waits are
+ * still counted, nothing watches them. */
+static void fence_start(htp_world *world) {
+  mpi_world *state = state_of(world);
+  atomic_init(&state->waiting, 0);
+  atomic_init(&state->idle_since, 0.0);
+}
+static void fence_stop(mpi_world *state) { (void)state; }
 #endif
 
 static int mpi_is_standby(const htp_world *world) {
@@ -723,6 +808,7 @@ static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_w
   MPI_Comm comm;
   watchdog dog;
   watchdog_start(&dog, what, world->process_rank, world->config.timeout_s);
+  wait_begins(state_of(world)); /* a meeting is a wait on the world (the fence) */
   htp_result rc = HTP_OK;
   if (meet(world->process_rank, action, rank, &said, &joins, &comm, message, sizeof message)) {
     htp__world_message(world, "%s: %s", what, message);
@@ -737,6 +823,7 @@ static htp_result actives_meet(htp_world *world, int action, int32_t rank, htp_w
       state_of(world)->owns_mpi = 0;
     }
   }
+  wait_ends(state_of(world));
   watchdog_stop(&dog);
   return rc;
 #else
@@ -769,6 +856,7 @@ static void mpi_world_destroy(htp_world *world) {
     world->backend = NULL;
     return;
   }
+  fence_stop(state); /* destroy's meeting below has its own deadline */
   /* Every process meets here (or the deadline passes) before anything
    * collective is torn down: after a failure the processes may disagree on
    * whether the world failed, so destroy always meets, healthy or not. */

@@ -186,6 +186,15 @@ static htp_result check_config(const htp_config *config, char *message, size_t m
       config->matmul_precision != HTP_MATMUL_BF16)
     REJECT("htp_world_create: matmul_precision is %d; it is HTP_MATMUL_F32 (0), _TF32 (1) or "
            "_BF16 (2)", (int)config->matmul_precision);
+  if (config->fence != 0 && config->fence != 1)
+    REJECT("htp_world_create: fence is %d; it is 0 or 1", config->fence);
+  if (config->fence &&
+      (config->backend != HTP_BACKEND_MPI || !htp_backend_can_shrink(HTP_BACKEND_MPI)))
+    REJECT("htp_world_create: fence is the mpi backend's, built against an MPI with ULFM (a "
+           "fenced process is a lost one its peers shrink away); this is the %s backend%s",
+           config->backend == HTP_BACKEND_MPI ? "mpi" : config->backend == HTP_BACKEND_NCCL
+                                                             ? "nccl" : "local",
+           config->backend == HTP_BACKEND_MPI ? " without ULFM" : "");
   if (config->sm_counts) {
     if ((config->device != HTP_DEVICE_CUDA && config->device != HTP_DEVICE_CHECKED) ||
         config->backend != HTP_BACKEND_LOCAL)

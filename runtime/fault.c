@@ -4,7 +4,9 @@
  * the rank calls once per iteration. They exercise the deadlines: a hung
  * rank must become HTP_ERR_TIMEOUT on its peers, a dead one HTP_ERR_REMOTE.
  * A hang waits on the backend's failure signal (wait_failure), so that the
- * world's failure releases the hung rank and its thread can be joined.
+ * world's failure releases the hung rank and its thread can be joined; in a
+ * fenced world (config.fence) it stays stuck until the fence ends the
+ * process.
  *===----------------------------------------------------------------------===*/
 #define _POSIX_C_SOURCE 200809L
 
@@ -97,6 +99,12 @@ htp_result htp_fault_point(htp_ctx *ctx, int64_t iteration) {
     const int alone = world->size == 1;
     const double cap = fault.seconds > 0 ? fault.seconds
                                          : (alone ? 1 : HANG_CAP_DEADLINES) * world->config.timeout_s;
+    if (world->config.fence) { /* stuck, as in a kernel that never returns: the fence ends it */
+      for (const double until = htp_now() + cap; htp_now() < until;) htp__sleep(0.01);
+      return htp__fail(ctx, HTP_ERR_TIMEOUT, "htp_fault_point: rank %d hung at iteration %lld "
+                       "for %.3g s and its world's fence did not end it", ctx->rank,
+                       (long long)iteration, cap);
+    }
     rc = world->ops->wait_failure(ctx, htp_now() + cap);
     if (rc == HTP_OK)
       return htp__fail(ctx, HTP_ERR_TIMEOUT, "htp_fault_point: rank %d hung at iteration %lld for "

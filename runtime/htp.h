@@ -158,9 +158,20 @@ typedef struct htp_config {
    * count: worlds that exist at once should agree (the last created sets
    * it). */
   int32_t matmul_precision;
+  /* mpi with ULFM, 1: a process that waits on no call of the world (no
+   * collective, send, receive or meeting) for timeout_s since its last wait
+   * ended is taken as hung and ends itself (a line on stderr, then SIGKILL,
+   * as a killed process), so that its peers see a lost process and can
+   * shrink it away (htp_world_shrink) instead of keeping a live one. The
+   * clock starts at the end of the process's first wait on the world;
+   * a process waiting for a hung peer is not the hung one. A --fault hang
+   * (HTP_FAULT_HANG) in such a world is not released by the world's failure
+   * (a stuck process would not be): the fence ends it. Default 0; another
+   * backend, or an MPI without ULFM, is refused. */
+  int fence;
 } htp_config;
 #define HTP_CONFIG_INITIALIZER                                                                 \
-  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL, 0, 0}
+  {HTP_CONFIG_MAGIC, HTP_BACKEND_LOCAL, 1, 60.0, HTP_DEVICE_CPU, NULL, 0, 0, 0}
 
 /* Creates a world from *config (copied; the caller keeps config). *world is
  * set to NULL on failure. Errors: HTP_ERR_INVALID (NULL pointer, bad magic,

@@ -165,6 +165,17 @@ static void test_config_errors(void **state) {
   expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is 3");
   config.matmul_precision = -1;
   expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is -1");
+  /* The fence (a hung process ends itself) is the mpi backend's with ULFM. */
+  config = good;
+  config.fence = 2;
+  expect_config_rejected(config, HTP_ERR_INVALID, "fence is 2; it is 0 or 1");
+  config.fence = 1;
+  expect_config_rejected(config, HTP_ERR_INVALID, "this is the local backend");
+  if (htp_backend_available(HTP_BACKEND_MPI) && !htp_backend_can_shrink(HTP_BACKEND_MPI)) {
+    config.backend = HTP_BACKEND_MPI;
+    config.world_size = 0;
+    expect_config_rejected(config, HTP_ERR_INVALID, "this is the mpi backend without ULFM");
+  }
   if (!htp_backend_available(HTP_BACKEND_MPI)) {
     config = good;
     config.backend = HTP_BACKEND_MPI;

@@ -27,6 +27,11 @@
  *   orphan       (ULFM; N = 3) the last process is a standby and both
  *                processes of the world are killed: the standby's wait ends
  *                with HTP_ERR_REMOTE (no process of the world is left)
+ *   fence        (ULFM; N = 3) a world with config.fence and a 2 s timeout:
+ *                every rank sits 2.5 s before its first wait and 0.5 s
+ *                between calls (unfenced); then rank 1 stops calling, its
+ *                fence ends its process, and the others (lost peer or
+ *                deadline) shrink it away and sum over N-1
  *   stuck        (ULFM; N = 3) rank 2's process is killed and rank 1 never
  *                comes to the shrink (it sleeps, then leaves): rank 0's
  *                htp_world_shrink waits in Open MPI's agreement, and its
@@ -45,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -351,6 +357,33 @@ static void test_standby(void **state) {
 
 /* ===== shrink ============================================================ */
 
+/* After rank 1's process is gone: htp_world_shrink names it lost and gives
+ * a world of the others, renumbered, whose sums are theirs; both worlds
+ * end cleanly (the old one's destroy does not wait for the dead). */
+static void go_on_without_rank_1(htp_world *world) {
+  const int size = htp_world_size(world), rank = htp_world_process_rank(world);
+  htp_world *survivors = NULL;
+  int32_t lost[4];
+  int num_lost = 0;
+  htp_result rc = htp_world_shrink(world, &survivors, lost, 4, &num_lost);
+  if (rc != HTP_OK) fail_msg("rank %d: htp_world_shrink: %s: %s", rank, htp_strerror(rc),
+                             htp_world_last_error(world));
+  assert_int_equal(num_lost, 1);
+  assert_int_equal(lost[0], 1);
+  assert_int_equal(htp_world_size(survivors), size - 1);
+  assert_int_equal(htp_world_process_rank(survivors), rank - (rank > 1));
+  htp_world_destroy(world);
+  htp_ctx *next = make_ctx(survivors);
+  float one = 1.0f, sum = 0.0f;
+  for (int step = 0; step < 5; ++step) {
+    EXPECT_OK(next, htp_allreduce_sum_f32(next, &one, &sum, 1));
+    assert_true(sum == (float)(size - 1));
+  }
+  EXPECT_OK(next, htp_barrier(next));
+  htp_ctx_destroy(next);
+  htp_world_destroy(survivors);
+}
+
 static void test_shrink(void **state) {
   (void)state;
   htp_world *world = make_world(20.0);
@@ -373,25 +406,53 @@ static void test_shrink(void **state) {
   assert_int_equal(rc, HTP_ERR_REMOTE);
   assert_true(found < 5.0); /* not the deadline (20 s) */
   htp_ctx_destroy(ctx);
-  htp_world *survivors = NULL;
-  int32_t lost[4];
-  int num_lost = 0;
-  rc = htp_world_shrink(world, &survivors, lost, 4, &num_lost);
-  if (rc != HTP_OK) fail_msg("rank %d: htp_world_shrink: %s: %s", rank, htp_strerror(rc),
-                             htp_world_last_error(world));
-  assert_int_equal(num_lost, 1);
-  assert_int_equal(lost[0], 1);
-  assert_int_equal(htp_world_size(survivors), size - 1);
-  assert_int_equal(htp_world_process_rank(survivors), rank - (rank > 1));
-  htp_world_destroy(world); /* does not wait for the dead */
-  htp_ctx *next = make_ctx(survivors);
-  for (int step = 0; step < 5; ++step) {
-    EXPECT_OK(next, htp_allreduce_sum_f32(next, &one, &sum, 1));
-    assert_true(sum == (float)(size - 1));
+  go_on_without_rank_1(world);
+}
+
+/* ===== fence ============================================================= */
+
+static void sleep_s(double seconds) {
+  struct timespec t = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&t, &t) != 0) {
   }
-  EXPECT_OK(next, htp_barrier(next));
-  htp_ctx_destroy(next);
-  htp_world_destroy(survivors);
+}
+
+/* config.fence: rank 1 stops making calls (stuck outside the world, as in a
+ * kernel that never returns) and its fence ends its process after the
+ * world's 2 s; the others, waiting for it, see it lost (or their own
+ * deadline first) and shrink it away. Before the first wait nothing is
+ * timed: every rank sits 2.5 s there, unfenced. */
+static void test_fence(void **state) {
+  (void)state;
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.backend = HTP_BACKEND_MPI;
+  config.world_size = 0;
+  config.timeout_s = 2.0;
+  config.fence = 1;
+  htp_world *world = NULL;
+  char message[256];
+  htp_result rc = htp_world_create_verbose(&config, &world, message, sizeof message);
+  if (rc != HTP_OK) fail_msg("htp_world_create: %s: %s", htp_strerror(rc), message);
+  const int rank = htp_world_process_rank(world);
+  htp_ctx *ctx = make_ctx(world);
+  sleep_s(2.5); /* setup before the first wait: not timed */
+  EXPECT_OK(ctx, htp_barrier(ctx));
+  float one = 1.0f, sum = 0.0f;
+  for (int step = 0; step < 3; ++step) {
+    sleep_s(0.5); /* work between calls, under the timeout: not fenced */
+    EXPECT_OK(ctx, htp_allreduce_sum_f32(ctx, &one, &sum, 1));
+  }
+  if (rank == 1) {
+    sleep_s(30); /* stuck: the fence ends this process at 2 s */
+    fail_msg("rank 1 was stuck 30 s and its fence did not end it");
+  }
+  const double start = htp_now();
+  rc = htp_allreduce_sum_f32(ctx, &one, &sum, 1);
+  fprintf(stderr, "rank %d: %s after %.3f s: %s\n", rank, htp_strerror(rc), htp_now() - start,
+          htp_last_error(ctx));
+  assert_true(rc == HTP_ERR_REMOTE || rc == HTP_ERR_TIMEOUT);
+  htp_ctx_destroy(ctx);
+  go_on_without_rank_1(world);
 }
 
 /* ===== orphan ============================================================ */
@@ -480,6 +541,7 @@ int main(int argc, char **argv) {
   } ulfm[] = {{"shrink", cmocka_unit_test(test_shrink)},
               {"standby", cmocka_unit_test(test_standby)},
               {"orphan", cmocka_unit_test(test_orphan)},
+              {"fence", cmocka_unit_test(test_fence)},
               {"stuck", cmocka_unit_test(test_shrink_stuck)}};
   for (size_t i = 0; i < sizeof ulfm / sizeof ulfm[0]; ++i) {
     if (strcmp(scenario, ulfm[i].scenario) != 0) continue;
@@ -496,6 +558,6 @@ int main(int argc, char **argv) {
     fflush(NULL);
     _exit(failures);
   }
-  fprintf(stderr, "usage: %s collectives|hang|die|shrink|standby|orphan|stuck\n", argv[0]);
+  fprintf(stderr, "usage: %s collectives|hang|die|shrink|standby|orphan|fence|stuck\n", argv[0]);
   return 2;
 }

@@ -198,12 +198,13 @@ static const char *const HELP[] = {
     "                        Peers see a timeout or a remote failure and htp-run exits\n"
     "                        with an error (a lone rank's hang, at --tp 1, ends at its\n"
     "                        own --timeout), unless --train --elastic goes on without\n"
-    "                        a rank that died; rejoin (with --elastic) brings a rank\n"
-    "                        that died back at step K. Repeatable\n"
+    "                        a rank that died or hung; rejoin (with --elastic) brings\n"
+    "                        a lost rank back at step K. Repeatable\n"
     "  --timeout S           deadline of every collective in seconds (default 60): a\n"
     "                        rank that waits longer for a peer fails the run (under\n"
     "                        mpirun --elastic, a process stuck that long in Open\n"
-    "                        MPI's shrink ends itself, saying so)\n"
+    "                        MPI's shrink, or that long without a collective, ends\n"
+    "                        itself, saying so)\n"
     "  --trace T.jsonl       write the planner's trace: one JSON line per rank per\n"
     "                        iteration (warm-up included; \"iter\" counts from 0;\n"
     "                        with --elastic a new world's lines go on from the step\n"
@@ -281,8 +282,9 @@ static const char *const HELP[] = {
     "                        Needs an MPI with ULFM (Open MPI\n"
     "                        5; Debian's Open MPI 4 has none and refuses) and\n"
     "                        mpirun --with-ft ulfm --mca pml ob1 --mca btl\n"
-    "                        sm,tcp,self; no hang there, and a rejoin needs\n"
-    "                        --standby\n"
+    "                        sm,tcp,self; a rejoin needs --standby. A process\n"
+    "                        that waits on no collective for --timeout is taken as\n"
+    "                        hung and ends itself, saying so (a hang is a loss)\n"
     "  --standby N           (--elastic under mpirun) the last N processes of\n"
     "                        mpirun -np (tp + N) wait as standbys: at --fault\n"
     "                        rejoin:R@K one of them comes in as rank R (the\n"
@@ -1325,15 +1327,16 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
       return htp_set_error(err, err_size, "--fault rejoin:%d@%ld brings a lost rank back to a "
                            "run that went on without it: use it with --train --elastic",
                            back->rank, back->iteration);
-    int died = 0;
+    int lost = 0; /* under --elastic a hang is a loss too */
     for (int j = 0; j < options->num_faults; j++)
-      died |= options->faults[j].kind == HTP_RUN_FAULT_DIE &&
+      lost |= (options->faults[j].kind == HTP_RUN_FAULT_DIE ||
+               options->faults[j].kind == HTP_RUN_FAULT_HANG) &&
               options->faults[j].rank == back->rank && options->faults[j].iteration < back->iteration;
-    if (!died)
-      return htp_set_error(err, err_size, "--fault rejoin:%d@%ld: rank %d does not die before "
-                           "iteration %ld (give --fault die:%d@K with K < %ld)", back->rank,
-                           back->iteration, back->rank, back->iteration, back->rank,
-                           back->iteration);
+    if (!lost)
+      return htp_set_error(err, err_size, "--fault rejoin:%d@%ld: rank %d is not lost before "
+                           "iteration %ld (give --fault die:%d@K or hang:%d@K with K < %ld)",
+                           back->rank, back->iteration, back->rank, back->iteration, back->rank,
+                           back->rank, back->iteration);
   }
   return 0;
 }

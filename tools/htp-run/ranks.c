@@ -58,7 +58,7 @@ static const char *backend_name(htp_backend backend) {
 }
 
 int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, int standbys,
-                   double timeout_s, htp_device device, int32_t matmul_precision,
+                   int fence, double timeout_s, htp_device device, int32_t matmul_precision,
                    const int32_t *sm_counts, char *err, size_t err_size) {
   *out = NULL;
   if (!htp_backend_available(backend))
@@ -77,6 +77,7 @@ int htp_ranks_open(htp_ranks **out, htp_backend backend, int world_size, int sta
   config.matmul_precision = matmul_precision;
   config.sm_counts = sm_counts;
   config.standbys = standbys;
+  config.fence = fence;
   char message[512];
   htp_result result = htp_world_create_verbose(&config, &ranks->world, message, sizeof message);
   if (result != HTP_OK) {

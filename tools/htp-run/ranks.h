@@ -112,13 +112,14 @@ typedef struct htp_rank_outcome {
 
 /* Creates the world. backend local: world_size ranks; mpi and nccl:
  * world_size 0, the size comes from mpirun (less `standbys`, mpi: its last
- * processes wait as standbys, htp_config.standbys). device: where every
+ * processes wait as standbys, htp_config.standbys; fence: a hung process
+ * ends itself, htp_config.fence). device: where every
  * rank's kernels and buffers are; matmul_precision: their products with a
  * weight (htp_config.matmul_precision); sm_counts: NULL, or world_size SM
  * counts (device CUDA, local backend: htp_config.sm_counts). Returns 0, or
  * non-zero with err (a build without CUDA or without the backend says so). */
 int htp_ranks_open(htp_ranks **ranks, htp_backend backend, int world_size, int standbys,
-                   double timeout_s, htp_device device, int32_t matmul_precision,
+                   int fence, double timeout_s, htp_device device, int32_t matmul_precision,
                    const int32_t *sm_counts, char *err, size_t err_size);
 /* Registers the runtime faults among faults (delay, hang, die; a rejoin is
  * htp-run's own). */

@@ -325,7 +325,7 @@ static int check_device(const htp_run_state *state, char *err, size_t err_size) 
   if (state->device != HTP_DEVICE_CUDA)
     return 0;
   htp_ranks *probe = NULL;
-  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 0, 60.0, HTP_DEVICE_CUDA, HTP_MATMUL_F32,
+  if (htp_ranks_open(&probe, HTP_BACKEND_LOCAL, 1, 0, 0, 60.0, HTP_DEVICE_CUDA, HTP_MATMUL_F32,
                      NULL, err, err_size))
     return 1;
   htp_ranks_close(probe);
@@ -411,9 +411,14 @@ static int open_launcher_world(const htp_run_options *options, htp_run_state *st
                   options->backend, backend == HTP_BACKEND_NCCL ? " --device cuda" : "");
     return 1;
   }
-  /* The world first: its size is the tp, and only rank 0 reports. */
-  if (htp_ranks_open(&state->ranks, backend, 0, (int)options->train.standby, options->timeout_s,
-                     state->device, options->matmul_precision, NULL, err, err_size))
+  /* The world first: its size is the tp, and only rank 0 reports. Under
+   * --elastic a hung process ends itself (the fence), so that the others
+   * shrink it away as a killed one; where MPI cannot shrink, --elastic is
+   * refused later with what would do. */
+  const int fence = backend == HTP_BACKEND_MPI && options->train.elastic_given &&
+                    htp_backend_can_shrink(HTP_BACKEND_MPI);
+  if (htp_ranks_open(&state->ranks, backend, 0, (int)options->train.standby, fence,
+                     options->timeout_s, state->device, options->matmul_precision, NULL, err, err_size))
     return 1;
   int size = htp_ranks_size(state->ranks);
   /* A standby (--standby) has no rank until it joins: past every rank, so
@@ -584,7 +589,7 @@ static int prepare_run(const htp_run_options *options, htp_run_state *state, int
   for (int r = 0; r < state->tp; r++)
     if ((!mpi || r == state->process_rank) && make_rank_results(state, r, err, err_size))
       return 1;
-  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, 0, options->timeout_s,
+  if (!mpi && htp_ranks_open(&state->ranks, HTP_BACKEND_LOCAL, state->tp, 0, 0, options->timeout_s,
                              state->device, options->matmul_precision, state->sm_counts, err,
                              err_size))
     return 1;

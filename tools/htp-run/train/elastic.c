@@ -49,8 +49,9 @@ const int32_t *htp_train_units(const train_job *job, int arg) {
 }
 
 /* Under mpirun the survivors of a killed process shrink the communicator
- * (ULFM): refused where that cannot happen, and for what a process cannot
- * do (come back, hang and be told from a slow one). Non-zero with err. */
+ * (ULFM): refused where that cannot happen, and a rejoin without a standby
+ * to come back as. A hung process ends itself (htp_config.fence, set by
+ * run.c), so a hang is a death too. Non-zero with err. */
 static int mpi_refuses(const htp_run_options *options, char *err, size_t err_size) {
   if (options->backend && strcmp(options->backend, "mpi") != 0)
     return htp_set_error(err, err_size, "--elastic with --backend %s: not built (NCCL 2.27's "
@@ -68,13 +69,8 @@ static int mpi_refuses(const htp_run_options *options, char *err, size_t err_siz
                          "tolerance is off, so a killed process would end the job; launch with "
                          "mpirun --with-ft ulfm --mca pml ob1 --mca btl sm,tcp,self");
   int rejoins = 0;
-  for (int i = 0; i < options->num_faults; i++) {
+  for (int i = 0; i < options->num_faults; i++)
     rejoins += options->faults[i].kind == HTP_RUN_FAULT_REJOIN;
-    if (options->faults[i].kind == HTP_RUN_FAULT_HANG)
-      return htp_set_error(err, err_size, "--elastic under mpirun: --fault hang is not built "
-                           "(a rank that hangs is not lost: it ends the job after the "
-                           "deadline); die (the process kills itself) and delay are");
-  }
   if (rejoins > options->train.standby)
     return htp_set_error(err, err_size, "--elastic under mpirun: %d rejoin%s and %ld standby "
                          "process%s: a rank comes back as a new process, a standby that "

@@ -1216,7 +1216,7 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
 static int open_train_ranks(const htp_run_options *options, htp_run_state *state,
                             const train_job *job, htp_ranks **ranks, char *err,
                             size_t err_size) {
-  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s,
+  if (!*ranks && htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, 0, options->timeout_s,
                                 state->device, options->matmul_precision, state->sm_counts, err,
                                 err_size))
     return 1;
@@ -1667,7 +1667,7 @@ static int run_worlds(const htp_run_options *options, htp_run_state *state, htp_
     }
     htp_ranks_close(*ranks);
     *ranks = NULL;
-    if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, options->timeout_s, state->device,
+    if (htp_ranks_open(ranks, HTP_BACKEND_LOCAL, job->tp, 0, 0, options->timeout_s, state->device,
                        options->matmul_precision, job->tp == e->logical_tp ? state->sm_counts
                                                                            : NULL,
                        err, err_size))
