@@ -383,6 +383,20 @@ LogicalResult FunctionSplitter::run() {
                             << func->getAttr(kTPAttrName) << "); run --htp-tensor-parallel once";
   if (!func.getBody().hasOneBlock())
     return func.emitError("htp functions must be a single block to be split");
+  // The split walks the function's own block: an htp op inside a nested
+  // region (an scf.if, a loop) would stay whole in a function marked split.
+  for (Operation &op : func.getBody().front()) {
+    Operation *nested = nullptr;
+    for (Region &region : op.getRegions())
+      region.walk([&](Operation *inner) {
+        if (!nested && isa<HTPDialect>(inner->getDialect()))
+          nested = inner;
+      });
+    if (nested)
+      return nested->emitError() << "is inside a nested region (of '" << op.getName()
+                                 << "'): --htp-tensor-parallel splits the ops of the "
+                                    "function's own block only";
+  }
 
   // Collect first (the rewrite erases ops), in program order.
   SmallVector<AttentionOp> attentions;

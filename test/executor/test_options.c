@@ -321,10 +321,10 @@ static void test_not_implemented(void **state) {
                          "a.so", "--device", "cuda", "--backend", "nccl", "--sms", "0:8");
   EXPECT_NOT_IMPLEMENTED("--sms 2:16: rank 2 is not in [0, 2) (--tp 2)", "a.mlir", "--device",
                          "cuda", "--tp", "2", "--sms", "0:8", "--sms", "2:16");
-  EXPECT_NOT_IMPLEMENTED("--slow 2:...: rank 2 is not in [0, 2)", "a.mlir", "--tp", "2", "--slow",
-                         "2:3");
-  EXPECT_NOT_IMPLEMENTED("--fault: rank 5 is not in [0, 4)", "a.mlir", "--tp", "4", "--fault",
-                         "die:5@0");
+  EXPECT_NOT_IMPLEMENTED("--slow 2:3: rank 2 is not in [0, 2) (--tp 2)", "a.mlir", "--tp", "2",
+                         "--slow", "2:3", "--slow", "0:2");
+  EXPECT_NOT_IMPLEMENTED("--fault die:5@0: rank 5 is not in [0, 4) (--tp 4)", "a.mlir", "--tp",
+                         "4", "--fault", "die:5@0");
 }
 
 /* What this build runs: tp, mpi, detection, trace, check, injections. */

@@ -45,3 +45,21 @@ func.func @weight_used_whole(%x: tensor<3x8xf32>, %w1: tensor<21x8xf32> {htp.par
 func.func @twice(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 3 : i64} {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// An htp op inside a nested region would stay whole in a function marked
+// split: refused, naming it.
+func.func @nested(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor<8x20xf32>,
+                  %c: i1) -> tensor<3x8xf32> {
+  %r = scf.if %c -> tensor<3x8xf32> {
+    // expected-error @+1 {{is inside a nested region (of 'scf.if'): --htp-tensor-parallel splits the ops of the function's own block only}}
+    %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+    %g = htp.gelu %h : tensor<3x20xf32>
+    %y = htp.linear %g, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
+    scf.yield %y : tensor<3x8xf32>
+  } else {
+    scf.yield %x : tensor<3x8xf32>
+  }
+  return %r : tensor<3x8xf32>
+}

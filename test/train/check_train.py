@@ -27,7 +27,7 @@ def check(condition, what):
         print("FAIL:", what)
 
 
-def write_set(prefix, count, seed):
+def write_set(prefix, count, seed, where=data):
     rng = random.Random(seed)
     labels = [rng.randrange(10) for _ in range(count)]
     pixels = bytearray()
@@ -37,9 +37,9 @@ def write_set(prefix, count, seed):
             for col in range(28):
                 image[row * 28 + col] = 200 + rng.randrange(56)
         pixels += bytes(image)
-    with gzip.open(os.path.join(data, prefix + "-images-idx3-ubyte.gz"), "wb") as f:
+    with gzip.open(os.path.join(where, prefix + "-images-idx3-ubyte.gz"), "wb") as f:
         f.write(struct.pack(">IIII", 0x803, count, 28, 28) + bytes(pixels))
-    with gzip.open(os.path.join(data, prefix + "-labels-idx1-ubyte.gz"), "wb") as f:
+    with gzip.open(os.path.join(where, prefix + "-labels-idx1-ubyte.gz"), "wb") as f:
         f.write(struct.pack(">II", 0x801, count) + bytes(labels))
 
 
@@ -142,7 +142,15 @@ check(result.returncode == 1 and "train-images-idx3-ubyte.gz" in result.stderr,
 code, _, err = run(tp1, "--checkpoint", "/dev/zero")
 check(code == 2 and "not a regular file" in err, "--checkpoint /dev/zero: %s" % err)
 code, _, err = run(tp1, "--limit-train", "20")
-check(code == 1 and "no batch of 32" in err, "too few images: %s" % err)
+check(code == 1 and "no batch of 32" in err and "give --limit-train >= 32" in err,
+      "too few images: %s" % err)
+small = os.path.join(work, "small")  # a whole set smaller than a batch: no --limit-train helps
+os.makedirs(small, exist_ok=True)
+write_set("train", 20, 3, small)
+write_set("t10k", 20, 4, small)
+result = subprocess.run([htp_run, tp1, "--train", "--data", small], capture_output=True, text=True)
+check(result.returncode == 1 and "holds 20 images, which make no batch of 32" in result.stderr
+      and "--limit-train" not in result.stderr, "a set smaller than a batch: %s" % result.stderr)
 code, _, err = run(tp1, "--policy", "migrate")
 check(code == 1 and "--policy none" in err, "--policy with --train: %s" % err)
 code, _, err = run(tp1, "--entry", "lin_loss")

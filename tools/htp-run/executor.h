@@ -68,6 +68,7 @@ typedef struct htp_run_state {
   htp_balancer_config balancer;      /* its config, when balance */
   int blas_threads;                  /* BLAS threads per rank (process) */
   const char *blas_threads_from;     /* the user's variable that set them, or NULL */
+  int bad_command_line;              /* the run failed on the command line's fault: exit 2 */
 } htp_run_state;
 
 /* The planner's view of the block (state->sig): with a balance record, the

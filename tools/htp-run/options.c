@@ -1279,6 +1279,38 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
   return 0;
 }
 
+int htp_run_check_ranks(const htp_run_options *options, long tp, const char *source, char *err,
+                        size_t err_size) {
+  for (int i = 0; i < options->num_slows; i++) {
+    const htp_run_slow *slow = &options->slows[i];
+    if (slow->rank < tp)
+      continue;
+    char from[32] = "";
+    if (slow->from_iteration)
+      snprintf(from, sizeof from, "@%ld", slow->from_iteration);
+    return htp_set_error(err, err_size, "--slow %d:%g%s: rank %d is not in [0, %ld) (%s %ld)",
+                         slow->rank, slow->factor, from, slow->rank, tp, source, tp);
+  }
+  static const char *const kinds[] = {"delay", "hang", "die", "rejoin"};
+  for (int i = 0; i < options->num_faults; i++) {
+    const htp_run_fault *f = &options->faults[i];
+    if (f->rank < tp)
+      continue;
+    char seconds[32] = "";
+    if (f->kind == HTP_RUN_FAULT_DELAY)
+      snprintf(seconds, sizeof seconds, "=%g", f->seconds);
+    return htp_set_error(err, err_size, "--fault %s%s:%d@%ld: rank %d is not in [0, %ld) (%s "
+                         "%ld)", (unsigned)f->kind < 4 ? kinds[f->kind] : "?", seconds, f->rank,
+                         f->iteration, f->rank, tp, source, tp);
+  }
+  for (int i = 0; i < options->num_sms; i++)
+    if (options->sms[i].rank >= tp)
+      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %ld) (%s %ld)",
+                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
+                           tp, source, tp);
+  return 0;
+}
+
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size) {
   const int cuda = strcmp(options->device, "cuda") == 0;
   if (strcmp(options->backend, "nccl") == 0 && !cuda)
@@ -1292,20 +1324,8 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     return htp_set_error(err, err_size, "--sms partitions one GPU among the ranks of this "
                          "process: it needs --backend local (with --backend %s each rank has "
                          "a GPU of its own)", options->backend);
-  for (int i = 0; i < options->num_sms; i++)
-    if (options->sms[i].rank >= options->tp && options->tp_given)
-      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %ld) (--tp %ld)",
-                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
-                           options->tp, options->tp);
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank >= options->tp && options->tp_given)
-      return htp_set_error(err, err_size, "--slow %d:...: rank %d is not in [0, %ld) (--tp %ld)",
-                           options->slows[i].rank, options->slows[i].rank, options->tp,
-                           options->tp);
-  for (int i = 0; i < options->num_faults; i++)
-    if (options->faults[i].rank >= options->tp && options->tp_given)
-      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %ld) (--tp %ld)",
-                           options->faults[i].rank, options->tp, options->tp);
+  if (options->tp_given && htp_run_check_ranks(options, options->tp, "--tp", err, err_size))
+    return 1;
   if (options->profile && !options->train.enabled && options->iters > HTP_PROFILE_MAX_ITERATIONS)
     return htp_set_error(err, err_size, "--profile keeps every call's time of each timed "
                          "iteration: at most %d (--iters %ld)", HTP_PROFILE_MAX_ITERATIONS,

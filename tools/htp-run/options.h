@@ -146,6 +146,12 @@ int htp_run_parse_options(int argc, char **argv, htp_run_options *options, char 
  * policy are the executor's checks. */
 int htp_run_check_implemented(const htp_run_options *options, char *err, size_t err_size);
 
+/* Returns non-zero with a message in err when --slow, --fault or --sms
+ * names a rank outside [0, tp); `source` says where tp came from ("--tp",
+ * "the block's tp"). */
+int htp_run_check_ranks(const htp_run_options *options, long tp, const char *source, char *err,
+                        size_t err_size);
+
 void htp_run_print_help(FILE *stream);
 
 /* --matmul-precision's name of an htp_matmul_precision ("f32", "tf32",

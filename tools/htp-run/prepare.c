@@ -154,18 +154,10 @@ int htp_run_check_tp(const htp_run_options *options, int shared, long requested,
                          htp_ranks_size(state->ranks), sig->tp + options->train.standby,
                          options->train.standby ? ", the standbys included" : "");
   state->tp = sig->tp;
-  for (int i = 0; i < options->num_slows; i++)
-    if (options->slows[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--slow %s: rank %d is not in [0, %d) (tp %d)",
-                           options->slow, options->slows[i].rank, state->tp, state->tp);
-  for (int i = 0; i < options->num_faults; i++)
-    if (options->faults[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--fault: rank %d is not in [0, %d) (tp %d)",
-                           options->faults[i].rank, state->tp, state->tp);
-  for (int i = 0; i < options->num_sms; i++)
-    if (options->sms[i].rank >= state->tp)
-      return htp_set_error(err, err_size, "--sms %d:%d: rank %d is not in [0, %d) (tp %d)",
-                           options->sms[i].rank, options->sms[i].count, options->sms[i].rank,
-                           state->tp, state->tp);
+  /* The command line's fault, found once the block said its tp: exit 2. */
+  if (htp_run_check_ranks(options, state->tp, "the block's tp", err, err_size)) {
+    state->bad_command_line = 1;
+    return 1;
+  }
   return 0;
 }

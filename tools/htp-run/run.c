@@ -684,6 +684,8 @@ int htp_run_main(int argc, char **argv, const htp_compiler *jit) {
   htp_run_state state;
   memset(&state, 0, sizeof state);
   int status = run(&options, jit, &state);
+  if (status == EXIT_ERROR && state.bad_command_line)
+    status = EXIT_USAGE;
   release(&state);
   /* What went to stdout (a training's epoch lines too) must have arrived. */
   if (status == 0 && stdout_failed())

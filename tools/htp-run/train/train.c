@@ -1187,10 +1187,14 @@ static int size_job(const htp_run_options *options, const htp_run_state *state, 
                     char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
   job->steps = (long)(job->train->count / (uint32_t)job->batch);
-  if (job->steps < 1)
+  if (job->steps < 1 && train->limit_train > 0)
     return htp_set_error(err, err_size, "--train: %u training images make no batch of %d (the "
                          "block's batch); give --limit-train >= %d", job->train->count,
                          job->batch, job->batch);
+  if (job->steps < 1) /* the whole set: no --limit-train helps */
+    return htp_set_error(err, err_size, "--train: the training set (%s) holds %u images, which "
+                         "make no batch of %d (the block's batch); use a larger set or a block "
+                         "with a smaller batch", train->data, job->train->count, job->batch);
   if (check_memory(options, state, job->tp, err, err_size))
     return 1;
   if (!(job->metrics = calloc((size_t)train->epochs, sizeof *job->metrics)) ||
