@@ -113,6 +113,7 @@ template <typename T> struct Twins;
     static constexpr auto linear_residual = htp_cuda_linear_residual_##dtype;              \
     static constexpr auto attention_residual = htp_cuda_attention_residual_##dtype;        \
     static constexpr auto mlp_hidden_units = htp_cuda_mlp_hidden_units_##dtype;            \
+    static constexpr auto attention_heads = htp_cuda_attention_heads_##dtype;              \
     static constexpr const char *suffix = row_suffix;                                      \
   };
 TWINS(float, f32, "")
@@ -176,10 +177,26 @@ template <typename T> int run_attention_residual(htp_cuda_kernels *k, const void
                                       a->in / a->out);
 }
 
+/* The balance hooks' listed-heads kernel (no projection): `out` heads, the
+ * list every head in order (other == NULL) or one head alone, head 1 where
+ * there are two (other != NULL: a rank that keeps one head, its weights
+ * gathered). */
+template <typename T> int run_attention_heads(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  static std::vector<int32_t> every;
+  while ((int64_t)every.size() < a->out)
+    every.push_back((int32_t)every.size());
+  const int32_t one[] = {a->out > 1 ? 1 : 0};
+  const int64_t count = a->other ? 1 : a->out;
+  return Twins<T>::attention_heads(k, a->x, a->w, a->b, a->y, a->scratch, a->batch, a->tokens,
+                                   a->in, a->out, a->in / a->out, a->other ? one : every.data(),
+                                   count);
+}
+
 /* Indices of a dtype's cases, in the order add_cases appends them. */
 enum {
   kQkv, kProj, kFc1, kFc2, kLayerNorm, kGelu, kAdd, kBiasAdd, kAttention, kFc1Gelu,
-  kFc2Residual, kAttentionResidual, kCasesPerType
+  kFc2Residual, kAttentionResidual, kHeadsEvery, kHeadsOne, kCasesPerType
 };
 
 /* Appends the kCasesPerType cases of element type T, its buffers in buf,
@@ -211,6 +228,8 @@ void add_cases(std::vector<Case> &cases, std::vector<Args<T>> &args, Buffers &bu
       {x, w_fc2, b_fc2, 0, 0, x2, 0, 0, y, 0, rows, m, d, 0, 0},
       {x, w_qkv, b_qkv, 0, 0, x2, w_proj, b_proj, y, scratch, rows, d, s.heads, s.batch,
        s.tokens},
+      {x, w_qkv, b_qkv, 0, 0, 0, 0, 0, y, scratch, rows, d, s.heads, s.batch, s.tokens},
+      {x, w_qkv, b_qkv, 0, 0, x2, 0, 0, y, scratch, rows, d, s.heads, s.batch, s.tokens},
   });
   const double r = (double)rows, e = sizeof(T), tk = (double)s.tokens, hd = (double)s.head_dim();
   auto gemm = [](int64_t a, int64_t b, int64_t c, int64_t k) {
@@ -254,6 +273,17 @@ void add_cases(std::vector<Case> &cases, std::vector<Args<T>> &args, Buffers &bu
        2 * r * d * 3 * inner + (double)s.batch * s.heads * 2 * (2 * tk * tk * hd) +
            2 * r * inner * d,
        0, bf16, run_attention_residual<T>, &args[kAttentionResidual]},
+      {"attention_heads_every" + sfx,
+       "b" + std::to_string(s.batch) + " t" + std::to_string(s.tokens) + " d" +
+           std::to_string(d) + " " + std::to_string(s.heads) + " of h" + std::to_string(s.heads) +
+           " (qkv+sdpa)",
+       2 * r * d * 3 * inner + (double)s.batch * s.heads * 2 * (2 * tk * tk * hd), 0, bf16,
+       run_attention_heads<T>, &args[kHeadsEvery]},
+      {"attention_heads_one" + sfx,
+       "b" + std::to_string(s.batch) + " t" + std::to_string(s.tokens) + " d" +
+           std::to_string(d) + " one head of h" + std::to_string(s.heads) + " (qkv+sdpa)",
+       2 * r * d * 3 * hd + (double)s.batch * 2 * (2 * tk * tk * hd), 0, bf16,
+       run_attention_heads<T>, &args[kHeadsOne]},
   };
   cases.insert(cases.end(), rows_of_t, rows_of_t + kCasesPerType);
 }

@@ -186,9 +186,11 @@ typedef struct htp_kernel_table {
                                       int64_t head_dim);
   /* The unit kernels in bf16: context and hidden are bf16 like every tensor;
    * linear_units_bf16 with accumulate adds in f32 and rounds once. CUDA's
-   * attention_heads (both types) takes a list of every head in order as the
-   * whole attention's context (attention_bf16's numbers: q, k, v and p
-   * rounded to bf16 there). */
+   * attention_heads (both types) runs any list as the whole attention of
+   * that many heads, their weights gathered, in its own memory
+   * (attention_bf16's numbers: q, k, v and p rounded to bf16 there); the
+   * scratch given is what the CPU's takes (one head's q, k, v and one
+   * image's scores). */
   htp_kernel_status (*attention_heads_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
                                             const htp_bf16 *wqkv, const htp_bf16 *bqkv,
                                             htp_bf16 *context, float *scratch, int64_t batch,

@@ -120,8 +120,9 @@ int htp_cuda_attention_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *
  * Twins of htp_cpu_attention_heads_f32, htp_cpu_mlp_hidden_units_f32 and
  * htp_cpu_linear_units_f32 (kernels/htp_kernels.h): same layouts, argument
  * order and scratch size (attention_heads: batch * tokens * 3 * head_dim +
- * tokens * tokens floats, as htp_rt_attention_scratch_floats counts), lists
- * in host memory (above). */
+ * tokens * tokens floats, as htp_rt_attention_scratch_floats counts, which
+ * the CUDA one leaves unused: it runs in its own memory,
+ * htp_cuda_heads_bytes), lists in host memory (above). */
 int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const float *x, const float *wqkv,
                                  const float *bqkv, float *context, float *scratch,
                                  int64_t batch, int64_t tokens, int64_t model_dim,
@@ -201,8 +202,8 @@ int htp_cuda_impute_same_f32(htp_cuda_kernels *kernels, float *act, const float 
  * bf16 for p·v, the context rounded to bf16 for the output projection; the
  * CPU twin keeps all of those f32 (kernels/cpu/attention_bf16.c), so the
  * two agree to the bf16 operands' rounding (test_kernels_cuda's bound).
- * The listed-heads unit kernel keeps q, k, v, the scores, the softmax and
- * p·v in f32 scratch. */
+ * The listed-heads unit kernel runs its heads as that attention, their
+ * weights gathered (kernels/cuda/units.cu). */
 int htp_cuda_linear_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *w,
                          const htp_bf16 *b, htp_bf16 *y, int64_t rows, int64_t in_features,
                          int64_t out_features);

@@ -199,7 +199,7 @@ static inline int64_t htp_rt_mlp_grad_scratch_floats(int64_t rows, int64_t model
  * checks it after. */
 typedef enum htp_cuda_own_buffer {
   HTP_CUDA_OWN_SUMS = 0,    /* f32 sums of the bf16 kernels; the training kernels' doubles */
-  HTP_CUDA_OWN_HEADS = 1,   /* the listed-heads kernel's attention scratch (every head) */
+  HTP_CUDA_OWN_HEADS = 1,   /* the listed-heads kernel's attention scratch and weights */
   HTP_CUDA_OWN_STAGING = 2, /* host lists copied up (the same-device sum's pointers) */
   HTP_CUDA_OWN_LT = 3,      /* cuBLASLt's workspace (the linears' epilogue) */
   HTP_CUDA_OWN_BUFFERS = 4
@@ -217,12 +217,25 @@ static inline int64_t htp_cuda_sums_bytes(int64_t rows, int64_t columns) {
 static inline int64_t htp_cuda_doubles_bytes(int64_t count) {
   return htp__size_mul(count, 8);
 }
-/* The listed-heads kernel on every head: the whole attention's scratch,
- * in bytes. */
+/* The listed-heads kernel on `heads` heads (any list of them; elements of
+ * element_bytes): the attention's scratch for that many heads, then (from
+ * a 256-byte boundary) their q, k and v weight rows and biases gathered
+ * side by side, in bytes. */
+static inline int64_t htp_cuda_heads_weights_offset(int64_t batch, int64_t tokens,
+                                                    int64_t model_dim, int64_t heads,
+                                                    int64_t head_dim) {
+  const int64_t scratch = htp__size_mul(
+      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, heads, head_dim), 4);
+  const int64_t padded = htp__size_add(scratch, 255);
+  return padded < 0 ? -1 : padded / 256 * 256;
+}
 static inline int64_t htp_cuda_heads_bytes(int64_t batch, int64_t tokens, int64_t model_dim,
-                                           int64_t num_heads, int64_t head_dim) {
-  return htp__size_mul(
-      htp_cuda_attention_scratch_floats(batch, tokens, model_dim, num_heads, head_dim), 4);
+                                           int64_t heads, int64_t head_dim,
+                                           int64_t element_bytes) {
+  const int64_t rows = htp__size_mul(htp__size_mul(heads, head_dim), 3); /* of wqkv, bqkv */
+  return htp__size_add(
+      htp_cuda_heads_weights_offset(batch, tokens, model_dim, heads, head_dim),
+      htp__size_mul(htp__size_mul(rows, htp__size_add(model_dim, 1)), element_bytes));
 }
 /* Two host arrays staged one after the other, the second 16-byte aligned. */
 static inline int64_t htp_cuda_staging_bytes(int64_t first_bytes, int64_t second_bytes) {

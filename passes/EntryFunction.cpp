@@ -118,7 +118,8 @@ std::optional<int64_t> htp::kernelMemoryBytes(func::FuncOp func) {
       int64_t heads = attention.getNumHeads();
       if (attention.getPair()) {
         heads = htp__size_mul(heads, tp); // a compact shard: up to the layer's heads
-        need(HTP_CUDA_OWN_HEADS, htp_cuda_heads_bytes(batch, tokens, dim, heads, headDim));
+        need(HTP_CUDA_OWN_HEADS,
+             htp_cuda_heads_bytes(batch, tokens, dim, heads, headDim, bf16 ? 2 : 4));
       }
       if (bf16) {
         need(HTP_CUDA_OWN_SUMS,

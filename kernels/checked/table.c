@@ -262,12 +262,11 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     DEVICE(scratch, F32(htp__size_add(n3(rows, 3, head_dim), n2(tokens, tokens))));            \
     HOST(heads, IDS(count));                                                                   \
     UNITS(head_dim, heads, count, num_heads);                                                  \
-    /* Every head in order: CUDA runs the whole attention in its own scratch. */              \
-    int every_ = count == num_heads && count > 0;                                              \
-    for (int64_t i_ = 0; every_ && i_ < count; ++i_) every_ = heads[i_] == i_;                 \
-    if (every_) {                                                                              \
-      OWN(HEADS, htp_cuda_heads_bytes(batch, tokens, model_dim, num_heads, head_dim));         \
-      if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n2(3, inner)));               \
+    /* CUDA runs the listed heads as one attention of `count` heads in its own                \
+     * scratch, their weights gathered there (kernels/cuda/units.cu). */                      \
+    if (count > 0 && rows > 0) {                                                               \
+      OWN(HEADS, htp_cuda_heads_bytes(batch, tokens, model_dim, count, head_dim, sizeof(T)));  \
+      if (BF16_SUMS && bqkv) OWN(SUMS, htp_cuda_sums_bytes(rows, n3(3, count, head_dim)));     \
       OWN_LT(bqkv);                                                                            \
     }                                                                                          \
     RUN(cpu()->attention_heads_##sfx(&self->cpu, x, wqkv, bqkv, context, scratch, batch,       \

@@ -7,23 +7,23 @@
  * the CPU does, merging runs of consecutive ids into one GEMM (MLP units and
  * the row-parallel linear).
  *
- * Attention goes head by head in the CPU twin's scratch (one head's q, k, v
- * for every row, then one image's scores), which is all the runtime gives
- * this kernel (htp_rt_attention_scratch_floats): per head three GEMMs make
- * q, k and v side by side (ldc = 3·head_dim), then per image scores, softmax
- * and p·v into the head's context columns: 4 + 3·batch launches per head
- * (on an H200, ViT-B/16 at batch 64, ~2 ms a head on 24 SMs). A list of
- * every head in order (what a rank that keeps its heads and a compact shard
- * ask for) instead runs the whole attention's context (attention.cu: the
- * fused bf16 kernel, or batched GEMMs over the images) in the object's own
- * scratch, then copies it out.
+ * Attention runs the listed heads as one attention of `count` heads (the
+ * fused bf16 kernel, or batched GEMMs over the images: attention.cu) in
+ * the object's own scratch, their q, k and v weight rows gathered there
+ * first unless the list is every head in order (a rank that keeps its
+ * heads, a compact shard), then copies each run of heads' context columns
+ * to their place. (It went head by head in the caller's one-head scratch,
+ * as the CPU twin does: 4 + 3·batch launches a head. In the third GPU
+ * check, ViT-L/16 bf16 at batch 64 and tp 4, rank 0 on 8 SMs, the
+ * attention hook took 1.17 ms with one of its heads and 1.89 ms with all
+ * four, which went the fused way: a large cost whatever the heads, which
+ * the planner read as a fixed cost.)
  *
  * One body per kernel for f32 and bf16. The GEMMs read the tensors' own
  * type and always write f32 (q, k, v and the MLP's pre-activations, or the
  * row-parallel sum), so the bf16 twins round each output once, after the
  * bias, GELU or last accumulation: the MLP and row-parallel bf16 twins keep
- * that f32 block in the object's workspace, the listed heads write a
- * head's f32 p·v over the q columns its scores no longer need.
+ * that f32 block in the object's workspace.
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
 
@@ -50,19 +50,6 @@ int64_t run_length(const int32_t *units, int64_t i, int64_t count) {
   int64_t n = 1;
   while (i + n < count && units[i + n] == units[i] + n) ++n;
   return n;
-}
-
-/* qkv[r, part*head_dim + c] = bqkv[part*inner + head*head_dim + c]: head h's
- * three bias slices broadcast over the rows, the GEMM then adds onto them. */
-template <typename T>
-__global__ void head_bias_kernel(const T *bqkv, float *qkv, int64_t rows, int64_t head_dim,
-                                 int64_t inner, int64_t head) {
-  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  int64_t cols = 3 * head_dim;
-  if (i >= rows * cols)
-    return;
-  int64_t c = i % cols, part = c / head_dim;
-  qkv[i] = htp_cuda_load(bqkv, part * inner + head * head_dim + c % head_dim);
 }
 
 /* out[r, c] = GELU(in[r, c] + bias[c]) over a block of rows × columns, in
@@ -116,81 +103,65 @@ void bias_gelu_block(htp_cuda_kernels *kernels, const float *in, int64_t in_stri
 
 template <typename T>
 int attention_heads(htp_cuda_kernels *kernels, const T *x, const T *wqkv, const T *bqkv,
-                    T *context, float *scratch, int64_t batch, int64_t tokens, int64_t model_dim,
+                    T *context, int64_t batch, int64_t tokens, int64_t model_dim,
                     int64_t num_heads, int64_t head_dim, const int32_t *heads, int64_t count) {
   const char *op = "attention_heads";
-  const int64_t rows = batch * tokens, inner = num_heads * head_dim, stride = 3 * head_dim;
+  const int64_t rows = batch * tokens, inner = num_heads * head_dim;
   if (check_ids(kernels, op, head_dim, heads, count, num_heads) ||
       htp_cuda_check_attention_sizes(kernels, op, batch, tokens, model_dim, num_heads,
                                      head_dim))
     return 1;
-  /* Every head in order (a rank that keeps its heads, a compact shard): the
-   * whole attention's context in one pass (fused bf16 kernel, or batched
-   * GEMMs over the images), in the object's own attention scratch. */
+  if (count == 0 || rows == 0)
+    return 0;
+  if (htp_cuda_buffer_reserve(kernels, &kernels->heads_scratch, &kernels->heads_scratch_bytes,
+                              htp_cuda_heads_bytes(batch, tokens, model_dim, count, head_dim,
+                                                   sizeof(T))))
+    return 1;
   bool every_head = count == num_heads;
   for (int64_t i = 0; every_head && i < count; ++i)
     every_head = heads[i] == i;
-  if (every_head && count > 0) {
-    if (htp_cuda_buffer_reserve(kernels, &kernels->heads_scratch, &kernels->heads_scratch_bytes,
-                                htp_cuda_heads_bytes(batch, tokens, model_dim, num_heads,
-                                                     head_dim)))
-      return 1;
-    const T *all = htp_cuda_attention_context(kernels, x, wqkv, bqkv,
-                                              (float *)kernels->heads_scratch, batch, tokens,
-                                              model_dim, num_heads, head_dim);
-    if (!all)
-      return 1;
-    HTP_CUDA_CHECK(kernels, cudaMemcpyAsync(context, all, (size_t)(rows * inner) * sizeof(T),
-                                            cudaMemcpyDeviceToDevice, kernels->stream));
-    return 0;
+  /* A list of some heads: their q, k and v weight rows (and biases) gathered
+   * side by side, run by run of consecutive ids, so that they are the
+   * weights of an attention of `count` heads. */
+  const T *weights = wqkv, *biases = bqkv;
+  if (!every_head) {
+    T *gathered = reinterpret_cast<T *>(
+        (char *)kernels->heads_scratch +
+        htp_cuda_heads_weights_offset(batch, tokens, model_dim, count, head_dim));
+    T *gathered_bias = gathered + 3 * count * head_dim * model_dim;
+    for (int64_t i = 0; i < count;) {
+      const int64_t run = run_length(heads, i, count), n = run * head_dim;
+      for (int64_t part = 0; part < 3; ++part) {
+        const int64_t from = part * inner + heads[i] * head_dim, to = (part * count + i) * head_dim;
+        HTP_CUDA_CHECK(kernels, cudaMemcpyAsync(gathered + to * model_dim, wqkv + from * model_dim,
+                                                (size_t)(n * model_dim) * sizeof(T),
+                                                cudaMemcpyDeviceToDevice, kernels->stream));
+        if (bqkv)
+          HTP_CUDA_CHECK(kernels, cudaMemcpyAsync(gathered_bias + to, bqkv + from,
+                                                  (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice,
+                                                  kernels->stream));
+      }
+      i += run;
+    }
+    weights = gathered;
+    biases = bqkv ? gathered_bias : nullptr;
   }
-  float *qkv = scratch;                /* [rows, q_h | k_h | v_h] */
-  float *scores = qkv + rows * stride; /* [tokens, tokens] */
-  const float scale = 1.0f / sqrtf((float)head_dim), one = 1.0f, zero = 0.0f;
-  const int t = (int)tokens, hd = (int)head_dim, ld = (int)stride;
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t h = heads[i];
-    float beta = 0.0f;
-    if (bqkv && rows > 0) {
-      head_bias_kernel<<<htp_cuda_blocks(rows * stride, kThreads), kThreads, 0,
-                         kernels->stream>>>(bqkv, qkv, rows, head_dim, inner, h);
-      HTP_CUDA_CHECK_LAUNCH(kernels);
-      beta = 1.0f;
-    }
-    /* Part p (q, k, v) of head h: rows p*inner + h*head_dim of wqkv; row-major
-     * out[rows, hd] = x·w_pᵀ is column-major outᵀ = w_p·xᵀ (as linear.cu).
-     * Three plain GEMMs rather than one strided batch with x's stride 0,
-     * which cuBLAS does not document as allowed. */
-    for (int64_t part = 0; part < 3; ++part)
-      if (htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, hd, (int)rows, (int)model_dim, 1.0f,
-                        wqkv + (part * inner + h * head_dim) * model_dim, (int)model_dim, x,
-                        (int)model_dim, beta, qkv + part * head_dim, ld))
-        return 1;
-    for (int64_t b = 0; b < batch; ++b) {
-      float *block = qkv + b * tokens * stride;
-      T *head_context = context + b * tokens * inner + h * head_dim;
-      /* Row-major scores[t, t] = q·kᵀ is column-major scoresᵀ = k·qᵀ. */
-      HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_T, CUBLAS_OP_N, t, t, hd,
-                                            &scale, block + head_dim, ld, block, ld, &zero,
-                                            scores, t));
-      if (htp_cuda_softmax_rows(kernels, scores, tokens, tokens))
-        return 1;
-      /* Row-major context[t, hd] = p·v is column-major contextᵀ = vᵀ·pᵀ:
-       * straight into an f32 context; for bf16 into this image's q columns
-       * (read by the scores above, before it in stream order), rounded from
-       * there. */
-      float *pv = block;
-      int pv_ld = ld;
-      if constexpr (std::is_same_v<T, float>)
-        pv = head_context, pv_ld = (int)inner;
-      HTP_CUBLAS_CHECK(kernels, cublasSgemm(kernels->blas, CUBLAS_OP_N, CUBLAS_OP_N, hd, t, t,
-                                            &one, block + 2 * head_dim, ld, scores, t, &zero, pv,
-                                            pv_ld));
-      if constexpr (!std::is_same_v<T, float>)
-        if (htp_cuda_convert_block(kernels, (const float *)pv, stride, head_context, inner,
-                                   tokens, head_dim))
-          return 1;
-    }
+  /* The whole attention of those heads (the fused bf16 kernel, or batched
+   * GEMMs over the images) in the object's scratch, then each run's context
+   * columns to the head's place. */
+  const T *all = htp_cuda_attention_context(kernels, x, weights, biases,
+                                            (float *)kernels->heads_scratch, batch, tokens,
+                                            model_dim, count, head_dim);
+  if (!all)
+    return 1;
+  for (int64_t i = 0; i < count;) {
+    const int64_t run = run_length(heads, i, count);
+    HTP_CUDA_CHECK(kernels,
+                   cudaMemcpy2DAsync(context + heads[i] * head_dim, (size_t)inner * sizeof(T),
+                                     all + i * head_dim, (size_t)(count * head_dim) * sizeof(T),
+                                     (size_t)(run * head_dim) * sizeof(T), (size_t)rows,
+                                     cudaMemcpyDeviceToDevice, kernels->stream));
+    i += run;
   }
   return 0;
 }
@@ -306,8 +277,9 @@ extern "C" int htp_cuda_attention_heads_f32(htp_cuda_kernels *kernels, const flo
                                             int64_t tokens, int64_t model_dim,
                                             int64_t num_heads, int64_t head_dim,
                                             const int32_t *heads, int64_t count) {
-  return attention_heads(kernels, x, wqkv, bqkv, context, scratch, batch, tokens, model_dim,
-                         num_heads, head_dim, heads, count);
+  (void)scratch; /* the caller's one-head scratch: this kernel runs in its own */
+  return attention_heads(kernels, x, wqkv, bqkv, context, batch, tokens, model_dim, num_heads,
+                         head_dim, heads, count);
 }
 
 extern "C" int htp_cuda_attention_heads_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
@@ -316,9 +288,10 @@ extern "C" int htp_cuda_attention_heads_bf16(htp_cuda_kernels *kernels, const ht
                                              int64_t tokens, int64_t model_dim,
                                              int64_t num_heads, int64_t head_dim,
                                              const int32_t *heads, int64_t count) {
+  (void)scratch;
   return attention_heads(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(wqkv),
-                         htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(context), scratch, batch,
-                         tokens, model_dim, num_heads, head_dim, heads, count);
+                         htp_cuda_bf16_ptr(bqkv), htp_cuda_bf16_ptr(context), batch, tokens,
+                         model_dim, num_heads, head_dim, heads, count);
 }
 
 extern "C" int htp_cuda_mlp_hidden_units_f32(htp_cuda_kernels *kernels, const float *x,

@@ -305,20 +305,24 @@ static void own_memory_is_cudas(void **state) {
   assert_int_equal(d.table->sum_f32(&d.env, parts, 2, y, R), HTP_KERNEL_OK);
   const int64_t staging = htp_cuda_staging_bytes(2 * (int64_t)sizeof(float *), 0);
   assert_int_equal(own_memory(&d), lt + sums + staging);
-  /* The listed heads: a list of some heads takes the caller's scratch; every
-   * head in order runs the whole attention in the kernels' own. */
+  /* The listed heads run as one attention of that many heads in the
+   * kernels' own scratch, their weights gathered there: one head's, then
+   * every head's (the buffer grows to it). */
   void *context = device_bytes(&d, 4 * R * H * HD);
   void *scratch = device_bytes(&d, 4 * (size_t)(R * 3 * HD + T * T));
   const int32_t one[] = {1}, every[] = {0, 1};
   assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
                                                 one, 1),
                    HTP_KERNEL_OK);
-  assert_int_equal(own_memory(&d), lt + sums + staging);
+  const int64_t head = htp_cuda_heads_bytes(B, T, D, 1, HD, 4);
+  assert_true(head >= 4 * htp_cuda_attention_scratch_floats(B, T, D, 1, HD) +
+                          4 * 3 * HD * (D + 1));
+  assert_int_equal(own_memory(&d), lt + sums + staging + head);
   assert_int_equal(d.table->attention_heads_f32(&d.env, x, w, b, context, scratch, B, T, D, H, HD,
                                                 every, 2),
                    HTP_KERNEL_OK);
-  const int64_t heads = htp_cuda_heads_bytes(B, T, D, H, HD);
-  assert_int_equal(heads, 4 * htp_cuda_attention_scratch_floats(B, T, D, H, HD));
+  const int64_t heads = htp_cuda_heads_bytes(B, T, D, H, HD, 4);
+  assert_true(heads > head);
   assert_int_equal(own_memory(&d), lt + sums + staging + heads);
   /* In bf16 its qkv projection rounds an f32 sum of [R, 3 * H * HD], larger
    * than the linear's: the sums buffer grows to it. */

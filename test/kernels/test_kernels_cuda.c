@@ -718,12 +718,14 @@ static void attention_cases(device *d, const shape *s, dtype t, int whole, int w
   double *ref = doubles(count * D), *tol = doubles(count * D);
   reference_attention(x, wqkv, with_bias ? bqkv : NULL, wproj, bproj, s, sample, count, p,
                       p->attention_operands, ctx, ctx_err, ref, tol);
-  /* The unit kernel keeps f32 operands, except for a list of every head in
-   * order, which a device may run as the whole attention (CUDA's fused bf16
-   * kernel: the attention's bound). */
-  int every = listed == H;
-  for (int64_t i = 0; every && i < listed; ++i) every = list[i] == i;
-  if (p->attention_operands > 0 && !every)
+  /* The CPU's unit kernel (and the checked device's) keeps f32 operands
+   * except for a list of every head in order, which it runs as the whole
+   * attention; CUDA's runs any list as the whole attention of those heads
+   * (the fused bf16 kernel): the attention's bound there. */
+  int whole_attention = listed == H || d->k->device == HTP_KERNEL_DEVICE_CUDA;
+  for (int64_t i = 0; whole_attention && i < listed; ++i)
+    whole_attention = d->k->device == HTP_KERNEL_DEVICE_CUDA || list[i] == i;
+  if (p->attention_operands > 0 && !whole_attention)
     reference_attention(x, wqkv, with_bias ? bqkv : NULL, NULL, NULL, s, sample, count, p, 0.0,
                         ctx, ctx_err, NULL, NULL);
   char name[96];
@@ -1241,7 +1243,7 @@ static void own_memory_cases(device *d) {
   const int32_t every[H] = {0, 1, 2};
   ENTRY(d, d->k->attention_heads_f32(&d->env, dx, dw, db, context, scratch, B, T, D, H, HD,
                                      every, H));
-  want += htp_cuda_heads_bytes(B, T, D, H, HD);
+  want += htp_cuda_heads_bytes(B, T, D, H, HD, 4);
   HELD_IS("every head");
 #undef HELD_IS
   printf("  %s own memory: %s (%llu bytes after a bf16 linear, a sum and every head)\n",

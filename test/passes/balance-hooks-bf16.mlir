@@ -19,12 +19,14 @@
 // PIPELINE-NOT: _f32(
 // What the CUDA kernels may keep of their own on a rank (kernel_memory_bytes),
 // counted by hand: a hook's compact shard may hold all 4 heads of the layer
-// (its 2 and 2 migrated in), so the every-head attention scratch is 4 heads'
-// (qkv 6 x 36 + context 6 x 12 + scores 2 images x 4 heads x 9 = 360 floats:
-// 1440 bytes); the largest f32 sum is the MLP's 40 hidden columns of 6 rows
-// (960 bytes, over the qkv's 6 x 36: 864); two ranks' pointers staged (32);
-// cuBLASLt's 4 MiB. 1440 + 960 + 32 + 4194304 = 4196736.
-// PIPELINE: \22kernel_memory_bytes\22:4196736,
+// (its 2 and 2 migrated in), so the listed-heads kernel's buffer is 4 heads'
+// attention scratch (qkv 6 x 36 + context 6 x 12 + scores 2 images x 4 heads
+// x 9 = 360 floats: 1440 bytes, to a 256-byte boundary 1536) and their
+// gathered q, k, v rows and biases (36 x 13 = 468 bf16: 936 bytes); the
+// largest f32 sum is the MLP's 40 hidden columns of 6 rows (960 bytes, over
+// the qkv's 6 x 36: 864); two ranks' pointers staged (32); cuBLASLt's 4 MiB.
+// 1536 + 936 + 960 + 32 + 4194304 = 4197768.
+// PIPELINE: \22kernel_memory_bytes\22:4197768,
 // What the balancer may keep on a device (balancer_memory_bytes), by hand:
 // a head's weights are 9 rows of 12, 9 biases, 12 x 3 columns (153
 // values), an MLP unit's 2 x 12 + 2 + 12 x 2 (50); a layer has 4 heads
@@ -71,8 +73,9 @@ func.func @two_layers(%x: tensor<2x3x12xbf16>,
 // PIPELINE-LABEL: llvm.func @htp.entry.f32_layer(
 // PIPELINE: llvm.call @htp_rt_attention_f32(
 // PIPELINE: llvm.call @htp_rt_mlp_f32(
-// In f32 the kernels keep no sums: 1440 + 32 + 4194304.
-// PIPELINE: \22kernel_memory_bytes\22:4195776,
+// In f32 the kernels keep no sums, and the gathered weights are 468 floats:
+// 1536 + 1872 + 32 + 4194304.
+// PIPELINE: \22kernel_memory_bytes\22:4197744,
 // The balancer's in f32, one layer: 2448 + 4000 packed, compact weights
 // 4000, activations 6 x 20 x 2 x 4 = 960, a head 612: 12020.
 // PIPELINE-SAME: \22balancer_memory_bytes\22:12020,
