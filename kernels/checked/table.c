@@ -299,7 +299,10 @@ ELEMENTWISE_ENTRIES(bf16, htp_bf16, BF16)
     DEVICE(y, BYTES(n2(rows, out)));                                                           \
     HOST(units, IDS(count));                                                                   \
     UNITS(width, units, count, width > 0 ? in / width : 0);                                    \
-    if (BF16_SUMS && count > 0 && rows > 0 && out > 0)                                         \
+    /* CUDA's bf16 sum in f32, unless one run of units makes y in one GEMM. */               \
+    int one_run_ = !accumulate;                                                                \
+    for (int64_t i_ = 1; one_run_ && i_ < count; ++i_) one_run_ = units[i_] == units[i_ - 1] + 1; \
+    if (BF16_SUMS && count > 0 && rows > 0 && out > 0 && !one_run_)                            \
       OWN(SUMS, htp_cuda_sums_bytes(rows, out));                                               \
     RUN(cpu()->linear_units_##sfx(&self->cpu, a, w, y, rows, in, out, width, units, count,     \
                                   accumulate));                                                \

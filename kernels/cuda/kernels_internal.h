@@ -80,8 +80,9 @@ struct htp_cuda_kernels {
   struct htp_cuda_lt_cache *lt_cache;
   void *lt_workspace;
   size_t lt_workspace_bytes;
-  /* The listed-heads kernel's attention scratch when its list is every head
-   * (units.cu): grown on demand, freed with the object. */
+  /* The listed-heads kernel's attention scratch and gathered weights
+   * (units.cu, htp_cuda_heads_bytes): grown on demand, freed with the
+   * object. */
   void *heads_scratch;
   size_t heads_scratch_bytes;
   /* Device copy of the host-side lists (unit ids, input pointers) that the

@@ -952,6 +952,9 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   for (int32_t h = 0; every && h < (int32_t)s->heads; ++h) every[h] = h;
   if (every) attention_cases(d, s, t, 0, 1, every, s->heads);
   free(every);
+  /* One run of heads not from 0 (CUDA gathers it with one copy a part). */
+  const int32_t run[] = {1, 2};
+  if (s->heads >= 3) attention_cases(d, s, t, 0, 1, run, 2);
   const int32_t last = (int32_t)(s->mlp / s->unit_width) - 1;
   const int32_t units[] = {0, 1, 2, last / 2, last};
   mlp_units_case(d, s, t, units, 5, 1, 0);
@@ -960,6 +963,8 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   if (small) mlp_units_case(d, s, t, NULL, 0, 0, 1);
   const int32_t blocks[] = {1, 2, 3, last / 2 + 1, last};
   linear_units_cases(d, s, t, blocks, 5);
+  /* One run (CUDA's bf16 overwrite: one GEMM rounding into y). */
+  linear_units_cases(d, s, t, blocks, 3);
   printf("%s %s on %s: %.1f s\n", s->name, t == F32 ? "f32" : "bf16", d->name, now() - start);
 }
 
