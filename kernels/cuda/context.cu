@@ -91,6 +91,15 @@ extern "C" int htp_cuda_kernels_create_on(int device, cudaStream_t stream,
     if (err) snprintf(err, (size_t)err_size, "cuBLAS initialisation failed on device %d", device);
     failed = 1;
   }
+  /* In an SM partition cuBLAS plans its grids for the partition's SMs (it
+   * would split a small GEMM for the whole device's). */
+  if (!failed && partition &&
+      cublasSetSmCountTarget(kernels->blas, htp_cuda_partition_sm_count(partition)) !=
+          CUBLAS_STATUS_SUCCESS) {
+    if (err) snprintf(err, (size_t)err_size, "cublasSetSmCountTarget(%d) failed on device %d",
+                      htp_cuda_partition_sm_count(partition), device);
+    failed = 1;
+  }
   if (!failed && cublasLtCreate(&kernels->lt) != CUBLAS_STATUS_SUCCESS) {
     if (err) snprintf(err, (size_t)err_size, "cuBLASLt initialisation failed on device %d", device);
     failed = 1;

@@ -145,6 +145,12 @@ static int lt_plan_make(htp_cuda_kernels *kernels, htp_cuda_lt_plan *plan, cudaD
                                             sizeof epilogue));
   HTP_LT_TRY(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                             &type, sizeof type));
+  /* In an SM partition the heuristics plan for its SMs, not the device's. */
+  const int32_t sm_target = kernels->partition ? htp_cuda_partition_sm_count(kernels->partition)
+                                               : 0;
+  if (sm_target > 0)
+    HTP_LT_TRY(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET,
+                                              &sm_target, sizeof sm_target));
   /* Stored column-major: w as [in, out] (op T), x as [in, rows], y as [out, rows]. */
   HTP_LT_TRY(cublasLtMatrixLayoutCreate(&plan->w_layout, type, (uint64_t)in_features,
                                         (uint64_t)out_features, in_features));

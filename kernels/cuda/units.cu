@@ -13,11 +13,9 @@
  * first unless the list is every head in order (a rank that keeps its
  * heads, a compact shard), then copies each run of heads' context columns
  * to their place. (It went head by head in the caller's one-head scratch,
- * as the CPU twin does: 4 + 3·batch launches a head. In the third GPU
- * check, ViT-L/16 bf16 at batch 64 and tp 4, rank 0 on 8 SMs, the
- * attention hook took 1.17 ms with one of its heads and 1.89 ms with all
- * four, which went the fused way: a large cost whatever the heads, which
- * the planner read as a fixed cost.)
+ * as the CPU twin does: 4 + 3·batch launches a head, on the in-place path
+ * of the balance hooks, which a plan that prunes takes; a plan that only
+ * moves units runs the compact shard, every head in order, as before.)
  *
  * One body per kernel for f32 and bf16. The GEMMs read the tensors' own
  * type and always write f32 (q, k, v and the MLP's pre-activations, or the
