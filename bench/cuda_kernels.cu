@@ -114,6 +114,7 @@ template <typename T> struct Twins;
     static constexpr auto attention_residual = htp_cuda_attention_residual_##dtype;        \
     static constexpr auto mlp_hidden_units = htp_cuda_mlp_hidden_units_##dtype;            \
     static constexpr auto attention_heads = htp_cuda_attention_heads_##dtype;              \
+    static constexpr auto bias_add_residual = htp_cuda_bias_add_residual_##dtype;          \
     static constexpr const char *suffix = row_suffix;                                      \
   };
 TWINS(float, f32, "")
@@ -177,6 +178,12 @@ template <typename T> int run_attention_residual(htp_cuda_kernels *k, const void
                                       a->in / a->out);
 }
 
+/* A row-parallel layer's sum after its all-reduce: + bias + residual
+ * (`other`) in one pass. */
+template <typename T> int run_bias_add_residual(htp_cuda_kernels *k, const void *p) {
+  const Args<T> *a = (const Args<T> *)p;
+  return Twins<T>::bias_add_residual(k, a->x, a->b, a->other, a->y, a->rows, a->in);
+}
 /* The balance hooks' listed-heads kernel (no projection): `out` heads, the
  * list every head in order (other == NULL) or one head alone, head 1 where
  * there are two (other != NULL: a rank that keeps one head, its weights
@@ -196,7 +203,7 @@ template <typename T> int run_attention_heads(htp_cuda_kernels *k, const void *p
 /* Indices of a dtype's cases, in the order add_cases appends them. */
 enum {
   kQkv, kProj, kFc1, kFc2, kLayerNorm, kGelu, kAdd, kBiasAdd, kAttention, kFc1Gelu,
-  kFc2Residual, kAttentionResidual, kHeadsEvery, kHeadsOne, kCasesPerType
+  kFc2Residual, kAttentionResidual, kHeadsEvery, kHeadsOne, kBiasAddResidual, kCasesPerType
 };
 
 /* Appends the kCasesPerType cases of element type T, its buffers in buf,
@@ -230,6 +237,7 @@ void add_cases(std::vector<Case> &cases, std::vector<Args<T>> &args, Buffers &bu
        s.tokens},
       {x, w_qkv, b_qkv, 0, 0, 0, 0, 0, y, scratch, rows, d, s.heads, s.batch, s.tokens},
       {x, w_qkv, b_qkv, 0, 0, x2, 0, 0, y, scratch, rows, d, s.heads, s.batch, s.tokens},
+      {x, 0, b_proj, 0, 0, x2, 0, 0, y, 0, rows, d, 0, 0, 0},
   });
   const double r = (double)rows, e = sizeof(T), tk = (double)s.tokens, hd = (double)s.head_dim();
   auto gemm = [](int64_t a, int64_t b, int64_t c, int64_t k) {
@@ -284,6 +292,8 @@ void add_cases(std::vector<Case> &cases, std::vector<Args<T>> &args, Buffers &bu
            std::to_string(d) + " one head of h" + std::to_string(s.heads) + " (qkv+sdpa)",
        2 * r * d * 3 * hd + (double)s.batch * 2 * (2 * tk * tk * hd), 0, bf16,
        run_attention_heads<T>, &args[kHeadsOne]},
+      {"bias_add_residual" + sfx, rd + " + b + r", 0, (3 * r * d + d) * e, bf16,
+       run_bias_add_residual<T>, &args[kBiasAddResidual]},
   };
   cases.insert(cases.end(), rows_of_t, rows_of_t + kCasesPerType);
 }

@@ -120,7 +120,7 @@ static std::string operandName(Operation *op, unsigned index) {
             return ArrayRef(names);
           })
           .Case<BiasAddOp>([](auto) {
-            static constexpr StringRef names[] = {"input", "bias"};
+            static constexpr StringRef names[] = {"input", "bias", "residual"};
             return ArrayRef(names);
           })
           .Case<AddOp>([](auto) {

@@ -277,7 +277,9 @@ def HTP_MLPOp : HTP_Op<"mlp"> {
   }];
 }
 
-def HTP_BiasAddOp : HTP_Op<"bias_add", [AllTypesMatch<["input", "result"]>]> {
+def HTP_BiasAddOp : HTP_Op<"bias_add", [
+    AllTypesMatch<["input", "result"]>,
+    OptionalTypesMatchWith<"a residual has the input's type", "input", "residual", "$_self">]> {
   let summary = "adds a [dim] bias to every row of a tensor";
   let description = [{
     `bias` is 1-D and matches the input's last dim. The tensor-parallel pass
@@ -287,10 +289,21 @@ def HTP_BiasAddOp : HTP_Op<"bias_add", [AllTypesMatch<["input", "result"]>]> {
     ```mlir
     %y = htp.bias_add %x, %b : tensor<8x197x768xf32>, tensor<768xf32>
     ```
+
+    `residual`, when present, is added too (`y = x + b + r`, `r` of the
+    input's type): `--htp-fuse-residual` folds into it the residual add that
+    follows a row-parallel layer's all-reduce and bias, so that a device
+    makes one pass over the activations instead of two. Forward only.
+
+    ```mlir
+    %y = htp.bias_add %x, %b residual %r : tensor<8x197x768xf32>, tensor<768xf32>
+    ```
   }] # HTP_LimitsDoc;
-  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$bias);
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$bias, Optional<HTP_Tensor>:$residual);
   let results = (outs HTP_Tensor:$result);
-  let assemblyFormat = "$input `,` $bias attr-dict `:` type($input) `,` type($bias)";
+  let assemblyFormat = [{
+    $input `,` $bias (`residual` $residual^)? attr-dict `:` type($input) `,` type($bias)
+  }];
 }
 
 def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {

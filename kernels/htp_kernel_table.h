@@ -398,6 +398,17 @@ typedef struct htp_kernel_table {
                                                int64_t scratch_floats, int64_t batch,
                                                int64_t tokens, int64_t model_dim,
                                                int64_t num_heads, int64_t head_dim);
+  /* y = x + bias + r in one pass (bias_add's layout, r of x's shape, not
+   * overlapping y): a row-parallel layer's sum after its all-reduce with
+   * the residual add fused. May be NULL (the runtime runs bias_add, then
+   * add on y in place): the CPU's is, where both are short next to the
+   * GEMMs; CUDA's is one kernel; the checked device wraps the CPU's two. */
+  htp_kernel_status (*bias_add_residual_f32)(const htp_kernel_env *env, const float *x,
+                                             const float *bias, const float *r, float *y,
+                                             int64_t rows, int64_t cols);
+  htp_kernel_status (*bias_add_residual_bf16)(const htp_kernel_env *env, const htp_bf16 *x,
+                                              const htp_bf16 *bias, const htp_bf16 *r,
+                                              htp_bf16 *y, int64_t rows, int64_t cols);
 
   /* The device memory the kernels hold of their own beside what their
    * callers give them (CUDA's f32 sums, attention scratch, staging and

@@ -62,6 +62,9 @@ int htp_cuda_add_f32(htp_cuda_kernels *kernels, const float *a, const float *b, 
                      int64_t n);
 int htp_cuda_bias_add_f32(htp_cuda_kernels *kernels, const float *x, const float *bias, float *y,
                           int64_t rows, int64_t cols);
+/* y = x + bias + r in one pass (r of x's shape, not overlapping y). */
+int htp_cuda_bias_add_residual_f32(htp_cuda_kernels *kernels, const float *x, const float *bias,
+                                   const float *r, float *y, int64_t rows, int64_t cols);
 
 /* The model's ends (kernels/cuda/embed.cu), twins of the CPU table's
  * entries of the same names (kernels/htp_kernel_table.h): patchify, token
@@ -216,6 +219,9 @@ int htp_cuda_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *a, const htp_bf
                       htp_bf16 *y, int64_t n);
 int htp_cuda_bias_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *bias,
                            htp_bf16 *y, int64_t rows, int64_t cols);
+int htp_cuda_bias_add_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                    const htp_bf16 *bias, const htp_bf16 *r, htp_bf16 *y,
+                                    int64_t rows, int64_t cols);
 /* scratch: htp_cuda_attention_scratch_floats floats, as the f32 twin. */
 int htp_cuda_attention_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x, const htp_bf16 *wqkv,
                             const htp_bf16 *bqkv, const htp_bf16 *wproj, const htp_bf16 *bproj,

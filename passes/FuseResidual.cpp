@@ -5,7 +5,8 @@
 // into htp.linear ... residual r (and the same for htp.attention): one
 // kernel call whose GEMM epilogue can add r, instead of a second pass over
 // the activations (DESIGN §6). A ViT block's attention projection and MLP
-// fc2 are the cases.
+// fc2 are the cases; split over tp ranks, their sums' htp.bias_add after
+// the all-reduce (y = sum + b + r in one pass).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,9 +29,9 @@ using namespace mlir::htp;
 namespace {
 
 /// The op `sum` can fold into when `value` is its operand and `residual` the
-/// other: a linear (without a GELU) or an unbalanced attention (no pair),
-/// read by the add alone, without a residual yet, `residual` available where
-/// it runs. Null when none.
+/// other: a linear (without a GELU), an unbalanced attention (no pair) or a
+/// bias add, read by the add alone, without a residual yet, `residual`
+/// available where it runs. Null when none.
 Operation *foldTarget(DominanceInfo &dominance, Value value, Value residual) {
   Operation *producer = value.getDefiningOp();
   if (!producer || !value.hasOneUse() || !dominance.properlyDominates(residual, producer))
@@ -39,6 +40,8 @@ Operation *foldTarget(DominanceInfo &dominance, Value value, Value residual) {
     return linear.getGelu() || linear.getResidual() ? nullptr : producer;
   if (auto attention = dyn_cast<AttentionOp>(producer))
     return attention.getPair() || attention.getResidual() ? nullptr : producer;
+  if (auto biasAdd = dyn_cast<BiasAddOp>(producer))
+    return biasAdd.getResidual() ? nullptr : producer;
   return nullptr;
 }
 
@@ -61,8 +64,10 @@ struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
         continue;
       if (auto linear = dyn_cast<LinearOp>(target))
         linear.getResidualMutable().assign(residual);
+      else if (auto attention = dyn_cast<AttentionOp>(target))
+        attention.getResidualMutable().assign(residual);
       else
-        cast<AttentionOp>(target).getResidualMutable().assign(residual);
+        cast<BiasAddOp>(target).getResidualMutable().assign(residual);
       // The target now computes the sum; it stands before every reader of it.
       sum.getResult().replaceAllUsesWith(value);
       sum.erase();

@@ -233,6 +233,8 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
       })
       .Case([&](BiasAddOp biasAdd) {
         accumulate(biasAdd.getInput(), dy);
+        if (biasAdd.getResidual()) // y = x + b + r: r's adjoint is dy, as x's
+          accumulate(biasAdd.getResidual(), dy);
         accumulate(
             biasAdd.getBias(),
             create<RowSumOp>(loc, TypeRange{typeOf(op, 1)}, ValueRange{dy})

@@ -279,16 +279,23 @@ struct MLPLowering : CallPattern<MLPOp> {
   }
 };
 
-/// htp.bias_add → htp_op_bias_add_f32 or _bf16(ctx, x, bias, y, rows, dim).
+/// htp.bias_add → htp_op_bias_add_f32 or _bf16(ctx, x, bias, y, rows, dim);
+/// with a fused `residual` r, htp_op_bias_add_residual_f32 or _bf16(ctx, x,
+/// bias, r, y, rows, dim).
 struct BiasAddLowering : CallPattern<BiasAddOp> {
   using CallPattern::CallPattern;
   void emitCall(BiasAddOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
-    entry.callOp(rewriter, loc, opEntryPoint("htp_op_bias_add", op),
-                     {adaptor.getInput(), adaptor.getBias(), result,
-                      constantI64(rewriter, loc, leadingRows(op.getType())),
-                      constantI64(rewriter, loc, op.getType().getShape().back())});
+    SmallVector<Value> args{adaptor.getInput(), adaptor.getBias(), result,
+                            constantI64(rewriter, loc, leadingRows(op.getType())),
+                            constantI64(rewriter, loc, op.getType().getShape().back())};
+    if (op.getResidual()) {
+      args.insert(args.begin() + 2, adaptor.getResidual());
+      entry.callOp(rewriter, loc, opEntryPoint("htp_op_bias_add_residual", op), args);
+      return;
+    }
+    entry.callOp(rewriter, loc, opEntryPoint("htp_op_bias_add", op), args);
   }
 };
 

@@ -216,7 +216,8 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
 }
 
 def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
-  let summary = "Fold each residual htp.add of a single-use htp.linear or htp.attention into it";
+  let summary = "Fold each residual htp.add of a single-use htp.linear, htp.attention or "
+                "htp.bias_add into it";
   let description = [{
     `htp.add(htp.linear(x, w, b), r)`, the linear's result read by the add
     alone, becomes `htp.linear x, w, b residual r` (either operand order;
@@ -228,7 +229,10 @@ def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
     the fused entry (the CPU: an add right after the GEMM costs ~0.05 ms of
     a 17 ms fc2, bench/onednn_postops.c) runs the GEMM then the add, as
     before. A ViT block's attention and MLP fc2 are the cases. A linear with
-    a fused GELU is left alone.
+    a fused GELU is left alone. Split over tp ranks, the sum of a row half
+    takes the bias after its all-reduce: `htp.add(htp.bias_add(s, b), r)`
+    becomes `htp.bias_add s, b residual r` (`htp_op_bias_add_residual_*`,
+    one pass over the activations on CUDA instead of two).
 
     Forward only, after `--htp-tensor-parallel` (whose row halves yield
     partial sums the residual follows), `--htp-balance-hooks` and

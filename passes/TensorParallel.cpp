@@ -226,8 +226,8 @@ Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value 
   Value total = AllReduceOp::create(builder, loc, partial.getType(), partial,
                                     builder.getStringAttr("tp"))
                     .getResult();
-  if (bias)
-    total = BiasAddOp::create(builder, loc, total.getType(), total, bias).getResult();
+  if (bias) // a residual too: one pass over the sum (y = sum + b + r)
+    return BiasAddOp::create(builder, loc, total.getType(), total, bias, residual).getResult();
   if (residual)
     total = AddOp::create(builder, loc, total.getType(), total, residual).getResult();
   return total;

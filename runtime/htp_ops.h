@@ -248,6 +248,17 @@ HTP_API htp_result htp_op_attention_residual_bf16(
     const uint16_t *wproj, const uint16_t *bproj, const uint16_t *r, uint16_t *y,
     float *scratch, int64_t scratch_floats, int64_t batch, int64_t tokens, int64_t model_dim,
     int64_t num_heads, int64_t head_dim);
+/* y = x + bias + r (bias [cols] on every row of x [rows, cols], r of x's
+ * shape): htp.bias_add with its residual add fused (--htp-fuse-residual;
+ * a row-parallel layer's sum after its all-reduce). r must not overlap y.
+ * The table's fused entry where it has one (CUDA's: one pass), else the
+ * bias add then the add in place on y. */
+HTP_API htp_result htp_op_bias_add_residual_f32(htp_ctx *ctx, const float *x, const float *bias,
+                                                const float *r, float *y, int64_t rows,
+                                                int64_t cols);
+HTP_API htp_result htp_op_bias_add_residual_bf16(htp_ctx *ctx, const uint16_t *x,
+                                                 const uint16_t *bias, const uint16_t *r,
+                                                 uint16_t *y, int64_t rows, int64_t cols);
 /* dst = src (bytes bytes; dst == src does nothing, another overlap is
  * refused): a compiled block's result copies,
  * which may live on the device. bytes 0 is a no-op. */

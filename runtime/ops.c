@@ -329,6 +329,30 @@ htp_result htp_op_attention_residual_bf16(htp_ctx *ctx, const uint16_t *x, const
                      scratch, scratch_floats, batch, tokens, model_dim, num_heads, head_dim);
 }
 
+/* The same for the bias add: its fused entry, else it then the add. */
+#define BIAS_ADD_RESIDUAL(ctx, what, T, fused, bias_add, add, x, bias, r, y, rows, cols)      \
+  do {                                                                                         \
+    OP_CHECKED(check_bias_add(ctx, what, x, bias, y, rows, cols));                             \
+    OP_CHECKED(check_residual(ctx, what, r, y, (rows) * (cols), sizeof(T)));                   \
+    if (htp__kernel_table(ctx)->fused)                                                         \
+      OP_TIMED(ctx, what, fused, x, bias, r, y, rows, cols);                                   \
+    OP_CHECKED(bias_add(ctx, x, bias, y, rows, cols));                                         \
+    return add(ctx, y, r, y, (rows) * (cols));                                                 \
+  } while (0)
+
+htp_result htp_op_bias_add_residual_f32(htp_ctx *ctx, const float *x, const float *bias,
+                                        const float *r, float *y, int64_t rows, int64_t cols) {
+  BIAS_ADD_RESIDUAL(ctx, "htp_op_bias_add_residual_f32", float, bias_add_residual_f32,
+                    htp_op_bias_add_f32, htp_op_add_f32, x, bias, r, y, rows, cols);
+}
+
+htp_result htp_op_bias_add_residual_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *bias,
+                                         const uint16_t *r, uint16_t *y, int64_t rows,
+                                         int64_t cols) {
+  BIAS_ADD_RESIDUAL(ctx, "htp_op_bias_add_residual_bf16", uint16_t, bias_add_residual_bf16,
+                    htp_op_bias_add_bf16, htp_op_add_bf16, x, bias, r, y, rows, cols);
+}
+
 htp_result htp_op_copy(htp_ctx *ctx, void *dst, const void *src, size_t bytes) {
   const char *what = "htp_op_copy";
   if (bytes == 0) return HTP_OK;

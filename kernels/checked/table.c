@@ -349,6 +349,14 @@ static htp_kernel_status residual_problem(const htp_kernel_env *env, const char 
       s_ = attention_##sfx(env, x, wqkv, bqkv, wproj, bproj, y, scratch, scratch_floats,       \
                            batch, tokens, model_dim, num_heads, head_dim);                     \
     return s_ == HTP_KERNEL_OK ? add_##sfx(env, y, r, y, n_) : s_;                             \
+  }                                                                                            \
+  static htp_kernel_status bias_add_residual_##sfx(const htp_kernel_env *env, const T *x,      \
+                                                   const T *bias, const T *r, T *y,            \
+                                                   int64_t rows, int64_t cols) {               \
+    const int64_t n_ = n2(rows, cols);                                                         \
+    htp_kernel_status s_ = residual_problem(env, "bias_add_residual_" #sfx, r, y, BYTES(n_));  \
+    if (s_ == HTP_KERNEL_OK) s_ = bias_add_##sfx(env, x, bias, y, rows, cols);                 \
+    return s_ == HTP_KERNEL_OK ? add_##sfx(env, y, r, y, n_) : s_;                             \
   }
 
 RESIDUAL_ENTRIES(f32, float, F32)
@@ -753,6 +761,8 @@ static const htp_kernel_table CHECKED_TABLE = {
     .linear_residual_bf16 = linear_residual_bf16,
     .attention_residual_f32 = attention_residual_f32,
     .attention_residual_bf16 = attention_residual_bf16,
+    .bias_add_residual_f32 = bias_add_residual_f32,
+    .bias_add_residual_bf16 = bias_add_residual_bf16,
     .layer_norm_bf16 = layer_norm_bf16,
     .gelu_bf16 = gelu_bf16,
     .add_bf16 = add_bf16,

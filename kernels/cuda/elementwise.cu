@@ -44,22 +44,33 @@ template <typename T> __global__ void add_quads_kernel(const T *a, const T *b, T
   htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
 }
 
-/* y = x + bias broadcast over the rows, each of its own type (the bf16
- * linear adds a bf16 bias to its f32 sums and rounds once). */
+/* y = x + bias broadcast over the rows (+ r, a residual of y's type, where
+ * r is not NULL), each of its own type, summed in f32 and rounded once (the
+ * bf16 linear adds a bf16 bias to its f32 sums). */
 template <typename X, typename B, typename Y>
-__global__ void bias_add_kernel(const X *x, const B *bias, Y *y, int64_t rows, int64_t cols) {
+__global__ void bias_add_kernel(const X *x, const B *bias, const Y *r, Y *y, int64_t rows,
+                                int64_t cols) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < rows * cols)
-    htp_cuda_store(y, i, htp_cuda_load(x, i) + htp_cuda_load(bias, i % cols));
+  if (i >= rows * cols)
+    return;
+  float v = htp_cuda_load(x, i) + htp_cuda_load(bias, i % cols);
+  if (r)
+    v += htp_cuda_load(r, i);
+  htp_cuda_store(y, i, v);
 }
 template <typename X, typename B, typename Y>
-__global__ void bias_add_quads_kernel(const X *x, const B *bias, Y *y, int64_t rows,
-                                      int64_t cols) {
+__global__ void bias_add_quads_kernel(const X *x, const B *bias, const Y *r, Y *y,
+                                      int64_t rows, int64_t cols) {
   int64_t i = 4 * ((int64_t)blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= rows * cols)
     return;
   const float4 u = htp_cuda_load4(x, i), v = htp_cuda_load4(bias, i % cols);
-  htp_cuda_store4(y, i, make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w));
+  float4 sum = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+  if (r) {
+    const float4 w = htp_cuda_load4(r, i);
+    sum = make_float4(sum.x + w.x, sum.y + w.y, sum.z + w.z, sum.w + w.w);
+  }
+  htp_cuda_store4(y, i, sum);
 }
 
 template <typename In, typename Out>
@@ -108,21 +119,22 @@ template int htp_cuda_add<htp_cuda_bf16>(htp_cuda_kernels *, const htp_cuda_bf16
 
 template <typename X, typename B, typename Y>
 int htp_cuda_bias_add_block(htp_cuda_kernels *kernels, const X *x, const B *bias, Y *y,
-                            int64_t rows, int64_t cols) {
+                            int64_t rows, int64_t cols, const Y *r) {
   if (rows <= 0 || cols <= 0)
     return rows < 0 || cols < 0 ? htp_cuda_fail(kernels, "bias_add", "negative size") : 0;
-  if (htp_cuda_quads(cols, x, bias, y))
+  if (htp_cuda_quads(cols, x, bias, y, r))
     bias_add_quads_kernel<<<htp_cuda_blocks(rows * cols / 4, kThreads), kThreads, 0,
-                            kernels->stream>>>(x, bias, y, rows, cols);
+                            kernels->stream>>>(x, bias, r, y, rows, cols);
   else
     bias_add_kernel<<<htp_cuda_blocks(rows * cols, kThreads), kThreads, 0, kernels->stream>>>(
-        x, bias, y, rows, cols);
+        x, bias, r, y, rows, cols);
   HTP_CUDA_CHECK_LAUNCH(kernels);
   return 0;
 }
 
 template int htp_cuda_bias_add_block<float, htp_cuda_bf16, htp_cuda_bf16>(
-    htp_cuda_kernels *, const float *, const htp_cuda_bf16 *, htp_cuda_bf16 *, int64_t, int64_t);
+    htp_cuda_kernels *, const float *, const htp_cuda_bf16 *, htp_cuda_bf16 *, int64_t, int64_t,
+    const htp_cuda_bf16 *);
 
 template <typename In, typename Out>
 int htp_cuda_convert_block(htp_cuda_kernels *kernels, const In *src, int64_t src_ld, Out *dst,
@@ -171,6 +183,18 @@ extern "C" int htp_cuda_bias_add_bf16(htp_cuda_kernels *kernels, const htp_bf16 
                                       const htp_bf16 *bias, htp_bf16 *y, int64_t rows,
                                       int64_t cols) {
   return htp_cuda_bias_add_block(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(bias),
-                                 htp_cuda_bf16_ptr(y),
-                  rows, cols);
+                                 htp_cuda_bf16_ptr(y), rows, cols);
+}
+
+extern "C" int htp_cuda_bias_add_residual_f32(htp_cuda_kernels *kernels, const float *x,
+                                              const float *bias, const float *r, float *y,
+                                              int64_t rows, int64_t cols) {
+  return htp_cuda_bias_add_block(kernels, x, bias, y, rows, cols, r);
+}
+
+extern "C" int htp_cuda_bias_add_residual_bf16(htp_cuda_kernels *kernels, const htp_bf16 *x,
+                                               const htp_bf16 *bias, const htp_bf16 *r,
+                                               htp_bf16 *y, int64_t rows, int64_t cols) {
+  return htp_cuda_bias_add_block(kernels, htp_cuda_bf16_ptr(x), htp_cuda_bf16_ptr(bias),
+                                 htp_cuda_bf16_ptr(y), rows, cols, htp_cuda_bf16_ptr(r));
 }

@@ -362,12 +362,13 @@ T *htp_cuda_attention_context(htp_cuda_kernels *kernels, const T *x, const T *wq
                               const T *bqkv, float *scratch, int64_t batch, int64_t tokens,
                               int64_t model_dim, int64_t num_heads, int64_t head_dim);
 
-/* y[r, c] = x[r, c] + bias[c] for a rows x cols block, rounded once to Y
- * (elementwise.cu; instantiated for the bias_add entries and for f32 sums
- * with a bf16 bias into bf16: the bf16 linear). */
+/* y[r, c] = x[r, c] + bias[c] (+ res[r, c] where res is not NULL) for a
+ * rows x cols block, summed in f32 and rounded once to Y (elementwise.cu;
+ * instantiated for the bias_add and bias_add_residual entries and for f32
+ * sums with a bf16 bias into bf16: the bf16 linear). */
 template <typename X, typename B, typename Y>
 int htp_cuda_bias_add_block(htp_cuda_kernels *kernels, const X *x, const B *bias, Y *y,
-                            int64_t rows, int64_t cols);
+                            int64_t rows, int64_t cols, const Y *res = nullptr);
 
 /* dst[r, c] = src[r, c] converted (rounded once when Out is bf16), for a
  * rows × cols block with leading dimensions src_ld and dst_ld (elements)

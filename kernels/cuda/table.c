@@ -91,6 +91,14 @@ TWIN_ENTRY(bias_add_bf16, htp_cuda_bias_add_bf16,
            (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *bias, htp_bf16 *y,
             int64_t rows, int64_t cols),
            (kernels, x, bias, y, rows, cols))
+TWIN_ENTRY(bias_add_residual_f32, htp_cuda_bias_add_residual_f32,
+           (const htp_kernel_env *env, const float *x, const float *bias, const float *r,
+            float *y, int64_t rows, int64_t cols),
+           (kernels, x, bias, r, y, rows, cols))
+TWIN_ENTRY(bias_add_residual_bf16, htp_cuda_bias_add_residual_bf16,
+           (const htp_kernel_env *env, const htp_bf16 *x, const htp_bf16 *bias,
+            const htp_bf16 *r, htp_bf16 *y, int64_t rows, int64_t cols),
+           (kernels, x, bias, r, y, rows, cols))
 
 /* The model's ends (embed.cu), f32. The other training entries (backward
  * of linear, layer norm, GELU, attention; the loss; the optimizers) are
@@ -441,6 +449,8 @@ static const htp_kernel_table CUDA_TABLE = {
     .linear_residual_bf16 = linear_residual_bf16,
     .attention_residual_f32 = attention_residual_f32,
     .attention_residual_bf16 = attention_residual_bf16,
+    .bias_add_residual_f32 = bias_add_residual_f32,
+    .bias_add_residual_bf16 = bias_add_residual_bf16,
     .own_memory = own_memory,
     .set_matmul_precision = set_matmul_precision,
     .alloc = alloc,

@@ -69,7 +69,9 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
   %s = htp.all_reduce %p : tensor<2x5x12xf32>
   // CHECK: htp.bias_add %{{.*}}, %{{.*}} : tensor<2x5x12xf32>, tensor<12xf32>
   %y = htp.bias_add %s, %bp : tensor<2x5x12xf32>, tensor<12xf32>
-  return %y : tensor<2x5x12xf32>
+  // CHECK: htp.bias_add %{{.*}}, %{{.*}} residual %[[X:[^ ]*]] : tensor<2x5x12xf32>, tensor<12xf32>
+  %z = htp.bias_add %s, %bp residual %y : tensor<2x5x12xf32>, tensor<12xf32>
+  return %z : tensor<2x5x12xf32>
 }
 
 // Uneven shards with spare room: 2 and 1 heads of 3 channels owned, room

@@ -241,6 +241,16 @@ func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x
 
 // -----
 
+// A residual has the input's type (the custom form infers it; the generic
+// form can say another).
+func.func @bias_add_residual(%x: tensor<2x12xf32>, %b: tensor<12xf32>, %r: tensor<3x12xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{failed to verify that a residual has the input's type}}
+  %y = "htp.bias_add"(%x, %b, %r) : (tensor<2x12xf32>, tensor<12xf32>, tensor<3x12xf32>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
 // expected-error @+1 {{a qkv shard cuts dim 0 (the q, k and v rows), got dim 1}}
 func.func @shard_qkv_dim(%w: tensor<6x6xf32> {htp.shard = #htp.shard<dim = 1, parts = 2, layout = qkv>}) -> tensor<6x6xf32> {
   return %w : tensor<6x6xf32>

@@ -449,9 +449,22 @@ static void residual_op_entries(void **state) {
                                                  4, 1, 2, 2, 1, 1),
                    HTP_ERR_INVALID);
   assert_non_null(strstr(htp_last_error(ctx), "htp_op_attention_residual_f32"));
+  /* The bias add with a residual: x + b + r, the same refusals. */
+  float *xo = random_floats(ROWS * OUT, -1, 1);
+  for (int64_t i = 0; i < ROWS * OUT; ++i) want[i] = (double)xo[i] + b[i % OUT] + r[i];
+  assert_int_equal(htp_op_bias_add_residual_f32(ctx, xo, b, r, got, ROWS, OUT), HTP_OK);
+  assert_near("bias_add_residual", got, want, ROWS * OUT, 1e-6);
+  assert_int_equal(htp_op_bias_add_residual_f32(ctx, xo, b, NULL, got, ROWS, OUT),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "htp_op_bias_add_residual_f32: r is NULL"));
+  memset(both, 0, (ROWS * OUT + 1) * sizeof(float));
+  assert_int_equal(htp_op_bias_add_residual_f32(ctx, xo, b, both + 1, both, ROWS, OUT),
+                   HTP_ERR_INVALID);
+  assert_non_null(strstr(htp_last_error(ctx), "overlap"));
+  for (int64_t i = 0; i <= ROWS * OUT; ++i) assert_true(both[i] == 0.0f);
   htp_ctx_destroy(ctx);
   htp_world_destroy(world);
-  free(x), free(w), free(b), free(r), free(got), free(want), free(both);
+  free(x), free(w), free(b), free(r), free(got), free(want), free(both), free(xo);
 }
 
 /* 3d. Each training op entry refuses bad arguments: HTP_ERR_INVALID with a

@@ -150,6 +150,16 @@ static htp_kernel_status run_bias_add(device *d, dtype t, const void *x, const v
   return t == F32 ? d->k->bias_add_f32(&d->env, x, bias, y, rows, cols)
                   : d->k->bias_add_bf16(&d->env, x, bias, y, rows, cols);
 }
+/* The table may have none (the runtime then runs bias_add, then add). */
+static int has_bias_add_residual(const device *d, dtype t) {
+  return t == F32 ? d->k->bias_add_residual_f32 != NULL : d->k->bias_add_residual_bf16 != NULL;
+}
+static htp_kernel_status run_bias_add_residual(device *d, dtype t, const void *x,
+                                               const void *bias, const void *r, void *y,
+                                               int64_t rows, int64_t cols) {
+  return t == F32 ? d->k->bias_add_residual_f32(&d->env, x, bias, r, y, rows, cols)
+                  : d->k->bias_add_residual_bf16(&d->env, x, bias, r, y, rows, cols);
+}
 static htp_kernel_status run_attention(device *d, dtype t, const void *x, const void *wqkv,
                                        const void *bqkv, const void *wproj, const void *bproj,
                                        void *y, float *scratch, int64_t scratch_floats,
@@ -688,6 +698,23 @@ static void elementwise_cases(device *d, const shape *s, dtype t) {
   label(name, sizeof name, s, t, "bias_add");
   verdict(name, got, rows, cols, NULL, rows, ref, tol);
   release(d, dy), free(got);
+  /* With a residual (other): x + b + r, rounded once or after each add. */
+  label(name, sizeof name, s, t, "bias_add + residual");
+  if (!has_bias_add_residual(d, t)) {
+    printf("  %-46s none on this device (bias_add then add): ok\n", name);
+  } else {
+    dy = upload_poison(d, n, t);
+    ENTRY(d, run_bias_add_residual(d, t, dx, dbias, dother, dy, rows, cols));
+    got = download(d, dy, n, t);
+    for (int64_t i = 0; i < n; ++i) {
+      const double biased = (double)x[i] + bias[i % cols];
+      ref[i] = biased + other[i];
+      tol[i] = p->out * (fabs(biased) + fabs(ref[i]));
+    }
+    verdict(name, got, rows, cols, NULL, rows, ref, tol);
+    check_unchanged(d, t, name, dother, other, n);
+    release(d, dy), free(got);
+  }
   release(d, dx), release(d, dother), release(d, dbias);
   free(x), free(other), free(bias), free(ref), free(tol);
 }

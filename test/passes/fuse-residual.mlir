@@ -89,3 +89,46 @@ func.func @two(%x: tensor<4x8xf32> {htp.input = "x"},
   %y = htp.add %p, %q : tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// A row-parallel sum's bias add (after its all-reduce) takes the residual:
+// y = sum + b + r, one call (either operand order); the argument order is
+// x, bias, r, y, rows, cols.
+// CHECK-LABEL: func.func @bias_add
+// CHECK: %[[S:.*]] = htp.all_reduce
+// CHECK: %[[Y:.*]] = htp.bias_add %[[S]], %{{.*}} residual %[[R:[^ ]*]] : tensor<2x5x8xf32>, tensor<8xf32>
+// CHECK: %[[Z:.*]] = htp.bias_add %{{.*}}, %{{.*}} residual %[[Y]] : tensor<2x5x8xf32>, tensor<8xf32>
+// CHECK-NOT: htp.add
+// CHECK: return %[[Z]]
+// LOWER-LABEL: llvm.func @htp.entry.bias_add(
+// LOWER: llvm.call @htp_op_bias_add_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y:[^,]*]], %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> i32
+// LOWER: llvm.call @htp_op_bias_add_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y]],
+// LOWER-NOT: llvm.call @htp_op_add
+func.func @bias_add(%x: tensor<2x5x8xf32> {htp.input = "x"}, %p: tensor<2x5x8xf32> {htp.input = "p"},
+                    %b: tensor<8xf32> {htp.param = "b"}) -> tensor<2x5x8xf32> {
+  %s = htp.all_reduce %p : tensor<2x5x8xf32>
+  %t = htp.bias_add %s, %b : tensor<2x5x8xf32>, tensor<8xf32>
+  %y = htp.add %t, %x : tensor<2x5x8xf32>
+  %u = htp.bias_add %p, %b : tensor<2x5x8xf32>, tensor<8xf32>
+  %z = htp.add %y, %u : tensor<2x5x8xf32>
+  return %z : tensor<2x5x8xf32>
+}
+
+// -----
+
+// A bias add read twice, or one that already has a residual, is left alone.
+// CHECK-LABEL: func.func @bias_add_kept
+// CHECK: %[[T:.*]] = htp.bias_add %{{[^ ]*}}, %{{[^ ]*}} :
+// CHECK: htp.add %[[T]], %{{.*}}
+// CHECK: htp.bias_add %{{.*}}, %{{.*}} residual %{{.*}} :
+// CHECK: htp.add
+// LOWER-LABEL: llvm.func @htp.entry.bias_add_kept(
+func.func @bias_add_kept(%x: tensor<2x8xf32> {htp.input = "x"}, %b: tensor<8xf32> {htp.param = "b"})
+    -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %t = htp.bias_add %x, %b : tensor<2x8xf32>, tensor<8xf32>
+  %y = htp.add %t, %x : tensor<2x8xf32>
+  %f = htp.bias_add %x, %b residual %x : tensor<2x8xf32>, tensor<8xf32>
+  %z = htp.add %f, %x : tensor<2x8xf32>
+  return %t, %y, %z : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}

@@ -103,22 +103,19 @@ func.func @fused_row(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>,
 // -----
 
 // IR written with fused residuals: a partial sum cannot take one, so the
-// attention's and the row half's residuals follow the all-reduce and the
-// bias (--htp-fuse-residual, after this pass in htp-pipeline, folds them
-// back only where no all-reduce stands between). A column half with a
-// residual stays whole (its result is split; the residual is not).
+// attention's and the row half's residuals go onto the bias add after the
+// all-reduce (y = sum + b + r in one op). A column half with a residual
+// stays whole (its result is split; the residual is not).
 // CHECK-LABEL: func.func @residuals(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<3x1x8xf32>
 // CHECK: %[[PART:.+]] = htp.attention %[[X]], %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 1 : i64}
 // CHECK-NEXT: %[[SUM:.+]] = htp.all_reduce %[[PART]]
-// CHECK-NEXT: %[[BIASED:.+]] = htp.bias_add %[[SUM]]
-// CHECK-NEXT: %[[A:.+]] = htp.add %[[BIASED]], %[[X]]
+// CHECK-NEXT: %[[A:.+]] = htp.bias_add %[[SUM]], %{{.*}} residual %[[X]] : tensor<3x1x8xf32>, tensor<8xf32>
 // CHECK: %[[H:.+]] = htp.linear %[[A]], %{{.*}}, %{{.*}} :
 // CHECK-NEXT: %[[G:.+]] = htp.gelu %[[H]]
 // CHECK-NEXT: %[[P:.+]] = htp.linear %[[G]], %{{.*}} :
 // CHECK-NEXT: %[[S:.+]] = htp.all_reduce %[[P]]
-// CHECK-NEXT: %[[Y:.+]] = htp.bias_add %[[S]]
-// CHECK-NEXT: %[[Z:.+]] = htp.add %[[Y]], %[[A]]
+// CHECK-NEXT: %[[Z:.+]] = htp.bias_add %[[S]], %{{.*}} residual %[[A]]
 // CHECK-NEXT: %[[C:.+]] = htp.linear %[[Z]], %{{.*}} residual %[[Z]] : (tensor<3x1x8xf32>, tensor<8x8xf32>, tensor<3x1x8xf32>)
 // CHECK-NEXT: %[[G2:.+]] = htp.gelu %[[C]]
 // CHECK-NEXT: %[[R:.+]] = htp.linear %[[G2]], %{{.*}} : (tensor<3x1x8xf32>, tensor<8x8xf32>)
