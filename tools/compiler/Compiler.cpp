@@ -270,8 +270,9 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = makeOptimizingTransformer(3, 0, nullptr);
   engineOptions.jitCodeGenOptLevel = llvm::CodeGenOptLevel::Aggressive;
-  // LLVM's perf listener writes a dump per run under $TMPDIR/.debug (and
-  // fails the run where it cannot): only for a user profiling with perf.
+  // LLVM's perf listener writes a dump per run under $JITDUMPDIR/.debug/jit,
+  // else the temporary directory's (none, silently, where it cannot): only
+  // for a user profiling with perf.
   const char *perf = std::getenv("HTP_JIT_PERF");
   engineOptions.enablePerfNotificationListener = perf && std::strcmp(perf, "1") == 0;
   auto engine = ExecutionEngine::create(*module, engineOptions);

@@ -456,8 +456,9 @@ static const char *const HELP[] = {
     "builds with CUTLASS's headers only (scripts/fetch-cutlass.sh); default cublas).\n"
     "\n"
     "Profiling with perf: HTP_JIT_PERF=1 has the JIT tell perf the compiled\n"
-    "block's symbols (LLVM's perf listener: a dump per run under $TMPDIR/.debug/jit,\n"
-    "so off by default).\n",
+    "block's symbols (LLVM's perf listener: a dump per run under\n"
+    "$JITDUMPDIR/.debug/jit, else $TMPDIR or /tmp, so off by default; none, and no\n"
+    "word, where that directory cannot be written).\n",
     "\n"
     "Training. htp-run --train runs a module compiled from examples/gen_vit.py\n"
     "--model (compiled with htp-grad: @vit_loss_grad returns the loss, the logits and\n"
