@@ -293,7 +293,8 @@ def HTP_BiasAddOp : HTP_Op<"bias_add", [
     `residual`, when present, is added too (`y = x + b + r`, `r` of the
     input's type): `--htp-fuse-residual` folds into it the residual add that
     follows a row-parallel layer's all-reduce and bias, so that a device
-    makes one pass over the activations instead of two. Forward only.
+    makes one pass over the activations instead of two. `--htp-grad` gives
+    it the adjoint of both adds.
 
     ```mlir
     %y = htp.bias_add %x, %b residual %r : tensor<8x197x768xf32>, tensor<768xf32>

@@ -95,6 +95,9 @@ typedef struct htp__backend_ops {
   htp_result (*standby_wait)(htp_world *world, htp_world **joined);
   htp_result (*grow)(htp_world *world, int32_t rank, htp_world **grown);
   htp_result (*release_standbys)(htp_world *world);
+  /* config.fence (mpi): its clock stops until the process's next wait ends
+   * (htp_world_fence_rest). May be NULL: nothing to stop. */
+  void (*fence_rest)(htp_world *world);
 } htp__backend_ops;
 
 struct htp_world {

@@ -45,6 +45,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -239,7 +240,7 @@ static htp_result wait_request(htp_ctx *ctx, MPI_Request *request, MPI_Status *s
 
 /* ===== World ============================================================ */
 
-static void fence_start(htp_world *world);
+static int fence_start(htp_world *world, char *message, size_t message_size);
 static void fence_stop(mpi_world *state);
 
 /* The world's state over the processes of `base`: two duplicates of it
@@ -268,7 +269,15 @@ static int attach(htp_world *world, mpi_world *state, MPI_Comm base, char *messa
   world->size = size;
   world->process_rank = rank;
   world->backend = state;
-  fence_start(world);
+  if (fence_start(world, message, message_size)) {
+    MPI_Cancel(&state->notice_request);
+    MPI_Request_free(&state->notice_request);
+    MPI_Comm_free(&state->comm);
+    MPI_Comm_free(&state->notice_comm);
+    free(state->notice_sends);
+    world->backend = NULL;
+    return -1;
+  }
   return 0;
 }
 
@@ -311,16 +320,28 @@ static void print_stacks(void) {
   if (child > 0) kill(child, SIGKILL);
 }
 
+/* A watchdog's last line, written without stdio: the thread it ends may
+ * be stuck holding stdio's lock. */
+static void say_ending(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static void say_ending(const char *format, ...) {
+  char line[512];
+  va_list args;
+  va_start(args, format);
+  const int n = vsnprintf(line, sizeof line, format, args);
+  va_end(args);
+  if (n > 0) (void)!write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n
+                                                                       : sizeof line - 1);
+}
+
 static void *watch(void *arg) {
   watchdog *dog = arg;
   pthread_mutex_lock(&dog->lock);
   while (!dog->done) {
     const double left = dog->deadline - htp_now();
     if (left <= 0) {
-      fprintf(stderr, "htp: %s: %s did not return in %.3g s (the world's timeout; an Open "
-                      "MPI fault-tolerance agreement that never ends, DESIGN §12): ending this "
-                      "process\n", dog->who, dog->what, dog->timeout_s);
-      fflush(NULL);
+      say_ending("htp: %s: %s did not return in %.3g s (the world's timeout; an Open MPI "
+                 "fault-tolerance agreement that never ends, DESIGN §12): ending this "
+                 "process\n", dog->who, dog->what, dog->timeout_s);
       if (getenv("HTP_WATCHDOG_STACKS")) print_stacks();
       _exit(1);
     }
@@ -370,23 +391,28 @@ static void watchdog_stop(watchdog *dog) {
  * timeout, counted from the end of its last wait, ends itself as --fault die
  * does (SIGKILL), saying so; its peers, whose waits for it would time out
  * at about that moment, see a lost process instead (ULFM) and shrink it
- * away. A wait stops the clock: a process waiting for a hung peer is not
- * the hung one. The clock starts at the end of the first wait, so that a
- * world's setup before its first call (loading data, putting a snapshot
- * together) is not timed; a hang there ends the run as before (the peers'
- * deadline). The thread looks every 50 ms; a repair (shrink, meeting) stops
- * it, having its own watchdog. */
+ * away. A wait (every blocking call on the world: the polled waits, the
+ * grow and release meetings) stops the clock: a process waiting for a hung
+ * peer is not the hung one. The clock starts at the end of the first wait,
+ * and again after htp_world_fence_rest, so that setup every process does at
+ * once with no call to wait in (loading data, a new world's state) is not
+ * timed; a hang there ends the run as before (the peers' deadline). The
+ * thread looks every 50 ms; a shrink stops it, having its own watchdog. The
+ * line goes out with write(2): a hung thread may hold stdio's lock. */
 static void *fence_watch(void *arg) {
   htp_world *world = arg;
   mpi_world *state = state_of(world);
   const double timeout = world->config.timeout_s;
   while (!atomic_load(&state->fence_done)) {
-    const double since = atomic_load(&state->idle_since);
-    if (since > 0 && atomic_load(&state->waiting) == 0 && htp_now() - since > timeout) {
-      fprintf(stderr, "htp: rank %d: no call on the world for %.3g s (its timeout) since its "
-                      "last wait: taken as hung, this process ends so that its peers go on "
-                      "without it (config.fence)\n", world->process_rank, timeout);
-      fflush(NULL);
+    /* Idle only if no wait was open at either look and none ended between
+     * them (wait_ends writes the clock before it closes the wait). */
+    const int waiting = atomic_load(&state->waiting);
+    const double since = atomic_load(&state->idle_since), now = htp_now();
+    if (!waiting && since > 0 && now - since > timeout && atomic_load(&state->waiting) == 0 &&
+        atomic_load(&state->idle_since) == since) {
+      say_ending("htp: rank %d: no call on the world for %.3g s (its timeout) since its last "
+                 "wait: taken as hung, this process ends so that its peers go on without it "
+                 "(config.fence)\n", world->process_rank, timeout);
       if (getenv("HTP_WATCHDOG_STACKS")) print_stacks();
       raise(SIGKILL);
     }
@@ -395,13 +421,17 @@ static void *fence_watch(void *arg) {
   return NULL;
 }
 
-static void fence_start(htp_world *world) {
+/* 0, or -1 when the fence's thread cannot start (message written). */
+static int fence_start(htp_world *world, char *message, size_t message_size) {
   mpi_world *state = state_of(world);
   atomic_init(&state->waiting, 0);
   atomic_init(&state->idle_since, 0.0);
   atomic_init(&state->fence_done, 0);
-  if (world->config.fence)
-    state->fence_started = pthread_create(&state->fence_thread, NULL, fence_watch, world) == 0;
+  if (!world->config.fence) return 0;
+  state->fence_started = pthread_create(&state->fence_thread, NULL, fence_watch, world) == 0;
+  if (!state->fence_started)
+    snprintf(message, message_size, "htp_world_create: config.fence: cannot start its thread");
+  return state->fence_started ? 0 : -1;
 }
 
 static void fence_stop(mpi_world *state) {
@@ -409,6 +439,11 @@ static void fence_stop(mpi_world *state) {
   atomic_store(&state->fence_done, 1);
   pthread_join(state->fence_thread, NULL);
   state->fence_started = 0;
+}
+
+static void mpi_fence_rest(htp_world *world) {
+  mpi_world *state = state_of(world);
+  if (state && !state->standby) atomic_store(&state->idle_since, 0.0);
 }
 
 /* ----- Standbys' calls -----------------------------------------------------
@@ -737,12 +772,15 @@ static htp_result grown_world(htp_world *like, MPI_Comm *comm, htp_world **out) 
 #else
 /* Without ULFM htp_world_create refuses config.fence: a world's waits are
  * still counted, nothing watches them. */
-static void fence_start(htp_world *world) {
+static int fence_start(htp_world *world, char *message, size_t message_size) {
+  (void)message, (void)message_size;
   mpi_world *state = state_of(world);
   atomic_init(&state->waiting, 0);
   atomic_init(&state->idle_since, 0.0);
+  return 0;
 }
 static void fence_stop(mpi_world *state) { (void)state; }
+static void mpi_fence_rest(htp_world *world) { (void)world; }
 #endif
 
 static int mpi_is_standby(const htp_world *world) {
@@ -1180,4 +1218,5 @@ const htp__backend_ops htp__mpi_ops = {
     .standby_wait = mpi_standby_wait,
     .grow = mpi_grow,
     .release_standbys = mpi_release_standbys,
+    .fence_rest = mpi_fence_rest,
 };

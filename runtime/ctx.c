@@ -388,6 +388,12 @@ htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown) {
   return world->ops->grow(world, rank, grown);
 }
 
+htp_result htp_world_fence_rest(htp_world *world) {
+  if (!world) return HTP_ERR_INVALID;
+  if (world->ops->fence_rest) world->ops->fence_rest(world);
+  return HTP_OK;
+}
+
 htp_result htp_world_release_standbys(htp_world *world) {
   if (!world || !world->ops->release_standbys) return no_standbys(world);
   return world->ops->release_standbys(world);
@@ -432,6 +438,7 @@ void htp_world_destroy(htp_world *world) {
   if (live >= 0) {
     fprintf(stderr, "htp_world_destroy: rank %d still has a context (destroy every context "
             "first): the world is left allocated\n", live);
+    if (world->ops->fence_rest) world->ops->fence_rest(world); /* no wait comes any more */
     return;
   }
   /* A world made later at the same address must not read this one's message. */

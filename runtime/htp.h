@@ -231,6 +231,12 @@ HTP_API int htp_world_is_standby(const htp_world *world);
 HTP_API htp_result htp_world_standby_wait(htp_world *world, htp_world **joined);
 HTP_API htp_result htp_world_grow(htp_world *world, int32_t rank, htp_world **grown);
 HTP_API htp_result htp_world_release_standbys(htp_world *world);
+/* config.fence: this process's fence stops timing it until its next wait on
+ * the world ends: for host work between two tasks that every process does
+ * at once, with no call to wait in (putting a snapshot together after a
+ * shrink, a new world's setup), which the fence must not take for a hang.
+ * HTP_OK (nothing to do without a fence); HTP_ERR_INVALID for NULL. */
+HTP_API htp_result htp_world_fence_rest(htp_world *world);
 HTP_API int htp_world_size(const htp_world *world);
 /* The calling process's rank for mpi (and nccl over MPI); -1 for local (and
  * nccl over threads). */

@@ -165,7 +165,15 @@ static void test_config_errors(void **state) {
   expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is 3");
   config.matmul_precision = -1;
   expect_config_rejected(config, HTP_ERR_INVALID, "matmul_precision is -1");
-  /* The fence (a hung process ends itself) is the mpi backend's with ULFM. */
+  /* The fence (a hung process ends itself) is the mpi backend's with ULFM;
+   * resting it is harmless elsewhere. */
+  assert_int_equal(htp_world_fence_rest(NULL), HTP_ERR_INVALID);
+  {
+    htp_world *plain = NULL;
+    assert_int_equal(htp_world_create(&good, &plain), HTP_OK);
+    assert_int_equal(htp_world_fence_rest(plain), HTP_OK);
+    htp_world_destroy(plain);
+  }
   config = good;
   config.fence = 2;
   expect_config_rejected(config, HTP_ERR_INVALID, "fence is 2; it is 0 or 1");

@@ -28,8 +28,9 @@
  *                processes of the world are killed: the standby's wait ends
  *                with HTP_ERR_REMOTE (no process of the world is left)
  *   fence        (ULFM; N = 3) a world with config.fence and a 2 s timeout:
- *                every rank sits 2.5 s before its first wait and 0.5 s
- *                between calls (unfenced); then rank 1 stops calling, its
+ *                every rank sits 2.5 s before its first wait, 0.5 s
+ *                between calls and 2.5 s after htp_world_fence_rest
+ *                (unfenced); then rank 1 stops calling, its
  *                fence ends its process, and the others (lost peer or
  *                deadline) shrink it away and sum over N-1
  *   stuck        (ULFM; N = 3) rank 2's process is killed and rank 1 never
@@ -442,6 +443,10 @@ static void test_fence(void **state) {
     sleep_s(0.5); /* work between calls, under the timeout: not fenced */
     EXPECT_OK(ctx, htp_allreduce_sum_f32(ctx, &one, &sum, 1));
   }
+  /* Work every rank does at once, announced: not timed either. */
+  assert_int_equal(htp_world_fence_rest(world), HTP_OK);
+  sleep_s(2.5);
+  EXPECT_OK(ctx, htp_allreduce_sum_f32(ctx, &one, &sum, 1));
   if (rank == 1) {
     sleep_s(30); /* stuck: the fence ends this process at 2 s */
     fail_msg("rank 1 was stuck 30 s and its fence did not end it");

@@ -851,6 +851,10 @@ int htp_ranks_run_task(htp_ranks *ranks, htp_rank_task_fn fn, void *user,
   }
   int failed = run_states(ranks, states, local_ranks, outcome);
   free(states);
+  /* What follows a task until the next one's first wait (putting a snapshot
+   * together, a split) every process does at once: not a hang (the fence,
+   * under mpirun --elastic). */
+  htp_world_fence_rest(ranks->world);
   return failed;
 }
 
