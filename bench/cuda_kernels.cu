@@ -502,6 +502,11 @@ void print_block_sums(const std::vector<Case> &cases, const std::vector<double> 
               "block_sum,%s,\"ln+attention_residual+ln+fc1_gelu+fc2_residual\",%.5f,,,,ms,,"
               "\"%s\"\n",
               dtype, block, d.prop.name);
+    /* What a tp > 1 block's fused sum and a hook's listed heads cost beside
+     * what they replace. */
+    printf("fusions %-7s bias_add_residual %.4f ms vs bias_add+add %.4f; one head %.4f ms vs "
+           "every head %.4f\n",
+           dtype, m[kBiasAddResidual], m[kBiasAdd] + m[kAdd], m[kHeadsOne], m[kHeadsEvery]);
   }
 }
 

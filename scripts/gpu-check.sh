@@ -804,7 +804,7 @@ elif budget kernels "$(cap KERNELS 45)"; then
   elif [ "$rc" -eq 0 ]; then
     summary kernels ok "$(grep -c '' "$work/kernels.csv") CSV lines; block sum $(grep '^block_sum' "$work/kernels.log" |
                         awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}'); ViT-L/16 batch 64: $(grep '^block_sum' "$work/kernels-vitl16.log" |
-                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}') (logs.txt; results.tar: kernels.csv, kernels-vitl16.csv)"
+                        awk '{printf "%s%s %s ms", sep, $2, $3; sep = ", "}'); $(grep '^fusions bf16' "$work/kernels-vitl16.log" | cut -c9-) (logs.txt; results.tar: kernels.csv, kernels-vitl16.csv)"
   else
     summary kernels FAILED "htp-bench-cuda exited $rc$(timed_out "$rc" && echo " at the ${limit}s limit") (logs.txt)"
   fi
