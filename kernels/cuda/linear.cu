@@ -21,7 +21,8 @@
  *   take it; the rest, and a shape with no such candidate, take PASS.
  * A residual r (the fused add of a ViT block's projection and fc2) is
  * an add after the linear, or with HTP_CUDA_RESIDUAL=epilogue cuBLASLt's C
- * with beta 1 and CUTLASS's source (PASS shapes still add after).
+ * with beta 1 and CUTLASS's source (PASS shapes add it in their bf16 bias
+ * pass, else after).
  * One body for every element type pair (htp_cuda_linear, kernels_internal.h).
  *===----------------------------------------------------------------------===*/
 #include "kernels/cuda/kernels_internal.h"
@@ -269,21 +270,26 @@ static int lt_linear(htp_cuda_kernels *kernels, const T *x, const T *w, const T 
   return 1;
 }
 
-/* The linear without an epilogue: a GEMM, and the bias as PASS adds it. */
+/* The linear without an epilogue: a GEMM, and the bias as PASS adds it;
+ * r (where not NULL) added after, or in the bf16 bias pass itself (the f32
+ * sum + b + r rounded once). */
 template <typename In, typename Out>
 static int pass_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const In *b, Out *y,
-                       int64_t rows, int64_t in_features, int64_t out_features) {
+                       int64_t rows, int64_t in_features, int64_t out_features, const Out *r) {
+  const int64_t n = rows * out_features;
   if (!b)
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
-                         0.0f, y, (int)out_features);
+                         0.0f, y, (int)out_features) ||
+           (r && htp_cuda_add(kernels, y, r, y, n));
   if constexpr (std::is_same_v<Out, float>) {
-    broadcast_bias_kernel<<<htp_cuda_blocks(rows * out_features, 256), 256, 0,
-                            kernels->stream>>>(b, y, rows, out_features);
+    broadcast_bias_kernel<<<htp_cuda_blocks(n, 256), 256, 0, kernels->stream>>>(
+        b, y, rows, out_features);
     HTP_CUDA_CHECK_LAUNCH(kernels);
     return htp_cuda_gemm(kernels, CUBLAS_OP_T, CUBLAS_OP_N, (int)out_features, (int)rows,
                          (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features,
-                         1.0f, y, (int)out_features);
+                         1.0f, y, (int)out_features) ||
+           (r && htp_cuda_add(kernels, y, r, y, n));
   } else {
     float *sum = htp_cuda_workspace(kernels, rows, out_features);
     if (!sum ||
@@ -291,7 +297,7 @@ static int pass_linear(htp_cuda_kernels *kernels, const In *x, const In *w, cons
                       (int)in_features, 1.0f, w, (int)in_features, x, (int)in_features, 0.0f,
                       sum, (int)out_features))
       return 1;
-    return htp_cuda_bias_add_block(kernels, sum, b, y, rows, out_features);
+    return htp_cuda_bias_add_block(kernels, sum, b, y, rows, out_features, r);
   }
 }
 
@@ -320,9 +326,7 @@ int htp_cuda_linear(htp_cuda_kernels *kernels, const In *x, const In *w, const I
         return done < 0;
     }
   }
-  if (pass_linear(kernels, x, w, b, y, rows, in_features, out_features))
-    return 1;
-  return r ? htp_cuda_add(kernels, y, r, y, rows * out_features) : 0;
+  return pass_linear(kernels, x, w, b, y, rows, in_features, out_features, r);
 }
 
 template int htp_cuda_linear<float, float>(htp_cuda_kernels *, const float *, const float *,
