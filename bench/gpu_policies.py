@@ -36,7 +36,11 @@ block compiled for tp 1) every policy's last output is compared with tp 1's unde
 seed: none, migrate and semi must agree within --tolerance (1e-5; migration is exact, the
 sums' order aside) unless the last iteration's plan pruned (resize, or semi's mild
 stragglers: reported, marked pruned); a mismatch exits 1. Each run's steady
-time is printed as it finishes.
+time is printed as it finishes. With semi among the policies, one more semi run with
+the straggler under --profile (--profile-iters) splits each rank's time into its hooks,
+its collectives and the work every rank does whole (layer norms, the bias and residual
+after an all-reduce): rank 0's excess of the last over its peers' is time no plan can
+move, beside SEMI's excess over the ideal.
 
     python3 bench/gpu_policies.py --htp-run gpu-bundle/bin/htp-run \\
         --block gpu-bundle/blocks/vit_b16_f32_tp4.so --out gpu-policies --policies none,semi
@@ -60,19 +64,22 @@ SEED = 11
 EXACT = ("none", "migrate", "semi")
 
 
-def run(args, sms, extra, block=None):
+def run(args, sms, extra, block=None, report=False):
     """One htp-run of block (default --block); its steady time in ms (with --dry-run:
-    prints the command, returns 1)."""
+    prints the command, returns 1), or with report its whole JSON report (None on a
+    dry run)."""
     cmd = [args.htp_run, block or args.block, "--device", "cuda", "--tp", str(TP), "--iters",
            str(args.iters), "--warmup", "1", "--report", "json", "--seed", str(SEED), *extra]
     for rank, count in enumerate(sms):
         cmd += ["--sms", f"{rank}:{count}"]
     print("$ " + " ".join(cmd), flush=True)
     if args.dry_run:
-        return 1.0
+        return None if report else 1.0
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if out.returncode != 0:
         raise RuntimeError(f"exit {out.returncode}: {out.stderr.strip()[-600:]}")
+    if report:
+        return json.loads(out.stdout)
     times = json.loads(out.stdout)["times_ms"]
     steady = statistics.median(times[len(times) // 2:])
     print(f"  steady {steady:.3f} ms", flush=True)
@@ -151,6 +158,33 @@ def breakdown(trace_path):
             median_of(lambda row: row["seconds"] + row["comm_seconds"]))
 
 
+CALL_KINDS = ("hooks", "collectives", "replicated")
+
+
+def call_kind(name):
+    """Which part of a hooked block an entry of htp-run's profile is: a balance hook (the
+    units a plan moves), a collective (its own work and its wait for the others), or work
+    every rank does whole (layer norms, the bias and residual after an all-reduce)."""
+    if name.startswith("htp_rt_"):
+        return "hooks"
+    if any(word in name for word in ("allreduce", "allgather", "broadcast", "barrier",
+                                     "send", "recv")):
+        return "collectives"
+    return "replicated"
+
+
+def profile_split(report):
+    """A --profile report's per-rank median ms per iteration by call_kind: a dict of
+    kind -> [ms of rank 0, rank 1, ...] (the medians of each call summed)."""
+    calls = report["profile"]["calls"]
+    ranks = len(calls[0]["median_ms"]) if calls else 0
+    split = {kind: [0.0] * ranks for kind in CALL_KINDS}
+    for call in calls:
+        for rank, ms in enumerate(call["median_ms"]):
+            split[call_kind(call["name"])][rank] += ms or 0.0
+    return split
+
+
 def units_per_rank(trace_path):
     """The units each rank owns per kind ([heads, MLP units]), from a trace's "owned"."""
     with open(trace_path) as handle:
@@ -211,6 +245,9 @@ def main():
                         help="the block compiled with uneven shares for the slow rank (run "
                              "under the same SMs, policy none and semi; its output against "
                              "tp 1's too)")
+    parser.add_argument("--profile-iters", type=int, default=10,
+                        help="iterations of the profiled semi run with the straggler (where "
+                             "rank 0's time goes by kind of call; 0: none)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the htp-run commands instead of running them")
     args = parser.parse_args()
@@ -236,6 +273,12 @@ def main():
             if tp1:
                 errors[policy] = (relative_error(output, tp1), pruned_at_end(trace))
         quiet_semi = run(args, fast, ["--policy", "semi"]) if "semi" in policies else None
+        # Each call waited for before the next (slower than the runs above, whose times
+        # stand): what rank 0 spends on work no plan moves, against its peers.
+        profiled = None
+        if "semi" in policies and args.profile_iters > 0:
+            profiled = run(argparse.Namespace(**{**vars(args), "iters": args.profile_iters}),
+                           slow, ["--policy", "semi", "--profile"], report=True)
         for policy in (("none", "semi") if args.shares_block else ()):
             name = f"shares-{policy}"
             trace = os.path.join(args.out, f"trace_{name}.jsonl")
@@ -317,6 +360,20 @@ def main():
           f"{semi / whole:.3f}, {'met' if semi / whole <= 1.05 else 'MISSED'}); "
           f"no straggler SEMI <= 1.02x none: "
           f"{quiet_semi / base:.3f} ({'met' if quiet_semi / base <= 1.02 else 'MISSED'})")
+    if profiled:
+        split = profile_split(profiled)
+        ranks = range(len(split["hooks"]))
+        print(f"\nsemi with the straggler, profiled ({args.profile_iters} iterations, each call "
+              "waited for before the next), ms per iteration by kind of call:\n"
+              "| kind | " + " | ".join(f"rank {r}" for r in ranks) + " |\n"
+              "|---|" + "---|" * len(ranks))
+        for kind in CALL_KINDS:
+            print(f"| {kind} | " + " | ".join(f"{ms:.3f}" for ms in split[kind]) + " |")
+        replicated = split["replicated"]
+        peers = statistics.mean(replicated[1:]) if len(replicated) > 1 else replicated[0]
+        # rank 0's excess is time every rank waits for at the all-reduces and no plan moves
+        print(f"replicated work a step: rank 0 {replicated[0]:.3f} ms, peers {peers:.3f} "
+              f"(excess {replicated[0] - peers:.3f}); SEMI over ideal {semi - ideal:.3f} ms")
     picture = os.path.join(args.out, "trace_semi.png")
     plot = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "htp-plot", "htp-plot"),
                            os.path.join(args.out, "trace_semi.jsonl"), "-o", picture,

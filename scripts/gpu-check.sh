@@ -41,8 +41,11 @@
 #                     split unevenly for the straggler (shares 1,3,3,3: none
 #                     and semi); each policy's output against the tp-1
 #                     block's, same seed (none, migrate, semi and the shares
-#                     rows within 1e-5 where the last plan pruned nothing)
-#                     (cap 80 s)
+#                     rows within 1e-5 where the last plan pruned nothing);
+#                     semi once more under --profile: each rank's hooks,
+#                     collectives and replicated work (layer norms, bias +
+#                     residual), rank 0's excess of the last against SEMI's
+#                     excess over the ideal (cap 80 s)
 #   policies.bf16     the same for ViT-L/16 bf16 at tp 4 (the bf16 hooks):
 #                     none, resize, migrate and semi, outputs against the
 #                     tp-1 bf16 block within 2e-2 (cap 80 s)
@@ -614,7 +617,7 @@ elif budget policies "$(cap POLICIES 80)"; then
   gzip -f "$work"/policies/*.jsonl 2>/dev/null
   save policies
   if [ "$rc" -eq 0 ]; then
-    summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; unpruned/unpruned/') (logs.txt, trace_semi.png)"
+    summary policies ok "$(grep -m1 '^target' "$work/policies.log"); $(grep -m1 '^outputs against' "$work/policies.log" | sed 's/.*; unpruned/unpruned/'); $(grep -m1 '^replicated work' "$work/policies.log") (logs.txt, trace_semi.png)"
   else
     summary policies FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.log" | cut -c1-200) (logs.txt)"
   fi
@@ -641,7 +644,7 @@ elif budget policies.bf16 "$(cap POLICIES 80)"; then
   gzip -f "$work"/policies-bf16/*.jsonl 2>/dev/null
   save policies-bf16
   if [ "$rc" -eq 0 ]; then
-    summary policies.bf16 ok "$(grep -m1 '^target' "$work/policies.bf16.log"); $(grep -m1 '^outputs against' "$work/policies.bf16.log" | sed 's/.*; unpruned/unpruned/') (logs.txt)"
+    summary policies.bf16 ok "$(grep -m1 '^target' "$work/policies.bf16.log"); $(grep -m1 '^outputs against' "$work/policies.bf16.log" | sed 's/.*; unpruned/unpruned/'); $(grep -m1 '^replicated work' "$work/policies.bf16.log") (logs.txt)"
   else
     summary policies.bf16 FAILED "exit $rc$(timed_out "$rc" && echo " at the ${limit}s limit"): $(grep -m1 -e 'gpu_policies:' -e '^outputs against' "$work/policies.bf16.log" | cut -c1-200) (logs.txt)"
   fi
