@@ -103,6 +103,8 @@ static std::string operandName(Operation *op, unsigned index) {
     return index == 2 && linear.getBias() ? "bias" : "residual";
   if (auto attention = dyn_cast<AttentionOp>(op); attention && index >= 4)
     return index == 4 && attention.getProjBias() ? "proj bias" : "residual";
+  if (auto reduce = dyn_cast<AllReduceOp>(op); reduce && index >= 1)
+    return index == 1 && reduce.getBias() ? "bias" : "residual";
   ArrayRef<StringRef> names =
       llvm::TypeSwitch<Operation *, ArrayRef<StringRef>>(op)
           .Case<LinearOp, LayerNormOp>([](auto) { // LinearOp: up to its bias
@@ -467,6 +469,11 @@ LogicalResult BiasAddOp::verify() {
 LogicalResult AllReduceOp::verify() {
   if (getGroup().empty())
     return emitOpError("group must be a non-empty name");
+  RankedTensorType input = tensorOf(getInput());
+  if (getBias() && input.getRank() < 1)
+    return emitOpError("input must have rank >= 1 to take a bias");
+  if (getBias())
+    return verifyVector(*this, "bias", getBias(), input.getShape().back(), "the input's last dim");
   return success();
 }
 

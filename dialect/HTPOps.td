@@ -307,7 +307,9 @@ def HTP_BiasAddOp : HTP_Op<"bias_add", [
   }];
 }
 
-def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
+def HTP_AllReduceOp : HTP_Op<"all_reduce", [
+    AttrSizedOperandSegments, AllTypesMatch<["input", "result"]>,
+    OptionalTypesMatchWith<"a residual has the input's type", "input", "residual", "$_self">]> {
   let summary = "sum over the tensor-parallel group";
   let description = [{
     Produced by the tensor-parallel pass after each row-parallel linear: every
@@ -318,11 +320,28 @@ def HTP_AllReduceOp : HTP_Op<"all_reduce", [SameOperandsAndResultType]> {
     ```mlir
     %y = htp.all_reduce %partial {group = "tp"} : tensor<8x197x768xf32>
     ```
+
+    `bias` (1-D, the input's last dim) and `residual` (the input's type),
+    each optional, are added to the total (`y = sum + b + r`):
+    `--htp-fuse-residual` folds into it the bias add (and its residual) that
+    follows a row-parallel layer's all-reduce. Both are replicated values,
+    the same on every rank, so a backend may add them where it sums: ranks
+    sharing one device each add them to the part of the total they sum,
+    instead of every rank passing over the whole total again.
+    `--htp-grad` gives it the adjoint of the sum and both adds.
+
+    ```mlir
+    %y = htp.all_reduce %partial bias %b residual %r : tensor<8x197x768xf32>, tensor<768xf32>
+    ```
   }] # HTP_LimitsDoc;
-  let arguments = (ins HTP_Tensor:$input,
+  let arguments = (ins HTP_Tensor:$input, Optional<HTP_Tensor>:$bias,
+                       Optional<HTP_Tensor>:$residual,
                        DefaultValuedAttr<StrAttr, "\"tp\"">:$group);
   let results = (outs HTP_Tensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    $input (`bias` $bias^)? (`residual` $residual^)? attr-dict `:` type($input)
+    (`,` type($bias)^)?
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -6,7 +6,11 @@
 // kernel call whose GEMM epilogue can add r, instead of a second pass over
 // the activations (DESIGN §6). A ViT block's attention projection and MLP
 // fc2 are the cases; split over tp ranks, their sums' htp.bias_add after
-// the all-reduce (y = sum + b + r in one pass).
+// the all-reduce (y = sum + b + r in one pass). That bias add (with its
+// residual, or a residual add alone) then folds into the all-reduce itself
+// (htp.all_reduce ... bias b residual r), so that ranks sharing a device add
+// them to the part of the sum each takes instead of each passing over the
+// whole sum again.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +46,27 @@ Operation *foldTarget(DominanceInfo &dominance, Value value, Value residual) {
     return attention.getPair() || attention.getResidual() ? nullptr : producer;
   if (auto biasAdd = dyn_cast<BiasAddOp>(producer))
     return biasAdd.getResidual() ? nullptr : producer;
+  if (auto reduce = dyn_cast<AllReduceOp>(producer))
+    return reduce.getResidual() ? nullptr : producer;
   return nullptr;
+}
+
+/// Folds `biasAdd` into the all-reduce that feeds it when the sum is read by
+/// the bias add alone and the bias (and residual) are available where the
+/// all-reduce runs.
+void foldIntoAllReduce(DominanceInfo &dominance, BiasAddOp biasAdd) {
+  auto reduce = biasAdd.getInput().getDefiningOp<AllReduceOp>();
+  if (!reduce || !reduce.getResult().hasOneUse() || reduce.getBias() || reduce.getResidual())
+    return;
+  Value bias = biasAdd.getBias(), residual = biasAdd.getResidual();
+  if (!dominance.properlyDominates(bias, reduce) ||
+      (residual && !dominance.properlyDominates(residual, reduce)))
+    return;
+  reduce.getBiasMutable().assign(bias);
+  if (residual)
+    reduce.getResidualMutable().assign(residual);
+  biasAdd.getResult().replaceAllUsesWith(reduce.getResult());
+  biasAdd.erase();
 }
 
 struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
@@ -66,12 +90,18 @@ struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
         linear.getResidualMutable().assign(residual);
       else if (auto attention = dyn_cast<AttentionOp>(target))
         attention.getResidualMutable().assign(residual);
+      else if (auto biasAdd = dyn_cast<BiasAddOp>(target))
+        biasAdd.getResidualMutable().assign(residual);
       else
-        cast<BiasAddOp>(target).getResidualMutable().assign(residual);
+        cast<AllReduceOp>(target).getResidualMutable().assign(residual);
       // The target now computes the sum; it stands before every reader of it.
       sum.getResult().replaceAllUsesWith(value);
       sum.erase();
     }
+    SmallVector<BiasAddOp> biasAdds;
+    getOperation().walk([&](BiasAddOp biasAdd) { biasAdds.push_back(biasAdd); });
+    for (BiasAddOp biasAdd : biasAdds)
+      foldIntoAllReduce(dominance, biasAdd);
   }
 };
 

@@ -120,7 +120,8 @@ void AdjointBuilder::accumulateInput(Operation *op, Value input, Value dx) {
 
 Value AdjointBuilder::allReduce(Value partial) {
   return AllReduceOp::create(builder, partial.getLoc(), partial.getType(),
-                             partial, builder.getStringAttr("tp"))
+                             partial, /*bias=*/Value(), /*residual=*/Value(),
+                             builder.getStringAttr("tp"))
       .getResult();
 }
 
@@ -243,6 +244,13 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
       })
       .Case([&](AllReduceOp reduce) { // g: the identity in backward
         accumulate(reduce.getInput(), dy);
+        // y = sum + b + r: the replicated adds' adjoints, as htp.bias_add's
+        if (reduce.getResidual())
+          accumulate(reduce.getResidual(), dy);
+        if (Value bias = reduce.getBias())
+          accumulate(bias, create<RowSumOp>(loc, TypeRange{bias.getType()},
+                                            ValueRange{dy})
+                               ->getResult(0));
         return success();
       })
       .Case([&](PatchEmbedOp embed) {

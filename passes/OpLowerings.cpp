@@ -299,13 +299,23 @@ struct BiasAddLowering : CallPattern<BiasAddOp> {
   }
 };
 
-/// htp.all_reduce → htp_allreduce_sum_f32 or _bf16(ctx, x, y, count), whose failure
-/// (a peer hung or died) is returned from the entry at once.
+/// htp.all_reduce → htp_allreduce_sum_f32 or _bf16(ctx, x, y, count), or with a
+/// bias or residual htp_allreduce_sum_bias_residual_*(ctx, x, b, r, y, rows, cols)
+/// (null for the one it lacks); a failure (a peer hung or died) is returned
+/// from the entry at once.
 struct AllReduceLowering : CallPattern<AllReduceOp> {
   using CallPattern::CallPattern;
   void emitCall(AllReduceOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
                 Value result) const override {
     Location loc = op.getLoc();
+    if (op.getBias() || op.getResidual()) {
+      entry.callOp(rewriter, loc, opEntryPoint("htp_allreduce_sum_bias_residual", op),
+                   {adaptor.getInput(), optionalPointer(rewriter, loc, adaptor.getBias()),
+                    optionalPointer(rewriter, loc, adaptor.getResidual()), result,
+                    constantI64(rewriter, loc, leadingRows(op.getType())),
+                    constantI64(rewriter, loc, op.getType().getShape().back())});
+      return;
+    }
     Value status = entry.callRuntime(
         rewriter, loc, opEntryPoint("htp_allreduce_sum", op),
         {entry.rtContext, adaptor.getInput(), result,

@@ -216,8 +216,9 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
 }
 
 def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
-  let summary = "Fold each residual htp.add of a single-use htp.linear, htp.attention or "
-                "htp.bias_add into it";
+  let summary = "Fold each residual htp.add of a single-use htp.linear, htp.attention, "
+                "htp.bias_add or htp.all_reduce into it, and each bias add of a single-use "
+                "all-reduce into the all-reduce";
   let description = [{
     `htp.add(htp.linear(x, w, b), r)`, the linear's result read by the add
     alone, becomes `htp.linear x, w, b residual r` (either operand order;
@@ -232,7 +233,14 @@ def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
     a fused GELU is left alone. Split over tp ranks, the sum of a row half
     takes the bias after its all-reduce: `htp.add(htp.bias_add(s, b), r)`
     becomes `htp.bias_add s, b residual r` (`htp_op_bias_add_residual_*`,
-    one pass over the activations on CUDA instead of two).
+    one pass over the activations on CUDA instead of two), and a bias add
+    (with or without its residual) or a residual add that reads an
+    htp.all_reduce alone folds into it: `htp.all_reduce p bias b residual r`
+    (`htp_allreduce_sum_bias_residual_*`), where ranks sharing a device
+    each add b and r to the rows of the sum they take instead of each
+    passing over the whole sum (on 8 of an H200's SMs beside ranks on 24,
+    a tenth of it). The bias and residual must be available before the
+    all-reduce runs.
 
     Forward only, after `--htp-tensor-parallel` (whose row halves yield
     partial sums the residual follows), `--htp-balance-hooks` and

@@ -223,8 +223,8 @@ Value FunctionSplitter::reduceAndAddBias(Operation *after, Value partial, Value 
                                          Value residual) {
   builder.setInsertionPointAfter(after);
   Location loc = after->getLoc();
-  Value total = AllReduceOp::create(builder, loc, partial.getType(), partial,
-                                    builder.getStringAttr("tp"))
+  Value total = AllReduceOp::create(builder, loc, partial.getType(), partial, /*bias=*/Value(),
+                                    /*residual=*/Value(), builder.getStringAttr("tp"))
                     .getResult();
   if (bias) // a residual too: one pass over the sum (y = sum + b + r)
     return BiasAddOp::create(builder, loc, total.getType(), total, bias, residual).getResult();

@@ -34,12 +34,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum local_op { OP_ALLREDUCE = 1, OP_ALLREDUCE_BF16, OP_ALLGATHER, OP_BROADCAST, OP_BARRIER };
+enum local_op {
+  OP_ALLREDUCE = 1,
+  OP_ALLREDUCE_BF16,
+  OP_ALLREDUCE_BIAS_RESIDUAL, /* chunked by rows: must not meet an OP_ALLREDUCE */
+  OP_ALLREDUCE_BIAS_RESIDUAL_BF16,
+  OP_ALLGATHER,
+  OP_BROADCAST,
+  OP_BARRIER
+};
 
 static const char *op_name(int op) {
   switch (op) {
   case OP_ALLREDUCE: return htp__allreduce_name(HTP__ELEM_F32);
   case OP_ALLREDUCE_BF16: return htp__allreduce_name(HTP__ELEM_BF16);
+  case OP_ALLREDUCE_BIAS_RESIDUAL: return htp__allreduce_bias_residual_name(HTP__ELEM_F32);
+  case OP_ALLREDUCE_BIAS_RESIDUAL_BF16: return htp__allreduce_bias_residual_name(HTP__ELEM_BF16);
   case OP_ALLGATHER: return "htp_allgather";
   case OP_BROADCAST: return "htp_broadcast";
   case OP_BARRIER: return "htp_barrier";
@@ -50,6 +60,7 @@ static const char *op_name(int op) {
 typedef struct local_slot {
   int op;
   size_t count; /* elements or bytes */
+  size_t cols;  /* the row length of an all-reduce with a bias or residual, else 0 */
   int root;
   htp__space space;
   const void *send;
@@ -149,7 +160,8 @@ static int wait_until(local_world *state, double deadline) {
 /* ===== Rendezvous ======================================================= */
 
 static int same_arguments(const local_slot *a, const local_slot *b) {
-  return a->op == b->op && a->count == b->count && a->root == b->root && a->space == b->space;
+  return a->op == b->op && a->count == b->count && a->cols == b->cols && a->root == b->root &&
+         a->space == b->space;
 }
 
 static void check_slots(local_world *state) {
@@ -166,6 +178,10 @@ static void check_slots(local_world *state) {
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: count mismatch: rank 0 passed %zu, rank %d passed %zu", op_name(first->op),
                first->count, rank, slot->count);
+    else if (first->cols != slot->cols)
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: row length mismatch: rank 0 passed %zu, rank %d passed %zu",
+               op_name(first->op), first->cols, rank, slot->cols);
     else if (first->root != slot->root)
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: root mismatch: rank 0 passed %d, rank %d passed %d", op_name(first->op),
@@ -219,17 +235,23 @@ static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const cha
   return HTP_OK;
 }
 
-static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, int root,
-                          const void *send, void *recv, double deadline) {
+static htp_result publish_rows(htp_ctx *ctx, int op, htp__space space, size_t count, size_t cols,
+                               int root, const void *send, void *recv, double deadline) {
   local_world *state = state_of(ctx->world);
   local_slot *slot = &state->slots[ctx->rank];
   slot->op = op;
   slot->count = count;
+  slot->cols = cols;
   slot->root = root;
   slot->space = space;
   slot->send = send;
   slot->recv = recv;
   return rendezvous(ctx, deadline, 1, op_name(op));
+}
+
+static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, int root,
+                          const void *send, void *recv, double deadline) {
+  return publish_rows(ctx, op, space, count, 0, root, send, recv, deadline);
 }
 
 /* ===== Collectives ====================================================== */
@@ -275,27 +297,40 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
  * rank on 8 of an H200's SMs took a quarter of the sum beside ranks on 24,
  * htp__allreduce_chunk)
  * (on the CPU host memory; on a GPU device memory the host cannot read, on
- * the rank's stream) and copies the sum into every other rank's recv with
+ * the rank's stream), adds the bias and residual to it where it has them
+ * (its chunk is then whole rows, and its own replicated copies are the
+ * ones it adds), and copies the result into every other rank's recv with
  * the table's copy, then waits for its stream before the closing
  * rendezvous. Before publishing, each rank waits for its own stream, so its
  * part is complete when the others read it. */
 enum { MAX_STACK_PARTS = 64 };
 
-static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
-                                  size_t count, double deadline) {
-  const char *what = htp__allreduce_name(elem);
+static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void *send,
+                                       const void *bias, const void *residual, void *recv,
+                                       size_t rows, size_t cols, double deadline) {
+  const int epilogue = bias || residual;
+  const char *what = epilogue ? htp__allreduce_bias_residual_name(elem)
+                              : htp__allreduce_name(elem);
   const htp_kernel_table *table = htp__kernel_table(ctx);
   const htp_kernel_env *env = htp__kernel_env(ctx);
   htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
-  const int op = elem == HTP__ELEM_BF16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE;
-  htp_result rc = publish(ctx, op, HTP__SPACE_DEVICE, count, 0, send, recv, deadline);
+  const int op = elem == HTP__ELEM_BF16
+                     ? (epilogue ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BF16)
+                     : (epilogue ? OP_ALLREDUCE_BIAS_RESIDUAL : OP_ALLREDUCE);
+  const size_t count = rows * cols;
+  htp_result rc = publish_rows(ctx, op, HTP__SPACE_DEVICE, count, epilogue ? cols : 0, 0, send,
+                               recv, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;
-  size_t begin, end;
-  htp__allreduce_chunk(count, size, ctx->world->sm_counts, ctx->rank, ALIGN_ELEMENTS, &begin,
-                       &end);
+  /* With the adds the chunks are whole rows (the bias is per column), still
+   * starting on whole lines of ALIGN_ELEMENTS. */
+  size_t begin, end, unit = 1;
+  while (epilogue && unit * cols % ALIGN_ELEMENTS) unit++;
+  htp__allreduce_chunk(epilogue ? rows : count, size, ctx->world->sm_counts, ctx->rank,
+                       epilogue ? unit : ALIGN_ELEMENTS, &begin, &end);
+  if (epilogue) begin *= cols, end *= cols;
   const size_t elem_size = htp__elem_size(elem);
   if (begin < end) {
     const char *stack_parts[MAX_STACK_PARTS];
@@ -311,16 +346,35 @@ static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send
       status = elem == HTP__ELEM_BF16
                    ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size, (htp_bf16 *)sum, n)
                    : table->sum_f32(env, (const float *const *)parts, size, (float *)sum, n);
+    if (parts != stack_parts) free(parts);
+    if (status == HTP_KERNEL_OK && epilogue) {
+      rc = htp__add_bias_residual(ctx, elem, sum, bias,
+                                  residual ? (const char *)residual + begin * elem_size : NULL,
+                                  n / (int64_t)cols, (int64_t)cols);
+      if (rc != HTP_OK) return rc; /* the op failed the world: the others wake */
+    }
     for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank)
       if (rank != ctx->rank)
         status = table->copy(env, (char *)state->slots[rank].recv + begin * elem_size, sum,
                              (end - begin) * elem_size);
     if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
-    if (parts != stack_parts) free(parts);
   }
   /* A failure fails the world, which wakes the others in the rendezvous. */
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   return rendezvous(ctx, deadline, 0, what);
+}
+
+static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                                  size_t count, double deadline) {
+  return local_allreduce_with(ctx, elem, send, NULL, NULL, recv, 1, count, deadline);
+}
+
+static htp_result local_allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const void *send,
+                                                const void *bias, const void *residual,
+                                                void *recv, int64_t rows, int64_t cols,
+                                                double deadline) {
+  return local_allreduce_with(ctx, elem, send, bias, residual, recv, (size_t)rows, (size_t)cols,
+                              deadline);
 }
 
 /* Bytes between two buffers of `space`: host memory with memcpy; a
@@ -502,6 +556,7 @@ const htp__backend_ops htp__local_ops = {
     .ctx_init = NULL,
     .ctx_destroy = NULL,
     .allreduce_sum = local_allreduce,
+    .allreduce_sum_bias_residual = local_allreduce_bias_residual,
     .allgather = local_allgather,
     .broadcast = local_broadcast,
     .send = local_send,

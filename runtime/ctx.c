@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "runtime/comm_internal.h"
+#include "runtime/htp_ops.h"
 #include "runtime/profile.h"
 
 #include <errno.h>
@@ -745,6 +746,69 @@ htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, s
 htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
                                   size_t count) {
   return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
+}
+
+htp_result htp__add_bias_residual(htp_ctx *ctx, htp__elem elem, void *y, const void *bias,
+                                  const void *residual, int64_t rows, int64_t cols) {
+  if (elem == HTP__ELEM_BF16) {
+    uint16_t *out = y;
+    if (bias && residual)
+      return htp_op_bias_add_residual_bf16(ctx, out, bias, residual, out, rows, cols);
+    if (bias) return htp_op_bias_add_bf16(ctx, out, bias, out, rows, cols);
+    return residual ? htp_op_add_bf16(ctx, out, residual, out, rows * cols) : HTP_OK;
+  }
+  float *out = y;
+  if (bias && residual)
+    return htp_op_bias_add_residual_f32(ctx, out, bias, residual, out, rows, cols);
+  if (bias) return htp_op_bias_add_f32(ctx, out, bias, out, rows, cols);
+  return residual ? htp_op_add_f32(ctx, out, residual, out, rows * cols) : HTP_OK;
+}
+
+/* The sum, then the replicated adds: in the backend where it can add them
+ * to the part of the sum each rank takes (local), else over the whole sum
+ * on every rank, outside the communication time. */
+static htp_result allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const void *send,
+                                          const void *bias, const void *residual, void *recv,
+                                          int64_t rows, int64_t cols) {
+  const char *what = htp__allreduce_bias_residual_name(elem);
+  HTP__PROFILED(ctx, what);
+  ENTER(ctx, what);
+  HTP__INVALID_IF(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
+                  "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)cols);
+  const size_t count = (size_t)rows * (size_t)cols;
+  HTP__INVALID_IF(ctx, !send || !recv, "%s: send (%p) or recv (%p) is NULL", what, send, recv);
+  HTP__INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large",
+                  what, count);
+  const size_t bytes = count * htp__elem_size(elem);
+  HTP__INVALID_IF(ctx, send != recv && htp__overlap(send, bytes, recv, bytes),
+                  "%s: send (%p) and recv (%p) overlap without being equal (in place)", what, send,
+                  recv);
+  HTP__INVALID_IF(ctx, residual && htp__overlap(residual, bytes, recv, bytes),
+                  "%s: residual (%p) and recv (%p) overlap", what, residual, recv);
+  SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "bias", bias, (size_t)cols * htp__elem_size(elem), HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "residual", residual, bytes, HTP__SPACE_DEVICE);
+  const htp__backend_ops *ops = ctx->world->ops;
+  if (ops->allreduce_sum_bias_residual)
+    BACKEND_CALL(ctx, what,
+                 ops->allreduce_sum_bias_residual(ctx, elem, send, bias, residual, recv, rows,
+                                                  cols, deadline_of(ctx)));
+  htp_result r = allreduce(ctx, elem, send, recv, count);
+  return r == HTP_OK ? htp__add_bias_residual(ctx, elem, recv, bias, residual, rows, cols) : r;
+}
+
+htp_result htp_allreduce_sum_bias_residual_f32(htp_ctx *ctx, const float *send, const float *bias,
+                                               const float *residual, float *recv, int64_t rows,
+                                               int64_t cols) {
+  return allreduce_bias_residual(ctx, HTP__ELEM_F32, send, bias, residual, recv, rows, cols);
+}
+
+htp_result htp_allreduce_sum_bias_residual_bf16(htp_ctx *ctx, const uint16_t *send,
+                                                const uint16_t *bias, const uint16_t *residual,
+                                                uint16_t *recv, int64_t rows, int64_t cols) {
+  return allreduce_bias_residual(ctx, HTP__ELEM_BF16, send, bias, residual, recv, rows, cols);
 }
 
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,

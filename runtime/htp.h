@@ -314,6 +314,25 @@ HTP_API htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float 
  * may round at each step of its ring when tp > 2. */
 HTP_API htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *recv,
                                           size_t count);
+/* The sum of htp_allreduce_sum_f32 over rows * cols elements, then
+ * + bias (a [cols] row added to every row) + residual ([rows, cols]) in
+ * recv: a row-parallel layer's bias and residual after its all-reduce.
+ * bias or residual may be NULL (not added). Both are replicated values,
+ * the same on every rank, as tensor parallelism keeps them: the local
+ * backend adds rank k's to the rows rank k sums (ranks sharing a device
+ * each take a part instead of each passing over the whole sum again); mpi
+ * and nccl add each rank's own over the whole sum after it. residual must
+ * not overlap recv. The adds' time counts as communication on the local
+ * backend (they run inside it), as compute on the others. */
+HTP_API htp_result htp_allreduce_sum_bias_residual_f32(htp_ctx *ctx, const float *send,
+                                                       const float *bias, const float *residual,
+                                                       float *recv, int64_t rows, int64_t cols);
+/* The same on bf16 tensors: the sum rounded once, then the adds as
+ * htp_op_bias_add_residual_bf16 (summed in f32, rounded once). */
+HTP_API htp_result htp_allreduce_sum_bias_residual_bf16(htp_ctx *ctx, const uint16_t *send,
+                                                        const uint16_t *bias,
+                                                        const uint16_t *residual, uint16_t *recv,
+                                                        int64_t rows, int64_t cols);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); another overlap is refused. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);

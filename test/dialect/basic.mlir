@@ -71,7 +71,13 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
   %y = htp.bias_add %s, %bp : tensor<2x5x12xf32>, tensor<12xf32>
   // CHECK: htp.bias_add %{{.*}}, %{{.*}} residual %[[X:[^ ]*]] : tensor<2x5x12xf32>, tensor<12xf32>
   %z = htp.bias_add %s, %bp residual %y : tensor<2x5x12xf32>, tensor<12xf32>
-  return %z : tensor<2x5x12xf32>
+  // CHECK: htp.all_reduce %{{[^ ]*}} bias %{{[^ ]*}} residual %{{[^ ]*}} {group = "g"} : tensor<2x5x12xf32>, tensor<12xf32>
+  %a = htp.all_reduce %p bias %bp residual %z {group = "g"} : tensor<2x5x12xf32>, tensor<12xf32>
+  // CHECK: htp.all_reduce %{{[^ ]*}} bias %{{[^ ]*}} : tensor<2x5x12xf32>, tensor<12xf32>
+  %c = htp.all_reduce %p bias %bp : tensor<2x5x12xf32>, tensor<12xf32>
+  // CHECK: htp.all_reduce %{{[^ ]*}} residual %{{[^ ]*}} : tensor<2x5x12xf32>{{$}}
+  %d = htp.all_reduce %a residual %c : tensor<2x5x12xf32>
+  return %d : tensor<2x5x12xf32>
 }
 
 // Uneven shards with spare room: 2 and 1 heads of 3 channels owned, room

@@ -81,7 +81,8 @@ func.func @bias_add_bias(%x: tensor<3x8xbf16>, %b: tensor<8xf32>) -> tensor<3x8x
 
 // The custom forms of add, gelu and all_reduce spell one type; the generic
 // form can mix them, and the element check speaks before the
-// same-type trait's plainer message.
+// same-type trait's plainer message (all_reduce's types, tied by a
+// type-matching trait that the parser infers from, are checked first).
 func.func @add_rhs(%a: tensor<3x8xbf16>, %b: tensor<3x8xf32>) -> tensor<3x8xbf16> {
   // expected-error @+1 {{'htp.add' op rhs has element type f32 but lhs has bf16}}
   %y = "htp.add"(%a, %b) : (tensor<3x8xbf16>, tensor<3x8xf32>) -> tensor<3x8xbf16>
@@ -99,8 +100,8 @@ func.func @gelu_result(%x: tensor<3x8xbf16>) -> tensor<3x8xf32> {
 // -----
 
 func.func @all_reduce_result(%x: tensor<3x8xf32>) -> tensor<3x8xbf16> {
-  // expected-error @+1 {{'htp.all_reduce' op result has element type bf16 but input has f32}}
-  %y = "htp.all_reduce"(%x) : (tensor<3x8xf32>) -> tensor<3x8xbf16>
+  // expected-error @+1 {{'htp.all_reduce' op failed to verify that all of {input, result} have same type}}
+  %y = "htp.all_reduce"(%x) <{operandSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<3x8xf32>) -> tensor<3x8xbf16>
   return %y : tensor<3x8xbf16>
 }
 

@@ -241,6 +241,32 @@ func.func @bias_add_bias(%x: tensor<2x5x12xf32>, %b: tensor<5xf32>) -> tensor<2x
 
 // -----
 
+// An all-reduce's bias is a vector of its input's last dim, its residual
+// of its input's type.
+func.func @all_reduce_bias(%x: tensor<2x12xf32>, %b: tensor<2xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{'htp.all_reduce' op bias must be [12] (the input's last dim), got [2]}}
+  %y = htp.all_reduce %x bias %b : tensor<2x12xf32>, tensor<2xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
+func.func @all_reduce_residual(%x: tensor<2x12xf32>, %r: tensor<3x12xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{failed to verify that a residual has the input's type}}
+  %y = "htp.all_reduce"(%x, %r) <{operandSegmentSizes = array<i32: 1, 0, 1>}> : (tensor<2x12xf32>, tensor<3x12xf32>) -> tensor<2x12xf32>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
+func.func @all_reduce_bias_type(%x: tensor<2x12xf32>, %b: tensor<12xbf16>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{'htp.all_reduce' op bias has element type bf16 but input has f32}}
+  %y = htp.all_reduce %x bias %b : tensor<2x12xf32>, tensor<12xbf16>
+  return %y : tensor<2x12xf32>
+}
+
+// -----
+
 // A residual has the input's type (the custom form infers it; the generic
 // form can say another).
 func.func @bias_add_residual(%x: tensor<2x12xf32>, %b: tensor<12xf32>, %r: tensor<3x12xf32>) -> tensor<2x12xf32> {

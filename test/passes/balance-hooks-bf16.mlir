@@ -14,7 +14,7 @@
 // PIPELINE-NOT: warning
 // PIPELINE-LABEL: llvm.func @htp.entry.two_layers(
 // PIPELINE: llvm.call @htp_rt_attention_bf16(
-// PIPELINE: llvm.call @htp_allreduce_sum_bf16(
+// PIPELINE: llvm.call @htp_allreduce_sum_bias_residual_bf16(
 // PIPELINE: llvm.call @htp_rt_mlp_bf16(
 // PIPELINE-NOT: _f32(
 // What the CUDA kernels may keep of their own on a rank (kernel_memory_bytes),

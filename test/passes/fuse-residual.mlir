@@ -94,15 +94,16 @@ func.func @two(%x: tensor<4x8xf32> {htp.input = "x"},
 
 // A row-parallel sum's bias add (after its all-reduce) takes the residual:
 // y = sum + b + r, one call (either operand order); the argument order is
-// x, bias, r, y, rows, cols.
+// x, bias, r, y, rows, cols. The all-reduce read by that bias add alone
+// then takes both (htp.all_reduce ... bias b residual r): its call's
+// arguments are ctx, x, bias, r, y, rows, cols.
 // CHECK-LABEL: func.func @bias_add
-// CHECK: %[[S:.*]] = htp.all_reduce
-// CHECK: %[[Y:.*]] = htp.bias_add %[[S]], %{{.*}} residual %[[R:[^ ]*]] : tensor<2x5x8xf32>, tensor<8xf32>
-// CHECK: %[[Z:.*]] = htp.bias_add %{{.*}}, %{{.*}} residual %[[Y]] : tensor<2x5x8xf32>, tensor<8xf32>
+// CHECK: %[[S:.*]] = htp.all_reduce %{{[^ ]*}} bias %{{[^ ]*}} residual %{{[^ ]*}} : tensor<2x5x8xf32>, tensor<8xf32>
+// CHECK: %[[Z:.*]] = htp.bias_add %{{.*}}, %{{.*}} residual %[[S]] : tensor<2x5x8xf32>, tensor<8xf32>
 // CHECK-NOT: htp.add
 // CHECK: return %[[Z]]
 // LOWER-LABEL: llvm.func @htp.entry.bias_add(
-// LOWER: llvm.call @htp_op_bias_add_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y:[^,]*]], %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> i32
+// LOWER: llvm.call @htp_allreduce_sum_bias_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y:[^,]*]], %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64) -> i32
 // LOWER: llvm.call @htp_op_bias_add_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[Y]],
 // LOWER-NOT: llvm.call @htp_op_add
 func.func @bias_add(%x: tensor<2x5x8xf32> {htp.input = "x"}, %p: tensor<2x5x8xf32> {htp.input = "p"},
@@ -113,6 +114,42 @@ func.func @bias_add(%x: tensor<2x5x8xf32> {htp.input = "x"}, %p: tensor<2x5x8xf3
   %u = htp.bias_add %p, %b : tensor<2x5x8xf32>, tensor<8xf32>
   %z = htp.add %y, %u : tensor<2x5x8xf32>
   return %z : tensor<2x5x8xf32>
+}
+
+// -----
+
+// An all-reduce takes a bias alone, or a residual alone (a bias-free
+// row-parallel layer), each lowered with a null pointer for the other; one
+// read twice (here by its bias add, which then takes it as its residual
+// too), or whose bias add's residual comes after it, is left alone.
+// CHECK-LABEL: func.func @all_reduce_parts
+// CHECK: %[[A:.*]] = htp.all_reduce %{{[^ ]*}} bias %{{[^ ]*}} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK: %[[B:.*]] = htp.all_reduce %{{[^ ]*}} residual %[[A]] : tensor<2x8xf32>
+// CHECK: %[[C:.*]] = htp.all_reduce %[[B]] : tensor<2x8xf32>
+// CHECK: htp.bias_add %[[C]], %{{[^ ]*}} residual %[[C]] :
+// CHECK: %[[D:.*]] = htp.all_reduce %{{[^ ]*}} : tensor<2x8xf32>
+// CHECK: %[[E:.*]] = htp.linear
+// CHECK: htp.bias_add %[[D]], %{{[^ ]*}} residual %[[E]] :
+// LOWER-LABEL: llvm.func @htp.entry.all_reduce_parts(
+// LOWER: %[[NULL:.*]] = llvm.mlir.zero : !llvm.ptr
+// LOWER: llvm.call @htp_allreduce_sum_bias_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %[[NULL]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// LOWER: llvm.call @htp_allreduce_sum_bias_residual_f32(%{{[^,]*}}, %{{[^,]*}}, %[[NULL]], %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}})
+// LOWER: llvm.call @htp_allreduce_sum_f32(
+func.func @all_reduce_parts(%p: tensor<2x8xf32> {htp.input = "p"}, %w: tensor<8x8xf32> {htp.param = "w"},
+                            %b: tensor<8xf32> {htp.param = "b"})
+    -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %s = htp.all_reduce %p : tensor<2x8xf32>
+  %a = htp.bias_add %s, %b : tensor<2x8xf32>, tensor<8xf32>
+  %t = htp.all_reduce %p : tensor<2x8xf32>
+  %c = htp.add %t, %a : tensor<2x8xf32>
+  %u = htp.all_reduce %c : tensor<2x8xf32>
+  %d = htp.bias_add %u, %b : tensor<2x8xf32>, tensor<8xf32>
+  %e = htp.add %u, %d : tensor<2x8xf32>
+  %v = htp.all_reduce %p : tensor<2x8xf32>
+  %l = htp.linear %p, %w : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %f = htp.bias_add %v, %b : tensor<2x8xf32>, tensor<8xf32>
+  %g = htp.add %f, %l : tensor<2x8xf32>
+  return %a, %e, %g : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }
 
 // -----

@@ -543,6 +543,86 @@ static void test_allreduce_bf16(void **state) {
   }
 }
 
+/* The all-reduce with a bias and a residual (a row-parallel layer's sum):
+ * every shape of rows and cols (row lengths that are not a multiple of the
+ * 32-element line, more ranks than rows), each of bias and residual alone
+ * or together, in place or not, f32 and bf16. Integer values, so every sum
+ * is exact in either type and the result can be compared bit for bit
+ * whatever the order of the adds; each rank's part differs. The local
+ * backend adds each rank's bias and residual to the rows it sums, so the
+ * closed form holds on every rank only if every row was summed and added
+ * once, by someone. */
+typedef struct epilogue_shape {
+  int64_t rows, cols;
+  int bias, residual, in_place, bf16;
+} epilogue_shape;
+
+static float epilogue_part(int rank, int64_t i) { return (float)((rank * 7 + i * 3) % 11) - 5; }
+static float epilogue_bias(int64_t c) { return (float)(c % 5) - 2; }
+static float epilogue_residual(int64_t i) { return (float)(i % 9) - 4; }
+
+static htp_result body_allreduce_bias_residual(htp_ctx *ctx, void *user) {
+  const epilogue_shape *shape = user;
+  const int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+  const int64_t n = shape->rows * shape->cols;
+  float *send = malloc((size_t)n * sizeof *send), *recv = malloc((size_t)n * sizeof *recv);
+  float *bias = malloc((size_t)shape->cols * sizeof *bias), *r = malloc((size_t)n * sizeof *r);
+  uint16_t *send16 = malloc((size_t)n * 2), *recv16 = malloc((size_t)n * 2);
+  uint16_t *bias16 = malloc((size_t)shape->cols * 2), *r16 = malloc((size_t)n * 2);
+  htp_result rc = send && recv && bias && r && send16 && recv16 && bias16 && r16 ? HTP_OK
+                                                                                  : HTP_ERR_NOMEM;
+  for (int64_t i = 0; rc == HTP_OK && i < n; ++i) {
+    send[i] = epilogue_part(rank, i), r[i] = epilogue_residual(i), recv[i] = NAN;
+    send16[i] = htp_bf16_from_f32(send[i]), r16[i] = htp_bf16_from_f32(r[i]), recv16[i] = 0xffff;
+  }
+  for (int64_t c = 0; rc == HTP_OK && c < shape->cols; ++c)
+    bias[c] = epilogue_bias(c), bias16[c] = htp_bf16_from_f32(bias[c]);
+  if (rc == HTP_OK && shape->bf16)
+    rc = htp_allreduce_sum_bias_residual_bf16(ctx, send16, shape->bias ? bias16 : NULL,
+                                              shape->residual ? r16 : NULL,
+                                              shape->in_place ? send16 : recv16, shape->rows,
+                                              shape->cols);
+  else if (rc == HTP_OK)
+    rc = htp_allreduce_sum_bias_residual_f32(ctx, send, shape->bias ? bias : NULL,
+                                             shape->residual ? r : NULL,
+                                             shape->in_place ? send : recv, shape->rows,
+                                             shape->cols);
+  for (int64_t i = 0; rc == HTP_OK && i < n; ++i) {
+    float want = 0.0f;
+    for (int from = 0; from < size; ++from) want += epilogue_part(from, i);
+    if (shape->bias) want += epilogue_bias(i % shape->cols);
+    if (shape->residual) want += epilogue_residual(i);
+    const float got = shape->bf16 ? htp_bf16_to_f32((shape->in_place ? send16 : recv16)[i])
+                                  : (shape->in_place ? send : recv)[i];
+    if (got != want) {
+      fprintf(stderr, "rank %d of %d, %lld x %lld (bias %d, residual %d, in place %d, bf16 %d): "
+              "element %lld is %g, not %g\n", rank, size, (long long)shape->rows,
+              (long long)shape->cols, shape->bias, shape->residual, shape->in_place, shape->bf16,
+              (long long)i, got, want);
+      rc = HTP_ERR_INTERNAL;
+    }
+  }
+  free(send), free(recv), free(bias), free(r), free(send16), free(recv16), free(bias16), free(r16);
+  return rc;
+}
+
+static void test_allreduce_bias_residual(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}};
+  for (int size = 1; size <= 4; ++size)
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; ++k)
+      for (int parts = 1; parts < 8; ++parts) {
+        epilogue_shape shape = {shapes[k][0], shapes[k][1], parts & 1, (parts >> 1) & 1,
+                                (parts >> 2) & 1, (int)(k % 2)};
+        if (!shape.bias && !shape.residual) shape.bias = shape.residual = 1, shape.bf16 ^= 1;
+        htp_world *world = make_world(size, 10.0);
+        rank_run runs[MAX_RANKS];
+        run_ranks(world, body_allreduce_bias_residual, &shape, runs);
+        expect_all_ok(runs, size);
+        htp_world_destroy(world);
+      }
+}
+
 static void test_allgather(void **state) {
   (void)state;
   const size_t byte_counts[] = {0, 1, 3, 4096, 100001};
@@ -700,6 +780,30 @@ static htp_result bad_dtype_mismatch(htp_ctx *ctx, int culprit) {
   if (htp_ctx_rank(ctx) == culprit) return htp_allreduce_sum_bf16(ctx, half, half, 4);
   return htp_allreduce_sum_f32(ctx, data, data, 4);
 }
+/* A plain all-reduce meeting one with a bias (chunked by rows): refused, as
+ * the two would split the elements differently. */
+static htp_result bad_epilogue_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
+  if (htp_ctx_rank(ctx) == culprit) return htp_allreduce_sum_f32(ctx, data, data, 4);
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data, 2, 2);
+}
+static htp_result bad_row_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[4] = {1, 1, 1, 1};
+  const int wide = htp_ctx_rank(ctx) == culprit;
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data, wide ? 1 : 2,
+                                             wide ? 4 : 2);
+}
+static htp_result bad_residual_overlap(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, r[5] = {0};
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, NULL,
+                                             htp_ctx_rank(ctx) == culprit ? data + 1 : r, data,
+                                             2, 2);
+}
+static htp_result bad_epilogue_rows(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data,
+                                             htp_ctx_rank(ctx) == culprit ? 0 : 2, 2);
+}
 static htp_result bad_root(htp_ctx *ctx, int culprit) {
   char data[8] = "abcdefg";
   return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? 9 : 0);
@@ -788,6 +892,11 @@ static void test_bad_arguments(void **state) {
       {"count mismatch", bad_count_mismatch, 1, "count mismatch", HTP_ERR_INVALID},
       {"op mismatch", bad_op_mismatch, 0, "mismatch", HTP_ERR_INVALID},
       {"f32/bf16 mismatch", bad_dtype_mismatch, 1, "htp_allreduce_sum_bf16", HTP_ERR_INVALID},
+      {"plain meets bias all-reduce", bad_epilogue_mismatch, 1, "collective mismatch",
+       HTP_ERR_INVALID},
+      {"row length mismatch", bad_row_mismatch, 1, "row length mismatch", HTP_ERR_INVALID},
+      {"residual overlaps recv", bad_residual_overlap, 0, "residual", HTP_ERR_REMOTE},
+      {"zero rows", bad_epilogue_rows, 1, "rows 0 and cols 2 must be >= 1", HTP_ERR_REMOTE},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
@@ -1165,6 +1274,7 @@ int main(void) {
       cmocka_unit_test(test_missing_rank_times_out),
       cmocka_unit_test(test_failed_context_fails_world),
       cmocka_unit_test(test_allreduce_chunks),
+      cmocka_unit_test(test_allreduce_bias_residual),
       cmocka_unit_test(test_shrink_unsupported),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);

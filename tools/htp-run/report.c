@@ -217,7 +217,11 @@ void htp_report_profile(const htp_rank_outcome *o, int tp, long iterations, cons
          "the next: those ran so)%s\n",
          iterations, what, o->profile_broken ? "; a rank's marks failed: its profile is partial"
                                              : "");
-  printf("  %4s  %-34s", "#", "call");
+  int width = 34; /* the call column: the longest name, at least this */
+  for (int k = 0; k < o->profile_calls; k++)
+    if (o->profile_names[k] && (int)strlen(o->profile_names[k]) > width)
+      width = (int)strlen(o->profile_names[k]);
+  printf("  %4s  %-*s", "#", width, "call");
   if (each)
     for (int r = 0; r < tp; r++) printf(" %9s%-2d", "rank ", r);
   else
@@ -226,7 +230,7 @@ void htp_report_profile(const htp_rank_outcome *o, int tp, long iterations, cons
   double *sums = calloc((size_t)tp, sizeof *sums);
   for (int k = 0; k < o->profile_calls; k++) {
     const double *row = o->profile_s + (size_t)k * (size_t)tp;
-    printf("  %4d  %-34s", k, o->profile_names[k] ? o->profile_names[k] : "?");
+    printf("  %4d  %-*s", k, width, o->profile_names[k] ? o->profile_names[k] : "?");
     double slowest = NAN;
     for (int r = 0; r < tp; r++) {
       if (sums && !isnan(row[r])) sums[r] += row[r];
@@ -237,7 +241,7 @@ void htp_report_profile(const htp_rank_outcome *o, int tp, long iterations, cons
     putchar('\n');
   }
   if (sums) {
-    printf("  %4s  %-34s", "", "all calls");
+    printf("  %4s  %-*s", "", width, "all calls");
     double slowest = 0.0;
     for (int r = 0; r < tp; r++) {
       slowest = sums[r] > slowest ? sums[r] : slowest;
