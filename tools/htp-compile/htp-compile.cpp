@@ -11,6 +11,7 @@
 
 #include "runtime/htp_entry.h"
 #include "tools/compiler/OutOfMemory.h"
+#include "tools/compiler/OutputFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -74,15 +75,6 @@ static bool decimal(llvm::StringRef text, int64_t &value) {
          !text.getAsInteger(10, value);
 }
 
-/// Where the output goes while it is written: beside it, renamed over it at
-/// the end, so a compile or link that fails keeps the old file. Whatever had
-/// that name (a stale temporary, a symlink) is removed, not written through.
-static std::string temporaryBeside(const std::string &path) {
-  std::string temporary = path + ".tmp";
-  llvm::sys::fs::remove(temporary);
-  return temporary;
-}
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // Memory short: the temporaries (registered below) go, exit 1.
@@ -137,15 +129,12 @@ int main(int argc, char **argv) {
       in == out)
     return usage("-o " + outputPath + " is the input file " + inputPath +
                  ": the compile would overwrite it");
-  if (llvm::sys::fs::is_directory(outputPath))
-    return usage("-o " + outputPath + " is a directory");
-  // Renaming over a device or a FIFO would replace it (as root, /dev/null):
-  // only a regular file, or nothing yet, is written.
-  llvm::sys::fs::file_status status;
-  if (!llvm::sys::fs::status(outputPath, status) && llvm::sys::fs::exists(status) &&
-      status.type() != llvm::sys::fs::file_type::regular_file)
-    return usage("-o " + outputPath + " is not a regular file (a device, FIFO or socket): "
-                 "refusing to replace it");
+  // Written beside it and renamed over it: only a regular file, or nothing
+  // yet, is replaced.
+  if (std::string problem = mlir::htp::outputProblem(outputPath, /*allowDevices=*/false);
+      !problem.empty())
+    return usage("-o " + problem);
+  mlir::htp::reportFileSizeLimit();
 
   auto context = mlir::htp::makeCompilerContext();
   std::string entry = entryName, errors;
@@ -156,7 +145,7 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  const std::string written = temporaryBeside(outputPath);
+  const std::string written = mlir::htp::temporaryBeside(outputPath);
   llvm::sys::RemoveFileOnSignal(written); // a signal or memory short: removed
   std::string objectPath = written;
   if (emitKind == "so") {

@@ -9,10 +9,12 @@
 #include "passes/Passes.h"
 #include "tools/compiler/Nesting.h"
 #include "tools/compiler/OutOfMemory.h"
+#include "tools/compiler/OutputFile.h"
 
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -91,5 +93,56 @@ int main(int argc, char **argv) {
                  << "\n";
     return 1;
   }
-  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
+  // -o is written beside it and renamed over it once complete: a failed run
+  // (bad IR, a full disk, a file-size limit) keeps the old file, the input
+  // too when -o names it. A device (-o /dev/null) is written in place.
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses()) // no input, no output
+    return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
+  if (std::string problem = mlir::htp::outputProblem(output, /*allowDevices=*/true);
+      output != "-" && !problem.empty()) {
+    llvm::errs() << "htp-opt: error: -o " << problem << "\n";
+    return 1;
+  }
+  std::string message;
+  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &message);
+  if (!file) {
+    llvm::errs() << "htp-opt: error: " << message << "\n";
+    return 1;
+  }
+  mlir::htp::reportFileSizeLimit();
+  llvm::sys::fs::file_status outputStatus;
+  const bool inPlace = output == "-" || (!llvm::sys::fs::status(output, outputStatus) &&
+                                         llvm::sys::fs::exists(outputStatus) &&
+                                         !llvm::sys::fs::is_regular_file(outputStatus));
+  const std::string written = inPlace ? output : mlir::htp::temporaryBeside(output);
+  if (!inPlace)
+    llvm::sys::RemoveFileOnSignal(written); // a signal or memory short: removed
+  auto failed = [&](const std::string &why) {
+    if (!why.empty())
+      llvm::errs() << "htp-opt: error: " << why << "\n";
+    if (!inPlace)
+      llvm::sys::fs::remove(written);
+    return 1;
+  };
+  std::error_code code;
+  llvm::raw_fd_ostream os(written, code, llvm::sys::fs::OF_None);
+  if (code)
+    return failed("cannot write " + written + ": " + code.message());
+  const bool ok = mlir::succeeded(mlir::MlirOptMain(os, std::move(file), registry, config));
+  os.close();
+  // A write that failed (a full disk, a file-size limit) said here, once;
+  // left set, the stream would end the process with LLVM's fatal error.
+  if (os.has_error()) {
+    std::string why = "writing " + output + ": " + os.error().message();
+    os.clear_error();
+    return failed(why);
+  }
+  if (!ok)
+    return failed("");
+  if (!inPlace) {
+    if (std::error_code renamed = llvm::sys::fs::rename(written, output))
+      return failed("cannot rename " + written + " over " + output + ": " + renamed.message());
+  }
+  return 0;
 }
