@@ -24,12 +24,19 @@ inline std::string temporaryBeside(const std::string &path) {
   return temporary;
 }
 
-/// Why -o `path` cannot be written by rename, or "": a directory, a FIFO
+/// Why -o `path` cannot be written by rename, or "": a directory at
+/// `path`.tmp, at `path` a directory, a FIFO
 /// or a socket (a FIFO without a reader would hang the write), and, unless
 /// `allowDevices`, a device (renaming over it would replace it: as root,
 /// /dev/null). A missing file or a regular one is fine.
 inline std::string outputProblem(const std::string &path, bool allowDevices) {
   llvm::sys::fs::file_status status;
+  // The temporary's name holds a directory: removing it would fail, and the
+  // write after it.
+  if (!llvm::sys::fs::status(path + ".tmp", status, /*follow=*/false) &&
+      status.type() == llvm::sys::fs::file_type::directory_file)
+    return path + ".tmp is a directory, where the output is written before it is renamed "
+                  "over its name: remove it or write elsewhere";
   if (llvm::sys::fs::status(path, status) || !llvm::sys::fs::exists(status) ||
       status.type() == llvm::sys::fs::file_type::regular_file)
     return "";

@@ -123,6 +123,16 @@ int main(int argc, char **argv) {
                  " shares for --tp " + llvm::Twine(tp) + ": one per rank");
   if (spare < 0 || spare > 1000)
     return usage("--spare must be from 0 to 1000 (percent), got " + llvm::Twine(spare));
+  if (spare > 0 && tp < 2)
+    return usage("--spare=" + llvm::Twine(spare) +
+                 " is room in a tensor-parallel split: it needs --tp 2 or more (or --shares)");
+  for (int64_t share : shares)
+    if (share < 1 || share > HTP_ENTRY_MAX_SHARD_UNITS)
+      return usage("--shares: each share must be from 1 to " +
+                   llvm::Twine(int64_t(HTP_ENTRY_MAX_SHARD_UNITS)) + ", got " +
+                   llvm::Twine(share));
+  if (entryName.getNumOccurrences() && entryName.empty())
+    return usage("--entry needs a function name");
   // The output must not be the input under another name: compared as files.
   llvm::sys::fs::UniqueID in, out;
   if (!llvm::sys::fs::getUniqueID(inputPath, in) && !llvm::sys::fs::getUniqueID(outputPath, out) &&

@@ -209,7 +209,9 @@ static const char *const HELP[] = {
     "                        iteration (warm-up included; \"iter\" counts from 0;\n"
     "                        with --elastic a new world's lines go on from the step\n"
     "                        it resumes at, so replayed steps appear twice);\n"
-    "                        written to T.jsonl.tmp and renamed at the run's end\n"
+    "                        written to T.jsonl.tmp and renamed at the run's end;\n"
+    "                        with --train on the local backend only (not under\n"
+    "                        mpirun yet)\n"
     "  --check               (.mlir) also compile and run the block unsplit (tp 1) on\n"
     "                        the CPU on the same data and report max |y_tp - y_1| /\n"
     "                        max |y_1| per result; exit 1 if above 1e-4 (2e-2 for a\n"
@@ -1331,6 +1333,10 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
     return htp_set_error(err, err_size, "--profile keeps every call's time of each timed "
                          "iteration: at most %d (--iters %ld)", HTP_PROFILE_MAX_ITERATIONS,
                          options->iters);
+  if (options->trace && options->train.enabled && options->backend &&
+      strcmp(options->backend, "mpi") == 0)
+    return htp_set_error(err, err_size, "--train --trace: under mpirun (--backend mpi) the "
+                         "trace is not written yet; trace a run of the local backend");
   if (options->profile && options->train.enabled && options->train.elastic_given)
     return htp_set_error(err, err_size, "--profile times one world's training steps: not with "
                          "--elastic, whose worlds come and go");

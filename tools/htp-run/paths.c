@@ -161,6 +161,16 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
         htp_check_writable_path(files[i].path, why, sizeof why))
       return htp_set_error(err, err_size, "%s %s: %s", files[i].flag, files[i].path, why);
   }
+  /* A writer removes whatever has its temporary's name, but not a
+   * directory: found at the end of a run, it lost the run's output. */
+  for (int i = 0; i < count; i++) {
+    struct stat info;
+    if (files[i].output && files[i].temporary && lstat(files[i].path, &info) == 0 &&
+        S_ISDIR(info.st_mode))
+      return htp_set_error(err, err_size, "%s: %s is a directory, where the output is written "
+                           "before it is renamed over its name: remove it or write elsewhere",
+                           files[i].flag, files[i].path);
+  }
   identity ids[MAX_FILES];
   for (int i = 0; i < count; i++)
     ids[i] = identify(files[i].path, 0, files[i].temporary);

@@ -513,6 +513,8 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
                          "%s: this htp-run was built without MLIR, so it cannot compile .mlir "
                          "files; compile with htp-compile elsewhere and run the .so",
                          options->path);
+  /* The command line's faults, found once the file's kind is known: exit 2. */
+  state->bad_command_line = 1;
   if (shared && options->num_shares)
     return htp_set_error(err, err_size, "--shares splits a .mlir as it is compiled: %s was "
                          "compiled with its split (htp-compile --shares); leave --shares out",
@@ -521,6 +523,10 @@ static int open_input(const htp_run_options *options, const htp_compiler *jit,
     return htp_set_error(err, err_size, "--spare makes room in a .mlir's split as it is "
                          "compiled: %s was compiled with its room (htp-compile --spare); leave "
                          "--spare out", options->path);
+  if (!shared && options->spare && options->tp < 2)
+    return htp_set_error(err, err_size, "--spare %ld is room in a tensor-parallel split: it "
+                         "needs --tp 2 or more (or --shares)", options->spare);
+  state->bad_command_line = 0;
   /* On the CPU a .so has no other build to compare with; on a GPU a tp-1
    * .so is compared with itself on the CPU (checked once its tp is known). */
   if (shared && options->check && state->device != HTP_DEVICE_CUDA)

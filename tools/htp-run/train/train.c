@@ -1701,9 +1701,11 @@ int htp_train(const htp_run_options *options, const htp_compiler *jit, htp_run_s
               htp_ranks **ranks, int requested_tp, char *err, size_t err_size) {
   const htp_train_options *train = &options->train;
   const int quiet = state->process_rank > 0;
-  if (options->trace && state->process_rank >= 0)
+  if (options->trace && state->process_rank >= 0) { /* options.c refuses --backend mpi */
+    state->bad_command_line = 1;
     return htp_set_error(err, err_size, "--train --trace: under mpirun the trace is not written "
                          "yet; trace a run of the local backend");
+  }
   state->loader = state->shared ? htp_so_loader() : jit;
   if (check_outputs(options, err, err_size))
     return 1;
