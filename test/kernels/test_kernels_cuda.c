@@ -978,6 +978,13 @@ static void forward_cases(device *d, const shape *s, dtype t) {
   int32_t *every = malloc(sizeof *every * (size_t)s->heads);
   for (int32_t h = 0; every && h < (int32_t)s->heads; ++h) every[h] = h;
   if (every) attention_cases(d, s, t, 0, 1, every, s->heads);
+  /* Every head, reversed (gathered, not the whole attention), and one head
+   * alone (a one-head attention of its gathered weights). */
+  for (int32_t h = 0; every && small && h < (int32_t)s->heads; ++h)
+    every[h] = (int32_t)s->heads - 1 - h;
+  if (every && small) attention_cases(d, s, t, 0, 1, every, s->heads);
+  const int32_t alone[] = {(int32_t)(s->heads / 2)};
+  if (small) attention_cases(d, s, t, 0, 1, alone, 1);
   free(every);
   /* One run of heads not from 0 (CUDA gathers it with one copy a part). */
   const int32_t run[] = {1, 2};
