@@ -85,6 +85,15 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       return signalPassFailure();
     }
 
+    // Hooked already: its MLP chains are htp.mlp ops now, its attentions
+    // numbered.
+    if (!func.getBody().front().getOps<MLPOp>().empty()) {
+      func.emitError() << "function @" << func.getSymName()
+                       << " already has its balance hooks (htp.mlp pairs); run "
+                          "--htp-balance-hooks once";
+      return signalPassFailure();
+    }
+
     SmallVector<AttentionOp> attentions;
     SmallVector<MLPChain> mlps;
     for (Operation &op : func.getBody().front()) {

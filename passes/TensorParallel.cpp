@@ -379,7 +379,8 @@ LogicalResult FunctionSplitter::run() {
   if (func.isDeclaration())
     return success();
   if (func->hasAttr(kTPAttrName))
-    return func.emitError() << "is already split (" << kTPAttrName << " = "
+    return func.emitError() << "function @" << func.getSymName() << " is already split ("
+                            << kTPAttrName << " = "
                             << func->getAttr(kTPAttrName) << "); run --htp-tensor-parallel once";
   if (!func.getBody().hasOneBlock())
     return func.emitError("htp functions must be a single block to be split");

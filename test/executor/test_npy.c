@@ -149,7 +149,8 @@ static void test_bad_header_dict(void **state) {
   expect_header_failure("{'descr': '<f4', 'fortran_order': Maybe, 'shape': ()}", 4, "not a bool");
   expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': [1]}", 4, "not a tuple");
   expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (1)}", 4, "must be (n,)");
-  expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", 4, "non-integer");
+  expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,)}", 4, "negative dim");
+  expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (2, x)}", 4, "non-integer");
   expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (1 2)}", 4, "expected ',' or ')'");
   expect_header_failure("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
                         4, "too large");

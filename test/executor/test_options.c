@@ -74,6 +74,12 @@ static void test_values(void **state) {
   assert_int_equal(options.num_outputs, 1);
   assert_string_equal(options.weights, "w.safetensors");
   assert_string_equal(options.path, "-odd-name.so");
+  /* A number too small for a double's normal range is that small number
+   * (or 0), not an error: 1e-320 is in [0, 1e12]. */
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--repartition", "1e-320"), 0);
+  assert_true(options.repartition > 0.0 && options.repartition < 1e-300);
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--repartition", "1e-400"), 0);
+  assert_true(options.repartition == 0.0);
   assert_int_equal(PARSE(&options, err, "--help"), 0);
   assert_true(options.help);
   assert_int_equal(PARSE(&options, err, "-h"), 0);
@@ -203,6 +209,7 @@ static void test_bad_numbers(void **state) {
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "1e400");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "nan");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "inf");
+  EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7]", "a.mlir", "--timeout", "1e-400");
   /* Plain decimal only, as the integer flags: strtod alone took these. */
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7], got ' 3'", "a.mlir", "--timeout", " 3");
   EXPECT_USAGE_ERROR("--timeout expects seconds in (0, 1e7], got '+3'", "a.mlir", "--timeout", "+3");

@@ -41,7 +41,7 @@ func.func @weight_used_whole(%x: tensor<3x8xf32>, %w1: tensor<21x8xf32> {htp.par
 
 // -----
 
-// expected-error @+1 {{is already split (htp.tp = 3 : i64); run --htp-tensor-parallel once}}
+// expected-error @+1 {{function @twice is already split (htp.tp = 3 : i64); run --htp-tensor-parallel once}}
 func.func @twice(%x: tensor<4xf32>) -> tensor<4xf32> attributes {htp.tp = 3 : i64} {
   return %x : tensor<4xf32>
 }

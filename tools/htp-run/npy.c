@@ -79,6 +79,8 @@ static int parse_shape(dict_reader *reader, htp_array *out, char *err, size_t er
     return 0;
   for (;;) {
     skip_blanks(reader);
+    if (reader->cursor < reader->end && *reader->cursor == '-')
+      return htp_set_error(err, err_size, "bad .npy header: 'shape' holds a negative dim");
     if (reader->cursor >= reader->end || *reader->cursor < '0' || *reader->cursor > '9')
       return htp_set_error(err, err_size, "bad .npy header: 'shape' holds a non-integer");
     int64_t dim = 0;

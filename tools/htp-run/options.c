@@ -629,6 +629,9 @@ static int parse_double(const char *flag, const char *text, double min, double m
                         int max_open, double *out, char *err, size_t err_size) {
   char *end;
   double value = decimal_number(text, &end);
+  /* Underflow (1e-320: subnormal or zero) is no error: strtod's value stands. */
+  if (errno == ERANGE && end != text && isfinite(value) && fabs(value) < 1.0)
+    errno = 0;
   if (end == text || *end != '\0' || errno ||
       !isfinite(value) || value < min || value > max || (max_open && value == max))
     return htp_set_error(err, err_size, "--%s expects a number in [%g, %g%c, got '%s'", flag,
