@@ -120,6 +120,16 @@ static void bad_files(void **state) {
   expect_error(write_file("cut", bytes, size - 1, 0), "its 2 dimensions [4, 6] say 24 (cut short)");
   make_idx(bad, 2, d, 3);
   expect_error(write_file("trailing", bad, size + 3, 0), "trailing bytes");
+  /* A gzip bomb: 24 bytes declared, 1 MiB inflated. Said as longer than
+   * declared, not as the bytes read before stopping (25: it said "IDX data
+   * is 25 bytes"). */
+  uint8_t *bomb = calloc(1, 1 << 20);
+  assert_non_null(bomb);
+  make_idx(bomb, 2, d, 0);
+  expect_error(write_file("bomb.gz", bomb, 1 << 20, 1),
+               "IDX data is longer than the 24 bytes its dimensions say (trailing bytes; read no "
+               "further)");
+  free(bomb);
   expect_error(write_file("cut.gz", bytes, size - 5, 1), "cut short");
 
   /* A gzip stream cut in the middle. */

@@ -223,6 +223,14 @@ int htp_idx_read(const char *path, htp_idx *out, char *err, size_t err_size) {
   }
   source_close(file);
   free(file);
+  /* Read up to one byte past what the header declares: more is there, how
+   * much unknown (a gzip bomb is not inflated to find out). */
+  if (rc == 0 && bytes && size == header + (size_t)declared + 1) {
+    free(bytes);
+    return htp_set_error(err, err_size, "%s: IDX data is longer than the %llu bytes its "
+                         "dimensions say (trailing bytes; read no further)", path,
+                         (unsigned long long)declared);
+  }
   if (rc == 0) { /* a header that declares no data is parsed alone: its message */
     char why[256];
     if (htp_idx_parse(bytes ? bytes : head, size, out, why, sizeof why) != 0)
