@@ -470,8 +470,9 @@ LogicalResult AllReduceOp::verify() {
   if (getGroup().empty())
     return emitOpError("group must be a non-empty name");
   RankedTensorType input = tensorOf(getInput());
-  if (getBias() && input.getRank() < 1)
-    return emitOpError("input must have rank >= 1 to take a bias");
+  if ((getBias() || getResidual()) && input.getRank() < 1)
+    return emitOpError("input must have rank >= 1 to take a bias or a residual (rows of a "
+                       "last dim)");
   if (getBias())
     return verifyVector(*this, "bias", getBias(), input.getShape().back(), "the input's last dim");
   return success();

@@ -40,7 +40,9 @@ struct MLPChain {
 
 /// True when `value` is a rank's partial sum: its one use is an all-reduce.
 bool feedsAllReduce(Value value) {
-  return value.hasOneUse() && isa<AllReduceOp>(*value.getUsers().begin());
+  // The sum's input, not a residual an all-reduce adds.
+  return value.hasOneUse() && isa<AllReduceOp>(value.use_begin()->getOwner()) &&
+         value.use_begin()->getOperandNumber() == 0;
 }
 
 /// Matches the chain the tensor-parallel pass leaves for an MLP pair.

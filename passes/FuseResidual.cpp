@@ -46,8 +46,8 @@ Operation *foldTarget(DominanceInfo &dominance, Value value, Value residual) {
     return attention.getPair() || attention.getResidual() ? nullptr : producer;
   if (auto biasAdd = dyn_cast<BiasAddOp>(producer))
     return biasAdd.getResidual() ? nullptr : producer;
-  if (auto reduce = dyn_cast<AllReduceOp>(producer))
-    return reduce.getResidual() ? nullptr : producer;
+  if (auto reduce = dyn_cast<AllReduceOp>(producer)) // rows of a last dim: rank >= 1
+    return reduce.getResidual() || reduce.getType().getRank() < 1 ? nullptr : producer;
   return nullptr;
 }
 

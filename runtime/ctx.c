@@ -786,9 +786,12 @@ static htp_result allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const vo
                   recv);
   HTP__INVALID_IF(ctx, residual && htp__overlap(residual, bytes, recv, bytes),
                   "%s: residual (%p) and recv (%p) overlap", what, residual, recv);
+  const size_t bias_bytes = (size_t)cols * htp__elem_size(elem);
+  HTP__INVALID_IF(ctx, bias && htp__overlap(bias, bias_bytes, recv, bytes),
+                  "%s: bias (%p) and recv (%p) overlap", what, bias, recv);
   SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
-  SPACE_CHECK(ctx, what, "bias", bias, (size_t)cols * htp__elem_size(elem), HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "bias", bias, bias_bytes, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "residual", residual, bytes, HTP__SPACE_DEVICE);
   const htp__backend_ops *ops = ctx->world->ops;
   if (ops->allreduce_sum_bias_residual)

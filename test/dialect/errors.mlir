@@ -259,6 +259,14 @@ func.func @all_reduce_residual(%x: tensor<2x12xf32>, %r: tensor<3x12xf32>) -> te
 
 // -----
 
+func.func @all_reduce_scalar_residual(%x: tensor<f32>, %r: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{'htp.all_reduce' op input must have rank >= 1 to take a bias or a residual (rows of a last dim)}}
+  %y = htp.all_reduce %x residual %r : tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
 func.func @all_reduce_bias_type(%x: tensor<2x12xf32>, %b: tensor<12xbf16>) -> tensor<2x12xf32> {
   // expected-error @+1 {{'htp.all_reduce' op bias has element type bf16 but input has f32}}
   %y = htp.all_reduce %x bias %b : tensor<2x12xf32>, tensor<12xbf16>

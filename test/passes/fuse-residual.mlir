@@ -154,6 +154,22 @@ func.func @all_reduce_parts(%p: tensor<2x8xf32> {htp.input = "p"}, %w: tensor<8x
 
 // -----
 
+// A 0-D all-reduce has no rows to add a residual to: the add stays (the
+// fold made an all-reduce whose lowering read a last dim it lacks).
+// CHECK-LABEL: func.func @scalar_all_reduce
+// CHECK: %[[S:.*]] = htp.all_reduce %{{[^ ]*}} : tensor<f32>
+// CHECK: htp.add %[[S]], %{{.*}} : tensor<f32>
+// LOWER-LABEL: llvm.func @htp.entry.scalar_all_reduce(
+// LOWER: llvm.call @htp_allreduce_sum_f32(
+// LOWER: llvm.call @htp_op_add_f32(
+func.func @scalar_all_reduce(%p: tensor<f32> {htp.input = "p"}, %r: tensor<f32> {htp.input = "r"}) -> tensor<f32> {
+  %s = htp.all_reduce %p : tensor<f32>
+  %y = htp.add %s, %r : tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
 // A bias add read twice, or one that already has a residual, is left alone.
 // CHECK-LABEL: func.func @bias_add_kept
 // CHECK: %[[T:.*]] = htp.bias_add %{{[^ ]*}}, %{{[^ ]*}} :

@@ -799,6 +799,12 @@ static htp_result bad_residual_overlap(htp_ctx *ctx, int culprit) {
                                              htp_ctx_rank(ctx) == culprit ? data + 1 : r, data,
                                              2, 2);
 }
+static htp_result bad_bias_overlap(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, htp_ctx_rank(ctx) == culprit ? data + 2
+                                                                                       : bias,
+                                             NULL, data, 2, 2);
+}
 static htp_result bad_epilogue_rows(htp_ctx *ctx, int culprit) {
   float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
   return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data,
@@ -896,6 +902,7 @@ static void test_bad_arguments(void **state) {
        HTP_ERR_INVALID},
       {"row length mismatch", bad_row_mismatch, 1, "row length mismatch", HTP_ERR_INVALID},
       {"residual overlaps recv", bad_residual_overlap, 0, "residual", HTP_ERR_REMOTE},
+      {"bias overlaps recv", bad_bias_overlap, 1, "bias", HTP_ERR_REMOTE},
       {"zero rows", bad_epilogue_rows, 1, "rows 0 and cols 2 must be >= 1", HTP_ERR_REMOTE},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
