@@ -105,6 +105,8 @@ static std::string operandName(Operation *op, unsigned index) {
     return index == 4 && attention.getProjBias() ? "proj bias" : "residual";
   if (auto reduce = dyn_cast<AllReduceOp>(op); reduce && index >= 1)
     return index == 1 && reduce.getBias() ? "bias" : "residual";
+  if (auto reduce = dyn_cast<AllReduceNormOp>(op); reduce && index >= 3)
+    return index == 3 && reduce.getBias() ? "bias" : "residual";
   ArrayRef<StringRef> names =
       llvm::TypeSwitch<Operation *, ArrayRef<StringRef>>(op)
           .Case<LinearOp, LayerNormOp>([](auto) { // LinearOp: up to its bias
@@ -123,6 +125,10 @@ static std::string operandName(Operation *op, unsigned index) {
           })
           .Case<BiasAddOp>([](auto) {
             static constexpr StringRef names[] = {"input", "bias", "residual"};
+            return ArrayRef(names);
+          })
+          .Case<AllReduceNormOp>([](auto) { // AllReduceNormOp: up to its norm's
+            static constexpr StringRef names[] = {"input", "norm weight", "norm bias"};
             return ArrayRef(names);
           })
           .Case<AddOp>([](auto) {
@@ -475,6 +481,22 @@ LogicalResult AllReduceOp::verify() {
                        "last dim)");
   if (getBias())
     return verifyVector(*this, "bias", getBias(), input.getShape().back(), "the input's last dim");
+  return success();
+}
+
+LogicalResult AllReduceNormOp::verify() {
+  if (getGroup().empty())
+    return emitOpError("group must be a non-empty name");
+  RankedTensorType input = tensorOf(getInput());
+  if (input.getRank() < 1)
+    return emitOpError("input must have rank >= 1");
+  const int64_t dim = input.getShape().back();
+  if (failed(verifyVector(*this, "norm weight", getWeight(), dim, "the input's last dim")) ||
+      failed(verifyVector(*this, "norm bias", getNormBias(), dim, "the input's last dim")))
+    return failure();
+  float epsilon = getEpsilon().convertToFloat();
+  if (!(epsilon > 0.0f) || !std::isfinite(epsilon))
+    return emitOpError() << "epsilon must be positive and finite, got " << epsilon;
   return success();
 }
 

@@ -344,6 +344,38 @@ def HTP_AllReduceOp : HTP_Op<"all_reduce", [
   }];
 }
 
+def HTP_AllReduceNormOp : HTP_Op<"all_reduce_norm", [
+    AttrSizedOperandSegments, AllTypesMatch<["input", "sum", "normed"]>,
+    AllTypesMatch<["weight", "norm_bias"]>,
+    OptionalTypesMatchWith<"a bias has the norm weight's type", "weight", "bias", "$_self">,
+    OptionalTypesMatchWith<"a residual has the input's type", "input", "residual", "$_self">]> {
+  let summary = "an all-reduce (with its bias and residual) and the layer norm of its sum";
+  let description = [{
+    `sum` is `htp.all_reduce`'s result (the total over the group, `+ bias`
+    and `+ residual` where given) and `normed` its `htp.layer_norm` with
+    `weight`, `norm_bias` and `epsilon`. `--htp-fuse-residual` makes it from
+    a layer norm that reads an all-reduce's sum (the next half-layer's norm
+    after a row-parallel layer), so that ranks sharing a device each
+    normalise the rows of the sum they take, as they add the bias and
+    residual there, instead of each normalising the whole sum. Forward only
+    (made after `--htp-grad`).
+
+    ```mlir
+    %s, %n = htp.all_reduce_norm %partial bias %b residual %r norm %g, %beta {epsilon = 1.0e-06 : f32}
+        : tensor<8x197x768xf32>, tensor<768xf32>
+    ```
+  }] # HTP_LimitsDoc;
+  let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$norm_bias,
+                       Optional<HTP_Tensor>:$bias, Optional<HTP_Tensor>:$residual,
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon,
+                       DefaultValuedAttr<StrAttr, "\"tp\"">:$group);
+  let results = (outs HTP_Tensor:$sum, HTP_Tensor:$normed);
+  let assemblyFormat = [{
+    $input (`bias` $bias^)? (`residual` $residual^)? `norm` $weight `,` $norm_bias attr-dict
+    `:` type($input) `,` type($weight)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Training ops: the whole ViT's forward ends and every backward op (f32 only)
 //===----------------------------------------------------------------------===//

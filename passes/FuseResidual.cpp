@@ -10,7 +10,9 @@
 // residual, or a residual add alone) then folds into the all-reduce itself
 // (htp.all_reduce ... bias b residual r), so that ranks sharing a device add
 // them to the part of the sum each takes instead of each passing over the
-// whole sum again.
+// whole sum again. A layer norm that reads an all-reduce's sum folds in
+// last (htp.all_reduce_norm: the sum and its norm), so that they normalise
+// those rows there too.
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,6 +71,25 @@ void foldIntoAllReduce(DominanceInfo &dominance, BiasAddOp biasAdd) {
   biasAdd.erase();
 }
 
+/// Folds `norm` into the all-reduce whose sum it reads (any other readers
+/// of the sum read the new op's `sum`) when its weight and bias are
+/// available where the all-reduce runs: htp.all_reduce_norm.
+void foldNormIntoAllReduce(DominanceInfo &dominance, LayerNormOp norm) {
+  auto reduce = norm.getInput().getDefiningOp<AllReduceOp>();
+  if (!reduce || !dominance.properlyDominates(norm.getWeight(), reduce) ||
+      !dominance.properlyDominates(norm.getBias(), reduce))
+    return;
+  OpBuilder builder(reduce);
+  auto fused = AllReduceNormOp::create(
+      builder, reduce.getLoc(), reduce.getType(), reduce.getType(), reduce.getInput(),
+      norm.getWeight(), norm.getBias(), reduce.getBias(), reduce.getResidual(),
+      norm.getEpsilonAttr(), reduce.getGroupAttr());
+  norm.getResult().replaceAllUsesWith(fused.getNormed());
+  norm.erase();
+  reduce.getResult().replaceAllUsesWith(fused.getSum());
+  reduce.erase();
+}
+
 struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
   using HTPFuseResidualBase::HTPFuseResidualBase;
 
@@ -102,6 +123,10 @@ struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
     getOperation().walk([&](BiasAddOp biasAdd) { biasAdds.push_back(biasAdd); });
     for (BiasAddOp biasAdd : biasAdds)
       foldIntoAllReduce(dominance, biasAdd);
+    SmallVector<LayerNormOp> norms;
+    getOperation().walk([&](LayerNormOp norm) { norms.push_back(norm); });
+    for (LayerNormOp norm : norms)
+      foldNormIntoAllReduce(dominance, norm);
   }
 };
 

@@ -312,6 +312,9 @@ LogicalResult AdjointBuilder::run(SmallVectorImpl<Value> &gradients) {
     if (isa<CrossEntropyOp>(op))
       return op->emitOpError(
           "is a second loss; --htp-grad differentiates result 0's only");
+    if (isa<AllReduceNormOp>(op))
+      return op->emitOpError("has no adjoint here: write htp.all_reduce and htp.layer_norm "
+                             "(--htp-fuse-residual makes it after --htp-grad)");
     if (op->getNumResults() != 1)
       return op->emitOpError("has no adjoint in --htp-grad");
     auto dy = adjoints.find(op->getResult(0));

@@ -324,6 +324,25 @@ struct AllReduceLowering : CallPattern<AllReduceOp> {
   }
 };
 
+/// htp.all_reduce_norm → htp_allreduce_sum_norm_f32 or _bf16(ctx, x, b, r, sum,
+/// weight, norm_bias, normed, rows, cols, epsilon): the all-reduce's sum (b and r
+/// null where it has none) and its layer norm.
+struct AllReduceNormLowering : MultiCallPattern<AllReduceNormOp> {
+  using MultiCallPattern::MultiCallPattern;
+  void emitCall(AllReduceNormOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
+                ArrayRef<Value> results) const override {
+    Location loc = op.getLoc();
+    Value epsilon =
+        LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
+    entry.callOp(rewriter, loc, opEntryPoint("htp_allreduce_sum_norm", op),
+                 {adaptor.getInput(), optionalPointer(rewriter, loc, adaptor.getBias()),
+                  optionalPointer(rewriter, loc, adaptor.getResidual()), results[0],
+                  adaptor.getWeight(), adaptor.getNormBias(), results[1],
+                  constantI64(rewriter, loc, leadingRows(op.getSum().getType())),
+                  constantI64(rewriter, loc, op.getSum().getType().getShape().back()), epsilon});
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Training ops (f32 only, which the dialect checked): one htp_op_*_f32 each
 //===----------------------------------------------------------------------===//
@@ -688,7 +707,8 @@ void EntryContext::returnIfFailed(RewriterBase &rewriter, Location loc, Value st
 void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,
                                      const TypeConverter &converter, EntryContext &entry) {
   patterns.add<LinearLowering, AttentionLowering, LayerNormLowering, GeluLowering, AddLowering,
-               MLPLowering, BiasAddLowering, AllReduceLowering, ReturnLowering>(converter,
+               MLPLowering, BiasAddLowering, AllReduceLowering, AllReduceNormLowering,
+               ReturnLowering>(converter,
                                                                                  entry);
   patterns.add<PatchEmbedLowering, EmbedTokensLowering, ClsTokenLowering, CrossEntropyLowering,
                CrossEntropyGradLowering, LinearGradLowering, LayerNormGradLowering,

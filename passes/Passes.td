@@ -217,8 +217,8 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
 
 def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
   let summary = "Fold each residual htp.add of a single-use htp.linear, htp.attention, "
-                "htp.bias_add or htp.all_reduce into it, and each bias add of a single-use "
-                "all-reduce into the all-reduce";
+                "htp.bias_add or htp.all_reduce into it, each bias add of a single-use "
+                "all-reduce and each layer norm of an all-reduce's sum into the all-reduce";
   let description = [{
     `htp.add(htp.linear(x, w, b), r)`, the linear's result read by the add
     alone, becomes `htp.linear x, w, b residual r` (either operand order;
@@ -240,7 +240,10 @@ def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
     each add b and r to the rows of the sum they take instead of each
     passing over the whole sum (on 8 of an H200's SMs beside ranks on 24,
     a tenth of it). The bias and residual must be available before the
-    all-reduce runs.
+    all-reduce runs. Last, a layer norm that reads an all-reduce's sum folds
+    in with it (`htp.all_reduce_norm`: the sum and its norm,
+    `htp_allreduce_sum_norm_*`), where its weights are available before the
+    all-reduce: each rank normalises its rows of the sum there too.
 
     Forward only, after `--htp-tensor-parallel` (whose row halves yield
     partial sums the residual follows), `--htp-balance-hooks` and

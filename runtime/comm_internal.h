@@ -50,7 +50,21 @@ static inline const char *htp__allreduce_name(htp__elem elem) {
   return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bf16" : "htp_allreduce_sum_f32";
 }
 
-static inline const char *htp__allreduce_bias_residual_name(htp__elem elem) {
+/* What an all-reduce adds to its sum and computes from it, in place of the
+ * replicated ops after it (htp_allreduce_sum_bias_residual_*,
+ * htp_allreduce_sum_norm_*): sum + bias (a [cols] row on each row) +
+ * residual, either NULL, then, where normed is not NULL, the layer norm of
+ * that into normed. */
+typedef struct htp__epilogue {
+  const void *bias, *residual;
+  const void *norm_weight, *norm_bias;
+  void *normed;
+  float epsilon;
+} htp__epilogue;
+
+static inline const char *htp__allreduce_epilogue_name(htp__elem elem, int normed) {
+  if (normed)
+    return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_norm_bf16" : "htp_allreduce_sum_norm_f32";
   return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bias_residual_bf16"
                                 : "htp_allreduce_sum_bias_residual_f32";
 }
@@ -71,13 +85,13 @@ typedef struct htp__backend_ops {
   /* Collectives: arguments are already checked by the core. */
   htp_result (*allreduce_sum)(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                               size_t count, double deadline);
-  /* The sum, then + bias (a [cols] row on each of the rows) + residual
-   * ([rows, cols]), either NULL, in recv; bias and residual are the same
-   * on every rank. NULL: the core adds them over the whole sum after
-   * allreduce_sum (htp__add_bias_residual). */
-  htp_result (*allreduce_sum_bias_residual)(htp_ctx *ctx, htp__elem elem, const void *send,
-                                            const void *bias, const void *residual, void *recv,
-                                            int64_t rows, int64_t cols, double deadline);
+  /* The sum of rows x cols elements in recv, then its epilogue (the bias,
+   * residual and norm weights are the same on every rank). NULL: the core
+   * runs the epilogue over the whole sum after allreduce_sum
+   * (htp__epilogue_rows). */
+  htp_result (*allreduce_sum_epilogue)(htp_ctx *ctx, htp__elem elem, const void *send,
+                                       void *recv, int64_t rows, int64_t cols,
+                                       const htp__epilogue *epilogue, double deadline);
   /* allreduce_sum moves device memory; the others the space they are
    * given (the public collectives: device; the runtime's control traffic:
    * host). */
@@ -176,11 +190,12 @@ HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code
 /* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a
  * failure that started on another rank is HTP_ERR_REMOTE; HTP_OK if healthy. */
 HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
-/* y += bias (a [cols] row on each row) + residual, either NULL, on the
- * context's kernel table (one pass where it has the fused entry). */
-HTP__HIDDEN htp_result htp__add_bias_residual(htp_ctx *ctx, htp__elem elem, void *y,
-                                             const void *bias, const void *residual,
-                                             int64_t rows, int64_t cols);
+/* The epilogue on rows [first, first + rows) of the sum in recv (the
+ * residual's and normed's same rows), on the context's kernel table: the
+ * adds (one pass where it has the fused entry), then the norm. */
+HTP__HIDDEN htp_result htp__epilogue_rows(htp_ctx *ctx, htp__elem elem,
+                                         const htp__epilogue *epilogue, void *recv,
+                                         int64_t first, int64_t rows, int64_t cols);
 /* The local all-reduce's split of count elements over size ranks: rank's
  * chunk [*begin, *end), in proportion to sm_counts where every rank has a
  * partition of one GPU (else equal; sm_counts may be NULL), each chunk's

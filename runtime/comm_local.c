@@ -39,6 +39,8 @@ enum local_op {
   OP_ALLREDUCE_BF16,
   OP_ALLREDUCE_BIAS_RESIDUAL, /* chunked by rows: must not meet an OP_ALLREDUCE */
   OP_ALLREDUCE_BIAS_RESIDUAL_BF16,
+  OP_ALLREDUCE_NORM, /* and the norm's rows copied too */
+  OP_ALLREDUCE_NORM_BF16,
   OP_ALLGATHER,
   OP_BROADCAST,
   OP_BARRIER
@@ -48,8 +50,10 @@ static const char *op_name(int op) {
   switch (op) {
   case OP_ALLREDUCE: return htp__allreduce_name(HTP__ELEM_F32);
   case OP_ALLREDUCE_BF16: return htp__allreduce_name(HTP__ELEM_BF16);
-  case OP_ALLREDUCE_BIAS_RESIDUAL: return htp__allreduce_bias_residual_name(HTP__ELEM_F32);
-  case OP_ALLREDUCE_BIAS_RESIDUAL_BF16: return htp__allreduce_bias_residual_name(HTP__ELEM_BF16);
+  case OP_ALLREDUCE_BIAS_RESIDUAL: return htp__allreduce_epilogue_name(HTP__ELEM_F32, 0);
+  case OP_ALLREDUCE_BIAS_RESIDUAL_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 0);
+  case OP_ALLREDUCE_NORM: return htp__allreduce_epilogue_name(HTP__ELEM_F32, 1);
+  case OP_ALLREDUCE_NORM_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 1);
   case OP_ALLGATHER: return "htp_allgather";
   case OP_BROADCAST: return "htp_broadcast";
   case OP_BARRIER: return "htp_barrier";
@@ -65,6 +69,7 @@ typedef struct local_slot {
   htp__space space;
   const void *send;
   void *recv;
+  void *normed; /* an all-reduce with a norm: where its rows go, else NULL */
 } local_slot;
 
 enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
@@ -236,12 +241,14 @@ static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const cha
 }
 
 static htp_result publish_rows(htp_ctx *ctx, int op, htp__space space, size_t count, size_t cols,
-                               int root, const void *send, void *recv, double deadline) {
+                               int root, const void *send, void *recv, void *normed,
+                               double deadline) {
   local_world *state = state_of(ctx->world);
   local_slot *slot = &state->slots[ctx->rank];
   slot->op = op;
   slot->count = count;
   slot->cols = cols;
+  slot->normed = normed;
   slot->root = root;
   slot->space = space;
   slot->send = send;
@@ -251,7 +258,7 @@ static htp_result publish_rows(htp_ctx *ctx, int op, htp__space space, size_t co
 
 static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, int root,
                           const void *send, void *recv, double deadline) {
-  return publish_rows(ctx, op, space, count, 0, root, send, recv, deadline);
+  return publish_rows(ctx, op, space, count, 0, root, send, recv, NULL, deadline);
 }
 
 /* ===== Collectives ====================================================== */
@@ -297,39 +304,42 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
  * rank on 8 of an H200's SMs took a quarter of the sum beside ranks on 24,
  * htp__allreduce_chunk)
  * (on the CPU host memory; on a GPU device memory the host cannot read, on
- * the rank's stream), adds the bias and residual to it where it has them
- * (its chunk is then whole rows, and its own replicated copies are the
- * ones it adds), and copies the result into every other rank's recv with
+ * the rank's stream), runs the epilogue on it where there is one (the bias
+ * and residual added, the norm taken: its chunk is then whole rows, and its
+ * own replicated copies are the ones it uses), and copies the result (and
+ * the norm's rows) into every other rank's recv (and normed) with
  * the table's copy, then waits for its stream before the closing
  * rendezvous. Before publishing, each rank waits for its own stream, so its
  * part is complete when the others read it. */
 enum { MAX_STACK_PARTS = 64 };
 
 static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void *send,
-                                       const void *bias, const void *residual, void *recv,
-                                       size_t rows, size_t cols, double deadline) {
-  const int epilogue = bias || residual;
-  const char *what = epilogue ? htp__allreduce_bias_residual_name(elem)
+                                       void *recv, size_t rows, size_t cols,
+                                       const htp__epilogue *epilogue, double deadline) {
+  const int norm = epilogue && epilogue->normed;
+  const char *what = epilogue ? htp__allreduce_epilogue_name(elem, norm)
                               : htp__allreduce_name(elem);
   const htp_kernel_table *table = htp__kernel_table(ctx);
   const htp_kernel_env *env = htp__kernel_env(ctx);
   htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
-  const int op = elem == HTP__ELEM_BF16
-                     ? (epilogue ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BF16)
-                     : (epilogue ? OP_ALLREDUCE_BIAS_RESIDUAL : OP_ALLREDUCE);
+  const int bf16 = elem == HTP__ELEM_BF16;
+  const int op = !epilogue ? (bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE)
+                 : norm    ? (bf16 ? OP_ALLREDUCE_NORM_BF16 : OP_ALLREDUCE_NORM)
+                           : (bf16 ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BIAS_RESIDUAL);
   const size_t count = rows * cols;
   htp_result rc = publish_rows(ctx, op, HTP__SPACE_DEVICE, count, epilogue ? cols : 0, 0, send,
-                               recv, deadline);
+                               recv, norm ? epilogue->normed : NULL, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;
-  /* With the adds the chunks are whole rows (the bias is per column), still
-   * starting on whole lines of ALIGN_ELEMENTS. */
+  /* With an epilogue the chunks are whole rows (the bias and the norm are
+   * per row), still starting on whole lines of ALIGN_ELEMENTS. */
   size_t begin, end, unit = 1;
   while (epilogue && unit * cols % ALIGN_ELEMENTS) unit++;
   htp__allreduce_chunk(epilogue ? rows : count, size, ctx->world->sm_counts, ctx->rank,
                        epilogue ? unit : ALIGN_ELEMENTS, &begin, &end);
+  const size_t first_row = begin;
   if (epilogue) begin *= cols, end *= cols;
   const size_t elem_size = htp__elem_size(elem);
   if (begin < end) {
@@ -343,20 +353,25 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
     /* Rank order 0..size-1 for every element: bitwise reproducible and the
      * same on every rank, whatever the chunking. */
     if (status == HTP_KERNEL_OK)
-      status = elem == HTP__ELEM_BF16
-                   ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size, (htp_bf16 *)sum, n)
-                   : table->sum_f32(env, (const float *const *)parts, size, (float *)sum, n);
+      status = bf16 ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size, (htp_bf16 *)sum, n)
+                    : table->sum_f32(env, (const float *const *)parts, size, (float *)sum, n);
     if (parts != stack_parts) free(parts);
+    /* This rank's own copies of the bias, residual and norm weights (the
+     * same on every rank) on its rows; a failure fails the world, which
+     * wakes the others. */
     if (status == HTP_KERNEL_OK && epilogue) {
-      rc = htp__add_bias_residual(ctx, elem, sum, bias,
-                                  residual ? (const char *)residual + begin * elem_size : NULL,
-                                  n / (int64_t)cols, (int64_t)cols);
-      if (rc != HTP_OK) return rc; /* the op failed the world: the others wake */
+      rc = htp__epilogue_rows(ctx, elem, epilogue, recv, (int64_t)first_row,
+                              n / (int64_t)cols, (int64_t)cols);
+      if (rc != HTP_OK) return rc;
     }
-    for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank)
-      if (rank != ctx->rank)
-        status = table->copy(env, (char *)state->slots[rank].recv + begin * elem_size, sum,
-                             (end - begin) * elem_size);
+    const size_t offset = begin * elem_size, bytes = (end - begin) * elem_size;
+    for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank) {
+      if (rank == ctx->rank) continue;
+      status = table->copy(env, (char *)state->slots[rank].recv + offset, sum, bytes);
+      if (status == HTP_KERNEL_OK && norm)
+        status = table->copy(env, (char *)state->slots[rank].normed + offset,
+                             (const char *)epilogue->normed + offset, bytes);
+    }
     if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
   }
   /* A failure fails the world, which wakes the others in the rendezvous. */
@@ -366,14 +381,13 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
 
 static htp_result local_allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                                   size_t count, double deadline) {
-  return local_allreduce_with(ctx, elem, send, NULL, NULL, recv, 1, count, deadline);
+  return local_allreduce_with(ctx, elem, send, recv, 1, count, NULL, deadline);
 }
 
-static htp_result local_allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const void *send,
-                                                const void *bias, const void *residual,
-                                                void *recv, int64_t rows, int64_t cols,
-                                                double deadline) {
-  return local_allreduce_with(ctx, elem, send, bias, residual, recv, (size_t)rows, (size_t)cols,
+static htp_result local_allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const void *send,
+                                           void *recv, int64_t rows, int64_t cols,
+                                           const htp__epilogue *epilogue, double deadline) {
+  return local_allreduce_with(ctx, elem, send, recv, (size_t)rows, (size_t)cols, epilogue,
                               deadline);
 }
 
@@ -556,7 +570,7 @@ const htp__backend_ops htp__local_ops = {
     .ctx_init = NULL,
     .ctx_destroy = NULL,
     .allreduce_sum = local_allreduce,
-    .allreduce_sum_bias_residual = local_allreduce_bias_residual,
+    .allreduce_sum_epilogue = local_allreduce_epilogue,
     .allgather = local_allgather,
     .broadcast = local_broadcast,
     .send = local_send,

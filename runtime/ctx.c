@@ -13,6 +13,7 @@
 #include "runtime/profile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -748,29 +749,42 @@ htp_result htp_allreduce_sum_bf16(htp_ctx *ctx, const uint16_t *send, uint16_t *
   return allreduce(ctx, HTP__ELEM_BF16, send, recv, count);
 }
 
-htp_result htp__add_bias_residual(htp_ctx *ctx, htp__elem elem, void *y, const void *bias,
-                                  const void *residual, int64_t rows, int64_t cols) {
+htp_result htp__epilogue_rows(htp_ctx *ctx, htp__elem elem, const htp__epilogue *epilogue,
+                              void *recv, int64_t first, int64_t rows, int64_t cols) {
+  const size_t skip = (size_t)first * (size_t)cols * htp__elem_size(elem);
+  char *y = (char *)recv + skip;
+  const char *r = epilogue->residual ? (const char *)epilogue->residual + skip : NULL;
+  char *normed = epilogue->normed ? (char *)epilogue->normed + skip : NULL;
+  const void *b = epilogue->bias;
+  htp_result result = HTP_OK;
   if (elem == HTP__ELEM_BF16) {
-    uint16_t *out = y;
-    if (bias && residual)
-      return htp_op_bias_add_residual_bf16(ctx, out, bias, residual, out, rows, cols);
-    if (bias) return htp_op_bias_add_bf16(ctx, out, bias, out, rows, cols);
-    return residual ? htp_op_add_bf16(ctx, out, residual, out, rows * cols) : HTP_OK;
+    uint16_t *out = (uint16_t *)y;
+    if (b && r) result = htp_op_bias_add_residual_bf16(ctx, out, b, (const uint16_t *)r, out, rows,
+                                                      cols);
+    else if (b) result = htp_op_bias_add_bf16(ctx, out, b, out, rows, cols);
+    else if (r) result = htp_op_add_bf16(ctx, out, (const uint16_t *)r, out, rows * cols);
+    if (result == HTP_OK && normed)
+      result = htp_op_layer_norm_bf16(ctx, out, epilogue->norm_weight, epilogue->norm_bias,
+                                      (uint16_t *)normed, rows, cols, epilogue->epsilon);
+    return result;
   }
-  float *out = y;
-  if (bias && residual)
-    return htp_op_bias_add_residual_f32(ctx, out, bias, residual, out, rows, cols);
-  if (bias) return htp_op_bias_add_f32(ctx, out, bias, out, rows, cols);
-  return residual ? htp_op_add_f32(ctx, out, residual, out, rows * cols) : HTP_OK;
+  float *out = (float *)y;
+  if (b && r) result = htp_op_bias_add_residual_f32(ctx, out, b, (const float *)r, out, rows, cols);
+  else if (b) result = htp_op_bias_add_f32(ctx, out, b, out, rows, cols);
+  else if (r) result = htp_op_add_f32(ctx, out, (const float *)r, out, rows * cols);
+  if (result == HTP_OK && normed)
+    result = htp_op_layer_norm_f32(ctx, out, epilogue->norm_weight, epilogue->norm_bias,
+                                   (float *)normed, rows, cols, epilogue->epsilon);
+  return result;
 }
 
-/* The sum, then the replicated adds: in the backend where it can add them
- * to the part of the sum each rank takes (local), else over the whole sum
- * on every rank, outside the communication time. */
-static htp_result allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const void *send,
-                                          const void *bias, const void *residual, void *recv,
-                                          int64_t rows, int64_t cols) {
-  const char *what = htp__allreduce_bias_residual_name(elem);
+/* The sum, then its epilogue: in the backend where it can run it on the
+ * rows each rank sums (local), else over the whole sum on every rank,
+ * outside the communication time. */
+static htp_result allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
+                                     int64_t rows, int64_t cols, const htp__epilogue *epilogue) {
+  const int norm = epilogue->normed != NULL;
+  const char *what = htp__allreduce_epilogue_name(elem, norm);
   HTP__PROFILED(ctx, what);
   ENTER(ctx, what);
   HTP__INVALID_IF(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
@@ -781,37 +795,84 @@ static htp_result allreduce_bias_residual(htp_ctx *ctx, htp__elem elem, const vo
   HTP__INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large",
                   what, count);
   const size_t bytes = count * htp__elem_size(elem);
+  const size_t row_bytes = (size_t)cols * htp__elem_size(elem);
   HTP__INVALID_IF(ctx, send != recv && htp__overlap(send, bytes, recv, bytes),
                   "%s: send (%p) and recv (%p) overlap without being equal (in place)", what, send,
                   recv);
-  HTP__INVALID_IF(ctx, residual && htp__overlap(residual, bytes, recv, bytes),
-                  "%s: residual (%p) and recv (%p) overlap", what, residual, recv);
-  const size_t bias_bytes = (size_t)cols * htp__elem_size(elem);
-  HTP__INVALID_IF(ctx, bias && htp__overlap(bias, bias_bytes, recv, bytes),
-                  "%s: bias (%p) and recv (%p) overlap", what, bias, recv);
+  /* What the epilogue reads must not be where a peer's rows land (recv,
+   * normed) while it is read. */
+  const struct {
+    const char *name;
+    const void *at;
+    size_t bytes;
+  } reads[] = {{"bias", epilogue->bias, row_bytes},
+               {"residual", epilogue->residual, bytes},
+               {"norm weight", epilogue->norm_weight, row_bytes},
+               {"norm bias", epilogue->norm_bias, row_bytes}};
+  for (size_t i = 0; i < sizeof reads / sizeof *reads; i++) {
+    HTP__INVALID_IF(ctx, reads[i].at && htp__overlap(reads[i].at, reads[i].bytes, recv, bytes),
+                    "%s: %s (%p) and recv (%p) overlap", what, reads[i].name, reads[i].at, recv);
+    HTP__INVALID_IF(ctx, reads[i].at && norm &&
+                             htp__overlap(reads[i].at, reads[i].bytes, epilogue->normed, bytes),
+                    "%s: %s (%p) and normed (%p) overlap", what, reads[i].name, reads[i].at,
+                    epilogue->normed);
+    SPACE_CHECK(ctx, what, reads[i].name, reads[i].at, reads[i].bytes, HTP__SPACE_DEVICE);
+  }
+  if (norm) {
+    HTP__INVALID_IF(ctx, !epilogue->norm_weight || !epilogue->norm_bias,
+                    "%s: the norm weight (%p) or bias (%p) is NULL", what,
+                    epilogue->norm_weight, epilogue->norm_bias);
+    HTP__INVALID_IF(ctx, htp__overlap(epilogue->normed, bytes, recv, bytes) ||
+                             htp__overlap(epilogue->normed, bytes, send, bytes),
+                    "%s: normed (%p) overlaps send (%p) or recv (%p)", what, epilogue->normed,
+                    send, recv);
+    HTP__INVALID_IF(ctx, !(epilogue->epsilon > 0.0f) || !isfinite(epilogue->epsilon),
+                    "%s: epsilon %g must be positive and finite", what,
+                    (double)epilogue->epsilon);
+    SPACE_CHECK(ctx, what, "normed", epilogue->normed, bytes, HTP__SPACE_DEVICE);
+  }
   SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
-  SPACE_CHECK(ctx, what, "bias", bias, bias_bytes, HTP__SPACE_DEVICE);
-  SPACE_CHECK(ctx, what, "residual", residual, bytes, HTP__SPACE_DEVICE);
   const htp__backend_ops *ops = ctx->world->ops;
-  if (ops->allreduce_sum_bias_residual)
+  if (ops->allreduce_sum_epilogue)
     BACKEND_CALL(ctx, what,
-                 ops->allreduce_sum_bias_residual(ctx, elem, send, bias, residual, recv, rows,
-                                                  cols, deadline_of(ctx)));
+                 ops->allreduce_sum_epilogue(ctx, elem, send, recv, rows, cols, epilogue,
+                                             deadline_of(ctx)));
   htp_result r = allreduce(ctx, elem, send, recv, count);
-  return r == HTP_OK ? htp__add_bias_residual(ctx, elem, recv, bias, residual, rows, cols) : r;
+  return r == HTP_OK ? htp__epilogue_rows(ctx, elem, epilogue, recv, 0, rows, cols) : r;
 }
 
 htp_result htp_allreduce_sum_bias_residual_f32(htp_ctx *ctx, const float *send, const float *bias,
                                                const float *residual, float *recv, int64_t rows,
                                                int64_t cols) {
-  return allreduce_bias_residual(ctx, HTP__ELEM_F32, send, bias, residual, recv, rows, cols);
+  const htp__epilogue epilogue = {.bias = bias, .residual = residual};
+  return allreduce_epilogue(ctx, HTP__ELEM_F32, send, recv, rows, cols, &epilogue);
 }
 
 htp_result htp_allreduce_sum_bias_residual_bf16(htp_ctx *ctx, const uint16_t *send,
                                                 const uint16_t *bias, const uint16_t *residual,
                                                 uint16_t *recv, int64_t rows, int64_t cols) {
-  return allreduce_bias_residual(ctx, HTP__ELEM_BF16, send, bias, residual, recv, rows, cols);
+  const htp__epilogue epilogue = {.bias = bias, .residual = residual};
+  return allreduce_epilogue(ctx, HTP__ELEM_BF16, send, recv, rows, cols, &epilogue);
+}
+
+htp_result htp_allreduce_sum_norm_f32(htp_ctx *ctx, const float *send, const float *bias,
+                                      const float *residual, float *sum, const float *weight,
+                                      const float *norm_bias, float *normed, int64_t rows,
+                                      int64_t cols, float epsilon) {
+  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon};
+  HTP__INVALID_IF(ctx, !normed, "htp_allreduce_sum_norm_f32: normed is NULL");
+  return allreduce_epilogue(ctx, HTP__ELEM_F32, send, sum, rows, cols, &epilogue);
+}
+
+htp_result htp_allreduce_sum_norm_bf16(htp_ctx *ctx, const uint16_t *send, const uint16_t *bias,
+                                       const uint16_t *residual, uint16_t *sum,
+                                       const uint16_t *weight, const uint16_t *norm_bias,
+                                       uint16_t *normed, int64_t rows, int64_t cols,
+                                       float epsilon) {
+  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon};
+  HTP__INVALID_IF(ctx, !normed, "htp_allreduce_sum_norm_bf16: normed is NULL");
+  return allreduce_epilogue(ctx, HTP__ELEM_BF16, send, sum, rows, cols, &epilogue);
 }
 
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,

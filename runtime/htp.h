@@ -333,6 +333,25 @@ HTP_API htp_result htp_allreduce_sum_bias_residual_bf16(htp_ctx *ctx, const uint
                                                         const uint16_t *bias,
                                                         const uint16_t *residual, uint16_t *recv,
                                                         int64_t rows, int64_t cols);
+/* The sum of htp_allreduce_sum_bias_residual_f32 (bias and residual may
+ * be NULL) in sum, then its layer norm (weight and norm_bias [cols],
+ * epsilon > 0, as htp_op_layer_norm_f32) in normed: a row-parallel
+ * layer's total and the next half-layer's norm of it. The local backend
+ * normalises the rows each rank sums, mpi and nccl the whole sum on every
+ * rank. normed overlaps none of send, sum, residual, the bias and the norm
+ * weights; none of those overlaps sum either. */
+HTP_API htp_result htp_allreduce_sum_norm_f32(htp_ctx *ctx, const float *send, const float *bias,
+                                              const float *residual, float *sum,
+                                              const float *weight, const float *norm_bias,
+                                              float *normed, int64_t rows, int64_t cols,
+                                              float epsilon);
+/* The same on bf16 tensors: the sum and its adds as
+ * htp_allreduce_sum_bias_residual_bf16, the norm as htp_op_layer_norm_bf16. */
+HTP_API htp_result htp_allreduce_sum_norm_bf16(htp_ctx *ctx, const uint16_t *send,
+                                               const uint16_t *bias, const uint16_t *residual,
+                                               uint16_t *sum, const uint16_t *weight,
+                                               const uint16_t *norm_bias, uint16_t *normed,
+                                               int64_t rows, int64_t cols, float epsilon);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); another overlap is refused. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);

@@ -77,7 +77,11 @@ func.func @split_forms(%x: tensor<2x5x12xf32>, %wqkv: tensor<18x12xf32>, %bqkv: 
   %c = htp.all_reduce %p bias %bp : tensor<2x5x12xf32>, tensor<12xf32>
   // CHECK: htp.all_reduce %{{[^ ]*}} residual %{{[^ ]*}} : tensor<2x5x12xf32>{{$}}
   %d = htp.all_reduce %a residual %c : tensor<2x5x12xf32>
-  return %d : tensor<2x5x12xf32>
+  // CHECK: %{{.*}}, %[[N:.*]] = htp.all_reduce_norm %{{[^ ]*}} bias %{{[^ ]*}} residual %{{[^ ]*}} norm %{{[^ ]*}}, %{{[^ ]*}} {epsilon = 9.99999974E-6 : f32} : tensor<2x5x12xf32>, tensor<12xf32>
+  %e, %n = htp.all_reduce_norm %p bias %bp residual %d norm %bp, %bp {epsilon = 1.0e-05 : f32} : tensor<2x5x12xf32>, tensor<12xf32>
+  // CHECK: htp.all_reduce_norm %{{[^ ]*}} norm %{{[^ ]*}}, %{{[^ ]*}} : tensor<2x5x12xf32>, tensor<12xf32>
+  %f, %m = htp.all_reduce_norm %n norm %bp, %bp : tensor<2x5x12xf32>, tensor<12xf32>
+  return %m : tensor<2x5x12xf32>
 }
 
 // Uneven shards with spare room: 2 and 1 heads of 3 channels owned, room

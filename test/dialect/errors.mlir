@@ -267,6 +267,24 @@ func.func @all_reduce_scalar_residual(%x: tensor<f32>, %r: tensor<f32>) -> tenso
 
 // -----
 
+// An all-reduce with its norm: the norm's weights are vectors of the
+// input's last dim, its epsilon positive and finite.
+func.func @all_reduce_norm_weight(%x: tensor<2x12xf32>, %g: tensor<3xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{'htp.all_reduce_norm' op norm weight must be [12] (the input's last dim), got [3]}}
+  %s, %n = htp.all_reduce_norm %x norm %g, %g : tensor<2x12xf32>, tensor<3xf32>
+  return %n : tensor<2x12xf32>
+}
+
+// -----
+
+func.func @all_reduce_norm_epsilon(%x: tensor<2x12xf32>, %g: tensor<12xf32>) -> tensor<2x12xf32> {
+  // expected-error @+1 {{'htp.all_reduce_norm' op epsilon must be positive and finite, got 0}}
+  %s, %n = htp.all_reduce_norm %x norm %g, %g {epsilon = 0.0 : f32} : tensor<2x12xf32>, tensor<12xf32>
+  return %n : tensor<2x12xf32>
+}
+
+// -----
+
 func.func @all_reduce_bias_type(%x: tensor<2x12xf32>, %b: tensor<12xbf16>) -> tensor<2x12xf32> {
   // expected-error @+1 {{'htp.all_reduce' op bias has element type bf16 but input has f32}}
   %y = htp.all_reduce %x bias %b : tensor<2x12xf32>, tensor<12xbf16>

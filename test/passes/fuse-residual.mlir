@@ -154,6 +154,39 @@ func.func @all_reduce_parts(%p: tensor<2x8xf32> {htp.input = "p"}, %w: tensor<8x
 
 // -----
 
+// A layer norm that reads an all-reduce's sum folds into it
+// (htp.all_reduce_norm: the sum, still read by the residual add after it,
+// and its norm), with the bias and residual the all-reduce took; one whose
+// weights come after the all-reduce is left alone. The call's arguments:
+// ctx, x, bias, residual, sum, weight, norm bias, normed, rows, cols,
+// epsilon.
+// CHECK-LABEL: func.func @norm
+// CHECK: %[[S:.*]], %[[N:.*]] = htp.all_reduce_norm %{{[^ ]*}} bias %{{[^ ]*}} residual %{{[^ ]*}} norm %{{[^ ]*}}, %{{[^ ]*}} {epsilon = 9.99999974E-6 : f32} : tensor<2x8xf32>, tensor<8xf32>
+// CHECK: %[[M:.*]] = htp.linear %[[N]], %{{[^ ]*}} residual %[[S]]
+// CHECK: %[[T:.*]] = htp.all_reduce %[[M]] : tensor<2x8xf32>
+// CHECK: %[[G:.*]] = htp.bias_add
+// CHECK: htp.layer_norm %[[T]], %[[G]], %{{[^ ]*}}
+// LOWER-LABEL: llvm.func @htp.entry.norm(
+// LOWER: llvm.call @htp_allreduce_sum_norm_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> i32
+// LOWER: llvm.call @htp_allreduce_sum_f32(
+// LOWER: llvm.call @htp_op_layer_norm_f32(
+func.func @norm(%x: tensor<2x8xf32> {htp.input = "x"}, %p: tensor<2x8xf32> {htp.input = "p"},
+                %b: tensor<8xf32> {htp.param = "b"}, %g: tensor<8xf32> {htp.param = "g"},
+                %w: tensor<8x8xf32> {htp.param = "w"}) -> tensor<2x8xf32> {
+  %s = htp.all_reduce %p : tensor<2x8xf32>
+  %t = htp.bias_add %s, %b : tensor<2x8xf32>, tensor<8xf32>
+  %y = htp.add %t, %x : tensor<2x8xf32>
+  %n = htp.layer_norm %y, %g, %b {epsilon = 1.0e-05 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %l = htp.linear %n, %w : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+  %z = htp.add %l, %y : tensor<2x8xf32>
+  %u = htp.all_reduce %z : tensor<2x8xf32>
+  %g2 = htp.bias_add %g, %b : tensor<8xf32>, tensor<8xf32>
+  %v = htp.layer_norm %u, %g2, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %v : tensor<2x8xf32>
+}
+
+// -----
+
 // A 0-D all-reduce has no rows to add a residual to: the add stays (the
 // fold made an all-reduce whose lowering read a last dim it lacks).
 // CHECK-LABEL: func.func @scalar_all_reduce

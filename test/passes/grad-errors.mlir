@@ -137,3 +137,14 @@ func.func @fused_residual_attention(%x: tensor<2x3x4xf32> {htp.input = "x"},
   %loss = htp.cross_entropy %c, %t : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<1xf32>
   return %loss : tensor<1xf32>
 }
+
+// -----
+
+// An all-reduce folded with its norm (--htp-fuse-residual, after --htp-grad)
+// has no adjoint: the unfused pair has.
+func.func @all_reduce_norm(%x: tensor<2x8xf32>, %g: tensor<8xf32>, %t: tensor<2x8xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'htp.all_reduce_norm' op has no adjoint here: write htp.all_reduce and htp.layer_norm (--htp-fuse-residual makes it after --htp-grad)}}
+  %s, %n = htp.all_reduce_norm %x norm %g, %g : tensor<2x8xf32>, tensor<8xf32>
+  %loss = htp.cross_entropy %n, %t : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<1xf32>
+  return %loss : tensor<1xf32>
+}

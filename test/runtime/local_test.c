@@ -554,7 +554,7 @@ static void test_allreduce_bf16(void **state) {
  * once, by someone. */
 typedef struct epilogue_shape {
   int64_t rows, cols;
-  int bias, residual, in_place, bf16;
+  int bias, residual, in_place, bf16, norm;
 } epilogue_shape;
 
 static float epilogue_part(int rank, int64_t i) { return (float)((rank * 7 + i * 3) % 11) - 5; }
@@ -577,7 +577,28 @@ static htp_result body_allreduce_bias_residual(htp_ctx *ctx, void *user) {
   }
   for (int64_t c = 0; rc == HTP_OK && c < shape->cols; ++c)
     bias[c] = epilogue_bias(c), bias16[c] = htp_bf16_from_f32(bias[c]);
-  if (rc == HTP_OK && shape->bf16)
+  /* The norm's weights: gamma 1 + c / 8, beta c / 16 - 1 (exact in bf16). */
+  float *gamma = malloc((size_t)shape->cols * sizeof *gamma), *beta = malloc((size_t)shape->cols *
+                                                                             sizeof *beta);
+  uint16_t *gamma16 = malloc((size_t)shape->cols * 2), *beta16 = malloc((size_t)shape->cols * 2);
+  float *normed = malloc((size_t)n * sizeof *normed);
+  uint16_t *normed16 = malloc((size_t)n * 2);
+  if (!gamma || !beta || !gamma16 || !beta16 || !normed || !normed16) rc = HTP_ERR_NOMEM;
+  for (int64_t c = 0; rc == HTP_OK && c < shape->cols; ++c) {
+    gamma[c] = 1.0f + (float)(c % 8) / 8, beta[c] = (float)(c % 32) / 16 - 1;
+    gamma16[c] = htp_bf16_from_f32(gamma[c]), beta16[c] = htp_bf16_from_f32(beta[c]);
+  }
+  const float epsilon = 1e-5f;
+  if (rc == HTP_OK && shape->bf16 && shape->norm)
+    rc = htp_allreduce_sum_norm_bf16(ctx, send16, shape->bias ? bias16 : NULL,
+                                     shape->residual ? r16 : NULL,
+                                     shape->in_place ? send16 : recv16, gamma16, beta16,
+                                     normed16, shape->rows, shape->cols, epsilon);
+  else if (rc == HTP_OK && shape->norm)
+    rc = htp_allreduce_sum_norm_f32(ctx, send, shape->bias ? bias : NULL,
+                                    shape->residual ? r : NULL, shape->in_place ? send : recv,
+                                    gamma, beta, normed, shape->rows, shape->cols, epsilon);
+  else if (rc == HTP_OK && shape->bf16)
     rc = htp_allreduce_sum_bias_residual_bf16(ctx, send16, shape->bias ? bias16 : NULL,
                                               shape->residual ? r16 : NULL,
                                               shape->in_place ? send16 : recv16, shape->rows,
@@ -602,7 +623,28 @@ static htp_result body_allreduce_bias_residual(htp_ctx *ctx, void *user) {
       rc = HTP_ERR_INTERNAL;
     }
   }
+  /* The norm of the (checked) sum, as the CPU's layer norm gives it over the
+   * whole tensor: the rows each rank normalised must be the same bits. */
+  if (rc == HTP_OK && shape->norm) {
+    float *want = malloc((size_t)n * sizeof *want);
+    uint16_t *want16 = malloc((size_t)n * 2);
+    rc = want && want16 ? HTP_OK : HTP_ERR_NOMEM;
+    if (rc == HTP_OK && shape->bf16)
+      rc = htp_op_layer_norm_bf16(NULL, shape->in_place ? send16 : recv16, gamma16, beta16, want16,
+                                  shape->rows, shape->cols, epsilon);
+    else if (rc == HTP_OK)
+      rc = htp_op_layer_norm_f32(NULL, shape->in_place ? send : recv, gamma, beta, want,
+                                 shape->rows, shape->cols, epsilon);
+    if (rc == HTP_OK && (shape->bf16 ? memcmp(want16, normed16, (size_t)n * 2)
+                                     : memcmp(want, normed, (size_t)n * sizeof *want))) {
+      fprintf(stderr, "rank %d of %d, %lld x %lld (bf16 %d): the norm differs from the CPU's\n",
+              rank, size, (long long)shape->rows, (long long)shape->cols, shape->bf16);
+      rc = HTP_ERR_INTERNAL;
+    }
+    free(want), free(want16);
+  }
   free(send), free(recv), free(bias), free(r), free(send16), free(recv16), free(bias16), free(r16);
+  free(gamma), free(beta), free(gamma16), free(beta16), free(normed), free(normed16);
   return rc;
 }
 
@@ -611,10 +653,11 @@ static void test_allreduce_bias_residual(void **state) {
   const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}};
   for (int size = 1; size <= 4; ++size)
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; ++k)
-      for (int parts = 1; parts < 8; ++parts) {
+      for (int parts = 0; parts < 8; ++parts) {
         epilogue_shape shape = {shapes[k][0], shapes[k][1], parts & 1, (parts >> 1) & 1,
-                                (parts >> 2) & 1, (int)(k % 2)};
-        if (!shape.bias && !shape.residual) shape.bias = shape.residual = 1, shape.bf16 ^= 1;
+                                (parts >> 2) & 1, (int)(k % 2), (int)((k + parts) % 2)};
+        if (!shape.bias && !shape.residual && !shape.norm)
+          shape.bias = shape.residual = 1, shape.bf16 ^= 1;
         htp_world *world = make_world(size, 10.0);
         rank_run runs[MAX_RANKS];
         run_ranks(world, body_allreduce_bias_residual, &shape, runs);
@@ -805,6 +848,16 @@ static htp_result bad_bias_overlap(htp_ctx *ctx, int culprit) {
                                                                                        : bias,
                                              NULL, data, 2, 2);
 }
+static htp_result bad_normed_overlap(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g,
+                                    htp_ctx_rank(ctx) == culprit ? data : normed, 2, 2, 1e-5f);
+}
+static htp_result bad_norm_epsilon(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2,
+                                    htp_ctx_rank(ctx) == culprit ? 0.0f : 1e-5f);
+}
 static htp_result bad_epilogue_rows(htp_ctx *ctx, int culprit) {
   float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
   return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data,
@@ -903,6 +956,8 @@ static void test_bad_arguments(void **state) {
       {"row length mismatch", bad_row_mismatch, 1, "row length mismatch", HTP_ERR_INVALID},
       {"residual overlaps recv", bad_residual_overlap, 0, "residual", HTP_ERR_REMOTE},
       {"bias overlaps recv", bad_bias_overlap, 1, "bias", HTP_ERR_REMOTE},
+      {"normed overlaps recv", bad_normed_overlap, 0, "normed", HTP_ERR_REMOTE},
+      {"norm epsilon 0", bad_norm_epsilon, 1, "epsilon 0 must be positive", HTP_ERR_REMOTE},
       {"zero rows", bad_epilogue_rows, 1, "rows 0 and cols 2 must be >= 1", HTP_ERR_REMOTE},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
