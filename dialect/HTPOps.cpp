@@ -443,17 +443,28 @@ LogicalResult MLPOp::verify() {
 // LayerNormOp, GeluOp, AddOp, BiasAddOp, AllReduceOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LayerNormOp::verify() {
-  RankedTensorType input = tensorOf(getInput());
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  int64_t dim = input.getShape().back();
-  if (failed(verifyVector(*this, "weight", getWeight(), dim, "the input's last dim")) ||
-      failed(verifyVector(*this, "bias", getBias(), dim, "the input's last dim")))
+/// A layer norm's input (rank >= 1), weights ([last dim], named with
+/// `prefix`) and epsilon (positive, finite): htp.layer_norm's and
+/// htp.all_reduce_norm's.
+static LogicalResult verifyNorm(Operation *op, Value input, Value weight, Value bias,
+                                FloatAttr epsilon, StringRef prefix) {
+  RankedTensorType type = tensorOf(input);
+  if (type.getRank() < 1)
+    return op->emitOpError("input must have rank >= 1");
+  const int64_t dim = type.getShape().back();
+  if (failed(verifyVector(op, (prefix + "weight").str(), weight, dim, "the input's last dim")) ||
+      failed(verifyVector(op, (prefix + "bias").str(), bias, dim, "the input's last dim")))
     return failure();
-  float epsilon = getEpsilon().convertToFloat();
-  if (!(epsilon > 0.0f) || !std::isfinite(epsilon))
-    return emitOpError() << "epsilon must be positive and finite, got " << epsilon;
+  const float value = epsilon.getValue().convertToFloat();
+  if (!(value > 0.0f) || !std::isfinite(value))
+    return op->emitOpError() << "epsilon must be positive and finite, got " << value;
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (failed(verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilonAttr(), "")))
+    return failure();
+  RankedTensorType input = tensorOf(getInput());
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)
                          << "], got [" << shapeString(getResult().getType()) << "]";
@@ -487,17 +498,7 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult AllReduceNormOp::verify() {
   if (getGroup().empty())
     return emitOpError("group must be a non-empty name");
-  RankedTensorType input = tensorOf(getInput());
-  if (input.getRank() < 1)
-    return emitOpError("input must have rank >= 1");
-  const int64_t dim = input.getShape().back();
-  if (failed(verifyVector(*this, "norm weight", getWeight(), dim, "the input's last dim")) ||
-      failed(verifyVector(*this, "norm bias", getNormBias(), dim, "the input's last dim")))
-    return failure();
-  float epsilon = getEpsilon().convertToFloat();
-  if (!(epsilon > 0.0f) || !std::isfinite(epsilon))
-    return emitOpError() << "epsilon must be positive and finite, got " << epsilon;
-  return success();
+  return verifyNorm(*this, getInput(), getWeight(), getNormBias(), getEpsilonAttr(), "norm ");
 }
 
 //===----------------------------------------------------------------------===//
