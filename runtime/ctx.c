@@ -834,6 +834,10 @@ static htp_result allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const void *s
   SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
   const htp__backend_ops *ops = ctx->world->ops;
+  /* Nothing to add or normalise: the plain sum, which meets a peer's plain
+   * all-reduce of the same count as one collective on every backend. */
+  if (!epilogue->bias && !epilogue->residual && !norm)
+    return allreduce(ctx, elem, send, recv, count);
   if (ops->allreduce_sum_epilogue)
     BACKEND_CALL(ctx, what,
                  ops->allreduce_sum_epilogue(ctx, elem, send, recv, rows, cols, epilogue,

@@ -648,8 +648,25 @@ static htp_result body_allreduce_bias_residual(htp_ctx *ctx, void *user) {
   return rc;
 }
 
+/* With neither a bias nor a residual it is the plain sum, on every backend. */
+static htp_result body_epilogue_none_is_plain(htp_ctx *ctx, void *user) {
+  (void)user;
+  float data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  if (htp_ctx_rank(ctx) == 0) RANK_CALL(htp_allreduce_sum_f32(ctx, data, data, 8));
+  else RANK_CALL(htp_allreduce_sum_bias_residual_f32(ctx, data, NULL, NULL, data, 2, 4));
+  for (int i = 0; i < 8; ++i) RANK_CHECK(ctx, data[i] == (float)(i + 1) * htp_ctx_size(ctx));
+  return HTP_OK;
+}
+
 static void test_allreduce_bias_residual(void **state) {
   (void)state;
+  {
+    htp_world *world = make_world(3, 10.0);
+    rank_run runs[MAX_RANKS];
+    run_ranks(world, body_epilogue_none_is_plain, NULL, runs);
+    expect_all_ok(runs, 3);
+    htp_world_destroy(world);
+  }
   const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}};
   for (int size = 1; size <= 4; ++size)
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; ++k)
