@@ -339,7 +339,8 @@ HTP_API htp_result htp_allreduce_sum_bias_residual_bf16(htp_ctx *ctx, const uint
  * layer's total and the next half-layer's norm of it. The local backend
  * normalises the rows each rank sums, mpi and nccl the whole sum on every
  * rank. normed overlaps none of send, sum, residual, the bias and the norm
- * weights; none of those overlaps sum either. */
+ * weights; none of those overlaps sum either. The norm's time counts as the
+ * adds' does. */
 HTP_API htp_result htp_allreduce_sum_norm_f32(htp_ctx *ctx, const float *send, const float *bias,
                                               const float *residual, float *sum,
                                               const float *weight, const float *norm_bias,
