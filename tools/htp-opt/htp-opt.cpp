@@ -14,37 +14,13 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
-#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cerrno>
-#include <cstring>
-#include <sys/mman.h>
 #include <unistd.h>
-
-/// Puts `text` back as stdin (a memory file at offset 0), once it has been
-/// read for the nesting scan.
-static bool restoreStdin(llvm::StringRef text) {
-  int fd = memfd_create("htp-opt-stdin", MFD_CLOEXEC);
-  bool ok = fd >= 0;
-  for (size_t done = 0; ok && done < text.size();) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    ok = n > 0;
-    done += ok ? static_cast<size_t>(n) : 0;
-  }
-  ok = ok && lseek(fd, 0, SEEK_SET) == 0 && dup2(fd, STDIN_FILENO) == STDIN_FILENO;
-  if (!ok)
-    llvm::errs() << "htp-opt: error: holding stdin: " << strerror(errno) << "\n";
-  if (fd >= 0)
-    close(fd);
-  return ok;
-}
 
 int main(int argc, char **argv) {
   // Memory short: the -o file being written (a ToolOutputFile, removed on
@@ -67,28 +43,24 @@ int main(int argc, char **argv) {
                  << "' is not a regular file (a directory, device or pipe?)\n";
     return 1;
   }
-  // Nesting deep enough to overflow the parser's stack is refused first.
-  // Stdin (not a terminal: a person typing is no threat and --help must not
-  // wait) is read whole here and handed on as a memory file in its place,
-  // so MLIR still reads "<stdin>".
-  std::unique_ptr<llvm::MemoryBuffer> text;
-  if (input != "-" && llvm::sys::fs::is_regular_file(status)) {
-    auto buffer = llvm::MemoryBuffer::getFile(input);
-    if (buffer)
-      text = std::move(*buffer);
-  } else if (input == "-" && !isatty(STDIN_FILENO)) {
-    auto buffer = llvm::MemoryBuffer::getSTDIN();
-    if (!buffer) {
-      llvm::errs() << "htp-opt: error: reading stdin: " << buffer.getError().message() << "\n";
-      return 1;
-    }
-    text = std::move(*buffer);
-    if (!restoreStdin(text->getBuffer()))
-      return 1;
+  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects() || config.shouldListPasses()) // no input, no output
+    return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
+  // The input is read whole here, up to its end (a procfs file says size 0),
+  // once: nesting deep enough to overflow the parser's stack is refused
+  // first, then MLIR parses this same buffer.
+  if (input == "-" && isatty(STDIN_FILENO))
+    llvm::errs() << "htp-opt: reading the input from stdin (end it with ctrl-d)\n";
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> read =
+      input == "-" ? llvm::MemoryBuffer::getSTDIN() : llvm::MemoryBuffer::getFileAsStream(input);
+  if (!read) {
+    llvm::errs() << "htp-opt: error: cannot read "
+                 << (input == "-" ? std::string("stdin") : "'" + input + "'") << ": "
+                 << read.getError().message() << "\n";
+    return 1;
   }
-  std::string deep = text ? mlir::htp::nestingProblem(text->getBuffer()) : "";
-  text.reset(); // MLIR reads its own copy: not held twice through the compile
-  if (!deep.empty()) {
+  std::unique_ptr<llvm::MemoryBuffer> text = std::move(*read);
+  if (std::string deep = mlir::htp::nestingProblem(text->getBuffer()); !deep.empty()) {
     llvm::errs() << "htp-opt: error: " << (input == "-" ? "<stdin>" : input) << ": " << deep
                  << "\n";
     return 1;
@@ -96,18 +68,9 @@ int main(int argc, char **argv) {
   // -o is written beside it and renamed over it once complete: a failed run
   // (bad IR, a full disk, a file-size limit) keeps the old file, the input
   // too when -o names it. A device (-o /dev/null) is written in place.
-  mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
-  if (config.shouldShowDialects() || config.shouldListPasses()) // no input, no output
-    return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
   if (std::string problem = mlir::htp::outputProblem(output, /*allowDevices=*/true);
       output != "-" && !problem.empty()) {
     llvm::errs() << "htp-opt: error: -o " << problem << "\n";
-    return 1;
-  }
-  std::string message;
-  std::unique_ptr<llvm::MemoryBuffer> file = mlir::openInputFile(input, &message);
-  if (!file) {
-    llvm::errs() << "htp-opt: error: " << message << "\n";
     return 1;
   }
   mlir::htp::reportFileSizeLimit();
@@ -129,7 +92,7 @@ int main(int argc, char **argv) {
   llvm::raw_fd_ostream os(written, code, llvm::sys::fs::OF_None);
   if (code)
     return failed("cannot write " + written + ": " + code.message());
-  const bool ok = mlir::succeeded(mlir::MlirOptMain(os, std::move(file), registry, config));
+  const bool ok = mlir::succeeded(mlir::MlirOptMain(os, std::move(text), registry, config));
   os.close();
   // A write that failed (a full disk, a file-size limit) said here, once;
   // left set, the stream would end the process with LLVM's fatal error.
