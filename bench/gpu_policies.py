@@ -39,9 +39,10 @@ stragglers: reported, marked pruned); a mismatch exits 1. Each run's steady
 time is printed as it finishes. With semi among the policies, one more semi run with
 the straggler under --profile (--profile-iters) splits each rank's time into its hooks,
 its collectives (with the bias and residual adds that follow a row-parallel layer's sum
-and the next half-layer's norm of it: each rank adds and normalises the rows it sums)
-and the work every rank does whole (the block's first layer norm): rank 0's excess of
-the last over its peers' is time no plan can move, beside SEMI's excess over the ideal.
+and the next half-layer's norm of it: each rank adds and normalises the rows it sums;
+and the block's first norm, whose rows the ranks share too) and the work every rank
+does whole (none left in a ViT block): rank 0's excess of the last over its peers' is
+time no plan can move, beside SEMI's excess over the ideal.
 
     python3 bench/gpu_policies.py --htp-run gpu-bundle/bin/htp-run \\
         --block gpu-bundle/blocks/vit_b16_f32_tp4.so --out gpu-policies --policies none,semi
@@ -165,12 +166,12 @@ CALL_KINDS = ("hooks", "collectives", "replicated")
 def call_kind(name):
     """Which part of a hooked block an entry of htp-run's profile is: a balance hook (the
     units a plan moves), a collective (its own work, the adds and the norm an all-reduce
-    takes, and its wait for the others), or work every rank does whole (a layer norm no
-    all-reduce feeds: a block's first)."""
+    takes, a group layer norm's rows, and its wait for the others), or work every rank
+    does whole (what the compiler could not share: none in a ViT block)."""
     if name.startswith("htp_rt_"):
         return "hooks"
     if any(word in name for word in ("allreduce", "allgather", "broadcast", "barrier",
-                                     "send", "recv")):
+                                     "send", "recv", "group_layer_norm")):
         return "collectives"
     return "replicated"
 

@@ -464,6 +464,8 @@ static LogicalResult verifyNorm(Operation *op, Value input, Value weight, Value 
 LogicalResult LayerNormOp::verify() {
   if (failed(verifyNorm(*this, getInput(), getWeight(), getBias(), getEpsilonAttr(), "")))
     return failure();
+  if (getGroup() && getGroup()->empty())
+    return emitOpError("group must be a non-empty name where given");
   RankedTensorType input = tensorOf(getInput());
   if (getResult().getType() != input)
     return emitOpError() << "result must have the input's shape [" << shapeString(input)

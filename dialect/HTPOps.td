@@ -204,9 +204,22 @@ def HTP_LayerNormOp : HTP_Op<"layer_norm"> {
     %z = htp.layer_norm %u, %h, %c {epsilon = 1.0e-06 : f32}
         : (tensor<8x197x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> tensor<8x197x768xbf16>
     ```
+
+    `group`, where given, names a tensor-parallel group whose ranks all hold
+    the input alike (a split block's input): a collective, whose ranks may
+    share the work (on one device each normalises its rows and hands them
+    to the others, as `htp.all_reduce_norm` does with a sum's rows). The
+    result is the same. `--htp-fuse-residual` sets it on the norm of a split
+    function's `htp.input` argument.
+
+    ```mlir
+    %n = htp.layer_norm %x, %g, %b {epsilon = 1.0e-06 : f32, group = "tp"}
+        : (tensor<8x197x768xf32>, tensor<768xf32>, tensor<768xf32>) -> tensor<8x197x768xf32>
+    ```
   }] # HTP_LimitsDoc;
   let arguments = (ins HTP_Tensor:$input, HTP_Tensor:$weight, HTP_Tensor:$bias,
-                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon);
+                       DefaultValuedAttr<F32Attr, "1.0e-6">:$epsilon,
+                       OptionalAttr<StrAttr>:$group);
   let results = (outs HTP_Tensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)

@@ -12,7 +12,9 @@
 // them to the part of the sum each takes instead of each passing over the
 // whole sum again. A layer norm that reads an all-reduce's sum folds in
 // last (htp.all_reduce_norm: the sum and its norm), so that they normalise
-// those rows there too.
+// those rows there too. A norm of a split function's data input, which no
+// all-reduce feeds (a block's first), takes the group: its ranks share its
+// rows as well (htp_group_layer_norm_*).
 //
 //===----------------------------------------------------------------------===//
 
@@ -90,6 +92,36 @@ void foldNormIntoAllReduce(DominanceInfo &dominance, LayerNormOp norm) {
   reduce.erase();
 }
 
+/// The group of the function's all-reduces when it is split over ranks
+/// (all of one group), else none.
+std::optional<StringRef> splitGroup(func::FuncOp function) {
+  std::optional<StringRef> group;
+  bool mixed = false;
+  function.walk([&](Operation *op) {
+    StringRef name;
+    if (auto reduce = dyn_cast<AllReduceOp>(op))
+      name = reduce.getGroup();
+    else if (auto reduce = dyn_cast<AllReduceNormOp>(op))
+      name = reduce.getGroup();
+    else
+      return;
+    mixed |= group && *group != name;
+    group = name;
+  });
+  return mixed ? std::nullopt : group;
+}
+
+/// Marks a norm of the split function's data input (an `htp.input`
+/// argument: every rank holds it alike) as its group's: the ranks then
+/// share its rows (a block's first norm, which no all-reduce feeds).
+void shareInputNorm(func::FuncOp function, StringRef group, LayerNormOp norm) {
+  auto argument = dyn_cast<BlockArgument>(norm.getInput());
+  if (norm.getGroup() || !argument || argument.getOwner() != &function.getBody().front() ||
+      !function.getArgAttr(argument.getArgNumber(), "htp.input"))
+    return;
+  norm.setGroup(group);
+}
+
 struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
   using HTPFuseResidualBase::HTPFuseResidualBase;
 
@@ -127,6 +159,8 @@ struct FuseResidualPass : htp::impl::HTPFuseResidualBase<FuseResidualPass> {
     getOperation().walk([&](LayerNormOp norm) { norms.push_back(norm); });
     for (LayerNormOp norm : norms)
       foldNormIntoAllReduce(dominance, norm);
+    if (std::optional<StringRef> group = splitGroup(getOperation()))
+      getOperation().walk([&](LayerNormOp norm) { shareInputNorm(getOperation(), *group, norm); });
   }
 };
 

@@ -217,7 +217,8 @@ struct AttentionLowering : CallPattern<AttentionOp> {
 };
 
 /// htp.layer_norm → htp_op_layer_norm_f32 or _bf16(ctx, x, weight, bias, y, rows,
-/// dim, eps); eps is an f32 for both.
+/// dim, eps); eps is an f32 for both. With a group, the collective
+/// htp_group_layer_norm_f32 or _bf16, same arguments (its ranks share the rows).
 struct LayerNormLowering : CallPattern<LayerNormOp> {
   using CallPattern::CallPattern;
   void emitCall(LayerNormOp op, OpAdaptor adaptor, ConversionPatternRewriter &rewriter,
@@ -225,7 +226,9 @@ struct LayerNormLowering : CallPattern<LayerNormOp> {
     Location loc = op.getLoc();
     Value epsilon =
         LLVM::ConstantOp::create(rewriter, loc, rewriter.getF32Type(), op.getEpsilonAttr());
-    entry.callOp(rewriter, loc, opEntryPoint("htp_op_layer_norm", op),
+    entry.callOp(rewriter, loc,
+                 op.getGroup() ? opEntryPoint("htp_group_layer_norm", op)
+                               : opEntryPoint("htp_op_layer_norm", op),
                      {adaptor.getInput(), adaptor.getWeight(), adaptor.getBias(), result,
                       constantI64(rewriter, loc, leadingRows(op.getType())),
                       constantI64(rewriter, loc, op.getType().getShape().back()), epsilon});

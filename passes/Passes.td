@@ -218,7 +218,8 @@ def HTPGrad : Pass<"htp-grad", "mlir::ModuleOp"> {
 def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
   let summary = "Fold each residual htp.add of a single-use htp.linear, htp.attention, "
                 "htp.bias_add or htp.all_reduce into it, each bias add of a single-use "
-                "all-reduce and each layer norm of an all-reduce's sum into the all-reduce";
+                "all-reduce and each layer norm of an all-reduce's sum into the all-reduce, "
+                "and share a split function's norm of its input among the ranks";
   let description = [{
     `htp.add(htp.linear(x, w, b), r)`, the linear's result read by the add
     alone, becomes `htp.linear x, w, b residual r` (either operand order;
@@ -243,7 +244,11 @@ def HTPFuseResidual : Pass<"htp-fuse-residual", "mlir::func::FuncOp"> {
     all-reduce runs. Last, a layer norm that reads an all-reduce's sum folds
     in with it (`htp.all_reduce_norm`: the sum and its norm,
     `htp_allreduce_sum_norm_*`), where its weights are available before the
-    all-reduce: each rank normalises its rows of the sum there too.
+    all-reduce: each rank normalises its rows of the sum there too. In a
+    split function (one whose all-reduces name one group), a layer norm of
+    an `htp.input` argument, which every rank holds alike (a block's first
+    norm), takes that group (`htp.layer_norm ... {group = "tp"}`,
+    `htp_group_layer_norm_*`): its ranks share its rows as well.
 
     Forward only, after `--htp-tensor-parallel` (whose row halves yield
     partial sums the residual follows), `--htp-balance-hooks` and

@@ -59,7 +59,8 @@ void htp::registerHTPPassesAndPipeline() {
       "is (--htp-grad), fold single-use linears' GELUs into them "
       "(--htp-fuse-linear-gelu) and residual adds into the linears, attentions, "
       "bias adds and all-reduces that feed them, bias adds and layer norms into the "
-      "all-reduces they read (--htp-fuse-residual), place every value in a buffer or the workspace "
+      "all-reduces they read, a split block's first norm shared among its ranks "
+      "(--htp-fuse-residual), place every value in a buffer or the workspace "
       "(--htp-assign-workspace), then htp ops on tensors to LLVM-dialect "
       "entry points (--htp-lower-to-runtime)",
       [](OpPassManager &pm, const HTPPipelineOptions &options) {

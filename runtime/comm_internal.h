@@ -54,19 +54,32 @@ static inline const char *htp__allreduce_name(htp__elem elem) {
  * replicated ops after it (htp_allreduce_sum_bias_residual_*,
  * htp_allreduce_sum_norm_*): sum + bias (a [cols] row on each row) +
  * residual, either NULL, then, where normed is not NULL, the layer norm of
- * that into normed. */
+ * that into normed. With `replicated` there is no sum: send is a value every
+ * rank holds alike, no bias or residual, and only its norm is shared
+ * (htp_group_layer_norm_*; recv NULL). */
 typedef struct htp__epilogue {
   const void *bias, *residual;
   const void *norm_weight, *norm_bias;
   void *normed;
   float epsilon;
+  int replicated;
 } htp__epilogue;
+
+static inline const char *htp__group_layer_norm_name(htp__elem elem) {
+  return elem == HTP__ELEM_BF16 ? "htp_group_layer_norm_bf16" : "htp_group_layer_norm_f32";
+}
 
 static inline const char *htp__allreduce_epilogue_name(htp__elem elem, int normed) {
   if (normed)
     return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_norm_bf16" : "htp_allreduce_sum_norm_f32";
   return elem == HTP__ELEM_BF16 ? "htp_allreduce_sum_bias_residual_bf16"
                                 : "htp_allreduce_sum_bias_residual_f32";
+}
+
+/* The call an epilogue belongs to, for messages and the profile. */
+static inline const char *htp__epilogue_name(htp__elem elem, const htp__epilogue *epilogue) {
+  return epilogue->replicated ? htp__group_layer_norm_name(elem)
+                              : htp__allreduce_epilogue_name(elem, epilogue->normed != NULL);
 }
 
 /* Which memory a collective's buffers are in (ctx.c check_space): the
@@ -86,9 +99,11 @@ typedef struct htp__backend_ops {
   htp_result (*allreduce_sum)(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                               size_t count, double deadline);
   /* The sum of rows x cols elements in recv, then its epilogue (the bias,
-   * residual and norm weights are the same on every rank). NULL: the core
-   * runs the epilogue over the whole sum after allreduce_sum
-   * (htp__epilogue_rows). */
+   * residual and norm weights are the same on every rank); with the
+   * epilogue's `replicated`, send's norm alone, shared (recv NULL). NULL:
+   * the core runs the epilogue over the whole sum after allreduce_sum
+   * (htp__epilogue_rows), and every rank normalises the whole of a
+   * replicated value itself. */
   htp_result (*allreduce_sum_epilogue)(htp_ctx *ctx, htp__elem elem, const void *send,
                                        void *recv, int64_t rows, int64_t cols,
                                        const htp__epilogue *epilogue, double deadline);

@@ -41,6 +41,8 @@ enum local_op {
   OP_ALLREDUCE_BIAS_RESIDUAL_BF16,
   OP_ALLREDUCE_NORM, /* and the norm's rows copied too */
   OP_ALLREDUCE_NORM_BF16,
+  OP_GROUP_LAYER_NORM, /* no sum: each rank's rows of its own input, normalised and copied */
+  OP_GROUP_LAYER_NORM_BF16,
   OP_ALLGATHER,
   OP_BROADCAST,
   OP_BARRIER
@@ -54,6 +56,8 @@ static const char *op_name(int op) {
   case OP_ALLREDUCE_BIAS_RESIDUAL_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 0);
   case OP_ALLREDUCE_NORM: return htp__allreduce_epilogue_name(HTP__ELEM_F32, 1);
   case OP_ALLREDUCE_NORM_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 1);
+  case OP_GROUP_LAYER_NORM: return htp__group_layer_norm_name(HTP__ELEM_F32);
+  case OP_GROUP_LAYER_NORM_BF16: return htp__group_layer_norm_name(HTP__ELEM_BF16);
   case OP_ALLGATHER: return "htp_allgather";
   case OP_BROADCAST: return "htp_broadcast";
   case OP_BARRIER: return "htp_barrier";
@@ -310,21 +314,24 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
  * the norm's rows) into every other rank's recv (and normed) with
  * the table's copy, then waits for its stream before the closing
  * rendezvous. Before publishing, each rank waits for its own stream, so its
- * part is complete when the others read it. */
+ * part is complete when the others read it. A group layer norm (the
+ * epilogue's `replicated`) is the same without the sum: each rank
+ * normalises its rows of its own copy of the input and copies them. */
 enum { MAX_STACK_PARTS = 64 };
 
 static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void *send,
                                        void *recv, size_t rows, size_t cols,
                                        const htp__epilogue *epilogue, double deadline) {
   const int norm = epilogue && epilogue->normed;
-  const char *what = epilogue ? htp__allreduce_epilogue_name(elem, norm)
-                              : htp__allreduce_name(elem);
+  const int summed = !(epilogue && epilogue->replicated);
+  const char *what = epilogue ? htp__epilogue_name(elem, epilogue) : htp__allreduce_name(elem);
   const htp_kernel_table *table = htp__kernel_table(ctx);
   const htp_kernel_env *env = htp__kernel_env(ctx);
   htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   const int bf16 = elem == HTP__ELEM_BF16;
   const int op = !epilogue ? (bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE)
+                 : !summed ? (bf16 ? OP_GROUP_LAYER_NORM_BF16 : OP_GROUP_LAYER_NORM)
                  : norm    ? (bf16 ? OP_ALLREDUCE_NORM_BF16 : OP_ALLREDUCE_NORM)
                            : (bf16 ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BIAS_RESIDUAL);
   const size_t count = rows * cols;
@@ -342,7 +349,17 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
   const size_t first_row = begin;
   if (epilogue) begin *= cols, end *= cols;
   const size_t elem_size = htp__elem_size(elem);
-  if (begin < end) {
+  if (begin < end && !summed) { /* the rows of this rank's own input, read in place */
+    const size_t offset = begin * elem_size, bytes = (end - begin) * elem_size;
+    rc = htp__epilogue_rows(ctx, elem, epilogue, (void *)send, (int64_t)first_row,
+                            (int64_t)((end - begin) / cols), (int64_t)cols);
+    if (rc != HTP_OK) return rc;
+    for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank)
+      if (rank != ctx->rank)
+        status = table->copy(env, (char *)state->slots[rank].normed + offset,
+                             (const char *)epilogue->normed + offset, bytes);
+    if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
+  } else if (begin < end) {
     const char *stack_parts[MAX_STACK_PARTS];
     const char **parts = size <= MAX_STACK_PARTS ? stack_parts : malloc((size_t)size * sizeof *parts);
     if (!parts) status = HTP_KERNEL_ERR_NOMEM;

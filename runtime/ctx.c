@@ -864,7 +864,7 @@ htp_result htp_allreduce_sum_norm_f32(htp_ctx *ctx, const float *send, const flo
                                       const float *residual, float *sum, const float *weight,
                                       const float *norm_bias, float *normed, int64_t rows,
                                       int64_t cols, float epsilon) {
-  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon};
+  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon, 0};
   HTP__INVALID_IF(ctx, !normed, "htp_allreduce_sum_norm_f32: normed is NULL");
   return allreduce_epilogue(ctx, HTP__ELEM_F32, send, sum, rows, cols, &epilogue);
 }
@@ -874,9 +874,66 @@ htp_result htp_allreduce_sum_norm_bf16(htp_ctx *ctx, const uint16_t *send, const
                                        const uint16_t *weight, const uint16_t *norm_bias,
                                        uint16_t *normed, int64_t rows, int64_t cols,
                                        float epsilon) {
-  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon};
+  const htp__epilogue epilogue = {bias, residual, weight, norm_bias, normed, epsilon, 0};
   HTP__INVALID_IF(ctx, !normed, "htp_allreduce_sum_norm_bf16: normed is NULL");
   return allreduce_epilogue(ctx, HTP__ELEM_BF16, send, sum, rows, cols, &epilogue);
+}
+
+/* A layer norm of x, which every rank holds alike: where the backend can
+ * share the work (local: ranks in one address space), each rank normalises
+ * its rows and copies them to the others; elsewhere (one rank, mpi, nccl)
+ * each normalises the whole of x itself, as htp_op_layer_norm_*. */
+static htp_result group_layer_norm(htp_ctx *ctx, htp__elem elem, const void *x,
+                                   const void *weight, const void *bias, void *y, int64_t rows,
+                                   int64_t cols, float epsilon) {
+  const char *what = htp__group_layer_norm_name(elem);
+  ENTER(ctx, what);
+  HTP__INVALID_IF(ctx, rows < 1 || cols < 1 || rows > INT64_MAX / cols,
+                  "%s: rows %lld and cols %lld must be >= 1 (and their product fit)", what,
+                  (long long)rows, (long long)cols);
+  const size_t count = (size_t)rows * (size_t)cols;
+  HTP__INVALID_IF(ctx, count > ((size_t)-1) / sizeof(float) / 2, "%s: count %zu is too large",
+                  what, count);
+  HTP__INVALID_IF(ctx, !x || !y || !weight || !bias,
+                  "%s: x (%p), y (%p), the weight (%p) or the bias (%p) is NULL", what, x, y,
+                  weight, bias);
+  HTP__INVALID_IF(ctx, !(epsilon > 0.0f) || !isfinite(epsilon),
+                  "%s: epsilon %g must be positive and finite", what, (double)epsilon);
+  /* Peers write their rows of y while this rank reads its rows of x and
+   * the weights: y overlaps none of them. */
+  const size_t bytes = count * htp__elem_size(elem), row_bytes = (size_t)cols * htp__elem_size(elem);
+  HTP__INVALID_IF(ctx, htp__overlap(x, bytes, y, bytes) ||
+                           htp__overlap(weight, row_bytes, y, bytes) ||
+                           htp__overlap(bias, row_bytes, y, bytes),
+                  "%s: y (%p) overlaps x (%p), the weight (%p) or the bias (%p)", what, y, x,
+                  weight, bias);
+  SPACE_CHECK(ctx, what, "x", x, bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "y", y, bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "weight", weight, row_bytes, HTP__SPACE_DEVICE);
+  SPACE_CHECK(ctx, what, "bias", bias, row_bytes, HTP__SPACE_DEVICE);
+  const htp__backend_ops *ops = ctx->world->ops;
+  if (ctx->world->size == 1 || !ops->allreduce_sum_epilogue)
+    return elem == HTP__ELEM_BF16
+               ? htp_op_layer_norm_bf16(ctx, x, weight, bias, y, rows, cols, epsilon)
+               : htp_op_layer_norm_f32(ctx, x, weight, bias, y, rows, cols, epsilon);
+  HTP__PROFILED(ctx, what); /* a call a compiled block makes */
+  const htp__epilogue epilogue = {.norm_weight = weight, .norm_bias = bias, .normed = y,
+                                  .epsilon = epsilon, .replicated = 1};
+  BACKEND_CALL(ctx, what,
+               ops->allreduce_sum_epilogue(ctx, elem, x, NULL, rows, cols, &epilogue,
+                                           deadline_of(ctx)));
+}
+
+htp_result htp_group_layer_norm_f32(htp_ctx *ctx, const float *x, const float *weight,
+                                    const float *bias, float *y, int64_t rows, int64_t cols,
+                                    float epsilon) {
+  return group_layer_norm(ctx, HTP__ELEM_F32, x, weight, bias, y, rows, cols, epsilon);
+}
+
+htp_result htp_group_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x, const uint16_t *weight,
+                                     const uint16_t *bias, uint16_t *y, int64_t rows,
+                                     int64_t cols, float epsilon) {
+  return group_layer_norm(ctx, HTP__ELEM_BF16, x, weight, bias, y, rows, cols, epsilon);
 }
 
 static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,

@@ -353,6 +353,24 @@ HTP_API htp_result htp_allreduce_sum_norm_bf16(htp_ctx *ctx, const uint16_t *sen
                                                uint16_t *sum, const uint16_t *weight,
                                                const uint16_t *norm_bias, uint16_t *normed,
                                                int64_t rows, int64_t cols, float epsilon);
+/* The layer norm of x (as htp_op_layer_norm_f32: weight and bias [cols],
+ * epsilon > 0) into y, where x is the same on every rank (a tensor-parallel
+ * block's input): a collective. The local backend splits the rows among the
+ * ranks as the sums of htp_allreduce_sum_norm_f32 (in proportion to their
+ * SMs on one GPU), each normalising its rows and copying them to the
+ * others, instead of each normalising all of x; on one rank, mpi and nccl
+ * each rank normalises all of x itself (no communication). y overlaps
+ * none of x, weight and bias; the result is htp_op_layer_norm_f32's, bit
+ * for bit.
+ * Its time counts as communication, as the sums' norms do. */
+HTP_API htp_result htp_group_layer_norm_f32(htp_ctx *ctx, const float *x, const float *weight,
+                                            const float *bias, float *y, int64_t rows,
+                                            int64_t cols, float epsilon);
+/* The same on bf16 tensors, as htp_op_layer_norm_bf16. */
+HTP_API htp_result htp_group_layer_norm_bf16(htp_ctx *ctx, const uint16_t *x,
+                                             const uint16_t *weight, const uint16_t *bias,
+                                             uint16_t *y, int64_t rows, int64_t cols,
+                                             float epsilon);
 /* recv holds size * bytes; rank r's send lands at recv + r * bytes. send may
  * be exactly recv + rank * bytes (in place); another overlap is refused. */
 HTP_API htp_result htp_allgather(htp_ctx *ctx, const void *send, void *recv, size_t bytes);

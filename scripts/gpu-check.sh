@@ -43,7 +43,8 @@
 #                     block's, same seed (none, migrate, semi and the shares
 #                     rows within 1e-5 where the last plan pruned nothing);
 #                     semi once more under --profile: each rank's hooks,
-#                     collectives and replicated work (the first layer norm),
+#                     collectives (the first layer norm's shared rows too)
+#                     and replicated work (none left in a ViT block),
 #                     rank 0's excess of the last against SEMI's excess
 #                     over the ideal (cap 80 s)
 #   policies.bf16     the same for ViT-L/16 bf16 at tp 4 (the bf16 hooks):

@@ -44,6 +44,8 @@ func.func @norm_gelu_add_reduce(%x: tensor<4x12xf32>, %g: tensor<12xf32>, %b: te
   %0 = htp.layer_norm %x, %g, %b : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
   // CHECK: htp.layer_norm {{.*}} {epsilon = 9.99999974E-6 : f32}
   %1 = htp.layer_norm %0, %g, %b {epsilon = 1.0e-5 : f32} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
+  // CHECK: htp.layer_norm %{{.*}}, %{{.*}}, %{{.*}} {group = "tp"} : (tensor<4x12xf32>
+  %g1 = htp.layer_norm %x, %g, %b {group = "tp"} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
   // CHECK: htp.gelu %{{.*}} : tensor<4x12xf32>
   %2 = htp.gelu %1 : tensor<4x12xf32>
   // CHECK: htp.gelu %{{.*}} approximate tanh : tensor<4x12xf32>

@@ -187,6 +187,14 @@ func.func @add_shapes(%a: tensor<4x12xf32>, %b: tensor<12xf32>) -> tensor<4x12xf
 
 // -----
 
+func.func @layer_norm_group(%x: tensor<4x12xf32>, %g: tensor<12xf32>) -> tensor<4x12xf32> {
+  // expected-error @+1 {{group must be a non-empty name where given}}
+  %y = htp.layer_norm %x, %g, %g {group = ""} : (tensor<4x12xf32>, tensor<12xf32>, tensor<12xf32>) -> tensor<4x12xf32>
+  return %y : tensor<4x12xf32>
+}
+
+// -----
+
 func.func @all_reduce_group(%x: tensor<4x12xf32>) -> tensor<4x12xf32> {
   // expected-error @+1 {{group must be a non-empty name}}
   %y = htp.all_reduce %x {group = ""} : tensor<4x12xf32>

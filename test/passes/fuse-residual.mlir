@@ -218,3 +218,47 @@ func.func @bias_add_kept(%x: tensor<2x8xf32> {htp.input = "x"}, %b: tensor<8xf32
   %z = htp.add %f, %x : tensor<2x8xf32>
   return %t, %y, %z : tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// In a split function (its all-reduces name the group) a norm of an
+// htp.input argument, which every rank holds alike, takes the group: its
+// ranks share its rows (htp_group_layer_norm_f32, the layer norm's
+// arguments). A norm of a parameter, of a computed value, or one that
+// already names a group is left as it is.
+// CHECK-LABEL: func.func @group_norm
+// CHECK: htp.layer_norm %arg0, %arg2, %arg3 {epsilon = 9.99999974E-6 : f32, group = "tp"}
+// CHECK: htp.layer_norm %arg2, %arg2, %arg3 :
+// CHECK: htp.layer_norm %{{[^ ]*}}, %arg2, %arg3 :
+// CHECK: htp.layer_norm %arg0, %arg2, %arg3 {group = "other"}
+// LOWER-LABEL: llvm.func @htp.entry.group_norm(
+// LOWER: llvm.call @htp_group_layer_norm_f32(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i64, f32) -> i32
+// LOWER: llvm.call @htp_op_layer_norm_f32(
+// LOWER: llvm.call @htp_op_layer_norm_f32(
+// LOWER: llvm.call @htp_group_layer_norm_f32(
+func.func @group_norm(%x: tensor<2x8xf32> {htp.input = "x"}, %p: tensor<2x8xf32> {htp.input = "p"},
+                      %g: tensor<8xf32> {htp.param = "g"}, %b: tensor<8xf32> {htp.param = "b"})
+    -> (tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>) {
+  %n = htp.layer_norm %x, %g, %b {epsilon = 1.0e-05 : f32} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %m = htp.layer_norm %g, %g, %b : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %d = htp.add %x, %x : tensor<2x8xf32>
+  %k = htp.layer_norm %d, %g, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %o = htp.layer_norm %x, %g, %b {group = "other"} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %s = htp.all_reduce %p : tensor<2x8xf32>
+  return %n, %m, %k, %o, %s : tensor<2x8xf32>, tensor<8xf32>, tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// A function that is not split (no all-reduce) has one rank: the norm of
+// its input stays a plain one.
+// CHECK-LABEL: func.func @unsplit_norm
+// CHECK: htp.layer_norm %arg0, %arg1, %arg2 :
+// CHECK-NOT: group
+// LOWER-LABEL: llvm.func @htp.entry.unsplit_norm(
+// LOWER: llvm.call @htp_op_layer_norm_f32(
+func.func @unsplit_norm(%x: tensor<2x8xf32> {htp.input = "x"}, %g: tensor<8xf32> {htp.param = "g"},
+                        %b: tensor<8xf32> {htp.param = "b"}) -> tensor<2x8xf32> {
+  %n = htp.layer_norm %x, %g, %b : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %n : tensor<2x8xf32>
+}

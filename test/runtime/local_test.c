@@ -683,6 +683,73 @@ static void test_allreduce_bias_residual(void **state) {
       }
 }
 
+/* The group layer norm: every rank holds the same x; each normalises its
+ * rows (local backend) and the others copy them, so every rank's y must be
+ * the CPU layer norm of the whole of x, bit for bit, y poisoned before. */
+typedef struct group_norm_shape {
+  int64_t rows, cols;
+  int bf16;
+} group_norm_shape;
+
+static htp_result body_group_layer_norm(htp_ctx *ctx, void *user) {
+  const group_norm_shape *shape = user;
+  const int64_t n = shape->rows * shape->cols;
+  float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+  float *want = malloc((size_t)n * sizeof *want);
+  float *gamma = malloc((size_t)shape->cols * sizeof *gamma);
+  float *beta = malloc((size_t)shape->cols * sizeof *beta);
+  uint16_t *x16 = malloc((size_t)n * 2), *y16 = malloc((size_t)n * 2), *want16 = malloc((size_t)n * 2);
+  uint16_t *gamma16 = malloc((size_t)shape->cols * 2), *beta16 = malloc((size_t)shape->cols * 2);
+  htp_result rc = x && y && want && gamma && beta && x16 && y16 && want16 && gamma16 && beta16
+                      ? HTP_OK
+                      : HTP_ERR_NOMEM;
+  for (int64_t i = 0; rc == HTP_OK && i < n; ++i) {
+    x[i] = (float)((i * 37) % 23) / 4 - 2.5f, y[i] = NAN;
+    x16[i] = htp_bf16_from_f32(x[i]), y16[i] = 0xffff;
+  }
+  for (int64_t c = 0; rc == HTP_OK && c < shape->cols; ++c) {
+    gamma[c] = 1.0f + (float)(c % 8) / 8, beta[c] = (float)(c % 32) / 16 - 1;
+    gamma16[c] = htp_bf16_from_f32(gamma[c]), beta16[c] = htp_bf16_from_f32(beta[c]);
+  }
+  const float epsilon = 1e-6f;
+  if (rc == HTP_OK && shape->bf16) {
+    rc = htp_group_layer_norm_bf16(ctx, x16, gamma16, beta16, y16, shape->rows, shape->cols,
+                                   epsilon);
+    if (rc == HTP_OK)
+      rc = htp_op_layer_norm_bf16(NULL, x16, gamma16, beta16, want16, shape->rows, shape->cols,
+                                  epsilon);
+  } else if (rc == HTP_OK) {
+    rc = htp_group_layer_norm_f32(ctx, x, gamma, beta, y, shape->rows, shape->cols, epsilon);
+    if (rc == HTP_OK)
+      rc = htp_op_layer_norm_f32(NULL, x, gamma, beta, want, shape->rows, shape->cols, epsilon);
+  }
+  if (rc == HTP_OK && (shape->bf16 ? memcmp(want16, y16, (size_t)n * 2)
+                                   : memcmp(want, y, (size_t)n * sizeof *want))) {
+    fprintf(stderr, "rank %d of %d, %lld x %lld (bf16 %d): the group norm differs from the CPU's\n",
+            htp_ctx_rank(ctx), htp_ctx_size(ctx), (long long)shape->rows, (long long)shape->cols,
+            shape->bf16);
+    rc = HTP_ERR_INTERNAL;
+  }
+  free(x), free(y), free(want), free(gamma), free(beta);
+  free(x16), free(y16), free(want16), free(gamma16), free(beta16);
+  return rc;
+}
+
+static void test_group_layer_norm(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}};
+  for (int size = 1; size <= 4; ++size)
+    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; ++k)
+      for (int bf16 = 0; bf16 < 2; ++bf16) {
+        group_norm_shape shape = {shapes[k][0], shapes[k][1], bf16};
+        htp_world *world = make_world(size, 10.0);
+        rank_run runs[MAX_RANKS];
+        run_ranks(world, body_group_layer_norm, &shape, runs);
+        expect_all_ok(runs, size);
+        htp_world_destroy(world);
+      }
+}
+
 static void test_allgather(void **state) {
   (void)state;
   const size_t byte_counts[] = {0, 1, 3, 4096, 100001};
@@ -875,6 +942,24 @@ static htp_result bad_norm_epsilon(htp_ctx *ctx, int culprit) {
   return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2,
                                     htp_ctx_rank(ctx) == culprit ? 0.0f : 1e-5f);
 }
+/* A group layer norm meeting an all-reduce with a norm (no sum against
+ * a sum): refused by name. */
+static htp_result bad_group_norm_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  if (htp_ctx_rank(ctx) == culprit)
+    return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2, 1e-5f);
+  return htp_group_layer_norm_f32(ctx, data, g, g, normed, 2, 2, 1e-5f);
+}
+static htp_result bad_group_norm_in_place(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_group_layer_norm_f32(ctx, data, g, g, htp_ctx_rank(ctx) == culprit ? data : normed,
+                                  2, 2, 1e-5f);
+}
+static htp_result bad_group_norm_weight(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_group_layer_norm_f32(ctx, data, htp_ctx_rank(ctx) == culprit ? NULL : g, g, normed,
+                                  2, 2, 1e-5f);
+}
 static htp_result bad_epilogue_rows(htp_ctx *ctx, int culprit) {
   float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
   return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data,
@@ -976,6 +1061,11 @@ static void test_bad_arguments(void **state) {
       {"normed overlaps recv", bad_normed_overlap, 0, "normed", HTP_ERR_REMOTE},
       {"norm epsilon 0", bad_norm_epsilon, 1, "epsilon 0 must be positive", HTP_ERR_REMOTE},
       {"zero rows", bad_epilogue_rows, 1, "rows 0 and cols 2 must be >= 1", HTP_ERR_REMOTE},
+      {"group norm meets a summed norm", bad_group_norm_mismatch, 1,
+       "rank 0 called htp_group_layer_norm_f32, rank 1 called htp_allreduce_sum_norm_f32",
+       HTP_ERR_INVALID},
+      {"group norm in place", bad_group_norm_in_place, 0, "y (", HTP_ERR_REMOTE},
+      {"group norm NULL weight", bad_group_norm_weight, 1, "the weight ((nil))", HTP_ERR_REMOTE},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
@@ -1354,6 +1444,7 @@ int main(void) {
       cmocka_unit_test(test_failed_context_fails_world),
       cmocka_unit_test(test_allreduce_chunks),
       cmocka_unit_test(test_allreduce_bias_residual),
+      cmocka_unit_test(test_group_layer_norm),
       cmocka_unit_test(test_shrink_unsupported),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
