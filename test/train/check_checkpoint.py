@@ -163,6 +163,11 @@ cases = [
     (["--checkpoint", ck, "--metrics", link], "--metrics"),
     (["--checkpoint", ck, "--metrics", ck + ".tmp"], "--metrics"),
     (["--metrics", metrics, "--trace", "./" + os.path.relpath(metrics)], "--trace"),
+    # One file in two roles of the checkpoint pair: the moments --resume X
+    # reads would be written over with weights (it was taken as a resume
+    # in place, exit 0).
+    (["--resume", ck, "--checkpoint", ck + ".optim"], "--resume"),
+    (["--resume", ck + ".optim", "--checkpoint", ck], "--resume"),
 ]
 for flags, name in cases:
     code, out, err = run("--epochs", "1", *flags)

@@ -30,6 +30,7 @@ typedef struct run_file {
   char path[4200];
   int output;
   int family;    /* files one writer owns together (the checkpoint's), else -1 */
+  int member;    /* which of its family's files (the checkpoint's suffix index) */
   int temporary; /* a name its writer unlinks and creates anew (file_map.h): a
                     symlink there is replaced, its target never written */
 } run_file;
@@ -103,8 +104,8 @@ static int same_file(const identity *a, const identity *b) {
 
 enum { MAX_FILES = 3 * HTP_RUN_MAX_FILES + 20 }; /* inputs, outputs and their .tmp, the rest */
 
-static void add(run_file *files, int *count, const char *flag, const char *path,
-                const char *suffix, int output, int family) {
+static void add_member(run_file *files, int *count, const char *flag, const char *path,
+                       const char *suffix, int output, int family, int member) {
   /* Written beside the output, then renamed over it (file_map.h). */
   const int temporary = output && strlen(suffix) >= 4 &&
                         strcmp(suffix + strlen(suffix) - 4, ".tmp") == 0;
@@ -115,7 +116,13 @@ static void add(run_file *files, int *count, const char *flag, const char *path,
   snprintf(f->path, sizeof f->path, "%s%s", path, suffix);
   f->output = output;
   f->family = family;
+  f->member = member;
   f->temporary = temporary;
+}
+
+static void add(run_file *files, int *count, const char *flag, const char *path,
+                const char *suffix, int output, int family) {
+  add_member(files, count, flag, path, suffix, output, family, -1);
 }
 
 int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_size) {
@@ -146,9 +153,10 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
       }
 #endif
     for (int s = 0; s < HTP_TRAIN_CHECKPOINT_FILES; s++) {
-      add(files, &count, "--resume", train->resume, htp_train_checkpoint_suffix(s), 0, RESUME);
-      add(files, &count, "--checkpoint", train->checkpoint, htp_train_checkpoint_suffix(s), 1,
-          CHECKPOINT);
+      add_member(files, &count, "--resume", train->resume, htp_train_checkpoint_suffix(s), 0,
+                 RESUME, s);
+      add_member(files, &count, "--checkpoint", train->checkpoint,
+                 htp_train_checkpoint_suffix(s), 1, CHECKPOINT, s);
     }
     add(files, &count, "--metrics", train->metrics, "", 1, -1);
     add(files, &count, "--metrics", train->metrics, ".tmp", 1, -1);
@@ -179,9 +187,11 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
       const run_file *a = &files[i], *b = &files[j];
       if (!a->output && !b->output)
         continue;
-      /* One writer's own files, and a checkpoint resumed in place (read
-       * whole before it is written), are no clash. */
-      if (a->family >= 0 && b->family >= 0)
+      /* One writer's own files, and a checkpoint resumed in place (each of
+       * its files read whole before the same file is written), are no
+       * clash; --checkpoint X.optim over --resume X's X.optim is. */
+      if (a->family >= 0 && b->family >= 0 &&
+          (a->family == b->family || a->member == b->member))
         continue;
       if (!same_file(&ids[i], &ids[j]))
         continue;
