@@ -253,14 +253,29 @@ void htp_report_profile(const htp_rank_outcome *o, int tp, long iterations, cons
   free(sums);
 }
 
+/* The block's work: every rank's call, less the slots an uneven split
+ * (spare room, shares) leaves empty (they hold zeros: room, not the
+ * model's work), so that GFLOP/s figures compare across splits. */
+static int64_t block_flops(const htp_signature *sig, int tp) {
+  int64_t flops = sig->flops * tp;
+  const htp_sig_balance *b = &sig->balance;
+  if (!b->present || !b->heads_owned || !b->mlp_units_owned) return flops;
+  for (int r = 0; r < tp; r++)
+    flops -= (int64_t)b->layers * ((int64_t)(b->heads - b->heads_owned[r]) * b->head_flops +
+                                   (int64_t)(b->mlp_units - b->mlp_units_owned[r]) *
+                                       b->mlp_unit_flops);
+  return flops;
+}
+
 static void report_table(const htp_run_options *options, const htp_run_state *state, timing t) {
   const htp_signature *sig = &state->sig;
-  int64_t block_flops = sig->flops * state->tp;
+  const int64_t work = block_flops(sig, state->tp);
   report_table_block(options, sig);
   printf("  tp %d, backend %s, device %s, policy %s; %ld warm-up + %ld timed iterations, "
-         "%.4g GFLOP per block (%.4g per rank)\n",
+         "%.4g GFLOP per block (%.4g per rank%s)\n",
          state->tp, options->backend, options->device, htp_policy_name(options->policy),
-         options->warmup, options->iters, (double)block_flops / 1e9, (double)sig->flops / 1e9);
+         options->warmup, options->iters, (double)work / 1e9, (double)sig->flops / 1e9,
+         work != sig->flops * state->tp ? " with its empty slots" : "");
   printf("  BLAS threads per rank: %d (%s)\n", state->blas_threads,
          state->blas_threads_from ? state->blas_threads_from : "its share of the cores");
   if (strcmp(options->device, "cuda") != 0)
@@ -281,7 +296,7 @@ static void report_table(const htp_run_options *options, const htp_run_state *st
     printf("  %6s %12s %10s\n", "iter", "ms", "GFLOP/s");
   for (long i = 0; i < options->iters && i < TABLE_ROWS; i++) {
     printf("  %6ld %12.4f %10.2f", options->warmup + i, state->times[i],
-           state->times[i] > 0 ? (double)block_flops / (state->times[i] * 1e6) : 0.0);
+           state->times[i] > 0 ? (double)work / (state->times[i] * 1e6) : 0.0);
     if (state->balance) {
       char actions[512];
       format_actions(actions, sizeof actions, state, i);
@@ -508,7 +523,7 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
   put(report, "device", json_string(options->device), &ok);
   put(report, "policy", json_string(htp_policy_name(options->policy)), &ok);
   put(report, "flops", json_integer(sig->flops), &ok);
-  put(report, "block_flops", json_integer(sig->flops * state->tp), &ok);
+  put(report, "block_flops", json_integer(block_flops(sig, state->tp)), &ok);
   put(report, "blas_threads", json_integer(state->blas_threads), &ok);
   put(report, "gemm_provider", json_string(htp_cpu_gemm_provider()), &ok);
   put(report, "matmul_precision",
@@ -569,7 +584,7 @@ static json_t *report_json(const htp_run_options *options, const htp_run_state *
 
 int htp_report(const htp_run_options *options, const htp_run_state *state, char *err,
                size_t err_size) {
-  timing t = summarise(state->times, options->iters, state->sig.flops * state->tp);
+  timing t = summarise(state->times, options->iters, block_flops(&state->sig, state->tp));
   if (options->report != HTP_REPORT_JSON) {
     report_table(options, state, t);
     return 0;
