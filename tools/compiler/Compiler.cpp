@@ -23,7 +23,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -61,24 +61,24 @@ std::unique_ptr<MLIRContext> htp::makeCompilerContext() {
 static OwningOpRef<ModuleOp> parseFile(MLIRContext &context, const std::string &path,
                                        llvm::SourceMgr &sourceMgr,
                                        llvm::raw_ostream &errorStream) {
+  // Said as MLIR says its diagnostics: "FILE: error: what".
   // A device or a pipe would be read until memory runs out: regular files only.
   llvm::sys::fs::file_status status;
   if (!llvm::sys::fs::status(path, status) && !llvm::sys::fs::is_regular_file(status)) {
-    errorStream << "'" << path << "' is not a regular file (a directory, device or pipe?)\n";
+    errorStream << path << ": error: not a regular file (a directory, device or pipe?)\n";
     return nullptr;
   }
-  std::string openError;
-  auto file = openInputFile(path, &openError);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file = llvm::MemoryBuffer::getFile(path);
   if (!file) {
-    errorStream << "cannot open '" << path << "': " << openError << "\n";
+    errorStream << path << ": error: cannot open: " << file.getError().message() << "\n";
     return nullptr;
   }
-  std::string deep = htp::nestingProblem(file->getBuffer());
+  std::string deep = htp::nestingProblem((*file)->getBuffer());
   if (!deep.empty()) {
-    errorStream << path << ": " << deep << "\n";
+    errorStream << path << ": error: " << deep << "\n";
     return nullptr;
   }
-  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
@@ -258,6 +258,11 @@ static int jitLoad(const char *path, const char *entry, const htp_compile_option
                            : ArrayRef<int64_t>(),
                        options ? options->spare : 0);
   if (!module) {
+    // htp-run says "htp-run: error: " before it: "FILE:LINE:COL: error: what"
+    // becomes "FILE:LINE:COL: what" (its first line; notes keep theirs).
+    const size_t tag = errors.find(": error: "), line = errors.find('\n');
+    if (tag != std::string::npos && tag < line)
+      errors.erase(tag + 2, 7);
     copyError(errors, err, errSize);
     return 1;
   }

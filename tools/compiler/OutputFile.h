@@ -10,6 +10,7 @@
 #define HTP_TOOLS_COMPILER_OUTPUT_FILE_H
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 
 #include <csignal>
 #include <string>
@@ -28,7 +29,8 @@ inline std::string temporaryBeside(const std::string &path) {
 /// `path`.tmp, at `path` a directory, a FIFO
 /// or a socket (a FIFO without a reader would hang the write), and, unless
 /// `allowDevices`, a device (renaming over it would replace it: as root,
-/// /dev/null). A missing file or a regular one is fine.
+/// /dev/null). A missing file or a regular one is fine where its folder is
+/// there and writable.
 inline std::string outputProblem(const std::string &path, bool allowDevices) {
   llvm::sys::fs::file_status status;
   // The temporary's name holds a directory: removing it would fail, and the
@@ -38,8 +40,18 @@ inline std::string outputProblem(const std::string &path, bool allowDevices) {
     return path + ".tmp is a directory, where the output is written before it is renamed "
                   "over its name: remove it or write elsewhere";
   if (llvm::sys::fs::status(path, status) || !llvm::sys::fs::exists(status) ||
-      status.type() == llvm::sys::fs::file_type::regular_file)
+      status.type() == llvm::sys::fs::file_type::regular_file) {
+    // The temporary goes beside it: its folder must be there, and
+    // writable, before any work is done.
+    std::string folder = llvm::sys::path::parent_path(path).str();
+    if (folder.empty())
+      folder = ".";
+    if (!llvm::sys::fs::is_directory(folder))
+      return path + ": its folder " + folder + " does not exist";
+    if (llvm::sys::fs::access(folder, llvm::sys::fs::AccessMode::Write))
+      return path + ": its folder " + folder + " is not writable";
     return "";
+  }
   if (status.type() == llvm::sys::fs::file_type::directory_file)
     return path + " is a directory";
   if (allowDevices && (status.type() == llvm::sys::fs::file_type::character_file ||

@@ -10,6 +10,7 @@
 #include "tools/compiler/Compiler.h"
 
 #include "runtime/htp_entry.h"
+#include "tools/compiler/HelpPrefix.h"
 #include "tools/compiler/OutOfMemory.h"
 #include "tools/compiler/OutputFile.h"
 
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
   // Memory short: the temporaries (registered below) go, exit 1.
   mlir::htp::exitOnOutOfMemory("htp-compile", [] { llvm::sys::RunInterruptHandlers(); });
   cl::HideUnrelatedOptions(htpCategory);
+  if (std::string unknown = mlir::htp::unknownHelpPrefixedOption(argc, argv); !unknown.empty())
+    return usage("unknown option '" + unknown + "' (see htp-compile --help)");
   // Errors said here and exit 2 (LLVM's default exits 1: a failed compile).
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "htp-compile: compile an htp block ahead of time\n\n"
@@ -133,6 +136,8 @@ int main(int argc, char **argv) {
                    llvm::Twine(share));
   if (entryName.getNumOccurrences() && entryName.empty())
     return usage("--entry needs a function name");
+  if (linker.empty())
+    return usage("--cc needs a C compiler's name or path");
   // The output must not be the input under another name: compared as files.
   llvm::sys::fs::UniqueID in, out;
   if (!llvm::sys::fs::getUniqueID(inputPath, in) && !llvm::sys::fs::getUniqueID(outputPath, out) &&

@@ -7,6 +7,7 @@
 
 #include "dialect/HTPDialect.h"
 #include "passes/Passes.h"
+#include "tools/compiler/HelpPrefix.h"
 #include "tools/compiler/Nesting.h"
 #include "tools/compiler/OutOfMemory.h"
 #include "tools/compiler/OutputFile.h"
@@ -14,6 +15,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -32,6 +34,16 @@ int main(int argc, char **argv) {
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registry.insert<mlir::htp::HTPDialect>();
+  if (std::string unknown = mlir::htp::unknownHelpPrefixedOption(
+          argc, argv,
+          [](llvm::StringRef name) {
+            return mlir::PassInfo::lookup(name) || mlir::PassPipelineInfo::lookup(name);
+          });
+      !unknown.empty()) {
+    llvm::errs() << "htp-opt: error: unknown option '" << unknown
+                 << "' (see htp-opt --help; a pass is --NAME)\n";
+    return 1;
+  }
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "htp-opt: the HTP optimizer driver\n", registry);
   // mlir-opt reads its input whole: a device or a pipe named as the input
@@ -43,6 +55,14 @@ int main(int argc, char **argv) {
                  << "' is not a regular file (a directory, device or pipe?)\n";
     return 1;
   }
+  // MLIR prints the op in generic form after each error (a whole function
+  // for a refused split: 16 lines for one bad option); the message and its
+  // source line say it, as htp-compile's and htp-run's do.
+  // --mlir-print-op-on-diagnostic brings it back.
+  const auto &registered = llvm::cl::getRegisteredOptions();
+  if (auto it = registered.find("mlir-print-op-on-diagnostic");
+      it != registered.end() && !it->second->getNumOccurrences())
+    it->second->addOccurrence(0, it->first, "false");
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
   if (config.shouldShowDialects() || config.shouldListPasses()) // no input, no output
     return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
