@@ -120,7 +120,7 @@ def main():
               r.stderr)
 
     r, _ = run([htp_run, so[2], "--tp", "3"])
-    check(r.returncode == 1 and "--tp 3 disagrees with" in r.stderr and
+    check(r.returncode == 2 and "--tp 3 disagrees with" in r.stderr and
           "compiled for tp 2" in r.stderr, "--tp mismatch for a .so names both", r.stderr)
 
     r, seconds = run([htp_run, so[2], "--fault", "hang:1@2", "--timeout", "1", "--iters", "5"])

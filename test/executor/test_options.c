@@ -76,9 +76,11 @@ static void test_values(void **state) {
   assert_string_equal(options.path, "-odd-name.so");
   /* A number too small for a double's normal range is that small number
    * (or 0), not an error: 1e-320 is in [0, 1e12]. */
-  assert_int_equal(PARSE(&options, err, "a.mlir", "--repartition", "1e-320"), 0);
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--policy", "migrate", "--repartition", "1e-320"),
+                   0);
   assert_true(options.repartition > 0.0 && options.repartition < 1e-300);
-  assert_int_equal(PARSE(&options, err, "a.mlir", "--repartition", "1e-400"), 0);
+  assert_int_equal(PARSE(&options, err, "a.mlir", "--policy", "semi", "--repartition", "1e-400"),
+                   0);
   assert_true(options.repartition == 0.0);
   assert_int_equal(PARSE(&options, err, "--help"), 0);
   assert_true(options.help);
@@ -86,7 +88,7 @@ static void test_values(void **state) {
   assert_true(options.help);
   /* Flags after the file, a unique prefix, the limits. */
   assert_int_equal(PARSE(&options, err, "block.so", "--it", "7", "--tp=1024", "--warmup",
-                         "10000000", "--select", "importance", "--ewma-alpha", "1",
+                         "10000000", "--policy", "migrate", "--select", "importance", "--ewma-alpha", "1",
                          "--hysteresis=1000000"), 0);
   assert_string_equal(options.path, "block.so");
   assert_int_equal(options.iters, 7);
@@ -276,7 +278,7 @@ static void test_enum_names_from_runtime(void **state) {
   for (int value = 0; strcmp(htp_select_name((htp_select)value), "?") != 0; value++) {
     snprintf(flag, sizeof flag, "--select=%s", htp_select_name((htp_select)value));
     /* variation ranks units by their training updates: --train only. */
-    assert_int_equal(PARSE(&options, err, "a.mlir", "--train", flag), 0);
+    assert_int_equal(PARSE(&options, err, "a.mlir", "--train", "--policy=resize", flag), 0);
     assert_int_equal(options.selection, value);
   }
   EXPECT_USAGE_ERROR("--policy expects none|resize|migrate|semi, got '?'", "a.mlir", "--policy",

@@ -829,6 +829,7 @@ static int parse_impute(const char *value, htp_run_options *options, char *err, 
 }
 
 static int parse_select(const char *value, htp_run_options *options, char *err, size_t err_size) {
+  options->select_given = 1;
   return htp_select_parse(value, &options->selection) != HTP_OK
              ? bad_enum("select", select_name_of, value, err, err_size)
              : 0;
@@ -1242,6 +1243,15 @@ static int check_combinations(htp_run_options *options, int first_train_only, ch
     return htp_set_error(err, err_size, "--impute %s fills in the outputs of pruned units: only "
                          "--policy resize and semi prune (the policy is %s)",
                          htp_impute_name(options->impute), htp_policy_name(options->policy));
+  if (options->select_given && options->policy == HTP_POLICY_NONE && !options->help)
+    return htp_set_error(err, err_size, "--select %s picks the units a straggler sheds: only "
+                         "--policy resize, migrate and semi shed units (the policy is none)",
+                         htp_select_name(options->selection));
+  if (options->repartition_given && options->policy != HTP_POLICY_MIGRATE &&
+      options->policy != HTP_POLICY_SEMI && !options->help)
+    return htp_set_error(err, err_size, "--repartition moves migrated units into the helpers' "
+                         "slots: only --policy migrate and semi migrate (the policy is %s)",
+                         htp_policy_name(options->policy));
   if (train->enabled && train->momentum_given && train->optimizer != HTP_TRAIN_SGD &&
       !options->help)
     return htp_set_error(err, err_size, "--momentum is SGD's (--optimizer sgd); AdamW's moments "

@@ -112,6 +112,7 @@ typedef struct htp_run_options {
   int impute_given;
   long same_max_age;             /* --impute same: steps a stored value stands in (0: any) */
   htp_select selection;          /* which units are shed */
+  int select_given;
   double ewma_alpha;             /* the detector's smoothing (runtime/htp.h's default) */
   long hysteresis;               /* iterations in a row to switch a rank's state */
   double repartition;            /* --repartition: the balancer's repartition_ratio */

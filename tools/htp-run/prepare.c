@@ -144,10 +144,12 @@ int htp_run_check_tp(const htp_run_options *options, int shared, long requested,
   if (!shared && sig->tp != requested)
     return htp_set_error(err, err_size, "%s: compiled for tp %ld, the block says tp %d (the "
                          "compiler did not split it as asked)", options->path, requested, sig->tp);
-  if (shared && options->tp_given && sig->tp != options->tp)
+  if (shared && options->tp_given && sig->tp != options->tp) { /* the command line's: exit 2 */
+    state->bad_command_line = 1;
     return htp_set_error(err, err_size, "--tp %ld disagrees with %s, which was compiled for tp "
                          "%d (htp-compile --tp %d); leave --tp out or recompile",
                          options->tp, options->path, sig->tp, sig->tp);
+  }
   if (state->ranks && htp_ranks_size(state->ranks) != sig->tp)
     return htp_set_error(err, err_size, "%s is for tp %d but mpirun started %d rank "
                          "processes (mpirun -np %ld%s)", options->path, sig->tp,

@@ -625,11 +625,27 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
   const htp_backend backend = nccl ? HTP_BACKEND_NCCL : mpi ? HTP_BACKEND_MPI : HTP_BACKEND_LOCAL;
   if (open_input(options, jit, state, err, sizeof err))
     return fail(err);
-  /* mpirun -np N with the local backend: N copies of the whole job. */
-  if (!mpi && htp_host_mpi_world_size() > 1)
+  /* mpirun -np N with the local backend: N copies of the whole job, which
+   * would race to write the same files (each renaming its FILE.tmp over
+   * the others'): refused where there are any. */
+  if (!mpi && htp_host_mpi_world_size() > 1) {
+    const htp_train_options *train = &options->train;
+    const char *output = options->num_outputs ? "--output" : options->trace ? "--trace"
+                         : train->enabled && train->checkpoint ? "--checkpoint"
+                         : train->enabled && train->metrics    ? "--metrics"
+                                                               : NULL;
+    if (output) {
+      state->bad_command_line = 1;
+      snprintf(err, sizeof err, "started as one of %d processes by an MPI launcher with "
+               "--backend local, each running the whole job: all of them would write %s's "
+               "file; for one rank a process use --backend mpi", htp_host_mpi_world_size(),
+               output);
+      return fail(err);
+    }
     fprintf(stderr, "htp-run: note: started as one of %d processes by an MPI launcher, with "
             "--backend local: each process runs the whole job on its own (for one rank a "
             "process: --backend mpi)\n", htp_host_mpi_world_size());
+  }
   long requested = options->tp;
   if (mpi && open_launcher_world(options, state, backend, &requested, err, sizeof err))
     return fail(err);
