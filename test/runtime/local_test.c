@@ -684,70 +684,123 @@ static void test_allreduce_bias_residual(void **state) {
 }
 
 /* The group layer norm: every rank holds the same x; each normalises its
- * rows (local backend) and the others copy them, so every rank's y must be
- * the CPU layer norm of the whole of x, bit for bit, y poisoned before. */
+ * rows (local backend; on a device in proportion to the SMs) and the
+ * others copy them, so every rank's y must be the CPU layer norm of the
+ * whole of x, bit for bit, y poisoned before. On the CPU and on the
+ * checked device (device memory from its arena, uneven SM counts). */
 typedef struct group_norm_shape {
   int64_t rows, cols;
-  int bf16;
+  int bf16, device;
 } group_norm_shape;
+
+/* n bytes of the context's memory holding host's, or NULL. */
+static void *on_ctx(htp_ctx *ctx, const void *host, size_t n, int device) {
+  if (!device) return (void *)host;
+  void *at = NULL;
+  if (htp_mem_alloc(ctx, n, &at) != HTP_OK) return NULL;
+  if (htp_mem_upload(ctx, at, host, n) != HTP_OK) return htp_mem_free(ctx, at), NULL;
+  return at;
+}
 
 static htp_result body_group_layer_norm(htp_ctx *ctx, void *user) {
   const group_norm_shape *shape = user;
   const int64_t n = shape->rows * shape->cols;
-  float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-  float *want = malloc((size_t)n * sizeof *want);
-  float *gamma = malloc((size_t)shape->cols * sizeof *gamma);
-  float *beta = malloc((size_t)shape->cols * sizeof *beta);
-  uint16_t *x16 = malloc((size_t)n * 2), *y16 = malloc((size_t)n * 2), *want16 = malloc((size_t)n * 2);
-  uint16_t *gamma16 = malloc((size_t)shape->cols * 2), *beta16 = malloc((size_t)shape->cols * 2);
-  htp_result rc = x && y && want && gamma && beta && x16 && y16 && want16 && gamma16 && beta16
-                      ? HTP_OK
-                      : HTP_ERR_NOMEM;
-  for (int64_t i = 0; rc == HTP_OK && i < n; ++i) {
-    x[i] = (float)((i * 37) % 23) / 4 - 2.5f, y[i] = NAN;
-    x16[i] = htp_bf16_from_f32(x[i]), y16[i] = 0xffff;
-  }
+  const size_t elem = shape->bf16 ? 2 : 4, bytes = (size_t)n * elem, row = (size_t)shape->cols * elem;
+  float *x = malloc((size_t)n * 4), *gamma = malloc((size_t)shape->cols * 4);
+  float *beta = malloc((size_t)shape->cols * 4);
+  unsigned char *y = malloc(bytes), *want = malloc(bytes);
+  uint16_t *x16 = malloc((size_t)n * 2), *gamma16 = malloc((size_t)shape->cols * 2);
+  uint16_t *beta16 = malloc((size_t)shape->cols * 2);
+  htp_result rc = x && gamma && beta && y && want && x16 && gamma16 && beta16 ? HTP_OK
+                                                                             : HTP_ERR_NOMEM;
+  for (int64_t i = 0; rc == HTP_OK && i < n; ++i)
+    x[i] = (float)((i * 37) % 23) / 4 - 2.5f, x16[i] = htp_bf16_from_f32(x[i]);
   for (int64_t c = 0; rc == HTP_OK && c < shape->cols; ++c) {
     gamma[c] = 1.0f + (float)(c % 8) / 8, beta[c] = (float)(c % 32) / 16 - 1;
     gamma16[c] = htp_bf16_from_f32(gamma[c]), beta16[c] = htp_bf16_from_f32(beta[c]);
   }
   const float epsilon = 1e-6f;
-  if (rc == HTP_OK && shape->bf16) {
-    rc = htp_group_layer_norm_bf16(ctx, x16, gamma16, beta16, y16, shape->rows, shape->cols,
-                                   epsilon);
-    if (rc == HTP_OK)
-      rc = htp_op_layer_norm_bf16(NULL, x16, gamma16, beta16, want16, shape->rows, shape->cols,
-                                  epsilon);
-  } else if (rc == HTP_OK) {
-    rc = htp_group_layer_norm_f32(ctx, x, gamma, beta, y, shape->rows, shape->cols, epsilon);
-    if (rc == HTP_OK)
-      rc = htp_op_layer_norm_f32(NULL, x, gamma, beta, want, shape->rows, shape->cols, epsilon);
-  }
-  if (rc == HTP_OK && (shape->bf16 ? memcmp(want16, y16, (size_t)n * 2)
-                                   : memcmp(want, y, (size_t)n * sizeof *want))) {
-    fprintf(stderr, "rank %d of %d, %lld x %lld (bf16 %d): the group norm differs from the CPU's\n",
-            htp_ctx_rank(ctx), htp_ctx_size(ctx), (long long)shape->rows, (long long)shape->cols,
-            shape->bf16);
+  const void *hx = shape->bf16 ? (const void *)x16 : x, *hg = shape->bf16 ? (const void *)gamma16 : gamma;
+  const void *hb = shape->bf16 ? (const void *)beta16 : beta;
+  if (rc == HTP_OK) memset(y, 0xff, bytes); /* NaN in either type */
+  void *dx = rc == HTP_OK ? on_ctx(ctx, hx, bytes, shape->device) : NULL;
+  void *dg = rc == HTP_OK ? on_ctx(ctx, hg, row, shape->device) : NULL;
+  void *db = rc == HTP_OK ? on_ctx(ctx, hb, row, shape->device) : NULL;
+  void *dy = rc == HTP_OK ? on_ctx(ctx, y, bytes, shape->device) : NULL;
+  if (rc == HTP_OK && !(dx && dg && db && dy)) rc = HTP_ERR_NOMEM;
+  if (rc == HTP_OK)
+    rc = shape->bf16 ? htp_group_layer_norm_bf16(ctx, dx, dg, db, dy, shape->rows, shape->cols,
+                                                 epsilon)
+                     : htp_group_layer_norm_f32(ctx, dx, dg, db, dy, shape->rows, shape->cols,
+                                                epsilon);
+  if (rc == HTP_OK && shape->device) rc = htp_mem_download(ctx, y, dy, bytes);
+  if (rc == HTP_OK)
+    rc = shape->bf16 ? htp_op_layer_norm_bf16(NULL, x16, gamma16, beta16, (uint16_t *)want,
+                                              shape->rows, shape->cols, epsilon)
+                     : htp_op_layer_norm_f32(NULL, x, gamma, beta, (float *)want, shape->rows,
+                                             shape->cols, epsilon);
+  if (rc == HTP_OK && memcmp(want, y, bytes)) {
+    fprintf(stderr, "rank %d of %d, %lld x %lld (bf16 %d, device %d): the group norm differs "
+            "from the CPU's\n", htp_ctx_rank(ctx), htp_ctx_size(ctx), (long long)shape->rows,
+            (long long)shape->cols, shape->bf16, shape->device);
     rc = HTP_ERR_INTERNAL;
   }
-  free(x), free(y), free(want), free(gamma), free(beta);
-  free(x16), free(y16), free(want16), free(gamma16), free(beta16);
+  if (shape->device) {
+    void *held[] = {dx, dg, db, dy};
+    for (size_t i = 0; i < sizeof held / sizeof *held; ++i)
+      if (held[i]) htp_mem_free(ctx, held[i]);
+  }
+  free(x), free(gamma), free(beta), free(y), free(want), free(x16), free(gamma16), free(beta16);
   return rc;
 }
 
 static void test_group_layer_norm(void **state) {
   (void)state;
-  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}};
+  const int64_t shapes[][2] = {{1, 1}, {3, 7}, {5, 33}, {64, 12}, {2, 100}, {37, 64}, {200, 8}};
+  const int32_t sms[] = {8, 24, 32, 48}; /* rank 0 on few SMs: few rows */
   for (int size = 1; size <= 4; ++size)
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; ++k)
-      for (int bf16 = 0; bf16 < 2; ++bf16) {
-        group_norm_shape shape = {shapes[k][0], shapes[k][1], bf16};
-        htp_world *world = make_world(size, 10.0);
+      for (int variant = 0; variant < 4; ++variant) {
+        group_norm_shape shape = {shapes[k][0], shapes[k][1], variant & 1, variant >> 1};
+        htp_config config = HTP_CONFIG_INITIALIZER;
+        config.world_size = size;
+        config.timeout_s = 10.0;
+        if (shape.device) config.device = HTP_DEVICE_CHECKED, config.sm_counts = sms;
+        htp_world *world = NULL;
+        char message[256];
+        if (htp_world_create_verbose(&config, &world, message, sizeof message) != HTP_OK)
+          fail_msg("htp_world_create: %s", message);
         rank_run runs[MAX_RANKS];
         run_ranks(world, body_group_layer_norm, &shape, runs);
         expect_all_ok(runs, size);
         htp_world_destroy(world);
       }
+}
+
+/* Its arguments are checked on every backend and device, before it
+ * decides whether to share: here on one rank, a fresh world each (a
+ * refusal fails the world). */
+static void test_group_layer_norm_refusals(void **state) {
+  (void)state;
+  const char *const needles[] = {"overlaps x", "overlaps x", "the weight ((nil))",
+                                 "epsilon 0 must be positive", "rows 0 and cols 2"};
+  for (int i = 0; i < 5; ++i) {
+    htp_world *world = make_world(1, 2.0);
+    htp_ctx *ctx = NULL;
+    assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+    float x[4] = {1, 2, 3, 4}, g[2] = {1, 1}, y[4];
+    const htp_result got =
+        i == 0   ? htp_group_layer_norm_f32(ctx, x, g, g, x, 2, 2, 1e-5f)
+        : i == 1 ? htp_group_layer_norm_f32(ctx, x, g, g, x + 1, 1, 2, 1e-5f)
+        : i == 2 ? htp_group_layer_norm_f32(ctx, x, NULL, g, y, 2, 2, 1e-5f)
+        : i == 3 ? htp_group_layer_norm_f32(ctx, x, g, g, y, 2, 2, 0.0f)
+                 : htp_group_layer_norm_f32(ctx, x, g, g, y, 0, 2, 1e-5f);
+    assert_int_equal(got, HTP_ERR_INVALID);
+    if (!strstr(htp_last_error(ctx), needles[i]))
+      fail_msg("case %d: \"%s\" lacks \"%s\"", i, htp_last_error(ctx), needles[i]);
+    htp_ctx_destroy(ctx);
+    htp_world_destroy(world);
+  }
 }
 
 static void test_allgather(void **state) {
@@ -950,16 +1003,6 @@ static htp_result bad_group_norm_mismatch(htp_ctx *ctx, int culprit) {
     return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2, 1e-5f);
   return htp_group_layer_norm_f32(ctx, data, g, g, normed, 2, 2, 1e-5f);
 }
-static htp_result bad_group_norm_in_place(htp_ctx *ctx, int culprit) {
-  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
-  return htp_group_layer_norm_f32(ctx, data, g, g, htp_ctx_rank(ctx) == culprit ? data : normed,
-                                  2, 2, 1e-5f);
-}
-static htp_result bad_group_norm_weight(htp_ctx *ctx, int culprit) {
-  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
-  return htp_group_layer_norm_f32(ctx, data, htp_ctx_rank(ctx) == culprit ? NULL : g, g, normed,
-                                  2, 2, 1e-5f);
-}
 static htp_result bad_epilogue_rows(htp_ctx *ctx, int culprit) {
   float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1};
   return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data,
@@ -1064,8 +1107,6 @@ static void test_bad_arguments(void **state) {
       {"group norm meets a summed norm", bad_group_norm_mismatch, 1,
        "rank 0 called htp_group_layer_norm_f32, rank 1 called htp_allreduce_sum_norm_f32",
        HTP_ERR_INVALID},
-      {"group norm in place", bad_group_norm_in_place, 0, "y (", HTP_ERR_REMOTE},
-      {"group norm NULL weight", bad_group_norm_weight, 1, "the weight ((nil))", HTP_ERR_REMOTE},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
@@ -1445,6 +1486,7 @@ int main(void) {
       cmocka_unit_test(test_allreduce_chunks),
       cmocka_unit_test(test_allreduce_bias_residual),
       cmocka_unit_test(test_group_layer_norm),
+      cmocka_unit_test(test_group_layer_norm_refusals),
       cmocka_unit_test(test_shrink_unsupported),
   };
   return cmocka_run_group_tests_name("runtime.local", tests, NULL, NULL);
