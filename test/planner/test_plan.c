@@ -1364,6 +1364,198 @@ static void test_26_bad_arguments(void **unused) {
   htp_planner_destroy(p);
 }
 
+/* Cases 27-35 pin edges the mutation run found unguarded. */
+
+/* Feeds the detector one step of seconds for equal work (1 a rank unless
+ * work is given). */
+static int detect_step(htp__detector *d, const htp_planner_config *c, const double *work,
+                       const double *seconds) {
+  const double ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  return htp__detector_update(d, c, work ? work : ones, seconds);
+}
+
+/* 27: the thresholds are strict on entry, inclusive on exit: a relative
+ * speed of exactly enter_threshold is not a straggler, and a straggler at
+ * exactly exit_threshold leaves (hysteresis 1: each step decides). */
+static void test_27_detector_exact_thresholds(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 1, 1);
+  c.ewma_alpha = 1.0;
+  c.hysteresis_iters = 1;
+  c.enter_threshold = 0.5;
+  c.exit_threshold = 0.75;
+  htp__detector d;
+  assert_int_equal(htp__detector_init(&d, 2), 0);
+  const double at_enter[2] = {1.0, 2.0}, slow[2] = {1.0, 4.0};
+  assert_false(detect_step(&d, &c, NULL, at_enter));
+  assert_true(d.relative[1] == 0.5);
+  assert_false(d.straggler[1]);
+  assert_true(detect_step(&d, &c, NULL, slow));
+  assert_true(d.straggler[1]);
+  const double work[2] = {3.0, 3.0}, at_exit[2] = {3.0, 4.0}; /* 0.75 exactly */
+  assert_true(detect_step(&d, &c, work, at_exit));
+  assert_true(d.relative[1] == 0.75);
+  assert_false(d.straggler[1]);
+  htp__detector_free(&d);
+}
+
+/* 28: a switch restarts the streak: after hysteresis_iters slow steps make
+ * a straggler, one fast step must not switch it back (it needs as many
+ * again). */
+static void test_28_detector_streak_restarts(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 1, 1);
+  c.ewma_alpha = 1.0;
+  htp__detector d;
+  assert_int_equal(htp__detector_init(&d, 2), 0);
+  const double slow[2] = {1.0, 2.0}, fast[2] = {1.0, 1.0};
+  for (int it = 0; it < 3; ++it) assert_int_equal(detect_step(&d, &c, NULL, slow), it == 2);
+  assert_true(d.straggler[1]);
+  for (int it = 0; it < 3; ++it) {
+    assert_int_equal(detect_step(&d, &c, NULL, fast), it == 2);
+    assert_int_equal(d.straggler[1], it < 2);
+  }
+  htp__detector_free(&d);
+}
+
+/* 29: a rank with no work gives no sample but still counts for the
+ * fastest: the fastest rank going idle must not make another rank's
+ * relative speed exceed 1 (or its own). */
+static void test_29_detector_idle_fastest(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 1, 1);
+  c.ewma_alpha = 1.0;
+  htp__detector d;
+  assert_int_equal(htp__detector_init(&d, 2), 0);
+  const double seconds[2] = {2.0, 1.0}, idle[2] = {1.0, 0.0};
+  detect_step(&d, &c, NULL, seconds);
+  detect_step(&d, &c, idle, seconds);
+  assert_true(d.relative[0] == 0.5);
+  assert_true(d.relative[1] == 1.0);
+  htp__detector_free(&d);
+}
+
+/* 30: a re-partition recomputes each rank's share: a rank left with half
+ * the units, taking as long as the others, is as fast per whole rank (no
+ * straggler), not at half speed. */
+static void test_30_set_owned_shares(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 4, 8);
+  c.ewma_alpha = 1.0;
+  htp_planner *p = make(&c);
+  const int32_t owned[2 * 2] = {4, 2, 8, 4}; /* [kind][rank] */
+  assert_int_equal(htp__planner_set_owned(p, owned), HTP_OK);
+  assert_int_equal(htp_plan_units(htp_planner_plan(p), HTP_PAIR_MLP, 1), 4);
+  const double seconds[2] = {1.0, 1.0};
+  for (int it = 0; it < 4; ++it) assert_int_equal(htp_planner_observe(p, seconds, NULL), HTP_OK);
+  for (int r = 0; r < 2; ++r) {
+    assert_near(htp_planner_speeds(p)[r], 1.0, 1e-12);
+    assert_false(htp_planner_plan(p)->straggler[r]);
+  }
+  htp_planner_destroy(p);
+}
+
+/* 31: T0 is 1 / the slowest helper's speed, not 1: with a non-straggler
+ * at 0.5 a resizer at 0.45 prunes 1 - 2 x 0.45 = 0.1, not 0.55. */
+static void test_31_slowest_helper_sets_t0(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(3, HTP_POLICY_RESIZE, 4, 20);
+  htp_planner *p = make(&c);
+  const double speeds[3] = {1.0, 0.5, 0.45};
+  const uint8_t stragglers[3] = {0, 0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_near(plan->target_time, 2.0, 1e-12);
+  assert_near(plan->gamma[2], 0.1, 1e-12);
+  assert_int_equal(plan->action[2], HTP_ACTION_RESIZE);
+  assert_int_equal(plan->pruned[1 * 3 + 2], 2);
+  htp_planner_destroy(p);
+}
+
+/* 32: SEMI migrates only a deficit above resize_limit: one of exactly
+ * 0.25 (speed 0.75, T0 1) resizes, pruning a quarter. */
+static void test_32_semi_limit_inclusive(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(2, HTP_POLICY_SEMI, 4, 8);
+  c.resize_limit = 0.25;
+  htp_planner *p = make(&c);
+  const double speeds[2] = {1.0, 0.75};
+  const uint8_t stragglers[2] = {0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_int_equal(plan->action[1], HTP_ACTION_RESIZE);
+  assert_int_equal(plan->pruned[0 * 2 + 1], 1);
+  assert_int_equal(plan->pruned[1 * 2 + 1], 2);
+  for (int i = 0; i < 4; ++i) assert_int_equal(plan->sent[i], 0);
+  htp_planner_destroy(p);
+}
+
+/* 33: a straggler that finishes exactly at T (T s = 2 x 0.5 = 1) keeps its
+ * units rather than migrating none of them. */
+static void test_33_promote_exact_fit(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 4, 8);
+  htp_planner *p = make(&c);
+  const double speeds[4] = {1.0, 0.5, 0.5, 0.2};
+  const uint8_t stragglers[4] = {0, 0, 1, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  assert_near(plan->target_time, 2.0, 1e-12);
+  assert_int_equal(plan->action[2], HTP_ACTION_KEEP);
+  assert_int_equal(plan->action[3], HTP_ACTION_MIGRATE);
+  assert_int_equal(plan->sent[2], 0);
+  assert_int_equal(plan->sent[4 + 2], 0);
+  htp_planner_destroy(p);
+}
+
+/* 34: plan_equal compares what the flows carry, not just how many: test
+ * 11's plan with one flow redirected differs. */
+static void test_34_equal_sees_flows(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_SEMI, 4, 8);
+  const double speeds[4] = {1.0, 1.0, 0.8, 0.4};
+  const uint8_t stragglers[4] = {0, 0, 1, 1};
+  const double no_fixed[HTP_PAIR_KINDS] = {0.0, 0.0};
+  plan_memory a = {0}, b = {0};
+  const htp_plan *pa = plan_at(&a, &c, speeds, stragglers, no_fixed, NULL);
+  const htp_plan *pb = plan_at(&b, &c, speeds, stragglers, no_fixed, NULL);
+  assert_true(htp_plan_equal(pa, pb));
+  htp_flow *flows = (htp_flow *)pb->flows[HTP_PAIR_MLP];
+  assert_true(pb->num_flows[HTP_PAIR_MLP] > 0 && flows[0].dst != 2);
+  flows[0].dst = 2;
+  assert_false(htp_plan_equal(pa, pb));
+  htp__plan_memory_free(&a.storage, &a.scratch);
+  htp__plan_memory_free(&b.storage, &b.scratch);
+}
+
+/* 35: a rank may not hand off more units than it owns, even when the
+ * counts, flows and absorb all agree on it. */
+static void test_35_check_sent_over_owned(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 4, 8);
+  htp_planner *p = make(&c);
+  const double speeds[4] = {1.0, 1.0, 1.0, 0.4};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, NULL), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  const int k = HTP_PAIR_ATTENTION;
+  assert_true(plan->num_flows[k] > 0);
+  htp_flow *flow = (htp_flow *)&plan->flows[k][0]; /* break it on purpose */
+  const int src = flow->src, dst = flow->dst;
+  const int extra = c.units_per_rank[k] - plan->sent[k * 4 + src] + 1;
+  ((int32_t *)plan->sent)[k * 4 + src] += extra;
+  ((int32_t *)plan->received)[k * 4 + dst] += extra;
+  ((int32_t *)plan->absorb)[k * 4 + dst] += extra;
+  flow->count += extra;
+  char why[256];
+  assert_int_equal(htp_plan_check(plan, why, sizeof why), HTP_ERR_INTERNAL);
+  assert_non_null(strstr(why, "sends 5 of 4 units"));
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1380,6 +1572,15 @@ int main(void) {
       cmocka_unit_test(test_22_owned),
       cmocka_unit_test(test_23_extreme_seconds), cmocka_unit_test(test_24_extreme_costs),
       cmocka_unit_test(test_25_extreme_speeds),  cmocka_unit_test(test_26_bad_arguments),
+      cmocka_unit_test(test_27_detector_exact_thresholds),
+      cmocka_unit_test(test_28_detector_streak_restarts),
+      cmocka_unit_test(test_29_detector_idle_fastest),
+      cmocka_unit_test(test_30_set_owned_shares),
+      cmocka_unit_test(test_31_slowest_helper_sets_t0),
+      cmocka_unit_test(test_32_semi_limit_inclusive),
+      cmocka_unit_test(test_33_promote_exact_fit),
+      cmocka_unit_test(test_34_equal_sees_flows),
+      cmocka_unit_test(test_35_check_sent_over_owned),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

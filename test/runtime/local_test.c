@@ -1012,6 +1012,12 @@ static htp_result bad_root(htp_ctx *ctx, int culprit) {
   char data[8] = "abcdefg";
   return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? 9 : 0);
 }
+/* The first rank past the end: the range is [0, size). */
+static htp_result bad_root_at_size(htp_ctx *ctx, int culprit) {
+  char data[8] = "abcdefg";
+  return htp_broadcast(ctx, data, sizeof data,
+                       htp_ctx_rank(ctx) == culprit ? htp_ctx_size(ctx) : 0);
+}
 static htp_result bad_negative_root(htp_ctx *ctx, int culprit) {
   char data[8] = "abcdefg";
   return htp_broadcast(ctx, data, sizeof data, htp_ctx_rank(ctx) == culprit ? -1 : 0);
@@ -1108,6 +1114,7 @@ static void test_bad_arguments(void **state) {
        "rank 0 called htp_group_layer_norm_f32, rank 1 called htp_allreduce_sum_norm_f32",
        HTP_ERR_INVALID},
       {"root out of range", bad_root, 0, "root 9 is out of range", HTP_ERR_REMOTE},
+      {"root at world size", bad_root_at_size, 1, "root 2 is out of range", HTP_ERR_REMOTE},
       {"negative root", bad_negative_root, 1, "root -1", HTP_ERR_REMOTE},
       {"root mismatch", bad_root_mismatch, 1, "root mismatch", HTP_ERR_INVALID},
       {"allgather null recv", bad_gather_null, 0, "NULL", HTP_ERR_REMOTE},
@@ -1256,6 +1263,36 @@ static void test_transfer_timeouts(void **state) {
     assert_true(runs[0].seconds < SHORT_DEADLINE + 2.0);
     htp_world_destroy(world);
   }
+}
+
+/* A recv matches the tag as well as the peer: rank 1 waits for tag 2 while
+ * rank 0 sends tag 1, so both end at the deadline (whichever fails the
+ * world first) and rank 1's buffer never gets the tag-1 bytes. */
+static htp_result body_recv_other_tag(htp_ctx *ctx, void *user) {
+  (void)user;
+  char data[16] = {0};
+  if (htp_ctx_rank(ctx) == 0) {
+    snprintf(data, sizeof data, "tag one");
+    return htp_send(ctx, data, sizeof data, 1, 1);
+  }
+  htp_result rc = htp_recv(ctx, data, sizeof data, 0, 2);
+  RANK_CHECK(ctx, data[0] == 0);
+  return rc;
+}
+
+static void test_recv_matches_tag(void **state) {
+  (void)state;
+  htp_world *world = make_world(2, SHORT_DEADLINE);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, body_recv_other_tag, NULL, runs);
+  for (int rank = 0; rank < 2; ++rank) {
+    if (runs[rank].result != HTP_ERR_TIMEOUT && runs[rank].result != HTP_ERR_REMOTE)
+      fail_msg("rank %d: got %s (%s), expected a timeout", rank,
+               htp_strerror(runs[rank].result), runs[rank].message);
+    assert_true(runs[rank].seconds < SHORT_DEADLINE + 2.0);
+  }
+  assert_int_equal(htp_world_status(world), HTP_ERR_TIMEOUT);
+  htp_world_destroy(world);
 }
 
 /* A rank's thread that waits: in a hung fault point, or in a barrier. */
@@ -1478,6 +1515,7 @@ int main(void) {
       cmocka_unit_test(test_fault_delay),
       cmocka_unit_test(test_fault_long_delay_times_out),
       cmocka_unit_test(test_transfer_timeouts),
+      cmocka_unit_test(test_recv_matches_tag),
       cmocka_unit_test(test_abort_releases_hang),
       cmocka_unit_test(test_hang_cap),
       cmocka_unit_test(test_fault_errors),
