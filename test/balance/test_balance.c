@@ -867,8 +867,9 @@ done:
  *   HTP_ERR_REMOTE at once, not after its 10 s deadline;
  * - balancers made from different configs (rank 1's hysteresis) all refuse
  *   the first step together, naming the rank (they timed out later, or
- *   planned apart, before). */
-static int refusal_by_config; /* which of the two cases */
+ *   planned apart, before); so do configs apart only in max_gamma (2: the
+ *   fingerprint covers it, or the ranks would cap their shedding apart). */
+static int refusal_by_config; /* which case: 0 bad measure, 1 hysteresis, 2 max_gamma */
 static void *step_refusal_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
@@ -877,7 +878,8 @@ static void *step_refusal_main(void *arg) {
   scenario sc = {2, DRIVE_FORCED, HTP_POLICY_SEMI, HTP_IMPUTE_ZERO, {1, 1}, HTP_SELECT_RANDOM,
                  0, 0};
   htp_balancer_config c = balancer_config(&sc);
-  if (refusal_by_config) c.planner.hysteresis_iters += run->rank;
+  if (refusal_by_config == 1) c.planner.hysteresis_iters += run->rank;
+  if (refusal_by_config == 2 && run->rank == 1) c.planner.max_gamma = 0.5;
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
   const int bad_measure = !refusal_by_config && run->rank == 0;
   const htp_iteration_measure measured = {bad_measure ? NAN : 1.0, 0, 0};
@@ -900,7 +902,7 @@ static void test_07_bad_arguments(void **unused) {
   model_init(m, 1, 3);
   the_model = m;
   run_world(1, bad_arguments_main, NULL);
-  for (refusal_by_config = 0; refusal_by_config < 2; ++refusal_by_config)
+  for (refusal_by_config = 0; refusal_by_config < 3; ++refusal_by_config)
     run_world(2, step_refusal_main, NULL);
   model_free(m);
   free(m);

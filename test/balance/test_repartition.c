@@ -19,6 +19,10 @@
  *     and states device memory the host cannot read);
  *   - a transient straggler (slow for a few steps) and ratio 0 migrate and
  *     never re-partition;
+ *   - the step it happens at (the bytes' and the hysteresis' counts, which
+ *     restart when the set of migrators changes); a straggler that could
+ *     shed everything keeps one unit of each kind; without empty slots
+ *     nothing is bought;
  *   - bad arguments are refused with a message.
  *===----------------------------------------------------------------------===*/
 #include <math.h>
@@ -53,6 +57,10 @@ typedef struct scenario {
   htp_select selection;
   htp_impute impute;
   int on_device;      /* the checked device: shards, states, x and outputs device memory */
+  int world;          /* 0: WORLD ranks, the shares OWNED_*; 2: an even split, no spare room */
+  int hysteresis;     /* planner.hysteresis_iters (0: the harness's 1) */
+  int rank1_slow_from; /* rank 1 slowed by `slowdown` too from this step (0: never) */
+  double rank1_before; /* and by this before it (0: not) */
 } scenario;
 
 static const scenario *the_scenario;
@@ -62,6 +70,7 @@ static double reference[2 * LAYERS][ROWS * DIM];
 /* What each rank reports. */
 typedef struct rank_report {
   int64_t repartitions;
+  int repartitioned_at; /* the step whose end_iteration re-partitioned first (-1: none) */
   int flows_at_end, migrated_at_some_step;
   int32_t owned[2];
   int32_t heads_map[WORLD * HEADS], units_map[WORLD * UNITS];
@@ -77,6 +86,10 @@ static int32_t first_unit(const int32_t *owned, int r) {
   for (int i = 0; i < r; ++i) first += owned[i];
   return first;
 }
+
+/* The scenario's world; with sc->world the split is even (every slot full). */
+static int world_of(const scenario *sc) { return sc->world ? sc->world : WORLD; }
+static const int32_t EVEN_HEADS[WORLD] = {HEADS, HEADS, HEADS}, EVEN_UNITS[WORLD] = {UNITS, UNITS, UNITS};
 
 /* Copies global head h (or MLP unit u) of layer l into slot s of sh. */
 static void put_head(const model *m, int l, int h, shard *sh, int s) {
@@ -137,10 +150,10 @@ static void *rank_main(void *arg) {
   CHECK(out && scratch);
   CHECK(htp_ctx_create(run->world, r, &ctx) == HTP_OK);
   int32_t heads[HEADS], units[UNITS];
-  for (int s = 0; s < HEADS; ++s)
-    heads[s] = s < OWNED_HEADS[r] ? first_unit(OWNED_HEADS, r) + s : -1;
-  for (int s = 0; s < UNITS; ++s)
-    units[s] = s < OWNED_UNITS[r] ? first_unit(OWNED_UNITS, r) + s : -1;
+  const int world = world_of(sc);
+  const int32_t *oh = sc->world ? EVEN_HEADS : OWNED_HEADS, *ou = sc->world ? EVEN_UNITS : OWNED_UNITS;
+  for (int s = 0; s < HEADS; ++s) heads[s] = s < oh[r] ? first_unit(oh, r) + s : -1;
+  for (int s = 0; s < UNITS; ++s) units[s] = s < ou[r] ? first_unit(ou, r) + s : -1;
   for (int l = 0; l < LAYERS; ++l) {
     fill_shard(&the_model, l, heads, units, &rep->shards[l]);
     for (int j = 0; j < STATES; ++j) scale_shard(&rep->shards[l], (float)(j + 2), &rep->states[j][l]);
@@ -168,10 +181,11 @@ static void *rank_main(void *arg) {
     hook_scratch = dev_scratch;
   }
   htp_balancer_config config =
-      harness_balancer_config(WORLD, sc->policy ? sc->policy : HTP_POLICY_MIGRATE,
+      harness_balancer_config(world, sc->policy ? sc->policy : HTP_POLICY_MIGRATE,
                               sc->selection, sc->impute);
-  config.planner.owned[HTP_PAIR_ATTENTION] = OWNED_HEADS;
-  config.planner.owned[HTP_PAIR_MLP] = OWNED_UNITS;
+  config.planner.owned[HTP_PAIR_ATTENTION] = sc->world ? NULL : OWNED_HEADS;
+  config.planner.owned[HTP_PAIR_MLP] = sc->world ? NULL : OWNED_UNITS;
+  if (sc->hysteresis) config.planner.hysteresis_iters = sc->hysteresis;
   config.repartition_ratio = sc->ratio;
   CHECK(htp_balancer_create(ctx, &config, &b) == HTP_OK);
   CHECK(htp_balancer_set_clock(b, HTP_CLOCK_UNITS) == HTP_OK);
@@ -186,9 +200,12 @@ static void *rank_main(void *arg) {
     }
   }
   rep->worst_error = 0.0;
+  rep->repartitioned_at = -1;
   for (int step = 0; step < sc->steps; ++step) {
-    CHECK(htp_balancer_set_slowdown(b, r == 2 && step < sc->slow_steps ? sc->slowdown : 1.0) ==
-          HTP_OK);
+    const int slow = (r == world - 1 && step < sc->slow_steps) ||
+                     (r == 1 && sc->rank1_slow_from && step >= sc->rank1_slow_from);
+    const double mild = r == 1 && sc->rank1_before > 0.0 ? sc->rank1_before : 1.0;
+    CHECK(htp_balancer_set_slowdown(b, slow ? sc->slowdown : mild) == HTP_OK);
     CHECK(harness_forward(ctx, ctx, x, shards, outputs, hook_scratch, hook_scratch, 0, 0) ==
           HTP_OK);
     if (sc->on_device)
@@ -203,18 +220,19 @@ static void *rank_main(void *arg) {
           HTP_OK);
     if (plan->num_flows[0] + plan->num_flows[1] > 0) rep->migrated_at_some_step = 1;
     rep->flows_at_end = plan->num_flows[0] + plan->num_flows[1];
+    if (rep->repartitioned_at < 0 && htp_balancer_repartitions(b) > 0) rep->repartitioned_at = step;
   }
   rep->repartitions = htp_balancer_repartitions(b);
   int64_t room = 0;
-  CHECK(htp_balancer_slot_units(b, shards[0].wqkv, rep->heads_map, WORLD * HEADS, &room) ==
+  CHECK(htp_balancer_slot_units(b, shards[0].wqkv, rep->heads_map, world * HEADS, &room) ==
         HTP_OK);
   CHECK(room == HEADS);
-  CHECK(htp_balancer_slot_units(b, states[1][1].w2, rep->units_map, WORLD * UNITS, &room) ==
+  CHECK(htp_balancer_slot_units(b, states[1][1].w2, rep->units_map, world * UNITS, &room) ==
         HTP_OK); /* a state stands for its weight */
   CHECK(room == UNITS);
   const htp_plan *plan = htp_planner_plan(htp_balancer_planner(b));
   rep->owned[0] = plan->owned ? plan->owned[r] : HEADS;
-  rep->owned[1] = plan->owned ? plan->owned[WORLD + r] : UNITS;
+  rep->owned[1] = plan->owned ? plan->owned[world + r] : UNITS;
   if (sc->on_device) { /* what the re-partition left in device memory */
     CHECK(htp_mem_download(ctx, rep->shards, dev_shards, sizeof rep->shards) == HTP_OK);
     for (int j = 0; j < STATES; ++j)
@@ -247,7 +265,7 @@ static void run(const scenario *sc) {
   memset(reports, 0, sizeof reports);
   the_scenario = sc;
   harness_device = sc->on_device ? HTP_DEVICE_CHECKED : HTP_DEVICE_CPU;
-  run_world(WORLD, rank_main, NULL);
+  run_world(world_of(sc), rank_main, NULL);
   harness_device = HTP_DEVICE_CPU;
 }
 
@@ -255,12 +273,13 @@ static void run(const scenario *sc) {
  * alike, each rank's count its owned, each slot's contents its unit's (and
  * the states' (j + 2) x that), bit for bit; empty slots zero. */
 static void assert_ownership_exact(void) {
-  for (int r = 1; r < WORLD; ++r) {
+  const int world = world_of(the_scenario);
+  for (int r = 1; r < world; ++r) {
     assert_memory_equal(reports[r].heads_map, reports[0].heads_map, sizeof reports[0].heads_map);
     assert_memory_equal(reports[r].units_map, reports[0].units_map, sizeof reports[0].units_map);
   }
   int seen_heads[GHEADS] = {0}, seen_units[GUNITS] = {0};
-  for (int r = 0; r < WORLD; ++r) {
+  for (int r = 0; r < world; ++r) {
     const int32_t *heads = reports[0].heads_map + r * HEADS, *units = reports[0].units_map + r * UNITS;
     int owned_heads = 0, owned_units = 0;
     for (int s = 0; s < HEADS; ++s) {
@@ -300,6 +319,10 @@ static void test_01_persistent_straggler_repartitions(void **unused) {
   const scenario sc = {.ratio = 2.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 24, .trace = trace};
   run(&sc);
   for (int r = 0; r < WORLD; ++r) {
+    /* Migrating from step 0's plan: the moved units' bytes twice a step
+     * (out, gradients back) against 3 once (weights, 2 states) x ratio 2:
+     * equal at step 2, the step the re-partition happens. */
+    assert_int_equal(reports[r].repartitioned_at, 2);
     assert_true(reports[r].worst_error < 1e-5);
     assert_int_equal(reports[r].repartitions, 1);
     assert_true(reports[r].migrated_at_some_step);
@@ -379,6 +402,58 @@ static void test_02_transient_and_off_migrate(void **unused) {
   }
 }
 
+/* A 20x straggler the plan lets shed every unit (max_gamma 0.95 of 2 heads
+ * and of 4 MLP units rounds up to all): the re-partition still leaves it
+ * one unit of each kind (a rank owns at least one), and nothing is lost. */
+static void test_04_very_slow_keeps_one(void **unused) {
+  (void)unused;
+  const scenario sc = {.ratio = 2.0, .slowdown = 20.0, .slow_steps = 1000, .steps = 24};
+  run(&sc);
+  for (int r = 0; r < WORLD; ++r) {
+    assert_true(reports[r].worst_error < 1e-5);
+    assert_int_equal(reports[r].repartitions, 1);
+  }
+  assert_int_equal(reports[2].owned[0], 1);
+  assert_int_equal(reports[2].owned[1], 1);
+  assert_ownership_exact();
+}
+
+/* An even split on 2 ranks fills every slot: a persistent straggler
+ * migrates, but no helper has an empty slot, so nothing is bought (no
+ * re-partition, no error) and ownership stays as compiled. */
+static void test_05_no_room_migrates(void **unused) {
+  (void)unused;
+  const scenario sc = {.ratio = 2.0, .slowdown = 3.0, .slow_steps = 1000, .steps = 16,
+                       .world = 2};
+  run(&sc);
+  for (int r = 0; r < 2; ++r) {
+    assert_true(reports[r].worst_error < 1e-5);
+    assert_int_equal(reports[r].repartitions, 0);
+    assert_true(reports[r].migrated_at_some_step);
+    assert_int_equal(reports[r].owned[0], HEADS);
+    assert_int_equal(reports[r].owned[1], UNITS);
+  }
+  assert_ownership_exact();
+}
+
+/* Hysteresis 6 and a ratio so small that the bytes never wait: rank 2
+ * (3x) migrates alone from step 5's plan, rank 1 (1.2x, a straggler that
+ * helps) turns 3x at step 6 and migrates from step 10's. The count of
+ * steps held restarts at the change of migrators, not at rank 2's first. */
+static void test_06_hold_restarts_with_new_migrators(void **unused) {
+  (void)unused;
+  const scenario sc = {.ratio = 0.01, .slowdown = 3.0, .slow_steps = 1000, .steps = 20,
+                       .hysteresis = 6, .rank1_slow_from = 6, .rank1_before = 1.2};
+  run(&sc);
+  for (int r = 0; r < WORLD; ++r) {
+    assert_true(reports[r].worst_error < 1e-5);
+    assert_int_equal(reports[r].repartitions, 1);
+    /* {2} migrates at steps 5-9 (5 < 6), {1, 2} from step 10: held 6 at 15. */
+    assert_int_equal(reports[r].repartitioned_at, 15);
+  }
+  assert_ownership_exact();
+}
+
 /* Bad arguments: refused with a message, nothing registered. */
 static void *bad_arguments_main(void *arg) {
   const rank_run *run = arg;
@@ -425,6 +500,9 @@ int main(void) {
       cmocka_unit_test(test_01c_on_checked_device),
       cmocka_unit_test(test_02_transient_and_off_migrate),
       cmocka_unit_test(test_03_bad_arguments),
+      cmocka_unit_test(test_04_very_slow_keeps_one),
+      cmocka_unit_test(test_05_no_room_migrates),
+      cmocka_unit_test(test_06_hold_restarts_with_new_migrators),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1556,6 +1556,100 @@ static void test_35_check_sent_over_owned(void **unused) {
   htp_planner_destroy(p);
 }
 
+/* 36: a near-flat fit (hook seconds F (196 + u): the straggler's 4 -> 1
+ * heads take 0.985 of the time) puts phi far above a rank's units: the
+ * fixed cost is clamped to units_per_rank, where the fit is noise. */
+static void test_36_fixed_cost_clamped(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 4, 8);
+  c.hysteresis_iters = 5;
+  const double F[4] = {1.0, 1.0, 1.0, 3.0}, phi[HTP_PAIR_KINDS] = {196.0, 196.0};
+  htp__site_model m;
+  assert_int_equal(htp__site_model_init(&m, &c), 0);
+  htp_planner *p = make(&c);
+  double out[4];
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 10, out);
+  const double speeds[4] = {1.0, 1.0, 1.0, 1.0 / 3.0};
+  const uint8_t stragglers[4] = {0, 0, 0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  assert_int_equal(htp_plan_units(htp_planner_plan(p), HTP_PAIR_ATTENTION, 3), 1);
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 7, out); /* 2 skipped + the window of 5 */
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k)
+    assert_near(m.fixed[k], (double)c.units_per_rank[k], 0.0);
+  htp_planner_destroy(p);
+  htp__site_model_free(&m);
+}
+
+/* 37: the site model's speed per kind is an EWMA of the steps' samples
+ * (alpha 0.5): rank 3 at 1/2 for the first counted step, 1/4 the next,
+ * keeps 0.375, not the last sample. */
+static void test_37_kind_speed_ewma(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 2, 8);
+  c.ewma_alpha = 0.5;
+  const double half[4] = {1.0, 1.0, 1.0, 2.0}, quarter[4] = {1.0, 1.0, 1.0, 4.0};
+  const double phi[HTP_PAIR_KINDS] = {0.0, 0.0};
+  htp__site_model m;
+  assert_int_equal(htp__site_model_init(&m, &c), 0);
+  htp_planner *p = make(&c);
+  double out[4];
+  feed_sites(&m, htp_planner_plan(p), &c, half, phi, 3, out); /* 2 skipped, then 1/2 */
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) assert_near(m.kind_speed[k * 4 + 3], 0.5, 1e-12);
+  feed_sites(&m, htp_planner_plan(p), &c, quarter, phi, 1, out);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    assert_near(m.kind_speed[k * 4 + 3], 0.375, 1e-12);
+    assert_near(m.kind_speed[k * 4 + 0], 1.0, 1e-12);
+  }
+  htp_planner_destroy(p);
+  htp__site_model_free(&m);
+}
+
+/* 38: after a plan change the site model is settled once the plan's
+ * means count MIN_STEPS steps past the SKIP_STEPS skipped: at the 5th
+ * step under the new plan, not the 4th (nor the 6th). */
+static void test_38_settled_step(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 2, 8);
+  const double F[4] = {1.0, 1.0, 1.0, 3.0}, phi[HTP_PAIR_KINDS] = {0.1, 1.0};
+  htp__site_model m;
+  assert_int_equal(htp__site_model_init(&m, &c), 0);
+  htp_planner *p = make(&c);
+  double out[4];
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 1, out);
+  assert_int_equal(htp__site_model_settled(&m), 1); /* the first plan never waits */
+  const double speeds[4] = {1.0, 1.0, 1.0, 1.0 / 3.0};
+  const uint8_t stragglers[4] = {0, 0, 0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  for (int step = 1; step <= 5; ++step) {
+    feed_sites(&m, htp_planner_plan(p), &c, F, phi, 1, out);
+    assert_int_equal(htp__site_model_settled(&m), step == 5);
+  }
+  htp_planner_destroy(p);
+  htp__site_model_free(&m);
+}
+
+/* 39: a straggler detected while the plan is not settled waits: no
+ * replan (the plan unchanged) until the first settled step, which makes it. */
+static void test_39_replan_waits_for_settled(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 2, 8);
+  c.hysteresis_iters = 1;
+  c.ewma_alpha = 1.0;
+  htp_planner *p = make(&c);
+  const double seconds[4] = {1.0, 1.0, 1.0, 3.0};
+  int replanned = -1;
+  for (int i = 0; i < 3; ++i) {
+    assert_int_equal(htp__planner_observe_sites(p, seconds, NULL, NULL, 0, &replanned), HTP_OK);
+    assert_int_equal(replanned, 0);
+    assert_int_equal(htp_planner_plan(p)->version, 0);
+  }
+  assert_int_equal(htp__planner_observe_sites(p, seconds, NULL, NULL, 1, &replanned), HTP_OK);
+  assert_int_equal(replanned, 1);
+  assert_true(htp_planner_plan(p)->straggler[3]);
+  assert_true(htp_planner_plan(p)->sent[3] > 0);
+  htp_planner_destroy(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1581,6 +1675,10 @@ int main(void) {
       cmocka_unit_test(test_33_promote_exact_fit),
       cmocka_unit_test(test_34_equal_sees_flows),
       cmocka_unit_test(test_35_check_sent_over_owned),
+      cmocka_unit_test(test_36_fixed_cost_clamped),
+      cmocka_unit_test(test_37_kind_speed_ewma),
+      cmocka_unit_test(test_38_settled_step),
+      cmocka_unit_test(test_39_replan_waits_for_settled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
