@@ -24,6 +24,7 @@
  *   - bad arguments, a plan that migrates before the block ran, and
  *     htp_ctx_comm_seconds with a delayed peer.
  *===----------------------------------------------------------------------===*/
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -998,6 +999,13 @@ static void *slowdown_main(void *arg) {
   htp_balancer_config c = balancer_config(&sc);
   CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
   CHECK(htp_balancer_hook_seconds(b) == 0.0);
+  {
+    /* comm past wall (two clocks read apart): no negative compute */
+    htp_iteration_times times;
+    CHECK(htp_balancer_end_iteration(b, &(htp_iteration_measure){1.0, 2.0, 0}, &times, NULL) ==
+          HTP_OK);
+    CHECK(times.compute_seconds == 0.0 && times.planned_seconds == 1e-9);
+  }
   bad_factor_result = htp_balancer_set_slowdown(b, 0.5);
   /* Many calls, so the timer's noise averages out; the best of five rounds,
    * plain and slowed interleaved, so a burst of load meets both alike. */
@@ -1072,6 +1080,83 @@ static void test_10_slowdown(void **unused) {
   free(m);
 }
 
+/* ----- scores, shards and booking on a bare balancer ---------------------- */
+
+/* 16: importance scores. norm: ||(3, 4)|| = 5 (unit 0), 1 (unit 1); a
+ * sample is the mean |activation| times it, folded with alpha 0.3: 10,
+ * then 10 + 0.3 (20 - 10) = 13; a NaN sample keeps the score; a sample
+ * past FLT_MAX is clamped. Compact, the 65th kept unit (the second chunk)
+ * reads its own columns. */
+static void test_16_importance_scores(void **unused) {
+  (void)unused;
+  htp_balancer b = {0};
+  htp__registered_pair pairs[1] = {{0}};
+  double norm[65] = {0}, score[65] = {0};
+  uint8_t observed[65] = {0};
+  b.pairs = pairs;
+  b.max_units = 2;
+  b.norm = norm;
+  b.score = score;
+  b.observed = observed;
+  const float second[2][4] = {{3, 0, 0, 2}, {4, 0, 0, 0}}; /* [d][units * width] */
+  htp__scores_norms(&b, 0, second, 2, 2, 2);
+  assert_true(norm[0] == 5.0);
+  assert_true(norm[1] == 2.0);
+  const int32_t kept[65] = {0, 1};
+  const htp_unit_sets s = {.units = 2, .owned = 2, .num_kept = 2, .kept = kept};
+  const float first[4] = {1, -3, FLT_MAX, FLT_MAX}, again[4] = {3, -5, 1, 1};
+  const float nan_act[4] = {NAN, 1, 1, 1};
+  htp__scores_observe(&b, 0, &s, first, 1, 2, 4, 0);
+  assert_true(score[0] == 10.0);
+  assert_true(score[1] == FLT_MAX);
+  htp__scores_observe(&b, 0, &s, again, 1, 2, 4, 0);
+  assert_true(fabs(score[0] - 13.0) <= 1e-12);
+  htp__scores_observe(&b, 0, &s, nan_act, 1, 2, 4, 0);
+  assert_true(fabs(score[0] - 13.0) <= 1e-12);
+  /* compact, 65 kept units of width 1 in a row of 65 */
+  int32_t many[65];
+  float act[65];
+  for (int i = 0; i < 65; ++i) {
+    many[i] = i;
+    act[i] = (float)(i + 1);
+    norm[i] = 1.0;
+    observed[i] = 0;
+  }
+  b.max_units = 65;
+  const htp_unit_sets all = {.units = 65, .owned = 65, .num_kept = 65, .kept = many};
+  htp__scores_observe(&b, 0, &all, act, 1, 1, 65, 1);
+  assert_true(score[64] == 65.0);
+}
+
+/* 17: a unit moved from a shard without bias into one with bias has its
+ * bias zeroed in every part (3 for heads), and no other unit's. */
+static void test_17_move_zeroes_bias(void **unused) {
+  (void)unused;
+  const htp__unit_shape u = {3, 1, 1, sizeof(float)};
+  float src_first[3] = {1, 2, 3}, src_second[1] = {4};
+  float dst_first[6] = {0}, dst_bias[6], dst_second[2] = {0};
+  for (int i = 0; i < 6; ++i) dst_bias[i] = 7;
+  const htp__shard src = {src_first, NULL, src_second, 1};
+  const htp__shard dst = {dst_first, dst_bias, dst_second, 2};
+  assert_int_equal(htp__move_units(NULL, &src, 0, &dst, 1, 1, &u), HTP_KERNEL_OK);
+  const float bias[6] = {7, 0, 7, 0, 7, 0}; /* [part][unit] */
+  assert_memory_equal(dst_bias, bias, sizeof bias);
+  assert_true(dst_first[1] == 1 && dst_first[3] == 2 && dst_first[5] == 3 && dst_second[1] == 4);
+}
+
+/* 18: seconds booked on a kind out of range are dropped, touching nothing. */
+static void test_18_site_seconds_kind_range(void **unused) {
+  (void)unused;
+  htp_balancer b, zero;
+  memset(&b, 0, sizeof b);
+  memset(&zero, 0, sizeof zero);
+  htp__balancer_add_site_seconds(&b, HTP_PAIR_KINDS, 1.0);
+  htp__balancer_add_site_seconds(&b, (htp_pair_kind)-1, 1.0);
+  assert_memory_equal(&b, &zero, sizeof b);
+  htp__balancer_add_site_seconds(&b, HTP_PAIR_MLP, 1.0);
+  assert_true(htp_balancer_hook_seconds(&b) == 1.0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_plain_split),
@@ -1090,6 +1175,9 @@ int main(void) {
       cmocka_unit_test(test_13_packed_migrated_units),
       cmocka_unit_test(test_14_on_checked_device),
       cmocka_unit_test(test_15_bf16_hooks),
+      cmocka_unit_test(test_16_importance_scores),
+      cmocka_unit_test(test_17_move_zeroes_bias),
+      cmocka_unit_test(test_18_site_seconds_kind_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

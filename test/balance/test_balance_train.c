@@ -1055,6 +1055,38 @@ static void test_07b_displacement(void **unused) {
   delete_model(m);
 }
 
+/* 7c: displacement's anchors move every window: a one-head pair (7
+ * floats) whose weights all read t at sample t is scored from sample 0
+ * up to sample 31, then from sample 16 (the older anchor, 16 back). */
+static void test_07c_displacement_anchor(void **unused) {
+  (void)unused;
+  htp_balancer b;
+  memset(&b, 0, sizeof b);
+  htp__registered_pair pair;
+  memset(&pair, 0, sizeof pair);
+  float first[3], bias[3], second[1];
+  pair.first = first;
+  pair.bias = bias;
+  pair.second = second;
+  pair.seen = 1;
+  b.pairs = &pair;
+  b.num_pairs = 1;
+  b.max_units = 1;
+  b.config.selection = HTP_SELECT_DISPLACEMENT;
+  b.config.planner.units_per_rank[0] = b.config.planner.units_per_rank[1] = 1;
+  b.config.model_dim = b.config.head_dim = b.config.mlp_unit_width = 1;
+  assert_int_equal(htp__scores_create(&b), HTP_OK);
+  for (int t = 0; t <= 32; ++t) {
+    for (int i = 0; i < 3; ++i) first[i] = bias[i] = (float)t;
+    second[0] = (float)t;
+    assert_int_equal(htp__scores_sample(&b), HTP_OK);
+    if (t == 31) assert_true(fabs(b.window[0] - 31.0 * sqrt(7.0)) <= 1e-9);
+  }
+  assert_true(fabs(b.window[0] - 16.0 * sqrt(7.0)) <= 1e-9);
+  htp__scores_free(&b);
+  free(b.unit_staging);
+}
+
 /* 8: suspended under a RESIZE plan, the hooks compute every unit (forward
  * and backward are the full model's) and book no time; resumed, they prune
  * again. */
@@ -1318,6 +1350,7 @@ int main(void) {
       cmocka_unit_test(test_06_weights_refresh),
       cmocka_unit_test(test_07_variation),
       cmocka_unit_test(test_07b_displacement),
+      cmocka_unit_test(test_07c_displacement_anchor),
       cmocka_unit_test(test_08_suspend),
       cmocka_unit_test(test_09_bad_arguments),
       cmocka_unit_test(test_10_unapplied_plan),

@@ -422,6 +422,53 @@ static void test_05_step_extreme_seconds(void **unused) {
   alarm(0);
 }
 
+/* 6: a received header naming unit id == units_per_rank is refused as a
+ * bad id (not looked up). Rank 3 forges the first heads flow's header (the
+ * format in migrate.c: ids then new flags, tag 0x4D00 + kind); its helper
+ * alone applies. */
+static char forged_error[256];
+
+static void *forged_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_planner *planner = NULL;
+  htp_unit_table *table = NULL;
+  htp_migration *m = NULL;
+  htp_planner_config c = make_config();
+  const double speeds[WORLD] = {1, 1, 1, 0.3};
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
+  CHECK(htp_planner_plan_speeds(planner, speeds, NULL) == HTP_OK);
+  const htp_plan *plan = htp_planner_plan(planner);
+  CHECK(plan->num_flows[HTP_PAIR_ATTENTION] > 0);
+  const htp_flow flow = plan->flows[HTP_PAIR_ATTENTION][0];
+  CHECK(flow.src == 3);
+  if (run->rank == 3) {
+    int32_t header[2 * HEADS] = {0};
+    header[0] = HEADS; /* one past the last head; not new */
+    CHECK(htp_send_host(ctx, header, 2 * (size_t)flow.count * sizeof(int32_t), flow.dst,
+                        0x4D00 + HTP_PAIR_ATTENTION) == HTP_OK);
+  } else if (run->rank == flow.dst) {
+    CHECK(htp_unit_table_create(&c, run->rank, run->selection, 11, &table) == HTP_OK);
+    CHECK(htp_migration_create(&c, run->rank, BYTES, &m) == HTP_OK);
+    CHECK(htp_migration_apply(m, ctx, plan, table, pack, &run->rank) == HTP_ERR_INTERNAL);
+    snprintf(forged_error, sizeof forged_error, "%s", htp_last_error(ctx));
+  }
+done:
+  htp_migration_destroy(m);
+  htp_unit_table_destroy(table);
+  htp_planner_destroy(planner);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_06_migration_bad_unit_id(void **unused) {
+  (void)unused;
+  forged_error[0] = 0;
+  run_world(HTP_SELECT_IMPORTANCE, forged_main);
+  assert_non_null(strstr(forged_error, "bad unit id 4 from rank 3"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_migration_random),
@@ -429,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_03_step_and_trace),
       cmocka_unit_test(test_04_hookless_balancer),
       cmocka_unit_test(test_05_step_extreme_seconds),
+      cmocka_unit_test(test_06_migration_bad_unit_id),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

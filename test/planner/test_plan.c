@@ -1650,6 +1650,58 @@ static void test_39_replan_waits_for_settled(void **unused) {
   htp_planner_destroy(p);
 }
 
+/* 40: the helpers' leftover unit goes to the largest remainder, not to
+ * the first helper in rank order: 2 heads shed into room 2 (rank 0) and 1
+ * (rank 1) are quotas 4/3 and 2/3, so each helper takes one. */
+static void test_40_leftover_to_largest_remainder(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(3, HTP_POLICY_MIGRATE, 3, 8);
+  htp_planner *p = make(&c);
+  const double speeds[3] = {1.0, 0.85, 0.2};
+  const uint8_t stragglers[3] = {0, 0, 1};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  const htp_plan *plan = htp_planner_plan(p);
+  assert_valid(plan);
+  const int k = HTP_PAIR_ATTENTION;
+  assert_int_equal(plan->sent[k * 3 + 2], 2);
+  assert_int_equal(plan->absorb[k * 3 + 0], 2);
+  assert_int_equal(plan->absorb[k * 3 + 1], 1);
+  assert_int_equal(plan->received[k * 3 + 0], 1);
+  assert_int_equal(plan->received[k * 3 + 1], 1);
+  htp_planner_destroy(p);
+}
+
+/* 41: with hysteresis 6 the fit of a plan change is provisional until the
+ * window's end: hook costs that drift over steps 4-6 (phi 0.1 -> 0.05,
+ * 1.3 -> 0.8) move it, committed then (step 7's drift no longer does). */
+static void test_41_fit_commits_at_window_end(void **unused) {
+  (void)unused;
+  htp_planner_config c = make_config(4, HTP_POLICY_MIGRATE, 2, 8);
+  c.hysteresis_iters = 6;
+  const double F[4] = {1.0, 1.0, 3.0, 1.25}, phi[HTP_PAIR_KINDS] = {0.1, 1.3};
+  const double drift[HTP_PAIR_KINDS] = {0.05, 0.8}, more[HTP_PAIR_KINDS] = {0.0, 0.3};
+  htp__site_model m;
+  assert_int_equal(htp__site_model_init(&m, &c), 0);
+  htp_planner *p = make(&c);
+  double out[4];
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 20, out);
+  const double speeds[4] = {1.0, 1.0, 1.0 / 3.0, 0.8};
+  const uint8_t stragglers[4] = {0, 0, 1, 0};
+  assert_int_equal(htp_planner_plan_speeds(p, speeds, stragglers), HTP_OK);
+  feed_sites(&m, htp_planner_plan(p), &c, F, phi, 5, out); /* 2 skipped + MIN_STEPS */
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) assert_near(m.fixed[k], phi[k], 1e-9);
+  feed_sites(&m, htp_planner_plan(p), &c, F, drift, 3, out);
+  double fitted[HTP_PAIR_KINDS];
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) {
+    fitted[k] = m.fixed[k];
+    assert_true(fitted[k] < phi[k] - 1e-3); /* not the fit of steps 1-3 */
+  }
+  feed_sites(&m, htp_planner_plan(p), &c, F, more, 1, out);
+  for (int k = 0; k < HTP_PAIR_KINDS; ++k) assert_near(m.fixed[k], fitted[k], 0.0);
+  htp_planner_destroy(p);
+  htp__site_model_free(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_01_config),          cmocka_unit_test(test_02_resize),
@@ -1679,6 +1731,8 @@ int main(void) {
       cmocka_unit_test(test_37_kind_speed_ewma),
       cmocka_unit_test(test_38_settled_step),
       cmocka_unit_test(test_39_replan_waits_for_settled),
+      cmocka_unit_test(test_40_leftover_to_largest_remainder),
+      cmocka_unit_test(test_41_fit_commits_at_window_end),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
