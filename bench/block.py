@@ -54,7 +54,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "ref"))
 import vit_ref  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import train_policies  # noqa: E402  (the argument checks, run_command)
-from train_policies import int_from, run_command  # noqa: E402
+from train_policies import htp_run_report, int_from, run_command  # noqa: E402
 
 
 def erf_vectorised(x):
@@ -139,7 +139,7 @@ def main():
         out = run_command([os.path.join(args.build, "tools", "htp-run", "htp-run"), block,
                            "--iters", str(args.iters), "--warmup", str(args.warmup),
                            "--report", "json"], capture_output=True, text=True)
-    htp = json.loads(out.stdout)
+    htp = htp_run_report(out)
     out = run_command([os.path.join(args.build, "bench", "htp-bench-gemm"), "--batch",
                        str(args.batch), "--tokens", str(args.tokens), "--dim", str(args.dim),
                        "--heads", str(args.heads), "--mlp", str(args.mlp), "--iters",
@@ -237,7 +237,7 @@ def main_bf16(args):
                                "--output", y_path, "--iters", str(args.iters), "--warmup",
                                str(args.warmup), "--report", "json"],
                               capture_output=True, text=True)
-            reports[dtype] = json.loads(out.stdout)
+            reports[dtype] = htp_run_report(out)
             outputs[dtype] = np.load(y_path)
         rounds = bf16_rounds(args, htp_run, [block, "--weights", weights_path, "--input", x_path],
                              x, weights) if args.rounds > 1 else None
@@ -310,7 +310,7 @@ def bf16_rounds(args, htp_run, block_args, x, weights):
     for _ in range(args.rounds):
         out = run_command([htp_run, *block_args, "--iters", str(args.iters), "--warmup",
                            str(args.warmup), "--report", "json"], capture_output=True, text=True)
-        pairs.append((json.loads(out.stdout)["median_ms"], median_ms(run, args.iters, args.warmup)))
+        pairs.append((htp_run_report(out)["median_ms"], median_ms(run, args.iters, args.warmup)))
     return pairs
 
 

@@ -169,7 +169,9 @@ def main():
     p.add_argument("--settle", type=int_from(0), default=50,
                    help="steps before bytes are counted")
     p.add_argument("--clock", choices=["cpu", "units", "wall"], default="cpu")
-    p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep runs whose metrics exist and were written by the same command, "
+                        "finished (others run again)")
     p.add_argument("--spare", type=int_from(0, 1000), default=15,
                    help="spare room (percent) of the run-time re-partition rows")
     p.add_argument("--plot", help="also draw bytes moved and the slow rank's heads per step "
@@ -188,7 +190,7 @@ def main():
     model = os.path.join(a.out, "vit.mlir")
     train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch)
     slow_rank = a.tp - 1
-    slow = ["--slow", f"{slow_rank}:{a.factor:g}"]
+    slow = ["--slow", f"{slow_rank}:{a.factor!r}"]
     # Shares in proportion to speed, in whole numbers: 1 / F_r of 10.
     shares = ",".join(str(round(10 / (a.factor if r == slow_rank else 1.0))) for r in range(a.tp))
     runs = [("baseline", ["--policy", "none"]),

@@ -27,7 +27,6 @@ its steady time over the ideal (1 = perfectly balanced), labelled with
     OPENBLAS_NUM_THREADS=1 bench/policies.py --tp 2 --factor 3 --dtype bf16
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -37,14 +36,14 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import train_policies  # noqa: E402  (the argument checks, run_command)
-from train_policies import int_from, run_command  # noqa: E402
+from train_policies import htp_run_report, int_from, run_command  # noqa: E402
 
 
 def run(htp_run, block, args, extra):
     cmd = [htp_run, block, "--tp", str(args.tp), "--iters", str(args.iters), "--warmup", "1",
            "--report", "json", *extra]
     out = run_command(cmd, capture_output=True, text=True)
-    report = json.loads(out.stdout)
+    report = htp_run_report(out)
     times = report["times_ms"]
     steady = statistics.median(times[len(times) // 2:])
     return steady, report
@@ -157,7 +156,7 @@ def main():
             rows = []
             for policy in POLICIES:
                 steady, report = run(htp_run, block, args,
-                                     ["--policy", policy, "--slow", f"1:{factor:g}", "--check"])
+                                     ["--policy", policy, "--slow", f"1:{factor!r}", "--check"])
                 check = report.get("check") or {}
                 error = max((r["error"] for r in check.get("results", [])), default=None)
                 rows.append((policy, steady, error))

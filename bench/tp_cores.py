@@ -15,14 +15,14 @@ core count is what every rank got before htp-run shared the cores out.
   /usr/bin/python3 bench/tp_cores.py --tp 2,4 --rounds 5 --env-threads 1,2
 """
 import argparse
-import json
 import os
 import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
-from train_policies import check_executable, check_in_file, int_from, run_command  # noqa: E402
+from train_policies import (  # noqa: E402
+    check_executable, check_in_file, htp_run_report, int_from, run_command)
 
 
 def int_list(low, high):
@@ -42,7 +42,7 @@ def run(htp_run, block, tp, iters, env_threads):
     out = run_command([htp_run, block, "--tp", str(tp), "--iters", str(iters), "--warmup", "2",
                        "--report", "json"], f"htp-run --tp {tp}", env=env, capture_output=True,
                       text=True)
-    report = json.loads(out.stdout)
+    report = htp_run_report(out)
     return report["median_ms"], report.get("blas_threads")
 
 

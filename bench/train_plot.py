@@ -84,12 +84,15 @@ def main():
         axis.set_ylabel("test accuracy, %")
         axis.grid(alpha=0.3)
     by_epoch.legend(fontsize=8, loc="lower right")
-    fig.suptitle(a.title)
-    fig.tight_layout()
     try:
-        fig.savefig(a.output, dpi=110)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"train_plot: cannot write {a.output}: {e}")
+        fig.suptitle(a.title)
+        fig.tight_layout()
+        # format= writes the name as given (matplotlib appends .png to a
+        # name without an extension, and the line below would name another file).
+        fig.savefig(a.output, dpi=110, format="png")
+    except (OSError, ValueError) as e:  # a folder not there, a title's TeX: one line
+        raise SystemExit(f"train_plot: cannot draw or write {a.output}: "
+                         f"{' '.join(str(e).split())[:300]}")
     print(f"wrote {a.output}")
     return 0
 

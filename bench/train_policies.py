@@ -209,13 +209,28 @@ def run_command(command, what=None, **kwargs):
     return done
 
 
+def htp_run_report(done):
+    """htp-run's --report json from a finished run (run_command's result
+    with stdout captured), as a dict; ends this script (exit 1) with one line
+    when stdout holds none (an --htp-run that is not htp-run)."""
+    try:
+        report = json.loads(done.stdout)
+    except (TypeError, ValueError):
+        report = None
+    if not isinstance(report, dict):
+        shown = (done.stdout or "").strip()[:60]
+        raise SystemExit(f"{prog()}: error: {shlex.join(done.args[:1])} printed no htp-run JSON "
+                         f"report ({shown!r}): is it htp-run?")
+    return report
+
+
 def slows(chi, factors, tp, onset_step=0):
     """--slow flags for chi stragglers: ranks tp-1, tp-2, ... with factors in
     order, slow from training step onset_step on."""
     flags = []
     for i in range(chi):
         at = f"@{onset_step}" if onset_step else ""
-        flags += ["--slow", f"{tp - 1 - i}:{factors[i]:g}{at}"]
+        flags += ["--slow", f"{tp - 1 - i}:{factors[i]!r}{at}"]
     return flags
 
 
@@ -233,12 +248,25 @@ def model_args(depth, dim, heads, mlp, patch=7, batch=64):
             "10", "--batch", str(batch)]
 
 
+def reusable(metrics, stamp, command, epochs):
+    """The metrics of an earlier run of exactly `command` that finished its
+    `epochs` (--reuse), else None: a run with other settings, or one killed
+    half way, is run again."""
+    try:
+        with open(stamp) as f:
+            if f.read() != json.dumps(command):
+                return None
+        with open(metrics) as f:
+            recorded = json.load(f)
+        return recorded if len(recorded.get("epochs") or []) == epochs else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def run(a, name, flags, model, tp=None):
     metrics = os.path.join(a.out, f"{name}.json")
     trace = os.path.join(a.out, f"{name}.jsonl")
-    if a.reuse and os.path.exists(metrics):
-        with open(metrics) as f:
-            return json.load(f), trace
+    stamp = os.path.join(a.out, f"{name}.cmd.json")  # the command that wrote metrics
     command = [a.htp_run, model, "--train", "--tp", str(tp or a.tp), "--epochs", str(a.epochs),
                "--optimizer", a.optimizer, "--lr", str(a.lr), "--seed", str(a.seed), "--metrics", metrics, "--trace", trace]
     if a.limit_train:
@@ -249,10 +277,26 @@ def run(a, name, flags, model, tp=None):
         command += ["--data", a.data]
     command += ["--ewma-alpha", str(a.ewma_alpha), "--hysteresis", str(a.hysteresis),
                 "--clock", a.clock] + flags
+    if a.reuse:
+        recorded = reusable(metrics, stamp, command, a.epochs)
+        if recorded is not None:
+            return recorded, trace
+        if os.path.exists(metrics):
+            print(f"{name}: {metrics} is not this run's (other settings, or not finished): "
+                  "running it again", file=sys.stderr)
+    if os.path.exists(stamp):
+        os.unlink(stamp)
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(command)}", file=sys.stderr, flush=True)
     run_command(command, name, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with open(metrics) as f:
-        return json.load(f), trace
+    try:
+        with open(metrics) as f:
+            recorded = json.load(f)
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"{name}: {a.htp_run} wrote no readable metrics ({metrics}: {error}); "
+                         "is it htp-run?")
+    with open(stamp, "w") as f:
+        f.write(json.dumps(command))
+    return recorded, trace
 
 
 def hook_seconds(trace_path, tp, reduce, kinds=(0, 1), from_step=0):
@@ -441,7 +485,9 @@ def main():
                         "the baseline's metrics, units_per_rank; htp-run before 2026-11-26 "
                         "did not write it)")
     p.add_argument("--plot", help="PNG prefix: PREFIX-curves.png, PREFIX-bars.png")
-    p.add_argument("--reuse", action="store_true", help="keep runs whose metrics exist")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep runs whose metrics exist and were written by the same command, "
+                        "finished (others run again)")
     a = p.parse_args()
     try:
         a.factors = [float(f) for f in a.factors.split(",")]

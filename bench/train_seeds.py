@@ -123,8 +123,12 @@ def main():
         right.set_ylabel(f"gap to {a.against}, points")
         right.set_title("paired gap (same seed)")
         right.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(a.plot, dpi=110)
+        try:
+            fig.tight_layout()
+            fig.savefig(a.plot, dpi=110, format="png")  # the name as given
+        except (OSError, ValueError) as e:  # a folder not there, a format: one line
+            raise SystemExit(f"train_seeds: cannot draw or write {a.plot}: "
+                             f"{' '.join(str(e).split())[:300]}")
         print(f"wrote {a.plot}")
 
 
