@@ -51,6 +51,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "test", "ref"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from train_policies import int_from, number_from  # noqa: E402  (the scripts' shared checks)
 
 SKIP = 77
 
@@ -138,33 +140,33 @@ def time_htp(c, a, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--depth", type=int, default=4, help="blocks (default 4)")
-    parser.add_argument("--dim", type=int, default=128, help="model width (default 128)")
-    parser.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
-    parser.add_argument("--mlp", type=int, default=None, help="MLP width (default 4*dim)")
-    parser.add_argument("--patch", type=int, default=4, help="patch side (default 4)")
-    parser.add_argument("--image", type=int, default=28, help="image side (default 28)")
-    parser.add_argument("--channels", type=int, default=1, help="image channels (default 1)")
-    parser.add_argument("--classes", type=int, default=10, help="classes (default 10)")
-    parser.add_argument("--batch", type=int, default=64, help="images per step (default 64)")
-    parser.add_argument("--eps", type=float, default=1e-6, help="LayerNorm eps (default 1e-6)")
+    parser.add_argument("--depth", type=int_from(1, 1024), default=4, help="blocks (default 4)")
+    parser.add_argument("--dim", type=int_from(1, 1 << 16), default=128, help="model width (default 128)")
+    parser.add_argument("--heads", type=int_from(1, 1024), default=4, help="attention heads (default 4)")
+    parser.add_argument("--mlp", type=int_from(1, 1 << 18), default=None, help="MLP width (default 4*dim)")
+    parser.add_argument("--patch", type=int_from(1, 1024), default=4, help="patch side (default 4)")
+    parser.add_argument("--image", type=int_from(1, 4096), default=28, help="image side (default 28)")
+    parser.add_argument("--channels", type=int_from(1, 64), default=1, help="image channels (default 1)")
+    parser.add_argument("--classes", type=int_from(2, 1 << 20), default=10, help="classes (default 10)")
+    parser.add_argument("--batch", type=int_from(1, 1 << 16), default=64, help="images per step (default 64)")
+    parser.add_argument("--eps", type=number_from(0, above=True), default=1e-6, help="LayerNorm eps (default 1e-6)")
     parser.add_argument("--gelu", choices=["none", "tanh"], default="none",
                         help="GELU approximation (default none: exact erf)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="AdamW lr (default 1e-3)")
-    parser.add_argument("--weight-decay", type=float, default=0.05,
+    parser.add_argument("--lr", type=number_from(0, above=True), default=1e-3, help="AdamW lr (default 1e-3)")
+    parser.add_argument("--weight-decay", type=number_from(0), default=0.05,
                         help="AdamW weight decay (default 0.05)")
-    parser.add_argument("--iters", type=int, default=10, help="timed steps (default 10)")
-    parser.add_argument("--warmup", type=int, default=2,
+    parser.add_argument("--iters", type=int_from(1), default=10, help="timed steps (default 10)")
+    parser.add_argument("--warmup", type=int_from(0), default=2,
                         help="untimed steps first (default 2; compile happens here)")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=int_from(1, 1024), default=None,
                         help="torch.set_num_threads (default: torch's own choice)")
     parser.add_argument("--modes", default=None,
                         help="comma-separated: eager, compile, htp (default eager,compile, "
                              "and htp first with --htp-run)")
     parser.add_argument("--htp-run", help="htp-run to time as mode htp")
-    parser.add_argument("--tp", type=int, default=1, help="htp-run --tp (default 1)")
+    parser.add_argument("--tp", type=int_from(1, 1024), default=1, help="htp-run --tp (default 1)")
     parser.add_argument("--data", help="htp-run --data (default: its own)")
-    parser.add_argument("--rounds", type=int, default=1,
+    parser.add_argument("--rounds", type=int_from(1), default=1,
                         help="run the modes in turn this many times (default 1)")
     parser.add_argument("--matmul-precision", choices=["f32", "tf32", "bf16"], default="f32",
                         help="htp-run --matmul-precision; PyTorch gets "
@@ -201,11 +203,11 @@ def main():
         print(f"SKIP: torch and timm are needed ({e})")
         return SKIP
     import vit_train_ref as ref
-    if a.threads:
+    if a.threads is not None:
         torch.set_num_threads(a.threads)
     torch.set_float32_matmul_precision(
         {"f32": "highest", "tf32": "high", "bf16": "medium"}[a.matmul_precision])
-    c = {"depth": a.depth, "dim": a.dim, "heads": a.heads, "mlp": a.mlp or 4 * a.dim,
+    c = {"depth": a.depth, "dim": a.dim, "heads": a.heads, "mlp": a.mlp if a.mlp is not None else 4 * a.dim,
          "patch": a.patch, "image": a.image, "channels": a.channels, "classes": a.classes,
          "eps": a.eps, "gelu": a.gelu}
     import tempfile

@@ -9,6 +9,9 @@
 # On a machine with fewer cores than ranks the threads share cores, so other
 # ranks are sometimes slow too and the plan follows them.
 set -euo pipefail
+# --help is this header, before the set-up runs (the other arguments are
+# htp-run's, checked by htp-run).
+case ${1-} in -h|--help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 run=build/tools/htp-run/htp-run
