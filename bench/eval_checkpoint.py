@@ -61,13 +61,19 @@ def last_pruned(trace):
     return last
 
 
-def zero_shed(params, c, trace, units_per_rank):
+def units_per_rank_value(text):
+    """--units-per-rank: two whole numbers >= 1, heads and MLP units a rank."""
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"'{text}' is not HEADS,MLP_UNITS")
+    return [int_from(1)(part) for part in parts]
+
+
+def zero_shed(params, c, trace, per_rank):
     """Zeroes (in params) the output columns of every unit the trace's last
     plans pruned; returns how many units. Rank r's local unit i of a kind
-    is global unit r * units_per_rank + i (Megatron's contiguous split)."""
-    if not units_per_rank:
-        raise ValueError("--shed needs --units-per-rank HEADS,MLP_UNITS")
-    per_rank = [int(v) for v in units_per_rank.split(",")]
+    is global unit r * per_rank[kind] + i (Megatron's contiguous split)."""
+    units_per_rank = ",".join(map(str, per_rank))
     pruned = last_pruned(trace)
     tp = max(pruned) + 1
     widths = [c["dim"] // c["heads"], c["mlp"] // (tp * per_rank[1])]
@@ -80,6 +86,10 @@ def zero_shed(params, c, trace, units_per_rank):
             kind, layer = pair % 2, pair // 2
             name = f"blocks.{layer}.{'attn.proj' if kind == 0 else 'mlp.fc2'}.weight"
             for i in ids:
+                if not 0 <= i < per_rank[kind]:
+                    raise ValueError(f"{trace}: rank {rank} pruned unit {i} of kind {kind}, "
+                                     f"outside its {per_rank[kind]} (--units-per-rank "
+                                     f"{units_per_rank})")
                 start = (rank * per_rank[kind] + i) * widths[kind]
                 params[name][:, start:start + widths[kind]] = 0
                 count += 1
@@ -95,7 +105,8 @@ def main():
                    help="folder of t10k-images-idx3-ubyte[.gz] and t10k-labels-idx1-ubyte[.gz]")
     p.add_argument("--batch", type=int_from(1), default=500)
     p.add_argument("--shed", help="a resizing run's trace: zero the units its last plan pruned")
-    p.add_argument("--units-per-rank", help="heads,MLP units a rank (with --shed)")
+    p.add_argument("--units-per-rank", type=units_per_rank_value,
+                   help="heads,MLP units a rank (with --shed), each >= 1")
     a = p.parse_args()
     # The paths first, with parser.error (exit 2): read_config takes a path
     # or inline JSON, and a missing file would be read as bad JSON.
@@ -124,6 +135,8 @@ def main():
         labels = read_idx(find("t10k-labels-idx1-ubyte"), 1)
         if len(images) != len(labels):
             raise ValueError(f"{len(images)} images but {len(labels)} labels")
+        if len(images) == 0:
+            raise ValueError(f"{a.data}: the test set holds no image")
     except (ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         print(f"eval_checkpoint.py: error: {e}", file=sys.stderr)
         return 1

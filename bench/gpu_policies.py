@@ -56,6 +56,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from train_policies import int_from, number_from  # noqa: E402  (the scripts' shared checks)
+
 POLICIES = ["none", "resize", "migrate", "semi"]
 TP = 4
 
@@ -234,21 +237,21 @@ def main():
     parser.add_argument("--block", default=os.path.join("gpu-blocks", "vit_b16_f32_tp4.so"))
     parser.add_argument("--out", default="gpu-policies", help="folder for traces, CSV, picture")
     # 4 x 24: an H100 or H200 splits 120 of its 132 SMs into groups of 8, so 4 x 32 does not fit.
-    parser.add_argument("--fast", type=int, default=24, help="SMs of each fast rank")
-    parser.add_argument("--slow", type=int, default=8, help="SMs of the straggler, rank 0")
-    parser.add_argument("--iters", type=int, default=30)
-    parser.add_argument("--timeout", type=float, default=240)
+    parser.add_argument("--fast", type=int_from(1, 1024), default=24, help="SMs of each fast rank")
+    parser.add_argument("--slow", type=int_from(1, 1024), default=8, help="SMs of the straggler, rank 0")
+    parser.add_argument("--iters", type=int_from(1), default=30)
+    parser.add_argument("--timeout", type=number_from(0, above=True), default=240)
     parser.add_argument("--policies", default=",".join(POLICIES),
                         help="comma-separated policies to run with the straggler")
     parser.add_argument("--reference", default=None,
                         help="the same block compiled for tp 1: every policy's output is "
                              "compared with it (none, migrate and semi within --tolerance)")
-    parser.add_argument("--tolerance", type=float, default=1e-5)
+    parser.add_argument("--tolerance", type=number_from(0, above=True), default=1e-5)
     parser.add_argument("--shares-block", default=None,
                         help="the block compiled with uneven shares for the slow rank (run "
                              "under the same SMs, policy none and semi; its output against "
                              "tp 1's too)")
-    parser.add_argument("--profile-iters", type=int, default=10,
+    parser.add_argument("--profile-iters", type=int_from(0), default=10,
                         help="iterations of the profiled semi run with the straggler (where "
                              "rank 0's time goes by kind of call; 0: none)")
     parser.add_argument("--dry-run", action="store_true",
