@@ -208,7 +208,14 @@ def main():
             parser.error(f"--htp-env {item!r}: expected VAR=VALUE")
     variant = ",".join(args.htp_env + ([f"matmul_precision={args.matmul_precision}"]
                                        if args.matmul_precision != "f32" else [])) or "default"
+    listing = os.path.join(args.blocks, "blocks.txt")
+    if not os.path.isfile(listing):
+        parser.error(f"--blocks {args.blocks}: no blocks.txt there (scripts/gpu-prepare.sh "
+                     "writes the folder)")
     blocks = [b for b in read_blocks(args.blocks) if b["tp"] == 1]
+    if not blocks:
+        print(f"gpu_block: {listing} lists no tp-1 block")
+        return 1
     if args.only:
         wanted = set(args.only.split(","))
         blocks = [b for b in blocks if os.path.basename(b["file"])[:-3] in wanted]

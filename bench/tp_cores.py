@@ -47,7 +47,8 @@ def run(htp_run, block, tp, iters, env_threads):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,  # its examples too
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--block", default=os.path.join(ROOT, "examples/vit_b16_block.mlir"))
     parser.add_argument("--htp-run", default=os.path.join(ROOT, "build/tools/htp-run/htp-run"))
     parser.add_argument("--tp", type=int_list(1, 1024), default=[2],

@@ -173,7 +173,8 @@ def check_in_file(parser, option, path):
     """parser.error unless path is a readable file."""
     if not os.path.isfile(path):
         parser.error(f"{option} {path}: " + ("is a folder" if os.path.isdir(path)
-                                            else "no such file"))
+                                            else "not a regular file (a device or a pipe)"
+                                            if os.path.exists(path) else "no such file"))
     if not os.access(path, os.R_OK):
         parser.error(f"{option} {path}: cannot read it (permission denied)")
 
