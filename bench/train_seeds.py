@@ -21,14 +21,29 @@ import os
 import re
 
 
+def epochs_of(path):
+    """The epochs list of an htp-run --metrics file; ends this script with
+    one line (exit 1) when the file is not one (empty, truncated, other)."""
+    try:
+        with open(path) as f:
+            done = json.load(f)["epochs"]
+        if not isinstance(done, list) or not all(isinstance(e, dict) for e in done):
+            raise ValueError("'epochs' is not a list of epochs")
+        return done
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"train_seeds: {path}: not an htp-run --metrics file ({e})")
+
+
 def final_acc(path, epochs):
     """The last epoch's test accuracy, or None while the run has fewer than
     epochs epochs (metrics are written after each) or does not exist."""
-    if not os.path.exists(path):
+    if not os.path.exists(path) or epochs < 1:
         return None
-    with open(path) as f:
-        done = json.load(f)["epochs"]
-    return 100 * done[-1]["test_acc"] if len(done) == epochs else None
+    done = epochs_of(path)
+    try:
+        return 100 * float(done[-1]["test_acc"]) if len(done) == epochs else None
+    except (KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"train_seeds: {path}: its last epoch has no test_acc ({e})")
 
 
 def main():
@@ -43,15 +58,24 @@ def main():
                         "%(default)s); a seed counts for a policy once both runs are done")
     p.add_argument("--plot", help="PNG of the per-seed accuracies and gaps")
     a = p.parse_args()
+    if not os.path.isdir(a.dir):
+        p.error(f"{a.dir}: no such folder")
     names = a.policies.split(",")
+    if not all(names) or a.against in names:
+        p.error(f"--policies {a.policies!r}: names, comma-separated, other than --against")
+    if a.plot is not None:
+        folder = os.path.dirname(os.path.abspath(a.plot))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            p.error(f"--plot {a.plot}: no writable folder {folder}")
+        if os.path.splitext(a.plot)[1].lower() not in ("", ".png"):
+            p.error(f"--plot {a.plot}: the plot is a PNG: name it .png")
     rows = []
     for d in glob.glob(os.path.join(a.dir, "s*")):
         m = re.fullmatch(r"s(\d+)", os.path.basename(d))
         base = os.path.join(d, "baseline.json")
         if not m or not os.path.exists(base):
             continue
-        with open(base) as f:
-            epochs = len(json.load(f)["epochs"])
+        epochs = len(epochs_of(base))
         row = {k: final_acc(os.path.join(d, f"{a.cell}-{k}.json"), epochs)
                for k in names + [a.against]}
         row["baseline"] = final_acc(base, epochs)
@@ -84,6 +108,9 @@ def main():
     for k in names:
         gaps = [r[k] - r[a.against] for r in rows if r[k] is not None]
         n = len(gaps)
+        if n == 0:
+            print(f"{k} - {a.against}: no seed has a finished {a.cell}-{k} run.")
+            continue
         mean = sum(gaps) / n
         se = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1) / n) if n > 1 else math.inf
         stats[k] = (mean, se)
@@ -115,7 +142,7 @@ def main():
         for i, k in enumerate(names):
             xs = [s + (i - (len(names) - 1) / 2) * width for s in seeds]
             gaps = [r[k] - r[a.against] if r[k] is not None else math.nan for r in rows]
-            mean, se = stats[k]
+            mean, se = stats.get(k, (math.nan, math.nan))  # nan: no finished seed
             right.bar(xs, gaps, width, label=f"{k}: mean {mean:+.2f} (se {se:.2f})")
         right.axhline(0, color="gray", linewidth=0.8)
         right.set_xticks(seeds)
