@@ -36,7 +36,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import train_policies  # noqa: E402  (the argument checks, run_command)
-from train_policies import htp_run_report, int_from, run_command  # noqa: E402
+from train_policies import check_out_file, htp_run_report, int_from, run_command  # noqa: E402
 
 
 def run(htp_run, block, args, extra):
@@ -132,9 +132,7 @@ def main():
         except ImportError:
             parser.error(f"--plot needs matplotlib, which {sys.executable} lacks (Debian: "
                          "apt-get install python3-matplotlib)")
-        folder = os.path.dirname(os.path.abspath(args.plot))
-        if os.path.isdir(args.plot) or not os.path.isdir(folder):
-            parser.error(f"--plot {args.plot}: not a file in an existing folder")
+        check_out_file(parser, "--plot", args.plot)
         if not 20 <= args.dpi <= 600:
             parser.error(f"--dpi {args.dpi}: must be between 20 and 600")
 

@@ -58,6 +58,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -167,6 +168,14 @@ def check_out_file(parser, option, path):
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         parser.error(f"{option} {path}: no folder {os.path.dirname(path) or folder}")
+    # A file made and removed there: permissions alone pass root anywhere
+    # (/proc), and a write found impossible after the runs loses them.
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-probe-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as e:
+        parser.error(f"{option} {path}: cannot write in {folder}: {e.strerror or e}")
 
 
 def check_in_file(parser, option, path):
