@@ -39,7 +39,11 @@ def run(a, model, name, flags):
                                       stderr=subprocess.PIPE, text=True)
     wall = time.monotonic() - start
     epochs = [line for line in done.stdout.splitlines() if line.startswith("epoch")]
-    acc = float(re.search(r"test acc ([0-9.]+)%", epochs[-1]).group(1))
+    found = re.search(r"test acc ([0-9.]+)%", epochs[-1]) if epochs else None
+    if not found:
+        raise SystemExit(f"{name}: {a.htp_run} printed no epoch line with a test accuracy: "
+                         "is it htp-run?")
+    acc = float(found.group(1))
     replayed = sum(int(m) for m in re.findall(r"\((\d+) steps? replayed\)", done.stderr))
     resumed = [float(m) for m in re.findall(r"first step started ([0-9.]+) s after", done.stderr)]
     snap = re.search(r"(\d+) snapshots? every (\d+) steps \(([^)]*)\), ([0-9.e+-]+) ms each, "
