@@ -16,6 +16,7 @@ Needs matplotlib. A file that is not a metrics JSON is an error naming it
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -44,6 +45,10 @@ def read(path):
         raise SystemExit(f"train_plot: {path}: not an htp-run --metrics file ({e})")
     if not rows:
         raise SystemExit(f"train_plot: {path}: no epochs")
+    for epoch, seconds, accuracy, loss in rows:  # what htp-run writes, nothing else
+        if not (seconds >= 0 and math.isfinite(seconds) and 0 <= accuracy <= 1):
+            raise SystemExit(f"train_plot: {path}: epoch {epoch}: epoch_s {seconds} or "
+                             f"test_acc {accuracy} is out of range (seconds >= 0, a fraction)")
     return metrics, rows
 
 

@@ -253,11 +253,11 @@ def size_problem(tensors, elem_bytes):
         rows = math.prod(shape[:-1])
         text = f"{options}: {what} [{'x'.join(str(s) for s in shape)}]"
         if max(shape) > MAX_DIM:
-            return f"{text} has a dim above 2^31-1 (htp's limit)"
+            return f"{text}: a dim above 2^31-1 (htp's limit)"
         if rows > MAX_DIM:
-            return f"{text} has more than 2^31-1 rows (BLAS's int dims)"
+            return f"{text}: more than 2^31-1 rows (BLAS's int dims)"
         if math.prod(shape) * elem_bytes > MAX_TENSOR_BYTES:
-            return f"{text} holds more than 2^40 bytes (htp's limit per tensor)"
+            return f"{text}: more than 2^40 bytes (htp's limit per tensor)"
     return None
 
 
