@@ -349,42 +349,41 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
   const size_t first_row = begin;
   if (epilogue) begin *= cols, end *= cols;
   const size_t elem_size = htp__elem_size(elem);
-  if (begin < end && !summed) { /* the rows of this rank's own input, read in place */
+  if (begin < end) {
     const size_t offset = begin * elem_size, bytes = (end - begin) * elem_size;
-    rc = htp__epilogue_rows(ctx, elem, epilogue, (void *)send, (int64_t)first_row,
-                            (int64_t)((end - begin) / cols), (int64_t)cols);
-    if (rc != HTP_OK) return rc;
-    for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank)
-      if (rank != ctx->rank)
-        status = table->copy(env, (char *)state->slots[rank].normed + offset,
-                             (const char *)epilogue->normed + offset, bytes);
-    if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
-  } else if (begin < end) {
-    const char *stack_parts[MAX_STACK_PARTS];
-    const char **parts = size <= MAX_STACK_PARTS ? stack_parts : malloc((size_t)size * sizeof *parts);
-    if (!parts) status = HTP_KERNEL_ERR_NOMEM;
-    for (int rank = 0; parts && rank < size; ++rank)
-      parts[rank] = (const char *)state->slots[rank].send + begin * elem_size;
-    char *sum = (char *)recv + begin * elem_size;
     const int64_t n = (int64_t)(end - begin);
-    /* Rank order 0..size-1 for every element: bitwise reproducible and the
-     * same on every rank, whatever the chunking. */
-    if (status == HTP_KERNEL_OK)
-      status = bf16 ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size, (htp_bf16 *)sum, n)
-                    : table->sum_f32(env, (const float *const *)parts, size, (float *)sum, n);
-    if (parts != stack_parts) free(parts);
+    /* The rows the epilogue reads: this rank's chunk of the sum in recv, or
+     * of its own input, read in place (a group layer norm: no sum). */
+    char *rows_at = summed ? (char *)recv : (char *)send;
+    if (summed) {
+      const char *stack_parts[MAX_STACK_PARTS];
+      const char **parts =
+          size <= MAX_STACK_PARTS ? stack_parts : malloc((size_t)size * sizeof *parts);
+      if (!parts) status = HTP_KERNEL_ERR_NOMEM;
+      for (int rank = 0; parts && rank < size; ++rank)
+        parts[rank] = (const char *)state->slots[rank].send + offset;
+      /* Rank order 0..size-1 for every element: bitwise reproducible and
+       * the same on every rank, whatever the chunking. */
+      if (status == HTP_KERNEL_OK)
+        status = bf16 ? table->sum_bf16(env, (const htp_bf16 *const *)parts, size,
+                                        (htp_bf16 *)(rows_at + offset), n)
+                      : table->sum_f32(env, (const float *const *)parts, size,
+                                       (float *)(rows_at + offset), n);
+      if (parts != stack_parts) free(parts);
+    }
     /* This rank's own copies of the bias, residual and norm weights (the
      * same on every rank) on its rows; a failure fails the world, which
      * wakes the others. */
     if (status == HTP_KERNEL_OK && epilogue) {
-      rc = htp__epilogue_rows(ctx, elem, epilogue, recv, (int64_t)first_row,
+      rc = htp__epilogue_rows(ctx, elem, epilogue, rows_at, (int64_t)first_row,
                               n / (int64_t)cols, (int64_t)cols);
       if (rc != HTP_OK) return rc;
     }
-    const size_t offset = begin * elem_size, bytes = (end - begin) * elem_size;
     for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank) {
       if (rank == ctx->rank) continue;
-      status = table->copy(env, (char *)state->slots[rank].recv + offset, sum, bytes);
+      if (summed)
+        status = table->copy(env, (char *)state->slots[rank].recv + offset, rows_at + offset,
+                             bytes);
       if (status == HTP_KERNEL_OK && norm)
         status = table->copy(env, (char *)state->slots[rank].normed + offset,
                              (const char *)epilogue->normed + offset, bytes);

@@ -125,8 +125,8 @@ static void add(run_file *files, int *count, const char *flag, const char *path,
   add_member(files, count, flag, path, suffix, output, family, -1);
 }
 
-int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_size) {
-  run_file files[MAX_FILES];
+/* Every file the run reads or writes, into files; returns how many. */
+static int run_files(const htp_run_options *options, run_file *files) {
   int count = 0;
   enum { CHECKPOINT = 1, RESUME = 2 };
   const htp_train_options *train = &options->train;
@@ -161,6 +161,21 @@ int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_si
     add(files, &count, "--metrics", train->metrics, "", 1, -1);
     add(files, &count, "--metrics", train->metrics, ".tmp", 1, -1);
   }
+  return count;
+}
+
+const char *htp_run_first_output(const htp_run_options *options) {
+  run_file files[MAX_FILES];
+  const int count = run_files(options, files);
+  for (int i = 0; i < count; i++)
+    if (files[i].output)
+      return files[i].flag;
+  return NULL;
+}
+
+int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_size) {
+  run_file files[MAX_FILES];
+  const int count = run_files(options, files);
   /* An output that exists must be a regular file: a FIFO opened for the
    * trace waited for a reader for ever; a device would be replaced. */
   for (int i = 0; i < count; i++) {

@@ -17,4 +17,8 @@
  * first). Before anything is read or written. */
 int htp_run_check_paths(const htp_run_options *options, char *err, size_t err_size);
 
+/* The option naming the first file the run writes ("--output", "--trace",
+ * ...), or NULL when it writes none. */
+const char *htp_run_first_output(const htp_run_options *options);
+
 #endif /* HTP_RUN_PATHS_H */

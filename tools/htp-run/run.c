@@ -629,11 +629,7 @@ static int run(const htp_run_options *options, const htp_compiler *jit, htp_run_
    * would race to write the same files (each renaming its FILE.tmp over
    * the others'): refused where there are any. */
   if (!mpi && htp_host_mpi_world_size() > 1) {
-    const htp_train_options *train = &options->train;
-    const char *output = options->num_outputs ? "--output" : options->trace ? "--trace"
-                         : train->enabled && train->checkpoint ? "--checkpoint"
-                         : train->enabled && train->metrics    ? "--metrics"
-                                                               : NULL;
+    const char *output = htp_run_first_output(options);
     if (output) {
       state->bad_command_line = 1;
       snprintf(err, sizeof err, "started as one of %d processes by an MPI launcher with "
