@@ -185,7 +185,7 @@ def main():
     train_policies.check_gen_vit(p, train_policies.model_args(a.depth, a.dim, a.heads, a.mlp,
                                                               a.patch, a.batch))
     if a.plot:
-        train_policies.check_out_file(p, "--plot", a.plot)
+        train_policies.check_out_file(p, "--plot", a.plot, made_folder=a.out)
     os.makedirs(a.out, exist_ok=True)
     model = os.path.join(a.out, "vit.mlir")
     train_policies.write_model(model, a.depth, a.dim, a.heads, a.mlp, a.patch, a.batch)

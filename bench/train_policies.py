@@ -158,14 +158,17 @@ def check_out_folder(parser, option, path):
         parser.error(f"{option} {path}: cannot create it in {parent} (permission denied)")
 
 
-def check_out_file(parser, option, path):
+def check_out_file(parser, option, path, made_folder=None):
     """parser.error unless path can be written as a file: not a folder, in
-    an existing folder."""
+    an existing folder, or in made_folder, which the script makes (its
+    --out, already checked by check_out_folder)."""
     if not path:
         parser.error(f"{option} '': an empty path")
     if os.path.isdir(path):
         parser.error(f"{option} {path}: is a folder")
     folder = os.path.dirname(os.path.abspath(path))
+    if made_folder and folder == os.path.abspath(made_folder) and not os.path.exists(folder):
+        return
     if not os.path.isdir(folder):
         parser.error(f"{option} {path}: no folder {os.path.dirname(path) or folder}")
     # A file made and removed there: permissions alone pass root anywhere
@@ -540,7 +543,7 @@ def main():
     if a.data and not os.path.isdir(a.data):
         p.error(f"--data {a.data}: no such folder")
     if a.plot:
-        check_out_file(p, "--plot", a.plot + "-curves.png")
+        check_out_file(p, "--plot", a.plot + "-curves.png", made_folder=a.out)
     os.makedirs(a.out, exist_ok=True)
     model = a.model or os.path.join(a.out, "vit.mlir")
     if not a.model:
