@@ -15,6 +15,8 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/FileSystem.h"
@@ -64,6 +66,24 @@ int main(int argc, char **argv) {
       it != registered.end() && !it->second->getNumOccurrences())
     it->second->addOccurrence(0, it->first, "false");
   mlir::MlirOptMainConfig config = mlir::MlirOptMainConfig::createFromCLOptions();
+  // A pass option MLIR cannot parse is said at an unknown location, with an
+  // empty message where llvm::cl printed the reason itself just before
+  // ("<unknown>:0: error: "): said here as htp-opt's error instead.
+  config.setPassPipelineSetupFn([base = config](mlir::PassManager &pm) {
+    mlir::ScopedDiagnosticHandler options(pm.getContext(), [](mlir::Diagnostic &d) {
+      if (!llvm::isa<mlir::UnknownLoc>(d.getLocation()))
+        return mlir::failure();
+      const std::string message = d.str();
+      llvm::StringRef why = llvm::StringRef(message).trim();
+      why.consume_front("<Pass-Options-Parser>: ");
+      llvm::errs() << (why.contains("error: ") ? "htp-opt: " : "htp-opt: error: ")
+                   << (why.empty() ? llvm::StringRef("a pass option's value is invalid (said above)")
+                                   : why)
+                   << "\n";
+      return mlir::success();
+    });
+    return base.setupPassPipeline(pm);
+  });
   if (config.shouldShowDialects() || config.shouldListPasses()) // no input, no output
     return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, input, output, registry));
   // The input is read whole here, up to its end (a procfs file says size 0),
