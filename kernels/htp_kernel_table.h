@@ -492,6 +492,8 @@ htp_kernel_status htp_checked_kernel_env_create(htp_kernel_env *env, char *error
 htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env *env,
                                                    char *error, size_t error_size);
 void htp_checked_kernel_env_destroy(htp_kernel_env *env);
+/* The emulated GPU's SMs (132, an H200's). */
+int htp_checked_device_sm_count(void);
 /* Whether ptr is the checked device's memory (an address its alloc gave,
  * or one inside it). */
 int htp_checked_is_device(const void *ptr);
@@ -522,6 +524,8 @@ void htp_cuda_kernel_env_destroy(htp_kernel_env *env);
 htp_kernel_status htp_cuda_kernel_env_create_on(int device, int sm_count, void *stream,
                                                 htp_kernel_env *env, char *error,
                                                 size_t error_size);
+/* CUDA device's SMs, or 0 when it cannot be asked. */
+int htp_cuda_device_sm_count(int device);
 
 #ifdef __cplusplus
 }

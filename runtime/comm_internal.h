@@ -152,6 +152,10 @@ struct htp_world {
   htp_fault *faults;
   int fault_count, fault_capacity;
   int32_t *sm_counts; /* the world's copy of config.sm_counts, or NULL */
+  /* SMs of the GPU the ranks share (the first context's device asked), 0
+   * unknown: what a rank not given a partition (sm_counts 0) shares with
+   * the others left out, for the all-reduce's chunks. Set once. */
+  atomic_int device_sms;
 
   /* 0 while healthy; else the htp_result that failed it. */
   atomic_int fail_code;
@@ -212,12 +216,15 @@ HTP__HIDDEN htp_result htp__epilogue_rows(htp_ctx *ctx, htp__elem elem,
                                          const htp__epilogue *epilogue, void *recv,
                                          int64_t first, int64_t rows, int64_t cols);
 /* The local all-reduce's split of count elements over size ranks: rank's
- * chunk [*begin, *end), in proportion to sm_counts where every rank has a
- * partition of one GPU (else equal; sm_counts may be NULL), each chunk's
- * start a multiple of align (no two ranks write one cache line). The same
- * on every rank; the chunks tile [0, count). */
-HTP__HIDDEN void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int rank,
-                                      size_t align, size_t *begin, size_t *end);
+ * chunk [*begin, *end), in proportion to the ranks' SMs where they
+ * partition one GPU of device_sms SMs (sm_counts; a rank given none, 0,
+ * counts as an equal share of the SMs no partition holds), else equal
+ * (sm_counts NULL, no partition, or device_sms 0 beside a 0), each chunk's
+ * start a multiple of align (whole lines). The same on every rank; the
+ * chunks tile [0, count). */
+HTP__HIDDEN void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts,
+                                      int device_sms, int rank, size_t align, size_t *begin,
+                                      size_t *end);
 /* A failure found by a backend on ctx: fails the world and records the
  * message on ctx. Returns code. */
 HTP__HIDDEN htp_result htp__fail(htp_ctx *ctx, htp_result code, const char *format, ...)

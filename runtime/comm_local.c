@@ -269,15 +269,36 @@ static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, 
 
 enum { ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
 
-void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int rank,
-                          size_t align, size_t *begin, size_t *end) {
-  int64_t total = 0;
-  for (int r = 0; sm_counts && r < size; ++r) {
-    if (sm_counts[r] <= 0) { /* a rank on the whole GPU: no proportion to keep */
+/* What each rank of sm_counts weighs in the chunks (htp__allreduce_chunk):
+ * its partition's SMs; a rank on the whole GPU (0) an equal share of the
+ * SMs no partition holds (on an H200, --sms 0:8 at tp 4: 8 against three
+ * ranks of 41, not an equal quarter); 0 for every rank: no proportion. */
+static int64_t chunk_weight(const int32_t *sm_counts, int size, int device_sms, int r) {
+  if (!sm_counts) return 0;
+  int64_t named = 0;
+  int unnamed = 0;
+  for (int i = 0; i < size; ++i) {
+    if (sm_counts[i] > 0) named += sm_counts[i];
+    else unnamed++;
+  }
+  if (named == 0) return 0;
+  if (sm_counts[r] > 0) return sm_counts[r];
+  const int64_t rest = (int64_t)device_sms - named;
+  return rest >= unnamed ? rest / unnamed : 0;
+}
+
+void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int device_sms,
+                          int rank, size_t align, size_t *begin, size_t *end) {
+  int64_t total = 0, before = 0, mine = 0;
+  for (int r = 0; r < size; ++r) {
+    const int64_t w = chunk_weight(sm_counts, size, device_sms, r);
+    if (w <= 0) { /* no proportion to keep */
       total = 0;
       break;
     }
-    total += sm_counts[r];
+    if (r < rank) before += w;
+    if (r == rank) mine = w;
+    total += w;
   }
   if (total == 0) {
     size_t chunk = (count + (size_t)size - 1) / (size_t)size;
@@ -289,9 +310,7 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
   }
   /* Where rank r's chunk starts: its SMs' share of the elements before
    * it, rounded up to whole lines (monotone, so the chunks tile). */
-  int64_t before = 0;
-  for (int r = 0; r < rank; ++r) before += sm_counts[r];
-  const int64_t through = before + sm_counts[rank];
+  const int64_t through = before + mine;
   size_t at = (size_t)((unsigned __int128)count * (uint64_t)before / (uint64_t)total);
   size_t next = rank + 1 == size
                     ? count
@@ -305,8 +324,8 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
 /* Ranks of a local world share one address space and one device, so each
  * rank sums its chunk of every rank's part with its kernel table's sum entry
  * (chunks in proportion to the ranks' SMs where they partition one GPU: a
- * rank on 8 of an H200's SMs took a quarter of the sum beside ranks on 24,
- * htp__allreduce_chunk)
+ * rank on 8 of an H200's SMs sums a tenth beside three ranks on 24, not a
+ * quarter, htp__allreduce_chunk)
  * (on the CPU host memory; on a GPU device memory the host cannot read, on
  * the rank's stream), runs the epilogue on it where there is one (the bias
  * and residual added, the norm taken: its chunk is then whole rows, and its
@@ -318,6 +337,16 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
  * epilogue's `replicated`) is the same without the sum: each rank
  * normalises its rows of its own copy of the input and copies them. */
 enum { MAX_STACK_PARTS = 64 };
+
+/* rc, once ctx's stream has run what it queued: a rank failing mid-way has
+ * sums and copies queued that read and write its peers' buffers, which the
+ * peers, woken by the failure, may reuse. The failure is recorded first
+ * (the wait may write the kernel error buffer). */
+static htp_result drained(htp_ctx *ctx, htp_result rc) {
+  const htp_kernel_table *table = htp__kernel_table(ctx);
+  if (table->synchronize) (void)table->synchronize(htp__kernel_env(ctx));
+  return rc;
+}
 
 static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void *send,
                                        void *recv, size_t rows, size_t cols,
@@ -344,7 +373,8 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
    * per row), still starting on whole lines of ALIGN_ELEMENTS. */
   size_t begin, end, unit = 1;
   while (epilogue && unit * cols % ALIGN_ELEMENTS) unit++;
-  htp__allreduce_chunk(epilogue ? rows : count, size, ctx->world->sm_counts, ctx->rank,
+  htp__allreduce_chunk(epilogue ? rows : count, size, ctx->world->sm_counts,
+                       atomic_load(&ctx->world->device_sms), ctx->rank,
                        epilogue ? unit : ALIGN_ELEMENTS, &begin, &end);
   const size_t first_row = begin;
   if (epilogue) begin *= cols, end *= cols;
@@ -377,7 +407,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
     if (status == HTP_KERNEL_OK && epilogue) {
       rc = htp__epilogue_rows(ctx, elem, epilogue, rows_at, (int64_t)first_row,
                               n / (int64_t)cols, (int64_t)cols);
-      if (rc != HTP_OK) return rc;
+      if (rc != HTP_OK) return drained(ctx, rc);
     }
     for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank) {
       if (rank == ctx->rank) continue;
@@ -391,7 +421,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
     if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
   }
   /* A failure fails the world, which wakes the others in the rendezvous. */
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
+  if (status != HTP_KERNEL_OK) return drained(ctx, htp__kernel_failed(ctx, status, what));
   return rendezvous(ctx, deadline, 0, what);
 }
 

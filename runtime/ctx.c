@@ -235,6 +235,7 @@ static htp_result create_world(const htp_config *config, const htp__backend_ops 
   world->process_rank = -1;
   atomic_init(&world->fail_code, HTP_OK);
   atomic_init(&world->fail_origin, -1);
+  atomic_init(&world->device_sms, 0);
   if (config->sm_counts) { /* the world's own copy (check_config: local, world_size >= 1) */
     world->sm_counts = malloc((size_t)config->world_size * sizeof *world->sm_counts);
     if (!world->sm_counts) {
@@ -500,6 +501,14 @@ htp_result htp__kernel_failed(htp_ctx *ctx, htp_kernel_status status, const char
                    ctx->kernel_error[0] ? ctx->kernel_error : htp_strerror(code));
 }
 
+/* The device's SMs as the world's first context found them (ranks of a
+ * local world share one GPU): every rank then splits the all-reduce's rows
+ * by the same number (comm_local.c). */
+static void note_device_sms(htp_world *world, int sms) {
+  int unknown = 0;
+  if (sms > 0) atomic_compare_exchange_strong(&world->device_sms, &unknown, sms);
+}
+
 /* The rank's kernel table and environment (htp_config.device). The CUDA
  * environment binds the device the backend gave the rank (nccl), else 0. */
 static htp_result kernels_table_init(htp_ctx *ctx) {
@@ -511,6 +520,7 @@ static htp_result kernels_table_init(htp_ctx *ctx) {
                                          sizeof ctx->kernel_error) != HTP_KERNEL_OK)
       return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", ctx->kernel_error);
     ctx->kernels = htp_checked_kernel_table();
+    note_device_sms(ctx->world, htp_checked_device_sm_count());
     return HTP_OK;
   }
   if (ctx->world->config.device != HTP_DEVICE_CUDA) {
@@ -525,6 +535,7 @@ static htp_result kernels_table_init(htp_ctx *ctx) {
                                     ctx->kernel_error, sizeof ctx->kernel_error) != HTP_KERNEL_OK)
     return htp__ctx_error(ctx, HTP_ERR_SYSTEM, "%s", ctx->kernel_error);
   ctx->kernels = htp_cuda_kernel_table();
+  note_device_sms(ctx->world, htp_cuda_device_sm_count(device));
   return HTP_OK;
 #else
   return htp__ctx_error(ctx, HTP_ERR_UNSUPPORTED, "the CUDA kernel table was not built in");

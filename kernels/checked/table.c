@@ -836,6 +836,8 @@ static htp_kernel_status take_partition(const htp_kernel_env *env, int sm_count,
   return HTP_KERNEL_OK;
 }
 
+int htp_checked_device_sm_count(void) { return CHECKED_SMS; }
+
 static void release_partition(int groups) {
   pthread_mutex_lock(&partition_lock);
   groups_taken -= groups;

@@ -533,6 +533,13 @@ htp_kernel_status htp_cuda_kernel_env_create_on(int device, int sm_count, void *
   return HTP_KERNEL_OK;
 }
 
+int htp_cuda_device_sm_count(int device) {
+  int sms = 0;
+  return cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess
+             ? sms
+             : 0;
+}
+
 void htp_cuda_kernel_env_destroy(htp_kernel_env *env) {
   if (!env) return;
   htp_cuda_kernels_destroy((htp_cuda_kernels *)env->kernels);

@@ -1381,19 +1381,22 @@ static void test_fault_errors(void **state) {
 }
 
 /* The all-reduce's chunks: equal without SM counts (whole cache lines, the
- * last short, as always), in proportion to the SMs where every rank has a
- * partition (an H200 rank on 8 SMs beside three on 24 summed a quarter),
- * equal again when a rank has the whole GPU; they tile [0, count). */
+ * last short, as always), in proportion to the SMs where ranks partition
+ * the GPU (an H200 rank on 8 SMs beside three on 24 summed a quarter), a
+ * rank on the whole GPU counting as an equal share of the SMs left (--sms
+ * 0:8 alone at tp 4 summed a quarter too), equal when the device's SMs are
+ * unknown; they tile [0, count). */
 static void test_allreduce_chunks(void **state) {
   (void)state;
-  const int32_t sms[4] = {8, 24, 24, 24}, whole[4] = {8, 0, 24, 24};
+  const int32_t sms[4] = {8, 24, 24, 24}, whole[4] = {8, 0, 24, 24}, alone[4] = {8, 0, 0, 0};
   for (size_t count = 0; count < 3000; count += 7)
-    for (int variant = 0; variant < 3; ++variant) {
-      const int32_t *counts = variant == 0 ? NULL : variant == 1 ? sms : whole;
+    for (int variant = 0; variant < 6; ++variant) {
+      const int32_t *counts = variant == 0 ? NULL : variant == 1 ? sms : variant < 4 ? whole : alone;
+      const int device_sms = variant % 2 ? 132 : 0;
       size_t at = 0;
       for (int r = 0; r < 4; ++r) {
         size_t begin, end;
-        htp__allreduce_chunk(count, 4, counts, r, 32, &begin, &end);
+        htp__allreduce_chunk(count, 4, counts, device_sms, r, 32, &begin, &end);
         if (begin >= end) continue;
         assert_int_equal(begin, at);
         assert_int_equal(begin % 32, 0);
@@ -1402,15 +1405,27 @@ static void test_allreduce_chunks(void **state) {
       assert_int_equal(at, count);
     }
   size_t begin, end;
-  htp__allreduce_chunk(1000, 4, NULL, 1, 32, &begin, &end);
+  htp__allreduce_chunk(1000, 4, NULL, 132, 1, 32, &begin, &end);
   assert_int_equal(begin, 256); /* ceil(1000 / 4) = 250, a whole line: 256 */
   assert_int_equal(end, 512);
   const size_t block = (size_t)64 * 197 * 768; /* ViT-B/16's output, batch 64 */
-  htp__allreduce_chunk(block, 4, sms, 0, 32, &begin, &end);
+  htp__allreduce_chunk(block, 4, sms, 0, 0, 32, &begin, &end);
   assert_int_equal(begin, 0);
   assert_true(end > block / 10 - 32 && end <= block / 10 + 32); /* 8 of 80 SMs */
-  htp__allreduce_chunk(block, 4, whole, 0, 32, &begin, &end);
+  /* 8, then 132 - 56 = 76 SMs for the rank on the whole GPU, 24, 24. */
+  htp__allreduce_chunk(block, 4, whole, 132, 0, 32, &begin, &end);
+  assert_true(end > block * 8 / 132 - 32 && end <= block * 8 / 132 + 32);
+  htp__allreduce_chunk(block, 4, whole, 132, 1, 32, &begin, &end);
+  assert_true(end - begin > block * 76 / 132 - 64 && end - begin <= block * 76 / 132 + 64);
+  /* 8 beside three ranks sharing the other 124 (41 each). */
+  htp__allreduce_chunk(block, 4, alone, 132, 0, 32, &begin, &end);
+  assert_true(end > block * 8 / 131 - 32 && end <= block * 8 / 131 + 32);
+  htp__allreduce_chunk(block, 4, whole, 0, 0, 32, &begin, &end);
   assert_int_equal(end, block / 4);
+  /* Partitions holding the whole device leave nothing to share: equal. */
+  const int32_t full[3] = {64, 64, 0};
+  htp__allreduce_chunk(3000, 3, full, 128, 0, 32, &begin, &end);
+  assert_int_equal(end, 1024);
 }
 
 /* A rank whose context fails past the argument checks (here the checked
