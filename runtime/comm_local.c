@@ -74,7 +74,32 @@ typedef struct local_slot {
   const void *send;
   void *recv;
   void *normed; /* an all-reduce with a norm: where its rows go, else NULL */
+  unsigned parts; /* an epilogue's operands given (PART_*): the same on every rank */
+  float epsilon;  /* an epilogue's norm epsilon, else 0 */
 } local_slot;
+
+/* An epilogue's optional operands, as local_slot.parts records them: each
+ * rank applies its own to the rows it sums, so a rank without one would
+ * leave its rows unlike the others' with no error. */
+enum { PART_BIAS = 1, PART_RESIDUAL = 2, PART_NORM_WEIGHT = 4, PART_NORM_BIAS = 8 };
+
+static unsigned epilogue_parts(const htp__epilogue *e) {
+  if (!e) return 0;
+  return (e->bias ? PART_BIAS : 0) | (e->residual ? PART_RESIDUAL : 0) |
+         (e->norm_weight ? PART_NORM_WEIGHT : 0) | (e->norm_bias ? PART_NORM_BIAS : 0);
+}
+
+/* "a bias, a residual" for parts, or "no bias, residual or norm weights". */
+static const char *parts_text(unsigned parts, char *text, size_t size) {
+  static const char *const names[] = {"a bias", "a residual", "a norm weight", "a norm bias"};
+  size_t at = 0;
+  text[0] = '\0';
+  for (int i = 0; i < 4; ++i)
+    if (parts & (1u << i))
+      at += (size_t)snprintf(text + at, at < size ? size - at : 0, "%s%s", at ? ", " : "",
+                             names[i]);
+  return at ? text : "no bias, residual or norm weights";
+}
 
 enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
 
@@ -170,7 +195,8 @@ static int wait_until(local_world *state, double deadline) {
 
 static int same_arguments(const local_slot *a, const local_slot *b) {
   return a->op == b->op && a->count == b->count && a->cols == b->cols && a->root == b->root &&
-         a->space == b->space;
+         a->space == b->space && a->parts == b->parts &&
+         memcmp(&a->epsilon, &b->epsilon, sizeof a->epsilon) == 0;
 }
 
 static void check_slots(local_world *state) {
@@ -195,11 +221,22 @@ static void check_slots(local_world *state) {
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: root mismatch: rank 0 passed %d, rank %d passed %d", op_name(first->op),
                first->root, rank, slot->root);
-    else
+    else if (first->space != slot->space)
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
                "%s: rank 0 moves %s memory, rank %d %s memory", op_name(first->op),
                first->space == HTP__SPACE_HOST ? "host" : "device", rank,
                slot->space == HTP__SPACE_HOST ? "host" : "device");
+    else if (first->parts != slot->parts) {
+      char mine[96], theirs[96];
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: rank 0 passed %s, rank %d %s: each rank adds its own to the rows it "
+               "sums",
+               op_name(first->op), parts_text(first->parts, mine, sizeof mine), rank,
+               parts_text(slot->parts, theirs, sizeof theirs));
+    } else
+      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
+               "%s: epsilon mismatch: rank 0 passed %g, rank %d passed %g", op_name(first->op),
+               (double)first->epsilon, rank, (double)slot->epsilon);
     return;
   }
 }
@@ -245,14 +282,16 @@ static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const cha
 }
 
 static htp_result publish_rows(htp_ctx *ctx, int op, htp__space space, size_t count, size_t cols,
-                               int root, const void *send, void *recv, void *normed,
-                               double deadline) {
+                               int root, const void *send, void *recv,
+                               const htp__epilogue *epilogue, double deadline) {
   local_world *state = state_of(ctx->world);
   local_slot *slot = &state->slots[ctx->rank];
   slot->op = op;
   slot->count = count;
   slot->cols = cols;
-  slot->normed = normed;
+  slot->normed = epilogue ? epilogue->normed : NULL;
+  slot->parts = epilogue_parts(epilogue);
+  slot->epsilon = epilogue && epilogue->norm_weight ? epilogue->epsilon : 0.0f;
   slot->root = root;
   slot->space = space;
   slot->send = send;
@@ -365,7 +404,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
                            : (bf16 ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BIAS_RESIDUAL);
   const size_t count = rows * cols;
   htp_result rc = publish_rows(ctx, op, HTP__SPACE_DEVICE, count, epilogue ? cols : 0, 0, send,
-                               recv, norm ? epilogue->normed : NULL, deadline);
+                               recv, epilogue, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   int size = state->size;

@@ -640,6 +640,14 @@ htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx_out) {
 
 void htp_ctx_destroy(htp_ctx *ctx) {
   if (!ctx) return;
+  /* The balancer reads its context to free its device memory and detach:
+   * kept (a leak, said), as a world with a context left is, rather than a
+   * later htp_balancer_destroy reading freed memory. */
+  if (ctx->balancer) {
+    fprintf(stderr, "htp_ctx_destroy: rank %d still has a balancer (destroy it first): the "
+            "context is left allocated\n", ctx->rank);
+    return;
+  }
   htp_world *world = ctx->world;
   htp_ctx_profile_stop(ctx);
   kernels_destroy(ctx);

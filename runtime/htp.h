@@ -262,7 +262,9 @@ HTP_API const char *htp_world_last_error(const htp_world *world);
  * A context that fails past the argument checks fails the world, so that
  * peers waiting in a collective get HTP_ERR_REMOTE at once. */
 HTP_API htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx);
-/* Frees the context (NULL is fine); the rank may then get a new one. */
+/* Frees the context (NULL is fine); the rank may then get a new one. A
+ * context with a balancer still attached is not freed (said on stderr):
+ * destroy the balancer first. */
 HTP_API void htp_ctx_destroy(htp_ctx *ctx);
 HTP_API int htp_ctx_rank(const htp_ctx *ctx);
 HTP_API int htp_ctx_size(const htp_ctx *ctx);

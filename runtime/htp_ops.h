@@ -116,7 +116,9 @@ HTP_API htp_result htp_rt_mlp_bf16(htp_ctx *ctx, int32_t pair, const uint16_t *x
  * then dy (the partial sum's gradient, [rows, model_dim]); dx (this rank's
  * part of the input's gradient, which the block all-reduces) is WRITTEN, and
  * so is every weight gradient (dwqkv, dbqkv, dwproj; dw1, db1, dw2: the
- * hook zeroes them first). db1 may be NULL exactly when b1 is. scratch
+ * hook zeroes them first). db1 may be NULL exactly when b1 is; bqkv and
+ * dbqkv may not be NULL (htp.attention always has a qkv bias; a block
+ * without one passes zeros). scratch
  * holds htp_rt_attention_grad_scratch_floats(...) or
  * htp_rt_mlp_grad_scratch_floats(...) floats (kernels/htp_scratch.h).
  * Without a balancer (or a hookless one) every unit is differentiated, as

@@ -139,7 +139,9 @@ static htp_result send_flow(htp_migration *m, htp_ctx *ctx, const htp_flow *flow
     return htp__ctx_error(ctx, HTP_ERR_NOMEM, "migration: out of memory for %zu bytes", bytes);
   for (int i = 0, at = 0; i < count; ++i) {
     if (!is_new[i]) continue;
-    if (pack(user, pair, ids[i], m->staging + m->bytes[k] * (size_t)at++) != 0)
+    const int packed = pack(user, pair, ids[i], m->staging + m->bytes[k] * (size_t)at++);
+    if (packed > 0 && packed < HTP_RESULT_COUNT) return (htp_result)packed; /* said on ctx */
+    if (packed != 0)
       return htp__ctx_error(ctx, HTP_ERR_INVALID, "migration: pack failed for pair %d unit %d",
                             pair, ids[i]);
   }

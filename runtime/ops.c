@@ -69,7 +69,8 @@ static htp_result check_layer_norm(htp_ctx *ctx, const char *what, const void *x
   HTP__INVALID_IF(ctx, rows < 1 || dim < 1 || rows > INT64_MAX / dim,
                   "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
                   (long long)rows, (long long)dim);
-  HTP__INVALID_IF(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  HTP__INVALID_IF(ctx, !(epsilon > 0.0f) || !isfinite(epsilon),
+                  "%s: epsilon %g must be positive and finite", what, (double)epsilon);
   return HTP_OK;
 }
 
@@ -602,7 +603,8 @@ htp_result htp_op_layer_norm_backward_f32(htp_ctx *ctx, const float *x, const fl
   HTP__INVALID_IF(ctx, !sizes_fit(rows, dim, 1),
                   "%s: rows %lld and dim %lld must be >= 1 (and their product fit)", what,
                   (long long)rows, (long long)dim);
-  HTP__INVALID_IF(ctx, !(epsilon >= 0.0f), "%s: epsilon %g must be >= 0", what, (double)epsilon);
+  HTP__INVALID_IF(ctx, !(epsilon > 0.0f) || !isfinite(epsilon),
+                  "%s: epsilon %g must be positive and finite", what, (double)epsilon);
   OP_NEEDS(ctx, what, layer_norm_backward_f32);
   OP_NEEDS(ctx, what, zero);
   HTP__PROFILED(ctx, what);

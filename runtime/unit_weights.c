@@ -47,7 +47,13 @@ static int on_device(const htp_balancer *b) {
 static int pack_unit(void *user, int pair, int unit, void *dst) {
   htp_balancer *b = user;
   const htp_balancer_config *c = &b->config;
-  if (pair < 0 || pair >= b->num_pairs || !b->pairs[pair].seen) return -1;
+  if (pair < 0 || pair >= b->num_pairs) return -1;
+  if (!b->pairs[pair].seen)
+    return htp__ctx_error(b->ctx, HTP_ERR_INVALID,
+                          "migration: the plan hands off unit %d of pair %d, whose forward hook "
+                          "has not run on this rank (its weights are known from the hook's "
+                          "call): call every pair's hook before the first htp_balancer_step",
+                          unit, pair);
   const htp_pair_kind kind = htp_pair_kind_of(pair);
   const int units = c->planner.units_per_rank[kind];
   if (unit < 0 || unit >= units) return -1;
@@ -61,7 +67,8 @@ static int pack_unit(void *user, int pair, int unit, void *dst) {
   if (on_device(b)) {
     if (htp__balancer_reserve(b, &b->unit_device, &b->unit_device_capacity,
                               htp_balancer_shard_words(1, u.parts, u.width, u.d, u.elem)))
-      return -1;
+      return htp__ctx_error(b->ctx, HTP_ERR_NOMEM, "migration: no device memory to pack unit "
+                            "%d of pair %d", unit, pair);
     one = b->unit_device;
   }
   const htp__shard out = htp__shard_at(one, 1, &u);

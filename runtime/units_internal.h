@@ -127,7 +127,9 @@ static inline int htp_same_usable(int64_t stored_at, int64_t step, int64_t max_a
  * iteration: an unchanged plan version costs nothing). */
 typedef struct htp_migration htp_migration;
 /* Writes the weights of this rank's local unit `unit` of pair into dst
- * (bytes_per_unit[kind] bytes). Returns 0 on success. */
+ * (bytes_per_unit[kind] bytes). Returns 0 on success; else an htp_result
+ * whose message the packer left on the context, or -1 (the migration then
+ * says only that packing failed). */
 typedef int (*htp_unit_pack_fn)(void *user, int pair, int unit, void *dst);
 
 /* bytes_per_unit[kind] > 0: size of one unit's weights (e.g. attention head:

@@ -857,6 +857,10 @@ static void *bad_arguments_main(void *arg) {
   CHECK(htp_world_status(run->world) == HTP_ERR_INVALID);
   CHECK(htp_balancer_end_iteration(NULL, &(htp_iteration_measure){1.0, 0, 0}, NULL, NULL) ==
         HTP_ERR_INVALID);
+  /* A context destroyed before its balancer is kept (the balancer's
+   * destroy read it after it was freed: ASan's use after free in CI). */
+  htp_ctx_destroy(ctx);
+  CHECK(htp_ctx_balancer(ctx) == b && htp_ctx_rank(ctx) == run->rank);
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
@@ -912,6 +916,7 @@ static void test_07_bad_arguments(void **unused) {
 /* A plan that migrates before the block ever ran: the owner has no weights
  * to pack. The migrator reports it; its peer learns it at once. */
 static htp_result unregistered_result[MAX_TP];
+static char unregistered_message[512];
 static void *unregistered_main(void *arg) {
   rank_run *run = arg;
   htp_ctx *ctx = NULL;
@@ -925,6 +930,8 @@ static void *unregistered_main(void *arg) {
   double started = htp_now();
   unregistered_result[run->rank] = htp__balancer_apply(b, htp_planner_plan(htp_balancer_planner(b)));
   CHECK(htp_now() - started < 5.0); /* not the 10 s deadline */
+  if (run->rank == 1)
+    snprintf(unregistered_message, sizeof unregistered_message, "%s", htp_last_error(ctx));
 done:
   htp_balancer_destroy(b);
   htp_ctx_destroy(ctx);
@@ -937,6 +944,9 @@ static void test_08_migrate_before_registration(void **unused) {
   run_world(2, unregistered_main, NULL);
   assert_int_equal(unregistered_result[1], HTP_ERR_INVALID); /* the migrator */
   assert_int_equal(unregistered_result[0], HTP_ERR_REMOTE);  /* its helper */
+  /* It says why (it said "pack failed for pair 0 unit 0"). */
+  if (!strstr(unregistered_message, "whose forward hook has not run on this rank"))
+    fail_msg("the migrator said: %s", unregistered_message);
 }
 
 /* ----- communication seconds ---------------------------------------------- */

@@ -545,6 +545,14 @@ static void training_op_entries_refuse(void **state) {
           "htp_op_layer_norm_backward_f32: x, gamma, dy, dx, dgamma or dbeta is NULL");
   REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, o, 1, 0, 1e-5f), ">= 1");
   REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, o, 1, 1, -1.0f), "epsilon");
+  /* epsilon 0 made a constant row NaN and +inf every output beta, with
+   * HTP_OK: positive and finite, as the dialect's verifier asks. */
+  REFUSED(htp_op_layer_norm_backward_f32(ctx, cf, cf, cf, o, o, o, 1, 1, 0.0f),
+          "epsilon 0 must be positive and finite");
+  REFUSED(htp_op_layer_norm_f32(ctx, cf, cf, cf, o, 1, 1, 0.0f),
+          "htp_op_layer_norm_f32: epsilon 0 must be positive and finite");
+  REFUSED(htp_op_layer_norm_f32(ctx, cf, cf, cf, o, 1, 1, INFINITY), "positive and finite");
+  REFUSED(htp_op_layer_norm_f32(ctx, cf, cf, cf, o, 1, 1, NAN), "positive and finite");
   REFUSED(htp_op_gelu_backward_f32(ctx, cf, NULL, o, 1, 0), "htp_op_gelu_backward_f32: dy");
   REFUSED(htp_op_gelu_backward_f32(ctx, cf, cf, o, 0, 0), "n 0");
   REFUSED(htp_op_gelu_backward_f32(ctx, cf, cf, o, 1, 2), "tanh_approx 2");

@@ -973,6 +973,29 @@ static htp_result bad_row_mismatch(htp_ctx *ctx, int culprit) {
   return htp_allreduce_sum_bias_residual_f32(ctx, data, bias, NULL, data, wide ? 1 : 2,
                                              wide ? 4 : 2);
 }
+/* Each rank adds its own bias and residual to the rows it sums: a rank
+ * without one, or norming with another epsilon, made rows unlike the
+ * others' with HTP_OK on every rank. */
+static htp_result bad_residual_missing(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1}, r[4] = {5, 5, 5, 5};
+  return htp_allreduce_sum_bias_residual_f32(ctx, data, bias,
+                                             htp_ctx_rank(ctx) == culprit ? NULL : r, data, 2, 2);
+}
+static htp_result bad_norm_bias_missing(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, bias[2] = {1, 1}, g[2] = {1, 1}, normed[4];
+  return htp_allreduce_sum_norm_f32(ctx, data, htp_ctx_rank(ctx) == culprit ? NULL : bias, NULL,
+                                    data, g, g, normed, 2, 2, 1e-5f);
+}
+static htp_result bad_epsilon_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2,
+                                    htp_ctx_rank(ctx) == culprit ? 1e6f : 1e-5f);
+}
+static htp_result bad_group_epsilon_mismatch(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_group_layer_norm_f32(ctx, data, g, g, normed, 2, 2,
+                                  htp_ctx_rank(ctx) == culprit ? 1e6f : 1e-5f);
+}
 static htp_result bad_residual_overlap(htp_ctx *ctx, int culprit) {
   float data[4] = {1, 2, 3, 4}, r[5] = {0};
   return htp_allreduce_sum_bias_residual_f32(ctx, data, NULL,
@@ -1105,6 +1128,17 @@ static void test_bad_arguments(void **state) {
       {"plain meets bias all-reduce", bad_epilogue_mismatch, 1, "collective mismatch",
        HTP_ERR_INVALID},
       {"row length mismatch", bad_row_mismatch, 1, "row length mismatch", HTP_ERR_INVALID},
+      {"residual on one rank only", bad_residual_missing, 1,
+       "rank 0 passed a bias, a residual, rank 1 a bias: each rank adds its own",
+       HTP_ERR_INVALID},
+      {"bias on one rank only", bad_norm_bias_missing, 1,
+       "rank 0 passed a bias, a norm weight, a norm bias, rank 1 a norm weight, a norm bias",
+       HTP_ERR_INVALID},
+      {"epsilon mismatch", bad_epsilon_mismatch, 1,
+       "htp_allreduce_sum_norm_f32: epsilon mismatch: rank 0 passed 1e-05, rank 1 passed 1e+06",
+       HTP_ERR_INVALID},
+      {"group norm epsilon mismatch", bad_group_epsilon_mismatch, 1,
+       "htp_group_layer_norm_f32: epsilon mismatch", HTP_ERR_INVALID},
       {"residual overlaps recv", bad_residual_overlap, 0, "residual", HTP_ERR_REMOTE},
       {"bias overlaps recv", bad_bias_overlap, 1, "bias", HTP_ERR_REMOTE},
       {"normed overlaps recv", bad_normed_overlap, 0, "normed", HTP_ERR_REMOTE},
