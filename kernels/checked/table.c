@@ -18,7 +18,11 @@
  *    for htp-run to hold against the compiler's bound.
  *  - A stream: the work of an entry is done when the entry returns (by the
  *    CPU table, on host copies of nothing: the kernels read the arena's
- *    memory through translated addresses), but the emulated stream stays
+ *    memory through translated addresses), except copies between device
+ *    buffers, which wait in the stream's queue until its next other entry
+ *    or synchronize (on the rank's own thread), so that a peer that reads
+ *    what a copy writes without the writer's stream being waited for reads
+ *    the old bytes, as it may on a GPU; the emulated stream stays
  *    busy for a further `latency` seconds per entry (HTP_CHECKED_LATENCY_US,
  *    default 200), as a GPU's queue is busy after its launches return.
  *    synchronize, to_host, to_device and elapsed wait for that; marks are
@@ -43,8 +47,17 @@
 #include <string.h>
 #include <time.h>
 
+/* A copy waiting in the stream's queue (host addresses, translated). */
+typedef struct queued_copy {
+  void *dst;
+  const void *src;
+  size_t dst_pitch, src_pitch, row_bytes, rows;
+} queued_copy;
+
 typedef struct checked_env {
   htp_kernel_env cpu; /* the CPU environment the kernels run with */
+  queued_copy *queued; /* copies not yet done, in order */
+  size_t num_queued, queued_capacity;
   double ready;       /* when the emulated stream has done its queued work */
   double latency;     /* seconds each entry keeps the stream busy after it returns */
   double marks[HTP_KERNEL_TIMERS][2];
@@ -91,15 +104,49 @@ static void wait_until(double until) {
 
 static void wait_stream(const checked_env *self) { wait_until(self->ready); }
 
+/* Does the stream's queued copies, in order: before any other entry of the
+ * stream runs (a stream is in order) and when it is waited for. */
+static void run_queued(checked_env *self) {
+  for (size_t i = 0; i < self->num_queued; ++i) {
+    const queued_copy *q = &self->queued[i];
+    for (size_t r = 0; r < q->rows; ++r)
+      memcpy((char *)q->dst + r * q->dst_pitch, (const char *)q->src + r * q->src_pitch,
+             q->row_bytes);
+  }
+  self->num_queued = 0;
+}
+
+/* Queues a copy (done at once when the queue cannot grow: later, never
+ * lost). */
+static void queue_copy(checked_env *self, queued_copy copy) {
+  if (self->num_queued == self->queued_capacity) {
+    const size_t grown = self->queued_capacity ? 2 * self->queued_capacity : 16;
+    queued_copy *more = realloc(self->queued, grown * sizeof *more);
+    if (!more) {
+      run_queued(self);
+      for (size_t r = 0; r < copy.rows; ++r)
+        memcpy((char *)copy.dst + r * copy.dst_pitch,
+               (const char *)copy.src + r * copy.src_pitch, copy.row_bytes);
+      return;
+    }
+    self->queued = more;
+    self->queued_capacity = grown;
+  }
+  self->queued[self->num_queued++] = copy;
+}
+
 /* ----- The entries' common shape ---------------------------------------------
  * BEGIN names the entry; DEVICE / OPTIONAL check one tensor argument and
  * replace it by its host address; HOST checks a host array; RUN calls the
  * CPU table's entry and books it on the stream. */
-#define BEGIN(name)                                                                            \
+#define BEGIN_QUEUED(name)                                                                     \
   checked_env *self = object_of(env, name);                                                    \
   if (!self) return HTP_KERNEL_ERR_SYSTEM;                                                     \
   const char *entry_ = name;                                                                   \
   htp_kernel_status checked_ = HTP_KERNEL_OK
+#define BEGIN(name)                                                                            \
+  BEGIN_QUEUED(name);                                                                          \
+  run_queued(self)
 
 #define SPAN(p, bytes, optional)                                                               \
   do {                                                                                         \
@@ -434,11 +481,13 @@ static htp_kernel_status linear_gelu_bf16(const htp_kernel_env *env, const htp_b
 
 static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *src,
                               size_t bytes) {
-  BEGIN("copy");
+  BEGIN_QUEUED("copy");
   if (bytes > (size_t)INT64_MAX) return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked copy: %zu bytes", bytes);
   DEVICE(dst, (int64_t)bytes);
   DEVICE(src, (int64_t)bytes);
-  RUN(cpu()->copy(&self->cpu, dst, src, bytes));
+  if (bytes) queue_copy(self, (queued_copy){dst, src, bytes, bytes, bytes, 1});
+  enqueued(self, now());
+  return HTP_KERNEL_OK;
 }
 
 /* The span from the first row's start to the last row's end must lie in
@@ -446,7 +495,7 @@ static htp_kernel_status copy(const htp_kernel_env *env, void *dst, const void *
 static htp_kernel_status copy_2d(const htp_kernel_env *env, void *dst, size_t dst_pitch,
                                  const void *src, size_t src_pitch, size_t row_bytes,
                                  size_t rows) {
-  BEGIN("copy_2d");
+  BEGIN_QUEUED("copy_2d");
   if (rows == 0 || row_bytes == 0) return HTP_KERNEL_OK;
   if (dst_pitch < row_bytes || src_pitch < row_bytes)
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID, "checked copy_2d: a pitch (%zu, %zu) is "
@@ -461,7 +510,9 @@ static htp_kernel_status copy_2d(const htp_kernel_env *env, void *dst, size_t ds
                            "and %zu overflow", rows, dst_pitch, src_pitch);
   DEVICE(dst, dst_span);
   DEVICE(src, src_span);
-  RUN(cpu()->copy_2d(&self->cpu, dst, dst_pitch, src, src_pitch, row_bytes, rows));
+  queue_copy(self, (queued_copy){dst, src, dst_pitch, src_pitch, row_bytes, rows});
+  enqueued(self, now());
+  return HTP_KERNEL_OK;
 }
 
 static htp_kernel_status zero(const htp_kernel_env *env, void *dst, size_t bytes) {
@@ -477,7 +528,9 @@ static htp_kernel_status alloc(const htp_kernel_env *env, size_t bytes, void **o
 }
 
 static htp_kernel_status release(const htp_kernel_env *env, void *ptr) {
-  if (!object_of(env, "release")) return HTP_KERNEL_ERR_SYSTEM;
+  checked_env *self = object_of(env, "release");
+  if (!self) return HTP_KERNEL_ERR_SYSTEM;
+  run_queued(self); /* cudaFree waits for the device */
   return htp__checked_release(env, ptr);
 }
 
@@ -895,6 +948,8 @@ htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env 
 void htp_checked_kernel_env_destroy(htp_kernel_env *env) {
   if (!env || !env->kernels) return;
   checked_env *self = env->kernels;
+  run_queued(self);
+  free(self->queued);
   htp_cpu_kernel_env_destroy(&self->cpu);
   release_partition(self->sm_groups);
   free(self);
