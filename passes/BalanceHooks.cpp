@@ -31,11 +31,13 @@ using namespace mlir::htp;
 namespace {
 
 /// A split MLP: fc1 (column-parallel) → one GELU → fc2 (row-parallel, no
-/// bias: its bias follows the all-reduce).
+/// bias: its bias follows the all-reduce). The GELU is an htp.gelu, or
+/// fc1's own (`gelu`, --htp-fuse-linear-gelu's) with `gelu` null.
 struct MLPChain {
   LinearOp fc1;
   GeluOp gelu;
   LinearOp fc2;
+  ApproximationAttr approximate;
 };
 
 /// True when `value` is a rank's partial sum: its one use is an all-reduce.
@@ -45,17 +47,36 @@ bool feedsAllReduce(Value value) {
          value.use_begin()->getOperandNumber() == 0;
 }
 
-/// Matches the chain the tensor-parallel pass leaves for an MLP pair.
-std::optional<MLPChain> matchMLP(LinearOp fc2) {
+/// Matches the chain the tensor-parallel pass leaves for an MLP pair (its
+/// GELU fused into fc1 or not); nullopt where fc2 ends no such chain. A
+/// chain htp.mlp cannot hold whole (a fused residual, a second GELU) is an
+/// error: made into htp.mlp it would lose what was fused.
+FailureOr<std::optional<MLPChain>> matchMLP(LinearOp fc2) {
   if (fc2.getBias() || !feedsAllReduce(fc2.getResult()) || !fc2.getInput().hasOneUse())
-    return std::nullopt;
+    return std::optional<MLPChain>();
+  LinearOp fc1;
   auto gelu = fc2.getInput().getDefiningOp<GeluOp>();
-  if (!gelu || !gelu.getInput().hasOneUse())
-    return std::nullopt;
-  auto fc1 = gelu.getInput().getDefiningOp<LinearOp>();
+  if (gelu) {
+    if (!gelu.getInput().hasOneUse())
+      return std::optional<MLPChain>();
+    fc1 = gelu.getInput().getDefiningOp<LinearOp>();
+  } else {
+    fc1 = fc2.getInput().getDefiningOp<LinearOp>();
+    if (fc1 && !fc1.getGelu())
+      return std::optional<MLPChain>(); // no GELU between them: not an MLP
+  }
   if (!fc1)
-    return std::nullopt;
-  return MLPChain{fc1, gelu, fc2};
+    return std::optional<MLPChain>();
+  if (gelu && fc1.getGelu())
+    return fc1.emitOpError() << "applies a GELU (`gelu`) and an htp.gelu follows it: "
+                                "--htp-balance-hooks makes an MLP pair of one GELU";
+  for (LinearOp linear : {fc1, fc2})
+    if (linear.getResidual())
+      return linear.emitOpError()
+             << "has a fused residual in a split MLP pair: --htp-balance-hooks cannot keep it "
+                "in htp.mlp (the residual is added after the pair's all-reduce)";
+  return std::optional<MLPChain>(
+      MLPChain{fc1, gelu, fc2, gelu ? gelu.getApproximateAttr() : fc1.getGeluAttr()});
 }
 
 /// The smallest divisor of `hidden` that is at least min(64, hidden / 8) and
@@ -100,11 +121,21 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
     SmallVector<MLPChain> mlps;
     for (Operation &op : func.getBody().front()) {
       if (auto attention = dyn_cast<AttentionOp>(op);
-          attention && !attention.getProjBias() && feedsAllReduce(attention.getResult()))
+          attention && !attention.getProjBias() && feedsAllReduce(attention.getResult())) {
+        if (attention.getResidual()) {
+          attention.emitOpError() << "has a fused residual in a split layer: a balanced "
+                                     "attention's residual is added after its all-reduce";
+          return signalPassFailure();
+        }
         attentions.push_back(attention);
-      if (auto linear = dyn_cast<LinearOp>(op))
-        if (std::optional<MLPChain> chain = matchMLP(linear))
-          mlps.push_back(*chain);
+      }
+      if (auto linear = dyn_cast<LinearOp>(op)) {
+        FailureOr<std::optional<MLPChain>> chain = matchMLP(linear);
+        if (failed(chain))
+          return signalPassFailure();
+        if (*chain)
+          mlps.push_back(**chain);
+      }
     }
     if (failed(checkUniform(func, attentions, mlps)))
       return signalPassFailure();
@@ -139,12 +170,13 @@ struct BalanceHooksPass : htp::impl::HTPBalanceHooksBase<BalanceHooksPass> {
       builder.setInsertionPoint(chain.fc2);
       auto fused = MLPOp::create(builder, chain.fc2.getLoc(), chain.fc2.getType(),
                                  chain.fc1.getInput(), chain.fc1.getWeight(),
-                                 chain.fc2.getWeight(), chain.fc1.getBias(),
-                                 chain.gelu.getApproximateAttr(), builder.getI64IntegerAttr(width),
+                                 chain.fc2.getWeight(), chain.fc1.getBias(), chain.approximate,
+                                 builder.getI64IntegerAttr(width),
                                  builder.getI64IntegerAttr(2 * layer + 1));
       chain.fc2.getResult().replaceAllUsesWith(fused.getResult());
       chain.fc2.erase();
-      chain.gelu.erase();
+      if (chain.gelu)
+        chain.gelu.erase();
       chain.fc1.erase();
     }
   }

@@ -142,8 +142,14 @@ std::optional<int64_t> htp::kernelMemoryBytes(func::FuncOp func) {
                                   cast<RankedTensorType>(op->getOperand(0).getType()))));
     }
   });
-  // The same-device sum of the ranks' partials stages their pointers.
-  if (tp > 1)
+  // The same-device sum of the ranks' partials stages their pointers (one
+  // rank's too: a hand-written all-reduce runs at tp 1).
+  const bool sums = tp > 1 || func.walk([](Operation *op) {
+                                    return isa<AllReduceOp, AllReduceNormOp>(op)
+                                               ? WalkResult::interrupt()
+                                               : WalkResult::advance();
+                                  }).wasInterrupted();
+  if (sums)
     need(HTP_CUDA_OWN_STAGING, htp_cuda_staging_bytes(htp__size_mul(tp, 8), 0));
   const int64_t total = htp_cuda_own_total(&own);
   if (total < 0)

@@ -35,7 +35,10 @@ struct FuseLinearGeluPass : htp::impl::HTPFuseLinearGeluBase<FuseLinearGeluPass>
     for (GeluOp gelu : gelus) {
       auto linear = gelu.getInput().getDefiningOp<LinearOp>();
       // Types match too: a GELU keeps its input's type (SameOperandsAndResultType).
-      if (!linear || linear.getGelu() || !linear.getResult().hasOneUse())
+      // A linear with a residual keeps its GELU apart: GELU(x·wᵀ + b + r)
+      // has no fused form (the linear takes one epilogue or the other).
+      if (!linear || linear.getGelu() || linear.getResidual() ||
+          !linear.getResult().hasOneUse())
         continue;
       linear.setGeluAttr(ApproximationAttr::get(&getContext(), gelu.getApproximate()));
       // The linear now computes the GELU's value; it stands where the linear

@@ -41,3 +41,22 @@ func.func @two_layers(%x: tensor<2x3x12xf32>,
   %m1 = htp.linear %g1, %w21, %b21 : (tensor<2x3x40xf32>, tensor<12x40xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
   return %m1 : tensor<2x3x12xf32>
 }
+
+// -----
+
+// fc1 with its GELU fused (`gelu tanh`, as --htp-fuse-linear-gelu writes it)
+// is an MLP pair too: its htp.mlp takes the fused GELU's form (the pass
+// found no pair here and refused the block).
+// CHECK-LABEL: func.func @fused_gelu
+// CHECK: htp.attention {{.*}} {num_heads = 2 : i64, pair = 0 : i64}
+// CHECK: htp.mlp {{.*}} approximate tanh {pair = 1 : i64, unit_width = 2 : i64}
+// CHECK-NOT: htp.linear
+// CHECK-NOT: htp.gelu
+func.func @fused_gelu(%x: tensor<2x3x12xf32>,
+    %wqkv: tensor<36x12xf32>, %bqkv: tensor<36xf32>, %wp: tensor<12x12xf32>, %bp: tensor<12xf32>,
+    %w1: tensor<40x12xf32>, %b1: tensor<40xf32>, %w2: tensor<12x40xf32>, %b2: tensor<12xf32>) -> tensor<2x3x12xf32> {
+  %a = htp.attention %x, %wqkv, %bqkv, %wp, %bp {num_heads = 4 : i64} : (tensor<2x3x12xf32>, tensor<36x12xf32>, tensor<36xf32>, tensor<12x12xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
+  %h = htp.linear %a, %w1, %b1 gelu tanh : (tensor<2x3x12xf32>, tensor<40x12xf32>, tensor<40xf32>) -> tensor<2x3x40xf32>
+  %m = htp.linear %h, %w2, %b2 : (tensor<2x3x40xf32>, tensor<12x40xf32>, tensor<12xf32>) -> tensor<2x3x12xf32>
+  return %m : tensor<2x3x12xf32>
+}

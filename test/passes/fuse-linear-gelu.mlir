@@ -78,3 +78,18 @@ func.func @twice(%x: tensor<4x8xf32> {htp.input = "x"},
   %t = htp.gelu %g approximate tanh : tensor<4x16xf32>
   return %t : tensor<4x16xf32>
 }
+
+// -----
+
+// A linear with a residual keeps its GELU apart: GELU(x·wᵀ + r) has no fused
+// form (a linear takes a gelu or a residual, not both: the verifier refused
+// what this pass made of it).
+// CHECK-LABEL: func.func @residual
+// CHECK: %[[L:.*]] = htp.linear %{{.*}}, %{{.*}} residual %{{.*}} :
+// CHECK: htp.gelu %[[L]]
+func.func @residual(%x: tensor<4x8xf32> {htp.input = "x"},
+                    %w: tensor<8x8xf32> {htp.param = "w"}) -> tensor<4x8xf32> {
+  %l = htp.linear %x, %w residual %x : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %g = htp.gelu %l : tensor<4x8xf32>
+  return %g : tensor<4x8xf32>
+}
