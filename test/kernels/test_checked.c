@@ -384,6 +384,61 @@ static void stream_and_timers(void **state) {
   unsetenv("HTP_CHECKED_LATENCY_US");
 }
 
+/* 3c. Copies between device buffers wait in the stream's queue, as on a
+ * GPU: another stream (a peer rank's) reads the old bytes until the
+ * copying stream is waited for; the stream's next other entry runs them
+ * first (in order); release (cudaFree) and the environment's destroy wait
+ * for them. Each copy done at its call would pass every other test. */
+static void queued_copies(void **state) {
+  (void)state;
+  device d, peer;
+  open_device(&d, "0");
+  open_device(&peer, "0");
+  enum { N = 8 };
+  const size_t f = sizeof(float);
+  float old[N], fresh[N], got[N], want[N];
+  for (int i = 0; i < N; ++i) old[i] = (float)-i, fresh[i] = (float)(i + 1);
+  float *src = upload(&d, fresh, N), *dst = upload(&d, old, N);
+  assert_int_equal(d.table->copy(&d.env, dst, src, sizeof fresh), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, old, sizeof got); /* d's stream not waited for */
+  assert_int_equal(d.table->synchronize(&d.env), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, fresh, sizeof got);
+  /* copy_2d: two rows of 2 of every 4 floats. */
+  assert_int_equal(d.table->to_device(&d.env, dst, old, sizeof old), HTP_KERNEL_OK);
+  assert_int_equal(d.table->copy_2d(&d.env, dst, 4 * f, src, 4 * f, 2 * f, 2), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, old, sizeof got);
+  assert_int_equal(d.table->synchronize(&d.env), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  for (int i = 0; i < N; ++i) want[i] = i % 4 < 2 ? fresh[i] : old[i];
+  assert_memory_equal(got, want, sizeof got);
+  /* The stream's next entry runs after its queued copy: the add reads it. */
+  assert_int_equal(d.table->to_device(&d.env, dst, old, sizeof old), HTP_KERNEL_OK);
+  assert_int_equal(d.table->copy(&d.env, dst, src, sizeof fresh), HTP_KERNEL_OK);
+  assert_int_equal(d.table->add_f32(&d.env, dst, dst, dst, N), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  for (int i = 0; i < N; ++i) want[i] = 2 * fresh[i];
+  assert_memory_equal(got, want, sizeof got);
+  /* Freeing the source waits for the copy that reads it (the copy read
+   * freed memory after the release). */
+  assert_int_equal(d.table->to_device(&d.env, dst, old, sizeof old), HTP_KERNEL_OK);
+  assert_int_equal(d.table->copy(&d.env, dst, src, sizeof fresh), HTP_KERNEL_OK);
+  assert_int_equal(d.table->release(&d.env, src), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, fresh, sizeof got);
+  /* Destroying the environment runs what it queued (not lost). */
+  src = upload(&d, old, N);
+  assert_int_equal(d.table->copy(&d.env, dst, src, sizeof old), HTP_KERNEL_OK);
+  close_device(&d);
+  assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, old, sizeof got);
+  assert_int_equal(peer.table->release(&peer.env, src), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->release(&peer.env, dst), HTP_KERNEL_OK);
+  close_device(&peer);
+}
+
 /* 3b. SM partitions, counted as an H200's: 120 SMs in groups of 8, taken
  * by the environments that hold them and given back when they go; a count
  * that is no partition, or past what is free, is refused with the CUDA
@@ -506,6 +561,11 @@ static void runtime_on_checked_device(void **state) {
   assert_int_equal(htp_world_create(&config, &world), HTP_OK);
   htp_ctx *ctx = NULL;
   assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
+  /* The world notes the device's SMs (an H200's) from its first context:
+   * the all-reduce gives a rank on the whole GPU its share of what the
+   * partitions leave (unknown, 0: equal chunks). */
+  assert_int_equal(htp_checked_device_sm_count(), 132);
+  assert_int_equal(atomic_load(&htp_ctx_world(ctx)->device_sms), 132);
   void *device_memory = NULL;
   double host = 0;
   assert_int_equal(htp_mem_alloc(ctx, 8, &device_memory), HTP_OK);
@@ -527,6 +587,7 @@ int main(void) {
       cmocka_unit_test(attention_scratch_is_cudas),
       cmocka_unit_test(own_memory_is_cudas),
       cmocka_unit_test(stream_and_timers),
+      cmocka_unit_test(queued_copies),
       cmocka_unit_test(sm_partitions),
       cmocka_unit_test(runtime_on_checked_device),
   };

@@ -783,8 +783,10 @@ static void test_group_layer_norm(void **state) {
 static void test_group_layer_norm_refusals(void **state) {
   (void)state;
   const char *const needles[] = {"overlaps x", "overlaps x", "the weight ((nil))",
-                                 "epsilon 0 must be positive", "rows 0 and cols 2"};
-  for (int i = 0; i < 5; ++i) {
+                                 "epsilon 0 must be positive", "rows 0 and cols 2",
+                                 "htp_group_layer_norm_f32: epsilon inf must be positive",
+                                 "overlaps x"};
+  for (int i = 0; i < 7; ++i) {
     htp_world *world = make_world(1, 2.0);
     htp_ctx *ctx = NULL;
     assert_int_equal(htp_ctx_create(world, 0, &ctx), HTP_OK);
@@ -794,7 +796,13 @@ static void test_group_layer_norm_refusals(void **state) {
         : i == 1 ? htp_group_layer_norm_f32(ctx, x, g, g, x + 1, 1, 2, 1e-5f)
         : i == 2 ? htp_group_layer_norm_f32(ctx, x, NULL, g, y, 2, 2, 1e-5f)
         : i == 3 ? htp_group_layer_norm_f32(ctx, x, g, g, y, 2, 2, 0.0f)
-                 : htp_group_layer_norm_f32(ctx, x, g, g, y, 0, 2, 1e-5f);
+        : i == 4 ? htp_group_layer_norm_f32(ctx, x, g, g, y, 0, 2, 1e-5f)
+        /* refused by the group norm itself (not later by the layer norm
+         * it runs on one rank) */
+        : i == 5 ? htp_group_layer_norm_f32(ctx, x, g, g, y, 2, 2, INFINITY)
+                 /* the weight where a peer's rows land (the layer norm on
+                  * one rank took it) */
+                 : htp_group_layer_norm_f32(ctx, x, y + 2, g, y, 2, 2, 1e-5f);
     assert_int_equal(got, HTP_ERR_INVALID);
     if (!strstr(htp_last_error(ctx), needles[i]))
       fail_msg("case %d: \"%s\" lacks \"%s\"", i, htp_last_error(ctx), needles[i]);
@@ -1018,6 +1026,14 @@ static htp_result bad_norm_epsilon(htp_ctx *ctx, int culprit) {
   return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2,
                                     htp_ctx_rank(ctx) == culprit ? 0.0f : 1e-5f);
 }
+/* An infinite epsilon gave every normed row its beta: refused before the
+ * collective (the culprit alone; the peer hears it), not as an epsilon
+ * mismatch or by the norm a rank runs on its rows. */
+static htp_result bad_norm_epsilon_inf(htp_ctx *ctx, int culprit) {
+  float data[4] = {1, 2, 3, 4}, g[2] = {1, 1}, normed[4];
+  return htp_allreduce_sum_norm_f32(ctx, data, NULL, NULL, data, g, g, normed, 2, 2,
+                                    htp_ctx_rank(ctx) == culprit ? INFINITY : 1e-5f);
+}
 /* A group layer norm meeting an all-reduce with a norm (no sum against
  * a sum): refused by name. */
 static htp_result bad_group_norm_mismatch(htp_ctx *ctx, int culprit) {
@@ -1143,6 +1159,8 @@ static void test_bad_arguments(void **state) {
       {"bias overlaps recv", bad_bias_overlap, 1, "bias", HTP_ERR_REMOTE},
       {"normed overlaps recv", bad_normed_overlap, 0, "normed", HTP_ERR_REMOTE},
       {"norm epsilon 0", bad_norm_epsilon, 1, "epsilon 0 must be positive", HTP_ERR_REMOTE},
+      {"norm epsilon inf", bad_norm_epsilon_inf, 1,
+       "htp_allreduce_sum_norm_f32: epsilon inf must be positive and finite", HTP_ERR_REMOTE},
       {"zero rows", bad_epilogue_rows, 1, "rows 0 and cols 2 must be >= 1", HTP_ERR_REMOTE},
       {"group norm meets a summed norm", bad_group_norm_mismatch, 1,
        "rank 0 called htp_group_layer_norm_f32, rank 1 called htp_allreduce_sum_norm_f32",
@@ -1460,6 +1478,21 @@ static void test_allreduce_chunks(void **state) {
   const int32_t full[3] = {64, 64, 0};
   htp__allreduce_chunk(3000, 3, full, 128, 0, 32, &begin, &end);
   assert_int_equal(end, 1024);
+  /* Counts given but every one 0 (each rank on the whole GPU): no
+   * proportion, the equal chunks of no counts (not thirds of 132 SMs,
+   * which end rank 1's at 2016). */
+  const int32_t none[3] = {0, 0, 0};
+  htp__allreduce_chunk(3000, 3, none, 132, 1, 32, &begin, &end);
+  assert_int_equal(begin, 1024);
+  assert_int_equal(end, 2048);
+  /* Exactly one SM left for the one rank on the whole GPU: it weighs 1,
+   * a proportion still (the partitions' halves), not equal thirds. */
+  const int32_t one_left[3] = {64, 63, 0};
+  htp__allreduce_chunk(12800, 3, one_left, 128, 0, 32, &begin, &end);
+  assert_int_equal(end, 6400);
+  htp__allreduce_chunk(12800, 3, one_left, 128, 2, 32, &begin, &end);
+  assert_int_equal(begin, 12704); /* 12700, on a whole line */
+  assert_int_equal(end, 12800);
 }
 
 /* A rank whose context fails past the argument checks (here the checked
