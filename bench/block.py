@@ -33,14 +33,14 @@ it prints both times and the max relative error max|y - y_ref| / max|y_ref|
 of the bf16 output against htp's f32 output (target <= 3e-2) and against the
 float64 NumPy reference; with torch and timm, also timm's Block run in bf16
 (.to(torch.bfloat16)) on the same weights, its error against the same f32
-output, and its eager time.
+output, and its eager time, and (unless --no-compile) the same bf16 module
+through torch.compile.
 
     bench/block.py --build build --dtype bf16 --iters 5
     bench/block.py --build build --dtype bf16 --iters 10 --rounds 5   # + alternating rounds
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -266,6 +266,26 @@ def main_bf16(args):
         rows.append((f"PyTorch {torch.__version__} eager, timm {timm.__version__} Block in bf16",
                      eager_ms, relative_error(y_timm, reference), relative_error(y_timm, y32)))
         versus_timm = relative_error(y16, y_timm)
+        if args.no_compile:
+            rows.append(("torch.compile, timm Block in bf16", "skipped (--no-compile)", "—", "—"))
+        else:
+            try:
+                start = time.perf_counter()
+                compiled = torch.compile(module)
+
+                def run_compiled():
+                    with torch.no_grad():
+                        return compiled(xt)
+
+                y_compiled = run_compiled().float().numpy()
+                compile_s = time.perf_counter() - start
+                compiled_ms = median_ms(run_compiled, args.iters, args.warmup)
+                rows.append((f"torch.compile, timm Block in bf16 (compiled in {compile_s:.0f} s)",
+                             compiled_ms, relative_error(y_compiled, reference),
+                             relative_error(y_compiled, y32)))
+            except Exception as error:  # inductor needs a C++ compiler; say why, go on
+                rows.append(("torch.compile, timm Block in bf16",
+                             f"failed ({type(error).__name__}: {str(error)[:80]})", "—", "—"))
     print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {args.dim}, heads {args.heads}, "
           f"mlp {args.mlp}; weights check_e2e.random_weights (seed 0); {args.iters} iterations "
           f"after {args.warmup} warm-up; "
@@ -277,6 +297,11 @@ def main_bf16(args):
             f"{v:.2e}" if isinstance(v, float) else v for v in (to_reference, to_f32)]
         print(f"| {name} | {' | '.join(cells)} |")
     error = relative_error(y16, y32)
+    htp_ms = reports["bf16"]["median_ms"]
+    peers = [(name, ms) for name, ms, _, _ in rows[2:] if isinstance(ms, float)]
+    if peers:
+        print("\nhtp-run bf16 speed / " + ", / ".join(
+            f"{name.split(',')[0]}: {ms / htp_ms:.2f}" for name, ms in peers) + " (this run)")
     print(f"\nbf16 vs f32 (htp-run, same weights): max relative error {error:.2e} "
           f"(target <= 3e-2): {'met' if error <= 3e-2 else 'NOT met'}")
     if versus_timm is not None:
