@@ -172,22 +172,15 @@ def main():
     else:
         block_module, xt = timm_block(torch, x, weights, args)
         check = float(np.max(np.abs(forward_numpy(x, weights, args) - run_torch(torch, block_module, xt))))
-        eager_ms = median_ms(lambda: run_torch(torch, block_module, xt), args.iters, args.warmup)
+        eager_ms = median_ms(lambda: forward_torch(torch, block_module, xt), args.iters, args.warmup)
         rows.append((f"PyTorch {torch.__version__} eager (timm {timm.__version__} Block)", eager_ms))
         if args.no_compile:
             rows.append(("torch.compile (timm Block)", "skipped (--no-compile)"))
         else:
-            try:
-                compiled = torch.compile(block_module)
-                start = time.perf_counter()
-                run_torch(torch, compiled, xt)
-                compile_s = time.perf_counter() - start
-                rows.append((f"torch.compile (timm Block; compiled in {compile_s:.0f} s)",
-                             median_ms(lambda: run_torch(torch, compiled, xt), args.iters,
-                                       args.warmup)))
-            except Exception as error:  # inductor needs a C++ toolchain; report, do not stop
-                rows.append(("torch.compile (timm Block)",
-                             f"failed ({type(error).__name__})"))
+            _, compiled_ms, compile_s = time_compiled(torch, block_module, xt, args)
+            rows.append(("torch.compile (timm Block" +
+                         (f"; compiled in {compile_s:.0f} s)" if compile_s is not None else ")"),
+                         compiled_ms))
 
     base = htp["median_ms"]
     print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {d}, heads {args.heads}, "
@@ -257,35 +250,21 @@ def main_bf16(args):
         module, xt = timm_block(torch, x, weights, args)
         module, xt = module.to(torch.bfloat16), xt.to(torch.bfloat16)
 
-        def run():
-            with torch.no_grad():
-                return module(xt)
-
-        y_timm = run().float().numpy()
-        eager_ms = median_ms(run, args.iters, args.warmup)
+        y_timm = run_torch(torch, module, xt)
+        eager_ms = median_ms(lambda: forward_torch(torch, module, xt), args.iters, args.warmup)
         rows.append((f"PyTorch {torch.__version__} eager, timm {timm.__version__} Block in bf16",
                      eager_ms, relative_error(y_timm, reference), relative_error(y_timm, y32)))
         versus_timm = relative_error(y16, y_timm)
         if args.no_compile:
             rows.append(("torch.compile, timm Block in bf16", "skipped (--no-compile)", "—", "—"))
         else:
-            try:
-                start = time.perf_counter()
-                compiled = torch.compile(module)
-
-                def run_compiled():
-                    with torch.no_grad():
-                        return compiled(xt)
-
-                y_compiled = run_compiled().float().numpy()
-                compile_s = time.perf_counter() - start
-                compiled_ms = median_ms(run_compiled, args.iters, args.warmup)
+            y_compiled, compiled_ms, compile_s = time_compiled(torch, module, xt, args)
+            if y_compiled is None:
+                rows.append(("torch.compile, timm Block in bf16", compiled_ms, "—", "—"))
+            else:
                 rows.append((f"torch.compile, timm Block in bf16 (compiled in {compile_s:.0f} s)",
                              compiled_ms, relative_error(y_compiled, reference),
                              relative_error(y_compiled, y32)))
-            except Exception as error:  # inductor needs a C++ compiler; say why, go on
-                rows.append(("torch.compile, timm Block in bf16",
-                             f"failed ({type(error).__name__}: {str(error)[:80]})", "—", "—"))
     print(f"shape: batch {args.batch}, tokens {args.tokens}, dim {args.dim}, heads {args.heads}, "
           f"mlp {args.mlp}; weights check_e2e.random_weights (seed 0); {args.iters} iterations "
           f"after {args.warmup} warm-up; "
@@ -327,15 +306,13 @@ def bf16_rounds(args, htp_run, block_args, x, weights):
     module, xt = timm_block(torch, x, weights, args)
     module, xt = module.to(torch.bfloat16), xt.to(torch.bfloat16)
 
-    def run():
-        with torch.no_grad():
-            return module(xt)
-
     pairs = []
     for _ in range(args.rounds):
         out = run_command([htp_run, *block_args, "--iters", str(args.iters), "--warmup",
                            str(args.warmup), "--report", "json"], capture_output=True, text=True)
-        pairs.append((htp_run_report(out)["median_ms"], median_ms(run, args.iters, args.warmup)))
+        pairs.append((htp_run_report(out)["median_ms"],
+                      median_ms(lambda: forward_torch(torch, module, xt), args.iters,
+                                args.warmup)))
     return pairs
 
 
@@ -354,9 +331,30 @@ def timm_block(torch, x, weights, args):
     return block.eval(), torch.from_numpy(x)
 
 
-def run_torch(torch, module, xt):
+def forward_torch(torch, module, xt):
+    """What the PyTorch rows time: the forward alone (no conversion to NumPy)."""
     with torch.no_grad():
-        return module(xt).numpy()
+        return module(xt)
+
+
+def run_torch(torch, module, xt):
+    return forward_torch(torch, module, xt).float().numpy()
+
+
+def time_compiled(torch, module, xt, args):
+    """torch.compile(module) on xt: (its output, median ms, seconds its compile took), or
+    (None, "failed (...)", None) where inductor cannot compile (no C++ toolchain): said in
+    the table, the other rows still run."""
+    try:
+        compiled = torch.compile(module)
+        start = time.perf_counter()
+        y = run_torch(torch, compiled, xt)
+        compile_s = time.perf_counter() - start
+        return y, median_ms(lambda: forward_torch(torch, compiled, xt), args.iters,
+                            args.warmup), compile_s
+    except Exception as error:
+        why = " ".join(str(error).split())[:80].replace("|", "/")  # one table cell
+        return None, f"failed ({type(error).__name__}: {why})", None
 
 
 if __name__ == "__main__":

@@ -164,7 +164,7 @@ def check_out_file(parser, option, path, made_folder=None):
     --out, already checked by check_out_folder)."""
     if not path:
         parser.error(f"{option} '': an empty path")
-    if os.path.isdir(path):
+    if os.path.isdir(path) or (made_folder and os.path.abspath(path) == os.path.abspath(made_folder)):
         parser.error(f"{option} {path}: is a folder")
     folder = os.path.dirname(os.path.abspath(path))
     if made_folder and folder == os.path.abspath(made_folder) and not os.path.exists(folder):

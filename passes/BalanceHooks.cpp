@@ -70,6 +70,9 @@ FailureOr<std::optional<MLPChain>> matchMLP(LinearOp fc2) {
   if (gelu && fc1.getGelu())
     return fc1.emitOpError() << "applies a GELU (`gelu`) and an htp.gelu follows it: "
                                 "--htp-balance-hooks makes an MLP pair of one GELU";
+  if (fc2.getGelu())
+    return fc2.emitOpError() << "applies a GELU to a rank's partial sum in a split MLP pair: "
+                                "--htp-balance-hooks cannot keep it in htp.mlp";
   for (LinearOp linear : {fc1, fc2})
     if (linear.getResidual())
       return linear.emitOpError()

@@ -89,16 +89,17 @@ static unsigned epilogue_parts(const htp__epilogue *e) {
          (e->norm_weight ? PART_NORM_WEIGHT : 0) | (e->norm_bias ? PART_NORM_BIAS : 0);
 }
 
-/* "a bias, a residual" for parts, or "no bias, residual or norm weights". */
+/* "{a bias, a residual}" for parts, or "no bias, residual or norm weights". */
 static const char *parts_text(unsigned parts, char *text, size_t size) {
   static const char *const names[] = {"a bias", "a residual", "a norm weight", "a norm bias"};
-  size_t at = 0;
-  text[0] = '\0';
+  if (!parts) return "no bias, residual or norm weights";
+  size_t at = (size_t)snprintf(text, size, "{");
   for (int i = 0; i < 4; ++i)
     if (parts & (1u << i))
-      at += (size_t)snprintf(text + at, at < size ? size - at : 0, "%s%s", at ? ", " : "",
+      at += (size_t)snprintf(text + at, at < size ? size - at : 0, "%s%s", at > 1 ? ", " : "",
                              names[i]);
-  return at ? text : "no bias, residual or norm weights";
+  if (at < size) snprintf(text + at, size - at, "}");
+  return text;
 }
 
 enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
@@ -229,7 +230,7 @@ static void check_slots(local_world *state) {
     else if (first->parts != slot->parts) {
       char mine[96], theirs[96];
       snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: rank 0 passed %s, rank %d %s: each rank adds its own to the rows it "
+               "%s: rank 0 passed %s; rank %d %s: each rank adds its own to the rows it "
                "sums",
                op_name(first->op), parts_text(first->parts, mine, sizeof mine), rank,
                parts_text(slot->parts, theirs, sizeof theirs));
@@ -377,14 +378,36 @@ void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int 
  * normalises its rows of its own copy of the input and copies them. */
 enum { MAX_STACK_PARTS = 64 };
 
-/* rc, once ctx's stream has run what it queued: a rank failing mid-way has
- * sums and copies queued that read and write its peers' buffers, which the
- * peers, woken by the failure, may reuse. The failure is recorded first
- * (the wait may write the kernel error buffer). */
-static htp_result drained(htp_ctx *ctx, htp_result rc) {
+/* Bytes between two buffers of `space`: host memory with memcpy; a
+ * device's (ranks of a local world share it) with the table's copy on the
+ * caller's stream, which `settle` then waits for. */
+static htp_kernel_status move(htp_ctx *ctx, htp__space space, void *dst, const void *src,
+                              size_t bytes) {
+  if (!bytes || dst == src) return HTP_KERNEL_OK;
+  if (!htp__space_on_device(ctx, space)) {
+    memcpy(dst, src, bytes);
+    return HTP_KERNEL_OK;
+  }
+  return htp__kernel_table(ctx)->copy(htp__kernel_env(ctx), dst, src, bytes);
+}
+
+static htp_kernel_status settle(htp_ctx *ctx, htp__space space) {
   const htp_kernel_table *table = htp__kernel_table(ctx);
-  if (table->synchronize) (void)table->synchronize(htp__kernel_env(ctx));
-  return rc;
+  if (!htp__space_on_device(ctx, space) || !table->synchronize) return HTP_KERNEL_OK;
+  return table->synchronize(htp__kernel_env(ctx));
+}
+
+/* A kernel failure on ctx, reported once its stream has run what it
+ * queued: a rank failing mid-way has copies queued that read and write its
+ * peers' buffers, which the peers, woken by the failure, may reuse at once.
+ * The wait may write the kernel error buffer: the failure's is kept. */
+static htp_result fail_settled(htp_ctx *ctx, htp__space space, htp_kernel_status status,
+                               const char *what) {
+  char why[sizeof ctx->kernel_error];
+  memcpy(why, ctx->kernel_error, sizeof why);
+  (void)settle(ctx, space);
+  memcpy(ctx->kernel_error, why, sizeof why);
+  return htp__kernel_failed(ctx, status, what);
 }
 
 static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void *send,
@@ -446,7 +469,10 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
     if (status == HTP_KERNEL_OK && epilogue) {
       rc = htp__epilogue_rows(ctx, elem, epilogue, rows_at, (int64_t)first_row,
                               n / (int64_t)cols, (int64_t)cols);
-      if (rc != HTP_OK) return drained(ctx, rc);
+      if (rc != HTP_OK) { /* the world failed; its queued sum reads the peers' parts */
+        (void)settle(ctx, HTP__SPACE_DEVICE);
+        return rc;
+      }
     }
     for (int rank = 0; status == HTP_KERNEL_OK && rank < size; ++rank) {
       if (rank == ctx->rank) continue;
@@ -460,7 +486,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
     if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
   }
   /* A failure fails the world, which wakes the others in the rendezvous. */
-  if (status != HTP_KERNEL_OK) return drained(ctx, htp__kernel_failed(ctx, status, what));
+  if (status != HTP_KERNEL_OK) return fail_settled(ctx, HTP__SPACE_DEVICE, status, what);
   return rendezvous(ctx, deadline, 0, what);
 }
 
@@ -476,25 +502,6 @@ static htp_result local_allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const v
                               deadline);
 }
 
-/* Bytes between two buffers of `space`: host memory with memcpy; a
- * device's (ranks of a local world share it) with the table's copy on the
- * caller's stream, which `settle` then waits for. */
-static htp_kernel_status move(htp_ctx *ctx, htp__space space, void *dst, const void *src,
-                              size_t bytes) {
-  if (!bytes || dst == src) return HTP_KERNEL_OK;
-  if (!htp__space_on_device(ctx, space)) {
-    memcpy(dst, src, bytes);
-    return HTP_KERNEL_OK;
-  }
-  return htp__kernel_table(ctx)->copy(htp__kernel_env(ctx), dst, src, bytes);
-}
-
-static htp_kernel_status settle(htp_ctx *ctx, htp__space space) {
-  const htp_kernel_table *table = htp__kernel_table(ctx);
-  if (!htp__space_on_device(ctx, space) || !table->synchronize) return HTP_KERNEL_OK;
-  return table->synchronize(htp__kernel_env(ctx));
-}
-
 static htp_result local_allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
                                   size_t bytes, double deadline) {
   htp_result rc = publish(ctx, OP_ALLGATHER, space, bytes, 0, send, recv, deadline);
@@ -504,7 +511,7 @@ static htp_result local_allgather(htp_ctx *ctx, htp__space space, const void *se
   for (int rank = 0; bytes > 0 && status == HTP_KERNEL_OK && rank < state->size; ++rank)
     status = move(ctx, space, (char *)recv + (size_t)rank * bytes, state->slots[rank].send, bytes);
   if (status == HTP_KERNEL_OK) status = settle(ctx, space);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, "htp_allgather");
+  if (status != HTP_KERNEL_OK) return fail_settled(ctx, space, status, "htp_allgather");
   return rendezvous(ctx, deadline, 0, "htp_allgather");
 }
 
@@ -516,7 +523,7 @@ static htp_result local_broadcast(htp_ctx *ctx, htp__space space, void *buffer, 
   htp_kernel_status status = HTP_KERNEL_OK;
   if (ctx->rank != root) status = move(ctx, space, buffer, state->slots[root].send, bytes);
   if (status == HTP_KERNEL_OK) status = settle(ctx, space);
-  if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, "htp_broadcast");
+  if (status != HTP_KERNEL_OK) return fail_settled(ctx, space, status, "htp_broadcast");
   return rendezvous(ctx, deadline, 0, "htp_broadcast");
 }
 

@@ -263,8 +263,9 @@ HTP_API const char *htp_world_last_error(const htp_world *world);
  * peers waiting in a collective get HTP_ERR_REMOTE at once. */
 HTP_API htp_result htp_ctx_create(htp_world *world, int rank, htp_ctx **ctx);
 /* Frees the context (NULL is fine); the rank may then get a new one. A
- * context with a balancer still attached is not freed (said on stderr):
- * destroy the balancer first. */
+ * context with a balancer still attached is not freed (said on stderr),
+ * nor what it holds (its device environment, an SM partition: a later
+ * world may find the SMs taken): destroy the balancer first. */
 HTP_API void htp_ctx_destroy(htp_ctx *ctx);
 HTP_API int htp_ctx_rank(const htp_ctx *ctx);
 HTP_API int htp_ctx_size(const htp_ctx *ctx);
@@ -1126,7 +1127,9 @@ HTP_API const char *htp_ctx_profile_call(const htp_ctx *ctx, int call, const dou
 HTP_API void htp_ctx_profile_stop(htp_ctx *ctx);
 /* Timing on the device's clock (CUDA events on the rank's stream; the CPU's
  * monotonic clock): mark(ctx, 0) before the work, mark(ctx, 1) after, then
- * elapsed waits for mark 1 and gives the seconds between. */
+ * elapsed waits for mark 1 and gives the seconds between. A misuse (a mark
+ * other than 0 or 1, elapsed without both marks) is HTP_ERR_INVALID and,
+ * as an op's bad argument, fails the world. */
 HTP_API htp_result htp_ctx_mark(htp_ctx *ctx, int which);
 HTP_API htp_result htp_ctx_elapsed(htp_ctx *ctx, double *seconds);
 

@@ -160,6 +160,9 @@ htp_kernel_status htp__checked_release(const htp_kernel_env *env, void *ptr) {
     return htp_kernel_fail(env, HTP_KERNEL_ERR_INVALID,
                            "checked release: %p is not the start of a live allocation (freed "
                            "twice, or a pointer into one)", ptr);
+  /* Poisoned as new memory is, so that a read after the release (a queued
+   * copy run too late) sees NaN rather than the old bytes. */
+  memset(host_of(base), 0xFF, bytes);
   free(host_of(base));
   return HTP_KERNEL_OK;
 }

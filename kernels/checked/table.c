@@ -20,7 +20,8 @@
  *    CPU table, on host copies of nothing: the kernels read the arena's
  *    memory through translated addresses), except copies between device
  *    buffers, which wait in the stream's queue until its next other entry
- *    or synchronize (on the rank's own thread), so that a peer that reads
+ *    or synchronize (on the rank's own thread) or any release (cudaFree
+ *    waits for the device), so that a peer that reads
  *    what a copy writes without the writer's stream being waited for reads
  *    the old bytes, as it may on a GPU; the emulated stream stays
  *    busy for a further `latency` seconds per entry (HTP_CHECKED_LATENCY_US,
@@ -56,6 +57,8 @@ typedef struct queued_copy {
 
 typedef struct checked_env {
   htp_kernel_env cpu; /* the CPU environment the kernels run with */
+  struct checked_env *next; /* the process's environments (all_envs) */
+  pthread_mutex_t queue_lock; /* the queue: its stream's thread, or a release's */
   queued_copy *queued; /* copies not yet done, in order */
   size_t num_queued, queued_capacity;
   double ready;       /* when the emulated stream has done its queued work */
@@ -104,35 +107,54 @@ static void wait_until(double until) {
 
 static void wait_stream(const checked_env *self) { wait_until(self->ready); }
 
+/* Every environment of the process, so that a release waits for all their
+ * queues, as cudaFree waits for the whole device: a rank's queued copy may
+ * read or write a peer's buffer that the peer then frees. Lock order:
+ * envs_lock, then an environment's queue_lock. */
+static pthread_mutex_t envs_lock = PTHREAD_MUTEX_INITIALIZER;
+static checked_env *all_envs;
+
+static void do_copy(const queued_copy *q) {
+  for (size_t r = 0; r < q->rows; ++r)
+    memcpy((char *)q->dst + r * q->dst_pitch, (const char *)q->src + r * q->src_pitch,
+           q->row_bytes);
+}
+
 /* Does the stream's queued copies, in order: before any other entry of the
  * stream runs (a stream is in order) and when it is waited for. */
 static void run_queued(checked_env *self) {
-  for (size_t i = 0; i < self->num_queued; ++i) {
-    const queued_copy *q = &self->queued[i];
-    for (size_t r = 0; r < q->rows; ++r)
-      memcpy((char *)q->dst + r * q->dst_pitch, (const char *)q->src + r * q->src_pitch,
-             q->row_bytes);
-  }
+  pthread_mutex_lock(&self->queue_lock);
+  for (size_t i = 0; i < self->num_queued; ++i) do_copy(&self->queued[i]);
   self->num_queued = 0;
+  pthread_mutex_unlock(&self->queue_lock);
 }
 
-/* Queues a copy (done at once when the queue cannot grow: later, never
- * lost). */
+/* Every stream's queued copies: a release, as cudaFree, waits for the device. */
+static void run_every_queue(void) {
+  pthread_mutex_lock(&envs_lock);
+  for (checked_env *e = all_envs; e; e = e->next) run_queued(e);
+  pthread_mutex_unlock(&envs_lock);
+}
+
+/* Queues a copy (done at once, after those queued, when the queue cannot
+ * grow: later, never lost). */
 static void queue_copy(checked_env *self, queued_copy copy) {
+  pthread_mutex_lock(&self->queue_lock);
   if (self->num_queued == self->queued_capacity) {
     const size_t grown = self->queued_capacity ? 2 * self->queued_capacity : 16;
     queued_copy *more = realloc(self->queued, grown * sizeof *more);
     if (!more) {
-      run_queued(self);
-      for (size_t r = 0; r < copy.rows; ++r)
-        memcpy((char *)copy.dst + r * copy.dst_pitch,
-               (const char *)copy.src + r * copy.src_pitch, copy.row_bytes);
+      for (size_t i = 0; i < self->num_queued; ++i) do_copy(&self->queued[i]);
+      self->num_queued = 0;
+      do_copy(&copy);
+      pthread_mutex_unlock(&self->queue_lock);
       return;
     }
     self->queued = more;
     self->queued_capacity = grown;
   }
   self->queued[self->num_queued++] = copy;
+  pthread_mutex_unlock(&self->queue_lock);
 }
 
 /* ----- The entries' common shape ---------------------------------------------
@@ -528,9 +550,8 @@ static htp_kernel_status alloc(const htp_kernel_env *env, size_t bytes, void **o
 }
 
 static htp_kernel_status release(const htp_kernel_env *env, void *ptr) {
-  checked_env *self = object_of(env, "release");
-  if (!self) return HTP_KERNEL_ERR_SYSTEM;
-  run_queued(self); /* cudaFree waits for the device */
+  if (!object_of(env, "release")) return HTP_KERNEL_ERR_SYSTEM;
+  run_every_queue(); /* cudaFree waits for the device: every rank's stream */
   return htp__checked_release(env, ptr);
 }
 
@@ -941,6 +962,11 @@ htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env 
   self->sm_groups = groups;
   self->latency = 1e-6 * latency_us;
   self->ready = now();
+  pthread_mutex_init(&self->queue_lock, NULL);
+  pthread_mutex_lock(&envs_lock);
+  self->next = all_envs;
+  all_envs = self;
+  pthread_mutex_unlock(&envs_lock);
   env->kernels = self;
   return HTP_KERNEL_OK;
 }
@@ -948,7 +974,15 @@ htp_kernel_status htp_checked_kernel_env_create_on(int sm_count, htp_kernel_env 
 void htp_checked_kernel_env_destroy(htp_kernel_env *env) {
   if (!env || !env->kernels) return;
   checked_env *self = env->kernels;
+  pthread_mutex_lock(&envs_lock);
+  for (checked_env **at = &all_envs; *at; at = &(*at)->next)
+    if (*at == self) {
+      *at = self->next;
+      break;
+    }
+  pthread_mutex_unlock(&envs_lock);
   run_queued(self);
+  pthread_mutex_destroy(&self->queue_lock);
   free(self->queued);
   htp_cpu_kernel_env_destroy(&self->cpu);
   release_partition(self->sm_groups);

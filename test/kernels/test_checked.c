@@ -428,6 +428,15 @@ static void queued_copies(void **state) {
   assert_int_equal(d.table->release(&d.env, src), HTP_KERNEL_OK);
   assert_int_equal(peer.table->to_host(&peer.env, got, dst, sizeof got), HTP_KERNEL_OK);
   assert_memory_equal(got, fresh, sizeof got);
+  /* A peer freeing the buffer this stream's queued copy reads waits for it
+   * (cudaFree waits for the whole device; a release ran its own stream's
+   * queue only, and the copy read the freed, poisoned bytes). */
+  float *theirs = upload(&peer, fresh, N);
+  assert_int_equal(d.table->to_device(&d.env, dst, old, sizeof old), HTP_KERNEL_OK);
+  assert_int_equal(d.table->copy(&d.env, dst, theirs, sizeof fresh), HTP_KERNEL_OK);
+  assert_int_equal(peer.table->release(&peer.env, theirs), HTP_KERNEL_OK);
+  assert_int_equal(d.table->to_host(&d.env, got, dst, sizeof got), HTP_KERNEL_OK);
+  assert_memory_equal(got, fresh, sizeof got);
   /* Destroying the environment runs what it queued (not lost). */
   src = upload(&d, old, N);
   assert_int_equal(d.table->copy(&d.env, dst, src, sizeof old), HTP_KERNEL_OK);

@@ -50,3 +50,16 @@ func.func @attention_residual(%x: tensor<1x1x8xf32> {htp.input = "x"}, %wqkv: te
   %s = htp.all_reduce %a : tensor<1x1x8xf32>
   return %s : tensor<1x1x8xf32>
 }
+
+// -----
+
+func.func @fc2_gelu(%x: tensor<1x1x8xf32> {htp.input = "x"}, %wqkv: tensor<12x8xf32> {htp.param = "qkv"}, %bqkv: tensor<12xf32> {htp.param = "bqkv"}, %wp: tensor<8x4xf32> {htp.param = "proj"}, %w1: tensor<4x8xf32> {htp.param = "fc1"}, %b1: tensor<4xf32> {htp.param = "b1"}, %w2: tensor<8x4xf32> {htp.param = "fc2"}) -> tensor<1x1x8xf32> attributes {htp.tp = 2 : i64} {
+  %a = htp.attention %x, %wqkv, %bqkv, %wp {num_heads = 2 : i64} : (tensor<1x1x8xf32>, tensor<12x8xf32>, tensor<12xf32>, tensor<8x4xf32>) -> tensor<1x1x8xf32>
+  %s = htp.all_reduce %a : tensor<1x1x8xf32>
+  %h = htp.linear %s, %w1, %b1 : (tensor<1x1x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<1x1x4xf32>
+  %g = htp.gelu %h : tensor<1x1x4xf32>
+  // expected-error @+1 {{'htp.linear' op applies a GELU to a rank's partial sum in a split MLP pair}}
+  %m = htp.linear %g, %w2 gelu tanh : (tensor<1x1x4xf32>, tensor<8x4xf32>) -> tensor<1x1x8xf32>
+  %y = htp.all_reduce %m : tensor<1x1x8xf32>
+  return %y : tensor<1x1x8xf32>
+}

@@ -71,7 +71,8 @@ int main(int argc, char **argv) {
   // ("<unknown>:0: error: "): said here as htp-opt's error instead.
   config.setPassPipelineSetupFn([base = config](mlir::PassManager &pm) {
     mlir::ScopedDiagnosticHandler options(pm.getContext(), [](mlir::Diagnostic &d) {
-      if (!llvm::isa<mlir::UnknownLoc>(d.getLocation()))
+      if (d.getSeverity() != mlir::DiagnosticSeverity::Error ||
+          !llvm::isa<mlir::UnknownLoc>(d.getLocation()))
         return mlir::failure();
       const std::string message = d.str();
       llvm::StringRef why = llvm::StringRef(message).trim();
