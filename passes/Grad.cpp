@@ -143,12 +143,8 @@ LogicalResult AdjointBuilder::adjoint(Operation *op, Value dy) {
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case([&](LinearOp linear) -> LogicalResult {
-        // The fusion runs after this pass (htp-pipeline): only IR written
-        // with a fused GELU gets here.
-        if (linear.getGelu())
-          return linear.emitOpError("has a fused GELU, which has no adjoint here: write "
-                                    "htp.gelu after it (--htp-fuse-linear-gelu runs after "
-                                    "--htp-grad)");
+        // A fused GELU was taken apart above, except beside a residual
+        // (which the verifier refuses).
         if (linear.getResidual())
           return linear.emitOpError("has a fused residual, which has no adjoint here: write "
                                     "htp.add after it (--htp-fuse-residual runs after "
@@ -294,6 +290,22 @@ LogicalResult AdjointBuilder::run(SmallVectorImpl<Value> &gradients) {
   Operation *terminator = body.getTerminator();
   auto loss = cast<CrossEntropyOp>(terminator->getOperand(0).getDefiningOp());
   builder.setInsertionPoint(terminator);
+
+  // A linear with its GELU fused (written so: the fusion runs after this
+  // pass) computes GELU(h) without keeping h, which the GELU's adjoint
+  // reads: this copy computes h and the GELU apart (a split block's fc1
+  // reaches here as htp.mlp, which keeps it).
+  for (LinearOp linear : llvm::to_vector(body.getOps<LinearOp>())) {
+    std::optional<Approximation> gelu = linear.getGelu();
+    if (!gelu || linear.getResidual())
+      continue;
+    linear.removeGeluAttr();
+    OpBuilder after(linear.getContext());
+    after.setInsertionPointAfter(linear);
+    auto apart = GeluOp::create(after, linear.getLoc(), linear.getType(), linear.getResult(),
+                                ApproximationAttr::get(linear.getContext(), *gelu));
+    linear.getResult().replaceAllUsesExcept(apart.getResult(), apart);
+  }
 
   // The seed: d(loss)/d(logits) for d(loss) = 1.
   SmallVector<Operation *> forward;

@@ -101,20 +101,7 @@ func.func @targets_param(%x: tensor<2x8xf32>, %w: tensor<5x8xf32> {htp.param = "
 
 // -----
 
-// A linear with its GELU already fused has no adjoint (the fusion runs after
-// --htp-grad in htp-pipeline).
-func.func @fused_gelu(%x: tensor<2x4xf32> {htp.input = "x"},
-                      %w: tensor<3x4xf32> {htp.param = "head.weight"},
-                      %t: tensor<2x3xf32> {htp.input = "targets"}) -> tensor<1xf32> {
-  // expected-error @+1 {{'htp.linear' op has a fused GELU, which has no adjoint here}}
-  %y = htp.linear %x, %w gelu none : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x3xf32>
-  %loss = htp.cross_entropy %y, %t : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<1xf32>
-  return %loss : tensor<1xf32>
-}
-
-// -----
-
-// Nor does a fused residual (--htp-fuse-residual runs after --htp-grad).
+// A fused residual has no adjoint (--htp-fuse-residual runs after --htp-grad).
 func.func @fused_residual(%x: tensor<2x4xf32> {htp.input = "x"},
                           %w: tensor<4x4xf32> {htp.param = "head.weight"},
                           %t: tensor<2x4xf32> {htp.input = "targets"}) -> tensor<1xf32> {
