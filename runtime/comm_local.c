@@ -309,29 +309,21 @@ static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, 
 
 enum { ALIGN_ELEMENTS = 32 }; /* 128 bytes of f32, 64 of bf16 */
 
-/* What each rank of sm_counts weighs in the chunks (htp__allreduce_chunk):
- * its partition's SMs; a rank on the whole GPU (0) an equal share of the
- * SMs no partition holds (on an H200, --sms 0:8 at tp 4: 8 against three
- * ranks of 41, not an equal quarter); 0 for every rank: no proportion. */
-static int64_t chunk_weight(const int32_t *sm_counts, int size, int device_sms, int r) {
-  if (!sm_counts) return 0;
-  int64_t named = 0;
-  int unnamed = 0;
-  for (int i = 0; i < size; ++i) {
-    if (sm_counts[i] > 0) named += sm_counts[i];
-    else unnamed++;
-  }
-  if (named == 0) return 0;
-  if (sm_counts[r] > 0) return sm_counts[r];
-  const int64_t rest = (int64_t)device_sms - named;
-  return rest >= unnamed ? rest / unnamed : 0;
-}
-
 void htp__allreduce_chunk(size_t count, int size, const int32_t *sm_counts, int device_sms,
                           int rank, size_t align, size_t *begin, size_t *end) {
+  /* A rank weighs its partition's SMs; a rank on the whole GPU (0) an equal
+   * share of the SMs no partition holds (on an H200, --sms 0:8 at tp 4: 8
+   * against three ranks of 41, not an equal quarter). */
+  int64_t named = 0, unnamed = 0;
+  for (int r = 0; sm_counts && r < size; ++r) {
+    if (sm_counts[r] > 0) named += sm_counts[r];
+    else unnamed++;
+  }
+  const int64_t rest = (int64_t)device_sms - named;
+  const int64_t share = unnamed && rest >= unnamed ? rest / unnamed : 0;
   int64_t total = 0, before = 0, mine = 0;
-  for (int r = 0; r < size; ++r) {
-    const int64_t w = chunk_weight(sm_counts, size, device_sms, r);
+  for (int r = 0; named && r < size; ++r) {
+    const int64_t w = sm_counts[r] > 0 ? sm_counts[r] : share;
     if (w <= 0) { /* no proportion to keep */
       total = 0;
       break;
@@ -418,7 +410,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
   const char *what = epilogue ? htp__epilogue_name(elem, epilogue) : htp__allreduce_name(elem);
   const htp_kernel_table *table = htp__kernel_table(ctx);
   const htp_kernel_env *env = htp__kernel_env(ctx);
-  htp_kernel_status status = table->synchronize ? table->synchronize(env) : HTP_KERNEL_OK;
+  htp_kernel_status status = settle(ctx, HTP__SPACE_DEVICE);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   const int bf16 = elem == HTP__ELEM_BF16;
   const int op = !epilogue ? (bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE)
@@ -483,7 +475,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
         status = table->copy(env, (char *)state->slots[rank].normed + offset,
                              (const char *)epilogue->normed + offset, bytes);
     }
-    if (status == HTP_KERNEL_OK && table->synchronize) status = table->synchronize(env);
+    if (status == HTP_KERNEL_OK) status = settle(ctx, HTP__SPACE_DEVICE);
   }
   /* A failure fails the world, which wakes the others in the rendezvous. */
   if (status != HTP_KERNEL_OK) return fail_settled(ctx, HTP__SPACE_DEVICE, status, what);
