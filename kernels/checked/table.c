@@ -120,12 +120,17 @@ static void do_copy(const queued_copy *q) {
            q->row_bytes);
 }
 
+/* The queue's copies, in order, with queue_lock held. */
+static void run_locked(checked_env *self) {
+  for (size_t i = 0; i < self->num_queued; ++i) do_copy(&self->queued[i]);
+  self->num_queued = 0;
+}
+
 /* Does the stream's queued copies, in order: before any other entry of the
  * stream runs (a stream is in order) and when it is waited for. */
 static void run_queued(checked_env *self) {
   pthread_mutex_lock(&self->queue_lock);
-  for (size_t i = 0; i < self->num_queued; ++i) do_copy(&self->queued[i]);
-  self->num_queued = 0;
+  run_locked(self);
   pthread_mutex_unlock(&self->queue_lock);
 }
 
@@ -144,8 +149,7 @@ static void queue_copy(checked_env *self, queued_copy copy) {
     const size_t grown = self->queued_capacity ? 2 * self->queued_capacity : 16;
     queued_copy *more = realloc(self->queued, grown * sizeof *more);
     if (!more) {
-      for (size_t i = 0; i < self->num_queued; ++i) do_copy(&self->queued[i]);
-      self->num_queued = 0;
+      run_locked(self);
       do_copy(&copy);
       pthread_mutex_unlock(&self->queue_lock);
       return;
