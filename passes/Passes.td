@@ -10,7 +10,7 @@
 
 include "mlir/Pass/PassBase.td"
 
-def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
+def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Split attention heads and MLP neurons over tp ranks (Megatron)";
   let description = [{
     Rewrites a function on full shapes into the program ONE rank runs when
@@ -32,7 +32,9 @@ def HTPTensorParallel : Pass<"htp-tensor-parallel", "mlir::func::FuncOp"> {
     Sharded arguments get their local type and
     `htp.shard = #htp.shard<dim = D, parts = N, layout = L>`; the function gets `htp.tp`. Heads or
     neurons not divisible by `tp`, and a parameter used both by a split op
-    and elsewhere, are errors. `tp = 1` leaves the function unchanged.
+    and elsewhere, are errors, as is splitting a function that another
+    refers to (a `func.call`: the caller would pass full weights to one
+    rank's shards). `tp = 1` leaves the function unchanged.
 
     Uneven shards (DESIGN §12): `shares=3,3,2,1` (one positive number per
     rank) gives rank r a part of each layer's heads and MLP units in

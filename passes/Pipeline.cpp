@@ -26,7 +26,7 @@ void htp::buildHTPPipeline(OpPassManager &pm,
     split.tp = options.tp;
     split.shares.assign(options.shares.begin(), options.shares.end());
     split.spare = options.spare;
-    pm.addNestedPass<func::FuncOp>(htp::createHTPTensorParallel(split));
+    pm.addPass(htp::createHTPTensorParallel(split));
   }
   if (options.tp > 1 && options.hooks)
     pm.addNestedPass<func::FuncOp>(htp::createHTPBalanceHooks());

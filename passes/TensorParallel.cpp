@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
 #include "runtime/htp_entry.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/InterleavedRange.h"
@@ -423,6 +424,21 @@ LogicalResult FunctionSplitter::run() {
     pairs.emplace_back(column, std::move(activations), row);
   }
 
+  // A caller would pass the full weights to the one rank's shards: the
+  // split is for the functions htp-run enters, which nothing calls.
+  if (!attentions.empty() || !pairs.empty())
+    if (auto uses = SymbolTable::getSymbolUses(func, func->getParentOp()))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        InFlightDiagnostic error =
+            use.getUser()->emitError()
+            << "refers to @" << func.getSymName()
+            << ", which --htp-tensor-parallel splits into one rank's shards (its weights "
+               "change shape): split only functions no other function calls, or inline @"
+            << func.getSymName() << " into its caller first";
+        error.attachNote(func.getLoc()) << "@" << func.getSymName() << " is here";
+        return failure();
+      }
+
   for (AttentionOp attention : attentions)
     if (failed(splitAttention(attention)))
       return failure();
@@ -478,7 +494,10 @@ struct TensorParallelPass : htp::impl::HTPTensorParallelBase<TensorParallelPass>
     if (tp == 1)
       return;
     SmallVector<int64_t> rankShares(shares.begin(), shares.end());
-    if (failed(splitForTensorParallel(getOperation(), tp, rankShares, mlpUnitWidth, spare)))
+    bool split = true; // every function's errors are reported
+    for (func::FuncOp func : llvm::make_early_inc_range(getOperation().getOps<func::FuncOp>()))
+      split &= succeeded(splitForTensorParallel(func, tp, rankShares, mlpUnitWidth, spare));
+    if (!split)
       signalPassFailure();
   }
 };

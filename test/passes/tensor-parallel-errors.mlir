@@ -63,3 +63,37 @@ func.func @nested(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor<8x20xf
   }
   return %r : tensor<3x8xf32>
 }
+
+// -----
+
+// A function another calls: its caller would pass full weights to one
+// rank's shards (the verifier would only see mismatched call types).
+// expected-note @+1 {{@mlp is here}}
+func.func @mlp(%x: tensor<3x9xf32>, %w1: tensor<12x9xf32>, %w2: tensor<9x12xf32>) -> tensor<3x9xf32> {
+  %h = htp.linear %x, %w1 : (tensor<3x9xf32>, tensor<12x9xf32>) -> tensor<3x12xf32>
+  %y = htp.linear %h, %w2 : (tensor<3x12xf32>, tensor<9x12xf32>) -> tensor<3x9xf32>
+  return %y : tensor<3x9xf32>
+}
+
+func.func @caller(%x: tensor<3x9xf32>, %w1: tensor<12x9xf32>, %w2: tensor<9x12xf32>) -> tensor<3x9xf32> {
+  // expected-error @+1 {{refers to @mlp, which --htp-tensor-parallel splits into one rank's shards}}
+  %y = func.call @mlp(%x, %w1, %w2) : (tensor<3x9xf32>, tensor<12x9xf32>, tensor<9x12xf32>) -> tensor<3x9xf32>
+  return %y : tensor<3x9xf32>
+}
+
+// -----
+
+// Two functions in error: both are reported.
+func.func @first(%x: tensor<3x8xf32>, %w1: tensor<20x8xf32>, %w2: tensor<8x20xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{out_features (20) of this column-parallel linear is not divisible by tp}}
+  %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<20x8xf32>) -> tensor<3x20xf32>
+  %y = htp.linear %h, %w2 : (tensor<3x20xf32>, tensor<8x20xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
+
+func.func @second(%x: tensor<3x8xf32>, %w1: tensor<10x8xf32>, %w2: tensor<8x10xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{out_features (10) of this column-parallel linear is not divisible by tp}}
+  %h = htp.linear %x, %w1 : (tensor<3x8xf32>, tensor<10x8xf32>) -> tensor<3x10xf32>
+  %y = htp.linear %h, %w2 : (tensor<3x10xf32>, tensor<8x10xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}
