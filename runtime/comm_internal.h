@@ -87,6 +87,51 @@ static inline const char *htp__epilogue_name(htp__elem elem, const htp__epilogue
  * memory), or host memory whatever the device (control traffic). */
 typedef enum htp__space { HTP__SPACE_DEVICE, HTP__SPACE_HOST } htp__space;
 
+/* The collectives, as ranks must call them alike (comm_args.c). */
+typedef enum htp__collective {
+  HTP__OP_ALLREDUCE = 1,
+  HTP__OP_ALLREDUCE_BF16,
+  HTP__OP_ALLREDUCE_BIAS_RESIDUAL, /* local: chunked by rows, must not meet an all-reduce */
+  HTP__OP_ALLREDUCE_BIAS_RESIDUAL_BF16,
+  HTP__OP_ALLREDUCE_NORM, /* and the norm's rows copied too */
+  HTP__OP_ALLREDUCE_NORM_BF16,
+  HTP__OP_GROUP_LAYER_NORM, /* no sum: each rank's rows of its own input, normalised */
+  HTP__OP_GROUP_LAYER_NORM_BF16,
+  HTP__OP_ALLGATHER,
+  HTP__OP_BROADCAST,
+  HTP__OP_BARRIER
+} htp__collective;
+
+/* What one rank passes to a collective that every rank must pass alike.
+ * The local backend compares them at its rendezvous; a backend without one
+ * (mpi) gathers them before any data moves (htp__backend_ops.agree), so a
+ * rank calling another collective, count or epilogue than its peers is an
+ * error on every rank, not a hang or a sum of unlike buffers. */
+typedef struct htp__collective_args {
+  htp__collective op;
+  size_t count; /* elements or bytes */
+  size_t cols;  /* an epilogue's row length, else 0 */
+  int root;
+  htp__space space;
+  unsigned parts; /* an epilogue's operands given (HTP__PART_*) */
+  float epsilon;  /* an epilogue's norm epsilon, else 0 */
+} htp__collective_args;
+
+enum { HTP__PART_BIAS = 1, HTP__PART_RESIDUAL = 2, HTP__PART_NORM_WEIGHT = 4, HTP__PART_NORM_BIAS = 8 };
+
+HTP__HIDDEN const char *htp__collective_name(htp__collective op);
+/* The all-reduce of elem with epilogue (NULL: the plain sum), or the group
+ * layer norm (epilogue->replicated). */
+HTP__HIDDEN htp__collective htp__allreduce_collective(htp__elem elem, const htp__epilogue *epilogue);
+HTP__HIDDEN htp__collective_args htp__collective_args_of(htp__collective op, htp__space space,
+                                                         size_t count, size_t cols, int root,
+                                                         const htp__epilogue *epilogue);
+/* 0 where other (rank's) equals first (rank 0's); else 1 with why in
+ * message. */
+HTP__HIDDEN int htp__collective_mismatch(const htp__collective_args *first, int rank,
+                                         const htp__collective_args *other, char *message,
+                                         size_t size);
+
 typedef struct htp__backend_ops {
   const char *name;
   /* Sets world->size and world->process_rank, allocates world->backend. May
@@ -119,6 +164,10 @@ typedef struct htp__backend_ops {
   htp_result (*recv)(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes, int peer,
                      int tag, double deadline);
   htp_result (*barrier)(htp_ctx *ctx, double deadline);
+  /* Compares what every rank passes to the collective it is about to run,
+   * before the core calls it (NULL: the backend compares them itself). A
+   * mismatch fails the world with HTP_ERR_INVALID, on every rank alike. */
+  htp_result (*agree)(htp_ctx *ctx, const htp__collective_args *args, double deadline);
   /* Called once, right after the world was marked failed: wake local waiters,
    * tell remote peers. Must not block. ctx may be NULL (no calling rank). */
   void (*notify_failure)(htp_world *world, htp_ctx *ctx);
@@ -208,6 +257,11 @@ HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code
                                  const char *format, ...) HTP__PRINTF(5, 6);
 /* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a
  * failure that started on another rank is HTP_ERR_REMOTE; HTP_OK if healthy. */
+/* The world fails here without a notice to its peers: each of them finds
+ * the same failure itself (the mpi backend's agreement on a call, where a
+ * notice would overtake a peer still gathering and tell it less). */
+HTP__HIDDEN void htp__world_fail_alike(htp_world *world, htp_ctx *ctx, htp_result code,
+                                       const char *format, ...) HTP__PRINTF(4, 5);
 HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
 /* The epilogue on rows [first, first + rows) of the sum in recv (the
  * residual's and normed's same rows), on the context's kernel table: the

@@ -34,73 +34,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum local_op {
-  OP_ALLREDUCE = 1,
-  OP_ALLREDUCE_BF16,
-  OP_ALLREDUCE_BIAS_RESIDUAL, /* chunked by rows: must not meet an OP_ALLREDUCE */
-  OP_ALLREDUCE_BIAS_RESIDUAL_BF16,
-  OP_ALLREDUCE_NORM, /* and the norm's rows copied too */
-  OP_ALLREDUCE_NORM_BF16,
-  OP_GROUP_LAYER_NORM, /* no sum: each rank's rows of its own input, normalised and copied */
-  OP_GROUP_LAYER_NORM_BF16,
-  OP_ALLGATHER,
-  OP_BROADCAST,
-  OP_BARRIER
-};
-
-static const char *op_name(int op) {
-  switch (op) {
-  case OP_ALLREDUCE: return htp__allreduce_name(HTP__ELEM_F32);
-  case OP_ALLREDUCE_BF16: return htp__allreduce_name(HTP__ELEM_BF16);
-  case OP_ALLREDUCE_BIAS_RESIDUAL: return htp__allreduce_epilogue_name(HTP__ELEM_F32, 0);
-  case OP_ALLREDUCE_BIAS_RESIDUAL_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 0);
-  case OP_ALLREDUCE_NORM: return htp__allreduce_epilogue_name(HTP__ELEM_F32, 1);
-  case OP_ALLREDUCE_NORM_BF16: return htp__allreduce_epilogue_name(HTP__ELEM_BF16, 1);
-  case OP_GROUP_LAYER_NORM: return htp__group_layer_norm_name(HTP__ELEM_F32);
-  case OP_GROUP_LAYER_NORM_BF16: return htp__group_layer_norm_name(HTP__ELEM_BF16);
-  case OP_ALLGATHER: return "htp_allgather";
-  case OP_BROADCAST: return "htp_broadcast";
-  case OP_BARRIER: return "htp_barrier";
-  }
-  return "?";
-}
-
 typedef struct local_slot {
-  int op;
-  size_t count; /* elements or bytes */
-  size_t cols;  /* the row length of an all-reduce with a bias or residual, else 0 */
-  int root;
-  htp__space space;
+  htp__collective_args args;
   const void *send;
   void *recv;
   void *normed; /* an all-reduce with a norm: where its rows go, else NULL */
-  unsigned parts; /* an epilogue's operands given (PART_*): the same on every rank */
-  float epsilon;  /* an epilogue's norm epsilon, else 0 */
 } local_slot;
-
-/* An epilogue's optional operands, as local_slot.parts records them: each
- * rank applies its own to the rows it sums, so a rank without one would
- * leave its rows unlike the others' with no error. */
-enum { PART_BIAS = 1, PART_RESIDUAL = 2, PART_NORM_WEIGHT = 4, PART_NORM_BIAS = 8 };
-
-static unsigned epilogue_parts(const htp__epilogue *e) {
-  if (!e) return 0;
-  return (e->bias ? PART_BIAS : 0) | (e->residual ? PART_RESIDUAL : 0) |
-         (e->norm_weight ? PART_NORM_WEIGHT : 0) | (e->norm_bias ? PART_NORM_BIAS : 0);
-}
-
-/* "{a bias, a residual}" for parts, or "no bias, residual or norm weights". */
-static const char *parts_text(unsigned parts, char *text, size_t size) {
-  static const char *const names[] = {"a bias", "a residual", "a norm weight", "a norm bias"};
-  if (!parts) return "no bias, residual or norm weights";
-  size_t at = (size_t)snprintf(text, size, "{");
-  for (int i = 0; i < 4; ++i)
-    if (parts & (1u << i))
-      at += (size_t)snprintf(text + at, at < size ? size - at : 0, "%s%s", at > 1 ? ", " : "",
-                             names[i]);
-  if (at < size) snprintf(text + at, size - at, "}");
-  return text;
-}
 
 enum { MSG_POSTED = 0, MSG_CLAIMED = 1, MSG_DONE = 2 };
 
@@ -194,52 +133,12 @@ static int wait_until(local_world *state, double deadline) {
 
 /* ===== Rendezvous ======================================================= */
 
-static int same_arguments(const local_slot *a, const local_slot *b) {
-  return a->op == b->op && a->count == b->count && a->cols == b->cols && a->root == b->root &&
-         a->space == b->space && a->parts == b->parts &&
-         memcmp(&a->epsilon, &b->epsilon, sizeof a->epsilon) == 0;
-}
-
 static void check_slots(local_world *state) {
   state->mismatch = 0;
-  for (int rank = 1; rank < state->size; ++rank) {
-    const local_slot *first = &state->slots[0], *slot = &state->slots[rank];
-    if (same_arguments(first, slot)) continue;
-    state->mismatch = 1;
-    if (first->op != slot->op)
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "collective mismatch: rank 0 called %s, rank %d called %s", op_name(first->op),
-               rank, op_name(slot->op));
-    else if (first->count != slot->count)
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: count mismatch: rank 0 passed %zu, rank %d passed %zu", op_name(first->op),
-               first->count, rank, slot->count);
-    else if (first->cols != slot->cols)
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: row length mismatch: rank 0 passed %zu, rank %d passed %zu",
-               op_name(first->op), first->cols, rank, slot->cols);
-    else if (first->root != slot->root)
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: root mismatch: rank 0 passed %d, rank %d passed %d", op_name(first->op),
-               first->root, rank, slot->root);
-    else if (first->space != slot->space)
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: rank 0 moves %s memory, rank %d %s memory", op_name(first->op),
-               first->space == HTP__SPACE_HOST ? "host" : "device", rank,
-               slot->space == HTP__SPACE_HOST ? "host" : "device");
-    else if (first->parts != slot->parts) {
-      char mine[96], theirs[96];
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: rank 0 passed %s; rank %d %s: each rank adds its own to the rows it "
-               "sums",
-               op_name(first->op), parts_text(first->parts, mine, sizeof mine), rank,
-               parts_text(slot->parts, theirs, sizeof theirs));
-    } else
-      snprintf(state->mismatch_message, HTP__MESSAGE_SIZE,
-               "%s: epsilon mismatch: rank 0 passed %g, rank %d passed %g", op_name(first->op),
-               (double)first->epsilon, rank, (double)slot->epsilon);
-    return;
-  }
+  for (int rank = 1; rank < state->size && !state->mismatch; ++rank)
+    state->mismatch = htp__collective_mismatch(&state->slots[0].args, rank,
+                                               &state->slots[rank].args, state->mismatch_message,
+                                               HTP__MESSAGE_SIZE);
 }
 
 /* Arrives at the world's barrier and waits for every rank. With check set,
@@ -282,25 +181,19 @@ static htp_result rendezvous(htp_ctx *ctx, double deadline, int check, const cha
   return HTP_OK;
 }
 
-static htp_result publish_rows(htp_ctx *ctx, int op, htp__space space, size_t count, size_t cols,
-                               int root, const void *send, void *recv,
+static htp_result publish_rows(htp_ctx *ctx, htp__collective op, htp__space space, size_t count,
+                               size_t cols, int root, const void *send, void *recv,
                                const htp__epilogue *epilogue, double deadline) {
   local_world *state = state_of(ctx->world);
   local_slot *slot = &state->slots[ctx->rank];
-  slot->op = op;
-  slot->count = count;
-  slot->cols = cols;
+  slot->args = htp__collective_args_of(op, space, count, cols, root, epilogue);
   slot->normed = epilogue ? epilogue->normed : NULL;
-  slot->parts = epilogue_parts(epilogue);
-  slot->epsilon = epilogue && epilogue->norm_weight ? epilogue->epsilon : 0.0f;
-  slot->root = root;
-  slot->space = space;
   slot->send = send;
   slot->recv = recv;
-  return rendezvous(ctx, deadline, 1, op_name(op));
+  return rendezvous(ctx, deadline, 1, htp__collective_name(op));
 }
 
-static htp_result publish(htp_ctx *ctx, int op, htp__space space, size_t count, int root,
+static htp_result publish(htp_ctx *ctx, htp__collective op, htp__space space, size_t count, int root,
                           const void *send, void *recv, double deadline) {
   return publish_rows(ctx, op, space, count, 0, root, send, recv, NULL, deadline);
 }
@@ -413,10 +306,7 @@ static htp_result local_allreduce_with(htp_ctx *ctx, htp__elem elem, const void 
   htp_kernel_status status = settle(ctx, HTP__SPACE_DEVICE);
   if (status != HTP_KERNEL_OK) return htp__kernel_failed(ctx, status, what);
   const int bf16 = elem == HTP__ELEM_BF16;
-  const int op = !epilogue ? (bf16 ? OP_ALLREDUCE_BF16 : OP_ALLREDUCE)
-                 : !summed ? (bf16 ? OP_GROUP_LAYER_NORM_BF16 : OP_GROUP_LAYER_NORM)
-                 : norm    ? (bf16 ? OP_ALLREDUCE_NORM_BF16 : OP_ALLREDUCE_NORM)
-                           : (bf16 ? OP_ALLREDUCE_BIAS_RESIDUAL_BF16 : OP_ALLREDUCE_BIAS_RESIDUAL);
+  const htp__collective op = htp__allreduce_collective(elem, epilogue);
   const size_t count = rows * cols;
   htp_result rc = publish_rows(ctx, op, HTP__SPACE_DEVICE, count, epilogue ? cols : 0, 0, send,
                                recv, epilogue, deadline);
@@ -496,7 +386,7 @@ static htp_result local_allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const v
 
 static htp_result local_allgather(htp_ctx *ctx, htp__space space, const void *send, void *recv,
                                   size_t bytes, double deadline) {
-  htp_result rc = publish(ctx, OP_ALLGATHER, space, bytes, 0, send, recv, deadline);
+  htp_result rc = publish(ctx, HTP__OP_ALLGATHER, space, bytes, 0, send, recv, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -509,7 +399,7 @@ static htp_result local_allgather(htp_ctx *ctx, htp__space space, const void *se
 
 static htp_result local_broadcast(htp_ctx *ctx, htp__space space, void *buffer, size_t bytes,
                                   int root, double deadline) {
-  htp_result rc = publish(ctx, OP_BROADCAST, space, bytes, root, buffer, buffer, deadline);
+  htp_result rc = publish(ctx, HTP__OP_BROADCAST, space, bytes, root, buffer, buffer, deadline);
   if (rc != HTP_OK) return rc;
   local_world *state = state_of(ctx->world);
   htp_kernel_status status = HTP_KERNEL_OK;
@@ -520,7 +410,7 @@ static htp_result local_broadcast(htp_ctx *ctx, htp__space space, void *buffer, 
 }
 
 static htp_result local_barrier(htp_ctx *ctx, double deadline) {
-  return publish(ctx, OP_BARRIER, HTP__SPACE_HOST, 0, 0, NULL, NULL, deadline);
+  return publish(ctx, HTP__OP_BARRIER, HTP__SPACE_HOST, 0, 0, NULL, NULL, deadline);
 }
 
 /* ===== Point to point =================================================== */

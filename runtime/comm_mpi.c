@@ -1100,6 +1100,44 @@ static htp_result mpi_barrier(htp_ctx *ctx, double deadline) {
   return wait_request(ctx, &request, NULL, deadline, "htp_barrier");
 }
 
+/* Every rank's call, gathered and compared before the data moves: MPI
+ * matches collectives by order alone, so unlike calls would hang, fail in
+ * MPI, or sum unlike buffers without a word. */
+enum { AGREE_WORDS = 7 };
+
+static htp_result mpi_agree(htp_ctx *ctx, const htp__collective_args *args, double deadline) {
+  const char *what = htp__collective_name(args->op);
+  const int size = ctx->world->size;
+  uint32_t epsilon_bits;
+  memcpy(&epsilon_bits, &args->epsilon, sizeof epsilon_bits);
+  const long long mine[AGREE_WORDS] = {args->op,    (long long)args->count, (long long)args->cols,
+                                       args->root,  args->space,            args->parts,
+                                       epsilon_bits};
+  long long *all = staging(ctx, (size_t)size * sizeof mine);
+  if (!all) return htp__fail(ctx, HTP_ERR_NOMEM, "%s: out of memory", what);
+  memcpy(all + (size_t)ctx->rank * AGREE_WORDS, mine, sizeof mine);
+  MPI_Request request;
+  MPI_CALL(ctx, MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, AGREE_WORDS,
+                               MPI_LONG_LONG, state_of(ctx->world)->comm, &request));
+  htp_result rc = wait_collective(ctx, &request, deadline, what);
+  if (rc != HTP_OK) return rc;
+  htp__collective_args first = *args;
+  for (int rank = 0; rank < size; ++rank) {
+    const long long *w = all + (size_t)rank * AGREE_WORDS;
+    const uint32_t bits = (uint32_t)w[6];
+    htp__collective_args other = {(htp__collective)w[0], (size_t)w[1], (size_t)w[2], (int)w[3],
+                                  (htp__space)w[4], (unsigned)w[5], 0.0f};
+    memcpy(&other.epsilon, &bits, sizeof bits);
+    char message[HTP__MESSAGE_SIZE];
+    if (rank == 0) first = other;
+    else if (htp__collective_mismatch(&first, rank, &other, message, sizeof message)) {
+      htp__world_fail_alike(ctx->world, ctx, HTP_ERR_INVALID, "%s", message);
+      return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", message);
+    }
+  }
+  return HTP_OK;
+}
+
 /* ===== Point to point =================================================== */
 
 /* After a failed wait: a cancelled request no longer touches the buffer. */
@@ -1209,6 +1247,7 @@ const htp__backend_ops htp__mpi_ops = {
     .send = mpi_send,
     .recv = mpi_recv,
     .barrier = mpi_barrier,
+    .agree = mpi_agree,
     .notify_failure = mpi_notify_failure,
     .wait_failure = mpi_wait_failure,
 #ifdef HTP_MPI_ULFM

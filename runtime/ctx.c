@@ -101,7 +101,7 @@ void htp__world_message(const htp_world *world, const char *format, ...) {
 }
 
 static void world_fail_v(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
-                         const char *format, va_list args) {
+                         int announce, const char *format, va_list args) {
   if (code == HTP_OK) code = HTP_ERR_REMOTE;
   int healthy = 0;
   pthread_mutex_lock(&world->lock);
@@ -113,14 +113,23 @@ static void world_fail_v(htp_world *world, htp_ctx *ctx, htp_result code, int or
     healthy = 1;
   }
   pthread_mutex_unlock(&world->lock);
-  if (healthy && world->ops && world->ops->notify_failure) world->ops->notify_failure(world, ctx);
+  if (healthy && announce && world->ops && world->ops->notify_failure)
+    world->ops->notify_failure(world, ctx);
 }
 
 void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code, int origin,
                      const char *format, ...) {
   va_list args;
   va_start(args, format);
-  world_fail_v(world, ctx, code, origin, format, args);
+  world_fail_v(world, ctx, code, origin, 1, format, args);
+  va_end(args);
+}
+
+void htp__world_fail_alike(htp_world *world, htp_ctx *ctx, htp_result code, const char *format,
+                           ...) {
+  va_list args;
+  va_start(args, format);
+  world_fail_v(world, ctx, code, -1, 0, format, args);
   va_end(args);
 }
 
@@ -696,15 +705,24 @@ static htp_result settle_stream(htp_ctx *ctx, const char *what) {
   return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, what);
 }
 
-/* Hands over to the backend and adds the time spent there (waiting for
- * peers included, the rank's own queued kernels not) to the context's
- * communication seconds. */
-#define BACKEND_CALL(ctx, what, call)                                                          \
+/* Where the backend compares the ranks' calls itself (local), nothing;
+ * else (mpi) the ranks' arguments are compared before any data moves. */
+static htp_result agree(htp_ctx *ctx, const htp__collective_args *args) {
+  if (!args || !ctx->world->ops->agree || ctx->world->size == 1) return HTP_OK;
+  return ctx->world->ops->agree(ctx, args, deadline_of(ctx));
+}
+
+/* Hands over to the backend (once the ranks agree on the call's `args`, a
+ * collective's; NULL: a point-to-point call) and adds the time spent there
+ * (waiting for peers included, the rank's own queued kernels not) to the
+ * context's communication seconds. */
+#define BACKEND_CALL(ctx, what, args, call)                                                    \
   do {                                                                                         \
     htp_result settled_ = settle_stream((ctx), (what));                                        \
     if (settled_ != HTP_OK) return settled_;                                                   \
     double started_ = htp_now();                                                               \
-    htp_result called_ = (call);                                                               \
+    htp_result called_ = agree((ctx), (args));                                                 \
+    if (called_ == HTP_OK) called_ = (call);                                                   \
     (ctx)->comm_seconds += htp_now() - started_;                                               \
     return called_;                                                                            \
   } while (0)
@@ -740,6 +758,14 @@ static htp_result check_space(htp_ctx *ctx, const char *what, const char *name,
     if (spaced_ != HTP_OK) return spaced_;                                                     \
   } while (0)
 
+/* The backend's sum, the ranks agreed on args (the plain sum's, or the
+ * epilogue's that the core runs after it). */
+static htp_result sum(htp_ctx *ctx, htp__elem elem, const void *send, void *recv, size_t count,
+                      const htp__collective_args *args) {
+  BACKEND_CALL(ctx, htp__allreduce_name(elem), args,
+               ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
+}
+
 static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void *recv,
                             size_t count) {
   const char *what = htp__allreduce_name(elem);
@@ -755,8 +781,9 @@ static htp_result allreduce(htp_ctx *ctx, htp__elem elem, const void *send, void
                   recv);
   SPACE_CHECK(ctx, what, "send", send, bytes, HTP__SPACE_DEVICE);
   SPACE_CHECK(ctx, what, "recv", recv, bytes, HTP__SPACE_DEVICE);
-  BACKEND_CALL(ctx, what,
-               ctx->world->ops->allreduce_sum(ctx, elem, send, recv, count, deadline_of(ctx)));
+  const htp__collective_args args = htp__collective_args_of(
+      htp__allreduce_collective(elem, NULL), HTP__SPACE_DEVICE, count, 0, 0, NULL);
+  return sum(ctx, elem, send, recv, count, &args);
 }
 
 htp_result htp_allreduce_sum_f32(htp_ctx *ctx, const float *send, float *recv, size_t count) {
@@ -857,11 +884,14 @@ static htp_result allreduce_epilogue(htp_ctx *ctx, htp__elem elem, const void *s
    * all-reduce of the same count as one collective on every backend. */
   if (!epilogue->bias && !epilogue->residual && !norm)
     return allreduce(ctx, elem, send, recv, count);
+  const htp__collective_args args =
+      htp__collective_args_of(htp__allreduce_collective(elem, epilogue), HTP__SPACE_DEVICE, count,
+                              (size_t)cols, 0, epilogue);
   if (ops->allreduce_sum_epilogue)
-    BACKEND_CALL(ctx, what,
+    BACKEND_CALL(ctx, what, &args,
                  ops->allreduce_sum_epilogue(ctx, elem, send, recv, rows, cols, epilogue,
                                              deadline_of(ctx)));
-  htp_result r = allreduce(ctx, elem, send, recv, count);
+  htp_result r = sum(ctx, elem, send, recv, count, &args);
   return r == HTP_OK ? htp__epilogue_rows(ctx, elem, epilogue, recv, 0, rows, cols) : r;
 }
 
@@ -935,13 +965,22 @@ static htp_result group_layer_norm(htp_ctx *ctx, htp__elem elem, const void *x,
   /* Shared wherever the ranks share an address space: on the CPU too,
    * where it costs what each rank's whole norm did (ViT-B/16 at tp 2 on
    * two cores: 0.54-0.59 ms a rank shared, 0.55-0.66 whole). */
-  if (ctx->world->size == 1 || !ops->allreduce_sum_epilogue)
+  const htp__epilogue epilogue = {.norm_weight = weight, .norm_bias = bias, .normed = y,
+                                  .epsilon = epsilon, .replicated = 1};
+  const htp__collective_args args =
+      htp__collective_args_of(htp__allreduce_collective(elem, &epilogue), HTP__SPACE_DEVICE,
+                              count, (size_t)cols, 0, &epilogue);
+  if (ctx->world->size == 1 || !ops->allreduce_sum_epilogue) {
+    /* Each rank its own whole norm: still the same call as its peers'. */
+    const double started = htp_now();
+    htp_result agreed = agree(ctx, &args);
+    ctx->comm_seconds += htp_now() - started;
+    if (agreed != HTP_OK) return agreed;
     return elem == HTP__ELEM_BF16
                ? htp_op_layer_norm_bf16(ctx, x, weight, bias, y, rows, cols, epsilon)
                : htp_op_layer_norm_f32(ctx, x, weight, bias, y, rows, cols, epsilon);
-  const htp__epilogue epilogue = {.norm_weight = weight, .norm_bias = bias, .normed = y,
-                                  .epsilon = epsilon, .replicated = 1};
-  BACKEND_CALL(ctx, what,
+  }
+  BACKEND_CALL(ctx, what, &args,
                ops->allreduce_sum_epilogue(ctx, elem, x, NULL, rows, cols, &epilogue,
                                            deadline_of(ctx)));
 }
@@ -973,7 +1012,9 @@ static htp_result allgather(htp_ctx *ctx, htp__space space, const void *send, vo
                   "rank's slot (in place)", send, recv, all);
   SPACE_CHECK(ctx, "htp_allgather", "send", send, bytes, space);
   SPACE_CHECK(ctx, "htp_allgather", "recv", recv, all, space);
-  BACKEND_CALL(ctx, "htp_allgather",
+  const htp__collective_args args =
+      htp__collective_args_of(HTP__OP_ALLGATHER, space, bytes, 0, 0, NULL);
+  BACKEND_CALL(ctx, "htp_allgather", &args,
                ctx->world->ops->allgather(ctx, space, send, recv, bytes, deadline_of(ctx)));
 }
 
@@ -991,8 +1032,10 @@ htp_result htp_broadcast(htp_ctx *ctx, void *buffer, size_t bytes, int root) {
   HTP__INVALID_IF(ctx, root < 0 || root >= ctx->world->size,
                   "htp_broadcast: root %d is out of range [0, %d)", root, ctx->world->size);
   SPACE_CHECK(ctx, "htp_broadcast", "buffer", buffer, bytes, HTP__SPACE_DEVICE);
+  const htp__collective_args args =
+      htp__collective_args_of(HTP__OP_BROADCAST, HTP__SPACE_DEVICE, bytes, 0, root, NULL);
   BACKEND_CALL(
-      ctx, "htp_broadcast",
+      ctx, "htp_broadcast", &args,
       ctx->world->ops->broadcast(ctx, HTP__SPACE_DEVICE, buffer, bytes, root, deadline_of(ctx)));
 }
 
@@ -1012,7 +1055,7 @@ static htp_result send(htp_ctx *ctx, htp__space space, const void *buffer, size_
   htp_result rc = check_peer(ctx, "htp_send", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
   SPACE_CHECK(ctx, "htp_send", "buffer", buffer, bytes, space);
-  BACKEND_CALL(ctx, "htp_send",
+  BACKEND_CALL(ctx, "htp_send", NULL,
                ctx->world->ops->send(ctx, space, buffer, bytes, peer, tag, deadline_of(ctx)));
 }
 
@@ -1022,7 +1065,7 @@ static htp_result recv(htp_ctx *ctx, htp__space space, void *buffer, size_t byte
   htp_result rc = check_peer(ctx, "htp_recv", buffer, bytes, peer, tag);
   if (rc != HTP_OK) return rc;
   SPACE_CHECK(ctx, "htp_recv", "buffer", buffer, bytes, space);
-  BACKEND_CALL(ctx, "htp_recv",
+  BACKEND_CALL(ctx, "htp_recv", NULL,
                ctx->world->ops->recv(ctx, space, buffer, bytes, peer, tag, deadline_of(ctx)));
 }
 
@@ -1074,7 +1117,9 @@ htp_result htp__space_from_host(htp_ctx *ctx, htp__space space, void *dst, const
 
 htp_result htp_barrier(htp_ctx *ctx) {
   ENTER(ctx, "htp_barrier");
-  BACKEND_CALL(ctx, "htp_barrier", ctx->world->ops->barrier(ctx, deadline_of(ctx)));
+  const htp__collective_args args =
+      htp__collective_args_of(HTP__OP_BARRIER, HTP__SPACE_HOST, 0, 0, 0, NULL);
+  BACKEND_CALL(ctx, "htp_barrier", &args, ctx->world->ops->barrier(ctx, deadline_of(ctx)));
 }
 
 void htp_abort(htp_ctx *ctx, htp_result reason) {

@@ -1145,7 +1145,7 @@ static void test_bad_arguments(void **state) {
        HTP_ERR_INVALID},
       {"row length mismatch", bad_row_mismatch, 1, "row length mismatch", HTP_ERR_INVALID},
       {"residual on one rank only", bad_residual_missing, 1,
-       "rank 0 passed {a bias, a residual}; rank 1 {a bias}: each rank adds its own",
+       "rank 0 passed {a bias, a residual}; rank 1 {a bias}: every rank passes the same",
        HTP_ERR_INVALID},
       {"bias on one rank only", bad_norm_bias_missing, 1,
        "rank 0 passed {a bias, a norm weight, a norm bias}; rank 1 {a norm weight, a norm bias}",

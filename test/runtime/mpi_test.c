@@ -229,6 +229,56 @@ static void test_size_mismatch(void **state) {
   htp_world_destroy(world);
 }
 
+/* Ranks that call unlike collectives (another call, count, epilogue
+ * operand or epsilon): every rank gets HTP_ERR_INVALID naming the
+ * difference, before any data moves (each case in a world of its own). */
+static void test_call_mismatch(void **state) {
+  (void)state;
+  static const struct {
+    const char *message;
+  } cases[] = {{"collective mismatch: rank 0 called htp_allreduce_sum_f32, rank 1 called "
+                "htp_allgather"},
+               {"htp_allreduce_sum_f32: count mismatch: rank 0 passed 8, rank 1 passed 6"},
+               {"htp_allreduce_sum_bias_residual_f32: rank 0 passed {a bias, a residual}; rank 1 "
+                "{a bias}"},
+               {"htp_allreduce_sum_norm_f32: epsilon mismatch: rank 0 passed 1e-05, rank 1 "
+                "passed 1e-06"},
+               {"htp_group_layer_norm_f32: epsilon mismatch"},
+               {"collective mismatch: rank 0 called htp_barrier, rank 1 called htp_broadcast"}};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; ++c) {
+    htp_world *world = make_world(5.0);
+    htp_ctx *ctx = make_ctx(world);
+    const int rank = htp_ctx_rank(ctx), size = htp_ctx_size(ctx);
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8], normed[8], b[4] = {1, 1, 1, 1}, w[4] = {1, 1, 1, 1};
+    const int odd = rank == 1; /* rank 1 calls unlike the others */
+    htp_result rc = HTP_OK;
+    switch (c) {
+    case 0:
+      rc = odd ? htp_allgather(ctx, x, y, 4)
+               : htp_allreduce_sum_f32(ctx, x, y, 8);
+      break;
+    case 1: rc = htp_allreduce_sum_f32(ctx, x, y, odd ? 6 : 8); break;
+    case 2: rc = htp_allreduce_sum_bias_residual_f32(ctx, x, b, odd ? NULL : x, y, 2, 4); break;
+    case 3:
+      rc = htp_allreduce_sum_norm_f32(ctx, x, b, NULL, y, w, b, normed, 2, 4, odd ? 1e-6f : 1e-5f);
+      break;
+    case 4: rc = htp_group_layer_norm_f32(ctx, x, w, b, y, 2, 4, odd ? 1e-6f : 1e-5f); break;
+    case 5: rc = odd ? htp_broadcast(ctx, x, 4, 0) : htp_barrier(ctx); break;
+    }
+    if (size > 1) {
+      assert_int_equal(rc, HTP_ERR_INVALID);
+      if (!strstr(htp_last_error(ctx), cases[c].message))
+        fail_msg("rank %d, case %zu: \"%s\" lacks \"%s\"", rank, c, htp_last_error(ctx),
+                 cases[c].message);
+      assert_int_not_equal(htp_barrier(ctx), HTP_OK); /* the world failed */
+    } else {
+      assert_int_equal(rc, HTP_OK);
+    }
+    htp_ctx_destroy(ctx);
+    htp_world_destroy(world);
+  }
+}
+
 /* ===== faults =========================================================== */
 
 enum { ITERATIONS = 5 };
@@ -521,6 +571,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_two_worlds),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_size_mismatch),
+        cmocka_unit_test(test_call_mismatch),
     };
     int failures = cmocka_run_group_tests_name("runtime.mpi", tests, NULL, NULL);
     MPI_Finalize();
