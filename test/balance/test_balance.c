@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/htp_kernel_table.h"
 #include "runtime/balance_internal.h"
 #include "runtime/htp.h"
 #include "runtime/htp_ops.h"
@@ -949,6 +950,80 @@ static void test_08_migrate_before_registration(void **unused) {
     fail_msg("the migrator said: %s", unregistered_message);
 }
 
+/* A migrator whose device has no room to pack a unit it hands off: after
+ * the block registered the weights, rank 1 (the straggler) fills the
+ * checked device (1 MiB, HTP_CHECKED_MEMORY_MB, the rest allocated), so
+ * pack_unit's device buffer cannot be had. */
+static htp_result no_room_result[MAX_TP];
+static char no_room_message[512];
+static void *no_room_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  rank_memory mem = {0};
+  void *filler = NULL;
+  shard *shards = malloc(sizeof(shard) * LAYERS);
+  float(*out)[ROWS * DIM] = malloc(OUT_BYTES);
+  CHECK(shards && out);
+  for (int l = 0; l < LAYERS; ++l) make_shard(the_model, l, run->rank, &shards[l]);
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  CHECK(device_memory(ctx, shards,
+                      sizeof(float) * (ATT_SCRATCH > MLP_SCRATCH ? ATT_SCRATCH : MLP_SCRATCH),
+                      &mem));
+  scenario sc = {2, DRIVE_FORCED, HTP_POLICY_MIGRATE, HTP_IMPUTE_ZERO, {1, 0.4}, HTP_SELECT_RANDOM, 0, 0};
+  htp_balancer_config c = balancer_config(&sc);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  CHECK(run_block(ctx, &mem, out) == HTP_OK); /* registers the weights */
+  CHECK(htp_barrier(ctx) == HTP_OK);          /* the peer allocates no more */
+  if (run->rank == 1) {
+    size_t free_bytes = 0, total = 0;
+    setenv("HTP_CHECKED_MEMORY_MB", "1", 1);
+    CHECK(htp_mem_info(ctx, &free_bytes, &total) == HTP_OK && free_bytes > 0);
+    CHECK(htp_mem_alloc(ctx, free_bytes, &filler) == HTP_OK);
+  }
+  CHECK(htp_barrier(ctx) == HTP_OK);
+  CHECK(htp_planner_plan_speeds(htp_balancer_planner(b), sc.speeds, NULL) == HTP_OK);
+  double started = htp_now();
+  no_room_result[run->rank] = htp__balancer_apply(b, htp_planner_plan(htp_balancer_planner(b)));
+  CHECK(htp_now() - started < 5.0); /* not the 10 s deadline */
+  if (run->rank == 1)
+    snprintf(no_room_message, sizeof no_room_message, "%s", htp_last_error(ctx));
+done:
+  if (filler) htp_mem_free(ctx, filler);
+  if (run->rank == 1) unsetenv("HTP_CHECKED_MEMORY_MB");
+  htp_balancer_destroy(b);
+  free_device_memory(ctx, &mem);
+  htp_ctx_destroy(ctx);
+  free(shards);
+  free(out);
+  return NULL;
+}
+
+/* 19: no device memory to pack a migrated unit: the migrator says so,
+ * naming the unit and its pair, its helper hears of it at once, and every
+ * device allocation is given back. */
+static void test_19_pack_without_device_memory(void **unused) {
+  (void)unused;
+  model *m = malloc(sizeof *m);
+  assert_non_null(m);
+  model_init(m, 2, 5);
+  the_model = m;
+  const size_t live = htp_checked_live_bytes();
+  harness_device = HTP_DEVICE_CHECKED;
+  run_world(2, no_room_main, NULL);
+  harness_device = HTP_DEVICE_CPU;
+  model_free(m);
+  free(m);
+  assert_int_equal(htp_checked_live_bytes(), live);
+  if (no_room_result[1] != HTP_ERR_NOMEM || no_room_result[0] != HTP_ERR_REMOTE)
+    fail_msg("the migrator got %s (%s), its helper %s", htp_strerror(no_room_result[1]),
+             no_room_message, htp_strerror(no_room_result[0]));
+  int unit = -1, pair = -1;
+  if (sscanf(no_room_message, "migration: no device memory to pack unit %d of pair %d", &unit,
+             &pair) != 2 || unit < 0 || unit >= HEADS || pair != 0)
+    fail_msg("the migrator said: %s", no_room_message);
+}
+
 /* ----- communication seconds ---------------------------------------------- */
 
 static double comm_no_delay[2], comm_delayed[2];
@@ -1188,6 +1263,7 @@ int main(void) {
       cmocka_unit_test(test_16_importance_scores),
       cmocka_unit_test(test_17_move_zeroes_bias),
       cmocka_unit_test(test_18_site_seconds_kind_range),
+      cmocka_unit_test(test_19_pack_without_device_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

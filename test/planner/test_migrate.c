@@ -41,13 +41,14 @@ static int pack(void *user, int pair, int unit, void *dst) {
   return 0;
 }
 
-static htp_planner_config make_config(void) {
-  htp_planner_config c = HTP_PLANNER_CONFIG_INITIALIZER;
-  c.world_size = WORLD;
-  c.num_layers = LAYERS;
-  c.units_per_rank[0] = HEADS;
-  c.units_per_rank[1] = MLP;
-  c.policy = HTP_POLICY_MIGRATE;
+/* The balancer config of these tests (the migration tests take its planner's). */
+static htp_balancer_config make_config(void) {
+  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
+  c.planner.world_size = WORLD;
+  c.planner.num_layers = LAYERS;
+  c.planner.units_per_rank[0] = HEADS;
+  c.planner.units_per_rank[1] = MLP;
+  c.planner.policy = HTP_POLICY_MIGRATE;
   return c;
 }
 
@@ -60,6 +61,12 @@ typedef struct rank_run {
   htp_world *world;
   int rank;
   htp_select selection;
+  /* What the rank thread made (NULL: not made), destroyed by rank_close. */
+  htp_ctx *ctx;
+  htp_planner *planner;
+  htp_unit_table *table;
+  htp_migration *m;
+  htp_balancer *b;
 } rank_run;
 
 #define CHECK(cond)                                                                      \
@@ -71,15 +78,14 @@ typedef struct rank_run {
     }                                                                                    \
   } while (0)
 
-static void record(const rank_run *run, htp_unit_table *table, const htp_migration *m, int phase) {
-  (void)phase;
+static void record(const rank_run *run) {
   memset(held[run->rank], 0, sizeof held[run->rank]);
   for (int p = 0; p < 2 * LAYERS; ++p) {
     htp_unit_sets s;
-    htp_unit_table_get(table, p, &s);
+    htp_unit_table_get(run->table, p, &s);
     for (int i = 0; i < s.num_kept; ++i) held[run->rank][p][run->rank][s.kept[i]]++;
     for (int i = 0; i < s.num_in; ++i) {
-      const unsigned char *w = htp_migration_weights(m, p, s.in_src[i], s.in_unit[i]);
+      const unsigned char *w = htp_migration_weights(run->m, p, s.in_src[i], s.in_unit[i]);
       int exact = w != NULL;
       for (size_t b = 0; w && b < BYTES[p & 1]; ++b)
         exact &= w[b] == pattern(s.in_src[i], p, s.in_unit[i], b);
@@ -88,47 +94,63 @@ static void record(const rank_run *run, htp_unit_table *table, const htp_migrati
   }
 }
 
+static void rank_close(rank_run *run) {
+  htp_balancer_destroy(run->b);
+  htp_migration_destroy(run->m);
+  htp_unit_table_destroy(run->table);
+  htp_planner_destroy(run->planner);
+  htp_ctx_destroy(run->ctx);
+}
+
+/* The rank's unit table (seed 11) and migration under c. */
+static int migration_open(rank_run *run, const htp_planner_config *c) {
+  return htp_unit_table_create(c, run->rank, run->selection, 11, &run->table) == HTP_OK &&
+         htp_migration_create(c, run->rank, BYTES, &run->m) == HTP_OK;
+}
+
+/* The rank's context and a balancer under c on it. */
+static int balancer_open(rank_run *run, const htp_balancer_config *c) {
+  return htp_ctx_create(run->world, run->rank, &run->ctx) == HTP_OK &&
+         htp_balancer_create(run->ctx, c, &run->b) == HTP_OK;
+}
+
 static void *rank_main(void *arg) {
   rank_run *run = arg;
-  htp_ctx *ctx = NULL;
-  htp_planner *planner = NULL;
-  htp_unit_table *table = NULL;
-  htp_migration *m = NULL;
-  htp_planner_config c = make_config();
-  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
-  CHECK(htp_unit_table_create(&c, run->rank, run->selection, 11, &table) == HTP_OK);
+  htp_planner_config c = make_config().planner;
+  CHECK(htp_ctx_create(run->world, run->rank, &run->ctx) == HTP_OK);
+  CHECK(htp_planner_create(&c, &run->planner) == HTP_OK);
+  CHECK(migration_open(run, &c));
   if (run->selection == HTP_SELECT_IMPORTANCE) {
     float scores[MLP];
     for (int p = 0; p < 2 * LAYERS; ++p) {
       for (int i = 0; i < MLP; ++i) scores[i] = (float)((i * 5 + run->rank + p) % MLP);
-      CHECK(htp_unit_table_set_scores(table, p, scores) == HTP_OK);
+      CHECK(htp_unit_table_set_scores(run->table, p, scores) == HTP_OK);
     }
   }
-  CHECK(htp_migration_create(&c, run->rank, BYTES, &m) == HTP_OK);
   /* Phase 4 migrates again after phase 3 moved nothing: it re-sends what
    * the helpers dropped, however phase 2 had placed it. */
   const double phases[5][WORLD] = {
       {1, 1, 1, 0.3}, {1, 1, 1, 0.3}, {1, 0.4, 1, 0.25}, {1, 1, 1, 1}, {1, 1, 1, 0.3}};
   for (int phase = 0; phase < 5; ++phase) {
-    CHECK(htp_planner_plan_speeds(planner, phases[phase], NULL) == HTP_OK);
-    CHECK(htp_plan_check(htp_planner_plan(planner), NULL, 0) == HTP_OK);
-    CHECK(htp_migration_apply(m, ctx, htp_planner_plan(planner), table, pack, &run->rank) == HTP_OK);
+    CHECK(htp_planner_plan_speeds(run->planner, phases[phase], NULL) == HTP_OK);
+    const htp_plan *plan = htp_planner_plan(run->planner);
+    CHECK(htp_plan_check(plan, NULL, 0) == HTP_OK);
+    CHECK(htp_migration_apply(run->m, run->ctx, plan, run->table, pack, &run->rank) == HTP_OK);
     /* applying the same version again moves nothing */
-    CHECK(htp_migration_apply(m, ctx, htp_planner_plan(planner), table, pack, &run->rank) == HTP_OK);
-    CHECK(htp_migration_last_bytes_received(m) == 0);
-    CHECK(htp_barrier(ctx) == HTP_OK);
+    CHECK(htp_migration_apply(run->m, run->ctx, plan, run->table, pack, &run->rank) == HTP_OK);
+    CHECK(htp_migration_last_bytes_received(run->m) == 0);
+    CHECK(htp_barrier(run->ctx) == HTP_OK);
     htp_unit_sets s;
     int in_total = 0;
     for (int p = 0; p < 2 * LAYERS; ++p) {
-      CHECK(htp_unit_table_get(table, p, &s) == HTP_OK);
+      CHECK(htp_unit_table_get(run->table, p, &s) == HTP_OK);
       in_total += s.num_in;
     }
-    CHECK(htp_migration_cached_units(m) == in_total);
+    CHECK(htp_migration_cached_units(run->m) == in_total);
     if (phase == 3) CHECK(in_total == 0); /* nobody migrates */
-    record(run, table, m, phase);
-    received_bytes[run->rank][phase] = htp_migration_total_bytes(m);
-    CHECK(htp_barrier(ctx) == HTP_OK); /* main checks between phases via the arrays */
+    record(run);
+    received_bytes[run->rank][phase] = htp_migration_total_bytes(run->m);
+    CHECK(htp_barrier(run->ctx) == HTP_OK); /* main checks between phases via the arrays */
     if (run->rank == 0) {
       /* every unit of every owner computed exactly once (no pruning here) */
       for (int p = 0; p < 2 * LAYERS; ++p)
@@ -143,7 +165,7 @@ static void *rank_main(void *arg) {
             }
           }
     }
-    CHECK(htp_barrier(ctx) == HTP_OK);
+    CHECK(htp_barrier(run->ctx) == HTP_OK);
   }
   /* phase 1 repeats phase 0's flows under a new version: nothing re-sent */
   CHECK(received_bytes[run->rank][1] == received_bytes[run->rank][0]);
@@ -151,10 +173,7 @@ static void *rank_main(void *arg) {
   CHECK(received_bytes[run->rank][4] - received_bytes[run->rank][3] ==
         received_bytes[run->rank][0]);
 done:
-  htp_migration_destroy(m);
-  htp_unit_table_destroy(table);
-  htp_planner_destroy(planner);
-  htp_ctx_destroy(ctx);
+  rank_close(run);
   return NULL;
 }
 
@@ -168,7 +187,7 @@ static void run_world(htp_select selection, void *(*body)(void *)) {
   rank_run runs[WORLD];
   failures = 0;
   for (int r = 0; r < WORLD; ++r) {
-    runs[r] = (rank_run){world, r, selection};
+    runs[r] = (rank_run){.world = world, .rank = r, .selection = selection};
     assert_int_equal(pthread_create(&threads[r], NULL, body, &runs[r]), 0);
   }
   for (int r = 0; r < WORLD; ++r) pthread_join(threads[r], NULL);
@@ -201,18 +220,14 @@ static double comm_total[WORLD];          /* htp_ctx_comm_seconds growth over th
 
 static void *step_main(void *arg) {
   rank_run *run = arg;
-  htp_ctx *ctx = NULL;
-  htp_balancer *b = NULL;
-  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
-  c.planner = make_config();
+  htp_balancer_config c = make_config();
   c.planner.policy = HTP_POLICY_SEMI;
   c.model_dim = 4; /* hooked, so the booked site seconds travel */
   c.head_dim = 2;
   c.mlp_unit_width = 2;
-  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
-  const double comm_start = htp_ctx_comm_seconds(ctx);
-  htp_balancer_set_trace(b, trace_stream);
+  CHECK(balancer_open(run, &c));
+  const double comm_start = htp_ctx_comm_seconds(run->ctx);
+  htp_balancer_set_trace(run->b, trace_stream);
   const htp_plan *plan = NULL;
   for (int it = 0; it < 8; ++it) {
     if (it == 5) {
@@ -220,31 +235,30 @@ static void *step_main(void *arg) {
         struct timespec pause = {0, 20 * 1000 * 1000};
         nanosleep(&pause, NULL);
       }
-      CHECK(htp_barrier(ctx) == HTP_OK);
+      CHECK(htp_barrier(run->ctx) == HTP_OK);
     }
-    double work = htp_plan_rank_work(htp_planner_plan(htp_balancer_planner(b)), &c.planner,
+    double work = htp_plan_rank_work(htp_planner_plan(htp_balancer_planner(run->b)), &c.planner,
                                      run->rank);
     double seconds = work * (run->rank == 3 ? 3e-3 : 1e-3);
-    htp__balancer_add_site_seconds(b, HTP_PAIR_ATTENTION, seconds / 3);
-    htp__balancer_add_site_seconds(b, HTP_PAIR_MLP, 2 * seconds / 3);
-    CHECK(htp_balancer_step(b, seconds, &plan) == HTP_OK);
-    CHECK(plan == htp_planner_plan(htp_balancer_planner(b)));
+    htp__balancer_add_site_seconds(run->b, HTP_PAIR_ATTENTION, seconds / 3);
+    htp__balancer_add_site_seconds(run->b, HTP_PAIR_MLP, 2 * seconds / 3);
+    CHECK(htp_balancer_step(run->b, seconds, &plan) == HTP_OK);
+    CHECK(plan == htp_planner_plan(htp_balancer_planner(run->b)));
   }
   CHECK(plan->straggler[3] && plan->action[3] == HTP_ACTION_MIGRATE);
-  comm_total[run->rank] = htp_ctx_comm_seconds(ctx) - comm_start;
+  comm_total[run->rank] = htp_ctx_comm_seconds(run->ctx) - comm_start;
   step_plans[run->rank] = plan;
-  CHECK(htp_barrier(ctx) == HTP_OK); /* every plan published ... */
+  CHECK(htp_barrier(run->ctx) == HTP_OK); /* every plan published ... */
   if (!htp_plan_equal(step_plans[0], plan)) plans_differ = 1;
-  CHECK(htp_barrier(ctx) == HTP_OK); /* ... and compared before any goes */
+  CHECK(htp_barrier(run->ctx) == HTP_OK); /* ... and compared before any goes */
   /* Refused, and (a collective) the world fails, last. */
   const htp_plan *refused = plan;
-  CHECK(htp_balancer_step(b, -1.0, &refused) == HTP_ERR_INVALID && !refused);
-  CHECK(strstr(htp_last_error(ctx), "compute_seconds") != NULL);
+  CHECK(htp_balancer_step(run->b, -1.0, &refused) == HTP_ERR_INVALID && !refused);
+  CHECK(strstr(htp_last_error(run->ctx), "compute_seconds") != NULL);
   CHECK(htp_balancer_step(NULL, 1.0, &refused) == HTP_ERR_INVALID);
   CHECK(htp_world_status(run->world) != HTP_OK);
 done:
-  htp_balancer_destroy(b);
-  htp_ctx_destroy(ctx);
+  rank_close(run);
   return NULL;
 }
 
@@ -300,33 +314,30 @@ static void test_03_step_and_trace(void **unused) {
  * with only some of model_dim / head_dim / mlp_unit_width is refused. */
 static void *hookless_main(void *arg) {
   rank_run *run = arg;
-  htp_ctx *ctx = NULL;
-  htp_balancer *b = NULL;
-  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
-  c.planner = make_config();
-  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  htp_balancer_config c = make_config();
+  CHECK(htp_ctx_create(run->world, run->rank, &run->ctx) == HTP_OK);
   c.head_dim = 4;
-  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_ERR_INVALID && !b);
+  CHECK(htp_balancer_create(run->ctx, &c, &run->b) == HTP_ERR_INVALID && !run->b);
   c.head_dim = 0;
-  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
-  CHECK(htp__balancer_table(b) == NULL && htp__balancer_migration(b) == NULL);
+  CHECK(htp_balancer_create(run->ctx, &c, &run->b) == HTP_OK);
+  CHECK(htp__balancer_table(run->b) == NULL && htp__balancer_migration(run->b) == NULL);
   /* a forced migrating plan: a hooked balancer would have to pack units */
   double speeds[WORLD] = {1.0, 1.0, 1.0, 0.3};
-  CHECK(htp_planner_plan_speeds(htp_balancer_planner(b), speeds, NULL) == HTP_OK);
+  CHECK(htp_planner_plan_speeds(htp_balancer_planner(run->b), speeds, NULL) == HTP_OK);
   const htp_plan *plan = NULL;
   char line[4096] = "";
   FILE *trace = fmemopen(line, sizeof line - 1, "w");
   CHECK(trace != NULL);
-  htp_balancer_set_trace(b, trace);
+  htp_balancer_set_trace(run->b, trace);
   /* The balancer chooses from what was measured: no hooks ran, so the
    * planner compares wall - comm (1.5e-3 - 0.5e-3). */
   htp_iteration_measure measured = {1.5e-3, 0.5e-3, 7.0};
   htp_iteration_times times;
-  CHECK(htp_balancer_end_iteration(b, &measured, &times, &plan) == HTP_OK);
+  CHECK(htp_balancer_end_iteration(run->b, &measured, &times, &plan) == HTP_OK);
   fclose(trace);
   CHECK(fabs(times.compute_seconds - 1e-3) < 1e-12 && times.hook_seconds == 0.0);
   CHECK(times.planned_seconds == times.compute_seconds);
-  htp_balancer_set_trace(b, NULL);
+  htp_balancer_set_trace(run->b, NULL);
   CHECK(plan != NULL);
   /* no hooks, no site seconds; the forced plan is traced */
   CHECK(strstr(line, "\"site_seconds\":null") != NULL);
@@ -338,38 +349,37 @@ static void *hookless_main(void *arg) {
   for (int i = 0; i < HD; ++i) wqkv[(2 * HD + i) * D + i] = 1; /* v = x */
   float scratch[64];
   CHECK(htp_rt_attention_scratch_floats(1, T, 1, HD) <= 64);
-  CHECK(htp_rt_attention_f32(ctx, 0, x, wqkv, NULL, wproj, y, scratch, 1, T, D, 1, HD) ==
+  CHECK(htp_rt_attention_f32(run->ctx, 0, x, wqkv, NULL, wproj, y, scratch, 1, T, D, 1, HD) ==
         HTP_OK);
   CHECK(y[0] == 1.0f && y[1] == 2.0f); /* one token: softmax 1, context = v = x */
-  CHECK(htp_balancer_hook_seconds(b) == 0.0);
+  CHECK(htp_balancer_hook_seconds(run->b) == 0.0);
   /* --slow without hooks: the whole iteration is stretched, on the wall
    * clock also waited out (a slower device would take that long); on the
    * thread clock booked from the thread's CPU time, without a wait. */
-  CHECK(htp_balancer_set_slowdown(b, 3.0) == HTP_OK);
+  CHECK(htp_balancer_set_slowdown(run->b, 3.0) == HTP_OK);
   measured = (htp_iteration_measure){0.03, 0.01, 5.0};
   double started = htp_now();
-  CHECK(htp_balancer_end_iteration(b, &measured, &times, NULL) == HTP_OK);
+  CHECK(htp_balancer_end_iteration(run->b, &measured, &times, NULL) == HTP_OK);
   CHECK(htp_now() - started >= 0.04); /* (3 - 1) x 0.02 */
   CHECK(fabs(times.compute_seconds - 0.06) < 1e-12 && times.planned_seconds == times.compute_seconds);
-  CHECK(htp_balancer_set_clock(b, HTP_CLOCK_THREAD) == HTP_OK);
+  CHECK(htp_balancer_set_clock(run->b, HTP_CLOCK_THREAD) == HTP_OK);
   measured = (htp_iteration_measure){9.0, 0.0, 0.02};
   started = htp_now();
-  CHECK(htp_balancer_end_iteration(b, &measured, &times, NULL) == HTP_OK);
+  CHECK(htp_balancer_end_iteration(run->b, &measured, &times, NULL) == HTP_OK);
   CHECK(htp_now() - started < 1.0);
   CHECK(fabs(times.compute_seconds - 0.06) < 1e-12);
   /* A figure no clock gives is refused, naming it; nothing is stepped. */
   const htp_iteration_measure bad[] = {{-1.0, 0, 0}, {NAN, 0, 0}, {1, INFINITY, 0}, {1, 0, -2}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     const htp_plan *refused = plan;
-    CHECK(htp_balancer_end_iteration(b, &bad[i], &times, &refused) == HTP_ERR_INVALID);
+    CHECK(htp_balancer_end_iteration(run->b, &bad[i], &times, &refused) == HTP_ERR_INVALID);
     CHECK(!refused && times.planned_seconds == 0.0);
-    CHECK(strstr(htp_last_error(ctx), "negative or not finite") != NULL);
+    CHECK(strstr(htp_last_error(run->ctx), "negative or not finite") != NULL);
   }
-  CHECK(htp_balancer_end_iteration(b, NULL, NULL, NULL) == HTP_ERR_INVALID);
+  CHECK(htp_balancer_end_iteration(run->b, NULL, NULL, NULL) == HTP_ERR_INVALID);
   CHECK(htp_balancer_end_iteration(NULL, &measured, NULL, NULL) == HTP_ERR_INVALID);
 done:
-  htp_balancer_destroy(b);
-  htp_ctx_destroy(ctx);
+  rank_close(run);
   return NULL;
 }
 
@@ -383,33 +393,28 @@ static void test_04_hookless_balancer(void **unused) {
  * rank gets a valid plan, speeds in (0, 1], the same plan. */
 static void *extreme_main(void *arg) {
   rank_run *run = arg;
-  htp_ctx *ctx = NULL;
-  htp_balancer *b = NULL;
-  htp_balancer_config c = HTP_BALANCER_CONFIG_INITIALIZER;
-  c.planner = make_config();
+  htp_balancer_config c = make_config();
   c.planner.hysteresis_iters = 1;
-  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+  CHECK(balancer_open(run, &c));
   static const double seconds[][WORLD] = {{1e-320, 1.0, 1.0, 1.0},
                                           {1.0, 5e-324, 1e308, 1.0},
                                           {5e-324, 5e-324, 5e-324, 5e-324},
                                           {1.0, 1.0, 1.0, 1.0}};
   for (size_t step = 0; step < sizeof seconds / sizeof *seconds; ++step) {
     const htp_plan *plan = NULL;
-    CHECK(htp_balancer_step(b, seconds[step][run->rank], &plan) == HTP_OK);
+    CHECK(htp_balancer_step(run->b, seconds[step][run->rank], &plan) == HTP_OK);
     CHECK(plan != NULL && htp_plan_check(plan, NULL, 0) == HTP_OK);
-    const double *speeds = htp_planner_speeds(htp_balancer_planner(b));
+    const double *speeds = htp_planner_speeds(htp_balancer_planner(run->b));
     for (int r = 0; r < WORLD; ++r) CHECK(speeds[r] > 0.0 && speeds[r] <= 1.0);
     CHECK(isfinite(plan->target_time));
     step_plans[run->rank] = plan;
-    CHECK(htp_barrier(ctx) == HTP_OK);
+    CHECK(htp_barrier(run->ctx) == HTP_OK);
     if (run->rank == 0)
       for (int r = 1; r < WORLD; ++r) plans_differ |= !htp_plan_equal(step_plans[0], step_plans[r]);
-    CHECK(htp_barrier(ctx) == HTP_OK);
+    CHECK(htp_barrier(run->ctx) == HTP_OK);
   }
 done:
-  htp_balancer_destroy(b);
-  htp_ctx_destroy(ctx);
+  rank_close(run);
   return NULL;
 }
 
@@ -430,35 +435,28 @@ static char forged_error[256];
 
 static void *forged_main(void *arg) {
   rank_run *run = arg;
-  htp_ctx *ctx = NULL;
-  htp_planner *planner = NULL;
-  htp_unit_table *table = NULL;
-  htp_migration *m = NULL;
-  htp_planner_config c = make_config();
+  htp_planner_config c = make_config().planner;
   const double speeds[WORLD] = {1, 1, 1, 0.3};
-  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
-  CHECK(htp_planner_create(&c, &planner) == HTP_OK);
-  CHECK(htp_planner_plan_speeds(planner, speeds, NULL) == HTP_OK);
-  const htp_plan *plan = htp_planner_plan(planner);
+  CHECK(htp_ctx_create(run->world, run->rank, &run->ctx) == HTP_OK);
+  CHECK(htp_planner_create(&c, &run->planner) == HTP_OK);
+  CHECK(htp_planner_plan_speeds(run->planner, speeds, NULL) == HTP_OK);
+  const htp_plan *plan = htp_planner_plan(run->planner);
   CHECK(plan->num_flows[HTP_PAIR_ATTENTION] > 0);
   const htp_flow flow = plan->flows[HTP_PAIR_ATTENTION][0];
   CHECK(flow.src == 3);
   if (run->rank == 3) {
     int32_t header[2 * HEADS] = {0};
     header[0] = HEADS; /* one past the last head; not new */
-    CHECK(htp_send_host(ctx, header, 2 * (size_t)flow.count * sizeof(int32_t), flow.dst,
+    CHECK(htp_send_host(run->ctx, header, 2 * (size_t)flow.count * sizeof(int32_t), flow.dst,
                         0x4D00 + HTP_PAIR_ATTENTION) == HTP_OK);
   } else if (run->rank == flow.dst) {
-    CHECK(htp_unit_table_create(&c, run->rank, run->selection, 11, &table) == HTP_OK);
-    CHECK(htp_migration_create(&c, run->rank, BYTES, &m) == HTP_OK);
-    CHECK(htp_migration_apply(m, ctx, plan, table, pack, &run->rank) == HTP_ERR_INTERNAL);
-    snprintf(forged_error, sizeof forged_error, "%s", htp_last_error(ctx));
+    CHECK(migration_open(run, &c));
+    CHECK(htp_migration_apply(run->m, run->ctx, plan, run->table, pack, &run->rank) ==
+          HTP_ERR_INTERNAL);
+    snprintf(forged_error, sizeof forged_error, "%s", htp_last_error(run->ctx));
   }
 done:
-  htp_migration_destroy(m);
-  htp_unit_table_destroy(table);
-  htp_planner_destroy(planner);
-  htp_ctx_destroy(ctx);
+  rank_close(run);
   return NULL;
 }
 

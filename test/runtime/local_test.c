@@ -1495,6 +1495,129 @@ static void test_allreduce_chunks(void **state) {
   assert_int_equal(end, 12800);
 }
 
+/* A world of size ranks on the checked device (sm_counts may be NULL). */
+static htp_world *make_checked_world(int size, const int32_t *sm_counts) {
+  htp_config config = HTP_CONFIG_INITIALIZER;
+  config.world_size = size;
+  config.timeout_s = 10.0;
+  config.device = HTP_DEVICE_CHECKED;
+  config.sm_counts = sm_counts;
+  htp_world *world = NULL;
+  char message[256];
+  if (htp_world_create_verbose(&config, &world, message, sizeof message) != HTP_OK)
+    fail_msg("htp_world_create: %s", message);
+  return world;
+}
+
+/* The device's SM count reaches the chunking (htp__allreduce_chunk alone
+ * is tested above). Each rank adds its own copy of the bias to the rows it
+ * sums; here every rank's bias differs (rank r's is 1000 (r + 1)) and the
+ * parts are zeros, so each row of the sum names the rank that summed it.
+ * On the checked device's 132 SMs, rank 0 on 8, rank 2 on 24 and rank 1 on
+ * the whole GPU (the other 100) sum rows [0, 8), [8, 108), [108, 132);
+ * with the device's count unknown they would sum equal thirds of 44. */
+enum { SMS_ROWS = 132, SMS_COLS = 32 };
+
+static htp_result body_rows_by_sms(htp_ctx *ctx, void *user) {
+  (void)user;
+  const int rank = htp_ctx_rank(ctx);
+  const size_t n = (size_t)SMS_ROWS * SMS_COLS;
+  float *zeros = calloc(n, sizeof *zeros), *sum = malloc(n * sizeof *sum), bias[SMS_COLS];
+  for (int c = 0; c < SMS_COLS; ++c) bias[c] = 1000.0f * (float)(rank + 1);
+  void *dsend = zeros ? on_ctx(ctx, zeros, n * sizeof *zeros, 1) : NULL;
+  void *dbias = on_ctx(ctx, bias, sizeof bias, 1), *dsum = NULL;
+  htp_result rc = sum && dsend && dbias ? htp_mem_alloc(ctx, n * sizeof *sum, &dsum) : HTP_ERR_NOMEM;
+  if (rc == HTP_OK)
+    rc = htp_allreduce_sum_bias_residual_f32(ctx, dsend, dbias, NULL, dsum, SMS_ROWS, SMS_COLS);
+  if (rc == HTP_OK) rc = htp_mem_download(ctx, sum, dsum, n * sizeof *sum);
+  for (int row = 0; rc == HTP_OK && row < SMS_ROWS; ++row) {
+    const int summer = row < 8 ? 0 : row < 108 ? 1 : 2;
+    if (sum[(size_t)row * SMS_COLS] != 1000.0f * (float)(summer + 1)) {
+      fprintf(stderr, "rank %d: row %d was summed by rank %g, not %d\n", rank, row,
+              sum[(size_t)row * SMS_COLS] / 1000.0f - 1, summer);
+      rc = HTP_ERR_INTERNAL;
+    }
+  }
+  void *held[] = {dsend, dbias, dsum};
+  for (size_t i = 0; i < sizeof held / sizeof *held; ++i)
+    if (held[i]) htp_mem_free(ctx, held[i]);
+  free(zeros), free(sum);
+  return rc;
+}
+
+static void test_allreduce_rows_follow_device_sms(void **state) {
+  (void)state;
+  const int32_t sms[3] = {8, 0, 24};
+  htp_world *world = make_checked_world(3, sms);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, body_rows_by_sms, NULL, runs);
+  expect_all_ok(runs, 3);
+  htp_world_destroy(world);
+}
+
+/* A rank failing mid all-reduce has copies queued that write its peers'
+ * buffers; it waits for them before failing the world, since a peer woken
+ * by the failure may reuse its buffers at once. Rank 1 queues the copy of
+ * its rows into rank 0's sum, then fails copying its normed rows into rank
+ * 0's normed, which holds only rank 0's own rows. Rank 0, woken, rewrites
+ * its sum; rank 1 then frees memory (which runs every stream's queue, as
+ * cudaFree waits for the device): rank 0's sum must keep what it wrote. */
+enum { FAIL_ROWS = 8, FAIL_COLS = 32 };
+static pthread_barrier_t fail_barrier;
+
+static htp_result body_failure_settles_copies(htp_ctx *ctx, void *user) {
+  (void)user;
+  const int rank = htp_ctx_rank(ctx);
+  const size_t n = (size_t)FAIL_ROWS * FAIL_COLS, bytes = n * sizeof(float);
+  float ones[FAIL_ROWS * FAIL_COLS], sevens[FAIL_ROWS * FAIL_COLS], got[FAIL_ROWS * FAIL_COLS];
+  float gamma[FAIL_COLS], beta[FAIL_COLS];
+  for (size_t i = 0; i < n; ++i) ones[i] = 1.0f, sevens[i] = 7.0f;
+  for (int c = 0; c < FAIL_COLS; ++c) gamma[c] = 1.0f, beta[c] = 0.0f;
+  void *send = on_ctx(ctx, ones, bytes, 1), *g = on_ctx(ctx, gamma, sizeof gamma, 1);
+  void *b = on_ctx(ctx, beta, sizeof beta, 1), *sum = NULL, *normed = NULL;
+  int ok = send && g && b && htp_mem_alloc(ctx, bytes, &sum) == HTP_OK &&
+           htp_mem_alloc(ctx, rank == 0 ? bytes / 2 : bytes, &normed) == HTP_OK;
+  const htp_result rc =
+      ok ? htp_allreduce_sum_norm_f32(ctx, send, NULL, NULL, sum, g, b, normed, FAIL_ROWS,
+                                      FAIL_COLS, 1e-5f)
+         : HTP_ERR_NOMEM;
+  const char *why = htp_last_error(ctx);
+  if (rank == 1 && (rc != HTP_ERR_INVALID || !strstr(why, "checked copy"))) {
+    fprintf(stderr, "rank 1: got %s (%s), expected its copy refused\n", htp_strerror(rc), why);
+    ok = 0;
+  }
+  if (rank == 0 && rc != HTP_ERR_REMOTE) {
+    fprintf(stderr, "rank 0: got %s (%s), expected rank 1's failure\n", htp_strerror(rc), why);
+    ok = 0;
+  }
+  if (rank == 0 && ok) ok = htp_mem_upload(ctx, sum, sevens, bytes) == HTP_OK;
+  pthread_barrier_wait(&fail_barrier); /* rank 0 has reused its sum */
+  if (rank == 1 && send) htp_mem_free(ctx, send), send = NULL;
+  pthread_barrier_wait(&fail_barrier); /* every queue has run */
+  if (rank == 0 && ok) ok = htp_mem_download(ctx, got, sum, bytes) == HTP_OK;
+  for (size_t i = 0; rank == 0 && ok && i < n; ++i)
+    if (got[i] != 7.0f) {
+      fprintf(stderr, "rank 0: its sum's element %zu is %g: rank 1's copy landed after rank 0 "
+              "was told of its failure\n", i, got[i]);
+      ok = 0;
+    }
+  void *held[] = {send, g, b, sum, normed};
+  for (size_t i = 0; i < sizeof held / sizeof *held; ++i)
+    if (held[i]) htp_mem_free(ctx, held[i]);
+  return ok ? HTP_OK : HTP_ERR_INTERNAL;
+}
+
+static void test_failure_settles_queued_copies(void **state) {
+  (void)state;
+  htp_world *world = make_checked_world(2, NULL);
+  assert_int_equal(pthread_barrier_init(&fail_barrier, NULL, 2), 0);
+  rank_run runs[MAX_RANKS];
+  run_ranks(world, body_failure_settles_copies, NULL, runs);
+  pthread_barrier_destroy(&fail_barrier);
+  expect_all_ok(runs, 2);
+  htp_world_destroy(world);
+}
+
 /* A rank whose context fails past the argument checks (here the checked
  * device refusing its environment) fails the world: a peer already in a
  * barrier hears it at once, not at the 30 s deadline (on an H200 a rank
@@ -1604,6 +1727,8 @@ int main(void) {
       cmocka_unit_test(test_missing_rank_times_out),
       cmocka_unit_test(test_failed_context_fails_world),
       cmocka_unit_test(test_allreduce_chunks),
+      cmocka_unit_test(test_allreduce_rows_follow_device_sms),
+      cmocka_unit_test(test_failure_settles_queued_copies),
       cmocka_unit_test(test_allreduce_bias_residual),
       cmocka_unit_test(test_group_layer_norm),
       cmocka_unit_test(test_group_layer_norm_refusals),
