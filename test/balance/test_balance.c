@@ -1024,6 +1024,47 @@ static void test_19_pack_without_device_memory(void **unused) {
     fail_msg("the migrator said: %s", no_room_message);
 }
 
+/* 20: on a device the balancer refuses what its host loops would read
+ * there (importance, variation and displacement scores; the same and
+ * average imputations), saying what it was asked; random + zero runs. */
+static void *device_refusal_main(void *arg) {
+  rank_run *run = arg;
+  htp_ctx *ctx = NULL;
+  htp_balancer *b = NULL;
+  CHECK(htp_ctx_create(run->world, run->rank, &ctx) == HTP_OK);
+  static const struct {
+    htp_select selection;
+    htp_impute impute;
+    const char *asked;
+  } cases[] = {{HTP_SELECT_IMPORTANCE, HTP_IMPUTE_ZERO, "select importance, impute zero"},
+               {HTP_SELECT_VARIATION, HTP_IMPUTE_ZERO, "select variation, impute zero"},
+               {HTP_SELECT_DISPLACEMENT, HTP_IMPUTE_ZERO, "select displacement, impute zero"},
+               {HTP_SELECT_RANDOM, HTP_IMPUTE_SAME, "select random, impute same"},
+               {HTP_SELECT_RANDOM, HTP_IMPUTE_AVERAGE, "select random, impute average"}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; ++i) {
+    htp_balancer_config c =
+        harness_balancer_config(1, HTP_POLICY_RESIZE, cases[i].selection, cases[i].impute);
+    CHECK(htp_balancer_create(ctx, &c, &b) == HTP_ERR_INVALID && !b);
+    CHECK(strstr(htp_last_error(ctx), "on the checked device only random selection and zero "
+                                      "imputation run yet") != NULL);
+    CHECK(strstr(htp_last_error(ctx), cases[i].asked) != NULL);
+  }
+  htp_balancer_config c = harness_balancer_config(1, HTP_POLICY_RESIZE, HTP_SELECT_RANDOM,
+                                                  HTP_IMPUTE_ZERO);
+  CHECK(htp_balancer_create(ctx, &c, &b) == HTP_OK);
+done:
+  htp_balancer_destroy(b);
+  htp_ctx_destroy(ctx);
+  return NULL;
+}
+
+static void test_20_device_refuses_host_scores(void **unused) {
+  (void)unused;
+  harness_device = HTP_DEVICE_CHECKED;
+  run_world(1, device_refusal_main, NULL);
+  harness_device = HTP_DEVICE_CPU;
+}
+
 /* ----- communication seconds ---------------------------------------------- */
 
 static double comm_no_delay[2], comm_delayed[2];
@@ -1264,6 +1305,7 @@ int main(void) {
       cmocka_unit_test(test_17_move_zeroes_bias),
       cmocka_unit_test(test_18_site_seconds_kind_range),
       cmocka_unit_test(test_19_pack_without_device_memory),
+      cmocka_unit_test(test_20_device_refuses_host_scores),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -149,7 +149,8 @@ static const char *const HELP[] = {
     "  --impute zero|same|average\n"
     "                        values of pruned units (resize, semi): zero (default),\n"
     "                        same (the unit's last computed value), average (per\n"
-    "                        token, the mean of the kept units)\n"
+    "                        token, the mean of the kept units); same and average\n"
+    "                        on the CPU only (--device cuda or checked: zero)\n"
     "  --same-max-age N      with --impute same: a unit's stored value stands in for\n"
     "                        it at most N steps after it was computed, zero after;\n"
     "                        0 is any age (default: 1 with --train, where an old\n"
@@ -166,7 +167,7 @@ static const char *const HELP[] = {
     "                        first: the sum of its update norms) or displacement\n"
     "                        (least net change first: its weights now minus 16 to\n"
     "                        31 steps ago). Needs a block with balance hooks, as\n"
-    "                        --policy does\n"
+    "                        --policy does; all but random on the CPU only\n"
     "  --ewma-alpha A        the detector's smoothing of each rank's speed, the\n"
     "                        newest sample's weight in (0, 1] (default 0.3)\n"
     "  --hysteresis N        iterations in a row below 0.90 (at or above 0.95) of\n"
@@ -1342,6 +1343,16 @@ int htp_run_check_implemented(const htp_run_options *options, char *err, size_t 
                          "a GPU of its own)", options->backend);
   if (options->tp_given && htp_run_check_ranks(options, options->tp, "--tp", err, err_size))
     return 1;
+  /* The scores and the stored or averaged values are read and written by
+   * the host's loops: on a device they are device memory (the balancer
+   * refuses them there too, rank by rank). */
+  if (strcmp(options->device, "cpu") != 0 &&
+      (options->impute != HTP_IMPUTE_ZERO || options->selection != HTP_SELECT_RANDOM))
+    return htp_set_error(err, err_size, "--device %s balances with --select random and --impute "
+                         "zero only (asked: --select %s, --impute %s): importance, variation, "
+                         "displacement and the same and average imputations run on the CPU",
+                         options->device, htp_select_name(options->selection),
+                         htp_impute_name(options->impute));
   if (options->profile && !options->train.enabled && options->iters > HTP_PROFILE_MAX_ITERATIONS)
     return htp_set_error(err, err_size, "--profile keeps every call's time of each timed "
                          "iteration: at most %d (--iters %ld)", HTP_PROFILE_MAX_ITERATIONS,
