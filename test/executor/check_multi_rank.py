@@ -11,7 +11,7 @@ trace, the refusal of balancing policies (the fake blocks have no balance
 hooks), the limits checked before anything is allocated (a block claiming tp
 10^6 or a 2^39-byte workspace, a FILE that is not a regular file, --backend
 mpi without a launcher), each rank's share of the cores for BLAS, and the
-mpi backend when mpirun is there. Prints PASS or FAIL lines; exit 1 on any
+mpi backend when mpirun is there (and htp-run has it: HTP_HAVE_MPI). Prints PASS or FAIL lines; exit 1 on any
 FAIL.
 """
 import json
@@ -161,7 +161,9 @@ def main():
     check_blas_threads(htp_run, so)
 
     mpirun = shutil.which("mpirun")
-    if mpirun:
+    if mpirun and os.environ.get("HTP_HAVE_MPI", "ON") != "ON":
+        print("SKIP: mpi: this htp-run was built without the mpi backend")
+    elif mpirun:
         # Open MPI leaks at exit by design (as test/runtime notes): no leak
         # check under mpirun; ASan's other checks stay on.
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
