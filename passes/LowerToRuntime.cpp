@@ -784,6 +784,7 @@ LogicalResult EntryLowering::lowerBody() {
   populateOpLoweringPatterns(patterns, converter, context);
   if (failed(applyPartialConversion(entry, target, std::move(patterns))))
     return failure();
+  context.branchOnFailures(builder);
   // Every tensor is now a pointer: the casts cancel out.
   SmallVector<UnrealizedConversionCastOp> casts, left;
   entry.walk([&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });

@@ -689,22 +689,36 @@ Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name
 }
 
 void EntryContext::returnIfFailed(RewriterBase &rewriter, Location loc, Value status) {
+  (void)rewriter, (void)loc;
+  checkedCalls.push_back(cast<LLVM::CallOp>(status.getDefiningOp()));
+}
+
+void EntryContext::branchOnFailures(OpBuilder &builder) {
+  if (checkedCalls.empty())
+    return;
+  // A pattern that failed after making a call had its ops rolled back: only
+  // the calls still in the entry are checked.
+  llvm::DenseSet<Operation *> live;
+  entry.walk([&](LLVM::CallOp call) { live.insert(call); });
   Region &body = entry.getBody();
-  if (!failureBlock) {
-    OpBuilder::InsertionGuard guard(rewriter);
-    failureBlock = rewriter.createBlock(&body, body.end(), {rewriter.getI32Type()}, {loc});
-    LLVM::ReturnOp::create(rewriter, loc, ValueRange{failureBlock->getArgument(0)});
+  Location loc = entry.getLoc();
+  OpBuilder::InsertionGuard guard(builder);
+  Block *failureBlock = builder.createBlock(&body, body.end(), {builder.getI32Type()}, {loc});
+  LLVM::ReturnOp::create(builder, loc, ValueRange{failureBlock->getArgument(0)});
+  for (Operation *call : llvm::reverse(checkedCalls)) {
+    if (!live.contains(call))
+      continue;
+    // What follows the call moves to a new block, between this one and the
+    // failure exit.
+    Block *current = call->getBlock();
+    Block *next = current->splitBlock(std::next(Block::iterator(call)));
+    builder.setInsertionPointToEnd(current);
+    Value status = call->getResult(0);
+    Value failed = LLVM::ICmpOp::create(builder, call->getLoc(), LLVM::ICmpPredicate::ne, status,
+                                        constantI32(builder, call->getLoc(), 0));
+    LLVM::CondBrOp::create(builder, call->getLoc(), failed, failureBlock, ValueRange{status},
+                           next, ValueRange{});
   }
-  // What follows the call (the op being lowered, the ops after it) moves to
-  // a new block, between this one and the failure exit.
-  Block *current = rewriter.getInsertionBlock();
-  Block *next = rewriter.splitBlock(current, rewriter.getInsertionPoint());
-  rewriter.setInsertionPointToEnd(current);
-  Value failed = LLVM::ICmpOp::create(rewriter, loc, LLVM::ICmpPredicate::ne, status,
-                                      constantI32(rewriter, loc, 0));
-  LLVM::CondBrOp::create(rewriter, loc, failed, failureBlock, ValueRange{status}, next,
-                         ValueRange{});
-  rewriter.setInsertionPointToStart(next);
 }
 
 void htp::populateOpLoweringPatterns(RewritePatternSet &patterns,

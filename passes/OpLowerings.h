@@ -29,7 +29,9 @@ struct EntryContext {
   llvm::DenseMap<Value, int64_t> resultBuffer;
   /// Per returned value: false when it was computed in place in its buffer.
   SmallVector<bool> copyResult;
-  Block *failureBlock = nullptr; ///< returns its i32 argument; made when first needed
+  /// The runtime calls whose status returnIfFailed deferred, in the order
+  /// the patterns made them (branchOnFailures adds the branches).
+  SmallVector<Operation *> checkedCalls;
 
   Value workspace() const { return buffers.back(); }
   /// Where `op` writes its result `index`: its workspace slot or its result
@@ -43,9 +45,16 @@ struct EntryContext {
   void callOp(RewriterBase &rewriter, Location loc, StringRef name, ValueRange args);
   /// Calls the libhtprt function `name`, which returns an htp_result (i32).
   Value callRuntime(OpBuilder &builder, Location loc, StringRef name, ValueRange args);
-  /// Returns `status` from the entry when it is not HTP_OK (a peer hung or
-  /// died), and goes on in a new block otherwise.
+  /// Returns `status` (a runtime call's result) from the entry when it is
+  /// not HTP_OK (a peer hung or died), and goes on in a new block otherwise:
+  /// noted here, branched by branchOnFailures once the patterns have run.
   void returnIfFailed(RewriterBase &rewriter, Location loc, Value status);
+  /// After the conversion: each noted call that is still in the entry ends
+  /// its block with `status != 0 ? return status : go on`. Splitting at the
+  /// calls from the last to the first moves each op once; splitting inside
+  /// the patterns moved every later op at each call, and the conversion
+  /// logged each move (an 8,000-op function took 2.4 GB).
+  void branchOnFailures(OpBuilder &builder);
 
 private:
   LLVM::LLVMFuncOp declareFunction(OpBuilder &builder, StringRef name, Type result,
