@@ -688,35 +688,37 @@ Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name
   return LLVM::CallOp::create(builder, loc, function, args).getResult();
 }
 
+/// Marks a runtime call whose status branchOnFailures checks.
+static constexpr llvm::StringLiteral kCheckedCall = "htp.checked_call";
+
 void EntryContext::returnIfFailed(RewriterBase &rewriter, Location loc, Value status) {
-  (void)rewriter, (void)loc;
-  checkedCalls.push_back(cast<LLVM::CallOp>(status.getDefiningOp()));
+  (void)loc;
+  cast<LLVM::CallOp>(status.getDefiningOp())->setAttr(kCheckedCall, rewriter.getUnitAttr());
 }
 
 void EntryContext::branchOnFailures(OpBuilder &builder) {
-  if (checkedCalls.empty())
+  SmallVector<LLVM::CallOp> calls; // in program order
+  entry.walk([&](LLVM::CallOp call) {
+    if (call->removeAttr(kCheckedCall))
+      calls.push_back(call);
+  });
+  if (calls.empty())
     return;
-  // A pattern that failed after making a call had its ops rolled back: only
-  // the calls still in the entry are checked.
-  llvm::DenseSet<Operation *> live;
-  entry.walk([&](LLVM::CallOp call) { live.insert(call); });
   Region &body = entry.getBody();
   Location loc = entry.getLoc();
   OpBuilder::InsertionGuard guard(builder);
   Block *failureBlock = builder.createBlock(&body, body.end(), {builder.getI32Type()}, {loc});
   LLVM::ReturnOp::create(builder, loc, ValueRange{failureBlock->getArgument(0)});
-  for (Operation *call : llvm::reverse(checkedCalls)) {
-    if (!live.contains(call))
-      continue;
+  for (LLVM::CallOp call : llvm::reverse(calls)) {
     // What follows the call moves to a new block, between this one and the
     // failure exit.
     Block *current = call->getBlock();
     Block *next = current->splitBlock(std::next(Block::iterator(call)));
     builder.setInsertionPointToEnd(current);
-    Value status = call->getResult(0);
-    Value failed = LLVM::ICmpOp::create(builder, call->getLoc(), LLVM::ICmpPredicate::ne, status,
-                                        constantI32(builder, call->getLoc(), 0));
-    LLVM::CondBrOp::create(builder, call->getLoc(), failed, failureBlock, ValueRange{status},
+    Value status = call.getResult();
+    Value failed = LLVM::ICmpOp::create(builder, call.getLoc(), LLVM::ICmpPredicate::ne, status,
+                                        constantI32(builder, call.getLoc(), 0));
+    LLVM::CondBrOp::create(builder, call.getLoc(), failed, failureBlock, ValueRange{status},
                            next, ValueRange{});
   }
 }

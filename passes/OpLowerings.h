@@ -29,9 +29,6 @@ struct EntryContext {
   llvm::DenseMap<Value, int64_t> resultBuffer;
   /// Per returned value: false when it was computed in place in its buffer.
   SmallVector<bool> copyResult;
-  /// The runtime calls whose status returnIfFailed deferred, in the order
-  /// the patterns made them (branchOnFailures adds the branches).
-  SmallVector<Operation *> checkedCalls;
 
   Value workspace() const { return buffers.back(); }
   /// Where `op` writes its result `index`: its workspace slot or its result
@@ -47,9 +44,11 @@ struct EntryContext {
   Value callRuntime(OpBuilder &builder, Location loc, StringRef name, ValueRange args);
   /// Returns `status` (a runtime call's result) from the entry when it is
   /// not HTP_OK (a peer hung or died), and goes on in a new block otherwise:
-  /// noted here, branched by branchOnFailures once the patterns have run.
+  /// the call is marked here (a discardable attribute, which a rolled-back
+  /// pattern's call takes with it) and branched by branchOnFailures once
+  /// the patterns have run.
   void returnIfFailed(RewriterBase &rewriter, Location loc, Value status);
-  /// After the conversion: each noted call that is still in the entry ends
+  /// After the conversion: each marked call ends
   /// its block with `status != 0 ? return status : go on`. Splitting at the
   /// calls from the last to the first moves each op once; splitting inside
   /// the patterns moved every later op at each call, and the conversion

@@ -165,7 +165,8 @@ typedef struct htp__backend_ops {
                      int tag, double deadline);
   htp_result (*barrier)(htp_ctx *ctx, double deadline);
   /* Compares what every rank passes to the collective it is about to run,
-   * before the core calls it (NULL: the backend compares them itself). A
+   * before the core calls it (NULL: local compares them at its rendezvous;
+   * nccl does not compare them yet). A
    * mismatch fails the world with HTP_ERR_INVALID, on every rank alike. */
   htp_result (*agree)(htp_ctx *ctx, const htp__collective_args *args, double deadline);
   /* Called once, right after the world was marked failed: wake local waiters,
@@ -257,12 +258,12 @@ HTP__HIDDEN void htp__world_fail(htp_world *world, htp_ctx *ctx, htp_result code
                                  const char *format, ...) HTP__PRINTF(5, 6);
 /* What a failed world means for rank: TIMEOUT stays TIMEOUT everywhere; a
  * failure that started on another rank is HTP_ERR_REMOTE; HTP_OK if healthy. */
+HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
 /* The world fails here without a notice to its peers: each of them finds
  * the same failure itself (the mpi backend's agreement on a call, where a
  * notice would overtake a peer still gathering and tell it less). */
 HTP__HIDDEN void htp__world_fail_alike(htp_world *world, htp_ctx *ctx, htp_result code,
                                        const char *format, ...) HTP__PRINTF(4, 5);
-HTP__HIDDEN htp_result htp__world_failure_for(const htp_world *world, int rank);
 /* The epilogue on rows [first, first + rows) of the sum in recv (the
  * residual's and normed's same rows), on the context's kernel table: the
  * adds (one pass where it has the fused entry), then the norm. */

@@ -705,8 +705,9 @@ static htp_result settle_stream(htp_ctx *ctx, const char *what) {
   return status == HTP_KERNEL_OK ? HTP_OK : htp__kernel_failed(ctx, status, what);
 }
 
-/* Where the backend compares the ranks' calls itself (local), nothing;
- * else (mpi) the ranks' arguments are compared before any data moves. */
+/* The ranks' arguments compared before any data moves where the backend
+ * has an agreement (mpi); local compares them at its rendezvous, nccl does
+ * not yet. */
 static htp_result agree(htp_ctx *ctx, const htp__collective_args *args) {
   if (!args || !ctx->world->ops->agree || ctx->world->size == 1) return HTP_OK;
   return ctx->world->ops->agree(ctx, args, deadline_of(ctx));

@@ -362,7 +362,8 @@ HTP_API htp_result htp_allreduce_sum_norm_bf16(htp_ctx *ctx, const uint16_t *sen
  * ranks as the sums of htp_allreduce_sum_norm_f32 (in proportion to their
  * SMs on one GPU), each normalising its rows and copying them to the
  * others, instead of each normalising all of x; on one rank, mpi and nccl
- * each rank normalises all of x itself (no communication). y overlaps
+ * each rank normalises all of x itself (mpi first checks that the ranks
+ * made the same call: one small all-gather). y overlaps
  * none of x, weight and bias; the result is htp_op_layer_norm_f32's, bit
  * for bit.
  * Its time counts as communication, as the sums' norms do. */

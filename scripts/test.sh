@@ -52,7 +52,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest build-asa
 # ISA-capped copies and the precision cases run the same threads again:
 # left to the other two builds (under TSan four fifths of the time).
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_ctest build-tsan \
-  -E '^kernels\.[a-z_]+\.(AVX2|AVX512_CORE|AVX512_CORE_BF16)$|^kernels\.precision'
+  -E '^kernels\.[a-z0-9_]+\.(AVX2|AVX512_CORE|AVX512_CORE_BF16)$|^kernels\.precision'
 
 echo "== fuzz: scripts/fuzz.sh (${FUZZ_SECONDS:-60} s per target)"
 if scripts/fuzz.sh; then passed=$((passed + 1)); else failed=$((failed + 1)); fi

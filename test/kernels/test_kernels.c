@@ -740,8 +740,9 @@ static int threads_in_process(void) {
   return count;
 }
 
-/* The threads a process has before it starts any: its own, and under
- * ThreadSanitizer the sanitizer's background thread. */
+/* The threads a process has besides the pool's once it has started one:
+ * its own, and under ThreadSanitizer the sanitizer's background thread
+ * (started with the first thread, not joined at exit). */
 #if defined(__SANITIZE_THREAD__)
 enum { OWN_THREADS = 2 };
 #elif defined(__has_feature)
