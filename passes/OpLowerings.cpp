@@ -191,7 +191,7 @@ struct AttentionLowering : CallPattern<AttentionOp> {
                               adaptor.getQkvBias(), adaptor.getProjWeight(),
                               result,               scratch};
       args.append(dims());
-      entry.returnIfFailed(rewriter, loc,
+      entry.returnIfFailed(rewriter,
                            entry.callRuntime(rewriter, loc,
                                              opEntryPoint("htp_rt_attention", op), args));
     } else {
@@ -278,7 +278,7 @@ struct MLPLowering : CallPattern<MLPOp> {
          constantI64(rewriter, loc, op.getType().getShape().back()),
          constantI64(rewriter, loc, hidden), constantI64(rewriter, loc, op.getUnitWidth()),
          constantI32(rewriter, loc, tanhFlag(op))});
-    entry.returnIfFailed(rewriter, loc, status);
+    entry.returnIfFailed(rewriter, status);
   }
 };
 
@@ -323,7 +323,7 @@ struct AllReduceLowering : CallPattern<AllReduceOp> {
         rewriter, loc, opEntryPoint("htp_allreduce_sum", op),
         {entry.rtContext, adaptor.getInput(), result,
          constantI64(rewriter, loc, op.getType().getNumElements())});
-    entry.returnIfFailed(rewriter, loc, status);
+    entry.returnIfFailed(rewriter, status);
   }
 };
 
@@ -503,7 +503,7 @@ struct AttentionGradLowering : MultiCallPattern<AttentionGradOp> {
                               results[3],           entry.scratchPointer(rewriter, op)};
       args.append(
           attentionDims(rewriter, loc, op.getInput(), op.getNumHeads(), op.getHeadDim()));
-      entry.returnIfFailed(rewriter, loc,
+      entry.returnIfFailed(rewriter,
                            entry.callRuntime(rewriter, loc, "htp_rt_attention_grad_f32", args));
       return;
     }
@@ -544,7 +544,7 @@ struct MLPGradLowering : MultiCallPattern<MLPGradOp> {
          constantI64(rewriter, loc, shapeOf(op.getFc1Weight())[0]),
          constantI64(rewriter, loc, op.getUnitWidth()),
          constantI32(rewriter, loc, tanhFlag(op))});
-    entry.returnIfFailed(rewriter, loc, status);
+    entry.returnIfFailed(rewriter, status);
   }
 };
 
@@ -679,7 +679,7 @@ void EntryContext::callOp(RewriterBase &rewriter, Location loc, StringRef name,
                           ValueRange args) {
   SmallVector<Value> withContext{rtContext};
   withContext.append(args.begin(), args.end());
-  returnIfFailed(rewriter, loc, callRuntime(rewriter, loc, name, withContext));
+  returnIfFailed(rewriter, callRuntime(rewriter, loc, name, withContext));
 }
 
 Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name,
@@ -691,8 +691,7 @@ Value EntryContext::callRuntime(OpBuilder &builder, Location loc, StringRef name
 /// Marks a runtime call whose status branchOnFailures checks.
 static constexpr llvm::StringLiteral kCheckedCall = "htp.checked_call";
 
-void EntryContext::returnIfFailed(RewriterBase &rewriter, Location loc, Value status) {
-  (void)loc;
+void EntryContext::returnIfFailed(RewriterBase &rewriter, Value status) {
   cast<LLVM::CallOp>(status.getDefiningOp())->setAttr(kCheckedCall, rewriter.getUnitAttr());
 }
 

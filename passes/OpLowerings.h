@@ -47,7 +47,7 @@ struct EntryContext {
   /// the call is marked here (a discardable attribute, which a rolled-back
   /// pattern's call takes with it) and branched by branchOnFailures once
   /// the patterns have run.
-  void returnIfFailed(RewriterBase &rewriter, Location loc, Value status);
+  void returnIfFailed(RewriterBase &rewriter, Value status);
   /// After the conversion: each marked call ends
   /// its block with `status != 0 ? return status : go on`. Splitting at the
   /// calls from the last to the first moves each op once; splitting inside

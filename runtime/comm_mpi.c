@@ -1105,6 +1105,15 @@ static htp_result mpi_barrier(htp_ctx *ctx, double deadline) {
  * MPI, or sum unlike buffers without a word. */
 enum { AGREE_WORDS = 7 };
 
+/* One rank's call from its AGREE_WORDS gathered words (mpi_agree's order). */
+static htp__collective_args unpack_args(const long long *w) {
+  const uint32_t bits = (uint32_t)w[6];
+  htp__collective_args args = {(htp__collective)w[0], (size_t)w[1], (size_t)w[2], (int)w[3],
+                               (htp__space)w[4],      (unsigned)w[5], 0.0f};
+  memcpy(&args.epsilon, &bits, sizeof bits);
+  return args;
+}
+
 static htp_result mpi_agree(htp_ctx *ctx, const htp__collective_args *args, double deadline) {
   const char *what = htp__collective_name(args->op);
   const int size = ctx->world->size;
@@ -1121,16 +1130,11 @@ static htp_result mpi_agree(htp_ctx *ctx, const htp__collective_args *args, doub
                                MPI_LONG_LONG, state_of(ctx->world)->comm, &request));
   htp_result rc = wait_collective(ctx, &request, deadline, what);
   if (rc != HTP_OK) return rc;
-  htp__collective_args first = *args;
-  for (int rank = 0; rank < size; ++rank) {
-    const long long *w = all + (size_t)rank * AGREE_WORDS;
-    const uint32_t bits = (uint32_t)w[6];
-    htp__collective_args other = {(htp__collective)w[0], (size_t)w[1], (size_t)w[2], (int)w[3],
-                                  (htp__space)w[4], (unsigned)w[5], 0.0f};
-    memcpy(&other.epsilon, &bits, sizeof bits);
+  const htp__collective_args first = unpack_args(all);
+  for (int rank = 1; rank < size; ++rank) {
+    const htp__collective_args other = unpack_args(all + (size_t)rank * AGREE_WORDS);
     char message[HTP__MESSAGE_SIZE];
-    if (rank == 0) first = other;
-    else if (htp__collective_mismatch(&first, rank, &other, message, sizeof message)) {
+    if (htp__collective_mismatch(&first, rank, &other, message, sizeof message)) {
       htp__world_fail_alike(ctx->world, ctx, HTP_ERR_INVALID, "%s", message);
       return htp__ctx_error(ctx, HTP_ERR_INVALID, "%s", message);
     }

@@ -1013,6 +1013,15 @@ class Session:
                           numeric_skipped=0, roundtrips=0, failures=0)
         self.skips = {}
 
+    def attempt(self, seed, index, text, what, cmd, stdin=None, ok_codes=(0, 1), shown=None):
+        """Runs cmd; a crash, hang or odd exit is recorded as a failure of
+        `what` (shown as `shown`, else cmd) and gives None."""
+        try:
+            return self.runner.run(cmd, stdin=stdin, ok_codes=ok_codes)
+        except Failure as e:
+            self.fail(seed, index, text, what, shown or cmd, str(e))
+            return None
+
     def fail(self, seed, index, text, what, cmd, output):
         self.stats["failures"] += 1
         folder = os.path.join(self.workdir, f"failure-{seed}-{index}")
@@ -1044,12 +1053,11 @@ class Session:
         failed = False
         for opts in pipelines(rng, p, kind):
             cmd = [self.a.htp_opt, path] + opts
-            try:
-                rc, stdout, err = self.runner.run(cmd)
-            except Failure as e:
-                self.fail(seed, index, text, "htp-opt crashed or hung", cmd, str(e))
+            ran = self.attempt(seed, index, text, "htp-opt crashed or hung", cmd)
+            if ran is None:
                 failed = True
                 continue
+            rc, stdout, err = ran
             if rc == 0:
                 self.stats["ok"] += 1
             else:
@@ -1065,13 +1073,12 @@ class Session:
                 # what the export states, the import reads back (a split
                 # function's annotations are checked against its shards)
                 icmd = [self.a.htp_opt, "-", "--htp-import-shard"]
-                try:
-                    irc, _, ierr = self.runner.run(icmd, stdin=stdout)
-                except Failure as e:
-                    self.fail(seed, index, text, "importing exported shards crashed",
-                              cmd + ["|"] + icmd, str(e))
+                ran = self.attempt(seed, index, text, "importing exported shards crashed", icmd,
+                                   stdin=stdout, shown=cmd + ["|"] + icmd)
+                if ran is None:
                     failed = True
                     continue
+                irc, _, ierr = ran
                 self.stats["roundtrips"] += 1
                 if irc != 0:
                     self.fail(seed, index, text, "--htp-import-shard refuses what "
@@ -1080,13 +1087,12 @@ class Session:
             elif rc == 0 and opts and rng.random() < 0.35 and reparse:
                 # the printed output parses again
                 rcmd = [self.a.htp_opt, "-"]
-                try:
-                    rrc, _, rerr = self.runner.run(rcmd, stdin=stdout)
-                except Failure as e:
-                    self.fail(seed, index, text, "re-parsing a pass's output crashed", cmd + ["|"] + rcmd,
-                              str(e))
+                ran = self.attempt(seed, index, text, "re-parsing a pass's output crashed", rcmd,
+                                   stdin=stdout, shown=cmd + ["|"] + rcmd)
+                if ran is None:
                     failed = True
                     continue
+                rrc, _, rerr = ran
                 self.stats["roundtrips"] += 1
                 if rrc != 0:
                     self.fail(seed, index, text, "a pass's output does not parse again",
@@ -1114,14 +1120,12 @@ class Session:
                 cmd[cmd.index("--iters") + 1] = "6"
                 cmd += ["--policy", rng.choice(["resize", "migrate", "semi"]),
                         "--slow", f"{rng.randrange(tp)}:{rng.randint(2, 8)}"]
-            try:
-                _, out, _ = self.runner.run(cmd, ok_codes=(0, 1, 2))
-                if b"FAILED" in out:
-                    self.fail(seed, index, text, "htp-run --check: tp N differs from tp 1", cmd,
-                              out.decode("utf-8", "replace"))
-                    failed = True
-            except Failure as e:
-                self.fail(seed, index, text, "htp-run crashed or hung", cmd, str(e))
+            ran = self.attempt(seed, index, text, "htp-run crashed or hung", cmd, ok_codes=(0, 1, 2))
+            if ran is None:
+                failed = True
+            elif b"FAILED" in ran[1]:
+                self.fail(seed, index, text, "htp-run --check: tp N differs from tp 1", cmd,
+                          ran[1].decode("utf-8", "replace"))
                 failed = True
         if not failed and not self.a.keep_files:
             shutil.rmtree(folder, ignore_errors=True)
@@ -1134,11 +1138,10 @@ class Session:
         opts = ["--htp-import-shard"] + ([f"--htp-import-shard=tp={n}"] if n and rng.random() < 0.3
                                          else [])
         cmd = [self.a.htp_opt, path, opts[-1]]
-        try:
-            rc, out, err = self.runner.run(cmd)
-        except Failure as e:
-            self.fail(seed, index, text, "htp-opt crashed or hung", cmd, str(e))
+        ran = self.attempt(seed, index, text, "htp-opt crashed or hung", cmd)
+        if ran is None:
             return True
+        rc, out, err = ran
         if not p.even_annotations:
             return False
         self.stats["roundtrips"] += 1
@@ -1151,11 +1154,10 @@ class Session:
         plain = p.render()
         p.grid, p.annotated, p.shardings = grid, annotated, shardings
         scmd = [self.a.htp_opt, "-", f"--htp-tensor-parallel=tp={n}"]
-        try:
-            src, sout, serr = self.runner.run(scmd, stdin=plain.encode())
-        except Failure as e:
-            self.fail(seed, index, plain, "htp-opt crashed or hung", scmd, str(e))
+        ran = self.attempt(seed, index, plain, "htp-opt crashed or hung", scmd, stdin=plain.encode())
+        if ran is None:
             return True
+        src, sout, serr = ran
         if src == 0 and sout != out:
             self.fail(seed, index, text, "--htp-import-shard and --htp-tensor-parallel differ",
                       cmd, "--- import ---\n" + out.decode() + "--- split ---\n" + sout.decode())
@@ -1214,11 +1216,10 @@ class Session:
                     ccmd += [f"--entry={p.name[1:]}"]
                 ccmd += [f"{o}={v}" for o, v in zip(extra[::2], extra[1::2])]
                 extra = []
-                try:
-                    crc, _, cerr = self.runner.run(ccmd)
-                except Failure as e:
-                    self.fail(seed, index, text, "htp-compile crashed or hung", ccmd, str(e))
+                ran = self.attempt(seed, index, text, "htp-compile crashed or hung", ccmd)
+                if ran is None:
                     return True
+                crc, _, cerr = ran
                 if crc != 0:
                     if tp == 1:
                         self.fail(seed, index, text, "htp-compile refuses a valid program", ccmd,
@@ -1239,11 +1240,10 @@ class Session:
             if runtime:
                 cmd[cmd.index("--iters") + 1] = "8"
                 cmd += runtime
-            try:
-                rc, _, err = self.runner.run(cmd)
-            except Failure as e:
-                self.fail(seed, index, text, "htp-run crashed or hung", cmd, str(e))
+            ran = self.attempt(seed, index, text, "htp-run crashed or hung", cmd)
+            if ran is None:
                 return True
+            rc, _, err = ran
             if rc != 0:
                 first = next((line for line in err.splitlines() if "error:" in line), err)
                 key = first.split(".mlir:", 1)[-1].split(": ", 1)[-1][:70]
@@ -1295,11 +1295,10 @@ class Session:
         opaths = [os.path.join(folder, f"g_{i}.npy") for i in range(len(p.results) + len(params))]
         for o in opaths:
             cmd += ["--output", o]
-        try:
-            rc, _, err = self.runner.run(cmd)
-        except Failure as e:
-            self.fail(seed, index, text, "htp-run crashed or hung", cmd, str(e))
+        ran = self.attempt(seed, index, text, "htp-run crashed or hung", cmd)
+        if ran is None:
             return True
+        rc, _, err = ran
         if rc != 0:
             self.fail(seed, index, text, "htp-run refuses the gradient of a valid loss", cmd, err)
             return True
@@ -1334,11 +1333,10 @@ class Session:
         cmd_tp = cmd + ["--tp", str(tp)]
         for o in opaths:
             cmd_tp[cmd_tp.index(o)] = o.replace("g_", f"g{tp}_")
-        try:
-            rc, _, err = self.runner.run(cmd_tp)
-        except Failure as e:
-            self.fail(seed, index, text, "htp-run crashed or hung", cmd_tp, str(e))
+        ran = self.attempt(seed, index, text, "htp-run crashed or hung", cmd_tp)
+        if ran is None:
             return True
+        rc, _, err = ran
         if rc != 0:
             self.stats["numeric_skipped"] += 1
             return False
